@@ -1,0 +1,188 @@
+# Corral build. Outputs go to $(O) (default .output/); override with O=dir.
+# `make V=1` shows commands. See README for targets.
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.DEFAULT_GOAL := all
+
+O ?= .output
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= gcc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+SAN ?=
+FUZZ ?=
+
+ifeq ($(V),1)
+Q :=
+msg =
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+PKGS := libseccomp jansson inih libsystemd libcurl libmicrohttpd sqlite3 libpq \
+	libnl-3.0 libnl-genl-3.0 libbpf libcgroup
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes \
+	-Wno-unused-parameter -Wno-missing-field-initializers -Wvla -Wpointer-arith \
+	-Wundef -Wimplicit-fallthrough
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -MMD -MP \
+	-I. -I$(O) -I$(O)/bpf $(PKG_CFLAGS) $(CFLAGS)
+LDFLAGS ?=
+ALL_LDLIBS := -Wl,--as-needed $(PKG_LIBS) -lcrypto -lm -ldl
+
+ifeq ($(SAN),1)
+ALL_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(FUZZ),1)
+ALL_CFLAGS += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -DCORRAL_FUZZ=1
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# ---- sources --------------------------------------------------------------------------------
+# Every *.c in a module home is library code, except *_main.c (program entry points) and
+# *.bpf.c (kernel side). Programs link libcorral.a.
+MODULES := common isolation accounting bpf collector agent
+LIB_SRCS := $(filter-out %_main.c %.bpf.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+LIB_OBJS := $(patsubst %.c,$(O)/%.o,$(LIB_SRCS))
+BPF_SRCS := $(wildcard bpf/*.bpf.c)
+BPF_SKELS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.skel.h,$(BPF_SRCS))
+LIB := $(O)/libcorral.a
+
+PROGRAMS := $(O)/corrald $(O)/corralctl $(O)/corral-collector
+corrald_SRC := agent/corrald_main.c
+corralctl_SRC := agent/corralctl_main.c
+corral-collector_SRC := collector/collector_main.c
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(O)/tests/unit/%,$(UNIT_SRCS))
+# Test helper programs (integration/bench): tests/*/helper_*.c, linked with libcorral.a.
+HELPER_SRCS := $(wildcard tests/integration/helper_*.c tests/bench/helper_*.c tests/vm/helper_*.c)
+HELPERS := $(patsubst %.c,$(O)/%,$(HELPER_SRCS))
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZERS := $(patsubst tests/fuzz/%.c,$(O)/tests/fuzz/%,$(FUZZ_SRCS))
+
+# Fragments (<dir>/<name>.mk) may add to TEST_LDFLAGS_<test>, LIB_OBJS, EXTRA_TARGETS and rules.
+-include $(wildcard */*.mk tests/*/*.mk)
+
+# ---- BPF ------------------------------------------------------------------------------------
+# vmlinux.h policy: generated from the running kernel's BTF into a temp file and replaced only
+# when it changed (cmp -s || mv), removed on failure. Override with VMLINUX_H=path.
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+ifdef VMLINUX_H
+$(O)/vmlinux.h: $(VMLINUX_H) | $(O)
+	$(Q)cp $< $@
+else
+$(O)/vmlinux.h: | $(O)
+	$(call msg,GEN,$@)
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp || { rm -f $@.tmp; exit 1; }
+	$(Q)cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+endif
+
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -I. -Wall -Werror \
+	-Wno-unused-function
+$(O)/bpf/%.bpf.o: bpf/%.bpf.c $(O)/vmlinux.h $(wildcard bpf/*.h) | $(O)/bpf
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o && rm -f $@.tmp.o
+
+$(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+# ---- C --------------------------------------------------------------------------------------
+$(O) $(O)/bpf:
+	$(Q)mkdir -p $@
+
+$(O)/%.o: %.c | $(BPF_SKELS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+define program_rule
+$(O)/$(1): $(O)/$(patsubst %.c,%.o,$($(1)_SRC)) $(LIB)
+	$$(call msg,LD,$$@)
+	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(ALL_LDLIBS)
+endef
+$(foreach p,corrald corralctl corral-collector,$(eval $(call program_rule,$(p))))
+
+$(O)/tests/unit/%: $(O)/tests/unit/%.o $(LIB)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) $(TEST_LDFLAGS_$*) -o $@ $^ $(ALL_LDLIBS) -lcmocka
+
+
+$(O)/tests/%: $(O)/tests/%.o $(LIB)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(ALL_LDLIBS) -lpthread
+
+$(O)/tests/fuzz/%: tests/fuzz/%.c $(LIB)
+	$(call msg,FUZZ,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB) $(ALL_LDLIBS)
+
+# ---- targets --------------------------------------------------------------------------------
+.PHONY: all programs unit-build helpers unit unit-asan integration vm fuzz fuzz-build check \
+	bench demo deps install clean format format-check
+
+all: $(PROGRAMS) $(HELPERS) $(UNIT_TESTS) $(EXTRA_TARGETS)
+programs: $(PROGRAMS)
+unit-build: $(UNIT_TESTS)
+helpers: $(HELPERS)
+
+unit: $(UNIT_TESTS)
+	$(Q)tests/run-suite unit $(UNIT_TESTS)
+
+unit-asan:
+	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 unit
+
+integration: all
+	$(Q)tests/run-suite integration $(wildcard tests/integration/*.sh)
+
+vm: all
+	$(Q)tests/vm/run
+
+fuzz-build:
+	$(Q)$(MAKE) --no-print-directory O=$(O)/fuzz CC=$(CLANG) FUZZ=1 $(patsubst $(O)/%,$(O)/fuzz/%,$(FUZZERS))
+
+# Each fuzzer runs FUZZ_SECONDS on its seed corpus (tests/fuzz/corpus/<name>/).
+FUZZ_SECONDS ?= 20
+fuzz: fuzz-build
+	$(Q)tests/fuzz/run $(O)/fuzz/tests/fuzz $(FUZZ_SECONDS)
+
+check: all unit unit-asan fuzz integration vm
+
+bench: all
+	$(Q)tests/bench/run
+
+demo:
+	$(Q)$(MAKE) --no-print-directory deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tests/demo.sh
+
+deps:
+	$(Q)tests/deps.sh
+
+install: $(PROGRAMS)
+	$(Q)systemd/install.sh "$(DESTDIR)" "$(PREFIX)" "$(O)"
+
+clean:
+	rm -rf $(O)
+
+FORMAT_SRCS := $(shell find common isolation accounting bpf collector agent tests -name '*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SRCS)
+format-check:
+	$(Q)clang-format --dry-run --Werror $(FORMAT_SRCS)
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)
+export CORRAL_O := $(abspath $(O))

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record model, schema "corral.record/v1" (see README "Record reference").
+ * One struct for every record type; fields that do not apply stay zero/NULL.
+ * The JSON codec (record.c) is the only wire format; these structs are not.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define ACCT_SCHEMA "corral.record/v1"
+#define ACCT_ID_MAX 128
+#define ACCT_NAME_MAX 256
+#define ACCT_LABELS_MAX 64
+#define ACCT_RECORD_MAX_BYTES (256 * 1024)
+#define ACCT_HASH_HEX 65 /* sha256 hex + NUL */
+
+enum acct_type {
+	ACCT_TASK_START,
+	ACCT_TASK_SAMPLE,
+	ACCT_TASK_END,
+	ACCT_AUDIT_EXEC,
+	ACCT_AUDIT_CONNECT,
+	ACCT_AUDIT_SYSCALL,
+	ACCT_AUDIT_LIMIT,
+	ACCT_AUDIT_LOST,
+	_ACCT_TYPE_MAX,
+	_ACCT_TYPE_INVALID = -1,
+};
+
+enum acct_exit_status {
+	ACCT_EXIT_NONE, /* not ended (start/sample records) */
+	ACCT_EXIT_EXITED,
+	ACCT_EXIT_SIGNALED,
+	ACCT_EXIT_OOM_KILLED,
+	ACCT_EXIT_TIME_LIMIT,
+	ACCT_EXIT_CPU_TIME_LIMIT,
+	ACCT_EXIT_GPU_MEMORY_LIMIT,
+	ACCT_EXIT_SECCOMP_KILLED,
+	ACCT_EXIT_LAUNCH_FAILED,
+	ACCT_EXIT_LOST,
+	_ACCT_EXIT_MAX,
+	_ACCT_EXIT_INVALID = -1,
+};
+
+/* Which mechanism measured a usage field. */
+enum acct_source {
+	ACCT_SRC_NONE,
+	ACCT_SRC_EBPF,
+	ACCT_SRC_CGROUP,
+	ACCT_SRC_TASKSTATS,
+	ACCT_SRC_NVML,
+	ACCT_SRC_AGENT, /* wall clock kept by the agent */
+	_ACCT_SRC_MAX,
+	_ACCT_SRC_INVALID = -1,
+};
+
+enum acct_usage_field {
+	ACCT_U_WALL_NS,
+	ACCT_U_CPU_USER_NS,
+	ACCT_U_CPU_SYSTEM_NS,
+	ACCT_U_MEMORY_PEAK_BYTES,
+	ACCT_U_MEMORY_BYTE_SECONDS,
+	ACCT_U_IO_READ_BYTES,
+	ACCT_U_IO_WRITE_BYTES,
+	ACCT_U_NET_RX_BYTES,
+	ACCT_U_NET_TX_BYTES,
+	ACCT_U_GPU_SECONDS,
+	ACCT_U_GPU_MEMORY_PEAK_BYTES,
+	ACCT_U_GPU_UTIL_AVG,
+	_ACCT_U_MAX,
+};
+
+struct acct_label {
+	char *key;
+	char *value;
+};
+
+struct acct_task {
+	char id[ACCT_ID_MAX];
+	char *job;
+	char *user;
+	uint32_t uid;
+	char *account;
+	size_t n_labels;
+	struct acct_label *labels;
+};
+
+struct acct_request {
+	double cpus; /* 0 = unlimited */
+	uint64_t memory_bytes;
+	uint64_t pids;
+	uint32_t gpus;
+	uint64_t time_limit_s;
+	uint64_t cpu_time_limit_s;
+	uint64_t gpu_memory_bytes;
+};
+
+struct acct_usage {
+	uint64_t wall_ns;
+	uint64_t cpu_user_ns;
+	uint64_t cpu_system_ns;
+	uint64_t memory_peak_bytes;
+	double memory_byte_seconds;
+	uint64_t io_read_bytes;
+	uint64_t io_write_bytes;
+	uint64_t net_rx_bytes;
+	uint64_t net_tx_bytes;
+	double gpu_seconds;
+	uint64_t gpu_memory_peak_bytes;
+	double gpu_util_avg;
+};
+
+struct acct_exit {
+	enum acct_exit_status status;
+	int code;   /* exit code for "exited", else 0 */
+	int signal; /* terminating signal, else 0 */
+	char *message; /* optional human detail ("exec ./job: No such file or directory") */
+};
+
+struct acct_record {
+	char record_id[ACCT_ID_MAX];
+	enum acct_type type;
+	uint64_t time_ns; /* CLOCK_REALTIME */
+	char *node;
+	struct acct_task task;
+	struct acct_request request;
+	struct acct_usage usage;
+	struct acct_exit exit;
+	enum acct_source sources[_ACCT_U_MAX];
+	json_t *extra;  /* additional top-level fields (e.g. usage_detail), owned; may be NULL */
+	json_t *event;  /* audit records: the event object, owned; NULL otherwise */
+	char prev_hash[ACCT_HASH_HEX];
+	char hash[ACCT_HASH_HEX];
+};
+
+const char *acct_type_to_string(enum acct_type t);
+enum acct_type acct_type_from_string(const char *s);
+const char *acct_exit_status_to_string(enum acct_exit_status s);
+enum acct_exit_status acct_exit_status_from_string(const char *s);
+const char *acct_source_to_string(enum acct_source s);
+enum acct_source acct_source_from_string(const char *s);
+const char *acct_usage_field_name(enum acct_usage_field f);
+
+/* Free the contents (not the struct itself); leaves *r zeroed. */
+void acct_record_clear(struct acct_record *r);
+/* Deep copy. */
+int acct_record_copy(struct acct_record *dst, const struct acct_record *src);
+int acct_task_add_label(struct acct_task *t, const char *key, const char *value);
+
+/* Encode as compact JSON (one line, no trailing newline). *ret malloc'd. */
+int acct_record_encode(const struct acct_record *r, char **ret, size_t *ret_len);
+/* Same, as a jansson object (new reference). */
+int acct_record_to_json(const struct acct_record *r, json_t **ret);
+/*
+ * Strict decode. On failure returns -EINVAL (or -ENOMEM) and writes a message naming the
+ * offending field into err ("usage.cpu_user_ns: expected a non-negative integer").
+ */
+int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
+		       size_t errlen);
+int acct_record_from_json(json_t *obj, struct acct_record *ret, char *err, size_t errlen);

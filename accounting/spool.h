@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Durable spool: append-only segment files of CRC-framed entries, fsync'd before an append
+ * returns. Entries are removed only when acked (a segment file is deleted once every entry
+ * in it is acked). A torn tail (crash mid-write) is detected and truncated on open.
+ * Bounded by max_bytes: when full, entries of shed-able priority are refused first.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum spool_prio {
+	SPOOL_PRIO_SHED, /* task.sample: refused first when full */
+	SPOOL_PRIO_KEEP, /* task.start/end, audit: refused only when truly out of space */
+};
+
+struct spool_opts {
+	const char *dir;          /* created if missing */
+	uint64_t max_bytes;       /* total bytes on disk, 0 = default 1 GiB */
+	uint64_t segment_bytes;   /* roll-over size, 0 = default 16 MiB */
+	uint64_t keep_reserve;    /* bytes only KEEP entries may use, 0 = default max/10 */
+	bool no_fsync;            /* tests/bench only */
+};
+
+struct spool_stats {
+	uint64_t entries_pending;
+	uint64_t bytes_on_disk;
+	uint64_t appended;
+	uint64_t refused_full;    /* entries refused because the spool was full */
+	uint64_t torn_bytes_truncated;
+	uint64_t segments;
+};
+
+struct spool;
+
+int spool_open(const struct spool_opts *opts, struct spool **ret);
+void spool_close(struct spool *s);
+/* Append one entry (fsync'd unless batching, see spool_append_many). -ENOSPC when full. */
+int spool_append(struct spool *s, const void *data, size_t len, enum spool_prio prio,
+		 uint64_t *ret_seq);
+/* Append n entries with one fsync. Returns number appended (>=0) or -errno. */
+int spool_append_many(struct spool *s, const void *const *data, const size_t *lens, size_t n,
+		      enum spool_prio prio);
+
+/*
+ * Iterate unacked entries in order, starting after the last one handed out by a previous
+ * peek (cursor), at most max entries / max_bytes. Callback returns <0 to stop.
+ */
+typedef int (*spool_entry_fn)(uint64_t seq, const void *data, size_t len, void *userdata);
+int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
+	       spool_entry_fn fn, void *userdata);
+/* Mark entries up to and including seq as acked; deletes fully acked segments (durably). */
+int spool_ack(struct spool *s, uint64_t upto_seq);
+/* Lowest unacked sequence number (0 if empty). */
+uint64_t spool_first_unacked(const struct spool *s);
+void spool_get_stats(const struct spool *s, struct spool_stats *ret);

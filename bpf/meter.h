@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-task metering (user-space side). Loads the metering BPF programs (tp_btf, falling back to
+ * raw_tp, chosen by a runtime probe), tracks tasks by TGID (children inherited on fork) and,
+ * where a unified-hierarchy cgroup exists, network bytes by cgroup_skb on the task's cgroup.
+ * When BPF cannot be loaded, meter_open fails and the agent meters from cgroup files and
+ * taskstats (see taskstats.h) instead.
+ * Library code: never prints, returns 0 or -errno.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct meter_opts {
+	uint32_t max_tasks;   /* tracked tasks (map sizes derive from it), default 1024 */
+	uint32_t max_pids;    /* tracked processes, default max_tasks * 64 */
+	bool force_raw_tp;    /* skip the tp_btf attempt (tests) */
+};
+
+struct meter_usage {
+	uint64_t cpu_ns;          /* on-CPU time of all processes of the task, from sched_switch */
+	uint64_t cpu_user_ns;     /* user/system split (see docs/metering.md) */
+	uint64_t cpu_system_ns;
+	uint64_t rss_peak_bytes;  /* high-water of the sum of RSS (anon+file+shmem) */
+	uint64_t rss_current_bytes;
+	double memory_byte_seconds; /* integral of RSS over time */
+	uint64_t io_read_bytes;   /* bytes returned by read-family syscalls */
+	uint64_t io_write_bytes;  /* bytes written by write-family syscalls */
+	uint64_t blk_read_bytes;  /* block-layer bytes issued */
+	uint64_t blk_write_bytes;
+	uint64_t net_rx_bytes, net_tx_bytes;     /* cgroup_skb, 0 without a unified cgroup */
+	uint64_t net_rx_packets, net_tx_packets;
+	uint32_t procs_alive;     /* tracked processes still alive */
+	uint64_t forks;
+	bool net_metered;         /* cgroup_skb attached for this task */
+};
+
+/* Events from the ring buffer, delivered by meter_poll. */
+enum meter_event_type {
+	METER_EV_EXIT, /* last tracked process of a task exited */
+	_METER_EV_MAX,
+};
+struct meter_event {
+	enum meter_event_type type;
+	uint64_t task_key;
+	uint32_t pid;
+	int32_t exit_code; /* wait status of the process */
+};
+typedef void (*meter_event_fn)(const struct meter_event *ev, void *userdata);
+
+struct meter;
+
+int meter_open(const struct meter_opts *opts, struct meter **ret);
+void meter_free(struct meter *m);
+/* "tp_btf" or "raw_tp" */
+const char *meter_attach_mode(const struct meter *m);
+/* Ring buffer epoll fd; call meter_poll when readable. */
+int meter_fd(const struct meter *m);
+int meter_poll(struct meter *m, meter_event_fn fn, void *userdata);
+/*
+ * Start metering a task whose first process is tgid (call between fork and the child's exec:
+ * the child waits for the parent). cgroup_fd: the task's unified-hierarchy directory or -1.
+ */
+int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd);
+/* Re-adopt after an agent restart: track every pid given (usage restarts from zero). */
+int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid);
+int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret);
+/* Stop metering, free map entries. */
+int meter_forget(struct meter *m, uint64_t task_key);
+/* Events lost because the ring buffer was full (counted in BPF). */
+uint64_t meter_ringbuf_drops(const struct meter *m);
+uint32_t meter_tasks_tracked(const struct meter *m);

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-task cgroups behind one interface, two backends chosen at runtime (statfs):
+ * v2 (unified, delegated subtree) and v1 (per-controller hierarchies). On a v1 host with a
+ * v2 mount (hybrid) every task also gets a directory in the unified hierarchy, used for
+ * cgroup BPF (network metering, device policy) and cgroup ids.
+ * Library code: never prints, returns 0 or -errno.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum cg_mode {
+	CG_MODE_V1,
+	CG_MODE_V2,
+	_CG_MODE_MAX,
+	_CG_MODE_INVALID = -1,
+};
+
+#define CG_IO_MAX 8
+struct cg_io_limit {
+	unsigned major, minor;
+	uint64_t rbps; /* 0 = not limited */
+	uint64_t wbps;
+};
+
+struct cg_limits {
+	uint64_t memory_max;  /* bytes, 0 = unlimited */
+	uint64_t memory_high; /* bytes, 0 = unset (v1: soft_limit_in_bytes) */
+	uint64_t swap_max;    /* bytes; UINT64_MAX = unset (v1: memsw = memory_max + swap_max) */
+	double cpus;          /* cores, 0 = unlimited (cpu.max / cfs_quota_us, period 100 ms) */
+	uint32_t cpu_weight;  /* 1..10000, 0 = default (v1: shares = weight * 1024 / 100) */
+	uint64_t pids_max;    /* 0 = unlimited */
+	size_t n_io;
+	struct cg_io_limit io[CG_IO_MAX];
+};
+
+struct cg_stats {
+	uint64_t cpu_usage_ns;  /* cpu.stat usage_usec*1000 / cpuacct.usage */
+	uint64_t cpu_user_ns;   /* cpu.stat user_usec / cpuacct.stat user (ticks -> ns) */
+	uint64_t cpu_system_ns;
+	uint64_t memory_current;
+	uint64_t memory_peak;   /* memory.peak / memory.max_usage_in_bytes */
+	uint64_t oom_kills;     /* memory.events oom_kill / memory.oom_control oom_kill */
+	uint64_t oom_events;    /* memory.events oom (limit hit) */
+	uint64_t io_read_bytes; /* io.stat rbytes / blkio.throttle.io_service_bytes Read */
+	uint64_t io_write_bytes;
+	uint64_t pids_current;
+};
+
+struct cg_root_opts {
+	const char *fs_root;   /* default "/sys/fs/cgroup" (tests point it at a fake tree) */
+	const char *subtree;   /* agent's subtree name or path below the root/delegated cgroup,
+				* default "corral" */
+	enum cg_mode force_mode; /* _CG_MODE_INVALID = detect */
+	/* v2 only: delegated base (absolute cgroup path, e.g. "/system.slice/corrald.service");
+	 * NULL = the root of the hierarchy. */
+	const char *v2_base;
+};
+
+struct cg_root;
+struct cg_task;
+
+/* Detect the mode, create (or reuse) the agent's subtree; in v2 enable controllers in it. */
+int cg_root_open(const struct cg_root_opts *opts, struct cg_root **ret);
+void cg_root_free(struct cg_root *root);
+enum cg_mode cg_root_mode(const struct cg_root *root);
+const char *cg_mode_to_string(enum cg_mode m);
+/* Whether the unified hierarchy (for cgroup BPF) is usable: v2 mode, or a v1 hybrid host. */
+bool cg_root_has_unified(const struct cg_root *root);
+/*
+ * v2: move the calling process into "<subtree>/<leaf>" (e.g. "agent") so the subtree root has
+ * no processes and can enable controllers for siblings. No-op on v1.
+ */
+int cg_root_move_self(struct cg_root *root, const char *leaf);
+
+/* Create a fresh cgroup for a task (-EEXIST if the name exists), apply limits, open fds.
+ * name: [A-Za-z0-9._-]{1,64}. On failure nothing is left behind. */
+int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
+		   struct cg_task **ret);
+/* Open an existing task cgroup (re-adoption after an agent restart). */
+int cg_task_open(struct cg_root *root, const char *name, struct cg_task **ret);
+/* Names of existing task cgroups under the subtree (for cleanup of leftovers). */
+int cg_root_list_tasks(struct cg_root *root, char ***ret_names, size_t *ret_n);
+
+/* v2: O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP); -1 on v1. Owned by the task. */
+int cg_task_clone_fd(const struct cg_task *t);
+/* fd of the task's directory in the unified hierarchy (v2, or hybrid), -1 if none. Owned. */
+int cg_task_unified_fd(const struct cg_task *t);
+/* cgroup id (inode of the unified directory), 0 if none. */
+uint64_t cg_task_unified_id(const struct cg_task *t);
+/*
+ * Child side, between fork and exec: move the calling process into every hierarchy of the
+ * task using pre-opened fds. Async-signal-safe (write(2) only). Returns 0 or -errno.
+ */
+int cg_task_join_self(const struct cg_task *t);
+/* Parent side: move pid into the task's cgroups. */
+int cg_task_attach(const struct cg_task *t, pid_t pid);
+
+int cg_task_stats(const struct cg_task *t, struct cg_stats *ret);
+/* PIDs currently in the task's cgroup (threads' tgids, unique). *ret malloc'd. */
+int cg_task_pids(const struct cg_task *t, pid_t **ret, size_t *ret_n);
+/* 1 if no process is left, 0 if some are, <0 on error. */
+int cg_task_is_empty(const struct cg_task *t);
+/*
+ * Signal every process in the cgroup, with no window for escapes: v2 SIGKILL uses cgroup.kill;
+ * otherwise (v1, or other signals) the freezer is used (freeze, signal all, thaw).
+ */
+int cg_task_kill(const struct cg_task *t, int sig);
+/* Remove the task's directories in every hierarchy (must be empty: -EBUSY otherwise). */
+int cg_task_destroy(struct cg_task *t);
+void cg_task_free(struct cg_task *t);
+const char *cg_task_name(const struct cg_task *t);
+/* Main path (v2 dir, or v1 memory dir) for display. */
+const char *cg_task_path(const struct cg_task *t);
