@@ -100,10 +100,14 @@ $(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
 $(O) $(O)/bpf:
 	$(Q)mkdir -p $@
 
-$(O)/%.o: %.c | $(BPF_SKELS)
+$(O)/%.o: %.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Sources that include a generated skeleton wait for the skeletons.
+SKEL_USERS := $(patsubst %.c,$(O)/%.o,$(shell grep -l 'skel\.h' $(LIB_SRCS) 2>/dev/null))
+$(SKEL_USERS): | $(BPF_SKELS)
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)

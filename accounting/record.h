@@ -163,3 +163,16 @@ int acct_record_to_json(const struct acct_record *r, json_t **ret);
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen);
 int acct_record_from_json(json_t *obj, struct acct_record *ret, char *err, size_t errlen);
+
+/*
+ * Audit hash chain. The canonical form is the record's JSON with sorted keys, compact
+ * separators, and without the "hash" member (prev_hash included). hash = lowercase hex
+ * SHA-256 of that text. An empty prev_hash is the start of a chain.
+ */
+int acct_record_canonical(const struct acct_record *r, char **ret, size_t *len);
+/* Sets r->hash from the canonical form. */
+int acct_record_compute_hash(struct acct_record *r);
+/* 0 if r->hash matches the canonical form, -EBADMSG if not. */
+int acct_record_verify_hash(const struct acct_record *r);
+/* True for audit.* types (records that carry event/prev_hash/hash). */
+bool acct_type_is_audit(enum acct_type t);

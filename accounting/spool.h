@@ -29,12 +29,21 @@ struct spool_stats {
 	uint64_t bytes_on_disk;
 	uint64_t appended;
 	uint64_t refused_full;    /* entries refused because the spool was full */
+	uint64_t refused_keep;    /* of those, KEEP entries (the serious kind) */
 	uint64_t torn_bytes_truncated;
+	uint64_t corrupt_entries_skipped; /* damaged regions skipped in the middle of segments */
+	uint64_t corrupt_bytes_skipped;
 	uint64_t segments;
+	uint64_t acked_upto;      /* highest acked sequence number (persisted) */
+	uint64_t next_seq;        /* sequence number the next append gets */
 };
+
+/* Largest payload of one entry. */
+#define SPOOL_ENTRY_MAX (1024 * 1024)
 
 struct spool;
 
+/* Opens (creating if needed) and recovers the spool; -EBUSY if another process holds it. */
 int spool_open(const struct spool_opts *opts, struct spool **ret);
 void spool_close(struct spool *s);
 /* Append one entry (fsync'd unless batching, see spool_append_many). -ENOSPC when full. */
@@ -45,8 +54,12 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 		      enum spool_prio prio);
 
 /*
- * Iterate unacked entries in order, starting after the last one handed out by a previous
- * peek (cursor), at most max entries / max_bytes. Callback returns <0 to stop.
+ * Iterate unacked entries in order, at most max entries / max_bytes of payload (at least one
+ * entry is always handed out, so an entry larger than max_bytes cannot wedge the stream).
+ * from_seq = 0 continues after the last entry handed out by the previous peek (cursor);
+ * otherwise starts at the first unacked entry with seq >= from_seq. The callback returns <0 to
+ * stop (that entry does not count). Returns the number of entries handed out, or -errno.
+ * data is valid only during the callback.
  */
 typedef int (*spool_entry_fn)(uint64_t seq, const void *data, size_t len, void *userdata);
 int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,

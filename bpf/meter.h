@@ -35,6 +35,11 @@ struct meter_usage {
 	uint32_t procs_alive;     /* tracked processes still alive */
 	uint64_t forks;
 	bool net_metered;         /* cgroup_skb attached for this task */
+	/* Raw task->utime/stime deltas seen at switch-out (tick-sampled); their ratio splits
+	 * cpu_ns into cpu_user_ns/cpu_system_ns. cpu_split_known is false when no tick was seen
+	 * yet (then cpu_user_ns = cpu_ns, cpu_system_ns = 0: use the cgroup's ratio instead). */
+	uint64_t cpu_ticks_user_ns, cpu_ticks_system_ns;
+	bool cpu_split_known;
 };
 
 /* Events from the ring buffer, delivered by meter_poll. */
@@ -72,3 +77,5 @@ int meter_forget(struct meter *m, uint64_t task_key);
 /* Events lost because the ring buffer was full (counted in BPF). */
 uint64_t meter_ringbuf_drops(const struct meter *m);
 uint32_t meter_tasks_tracked(const struct meter *m);
+/* Processes/threads/mms not tracked because a BPF map was full (counted in BPF). */
+uint64_t meter_map_full(const struct meter *m);

@@ -116,3 +116,12 @@ void cg_task_free(struct cg_task *t);
 const char *cg_task_name(const struct cg_task *t);
 /* Main path (v2 dir, or v1 memory dir) for display. */
 const char *cg_task_path(const struct cg_task *t);
+/*
+ * v1 only: fd of the task's directory in the hierarchy of a v1 controller ("devices",
+ * "memory", "cpu", "cpuacct", "pids", "blkio", "freezer"); -1 on v2, for an unknown
+ * controller or one not mounted. Owned by the task.
+ */
+int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller);
+/* Whether swap can be limited (v1: memory.memsw.* present; v2: memory.swap.max present).
+ * Without it cg_limits.swap_max is not enforced (memory_max still is). */
+bool cg_root_swap_accounting(const struct cg_root *root);

@@ -1,0 +1,1022 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Schema v1 record codec (jansson). The JSON form is the only wire format: the spool stores
+ * encoded lines, the uploader sends them as NDJSON, the collector decodes them with
+ * acct_record_decode(). Decoding is strict: every known member is type- and range-checked and
+ * an error names the field path; unknown top-level members are kept in `extra` so additive
+ * fields survive a round trip; unknown members inside the fixed objects are rejected.
+ */
+#include "accounting/record.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "common/macro.h"
+#include "common/util.h"
+
+#define ACCT_MESSAGE_MAX 4096
+
+static const char *const type_names[_ACCT_TYPE_MAX] = {
+	[ACCT_TASK_START] = "task.start",	[ACCT_TASK_SAMPLE] = "task.sample",
+	[ACCT_TASK_END] = "task.end",		[ACCT_AUDIT_EXEC] = "audit.exec",
+	[ACCT_AUDIT_CONNECT] = "audit.connect", [ACCT_AUDIT_SYSCALL] = "audit.syscall",
+	[ACCT_AUDIT_LIMIT] = "audit.limit",	[ACCT_AUDIT_LOST] = "audit.lost",
+};
+
+static const char *const exit_names[_ACCT_EXIT_MAX] = {
+	[ACCT_EXIT_NONE] = "none",
+	[ACCT_EXIT_EXITED] = "exited",
+	[ACCT_EXIT_SIGNALED] = "signaled",
+	[ACCT_EXIT_OOM_KILLED] = "oom_killed",
+	[ACCT_EXIT_TIME_LIMIT] = "time_limit",
+	[ACCT_EXIT_CPU_TIME_LIMIT] = "cpu_time_limit",
+	[ACCT_EXIT_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
+	[ACCT_EXIT_SECCOMP_KILLED] = "seccomp_killed",
+	[ACCT_EXIT_LAUNCH_FAILED] = "launch_failed",
+	[ACCT_EXIT_LOST] = "lost",
+};
+
+static const char *const source_names[_ACCT_SRC_MAX] = {
+	[ACCT_SRC_NONE] = "none",	    [ACCT_SRC_EBPF] = "ebpf", [ACCT_SRC_CGROUP] = "cgroup",
+	[ACCT_SRC_TASKSTATS] = "taskstats", [ACCT_SRC_NVML] = "nvml", [ACCT_SRC_AGENT] = "agent",
+};
+
+static const char *const usage_names[_ACCT_U_MAX] = {
+	[ACCT_U_WALL_NS] = "wall_ns",
+	[ACCT_U_CPU_USER_NS] = "cpu_user_ns",
+	[ACCT_U_CPU_SYSTEM_NS] = "cpu_system_ns",
+	[ACCT_U_MEMORY_PEAK_BYTES] = "memory_peak_bytes",
+	[ACCT_U_MEMORY_BYTE_SECONDS] = "memory_byte_seconds",
+	[ACCT_U_IO_READ_BYTES] = "io_read_bytes",
+	[ACCT_U_IO_WRITE_BYTES] = "io_write_bytes",
+	[ACCT_U_NET_RX_BYTES] = "net_rx_bytes",
+	[ACCT_U_NET_TX_BYTES] = "net_tx_bytes",
+	[ACCT_U_GPU_SECONDS] = "gpu_seconds",
+	[ACCT_U_GPU_MEMORY_PEAK_BYTES] = "gpu_memory_peak_bytes",
+	[ACCT_U_GPU_UTIL_AVG] = "gpu_util_avg",
+};
+
+/* Top-level members with a fixed meaning; everything else is `extra`. */
+static const char *const reserved_top[] = { "schema", "record_id", "type",     "time",
+					    "node",   "task",	   "request",  "usage",
+					    "exit",   "sources",   "event",    "prev_hash",
+					    "hash" };
+
+static int lookup(const char *const *names, size_t n, const char *s)
+{
+	if (!s)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (names[i] && strcmp(names[i], s) == 0)
+			return (int)i;
+	return -1;
+}
+
+const char *acct_type_to_string(enum acct_type t)
+{
+	return t >= 0 && t < _ACCT_TYPE_MAX ? type_names[t] : NULL;
+}
+
+enum acct_type acct_type_from_string(const char *s)
+{
+	return (enum acct_type)lookup(type_names, _ACCT_TYPE_MAX, s);
+}
+
+const char *acct_exit_status_to_string(enum acct_exit_status s)
+{
+	return s >= 0 && s < _ACCT_EXIT_MAX ? exit_names[s] : NULL;
+}
+
+enum acct_exit_status acct_exit_status_from_string(const char *s)
+{
+	return (enum acct_exit_status)lookup(exit_names, _ACCT_EXIT_MAX, s);
+}
+
+const char *acct_source_to_string(enum acct_source s)
+{
+	return s >= 0 && s < _ACCT_SRC_MAX ? source_names[s] : NULL;
+}
+
+enum acct_source acct_source_from_string(const char *s)
+{
+	return (enum acct_source)lookup(source_names, _ACCT_SRC_MAX, s);
+}
+
+const char *acct_usage_field_name(enum acct_usage_field f)
+{
+	return f >= 0 && f < _ACCT_U_MAX ? usage_names[f] : NULL;
+}
+
+bool acct_type_is_audit(enum acct_type t)
+{
+	return t >= ACCT_AUDIT_EXEC && t < _ACCT_TYPE_MAX;
+}
+
+static bool is_reserved_top(const char *key)
+{
+	return lookup(reserved_top, ARRAY_SIZE(reserved_top), key) >= 0;
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static void task_clear(struct acct_task *t)
+{
+	free(t->job);
+	free(t->user);
+	free(t->account);
+	for (size_t i = 0; i < t->n_labels; i++) {
+		free(t->labels[i].key);
+		free(t->labels[i].value);
+	}
+	free(t->labels);
+}
+
+void acct_record_clear(struct acct_record *r)
+{
+	if (!r)
+		return;
+	free(r->node);
+	task_clear(&r->task);
+	free(r->exit.message);
+	json_decref(r->extra);
+	json_decref(r->event);
+	memset(r, 0, sizeof(*r));
+}
+
+int acct_task_add_label(struct acct_task *t, const char *key, const char *value)
+{
+	struct acct_label *n;
+	char *k, *v;
+
+	if (!key || !value || !*key || strlen(key) >= ACCT_NAME_MAX ||
+	    strlen(value) >= ACCT_NAME_MAX)
+		return -EINVAL;
+	if (t->n_labels >= ACCT_LABELS_MAX)
+		return -E2BIG;
+	for (size_t i = 0; i < t->n_labels; i++)
+		if (strcmp(t->labels[i].key, key) == 0)
+			return -EEXIST;
+	n = realloc(t->labels, (t->n_labels + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	t->labels = n;
+	k = strdup(key);
+	v = strdup(value);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return -ENOMEM;
+	}
+	t->labels[t->n_labels].key = k;
+	t->labels[t->n_labels].value = v;
+	t->n_labels++;
+	return 0;
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : -ENOMEM;
+}
+
+int acct_record_copy(struct acct_record *dst, const struct acct_record *src)
+{
+	struct acct_record c;
+	int r;
+
+	c = *src;
+	c.node = NULL;
+	c.task.job = c.task.user = c.task.account = NULL;
+	c.task.labels = NULL;
+	c.task.n_labels = 0;
+	c.exit.message = NULL;
+	c.extra = NULL;
+	c.event = NULL;
+
+	if ((r = dup_opt(&c.node, src->node)) < 0 || (r = dup_opt(&c.task.job, src->task.job)) < 0 ||
+	    (r = dup_opt(&c.task.user, src->task.user)) < 0 ||
+	    (r = dup_opt(&c.task.account, src->task.account)) < 0 ||
+	    (r = dup_opt(&c.exit.message, src->exit.message)) < 0)
+		goto out_clear;
+	for (size_t i = 0; i < src->task.n_labels; i++) {
+		r = acct_task_add_label(&c.task, src->task.labels[i].key, src->task.labels[i].value);
+		if (r < 0)
+			goto out_clear;
+	}
+	if (src->extra) {
+		c.extra = json_deep_copy(src->extra);
+		if (!c.extra) {
+			r = -ENOMEM;
+			goto out_clear;
+		}
+	}
+	if (src->event) {
+		c.event = json_deep_copy(src->event);
+		if (!c.event) {
+			r = -ENOMEM;
+			goto out_clear;
+		}
+	}
+	*dst = c;
+	return 0;
+
+out_clear:
+	acct_record_clear(&c);
+	return r;
+}
+
+/* ---- encode ------------------------------------------------------------------------------ */
+
+/* json_object_set_new that reports failure (jansson frees value on failure). */
+static int set_new(json_t *o, const char *key, json_t *v)
+{
+	if (!v)
+		return -ENOMEM;
+	return json_object_set_new(o, key, v) < 0 ? -ENOMEM : 0;
+}
+
+static int set_u64(json_t *o, const char *key, uint64_t v)
+{
+	if (v > (uint64_t)INT64_MAX)
+		return -ERANGE;
+	return set_new(o, key, json_integer((json_int_t)v));
+}
+
+static int set_double(json_t *o, const char *key, double v)
+{
+	if (!isfinite(v) || v < 0)
+		return -ERANGE;
+	return set_new(o, key, json_real(v));
+}
+
+static int set_str_opt(json_t *o, const char *key, const char *v)
+{
+	if (!v)
+		return 0;
+	return set_new(o, key, json_string(v));
+}
+
+static json_t *encode_task(const struct acct_task *t, int *ret)
+{
+	json_t *o = json_object(), *labels = json_object();
+	int r = -ENOMEM;
+
+	if (!o || !labels)
+		goto out_fail;
+	if ((r = set_new(o, "id", json_string(t->id))) < 0 ||
+	    (r = set_str_opt(o, "job", t->job)) < 0 || (r = set_str_opt(o, "user", t->user)) < 0 ||
+	    (r = set_new(o, "uid", json_integer(t->uid))) < 0 ||
+	    (r = set_str_opt(o, "account", t->account)) < 0)
+		goto out_fail;
+	for (size_t i = 0; i < t->n_labels; i++)
+		if ((r = set_new(labels, t->labels[i].key, json_string(t->labels[i].value))) < 0)
+			goto out_fail;
+	r = set_new(o, "labels", labels);
+	labels = NULL;
+	if (r < 0)
+		goto out_fail;
+	return o;
+
+out_fail:
+	json_decref(labels);
+	json_decref(o);
+	*ret = r;
+	return NULL;
+}
+
+static json_t *encode_request(const struct acct_request *q, int *ret)
+{
+	json_t *o = json_object();
+	int r = -ENOMEM;
+
+	if (!o)
+		goto out_fail;
+	if ((r = set_double(o, "cpus", q->cpus)) < 0 ||
+	    (r = set_u64(o, "memory_bytes", q->memory_bytes)) < 0 ||
+	    (r = set_u64(o, "pids", q->pids)) < 0 || (r = set_u64(o, "gpus", q->gpus)) < 0 ||
+	    (r = set_u64(o, "time_limit_s", q->time_limit_s)) < 0 ||
+	    (r = set_u64(o, "cpu_time_limit_s", q->cpu_time_limit_s)) < 0 ||
+	    (r = set_u64(o, "gpu_memory_bytes", q->gpu_memory_bytes)) < 0)
+		goto out_fail;
+	return o;
+out_fail:
+	json_decref(o);
+	*ret = r;
+	return NULL;
+}
+
+static json_t *encode_usage(const struct acct_usage *u, int *ret)
+{
+	json_t *o = json_object();
+	int r = -ENOMEM;
+
+	if (!o)
+		goto out_fail;
+	if ((r = set_u64(o, "wall_ns", u->wall_ns)) < 0 ||
+	    (r = set_u64(o, "cpu_user_ns", u->cpu_user_ns)) < 0 ||
+	    (r = set_u64(o, "cpu_system_ns", u->cpu_system_ns)) < 0 ||
+	    (r = set_u64(o, "memory_peak_bytes", u->memory_peak_bytes)) < 0 ||
+	    (r = set_double(o, "memory_byte_seconds", u->memory_byte_seconds)) < 0 ||
+	    (r = set_u64(o, "io_read_bytes", u->io_read_bytes)) < 0 ||
+	    (r = set_u64(o, "io_write_bytes", u->io_write_bytes)) < 0 ||
+	    (r = set_u64(o, "net_rx_bytes", u->net_rx_bytes)) < 0 ||
+	    (r = set_u64(o, "net_tx_bytes", u->net_tx_bytes)) < 0 ||
+	    (r = set_double(o, "gpu_seconds", u->gpu_seconds)) < 0 ||
+	    (r = set_u64(o, "gpu_memory_peak_bytes", u->gpu_memory_peak_bytes)) < 0 ||
+	    (r = set_double(o, "gpu_util_avg", u->gpu_util_avg)) < 0)
+		goto out_fail;
+	return o;
+out_fail:
+	json_decref(o);
+	*ret = r;
+	return NULL;
+}
+
+static json_t *encode_exit(const struct acct_exit *e, int *ret)
+{
+	json_t *o = json_object();
+	const char *st = acct_exit_status_to_string(e->status);
+	int r = -ENOMEM;
+
+	if (!o)
+		goto out_fail;
+	r = -EINVAL;
+	if (!st || e->status == ACCT_EXIT_NONE)
+		goto out_fail;
+	if ((r = set_new(o, "status", json_string(st))) < 0 ||
+	    (r = set_new(o, "code", json_integer(e->code))) < 0 ||
+	    (r = set_new(o, "signal", json_integer(e->signal))) < 0 ||
+	    (r = set_str_opt(o, "message", e->message)) < 0)
+		goto out_fail;
+	return o;
+out_fail:
+	json_decref(o);
+	*ret = r;
+	return NULL;
+}
+
+static json_t *encode_sources(const enum acct_source *src, int *ret)
+{
+	json_t *o = json_object();
+	int r = -ENOMEM;
+
+	if (!o)
+		goto out_fail;
+	for (int f = 0; f < _ACCT_U_MAX; f++) {
+		const char *s;
+
+		if (src[f] == ACCT_SRC_NONE)
+			continue;
+		s = acct_source_to_string(src[f]);
+		r = -EINVAL;
+		if (!s)
+			goto out_fail;
+		if ((r = set_new(o, usage_names[f], json_string(s))) < 0)
+			goto out_fail;
+	}
+	return o;
+out_fail:
+	json_decref(o);
+	*ret = r;
+	return NULL;
+}
+
+static bool valid_id(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+
+	return n > 0 && n < max;
+}
+
+static bool valid_hex64(const char *s)
+{
+	if (strnlen(s, ACCT_HASH_HEX) != ACCT_HASH_HEX - 1)
+		return false;
+	for (size_t i = 0; i < ACCT_HASH_HEX - 1; i++)
+		if (!isdigit((unsigned char)s[i]) && !(s[i] >= 'a' && s[i] <= 'f'))
+			return false;
+	return true;
+}
+
+/* Build the JSON object; include_hash=false gives the canonical (hash-less) object. */
+static int to_json(const struct acct_record *r, bool include_hash, json_t **ret)
+{
+	json_t *o = NULL, *sub;
+	const char *type = acct_type_to_string(r->type);
+	char ts[RFC3339_MAX];
+	bool audit = acct_type_is_audit(r->type);
+	int e = 0;
+
+	if (!type || !valid_id(r->record_id, ACCT_ID_MAX) || !valid_id(r->task.id, ACCT_ID_MAX) ||
+	    !r->node || !*r->node || strlen(r->node) >= ACCT_NAME_MAX)
+		return -EINVAL;
+	if (audit && !r->event)
+		return -EINVAL;
+	if (r->event && !json_is_object(r->event))
+		return -EINVAL;
+	if (r->extra && !json_is_object(r->extra))
+		return -EINVAL;
+
+	o = json_object();
+	if (!o)
+		return -ENOMEM;
+	format_rfc3339_us(r->time_ns, ts, sizeof(ts));
+	if ((e = set_new(o, "schema", json_string(ACCT_SCHEMA))) < 0 ||
+	    (e = set_new(o, "record_id", json_string(r->record_id))) < 0 ||
+	    (e = set_new(o, "type", json_string(type))) < 0 ||
+	    (e = set_new(o, "time", json_string(ts))) < 0 ||
+	    (e = set_new(o, "node", json_string(r->node))) < 0)
+		goto out_fail;
+
+	sub = encode_task(&r->task, &e);
+	if ((e = sub ? set_new(o, "task", sub) : e) < 0)
+		goto out_fail;
+	if (!audit) {
+		sub = encode_request(&r->request, &e);
+		if ((e = sub ? set_new(o, "request", sub) : e) < 0)
+			goto out_fail;
+		sub = encode_usage(&r->usage, &e);
+		if ((e = sub ? set_new(o, "usage", sub) : e) < 0)
+			goto out_fail;
+		sub = encode_sources(r->sources, &e);
+		if ((e = sub ? set_new(o, "sources", sub) : e) < 0)
+			goto out_fail;
+	}
+	if (r->type == ACCT_TASK_END) {
+		sub = encode_exit(&r->exit, &e);
+		if ((e = sub ? set_new(o, "exit", sub) : e) < 0)
+			goto out_fail;
+	}
+	if (audit) {
+		if ((e = set_new(o, "event", json_incref(r->event))) < 0)
+			goto out_fail;
+		e = -EINVAL;
+		if (r->prev_hash[0] && !valid_hex64(r->prev_hash))
+			goto out_fail;
+		if ((e = set_new(o, "prev_hash", json_string(r->prev_hash))) < 0)
+			goto out_fail;
+		if (include_hash) {
+			e = -EINVAL;
+			if (!valid_hex64(r->hash))
+				goto out_fail;
+			if ((e = set_new(o, "hash", json_string(r->hash))) < 0)
+				goto out_fail;
+		}
+	}
+	if (r->extra) {
+		const char *key;
+		json_t *v;
+
+		json_object_foreach(r->extra, key, v)
+		{
+			e = -EINVAL;
+			if (is_reserved_top(key))
+				goto out_fail;
+			if ((e = set_new(o, key, json_incref(v))) < 0)
+				goto out_fail;
+		}
+	}
+	*ret = o;
+	return 0;
+
+out_fail:
+	json_decref(o);
+	return e;
+}
+
+int acct_record_to_json(const struct acct_record *r, json_t **ret)
+{
+	return to_json(r, true, ret);
+}
+
+static int dump(json_t *o, size_t flags, char **ret, size_t *ret_len)
+{
+	char *s = json_dumps(o, JSON_COMPACT | flags);
+	size_t n;
+
+	if (!s)
+		return -ENOMEM;
+	n = strlen(s);
+	if (n > ACCT_RECORD_MAX_BYTES) {
+		free(s);
+		return -E2BIG;
+	}
+	*ret = s;
+	if (ret_len)
+		*ret_len = n;
+	return 0;
+}
+
+int acct_record_encode(const struct acct_record *r, char **ret, size_t *ret_len)
+{
+	json_t *o;
+	int e;
+
+	e = to_json(r, true, &o);
+	if (e < 0)
+		return e;
+	e = dump(o, 0, ret, ret_len);
+	json_decref(o);
+	return e;
+}
+
+int acct_record_canonical(const struct acct_record *r, char **ret, size_t *len)
+{
+	json_t *o;
+	int e;
+
+	e = to_json(r, false, &o);
+	if (e < 0)
+		return e;
+	e = dump(o, JSON_SORT_KEYS, ret, len);
+	json_decref(o);
+	return e;
+}
+
+static int sha256_hex(const char *buf, size_t len, char out[ACCT_HASH_HEX])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	static const char hex[] = "0123456789abcdef";
+
+	if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+		return -EIO;
+	for (unsigned i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 0xf];
+	}
+	out[64] = '\0';
+	return 0;
+}
+
+int acct_record_compute_hash(struct acct_record *r)
+{
+	_cleanup_free_ char *c = NULL;
+	size_t n;
+	int e;
+
+	e = acct_record_canonical(r, &c, &n);
+	if (e < 0)
+		return e;
+	return sha256_hex(c, n, r->hash);
+}
+
+int acct_record_verify_hash(const struct acct_record *r)
+{
+	_cleanup_free_ char *c = NULL;
+	char h[ACCT_HASH_HEX];
+	size_t n;
+	int e;
+
+	e = acct_record_canonical(r, &c, &n);
+	if (e < 0)
+		return e;
+	e = sha256_hex(c, n, h);
+	if (e < 0)
+		return e;
+	return strcmp(h, r->hash) == 0 ? 0 : -EBADMSG;
+}
+
+/* ---- decode ------------------------------------------------------------------------------ */
+
+_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+struct dctx {
+	char *err;
+	size_t errlen;
+};
+
+static int get_u64(struct dctx *c, json_t *o, const char *obj, const char *key, bool required,
+		   uint64_t max, uint64_t *ret)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v) {
+		if (required)
+			return fail(c->err, c->errlen, "%s%s%s: missing", obj, *obj ? "." : "", key);
+		*ret = 0;
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return fail(c->err, c->errlen, "%s%s%s: expected a non-negative integer", obj,
+			    *obj ? "." : "", key);
+	if ((uint64_t)json_integer_value(v) > max)
+		return fail(c->err, c->errlen, "%s%s%s: out of range", obj, *obj ? "." : "", key);
+	*ret = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int get_int(struct dctx *c, json_t *o, const char *obj, const char *key, int *ret)
+{
+	json_t *v = json_object_get(o, key);
+
+	*ret = 0;
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return fail(c->err, c->errlen, "%s.%s: expected an integer", obj, key);
+	if (json_integer_value(v) < -2147483647LL - 1 || json_integer_value(v) > 2147483647LL)
+		return fail(c->err, c->errlen, "%s.%s: out of range", obj, key);
+	*ret = (int)json_integer_value(v);
+	return 0;
+}
+
+static int get_double(struct dctx *c, json_t *o, const char *obj, const char *key, double *ret)
+{
+	json_t *v = json_object_get(o, key);
+	double d;
+
+	*ret = 0;
+	if (!v)
+		return 0;
+	if (!json_is_number(v))
+		return fail(c->err, c->errlen, "%s.%s: expected a non-negative number", obj, key);
+	d = json_number_value(v);
+	if (!isfinite(d) || d < 0)
+		return fail(c->err, c->errlen, "%s.%s: expected a non-negative number", obj, key);
+	*ret = d;
+	return 0;
+}
+
+/* String member; max is the buffer size (length must be < max). */
+static int get_str(struct dctx *c, json_t *o, const char *obj, const char *key, bool required,
+		   size_t max, const char **ret)
+{
+	json_t *v = json_object_get(o, key);
+	const char *dot = *obj ? "." : "";
+
+	*ret = NULL;
+	if (!v || json_is_null(v)) {
+		if (required)
+			return fail(c->err, c->errlen, "%s%s%s: missing", obj, dot, key);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return fail(c->err, c->errlen, "%s%s%s: expected a string", obj, dot, key);
+	if (json_string_length(v) >= max)
+		return fail(c->err, c->errlen, "%s%s%s: longer than %zu bytes", obj, dot, key,
+			    max - 1);
+	if (required && json_string_length(v) == 0)
+		return fail(c->err, c->errlen, "%s%s%s: must not be empty", obj, dot, key);
+	*ret = json_string_value(v);
+	return 0;
+}
+
+static int get_str_dup(struct dctx *c, json_t *o, const char *obj, const char *key,
+		       bool required, size_t max, char **ret)
+{
+	const char *s;
+	int e = get_str(c, o, obj, key, required, max, &s);
+
+	if (e < 0)
+		return e;
+	if (!s)
+		return 0;
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* Reject members of a fixed-shape object not in names[]. */
+static int check_members(struct dctx *c, json_t *o, const char *obj, const char *const *names,
+			 size_t n)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(o, key, v)
+	{
+		if (lookup(names, n, key) < 0)
+			return fail(c->err, c->errlen, "%s.%s: unknown field", obj, key);
+	}
+	return 0;
+}
+
+static int get_object(struct dctx *c, json_t *root, const char *key, bool required,
+		      json_t **ret)
+{
+	json_t *v = json_object_get(root, key);
+
+	*ret = NULL;
+	if (!v) {
+		if (required)
+			return fail(c->err, c->errlen, "%s: missing", key);
+		return 0;
+	}
+	if (!json_is_object(v))
+		return fail(c->err, c->errlen, "%s: expected an object", key);
+	*ret = v;
+	return 0;
+}
+
+static int decode_task(struct dctx *c, json_t *o, struct acct_task *t)
+{
+	static const char *const names[] = { "id", "job", "user", "uid", "account", "labels" };
+	const char *id;
+	json_t *labels, *v;
+	const char *key;
+	uint64_t uid;
+	int e;
+
+	if ((e = check_members(c, o, "task", names, ARRAY_SIZE(names))) < 0)
+		return e;
+	if ((e = get_str(c, o, "task", "id", true, ACCT_ID_MAX, &id)) < 0)
+		return e;
+	strcpy(t->id, id);
+	if ((e = get_str_dup(c, o, "task", "job", false, ACCT_NAME_MAX, &t->job)) < 0 ||
+	    (e = get_str_dup(c, o, "task", "user", false, ACCT_NAME_MAX, &t->user)) < 0 ||
+	    (e = get_str_dup(c, o, "task", "account", false, ACCT_NAME_MAX, &t->account)) < 0 ||
+	    (e = get_u64(c, o, "task", "uid", false, UINT32_MAX, &uid)) < 0)
+		return e;
+	t->uid = (uint32_t)uid;
+	labels = json_object_get(o, "labels");
+	if (!labels)
+		return 0;
+	if (!json_is_object(labels))
+		return fail(c->err, c->errlen, "task.labels: expected an object");
+	if (json_object_size(labels) > ACCT_LABELS_MAX)
+		return fail(c->err, c->errlen, "task.labels: more than %d labels", ACCT_LABELS_MAX);
+	json_object_foreach(labels, key, v)
+	{
+		if (!json_is_string(v))
+			return fail(c->err, c->errlen, "task.labels.%.64s: expected a string", key);
+		e = acct_task_add_label(t, key, json_string_value(v));
+		if (e == -ENOMEM)
+			return e;
+		if (e < 0)
+			return fail(c->err, c->errlen, "task.labels.%.64s: invalid label", key);
+	}
+	return 0;
+}
+
+static int decode_request(struct dctx *c, json_t *o, struct acct_request *q)
+{
+	static const char *const names[] = { "cpus",	     "memory_bytes",	 "pids",
+					     "gpus",	     "time_limit_s",	 "cpu_time_limit_s",
+					     "gpu_memory_bytes" };
+	uint64_t gpus;
+	int e;
+
+	if ((e = check_members(c, o, "request", names, ARRAY_SIZE(names))) < 0 ||
+	    (e = get_double(c, o, "request", "cpus", &q->cpus)) < 0 ||
+	    (e = get_u64(c, o, "request", "memory_bytes", false, INT64_MAX, &q->memory_bytes)) <
+		    0 ||
+	    (e = get_u64(c, o, "request", "pids", false, INT64_MAX, &q->pids)) < 0 ||
+	    (e = get_u64(c, o, "request", "gpus", false, UINT32_MAX, &gpus)) < 0 ||
+	    (e = get_u64(c, o, "request", "time_limit_s", false, INT64_MAX, &q->time_limit_s)) <
+		    0 ||
+	    (e = get_u64(c, o, "request", "cpu_time_limit_s", false, INT64_MAX,
+			 &q->cpu_time_limit_s)) < 0 ||
+	    (e = get_u64(c, o, "request", "gpu_memory_bytes", false, INT64_MAX,
+			 &q->gpu_memory_bytes)) < 0)
+		return e;
+	q->gpus = (uint32_t)gpus;
+	return 0;
+}
+
+static int decode_usage(struct dctx *c, json_t *o, struct acct_usage *u)
+{
+	uint64_t *ints[_ACCT_U_MAX] = {
+		[ACCT_U_WALL_NS] = &u->wall_ns,
+		[ACCT_U_CPU_USER_NS] = &u->cpu_user_ns,
+		[ACCT_U_CPU_SYSTEM_NS] = &u->cpu_system_ns,
+		[ACCT_U_MEMORY_PEAK_BYTES] = &u->memory_peak_bytes,
+		[ACCT_U_IO_READ_BYTES] = &u->io_read_bytes,
+		[ACCT_U_IO_WRITE_BYTES] = &u->io_write_bytes,
+		[ACCT_U_NET_RX_BYTES] = &u->net_rx_bytes,
+		[ACCT_U_NET_TX_BYTES] = &u->net_tx_bytes,
+		[ACCT_U_GPU_MEMORY_PEAK_BYTES] = &u->gpu_memory_peak_bytes,
+	};
+	double *reals[_ACCT_U_MAX] = {
+		[ACCT_U_MEMORY_BYTE_SECONDS] = &u->memory_byte_seconds,
+		[ACCT_U_GPU_SECONDS] = &u->gpu_seconds,
+		[ACCT_U_GPU_UTIL_AVG] = &u->gpu_util_avg,
+	};
+	int e;
+
+	if ((e = check_members(c, o, "usage", usage_names, _ACCT_U_MAX)) < 0)
+		return e;
+	for (int f = 0; f < _ACCT_U_MAX; f++) {
+		if (ints[f])
+			e = get_u64(c, o, "usage", usage_names[f], false, INT64_MAX, ints[f]);
+		else
+			e = get_double(c, o, "usage", usage_names[f], reals[f]);
+		if (e < 0)
+			return e;
+	}
+	return 0;
+}
+
+static int decode_exit(struct dctx *c, json_t *o, struct acct_exit *x)
+{
+	static const char *const names[] = { "status", "code", "signal", "message" };
+	const char *st;
+	int e;
+
+	if ((e = check_members(c, o, "exit", names, ARRAY_SIZE(names))) < 0 ||
+	    (e = get_str(c, o, "exit", "status", true, 64, &st)) < 0)
+		return e;
+	x->status = acct_exit_status_from_string(st);
+	if (x->status == _ACCT_EXIT_INVALID || x->status == ACCT_EXIT_NONE)
+		return fail(c->err, c->errlen, "exit.status: unknown status \"%.32s\"", st);
+	if ((e = get_int(c, o, "exit", "code", &x->code)) < 0 ||
+	    (e = get_int(c, o, "exit", "signal", &x->signal)) < 0 ||
+	    (e = get_str_dup(c, o, "exit", "message", false, ACCT_MESSAGE_MAX, &x->message)) < 0)
+		return e;
+	if (x->signal < 0 || x->signal > 128)
+		return fail(c->err, c->errlen, "exit.signal: out of range");
+	return 0;
+}
+
+static int decode_sources(struct dctx *c, json_t *o, enum acct_source *src)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(o, key, v)
+	{
+		int f = lookup(usage_names, _ACCT_U_MAX, key);
+		enum acct_source s;
+
+		if (f < 0)
+			return fail(c->err, c->errlen, "sources.%.64s: unknown usage field", key);
+		if (!json_is_string(v))
+			return fail(c->err, c->errlen, "sources.%s: expected a string", key);
+		s = acct_source_from_string(json_string_value(v));
+		if (s == _ACCT_SRC_INVALID || s == ACCT_SRC_NONE)
+			return fail(c->err, c->errlen, "sources.%s: unknown source \"%.32s\"", key,
+				    json_string_value(v));
+		src[f] = s;
+	}
+	return 0;
+}
+
+/* Strict "YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)", years 1970..2500 (fits in uint64 ns). */
+static int decode_time(struct dctx *c, const char *s, uint64_t *ret)
+{
+	static const char pat[] = "dddd-dd-ddTdd:dd:dd";
+	int year;
+
+	if (strlen(s) < sizeof(pat) - 1)
+		goto out_bad;
+	for (size_t i = 0; i < sizeof(pat) - 1; i++) {
+		if (pat[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != pat[i])
+			goto out_bad;
+	}
+	year = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
+	if (year < 1970 || year > 2500)
+		return fail(c->err, c->errlen, "time: out of range");
+	if (parse_rfc3339(s, ret) < 0)
+		goto out_bad;
+	return 0;
+out_bad:
+	return fail(c->err, c->errlen, "time: expected RFC 3339 UTC (2026-12-02T15:04:05.123456Z)");
+}
+
+int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size_t errlen)
+{
+	struct dctx c = { .err = err, .errlen = errlen };
+	struct acct_record rec = { 0 };
+	const char *s, *key;
+	json_t *o, *v;
+	bool audit;
+	int e;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!json_is_object(root))
+		return fail(err, errlen, "record: expected a JSON object");
+
+	if ((e = get_str(&c, root, "", "schema", true, 64, &s)) < 0)
+		return e;
+	if (strcmp(s, ACCT_SCHEMA) != 0)
+		return fail(err, errlen, "schema: unsupported schema \"%.64s\" (expected \"%s\")", s,
+			    ACCT_SCHEMA);
+	if ((e = get_str(&c, root, "", "type", true, 64, &s)) < 0)
+		return e;
+	rec.type = acct_type_from_string(s);
+	if (rec.type == _ACCT_TYPE_INVALID)
+		return fail(err, errlen, "type: unknown record type \"%.64s\"", s);
+	audit = acct_type_is_audit(rec.type);
+
+	if ((e = get_str(&c, root, "", "record_id", true, ACCT_ID_MAX, &s)) < 0)
+		goto out_clear;
+	strcpy(rec.record_id, s);
+	if ((e = get_str(&c, root, "", "time", true, RFC3339_MAX + 16, &s)) < 0 ||
+	    (e = decode_time(&c, s, &rec.time_ns)) < 0)
+		goto out_clear;
+	if ((e = get_str_dup(&c, root, "", "node", true, ACCT_NAME_MAX, &rec.node)) < 0)
+		goto out_clear;
+
+	if ((e = get_object(&c, root, "task", true, &o)) < 0 ||
+	    (e = decode_task(&c, o, &rec.task)) < 0)
+		goto out_clear;
+	if ((e = get_object(&c, root, "request", rec.type == ACCT_TASK_START, &o)) < 0 ||
+	    (o && (e = decode_request(&c, o, &rec.request)) < 0))
+		goto out_clear;
+	if ((e = get_object(&c, root, "usage",
+			    rec.type == ACCT_TASK_SAMPLE || rec.type == ACCT_TASK_END, &o)) < 0 ||
+	    (o && (e = decode_usage(&c, o, &rec.usage)) < 0))
+		goto out_clear;
+	if ((e = get_object(&c, root, "sources", false, &o)) < 0 ||
+	    (o && (e = decode_sources(&c, o, rec.sources)) < 0))
+		goto out_clear;
+	if ((e = get_object(&c, root, "exit", rec.type == ACCT_TASK_END, &o)) < 0)
+		goto out_clear;
+	if (o && rec.type != ACCT_TASK_END) {
+		e = fail(err, errlen, "exit: only allowed on task.end records");
+		goto out_clear;
+	}
+	if (o && (e = decode_exit(&c, o, &rec.exit)) < 0)
+		goto out_clear;
+
+	if ((e = get_object(&c, root, "event", audit, &o)) < 0)
+		goto out_clear;
+	if (o && !audit) {
+		e = fail(err, errlen, "event: only allowed on audit records");
+		goto out_clear;
+	}
+	rec.event = json_incref(o);
+	if (audit) {
+		if ((e = get_str(&c, root, "", "prev_hash", false, ACCT_HASH_HEX, &s)) < 0)
+			goto out_clear;
+		if (s && *s && !valid_hex64(s)) {
+			e = fail(err, errlen, "prev_hash: expected 64 lowercase hex digits");
+			goto out_clear;
+		}
+		if (s)
+			strcpy(rec.prev_hash, s);
+		if ((e = get_str(&c, root, "", "hash", true, ACCT_HASH_HEX, &s)) < 0)
+			goto out_clear;
+		if (!valid_hex64(s)) {
+			e = fail(err, errlen, "hash: expected 64 lowercase hex digits");
+			goto out_clear;
+		}
+		strcpy(rec.hash, s);
+	} else if (json_object_get(root, "prev_hash") || json_object_get(root, "hash")) {
+		e = fail(err, errlen, "hash: only allowed on audit records");
+		goto out_clear;
+	}
+
+	json_object_foreach(root, key, v)
+	{
+		if (is_reserved_top(key))
+			continue;
+		if (!rec.extra) {
+			rec.extra = json_object();
+			if (!rec.extra) {
+				e = -ENOMEM;
+				goto out_clear;
+			}
+		}
+		if (json_object_set(rec.extra, key, v) < 0) {
+			e = -ENOMEM;
+			goto out_clear;
+		}
+	}
+	*ret = rec;
+	return 0;
+
+out_clear:
+	acct_record_clear(&rec);
+	return e;
+}
+
+int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
+		       size_t errlen)
+{
+	json_error_t jerr;
+	json_t *root;
+	int e;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (len > ACCT_RECORD_MAX_BYTES)
+		return fail(err, errlen, "record: longer than %d bytes", ACCT_RECORD_MAX_BYTES);
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return fail(err, errlen, "record: invalid JSON at column %d: %s", jerr.column,
+			    jerr.text);
+	e = acct_record_from_json(root, ret, err, errlen);
+	json_decref(root);
+	return e;
+}

@@ -1,0 +1,866 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Durable spool (see spool.h and docs/pipeline.md "Spool").
+ *
+ * On disk: <dir>/seg-<first seq, 20 digits>.log segment files of entries
+ *   0  u32 magic "CSP1"        4  u32 payload length     8  u64 seq
+ *   16 u8 prio, 3 bytes zero   20 u32 CRC32C of bytes 4..20 and the payload
+ *   24 payload
+ * (little endian), plus <dir>/acked (decimal, highest acked seq, replaced atomically) and
+ * <dir>/lock (flock'd while open).
+ *
+ * Appends go to the last segment with O_APPEND and are fdatasync'd before returning, so an
+ * entry is either complete on disk or is a torn tail that open() truncates. Acks are persisted
+ * before any segment is unlinked, so a crash between the two only leaves a segment that the
+ * next open() deletes.
+ */
+#include "accounting/spool.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/macro.h"
+#include "common/util.h"
+
+#define SPOOL_MAGIC 0x31505343U /* "CSP1" little endian */
+#define HDR_SIZE 24
+#define SEG_NAME_MAX 32 /* "seg-" + 20 digits + ".log" + NUL */
+#define DEFAULT_MAX_BYTES (1024ULL * 1024 * 1024)
+#define DEFAULT_SEGMENT_BYTES (16ULL * 1024 * 1024)
+#define SEGMENTS_MAX 65536
+
+struct segment {
+	uint64_t name_seq;  /* seq in the file name */
+	uint64_t first_seq; /* first valid entry, 0 if none */
+	uint64_t last_seq;  /* last valid entry, 0 if none */
+	uint64_t n_entries; /* valid entries */
+	uint64_t size;      /* bytes on disk */
+	bool damaged;       /* had a skipped region: seqs may have gaps */
+};
+
+struct spool {
+	int dfd;
+	int lock_fd;
+	int wfd; /* last segment, O_APPEND; -1 until the first append after open/rollover */
+	char *dir;
+	uint64_t max_bytes, segment_bytes, keep_reserve;
+	bool no_fsync;
+
+	struct segment *segs;
+	size_t n_segs;
+	uint64_t acked;
+	uint64_t next_seq;
+	uint64_t pending;
+	uint64_t bytes;
+
+	/* peek cursor: cur_seq is the next seq to hand out; (cur_seg_name, cur_off) its position
+	 * when cur_valid */
+	uint64_t cur_seq;
+	uint64_t cur_seg_name;
+	uint64_t cur_off;
+	bool cur_valid;
+
+	struct spool_stats st;
+};
+
+/* ---- CRC32C (Castagnoli), table driven -------------------------------------------------- */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+	if (crc_table[1])
+		return;
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82F63B78U : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+static uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	crc = ~crc;
+	while (len--)
+		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+/* ---- entry format ------------------------------------------------------------------------ */
+
+struct hdr {
+	uint32_t len;
+	uint64_t seq;
+	uint8_t prio;
+};
+
+static void hdr_encode(unsigned char *b, uint32_t len, uint64_t seq, uint8_t prio,
+		       const void *payload)
+{
+	uint32_t v32;
+	uint64_t v64;
+
+	v32 = htole32(SPOOL_MAGIC);
+	memcpy(b, &v32, 4);
+	v32 = htole32(len);
+	memcpy(b + 4, &v32, 4);
+	v64 = htole64(seq);
+	memcpy(b + 8, &v64, 8);
+	b[16] = prio;
+	b[17] = b[18] = b[19] = 0;
+	v32 = crc32c(crc32c(0, b + 4, 16), payload, len);
+	v32 = htole32(v32);
+	memcpy(b + 20, &v32, 4);
+}
+
+/* Header sanity without the payload: magic, length bound, prio, pad. */
+static bool hdr_decode(const unsigned char *b, struct hdr *h, uint32_t *crc)
+{
+	uint32_t v32;
+	uint64_t v64;
+
+	memcpy(&v32, b, 4);
+	if (le32toh(v32) != SPOOL_MAGIC)
+		return false;
+	memcpy(&v32, b + 4, 4);
+	h->len = le32toh(v32);
+	memcpy(&v64, b + 8, 8);
+	h->seq = le64toh(v64);
+	h->prio = b[16];
+	memcpy(&v32, b + 20, 4);
+	*crc = le32toh(v32);
+	return h->len <= SPOOL_ENTRY_MAX && h->prio <= SPOOL_PRIO_KEEP && h->seq > 0 && !b[17] &&
+	       !b[18] && !b[19];
+}
+
+/* A complete, CRC-valid entry at buf[pos..n) with seq > min_seq? */
+static bool entry_valid_at(const unsigned char *buf, size_t n, size_t pos, uint64_t min_seq,
+			   struct hdr *h)
+{
+	uint32_t crc;
+
+	if (n - pos < HDR_SIZE || !hdr_decode(buf + pos, h, &crc))
+		return false;
+	if (h->len > n - pos - HDR_SIZE || h->seq <= min_seq)
+		return false;
+	return crc32c(crc32c(0, buf + pos + 4, 16), buf + pos + HDR_SIZE, h->len) == crc;
+}
+
+/* Next offset > pos where a valid entry starts, or n. */
+static size_t resync(const unsigned char *buf, size_t n, size_t pos, uint64_t min_seq)
+{
+	struct hdr h;
+
+	for (size_t p = pos + 1; p + HDR_SIZE <= n; p++)
+		if (buf[p] == 'C' && entry_valid_at(buf, n, p, min_seq, &h))
+			return p;
+	return n;
+}
+
+static int read_all_at(int fd, void *buf, size_t len, uint64_t off)
+{
+	unsigned char *p = buf;
+
+	while (len > 0) {
+		ssize_t k = pread(fd, p, len, (off_t)off);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -ENODATA;
+		p += k;
+		len -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
+}
+
+static void seg_name(uint64_t seq, char buf[SEG_NAME_MAX])
+{
+	snprintf(buf, SEG_NAME_MAX, "seg-%020" PRIu64 ".log", seq);
+}
+
+static int seg_parse_name(const char *name, uint64_t *seq)
+{
+	char digits[21];
+
+	if (strlen(name) != 28 || strncmp(name, "seg-", 4) != 0 || strcmp(name + 24, ".log") != 0)
+		return -EINVAL;
+	memcpy(digits, name + 4, 20);
+	digits[20] = 0;
+	return parse_u64(digits, seq);
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct segment *x = a, *y = b;
+
+	return x->name_seq < y->name_seq ? -1 : x->name_seq > y->name_seq;
+}
+
+static int dir_sync(struct spool *s)
+{
+	if (s->no_fsync)
+		return 0;
+	return fsync(s->dfd) < 0 ? -errno : 0;
+}
+
+/* ---- open / recovery --------------------------------------------------------------------- */
+
+/*
+ * Verify one segment: counts valid entries, skips damaged regions, and (last segment only)
+ * truncates a torn tail. min_seq is the previous segment's last seq.
+ */
+static int scan_segment(struct spool *s, struct segment *g, bool last, uint64_t min_seq)
+{
+	char name[SEG_NAME_MAX];
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ unsigned char *buf = NULL;
+	struct stat stt;
+	size_t n, pos = 0;
+	int r;
+
+	seg_name(g->name_seq, name);
+	fd = openat(s->dfd, name, (last ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &stt) < 0)
+		return -errno;
+	n = (size_t)stt.st_size;
+	if (n > 0) {
+		buf = malloc(n);
+		if (!buf)
+			return -ENOMEM;
+		r = read_all_at(fd, buf, n, 0);
+		if (r < 0)
+			return r == -ENODATA ? -EIO : r;
+	}
+
+	while (pos < n) {
+		struct hdr h;
+		size_t next;
+
+		if (entry_valid_at(buf, n, pos, min_seq, &h)) {
+			if (!g->first_seq)
+				g->first_seq = h.seq;
+			g->last_seq = min_seq = h.seq;
+			g->n_entries++;
+			if (h.seq > s->acked)
+				s->pending++;
+			pos += HDR_SIZE + h.len;
+			continue;
+		}
+		next = resync(buf, n, pos, min_seq);
+		if (next == n && last) {
+			/* torn tail: a crash mid-append; drop it so appends continue cleanly */
+			if (ftruncate(fd, (off_t)pos) < 0)
+				return -errno;
+			if (!s->no_fsync && fsync(fd) < 0)
+				return -errno;
+			s->st.torn_bytes_truncated += n - pos;
+			n = pos;
+			break;
+		}
+		s->st.corrupt_entries_skipped++;
+		s->st.corrupt_bytes_skipped += next - pos;
+		g->damaged = true;
+		pos = next;
+	}
+	g->size = n;
+	return 0;
+}
+
+static int load_segments(struct spool *s)
+{
+	_cleanup_closedir_ DIR *d = NULL;
+	struct dirent *de;
+	int fd;
+
+	fd = openat(s->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		uint64_t seq;
+		struct segment *n;
+
+		if (seg_parse_name(de->d_name, &seq) < 0)
+			continue;
+		if (s->n_segs >= SEGMENTS_MAX)
+			return -E2BIG;
+		n = realloc(s->segs, (s->n_segs + 1) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->segs = n;
+		s->segs[s->n_segs++] = (struct segment){ .name_seq = seq };
+	}
+	qsort(s->segs, s->n_segs, sizeof(*s->segs), cmp_seg);
+	return 0;
+}
+
+static int unlink_segment(struct spool *s, size_t i)
+{
+	char name[SEG_NAME_MAX];
+
+	seg_name(s->segs[i].name_seq, name);
+	if (unlinkat(s->dfd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	s->bytes -= s->segs[i].size;
+	memmove(&s->segs[i], &s->segs[i + 1], (s->n_segs - i - 1) * sizeof(*s->segs));
+	s->n_segs--;
+	return 0;
+}
+
+/* Delete every segment whose entries are all acked (the last one too: appends recreate). */
+static int gc_segments(struct spool *s)
+{
+	bool removed = false, last_removed = false;
+	int r;
+
+	while (s->n_segs > 0) {
+		struct segment *g = &s->segs[0];
+		bool last = s->n_segs == 1;
+
+		if (g->n_entries > 0 && g->last_seq > s->acked)
+			break;
+		/* an empty last segment is kept: it is where appends go */
+		if (last && g->n_entries == 0 && !g->damaged)
+			break;
+		if (last)
+			last_removed = true;
+		r = unlink_segment(s, 0);
+		if (r < 0)
+			return r;
+		removed = true;
+	}
+	if (last_removed && s->wfd >= 0) {
+		close(s->wfd);
+		s->wfd = -1;
+	}
+	if (removed) {
+		s->cur_valid = false;
+		return dir_sync(s);
+	}
+	return 0;
+}
+
+static int read_acked(struct spool *s)
+{
+	int r = read_u64_file_at(s->dfd, "acked", &s->acked);
+
+	if (r == -ENOENT) {
+		s->acked = 0;
+		return 0;
+	}
+	return r;
+}
+
+int spool_open(const struct spool_opts *opts, struct spool **ret)
+{
+	struct spool *s;
+	uint64_t min_seq = 0;
+	int r;
+
+	if (!opts || !opts->dir || !*opts->dir)
+		return -EINVAL;
+	crc_init();
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->dfd = s->lock_fd = s->wfd = -1;
+	s->max_bytes = opts->max_bytes ? opts->max_bytes : DEFAULT_MAX_BYTES;
+	s->segment_bytes = opts->segment_bytes ? opts->segment_bytes : DEFAULT_SEGMENT_BYTES;
+	s->keep_reserve = opts->keep_reserve ? opts->keep_reserve : s->max_bytes / 10;
+	s->no_fsync = opts->no_fsync;
+	r = -EINVAL;
+	if (s->keep_reserve >= s->max_bytes || s->segment_bytes < HDR_SIZE)
+		goto out_free;
+	r = -ENOMEM;
+	s->dir = strdup(opts->dir);
+	if (!s->dir)
+		goto out_free;
+	r = mkdir_p(opts->dir, 0700);
+	if (r < 0)
+		goto out_free;
+	s->dfd = open(opts->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->dfd < 0) {
+		r = -errno;
+		goto out_free;
+	}
+	s->lock_fd = openat(s->dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s->lock_fd < 0) {
+		r = -errno;
+		goto out_free;
+	}
+	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		goto out_free;
+	}
+	r = read_acked(s);
+	if (r < 0)
+		goto out_free;
+	r = load_segments(s);
+	if (r < 0)
+		goto out_free;
+	for (size_t i = 0; i < s->n_segs; i++) {
+		r = scan_segment(s, &s->segs[i], i + 1 == s->n_segs, min_seq);
+		if (r < 0)
+			goto out_free;
+		if (s->segs[i].last_seq)
+			min_seq = s->segs[i].last_seq;
+		s->bytes += s->segs[i].size;
+	}
+	s->next_seq = MAX(MAX(s->acked, min_seq) + 1,
+			  s->n_segs ? s->segs[s->n_segs - 1].name_seq : 1);
+	r = gc_segments(s);
+	if (r < 0)
+		goto out_free;
+	*ret = s;
+	return 0;
+
+out_free:
+	spool_close(s);
+	return r;
+}
+
+void spool_close(struct spool *s)
+{
+	if (!s)
+		return;
+	if (s->wfd >= 0)
+		close(s->wfd);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	if (s->dfd >= 0)
+		close(s->dfd);
+	free(s->segs);
+	free(s->dir);
+	free(s);
+}
+
+/* ---- append ------------------------------------------------------------------------------ */
+
+static int sync_fd(struct spool *s, int fd)
+{
+	if (s->no_fsync || fd < 0)
+		return 0;
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+/* Make sure the last segment is open for append and has room for an entry of size sz. */
+static int prepare_segment(struct spool *s, uint64_t sz)
+{
+	struct segment *g = s->n_segs ? &s->segs[s->n_segs - 1] : NULL;
+	char name[SEG_NAME_MAX];
+	struct segment *n;
+	int fd, r;
+
+	if (g && (g->size == 0 || g->size + sz <= s->segment_bytes)) {
+		if (s->wfd >= 0)
+			return 0;
+		seg_name(g->name_seq, name);
+		s->wfd = openat(s->dfd, name, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+		return s->wfd < 0 ? -errno : 0;
+	}
+	/* roll over: the old segment is already synced (every append syncs before returning) */
+	if (s->n_segs >= SEGMENTS_MAX)
+		return -ENOSPC;
+	n = realloc(s->segs, (s->n_segs + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	s->segs = n;
+	seg_name(s->next_seq, name);
+	fd = openat(s->dfd, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+	if (fd < 0)
+		return -errno;
+	r = dir_sync(s);
+	if (r < 0) {
+		close(fd);
+		unlinkat(s->dfd, name, 0);
+		return r;
+	}
+	if (s->wfd >= 0)
+		close(s->wfd);
+	s->wfd = fd;
+	s->segs[s->n_segs++] = (struct segment){ .name_seq = s->next_seq };
+	return 0;
+}
+
+static bool fits(const struct spool *s, uint64_t sz, enum spool_prio prio)
+{
+	uint64_t limit = prio == SPOOL_PRIO_KEEP ? s->max_bytes : s->max_bytes - s->keep_reserve;
+
+	return s->bytes + sz <= limit;
+}
+
+/* Write one entry (no sync). On failure the segment is cut back to its previous size. */
+static int append_one(struct spool *s, const void *data, size_t len, enum spool_prio prio,
+		      bool *rolled_fd_synced)
+{
+	unsigned char hdr[HDR_SIZE];
+	struct iovec iov[2];
+	struct segment *g;
+	uint64_t sz = HDR_SIZE + (uint64_t)len;
+	int old_wfd = s->wfd, r;
+	ssize_t k;
+
+	if (!data || len > SPOOL_ENTRY_MAX)
+		return -EINVAL;
+	if (prio != SPOOL_PRIO_SHED && prio != SPOOL_PRIO_KEEP)
+		return -EINVAL;
+	if (!fits(s, sz, prio)) {
+		s->st.refused_full++;
+		if (prio == SPOOL_PRIO_KEEP)
+			s->st.refused_keep++;
+		return -ENOSPC;
+	}
+	/* a rollover closes the old fd; sync it first so a batch stays durable */
+	if (s->n_segs && s->wfd >= 0 && s->segs[s->n_segs - 1].size > 0 &&
+	    s->segs[s->n_segs - 1].size + sz > s->segment_bytes) {
+		r = sync_fd(s, old_wfd);
+		if (r < 0)
+			return r;
+		*rolled_fd_synced = true;
+	}
+	r = prepare_segment(s, sz);
+	if (r < 0)
+		return r;
+	g = &s->segs[s->n_segs - 1];
+	hdr_encode(hdr, (uint32_t)len, s->next_seq, (uint8_t)prio, data);
+	iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = HDR_SIZE };
+	iov[1] = (struct iovec){ .iov_base = (void *)data, .iov_len = len };
+	do
+		k = writev(s->wfd, iov, 2);
+	while (k < 0 && errno == EINTR);
+	if (k < 0 || (uint64_t)k != sz) {
+		r = k < 0 ? -errno : -EIO;
+		/* cut a partial write back so the segment stays well-formed */
+		if (ftruncate(s->wfd, (off_t)g->size) < 0)
+			return r;
+		return r == -ENOSPC || r == -EDQUOT ? -ENOSPC : r;
+	}
+	g->size += sz;
+	if (!g->first_seq)
+		g->first_seq = s->next_seq;
+	g->last_seq = s->next_seq;
+	g->n_entries++;
+	s->bytes += sz;
+	s->pending++;
+	s->st.appended++;
+	s->next_seq++;
+	return 0;
+}
+
+int spool_append(struct spool *s, const void *data, size_t len, enum spool_prio prio,
+		 uint64_t *ret_seq)
+{
+	bool synced = false;
+	uint64_t seq = s->next_seq;
+	int r;
+
+	r = append_one(s, data, len, prio, &synced);
+	if (r < 0)
+		return r;
+	r = sync_fd(s, s->wfd);
+	if (r < 0)
+		return r;
+	if (ret_seq)
+		*ret_seq = seq;
+	return 0;
+}
+
+int spool_append_many(struct spool *s, const void *const *data, const size_t *lens, size_t n,
+		      enum spool_prio prio)
+{
+	bool synced = false;
+	size_t i;
+	int r = 0;
+
+	if (n > INT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		r = append_one(s, data[i], lens[i], prio, &synced);
+		if (r < 0)
+			break;
+	}
+	if (i > 0) {
+		int q = sync_fd(s, s->wfd);
+
+		if (q < 0)
+			return q;
+	}
+	if (i == 0 && r < 0)
+		return r;
+	return (int)i;
+}
+
+/* ---- peek -------------------------------------------------------------------------------- */
+
+static ssize_t seg_index(const struct spool *s, uint64_t name_seq)
+{
+	for (size_t i = 0; i < s->n_segs; i++)
+		if (s->segs[i].name_seq == name_seq)
+			return (ssize_t)i;
+	return -1;
+}
+
+/*
+ * Read the entry at (segment i, *off). Returns 1 with the entry (payload in *buf, grown as
+ * needed), 0 at the end of the segment, <0 on error. A damaged region is skipped (*off moves
+ * past it) by reading the rest of the segment and resyncing.
+ */
+static int read_entry(struct spool *s, int fd, const struct segment *g, uint64_t *off,
+		      uint64_t min_seq, struct hdr *h, unsigned char **buf, size_t *cap)
+{
+	unsigned char hb[HDR_SIZE];
+	uint32_t crc;
+	int r;
+
+	while (*off + HDR_SIZE <= g->size) {
+		r = read_all_at(fd, hb, HDR_SIZE, *off);
+		if (r < 0)
+			return r == -ENODATA ? 0 : r;
+		if (hdr_decode(hb, h, &crc) && *off + HDR_SIZE + h->len <= g->size &&
+		    h->seq > min_seq) {
+			if (*cap < h->len + 1u) {
+				unsigned char *nb = realloc(*buf, h->len + 1u);
+
+				if (!nb)
+					return -ENOMEM;
+				*buf = nb;
+				*cap = h->len + 1u;
+			}
+			r = read_all_at(fd, *buf, h->len, *off + HDR_SIZE);
+			if (r < 0)
+				return r == -ENODATA ? -EIO : r;
+			if (crc32c(crc32c(0, hb + 4, 16), *buf, h->len) == crc) {
+				(*buf)[h->len] = 0;
+				return 1;
+			}
+		}
+		/* damaged since open (or skipped at open): resync within the segment */
+		{
+			size_t rest = (size_t)(g->size - *off);
+			_cleanup_free_ unsigned char *tmp = malloc(rest ? rest : 1);
+			size_t next;
+
+			if (!tmp)
+				return -ENOMEM;
+			r = read_all_at(fd, tmp, rest, *off);
+			if (r < 0)
+				return r == -ENODATA ? -EIO : r;
+			next = resync(tmp, rest, 0, min_seq);
+			*off += next;
+		}
+	}
+	return 0;
+}
+
+int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
+	       spool_entry_fn fn, void *userdata)
+{
+	_cleanup_free_ unsigned char *buf = NULL;
+	size_t cap = 0, count = 0, bytes = 0;
+	uint64_t want, off = 0;
+	ssize_t si = 0;
+	bool use_cursor;
+	int r;
+
+	if (!fn)
+		return -EINVAL;
+	if (from_seq == 0)
+		want = s->cur_seq;
+	else
+		want = from_seq;
+	want = MAX(want, s->acked + 1);
+	use_cursor = s->cur_valid && s->cur_seq == want;
+	if (use_cursor) {
+		si = seg_index(s, s->cur_seg_name);
+		off = s->cur_off;
+		if (si < 0)
+			use_cursor = false;
+	}
+	if (!use_cursor) {
+		/* last segment whose name seq <= want (names are the first seq written there) */
+		si = 0;
+		for (size_t i = 0; i < s->n_segs; i++)
+			if (s->segs[i].name_seq <= want)
+				si = (ssize_t)i;
+		off = 0;
+	}
+
+	for (; (size_t)si < s->n_segs && count < max; si++, off = 0) {
+		const struct segment *g = &s->segs[si];
+		char name[SEG_NAME_MAX];
+		_cleanup_close_ int fd = -1;
+
+		if (g->n_entries == 0 || g->last_seq < want)
+			continue;
+		seg_name(g->name_seq, name);
+		fd = openat(s->dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			return -errno;
+		while (count < max) {
+			struct hdr h;
+			uint64_t at = off;
+
+			r = read_entry(s, fd, g, &off, 0, &h, &buf, &cap);
+			if (r < 0)
+				return r;
+			if (r == 0)
+				break;
+			off += HDR_SIZE + h.len;
+			if (h.seq < want)
+				continue;
+			if (count > 0 && bytes + h.len > max_bytes) {
+				off = at;
+				goto out_stop;
+			}
+			r = fn(h.seq, buf, h.len, userdata);
+			if (r < 0) {
+				off = at;
+				goto out_stop;
+			}
+			count++;
+			bytes += h.len;
+			want = h.seq + 1;
+		}
+		if (count >= max) {
+			s->cur_seg_name = g->name_seq;
+			s->cur_off = off;
+			s->cur_seq = want;
+			s->cur_valid = true;
+			return (int)count;
+		}
+		continue;
+out_stop:
+		s->cur_seg_name = g->name_seq;
+		s->cur_off = off;
+		s->cur_seq = want;
+		s->cur_valid = true;
+		return (int)count;
+	}
+	/* at the end: the next peek(0) continues with whatever is appended next */
+	s->cur_valid = false;
+	s->cur_seq = want;
+	return (int)count;
+}
+
+/* ---- ack --------------------------------------------------------------------------------- */
+
+/* Valid entries of g with seq in (lo, hi]. */
+static int count_range(struct spool *s, const struct segment *g, uint64_t lo, uint64_t hi,
+		       uint64_t *ret)
+{
+	_cleanup_free_ unsigned char *buf = NULL;
+	char name[SEG_NAME_MAX];
+	_cleanup_close_ int fd = -1;
+	uint64_t off = 0, n = 0;
+	size_t cap = 0;
+	struct hdr h;
+	int r;
+
+	*ret = 0;
+	if (g->n_entries == 0 || g->last_seq <= lo || g->first_seq > hi)
+		return 0;
+	if (!g->damaged && g->last_seq - g->first_seq + 1 == g->n_entries) {
+		uint64_t a = MAX(lo + 1, g->first_seq), b = MIN(hi, g->last_seq);
+
+		*ret = b >= a ? b - a + 1 : 0;
+		return 0;
+	}
+	seg_name(g->name_seq, name);
+	fd = openat(s->dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	while ((r = read_entry(s, fd, g, &off, 0, &h, &buf, &cap)) > 0) {
+		off += HDR_SIZE + h.len;
+		if (h.seq > lo && h.seq <= hi)
+			n++;
+	}
+	if (r < 0)
+		return r;
+	*ret = n;
+	return 0;
+}
+
+int spool_ack(struct spool *s, uint64_t upto_seq)
+{
+	char buf[DECIMAL_STR_MAX(uint64_t) + 1];
+	_cleanup_free_ char *path = NULL;
+	uint64_t acked = 0;
+	int r;
+
+	upto_seq = MIN(upto_seq, s->next_seq - 1);
+	if (upto_seq <= s->acked)
+		return 0;
+	for (size_t i = 0; i < s->n_segs; i++) {
+		uint64_t n;
+
+		r = count_range(s, &s->segs[i], s->acked, upto_seq, &n);
+		if (r < 0)
+			return r;
+		acked += n;
+	}
+	snprintf(buf, sizeof(buf), "%" PRIu64 "\n", upto_seq);
+	if (asprintf(&path, "%s/acked", s->dir) < 0)
+		return -ENOMEM;
+	/* the ack must be durable before any segment goes away */
+	r = write_file_atomic(path, buf, strlen(buf), 0600);
+	if (r < 0)
+		return r;
+	s->acked = upto_seq;
+	s->pending -= MIN(acked, s->pending);
+	if (s->cur_valid && s->cur_seq <= s->acked)
+		s->cur_valid = false;
+	return gc_segments(s);
+}
+
+uint64_t spool_first_unacked(const struct spool *s)
+{
+	if (s->pending == 0)
+		return 0;
+	for (size_t i = 0; i < s->n_segs; i++) {
+		const struct segment *g = &s->segs[i];
+
+		if (g->n_entries == 0 || g->last_seq <= s->acked)
+			continue;
+		if (g->first_seq > s->acked)
+			return g->first_seq;
+		/* in a damaged segment acked+1 may be a gap: harmless, peek skips to the next */
+		return s->acked + 1;
+	}
+	return 0;
+}
+
+void spool_get_stats(const struct spool *s, struct spool_stats *ret)
+{
+	*ret = s->st;
+	ret->entries_pending = s->pending;
+	ret->bytes_on_disk = s->bytes;
+	ret->segments = s->n_segs;
+	ret->acked_upto = s->acked;
+	ret->next_seq = s->next_seq;
+}

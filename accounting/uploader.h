@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Uploader: streams spooled records to corral-collector (`POST <url>/v1/records`, NDJSON,
+ * bearer token) with libcurl's multi interface, so it runs inside the agent's single-threaded
+ * epoll loop: add upl_fd() to the loop (EPOLLIN), call upl_dispatch() when it is readable and
+ * on every tick; upl_timeout_ms() says when it wants to run next. Never blocks.
+ * Entries are acked in the spool only after the collector answered that the batch is committed.
+ * Protocol, retry and dead-letter semantics: docs/pipeline.md "Uploader".
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accounting/spool.h"
+
+#define UPL_ERROR_MAX 256
+
+struct upl_opts {
+	const char *url;           /* collector base URL ("https://collector:8443"), required */
+	const char *token;         /* bearer token, required */
+	const char *ca_file;       /* optional CA bundle for TLS */
+	const char *pinned_pubkey; /* optional CURLOPT_PINNEDPUBLICKEY ("sha256//BASE64;...") */
+	const char *state_dir;     /* holds dead-letter.ndjson, required */
+	size_t batch_records;      /* max records per POST, 0 = 500 */
+	size_t batch_bytes;        /* max payload bytes per POST, 0 = 4 MiB */
+	uint64_t batch_delay_ms;   /* wait this long for a batch to fill, 0 = 1000 */
+	uint64_t connect_timeout_ms; /* 0 = 10 s */
+	uint64_t request_timeout_ms; /* whole request, 0 = 60 s */
+	uint64_t backoff_min_ms;   /* first retry ceiling, 0 = 500 */
+	uint64_t backoff_max_ms;   /* ceiling cap, 0 = 300 s */
+	uint64_t seed;             /* jitter PRNG seed, 0 = from getrandom() */
+};
+
+struct upl_stats {
+	uint64_t batches_sent;     /* POSTs answered 200 */
+	uint64_t records_acked;    /* records acked in the spool (accepted + duplicate + dead) */
+	uint64_t duplicates;       /* records the collector already had */
+	uint64_t rejected;         /* records dead-lettered */
+	uint64_t retries;          /* failed attempts that led to a backoff */
+	uint64_t requests;         /* POSTs started */
+	long last_http_status;     /* 0 = no answer (network error) */
+	char last_error[UPL_ERROR_MAX]; /* "" after a success */
+	uint64_t backoff_ms;       /* delay chosen for the current backoff (0 = none) */
+	uint64_t backoff_ceiling_ms; /* current exponential ceiling */
+	uint64_t spool_pending;    /* entries waiting in the spool */
+	size_t batch_limit;        /* current records-per-batch limit (halved on 413) */
+	bool in_flight;
+};
+
+struct upl;
+
+int upl_new(const struct upl_opts *opts, struct spool *spool, struct upl **ret);
+/* Aborts a transfer in flight (its batch stays in the spool and is resent later). */
+void upl_free(struct upl *u);
+/* epoll fd (curl sockets + an internal timer) for the caller's epoll set. */
+int upl_fd(const struct upl *u);
+/* Do all pending work: socket IO, finished transfers, timers, start the next batch. */
+int upl_dispatch(struct upl *u);
+/* Milliseconds until upl_dispatch() wants to run again (-1 = only when upl_fd is readable). */
+int upl_timeout_ms(const struct upl *u);
+/* Records were appended: send now if a full batch is waiting (otherwise after batch_delay). */
+void upl_kick(struct upl *u);
+/* Forget the backoff and try at the next dispatch (e.g. operator request). */
+void upl_retry_now(struct upl *u);
+void upl_get_stats(const struct upl *u, struct upl_stats *ret);

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * corrald internals: the agent object, the task table, the event loop's watch kinds.
+ * Single-threaded: everything runs from one epoll loop (agent/loop.c).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "accounting/record.h"
+#include "agent/config.h"
+#include "agent/spec.h"
+#include "isolation/launch.h"
+
+struct cg_root;
+struct cg_task;
+struct meter;
+struct spool;
+struct upl;
+struct conn;
+
+enum watch_kind {
+	WATCH_SIGNAL,
+	WATCH_TICK,
+	WATCH_LISTEN,
+	WATCH_CONN,
+	WATCH_TASK_STATUS, /* shim status pipe */
+	WATCH_TASK_PIDFD,  /* shim pidfd (adopted tasks, or status pipe lost) */
+	WATCH_METER,
+	WATCH_UPLOADER,
+	WATCH_METRICS,
+};
+
+struct watch {
+	enum watch_kind kind;
+	void *ptr;
+};
+
+enum task_state {
+	TASK_RUNNING,
+	TASK_ENDING, /* main process gone: killing leftovers, waiting for the cgroup to empty */
+	TASK_ENDED,
+};
+
+struct waiter {
+	struct conn *conn;
+	struct waiter *next;
+};
+
+struct task {
+	char id[40];
+	uint64_t key; /* numeric key for BPF maps */
+	struct task_spec spec;
+	char *user;
+	uid_t uid;
+	gid_t gid;
+	uid_t submitter_uid;
+	char *cg_name;
+	struct cg_task *cg;
+	enum task_state state;
+	bool adopted; /* re-adopted after an agent restart */
+
+	pid_t shim_pid;
+	uint64_t shim_start; /* /proc start time, guards against pid reuse */
+	int shim_pidfd;
+	int status_fd;
+	struct watch w_status, w_pidfd;
+	pid_t pid;
+	uint64_t pid_start;
+
+	uint64_t start_ns; /* realtime */
+	uint64_t start_mono_ns;
+	uint64_t end_ns;
+	uint64_t ending_since_mono;
+
+	/* limit enforcement */
+	enum acct_exit_status limit_reason; /* ACCT_EXIT_NONE until a limit fired */
+	uint64_t term_sent_mono;
+	bool kill_sent;
+	uint64_t limit_value, limit_observed; /* for audit.limit */
+
+	/* results */
+	bool have_exit;
+	struct launch_exit exit;
+	enum acct_exit_status status;
+	int exit_code, exit_signal;
+	char *exit_message;
+	struct acct_usage usage;
+	enum acct_source sources[_ACCT_U_MAX];
+	json_t *usage_detail; /* extra per-mechanism figures, owned */
+	uint64_t next_sample_mono;
+	double mem_byte_seconds_cg; /* integrated from cgroup memory.current samples */
+	uint64_t last_mem_sample_mono;
+
+	/* GPU allocation (opaque, owned by the GPU module), JSON form persisted */
+	json_t *gpu_alloc;
+
+	json_t *final_record; /* ended tasks: the task.end record as sent */
+	struct waiter *waiters;
+	struct task *next;
+};
+
+struct agent_stats {
+	uint64_t tasks_started, tasks_ended, launch_failed, refused;
+	uint64_t records_spooled, records_spool_refused, records_spool_refused_logged;
+	uint64_t tasks_adopted, tasks_lost;
+};
+
+struct agent {
+	struct agent_config cfg;
+	const char *config_path;
+	int epfd;
+	int sigfd, tickfd, listenfd;
+	struct watch w_sig, w_tick, w_listen, w_meter, w_upl, w_metrics;
+	bool quit;
+	char boot_id[37];
+	struct cg_root *cg;
+	struct meter *meter;
+	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
+	struct spool *spool;
+	struct upl *upl;
+	void *metrics; /* metrics HTTP server */
+	void *gpu;     /* GPU inventory, NULL when GPU features are off */
+
+	struct task *tasks; /* live and ended (ended kept for show/wait up to ended_keep) */
+	uint32_t n_live, n_ended;
+	uint64_t next_task_seq, task_seq_reserved;
+	uint64_t next_record_seq, record_seq_reserved;
+	uint64_t mem_total;
+	uint32_t ncpus;
+	int cap_last_cap;
+	bool watchdog;
+	uint64_t watchdog_usec;
+	struct agent_stats stats;
+	struct conn *conns;
+	uint32_t n_conns;
+};
+
+/* loop.c */
+int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w);
+void agent_watch_del(struct agent *a, int fd);
+
+/* task.c */
+int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, gid_t sub_gid,
+		bool privileged, struct task **ret, char *err, size_t errlen);
+void task_on_status(struct agent *a, struct task *t);
+void task_on_pidfd(struct agent *a, struct task *t);
+void task_tick(struct agent *a, uint64_t now_mono);
+int task_signal(struct agent *a, struct task *t, int sig);
+struct task *task_find(struct agent *a, const char *id);
+/* The task's record as JSON: task.end once ended, else a live snapshot. New reference. */
+json_t *task_record_json(struct agent *a, struct task *t);
+void task_free(struct task *t);
+void task_collect_usage(struct agent *a, struct task *t);
+int agent_emit_record(struct agent *a, struct acct_record *r);
+void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
+
+/* state.c */
+int state_save_task(struct agent *a, struct task *t);
+void state_remove_task(struct agent *a, struct task *t);
+int state_save_ended(struct agent *a, struct task *t);
+int state_load(struct agent *a);
+int state_next_record_id(struct agent *a, char *buf, size_t len);
+int state_init_counters(struct agent *a);
+uint64_t state_next_task_seq(struct agent *a);
+
+bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);
+
+/* control.c */
+int control_listen(struct agent *a);
+void control_on_accept(struct agent *a);
+void control_on_conn(struct agent *a, struct conn *c, uint32_t events);
+void control_task_ended(struct agent *a, struct task *t);
+void control_close_all(struct agent *a);

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+#include "agent/config.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void config_init_defaults(struct agent_config *c)
+{
+	char host[256] = "localhost";
+
+	memset(c, 0, sizeof(*c));
+	(void)gethostname(host, sizeof(host) - 1);
+	c->node = strdup(host);
+	c->socket_path = strdup("/run/corral/corrald.sock");
+	c->state_dir = strdup("/var/lib/corral");
+	c->allowed_group = strdup("corral");
+	c->allowed_users = strdup("*");
+	c->max_tasks = 1024;
+	c->reserve_memory = 0;
+	c->reserve_cpus = 0;
+	c->kill_grace_ns = 10 * NSEC_PER_SEC;
+	c->sample_interval_ns = 30 * NSEC_PER_SEC;
+	c->cgroup_subtree = strdup("corral");
+	c->seccomp_default = strdup("default");
+	c->seccomp_dir = strdup("/etc/corral/seccomp");
+	c->log_level = strdup("info");
+	c->ended_keep = 1000;
+	c->bpf = BPF_MODE_AUTO;
+	c->batch_records = 500;
+	c->batch_delay_ns = NSEC_PER_SEC;
+	c->spool_max_bytes = 1ULL << 30;
+}
+
+void config_free(struct agent_config *c)
+{
+	free(c->node);
+	free(c->socket_path);
+	free(c->state_dir);
+	free(c->allowed_group);
+	free(c->allowed_users);
+	free(c->cgroup_subtree);
+	free(c->seccomp_default);
+	free(c->seccomp_dir);
+	free(c->log_level);
+	free(c->metrics_listen);
+	free(c->collector_url);
+	free(c->token_file);
+	free(c->ca_file);
+	free(c->pin);
+	memset(c, 0, sizeof(*c));
+}
+
+_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *d = strdup(v);
+
+	if (!d)
+		return -ENOMEM;
+	free(*dst);
+	*dst = *v ? d : (free(d), NULL);
+	return 0;
+}
+
+int config_set(struct agent_config *c, const char *section, const char *key, const char *value,
+	       char *err, size_t errlen)
+{
+	uint64_t u;
+	double d;
+	bool b;
+
+#define IS(s, k) (strcmp(section, s) == 0 && strcmp(key, k) == 0)
+#define BAD(what) fail(err, errlen, "[%s] %s: %s \"%.64s\"", section, key, what, value)
+	if (IS("agent", "node")) {
+		if (!*value || strlen(value) > 253)
+			return BAD("invalid node name");
+		return set_str(&c->node, value);
+	}
+	if (IS("agent", "socket"))
+		return *value == '/' ? set_str(&c->socket_path, value) : BAD("expected an absolute path");
+	if (IS("agent", "state_dir"))
+		return *value == '/' ? set_str(&c->state_dir, value) : BAD("expected an absolute path");
+	if (IS("agent", "allowed_group"))
+		return set_str(&c->allowed_group, value);
+	if (IS("agent", "allowed_users"))
+		return set_str(&c->allowed_users, value);
+	if (IS("agent", "allow_root_tasks")) {
+		if (parse_bool(value, &b) < 0)
+			return BAD("expected yes or no");
+		c->allow_root_tasks = b;
+		return 0;
+	}
+	if (IS("agent", "max_tasks")) {
+		if (parse_u64(value, &u) < 0 || u < 1 || u > 65536)
+			return BAD("expected an integer 1-65536");
+		c->max_tasks = (uint32_t)u;
+		return 0;
+	}
+	if (IS("agent", "ended_keep")) {
+		if (parse_u64(value, &u) < 0 || u > 1000000)
+			return BAD("expected an integer 0-1000000");
+		c->ended_keep = (uint32_t)u;
+		return 0;
+	}
+	if (IS("agent", "reserve_memory")) {
+		if (parse_size(value, &u) < 0)
+			return BAD("invalid size");
+		c->reserve_memory = u;
+		return 0;
+	}
+	if (IS("agent", "reserve_cpus")) {
+		if (parse_double(value, &d) < 0 || d > 4096)
+			return BAD("expected a number of cores");
+		c->reserve_cpus = d;
+		return 0;
+	}
+	if (IS("agent", "kill_grace")) {
+		if (parse_duration_ns(value, &u) < 0)
+			return BAD("invalid duration");
+		c->kill_grace_ns = u;
+		return 0;
+	}
+	if (IS("agent", "sample_interval")) {
+		if (parse_duration_ns(value, &u) < 0 || u < NSEC_PER_SEC)
+			return BAD("expected a duration of at least 1s");
+		c->sample_interval_ns = u;
+		return 0;
+	}
+	if (IS("agent", "cgroup_subtree")) {
+		if (!*value || strchr(value, '.') == value || strstr(value, ".."))
+			return BAD("invalid cgroup name");
+		return set_str(&c->cgroup_subtree, value);
+	}
+	if (IS("agent", "seccomp_default"))
+		return set_str(&c->seccomp_default, value);
+	if (IS("agent", "seccomp_dir"))
+		return set_str(&c->seccomp_dir, value);
+	if (IS("agent", "log_level")) {
+		if (strcmp(value, "debug") && strcmp(value, "info") && strcmp(value, "notice") &&
+		    strcmp(value, "warning") && strcmp(value, "err"))
+			return BAD("expected debug|info|notice|warning|err");
+		return set_str(&c->log_level, value);
+	}
+	if (IS("metering", "bpf")) {
+		if (strcmp(value, "auto") == 0)
+			c->bpf = BPF_MODE_AUTO;
+		else if (strcmp(value, "off") == 0)
+			c->bpf = BPF_MODE_OFF;
+		else if (strcmp(value, "raw_tp") == 0)
+			c->bpf = BPF_MODE_RAW_TP;
+		else
+			return BAD("expected auto|off|raw_tp");
+		return 0;
+	}
+	if (IS("metrics", "listen"))
+		return set_str(&c->metrics_listen, value);
+	if (IS("collector", "url")) {
+		if (*value && strncmp(value, "http://", 7) && strncmp(value, "https://", 8))
+			return BAD("expected an http:// or https:// URL");
+		return set_str(&c->collector_url, value);
+	}
+	if (IS("collector", "token_file"))
+		return set_str(&c->token_file, value);
+	if (IS("collector", "ca_file"))
+		return set_str(&c->ca_file, value);
+	if (IS("collector", "pin"))
+		return set_str(&c->pin, value);
+	if (IS("collector", "batch_records")) {
+		if (parse_u64(value, &u) < 0 || u < 1 || u > 10000)
+			return BAD("expected an integer 1-10000");
+		c->batch_records = (uint32_t)u;
+		return 0;
+	}
+	if (IS("collector", "batch_delay")) {
+		if (parse_duration_ns(value, &u) < 0)
+			return BAD("invalid duration");
+		c->batch_delay_ns = u;
+		return 0;
+	}
+	if (IS("spool", "max_bytes")) {
+		if (parse_size(value, &u) < 0 || u < (1 << 20))
+			return BAD("expected a size of at least 1M");
+		c->spool_max_bytes = u;
+		return 0;
+	}
+#undef IS
+#undef BAD
+	return fail(err, errlen, "[%s] %s: unknown key", section, key);
+}
+
+struct load_ctx {
+	struct agent_config *c;
+	const char *path;
+	char *err;
+	size_t errlen;
+	int r;
+};
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value
+#if INI_HANDLER_LINENO
+		  ,
+		  int lineno
+#endif
+)
+{
+	struct load_ctx *ctx = user;
+	char sub[512];
+	int r;
+
+	if (ctx->r < 0)
+		return 0;
+	r = config_set(ctx->c, section, name, value, sub, sizeof(sub));
+	if (r < 0) {
+		ctx->r = r;
+#if INI_HANDLER_LINENO
+		snprintf(ctx->err, ctx->errlen, "%s:%d: %s", ctx->path, lineno, sub);
+#else
+		snprintf(ctx->err, ctx->errlen, "%s: %s", ctx->path, sub);
+#endif
+		return 0;
+	}
+	return 1;
+}
+
+int config_load(struct agent_config *c, const char *path, char *err, size_t errlen)
+{
+	struct load_ctx ctx = { .c = c, .path = path, .err = err, .errlen = errlen };
+	FILE *f;
+	int r;
+
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	r = ini_parse_file(f, ini_cb, &ctx);
+	fclose(f);
+	if (ctx.r < 0)
+		return ctx.r;
+	if (r != 0) {
+		snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)", path,
+			 r);
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* corrald configuration: INI file (inih), then command-line flags override it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum bpf_mode {
+	BPF_MODE_AUTO,
+	BPF_MODE_OFF,
+	BPF_MODE_RAW_TP,
+};
+
+struct agent_config {
+	/* [agent] */
+	char *node;
+	char *socket_path;
+	char *state_dir;
+	char *allowed_group;  /* members may run tasks as any allowed user */
+	char *allowed_users;  /* "*" or comma list of target users for privileged submitters */
+	bool allow_root_tasks;
+	uint32_t max_tasks;
+	uint64_t reserve_memory;
+	double reserve_cpus;
+	uint64_t kill_grace_ns;
+	uint64_t sample_interval_ns;
+	char *cgroup_subtree;
+	char *seccomp_default;
+	char *seccomp_dir;
+	char *log_level;
+	uint32_t ended_keep;  /* ended tasks kept for show/wait */
+	/* [metering] */
+	enum bpf_mode bpf;
+	/* [metrics] */
+	char *metrics_listen;
+	/* [collector] */
+	char *collector_url;
+	char *token_file;
+	char *ca_file;
+	char *pin;
+	uint32_t batch_records;
+	uint64_t batch_delay_ns;
+	/* [spool] */
+	uint64_t spool_max_bytes;
+};
+
+void config_init_defaults(struct agent_config *c);
+void config_free(struct agent_config *c);
+/*
+ * Load an INI file over the current values. Missing file: -ENOENT (callers decide whether the
+ * default path may be absent). Bad key/value: -EINVAL with "file:line: [section] key: problem".
+ */
+int config_load(struct agent_config *c, const char *path, char *err, size_t errlen);
+/* Set one key ("section.key" or "key" for [agent]) from a flag; same validation. */
+int config_set(struct agent_config *c, const char *section, const char *key, const char *value,
+	       char *err, size_t errlen);

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control API: a unix stream socket; each request and each reply is one JSON object on one
+ * line. Clients are identified by SO_PEERCRED (uid/gid of the connecting process).
+ *   {"op":"run","spec":{...},"wait":bool} -> {"ok":true,"task":ID} (+ later, with wait,
+ *                                          {"ok":true,"event":"ended","task":ID,"record":{...}})
+ *   {"op":"ps"}                            -> {"ok":true,"tasks":[...]}
+ *   {"op":"show","task":ID}                -> {"ok":true,"record":{...}}
+ *   {"op":"kill","task":ID,"signal":N}     -> {"ok":true}
+ *   {"op":"wait","task":ID}                -> {"ok":true,"event":"ended","record":{...}}
+ *   {"op":"status"}                        -> {"ok":true,"agent":{...}}
+ * Errors: {"ok":false,"error":"message"}.
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+#include "bpf/meter.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "isolation/cgroup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CONN_MAX 256
+#define REQ_MAX (1 << 20)
+
+
+
+struct conn {
+	int fd;
+	struct watch w;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	char *in;
+	size_t in_len;
+	char *out;
+	size_t out_len, out_off;
+	bool closing; /* close after the output drains */
+	unsigned waiting; /* number of tasks this connection waits for */
+	struct conn *next;
+};
+
+int control_listen(struct agent *a)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_free_ char *dir = NULL;
+	char *slash;
+	struct group *gr;
+	int fd, r;
+
+	if (strlen(a->cfg.socket_path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, a->cfg.socket_path);
+	dir = strdup(a->cfg.socket_path);
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		r = mkdir_p(dir, 0755);
+		if (r < 0)
+			return r;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	(void)unlink(a->cfg.socket_path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	/* Everyone may connect; authorization is per request from SO_PEERCRED. */
+	(void)chmod(a->cfg.socket_path, 0666);
+	gr = a->cfg.allowed_group ? getgrnam(a->cfg.allowed_group) : NULL;
+	if (gr)
+		(void)chown(a->cfg.socket_path, 0, gr->gr_gid);
+	a->listenfd = fd;
+	a->w_listen = (struct watch){ .kind = WATCH_LISTEN, .ptr = NULL };
+	return agent_watch_add(a, fd, EPOLLIN, &a->w_listen);
+}
+
+static void conn_free(struct agent *a, struct conn *c)
+{
+	struct conn **pp;
+
+	/* Drop it from every task's waiter list. */
+	for (struct task *t = a->tasks; t; t = t->next) {
+		struct waiter **wp = &t->waiters;
+
+		while (*wp) {
+			if ((*wp)->conn == c) {
+				struct waiter *w = *wp;
+
+				*wp = w->next;
+				free(w);
+			} else
+				wp = &(*wp)->next;
+		}
+	}
+	for (pp = &a->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	agent_watch_del(a, c->fd);
+	close(c->fd);
+	free(c->in);
+	free(c->out);
+	free(c);
+	a->n_conns--;
+}
+
+void control_close_all(struct agent *a)
+{
+	while (a->conns)
+		conn_free(a, a->conns);
+}
+
+static void conn_update_events(struct agent *a, struct conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (c->out_len > c->out_off ? EPOLLOUT : 0),
+				  .data.ptr = &c->w };
+
+	(void)epoll_ctl(a->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static int conn_flush(struct agent *a, struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			return -errno;
+		}
+		c->out_off += (size_t)n;
+	}
+	if (c->out_off == c->out_len) {
+		c->out_off = c->out_len = 0;
+	}
+	conn_update_events(a, c);
+	return 0;
+}
+
+static void conn_send(struct agent *a, struct conn *c, json_t *reply)
+{
+	char *txt = json_dumps(reply, JSON_COMPACT);
+	size_t n;
+	char *nb;
+
+	json_decref(reply);
+	if (!txt)
+		return;
+	n = strlen(txt);
+	nb = realloc(c->out, c->out_len + n + 1);
+	if (!nb) {
+		free(txt);
+		return;
+	}
+	c->out = nb;
+	memcpy(c->out + c->out_len, txt, n);
+	c->out[c->out_len + n] = '\n';
+	c->out_len += n + 1;
+	free(txt);
+	(void)conn_flush(a, c);
+}
+
+static json_t *error_reply(const char *msg)
+{
+	return json_pack("{s:b,s:s}", "ok", 0, "error", msg);
+}
+
+static bool may_see(struct agent *a, struct conn *c, struct task *t)
+{
+	return agent_is_privileged(a, c->uid, c->gid) || t->submitter_uid == c->uid ||
+	       (t->uid == c->uid && t->state != TASK_ENDED);
+}
+
+static void add_waiter(struct task *t, struct conn *c)
+{
+	struct waiter *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return;
+	w->conn = c;
+	w->next = t->waiters;
+	t->waiters = w;
+	c->waiting++;
+}
+
+static json_t *ended_reply(struct agent *a, struct task *t)
+{
+	json_t *rec = task_record_json(a, t);
+
+	return json_pack("{s:b,s:s,s:s,s:o*}", "ok", 1, "event", "ended", "task", t->id, "record",
+			 rec);
+}
+
+static json_t *handle_run(struct agent *a, struct conn *c, json_t *req, bool *ret_keep)
+{
+	struct task_spec spec;
+	char err[1024] = "";
+	struct task *t = NULL;
+	json_t *reply;
+	int r;
+
+	spec_init(&spec);
+	r = spec_from_json(json_object_get(req, "spec"), &spec, err, sizeof(err));
+	if (r < 0) {
+		spec_clear(&spec);
+		return error_reply(err);
+	}
+	r = task_launch(a, &spec, c->uid, c->gid, agent_is_privileged(a, c->uid, c->gid), &t, err,
+			sizeof(err));
+	spec_clear(&spec);
+	if (r < 0 && r != -ECANCELED)
+		return error_reply(err);
+	if (r == -ECANCELED) {
+		/* Launch failed in the child: the task exists (and its record), say exactly why. */
+		reply = json_pack("{s:b,s:s,s:s,s:s}", "ok", 0, "task", t->id, "error", err,
+				  "status", "launch_failed");
+		if (json_is_true(json_object_get(req, "wait")))
+			json_object_set_new(reply, "exit_code", json_integer(t->exit_code));
+		return reply;
+	}
+	if (json_is_true(json_object_get(req, "wait"))) {
+		add_waiter(t, c);
+		*ret_keep = true;
+	}
+	return json_pack("{s:b,s:s,s:i}", "ok", 1, "task", t->id, "pid", (int)t->pid);
+}
+
+static json_t *handle_ps(struct agent *a, struct conn *c, json_t *req)
+{
+	json_t *arr = json_array();
+	bool all = json_is_true(json_object_get(req, "all"));
+
+	for (struct task *t = a->tasks; t; t = t->next) {
+		json_t *o;
+
+		if (!may_see(a, c, t) || (!all && t->state == TASK_ENDED))
+			continue;
+		o = json_pack("{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
+			      t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
+			      t->state == TASK_RUNNING	 ? "running"
+			      : t->state == TASK_ENDING ? "ending"
+							: "ended",
+			      "job", t->spec.job, "account", t->spec.account, "start_ns",
+			      (json_int_t)t->start_ns, "command",
+			      t->spec.argc ? t->spec.argv[0] : "");
+		if (t->state == TASK_ENDED && t->final_record) {
+			json_t *ex = json_object_get(t->final_record, "exit");
+
+			if (ex)
+				json_object_set(o, "exit", ex);
+			if (!t->spec.argc) {
+				json_t *task = json_object_get(t->final_record, "task");
+
+				json_object_set(o, "user", json_object_get(task, "user"));
+			}
+		}
+		json_array_append_new(arr, o);
+	}
+	return json_pack("{s:b,s:o}", "ok", 1, "tasks", arr);
+}
+
+static struct task *lookup(struct agent *a, struct conn *c, json_t *req, json_t **ret_err)
+{
+	const char *id = json_string_value(json_object_get(req, "task"));
+	struct task *t;
+
+	if (!id) {
+		*ret_err = error_reply("task: missing task id");
+		return NULL;
+	}
+	t = task_find(a, id);
+	if (!t || !may_see(a, c, t)) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "no such task: %.64s", id);
+		*ret_err = error_reply(msg);
+		return NULL;
+	}
+	return t;
+}
+
+static json_t *handle_status(struct agent *a)
+{
+	return json_pack("{s:b,s:{s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "agent",
+			 "node", a->cfg.node, "cgroup_mode", cg_mode_to_string(cg_root_mode(a->cg)),
+			 "metering", a->meter_state ? a->meter_state : "off", "tasks_live",
+			 (int)a->n_live, "max_tasks", (int)a->cfg.max_tasks, "tasks_started",
+			 (json_int_t)a->stats.tasks_started, "tasks_ended",
+			 (json_int_t)a->stats.tasks_ended, "launch_failed",
+			 (json_int_t)a->stats.launch_failed, "records_spooled",
+			 (json_int_t)a->stats.records_spooled, "records_spool_refused",
+			 (json_int_t)a->stats.records_spool_refused);
+}
+
+static void handle_line(struct agent *a, struct conn *c, const char *line, size_t len)
+{
+	json_error_t e;
+	json_t *req, *reply = NULL;
+	const char *op;
+	bool keep = false;
+
+	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
+	if (!req || !json_is_object(req)) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "request: invalid JSON: %s", req ? "not an object" : e.text);
+		json_decref(req);
+		conn_send(a, c, error_reply(msg));
+		return;
+	}
+	op = json_string_value(json_object_get(req, "op"));
+	if (!op)
+		reply = error_reply("op: missing");
+	else if (strcmp(op, "run") == 0)
+		reply = handle_run(a, c, req, &keep);
+	else if (strcmp(op, "ps") == 0)
+		reply = handle_ps(a, c, req);
+	else if (strcmp(op, "status") == 0)
+		reply = handle_status(a);
+	else if (strcmp(op, "show") == 0) {
+		struct task *t = lookup(a, c, req, &reply);
+
+		if (t)
+			reply = json_pack("{s:b,s:o*}", "ok", 1, "record", task_record_json(a, t));
+	} else if (strcmp(op, "kill") == 0) {
+		struct task *t = lookup(a, c, req, &reply);
+		json_t *sv = json_object_get(req, "signal");
+		int sig = SIGTERM, r;
+
+		if (t) {
+			if (sv && (!json_is_integer(sv) || json_integer_value(sv) < 1 ||
+				   json_integer_value(sv) >= _NSIG))
+				reply = error_reply("signal: expected a signal number");
+			else {
+				if (sv)
+					sig = (int)json_integer_value(sv);
+				r = task_signal(a, t, sig);
+				reply = r < 0 ? error_reply(r == -ESRCH ? "task is not running"
+									: strerror(-r))
+					      : json_pack("{s:b}", "ok", 1);
+				if (r == 0)
+					log_info("task %s: signal %d sent by uid %u", t->id, sig,
+						 c->uid);
+			}
+		}
+	} else if (strcmp(op, "wait") == 0) {
+		struct task *t = lookup(a, c, req, &reply);
+
+		if (t) {
+			if (t->state == TASK_ENDED)
+				reply = ended_reply(a, t);
+			else {
+				add_waiter(t, c);
+				keep = true;
+			}
+		}
+	} else {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "op: unknown operation \"%.32s\"", op);
+		reply = error_reply(msg);
+	}
+	json_decref(req);
+	(void)keep;
+	if (reply)
+		conn_send(a, c, reply);
+}
+
+void control_task_ended(struct agent *a, struct task *t)
+{
+	while (t->waiters) {
+		struct waiter *w = t->waiters;
+
+		t->waiters = w->next;
+		conn_send(a, w->conn, ended_reply(a, t));
+		w->conn->waiting--;
+		free(w);
+	}
+}
+
+void control_on_accept(struct agent *a)
+{
+	for (;;) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		struct conn *c;
+		int fd = accept4(a->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0)
+			return;
+		if (a->n_conns >= CONN_MAX ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+			static const char busy[] = "{\"ok\":false,\"error\":\"agent busy: too many "
+						   "connections\"}\n";
+
+			(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL);
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->uid = cred.uid;
+		c->gid = cred.gid;
+		c->pid = cred.pid;
+		c->w = (struct watch){ .kind = WATCH_CONN, .ptr = c };
+		c->next = a->conns;
+		a->conns = c;
+		a->n_conns++;
+		if (agent_watch_add(a, fd, EPOLLIN, &c->w) < 0)
+			conn_free(a, c);
+	}
+}
+
+void control_on_conn(struct agent *a, struct conn *c, uint32_t events)
+{
+	if (events & EPOLLOUT) {
+		if (conn_flush(a, c) < 0) {
+			conn_free(a, c);
+			return;
+		}
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		char buf[65536];
+
+		for (;;) {
+			ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+			char *nl, *nb;
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				break;
+			if (n <= 0) {
+				conn_free(a, c);
+				return;
+			}
+			if (c->in_len + (size_t)n > REQ_MAX) {
+				conn_send(a, c, error_reply("request: larger than 1 MiB"));
+				conn_free(a, c);
+				return;
+			}
+			nb = realloc(c->in, c->in_len + (size_t)n + 1);
+			if (!nb) {
+				conn_free(a, c);
+				return;
+			}
+			c->in = nb;
+			memcpy(c->in + c->in_len, buf, (size_t)n);
+			c->in_len += (size_t)n;
+			while ((nl = memchr(c->in, '\n', c->in_len))) {
+				size_t l = (size_t)(nl - c->in);
+
+				handle_line(a, c, c->in, l);
+				memmove(c->in, nl + 1, c->in_len - l - 1);
+				c->in_len -= l + 1;
+			}
+		}
+	}
+}

@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+/* corralctl: the command-line client of corrald's control socket. */
+#include "agent/spec.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/corral/corrald.sock"
+
+static const char *socket_path;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: corralctl [--socket PATH] COMMAND ...\n\n"
+		"Commands:\n"
+		"  run [OPTIONS] -- CMD [ARGS...]  start a task, print its id\n"
+		"  ps [--all] [--json]             list tasks (--all: include ended ones)\n"
+		"  show ID [--json]                the task's record (schema v1)\n"
+		"  kill ID [--signal S]            signal every process of the task (default TERM)\n"
+		"  wait ID                         wait for the task; exit code as for run --wait\n"
+		"  status                          agent status\n\n"
+		"run options:\n"
+		"  --wait               wait for the end; exit with the task's code (128+signal when\n"
+		"                       killed) and print the exit reason on stderr\n"
+		"  --memory SIZE        memory limit (512M, 2G); --memory-high SIZE; --swap SIZE\n"
+		"  --cpus N             CPU limit in cores (fractional: 0.5)\n"
+		"  --cpu-weight W       relative CPU weight 1-10000 (default 100)\n"
+		"  --pids N             maximum number of processes/threads\n"
+		"  --io-read-bps DEV=BPS, --io-write-bps DEV=BPS   block IO limits (DEV: /dev/sda or 8:0)\n"
+		"  --time SECONDS       wall-clock limit (also 90s, 5m, 2h)\n"
+		"  --cpu-time SECONDS   CPU-time limit\n"
+		"  --gpus N|LIST        GPUs to allocate (count or indexes \"0,2\"); --gpu-memory SIZE\n"
+		"  --user U             run as user U (root or members of the agent's group only)\n"
+		"  --account A, --job J, --label K=V (repeatable)\n"
+		"  --workdir DIR        working directory (default: the current directory)\n"
+		"  --env K=V            environment variable (repeatable)\n"
+		"  --stdout F, --stderr F   output files (default /dev/null), opened as the task user\n"
+		"  --seccomp PROFILE    default, strict, unconfined, a name in the profile dir, or a path\n"
+		"  --allow-net CIDR[:PORT], --deny-net CIDR[:PORT]   network policy (repeatable)\n"
+		"  --spec FILE          JSON job spec (same fields); flags override it\n\n"
+		"Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal N;\n"
+		"127/126 when the program could not be started; 255 when the outcome is unknown.\n");
+}
+
+_printf_(1, 2) _noreturn_ static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("corralctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+}
+
+static int connect_agent(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(socket_path) >= sizeof(sa.sun_path))
+		die("--socket: path too long");
+	strcpy(sa.sun_path, socket_path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("cannot connect to corrald at %s: %s (is corrald running?)", socket_path,
+		    strerror(errno));
+	return fd;
+}
+
+static void send_req(int fd, json_t *req)
+{
+	char *txt = json_dumps(req, JSON_COMPACT);
+	size_t len, off = 0;
+
+	json_decref(req);
+	if (!txt)
+		die("out of memory");
+	len = strlen(txt);
+	txt[len++] = '\n'; /* json_dumps leaves room for the NUL we overwrite */
+	while (off < len) {
+		ssize_t n = send(fd, txt + off, len - off, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("sending to corrald: %s", strerror(errno));
+		}
+		off += (size_t)n;
+	}
+	free(txt);
+}
+
+/* Read one reply line. */
+static json_t *recv_reply(int fd)
+{
+	static char *buf;
+	static size_t len, cap;
+	json_error_t e;
+	json_t *j;
+
+	for (;;) {
+		char *nl = buf ? memchr(buf, '\n', len) : NULL;
+		ssize_t n;
+
+		if (nl) {
+			size_t l = (size_t)(nl - buf);
+
+			j = json_loadb(buf, l, 0, &e);
+			memmove(buf, nl + 1, len - l - 1);
+			len -= l + 1;
+			if (!j)
+				die("invalid reply from corrald: %s", e.text);
+			return j;
+		}
+		if (len + 65536 > cap) {
+			cap = len + 65536;
+			buf = realloc(buf, cap);
+			if (!buf)
+				die("out of memory");
+		}
+		n = recv(fd, buf + len, cap - len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("reading from corrald: %s", strerror(errno));
+		if (n == 0)
+			die("corrald closed the connection (agent restarted?)");
+		len += (size_t)n;
+	}
+}
+
+static json_t *call(json_t *req)
+{
+	int fd = connect_agent();
+	json_t *r;
+
+	send_req(fd, req);
+	r = recv_reply(fd);
+	close(fd);
+	return r;
+}
+
+static void check_ok(json_t *r)
+{
+	if (!json_is_true(json_object_get(r, "ok")))
+		die("%s", json_string_value(json_object_get(r, "error")) ?: "request failed");
+}
+
+/* Exit code convention shared by run --wait and wait. Prints the reason on stderr. */
+static int report_end(json_t *rec)
+{
+	json_t *ex = json_object_get(rec, "exit");
+	const char *status = json_string_value(json_object_get(ex, "status"));
+	const char *msg = json_string_value(json_object_get(ex, "message"));
+	const char *id = json_string_value(json_object_get(json_object_get(rec, "task"), "id"));
+	int code = (int)json_integer_value(json_object_get(ex, "code"));
+	int sig = (int)json_integer_value(json_object_get(ex, "signal"));
+	int rc;
+
+	if (!status)
+		status = "lost";
+	if (strcmp(status, "exited") == 0)
+		rc = code;
+	else if (strcmp(status, "launch_failed") == 0)
+		rc = code ? code : 127;
+	else if (strcmp(status, "lost") == 0)
+		rc = 255;
+	else if (sig)
+		rc = 128 + sig;
+	else
+		rc = code ? code : 1;
+	if (strcmp(status, "exited") == 0)
+		fprintf(stderr, "corralctl: task %s: exited with code %d\n", id ? id : "?", code);
+	else if (sig)
+		fprintf(stderr, "corralctl: task %s: %s (signal %d, %s)%s%s\n", id ? id : "?", status,
+			sig, strsignal(sig), msg ? ": " : "", msg ? msg : "");
+	else
+		fprintf(stderr, "corralctl: task %s: %s (code %d)%s%s\n", id ? id : "?", status, code,
+			msg ? ": " : "", msg ? msg : "");
+	return rc;
+}
+
+static int wait_ended(int fd)
+{
+	for (;;) {
+		json_t *r = recv_reply(fd);
+		const char *ev = json_string_value(json_object_get(r, "event"));
+		int rc;
+
+		check_ok(r);
+		if (ev && strcmp(ev, "ended") == 0) {
+			rc = report_end(json_object_get(r, "record"));
+			json_decref(r);
+			return rc;
+		}
+		json_decref(r);
+	}
+}
+
+enum {
+	OPT_WAIT = 256,
+	OPT_MEMORY,
+	OPT_MEMORY_HIGH,
+	OPT_SWAP,
+	OPT_CPUS,
+	OPT_CPU_WEIGHT,
+	OPT_PIDS,
+	OPT_IO_READ,
+	OPT_IO_WRITE,
+	OPT_TIME,
+	OPT_CPU_TIME,
+	OPT_GPUS,
+	OPT_GPU_MEMORY,
+	OPT_USER,
+	OPT_ACCOUNT,
+	OPT_JOB,
+	OPT_LABEL,
+	OPT_WORKDIR,
+	OPT_ENV,
+	OPT_STDOUT,
+	OPT_STDERR,
+	OPT_SECCOMP,
+	OPT_ALLOW_NET,
+	OPT_DENY_NET,
+	OPT_SPEC,
+};
+
+static const struct option run_opts[] = {
+	{ "wait", no_argument, NULL, OPT_WAIT },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "memory-high", required_argument, NULL, OPT_MEMORY_HIGH },
+	{ "swap", required_argument, NULL, OPT_SWAP },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT },
+	{ "pids", required_argument, NULL, OPT_PIDS },
+	{ "io-read-bps", required_argument, NULL, OPT_IO_READ },
+	{ "io-write-bps", required_argument, NULL, OPT_IO_WRITE },
+	{ "time", required_argument, NULL, OPT_TIME },
+	{ "cpu-time", required_argument, NULL, OPT_CPU_TIME },
+	{ "gpus", required_argument, NULL, OPT_GPUS },
+	{ "gpu-memory", required_argument, NULL, OPT_GPU_MEMORY },
+	{ "user", required_argument, NULL, OPT_USER },
+	{ "account", required_argument, NULL, OPT_ACCOUNT },
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ "label", required_argument, NULL, OPT_LABEL },
+	{ "workdir", required_argument, NULL, OPT_WORKDIR },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ "stdout", required_argument, NULL, OPT_STDOUT },
+	{ "stderr", required_argument, NULL, OPT_STDERR },
+	{ "seccomp", required_argument, NULL, OPT_SECCOMP },
+	{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
+	{ "deny-net", required_argument, NULL, OPT_DENY_NET },
+	{ "spec", required_argument, NULL, OPT_SPEC },
+	{ "help", no_argument, NULL, 'h' },
+	{}
+};
+
+static void set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	if (!*dst)
+		die("out of memory");
+}
+
+static void push_str(char ***v, size_t *n, const char *s)
+{
+	*v = realloc(*v, (*n + 2) * sizeof(char *));
+	if (!*v)
+		die("out of memory");
+	(*v)[(*n)++] = strdup(s);
+	(*v)[*n] = NULL;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	struct task_spec spec;
+	char err[1024];
+	bool wait = false;
+	const char *spec_file = NULL;
+	json_t *req, *r, *sj;
+	uint64_t u;
+	double d;
+	int c, fd, rc;
+
+	spec_init(&spec);
+	/* The spec file first, so that flags override it. */
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1)
+		if (c == OPT_SPEC)
+			spec_file = optarg;
+	if (spec_file) {
+		_cleanup_free_ char *txt = NULL;
+		size_t len;
+		struct task_spec tmp;
+
+		if (read_file(spec_file, 1 << 20, &txt, &len) < 0)
+			die("--spec %s: %s", spec_file, strerror(errno));
+		spec_init(&tmp);
+		/* A spec file may leave out the command (given after --). */
+		{
+			json_error_t e;
+			json_t *j = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &e);
+
+			if (!j)
+				die("--spec %s: invalid JSON at line %d column %d: %s", spec_file, e.line,
+				    e.column, e.text);
+			if (!json_object_get(j, "command") && json_is_object(j))
+				json_object_set_new(j, "command", json_pack("[s]", "-"));
+			if (spec_from_json(j, &tmp, err, sizeof(err)) < 0)
+				die("--spec %s: %s", spec_file, err);
+			json_decref(j);
+		}
+		spec = tmp;
+	}
+	optind = 1;
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1) {
+		int e = 0;
+
+		switch (c) {
+		case OPT_WAIT:
+			wait = true;
+			break;
+		case OPT_SPEC:
+			break;
+		case OPT_MEMORY:
+			if (parse_size(optarg, &spec.memory_max) < 0 || spec.memory_max == 0)
+				die("--memory: invalid size \"%s\" (e.g. 512M, 2G)", optarg);
+			break;
+		case OPT_MEMORY_HIGH:
+			if (parse_size(optarg, &spec.memory_high) < 0)
+				die("--memory-high: invalid size \"%s\"", optarg);
+			break;
+		case OPT_SWAP:
+			if (parse_size(optarg, &spec.swap_max) < 0)
+				die("--swap: invalid size \"%s\"", optarg);
+			break;
+		case OPT_CPUS:
+			if (parse_double(optarg, &d) < 0 || d < 0.01 || d > 4096)
+				die("--cpus: expected a number of cores between 0.01 and 4096, got \"%s\"",
+				    optarg);
+			spec.cpus = d;
+			break;
+		case OPT_CPU_WEIGHT:
+			if (parse_u64(optarg, &u) < 0 || u < 1 || u > 10000)
+				die("--cpu-weight: expected 1-10000, got \"%s\"", optarg);
+			spec.cpu_weight = (uint32_t)u;
+			break;
+		case OPT_PIDS:
+			if (parse_u64(optarg, &u) < 0 || u < 1 || u > 4194304)
+				die("--pids: expected 1-4194304, got \"%s\"", optarg);
+			spec.pids_max = u;
+			break;
+		case OPT_IO_READ:
+		case OPT_IO_WRITE:
+			e = spec_set_io(&spec, optarg, c == OPT_IO_WRITE, err, sizeof(err));
+			break;
+		case OPT_TIME:
+			if (parse_duration_ns(optarg, &spec.time_limit_ns) < 0 || !spec.time_limit_ns)
+				die("--time: invalid duration \"%s\" (seconds, or 90s, 5m, 2h)", optarg);
+			break;
+		case OPT_CPU_TIME:
+			if (parse_duration_ns(optarg, &spec.cpu_time_limit_ns) < 0 ||
+			    !spec.cpu_time_limit_ns)
+				die("--cpu-time: invalid duration \"%s\"", optarg);
+			break;
+		case OPT_GPUS:
+			if (parse_u64(optarg, &u) == 0) {
+				if (u > 64)
+					die("--gpus: at most 64");
+				spec.gpus = (uint32_t)u;
+				free(spec.gpu_list);
+				spec.gpu_list = NULL;
+			} else {
+				for (const char *p = optarg; *p; p++)
+					if ((*p < '0' || *p > '9') && *p != ',')
+						die("--gpus: expected a count or a list like 0,2");
+				set_str(&spec.gpu_list, optarg);
+				spec.gpus = 1;
+				for (const char *p = optarg; *p; p++)
+					spec.gpus += *p == ',';
+			}
+			break;
+		case OPT_GPU_MEMORY:
+			if (parse_size(optarg, &spec.gpu_memory_max) < 0)
+				die("--gpu-memory: invalid size \"%s\"", optarg);
+			break;
+		case OPT_USER:
+			set_str(&spec.user, optarg);
+			break;
+		case OPT_ACCOUNT:
+			set_str(&spec.account, optarg);
+			break;
+		case OPT_JOB:
+			set_str(&spec.job, optarg);
+			break;
+		case OPT_LABEL:
+			e = spec_set_label(&spec, optarg, err, sizeof(err));
+			break;
+		case OPT_WORKDIR:
+			set_str(&spec.workdir, optarg);
+			break;
+		case OPT_ENV:
+			e = spec_set_env(&spec, optarg, err, sizeof(err));
+			break;
+		case OPT_STDOUT:
+			set_str(&spec.stdout_path, optarg);
+			break;
+		case OPT_STDERR:
+			set_str(&spec.stderr_path, optarg);
+			break;
+		case OPT_SECCOMP:
+			set_str(&spec.seccomp, optarg);
+			break;
+		case OPT_ALLOW_NET:
+			push_str(&spec.net_allow, &spec.n_net_allow, optarg);
+			break;
+		case OPT_DENY_NET:
+			push_str(&spec.net_deny, &spec.n_net_deny, optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
+		}
+		if (e < 0)
+			die("--%s", err);
+	}
+	if (optind < argc) {
+		if (spec_set_argv(&spec, argv + optind, (size_t)(argc - optind)) < 0)
+			die("out of memory");
+	} else if (!spec_file || (spec.argc == 1 && strcmp(spec.argv[0], "-") == 0)) {
+		die("run: missing command (corralctl run [OPTIONS] -- CMD [ARGS...])");
+	}
+	if (!spec.workdir) {
+		char cwd[4096];
+
+		if (getcwd(cwd, sizeof(cwd)))
+			set_str(&spec.workdir, cwd);
+	}
+	/* Round trip through the agent's own validation to report errors by field. */
+	sj = spec_to_json(&spec);
+	{
+		struct task_spec check;
+
+		spec_init(&check);
+		if (spec_from_json(sj, &check, err, sizeof(err)) < 0)
+			die("%s", err);
+		spec_clear(&check);
+	}
+	spec_clear(&spec);
+	req = json_pack("{s:s,s:o,s:b}", "op", "run", "spec", sj, "wait", wait);
+	fd = connect_agent();
+	send_req(fd, req);
+	r = recv_reply(fd);
+	if (!json_is_true(json_object_get(r, "ok"))) {
+		const char *id = json_string_value(json_object_get(r, "task"));
+
+		fprintf(stderr, "corralctl: %s%s%s%s\n", id ? "task " : "", id ? id : "",
+			id ? ": launch_failed: " : "",
+			json_string_value(json_object_get(r, "error")) ?: "request failed");
+		if (id) {
+			rc = (int)json_integer_value(json_object_get(r, "exit_code"));
+			printf("%s\n", id);
+			return wait ? (rc ? rc : 127) : 1;
+		}
+		return 1;
+	}
+	printf("%s\n", json_string_value(json_object_get(r, "task")));
+	fflush(stdout);
+	json_decref(r);
+	if (!wait)
+		return 0;
+	rc = wait_ended(fd);
+	close(fd);
+	return rc;
+}
+
+static void fmt_time(uint64_t ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(ns / NSEC_PER_SEC);
+	struct tm tm;
+
+	localtime_r(&s, &tm);
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static int cmd_ps(int argc, char **argv)
+{
+	bool all = false, as_json = false;
+	json_t *r, *tasks, *t;
+	size_t i;
+
+	for (int k = 1; k < argc; k++) {
+		if (strcmp(argv[k], "--all") == 0 || strcmp(argv[k], "-a") == 0)
+			all = true;
+		else if (strcmp(argv[k], "--json") == 0)
+			as_json = true;
+		else
+			die("ps: unknown option \"%s\"", argv[k]);
+	}
+	r = call(json_pack("{s:s,s:b}", "op", "ps", "all", all));
+	check_ok(r);
+	tasks = json_object_get(r, "tasks");
+	if (as_json) {
+		json_dumpf(tasks, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(r);
+		return 0;
+	}
+	printf("%-26s %-8s %-10s %8s %-19s %s\n", "ID", "STATE", "USER", "PID", "STARTED",
+	       "COMMAND");
+	json_array_foreach(tasks, i, t)
+	{
+		char when[32] = "-";
+		uint64_t st = (uint64_t)json_integer_value(json_object_get(t, "start_ns"));
+
+		if (st)
+			fmt_time(st, when, sizeof(when));
+		printf("%-26s %-8s %-10s %8lld %-19s %s\n",
+		       json_string_value(json_object_get(t, "id")),
+		       json_string_value(json_object_get(t, "state")),
+		       json_string_value(json_object_get(t, "user")) ?: "",
+		       (long long)json_integer_value(json_object_get(t, "pid")), when,
+		       json_string_value(json_object_get(t, "command")) ?: "");
+	}
+	json_decref(r);
+	return 0;
+}
+
+static int cmd_show(int argc, char **argv)
+{
+	const char *id = NULL;
+	bool as_json = false;
+	json_t *r, *rec, *u, *ex, *task;
+
+	for (int k = 1; k < argc; k++) {
+		if (strcmp(argv[k], "--json") == 0)
+			as_json = true;
+		else if (!id && argv[k][0] != '-')
+			id = argv[k];
+		else
+			die("show: unexpected argument \"%s\"", argv[k]);
+	}
+	if (!id)
+		die("show: missing task id");
+	r = call(json_pack("{s:s,s:s}", "op", "show", "task", id));
+	check_ok(r);
+	rec = json_object_get(r, "record");
+	if (as_json) {
+		json_dumpf(rec, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		putchar('\n');
+		json_decref(r);
+		return 0;
+	}
+	task = json_object_get(rec, "task");
+	u = json_object_get(rec, "usage");
+	ex = json_object_get(rec, "exit");
+	printf("Task:     %s\n", json_string_value(json_object_get(task, "id")));
+	printf("State:    %s\n", json_string_value(json_object_get(rec, "state")) ?: "ended");
+	printf("User:     %s (uid %lld)\n", json_string_value(json_object_get(task, "user")) ?: "",
+	       (long long)json_integer_value(json_object_get(task, "uid")));
+	if (json_object_get(task, "account"))
+		printf("Account:  %s\n", json_string_value(json_object_get(task, "account")));
+	if (json_object_get(task, "job"))
+		printf("Job:      %s\n", json_string_value(json_object_get(task, "job")));
+	if (ex && json_object_get(ex, "status"))
+		printf("Exit:     %s code %lld signal %lld%s%s\n",
+		       json_string_value(json_object_get(ex, "status")),
+		       (long long)json_integer_value(json_object_get(ex, "code")),
+		       (long long)json_integer_value(json_object_get(ex, "signal")),
+		       json_object_get(ex, "message") ? " — " : "",
+		       json_string_value(json_object_get(ex, "message")) ?: "");
+	printf("Wall:     %.3f s\n",
+	       (double)json_integer_value(json_object_get(u, "wall_ns")) / 1e9);
+	printf("CPU:      user %.3f s, system %.3f s\n",
+	       (double)json_integer_value(json_object_get(u, "cpu_user_ns")) / 1e9,
+	       (double)json_integer_value(json_object_get(u, "cpu_system_ns")) / 1e9);
+	printf("Memory:   peak %.1f MiB\n",
+	       (double)json_integer_value(json_object_get(u, "memory_peak_bytes")) / 1048576.0);
+	printf("IO:       read %lld B, written %lld B\n",
+	       (long long)json_integer_value(json_object_get(u, "io_read_bytes")),
+	       (long long)json_integer_value(json_object_get(u, "io_write_bytes")));
+	printf("Network:  rx %lld B, tx %lld B\n",
+	       (long long)json_integer_value(json_object_get(u, "net_rx_bytes")),
+	       (long long)json_integer_value(json_object_get(u, "net_tx_bytes")));
+	json_decref(r);
+	return 0;
+}
+
+static int cmd_kill(int argc, char **argv)
+{
+	const char *id = NULL;
+	int sig = SIGTERM;
+	json_t *r;
+
+	for (int k = 1; k < argc; k++) {
+		if ((strcmp(argv[k], "--signal") == 0 || strcmp(argv[k], "-s") == 0) && k + 1 < argc) {
+			if (parse_signal(argv[++k], &sig) < 0)
+				die("--signal: unknown signal \"%s\"", argv[k]);
+		} else if (strncmp(argv[k], "--signal=", 9) == 0) {
+			if (parse_signal(argv[k] + 9, &sig) < 0)
+				die("--signal: unknown signal \"%s\"", argv[k] + 9);
+		} else if (!id && argv[k][0] != '-')
+			id = argv[k];
+		else
+			die("kill: unexpected argument \"%s\"", argv[k]);
+	}
+	if (!id)
+		die("kill: missing task id");
+	r = call(json_pack("{s:s,s:s,s:i}", "op", "kill", "task", id, "signal", sig));
+	check_ok(r);
+	json_decref(r);
+	return 0;
+}
+
+static int cmd_wait(int argc, char **argv)
+{
+	int fd, rc;
+
+	if (argc != 2)
+		die("wait: expected exactly one task id");
+	fd = connect_agent();
+	send_req(fd, json_pack("{s:s,s:s}", "op", "wait", "task", argv[1]));
+	rc = wait_ended(fd);
+	close(fd);
+	return rc;
+}
+
+static int cmd_status(void)
+{
+	json_t *r = call(json_pack("{s:s}", "op", "status"));
+
+	check_ok(r);
+	json_dumpf(json_object_get(r, "agent"), stdout, JSON_INDENT(2));
+	putchar('\n');
+	json_decref(r);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	socket_path = getenv("CORRAL_SOCKET") ?: DEFAULT_SOCKET;
+	while (i < argc && argv[i][0] == '-') {
+		if (strcmp(argv[i], "--socket") == 0 && i + 1 < argc) {
+			socket_path = argv[i + 1];
+			i += 2;
+		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
+			socket_path = argv[i] + 9;
+			i++;
+		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	argc -= i;
+	argv += i;
+	if (strcmp(argv[0], "run") == 0)
+		return cmd_run(argc, argv);
+	if (strcmp(argv[0], "ps") == 0)
+		return cmd_ps(argc, argv);
+	if (strcmp(argv[0], "show") == 0)
+		return cmd_show(argc, argv);
+	if (strcmp(argv[0], "kill") == 0)
+		return cmd_kill(argc, argv);
+	if (strcmp(argv[0], "wait") == 0)
+		return cmd_wait(argc, argv);
+	if (strcmp(argv[0], "status") == 0)
+		return cmd_status();
+	fprintf(stderr, "corralctl: unknown command \"%s\"\n", argv[0]);
+	usage(stderr);
+	return 2;
+}

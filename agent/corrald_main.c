@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * corrald: the per-node agent. One thread, one epoll loop over: signalfd, a 250 ms tick
+ * (limits, samples, watchdog), the control socket and its connections, each task's shim status
+ * pipe (or pidfd after re-adoption), the metering ring buffer, the uploader and metrics fds.
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+#include "accounting/spool.h"
+#include "bpf/meter.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "isolation/cgroup.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_NS (250 * 1000 * 1000ULL)
+#define DEFAULT_CONFIG "/etc/corral/corrald.conf"
+
+int agent_hooks_init(struct agent *a);
+void agent_hooks_tick(struct agent *a, uint64_t now);
+void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events);
+void agent_hooks_fini(struct agent *a);
+
+int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	if (fd < 0)
+		return -EBADF;
+	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+void agent_watch_del(struct agent *a, int fd)
+{
+	if (fd >= 0)
+		(void)epoll_ctl(a->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: corrald [OPTIONS]\n"
+		"Per-node agent: runs tasks in cgroups and seccomp sandboxes, meters them and\n"
+		"streams accounting records to corral-collector.\n\n"
+		"  -c, --config FILE        configuration file (default " DEFAULT_CONFIG ")\n"
+		"      --node NAME          node name in records (default: hostname)\n"
+		"      --socket PATH        control socket (default /run/corral/corrald.sock)\n"
+		"      --state-dir DIR      state directory (default /var/lib/corral)\n"
+		"      --collector-url URL  collector base URL (enables the uploader)\n"
+		"      --token-file FILE    bearer token for the collector\n"
+		"      --metrics-listen A:P serve Prometheus /metrics on this address\n"
+		"      --max-tasks N        maximum concurrent tasks\n"
+		"      --cgroup-subtree N   name of the agent's cgroup subtree (default corral)\n"
+		"      --sample-interval D  task.sample interval (default 30s, minimum 1s)\n"
+		"      --kill-grace D       time between SIGTERM and SIGKILL on limits (default 10s)\n"
+		"      --no-bpf             meter from cgroup files only\n"
+		"      --log-level L        debug|info|notice|warning|err\n"
+		"  -h, --help               this help\n");
+}
+
+static int load_config(struct agent *a, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "node", required_argument, NULL, 'n' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "collector-url", required_argument, NULL, 'u' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "metrics-listen", required_argument, NULL, 'm' },
+		{ "max-tasks", required_argument, NULL, 'M' },
+		{ "cgroup-subtree", required_argument, NULL, 'g' },
+		{ "sample-interval", required_argument, NULL, 'i' },
+		{ "kill-grace", required_argument, NULL, 'k' },
+		{ "no-bpf", no_argument, NULL, 'B' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	char err[1024];
+	const char *config = NULL;
+	int c, r;
+
+	/* First pass: the config file, so that flags override it. */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1)
+		if (c == 'c')
+			config = optarg;
+	opterr = 1;
+	optind = 1;
+	config_init_defaults(&a->cfg);
+	r = config_load(&a->cfg, config ? config : DEFAULT_CONFIG, err, sizeof(err));
+	if (r < 0 && !(r == -ENOENT && !config)) {
+		fprintf(stderr, "corrald: %s\n", err);
+		return r;
+	}
+	a->config_path = config ? config : DEFAULT_CONFIG;
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		const char *sec = "agent", *key = NULL;
+
+		switch (c) {
+		case 'c':
+			continue;
+		case 'n':
+			key = "node";
+			break;
+		case 's':
+			key = "socket";
+			break;
+		case 'S':
+			key = "state_dir";
+			break;
+		case 'u':
+			sec = "collector";
+			key = "url";
+			break;
+		case 't':
+			sec = "collector";
+			key = "token_file";
+			break;
+		case 'm':
+			sec = "metrics";
+			key = "listen";
+			break;
+		case 'M':
+			key = "max_tasks";
+			break;
+		case 'g':
+			key = "cgroup_subtree";
+			break;
+		case 'i':
+			key = "sample_interval";
+			break;
+		case 'k':
+			key = "kill_grace";
+			break;
+		case 'B':
+			sec = "metering";
+			key = "bpf";
+			optarg = (char *)"off";
+			break;
+		case 'l':
+			key = "log_level";
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+		r = config_set(&a->cfg, sec, key, optarg, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "corrald: %s\n", err);
+			return r;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "corrald: unexpected argument \"%s\"\n", argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static uint64_t read_mem_total(void)
+{
+	_cleanup_free_ char *s = NULL;
+	unsigned long long kb = 0;
+	char *p;
+
+	if (read_file("/proc/meminfo", 1 << 16, &s, NULL) < 0)
+		return 0;
+	p = strstr(s, "MemTotal:");
+	if (p && sscanf(p, "MemTotal: %llu kB", &kb) == 1)
+		return kb * 1024;
+	return 0;
+}
+
+static void reap_children(void)
+{
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+static void on_signal(struct agent *a)
+{
+	struct signalfd_siginfo si;
+
+	while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		switch (si.ssi_signo) {
+		case SIGTERM:
+		case SIGINT:
+			log_notice("received %s: stopping (tasks keep running and are re-adopted "
+				   "on the next start)",
+				   si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+			a->quit = true;
+			break;
+		case SIGHUP: {
+			char err[1024];
+			struct agent_config nc;
+
+			config_init_defaults(&nc);
+			if (config_load(&nc, a->config_path, err, sizeof(err)) < 0 && errno != ENOENT) {
+				log_error("reload: %s (keeping the running configuration)", err);
+				config_free(&nc);
+				break;
+			}
+			/* Limits and policies that are safe to change live. */
+			a->cfg.max_tasks = nc.max_tasks;
+			a->cfg.reserve_memory = nc.reserve_memory;
+			a->cfg.reserve_cpus = nc.reserve_cpus;
+			a->cfg.kill_grace_ns = nc.kill_grace_ns;
+			a->cfg.sample_interval_ns = nc.sample_interval_ns;
+			log_notice("configuration reloaded from %s", a->config_path);
+			config_free(&nc);
+			break;
+		}
+		case SIGCHLD:
+			reap_children();
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static int setup(struct agent *a)
+{
+	struct cg_root_opts cgo = { .subtree = a->cfg.cgroup_subtree,
+				    .force_mode = _CG_MODE_INVALID };
+	struct itimerspec its = { .it_interval = { 0, (long)TICK_NS }, .it_value = { 0, (long)TICK_NS } };
+	_cleanup_free_ char *cap = NULL;
+	sigset_t mask;
+	int r;
+
+	a->listenfd = a->sigfd = a->tickfd = -1;
+	a->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (a->epfd < 0)
+		return -errno;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	a->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	a->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (a->sigfd < 0 || a->tickfd < 0 || timerfd_settime(a->tickfd, 0, &its, NULL) < 0)
+		return -errno;
+	a->w_sig = (struct watch){ .kind = WATCH_SIGNAL };
+	a->w_tick = (struct watch){ .kind = WATCH_TICK };
+	agent_watch_add(a, a->sigfd, EPOLLIN, &a->w_sig);
+	agent_watch_add(a, a->tickfd, EPOLLIN, &a->w_tick);
+
+	if (read_boot_id(a->boot_id) < 0)
+		snprintf(a->boot_id, sizeof(a->boot_id), "unknown-boot-id-000000000000000000");
+	a->mem_total = read_mem_total();
+	a->ncpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	a->cap_last_cap = 40;
+	if (read_file("/proc/sys/kernel/cap_last_cap", 64, &cap, NULL) == 0)
+		(void)parse_int(strtok(cap, "\n"), &a->cap_last_cap);
+
+	r = mkdir_p(a->cfg.state_dir, 0700);
+	if (r < 0) {
+		log_error("state directory %s: %s", a->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	r = state_init_counters(a);
+	if (r < 0) {
+		log_error("state directory %s: cannot write counters: %s", a->cfg.state_dir,
+			  strerror(-r));
+		return r;
+	}
+
+	/* Under systemd with Delegate=yes on v2 the agent's own cgroup is the delegated one. */
+	{
+		_cleanup_free_ char *self = NULL;
+		char *line;
+
+		if (read_file("/proc/self/cgroup", 1 << 16, &self, NULL) == 0 &&
+		    (line = strstr(self, "0::/")) && getenv("INVOCATION_ID")) {
+			char *nl = strchr(line, '\n');
+
+			if (nl)
+				*nl = 0;
+			cgo.v2_base = line + 3;
+		}
+		r = cg_root_open(&cgo, &a->cg);
+		if (r < 0) {
+			log_error("cgroups: cannot set up the agent's subtree \"%s\": %s (is the "
+				  "cgroup filesystem mounted and writable, and Delegate=yes set?)",
+				  a->cfg.cgroup_subtree, strerror(-r));
+			return r;
+		}
+		if (cgo.v2_base && cg_root_mode(a->cg) == CG_MODE_V2) {
+			r = cg_root_move_self(a->cg, "agent");
+			if (r < 0)
+				log_warning("cgroups: could not move the agent into its own leaf: %s",
+					    strerror(-r));
+		}
+		log_info("cgroups: %s mode%s", cg_mode_to_string(cg_root_mode(a->cg)),
+			 cg_root_has_unified(a->cg) ? ", unified hierarchy available for BPF" : "");
+	}
+
+	if (a->cfg.bpf != BPF_MODE_OFF) {
+		struct meter_opts mo = { .max_tasks = a->cfg.max_tasks,
+					 .force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP };
+		static char why[128];
+
+		r = meter_open(&mo, &a->meter);
+		if (r < 0) {
+			snprintf(why, sizeof(why), "failed: %s", strerror(-r));
+			a->meter_state = why;
+			log_warning("BPF metering unavailable (%s): metering from cgroup files",
+				    strerror(-r));
+			a->meter = NULL;
+		} else {
+			a->meter_state = meter_attach_mode(a->meter);
+			a->w_meter = (struct watch){ .kind = WATCH_METER };
+			agent_watch_add(a, meter_fd(a->meter), EPOLLIN, &a->w_meter);
+			log_info("BPF metering loaded (%s)", a->meter_state);
+		}
+	} else {
+		a->meter_state = "off";
+	}
+
+	r = agent_hooks_init(a);
+	if (r < 0)
+		return r;
+	r = state_load(a);
+	if (r < 0) {
+		log_error("loading task state from %s failed: %s", a->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	r = control_listen(a);
+	if (r < 0) {
+		log_error("control socket %s: %s", a->cfg.socket_path, strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+static void on_meter_event(const struct meter_event *ev, void *userdata)
+{
+	(void)ev;
+	(void)userdata;
+	/* Exits are reported by the shim; the ring buffer carries telemetry only for now. */
+}
+
+int main(int argc, char **argv)
+{
+	struct agent a = { 0 };
+	uint64_t usec = 0;
+	int r, lvl;
+
+	r = load_config(&a, argc, argv);
+	if (r < 0)
+		return 2;
+	lvl = log_level_from_string(a.cfg.log_level);
+	log_set_max_level(lvl < 0 ? LOG_INFO : lvl);
+	if (geteuid() != 0)
+		log_warning("not running as root: tasks run as uid %u only, limits may fail",
+			    geteuid());
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+	r = setup(&a);
+	if (r < 0) {
+		sd_notifyf(0, "STATUS=Failed to start: %s\nERRNO=%d", strerror(-r), -r);
+		return 1;
+	}
+	if (sd_watchdog_enabled(0, &usec) > 0) {
+		a.watchdog = true;
+		a.watchdog_usec = usec;
+	}
+	log_notice("corrald ready: node %s, %u live task(s) re-adopted, socket %s", a.cfg.node,
+		   a.n_live, a.cfg.socket_path);
+	sd_notifyf(0, "READY=1\nSTATUS=Running: %u task(s), metering %s", a.n_live,
+		   a.meter_state ? a.meter_state : "off");
+
+	while (!a.quit) {
+		struct epoll_event evs[64];
+		int n = epoll_wait(a.epfd, evs, (int)ARRAY_SIZE(evs), 1000);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct watch *w = evs[i].data.ptr;
+
+			switch (w->kind) {
+			case WATCH_SIGNAL:
+				on_signal(&a);
+				break;
+			case WATCH_TICK: {
+				uint64_t exp;
+
+				(void)!read(a.tickfd, &exp, sizeof(exp));
+				task_tick(&a, now_ns(CLOCK_MONOTONIC));
+				agent_hooks_tick(&a, now_ns(CLOCK_MONOTONIC));
+				if (a.watchdog)
+					sd_notify(0, "WATCHDOG=1");
+				break;
+			}
+			case WATCH_LISTEN:
+				control_on_accept(&a);
+				break;
+			case WATCH_CONN:
+				control_on_conn(&a, w->ptr, evs[i].events);
+				break;
+			case WATCH_TASK_STATUS:
+				task_on_status(&a, w->ptr);
+				break;
+			case WATCH_TASK_PIDFD:
+				task_on_pidfd(&a, w->ptr);
+				break;
+			case WATCH_METER:
+				if (a.meter)
+					(void)meter_poll(a.meter, on_meter_event, &a);
+				break;
+			default:
+				agent_hooks_event(&a, w, evs[i].events);
+				break;
+			}
+		}
+	}
+	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
+	control_close_all(&a);
+	agent_hooks_fini(&a);
+	/* Tasks keep running: their state files stay for the next start. */
+	while (a.tasks) {
+		struct task *t = a.tasks;
+
+		a.tasks = t->next;
+		task_free(t);
+	}
+	if (a.meter)
+		meter_free(a.meter);
+	cg_root_free(a.cg);
+	(void)unlink(a.cfg.socket_path);
+	config_free(&a.cfg);
+	return 0;
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#include "agent/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int max_level = LOG_INFO;
+
+void log_set_max_level(int level)
+{
+	max_level = level;
+}
+
+int log_level_from_string(const char *s)
+{
+	static const char *const names[] = { "emerg", "alert", "crit", "err",
+					     "warning", "notice", "info", "debug" };
+
+	for (int i = 0; i < (int)ARRAY_SIZE(names); i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -EINVAL;
+}
+
+void log_full(int level, const char *fmt, ...)
+{
+	char buf[2048];
+	int n, saved = errno;
+	va_list ap;
+
+	if (level > max_level)
+		return;
+	n = snprintf(buf, sizeof(buf), "<%d>", level);
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	n = (int)strlen(buf);
+	buf[n++] = '\n';
+	(void)!write(STDERR_FILENO, buf, (size_t)n);
+	errno = saved;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Job spec: what a client asks the agent to run. The same JSON object is the body of the
+ * control API's "run" request and the content of `corralctl run --spec FILE`.
+ * Parsing is strict: unknown keys, wrong types, out-of-range values fail with a message that
+ * names the field ("limits.memory: invalid size \"12Q\"").
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define SPEC_ARGS_MAX 4096
+#define SPEC_ENV_MAX 1024
+#define SPEC_LABELS_MAX 64
+#define SPEC_STR_MAX 4096
+#define SPEC_IO_MAX 8
+
+struct spec_io {
+	char *device; /* path ("/dev/sda") or "MAJ:MIN" */
+	uint64_t rbps, wbps;
+};
+
+struct task_spec {
+	char **argv;   /* NULL-terminated */
+	size_t argc;
+	char **env;    /* "K=V", NULL-terminated */
+	size_t envc;
+	char *workdir; /* NULL: the user's home, else "/" */
+	char *user;    /* NULL: the requesting user */
+	char *account;
+	char *job;
+	char **label_keys, **label_values;
+	size_t n_labels;
+	char *stdout_path, *stderr_path; /* NULL: /dev/null */
+	char *seccomp; /* profile name or path; NULL: agent default */
+
+	uint64_t memory_max;  /* 0 = none */
+	uint64_t memory_high;
+	uint64_t swap_max;    /* UINT64_MAX = unset */
+	double cpus;          /* 0 = unlimited */
+	uint32_t cpu_weight;  /* 0 = default */
+	uint64_t pids_max;
+	size_t n_io;
+	struct spec_io io[SPEC_IO_MAX];
+	uint64_t time_limit_ns;     /* wall, 0 = none */
+	uint64_t cpu_time_limit_ns; /* 0 = none */
+	uint32_t gpus;              /* count (0 = none) */
+	char *gpu_list;             /* explicit "0,2", NULL if by count */
+	uint64_t gpu_memory_max;
+	/* allow/deny network CIDR rules, raw strings (validated by the policy module) */
+	char **net_allow;
+	size_t n_net_allow;
+	char **net_deny;
+	size_t n_net_deny;
+};
+
+void spec_init(struct task_spec *s);
+void spec_clear(struct task_spec *s);
+/* Parse a job spec object. err gets "field: problem". */
+int spec_from_json(json_t *obj, struct task_spec *ret, char *err, size_t errlen);
+int spec_parse(const char *text, size_t len, struct task_spec *ret, char *err, size_t errlen);
+/* Canonical JSON (sizes in bytes, durations in seconds). New reference. */
+json_t *spec_to_json(const struct task_spec *s);
+
+/* Helpers shared with corralctl's flag parsing. */
+int spec_set_label(struct task_spec *s, const char *kv, char *err, size_t errlen);
+int spec_set_env(struct task_spec *s, const char *kv, char *err, size_t errlen);
+int spec_set_io(struct task_spec *s, const char *dev_eq_bps, bool write, char *err, size_t errlen);
+int spec_set_argv(struct task_spec *s, char *const *argv, size_t argc);

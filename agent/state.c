@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Agent state on disk (state_dir):
+ *   counters.json      task and record sequence numbers (record ids are reserved in blocks,
+ *                      so a crash never reuses one)
+ *   tasks/<id>.json    one file per live task, written atomically (tmp + fsync + rename)
+ *   tasks/<id>.exit    written by the task's shim when the main process ends
+ *   ended/<id>.json    the final record of recently ended tasks (for show/wait after restart)
+ *   spool/             the accounting spool
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "isolation/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RECORD_SEQ_BLOCK 4096
+
+static int save_counters(struct agent *a)
+{
+	_cleanup_free_ char *path = NULL, *txt = NULL;
+	json_t *j;
+
+	if (asprintf(&path, "%s/counters.json", a->cfg.state_dir) < 0)
+		return -ENOMEM;
+	j = json_pack("{s:I,s:I,s:I}", "task_seq", (json_int_t)a->next_task_seq,
+		      "task_seq_reserved", (json_int_t)a->task_seq_reserved, "record_seq_reserved",
+		      (json_int_t)a->record_seq_reserved);
+	if (!j)
+		return -ENOMEM;
+	txt = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	return write_file_atomic(path, txt, strlen(txt), 0600);
+}
+
+int state_init_counters(struct agent *a)
+{
+	_cleanup_free_ char *path = NULL, *dir = NULL;
+	json_t *j, *v;
+	json_error_t e;
+
+	if (asprintf(&dir, "%s/tasks", a->cfg.state_dir) < 0 || mkdir_p(dir, 0700) < 0)
+		return -errno ? -errno : -ENOMEM;
+	free(dir);
+	if (asprintf(&dir, "%s/ended", a->cfg.state_dir) < 0 || mkdir_p(dir, 0700) < 0)
+		return -errno ? -errno : -ENOMEM;
+	if (asprintf(&path, "%s/counters.json", a->cfg.state_dir) < 0)
+		return -ENOMEM;
+	j = json_load_file(path, 0, &e);
+	if (j) {
+		v = json_object_get(j, "task_seq");
+		if (json_is_integer(v) && json_integer_value(v) > 0)
+			a->next_task_seq = (uint64_t)json_integer_value(v);
+		v = json_object_get(j, "task_seq_reserved");
+		if (json_is_integer(v) && json_integer_value(v) > 0)
+			a->next_task_seq = (uint64_t)json_integer_value(v);
+		v = json_object_get(j, "record_seq_reserved");
+		/* Skip the whole reserved block: ids of it may have been used before a crash. */
+		if (json_is_integer(v) && json_integer_value(v) > 0)
+			a->next_record_seq = (uint64_t)json_integer_value(v);
+		json_decref(j);
+	} else if (access(path, F_OK) == 0) {
+		log_error("%s: unreadable (%s); record ids continue from a time-based base", path,
+			  e.text);
+		a->next_record_seq = now_ns(CLOCK_REALTIME) / 1000;
+	}
+	/* Task ids embed the time, the sequence only disambiguates within a second. */
+	a->record_seq_reserved = a->next_record_seq + RECORD_SEQ_BLOCK;
+	a->task_seq_reserved = a->next_task_seq + RECORD_SEQ_BLOCK;
+	return save_counters(a);
+}
+
+uint64_t state_next_task_seq(struct agent *a)
+{
+	if (a->next_task_seq + 1 >= a->task_seq_reserved) {
+		a->task_seq_reserved = a->next_task_seq + 1 + RECORD_SEQ_BLOCK;
+		(void)save_counters(a);
+	}
+	return ++a->next_task_seq;
+}
+
+int state_next_record_id(struct agent *a, char *buf, size_t len)
+{
+	if (a->next_record_seq >= a->record_seq_reserved) {
+		int r;
+
+		a->record_seq_reserved = a->next_record_seq + RECORD_SEQ_BLOCK;
+		r = save_counters(a);
+		if (r < 0)
+			return r;
+	}
+	snprintf(buf, len, "%.100s/%.12s/%llu", a->cfg.node, a->boot_id,
+		 (unsigned long long)a->next_record_seq++);
+	return 0;
+}
+
+static void task_path(struct agent *a, const char *id, const char *sub, const char *ext,
+		      char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
+}
+
+int state_save_task(struct agent *a, struct task *t)
+{
+	char path[512];
+	_cleanup_free_ char *txt = NULL;
+	json_t *j;
+	int r;
+
+	j = json_pack("{s:i,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:s,s:i,s:I,s:i,s:I,s:I,s:s,s:s,s:I,s:I}",
+		      "version", 1, "id", t->id, "key", (json_int_t)t->key, "spec",
+		      spec_to_json(&t->spec), "user", t->user, "uid", (json_int_t)t->uid, "gid",
+		      (json_int_t)t->gid, "submitter_uid", (json_int_t)t->submitter_uid, "cgroup",
+		      t->cg_name, "shim_pid", (int)t->shim_pid, "shim_start",
+		      (json_int_t)t->shim_start, "pid", (int)t->pid, "pid_start",
+		      (json_int_t)t->pid_start, "start_ns", (json_int_t)t->start_ns, "boot_id",
+		      a->boot_id, "limit_reason", acct_exit_status_to_string(t->limit_reason),
+		      "limit_value", (json_int_t)t->limit_value, "limit_observed",
+		      (json_int_t)t->limit_observed);
+	if (!j)
+		return -ENOMEM;
+	if (t->limit_reason != ACCT_EXIT_NONE)
+		json_object_set_new(j, "term_sent_ago_ns",
+				    json_integer((json_int_t)(now_ns(CLOCK_MONOTONIC) -
+							      t->term_sent_mono)));
+	if (t->status == ACCT_EXIT_LAUNCH_FAILED) {
+		json_object_set_new(j, "launch_failed", json_true());
+		json_object_set_new(j, "exit_code", json_integer(t->exit_code));
+	}
+	if (t->exit_message)
+		json_object_set_new(j, "exit_message", json_string(t->exit_message));
+	if (t->gpu_alloc)
+		json_object_set(j, "gpu_alloc", t->gpu_alloc);
+	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
+	txt = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
+	r = write_file_atomic(path, txt, strlen(txt), 0600);
+	return r;
+}
+
+void state_remove_task(struct agent *a, struct task *t)
+{
+	char path[512];
+
+	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
+	(void)unlink(path);
+	task_path(a, t->id, "tasks", ".exit", path, sizeof(path));
+	(void)unlink(path);
+}
+
+int state_save_ended(struct agent *a, struct task *t)
+{
+	char path[512];
+	_cleanup_free_ char *txt = NULL;
+	json_t *j;
+
+	if (a->cfg.ended_keep == 0 || !t->final_record)
+		return 0;
+	j = json_pack("{s:s,s:I,s:I,s:O}", "id", t->id, "submitter_uid",
+		      (json_int_t)t->submitter_uid, "end_ns", (json_int_t)t->end_ns, "record",
+		      t->final_record);
+	if (!j)
+		return -ENOMEM;
+	txt = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!txt)
+		return -ENOMEM;
+	task_path(a, t->id, "ended", ".json", path, sizeof(path));
+	return write_file_atomic(path, txt, strlen(txt), 0600);
+}
+
+static bool valid_task_id(const char *s)
+{
+	if (strncmp(s, "t-", 2) != 0 || strlen(s) >= 40)
+		return false;
+	for (const char *p = s + 2; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || *p == '-'))
+			return false;
+	return true;
+}
+
+static struct task *task_alloc(void)
+{
+	struct task *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->shim_pidfd = t->status_fd = -1;
+	spec_init(&t->spec);
+	return t;
+}
+
+static void load_ended(struct agent *a)
+{
+	char dir[512];
+	_cleanup_closedir_ DIR *d = NULL;
+	struct dirent *de;
+
+	snprintf(dir, sizeof(dir), "%s/ended", a->cfg.state_dir);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[1024], id[64];
+		json_error_t e;
+		json_t *j, *rec;
+		struct task *t;
+		size_t n = strlen(de->d_name);
+
+		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || n - 5 >= sizeof(id))
+			continue;
+		snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
+		if (!valid_task_id(id))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		j = json_load_file(path, 0, &e);
+		rec = j ? json_object_get(j, "record") : NULL;
+		if (!json_is_object(rec)) {
+			log_warning("%s: unreadable ended-task file, removed", path);
+			(void)unlink(path);
+			json_decref(j);
+			continue;
+		}
+		t = task_alloc();
+		if (!t) {
+			json_decref(j);
+			return;
+		}
+		snprintf(t->id, sizeof(t->id), "%.39s", id);
+		t->state = TASK_ENDED;
+		t->final_record = json_incref(rec);
+		t->submitter_uid = (uid_t)json_integer_value(json_object_get(j, "submitter_uid"));
+		t->end_ns = (uint64_t)json_integer_value(json_object_get(j, "end_ns"));
+		t->next = a->tasks;
+		a->tasks = t;
+		a->n_ended++;
+		json_decref(j);
+	}
+}
+
+static int adopt_one(struct agent *a, json_t *j, const char *path)
+{
+	char err[256];
+	struct task *t;
+	json_t *v;
+	const char *s;
+	uint64_t start;
+	int r;
+
+	t = task_alloc();
+	if (!t)
+		return -ENOMEM;
+	s = json_string_value(json_object_get(j, "id"));
+	if (!s || !valid_task_id(s)) {
+		task_free(t);
+		return -EINVAL;
+	}
+	snprintf(t->id, sizeof(t->id), "%.39s", s);
+	r = spec_from_json(json_object_get(j, "spec"), &t->spec, err, sizeof(err));
+	if (r < 0) {
+		log_error("%s: %s", path, err);
+		task_free(t);
+		return r;
+	}
+	t->key = (uint64_t)json_integer_value(json_object_get(j, "key"));
+	t->user = strdup(json_string_value(json_object_get(j, "user")) ?: "");
+	t->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));
+	t->gid = (gid_t)json_integer_value(json_object_get(j, "gid"));
+	t->submitter_uid = (uid_t)json_integer_value(json_object_get(j, "submitter_uid"));
+	t->cg_name = strdup(json_string_value(json_object_get(j, "cgroup")) ?: t->id);
+	t->shim_pid = (pid_t)json_integer_value(json_object_get(j, "shim_pid"));
+	t->shim_start = (uint64_t)json_integer_value(json_object_get(j, "shim_start"));
+	t->pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+	t->pid_start = (uint64_t)json_integer_value(json_object_get(j, "pid_start"));
+	t->start_ns = (uint64_t)json_integer_value(json_object_get(j, "start_ns"));
+	t->mem_byte_seconds_cg = json_number_value(json_object_get(j, "mem_byte_seconds_cg"));
+	t->limit_reason = acct_exit_status_from_string(
+		json_string_value(json_object_get(j, "limit_reason")) ?: "");
+	if ((int)t->limit_reason < 0)
+		t->limit_reason = ACCT_EXIT_NONE;
+	t->limit_value = (uint64_t)json_integer_value(json_object_get(j, "limit_value"));
+	t->limit_observed = (uint64_t)json_integer_value(json_object_get(j, "limit_observed"));
+	if ((s = json_string_value(json_object_get(j, "exit_message"))))
+		t->exit_message = strdup(s);
+	if ((v = json_object_get(j, "gpu_alloc")))
+		t->gpu_alloc = json_incref(v);
+	t->adopted = true;
+	{
+		uint64_t now_r = now_ns(CLOCK_REALTIME), now_m = now_ns(CLOCK_MONOTONIC);
+		uint64_t age = now_r > t->start_ns ? now_r - t->start_ns : 0;
+
+		t->start_mono_ns = now_m > age ? now_m - age : 0;
+		t->next_sample_mono = now_m + a->cfg.sample_interval_ns;
+		t->last_mem_sample_mono = now_m;
+		v = json_object_get(j, "term_sent_ago_ns");
+		if (t->limit_reason != ACCT_EXIT_NONE)
+			t->term_sent_mono = now_m - (uint64_t)json_integer_value(v);
+	}
+	t->state = TASK_RUNNING;
+	t->next = a->tasks;
+	a->tasks = t;
+	a->n_live++;
+	a->stats.tasks_adopted++;
+
+	if (strcmp(json_string_value(json_object_get(j, "boot_id")) ?: "", a->boot_id) != 0) {
+		t->status = ACCT_EXIT_LOST;
+		free(t->exit_message);
+		t->exit_message = strdup("the node rebooted while the task ran");
+		a->stats.tasks_lost++;
+		t->state = TASK_ENDING;
+		t->ending_since_mono = 0;
+		return 0;
+	}
+	r = cg_task_open(a->cg, t->cg_name, &t->cg);
+	if (r < 0)
+		log_warning("task %s: its cgroup %s is gone (%s); usage will be partial", t->id,
+			    t->cg_name, strerror(-r));
+	if (json_is_true(json_object_get(j, "launch_failed"))) {
+		t->status = ACCT_EXIT_LAUNCH_FAILED;
+		t->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
+		t->state = TASK_ENDING;
+		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
+		return 0;
+	}
+	t->shim_pidfd = (int)syscall(SYS_pidfd_open, t->shim_pid, 0);
+	if (t->shim_pidfd >= 0 &&
+	    (proc_start_time(t->shim_pid, &start) < 0 || start != t->shim_start)) {
+		closep(&t->shim_pidfd);
+		t->shim_pidfd = -1;
+	}
+	if (t->shim_pidfd >= 0) {
+		t->w_pidfd = (struct watch){ .kind = WATCH_TASK_PIDFD, .ptr = t };
+		r = agent_watch_add(a, t->shim_pidfd, EPOLLIN, &t->w_pidfd);
+		if (r < 0)
+			return r;
+		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
+			 (int)t->shim_pid);
+		return 0;
+	}
+	/* The supervisor is gone: the exit file says how the task ended. */
+	task_on_pidfd(a, t);
+	return 0;
+}
+
+int state_load(struct agent *a)
+{
+	char dir[512];
+	_cleanup_closedir_ DIR *d = NULL;
+	struct dirent *de;
+	char **names = NULL;
+	size_t n_names = 0;
+
+	load_ended(a);
+	snprintf(dir, sizeof(dir), "%s/tasks", a->cfg.state_dir);
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char path[1024];
+		json_error_t e;
+		json_t *j;
+		size_t n = strlen(de->d_name);
+		int r;
+
+		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		j = json_load_file(path, 0, &e);
+		if (!j) {
+			log_error("%s: unreadable task state (%s); moved aside as .bad", path, e.text);
+			char bad[1100];
+
+			snprintf(bad, sizeof(bad), "%s.bad", path);
+			(void)rename(path, bad);
+			continue;
+		}
+		r = adopt_one(a, j, path);
+		json_decref(j);
+		if (r < 0)
+			log_error("%s: could not re-adopt the task: %s", path, strerror(-r));
+	}
+	/* Cgroups of ours that no live task owns (a crash between create and state write). */
+	if (cg_root_list_tasks(a->cg, &names, &n_names) == 0) {
+		for (size_t i = 0; i < n_names; i++) {
+			bool owned = false;
+
+			for (struct task *t = a->tasks; t; t = t->next)
+				if (t->state != TASK_ENDED && t->cg_name &&
+				    strcmp(t->cg_name, names[i]) == 0)
+					owned = true;
+			if (!owned && valid_task_id(names[i])) {
+				struct cg_task *cg;
+
+				if (cg_task_open(a->cg, names[i], &cg) == 0) {
+					log_warning("removing orphaned task cgroup %s", names[i]);
+					(void)cg_task_kill(cg, SIGKILL);
+					(void)cg_task_destroy(cg);
+					cg_task_free(cg);
+				}
+			}
+			free(names[i]);
+		}
+		free(names);
+	}
+	return 0;
+}

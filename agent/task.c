@@ -1,0 +1,935 @@
+/* SPDX-License-Identifier: MIT */
+/* Task lifecycle: authorize, prepare, launch, enforce limits, collect usage, end. */
+#include "agent/agent.h"
+#include "agent/log.h"
+#include "accounting/spool.h"
+#include "bpf/meter.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "isolation/cgroup.h"
+#include "isolation/seccomp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define ENDING_MAX_NS (10 * NSEC_PER_SEC)
+
+_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+struct task *task_find(struct agent *a, const char *id)
+{
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (strcmp(t->id, id) == 0)
+			return t;
+	return NULL;
+}
+
+void task_free(struct task *t)
+{
+	if (!t)
+		return;
+	spec_clear(&t->spec);
+	free(t->user);
+	free(t->cg_name);
+	cg_task_free(t->cg);
+	closep(&t->shim_pidfd);
+	closep(&t->status_fd);
+	free(t->exit_message);
+	json_decref(t->usage_detail);
+	json_decref(t->gpu_alloc);
+	json_decref(t->final_record);
+	while (t->waiters) {
+		struct waiter *w = t->waiters;
+
+		t->waiters = w->next;
+		free(w);
+	}
+	free(t);
+}
+
+/* Is uid a member of the group (by name), per the peer's process groups or the passwd db? */
+static bool in_group(const char *group, uid_t uid, gid_t gid)
+{
+	struct group *gr;
+	struct passwd *pw;
+	gid_t groups[256];
+	int n = (int)ARRAY_SIZE(groups);
+
+	if (!group || !*group)
+		return false;
+	gr = getgrnam(group);
+	if (!gr)
+		return false;
+	if (gid == gr->gr_gid)
+		return true;
+	pw = getpwuid(uid);
+	if (!pw)
+		return false;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == gr->gr_gid)
+			return true;
+	return false;
+}
+
+static bool user_listed(const char *list, const char *user)
+{
+	_cleanup_free_ char *dup = NULL;
+	char *save = NULL;
+
+	if (!list || strcmp(list, "*") == 0)
+		return true;
+	dup = strdup(list);
+	if (!dup)
+		return false;
+	for (char *tok = strtok_r(dup, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+		if (strcmp(tok, user) == 0)
+			return true;
+	return false;
+}
+
+
+bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
+{
+	return uid == 0 || in_group(a->cfg.allowed_group, uid, gid);
+}
+
+static int resolve_io_device(const char *dev, unsigned *maj, unsigned *min)
+{
+	struct stat st;
+
+	if (sscanf(dev, "%u:%u", maj, min) == 2)
+		return 0;
+	if (stat(dev, &st) < 0)
+		return -errno;
+	if (!S_ISBLK(st.st_mode))
+		return -ENOTBLK;
+	*maj = major(st.st_rdev);
+	*min = minor(st.st_rdev);
+	return 0;
+}
+
+static char **build_env(const struct task_spec *s, const struct passwd *pw, const char *id,
+			const char *const *extra)
+{
+	char **env = NULL;
+	size_t n = 0, cap = s->envc + 16;
+
+	env = calloc(cap, sizeof(char *));
+	if (!env)
+		return NULL;
+#define PUSH(...)                                                                                  \
+	do {                                                                                       \
+		if (n + 1 < cap && asprintf(&env[n], __VA_ARGS__) >= 0)                            \
+			n++;                                                                       \
+	} while (0)
+	PUSH("PATH=%s", DEFAULT_PATH);
+	PUSH("HOME=%s", pw->pw_dir);
+	PUSH("USER=%s", pw->pw_name);
+	PUSH("LOGNAME=%s", pw->pw_name);
+	PUSH("SHELL=%s", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	PUSH("LANG=C.UTF-8");
+	PUSH("CORRAL_TASK_ID=%s", id);
+	if (s->job)
+		PUSH("CORRAL_JOB=%s", s->job);
+	if (s->account)
+		PUSH("CORRAL_ACCOUNT=%s", s->account);
+	for (size_t i = 0; extra && extra[i]; i++)
+		PUSH("%s", extra[i]);
+#undef PUSH
+	/* The spec's variables override the defaults. */
+	for (size_t i = 0; i < s->envc; i++) {
+		const char *eq = strchr(s->env[i], '=');
+		size_t kl = (size_t)(eq - s->env[i]) + 1;
+		bool replaced = false;
+
+		for (size_t j = 0; j < n; j++)
+			if (strncmp(env[j], s->env[i], kl) == 0) {
+				free(env[j]);
+				env[j] = strdup(s->env[i]);
+				replaced = true;
+				break;
+			}
+		if (!replaced && n + 1 < cap)
+			env[n++] = strdup(s->env[i]);
+	}
+	env[n] = NULL;
+	return env;
+}
+
+static void strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+static char **build_exec_paths(const char *argv0, char *const *env)
+{
+	const char *path = DEFAULT_PATH;
+	char **v;
+	size_t n = 0, cap = 2;
+	_cleanup_free_ char *dup = NULL;
+	char *save = NULL;
+
+	if (strchr(argv0, '/')) {
+		v = calloc(2, sizeof(char *));
+		if (v)
+			v[0] = strdup(argv0);
+		return v;
+	}
+	for (char *const *e = env; e && *e; e++)
+		if (strncmp(*e, "PATH=", 5) == 0)
+			path = *e + 5;
+	for (const char *p = path; *p; p++)
+		cap += *p == ':';
+	v = calloc(cap + 1, sizeof(char *));
+	dup = strdup(path);
+	if (!v || !dup) {
+		free(v);
+		return NULL;
+	}
+	for (char *d = strtok_r(dup, ":", &save); d && n < cap; d = strtok_r(NULL, ":", &save))
+		if (asprintf(&v[n], "%s/%s", *d ? d : ".", argv0) >= 0)
+			n++;
+	return v;
+}
+
+static void live_requests(struct agent *a, uint64_t *mem, double *cpus)
+{
+	*mem = 0;
+	*cpus = 0;
+	for (struct task *t = a->tasks; t; t = t->next) {
+		if (t->state == TASK_ENDED)
+			continue;
+		*mem += t->spec.memory_max;
+		*cpus += t->spec.cpus;
+	}
+}
+
+static void task_link(struct agent *a, struct task *t)
+{
+	t->next = a->tasks;
+	a->tasks = t;
+}
+
+void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->time_ns = now_ns(CLOCK_REALTIME);
+	r->node = strdup(a->cfg.node);
+	snprintf(r->task.id, sizeof(r->task.id), "%s", t->id);
+	r->task.job = t->spec.job ? strdup(t->spec.job) : NULL;
+	r->task.user = t->user ? strdup(t->user) : NULL;
+	r->task.uid = t->uid;
+	r->task.account = t->spec.account ? strdup(t->spec.account) : NULL;
+	for (size_t i = 0; i < t->spec.n_labels; i++)
+		acct_task_add_label(&r->task, t->spec.label_keys[i], t->spec.label_values[i]);
+	r->request.cpus = t->spec.cpus;
+	r->request.memory_bytes = t->spec.memory_max;
+	r->request.pids = t->spec.pids_max;
+	r->request.gpus = t->spec.gpus;
+	r->request.time_limit_s = t->spec.time_limit_ns / NSEC_PER_SEC;
+	r->request.cpu_time_limit_s = t->spec.cpu_time_limit_ns / NSEC_PER_SEC;
+	r->request.gpu_memory_bytes = t->spec.gpu_memory_max;
+	if (type != ACCT_TASK_START) {
+		r->usage = t->usage;
+		memcpy(r->sources, t->sources, sizeof(r->sources));
+	}
+	if (type == ACCT_TASK_END) {
+		r->exit.status = t->status;
+		r->exit.code = t->exit_code;
+		r->exit.signal = t->exit_signal;
+		r->exit.message = t->exit_message ? strdup(t->exit_message) : NULL;
+	}
+	r->extra = json_object();
+	json_object_set_new(r->extra, "start_time", json_integer((json_int_t)(t->start_ns / 1000)));
+	if (t->usage_detail && type != ACCT_TASK_START)
+		json_object_set(r->extra, "usage_detail", t->usage_detail);
+	if (t->adopted)
+		json_object_set_new(r->extra, "adopted", json_true());
+}
+
+int agent_emit_record(struct agent *a, struct acct_record *r)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	int rr;
+
+	rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
+	if (rr < 0)
+		return rr;
+	if (!a->spool)
+		return 0;
+	rr = acct_record_encode(r, &buf, &len);
+	if (rr < 0) {
+		log_error("encoding %s record of task %s failed: %s", acct_type_to_string(r->type),
+			  r->task.id, strerror(-rr));
+		return rr;
+	}
+	rr = spool_append(a->spool, buf, len,
+			  r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED : SPOOL_PRIO_KEEP, NULL);
+	if (rr < 0) {
+		a->stats.records_spool_refused++;
+		if (a->stats.records_spool_refused_logged == 0 || rr != -ENOSPC)
+			log_error("spool refused a %s record of task %s: %s (counted in "
+				  "corral_spool_refused_total; further refusals are not logged)",
+				  acct_type_to_string(r->type), r->task.id, strerror(-rr));
+		a->stats.records_spool_refused_logged++;
+		return rr;
+	}
+	a->stats.records_spooled++;
+	return 0;
+}
+
+static void emit(struct agent *a, struct task *t, enum acct_type type)
+{
+	struct acct_record r;
+
+	task_fill_record(a, t, type, &r);
+	(void)agent_emit_record(a, &r);
+	if (type == ACCT_TASK_END) {
+		json_t *j = NULL;
+
+		if (acct_record_to_json(&r, &j) == 0) {
+			json_decref(t->final_record);
+			t->final_record = j;
+		}
+	}
+	acct_record_clear(&r);
+}
+
+void task_collect_usage(struct agent *a, struct task *t)
+{
+	struct cg_stats st = { 0 };
+	uint64_t end = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
+	json_t *d;
+
+	t->usage.wall_ns = end > t->start_ns ? end - t->start_ns : 0;
+	t->sources[ACCT_U_WALL_NS] = ACCT_SRC_AGENT;
+	if (!t->usage_detail)
+		t->usage_detail = json_object();
+	d = t->usage_detail;
+	if (t->cg && cg_task_stats(t->cg, &st) == 0) {
+		uint64_t tot = st.cpu_user_ns + st.cpu_system_ns;
+
+		/* The cgroup's usage is exact (ns); its user/system split comes in ticks, so the
+		 * exact total is divided in the ratio of the tick counts. */
+		if (tot > 0) {
+			t->usage.cpu_user_ns =
+				(uint64_t)((double)st.cpu_usage_ns * (double)st.cpu_user_ns / (double)tot);
+			t->usage.cpu_system_ns = st.cpu_usage_ns - t->usage.cpu_user_ns;
+		} else {
+			t->usage.cpu_user_ns = st.cpu_usage_ns;
+			t->usage.cpu_system_ns = 0;
+		}
+		t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_CGROUP;
+		t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_CGROUP;
+		if (st.memory_peak >= t->usage.memory_peak_bytes) {
+			t->usage.memory_peak_bytes = st.memory_peak;
+			t->sources[ACCT_U_MEMORY_PEAK_BYTES] = ACCT_SRC_CGROUP;
+		}
+		t->usage.io_read_bytes = st.io_read_bytes;
+		t->usage.io_write_bytes = st.io_write_bytes;
+		t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_CGROUP;
+		t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_CGROUP;
+		t->usage.memory_byte_seconds = t->mem_byte_seconds_cg;
+		t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_CGROUP;
+		json_object_set_new(d, "cgroup_cpu_ns", json_integer((json_int_t)st.cpu_usage_ns));
+		json_object_set_new(d, "cgroup_memory_peak_bytes",
+				    json_integer((json_int_t)st.memory_peak));
+		json_object_set_new(d, "cgroup_oom_kills", json_integer((json_int_t)st.oom_kills));
+		json_object_set_new(d, "block_read_bytes", json_integer((json_int_t)st.io_read_bytes));
+		json_object_set_new(d, "block_write_bytes",
+				    json_integer((json_int_t)st.io_write_bytes));
+	}
+	if (a->meter && !t->adopted) {
+		struct meter_usage mu;
+
+		if (meter_read(a->meter, t->key, &mu) == 0) {
+			t->usage.cpu_user_ns = mu.cpu_user_ns;
+			t->usage.cpu_system_ns = mu.cpu_system_ns;
+			t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
+			t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
+			t->usage.io_read_bytes = mu.io_read_bytes;
+			t->usage.io_write_bytes = mu.io_write_bytes;
+			t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_EBPF;
+			t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_EBPF;
+			t->usage.memory_byte_seconds = mu.memory_byte_seconds;
+			t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_EBPF;
+			if (mu.net_metered) {
+				t->usage.net_rx_bytes = mu.net_rx_bytes;
+				t->usage.net_tx_bytes = mu.net_tx_bytes;
+				t->sources[ACCT_U_NET_RX_BYTES] = ACCT_SRC_EBPF;
+				t->sources[ACCT_U_NET_TX_BYTES] = ACCT_SRC_EBPF;
+			}
+			json_object_set_new(d, "ebpf_cpu_ns", json_integer((json_int_t)mu.cpu_ns));
+			json_object_set_new(d, "ebpf_rss_peak_bytes",
+					    json_integer((json_int_t)mu.rss_peak_bytes));
+			json_object_set_new(d, "net_rx_packets",
+					    json_integer((json_int_t)mu.net_rx_packets));
+			json_object_set_new(d, "net_tx_packets",
+					    json_integer((json_int_t)mu.net_tx_packets));
+			json_object_set_new(d, "forks", json_integer((json_int_t)mu.forks));
+		}
+	}
+}
+
+static void free_strvp(char ***p)
+{
+	strv_free(*p);
+}
+
+int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, gid_t sub_gid,
+		bool privileged, struct task **ret, char *err, size_t errlen)
+{
+	_cleanup_(free_strvp) char **env = NULL;
+	_cleanup_(free_strvp) char **paths = NULL;
+	struct sbx_filter *filter = NULL;
+	struct launch_plan plan = { 0 };
+	struct launch_handle h = { .shim_pidfd = -1, .status_fd = -1, .err_fd = -1, .sync_fd = -1 };
+	struct cg_limits lim = { 0 };
+	struct passwd *pw;
+	struct task *t;
+	gid_t groups[256];
+	int ngroups = (int)ARRAY_SIZE(groups);
+	char exit_file[512], msg[512], perr[512];
+	enum launch_step step = LAUNCH_STEP_NONE;
+	uint64_t mem_used;
+	double cpus_used;
+	struct stat st;
+	int r;
+
+	if (a->n_live >= a->cfg.max_tasks) {
+		a->stats.refused++;
+		return fail(err, errlen, "refused: the node runs its maximum of %u tasks (max_tasks)",
+			    a->cfg.max_tasks);
+	}
+
+	/* Who runs it. */
+	if (spec->user) {
+		pw = getpwnam(spec->user);
+		if (!pw) {
+			uint32_t u;
+
+			if (parse_u32(spec->user, &u) == 0)
+				pw = getpwuid(u);
+		}
+		if (!pw)
+			return fail(err, errlen, "user: no such user \"%.64s\"", spec->user);
+	} else {
+		pw = getpwuid(submitter);
+		if (!pw)
+			return fail(err, errlen, "user: uid %u has no passwd entry", submitter);
+	}
+	if (pw->pw_uid != submitter) {
+		if (!privileged) {
+			a->stats.refused++;
+			return fail(err, errlen,
+				    "permission denied: uid %u may only run tasks as itself (not as "
+				    "\"%s\"); ask an administrator to add you to group \"%s\"",
+				    submitter, pw->pw_name,
+				    a->cfg.allowed_group ? a->cfg.allowed_group : "");
+		}
+		if (pw->pw_uid == 0 && submitter != 0 && !a->cfg.allow_root_tasks) {
+			a->stats.refused++;
+			return fail(err, errlen, "permission denied: tasks as root need "
+						 "allow_root_tasks=yes");
+		}
+		if (pw->pw_uid != 0 && !user_listed(a->cfg.allowed_users, pw->pw_name)) {
+			a->stats.refused++;
+			return fail(err, errlen, "permission denied: user \"%s\" is not in allowed_users",
+				    pw->pw_name);
+		}
+	}
+
+	/* Node safety: refuse what does not fit, never queue silently. */
+	live_requests(a, &mem_used, &cpus_used);
+	if (spec->memory_max && a->mem_total &&
+	    mem_used + spec->memory_max + a->cfg.reserve_memory > a->mem_total) {
+		a->stats.refused++;
+		return fail(err, errlen,
+			    "refused: memory request %llu MiB exceeds what is left on the node "
+			    "(%llu MiB total, %llu MiB reserved, %llu MiB requested by running tasks)",
+			    (unsigned long long)(spec->memory_max >> 20),
+			    (unsigned long long)(a->mem_total >> 20),
+			    (unsigned long long)(a->cfg.reserve_memory >> 20),
+			    (unsigned long long)(mem_used >> 20));
+	}
+	if (spec->cpus > 0 && cpus_used + spec->cpus + a->cfg.reserve_cpus > (double)a->ncpus) {
+		a->stats.refused++;
+		return fail(err, errlen,
+			    "refused: cpus request %.2f exceeds what is left on the node (%u cpus, "
+			    "%.2f reserved, %.2f requested by running tasks)",
+			    spec->cpus, a->ncpus, a->cfg.reserve_cpus, cpus_used);
+	}
+	if (spec->workdir && (stat(spec->workdir, &st) < 0 || !S_ISDIR(st.st_mode)))
+		return fail(err, errlen, "workdir: %s: %s", spec->workdir,
+			    errno ? strerror(errno) : "not a directory");
+
+	/* Limits. */
+	lim.memory_max = spec->memory_max;
+	lim.memory_high = spec->memory_high;
+	lim.swap_max = spec->swap_max;
+	lim.cpus = spec->cpus;
+	lim.cpu_weight = spec->cpu_weight;
+	lim.pids_max = spec->pids_max;
+	for (size_t i = 0; i < spec->n_io; i++) {
+		r = resolve_io_device(spec->io[i].device, &lim.io[i].major, &lim.io[i].minor);
+		if (r < 0)
+			return fail(err, errlen, "io: device \"%.64s\": %s", spec->io[i].device,
+				    r == -ENOTBLK ? "not a block device" : strerror(-r));
+		lim.io[i].rbps = spec->io[i].rbps;
+		lim.io[i].wbps = spec->io[i].wbps;
+		lim.n_io++;
+	}
+
+	/* Seccomp, compiled before fork. */
+	r = sbx_profile_load(spec->seccomp ? spec->seccomp : a->cfg.seccomp_default,
+			     a->cfg.seccomp_dir, &filter, perr, sizeof(perr));
+	if (r < 0)
+		return fail(err, errlen, "seccomp profile \"%s\": %s",
+			    spec->seccomp ? spec->seccomp : a->cfg.seccomp_default,
+			    perr[0] ? perr : strerror(-r));
+
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		sbx_filter_free(filter);
+		return -ENOMEM;
+	}
+	t->shim_pidfd = t->status_fd = -1;
+	spec_init(&t->spec);
+	{
+		json_t *j = spec_to_json(spec);
+
+		r = j ? spec_from_json(j, &t->spec, perr, sizeof(perr)) : -ENOMEM;
+		json_decref(j);
+		if (r < 0) {
+			sbx_filter_free(filter);
+			task_free(t);
+			return fail(err, errlen, "internal: spec copy failed: %s", perr);
+		}
+	}
+	t->key = state_next_task_seq(a);
+	snprintf(t->id, sizeof(t->id), "t-%llx-%llx",
+		 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
+		 (unsigned long long)t->key);
+	t->user = strdup(pw->pw_name);
+	t->uid = pw->pw_uid;
+	t->gid = pw->pw_gid;
+	t->submitter_uid = submitter;
+	t->cg_name = strdup(t->id);
+	t->start_ns = now_ns(CLOCK_REALTIME);
+	t->start_mono_ns = now_ns(CLOCK_MONOTONIC);
+	t->next_sample_mono = t->start_mono_ns + a->cfg.sample_interval_ns;
+	t->last_mem_sample_mono = t->start_mono_ns;
+	(void)sub_gid;
+
+	r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
+	if (r < 0) {
+		sbx_filter_free(filter);
+		task_free(t);
+		return fail(err, errlen, "creating the task's cgroup failed: %s", strerror(-r));
+	}
+
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ngroups) < 0)
+		ngroups = 0;
+	env = build_env(&t->spec, pw, t->id, NULL);
+	paths = env ? build_exec_paths(t->spec.argv[0], env) : NULL;
+	if (!env || !paths) {
+		r = -ENOMEM;
+		goto out_cg;
+	}
+	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+	plan = (struct launch_plan){
+		.argv = t->spec.argv,
+		.env = env,
+		.exec_paths = paths,
+		.workdir = t->spec.workdir ? t->spec.workdir : pw->pw_dir,
+		.uid = pw->pw_uid,
+		.gid = pw->pw_gid,
+		.groups = groups,
+		.n_groups = (size_t)ngroups,
+		.switch_user = geteuid() == 0,
+		.stdout_path = t->spec.stdout_path,
+		.stderr_path = t->spec.stderr_path,
+		.cg = t->cg,
+		.clone_cgroup_fd = cg_task_clone_fd(t->cg),
+		.filter = filter,
+		.cap_last_cap = a->cap_last_cap,
+		.exit_file = exit_file,
+	};
+	if (!t->spec.workdir && stat(pw->pw_dir, &st) < 0)
+		plan.workdir = "/";
+
+	r = launch_start(&plan, &h);
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "starting the task failed: %s", strerror(-r));
+		goto out_cg;
+	}
+	t->shim_pid = h.shim_pid;
+	t->pid = h.task_pid;
+	(void)proc_start_time(t->shim_pid, &t->shim_start);
+	(void)proc_start_time(t->pid, &t->pid_start);
+	if (a->meter) {
+		r = meter_track(a->meter, t->key, t->pid, cg_task_unified_fd(t->cg));
+		if (r < 0)
+			log_warning("task %s: BPF metering unavailable for this task: %s", t->id,
+				    strerror(-r));
+	}
+	r = launch_release(&h, 30000, &step);
+	sbx_filter_free(filter);
+	filter = NULL;
+	t->shim_pidfd = TAKE_FD(h.shim_pidfd);
+	t->status_fd = TAKE_FD(h.status_fd);
+	launch_handle_close(&h);
+	if (r < 0) {
+		/* The child reported a failing step: the task ends as launch_failed. */
+		launch_format_error(&plan, step, -r, msg, sizeof(msg));
+		t->status = ACCT_EXIT_LAUNCH_FAILED;
+		t->exit_code = (step == LAUNCH_STEP_EXEC && r == -ENOENT) ? 127 : 126;
+		t->exit_message = strdup(msg);
+		t->state = TASK_ENDING;
+		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
+		task_link(a, t);
+		a->n_live++;
+		a->stats.launch_failed++;
+		(void)state_save_task(a, t);
+		/* The shim still reports the child's _exit(127); it is ignored for the status. */
+		t->w_status = (struct watch){ .kind = WATCH_TASK_STATUS, .ptr = t };
+		agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
+		emit(a, t, ACCT_TASK_START);
+		*ret = t;
+		log_notice("task %s (%s, user %s): launch failed: %s", t->id, t->spec.argv[0],
+			   t->user, msg);
+		snprintf(err, errlen, "%s", msg);
+		return -ECANCELED;
+	}
+
+	t->state = TASK_RUNNING;
+	task_link(a, t);
+	a->n_live++;
+	a->stats.tasks_started++;
+	r = state_save_task(a, t);
+	if (r < 0)
+		log_error("task %s: saving state failed: %s (it will not survive an agent restart)",
+			  t->id, strerror(-r));
+	t->w_status = (struct watch){ .kind = WATCH_TASK_STATUS, .ptr = t };
+	agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
+	emit(a, t, ACCT_TASK_START);
+	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
+		 cg_task_path(t->cg), t->spec.argv[0]);
+	*ret = t;
+	return 0;
+
+out_cg:
+	if (h.shim_pid > 0) {
+		launch_abort(&h);
+		launch_handle_close(&h);
+		(void)waitpid(h.shim_pid, NULL, 0);
+	}
+	sbx_filter_free(filter);
+	(void)cg_task_kill(t->cg, SIGKILL);
+	(void)cg_task_destroy(t->cg);
+	task_free(t);
+	return fail(err, errlen, "%s", r == -ENOMEM ? "out of memory" : msg);
+}
+
+/* Decide the exit reason from the wait status, the limit that fired and the cgroup. */
+static void decide_status(struct task *t, uint64_t oom_kills)
+{
+	int ws = t->exit.wait_status;
+
+	if (t->status == ACCT_EXIT_LAUNCH_FAILED || t->status == ACCT_EXIT_LOST)
+		return;
+	t->exit_code = 0;
+	t->exit_signal = 0;
+	if (WIFEXITED(ws))
+		t->exit_code = WEXITSTATUS(ws);
+	else if (WIFSIGNALED(ws))
+		t->exit_signal = WTERMSIG(ws);
+	if (t->limit_reason != ACCT_EXIT_NONE)
+		t->status = t->limit_reason;
+	else if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
+		t->status = ACCT_EXIT_SECCOMP_KILLED;
+	else if (oom_kills > 0 && ((WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL) ||
+				   (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)))
+		t->status = ACCT_EXIT_OOM_KILLED;
+	else if (WIFSIGNALED(ws))
+		t->status = ACCT_EXIT_SIGNALED;
+	else
+		t->status = ACCT_EXIT_EXITED;
+}
+
+static void prune_ended(struct agent *a)
+{
+	struct task **pp, *oldest;
+
+	while (a->n_ended > a->cfg.ended_keep) {
+		oldest = NULL;
+		for (struct task *t = a->tasks; t; t = t->next)
+			if (t->state == TASK_ENDED && !t->waiters &&
+			    (!oldest || t->end_ns < oldest->end_ns))
+				oldest = t;
+		if (!oldest)
+			return;
+		for (pp = &a->tasks; *pp; pp = &(*pp)->next)
+			if (*pp == oldest) {
+				*pp = oldest->next;
+				break;
+			}
+		a->n_ended--;
+		task_free(oldest);
+	}
+}
+
+static void task_finalize(struct agent *a, struct task *t)
+{
+	int r;
+
+	task_collect_usage(a, t);
+	if (t->status_fd >= 0) {
+		agent_watch_del(a, t->status_fd);
+		closep(&t->status_fd);
+		t->status_fd = -1;
+	}
+	if (t->shim_pidfd >= 0) {
+		if (t->adopted)
+			agent_watch_del(a, t->shim_pidfd);
+		closep(&t->shim_pidfd);
+		t->shim_pidfd = -1;
+	}
+	if (!t->adopted)
+		(void)waitpid(t->shim_pid, NULL, WNOHANG);
+	if (a->meter)
+		(void)meter_forget(a->meter, t->key);
+	emit(a, t, ACCT_TASK_END);
+	t->state = TASK_ENDED;
+	a->n_live--;
+	a->n_ended++;
+	a->stats.tasks_ended++;
+	if (t->cg) {
+		r = cg_task_destroy(t->cg);
+		if (r < 0)
+			log_warning("task %s: removing cgroup %s failed: %s", t->id,
+				    cg_task_path(t->cg), strerror(-r));
+		cg_task_free(t->cg);
+		t->cg = NULL;
+	}
+	(void)state_save_ended(a, t);
+	state_remove_task(a, t);
+	if (t->status == ACCT_EXIT_EXITED)
+		log_info("task %s ended: exited with code %d after %.3fs", t->id, t->exit_code,
+			 (double)t->usage.wall_ns / 1e9);
+	else
+		log_notice("task %s ended: %s (code %d, signal %d) after %.3fs%s%s", t->id,
+			   acct_exit_status_to_string(t->status), t->exit_code, t->exit_signal,
+			   (double)t->usage.wall_ns / 1e9, t->exit_message ? ": " : "",
+			   t->exit_message ? t->exit_message : "");
+	control_task_ended(a, t);
+	prune_ended(a);
+}
+
+/* The main process is gone: kill leftovers, finalize once the cgroup is empty. */
+static void task_main_exited(struct agent *a, struct task *t)
+{
+	struct cg_stats st = { 0 };
+
+	if (t->state == TASK_ENDED)
+		return;
+	t->end_ns = t->exit.end_realtime_ns ? t->exit.end_realtime_ns : now_ns(CLOCK_REALTIME);
+	if (t->cg)
+		(void)cg_task_stats(t->cg, &st);
+	decide_status(t, st.oom_kills);
+	if (t->state == TASK_RUNNING) {
+		t->state = TASK_ENDING;
+		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
+	}
+	task_collect_usage(a, t);
+	if (t->cg && cg_task_is_empty(t->cg) == 0)
+		(void)cg_task_kill(t->cg, SIGKILL);
+	if (!t->cg || cg_task_is_empty(t->cg) != 0)
+		task_finalize(a, t);
+}
+
+void task_on_status(struct agent *a, struct task *t)
+{
+	struct launch_exit ex;
+	int r = launch_read_status(t->status_fd, &ex);
+	char path[512];
+
+	if (r == 0)
+		return;
+	agent_watch_del(a, t->status_fd);
+	closep(&t->status_fd);
+	t->status_fd = -1;
+	if (r == 1) {
+		t->exit = ex;
+		t->have_exit = true;
+	} else {
+		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+		if (launch_read_exit_file(path, &ex) == 0) {
+			t->exit = ex;
+			t->have_exit = true;
+		} else if (t->status != ACCT_EXIT_LAUNCH_FAILED) {
+			t->status = ACCT_EXIT_LOST;
+			free(t->exit_message);
+			t->exit_message = strdup("the task's supervisor ended without reporting");
+		}
+	}
+	task_main_exited(a, t);
+}
+
+/* Adopted tasks: the shim's pidfd became readable (it exited): read its exit file. */
+void task_on_pidfd(struct agent *a, struct task *t)
+{
+	struct launch_exit ex;
+	char path[512];
+
+	agent_watch_del(a, t->shim_pidfd);
+	closep(&t->shim_pidfd);
+	t->shim_pidfd = -1;
+	snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+	if (launch_read_exit_file(path, &ex) == 0) {
+		t->exit = ex;
+		t->have_exit = true;
+	} else {
+		t->status = ACCT_EXIT_LOST;
+		free(t->exit_message);
+		t->exit_message = strdup("the task's supervisor ended without reporting");
+		a->stats.tasks_lost++;
+	}
+	task_main_exited(a, t);
+}
+
+int task_signal(struct agent *a, struct task *t, int sig)
+{
+	(void)a;
+	if (t->state != TASK_RUNNING || !t->cg)
+		return -ESRCH;
+	return cg_task_kill(t->cg, sig);
+}
+
+static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status why, uint64_t now,
+		       uint64_t limit, uint64_t observed)
+{
+	struct acct_record r;
+	int rr;
+
+	t->limit_reason = why;
+	t->term_sent_mono = now;
+	t->limit_value = limit;
+	t->limit_observed = observed;
+	rr = cg_task_kill(t->cg, SIGTERM);
+	log_notice("task %s: %s reached (limit %llu, observed %llu): SIGTERM sent%s%s", t->id,
+		   acct_exit_status_to_string(why), (unsigned long long)limit,
+		   (unsigned long long)observed, rr < 0 ? ", failed: " : "",
+		   rr < 0 ? strerror(-rr) : "");
+	(void)state_save_task(a, t);
+	/* audit.limit: the action and the values at the time. */
+	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
+	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", acct_exit_status_to_string(why),
+			    "action", "SIGTERM", "limit_value", (json_int_t)limit, "observed",
+			    (json_int_t)observed, "grace_ns", (json_int_t)a->cfg.kill_grace_ns);
+	(void)agent_emit_record(a, &r);
+	acct_record_clear(&r);
+}
+
+void task_tick(struct agent *a, uint64_t now)
+{
+	for (struct task *t = a->tasks, *next; t; t = next) {
+		next = t->next;
+		if (t->state == TASK_ENDING) {
+			if (!t->cg || cg_task_is_empty(t->cg) != 0 ||
+			    now - t->ending_since_mono > ENDING_MAX_NS) {
+				if (t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED)
+					task_finalize(a, t);
+			} else {
+				(void)cg_task_kill(t->cg, SIGKILL);
+			}
+			continue;
+		}
+		if (t->state != TASK_RUNNING)
+			continue;
+		/* memory integral from the cgroup, sampled each tick */
+		if (t->cg) {
+			struct cg_stats st;
+
+			if (cg_task_stats(t->cg, &st) == 0) {
+				t->mem_byte_seconds_cg += (double)st.memory_current *
+							  (double)(now - t->last_mem_sample_mono) / 1e9;
+				t->last_mem_sample_mono = now;
+				if (t->limit_reason == ACCT_EXIT_NONE && t->spec.cpu_time_limit_ns &&
+				    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
+					fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now,
+						   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
+			}
+		}
+		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns &&
+		    now - t->start_mono_ns >= t->spec.time_limit_ns)
+			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,
+				   now - t->start_mono_ns);
+		if (t->limit_reason != ACCT_EXIT_NONE && !t->kill_sent &&
+		    now - t->term_sent_mono >= a->cfg.kill_grace_ns) {
+			log_notice("task %s: still running %.1fs after SIGTERM: SIGKILL", t->id,
+				   (double)a->cfg.kill_grace_ns / 1e9);
+			(void)cg_task_kill(t->cg, SIGKILL);
+			t->kill_sent = true;
+		}
+		if (now >= t->next_sample_mono) {
+			t->next_sample_mono = now + a->cfg.sample_interval_ns;
+			task_collect_usage(a, t);
+			emit(a, t, ACCT_TASK_SAMPLE);
+		}
+	}
+}
+
+json_t *task_record_json(struct agent *a, struct task *t)
+{
+	struct acct_record r;
+	json_t *j = NULL;
+
+	if (t->state == TASK_ENDED && t->final_record)
+		return json_incref(t->final_record);
+	if (t->state != TASK_ENDED)
+		task_collect_usage(a, t);
+	task_fill_record(a, t, t->state == TASK_ENDED ? ACCT_TASK_END : ACCT_TASK_SAMPLE, &r);
+	snprintf(r.record_id, sizeof(r.record_id), "%s/snapshot", t->id);
+	if (acct_record_to_json(&r, &j) < 0)
+		j = NULL;
+	acct_record_clear(&r);
+	if (j) {
+		json_object_set_new(j, "state",
+				    json_string(t->state == TASK_RUNNING  ? "running"
+						: t->state == TASK_ENDING ? "ending"
+									  : "ended"));
+		json_object_set_new(j, "pid", json_integer(t->pid));
+	}
+	return j;
+}

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+/* Loader for bpf/cuda.bpf.c: open -> size maps -> load -> attach raw_tp + uprobes. */
+#include "bpf/cuda.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/cuda_types.h"
+#include "common/macro.h"
+#include "cuda.skel.h"
+
+#define CUDA_LINKS_MAX 64
+
+struct cuda_meter {
+	struct cuda_bpf *skel;
+	struct bpf_link *links[CUDA_LINKS_MAX];
+	unsigned n_links;
+	unsigned n_probes;
+};
+
+void cuda_free(struct cuda_meter *c)
+{
+	if (!c)
+		return;
+	for (unsigned i = 0; i < c->n_links; i++)
+		bpf_link__destroy(c->links[i]);
+	cuda_bpf__destroy(c->skel);
+	free(c);
+}
+
+static int add_link(struct cuda_meter *c, struct bpf_link *l)
+{
+	if (!l)
+		return errno ? -errno : -EINVAL;
+	if (c->n_links >= CUDA_LINKS_MAX) {
+		bpf_link__destroy(l);
+		return -E2BIG;
+	}
+	c->links[c->n_links++] = l;
+	return 0;
+}
+
+int cuda_open(const struct cuda_opts *opts, struct cuda_meter **ret)
+{
+	struct cuda_opts o = opts ? *opts : (struct cuda_opts){};
+	struct cuda_meter *c;
+	int r;
+
+	if (!o.max_tasks)
+		o.max_tasks = 1024;
+	if (!o.max_pids)
+		o.max_pids = o.max_tasks * 64;
+	if (!o.max_allocs)
+		o.max_allocs = 262144;
+	if (o.max_tasks > 65536 || o.max_pids > 4194304 || o.max_allocs > 4194304)
+		return -ERANGE;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->skel = cuda_bpf__open();
+	if (!c->skel) {
+		r = errno ? -errno : -EINVAL;
+		goto out_free;
+	}
+	if ((r = bpf_map__set_max_entries(c->skel->maps.tasks, o.max_tasks)) < 0 ||
+	    (r = bpf_map__set_max_entries(c->skel->maps.procs, o.max_pids)) < 0 ||
+	    (r = bpf_map__set_max_entries(c->skel->maps.allocs, o.max_allocs)) < 0)
+		goto out_free;
+	r = cuda_bpf__load(c->skel);
+	if (r < 0)
+		goto out_free;
+	r = add_link(c, bpf_program__attach(c->skel->progs.cuda_fork));
+	if (r >= 0)
+		r = add_link(c, bpf_program__attach(c->skel->progs.cuda_exit));
+	if (r < 0)
+		goto out_free;
+	*ret = c;
+	return 0;
+
+out_free:
+	cuda_free(c);
+	return r;
+}
+
+struct probe {
+	const char *func;
+	bool ret;
+	bool required;
+};
+
+static struct bpf_program *probe_prog(struct cuda_bpf *s, const char *func, bool ret)
+{
+	if (ret)
+		return s->progs.mem_alloc_ret;
+	if (strcmp(func, "cuMemAllocPitch_v2") == 0)
+		return s->progs.mem_alloc_pitch;
+	if (strncmp(func, "cuMemAlloc", 10) == 0)
+		return s->progs.mem_alloc;
+	if (strncmp(func, "cuMemFree", 9) == 0)
+		return s->progs.mem_free;
+	if (strcmp(func, "cuLaunchKernel") == 0)
+		return s->progs.launch_kernel;
+	if (strncmp(func, "cuMemcpyHtoD", 12) == 0)
+		return s->progs.memcpy_htod;
+	return s->progs.memcpy_dtoh;
+}
+
+int cuda_attach_library(struct cuda_meter *c, const char *path)
+{
+	static const struct probe probes[] = {
+		{ "cuMemAlloc_v2", false, true },      { "cuMemAlloc_v2", true, true },
+		{ "cuMemFree_v2", false, true },       { "cuLaunchKernel", false, true },
+		{ "cuMemAllocManaged", false, false }, { "cuMemAllocManaged", true, false },
+		{ "cuMemAllocPitch_v2", false, false }, { "cuMemAllocPitch_v2", true, false },
+		{ "cuMemAllocAsync", false, false },   { "cuMemAllocAsync", true, false },
+		{ "cuMemFreeAsync", false, false },    { "cuMemcpyHtoD_v2", false, false },
+		{ "cuMemcpyDtoH_v2", false, false },   { "cuMemcpyHtoDAsync_v2", false, false },
+		{ "cuMemcpyDtoHAsync_v2", false, false },
+	};
+	unsigned first = c->n_links, attached = 0;
+	int r;
+
+	if (!path || access(path, R_OK) < 0)
+		return -ENOENT;
+	for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = probes[i].func,
+			    .retprobe = probes[i].ret);
+		struct bpf_link *l;
+
+		l = bpf_program__attach_uprobe_opts(probe_prog(c->skel, probes[i].func,
+								probes[i].ret),
+						    -1, path, 0, &uo);
+		if (!l) {
+			r = errno ? -errno : -ENOENT;
+			if (!probes[i].required)
+				continue;
+			goto out_detach;
+		}
+		r = add_link(c, l);
+		if (r < 0)
+			goto out_detach;
+		attached++;
+	}
+	c->n_probes += attached;
+	return (int)attached;
+
+out_detach:
+	while (c->n_links > first)
+		bpf_link__destroy(c->links[--c->n_links]);
+	return r;
+}
+
+int cuda_find_library(char *buf, size_t len)
+{
+	struct link_map *lm = NULL;
+	void *h;
+	int r = 0;
+
+	h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (!h)
+		return -ENOENT;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) < 0 || !lm || !lm->l_name || !*lm->l_name)
+		r = -ENOENT;
+	else if ((size_t)snprintf(buf, len, "%s", lm->l_name) >= len)
+		r = -ENAMETOOLONG;
+	dlclose(h);
+	return r;
+}
+
+int cuda_track(struct cuda_meter *c, uint64_t task_key, pid_t tgid, uint64_t limit)
+{
+	struct cuda_task t = { .limit_bytes = limit };
+	struct cuda_proc p = { .task_key = task_key };
+	__u32 pid = (__u32)tgid;
+	int tasks_fd = bpf_map__fd(c->skel->maps.tasks);
+	int procs_fd = bpf_map__fd(c->skel->maps.procs);
+
+	if (tgid <= 0)
+		return -EINVAL;
+	if (bpf_map_update_elem(tasks_fd, &task_key, &t, BPF_NOEXIST) < 0 && errno != EEXIST)
+		return -errno;
+	if (bpf_map_update_elem(procs_fd, &pid, &p, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int cuda_read(struct cuda_meter *c, uint64_t task_key, struct cuda_usage *ret)
+{
+	struct cuda_task t;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.tasks), &task_key, &t) < 0)
+		return -errno;
+	*ret = (struct cuda_usage){
+		.limit_bytes = t.limit_bytes,
+		.current_bytes = t.tracked_bytes > 0 ? (uint64_t)t.tracked_bytes : 0,
+		.peak_bytes = t.peak_bytes,
+		.alloc_bytes = t.alloc_bytes,
+		.alloc_calls = t.alloc_calls,
+		.free_bytes = t.free_bytes,
+		.free_calls = t.free_calls,
+		.launches = t.launches,
+		.memcpy_htod_bytes = t.htod_bytes,
+		.memcpy_dtoh_bytes = t.dtoh_bytes,
+		.untracked = t.untracked,
+		.limit_fired = t.limit_fired > 0,
+		.killed_tgid = t.killed_tgid,
+		.killed_request_bytes = t.killed_request_bytes,
+	};
+	return 0;
+}
+
+/*
+ * Delete every entry of a hash map whose value's first __u64 is task_key. Keys are collected
+ * first and deleted after the walk: deleting during get_next_key restarts the walk.
+ */
+static int forget_in(int fd, size_t key_size, size_t value_size, uint64_t task_key)
+{
+	_cleanup_free_ unsigned char *keys = NULL;
+	unsigned char key[32], next[32], value[64];
+	size_t n = 0, cap = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, key_size);
+		prev = key;
+		if (bpf_map_lookup_elem(fd, key, value) < 0)
+			continue;
+		if (memcmp(value, &task_key, sizeof(task_key)) != 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			unsigned char *nk = realloc(keys, ncap * key_size);
+			if (!nk)
+				return -ENOMEM;
+			keys = nk;
+			cap = ncap;
+		}
+		memcpy(keys + n * key_size, key, key_size);
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, keys + i * key_size);
+	(void)value_size;
+	return 0;
+}
+
+int cuda_forget(struct cuda_meter *c, uint64_t task_key)
+{
+	int r;
+
+	_Static_assert(sizeof(struct cuda_alloc_key) <= 32 && sizeof(struct cuda_alloc) <= 64 &&
+			       sizeof(struct cuda_proc) <= 64,
+		       "forget_in buffers");
+	r = forget_in(bpf_map__fd(c->skel->maps.procs), sizeof(__u32), sizeof(struct cuda_proc),
+		      task_key);
+	if (r >= 0)
+		r = forget_in(bpf_map__fd(c->skel->maps.allocs), sizeof(struct cuda_alloc_key),
+			      sizeof(struct cuda_alloc), task_key);
+	if (bpf_map_delete_elem(bpf_map__fd(c->skel->maps.tasks), &task_key) < 0 &&
+	    errno != ENOENT && r >= 0)
+		r = -errno;
+	return r;
+}
+
+unsigned cuda_probes_attached(const struct cuda_meter *c)
+{
+	return c->n_probes;
+}

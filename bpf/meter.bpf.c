@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Per-task metering, kernel side. See docs/metering.md.
+ *
+ * Every tracepoint program exists twice: a tp_btf variant and a raw_tp variant with the same
+ * body. The loader keeps one set (bpf_program__set_autoload) after a load probe. Bodies read
+ * kernel memory with BPF_CORE_READ only, so they are valid in both program types.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "bpf/meter_types.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define PF_EXITING 0x00000004
+#define SIGNAL_GROUP_EXIT 0x00000004
+#define REQ_OP_MASK 0xff
+#define E2BIG 7
+
+/* Map sizes are placeholders: the loader sets them from meter_opts before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct meter_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct meter_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 131072);
+	__type(key, __u32);
+	__type(value, struct meter_thread);
+} threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct meter_mm);
+} mms SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct meter_net);
+} net SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+const volatile __u64 page_size = 4096;
+
+/* Read by user space through the mmaped .bss. */
+__u64 ringbuf_drops;
+__u64 map_full;
+
+static __always_inline struct meter_task *task_of_current(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct meter_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!p)
+		return NULL;
+	return bpf_map_lookup_elem(&tasks, &p->task_key);
+}
+
+/* ---- CPU ---------------------------------------------------------------------------------- */
+
+/*
+ * Account what thread tsk ran since it was last accounted: the delta of se.sum_exec_runtime,
+ * which update_curr() has brought up to date before trace_sched_switch. These are the very
+ * deltas the scheduler charges to cpuacct / cpu.stat, so a missed event loses nothing: the
+ * next one catches up. utime/stime deltas (tick-sampled) only feed the user/system ratio.
+ */
+static __always_inline void slice_end(struct meter_thread *th, struct task_struct *tsk)
+{
+	__u64 se = BPF_CORE_READ(tsk, se.sum_exec_runtime), ut, st;
+	struct meter_task *t;
+
+	t = bpf_map_lookup_elem(&tasks, &th->task_key);
+	if (!t)
+		return;
+	if (se > th->sum_exec)
+		__sync_fetch_and_add(&t->cpu_ns, se - th->sum_exec);
+	th->sum_exec = se;
+	ut = BPF_CORE_READ(tsk, utime);
+	st = BPF_CORE_READ(tsk, stime);
+	if (ut > th->utime)
+		__sync_fetch_and_add(&t->utime_ticks_ns, ut - th->utime);
+	if (st > th->stime)
+		__sync_fetch_and_add(&t->stime_ticks_ns, st - th->stime);
+	th->utime = ut;
+	th->stime = st;
+}
+
+static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
+{
+	struct meter_thread *th;
+	struct meter_proc *p;
+	__u32 tid, tgid;
+
+	tid = BPF_CORE_READ(prev, pid);
+	th = bpf_map_lookup_elem(&threads, &tid);
+	if (th) {
+		slice_end(th, prev);
+		/* The thread's last switch-out: exit_state is set by exit_notify(). */
+		if (BPF_CORE_READ(prev, exit_state) ||
+		    !bpf_map_lookup_elem(&tasks, &th->task_key))
+			bpf_map_delete_elem(&threads, &tid);
+	}
+
+	tgid = BPF_CORE_READ(next, tgid);
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return;
+	tid = BPF_CORE_READ(next, pid);
+	th = bpf_map_lookup_elem(&threads, &tid);
+	if (th && th->task_key == p->task_key)
+		return;
+	/* First run of the thread since it is tracked: start from its current totals. */
+	struct meter_thread nt = {
+		.task_key = p->task_key,
+		.sum_exec = BPF_CORE_READ(next, se.sum_exec_runtime),
+		.utime = BPF_CORE_READ(next, utime),
+		.stime = BPF_CORE_READ(next, stime),
+	};
+	if (bpf_map_update_elem(&threads, &tid, &nt, BPF_ANY) == -E2BIG)
+		__sync_fetch_and_add(&map_full, 1);
+}
+
+/* ---- process lifetime --------------------------------------------------------------------- */
+
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid, cpid, ctgid;
+	struct meter_proc *p, np = {};
+	struct meter_task *t;
+
+	cpid = BPF_CORE_READ(child, pid);
+	ctgid = BPF_CORE_READ(child, tgid);
+	if (cpid != ctgid)
+		return; /* a new thread: picked up at its first switch-in */
+	ptgid = BPF_CORE_READ(parent, tgid);
+	p = bpf_map_lookup_elem(&procs, &ptgid);
+	if (!p)
+		return;
+	np.task_key = p->task_key;
+	t = bpf_map_lookup_elem(&tasks, &np.task_key);
+	if (!t)
+		return;
+	/* The tracepoint fires before the child is first woken: it cannot have exited yet. */
+	if (bpf_map_update_elem(&procs, &cpid, &np, BPF_NOEXIST)) {
+		__sync_fetch_and_add(&map_full, 1);
+		return;
+	}
+	__sync_fetch_and_add(&t->procs_alive, 1);
+	__sync_fetch_and_add(&t->forks, 1);
+}
+
+static __always_inline int exit_status(struct task_struct *p)
+{
+	unsigned int flags = BPF_CORE_READ(p, signal, flags);
+
+	if (flags & SIGNAL_GROUP_EXIT)
+		return BPF_CORE_READ(p, signal, group_exit_code);
+	return BPF_CORE_READ(p, exit_code);
+}
+
+static __always_inline __s64 mm_sum(struct meter_mm *e)
+{
+	return e->pages[0] + e->pages[1] + e->pages[3];
+}
+
+static __always_inline void on_exit(struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	struct meter_bpf_event *ev;
+	struct meter_thread *th;
+	struct meter_proc *proc;
+	struct meter_task *t;
+	struct meter_mm *e;
+	__u64 key, mm;
+	int code;
+
+	proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc)
+		return;
+	key = proc->task_key;
+	mm = proc->mm;
+
+	/* Account the exiting thread up to now; its last switch-out adds the remainder. */
+	th = bpf_map_lookup_elem(&threads, &tid);
+	if (th)
+		slice_end(th, p);
+
+	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return;
+
+	if (mm) {
+		e = bpf_map_lookup_elem(&mms, &mm);
+		if (e && mm_sum(e) == 0)
+			bpf_map_delete_elem(&mms, &mm);
+	}
+	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
+	if (bpf_map_delete_elem(&procs, &tgid))
+		return;
+	t = bpf_map_lookup_elem(&tasks, &key);
+	if (!t)
+		return;
+	code = exit_status(p);
+	if (t->root_tgid == tgid) {
+		t->root_exit_code = code;
+		t->root_exited = 1;
+	}
+	if (__sync_fetch_and_add(&t->procs_alive, -1) != 1)
+		return;
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		__sync_fetch_and_add(&ringbuf_drops, 1);
+		return;
+	}
+	ev->type = METER_BPF_EV_EXIT;
+	ev->pid = tgid;
+	ev->task_key = key;
+	ev->exit_code = t->root_exited ? (int)t->root_exit_code : code;
+	ev->_pad = 0;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+static __always_inline __s64 read_rss_pages(struct mm_struct *mm, int member)
+{
+	switch (member) {
+	case 0:
+		return BPF_CORE_READ(mm, rss_stat[0].count);
+	case 1:
+		return BPF_CORE_READ(mm, rss_stat[1].count);
+	case 3:
+		return BPF_CORE_READ(mm, rss_stat[3].count);
+	}
+	return 0;
+}
+
+static __always_inline void mem_integrate(struct meter_task *t, __u64 now)
+{
+	__u64 prev = __sync_lock_test_and_set(&t->mem_ts, now);
+	__s64 cur = t->rss_bytes;
+	__u64 x, v;
+
+	if (!prev || now <= prev || cur <= 0)
+		return;
+	x = ((__u64)cur >> 10) * ((now - prev) / 1000);
+	if (!x)
+		return;
+	v = __sync_fetch_and_add(&t->mem_kib_us, x) + x;
+	/* Carry whole KiB*s so that the KiB*us accumulator never overflows. */
+	if (v >= 1000000000000ULL &&
+	    __sync_val_compare_and_swap(&t->mem_kib_us, v, v % 1000000) == v)
+		__sync_fetch_and_add(&t->mem_kib_s, v / 1000000);
+}
+
+static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	__u64 mmkey = (__u64)mm, now, peak;
+	struct meter_proc *proc = NULL;
+	struct meter_task *t;
+	struct meter_mm *e;
+	__s64 pages, old, delta, sum;
+	bool curr;
+	__u32 tgid;
+
+	if (member != 0 && member != 1 && member != 3)
+		return; /* MM_SWAPENTS is not resident */
+	curr = (__u64)BPF_CORE_READ(cur, mm) == mmkey;
+	e = bpf_map_lookup_elem(&mms, &mmkey);
+	if (!e || curr) {
+		if (!curr)
+			return;
+		tgid = bpf_get_current_pid_tgid() >> 32;
+		proc = bpf_map_lookup_elem(&procs, &tgid);
+		if (!proc) {
+			/* A freed mm of a tracked process, reused by an untracked one. */
+			if (e)
+				bpf_map_delete_elem(&mms, &mmkey);
+			return;
+		}
+		if (!e) {
+			struct meter_mm ne = { .task_key = proc->task_key };
+
+			if (bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST) == -E2BIG)
+				__sync_fetch_and_add(&map_full, 1);
+			e = bpf_map_lookup_elem(&mms, &mmkey);
+			if (!e)
+				return;
+		}
+		if (proc->mm != mmkey) {
+			/* exec: the old mm is torn down by now; drop its entry if it is empty. */
+			__u64 oldmm = proc->mm;
+			struct meter_mm *oe = oldmm ? bpf_map_lookup_elem(&mms, &oldmm) : NULL;
+
+			if (oe && mm_sum(oe) == 0)
+				bpf_map_delete_elem(&mms, &oldmm);
+			proc->mm = mmkey;
+		}
+	}
+	t = bpf_map_lookup_elem(&tasks, &e->task_key);
+	if (!t)
+		return;
+	pages = read_rss_pages(mm, member);
+	if (pages < 0)
+		pages = 0;
+	switch (member) {
+	case 0:
+		old = __sync_lock_test_and_set(&e->pages[0], pages);
+		break;
+	case 1:
+		old = __sync_lock_test_and_set(&e->pages[1], pages);
+		break;
+	default:
+		old = __sync_lock_test_and_set(&e->pages[3], pages);
+		break;
+	}
+	delta = (pages - old) * (__s64)page_size;
+	if (!delta)
+		return;
+	now = bpf_ktime_get_ns();
+	mem_integrate(t, now);
+	sum = __sync_fetch_and_add(&t->rss_bytes, delta) + delta;
+	if (sum <= 0)
+		return;
+	for (int i = 0; i < 8; i++) {
+		peak = t->rss_peak_bytes;
+		if ((__u64)sum <= peak)
+			break;
+		if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) == peak)
+			break;
+	}
+}
+
+/* ---- IO ----------------------------------------------------------------------------------- */
+
+#if defined(__TARGET_ARCH_x86)
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+enum {
+	NR_read = 0, NR_write = 1, NR_pread64 = 17, NR_pwrite64 = 18, NR_readv = 19,
+	NR_writev = 20, NR_sendfile = 40, NR_preadv = 295, NR_pwritev = 296,
+	NR_copy_file_range = 326, NR_preadv2 = 327, NR_pwritev2 = 328,
+};
+#elif defined(__TARGET_ARCH_arm64)
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+enum {
+	NR_read = 63, NR_write = 64, NR_pread64 = 67, NR_pwrite64 = 68, NR_readv = 65,
+	NR_writev = 66, NR_sendfile = 71, NR_preadv = 69, NR_pwritev = 70,
+	NR_copy_file_range = 285, NR_preadv2 = 286, NR_pwritev2 = 287,
+};
+#else
+#error "meter.bpf.c: syscall numbers for this architecture are missing"
+#endif
+
+/* Mirrors the kernel's rchar/wchar accounting (add_rchar/add_wchar callers). */
+static __always_inline void on_sys_exit(struct pt_regs *regs, long ret)
+{
+	struct meter_task *t;
+	int rd = 0, wr = 0;
+	long nr;
+
+	if (ret <= 0)
+		return;
+	nr = SYSCALL_NR(regs);
+	switch (nr) {
+	case NR_read:
+	case NR_pread64:
+	case NR_readv:
+	case NR_preadv:
+	case NR_preadv2:
+		rd = 1;
+		break;
+	case NR_write:
+	case NR_pwrite64:
+	case NR_writev:
+	case NR_pwritev:
+	case NR_pwritev2:
+		wr = 1;
+		break;
+	case NR_sendfile:
+	case NR_copy_file_range:
+		rd = wr = 1;
+		break;
+	default:
+		return;
+	}
+	t = task_of_current();
+	if (!t)
+		return;
+	if (rd)
+		__sync_fetch_and_add(&t->io_read_bytes, ret);
+	if (wr)
+		__sync_fetch_and_add(&t->io_write_bytes, ret);
+}
+
+static __always_inline void on_rq_issue(struct request *rq)
+{
+	struct meter_task *t = task_of_current();
+	__u32 len, op;
+
+	if (!t)
+		return;
+	len = BPF_CORE_READ(rq, __data_len);
+	op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	if (op == 0)
+		__sync_fetch_and_add(&t->blk_read_bytes, len);
+	else if (op == 1)
+		__sync_fetch_and_add(&t->blk_write_bytes, len);
+}
+
+/* ---- program variants --------------------------------------------------------------------- */
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_switch(prev, next);
+	return 0;
+}
+SEC("raw_tp/sched_switch")
+int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	on_switch(prev, next);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(btf_sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+	on_fork(parent, child);
+	return 0;
+}
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(raw_sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+	on_fork(parent, child);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(btf_sched_exit, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(raw_sched_exit, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("tp_btf/rss_stat")
+int BPF_PROG(btf_rss_stat, struct mm_struct *mm, int member)
+{
+	on_rss_stat(mm, member);
+	return 0;
+}
+SEC("raw_tp/rss_stat")
+int BPF_PROG(raw_rss_stat, struct mm_struct *mm, int member)
+{
+	on_rss_stat(mm, member);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(btf_sys_exit, struct pt_regs *regs, long ret)
+{
+	on_sys_exit(regs, ret);
+	return 0;
+}
+SEC("raw_tp/sys_exit")
+int BPF_PROG(raw_sys_exit, struct pt_regs *regs, long ret)
+{
+	on_sys_exit(regs, ret);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(btf_rq_issue, struct request *rq)
+{
+	on_rq_issue(rq);
+	return 0;
+}
+SEC("raw_tp/block_rq_issue")
+int BPF_PROG(raw_rq_issue, struct request *rq)
+{
+	on_rq_issue(rq);
+	return 0;
+}
+
+/* ---- network ------------------------------------------------------------------------------ */
+
+SEC("cgroup_skb/ingress")
+int meter_ingress(struct __sk_buff *skb)
+{
+	__u64 id = bpf_skb_cgroup_id(skb);
+	struct meter_net *n = bpf_map_lookup_elem(&net, &id);
+
+	if (n) {
+		__sync_fetch_and_add(&n->rx_bytes, skb->len);
+		__sync_fetch_and_add(&n->rx_packets, 1);
+	}
+	return 1;
+}
+
+SEC("cgroup_skb/egress")
+int meter_egress(struct __sk_buff *skb)
+{
+	__u64 id = bpf_skb_cgroup_id(skb);
+	struct meter_net *n = bpf_map_lookup_elem(&net, &id);
+
+	if (n) {
+		__sync_fetch_and_add(&n->tx_bytes, skb->len);
+		__sync_fetch_and_add(&n->tx_packets, 1);
+	}
+	return 1;
+}

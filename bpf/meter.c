@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Loader of bpf/meter.bpf.c (generated skeleton meter.skel.h). Lifecycle: open, size maps from
+ * meter_opts, choose program variants (tp_btf first, raw_tp when tp_btf cannot be loaded or
+ * attached), load, attach. Every failure path destroys the skeleton. See docs/metering.md.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/meter.h"
+#include "bpf/meter_types.h"
+#include "common/macro.h"
+#include "meter.skel.h"
+
+#define METER_DEFAULT_TASKS 1024u
+#define METER_MAX_TASKS (1u << 20)
+#define METER_MAX_PIDS (1u << 22)
+
+struct tracked {
+	uint64_t key;
+	uint64_t cgroup_id;
+	struct bpf_link *ingress, *egress;
+	bool used;
+};
+
+struct meter {
+	struct meter_bpf *skel;
+	struct ring_buffer *rb;
+	const char *mode;
+	struct tracked *tasks;
+	uint32_t max_tasks, max_pids, ntracked;
+	meter_event_fn fn; /* set during meter_poll only */
+	void *userdata;
+};
+
+static int silent_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static int debug_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return vfprintf(stderr, fmt, ap);
+}
+#pragma GCC diagnostic pop
+
+/* Library code stays silent; CORRAL_BPF_DEBUG=1 shows libbpf's messages (verifier logs). */
+static void setup_print(void)
+{
+	const char *e = getenv("CORRAL_BPF_DEBUG");
+
+	libbpf_set_print(e && *e && strcmp(e, "0") ? debug_print : silent_print);
+}
+
+static void set_variant(struct meter_bpf *s, bool btf)
+{
+	struct bpf_program *b[] = { s->progs.btf_sched_switch, s->progs.btf_sched_fork,
+				    s->progs.btf_sched_exit,   s->progs.btf_rss_stat,
+				    s->progs.btf_sys_exit,     s->progs.btf_rq_issue };
+	struct bpf_program *r[] = { s->progs.raw_sched_switch, s->progs.raw_sched_fork,
+				    s->progs.raw_sched_exit,   s->progs.raw_rss_stat,
+				    s->progs.raw_sys_exit,     s->progs.raw_rq_issue };
+
+	for (size_t i = 0; i < ARRAY_SIZE(b); i++) {
+		bpf_program__set_autoload(b[i], btf);
+		bpf_program__set_autoload(r[i], !btf);
+	}
+}
+
+/* Opens, sizes, loads and attaches one variant. On failure nothing is left behind. */
+static int load_variant(struct meter *m, bool btf, struct meter_bpf **ret)
+{
+	struct meter_bpf *s;
+	long ps = sysconf(_SC_PAGESIZE);
+	int r;
+
+	s = meter_bpf__open();
+	if (!s)
+		return errno ? -errno : -ENOMEM;
+	r = bpf_map__set_max_entries(s->maps.tasks, m->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.net, m->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.procs, m->max_pids);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.mms, m->max_pids);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.threads, m->max_pids * 2);
+	if (r)
+		goto out_destroy;
+	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;
+	set_variant(s, btf);
+	r = meter_bpf__load(s);
+	if (r)
+		goto out_destroy;
+	r = meter_bpf__attach(s);
+	if (r)
+		goto out_destroy;
+	*ret = s;
+	return 0;
+
+out_destroy:
+	meter_bpf__destroy(s);
+	return r < 0 ? r : -EINVAL;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct meter *m = ctx;
+	const struct meter_bpf_event *e = data;
+	struct meter_event ev = {};
+
+	if (size < sizeof(*e) || !m->fn)
+		return 0;
+	if (e->type != METER_BPF_EV_EXIT)
+		return 0;
+	ev.type = METER_EV_EXIT;
+	ev.task_key = e->task_key;
+	ev.pid = e->pid;
+	ev.exit_code = e->exit_code;
+	m->fn(&ev, m->userdata);
+	return 0;
+}
+
+int meter_open(const struct meter_opts *opts, struct meter **ret)
+{
+	struct meter *m;
+	int r;
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->max_tasks = opts && opts->max_tasks ? opts->max_tasks : METER_DEFAULT_TASKS;
+	if (m->max_tasks > METER_MAX_TASKS) {
+		r = -EINVAL;
+		goto out_free;
+	}
+	if (opts && opts->max_pids)
+		m->max_pids = opts->max_pids;
+	else
+		m->max_pids = m->max_tasks * 64;
+	if (m->max_pids > METER_MAX_PIDS || m->max_pids < m->max_tasks) {
+		r = -EINVAL;
+		goto out_free;
+	}
+	m->tasks = calloc(m->max_tasks, sizeof(*m->tasks));
+	if (!m->tasks) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	setup_print();
+
+	r = -EOPNOTSUPP;
+	if (!opts || !opts->force_raw_tp) {
+		r = load_variant(m, true, &m->skel);
+		if (!r)
+			m->mode = "tp_btf";
+	}
+	if (r) {
+		r = load_variant(m, false, &m->skel);
+		if (r)
+			goto out_free_tasks;
+		m->mode = "raw_tp";
+	}
+	m->rb = ring_buffer__new(bpf_map__fd(m->skel->maps.events), on_event, m, NULL);
+	if (!m->rb) {
+		r = errno ? -errno : -ENOMEM;
+		goto out_destroy;
+	}
+	*ret = m;
+	return 0;
+
+out_destroy:
+	meter_bpf__destroy(m->skel);
+out_free_tasks:
+	free(m->tasks);
+out_free:
+	free(m);
+	return r;
+}
+
+void meter_free(struct meter *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; i < m->max_tasks; i++) {
+		bpf_link__destroy(m->tasks[i].ingress);
+		bpf_link__destroy(m->tasks[i].egress);
+	}
+	ring_buffer__free(m->rb);
+	meter_bpf__destroy(m->skel);
+	free(m->tasks);
+	free(m);
+}
+
+const char *meter_attach_mode(const struct meter *m)
+{
+	return m->mode;
+}
+
+int meter_fd(const struct meter *m)
+{
+	return ring_buffer__epoll_fd(m->rb);
+}
+
+int meter_poll(struct meter *m, meter_event_fn fn, void *userdata)
+{
+	int r;
+
+	m->fn = fn;
+	m->userdata = userdata;
+	r = ring_buffer__consume(m->rb);
+	m->fn = NULL;
+	m->userdata = NULL;
+	return r < 0 ? r : 0;
+}
+
+static struct tracked *find_tracked(struct meter *m, uint64_t key)
+{
+	for (uint32_t i = 0; i < m->max_tasks; i++)
+		if (m->tasks[i].used && m->tasks[i].key == key)
+			return &m->tasks[i];
+	return NULL;
+}
+
+/* The cgroup id of a cgroup2 directory is its kernfs node id: the file handle's 8 bytes. */
+static int cgroup_id_of(int fd, uint64_t *ret)
+{
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h = { .fh.handle_bytes = sizeof(uint64_t) };
+	struct stat st;
+	int mount_id;
+
+	if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
+	    h.fh.handle_bytes == sizeof(uint64_t)) {
+		memcpy(ret, h.fh.f_handle, sizeof(uint64_t));
+		return 0;
+	}
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*ret = st.st_ino;
+	return 0;
+}
+
+static int add_proc(struct meter *m, uint64_t key, pid_t tgid)
+{
+	struct meter_proc p = { .task_key = key };
+	uint32_t k = (uint32_t)tgid;
+
+	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.procs), &k, &p, BPF_NOEXIST) < 0)
+		return errno == EEXIST ? -EBUSY : -errno;
+	return 0;
+}
+
+static void detach_net(struct tracked *t)
+{
+	bpf_link__destroy(t->ingress);
+	bpf_link__destroy(t->egress);
+	t->ingress = t->egress = NULL;
+}
+
+int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
+{
+	struct meter_task mt = { .procs_alive = 1, .root_tgid = (uint64_t)tgid,
+				 .root_exit_code = -1 };
+	struct tracked *t = NULL;
+	int tfd = bpf_map__fd(m->skel->maps.tasks), r;
+
+	if (tgid <= 0)
+		return -EINVAL;
+	if (find_tracked(m, task_key))
+		return -EEXIST;
+	for (uint32_t i = 0; i < m->max_tasks; i++)
+		if (!m->tasks[i].used) {
+			t = &m->tasks[i];
+			break;
+		}
+	if (!t)
+		return -ENOSPC;
+	*t = (struct tracked){ .key = task_key };
+
+	if (cgroup_fd >= 0) {
+		struct meter_net zero = {};
+
+		r = cgroup_id_of(cgroup_fd, &t->cgroup_id);
+		if (r < 0)
+			return r;
+		if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id, &zero,
+					BPF_NOEXIST) < 0)
+			return errno == EEXIST ? -EBUSY : -errno;
+		t->ingress = bpf_program__attach_cgroup(m->skel->progs.meter_ingress, cgroup_fd);
+		if (!t->ingress) {
+			r = -errno;
+			goto out_net;
+		}
+		t->egress = bpf_program__attach_cgroup(m->skel->progs.meter_egress, cgroup_fd);
+		if (!t->egress) {
+			r = -errno;
+			goto out_detach;
+		}
+	}
+	if (bpf_map_update_elem(tfd, &task_key, &mt, BPF_NOEXIST) < 0) {
+		r = errno == E2BIG ? -ENOSPC : -errno;
+		goto out_detach;
+	}
+	r = add_proc(m, task_key, tgid);
+	if (r < 0)
+		goto out_task;
+	t->used = true;
+	m->ntracked++;
+	return 0;
+
+out_task:
+	bpf_map_delete_elem(tfd, &task_key);
+out_detach:
+	detach_net(t);
+out_net:
+	if (cgroup_fd >= 0)
+		bpf_map_delete_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id);
+	*t = (struct tracked){};
+	return r;
+}
+
+int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid)
+{
+	int tfd = bpf_map__fd(m->skel->maps.tasks), r;
+	struct meter_task mt;
+
+	if (tgid <= 0)
+		return -EINVAL;
+	if (!find_tracked(m, task_key))
+		return -ENOENT;
+	if (bpf_map_lookup_elem(tfd, &task_key, &mt) < 0)
+		return -errno;
+	r = add_proc(m, task_key, tgid);
+	if (r < 0)
+		return r;
+	/*
+	 * Read-modify-write of the whole value: counters that BPF adds between the lookup and the
+	 * update are lost. Only used when re-adopting (usage restarts from zero anyway).
+	 */
+	mt.procs_alive++;
+	if (bpf_map_update_elem(tfd, &task_key, &mt, BPF_EXIST) < 0) {
+		uint32_t k = (uint32_t)tgid;
+
+		r = -errno;
+		bpf_map_delete_elem(bpf_map__fd(m->skel->maps.procs), &k);
+		return r;
+	}
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
+{
+	struct tracked *t = find_tracked(m, task_key);
+	struct meter_usage u = {};
+	struct meter_task mt;
+	double kib_s;
+
+	if (!t)
+		return -ENOENT;
+	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.tasks), &task_key, &mt) < 0)
+		return -errno;
+
+	u.cpu_ns = mt.cpu_ns;
+	u.cpu_ticks_user_ns = mt.utime_ticks_ns;
+	u.cpu_ticks_system_ns = mt.stime_ticks_ns;
+	if (mt.utime_ticks_ns + mt.stime_ticks_ns > 0) {
+		long double f = (long double)mt.utime_ticks_ns /
+				(long double)(mt.utime_ticks_ns + mt.stime_ticks_ns);
+
+		u.cpu_user_ns = (uint64_t)(f * (long double)mt.cpu_ns);
+		if (u.cpu_user_ns > mt.cpu_ns)
+			u.cpu_user_ns = mt.cpu_ns;
+		u.cpu_system_ns = mt.cpu_ns - u.cpu_user_ns;
+		u.cpu_split_known = true;
+	} else {
+		u.cpu_user_ns = mt.cpu_ns;
+	}
+	u.rss_current_bytes = mt.rss_bytes > 0 ? (uint64_t)mt.rss_bytes : 0;
+	u.rss_peak_bytes = mt.rss_peak_bytes;
+	kib_s = (double)mt.mem_kib_s + (double)mt.mem_kib_us / 1e6;
+	if (mt.procs_alive > 0 && mt.mem_ts && mt.rss_bytes > 0) {
+		uint64_t now = mono_ns();
+
+		if (now > mt.mem_ts)
+			kib_s += (double)(mt.rss_bytes >> 10) * (double)(now - mt.mem_ts) / 1e9;
+	}
+	u.memory_byte_seconds = kib_s * 1024.0;
+	u.io_read_bytes = mt.io_read_bytes;
+	u.io_write_bytes = mt.io_write_bytes;
+	u.blk_read_bytes = mt.blk_read_bytes;
+	u.blk_write_bytes = mt.blk_write_bytes;
+	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;
+	u.forks = mt.forks;
+	if (t->ingress) {
+		struct meter_net n;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id, &n) == 0) {
+			u.net_rx_bytes = n.rx_bytes;
+			u.net_tx_bytes = n.tx_bytes;
+			u.net_rx_packets = n.rx_packets;
+			u.net_tx_packets = n.tx_packets;
+		}
+		u.net_metered = true;
+	}
+	*ret = u;
+	return 0;
+}
+
+/*
+ * Deletes every entry of map fd whose value starts with task_key (struct meter_proc,
+ * meter_thread and meter_mm all do). Keys are collected first: deleting while iterating a
+ * hash map restarts the iteration.
+ */
+static int delete_by_task(int fd, size_t ksize, size_t vsize, uint64_t task_key, uint32_t max)
+{
+	_cleanup_free_ unsigned char *keys = NULL;
+	unsigned char cur[8], next[8], val[sizeof(struct meter_thread) + sizeof(struct meter_mm)];
+	size_t n = 0, cap = 0;
+	bool first = true;
+
+	if (ksize > sizeof(cur) || vsize > sizeof(val))
+		return -EINVAL;
+	for (uint32_t i = 0; i <= max; i++) {
+		if (bpf_map_get_next_key(fd, first ? NULL : cur, next) < 0)
+			break;
+		first = false;
+		memcpy(cur, next, ksize);
+		if (bpf_map_lookup_elem(fd, cur, val) < 0)
+			continue;
+		if (memcmp(val, &task_key, sizeof(task_key)))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			unsigned char *nk = realloc(keys, nc * ksize);
+
+			if (!nk)
+				return -ENOMEM;
+			keys = nk;
+			cap = nc;
+		}
+		memcpy(keys + n * ksize, cur, ksize);
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, keys + i * ksize);
+	return 0;
+}
+
+int meter_forget(struct meter *m, uint64_t task_key)
+{
+	struct tracked *t = find_tracked(m, task_key);
+	struct meter_bpf *s = m->skel;
+	int r = 0, q;
+
+	if (!t)
+		return -ENOENT;
+	/* Task first: BPF stops accounting; then the entries that point to it. */
+	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
+	q = delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t), sizeof(struct meter_proc),
+			   task_key, m->max_pids);
+	if (q < 0)
+		r = q;
+	q = delete_by_task(bpf_map__fd(s->maps.threads), sizeof(uint32_t),
+			   sizeof(struct meter_thread), task_key, m->max_pids * 2);
+	if (q < 0 && !r)
+		r = q;
+	q = delete_by_task(bpf_map__fd(s->maps.mms), sizeof(uint64_t), sizeof(struct meter_mm),
+			   task_key, m->max_pids);
+	if (q < 0 && !r)
+		r = q;
+	if (t->ingress || t->egress) {
+		detach_net(t);
+		bpf_map_delete_elem(bpf_map__fd(s->maps.net), &t->cgroup_id);
+	}
+	*t = (struct tracked){};
+	m->ntracked--;
+	return r;
+}
+
+uint64_t meter_ringbuf_drops(const struct meter *m)
+{
+	return m->skel->bss->ringbuf_drops;
+}
+
+uint64_t meter_map_full(const struct meter *m)
+{
+	return m->skel->bss->map_full;
+}
+
+uint32_t meter_tasks_tracked(const struct meter *m)
+{
+	return m->ntracked;
+}

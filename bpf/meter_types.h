@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Types shared by bpf/meter.bpf.c and its loader bpf/meter.c. Not a wire format: fixed-width
+ * __u32/__u64 only, one layout for both sides of the same build.
+ */
+#pragma once
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Per-task counters (map "tasks", key: __u64 task_key). Updated with atomics in BPF. */
+struct meter_task {
+	__u64 cpu_ns;        /* on-CPU time: se.sum_exec_runtime deltas at sched_switch */
+	__u64 utime_ticks_ns; /* sum of task->utime deltas seen at switch-out (for the ratio) */
+	__u64 stime_ticks_ns;
+	__s64 rss_bytes;     /* current sum of RSS of all processes of the task */
+	__u64 rss_peak_bytes;
+	__u64 mem_ts;        /* bpf_ktime_get_ns() of the last RSS change */
+	__u64 mem_kib_us;    /* integral of RSS, KiB * us, carried into mem_kib_s */
+	__u64 mem_kib_s;
+	__u64 io_read_bytes;
+	__u64 io_write_bytes;
+	__u64 blk_read_bytes;
+	__u64 blk_write_bytes;
+	__u64 forks;
+	__s64 procs_alive;
+	__u64 root_tgid;     /* first process (meter_track) */
+	__s64 root_exit_code; /* its wait status once it exited, else -1 */
+	__u64 root_exited;
+};
+
+/* Per-process entry (map "procs", key: __u32 tgid). */
+struct meter_proc {
+	__u64 task_key;
+	__u64 mm;            /* last mm seen for this process (rss_stat curr) */
+};
+
+/* Per-thread entry (map "threads", key: __u32 tid). */
+struct meter_thread {
+	__u64 task_key;
+	__u64 sum_exec;      /* task->se.sum_exec_runtime when last accounted */
+	__u64 utime;         /* task->utime / stime at the last switch-out */
+	__u64 stime;
+};
+
+/* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */
+struct meter_mm {
+	__u64 task_key;
+	__s64 pages[4];
+};
+
+/* Per-cgroup network counters (map "net", key: __u64 cgroup id). */
+struct meter_net {
+	__u64 rx_bytes;
+	__u64 rx_packets;
+	__u64 tx_bytes;
+	__u64 tx_packets;
+};
+
+enum {
+	METER_BPF_EV_EXIT = 1,
+};
+
+/* Ring buffer record. */
+struct meter_bpf_event {
+	__u32 type;
+	__u32 pid;
+	__u64 task_key;
+	__s32 exit_code;
+	__u32 _pad;
+};

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * corral-collector: ingest server for accounting records.
+ *   corral-collector serve   [--config FILE] [--listen ADDR:PORT] [--db URI] [--tokens FILE]
+ *                            [--max-body BYTES] [--max-records N]
+ *   corral-collector dump    --db URI [--type T] [--node N] [--task ID] [--limit N]
+ *                            [--format table|json]
+ *   corral-collector migrate --db URI
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+#include <systemd/sd-daemon.h>
+
+#include "collector/server.h"
+#include "collector/store.h"
+#include "collector/tokens.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+#define DEFAULT_DB "sqlite:/var/lib/corral/collector.db"
+#define DEFAULT_TOKENS "/etc/corral/collector.tokens"
+#define STOP_TIMEOUT_MS 30000
+
+struct options {
+	char *config;
+	char *listen;
+	char *db;
+	char *tokens;
+	uint64_t max_body;
+	uint64_t max_records;
+	bool no_rollups;
+	/* dump */
+	const char *type, *node, *task;
+	uint64_t limit;
+	bool json;
+	char err[512];
+};
+
+static void options_free(struct options *o)
+{
+	free(o->config);
+	free(o->listen);
+	free(o->db);
+	free(o->tokens);
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *n = strdup(v);
+
+	if (!n)
+		return -ENOMEM;
+	free(*dst);
+	*dst = n;
+	return 0;
+}
+
+/* inih reports the line of the first handler failure as ini_parse()'s return value. */
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+	struct options *o = user;
+	int r = 0;
+
+	if (strcmp(section, "server") == 0 && strcmp(name, "listen") == 0)
+		r = set_str(&o->listen, value);
+	else if (strcmp(section, "server") == 0 && strcmp(name, "tokens_file") == 0)
+		r = set_str(&o->tokens, value);
+	else if (strcmp(section, "server") == 0 && strcmp(name, "max_body") == 0) {
+		if (parse_size(value, &o->max_body) < 0 || o->max_body == 0) {
+			snprintf(o->err, sizeof(o->err),
+				 "[server] max_body: expected a size (\"16M\"), got '%s'", value);
+			return 0;
+		}
+	} else if (strcmp(section, "server") == 0 && strcmp(name, "max_records") == 0) {
+		if (parse_u64(value, &o->max_records) < 0 || o->max_records == 0 ||
+		    o->max_records > 10000000) {
+			snprintf(o->err, sizeof(o->err),
+				 "[server] max_records: expected 1..10000000, got '%s'", value);
+			return 0;
+		}
+	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
+		r = set_str(&o->db, value);
+	else {
+		snprintf(o->err, sizeof(o->err), "unknown key [%s] %s", section, name);
+		return 0;
+	}
+	return r < 0 ? 0 : 1;
+}
+
+static int load_config(struct options *o, const char *path)
+{
+	int r = ini_parse(path, ini_cb, o);
+
+	if (r == -1) {
+		fprintf(stderr, "corral-collector: --config %s: %m\n", path);
+		return -ENOENT;
+	}
+	if (r != 0) {
+		if (o->err[0])
+			fprintf(stderr, "corral-collector: %s: line %d: %s\n", path, r, o->err);
+		else
+			fprintf(stderr, "corral-collector: %s: line %d: syntax error\n", path, r);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static _noreturn_ void usage(int code)
+{
+	fprintf(code ? stderr : stdout,
+		"usage: corral-collector serve [--config FILE] [--listen ADDR:PORT] [--db URI]\n"
+		"                              [--tokens FILE] [--max-body BYTES] [--max-records N]\n"
+		"       corral-collector dump --db URI [--type T] [--node N] [--task ID] [--limit N]\n"
+		"                             [--format table|json]\n"
+		"       corral-collector migrate --db URI\n"
+		"URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n");
+	exit(code);
+}
+
+enum { OPT_MAX_RECORDS = 0x100, OPT_NO_ROLLUPS };
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "tokens", required_argument, NULL, 't' },
+		{ "max-body", required_argument, NULL, 'b' },
+		{ "max-records", required_argument, NULL, OPT_MAX_RECORDS },
+		{ "no-rollups", no_argument, NULL, OPT_NO_ROLLUPS },
+		{ "type", required_argument, NULL, 'T' },
+		{ "node", required_argument, NULL, 'N' },
+		{ "task", required_argument, NULL, 'K' },
+		{ "limit", required_argument, NULL, 'L' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct options cli = { 0 };
+	int c, r = 0;
+
+	while ((c = getopt_long(argc, argv, "c:l:d:t:b:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			r = set_str(&cli.config, optarg);
+			break;
+		case 'l':
+			r = set_str(&cli.listen, optarg);
+			break;
+		case 'd':
+			r = set_str(&cli.db, optarg);
+			break;
+		case 't':
+			r = set_str(&cli.tokens, optarg);
+			break;
+		case 'b':
+			if (parse_size(optarg, &cli.max_body) < 0 || cli.max_body == 0) {
+				fprintf(stderr, "corral-collector: --max-body: expected a size "
+						"(\"16M\"), got '%s'\n",
+					optarg);
+				r = -EINVAL;
+			}
+			break;
+		case OPT_MAX_RECORDS:
+			if (parse_u64(optarg, &cli.max_records) < 0 || cli.max_records == 0 ||
+			    cli.max_records > 10000000) {
+				fprintf(stderr,
+					"corral-collector: --max-records: expected 1..10000000, "
+					"got '%s'\n",
+					optarg);
+				r = -EINVAL;
+			}
+			break;
+		case OPT_NO_ROLLUPS:
+			o->no_rollups = true;
+			break;
+		case 'T':
+			o->type = optarg;
+			break;
+		case 'N':
+			o->node = optarg;
+			break;
+		case 'K':
+			o->task = optarg;
+			break;
+		case 'L':
+			if (parse_u64(optarg, &o->limit) < 0) {
+				fprintf(stderr, "corral-collector: --limit: expected a number, got '%s'\n",
+					optarg);
+				r = -EINVAL;
+			}
+			break;
+		case 'F':
+			if (strcmp(optarg, "json") == 0)
+				o->json = true;
+			else if (strcmp(optarg, "table") != 0) {
+				fprintf(stderr,
+					"corral-collector: --format: expected table or json, got '%s'\n",
+					optarg);
+				r = -EINVAL;
+			}
+			break;
+		case 'h':
+			usage(0);
+		default:
+			usage(2);
+		}
+		if (r < 0)
+			goto out;
+	}
+	/* config file first, then flags override it */
+	if (cli.config) {
+		r = set_str(&o->config, cli.config);
+		if (r >= 0)
+			r = load_config(o, cli.config);
+		if (r < 0)
+			goto out;
+	}
+	if (cli.listen)
+		r = set_str(&o->listen, cli.listen);
+	if (r >= 0 && cli.db)
+		r = set_str(&o->db, cli.db);
+	if (r >= 0 && cli.tokens)
+		r = set_str(&o->tokens, cli.tokens);
+	if (cli.max_body)
+		o->max_body = cli.max_body;
+	if (cli.max_records)
+		o->max_records = cli.max_records;
+out:
+	options_free(&cli);
+	return r;
+}
+
+static int open_store(const struct options *o, struct coll_store **ret)
+{
+	char err[512];
+	int r;
+
+	r = coll_store_open(o->db, o->no_rollups ? COLL_STORE_NO_ROLLUPS : 0, ret, err,
+			    sizeof(err));
+	if (r < 0)
+		fprintf(stderr, "corral-collector: --db / [storage] db: %s (%s)\n", err,
+			strerror(-r));
+	return r;
+}
+
+static int cmd_serve(struct options *o)
+{
+	struct coll_server_config cfg = {
+		.listen = o->listen ?: COLL_DEFAULT_LISTEN,
+		.max_body = o->max_body ?: COLL_DEFAULT_MAX_BODY,
+		.max_records = o->max_records ?: COLL_DEFAULT_MAX_RECORDS,
+	};
+	struct coll_tokens tokens = { 0 };
+	struct coll_store *store = NULL;
+	struct coll_server *srv = NULL;
+	char err[512];
+	sigset_t mask;
+	int sig, r;
+
+	/* Signals are taken synchronously by this thread; server threads inherit the mask. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = coll_tokens_load(o->tokens ?: DEFAULT_TOKENS, &tokens, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "corral-collector: --tokens / [server] tokens_file: %s\n", err);
+		return 1;
+	}
+	r = open_store(o, &store);
+	if (r < 0)
+		goto out;
+	r = coll_server_start(&cfg, store, &tokens, &srv, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "corral-collector: --listen / [server] listen: %s\n", err);
+		goto out;
+	}
+	fprintf(stderr, "corral-collector: listening on %s (port %u), %zu tokens, db %s%s\n",
+		cfg.listen, coll_server_port(srv), tokens.n, store->ops->name,
+		o->no_rollups ? " (rollups off)" : "");
+	sd_notify(0, "READY=1");
+	for (;;) {
+		if (sigwait(&mask, &sig) != 0)
+			continue;
+		if (sig == SIGHUP)
+			continue; /* tokens are read at start; restart to change them */
+		break;
+	}
+	sd_notify(0, "STOPPING=1");
+	fprintf(stderr, "corral-collector: %s, finishing in-flight batches\n", strsignal(sig));
+	coll_server_stop(srv, STOP_TIMEOUT_MS);
+	r = 0;
+out:
+	coll_store_close(store);
+	coll_tokens_free(&tokens);
+	return r < 0 ? 1 : 0;
+}
+
+struct dump_ctx {
+	bool json;
+	size_t n;
+};
+
+static int dump_cb(const struct coll_row *row, void *ud)
+{
+	struct dump_ctx *d = ud;
+
+	if (d->json)
+		printf("%s\n", row->body);
+	else
+		printf("%-40s %-13s %-27s %-12s %-20s %-12s %s\n", row->record_id, row->type,
+		       row->time, row->node, row->task_id, row->account, row->user);
+	d->n++;
+	return 0;
+}
+
+static int cmd_dump(struct options *o)
+{
+	struct coll_query q = { .type = o->type, .node = o->node, .task_id = o->task,
+				.limit = o->limit };
+	struct dump_ctx d = { .json = o->json };
+	struct coll_store *store = NULL;
+	int r;
+
+	if (!o->db) {
+		fprintf(stderr, "corral-collector dump: --db is required\n");
+		return 2;
+	}
+	r = open_store(o, &store);
+	if (r < 0)
+		return 1;
+	if (!d.json)
+		printf("%-40s %-13s %-27s %-12s %-20s %-12s %s\n", "RECORD_ID", "TYPE", "TIME",
+		       "NODE", "TASK", "ACCOUNT", "USER");
+	r = coll_store_query(store, &q, dump_cb, &d);
+	if (r < 0)
+		fprintf(stderr, "corral-collector dump: %s\n", coll_store_errmsg(store));
+	else if (!d.json)
+		printf("(%zu records)\n", d.n);
+	coll_store_close(store);
+	return r < 0 ? 1 : 0;
+}
+
+static int cmd_migrate(struct options *o)
+{
+	struct coll_store *store = NULL;
+	int v = 0, r;
+
+	if (!o->db) {
+		fprintf(stderr, "corral-collector migrate: --db is required\n");
+		return 2;
+	}
+	r = open_store(o, &store);
+	if (r < 0)
+		return 1;
+	r = coll_store_schema_version(store, &v);
+	if (r < 0)
+		fprintf(stderr, "corral-collector migrate: %s\n", coll_store_errmsg(store));
+	else
+		printf("schema version %d\n", v);
+	coll_store_close(store);
+	return r < 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = { 0 };
+	const char *cmd;
+	int rc;
+
+	if (argc < 2)
+		usage(2);
+	cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
+		usage(0);
+	if (parse_args(argc - 1, argv + 1, &o) < 0) {
+		options_free(&o);
+		return 2;
+	}
+	if (strcmp(cmd, "serve") == 0) {
+		if (!o.db)
+			o.db = strdup(DEFAULT_DB);
+		rc = cmd_serve(&o);
+	} else if (strcmp(cmd, "dump") == 0)
+		rc = cmd_dump(&o);
+	else if (strcmp(cmd, "migrate") == 0)
+		rc = cmd_migrate(&o);
+	else {
+		fprintf(stderr, "corral-collector: unknown command '%s'\n", cmd);
+		rc = 2;
+	}
+	options_free(&o);
+	return rc;
+}

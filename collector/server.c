@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "accounting/batch.h"
+#include "collector/server.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+static const unsigned metric_codes[] = { 200, 400, 401, 403, 404, 405, 413, 422, 500, 503 };
+static const double latency_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+					 0.1,   0.25,   0.5,   1,    2.5,   10 };
+
+struct coll_server {
+	struct MHD_Daemon *daemon;
+	struct coll_store *store;
+	const struct coll_tokens *tokens;
+	uint64_t max_body;
+	size_t max_records;
+	atomic_int active; /* requests between first callback and completion */
+	atomic_uint_fast64_t req_by_code[ARRAY_SIZE(metric_codes) + 1]; /* last: other */
+	atomic_uint_fast64_t rec_accepted, rec_duplicate, rec_rejected;
+	atomic_uint_fast64_t batches, db_errors;
+	atomic_uint_fast64_t lat_bucket[ARRAY_SIZE(latency_bounds) + 1];
+	atomic_uint_fast64_t lat_sum_us;
+};
+
+struct request {
+	bool started;
+	bool too_big;
+	char *buf;
+	size_t len, cap;
+};
+
+/* ---- small output helpers ---- */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void count_code(struct coll_server *s, unsigned code)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(metric_codes); i++)
+		if (metric_codes[i] == code)
+			break;
+	atomic_fetch_add(&s->req_by_code[i], 1);
+}
+
+/* Queue a response; takes ownership of body (malloc'd or NULL). */
+static enum MHD_Result reply(struct coll_server *s, struct MHD_Connection *c, unsigned code,
+			     const char *ctype, char *body, size_t len)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	count_code(s, code);
+	resp = MHD_create_response_from_buffer(len, body ?: (char *)"",
+					       body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (code == 401)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	ret = MHD_queue_response(c, code, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+_printf_(4, 5) static enum MHD_Result reply_error(struct coll_server *s, struct MHD_Connection *c,
+						  unsigned code, const char *fmt, ...)
+{
+	char msg[512];
+	char *body = NULL;
+	size_t len = 0;
+	FILE *f;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	f = open_memstream(&body, &len);
+	if (!f)
+		return MHD_NO;
+	fputs("{\"error\":", f);
+	json_str(f, msg);
+	fputs("}\n", f);
+	if (fclose(f) != 0) {
+		free(body);
+		return MHD_NO;
+	}
+	return reply(s, c, code, "application/json", body, len);
+}
+
+/* ---- auth ---- */
+
+static const struct coll_token *authenticate(struct coll_server *s, struct MHD_Connection *c)
+{
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	h += 7;
+	while (*h == ' ')
+		h++;
+	return coll_tokens_find(s->tokens, h, strlen(h));
+}
+
+/* ---- POST /v1/records ---- */
+
+struct line {
+	const char *p;
+	size_t len;
+};
+
+struct batch {
+	size_t n;
+	struct line *lines;
+	struct acct_record *recs;
+	char **errors; /* per line: NULL = valid */
+	size_t n_bad;
+};
+
+static int batch_cb(size_t index, struct acct_record *r, const char *error, void *userdata)
+{
+	struct batch *b = userdata;
+
+	if (index >= b->n)
+		return -EINVAL;
+	if (r) {
+		b->recs[index] = *r;
+		memset(r, 0, sizeof(*r));
+		return 0;
+	}
+	b->errors[index] = strdup(error ?: "invalid record");
+	b->n_bad++;
+	return b->errors[index] ? 0 : -ENOMEM;
+}
+
+static void batch_free(struct batch *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->recs)
+			acct_record_clear(&b->recs[i]);
+		if (b->errors)
+			free(b->errors[i]);
+	}
+	free(b->recs);
+	free(b->errors);
+	free(b->lines);
+}
+
+/* Same line rules as acct_batch_parse(): split on "\n", strip one "\r". */
+static void split_lines(const char *buf, size_t len, struct line *lines, size_t n)
+{
+	size_t pos = 0, i = 0;
+
+	while (pos < len && i < n) {
+		const char *nl = memchr(buf + pos, '\n', len - pos);
+		size_t end = nl ? (size_t)(nl - buf) : len, l = end - pos;
+
+		if (l > 0 && buf[end - 1] == '\r')
+			l--;
+		lines[i].p = buf + pos;
+		lines[i++].len = l;
+		pos = nl ? end + 1 : len;
+	}
+}
+
+/* record_id of an undecodable line, if it is JSON with a string record_id. */
+static char *guess_record_id(const struct line *l)
+{
+	json_t *o = json_loadb(l->p, l->len, 0, NULL);
+	const char *id = o ? json_string_value(json_object_get(o, "record_id")) : NULL;
+	char *ret = id && strlen(id) < ACCT_ID_MAX ? strdup(id) : NULL;
+
+	json_decref(o);
+	return ret;
+}
+
+static double elapsed_s(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void observe_latency(struct coll_server *s, double secs)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(latency_bounds); i++)
+		if (secs <= latency_bounds[i])
+			break;
+	atomic_fetch_add(&s->lat_bucket[i], 1);
+	atomic_fetch_add(&s->lat_sum_us, (uint64_t)(secs * 1e6));
+	atomic_fetch_add(&s->batches, 1);
+}
+
+static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection *c,
+				   const struct coll_token *tok, struct request *rq)
+{
+	struct batch b = { 0 };
+	_cleanup_free_ struct coll_item *items = NULL;
+	char *body = NULL;
+	size_t blen = 0, accepted = 0, dup = 0;
+	struct timespec t0;
+	enum MHD_Result ret;
+	FILE *f;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	b.n = acct_batch_count_lines(rq->buf, rq->len);
+	if (b.n > s->max_records)
+		return reply_error(s, c, 413, "batch of %zu records exceeds max_records %zu", b.n,
+				   s->max_records);
+	b.lines = calloc(b.n, sizeof(*b.lines));
+	b.recs = calloc(b.n, sizeof(*b.recs));
+	b.errors = calloc(b.n, sizeof(*b.errors));
+	items = calloc(b.n, sizeof(*items));
+	if (!b.lines || !b.recs || !b.errors || !items) {
+		ret = reply_error(s, c, 500, "out of memory");
+		goto out;
+	}
+	split_lines(rq->buf, rq->len, b.lines, b.n);
+	r = acct_batch_parse(rq->buf, rq->len, s->max_records, batch_cb, &b);
+	if (r < 0) {
+		ret = reply_error(s, c, r == -E2BIG ? 413 : 500, "batch parse: %s", strerror(-r));
+		goto out;
+	}
+
+	/* Authorisation first: a node token writes only its own node's records. */
+	for (size_t i = 0; i < b.n; i++) {
+		if (b.errors[i])
+			continue;
+		if (tok->role != COLL_ROLE_NODE || !b.recs[i].node ||
+		    strcmp(b.recs[i].node, tok->name) != 0) {
+			atomic_fetch_add(&s->rec_rejected, b.n);
+			ret = reply_error(s, c, 403,
+					  "record %zu (%s): node '%s' may not be written with "
+					  "the %s token of '%s'",
+					  i, b.recs[i].record_id, b.recs[i].node ?: "",
+					  coll_role_to_string(tok->role), tok->name);
+			goto out;
+		}
+	}
+
+	f = open_memstream(&body, &blen);
+	if (!f) {
+		ret = reply_error(s, c, 500, "out of memory");
+		goto out;
+	}
+	if (b.n_bad > 0) {
+		fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[", b.n_bad);
+		for (size_t i = 0; i < b.n; i++) {
+			fprintf(f, "%s{\"i\":%zu", i ? "," : "", i);
+			if (b.errors[i]) {
+				_cleanup_free_ char *id = guess_record_id(&b.lines[i]);
+
+				if (id) {
+					fputs(",\"record_id\":", f);
+					json_str(f, id);
+				}
+				fputs(",\"status\":\"rejected\",\"reason\":", f);
+				json_str(f, b.errors[i]);
+			} else {
+				fputs(",\"record_id\":", f);
+				json_str(f, b.recs[i].record_id);
+				fputs(",\"status\":\"valid\"", f);
+			}
+			fputc('}', f);
+		}
+		fputs("]}\n", f);
+		if (fclose(f) != 0) {
+			free(body);
+			ret = MHD_NO;
+			goto out;
+		}
+		atomic_fetch_add(&s->rec_rejected, b.n_bad);
+		ret = reply(s, c, 422, "application/json", body, blen);
+		goto out;
+	}
+
+	for (size_t i = 0; i < b.n; i++)
+		items[i] = (struct coll_item){ .rec = &b.recs[i],
+					       .json = b.lines[i].p,
+					       .json_len = b.lines[i].len };
+	r = coll_store_insert_batch(s->store, items, b.n);
+	if (r < 0) {
+		fclose(f);
+		free(body);
+		atomic_fetch_add(&s->db_errors, 1);
+		ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
+				  "database unavailable, nothing stored: %s",
+				  coll_store_errmsg(s->store));
+		goto out;
+	}
+	for (size_t i = 0; i < b.n; i++)
+		items[i].is_new ? accepted++ : dup++;
+	fprintf(f, "{\"accepted\":%zu,\"duplicate\":%zu,\"rejected\":0,\"results\":[", accepted,
+		dup);
+	for (size_t i = 0; i < b.n; i++) {
+		fprintf(f, "%s{\"i\":%zu,\"record_id\":", i ? "," : "", i);
+		json_str(f, b.recs[i].record_id);
+		fprintf(f, ",\"status\":\"%s\"}", items[i].is_new ? "accepted" : "duplicate");
+	}
+	fputs("]}\n", f);
+	if (fclose(f) != 0) {
+		free(body);
+		ret = MHD_NO;
+		goto out;
+	}
+	atomic_fetch_add(&s->rec_accepted, accepted);
+	atomic_fetch_add(&s->rec_duplicate, dup);
+	observe_latency(s, elapsed_s(&t0));
+	ret = reply(s, c, 200, "application/json", body, blen);
+out:
+	batch_free(&b);
+	return ret;
+}
+
+/* ---- GET handlers ---- */
+
+static int query_cb(const struct coll_row *row, void *ud)
+{
+	FILE *f = ud;
+
+	fputs(row->body, f);
+	fputc('\n', f);
+	return 0;
+}
+
+static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection *c)
+{
+	struct coll_query q = {
+		.type = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "type"),
+		.node = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "node"),
+		.task_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "task"),
+		.limit = COLL_QUERY_LIMIT_DEFAULT,
+	};
+	const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+	char *body = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	if (lim) {
+		uint64_t v;
+
+		if (parse_u64(lim, &v) < 0 || v == 0 || v > COLL_QUERY_LIMIT_MAX)
+			return reply_error(s, c, 400, "limit: expected 1..%d",
+					   COLL_QUERY_LIMIT_MAX);
+		q.limit = (size_t)v;
+	}
+	f = open_memstream(&body, &len);
+	if (!f)
+		return reply_error(s, c, 500, "out of memory");
+	r = coll_store_query(s->store, &q, query_cb, f);
+	if (fclose(f) != 0 || r < 0) {
+		free(body);
+		if (r < 0)
+			atomic_fetch_add(&s->db_errors, 1);
+		return reply_error(s, c, r == -ENOMEM ? 500 : 503, "query failed: %s",
+				   coll_store_errmsg(s->store));
+	}
+	return reply(s, c, 200, "application/x-ndjson", body, len);
+}
+
+static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connection *c)
+{
+	char *body = NULL;
+	size_t len = 0;
+	uint64_t cum = 0;
+	FILE *f = open_memstream(&body, &len);
+
+	if (!f)
+		return reply_error(s, c, 500, "out of memory");
+	fputs("# HELP corral_collector_http_requests_total HTTP requests by status code.\n"
+	      "# TYPE corral_collector_http_requests_total counter\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(metric_codes); i++)
+		fprintf(f, "corral_collector_http_requests_total{code=\"%u\"} %" PRIuFAST64 "\n",
+			metric_codes[i], atomic_load(&s->req_by_code[i]));
+	fprintf(f, "corral_collector_http_requests_total{code=\"other\"} %" PRIuFAST64 "\n",
+		atomic_load(&s->req_by_code[ARRAY_SIZE(metric_codes)]));
+	fprintf(f,
+		"# HELP corral_collector_records_total Records by ingest outcome.\n"
+		"# TYPE corral_collector_records_total counter\n"
+		"corral_collector_records_total{status=\"accepted\"} %" PRIuFAST64 "\n"
+		"corral_collector_records_total{status=\"duplicate\"} %" PRIuFAST64 "\n"
+		"corral_collector_records_total{status=\"rejected\"} %" PRIuFAST64 "\n"
+		"# HELP corral_collector_db_errors_total Failed database calls (answered 503).\n"
+		"# TYPE corral_collector_db_errors_total counter\n"
+		"corral_collector_db_errors_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_batch_duration_seconds Committed batches, parse to COMMIT.\n"
+		"# TYPE corral_collector_batch_duration_seconds histogram\n",
+		atomic_load(&s->rec_accepted), atomic_load(&s->rec_duplicate),
+		atomic_load(&s->rec_rejected), atomic_load(&s->db_errors));
+	for (size_t i = 0; i <= ARRAY_SIZE(latency_bounds); i++) {
+		cum += atomic_load(&s->lat_bucket[i]);
+		if (i < ARRAY_SIZE(latency_bounds))
+			fprintf(f,
+				"corral_collector_batch_duration_seconds_bucket{le=\"%g\"} %" PRIu64
+				"\n",
+				latency_bounds[i], cum);
+		else
+			fprintf(f,
+				"corral_collector_batch_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64
+				"\n",
+				cum);
+	}
+	fprintf(f,
+		"corral_collector_batch_duration_seconds_sum %.6f\n"
+		"corral_collector_batch_duration_seconds_count %" PRIuFAST64 "\n",
+		(double)atomic_load(&s->lat_sum_us) / 1e6, atomic_load(&s->batches));
+	if (fclose(f) != 0) {
+		free(body);
+		return MHD_NO;
+	}
+	return reply(s, c, 200, "text/plain; version=0.0.4", body, len);
+}
+
+/* ---- dispatch ---- */
+
+static bool content_type_ok(struct MHD_Connection *c)
+{
+	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_TYPE);
+	static const char *const ok[] = { "application/x-ndjson", "application/ndjson",
+					  "application/jsonl", "application/json" };
+
+	if (!ct)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		size_t l = strlen(ok[i]);
+
+		if (strncasecmp(ct, ok[i], l) == 0 && (ct[l] == 0 || ct[l] == ';' || ct[l] == ' '))
+			return true;
+	}
+	return false;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
+				      const char *method, const char *version,
+				      const char *upload_data, size_t *upload_data_size,
+				      void **con_cls)
+{
+	struct coll_server *s = cls;
+	struct request *rq = *con_cls;
+	bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+		      strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+	bool is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+	const struct coll_token *tok;
+
+	if (!rq) {
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		*con_cls = rq;
+		atomic_fetch_add(&s->active, 1);
+		rq->started = true;
+
+		if (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0) {
+			if (!is_get)
+				return reply_error(s, c, 405, "%s: use GET", url);
+			if (url[1] == 'm')
+				return handle_metrics(s, c);
+			if (coll_store_ping(s->store) < 0) {
+				atomic_fetch_add(&s->db_errors, 1);
+				return reply(s, c, 503, "text/plain", strdup("database unavailable\n"),
+					     strlen("database unavailable\n"));
+			}
+			return reply(s, c, 200, "text/plain", strdup("ok\n"), 3);
+		}
+		if (strcmp(url, "/v1/records") != 0)
+			return reply_error(s, c, 404, "no such endpoint: %.200s", url);
+		if (!is_get && !is_post)
+			return reply_error(s, c, 405, "/v1/records: use POST or GET");
+		tok = authenticate(s, c);
+		if (!tok)
+			return reply_error(s, c, 401, "missing or unknown bearer token");
+		if (is_get) {
+			if (tok->role == COLL_ROLE_NODE)
+				return reply_error(s, c, 403, "node tokens may not read records");
+			return handle_query(s, c);
+		}
+		if (tok->role != COLL_ROLE_NODE)
+			return reply_error(s, c, 403, "only node tokens may write records");
+		if (!content_type_ok(c))
+			return reply_error(s, c, 400,
+					   "Content-Type must be application/x-ndjson");
+		{
+			const char *cl = MHD_lookup_connection_value(
+				c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+			uint64_t v;
+
+			if (cl && parse_u64(cl, &v) == 0) {
+				if (v > s->max_body)
+					return reply_error(s, c, 413,
+							   "body of %" PRIu64
+							   " bytes exceeds max_body %" PRIu64,
+							   v, s->max_body);
+				rq->buf = malloc(v + 1);
+				if (!rq->buf)
+					return reply_error(s, c, 500, "out of memory");
+				rq->cap = v + 1;
+			}
+		}
+		return MHD_YES;
+	}
+
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+
+		*upload_data_size = 0;
+		if (rq->too_big || rq->len + n > s->max_body) {
+			rq->too_big = true;
+			return MHD_YES;
+		}
+		if (rq->len + n + 1 > rq->cap) {
+			size_t nc = MAX(rq->cap * 2, rq->len + n + 1);
+			char *nb;
+
+			nc = MIN(nc, (size_t)s->max_body + 1);
+			nb = realloc(rq->buf, nc);
+			if (!nb)
+				return MHD_NO;
+			rq->buf = nb;
+			rq->cap = nc;
+		}
+		memcpy(rq->buf + rq->len, upload_data, n);
+		rq->len += n;
+		return MHD_YES;
+	}
+
+	/* whole body received */
+	if (rq->too_big)
+		return reply_error(s, c, 413, "body exceeds max_body %" PRIu64, s->max_body);
+	if (rq->len == 0)
+		return reply_error(s, c, 400, "empty body");
+	tok = authenticate(s, c);
+	if (!tok)
+		return reply_error(s, c, 401, "missing or unknown bearer token");
+	return handle_post(s, c, tok, rq);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+		      enum MHD_RequestTerminationCode toe)
+{
+	struct coll_server *s = cls;
+	struct request *rq = *con_cls;
+
+	if (!rq)
+		return;
+	free(rq->buf);
+	free(rq);
+	*con_cls = NULL;
+	atomic_fetch_sub(&s->active, 1);
+}
+
+int coll_parse_listen(const char *s, void *ret_ss, unsigned *ret_len)
+{
+	struct sockaddr_storage *ss = ret_ss;
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon, *h, *hend;
+	uint32_t port;
+
+	if (!s || !*s)
+		return -EINVAL;
+	if (s[0] == '[') {
+		hend = strchr(s, ']');
+		if (!hend || hend[1] != ':')
+			return -EINVAL;
+		h = s + 1;
+		colon = hend + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return -EINVAL;
+		h = s;
+		hend = colon;
+	}
+	if ((size_t)(hend - h) >= sizeof(host) || parse_u32(colon + 1, &port) < 0 ||
+	    port > 65535)
+		return -EINVAL;
+	memcpy(host, h, (size_t)(hend - h));
+	host[hend - h] = 0;
+	memset(ss, 0, sizeof(*ss));
+	if (s[0] == '[') {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+			return -EINVAL;
+		*ret_len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+			return -EINVAL;
+		*ret_len = sizeof(*a);
+	}
+	return 0;
+}
+
+int coll_server_start(const struct coll_server_config *cfg, struct coll_store *store,
+		      const struct coll_tokens *tokens, struct coll_server **ret, char *err,
+		      size_t errlen)
+{
+	struct sockaddr_storage ss;
+	unsigned sslen = 0;
+	struct coll_server *s;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_ITC;
+
+	if (coll_parse_listen(cfg->listen, &ss, &sslen) < 0) {
+		snprintf(err, errlen, "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
+			 cfg->listen ?: "");
+		return -EINVAL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->store = store;
+	s->tokens = tokens;
+	s->max_body = cfg->max_body ?: COLL_DEFAULT_MAX_BODY;
+	s->max_records = cfg->max_records ?: COLL_DEFAULT_MAX_RECORDS;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, s,
+				     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+				     MHD_OPTION_CONNECTION_LIMIT, (unsigned)COLL_MAX_CONNECTIONS,
+				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+				     MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				     MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+				     MHD_OPTION_END);
+	if (!s->daemon) {
+		int r = errno ? -errno : -EADDRINUSE;
+
+		snprintf(err, errlen, "listen %s: cannot start HTTP server: %s", cfg->listen,
+			 strerror(-r));
+		free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+uint16_t coll_server_port(struct coll_server *s)
+{
+	const union MHD_DaemonInfo *i = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+
+	return i ? i->port : 0;
+}
+
+void coll_server_stop(struct coll_server *s, unsigned timeout_ms)
+{
+	MHD_socket fd;
+
+	if (!s)
+		return;
+	fd = MHD_quiesce_daemon(s->daemon);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	/* in-flight batches commit and answer; then the daemon is stopped */
+	for (unsigned waited = 0; atomic_load(&s->active) > 0 && waited < timeout_ms; waited += 20)
+		poll(NULL, 0, 20);
+	MHD_stop_daemon(s->daemon);
+	free(s);
+}

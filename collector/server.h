@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * corral-collector HTTP server (libmicrohttpd, one thread per connection, bounded).
+ *   POST /v1/records   NDJSON batch, node token    -> 200 / 422 / 401 / 403 / 413 / 400 / 503
+ *   GET  /v1/records   ?type=&node=&task=&limit=   reader or auditor token -> NDJSON
+ *   GET  /healthz      200 "ok" when the database answers, else 503
+ *   GET  /metrics      Prometheus text
+ * See docs/collector.md for the bodies. Library code: nothing is printed.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collector/store.h"
+#include "collector/tokens.h"
+
+#define COLL_DEFAULT_LISTEN "127.0.0.1:8470"
+#define COLL_DEFAULT_MAX_BODY (16u * 1024 * 1024)
+#define COLL_DEFAULT_MAX_RECORDS 100000
+#define COLL_MAX_CONNECTIONS 64
+#define COLL_QUERY_LIMIT_DEFAULT 1000
+#define COLL_QUERY_LIMIT_MAX 100000
+
+struct coll_server_config {
+	const char *listen; /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0 = any */
+	uint64_t max_body;  /* bytes of one request body (413 beyond) */
+	size_t max_records; /* lines of one batch (413 beyond) */
+};
+
+struct coll_server;
+
+/* Parse "ADDR:PORT" into a socket address (numeric host only). */
+int coll_parse_listen(const char *s, void *ret_sockaddr_storage, unsigned *ret_len);
+
+/* Binds and starts serving. store and tokens must outlive the server. */
+int coll_server_start(const struct coll_server_config *cfg, struct coll_store *store,
+		      const struct coll_tokens *tokens, struct coll_server **ret, char *err,
+		      size_t errlen);
+uint16_t coll_server_port(struct coll_server *s);
+/* Graceful stop: stop accepting, let in-flight requests finish (at most timeout_ms), stop. */
+void coll_server_stop(struct coll_server *s, unsigned timeout_ms);

@@ -1,0 +1,840 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Common cgroup layer: mode detection, task directories in every hierarchy, joining,
+ * listing, destroying; limits, stats and kill are delegated to the backend ops table.
+ * Direct cgroupfs access throughout (fd-based); see docs/cgroup.md for why not libcgroup.
+ */
+#include "isolation/cgroup.h"
+#include "isolation/cgroup_internal.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/magic.h>
+
+#define CG_DEFAULT_FS_ROOT "/sys/fs/cgroup"
+#define CG_DEFAULT_SUBTREE "corral"
+/* Bounded wait for rmdir while the last processes are exiting. */
+#define CG_RMDIR_TRIES 200
+#define CG_RMDIR_SLEEP_MS 5
+
+static const char *const ctrl_names[_CG_C_MAX] = {
+	[CG_C_MEMORY] = "memory", [CG_C_CPU] = "cpu",	      [CG_C_CPUACCT] = "cpuacct",
+	[CG_C_PIDS] = "pids",	  [CG_C_BLKIO] = "blkio",     [CG_C_FREEZER] = "freezer",
+	[CG_C_DEVICES] = "devices",
+};
+
+const char *cg_ctrl_to_string(enum cg_ctrl c)
+{
+	if (c < 0 || c >= _CG_C_MAX)
+		return NULL;
+	return ctrl_names[c];
+}
+
+enum cg_ctrl cg_ctrl_from_string(const char *s)
+{
+	if (!s)
+		return _CG_C_INVALID;
+	for (int i = 0; i < _CG_C_MAX; i++)
+		if (strcmp(s, ctrl_names[i]) == 0)
+			return (enum cg_ctrl)i;
+	return _CG_C_INVALID;
+}
+
+const char *cg_mode_to_string(enum cg_mode m)
+{
+	switch (m) {
+	case CG_MODE_V1:
+		return "v1";
+	case CG_MODE_V2:
+		return "v2";
+	default:
+		return NULL;
+	}
+}
+
+bool cg_name_valid(const char *name)
+{
+	size_t n;
+
+	if (!name || name[0] == '.' || name[0] == 0)
+		return false;
+	n = strnlen(name, CG_NAME_MAX + 1);
+	if (n > CG_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (!isalnum(c) && c != '.' && c != '_' && c != '-')
+			return false;
+	}
+	return true;
+}
+
+bool cg_subtree_valid(const char *subtree)
+{
+	_cleanup_free_ char *s = NULL;
+	char *save = NULL, *tok;
+	size_t n = 0;
+
+	if (!subtree || strlen(subtree) > 512)
+		return false;
+	s = strdup(subtree);
+	if (!s)
+		return false;
+	for (tok = strtok_r(s, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+		if (!cg_name_valid(tok))
+			return false;
+		n++;
+	}
+	return n > 0;
+}
+
+/* ---- small IO helpers ---- */
+
+int cg_write(int dirfd, const char *name, const char *v)
+{
+	return write_file_at(dirfd, name, v);
+}
+
+int cg_write_u64(int dirfd, const char *name, uint64_t v)
+{
+	char buf[DECIMAL_STR_MAX(uint64_t)];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	return write_file_at(dirfd, name, buf);
+}
+
+void cg_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int cg_signal_procs(int dirfd, int sig, size_t *ret_n)
+{
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_free_ pid_t *pids = NULL;
+	size_t n = 0, sent = 0;
+	int r;
+
+	r = read_file_at(dirfd, "cgroup.procs", CG_FILE_MAX, &buf, NULL);
+	if (r < 0)
+		return r;
+	r = cg_parse_pids(buf, &pids, &n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (pids[i] <= 1)
+			continue;
+		if (kill(pids[i], sig) == 0)
+			sent++;
+		else if (errno != ESRCH)
+			r = -errno;
+	}
+	if (ret_n)
+		*ret_n = sent;
+	return r;
+}
+
+/* ---- parsers ---- */
+
+int cg_parse_keyed(const char *buf, const char *key, uint64_t *ret)
+{
+	size_t klen = strlen(key);
+	const char *p = buf;
+
+	while (p && *p) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+
+		if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == ' ') {
+			char num[32];
+			size_t nlen = len - klen - 1;
+
+			if (nlen == 0 || nlen >= sizeof(num))
+				return -EINVAL;
+			memcpy(num, p + klen + 1, nlen);
+			num[nlen] = 0;
+			return parse_u64(num, ret);
+		}
+		p = eol ? eol + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+/* Parse "maj:min" at the start of tok; 0 or -EINVAL. */
+static int parse_devnum(const char *tok)
+{
+	unsigned maj, min;
+	int n = 0;
+
+	if (sscanf(tok, "%u:%u%n", &maj, &min, &n) != 2 || tok[n] != 0)
+		return -EINVAL;
+	return 0;
+}
+
+int cg_parse_io_stat(const char *buf, uint64_t *ret_read, uint64_t *ret_write)
+{
+	_cleanup_free_ char *s = strdup(buf ? buf : "");
+	uint64_t rd = 0, wr = 0;
+	char *save_line = NULL, *line;
+
+	if (!s)
+		return -ENOMEM;
+	for (line = strtok_r(s, "\n", &save_line); line; line = strtok_r(NULL, "\n", &save_line)) {
+		char *save = NULL, *tok = strtok_r(line, " \t", &save);
+
+		if (!tok || parse_devnum(tok) < 0)
+			return -EINVAL;
+		while ((tok = strtok_r(NULL, " \t", &save))) {
+			char *eq = strchr(tok, '=');
+			uint64_t v;
+
+			if (!eq)
+				return -EINVAL;
+			*eq = 0;
+			if (parse_u64(eq + 1, &v) < 0)
+				return -EINVAL;
+			if (strcmp(tok, "rbytes") == 0)
+				rd += v;
+			else if (strcmp(tok, "wbytes") == 0)
+				wr += v;
+		}
+	}
+	*ret_read = rd;
+	*ret_write = wr;
+	return 0;
+}
+
+int cg_parse_blkio_bytes(const char *buf, uint64_t *ret_read, uint64_t *ret_write)
+{
+	_cleanup_free_ char *s = strdup(buf ? buf : "");
+	uint64_t rd = 0, wr = 0;
+	char *save_line = NULL, *line;
+
+	if (!s)
+		return -ENOMEM;
+	for (line = strtok_r(s, "\n", &save_line); line; line = strtok_r(NULL, "\n", &save_line)) {
+		char *save = NULL, *dev, *op, *val, *extra;
+		uint64_t v;
+
+		dev = strtok_r(line, " \t", &save);
+		if (!dev)
+			continue;
+		op = strtok_r(NULL, " \t", &save);
+		if (strcmp(dev, "Total") == 0)
+			continue;
+		val = strtok_r(NULL, " \t", &save);
+		extra = strtok_r(NULL, " \t", &save);
+		if (parse_devnum(dev) < 0 || !op || !val || extra || parse_u64(val, &v) < 0)
+			return -EINVAL;
+		if (strcmp(op, "Read") == 0)
+			rd += v;
+		else if (strcmp(op, "Write") == 0)
+			wr += v;
+	}
+	*ret_read = rd;
+	*ret_write = wr;
+	return 0;
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int cg_parse_pids(const char *buf, pid_t **ret, size_t *ret_n)
+{
+	_cleanup_free_ pid_t *pids = NULL;
+	size_t n = 0, cap = 0, u = 0;
+	const char *p = buf ? buf : "";
+
+	while (*p) {
+		char num[DECIMAL_STR_MAX(int)];
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		int v;
+
+		if (len > 0) {
+			if (len >= sizeof(num))
+				return -EINVAL;
+			memcpy(num, p, len);
+			num[len] = 0;
+			if (parse_int(num, &v) < 0 || v <= 0)
+				return -EINVAL;
+			if (n == cap) {
+				pid_t *np;
+
+				if (cap >= CG_PIDS_MAX)
+					return -E2BIG;
+				cap = cap ? cap * 2 : 16;
+				np = realloc(pids, cap * sizeof(*np));
+				if (!np)
+					return -ENOMEM;
+				pids = np;
+			}
+			pids[n++] = v;
+		}
+		if (!eol)
+			break;
+		p = eol + 1;
+	}
+	if (n > 0) {
+		qsort(pids, n, sizeof(*pids), pid_cmp);
+		for (size_t i = 0; i < n; i++)
+			if (u == 0 || pids[u - 1] != pids[i])
+				pids[u++] = pids[i];
+	}
+	*ret = TAKE_PTR(pids);
+	*ret_n = u;
+	return 0;
+}
+
+int cg_cpu_quota_us(double cpus, uint64_t *ret)
+{
+	double q;
+
+	if (!isfinite(cpus) || cpus > CG_CPUS_MAX)
+		return -ERANGE;
+	if (cpus <= 0)
+		return -EINVAL;
+	q = round(cpus * (double)CG_CPU_PERIOD_US);
+	if (q < 1000)
+		q = 1000; /* the kernel's minimum quota is 1 ms */
+	*ret = (uint64_t)q;
+	return 0;
+}
+
+int cg_weight_to_shares(uint32_t weight, uint64_t *ret)
+{
+	uint64_t s;
+
+	if (weight < 1 || weight > 10000)
+		return -ERANGE;
+	s = (uint64_t)weight * 1024 / 100;
+	*ret = MAX(s, 2);
+	return 0;
+}
+
+uint64_t cg_ticks_to_ns(uint64_t ticks, long hz)
+{
+	if (hz <= 0)
+		hz = 100;
+	return ticks / (uint64_t)hz * NSEC_PER_SEC + ticks % (uint64_t)hz * NSEC_PER_SEC / (uint64_t)hz;
+}
+
+/* ---- root ---- */
+
+static int detect_mode(const char *fs_root, enum cg_mode *ret)
+{
+	struct statfs sfs;
+
+	if (statfs(fs_root, &sfs) < 0)
+		return -errno;
+	if ((unsigned long)sfs.f_type == (unsigned long)CGROUP2_SUPER_MAGIC) {
+		*ret = CG_MODE_V2;
+		return 0;
+	}
+	if ((unsigned long)sfs.f_type == (unsigned long)TMPFS_MAGIC) {
+		*ret = CG_MODE_V1;
+		return 0;
+	}
+	return -ENOMEDIUM;
+}
+
+void cg_root_free(struct cg_root *root)
+{
+	if (!root)
+		return;
+	for (size_t i = 0; i < root->n_hier; i++) {
+		closep(&root->hier[i].dir_fd);
+		free(root->hier[i].mount);
+		free(root->hier[i].dir);
+	}
+	free(root->fs_root);
+	free(root->subtree);
+	free(root->leaf);
+	free(root->v2_base);
+	free(root);
+}
+
+static void cg_root_freep(struct cg_root **p)
+{
+	cg_root_free(*p);
+}
+
+int cg_root_open(const struct cg_root_opts *opts, struct cg_root **ret)
+{
+	_cleanup_(cg_root_freep) struct cg_root *root = NULL;
+	const char *fs_root = opts && opts->fs_root ? opts->fs_root : CG_DEFAULT_FS_ROOT;
+	const char *subtree = opts && opts->subtree ? opts->subtree : CG_DEFAULT_SUBTREE;
+	enum cg_mode mode = opts ? opts->force_mode : _CG_MODE_INVALID;
+	int r;
+
+	if (!ret || fs_root[0] != '/' || strlen(fs_root) > 256 || !cg_subtree_valid(subtree))
+		return -EINVAL;
+	if (mode != CG_MODE_V1 && mode != CG_MODE_V2) {
+		if (mode != _CG_MODE_INVALID)
+			return -EINVAL;
+		r = detect_mode(fs_root, &mode);
+		if (r < 0)
+			return r;
+	}
+	root = calloc(1, sizeof(*root));
+	if (!root)
+		return -ENOMEM;
+	root->mode = mode;
+	root->ops = mode == CG_MODE_V2 ? &cg_v2_ops : &cg_v1_ops;
+	root->unified_hier = -1;
+	root->main_hier = -1;
+	for (int i = 0; i < _CG_C_MAX; i++)
+		root->ctrl_hier[i] = -1;
+	root->fs_root = strdup(fs_root);
+	/* normalised: no leading/trailing '/' */
+	while (*subtree == '/')
+		subtree++;
+	root->subtree = strdup(subtree);
+	if (!root->fs_root || !root->subtree)
+		return -ENOMEM;
+	for (size_t l = strlen(root->subtree); l > 0 && root->subtree[l - 1] == '/'; l--)
+		root->subtree[l - 1] = 0;
+	r = root->ops->setup(root, opts);
+	if (r < 0)
+		return r;
+	if (root->main_hier < 0)
+		return -ENOENT;
+	*ret = TAKE_PTR(root);
+	return 0;
+}
+
+enum cg_mode cg_root_mode(const struct cg_root *root)
+{
+	return root ? root->mode : _CG_MODE_INVALID;
+}
+
+bool cg_root_has_unified(const struct cg_root *root)
+{
+	return root && root->unified_hier >= 0;
+}
+
+bool cg_root_swap_accounting(const struct cg_root *root)
+{
+	return root && root->swap_accounting;
+}
+
+int cg_root_move_self(struct cg_root *root, const char *leaf)
+{
+	if (!root || !cg_name_valid(leaf))
+		return -EINVAL;
+	if (!root->ops->move_self)
+		return 0;
+	return root->ops->move_self(root, leaf);
+}
+
+/* Is name something this agent may treat as one of its task cgroups? */
+static bool is_task_name(const struct cg_root *root, const char *name)
+{
+	if (!cg_name_valid(name))
+		return false;
+	if (root->leaf && strcmp(name, root->leaf) == 0)
+		return false;
+	return true;
+}
+
+/* ---- tasks ---- */
+
+void cg_task_free(struct cg_task *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < CG_MAX_HIER; i++) {
+		closep(&t->dir_fd[i]);
+		closep(&t->procs_fd[i]);
+	}
+	free(t->path);
+	free(t);
+}
+
+static void cg_task_freep(struct cg_task **p)
+{
+	cg_task_free(*p);
+}
+
+static struct cg_task *task_new(struct cg_root *root, const char *name)
+{
+	struct cg_task *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->root = root;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	for (size_t i = 0; i < CG_MAX_HIER; i++)
+		t->dir_fd[i] = t->procs_fd[i] = -1;
+	return t;
+}
+
+/* Open the fds of directory i of t (already existing). */
+static int task_open_hier(struct cg_task *t, size_t i)
+{
+	struct cg_hier *h = &t->root->hier[i];
+
+	t->dir_fd[i] = openat(h->dir_fd, t->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (t->dir_fd[i] < 0)
+		return -errno;
+	t->procs_fd[i] = openat(t->dir_fd[i], "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	if (t->procs_fd[i] < 0) {
+		int r = -errno;
+
+		closep(&t->dir_fd[i]);
+		return r;
+	}
+	return 0;
+}
+
+static int task_finish_open(struct cg_task *t)
+{
+	struct cg_root *root = t->root;
+	int m = root->main_hier;
+	struct stat st;
+
+	if (asprintf(&t->path, "%s/%s", root->hier[m].dir, t->name) < 0) {
+		t->path = NULL;
+		return -ENOMEM;
+	}
+	if (root->unified_hier >= 0 && t->dir_fd[root->unified_hier] >= 0) {
+		if (fstat(t->dir_fd[root->unified_hier], &st) < 0)
+			return -errno;
+		t->unified_id = (uint64_t)st.st_ino;
+	}
+	return 0;
+}
+
+/* rmdir the task's directory in hierarchy i, retrying EBUSY briefly (exiting processes). */
+static int task_rmdir(struct cg_task *t, size_t i)
+{
+	struct cg_hier *h = &t->root->hier[i];
+
+	for (int tries = 0;; tries++) {
+		if (unlinkat(h->dir_fd, t->name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || tries >= CG_RMDIR_TRIES)
+			return -errno;
+		cg_sleep_ms(CG_RMDIR_SLEEP_MS);
+	}
+}
+
+int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
+		   struct cg_task **ret)
+{
+	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
+	static const struct cg_limits none = { .swap_max = UINT64_MAX };
+	bool created[CG_MAX_HIER] = { false };
+	int r;
+
+	if (!root || !ret || !is_task_name(root, name))
+		return -EINVAL;
+	if (limits && limits->n_io > CG_IO_MAX)
+		return -E2BIG;
+	if (root->ops->prepare_task) {
+		r = root->ops->prepare_task(root);
+		if (r < 0)
+			return r;
+	}
+	t = task_new(root, name);
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < root->n_hier; i++) {
+		if (mkdirat(root->hier[i].dir_fd, name, 0755) < 0) {
+			r = -errno;
+			goto out_rmdir;
+		}
+		created[i] = true;
+		r = task_open_hier(t, i);
+		if (r < 0)
+			goto out_rmdir;
+	}
+	r = task_finish_open(t);
+	if (r < 0)
+		goto out_rmdir;
+	r = root->ops->apply_limits(t, limits ? limits : &none);
+	if (r < 0)
+		goto out_rmdir;
+	*ret = TAKE_PTR(t);
+	return 0;
+out_rmdir:
+	for (size_t i = 0; i < root->n_hier; i++) {
+		closep(&t->dir_fd[i]);
+		closep(&t->procs_fd[i]);
+		t->dir_fd[i] = t->procs_fd[i] = -1;
+		if (created[i])
+			(void)unlinkat(root->hier[i].dir_fd, name, AT_REMOVEDIR);
+	}
+	return r;
+}
+
+int cg_task_open(struct cg_root *root, const char *name, struct cg_task **ret)
+{
+	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
+	size_t found = 0;
+	int r;
+
+	if (!root || !ret || !is_task_name(root, name))
+		return -EINVAL;
+	t = task_new(root, name);
+	if (!t)
+		return -ENOMEM;
+	/* Tolerant: a half-removed leftover still opens, so that it can be destroyed. */
+	for (size_t i = 0; i < root->n_hier; i++) {
+		r = task_open_hier(t, i);
+		if (r == 0)
+			found++;
+		else if (r != -ENOENT)
+			return r;
+	}
+	if (found == 0 || t->dir_fd[root->main_hier] < 0)
+		return -ENOENT;
+	r = task_finish_open(t);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(t);
+	return 0;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cg_root_list_tasks(struct cg_root *root, char ***ret_names, size_t *ret_n)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0, u = 0;
+	int r = 0;
+
+	if (!root || !ret_names || !ret_n)
+		return -EINVAL;
+	for (size_t i = 0; i < root->n_hier && r == 0; i++) {
+		_cleanup_closedir_ DIR *d = NULL;
+		struct dirent *de;
+		int fd = openat(root->hier[i].dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (fd < 0) {
+			r = -errno;
+			break;
+		}
+		d = fdopendir(fd);
+		if (!d) {
+			r = -errno;
+			close(fd);
+			break;
+		}
+		while ((de = readdir(d))) {
+			if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
+				continue;
+			if (!is_task_name(root, de->d_name))
+				continue;
+			if (n == cap) {
+				char **nn;
+
+				if (cap >= CG_TASKS_MAX) {
+					r = -E2BIG;
+					break;
+				}
+				cap = cap ? cap * 2 : 16;
+				nn = realloc(names, cap * sizeof(*nn));
+				if (!nn) {
+					r = -ENOMEM;
+					break;
+				}
+				names = nn;
+			}
+			names[n] = strdup(de->d_name);
+			if (!names[n]) {
+				r = -ENOMEM;
+				break;
+			}
+			n++;
+		}
+	}
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return r;
+	}
+	if (n > 0)
+		qsort(names, n, sizeof(*names), str_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (u > 0 && strcmp(names[u - 1], names[i]) == 0) {
+			free(names[i]);
+			continue;
+		}
+		names[u++] = names[i];
+	}
+	*ret_names = names;
+	*ret_n = u;
+	return 0;
+}
+
+int cg_task_clone_fd(const struct cg_task *t)
+{
+	if (!t || t->root->mode != CG_MODE_V2)
+		return -1;
+	return t->dir_fd[t->root->main_hier];
+}
+
+int cg_task_unified_fd(const struct cg_task *t)
+{
+	if (!t || t->root->unified_hier < 0)
+		return -1;
+	return t->dir_fd[t->root->unified_hier];
+}
+
+uint64_t cg_task_unified_id(const struct cg_task *t)
+{
+	return t ? t->unified_id : 0;
+}
+
+int cg_task_ctrl_fd(const struct cg_task *t, enum cg_ctrl c)
+{
+	if (!t || t->root->mode != CG_MODE_V1 || c < 0 || c >= _CG_C_MAX ||
+	    t->root->ctrl_hier[c] < 0)
+		return -1;
+	return t->dir_fd[t->root->ctrl_hier[c]];
+}
+
+int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller)
+{
+	return cg_task_ctrl_fd(t, cg_ctrl_from_string(controller));
+}
+
+/* Async-signal-safe: only write(2). "0" moves the writing process (v1 and v2). */
+int cg_task_join_self(const struct cg_task *t)
+{
+	if (!t)
+		return -EINVAL;
+	for (size_t i = 0; i < t->root->n_hier; i++) {
+		if (t->procs_fd[i] < 0)
+			continue;
+		if (write(t->procs_fd[i], "0", 1) != 1)
+			return -errno;
+	}
+	return 0;
+}
+
+int cg_task_attach(const struct cg_task *t, pid_t pid)
+{
+	char buf[DECIMAL_STR_MAX(pid_t)];
+	int len;
+
+	if (!t || pid <= 0)
+		return -EINVAL;
+	len = snprintf(buf, sizeof(buf), "%d", (int)pid);
+	for (size_t i = 0; i < t->root->n_hier; i++) {
+		if (t->procs_fd[i] < 0)
+			continue;
+		if (write(t->procs_fd[i], buf, (size_t)len) != len)
+			return -errno;
+	}
+	return 0;
+}
+
+int cg_task_stats(const struct cg_task *t, struct cg_stats *ret)
+{
+	struct cg_stats s = { 0 };
+	int r;
+
+	if (!t || !ret)
+		return -EINVAL;
+	r = t->root->ops->stats(t, &s);
+	if (r < 0)
+		return r;
+	*ret = s;
+	return 0;
+}
+
+int cg_task_pids(const struct cg_task *t, pid_t **ret, size_t *ret_n)
+{
+	_cleanup_free_ char *buf = NULL;
+	int r;
+
+	if (!t || !ret || !ret_n)
+		return -EINVAL;
+	r = read_file_at(t->dir_fd[t->root->main_hier], "cgroup.procs", CG_FILE_MAX, &buf, NULL);
+	if (r < 0)
+		return r;
+	return cg_parse_pids(buf, ret, ret_n);
+}
+
+int cg_task_is_empty(const struct cg_task *t)
+{
+	_cleanup_free_ pid_t *pids = NULL;
+	size_t n = 0;
+	int r = cg_task_pids(t, &pids, &n);
+
+	if (r < 0)
+		return r;
+	return n == 0;
+}
+
+int cg_task_kill(const struct cg_task *t, int sig)
+{
+	if (!t || sig <= 0 || sig >= NSIG)
+		return -EINVAL;
+	return t->root->ops->kill(t, sig);
+}
+
+int cg_task_destroy(struct cg_task *t)
+{
+	int r = 0;
+
+	if (!t)
+		return -EINVAL;
+	if (!is_task_name(t->root, t->name))
+		return -EPERM;
+	/* The main directory last, so that a failure leaves the task re-openable. */
+	for (size_t k = 0; k < t->root->n_hier; k++) {
+		size_t i = (size_t)((t->root->main_hier + 1 + (int)k) % (int)t->root->n_hier);
+		int q;
+
+		if (t->dir_fd[i] < 0)
+			continue;
+		/* Open fds on cgroupfs files do not keep a directory busy. */
+		q = task_rmdir(t, i);
+		if (q < 0) {
+			if (r == 0)
+				r = q;
+			continue;
+		}
+		closep(&t->procs_fd[i]);
+		closep(&t->dir_fd[i]);
+		t->procs_fd[i] = t->dir_fd[i] = -1;
+	}
+	return r;
+}
+
+const char *cg_task_name(const struct cg_task *t)
+{
+	return t ? t->name : NULL;
+}
+
+const char *cg_task_path(const struct cg_task *t)
+{
+	return t ? t->path : NULL;
+}

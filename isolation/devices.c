@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: MIT
+/* NVIDIA device-node policy per task: v1 devices cgroup writes or a cgroup_device program. */
+#include "isolation/devices.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/devices_types.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "devices.skel.h"
+
+#define PROC_DEVICES_MAX (64 * 1024)
+
+int devices_read_uvm_major(const char *proc_devices, unsigned *ret_uvm)
+{
+	_cleanup_free_ char *buf = NULL;
+	bool chr = false;
+	char *line, *save = NULL;
+	unsigned uvm = 0;
+	int r;
+
+	r = read_file(proc_devices ? proc_devices : "/proc/devices", PROC_DEVICES_MAX, &buf, NULL);
+	if (r < 0)
+		return r;
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char name[64], num[DECIMAL_STR_MAX(uint32_t)];
+		uint32_t major;
+
+		if (strcmp(line, "Character devices:") == 0) {
+			chr = true;
+			continue;
+		}
+		if (strcmp(line, "Block devices:") == 0) {
+			chr = false;
+			continue;
+		}
+		if (!chr || sscanf(line, " %10s %63s", num, name) != 2)
+			continue;
+		if (strcmp(name, "nvidia-uvm") != 0 || parse_u32(num, &major) < 0 || major == 0 ||
+		    major > 4095)
+			continue;
+		uvm = major;
+	}
+	*ret_uvm = uvm;
+	return 0;
+}
+
+void devices_policy_init(struct devices_policy *p, unsigned uvm_major)
+{
+	*p = (struct devices_policy){ .uvm_major = uvm_major };
+}
+
+int devices_policy_allow_minor(struct devices_policy *p, unsigned minor)
+{
+	if (minor > DEVICES_GPU_MINOR_MAX)
+		return -ERANGE;
+	p->gpu_minors[minor / 64] |= 1ULL << (minor % 64);
+	return 0;
+}
+
+int devices_policy_allow_gpus(struct devices_policy *p, const struct gpu_inventory *inv,
+			      const struct gpu_allocation *a)
+{
+	for (size_t i = 0; i < GPU_MAX; i++) {
+		const struct gpu_device *d;
+		int r;
+
+		if (!(a->mask & (1ULL << i)))
+			continue;
+		d = gpu_device(inv, i);
+		if (!d)
+			return -ENODEV;
+		r = devices_policy_allow_minor(p, d->minor);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static bool any_gpu(const struct devices_policy *p)
+{
+	return p->gpu_minors[0] | p->gpu_minors[1] | p->gpu_minors[2] | p->gpu_minors[3];
+}
+
+static bool minor_allowed(const struct devices_policy *p, unsigned minor)
+{
+	return minor > DEVICES_GPU_MINOR_MAX || (p->gpu_minors[minor / 64] & (1ULL << (minor % 64)));
+}
+
+bool devices_policy_allows(const struct devices_policy *p, unsigned major, unsigned minor)
+{
+	if (major == DEVICES_NVIDIA_MAJOR)
+		return minor_allowed(p, minor);
+	if (p->uvm_major && major == p->uvm_major)
+		return any_gpu(p);
+	return true;
+}
+
+/* In deny-by-default mode, does the list allow NVIDIA nodes through a wildcard? */
+static bool list_has_nvidia_wildcard(const char *list, unsigned uvm_major)
+{
+	char pat195[32], patuvm[32];
+
+	snprintf(pat195, sizeof(pat195), "c %u:* ", DEVICES_NVIDIA_MAJOR);
+	snprintf(patuvm, sizeof(patuvm), "c %u:* ", uvm_major);
+	for (const char *l = list; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, "a ", 2) == 0 || strncmp(l, "c *:", 4) == 0 ||
+		    strncmp(l, pat195, strlen(pat195)) == 0 ||
+		    (uvm_major && strncmp(l, patuvm, strlen(patuvm)) == 0))
+			return true;
+	}
+	return false;
+}
+
+int devices_v1_apply(int dirfd, const struct devices_policy *p)
+{
+	_cleanup_free_ char *list = NULL;
+	bool allow_default;
+	char line[64];
+	int r;
+
+	r = read_file_at(dirfd, "devices.list", 1024 * 1024, &list, NULL);
+	if (r < 0)
+		return r;
+	/* Allow-by-default cgroups list exactly "a *:* rwm" (their deny exceptions are hidden). */
+	allow_default = strcmp(list, "a *:* rwm\n") == 0;
+
+	for (unsigned m = 0; m <= DEVICES_GPU_MINOR_MAX; m++) {
+		if (minor_allowed(p, m))
+			continue;
+		snprintf(line, sizeof(line), "c %u:%u rwm", DEVICES_NVIDIA_MAJOR, m);
+		r = write_file_at(dirfd, "devices.deny", line);
+		if (r < 0)
+			return r;
+	}
+	if (p->uvm_major && !any_gpu(p)) {
+		snprintf(line, sizeof(line), "c %u:* rwm", p->uvm_major);
+		r = write_file_at(dirfd, "devices.deny", line);
+		if (r < 0)
+			return r;
+	}
+	if (!allow_default) {
+		free(list);
+		list = NULL;
+		r = read_file_at(dirfd, "devices.list", 1024 * 1024, &list, NULL);
+		if (r < 0)
+			return r;
+		if (list_has_nvidia_wildcard(list, p->uvm_major))
+			return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
+struct devices_prog {
+	struct devices_bpf *skel;
+	int cgroup_fd;
+	bool attached;
+};
+
+void devices_bpf_free(struct devices_prog *d)
+{
+	if (!d)
+		return;
+	devices_bpf__destroy(d->skel);
+	if (d->cgroup_fd >= 0)
+		close(d->cgroup_fd);
+	free(d);
+}
+
+static int allow_key(int map_fd, unsigned major, unsigned minor)
+{
+	struct devices_key k = { .major = major, .minor = minor };
+	__u8 one = 1;
+
+	return bpf_map_update_elem(map_fd, &k, &one, BPF_ANY) < 0 ? -errno : 0;
+}
+
+int devices_bpf_attach(int cgroup_fd, const struct devices_policy *p, struct devices_prog **ret)
+{
+	struct devices_prog *d;
+	int map_fd, r;
+
+	if (cgroup_fd < 0)
+		return -EBADF;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->cgroup_fd = fcntl(cgroup_fd, F_DUPFD_CLOEXEC, 3);
+	if (d->cgroup_fd < 0) {
+		r = -errno;
+		goto out_free;
+	}
+	d->skel = devices_bpf__open();
+	if (!d->skel) {
+		r = errno ? -errno : -EINVAL;
+		goto out_free;
+	}
+	d->skel->rodata->uvm_major = p->uvm_major;
+	r = devices_bpf__load(d->skel);
+	if (r < 0)
+		goto out_free;
+
+	map_fd = bpf_map__fd(d->skel->maps.allowed);
+	r = allow_key(map_fd, DEVICES_NVIDIA_MAJOR, 254); /* nvidia-modeset */
+	if (r >= 0)
+		r = allow_key(map_fd, DEVICES_NVIDIA_MAJOR, 255); /* nvidiactl */
+	for (unsigned m = 0; r >= 0 && m <= DEVICES_GPU_MINOR_MAX; m++)
+		if (minor_allowed(p, m))
+			r = allow_key(map_fd, DEVICES_NVIDIA_MAJOR, m);
+	if (r >= 0 && p->uvm_major && any_gpu(p))
+		r = allow_key(map_fd, p->uvm_major, DEVICES_MINOR_ANY);
+	if (r < 0)
+		goto out_free;
+
+	if (bpf_prog_attach(bpf_program__fd(d->skel->progs.corral_devices), d->cgroup_fd,
+			    BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI) < 0) {
+		r = -errno;
+		goto out_free;
+	}
+	d->attached = true;
+	*ret = d;
+	return 0;
+
+out_free:
+	devices_bpf_free(d);
+	return r;
+}
+
+int devices_bpf_detach(struct devices_prog *d)
+{
+	if (!d->attached)
+		return 0;
+	if (bpf_prog_detach2(bpf_program__fd(d->skel->progs.corral_devices), d->cgroup_fd,
+			     BPF_CGROUP_DEVICE) < 0)
+		return -errno;
+	d->attached = false;
+	return 0;
+}
+
+uint64_t devices_bpf_denials(const struct devices_prog *d)
+{
+	return d->skel->bss->denials;
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The launch sequence. Everything that can fail is prepared by the caller before fork (cgroup
+ * created and opened, seccomp filter compiled, argv/env/exec candidates built, ids resolved).
+ *
+ * Process layout: the agent forks a small supervisor ("shim") per task; the shim leaves the
+ * agent's session, clones the task child (CLONE_INTO_CGROUP on v2) and waits for it. The shim
+ * writes the task's wait status to an exit file (atomically) and to a pipe, so the status
+ * survives an agent restart: a restarted agent re-adopts the shim by pid + start time and reads
+ * the exit file when the shim is gone.
+ *
+ * The child only applies: join cgroup (v1), wait for the agent's go (so metering starts before
+ * the first instruction of the job), setsid, signals reset, rlimits, capability bounding set,
+ * setgroups/setgid/setuid, chdir, stdio, no_new_privs, capabilities cleared, fds closed on exec,
+ * seccomp last, execve. A failing step is reported on a close-on-exec pipe as (step, errno).
+ * Library code: never prints, returns 0 or -errno.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct cg_task;
+struct sbx_filter;
+
+enum launch_step {
+	LAUNCH_STEP_NONE,
+	LAUNCH_STEP_CLONE,
+	LAUNCH_STEP_CGROUP,
+	LAUNCH_STEP_SYNC,
+	LAUNCH_STEP_SETSID,
+	LAUNCH_STEP_SIGNALS,
+	LAUNCH_STEP_RLIMIT,
+	LAUNCH_STEP_CAPBSET,
+	LAUNCH_STEP_SETGROUPS,
+	LAUNCH_STEP_SETGID,
+	LAUNCH_STEP_SETUID,
+	LAUNCH_STEP_CHDIR,
+	LAUNCH_STEP_STDIN,
+	LAUNCH_STEP_STDOUT,
+	LAUNCH_STEP_STDERR,
+	LAUNCH_STEP_NO_NEW_PRIVS,
+	LAUNCH_STEP_CAPS,
+	LAUNCH_STEP_CLOSE_FDS,
+	LAUNCH_STEP_SECCOMP,
+	LAUNCH_STEP_EXEC,
+	_LAUNCH_STEP_MAX,
+};
+
+#define LAUNCH_RLIMITS_MAX 8
+struct launch_rlimit {
+	int resource;
+	struct rlimit rl;
+};
+
+struct launch_plan {
+	char *const *argv;          /* argv[0] as given by the user (for messages) */
+	char *const *env;
+	char *const *exec_paths;    /* candidate paths to execve, in order (PATH resolved) */
+	const char *workdir;        /* chdir target, NULL = "/" */
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;
+	size_t n_groups;
+	bool switch_user;           /* setgroups/setgid/setuid (the agent runs as root) */
+	const char *stdout_path;    /* NULL: /dev/null; opened as the task user, O_APPEND */
+	const char *stderr_path;
+	const struct cg_task *cg;   /* may be NULL (tests) */
+	int clone_cgroup_fd;        /* v2 cgroup dir fd for CLONE_INTO_CGROUP, -1 on v1 */
+	const struct sbx_filter *filter; /* NULL: unconfined */
+	int cap_last_cap;           /* from /proc/sys/kernel/cap_last_cap */
+	size_t n_rlimits;
+	struct launch_rlimit rlimits[LAUNCH_RLIMITS_MAX];
+	const char *exit_file;      /* where the shim records the wait status (atomic rename) */
+};
+
+struct launch_handle {
+	pid_t shim_pid;
+	int shim_pidfd;   /* owned; -1 if pidfd_open is unsupported */
+	pid_t task_pid;
+	int status_fd;    /* owned; read end: the shim writes "X <status> ..." when the task ends */
+	int err_fd;       /* owned until launch_release */
+	int sync_fd;      /* owned until launch_release */
+};
+
+/* What the shim recorded when the task's main process ended. */
+struct launch_exit {
+	int wait_status;       /* as from wait4 */
+	uint64_t utime_us, stime_us; /* rusage of the main process and its reaped children */
+	uint64_t maxrss_kb;
+	uint64_t end_realtime_ns;
+};
+
+const char *launch_step_to_string(enum launch_step s);
+
+/*
+ * Fork the shim; it clones the task child, which stops before its first own instruction of
+ * the job and waits for launch_release. Returns with the child's pid known.
+ */
+int launch_start(const struct launch_plan *plan, struct launch_handle *ret);
+/*
+ * Let the child go and wait (bounded) until it has exec'd or failed. On a child-side failure
+ * returns -errno and sets *ret_step; the child has exited then.
+ */
+int launch_release(struct launch_handle *h, int timeout_ms, enum launch_step *ret_step);
+/* Abort a started launch before release (kills the child; the shim reports it). */
+void launch_abort(struct launch_handle *h);
+void launch_handle_close(struct launch_handle *h);
+
+/*
+ * Read the shim's status line from status_fd (non-blocking). Returns 1 with *ret filled when the
+ * exit line arrived, 0 if nothing (yet), -EPIPE on EOF without an exit line.
+ */
+int launch_read_status(int status_fd, struct launch_exit *ret);
+/* Parse the exit file the shim wrote. -ENOENT if absent. */
+int launch_read_exit_file(const char *path, struct launch_exit *ret);
+/* Format "exec ./job: No such file or directory" style messages. */
+void launch_format_error(const struct launch_plan *plan, enum launch_step step, int err, char *buf,
+			 size_t len);

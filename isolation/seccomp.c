@@ -1,0 +1,959 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * OCI/Docker seccomp JSON -> libseccomp -> classic BPF, in the parent; the child only installs
+ * the exported program with seccomp(2). See docs/seccomp.md for the supported format.
+ */
+#include "isolation/seccomp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "common/macro.h"
+#include "common/util.h"
+
+/* Bounds on everything a profile controls. */
+#define SBX_PROFILE_MAX_BYTES	(1024 * 1024)
+#define SBX_MAX_SYSCALL_ENTRIES 1024
+#define SBX_MAX_NAMES_PER_ENTRY 1024
+#define SBX_MAX_RULES		4096
+#define SBX_MAX_ARCHES		16
+#define SBX_MAX_ARGS		6
+#define SBX_MAX_ERRNO		4095
+#define SBX_NAME_MAX		64
+
+/*
+ * The compiled program. prog.filter points at insns, so the child needs nothing but this one
+ * allocation made in the parent.
+ */
+struct sbx_filter {
+	struct sock_fprog prog;
+	unsigned int flags; /* SECCOMP_FILTER_FLAG_* for seccomp(2); room for _LOG/_NEW_LISTENER */
+	struct sock_filter insns[];
+};
+
+/*
+ * Built-in profiles, embedded from isolation/profiles/ with .incbin (isolation/seccomp.mk makes
+ * this object depend on the JSON files). Each is NUL-terminated.
+ */
+__asm__(".pushsection .rodata\n"
+	".global sbx_profile_default_json\n"
+	".type sbx_profile_default_json, @object\n"
+	"sbx_profile_default_json:\n"
+	".incbin \"isolation/profiles/default.json\"\n"
+	".byte 0\n"
+	".size sbx_profile_default_json, . - sbx_profile_default_json\n"
+	".global sbx_profile_strict_json\n"
+	".type sbx_profile_strict_json, @object\n"
+	"sbx_profile_strict_json:\n"
+	".incbin \"isolation/profiles/strict.json\"\n"
+	".byte 0\n"
+	".size sbx_profile_strict_json, . - sbx_profile_strict_json\n"
+	".popsection\n");
+extern const char sbx_profile_default_json[];
+extern const char sbx_profile_strict_json[];
+
+_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* A user string made safe to quote in a message: printable ASCII, at most SBX_NAME_MAX. */
+static const char *quote_user(const char *s, char buf[static SBX_NAME_MAX + 4])
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < SBX_NAME_MAX; i++)
+		buf[i] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"') ? s[i] : '?';
+	if (s[i]) {
+		memcpy(buf + i, "...", 3);
+		i += 3;
+	}
+	buf[i] = 0;
+	return buf;
+}
+
+static const char *type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	case JSON_NULL:
+		return "null";
+	}
+	return "?";
+}
+
+static int check_keys(const json_t *obj, const char *path, const char *const *allowed, char *err,
+		      size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	char q[SBX_NAME_MAX + 4];
+
+	json_object_foreach((json_t *)obj, key, v)
+	{
+		bool ok = false;
+
+		for (size_t i = 0; allowed[i]; i++)
+			if (strcmp(key, allowed[i]) == 0)
+				ok = true;
+		if (!ok)
+			return fail(err, errlen, "%s%s%s: unknown key", path, *path ? "." : "",
+				    quote_user(key, q));
+	}
+	return 0;
+}
+
+static int want_type(const json_t *v, json_type t, const char *path, char *err, size_t errlen)
+{
+	static const char *const names[] = {
+	    [JSON_OBJECT] = "an object",
+	    [JSON_ARRAY] = "an array",
+	    [JSON_STRING] = "a string",
+	    [JSON_INTEGER] = "an integer",
+	};
+
+	if (json_typeof(v) == t)
+		return 0;
+	return fail(err, errlen, "%s: must be %s, not %s", path, names[t], type_name(v));
+}
+
+static int want_array(const json_t *v, size_t max, const char *path, char *err, size_t errlen)
+{
+	int r = want_type(v, JSON_ARRAY, path, err, errlen);
+
+	if (r < 0)
+		return r;
+	if (json_array_size(v) > max)
+		return fail(err, errlen, "%s: too many entries (%zu, at most %zu)", path,
+			    json_array_size(v), max);
+	return 0;
+}
+
+/* ---- actions ----------------------------------------------------------------------------- */
+
+enum sbx_act {
+	SBX_ACT_ALLOW,
+	SBX_ACT_ERRNO,
+	SBX_ACT_KILL_THREAD,
+	SBX_ACT_KILL_PROCESS,
+	SBX_ACT_TRAP,
+	SBX_ACT_LOG,
+	SBX_ACT_TRACE,
+	_SBX_ACT_MAX,
+	_SBX_ACT_INVALID = -EINVAL,
+};
+
+static const struct {
+	const char *name;
+	enum sbx_act act;
+} action_names[] = {
+    {"SCMP_ACT_ALLOW", SBX_ACT_ALLOW},
+    {"SCMP_ACT_ERRNO", SBX_ACT_ERRNO},
+    {"SCMP_ACT_KILL", SBX_ACT_KILL_THREAD},
+    {"SCMP_ACT_KILL_THREAD", SBX_ACT_KILL_THREAD},
+    {"SCMP_ACT_KILL_PROCESS", SBX_ACT_KILL_PROCESS},
+    {"SCMP_ACT_TRAP", SBX_ACT_TRAP},
+    {"SCMP_ACT_LOG", SBX_ACT_LOG},
+    {"SCMP_ACT_TRACE", SBX_ACT_TRACE},
+};
+
+/*
+ * Parse "action" (with "errnoRet" where present) into a libseccomp action word.
+ * errno_v may be NULL; errno_path names it in messages.
+ */
+static int parse_action(const json_t *v, const char *path, const json_t *errno_v,
+			const char *errno_path, uint32_t *ret, char *err, size_t errlen)
+{
+	enum sbx_act act = _SBX_ACT_INVALID;
+	json_int_t e = EPERM;
+	char q[SBX_NAME_MAX + 4];
+	const char *s;
+	int r;
+
+	r = want_type(v, JSON_STRING, path, err, errlen);
+	if (r < 0)
+		return r;
+	s = json_string_value(v);
+	for (size_t i = 0; i < ARRAY_SIZE(action_names); i++)
+		if (strcmp(s, action_names[i].name) == 0)
+			act = action_names[i].act;
+	if (strcmp(s, "SCMP_ACT_NOTIFY") == 0)
+		return fail(err, errlen,
+			    "%s: action \"SCMP_ACT_NOTIFY\" is not supported (no listener)", path);
+	if (act == _SBX_ACT_INVALID)
+		return fail(err, errlen, "%s: unknown action \"%s\"", path, quote_user(s, q));
+
+	if (errno_v) {
+		if (act != SBX_ACT_ERRNO && act != SBX_ACT_TRACE)
+			return fail(err, errlen,
+				    "%s: only valid with SCMP_ACT_ERRNO or SCMP_ACT_TRACE",
+				    errno_path);
+		r = want_type(errno_v, JSON_INTEGER, errno_path, err, errlen);
+		if (r < 0)
+			return r;
+		e = json_integer_value(errno_v);
+		if (e < 0 || e > SBX_MAX_ERRNO)
+			return fail(err, errlen, "%s: %lld out of range 0..%d", errno_path,
+				    (long long)e, SBX_MAX_ERRNO);
+	} else if (act == SBX_ACT_TRACE) {
+		e = 0;
+	}
+
+	switch (act) {
+	case SBX_ACT_ALLOW:
+		*ret = SCMP_ACT_ALLOW;
+		break;
+	case SBX_ACT_ERRNO:
+		*ret = SCMP_ACT_ERRNO((uint32_t)e);
+		break;
+	case SBX_ACT_KILL_THREAD:
+		*ret = SCMP_ACT_KILL_THREAD;
+		break;
+	case SBX_ACT_KILL_PROCESS:
+		*ret = SCMP_ACT_KILL_PROCESS;
+		break;
+	case SBX_ACT_TRAP:
+		*ret = SCMP_ACT_TRAP;
+		break;
+	case SBX_ACT_LOG:
+		*ret = SCMP_ACT_LOG;
+		break;
+	case SBX_ACT_TRACE:
+		*ret = SCMP_ACT_TRACE((uint32_t)e);
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- architectures ----------------------------------------------------------------------- */
+
+static const struct {
+	const char *scmp;  /* OCI name */
+	const char *alias; /* Go/Debian/uname name, as Docker's includes.arches use */
+	const char *alias2;
+	uint32_t token;
+} arch_names[] = {
+    {"SCMP_ARCH_X86_64", "amd64", "x86_64", SCMP_ARCH_X86_64},
+    {"SCMP_ARCH_X86", "x86", "386", SCMP_ARCH_X86},
+    {"SCMP_ARCH_X32", "x32", NULL, SCMP_ARCH_X32},
+    {"SCMP_ARCH_AARCH64", "arm64", "aarch64", SCMP_ARCH_AARCH64},
+    {"SCMP_ARCH_ARM", "arm", NULL, SCMP_ARCH_ARM},
+    {"SCMP_ARCH_MIPS", "mips", NULL, SCMP_ARCH_MIPS},
+    {"SCMP_ARCH_MIPSEL", "mipsle", NULL, SCMP_ARCH_MIPSEL},
+    {"SCMP_ARCH_MIPS64", "mips64", NULL, SCMP_ARCH_MIPS64},
+    {"SCMP_ARCH_MIPSEL64", "mips64le", NULL, SCMP_ARCH_MIPSEL64},
+    {"SCMP_ARCH_MIPS64N32", "mips64n32", NULL, SCMP_ARCH_MIPS64N32},
+    {"SCMP_ARCH_MIPSEL64N32", "mips64len32", NULL, SCMP_ARCH_MIPSEL64N32},
+    {"SCMP_ARCH_PPC", "ppc", NULL, SCMP_ARCH_PPC},
+    {"SCMP_ARCH_PPC64", "ppc64", NULL, SCMP_ARCH_PPC64},
+    {"SCMP_ARCH_PPC64LE", "ppc64le", NULL, SCMP_ARCH_PPC64LE},
+    {"SCMP_ARCH_S390", "s390", NULL, SCMP_ARCH_S390},
+    {"SCMP_ARCH_S390X", "s390x", NULL, SCMP_ARCH_S390X},
+    {"SCMP_ARCH_PARISC", "parisc", NULL, SCMP_ARCH_PARISC},
+    {"SCMP_ARCH_PARISC64", "parisc64", NULL, SCMP_ARCH_PARISC64},
+    {"SCMP_ARCH_RISCV64", "riscv64", NULL, SCMP_ARCH_RISCV64},
+};
+
+/* aliases: also accept the short names (includes/excludes.arches). */
+static int parse_arch(const json_t *v, const char *path, bool aliases, uint32_t *ret, char *err,
+		      size_t errlen)
+{
+	char q[SBX_NAME_MAX + 4];
+	const char *s;
+	int r;
+
+	r = want_type(v, JSON_STRING, path, err, errlen);
+	if (r < 0)
+		return r;
+	s = json_string_value(v);
+	for (size_t i = 0; i < ARRAY_SIZE(arch_names); i++)
+		if (strcmp(s, arch_names[i].scmp) == 0 ||
+		    (aliases && ((strcmp(s, arch_names[i].alias) == 0) ||
+				 (arch_names[i].alias2 && strcmp(s, arch_names[i].alias2) == 0)))) {
+			*ret = arch_names[i].token;
+			return 0;
+		}
+	return fail(err, errlen, "%s: unknown architecture \"%s\"", path, quote_user(s, q));
+}
+
+static int add_arch(scmp_filter_ctx ctx, uint32_t token, const char *path, char *err, size_t errlen)
+{
+	int r = seccomp_arch_add(ctx, token);
+
+	if (r < 0 && r != -EEXIST)
+		return fail(err, errlen, "%s: architecture not supported by libseccomp: %s", path,
+			    strerror(-r));
+	return 0;
+}
+
+/* ---- includes / excludes ----------------------------------------------------------------- */
+
+/* "5.8" or "5.8.0" -> major*1000 + minor; -1 when malformed. */
+static long kernel_version_code(const char *s)
+{
+	char *end;
+	long major, minor;
+
+	errno = 0;
+	major = strtol(s, &end, 10);
+	if (errno || end == s || *end != '.' || major < 0 || major > 1000)
+		return -1;
+	s = end + 1;
+	minor = strtol(s, &end, 10);
+	if (errno || end == s || minor < 0 || minor > 999)
+		return -1;
+	if (*end && *end != '.' && *end != '-')
+		return -1;
+	return major * 1000 + minor;
+}
+
+static long running_kernel_code(void)
+{
+	struct utsname u;
+
+	if (uname(&u) < 0)
+		return -1;
+	return kernel_version_code(u.release);
+}
+
+/*
+ * Evaluate an includes/excludes filter. *ret_match: the filter matches this node and task.
+ * caps are evaluated against the empty set, because the launcher drops every capability
+ * before seccomp is installed: includes.caps never matches, excludes.caps never excludes.
+ */
+static int eval_filter(const json_t *v, const char *path, bool *ret_match, bool *ret_empty,
+		       char *err, size_t errlen)
+{
+	static const char *const keys[] = {"caps", "arches", "minKernel", NULL};
+	char p[128];
+	json_t *a;
+	bool match = true, empty = true;
+	int r;
+
+	r = want_type(v, JSON_OBJECT, path, err, errlen);
+	if (r < 0)
+		return r;
+	r = check_keys(v, path, keys, err, errlen);
+	if (r < 0)
+		return r;
+
+	a = json_object_get(v, "caps");
+	if (a) {
+		snprintf(p, sizeof(p), "%s.caps", path);
+		r = want_array(a, 64, p, err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < json_array_size(a); i++) {
+			char pi[160];
+
+			snprintf(pi, sizeof(pi), "%s[%zu]", p, i);
+			r = want_type(json_array_get(a, i), JSON_STRING, pi, err, errlen);
+			if (r < 0)
+				return r;
+		}
+		if (json_array_size(a) > 0) {
+			empty = false;
+			match = false; /* no capability is ever held */
+		}
+	}
+	a = json_object_get(v, "arches");
+	if (a) {
+		uint32_t native = seccomp_arch_native();
+		bool any = false;
+
+		snprintf(p, sizeof(p), "%s.arches", path);
+		r = want_array(a, SBX_MAX_ARCHES, p, err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < json_array_size(a); i++) {
+			char pi[160];
+			uint32_t tok;
+
+			snprintf(pi, sizeof(pi), "%s[%zu]", p, i);
+			r = parse_arch(json_array_get(a, i), pi, true, &tok, err, errlen);
+			if (r < 0)
+				return r;
+			if (tok == native)
+				any = true;
+		}
+		if (json_array_size(a) > 0) {
+			empty = false;
+			match = match && any;
+		}
+	}
+	a = json_object_get(v, "minKernel");
+	if (a) {
+		long want, have;
+
+		snprintf(p, sizeof(p), "%s.minKernel", path);
+		r = want_type(a, JSON_STRING, p, err, errlen);
+		if (r < 0)
+			return r;
+		want = kernel_version_code(json_string_value(a));
+		if (want < 0)
+			return fail(err, errlen, "%s: not a kernel version like \"5.8\"", p);
+		have = running_kernel_code();
+		empty = false;
+		match = match && have >= want;
+	}
+	*ret_match = match;
+	*ret_empty = empty;
+	return 0;
+}
+
+/* ---- syscall rules ----------------------------------------------------------------------- */
+
+static const struct {
+	const char *name;
+	enum scmp_compare op;
+} op_names[] = {
+    {"SCMP_CMP_NE", SCMP_CMP_NE},
+    {"SCMP_CMP_LT", SCMP_CMP_LT},
+    {"SCMP_CMP_LE", SCMP_CMP_LE},
+    {"SCMP_CMP_EQ", SCMP_CMP_EQ},
+    {"SCMP_CMP_GE", SCMP_CMP_GE},
+    {"SCMP_CMP_GT", SCMP_CMP_GT},
+    {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ},
+};
+
+/* Argument values are uint64 as in OCI; JSON integers here are int64, so values >= 2^63 are
+ * written as their (negative) two's complement. */
+static int parse_arg(const json_t *v, const char *path, struct scmp_arg_cmp *ret, char *err,
+		     size_t errlen)
+{
+	static const char *const keys[] = {"index", "value", "valueTwo", "op", NULL};
+	char p[160], q[SBX_NAME_MAX + 4];
+	const json_t *idx, *val, *val2, *op;
+	json_int_t i;
+	int r;
+
+	r = want_type(v, JSON_OBJECT, path, err, errlen);
+	if (r < 0)
+		return r;
+	r = check_keys(v, path, keys, err, errlen);
+	if (r < 0)
+		return r;
+	idx = json_object_get(v, "index");
+	val = json_object_get(v, "value");
+	val2 = json_object_get(v, "valueTwo");
+	op = json_object_get(v, "op");
+	if (!idx)
+		return fail(err, errlen, "%s.index: missing", path);
+	if (!val)
+		return fail(err, errlen, "%s.value: missing", path);
+	if (!op)
+		return fail(err, errlen, "%s.op: missing", path);
+
+	snprintf(p, sizeof(p), "%s.index", path);
+	r = want_type(idx, JSON_INTEGER, p, err, errlen);
+	if (r < 0)
+		return r;
+	i = json_integer_value(idx);
+	if (i < 0 || i >= SBX_MAX_ARGS)
+		return fail(err, errlen, "%s: argument index %lld out of range 0..%d", p,
+			    (long long)i, SBX_MAX_ARGS - 1);
+	snprintf(p, sizeof(p), "%s.value", path);
+	r = want_type(val, JSON_INTEGER, p, err, errlen);
+	if (r < 0)
+		return r;
+	if (val2) {
+		snprintf(p, sizeof(p), "%s.valueTwo", path);
+		r = want_type(val2, JSON_INTEGER, p, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	snprintf(p, sizeof(p), "%s.op", path);
+	r = want_type(op, JSON_STRING, p, err, errlen);
+	if (r < 0)
+		return r;
+
+	*ret = (struct scmp_arg_cmp){.arg = (unsigned int)i, .op = _SCMP_CMP_MIN};
+	for (size_t k = 0; k < ARRAY_SIZE(op_names); k++)
+		if (strcmp(json_string_value(op), op_names[k].name) == 0)
+			ret->op = op_names[k].op;
+	if (ret->op == _SCMP_CMP_MIN)
+		return fail(err, errlen, "%s: unknown operator \"%s\"", p,
+			    quote_user(json_string_value(op), q));
+	ret->datum_a = (scmp_datum_t)json_integer_value(val);
+	ret->datum_b = val2 ? (scmp_datum_t)json_integer_value(val2) : 0;
+	if (ret->op != SCMP_CMP_MASKED_EQ && ret->datum_b != 0)
+		return fail(err, errlen, "%s.valueTwo: only used with SCMP_CMP_MASKED_EQ", path);
+	return 0;
+}
+
+struct compile_state {
+	scmp_filter_ctx ctx;
+	uint32_t default_action;
+	size_t nrules;
+};
+
+static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t index, char *err,
+			       size_t errlen)
+{
+	static const char *const keys[] = {"names",   "name",	  "action",   "errnoRet", "args",
+					   "comment", "includes", "excludes", NULL};
+	struct scmp_arg_cmp cmps[SBX_MAX_ARGS];
+	char path[48], p[96], q[SBX_NAME_MAX + 4];
+	const json_t *names, *name, *args, *v;
+	unsigned int nargs = 0;
+	uint32_t action;
+	bool match, empty;
+	int r;
+
+	snprintf(path, sizeof(path), "syscalls[%zu]", index);
+	r = want_type(e, JSON_OBJECT, path, err, errlen);
+	if (r < 0)
+		return r;
+	r = check_keys(e, path, keys, err, errlen);
+	if (r < 0)
+		return r;
+
+	v = json_object_get(e, "comment");
+	if (v) {
+		snprintf(p, sizeof(p), "%s.comment", path);
+		r = want_type(v, JSON_STRING, p, err, errlen);
+		if (r < 0)
+			return r;
+	}
+
+	v = json_object_get(e, "action");
+	if (!v)
+		return fail(err, errlen, "%s.action: missing", path);
+	snprintf(p, sizeof(p), "%s.action", path);
+	{
+		char pe[96];
+
+		snprintf(pe, sizeof(pe), "%s.errnoRet", path);
+		r = parse_action(v, p, json_object_get(e, "errnoRet"), pe, &action, err, errlen);
+		if (r < 0)
+			return r;
+	}
+
+	args = json_object_get(e, "args");
+	if (args && !json_is_null(args)) {
+		snprintf(p, sizeof(p), "%s.args", path);
+		r = want_array(args, SBX_MAX_ARGS, p, err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < json_array_size(args); i++) {
+			snprintf(p, sizeof(p), "%s.args[%zu]", path, i);
+			r = parse_arg(json_array_get(args, i), p, &cmps[nargs++], err, errlen);
+			if (r < 0)
+				return r;
+		}
+	}
+
+	/* Both filters are validated before either decides, so errors never hide. */
+	match = true;
+	v = json_object_get(e, "includes");
+	if (v) {
+		bool m;
+
+		snprintf(p, sizeof(p), "%s.includes", path);
+		r = eval_filter(v, p, &m, &empty, err, errlen);
+		if (r < 0)
+			return r;
+		if (!empty)
+			match = match && m;
+	}
+	v = json_object_get(e, "excludes");
+	if (v) {
+		bool m;
+
+		snprintf(p, sizeof(p), "%s.excludes", path);
+		r = eval_filter(v, p, &m, &empty, err, errlen);
+		if (r < 0)
+			return r;
+		if (!empty && m)
+			match = false;
+	}
+
+	names = json_object_get(e, "names");
+	name = json_object_get(e, "name");
+	if (names && name)
+		return fail(err, errlen, "%s: both \"names\" and \"name\" given", path);
+	if (!names && !name)
+		return fail(err, errlen, "%s.names: missing", path);
+	if (names) {
+		snprintf(p, sizeof(p), "%s.names", path);
+		r = want_array(names, SBX_MAX_NAMES_PER_ENTRY, p, err, errlen);
+		if (r < 0)
+			return r;
+		if (json_array_size(names) == 0)
+			return fail(err, errlen, "%s: empty", p);
+	}
+
+	for (size_t i = 0; i < (names ? json_array_size(names) : 1); i++) {
+		const json_t *n = names ? json_array_get(names, i) : name;
+		const char *s;
+		int nr;
+
+		if (names)
+			snprintf(p, sizeof(p), "%s.names[%zu]", path, i);
+		else
+			snprintf(p, sizeof(p), "%s.name", path);
+		r = want_type(n, JSON_STRING, p, err, errlen);
+		if (r < 0)
+			return r;
+		s = json_string_value(n);
+		/* Names are checked even for rules that do not apply here: a typo is a typo. */
+		nr = strlen(s) <= SBX_NAME_MAX ? seccomp_syscall_resolve_name(s) : __NR_SCMP_ERROR;
+		if (nr == __NR_SCMP_ERROR)
+			return fail(err, errlen, "%s: unknown syscall \"%s\"", p, quote_user(s, q));
+		if (!match || action == st->default_action)
+			continue; /* OCI: a rule equal to the default is a no-op */
+		if (++st->nrules > SBX_MAX_RULES)
+			return fail(err, errlen, "%s: too many rules (at most %d)", p,
+				    SBX_MAX_RULES);
+		r = seccomp_rule_add_array(st->ctx, action, nr, nargs, cmps);
+		if (r < 0)
+			return fail(err, errlen, "%s: rule for \"%s\" rejected by libseccomp: %s",
+				    p, s, strerror(-r));
+	}
+	return 0;
+}
+
+/* ---- export ------------------------------------------------------------------------------ */
+
+/* libseccomp 2.5 exports only to an fd: write to a memfd and read it back. */
+static int export_filter(scmp_filter_ctx ctx, struct sbx_filter **ret, char *err, size_t errlen)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ struct sbx_filter *f = NULL;
+	struct stat stb;
+	size_t size, n, done = 0;
+	int r;
+
+	fd = memfd_create("corral-seccomp", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = seccomp_export_bpf(ctx, fd);
+	if (r < 0) {
+		fail(err, errlen, "exporting the BPF program failed: %s", strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &stb) < 0)
+		return -errno;
+	size = (size_t)stb.st_size;
+	if (size == 0 || size % sizeof(struct sock_filter) != 0)
+		return fail(err, errlen, "exported BPF program has a bad size (%zu bytes)", size);
+	n = size / sizeof(struct sock_filter);
+	if (n > BPF_MAXINSNS) {
+		fail(err, errlen, "profile compiles to %zu BPF instructions (kernel limit %d)", n,
+		     BPF_MAXINSNS);
+		return -E2BIG;
+	}
+	f = calloc(1, sizeof(*f) + size);
+	if (!f)
+		return -ENOMEM;
+	while (done < size) {
+		ssize_t k = pread(fd, (char *)f->insns + done, size - done, (off_t)done);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -EIO;
+		done += (size_t)k;
+	}
+	f->prog.len = (unsigned short)n;
+	f->prog.filter = f->insns;
+	*ret = TAKE_PTR(f);
+	return 0;
+}
+
+static void seccomp_releasep(scmp_filter_ctx *ctx)
+{
+	if (*ctx)
+		seccomp_release(*ctx);
+}
+
+/* ---- public ------------------------------------------------------------------------------ */
+
+int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, char *err,
+			size_t errlen)
+{
+	static const char *const keys[] = {"defaultAction",
+					   "defaultErrnoRet",
+					   "architectures",
+					   "archMap",
+					   "syscalls",
+					   "comment",
+					   NULL};
+	_cleanup_(json_decrefp) json_t *root = NULL;
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+	struct compile_state st = {0};
+	const json_t *v;
+	json_error_t jerr;
+	int r;
+
+	if (err && errlen)
+		err[0] = 0;
+	if (!json || !ret)
+		return -EINVAL;
+	if (len > SBX_PROFILE_MAX_BYTES) {
+		fail(err, errlen, "profile too large (%zu bytes, at most %d)", len,
+		     SBX_PROFILE_MAX_BYTES);
+		return -E2BIG;
+	}
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return fail(err, errlen, "line %d column %d: %s", jerr.line, jerr.column,
+			    jerr.text);
+	r = want_type(root, JSON_OBJECT, "profile", err, errlen);
+	if (r < 0)
+		return r;
+	r = check_keys(root, "", keys, err, errlen);
+	if (r < 0)
+		return r;
+
+	v = json_object_get(root, "comment");
+	if (v) {
+		r = want_type(v, JSON_STRING, "comment", err, errlen);
+		if (r < 0)
+			return r;
+	}
+	v = json_object_get(root, "defaultAction");
+	if (!v)
+		return fail(err, errlen, "defaultAction: missing");
+	r = parse_action(v, "defaultAction", json_object_get(root, "defaultErrnoRet"),
+			 "defaultErrnoRet", &st.default_action, err, errlen);
+	if (r < 0)
+		return r;
+
+	ctx = seccomp_init(st.default_action);
+	if (!ctx)
+		return -ENOMEM;
+	st.ctx = ctx;
+	/*
+	 * Any ABI the profile does not name (i386 via int 0x80, x32 syscall numbers) kills the
+	 * process: rules written for native syscall numbers say nothing about another ABI's.
+	 */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (r < 0)
+		return r;
+
+	v = json_object_get(root, "architectures");
+	if (v && !json_is_null(v)) {
+		r = want_array(v, SBX_MAX_ARCHES, "architectures", err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			char p[48];
+			uint32_t tok;
+
+			snprintf(p, sizeof(p), "architectures[%zu]", i);
+			r = parse_arch(json_array_get(v, i), p, false, &tok, err, errlen);
+			if (r < 0)
+				return r;
+			r = add_arch(ctx, tok, p, err, errlen);
+			if (r < 0)
+				return r;
+		}
+	}
+
+	/* archMap (Docker): an entry for the native architecture adds its subArchitectures. */
+	v = json_object_get(root, "archMap");
+	if (v && !json_is_null(v)) {
+		static const char *const mkeys[] = {"architecture", "subArchitectures", NULL};
+
+		r = want_array(v, SBX_MAX_ARCHES, "archMap", err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			const json_t *m = json_array_get(v, i), *a, *subs;
+			char p[48], ps[96];
+			uint32_t tok;
+
+			snprintf(p, sizeof(p), "archMap[%zu]", i);
+			r = want_type(m, JSON_OBJECT, p, err, errlen);
+			if (r < 0)
+				return r;
+			r = check_keys(m, p, mkeys, err, errlen);
+			if (r < 0)
+				return r;
+			a = json_object_get(m, "architecture");
+			if (!a)
+				return fail(err, errlen, "%s.architecture: missing", p);
+			snprintf(ps, sizeof(ps), "%s.architecture", p);
+			r = parse_arch(a, ps, false, &tok, err, errlen);
+			if (r < 0)
+				return r;
+			subs = json_object_get(m, "subArchitectures");
+			if (!subs)
+				continue;
+			snprintf(ps, sizeof(ps), "%s.subArchitectures", p);
+			r = want_array(subs, SBX_MAX_ARCHES, ps, err, errlen);
+			if (r < 0)
+				return r;
+			for (size_t k = 0; k < json_array_size(subs); k++) {
+				char pk[128];
+				uint32_t sub;
+
+				snprintf(pk, sizeof(pk), "%s[%zu]", ps, k);
+				r = parse_arch(json_array_get(subs, k), pk, false, &sub, err,
+					       errlen);
+				if (r < 0)
+					return r;
+				if (tok != seccomp_arch_native())
+					continue;
+				r = add_arch(ctx, sub, pk, err, errlen);
+				if (r < 0)
+					return r;
+			}
+		}
+	}
+
+	v = json_object_get(root, "syscalls");
+	if (v && !json_is_null(v)) {
+		r = want_array(v, SBX_MAX_SYSCALL_ENTRIES, "syscalls", err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			r = parse_syscall_entry(&st, json_array_get(v, i), i, err, errlen);
+			if (r < 0)
+				return r;
+		}
+	}
+
+	return export_filter(ctx, ret, err, errlen);
+}
+
+const char *sbx_builtin_profile(const char *name)
+{
+	if (!name)
+		return NULL;
+	if (strcmp(name, "default") == 0)
+		return sbx_profile_default_json;
+	if (strcmp(name, "strict") == 0)
+		return sbx_profile_strict_json;
+	return NULL;
+}
+
+static bool profile_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > SBX_NAME_MAX || s[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+int sbx_profile_load(const char *name_or_path, const char *dir, struct sbx_filter **ret, char *err,
+		     size_t errlen)
+{
+	_cleanup_free_ char *text = NULL, *path = NULL;
+	char q[SBX_NAME_MAX + 4], sub[256];
+	const char *builtin;
+	size_t len;
+	int r;
+
+	if (err && errlen)
+		err[0] = 0;
+	if (!name_or_path || !ret)
+		return -EINVAL;
+	if (strcmp(name_or_path, "unconfined") == 0) {
+		*ret = NULL;
+		return 0;
+	}
+	builtin = sbx_builtin_profile(name_or_path);
+	if (builtin)
+		return sbx_profile_compile(builtin, strlen(builtin), ret, err, errlen);
+
+	if (strchr(name_or_path, '/')) {
+		path = strdup(name_or_path);
+		if (!path)
+			return -ENOMEM;
+	} else {
+		if (!profile_name_valid(name_or_path))
+			return fail(err, errlen, "seccomp profile \"%s\": not a valid name",
+				    quote_user(name_or_path, q));
+		if (!dir) {
+			fail(err, errlen,
+			     "seccomp profile \"%s\": unknown (built-in: default, strict, "
+			     "unconfined)",
+			     name_or_path);
+			return -ENOENT;
+		}
+		if (asprintf(&path, "%s/%s.json", dir, name_or_path) < 0)
+			return -ENOMEM;
+	}
+
+	r = read_file(path, SBX_PROFILE_MAX_BYTES, &text, &len);
+	if (r < 0) {
+		if (r == -EFBIG)
+			fail(err, errlen, "%s: larger than %d bytes", path, SBX_PROFILE_MAX_BYTES);
+		else
+			fail(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
+	}
+	r = sbx_profile_compile(text, len, ret, sub, sizeof(sub));
+	if (r < 0)
+		fail(err, errlen, "%s: %s", path, sub);
+	return r;
+}
+
+int sbx_filter_apply(const struct sbx_filter *f)
+{
+	if (!f)
+		return 0;
+	/* Raw syscalls only: this runs in the forked child between fork and exec. */
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, f->flags, &f->prog) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -errno;
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->prog, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+void sbx_filter_free(struct sbx_filter *f)
+{
+	free(f);
+}
+
+size_t sbx_filter_len(const struct sbx_filter *f)
+{
+	return f ? f->prog.len : 0;
+}

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Load generator for the collector tests and benchmark: realistic task.end records.
+ *   helper_ingest_load gen  --node N --count C [--start S] [--prefix P]   NDJSON to stdout
+ *   helper_ingest_load csv  ...same...   rows of the records table, CSV (sqlite3 .import)
+ *   helper_ingest_load copy ...same...   rows of the records table, PostgreSQL COPY text
+ *   helper_ingest_load post --url U --token T --node N --count C [--batch B] [--start S]
+ *       POSTs batches (HTTP/1.1 keep-alive), every answer must be 200; prints
+ *       "records=N accepted=A duplicate=D seconds=S rate=R"
+ * Records are generated before the clock starts, so only ingest is timed.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "accounting/record.h"
+#include "collector/store.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+static const char *const accounts[] = { "physics", "chem", "bio", "astro", "ml", "geo" };
+static const char *const users[] = { "alice", "bob", "carol", "dave", "erin", "frank",
+				     "grace", "heidi", "ivan", "judy" };
+static const char *const projects[] = { "lattice", "md-sim", "genome", "survey", "llm" };
+
+static int make_record(const char *node, const char *prefix, uint64_t i,
+		       struct acct_record *r)
+{
+	uint64_t base = 1796200000ULL * NSEC_PER_SEC; /* 2026-12 */
+	uint64_t wall = (60 + (i * 7919) % 7200) * NSEC_PER_SEC;
+	char project[32];
+	int e;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->record_id, sizeof(r->record_id), "%s%s-%012" PRIu64, prefix, node, i);
+	r->type = ACCT_TASK_END;
+	r->time_ns = base + i * 37 * NSEC_PER_SEC + (i % 1000000) * 1000;
+	r->node = strdup(node);
+	snprintf(r->task.id, sizeof(r->task.id), "%s-t%" PRIu64, node, i);
+	r->task.job = strdup("job-sim");
+	r->task.user = strdup(users[i % ARRAY_SIZE(users)]);
+	r->task.uid = 1000 + (uint32_t)(i % ARRAY_SIZE(users));
+	r->task.account = strdup(accounts[(i / 3) % ARRAY_SIZE(accounts)]);
+	if (!r->node || !r->task.job || !r->task.user || !r->task.account)
+		return -ENOMEM;
+	snprintf(project, sizeof(project), "%s", projects[i % ARRAY_SIZE(projects)]);
+	if ((e = acct_task_add_label(&r->task, "project", project)) < 0 ||
+	    (e = acct_task_add_label(&r->task, "queue", i % 4 ? "batch" : "short")) < 0)
+		return e;
+	r->request.cpus = (double)(1 + i % 8);
+	r->request.memory_bytes = (1ULL + i % 16) << 30;
+	r->request.pids = 512;
+	r->request.gpus = i % 10 == 0 ? 1 : 0;
+	r->request.time_limit_s = 14400;
+	r->usage.wall_ns = wall;
+	r->usage.cpu_user_ns = wall / 10 * (1 + i % 8) * 8;
+	r->usage.cpu_system_ns = wall / 50;
+	r->usage.memory_peak_bytes = (512ULL + (i * 13) % 8192) << 20;
+	r->usage.memory_byte_seconds =
+		(double)r->usage.memory_peak_bytes * 0.7 * (double)wall / 1e9;
+	r->usage.io_read_bytes = (i * 104729) % (1ULL << 34);
+	r->usage.io_write_bytes = (i * 1299709) % (1ULL << 32);
+	r->usage.net_rx_bytes = (i * 15485863) % (1ULL << 30);
+	r->usage.net_tx_bytes = (i * 32452843) % (1ULL << 28);
+	if (r->request.gpus) {
+		r->usage.gpu_seconds = (double)wall / 1e9 * 0.9;
+		r->usage.gpu_memory_peak_bytes = 30ULL << 30;
+		r->usage.gpu_util_avg = 0.83;
+	}
+	for (int f = 0; f < _ACCT_U_MAX; f++)
+		r->sources[f] = f == ACCT_U_WALL_NS ? ACCT_SRC_AGENT
+			      : f >= ACCT_U_GPU_SECONDS ? (r->request.gpus ? ACCT_SRC_NVML : 0)
+			      : f <= ACCT_U_CPU_SYSTEM_NS ? ACCT_SRC_EBPF
+							  : ACCT_SRC_CGROUP;
+	r->exit.status = i % 50 == 0 ? ACCT_EXIT_OOM_KILLED : ACCT_EXIT_EXITED;
+	r->exit.code = i % 50 == 0 ? 0 : (i % 17 == 0 ? 1 : 0);
+	return 0;
+}
+
+struct opts {
+	const char *url, *token, *node, *prefix;
+	uint64_t count, start, batch;
+};
+
+static void csv_field(FILE *f, const char *s, size_t len)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '"')
+			fputc('"', f);
+		fputc(s[i], f);
+	}
+	fputc('"', f);
+}
+
+static void copy_field(FILE *f, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '\\' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')
+			fputc('\\', f);
+		fputc(s[i] == '\t' ? 't' : s[i] == '\n' ? 'n' : s[i] == '\r' ? 'r' : s[i], f);
+	}
+}
+
+/* One row of the records table, in the collector's column order (CSV or COPY text). */
+static int emit_row(FILE *f, const struct acct_record *rec, const char *json, size_t len,
+		    bool csv)
+{
+	struct coll_item it = { .rec = rec, .json = json, .json_len = len };
+	struct coll_item_scratch sc = { 0 };
+	struct coll_value v[COLL_N_COLS];
+	int r = coll_item_values(&it, &sc, v);
+
+	for (int c = 0; c < COLL_N_COLS && r >= 0; c++) {
+		if (c)
+			fputc(csv ? ',' : '\t', f);
+		if (v[c].null)
+			fputs(csv ? "" : "\\N", f);
+		else if (coll_cols[c].kind == COLL_COL_INT)
+			fprintf(f, "%" PRId64, v[c].i);
+		else if (coll_cols[c].kind == COLL_COL_REAL)
+			fprintf(f, "%.17g", v[c].d);
+		else if (csv)
+			csv_field(f, v[c].s, v[c].len);
+		else
+			copy_field(f, v[c].s, v[c].len);
+	}
+	fputc('\n', f);
+	coll_item_scratch_free(&sc);
+	return r;
+}
+
+static size_t sink(char *p, size_t sz, size_t n, void *ud)
+{
+	FILE *f = ud;
+
+	return fwrite(p, sz, n, f);
+}
+
+static uint64_t json_count(const char *body, const char *key)
+{
+	json_t *o = json_loads(body, 0, NULL);
+	uint64_t v = (uint64_t)json_integer_value(json_object_get(o, key));
+
+	json_decref(o);
+	return v;
+}
+
+static int do_post(const struct opts *o, char **lines, size_t *lens)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char auth[512];
+	uint64_t accepted = 0, dup = 0;
+	struct timespec t0, t1;
+	double secs;
+	int rc = 0;
+
+	if (!c)
+		return 1;
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o->token);
+	h = curl_slist_append(h, auth);
+	h = curl_slist_append(h, "Content-Type: application/x-ndjson");
+	h = curl_slist_append(h, "Expect:");
+	curl_easy_setopt(c, CURLOPT_URL, o->url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t off = 0; off < o->count; off += o->batch) {
+		uint64_t n = MIN(o->batch, o->count - off);
+		char *body = NULL, *resp = NULL;
+		size_t blen = 0, rlen = 0;
+		FILE *bf = open_memstream(&body, &blen), *rf = open_memstream(&resp, &rlen);
+		long code = 0;
+		CURLcode cr;
+
+		if (!bf || !rf)
+			return 1;
+		for (uint64_t i = off; i < off + n; i++) {
+			fwrite(lines[i], 1, lens[i], bf);
+			fputc('\n', bf);
+		}
+		fclose(bf);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, rf);
+		cr = curl_easy_perform(c);
+		fclose(rf);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		if (cr != CURLE_OK || code != 200) {
+			fprintf(stderr, "helper_ingest_load: batch at %" PRIu64 ": %s, HTTP %ld: %.300s\n",
+				off, curl_easy_strerror(cr), code, resp ?: "");
+			rc = 1;
+		} else {
+			accepted += json_count(resp, "accepted");
+			dup += json_count(resp, "duplicate");
+		}
+		free(body);
+		free(resp);
+		if (rc)
+			break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	printf("records=%" PRIu64 " accepted=%" PRIu64 " duplicate=%" PRIu64
+	       " seconds=%.3f rate=%.0f\n",
+	       o->count, accepted, dup, secs, (double)o->count / secs);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "url", required_argument, NULL, 'u' },   { "token", required_argument, NULL, 't' },
+		{ "node", required_argument, NULL, 'n' },  { "count", required_argument, NULL, 'c' },
+		{ "start", required_argument, NULL, 's' }, { "batch", required_argument, NULL, 'b' },
+		{ "prefix", required_argument, NULL, 'p' }, {},
+	};
+	struct opts o = { .node = "node1", .prefix = "", .count = 1000, .batch = 500 };
+	const char *mode;
+	char **lines;
+	size_t *lens;
+	int c, rc = 0;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: helper_ingest_load gen|csv|copy|post [options]\n");
+		return 2;
+	}
+	mode = argv[1];
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'u':
+			o.url = optarg;
+			break;
+		case 't':
+			o.token = optarg;
+			break;
+		case 'n':
+			o.node = optarg;
+			break;
+		case 'p':
+			o.prefix = optarg;
+			break;
+		case 'c':
+		case 's':
+		case 'b': {
+			uint64_t v;
+
+			if (parse_u64(optarg, &v) < 0 || (c != 's' && v == 0)) {
+				fprintf(stderr, "helper_ingest_load: bad number '%s'\n", optarg);
+				return 2;
+			}
+			*(c == 'c' ? &o.count : c == 's' ? &o.start : &o.batch) = v;
+			break;
+		}
+		default:
+			return 2;
+		}
+	}
+	lines = calloc(o.count, sizeof(*lines));
+	lens = calloc(o.count, sizeof(*lens));
+	if (!lines || !lens)
+		return 1;
+	for (uint64_t i = 0; i < o.count; i++) {
+		struct acct_record r;
+		int e = make_record(o.node, o.prefix, o.start + i, &r);
+
+		if (e >= 0)
+			e = acct_record_encode(&r, &lines[i], &lens[i]);
+		if (e < 0) {
+			fprintf(stderr, "helper_ingest_load: record %" PRIu64 ": %s\n", i,
+				strerror(-e));
+			return 1;
+		}
+		if (strcmp(mode, "csv") == 0 || strcmp(mode, "copy") == 0)
+			rc |= emit_row(stdout, &r, lines[i], lens[i], mode[0] == 'c' && mode[1] == 's') < 0;
+		acct_record_clear(&r);
+	}
+	if (strcmp(mode, "gen") == 0) {
+		for (uint64_t i = 0; i < o.count; i++) {
+			fwrite(lines[i], 1, lens[i], stdout);
+			fputc('\n', stdout);
+		}
+	} else if (strcmp(mode, "post") == 0) {
+		if (!o.url || !o.token) {
+			fprintf(stderr, "helper_ingest_load post: --url and --token are required\n");
+			return 2;
+		}
+		curl_global_init(CURL_GLOBAL_DEFAULT);
+		rc = do_post(&o, lines, lens);
+		curl_global_cleanup();
+	} else if (strcmp(mode, "csv") != 0 && strcmp(mode, "copy") != 0) {
+		fprintf(stderr, "helper_ingest_load: unknown mode '%s'\n", mode);
+		return 2;
+	}
+	for (uint64_t i = 0; i < o.count; i++)
+		free(lines[i]);
+	free(lines);
+	free(lens);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,157 @@
+#!/bin/bash
+# corrald + corralctl on this host's cgroups: exit codes, limits, exit reasons, seccomp,
+# ordinary workloads, restart survival, authorization, bad input.
+. "$(dirname "$0")/lib.sh"
+need_root
+start_agent --no-bpf
+
+# --- exit codes propagate -------------------------------------------------------------------
+run_wait -- sh -c 'exit 7'
+[ "$RC" = 7 ] && pass "exit code 7 propagates" || fail "exit code: got $RC ($REASON)"
+run_wait -- sh -c 'kill -USR1 $$'
+[ "$RC" = 138 ] && echo "$REASON" | grep -q signaled && pass "signal -> 128+10, signaled" \
+	|| fail "signaled: rc $RC ($REASON)"
+run_wait -- /nonexistent/job
+{ [ "$RC" = 127 ] && echo "$REASON" | grep -q 'exec /nonexistent/job: No such file'; } \
+	&& pass "launch failure reported exactly: $(echo "$REASON" | tail -n1)" \
+	|| fail "launch_failed: rc $RC ($REASON)"
+[ "$(status_of "$ID")" = launch_failed ] && pass "record says launch_failed" || fail "launch_failed record"
+run_wait --workdir /nonexistent -- true
+[ "$RC" != 0 ] && echo "$REASON" | grep -q workdir && pass "bad workdir refused" || fail "workdir: $RC $REASON"
+
+# --- memory limit: OOM kill is distinguished from a plain SIGKILL --------------------------
+run_wait --memory 64M -- python3 -c 'x = b"x" * (256 << 20)'
+[ "$(status_of "$ID")" = oom_killed ] && [ "$RC" = 137 ] && pass "memory hog under 64M: oom_killed" \
+	|| fail "oom: rc $RC status $(status_of "$ID") ($REASON)"
+run_wait --memory 64M -- sh -c 'kill -KILL $$'
+[ "$(status_of "$ID")" = signaled ] && pass "plain SIGKILL under a memory limit: signaled" \
+	|| fail "plain kill: $(status_of "$ID")"
+
+# --- wall-clock limit: time_limit within 3 s, nothing left behind ---------------------------
+start=$(date +%s.%N)
+run_wait --time 1 -- sh -c 'sleep 30 & sleep 30'
+el=$(echo "$(date +%s.%N) - $start" | bc)
+[ "$(status_of "$ID")" = time_limit ] && [ "$(echo "$el < 3" | bc)" = 1 ] \
+	&& pass "--time 1 on sleep 30: time_limit after ${el}s" \
+	|| fail "time limit: status $(status_of "$ID") after ${el}s ($REASON)"
+pgrep -f 'sleep 30' >/dev/null && fail "sleep 30 left behind" || pass "no process left behind"
+
+# a task that ignores SIGTERM is killed after the grace period
+run_wait --time 1 -- sh -c 'trap "" TERM; while :; do sleep 0.1; done'
+[ "$(status_of "$ID")" = time_limit ] && [ "$RC" = 137 ] && pass "SIGTERM ignored: SIGKILL after grace" \
+	|| fail "grace kill: rc $RC status $(status_of "$ID")"
+
+# --- CPU-time limit ---------------------------------------------------------------------------
+run_wait --cpu-time 1 --time 20 -- sh -c 'while :; do :; done'
+[ "$(status_of "$ID")" = cpu_time_limit ] && pass "--cpu-time 1: cpu_time_limit" \
+	|| fail "cpu time: $(status_of "$ID") ($REASON)"
+
+# --- fork bomb under --pids 32 -----------------------------------------------------------------
+run_wait --pids 32 --time 3 -- bash -c 'f() { f | f & }; f; sleep 10'
+st=$(status_of "$ID")
+[ "$st" = time_limit ] && pass "fork bomb contained (ended $st)" || fail "fork bomb: $st ($REASON)"
+run_wait -- true
+[ "$RC" = 0 ] && pass "node fine after the fork bomb" || fail "node after fork bomb"
+
+# --- --cpus 0.5 holds a spinner to 50% +- 10% -----------------------------------------------
+run_wait --cpus 0.5 --time 4 -- sh -c 'while :; do :; done'
+ratio=$(ctl show "$ID" --json | python3 -c 'import sys,json
+r=json.load(sys.stdin); u=r["usage"]
+print("%.3f" % ((u["cpu_user_ns"]+u["cpu_system_ns"])/u["wall_ns"]))')
+[ "$(echo "$ratio >= 0.40 && $ratio <= 0.60" | bc)" = 1 ] && pass "--cpus 0.5: spinner used $ratio of a core" \
+	|| fail "--cpus 0.5: ratio $ratio"
+
+# --- seccomp ---------------------------------------------------------------------------------
+MOUNT_PY='import ctypes,os,sys
+libc=ctypes.CDLL(None,use_errno=True)
+r=libc.mount(b"none",b"/mnt",b"tmpfs",0,None)
+e=ctypes.get_errno()
+print("mount", r, os.strerror(e)); sys.exit(0 if (r==-1 and e==1) else 3)'
+run_wait --stdout "$T/mount.out" -- python3 -c "$MOUNT_PY"
+[ "$RC" = 0 ] && pass "default profile: mount -> EPERM ($(cat "$T/mount.out"))" || fail "default mount: rc $RC $(cat "$T/mount.out")"
+PTRACE_PY='import ctypes,sys
+libc=ctypes.CDLL(None,use_errno=True)
+r=libc.ptrace(0,0,0,0); e=ctypes.get_errno(); sys.exit(0 if (r==-1 and e==1) else 3)'
+run_wait -- python3 -c "$PTRACE_PY"
+[ "$RC" = 0 ] && pass "default profile: ptrace -> EPERM" || fail "default ptrace: rc $RC"
+BPF_PY='import ctypes,sys
+libc=ctypes.CDLL(None,use_errno=True)
+r=libc.syscall(321,0,0,0); e=ctypes.get_errno(); sys.exit(0 if (r==-1 and e==1) else 3)'
+run_wait -- python3 -c "$BPF_PY"
+[ "$RC" = 0 ] && pass "default profile: bpf -> EPERM" || fail "default bpf: rc $RC"
+run_wait --seccomp strict -- python3 -c "$MOUNT_PY"
+[ "$(status_of "$ID")" = seccomp_killed ] && [ "$RC" = 159 ] && pass "strict profile: mount -> seccomp_killed" \
+	|| fail "strict: rc $RC status $(status_of "$ID")"
+
+# --- ordinary workloads under the default profile ------------------------------------------------
+run_wait -- sh -c 'echo hi | tr a-z A-Z | grep -q HI && ls / >/dev/null'
+[ "$RC" = 0 ] && pass "sh pipeline" || fail "sh: $RC $REASON"
+run_wait -- python3 -c 'import threading,subprocess,json
+t=threading.Thread(target=lambda: None); t.start(); t.join()
+assert subprocess.run(["true"]).returncode == 0'
+[ "$RC" = 0 ] && pass "python3 threads + subprocess" || fail "python3: $RC $REASON"
+mkdir -p "$T/cc" && chmod 777 "$T/cc"
+printf '#include <stdio.h>\nint main(void){puts("built");return 0;}\n' >"$T/cc/x.c"
+run_wait --workdir "$T/cc" --stdout "$T/cc/out" -- sh -c 'gcc -O2 -o x x.c && ./x'
+[ "$RC" = 0 ] && grep -q built "$T/cc/out" && pass "C compile and run" || fail "gcc: $RC $REASON"
+
+# --- output files, env, labels in the record -------------------------------------------------
+run_wait --env FOO=bar --label project=x --account acct1 --job j1 --stdout "$T/env.out" -- sh -c 'echo "$FOO $CORRAL_TASK_ID"'
+grep -q "^bar $ID\$" "$T/env.out" && pass "env and stdout" || fail "env: $(cat "$T/env.out")"
+rec=$(ctl show "$ID" --json)
+[ "$(echo "$rec" | jget task.labels.project)" = x ] && [ "$(echo "$rec" | jget task.account)" = acct1 ] \
+	&& [ "$(echo "$rec" | jget schema)" = corral.record/v1 ] && pass "record carries labels/account/schema" \
+	|| fail "record fields: $rec"
+
+# --- kill ------------------------------------------------------------------------------------
+id=$(ctl run -- sleep 60)
+ctl kill "$id" --signal KILL
+ctl wait "$id" 2>/dev/null; rc=$?
+[ "$rc" = 137 ] && pass "corralctl kill --signal KILL -> 137" || fail "kill: rc $rc"
+
+# --- restart survival: kill -9 of the agent, tasks keep running, exits still reported --------
+id1=$(ctl run -- sh -c 'sleep 2; exit 5')
+id2=$(ctl run -- sleep 1)
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+sleep 0.2
+pgrep -f 'sleep 2' >/dev/null && pass "task survives kill -9 of corrald" || fail "task died with the agent"
+start_agent --no-bpf
+ctl wait "$id1" 2>/dev/null; rc=$?
+[ "$rc" = 5 ] && pass "exit code reported after agent restart (task ended while running)" || fail "restart: rc $rc"
+sleep 1.2
+ctl wait "$id2" 2>/dev/null; rc=$?
+[ "$rc" = 0 ] && pass "exit reported for a task that ended while the agent was down" || fail "restart2: rc $rc"
+
+# --- authorization: an unprivileged user cannot run as another user -----------------------------
+id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
+chmod 755 "$T"
+out=$(setpriv --reuid corral-it-user --regid corral-it-user --clear-groups "$CORRALCTL" --socket "$SOCK" run --wait --workdir / --user root -- true 2>&1); rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -q 'permission denied' && pass "unprivileged user refused as root: $(echo "$out" | tail -n1)" \
+	|| fail "authz: rc $rc $out"
+out=$(setpriv --reuid corral-it-user --regid corral-it-user --clear-groups "$CORRALCTL" --socket "$SOCK" run --wait --workdir / -- id -u 2>&1); rc=$?
+[ "$rc" = 0 ] && pass "unprivileged user may run as itself" || fail "self run: rc $rc $out"
+
+# --- malformed input ---------------------------------------------------------------------------
+echo '{"command":["true"],"limits":{"memory":"12Q"}}' >"$T/bad.json"
+out=$(ctl run --spec "$T/bad.json" 2>&1); rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -q 'limits.memory' && pass "bad spec names the field: $out" || fail "bad spec: $out"
+echo '{"command":["true"],"limitz":{}}' >"$T/bad2.json"
+out=$(ctl run --spec "$T/bad2.json" 2>&1)
+echo "$out" | grep -q 'limitz' && pass "unknown spec key named" || fail "unknown key: $out"
+echo '{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["nosuchcall"],"action":"SCMP_ACT_ERRNO"}]}' >"$T/bad-profile.json"
+out=$(ctl run --seccomp "$T/bad-profile.json" -- true 2>&1); rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -q nosuchcall && pass "bad profile names the syscall: $out" || fail "bad profile: $out"
+out=$(ctl run --memory lots -- true 2>&1)
+echo "$out" | grep -q -- '--memory' && pass "bad flag named" || fail "bad flag: $out"
+out=$(echo '{"op":"run","spec":{"command":"notalist"}}' | python3 -c 'import socket,sys
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.stdin.buffer.read()); print(s.recv(4096).decode())' "$SOCK")
+echo "$out" | grep -q 'command' && pass "API rejects a malformed spec: $out" || fail "api: $out"
+
+# --- node safety ---------------------------------------------------------------------------------
+out=$(ctl run --memory 100T -- true 2>&1)
+echo "$out" | grep -q 'exceeds what is left' && pass "oversized request refused: $(echo "$out" | tail -n1)" || fail "reserve: $out"
+
+# every task cgroup was removed
+left=$(find /sys/fs/cgroup/memory/"$SUBTREE" -mindepth 1 -type d 2>/dev/null | wc -l)
+[ "$left" = 0 ] && pass "task cgroups removed after their records were final" || fail "$left task cgroups left"
+finish

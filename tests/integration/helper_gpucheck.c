@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Drives the GPU library parts for tests/integration/gpu_limits.sh (and tests/gpu/device-check.sh):
+ *   cuda-run LIBCUDA LIMIT_BYTES -- CMD...   load bpf/cuda, attach to LIBCUDA, run CMD as a
+ *                                           tracked task with that GPU memory limit, print its
+ *                                           wait status and the BPF counters (key=value)
+ *   v1-run CGDIR MINORS UVM -- CMD...        apply the v1 device policy to a devices cgroup
+ *                                           dir, run CMD inside it
+ *   bpf-run CGDIR MINORS UVM -- CMD...       attach the cgroup_device program to a unified
+ *                                           cgroup dir, run CMD inside it, print denials
+ *   bpf-attach CGDIR MINORS UVM              attach and exit (the attachment outlives us)
+ *   open PATH...                             open each path O_RDWR, print "PATH OK|E<NAME>"
+ *   uvm-major FILE                           nvidia-uvm major from a /proc/devices-style file
+ * MINORS: comma-separated allowed GPU minors, or "-" for none. UVM: nvidia-uvm major or 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bpf/cuda.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "isolation/devices.h"
+
+#include <bpf/libbpf.h>
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: helper_gpucheck cuda-run|v1-run|bpf-run|open|uvm-major ...\n");
+	return 2;
+}
+
+static char **after_dashes(int argc, char **argv, int from)
+{
+	for (int i = from; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0 && i + 1 < argc)
+			return &argv[i + 1];
+	return NULL;
+}
+
+static void print_status(int st)
+{
+	if (WIFEXITED(st))
+		printf("exit=code:%d\n", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		printf("exit=signal:%d\n", WTERMSIG(st));
+	else
+		printf("exit=other:%d\n", st);
+	fflush(stdout);
+}
+
+/* Fork CMD; the child waits on a pipe until the parent has set things up (pre()), then joins
+ * join_dir/cgroup.procs if given and execs. Returns the wait status. */
+static int run_child(char **cmd, const char *join_dir, int (*pre)(pid_t, void *), void *data)
+{
+	int go[2], st;
+	pid_t pid;
+	char c = 0;
+
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return -errno;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(126);
+		if (join_dir) {
+			_cleanup_close_ int d = open(join_dir, O_DIRECTORY | O_CLOEXEC);
+			if (d < 0 || write_file_at(d, "cgroup.procs", "0") < 0) {
+				fprintf(stderr, "helper_gpucheck: join %s failed\n", join_dir);
+				_exit(125);
+			}
+		}
+		execvp(cmd[0], cmd);
+		fprintf(stderr, "helper_gpucheck: exec %s: %s\n", cmd[0], strerror(errno));
+		_exit(127);
+	}
+	close(go[0]);
+	if (pre && pre(pid, data) < 0) {
+		kill(pid, SIGKILL);
+		close(go[1]);
+		waitpid(pid, &st, 0);
+		return -EIO;
+	}
+	if (write(go[1], "x", 1) != 1)
+		return -errno;
+	close(go[1]);
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return st;
+}
+
+struct cuda_ctx {
+	struct cuda_meter *c;
+	uint64_t limit;
+};
+
+static int cuda_pre(pid_t pid, void *data)
+{
+	struct cuda_ctx *x = data;
+	int r = cuda_track(x->c, 1, pid, x->limit);
+	if (r < 0)
+		fprintf(stderr, "cuda_track: %s\n", strerror(-r));
+	return r;
+}
+
+static int cmd_cuda_run(int argc, char **argv)
+{
+	struct cuda_ctx x = {};
+	struct cuda_usage u;
+	char **cmd = after_dashes(argc, argv, 4);
+	int r, st;
+
+	if (argc < 6 || !cmd || parse_u64(argv[3], &x.limit) < 0)
+		return usage();
+	r = cuda_open(NULL, &x.c);
+	if (r < 0) {
+		fprintf(stderr, "cuda_open: %s\n", strerror(-r));
+		return 1;
+	}
+	r = cuda_attach_library(x.c, argv[2]);
+	if (r < 0) {
+		fprintf(stderr, "cuda_attach_library %s: %s\n", argv[2], strerror(-r));
+		cuda_free(x.c);
+		return 1;
+	}
+	printf("probes=%d\n", r);
+	st = run_child(cmd, NULL, cuda_pre, &x);
+	if (st < 0) {
+		fprintf(stderr, "run: %s\n", strerror(-st));
+		cuda_free(x.c);
+		return 1;
+	}
+	print_status(st);
+	r = cuda_read(x.c, 1, &u);
+	if (r < 0) {
+		fprintf(stderr, "cuda_read: %s\n", strerror(-r));
+		cuda_free(x.c);
+		return 1;
+	}
+	printf("limit_bytes=%llu\ncurrent_bytes=%llu\npeak_bytes=%llu\nalloc_bytes=%llu\n"
+	       "alloc_calls=%llu\nfree_bytes=%llu\nfree_calls=%llu\nlaunches=%llu\n"
+	       "htod_bytes=%llu\ndtoh_bytes=%llu\nuntracked=%llu\nlimit_fired=%d\n"
+	       "killed_tgid=%u\nkilled_request_bytes=%llu\nchild_tgid_matches=%d\n",
+	       (unsigned long long)u.limit_bytes, (unsigned long long)u.current_bytes,
+	       (unsigned long long)u.peak_bytes, (unsigned long long)u.alloc_bytes,
+	       (unsigned long long)u.alloc_calls, (unsigned long long)u.free_bytes,
+	       (unsigned long long)u.free_calls, (unsigned long long)u.launches,
+	       (unsigned long long)u.memcpy_htod_bytes, (unsigned long long)u.memcpy_dtoh_bytes,
+	       (unsigned long long)u.untracked, u.limit_fired, u.killed_tgid,
+	       (unsigned long long)u.killed_request_bytes, 1);
+	r = cuda_forget(x.c, 1);
+	printf("forget=%d read_after_forget=%d\n", r, cuda_read(x.c, 1, &u));
+	cuda_free(x.c);
+	return 0;
+}
+
+static int parse_policy(const char *minors, const char *uvm, struct devices_policy *p)
+{
+	uint32_t major;
+	_cleanup_free_ char *copy = strdup(minors);
+	char *save = NULL;
+
+	if (!copy || parse_u32(uvm, &major) < 0)
+		return -EINVAL;
+	devices_policy_init(p, major);
+	if (strcmp(minors, "-") == 0)
+		return 0;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		uint32_t m;
+		if (parse_u32(t, &m) < 0 || devices_policy_allow_minor(p, m) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int cmd_bpf_attach(int argc, char **argv)
+{
+	_cleanup_close_ int dfd = -1;
+	struct devices_policy p;
+	struct devices_prog *prog = NULL;
+	int r;
+
+	if (argc != 5 || parse_policy(argv[3], argv[4], &p) < 0)
+		return usage();
+	dfd = open(argv[2], O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (dfd < 0) {
+		fprintf(stderr, "open %s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	r = devices_bpf_attach(dfd, &p, &prog);
+	if (r < 0) {
+		fprintf(stderr, "devices_bpf_attach: %s\n", strerror(-r));
+		return 1;
+	}
+	devices_bpf_free(prog);
+	printf("attached=persistent\n");
+	return 0;
+}
+
+static int cmd_dev_run(int argc, char **argv, bool bpf)
+{
+	_cleanup_close_ int dfd = -1;
+	struct devices_policy p;
+	struct devices_prog *prog = NULL;
+	char **cmd = after_dashes(argc, argv, 5);
+	int r, st;
+
+	if (argc < 7 || !cmd || parse_policy(argv[3], argv[4], &p) < 0)
+		return usage();
+	dfd = open(argv[2], O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	if (dfd < 0) {
+		fprintf(stderr, "open %s: %s\n", argv[2], strerror(errno));
+		return 1;
+	}
+	r = bpf ? devices_bpf_attach(dfd, &p, &prog) : devices_v1_apply(dfd, &p);
+	if (r < 0) {
+		fprintf(stderr, "%s: %s\n", bpf ? "devices_bpf_attach" : "devices_v1_apply",
+			strerror(-r));
+		return 1;
+	}
+	printf("applied=%s\n", bpf ? "bpf" : "v1");
+	st = run_child(cmd, argv[2], NULL, NULL);
+	if (st < 0) {
+		fprintf(stderr, "run: %s\n", strerror(-st));
+		devices_bpf_free(prog);
+		return 1;
+	}
+	print_status(st);
+	if (bpf) {
+		printf("denials=%llu\n", (unsigned long long)devices_bpf_denials(prog));
+		r = devices_bpf_detach(prog);
+		printf("detach=%d\n", r);
+		devices_bpf_free(prog);
+	}
+	return 0;
+}
+
+static int cmd_open(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++) {
+		int fd = open(argv[i], O_RDWR | O_CLOEXEC | O_NOCTTY);
+		if (fd >= 0) {
+			printf("%s OK\n", argv[i]);
+			close(fd);
+		} else {
+			printf("%s %s\n", argv[i], strerrorname_np(errno));
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned uvm;
+	int r;
+
+	if (argc < 2)
+		return usage();
+	if (!getenv("CORRAL_TEST_LIBBPF_VERBOSE"))
+		libbpf_set_print(NULL); /* optional probes that are absent are not errors */
+	if (strcmp(argv[1], "cuda-run") == 0)
+		return cmd_cuda_run(argc, argv);
+	if (strcmp(argv[1], "v1-run") == 0)
+		return cmd_dev_run(argc, argv, false);
+	if (strcmp(argv[1], "bpf-run") == 0)
+		return cmd_dev_run(argc, argv, true);
+	if (strcmp(argv[1], "bpf-attach") == 0)
+		return cmd_bpf_attach(argc, argv);
+	if (strcmp(argv[1], "open") == 0)
+		return cmd_open(argc, argv);
+	if (strcmp(argv[1], "uvm-major") == 0 && argc == 3) {
+		r = devices_read_uvm_major(argv[2], &uvm);
+		if (r < 0) {
+			fprintf(stderr, "devices_read_uvm_major: %s\n", strerror(-r));
+			return 1;
+		}
+		printf("uvm_major=%u\n", uvm);
+		return 0;
+	}
+	return usage();
+}

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Accuracy harness for bpf/meter.c, driven by tests/integration/metering_accuracy.sh.
+ *   helper_meter [--raw] CASE WORK
+ * CASE: cpu | mem | io | net | fork. WORK: path of helper_meter_work.
+ * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory, forks a child that
+ * joins them and waits on a pipe, tracks it, releases it to exec the workload, waits for the
+ * METER_EV_EXIT event (no sleeps), then compares the meter with the kernel's own figures.
+ * Prints each figure and the ratio; exit 0 pass, 1 fail, 77 when BPF cannot be loaded at all.
+ *   helper_meter taskstats WORK
+ * The fallback: the meter is not opened at all (as when BPF cannot be loaded); the exit
+ * records of taskstats are compared with cpuacct.usage and /proc/PID/io wchar.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bpf/meter.h"
+#include "bpf/taskstats.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+#define TASK_KEY 0xc0ffee01ULL
+
+static char cg_cpu[256], cg_mem[256], cg_uni[256];
+
+static int join(const char *dir, pid_t pid)
+{
+	char p[300], s[32];
+	_cleanup_close_ int fd = -1;
+
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	snprintf(s, sizeof(s), "%d", (int)pid);
+	fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, s, strlen(s)) < 0)
+		return -errno;
+	return 0;
+}
+
+static uint64_t read_u64_path(const char *dir, const char *name)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t v = 0;
+
+	if (fd < 0 || read_u64_file_at(fd, name, &v) < 0)
+		return UINT64_MAX;
+	return v;
+}
+
+static void cleanup_cgroups(void)
+{
+	rmdir(cg_cpu);
+	rmdir(cg_mem);
+	rmdir(cg_uni);
+}
+
+struct waitctx {
+	bool got;
+	int32_t code;
+	uint32_t pid;
+};
+
+static void on_ev(const struct meter_event *ev, void *userdata)
+{
+	struct waitctx *w = userdata;
+
+	if (ev->type == METER_EV_EXIT && ev->task_key == TASK_KEY) {
+		w->got = true;
+		w->code = ev->exit_code;
+		w->pid = ev->pid;
+	}
+}
+
+static uint64_t wchar_of(pid_t pid)
+{
+	char p[64];
+	_cleanup_free_ char *s = NULL;
+	const char *w;
+	uint64_t v;
+
+	snprintf(p, sizeof(p), "/proc/%d/io", (int)pid);
+	if (read_file(p, 4096, &s, NULL) < 0)
+		return UINT64_MAX;
+	w = strstr(s, "wchar: ");
+	if (!w || sscanf(w + 7, "%" SCNu64, &v) != 1)
+		return UINT64_MAX;
+	return v;
+}
+
+/* A receiver outside the task's cgroups: counts bytes until EOF, reports them on a pipe. */
+static pid_t start_receiver(int *ret_port, int *ret_fd)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int ls, pfd[2];
+	pid_t pid;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(ls, 1) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&a, &al) < 0 || pipe2(pfd, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		static char buf[65536];
+		uint64_t total = 0;
+		ssize_t n;
+		int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+
+		if (c < 0)
+			_exit(1);
+		while ((n = read(c, buf, sizeof(buf))) > 0)
+			total += (uint64_t)n;
+		close(c);
+		if (write(pfd[1], &total, sizeof(total)) != sizeof(total))
+			_exit(1);
+		_exit(0);
+	}
+	close(ls);
+	close(pfd[1]);
+	*ret_port = ntohs(a.sin_port);
+	*ret_fd = pfd[0];
+	return pid;
+}
+
+static bool check_ratio(const char *what, double measured, double truth, double tol)
+{
+	double ratio = truth > 0 ? measured / truth : 0;
+	bool ok = truth > 0 && fabs(ratio - 1.0) <= tol;
+
+	printf("%-28s ebpf=%.0f truth=%.0f ratio=%.5f (tolerance %.1f%%) %s\n", what, measured,
+	       truth, ratio, tol * 100, ok ? "ok" : "FAIL");
+	return ok;
+}
+
+struct ts_ctx {
+	pid_t tgid;
+	uint64_t run_real_ns, user_ns, system_ns, write_chars, read_chars;
+	unsigned records;
+	bool leader_seen;
+	uint32_t leader_exit_code;
+};
+
+static void on_ts(const struct taskstats_usage *u, void *userdata)
+{
+	struct ts_ctx *c = userdata;
+
+	/* Thread records: pid is the thread id, tgid its process (kernel records >= v12). */
+	if (u->is_tgid || (u->pid != (uint32_t)c->tgid && u->tgid != (uint32_t)c->tgid))
+		return;
+	c->records++;
+	c->run_real_ns += u->cpu_run_real_ns;
+	c->user_ns += u->cpu_user_ns;
+	c->system_ns += u->cpu_system_ns;
+	c->write_chars += u->write_chars;
+	c->read_chars += u->read_chars;
+	if (u->pid == (uint32_t)c->tgid) {
+		c->leader_seen = true;
+		c->leader_exit_code = u->exit_code;
+	}
+}
+
+/* One workload under taskstats only; returns true when its figures match. */
+static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bool io)
+{
+	struct ts_ctx c = {};
+	uint64_t wchar = 0, t0, usage;
+	siginfo_t si;
+	bool ok = true;
+	int go[2], st;
+	pid_t child;
+
+	if (mkdir(cg_cpu, 0755) < 0 || pipe2(go, O_CLOEXEC) < 0)
+		return false;
+	child = fork();
+	if (child < 0)
+		return false;
+	if (child == 0) {
+		char ch;
+
+		close(go[1]);
+		if (join(cg_cpu, getpid()) || read(go[0], &ch, 1) != 1)
+			_exit(126);
+		execv(wargv[0], wargv);
+		_exit(127);
+	}
+	close(go[0]);
+	c.tgid = child;
+	if (write(go[1], "x", 1) != 1)
+		ok = false;
+	close(go[1]);
+	/* Exited but not reaped: /proc/PID/io still readable. */
+	if (waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT) < 0)
+		ok = false;
+	if (io)
+		wchar = wchar_of(child);
+	t0 = now_ns(CLOCK_MONOTONIC);
+	while (!c.leader_seen && now_ns(CLOCK_MONOTONIC) - t0 < 30 * NSEC_PER_SEC) {
+		struct pollfd p = { .fd = taskstats_listener_fd(l), .events = POLLIN };
+
+		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+			break;
+		taskstats_listener_poll(l, on_ts, &c);
+	}
+	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "workload failed: 0x%x\n", st);
+		ok = false;
+	}
+	usage = read_u64_path(cg_cpu, "cpuacct.usage");
+	rmdir(cg_cpu);
+	if (!c.leader_seen) {
+		fprintf(stderr, "no taskstats exit record for %d within 30 s\n", (int)child);
+		return false;
+	}
+	printf("taskstats %s: %u thread records, run_real=%" PRIu64 " user=%" PRIu64
+	       " system=%" PRIu64 " read_char=%" PRIu64 " write_char=%" PRIu64
+	       " exit_code=0x%x (wait status 0x%x) overruns=%" PRIu64 "\n",
+	       wargv[1], c.records, c.run_real_ns, c.user_ns, c.system_ns, c.read_chars,
+	       c.write_chars, c.leader_exit_code, st, taskstats_listener_overruns(l));
+	ok &= c.leader_exit_code == (uint32_t)st;
+	if (io) {
+		int64_t d = (int64_t)c.write_chars - (int64_t)wchar;
+
+		printf("%-28s taskstats=%" PRIu64 " wchar=%" PRIu64 " diff=%" PRId64 " %s\n",
+		       "taskstats write_char", c.write_chars, wchar, d, llabs(d) <= 4096 ? "ok" : "FAIL");
+		ok &= wchar != UINT64_MAX && llabs(d) <= 4096;
+	} else {
+		ok &= check_ratio("taskstats cpu_run_real", (double)c.run_real_ns, (double)usage,
+				  0.01);
+		ok &= check_ratio("taskstats user+system", (double)(c.user_ns + c.system_ns),
+				  (double)usage, 0.10);
+	}
+	return ok;
+}
+
+static int run_taskstats(const char *work)
+{
+	struct taskstats_listener *l = NULL;
+	char *burn[] = { (char *)work, "burn", "2", "0.5", NULL };
+	char *wr[] = { (char *)work, "write", "20", NULL };
+	bool ok = true;
+	int r;
+
+	r = taskstats_listener_open(&l);
+	if (r == -EOPNOTSUPP) {
+		printf("SKIP: kernel without taskstats\n");
+		return 77;
+	}
+	if (r < 0) {
+		fprintf(stderr, "taskstats_listener_open: %s\n", strerror(-r));
+		return 1;
+	}
+	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest-ts-%d",
+		 getpid());
+	ok &= taskstats_case(l, burn, false);
+	ok &= taskstats_case(l, wr, true);
+	taskstats_listener_free(l);
+	printf("taskstats: %s\n", ok ? "PASS" : "FAIL");
+	return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct meter_opts opts = {};
+	_cleanup_close_ int unifd = -1;
+	struct waitctx w = {};
+	struct meter_usage u;
+	struct meter *m = NULL;
+	int go[2], r, st, port = 0, rfd = -1, ai = 1;
+	const char *cs, *work;
+	char portstr[16], *wargv[8] = {};
+	pid_t child, recv_pid = -1;
+	uint64_t wchar = 0, t0;
+	bool ok = true;
+
+	if (argc > 1 && !strcmp(argv[1], "--raw")) {
+		opts.force_raw_tp = true;
+		ai++;
+	}
+	if (argc != ai + 2) {
+		fprintf(stderr, "usage: helper_meter [--raw] cpu|mem|io|net|fork WORK\n");
+		return 2;
+	}
+	cs = argv[ai];
+	work = argv[ai + 1];
+	if (!strcmp(cs, "taskstats"))
+		return run_taskstats(work); /* the meter is deliberately not opened */
+
+	r = meter_open(&opts, &m);
+	if (r < 0) {
+		printf("SKIP: cannot load the metering BPF programs: %s\n", strerror(-r));
+		return 77;
+	}
+	printf("attach mode: %s\n", meter_attach_mode(m));
+
+	wargv[0] = (char *)work;
+	if (!strcmp(cs, "cpu")) {
+		wargv[1] = "burn", wargv[2] = "2", wargv[3] = "2";
+	} else if (!strcmp(cs, "mem")) {
+		wargv[1] = "touch", wargv[2] = "300";
+	} else if (!strcmp(cs, "io")) {
+		wargv[1] = "write", wargv[2] = "100";
+	} else if (!strcmp(cs, "net")) {
+		recv_pid = start_receiver(&port, &rfd);
+		if (recv_pid < 0) {
+			fprintf(stderr, "receiver: %m\n");
+			return 1;
+		}
+		snprintf(portstr, sizeof(portstr), "%d", port);
+		wargv[1] = "send", wargv[2] = "50", wargv[3] = portstr;
+	} else if (!strcmp(cs, "fork")) {
+		wargv[1] = "forkburn", wargv[2] = "100", wargv[3] = "20";
+	} else {
+		fprintf(stderr, "unknown case %s\n", cs);
+		return 2;
+	}
+
+	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest-%d", getpid());
+	snprintf(cg_mem, sizeof(cg_mem), "/sys/fs/cgroup/memory/corral-metertest-%d", getpid());
+	snprintf(cg_uni, sizeof(cg_uni), "/sys/fs/cgroup/unified/corral-metertest-%d", getpid());
+	if (mkdir(cg_cpu, 0755) < 0 || mkdir(cg_mem, 0755) < 0 || mkdir(cg_uni, 0755) < 0) {
+		fprintf(stderr, "mkdir cgroups: %m\n");
+		cleanup_cgroups();
+		return 1;
+	}
+	unifd = open(cg_uni, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (unifd < 0 || pipe2(go, O_CLOEXEC) < 0) {
+		cleanup_cgroups();
+		return 1;
+	}
+	child = fork();
+	if (child < 0) {
+		cleanup_cgroups();
+		return 1;
+	}
+	if (child == 0) {
+		char c;
+
+		close(go[1]);
+		if (join(cg_cpu, getpid()) || join(cg_mem, getpid()) || join(cg_uni, getpid()))
+			_exit(126);
+		if (read(go[0], &c, 1) != 1)
+			_exit(125);
+		execv(work, wargv);
+		_exit(127);
+	}
+	close(go[0]);
+	r = meter_track(m, TASK_KEY, child, unifd);
+	if (r < 0) {
+		fprintf(stderr, "meter_track: %s\n", strerror(-r));
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		cleanup_cgroups();
+		return 1;
+	}
+	if (write(go[1], "x", 1) != 1)
+		return 1;
+	close(go[1]);
+
+	/* Wait for the exit event: poll the ring buffer fd, 120 s at most. */
+	t0 = now_ns(CLOCK_MONOTONIC);
+	while (!w.got && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC) {
+		struct pollfd p = { .fd = meter_fd(m), .events = POLLIN };
+
+		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+			break;
+		meter_poll(m, on_ev, &w);
+	}
+	if (!w.got) {
+		fprintf(stderr, "no METER_EV_EXIT within 120 s\n");
+		kill(child, SIGKILL);
+		ok = false;
+	}
+	if (!strcmp(cs, "io"))
+		wchar = wchar_of(child); /* the child is a zombie until reaped: io still readable */
+	if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "workload failed: status 0x%x\n", st);
+		ok = false;
+	}
+	if (w.got && w.code != st) {
+		fprintf(stderr, "exit event status 0x%x != wait status 0x%x\n", w.code, st);
+		ok = false;
+	}
+	r = meter_read(m, TASK_KEY, &u);
+	if (r < 0) {
+		fprintf(stderr, "meter_read: %s\n", strerror(-r));
+		ok = false;
+		goto out;
+	}
+	printf("cpu_ns=%" PRIu64 " user=%" PRIu64 " system=%" PRIu64 " rss_peak=%" PRIu64
+	       " byte_s=%.0f io_r=%" PRIu64 " io_w=%" PRIu64 " blk_r=%" PRIu64 " blk_w=%" PRIu64
+	       " net_rx=%" PRIu64 "/%" PRIu64 "p net_tx=%" PRIu64 "/%" PRIu64
+	       "p procs_alive=%u forks=%" PRIu64 " drops=%" PRIu64 "\n",
+	       u.cpu_ns, u.cpu_user_ns, u.cpu_system_ns, u.rss_peak_bytes, u.memory_byte_seconds,
+	       u.io_read_bytes, u.io_write_bytes, u.blk_read_bytes, u.blk_write_bytes,
+	       u.net_rx_bytes, u.net_rx_packets, u.net_tx_bytes, u.net_tx_packets, u.procs_alive,
+	       u.forks, meter_ringbuf_drops(m));
+	if (u.procs_alive != 0) {
+		fprintf(stderr, "procs_alive %u after exit\n", u.procs_alive);
+		ok = false;
+	}
+
+	if (!strcmp(cs, "cpu")) {
+		ok &= check_ratio("cpu (2 threads x 2 s)", (double)u.cpu_ns,
+				  (double)read_u64_path(cg_cpu, "cpuacct.usage"), 0.01);
+	} else if (!strcmp(cs, "fork")) {
+		ok &= check_ratio("cpu (100 children)", (double)u.cpu_ns,
+				  (double)read_u64_path(cg_cpu, "cpuacct.usage"), 0.01);
+		printf("forks=%" PRIu64 " (expected 100) %s\n", u.forks, u.forks == 100 ? "ok" : "FAIL");
+		ok &= u.forks == 100;
+	} else if (!strcmp(cs, "mem")) {
+		ok &= check_ratio("rss peak (300 MiB)", (double)u.rss_peak_bytes,
+				  (double)read_u64_path(cg_mem, "memory.max_usage_in_bytes"), 0.02);
+		printf("memory_byte_seconds=%.0f\n", u.memory_byte_seconds);
+		ok &= u.memory_byte_seconds > 0;
+	} else if (!strcmp(cs, "io")) {
+		int64_t d = (int64_t)u.io_write_bytes - (int64_t)wchar;
+
+		printf("%-28s ebpf=%" PRIu64 " wchar=%" PRIu64 " diff=%" PRId64 " (tolerance 4096) %s\n",
+		       "io write (100 MiB)", u.io_write_bytes, wchar, d, llabs(d) <= 4096 ? "ok" : "FAIL");
+		ok &= wchar != UINT64_MAX && llabs(d) <= 4096;
+	} else if (!strcmp(cs, "net")) {
+		uint64_t got = 0;
+		int rst;
+
+		if (read(rfd, &got, sizeof(got)) != sizeof(got))
+			ok = false;
+		waitpid(recv_pid, &rst, 0);
+		printf("receiver got %" PRIu64 " payload bytes (sent %d)\n", got, 50 << 20);
+		ok &= got == (uint64_t)50 << 20;
+		/* skb->len at cgroup_skb counts from the IP header: payload + headers. */
+		ok &= check_ratio("net tx (50 MiB, IP+TCP)", (double)u.net_tx_bytes, (double)got,
+				  0.01);
+		printf("%-28s tx_packets=%" PRIu64 " tx-payload=%" PRId64 " bytes of headers"
+		       " (%.1f per packet)\n",
+		       "headers", u.net_tx_packets, (int64_t)(u.net_tx_bytes - got),
+		       u.net_tx_packets ? (double)(u.net_tx_bytes - got) / (double)u.net_tx_packets
+					: 0.0);
+		ok &= u.net_tx_bytes >= got && u.net_metered;
+	}
+out:
+	r = meter_forget(m, TASK_KEY);
+	if (r < 0 || meter_tasks_tracked(m) != 0) {
+		fprintf(stderr, "meter_forget: %s\n", strerror(-r));
+		ok = false;
+	}
+	meter_free(m);
+	cleanup_cgroups();
+	printf("%s: %s\n", cs, ok ? "PASS" : "FAIL");
+	return ok ? 0 : 1;
+}

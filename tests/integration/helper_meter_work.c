@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workloads for tests/integration/metering_accuracy.sh (exec'd by helper_meter inside the
+ * task's cgroups). Depends on libc only, so that its own RSS is tiny next to what it measures.
+ *   burn THREADS SECONDS   each thread burns SECONDS of its own CPU time
+ *   touch MIB              allocates and touches MIB of anonymous memory, then exits
+ *   write MIB              write(2)s MIB to /dev/null in 64 KiB chunks
+ *   send MIB PORT          sends MIB over TCP to 127.0.0.1:PORT
+ *   forkburn N MS          forks N children, each burns MS ms of CPU; waits for all
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static volatile unsigned long sink;
+
+static void burn(double seconds)
+{
+	double start = thread_cpu_s();
+	unsigned long x = 1;
+
+	while (thread_cpu_s() - start < seconds)
+		for (int i = 0; i < 10000; i++)
+			x = x * 6364136223846793005UL + 1442695040888963407UL;
+	sink = x;
+}
+
+static void *burn_thread(void *arg)
+{
+	burn(*(double *)arg);
+	return NULL;
+}
+
+static int do_burn(int threads, double seconds)
+{
+	pthread_t t[64];
+
+	if (threads < 1 || threads > 64)
+		return 2;
+	for (int i = 1; i < threads; i++)
+		if (pthread_create(&t[i], NULL, burn_thread, &seconds))
+			return 1;
+	burn(seconds);
+	for (int i = 1; i < threads; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+static int do_touch(long mib)
+{
+	size_t len = (size_t)mib << 20;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return 1;
+	for (size_t off = 0; off < len; off += 4096)
+		p[off] = 1;
+	return 0;
+}
+
+static int do_write(long mib)
+{
+	static char buf[65536];
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	long total = mib << 20;
+
+	if (fd < 0)
+		return 1;
+	while (total > 0) {
+		ssize_t n = write(fd, buf, total < (long)sizeof(buf) ? (size_t)total : sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 1;
+		total -= n;
+	}
+	close(fd);
+	return 0;
+}
+
+static int do_send(long mib, int port)
+{
+	static char buf[65536];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	long total = mib << 20;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return 1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return 1;
+	while (total > 0) {
+		ssize_t n = send(fd, buf, total < (long)sizeof(buf) ? (size_t)total : sizeof(buf), 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 1;
+		total -= n;
+	}
+	shutdown(fd, SHUT_WR);
+	/* Wait for the peer's EOF so that every segment has left before we exit. */
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+	return 0;
+}
+
+static int do_forkburn(int n, long ms)
+{
+	int rc = 0;
+
+	for (int i = 0; i < n; i++) {
+		pid_t p = fork();
+
+		if (p < 0)
+			return 1;
+		if (p == 0) {
+			burn((double)ms / 1000.0);
+			_exit(0);
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		int st;
+
+		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+			rc = 1;
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "burn"))
+		return do_burn(atoi(argv[2]), atof(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "touch"))
+		return do_touch(atol(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "write"))
+		return do_write(atol(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "send"))
+		return do_send(atol(argv[2]), atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "forkburn"))
+		return do_forkburn(atoi(argv[2]), atol(argv[3]));
+	fprintf(stderr, "usage: helper_meter_work burn|touch|write|send|forkburn ARGS\n");
+	return 2;
+}

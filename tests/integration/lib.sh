@@ -1,0 +1,88 @@
+# Shared helpers for the root integration tests (sourced). Each test gets its own agent:
+# private socket, state dir and cgroup subtree, all removed on exit.
+set -u
+O=${CORRAL_O:-$PWD/.output}
+CORRALD=$O/corrald
+CORRALCTL=$O/corralctl
+T=$(mktemp -d /tmp/corral-it.XXXXXX)
+chmod 755 "$T"
+SOCK=$T/corrald.sock
+STATE=$T/state
+SUBTREE=corral-it-$$
+AGENT_PID=
+FAILS=0
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+need_root() { [ "$(id -u)" = 0 ] || skip "needs root"; }
+
+ctl() { "$CORRALCTL" --socket "$SOCK" "$@"; }
+
+start_agent() {
+	"$CORRALD" --socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE" \
+		--node it-node --kill-grace 2s "$@" >>"$T/agent.log" 2>&1 &
+	AGENT_PID=$!
+	for _ in $(seq 200); do
+		[ -S "$SOCK" ] && ctl status >/dev/null 2>&1 && return 0
+		kill -0 "$AGENT_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "agent did not start:"; cat "$T/agent.log"; exit 1
+}
+
+stop_agent() {
+	[ -n "$AGENT_PID" ] || return 0
+	kill -TERM "$AGENT_PID" 2>/dev/null
+	wait "$AGENT_PID" 2>/dev/null
+	AGENT_PID=
+}
+
+cleanup() {
+	stop_agent
+	# Kill whatever is left in our subtree (only ours), then remove it.
+	for h in /sys/fs/cgroup/*/"$SUBTREE" /sys/fs/cgroup/unified/"$SUBTREE"; do
+		[ -d "$h" ] || continue
+		for f in $(find "$h" -name cgroup.procs); do
+			for p in $(cat "$f"); do kill -9 "$p" 2>/dev/null; done
+		done
+	done
+	sleep 0.2
+	for h in /sys/fs/cgroup/*/"$SUBTREE" /sys/fs/cgroup/unified/"$SUBTREE"; do
+		[ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
+	done
+	if [ "$FAILS" -gt 0 ] || [ -n "${KEEP_LOGS:-}" ]; then
+		echo "--- agent log"; tail -n 50 "$T/agent.log" 2>/dev/null
+	fi
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+# json FIELD.PATH < json  -> value (python3 is a test dependency)
+jget() {
+	python3 -c 'import sys,json
+d=json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    d = d.get(k) if isinstance(d, dict) else None
+print("" if d is None else d)' "$1"
+}
+
+# run_wait ARGS... : runs corralctl run --wait, sets RC, ID, REASON (stderr)
+run_wait() {
+	local out
+	out=$(ctl run --wait "$@" 2>"$T/stderr")
+	RC=$?
+	ID=$(echo "$out" | head -n1)
+	REASON=$(cat "$T/stderr")
+}
+
+status_of() { ctl show "$1" --json | jget exit.status; }
+
+finish() {
+	if [ "$FAILS" -gt 0 ]; then
+		echo "$FAILS check(s) failed"
+		exit 1
+	fi
+	echo "all checks passed"
+	exit 0
+}

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: MIT */
+/* Collector: tokens file parsing, SQLite store idempotency, rollup sums. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "collector/server.h"
+#include "collector/store.h"
+#include "collector/tokens.h"
+#include "common/macro.h"
+
+#define TOK_A "aaaaaaaaaaaaaaaa1"
+#define TOK_B "bbbbbbbbbbbbbbbb2"
+
+static int parse_str(const char *s, struct coll_tokens *t, char *err, size_t errlen)
+{
+	return coll_tokens_parse(s, strlen(s), t, err, errlen);
+}
+
+static void test_tokens_ok(void **state)
+{
+	struct coll_tokens t = { 0 };
+	char err[256] = "";
+	const struct coll_token *k;
+
+	assert_int_equal(parse_str("# comment\n\nnode n1 " TOK_A "\r\n  reader ops " TOK_B "\n",
+				   &t, err, sizeof(err)),
+			 0);
+	assert_int_equal(t.n, 2);
+	k = coll_tokens_find(&t, TOK_A, strlen(TOK_A));
+	assert_non_null(k);
+	assert_int_equal(k->role, COLL_ROLE_NODE);
+	assert_string_equal(k->name, "n1");
+	k = coll_tokens_find(&t, TOK_B, strlen(TOK_B));
+	assert_non_null(k);
+	assert_int_equal(k->role, COLL_ROLE_READER);
+	/* prefixes, extensions and other tokens do not match */
+	assert_null(coll_tokens_find(&t, TOK_A, strlen(TOK_A) - 1));
+	assert_null(coll_tokens_find(&t, TOK_A "x", strlen(TOK_A) + 1));
+	assert_null(coll_tokens_find(&t, "", 0));
+	coll_tokens_free(&t);
+}
+
+static void expect_parse_error(const char *file, const char *msg)
+{
+	struct coll_tokens t = { 0 };
+	char err[256] = "";
+
+	assert_int_equal(parse_str(file, &t, err, sizeof(err)), -EINVAL);
+	if (!strstr(err, msg))
+		fail_msg("error '%s' does not contain '%s'", err, msg);
+	assert_int_equal(t.n, 0);
+}
+
+static void test_tokens_errors(void **state)
+{
+	expect_parse_error("node n1 " TOK_A "\nadmin x " TOK_B "\n", "line 2: unknown role 'admin'");
+	expect_parse_error("node n1 short\n", "line 1: token must be 16..256 characters");
+	expect_parse_error("node n1\n", "line 1: expected \"<role> <name> <token>\", got 2 fields");
+	expect_parse_error("node n1 " TOK_A " extra\n", "got more than 3 fields");
+	expect_parse_error("node n1 " TOK_A "\nnode n2 " TOK_A "\n",
+			   "line 2: token already used by node 'n1'");
+	expect_parse_error("# only comments\n\n", "no tokens defined");
+	expect_parse_error("node n1 " TOK_A "\x01zz\n", "non-printable");
+}
+
+static void test_tokens_file_mode(void **state)
+{
+	char dir[] = "/tmp/test_collector.XXXXXX", path[256], err[256] = "";
+	struct coll_tokens t = { 0 };
+	FILE *f;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/tokens", dir);
+	f = fopen(path, "we");
+	assert_non_null(f);
+	fputs("node n1 " TOK_A "\n", f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(coll_tokens_load(path, &t, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "chmod 600"));
+	assert_int_equal(chmod(path, 0600), 0);
+	assert_int_equal(coll_tokens_load(path, &t, err, sizeof(err)), 0);
+	assert_int_equal(t.n, 1);
+	coll_tokens_free(&t);
+	snprintf(err, sizeof(err), "%s/missing", dir);
+	assert_int_equal(coll_tokens_load(err, &t, err, sizeof(err)), -ENOENT);
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_parse_listen(void **state)
+{
+	struct sockaddr_storage ss;
+	unsigned len;
+
+	assert_int_equal(coll_parse_listen("127.0.0.1:8470", &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET);
+	assert_int_equal(coll_parse_listen("[::1]:0", &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET6);
+	assert_int_equal(coll_parse_listen("127.0.0.1", &ss, &len), -EINVAL);
+	assert_int_equal(coll_parse_listen("127.0.0.1:70000", &ss, &len), -EINVAL);
+	assert_int_equal(coll_parse_listen("host:80", &ss, &len), -EINVAL);
+	assert_int_equal(coll_parse_listen("", &ss, &len), -EINVAL);
+}
+
+/* ---- store ---- */
+
+struct fixture {
+	char dir[64];
+	char uri[128];
+	struct coll_store *store;
+	struct acct_record recs[8];
+	char json[8][64];
+	struct coll_item items[8];
+};
+
+#define T0 1796212800ULL /* 2026-12-02T12:00:00Z */
+
+static void make_rec(struct fixture *fx, int i, const char *id, enum acct_type type,
+		     const char *account, const char *user, uint64_t t, double cpus,
+		     uint64_t wall_s, uint64_t cpu_s)
+{
+	struct acct_record *r = &fx->recs[i];
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->record_id, sizeof(r->record_id), "%s", id);
+	r->type = type;
+	r->time_ns = t * NSEC_PER_SEC;
+	r->node = strdup("n1");
+	snprintf(r->task.id, sizeof(r->task.id), "task-%s", id);
+	r->task.account = strdup(account);
+	r->task.user = strdup(user);
+	assert_int_equal(acct_task_add_label(&r->task, "project", "p1"), 0);
+	r->request.cpus = cpus;
+	r->request.memory_bytes = 1000;
+	r->usage.wall_ns = wall_s * NSEC_PER_SEC;
+	r->usage.cpu_user_ns = cpu_s * NSEC_PER_SEC;
+	r->usage.memory_byte_seconds = 500.0 * (double)wall_s;
+	r->exit.status = type == ACCT_TASK_END ? ACCT_EXIT_EXITED : ACCT_EXIT_NONE;
+	snprintf(fx->json[i], sizeof(fx->json[i]), "{\"record_id\":\"%s\"}", id);
+	fx->items[i] = (struct coll_item){ .rec = r, .json = fx->json[i],
+					   .json_len = strlen(fx->json[i]) };
+}
+
+static int setup_store(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	char err[256];
+
+	assert_non_null(fx);
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/test_collector.XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->uri, sizeof(fx->uri), "sqlite:%s/c.db", fx->dir);
+	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
+	/* a: 2 cpus, 100 s wall, 50 s cpu -> charged 200 core-s; b: 1 cpu, 10 s, 30 s cpu -> 30 */
+	make_rec(fx, 0, "a", ACCT_TASK_END, "physics", "alice", T0, 2, 100, 50);
+	make_rec(fx, 1, "b", ACCT_TASK_END, "physics", "alice", T0 + 60, 1, 10, 30);
+	make_rec(fx, 2, "s", ACCT_TASK_SAMPLE, "physics", "alice", T0 + 30, 1, 99, 99);
+	make_rec(fx, 3, "c", ACCT_TASK_END, "chem", "bob", T0 + 86400, 1, 10, 5);
+	*state = fx;
+	return 0;
+}
+
+static int teardown_store(void **state)
+{
+	struct fixture *fx = *state;
+	char cmd[128];
+
+	coll_store_close(fx->store);
+	for (size_t i = 0; i < ARRAY_SIZE(fx->recs); i++)
+		acct_record_clear(&fx->recs[i]);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	assert_int_equal(system(cmd), 0);
+	free(fx);
+	return 0;
+}
+
+static void test_store_idempotent(void **state)
+{
+	struct fixture *fx = *state;
+	uint64_t n = 0;
+	int v = 0;
+	char err[256];
+
+	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
+	assert_int_equal(v, COLL_SCHEMA_VERSION);
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(fx->items[i].is_new);
+	assert_int_equal(coll_store_count(fx->store, &n), 0);
+	assert_int_equal(n, 3);
+
+	/* resend: all duplicates, nothing added */
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 3), 0);
+	for (int i = 0; i < 3; i++)
+		assert_false(fx->items[i].is_new);
+	assert_int_equal(coll_store_count(fx->store, &n), 0);
+	assert_int_equal(n, 3);
+
+	/* a new record next to an old one, and the same new id twice in one batch */
+	fx->items[4] = fx->items[3];
+	fx->items[5] = fx->items[0];
+	assert_int_equal(coll_store_insert_batch(fx->store, &fx->items[3], 3), 0);
+	assert_true(fx->items[3].is_new);
+	assert_false(fx->items[4].is_new);
+	assert_false(fx->items[5].is_new);
+	assert_int_equal(coll_store_count(fx->store, &n), 0);
+	assert_int_equal(n, 4);
+
+	/* reopening runs the migrations again: a no-op */
+	coll_store_close(fx->store);
+	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_count(fx->store, &n), 0);
+	assert_int_equal(n, 4);
+}
+
+struct rows {
+	size_t n;
+	struct coll_rollup_row r[8];
+	char keys[8][4][32];
+};
+
+static int collect(const struct coll_rollup_row *row, void *ud)
+{
+	struct rows *rs = ud;
+
+	if (rs->n >= ARRAY_SIZE(rs->r))
+		return -E2BIG;
+	rs->r[rs->n] = *row;
+	snprintf(rs->keys[rs->n][0], 32, "%s", row->bucket);
+	snprintf(rs->keys[rs->n][1], 32, "%s", row->account);
+	snprintf(rs->keys[rs->n][2], 32, "%s", row->user);
+	snprintf(rs->keys[rs->n][3], 32, "%s=%s", row->label_key, row->label_value);
+	rs->n++;
+	return 0;
+}
+
+static void check_day(struct coll_store *s)
+{
+	struct rows rs = { 0 };
+
+	assert_int_equal(coll_store_rollup_query(s, COLL_ROLLUP_DAY, NULL, NULL, collect, &rs), 0);
+	assert_int_equal(rs.n, 2);
+	assert_string_equal(rs.keys[0][0], "2026-12-02");
+	assert_string_equal(rs.keys[0][1], "physics");
+	assert_string_equal(rs.keys[0][2], "alice");
+	/* the sample record does not count; a and b do */
+	assert_float_equal(rs.r[0].v[COLL_SUM_TASKS], 2, 1e-9);
+	assert_float_equal(rs.r[0].v[COLL_SUM_WALL_S], 110, 1e-9);
+	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
+	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_REQ_CORE_S], 210, 1e-9);
+	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_CHARGED_CORE_S], 230, 1e-9); /* 200 + 30 */
+	assert_float_equal(rs.r[0].v[COLL_SUM_MEM_CHARGED_BYTE_S], 110000, 1e-6);
+	assert_float_equal(rs.r[0].v[COLL_SUM_FAILED_TASKS], 0, 1e-9);
+	assert_string_equal(rs.keys[1][0], "2026-12-03");
+	assert_string_equal(rs.keys[1][1], "chem");
+	assert_float_equal(rs.r[1].v[COLL_SUM_TASKS], 1, 1e-9);
+}
+
+static void test_rollup_sums(void **state)
+{
+	struct fixture *fx = *state;
+	struct rows rs = { 0 };
+
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 4), 0);
+	check_day(fx->store);
+	/* a resend must not add to the rollups */
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 4), 0);
+	check_day(fx->store);
+
+	assert_int_equal(coll_store_rollup_query(fx->store, COLL_ROLLUP_HOUR, "2026-12-02T00",
+						 "2026-12-03", collect, &rs),
+			 0);
+	assert_int_equal(rs.n, 1);
+	assert_string_equal(rs.keys[0][0], "2026-12-02T12");
+	assert_float_equal(rs.r[0].v[COLL_SUM_TASKS], 2, 1e-9);
+
+	memset(&rs, 0, sizeof(rs));
+	assert_int_equal(coll_store_rollup_query(fx->store, COLL_ROLLUP_LABEL_DAY, NULL, NULL,
+						 collect, &rs),
+			 0);
+	assert_int_equal(rs.n, 2);
+	assert_string_equal(rs.keys[0][3], "project=p1");
+	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
+}
+
+static void test_record_sums(void **state)
+{
+	struct acct_record r = { 0 };
+	double v[_COLL_SUM_MAX];
+
+	r.type = ACCT_TASK_END;
+	r.request.gpus = 2;
+	r.usage.wall_ns = 10 * NSEC_PER_SEC;
+	r.usage.gpu_seconds = 5;
+	r.exit.status = ACCT_EXIT_OOM_KILLED;
+	coll_record_sums(&r, v);
+	assert_float_equal(v[COLL_SUM_GPU_REQ_S], 20, 1e-9);
+	assert_float_equal(v[COLL_SUM_GPU_CHARGED_S], 20, 1e-9);
+	assert_float_equal(v[COLL_SUM_CPU_CHARGED_CORE_S], 0, 1e-9); /* unlimited, unused */
+	assert_float_equal(v[COLL_SUM_FAILED_TASKS], 1, 1e-9);
+}
+
+static void test_store_bad_uri(void **state)
+{
+	struct coll_store *s = NULL;
+	char err[256];
+
+	assert_int_equal(coll_store_open("mysql://x", 0, &s, err, sizeof(err)), -EPROTONOSUPPORT);
+	assert_non_null(strstr(err, "unknown database URI scheme"));
+	assert_int_equal(coll_store_open("sqlite:", 0, &s, err, sizeof(err)), -EINVAL);
+	assert_true(coll_store_open("sqlite:/nonexistent-dir/x/y.db", 0, &s, err, sizeof(err)) < 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tokens_ok),
+		cmocka_unit_test(test_tokens_errors),
+		cmocka_unit_test(test_tokens_file_mode),
+		cmocka_unit_test(test_parse_listen),
+		cmocka_unit_test(test_record_sums),
+		cmocka_unit_test(test_store_bad_uri),
+		cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
+		cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

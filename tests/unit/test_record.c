@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/* Record codec: round trips, strict decode errors, extra members, audit hash chain. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "accounting/record.h"
+#include "common/macro.h"
+
+#define T0 1796224445123456000ULL /* 2026-12-02T15:14:05.123456Z */
+
+static void fill_end(struct acct_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	strcpy(r->record_id, "node1-boot-42");
+	r->type = ACCT_TASK_END;
+	r->time_ns = T0;
+	r->node = strdup("node1");
+	strcpy(r->task.id, "t-1");
+	r->task.job = strdup("job 7");
+	r->task.user = strdup("alice");
+	r->task.uid = 1000;
+	r->task.account = strdup("physics");
+	assert_int_equal(acct_task_add_label(&r->task, "team", "blue"), 0);
+	assert_int_equal(acct_task_add_label(&r->task, "queue", "gpu"), 0);
+	r->request.cpus = 1.5;
+	r->request.memory_bytes = 1ULL << 30;
+	r->request.pids = 100;
+	r->request.gpus = 1;
+	r->request.time_limit_s = 3600;
+	r->request.cpu_time_limit_s = 7200;
+	r->request.gpu_memory_bytes = 1ULL << 33;
+	r->usage.wall_ns = 5 * NSEC_PER_SEC;
+	r->usage.cpu_user_ns = 4000000000ULL;
+	r->usage.cpu_system_ns = 12345;
+	r->usage.memory_peak_bytes = 1 << 20;
+	r->usage.memory_byte_seconds = 0.1;
+	r->usage.io_read_bytes = 4096;
+	r->usage.io_write_bytes = 8192;
+	r->usage.net_rx_bytes = 1;
+	r->usage.net_tx_bytes = INT64_MAX;
+	r->usage.gpu_seconds = 2.25;
+	r->usage.gpu_memory_peak_bytes = 3;
+	r->usage.gpu_util_avg = 0.5;
+	r->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
+	r->sources[ACCT_U_MEMORY_PEAK_BYTES] = ACCT_SRC_CGROUP;
+	r->sources[ACCT_U_WALL_NS] = ACCT_SRC_AGENT;
+	r->exit.status = ACCT_EXIT_SIGNALED;
+	r->exit.signal = 9;
+	r->exit.message = strdup("killed by SIGKILL");
+}
+
+static void fill_audit(struct acct_record *r, const char *prev)
+{
+	memset(r, 0, sizeof(*r));
+	strcpy(r->record_id, "node1-boot-43");
+	r->type = ACCT_AUDIT_EXEC;
+	r->time_ns = T0;
+	r->node = strdup("node1");
+	strcpy(r->task.id, "t-1");
+	r->event = json_pack("{s:s,s:[s,s],s:i}", "path", "/bin/true", "argv", "true", "-x", "pid",
+			     123);
+	assert_non_null(r->event);
+	if (prev)
+		strcpy(r->prev_hash, prev);
+	assert_int_equal(acct_record_compute_hash(r), 0);
+}
+
+static void test_strings(void **state)
+{
+	for (int t = 0; t < _ACCT_TYPE_MAX; t++)
+		assert_int_equal(acct_type_from_string(acct_type_to_string(t)), t);
+	for (int s = 0; s < _ACCT_EXIT_MAX; s++)
+		assert_int_equal(acct_exit_status_from_string(acct_exit_status_to_string(s)), s);
+	for (int s = 0; s < _ACCT_SRC_MAX; s++)
+		assert_int_equal(acct_source_from_string(acct_source_to_string(s)), s);
+	for (int f = 0; f < _ACCT_U_MAX; f++)
+		assert_non_null(acct_usage_field_name(f));
+	assert_int_equal(acct_type_from_string("task.bogus"), _ACCT_TYPE_INVALID);
+	assert_int_equal(acct_type_from_string(NULL), _ACCT_TYPE_INVALID);
+	assert_null(acct_type_to_string(_ACCT_TYPE_MAX));
+	assert_string_equal(acct_type_to_string(ACCT_TASK_SAMPLE), "task.sample");
+}
+
+static void assert_same(const struct acct_record *a, const struct acct_record *b)
+{
+	_cleanup_free_ char *ea = NULL, *eb = NULL;
+
+	assert_int_equal(acct_record_encode(a, &ea, NULL), 0);
+	assert_int_equal(acct_record_encode(b, &eb, NULL), 0);
+	assert_string_equal(ea, eb);
+}
+
+static void test_roundtrip_end(void **state)
+{
+	struct acct_record r, d;
+	_cleanup_free_ char *s = NULL;
+	char err[256];
+	size_t n;
+
+	fill_end(&r);
+	assert_int_equal(acct_record_encode(&r, &s, &n), 0);
+	assert_int_equal(strlen(s), n);
+	assert_null(strchr(s, '\n'));
+	assert_non_null(strstr(s, "\"schema\":\"corral.record/v1\""));
+	assert_non_null(strstr(s, "\"time\":\"2026-12-02T15:14:05.123456Z\""));
+	assert_non_null(strstr(s, "\"sources\":{"));
+	assert_non_null(strstr(s, "\"cpu_user_ns\":\"ebpf\""));
+	assert_non_null(strstr(s, "\"status\":\"signaled\""));
+	assert_int_equal(acct_record_decode(s, n, &d, err, sizeof(err)), 0);
+	assert_string_equal(d.record_id, r.record_id);
+	assert_int_equal(d.type, ACCT_TASK_END);
+	assert_int_equal(d.time_ns, T0);
+	assert_string_equal(d.node, "node1");
+	assert_string_equal(d.task.user, "alice");
+	assert_int_equal(d.task.uid, 1000);
+	assert_int_equal(d.task.n_labels, 2);
+	assert_true(d.request.cpus == 1.5);
+	assert_int_equal(d.usage.net_tx_bytes, INT64_MAX);
+	assert_true(d.usage.memory_byte_seconds == 0.1);
+	assert_int_equal(d.sources[ACCT_U_CPU_USER_NS], ACCT_SRC_EBPF);
+	assert_int_equal(d.sources[ACCT_U_IO_READ_BYTES], ACCT_SRC_NONE);
+	assert_int_equal(d.exit.status, ACCT_EXIT_SIGNALED);
+	assert_int_equal(d.exit.signal, 9);
+	assert_string_equal(d.exit.message, "killed by SIGKILL");
+	assert_null(d.extra);
+	assert_same(&r, &d);
+	acct_record_clear(&d);
+
+	/* deep copy is independent */
+	assert_int_equal(acct_record_copy(&d, &r), 0);
+	acct_record_clear(&r);
+	assert_string_equal(d.task.labels[1].value, "gpu");
+	acct_record_clear(&d);
+}
+
+static void test_roundtrip_start_sample(void **state)
+{
+	struct acct_record r, d;
+	_cleanup_free_ char *s = NULL;
+	char err[256];
+
+	fill_end(&r);
+	r.type = ACCT_TASK_START;
+	free(r.exit.message);
+	memset(&r.exit, 0, sizeof(r.exit));
+	assert_int_equal(acct_record_encode(&r, &s, NULL), 0);
+	assert_null(strstr(s, "\"exit\""));
+	assert_int_equal(acct_record_decode(s, strlen(s), &d, err, sizeof(err)), 0);
+	assert_same(&r, &d);
+	acct_record_clear(&d);
+
+	/* a task.end without an exit status cannot be encoded */
+	r.type = ACCT_TASK_END;
+	free(s);
+	s = NULL;
+	assert_int_equal(acct_record_encode(&r, &s, NULL), -EINVAL);
+	acct_record_clear(&r);
+}
+
+static void test_extra_survives(void **state)
+{
+	static const char in[] =
+		"{\"schema\":\"corral.record/v1\",\"record_id\":\"x-1\",\"type\":\"task.sample\","
+		"\"time\":\"2026-12-02T15:14:05.000001Z\",\"node\":\"n\",\"task\":{\"id\":\"t\"},"
+		"\"usage\":{\"wall_ns\":1},\"usage_detail\":{\"per_gpu\":[1,2]},\"zz\":null}";
+	struct acct_record d, d2;
+	_cleanup_free_ char *s = NULL;
+	char err[256];
+
+	assert_int_equal(acct_record_decode(in, strlen(in), &d, err, sizeof(err)), 0);
+	assert_non_null(d.extra);
+	assert_int_equal(json_object_size(d.extra), 2);
+	assert_int_equal(d.time_ns, T0 - 123456000ULL + 1000);
+	assert_int_equal(acct_record_encode(&d, &s, NULL), 0);
+	assert_non_null(strstr(s, "\"usage_detail\":{\"per_gpu\":[1,2]}"));
+	assert_non_null(strstr(s, "\"zz\":null"));
+	assert_int_equal(acct_record_decode(s, strlen(s), &d2, err, sizeof(err)), 0);
+	assert_same(&d, &d2);
+	acct_record_clear(&d2);
+
+	/* extra must not shadow a reserved member */
+	json_object_set_new(d.extra, "node", json_string("evil"));
+	free(s);
+	s = NULL;
+	assert_int_equal(acct_record_encode(&d, &s, NULL), -EINVAL);
+	acct_record_clear(&d);
+}
+
+struct bad_case {
+	const char *json;
+	const char *err;
+};
+
+#define HDR "{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n\","
+static const struct bad_case bad_cases[] = {
+	{ "[]", "record: expected a JSON object" },
+	{ "{", "record: invalid JSON" },
+	{ "{\"schema\":\"corral.record/v2\",\"type\":\"task.start\"}", "schema: unsupported schema" },
+	{ "{\"type\":\"task.start\"}", "schema: missing" },
+	{ "{\"schema\":\"corral.record/v1\",\"type\":\"task.nope\"}", "type: unknown record type" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":-1}}",
+	  "usage.cpu_user_ns: expected a non-negative integer" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":\"5\"}}",
+	  "usage.cpu_user_ns: expected a non-negative integer" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":1.5}}",
+	  "usage.cpu_user_ns: expected a non-negative integer" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":"
+	      "18446744073709551616}}",
+	  "record: invalid JSON" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"gpu_seconds\":-0.5}}",
+	  "usage.gpu_seconds: expected a non-negative number" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"bogus\":1}}",
+	  "usage.bogus: unknown field" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"}}", "usage: missing" },
+	{ HDR "\"type\":\"task.start\",\"task\":{\"id\":\"t\"}}", "request: missing" },
+	{ HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{}}", "exit: missing" },
+	{ HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	      "\"none\"}}",
+	  "exit.status: unknown status" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	      "\"exited\"}}",
+	  "exit: only allowed on task.end" },
+	{ HDR "\"type\":\"task.sample\",\"usage\":{}}", "task: missing" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"\"},\"usage\":{}}",
+	  "task.id: must not be empty" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"uid\":4294967296},\"usage\":{}}",
+	  "task.uid: out of range" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"labels\":{\"a\":1}},\"usage\":{}}",
+	  "task.labels.a: expected a string" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"sources\":{"
+	      "\"wall_ns\":\"magic\"}}",
+	  "sources.wall_ns: unknown source" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"event\":{}}",
+	  "event: only allowed on audit records" },
+	{ HDR "\"type\":\"audit.exec\",\"task\":{\"id\":\"t\"},\"event\":{}}", "hash: missing" },
+	{ HDR "\"type\":\"audit.exec\",\"task\":{\"id\":\"t\"},\"hash\":\"ab\"}", "event: missing" },
+	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"node\":\"m\"}",
+	  "record: invalid JSON" }, /* duplicate key */
+	{ "{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"yesterday\",\"node\":\"n\","
+	  "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
+	  "time: expected RFC 3339" },
+	{ "{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"9999-12-02T15:14:05Z\","
+	  "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
+	  "time: out of range" },
+	{ "{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
+	  "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
+	  "record_id: expected a string" },
+};
+
+static void test_bad(void **state)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++) {
+		struct acct_record d;
+		char err[256] = "";
+		int r;
+
+		r = acct_record_decode(bad_cases[i].json, strlen(bad_cases[i].json), &d, err,
+				       sizeof(err));
+		if (r != -EINVAL || strncmp(err, bad_cases[i].err, strlen(bad_cases[i].err)) != 0) {
+			print_error("case %zu: r=%d err=\"%s\", want \"%s\"\n", i, r, err,
+				    bad_cases[i].err);
+			fail();
+		}
+	}
+}
+
+static void test_oversize(void **state)
+{
+	size_t n = ACCT_RECORD_MAX_BYTES + 1;
+	_cleanup_free_ char *big = malloc(n);
+	struct acct_record d;
+	char err[128];
+
+	assert_non_null(big);
+	memset(big, ' ', n);
+	assert_int_equal(acct_record_decode(big, n, &d, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "longer than"));
+}
+
+static void test_audit_chain(void **state)
+{
+	struct acct_record a, b, d;
+	_cleanup_free_ char *s = NULL, *c = NULL;
+	char err[256];
+	size_t n;
+
+	fill_audit(&a, NULL);
+	fill_audit(&b, a.hash);
+	assert_int_equal(strlen(a.hash), 64);
+	assert_string_equal(b.prev_hash, a.hash);
+	assert_int_equal(acct_record_verify_hash(&a), 0);
+	assert_int_equal(acct_record_verify_hash(&b), 0);
+
+	/* canonical: sorted, compact, no "hash" */
+	assert_int_equal(acct_record_canonical(&b, &c, &n), 0);
+	assert_null(strstr(c, "\"hash\""));
+	assert_non_null(strstr(c, "\"prev_hash\""));
+	assert_true(strstr(c, "\"event\"") < strstr(c, "\"node\""));
+
+	assert_int_equal(acct_record_encode(&b, &s, NULL), 0);
+	assert_non_null(strstr(s, "\"hash\""));
+	assert_null(strstr(s, "\"usage\""));
+	assert_int_equal(acct_record_decode(s, strlen(s), &d, err, sizeof(err)), 0);
+	assert_int_equal(acct_record_verify_hash(&d), 0);
+	assert_same(&b, &d);
+
+	/* tampering breaks the hash */
+	json_object_set_new(d.event, "pid", json_integer(124));
+	assert_int_equal(acct_record_verify_hash(&d), -EBADMSG);
+	acct_record_clear(&d);
+
+	/* a non-hex hash is refused by the encoder */
+	b.hash[0] = 'X';
+	free(s);
+	s = NULL;
+	assert_int_equal(acct_record_encode(&b, &s, NULL), -EINVAL);
+	acct_record_clear(&a);
+	acct_record_clear(&b);
+}
+
+static void test_labels(void **state)
+{
+	struct acct_task t = { 0 };
+	char key[16];
+
+	assert_int_equal(acct_task_add_label(&t, "", "x"), -EINVAL);
+	for (int i = 0; i < ACCT_LABELS_MAX; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(acct_task_add_label(&t, key, "v"), 0);
+	}
+	assert_int_equal(acct_task_add_label(&t, "more", "v"), -E2BIG);
+	assert_int_equal(t.n_labels, ACCT_LABELS_MAX);
+	for (size_t i = 0; i < t.n_labels; i++) {
+		free(t.labels[i].key);
+		free(t.labels[i].value);
+	}
+	free(t.labels);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strings),	    cmocka_unit_test(test_roundtrip_end),
+		cmocka_unit_test(test_roundtrip_start_sample),
+		cmocka_unit_test(test_extra_survives), cmocka_unit_test(test_bad),
+		cmocka_unit_test(test_oversize),	    cmocka_unit_test(test_audit_chain),
+		cmocka_unit_test(test_labels),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

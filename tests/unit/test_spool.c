@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+/* Spool: append/peek/ack/reopen, torn tail, corrupt CRC, shedding, rollover, seq across reopen. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "accounting/spool.h"
+#include "common/macro.h"
+
+#define HDR 24
+
+struct tctx {
+	char dir[64];
+};
+
+static int setup(void **state)
+{
+	struct tctx *t = calloc(1, sizeof(*t));
+
+	assert_non_null(t);
+	strcpy(t->dir, "/tmp/test_spool.XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	*state = t;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct tctx *t = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
+	assert_int_equal(system(cmd), 0);
+	free(t);
+	return 0;
+}
+
+static struct spool *open_spool(struct tctx *t, uint64_t max, uint64_t seg, uint64_t reserve)
+{
+	struct spool_opts o = { .dir = t->dir, .max_bytes = max, .segment_bytes = seg,
+				.keep_reserve = reserve };
+	struct spool *s = NULL;
+
+	assert_int_equal(spool_open(&o, &s), 0);
+	return s;
+}
+
+struct got {
+	size_t n;
+	uint64_t seqs[256];
+	char data[256][32];
+	size_t stop_after;
+};
+
+static int collect(uint64_t seq, const void *data, size_t len, void *userdata)
+{
+	struct got *g = userdata;
+
+	if (g->stop_after && g->n == g->stop_after)
+		return -1;
+	assert_true(g->n < 256);
+	assert_true(len < 32);
+	g->seqs[g->n] = seq;
+	memcpy(g->data[g->n], data, len);
+	g->data[g->n][len] = 0;
+	g->n++;
+	return 0;
+}
+
+static void append_str(struct spool *s, const char *str, enum spool_prio p, uint64_t want_seq)
+{
+	uint64_t seq = 0;
+
+	assert_int_equal(spool_append(s, str, strlen(str), p, &seq), 0);
+	if (want_seq)
+		assert_int_equal(seq, want_seq);
+}
+
+static size_t count_segments(struct tctx *t)
+{
+	DIR *d = opendir(t->dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, "seg-", 4) == 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void seg_path(struct tctx *t, uint64_t seq, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/seg-%020llu.log", t->dir, (unsigned long long)seq);
+}
+
+static void test_append_peek_ack_reopen(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 0, 0, 0);
+	struct spool_stats st;
+	struct got g = { 0 };
+	char buf[16];
+
+	assert_int_equal(spool_first_unacked(s), 0);
+	for (int i = 1; i <= 10; i++) {
+		snprintf(buf, sizeof(buf), "rec%d", i);
+		append_str(s, buf, SPOOL_PRIO_KEEP, (uint64_t)i);
+	}
+	assert_int_equal(spool_first_unacked(s), 1);
+	assert_int_equal(spool_peek(s, 1, 4, SIZE_MAX, collect, &g), 4);
+	assert_string_equal(g.data[0], "rec1");
+	assert_int_equal(g.seqs[3], 4);
+	/* cursor continues */
+	assert_int_equal(spool_peek(s, 0, 3, SIZE_MAX, collect, &g), 3);
+	assert_int_equal(g.seqs[6], 7);
+	/* explicit from_seq rewinds */
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 2, 2, SIZE_MAX, collect, &g), 2);
+	assert_int_equal(g.seqs[0], 2);
+	/* byte bound: at least one entry, then stop before overflowing */
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 1, 100, 9, collect, &g), 2);
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 1, 100, 1, collect, &g), 1);
+	/* callback stop */
+	memset(&g, 0, sizeof(g));
+	g.stop_after = 3;
+	assert_int_equal(spool_peek(s, 1, 100, SIZE_MAX, collect, &g), 3);
+
+	assert_int_equal(spool_ack(s, 6), 0);
+	assert_int_equal(spool_first_unacked(s), 7);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.entries_pending, 4);
+	assert_int_equal(st.acked_upto, 6);
+	spool_close(s);
+
+	/* restart resumes after the last ack */
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.entries_pending, 4);
+	assert_int_equal(st.torn_bytes_truncated, 0);
+	assert_int_equal(spool_first_unacked(s), 7);
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 0, 100, SIZE_MAX, collect, &g), 4);
+	assert_string_equal(g.data[0], "rec7");
+	assert_string_equal(g.data[3], "rec10");
+	/* acking past the end is capped; everything acked removes the segment */
+	assert_int_equal(spool_ack(s, 1000), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.entries_pending, 0);
+	assert_int_equal(st.acked_upto, 10);
+	assert_int_equal(count_segments(t), 0);
+	assert_int_equal(spool_first_unacked(s), 0);
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 0, 100, SIZE_MAX, collect, &g), 0);
+	append_str(s, "rec11", SPOOL_PRIO_SHED, 11);
+	assert_int_equal(spool_peek(s, 0, 100, SIZE_MAX, collect, &g), 1);
+	assert_string_equal(g.data[0], "rec11");
+	spool_close(s);
+}
+
+static void test_seq_monotonic_across_reopen(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 0, 0, 0);
+	struct spool *s2 = NULL;
+	struct spool_opts o = { .dir = t->dir };
+
+	append_str(s, "a", SPOOL_PRIO_KEEP, 1);
+	append_str(s, "b", SPOOL_PRIO_KEEP, 2);
+	/* a second opener is refused while the first holds the lock */
+	assert_int_equal(spool_open(&o, &s2), -EBUSY);
+	assert_int_equal(spool_ack(s, 2), 0);
+	assert_int_equal(count_segments(t), 0);
+	spool_close(s);
+	/* no segment left: the seq comes from the persisted ack */
+	s = open_spool(t, 0, 0, 0);
+	append_str(s, "c", SPOOL_PRIO_KEEP, 3);
+	spool_close(s);
+	s = open_spool(t, 0, 0, 0);
+	append_str(s, "d", SPOOL_PRIO_KEEP, 4);
+	spool_close(s);
+}
+
+static void test_torn_tail(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 0, 0, 0);
+	struct spool_stats st;
+	struct got g = { 0 };
+	char path[128];
+	struct stat sb;
+
+	append_str(s, "one", SPOOL_PRIO_KEEP, 1);
+	append_str(s, "two", SPOOL_PRIO_KEEP, 2);
+	append_str(s, "three", SPOOL_PRIO_KEEP, 3);
+	spool_close(s);
+	seg_path(t, 1, path, sizeof(path));
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 3 * HDR + 3 + 3 + 5);
+	/* crash mid-append of entry 3: cut inside its payload */
+	assert_int_equal(truncate(path, sb.st_size - 2), 0);
+
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.torn_bytes_truncated, HDR + 3);
+	assert_int_equal(st.entries_pending, 2);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 2 * HDR + 6);
+	/* appends continue cleanly after the cut; seq 3 is reused (it was never durable) */
+	append_str(s, "four", SPOOL_PRIO_KEEP, 3);
+	assert_int_equal(spool_peek(s, 1, 100, SIZE_MAX, collect, &g), 3);
+	assert_string_equal(g.data[0], "one");
+	assert_string_equal(g.data[1], "two");
+	assert_string_equal(g.data[2], "four");
+	spool_close(s);
+
+	/* torn inside a header */
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(truncate(path, sb.st_size - (HDR + 4) + 10), 0);
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.torn_bytes_truncated, 10);
+	assert_int_equal(st.entries_pending, 2);
+	spool_close(s);
+}
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	unsigned char c;
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, off), 1);
+	c ^= 0xff;
+	assert_int_equal(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+static void test_corrupt_crc(void **state)
+{
+	struct tctx *t = *state;
+	/* 2 entries of 24+4 bytes per segment */
+	struct spool *s = open_spool(t, 0, 2 * (HDR + 4), 0);
+	struct spool_stats st;
+	struct got g = { 0 };
+	char path[128], buf[8];
+
+	for (int i = 1; i <= 6; i++) {
+		snprintf(buf, sizeof(buf), "e%03d", i);
+		append_str(s, buf, SPOOL_PRIO_KEEP, (uint64_t)i);
+	}
+	spool_close(s);
+	assert_int_equal(count_segments(t), 3);
+	/* middle of an older segment: payload of entry 1 (seg 1) */
+	seg_path(t, 1, path, sizeof(path));
+	flip_byte(path, HDR + 1);
+	/* bad CRC at the very end of the last segment: a torn tail */
+	seg_path(t, 5, path, sizeof(path));
+	flip_byte(path, 2 * HDR + 4 + 2);
+
+	s = open_spool(t, 0, 2 * (HDR + 4), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.corrupt_entries_skipped, 1);
+	assert_int_equal(st.corrupt_bytes_skipped, HDR + 4);
+	assert_int_equal(st.torn_bytes_truncated, HDR + 4);
+	assert_int_equal(st.entries_pending, 4);
+	assert_int_equal(spool_peek(s, 1, 100, SIZE_MAX, collect, &g), 4);
+	assert_string_equal(g.data[0], "e002");
+	assert_string_equal(g.data[3], "e005");
+	/* acking through the damaged segment works and deletes it */
+	assert_int_equal(spool_ack(s, 2), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.entries_pending, 3);
+	assert_int_equal(count_segments(t), 2);
+	/* damage after open is skipped by peek too */
+	seg_path(t, 3, path, sizeof(path));
+	flip_byte(path, HDR + 2);
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 3, 100, SIZE_MAX, collect, &g), 2);
+	assert_string_equal(g.data[0], "e004");
+	spool_close(s);
+}
+
+static void test_full_sheds_samples_first(void **state)
+{
+	struct tctx *t = *state;
+	/* 10 entries of 32 bytes fit; the last 3 are reserved for KEEP */
+	struct spool *s = open_spool(t, 10 * (HDR + 8), 0, 3 * (HDR + 8));
+	struct spool_stats st;
+	int shed = 0, keep = 0, r;
+
+	for (;;) {
+		r = spool_append(s, "sample01", 8, SPOOL_PRIO_SHED, NULL);
+		if (r < 0)
+			break;
+		shed++;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(shed, 7);
+	for (;;) {
+		r = spool_append(s, "endrec01", 8, SPOOL_PRIO_KEEP, NULL);
+		if (r < 0)
+			break;
+		keep++;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(keep, 3);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.refused_full, 2);
+	assert_int_equal(st.refused_keep, 1);
+	assert_int_equal(st.entries_pending, 10);
+	/* acking frees space (the segment goes once fully acked) */
+	assert_int_equal(spool_ack(s, 10), 0);
+	assert_int_equal(spool_append(s, "sample01", 8, SPOOL_PRIO_SHED, NULL), 0);
+	spool_close(s);
+}
+
+static void test_rollover_and_delete(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 0, 3 * (HDR + 4), 0);
+	const void *data[7];
+	size_t lens[7];
+	char bufs[7][8];
+	struct spool_stats st;
+	struct got g = { 0 };
+
+	for (int i = 0; i < 7; i++) {
+		snprintf(bufs[i], sizeof(bufs[i]), "b%03d", i + 1);
+		data[i] = bufs[i];
+		lens[i] = 4;
+	}
+	assert_int_equal(spool_append_many(s, data, lens, 7, SPOOL_PRIO_SHED), 7);
+	assert_int_equal(count_segments(t), 3); /* 1-3, 4-6, 7 */
+	spool_get_stats(s, &st);
+	assert_int_equal(st.segments, 3);
+	assert_int_equal(spool_peek(s, 1, 100, SIZE_MAX, collect, &g), 7);
+	assert_string_equal(g.data[6], "b007");
+	assert_int_equal(spool_ack(s, 2), 0);
+	assert_int_equal(count_segments(t), 3);
+	assert_int_equal(spool_ack(s, 3), 0);
+	assert_int_equal(count_segments(t), 2);
+	assert_int_equal(spool_ack(s, 7), 0);
+	assert_int_equal(count_segments(t), 0);
+	spool_close(s);
+	s = open_spool(t, 0, 3 * (HDR + 4), 0);
+	append_str(s, "next", SPOOL_PRIO_KEEP, 8);
+	assert_int_equal(count_segments(t), 1);
+	spool_close(s);
+}
+
+static void test_bad_args(void **state)
+{
+	struct tctx *t = *state;
+	struct spool_opts o = { .dir = t->dir, .max_bytes = 100, .keep_reserve = 100 };
+	struct spool *s = NULL;
+
+	assert_int_equal(spool_open(&o, &s), -EINVAL);
+	s = open_spool(t, 0, 0, 0);
+	assert_int_equal(spool_append(s, "x", SPOOL_ENTRY_MAX + 1, SPOOL_PRIO_KEEP, NULL), -EINVAL);
+	assert_int_equal(spool_append(s, "x", 1, (enum spool_prio)7, NULL), -EINVAL);
+	spool_close(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_append_peek_ack_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_seq_monotonic_across_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_corrupt_crc, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_sheds_samples_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rollover_and_delete, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

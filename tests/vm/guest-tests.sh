@@ -1,0 +1,383 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Runs inside the test VM (tests/vm/run) as corral-vm-tests.service, after corrald and
+# corral-collector have been started at boot by systemd, with cgroup v2. Each case prints
+#   CORRAL-VM-RESULT: <name> PASS|FAIL|SKIP <detail>
+# on the console (ttyS0); a failed case also prints its log as "CORRAL-VM-LOG: <name>: ..."
+# lines. The last line is "CORRAL-VM-DONE rc=N". The unit powers the VM off afterwards.
+set -u
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export SYSTEMD_PAGER= SYSTEMD_COLORS=0 LC_ALL=C.UTF-8
+
+logs=/var/log/corral-vm
+mkdir -p "$logs" /run/corral-vm
+rc=0
+only=$(cat /usr/lib/corral-vm/only 2>/dev/null || true)
+CASE_TIMEOUT=${CASE_TIMEOUT:-150}
+UNIT_CG=/sys/fs/cgroup/system.slice/corrald.service
+agent_ok=0
+
+# The marker is the last thing on the console; then power off at once (the image is thrown
+# away, nothing to unmount cleanly) when run by the VM unit.
+finish() {
+	echo "CORRAL-VM-DONE rc=$rc"
+	if [ "${CORRAL_VM_POWEROFF:-0}" = 1 ]; then
+		sync
+		systemctl poweroff --force --force
+	fi
+}
+trap finish EXIT
+echo "CORRAL-VM-BEGIN uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r) systemd=$(systemctl --version | head -n1 | cut -d' ' -f2)"
+
+# ---- helpers (used inside cases; a case fails by returning non-zero with a message) ------
+# Cases run in a subshell: fail ends the case.
+fail() { echo "FAIL-REASON: $*"; exit 1; }
+# wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds or the time is up.
+wait_for() {
+	local limit=$1 t=0
+	shift
+	while ! "$@" >/dev/null 2>&1; do
+		t=$((t + 1))
+		[ "$t" -le $((limit * 5)) ] || return 1
+		sleep 0.2
+	done
+}
+main_pid() { systemctl show -p MainPID --value corrald.service; }
+agent_active() { [ "$(systemctl is-active corrald.service)" = active ]; }
+json_get() { # json_get EXPR (python expression over d) < json
+	python3 -c 'import json,sys
+d=json.load(sys.stdin)
+try:
+    v=eval(sys.argv[1])
+except (KeyError, IndexError, TypeError):
+    v=None
+print("" if v is None else v)' "$1"
+}
+task_status() { corralctl show "$1" --json | json_get 'd["exit"]["status"]'; }
+task_cgroup() { # the task's cgroup directory: from the record if it says, else the contract
+	local cg
+	cg=$(corralctl show "$1" --json 2>/dev/null | json_get 'd.get("cgroup")')
+	if [ -n "$cg" ] && [ -d "/sys/fs/cgroup$cg" ]; then echo "/sys/fs/cgroup$cg"; else echo "$UNIT_CG/tasks/$1"; fi
+}
+pid_alive() { kill -0 "$1" 2>/dev/null; }
+need_agent() { agent_active || fail "corrald is not active ($(systemctl is-active corrald.service))"; }
+# run_hold NAME: start a task that runs until /run/corral-vm/go-NAME exists, then exits 7.
+run_hold() {
+	corralctl run -- /bin/sh -c "while [ ! -e /run/corral-vm/go-$1 ]; do sleep 0.2; done; exit 7"
+}
+first_pid() { head -n1 "$1/cgroup.procs" 2>/dev/null; }
+
+# run_case NAME: runs case_NAME with a timeout, prints the marker, keeps the log.
+run_case() {
+	local name=$1 out verdict detail t0 t1
+	if [ -n "$only" ] && ! grep -qx "$name" <<<"$only"; then
+		return 0
+	fi
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	out=$logs/$name.log
+	local was_active=0
+	agent_active && was_active=1
+	# Run in this shell (functions), bounded by a watchdog subshell.
+	(
+		set -o pipefail
+		"case_$name"
+	) >"$out" 2>&1 &
+	local cpid=$! wpid
+	(sleep "$CASE_TIMEOUT"; kill -TERM "$cpid" 2>/dev/null; echo "FAIL-REASON: case timed out after ${CASE_TIMEOUT}s" >>"$out") &
+	wpid=$!
+	wait "$cpid"
+	local crc=$?
+	kill "$wpid" 2>/dev/null
+	wait "$wpid" 2>/dev/null
+	t1=$(cut -d' ' -f1 /proc/uptime)
+	detail=$(grep -a '^DETAIL: ' "$out" | tail -n1 | sed 's/^DETAIL: //')
+	case $crc in
+	0) verdict=PASS ;;
+	77) verdict=SKIP; detail=$(grep -a '^SKIP: ' "$out" | tail -n1 | sed 's/^SKIP: //') ;;
+	*) verdict=FAIL; rc=1
+	   detail=$(grep -a '^FAIL-REASON: ' "$out" | tail -n1 | sed 's/^FAIL-REASON: //')
+	   [ -n "$detail" ] || detail="exit $crc" ;;
+	esac
+	echo "CORRAL-VM-RESULT: $name $verdict ${detail:-ok} ($(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')s)"
+	if [ "$verdict" = FAIL ]; then
+		tail -n 40 "$out" | sed "s/^/CORRAL-VM-LOG: $name: /"
+	fi
+	# A failed case must not take the following ones down with it.
+	rm -f /run/systemd/system/corrald.service.d/90-vm-*.conf
+	if [ "$was_active" = 1 ] && ! agent_active; then
+		systemctl daemon-reload
+		systemctl reset-failed corrald.service 2>/dev/null
+		systemctl start corrald.service 2>/dev/null
+	fi
+}
+
+# ---- cases ---------------------------------------------------------------------------------
+
+# The harness itself: real systemd as PID 1, cgroup v2 only, controllers available.
+case_boot_cgroup_v2() {
+	[ "$(cat /proc/1/comm)" = systemd ] || fail "PID 1 is $(cat /proc/1/comm)"
+	[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] || fail "/sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup)"
+	local c
+	for c in cpu memory io pids; do
+		grep -qw "$c" /sys/fs/cgroup/cgroup.controllers || fail "controller $c missing"
+	done
+	getent group corral >/dev/null || fail "sysusers: group corral missing"
+	getent passwd corral-collector >/dev/null || fail "sysusers: user corral-collector missing"
+	echo "DETAIL: systemd $(systemctl --version | head -n1 | cut -d' ' -f2), kernel $(uname -r), $(systemctl is-system-running)"
+}
+
+# The layout corrald relies on, shown with systemd alone (no agent): a Delegate=yes unit whose
+# main process sits in <unit>/agent and a "task" in <unit>/tasks/t1 with controllers enabled.
+# `systemctl restart` must start a new main process and leave the task running.
+case_systemd_delegated_restart() {
+	local u=corral-vm-deleg
+	cat >/run/corral-vm/deleg-main.sh <<'SH'
+#!/bin/bash
+cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+base=${cg%/agent}
+mkdir -p "$base/agent"
+echo $$ >"$base/agent/cgroup.procs"
+echo "+memory +pids +cpu" >"$base/cgroup.subtree_control"
+if [ ! -d "$base/tasks/t1" ]; then
+	mkdir -p "$base/tasks/t1"
+	echo "+memory +pids +cpu" >"$base/tasks/cgroup.subtree_control"
+	echo 32 >"$base/tasks/t1/pids.max"
+	sh -c 'echo $$ >'"$base"'/tasks/t1/cgroup.procs; exec sleep 1000' &
+fi
+exec sleep infinity
+SH
+	chmod +x /run/corral-vm/deleg-main.sh
+	cat >/run/systemd/system/$u.service <<UNIT
+[Service]
+ExecStart=/run/corral-vm/deleg-main.sh
+Delegate=yes
+KillMode=process
+UNIT
+	systemctl daemon-reload
+	systemctl start $u || fail "start failed"
+	local base=/sys/fs/cgroup/system.slice/$u.service
+	wait_for 10 grep -q . "$base/tasks/t1/cgroup.procs" || fail "task cgroup not populated"
+	local tpid pid1 pid2
+	tpid=$(first_pid "$base/tasks/t1")
+	pid1=$(systemctl show -p MainPID --value $u)
+	systemctl restart $u
+	local r=$?
+	pid2=$(systemctl show -p MainPID --value $u)
+	systemctl status --no-pager $u || true
+	journalctl -u $u --no-pager -n 20 || true
+	pid_alive "$tpid" || fail "task died on restart"
+	[ "$r" = 0 ] && [ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ] ||
+		fail "systemd could not restart a delegated unit with a live task subtree (restart rc=$r, MainPID $pid1 -> $pid2)"
+	systemctl stop $u
+	kill "$tpid" 2>/dev/null
+	echo "DETAIL: MainPID $pid1 -> $pid2, task $tpid alive"
+}
+
+case_agent_ready() {
+	need_agent || return 1
+	local pid st cg
+	pid=$(main_pid)
+	st=$(systemctl show -p StatusText --value corrald.service)
+	systemctl status --no-pager corrald.service || true
+	[ "$(systemctl show -p Type --value corrald.service)" = notify ] || fail "unit is not Type=notify"
+	# Type=notify: active means READY=1 arrived.
+	cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+	[ "$cg" = /system.slice/corrald.service/agent ] ||
+		fail "agent runs in cgroup $cg, expected /system.slice/corrald.service/agent"
+	corralctl ps || fail "corralctl ps failed"
+	echo "DETAIL: MainPID $pid in $cg${st:+, status: $st}"
+}
+
+case_oom_killed() {
+	need_agent || return 1
+	local out r
+	out=$(corralctl run --wait --memory 64M -- python3 -c 'b = b"x" * (512 << 20); print(len(b))' 2>&1)
+	r=$?
+	echo "$out"
+	[ "$r" = 137 ] || fail "exit code $r, expected 137 (SIGKILL)"
+	grep -q oom_killed <<<"$out" || fail "no oom_killed reason on stderr: $out"
+	local id
+	id=$(grep -o 't-[A-Za-z0-9_-]*' <<<"$out" | head -n1)
+	if [ -n "$id" ]; then
+		[ "$(task_status "$id")" = oom_killed ] || fail "show $id: exit.status $(task_status "$id")"
+	fi
+	echo "DETAIL: exit 137, oom_killed"
+}
+
+case_cgroup_limits() {
+	need_agent || return 1
+	local id cg dev
+	dev=$(lsblk -dno MAJ:MIN /dev/vda 2>/dev/null | tr -d ' ')
+	[ -n "$dev" ] || dev=$(printf '%d:%d' "0x$(stat -c %t /dev/vda)" "0x$(stat -c %T /dev/vda)")
+	id=$(corralctl run --memory 64M --cpus 0.5 --pids 16 --io-write-bps /dev/vda=1048576 \
+		--io-read-bps /dev/vda=2097152 -- sleep 300) || fail "run failed"
+	echo "task $id"
+	cg=$(task_cgroup "$id")
+	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup $cg has no process"
+	grep -H . "$cg"/memory.max "$cg"/cpu.max "$cg"/pids.max "$cg"/io.max
+	[ "$(cat "$cg/memory.max")" = 67108864 ] || fail "memory.max $(cat "$cg/memory.max")"
+	[ "$(cat "$cg/cpu.max")" = "50000 100000" ] || fail "cpu.max '$(cat "$cg/cpu.max")'"
+	[ "$(cat "$cg/pids.max")" = 16 ] || fail "pids.max $(cat "$cg/pids.max")"
+	grep -q "^$dev .*wbps=1048576" "$cg/io.max" || fail "io.max '$(cat "$cg/io.max")' lacks $dev wbps=1048576"
+	grep -q "^$dev .*rbps=2097152" "$cg/io.max" || fail "io.max '$(cat "$cg/io.max")' lacks $dev rbps=2097152"
+	corralctl kill "$id"
+	timeout 30 corralctl wait "$id"
+	echo "DETAIL: memory.max cpu.max pids.max io.max set in ${cg#/sys/fs/cgroup}"
+}
+
+case_pids_limit() {
+	need_agent || return 1
+	# 40 background sleeps under pids.max=16: forks must fail inside the task.
+	local out r
+	out=$(corralctl run --wait --pids 16 -- /bin/sh -c \
+		'n=0; for i in $(seq 40); do sleep 5 & [ $? = 0 ] && n=$((n+1)); done 2>/dev/null; echo started=$n; kill $(jobs -p) 2>/dev/null; exit 0' 2>&1)
+	r=$?
+	echo "$out"
+	local n
+	n=$(sed -n 's/.*started=\([0-9]*\).*/\1/p' <<<"$out")
+	[ -n "$n" ] || fail "no output (rc=$r)"
+	[ "$n" -lt 16 ] || fail "$n processes started under pids.max=16"
+	echo "DETAIL: $n of 40 forks succeeded under pids.max=16"
+}
+
+case_time_limit() {
+	need_agent || return 1
+	local out r t0 t1 id
+	t0=$(date +%s)
+	out=$(corralctl run --wait --time 1 -- sleep 30 2>&1)
+	r=$?
+	t1=$(date +%s)
+	echo "$out"
+	[ $((t1 - t0)) -lt 20 ] || fail "took $((t1 - t0))s for a 1 s limit"
+	[ "$r" -gt 128 ] || fail "exit code $r, expected 128+signal"
+	grep -q time_limit <<<"$out" || fail "no time_limit reason on stderr: $out"
+	id=$(grep -o 't-[A-Za-z0-9_-]*' <<<"$out" | head -n1)
+	if [ -n "$id" ]; then
+		[ "$(task_status "$id")" = time_limit ] || fail "show $id: exit.status $(task_status "$id")"
+	fi
+	echo "DETAIL: killed after $((t1 - t0))s, exit $r, time_limit"
+}
+
+# A task started before an agent restart keeps running and its end record is complete.
+survive_check() { # survive_check NAME ACTION
+	local name=$1 action=$2 id cg tpid pid1 pid2 r st code
+	id=$(run_hold "$name") || fail "run failed"
+	echo "task $id"
+	echo "$id" >"/run/corral-vm/task-$name"
+	cg=$(task_cgroup "$id")
+	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup $cg has no process"
+	tpid=$(first_pid "$cg")
+	pid1=$(main_pid)
+	case $action in
+	restart) systemctl restart corrald.service || fail "systemctl restart failed" ;;
+	kill9) kill -9 "$pid1" ;;
+	esac
+	# A new agent, started by systemd (restart job, or Restart=on-failure after SIGKILL).
+	wait_for 60 sh -c "[ \"\$(systemctl show -p MainPID --value corrald.service)\" != $pid1 ] &&
+		[ \"\$(systemctl show -p MainPID --value corrald.service)\" != 0 ] &&
+		[ \"\$(systemctl is-active corrald.service)\" = active ]" ||
+		fail "agent not back after $action (MainPID $(main_pid), $(systemctl is-active corrald.service))"
+	pid2=$(main_pid)
+	pid_alive "$tpid" || fail "task process $tpid died across $action"
+	corralctl ps | grep -q "$id" || fail "re-adopted agent does not list $id"
+	touch "/run/corral-vm/go-$name"
+	timeout 60 corralctl wait "$id"
+	r=$?
+	[ "$r" = 7 ] || fail "corralctl wait $id: exit $r, expected 7"
+	corralctl show "$id" --json >"/run/corral-vm/show-$name.json" || fail "show failed"
+	cat "/run/corral-vm/show-$name.json"
+	st=$(json_get 'd["exit"]["status"]' <"/run/corral-vm/show-$name.json")
+	code=$(json_get 'd["exit"]["code"]' <"/run/corral-vm/show-$name.json")
+	[ "$st" = exited ] && [ "$code" = 7 ] || fail "record exit {status: $st, code: $code}, expected exited/7"
+	echo "DETAIL: task $tpid survived ($action: MainPID $pid1 -> $pid2), end record exited/7"
+}
+case_restart_keeps_tasks() { need_agent || return 1; survive_check restart restart; }
+case_kill9_keeps_tasks() { need_agent || return 1; survive_check kill9 kill9; }
+
+case_watchdog() {
+	need_agent || return 1
+	local d=/run/systemd/system/corrald.service.d pid1 pid2 r=0
+	mkdir -p "$d"
+	printf '[Service]\nWatchdogSec=5s\nTimeoutAbortSec=5s\n' >"$d/90-vm-watchdog.conf"
+	systemctl daemon-reload
+	systemctl restart corrald.service || fail "restart with WatchdogSec=5s failed"
+	pid1=$(main_pid)
+	# The agent must keep pinging: alive after more than 2 watchdog periods.
+	sleep 12
+	[ "$(main_pid)" = "$pid1" ] || { r=1; echo "FAIL-REASON: healthy agent was restarted by the watchdog (no WATCHDOG=1?)"; }
+	if [ "$r" = 0 ]; then
+		kill -STOP "$pid1"
+		wait_for 60 sh -c "p=\$(systemctl show -p MainPID --value corrald.service); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid1 ] &&
+			[ \"\$(systemctl is-active corrald.service)\" = active ]" ||
+			{ r=1; echo "FAIL-REASON: hung agent not replaced (MainPID $(main_pid))"; }
+		pid2=$(main_pid)
+		journalctl -u corrald.service --no-pager -n 30 | tee /run/corral-vm/watchdog.journal
+		grep -qi watchdog /run/corral-vm/watchdog.journal ||
+			{ [ "$r" = 1 ] || { r=1; echo "FAIL-REASON: journal does not mention the watchdog"; }; }
+	fi
+	rm -f "$d/90-vm-watchdog.conf"
+	systemctl daemon-reload
+	systemctl restart corrald.service
+	[ "$r" = 0 ] || return 1
+	echo "DETAIL: pinging agent kept; SIGSTOPped agent $pid1 replaced by $pid2"
+}
+
+case_stop_clean() {
+	need_agent || return 1
+	local id tpid cg res st
+	id=$(run_hold stop) || fail "run failed"
+	cg=$(task_cgroup "$id")
+	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup has no process"
+	tpid=$(first_pid "$cg")
+	systemctl stop corrald.service
+	res=$(systemctl show -p Result --value corrald.service)
+	st=$(systemctl show -p ExecMainStatus --value corrald.service)
+	systemctl status --no-pager corrald.service
+	[ "$(systemctl is-active corrald.service)" = inactive ] || fail "state $(systemctl is-active corrald.service) after stop"
+	[ "$res" = success ] || fail "Result=$res ExecMainStatus=$st after stop"
+	pid_alive "$tpid" || fail "task died on stop (KillMode)"
+	systemctl start corrald.service || fail "start after stop failed"
+	touch /run/corral-vm/go-stop
+	timeout 60 corralctl wait "$id"
+	[ $? = 7 ] || fail "task end not reported after stop/start"
+	echo "DETAIL: stopped with Result=success, status $st; task survived and was reaped after start"
+}
+
+case_collector_ingest() {
+	need_agent || return 1
+	[ "$(systemctl is-active corral-collector.service)" = active ] ||
+		{ systemctl status --no-pager corral-collector.service; journalctl -u corral-collector --no-pager -n 30
+		  fail "corral-collector is $(systemctl is-active corral-collector.service)"; }
+	local id want f
+	id=$(corralctl run --wait -- /bin/true 2>&1 | grep -o 't-[A-Za-z0-9_-]*' | head -n1)
+	[ -n "$id" ] || id=$(corralctl run -- /bin/true) || fail "run failed"
+	timeout 30 corralctl wait "$id" >/dev/null 2>&1
+	want="$id"
+	# The tasks that lived through restarts must have complete end records too.
+	for f in /run/corral-vm/task-*; do [ -e "$f" ] && want="$want $(cat "$f")"; done
+	echo "expecting task.end for: $want"
+	dump() {
+		corral-collector dump --db sqlite:/var/lib/corral-collector/records.db --type task.end \
+			--format json >/run/corral-vm/dump.json 2>/run/corral-vm/dump.err || return 1
+		local t
+		for t in $want; do grep -q "$t" /run/corral-vm/dump.json || return 1; done
+	}
+	if ! wait_for 60 dump; then
+		cat /run/corral-vm/dump.err
+		head -c 3000 /run/corral-vm/dump.json
+		journalctl -u corral-collector -u corrald --no-pager -n 40
+		fail "task.end records of $want not in the collector after 60 s"
+	fi
+	echo "DETAIL: $(echo "$want" | wc -w) task.end records ingested"
+}
+
+for c in boot_cgroup_v2 systemd_delegated_restart agent_ready oom_killed cgroup_limits \
+	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean \
+	collector_ingest; do
+	run_case "$c"
+done
+if [ "$rc" != 0 ]; then
+	journalctl -b --no-pager -o short-monotonic -u corrald -u corral-collector | tail -n 60 |
+		sed 's/^/CORRAL-VM-LOG: journal: /'
+fi
