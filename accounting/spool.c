@@ -315,7 +315,8 @@ static int load_segments(struct spool *s)
 		s->segs = n;
 		s->segs[s->n_segs++] = (struct segment){ .name_seq = seq };
 	}
-	qsort(s->segs, s->n_segs, sizeof(*s->segs), cmp_seg);
+	if (s->n_segs > 1)
+		qsort(s->segs, s->n_segs, sizeof(*s->segs), cmp_seg);
 	return 0;
 }
 

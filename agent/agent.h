@@ -135,6 +135,7 @@ struct agent {
 	int cap_last_cap;
 	bool watchdog;
 	uint64_t watchdog_usec;
+	char audit_head[ACCT_HASH_HEX]; /* hash of the last audit record: the chain's head */
 	struct agent_stats stats;
 	struct conn *conns;
 	uint32_t n_conns;
@@ -167,6 +168,8 @@ int state_load(struct agent *a);
 int state_next_record_id(struct agent *a, char *buf, size_t len);
 int state_init_counters(struct agent *a);
 uint64_t state_next_task_seq(struct agent *a);
+int state_save_audit_head(struct agent *a);
+void state_load_audit_head(struct agent *a);
 
 bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);
 

@@ -345,6 +345,7 @@ static int setup(struct agent *a)
 	r = agent_hooks_init(a);
 	if (r < 0)
 		return r;
+	state_load_audit_head(a);
 	r = state_load(a);
 	if (r < 0) {
 		log_error("loading task state from %s failed: %s", a->cfg.state_dir, strerror(-r));

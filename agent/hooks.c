@@ -1,20 +1,277 @@
 /* SPDX-License-Identifier: MIT */
-/* Optional services of the agent: accounting spool + uploader, Prometheus metrics. */
+/*
+ * Optional services of the agent, driven by the main loop: the accounting spool and its
+ * uploader (when a collector URL is configured), and the Prometheus /metrics endpoint (when
+ * metrics.listen is set). libmicrohttpd runs without threads here: its epoll fd joins the
+ * agent's loop, so the agent stays single-threaded.
+ */
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
+#include "accounting/uploader.h"
+#include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
+#include "isolation/cgroup.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 int agent_hooks_init(struct agent *a);
 void agent_hooks_tick(struct agent *a, uint64_t now);
 void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events);
 void agent_hooks_fini(struct agent *a);
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+_printf_(2, 3) static void bprintf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t room = b->cap - b->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if (b->p && (size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t nc = MAX(b->cap * 2, b->len + (size_t)n + 4096);
+			char *np = realloc(b->p, nc);
+
+			if (!np)
+				return;
+			b->p = np;
+			b->cap = nc;
+		}
+	}
+}
+
+/* Label values escaped for the Prometheus text format. */
+static void esc(const char *s, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (; s && *s && o + 3 < len; s++) {
+		if (*s == '\\' || *s == '"') {
+			out[o++] = '\\';
+			out[o++] = *s;
+		} else if (*s == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else
+			out[o++] = *s;
+	}
+	out[o] = 0;
+}
+
+static char *render_metrics(struct agent *a, size_t *ret_len)
+{
+	struct buf b = { 0 };
+	struct spool_stats ss = { 0 };
+	struct upl_stats us = { 0 };
+	char node[256];
+
+	esc(a->cfg.node, node, sizeof(node));
+	bprintf(&b, "# HELP corral_agent_info Agent identity and modes.\n# TYPE corral_agent_info gauge\n");
+	bprintf(&b, "corral_agent_info{node=\"%s\",cgroup_mode=\"%s\",metering=\"%s\"} 1\n", node,
+		cg_mode_to_string(cg_root_mode(a->cg)), a->meter ? meter_attach_mode(a->meter) : "off");
+#define G(name, help, val)                                                                         \
+	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %llu\n",             \
+		(unsigned long long)(val))
+#define C(name, help, val)                                                                         \
+	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",           \
+		(unsigned long long)(val))
+	G("corral_tasks_live", "Tasks running now.", a->n_live);
+	G("corral_tasks_max", "Configured max_tasks.", a->cfg.max_tasks);
+	C("corral_tasks_started_total", "Tasks started.", a->stats.tasks_started);
+	C("corral_tasks_ended_total", "Tasks whose end record was produced.", a->stats.tasks_ended);
+	C("corral_tasks_launch_failed_total", "Tasks that failed to start.", a->stats.launch_failed);
+	C("corral_tasks_refused_total", "Launch requests refused (limits, authorization).",
+	  a->stats.refused);
+	C("corral_tasks_adopted_total", "Tasks re-adopted after an agent restart.",
+	  a->stats.tasks_adopted);
+	C("corral_tasks_lost_total", "Tasks whose outcome could not be determined.",
+	  a->stats.tasks_lost);
+	C("corral_records_spooled_total", "Records appended to the spool.", a->stats.records_spooled);
+	C("corral_spool_refused_total", "Records the spool refused (full or failing).",
+	  a->stats.records_spool_refused);
+	G("corral_bpf_loaded", "1 if the BPF metering programs are attached.", a->meter ? 1 : 0);
+	if (a->meter) {
+		C("corral_bpf_ringbuf_drops_total", "Events lost because the ring buffer was full.",
+		  meter_ringbuf_drops(a->meter));
+		G("corral_bpf_tasks_tracked", "Tasks tracked by the BPF programs.",
+		  meter_tasks_tracked(a->meter));
+	}
+	if (a->spool) {
+		spool_get_stats(a->spool, &ss);
+		G("corral_spool_pending_records", "Records waiting for the collector's ack.",
+		  ss.entries_pending);
+		G("corral_spool_bytes", "Bytes of spool on disk.", ss.bytes_on_disk);
+		C("corral_spool_torn_bytes_truncated_total", "Torn tail bytes truncated at open.",
+		  ss.torn_bytes_truncated);
+	}
+	if (a->upl) {
+		upl_get_stats(a->upl, &us);
+		C("corral_upload_batches_total", "Batches committed by the collector.", us.batches_sent);
+		C("corral_upload_records_acked_total", "Records acked.", us.records_acked);
+		C("corral_upload_duplicates_total", "Records the collector already had.", us.duplicates);
+		C("corral_upload_dead_lettered_total", "Records rejected and set aside.", us.rejected);
+		C("corral_upload_retries_total", "Failed attempts followed by a backoff.", us.retries);
+		G("corral_upload_last_http_status", "HTTP status of the last answer (0: none).",
+		  (uint64_t)us.last_http_status);
+		G("corral_upload_backoff_ms", "Current backoff delay.", us.backoff_ms);
+	}
+#undef G
+#undef C
+	/* Per task. */
+	bprintf(&b, "# HELP corral_task_cpu_seconds_total CPU time of the task.\n"
+		    "# TYPE corral_task_cpu_seconds_total counter\n");
+	for (struct task *t = a->tasks; t; t = t->next) {
+		char user[128], acct[256], job[256];
+
+		if (t->state != TASK_RUNNING)
+			continue;
+		task_collect_usage(a, t);
+		esc(t->user, user, sizeof(user));
+		esc(t->spec.account, acct, sizeof(acct));
+		esc(t->spec.job, job, sizeof(job));
+#define L "{task=\"%s\",user=\"%s\",account=\"%s\",job=\"%s\"}"
+		bprintf(&b, "corral_task_cpu_seconds_total" L " %.6f\n", t->id, user, acct, job,
+			(double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9);
+		bprintf(&b, "corral_task_memory_peak_bytes" L " %llu\n", t->id, user, acct, job,
+			(unsigned long long)t->usage.memory_peak_bytes);
+		bprintf(&b, "corral_task_io_read_bytes_total" L " %llu\n", t->id, user, acct, job,
+			(unsigned long long)t->usage.io_read_bytes);
+		bprintf(&b, "corral_task_io_write_bytes_total" L " %llu\n", t->id, user, acct, job,
+			(unsigned long long)t->usage.io_write_bytes);
+		bprintf(&b, "corral_task_net_rx_bytes_total" L " %llu\n", t->id, user, acct, job,
+			(unsigned long long)t->usage.net_rx_bytes);
+		bprintf(&b, "corral_task_net_tx_bytes_total" L " %llu\n", t->id, user, acct, job,
+			(unsigned long long)t->usage.net_tx_bytes);
+		bprintf(&b, "corral_task_wall_seconds" L " %.3f\n", t->id, user, acct, job,
+			(double)t->usage.wall_ns / 1e9);
+		if (t->spec.memory_max)
+			bprintf(&b, "corral_task_memory_limit_bytes" L " %llu\n", t->id, user, acct,
+				job, (unsigned long long)t->spec.memory_max);
+		if (t->spec.cpus > 0)
+			bprintf(&b, "corral_task_cpu_limit_cores" L " %.3f\n", t->id, user, acct, job,
+				t->spec.cpus);
+#undef L
+	}
+	*ret_len = b.len;
+	return b.p;
+}
+
+static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const char *url,
+			       const char *method, const char *version, const char *upload_data,
+			       size_t *upload_data_size, void **con_cls)
+{
+	struct agent *a = cls;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	size_t len = 0;
+	char *body;
+	unsigned code = MHD_HTTP_OK;
+
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		static char msg[] = "method not allowed\n";
+
+		resp = MHD_create_response_from_buffer(sizeof(msg) - 1, msg, MHD_RESPMEM_PERSISTENT);
+		ret = MHD_queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
+		MHD_destroy_response(resp);
+		return ret;
+	}
+	if (strcmp(url, "/metrics") == 0) {
+		body = render_metrics(a, &len);
+	} else if (strcmp(url, "/healthz") == 0) {
+		body = strdup("ok\n");
+		len = 3;
+	} else {
+		body = strdup("not found: try /metrics\n");
+		len = body ? strlen(body) : 0;
+		code = MHD_HTTP_NOT_FOUND;
+	}
+	resp = MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	ret = MHD_queue_response(conn, code, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static int metrics_start(struct agent *a)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	_cleanup_free_ char *host = strdup(a->cfg.metrics_listen);
+	const union MHD_DaemonInfo *info;
+	struct MHD_Daemon *d;
+	struct sockaddr *sa;
+	char *colon;
+	uint32_t port;
+	unsigned flags = MHD_USE_EPOLL;
+
+	if (!host)
+		return -ENOMEM;
+	colon = strrchr(host, ':');
+	if (!colon || parse_u32(colon + 1, &port) < 0 || port == 0 || port > 65535) {
+		log_error("[metrics] listen: expected ADDRESS:PORT, got \"%s\"", a->cfg.metrics_listen);
+		return -EINVAL;
+	}
+	*colon = 0;
+	if (host[0] == '[') {
+		size_t l = strlen(host);
+
+		if (l < 2 || host[l - 1] != ']')
+			return -EINVAL;
+		host[l - 1] = 0;
+		memmove(host, host + 1, l - 1);
+	}
+	if (inet_pton(AF_INET, *host ? host : "0.0.0.0", &sin.sin_addr) == 1) {
+		sin.sin_port = htons((uint16_t)port);
+		sa = (struct sockaddr *)&sin;
+	} else if (inet_pton(AF_INET6, host, &sin6.sin6_addr) == 1) {
+		sin6.sin6_port = htons((uint16_t)port);
+		sa = (struct sockaddr *)&sin6;
+		flags |= MHD_USE_IPv6;
+	} else {
+		log_error("[metrics] listen: \"%s\" is not an IP address", host);
+		return -EINVAL;
+	}
+	d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, a, MHD_OPTION_SOCK_ADDR, sa,
+			     MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+			     MHD_OPTION_END);
+	if (!d) {
+		log_error("metrics: cannot listen on %s", a->cfg.metrics_listen);
+		return -EADDRINUSE;
+	}
+	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info) {
+		MHD_stop_daemon(d);
+		return -ENOTSUP;
+	}
+	a->metrics = d;
+	a->w_metrics = (struct watch){ .kind = WATCH_METRICS };
+	agent_watch_add(a, info->epoll_fd, EPOLLIN, &a->w_metrics);
+	log_info("metrics: serving /metrics on %s", a->cfg.metrics_listen);
+	return 0;
+}
 
 int agent_hooks_init(struct agent *a)
 {
@@ -22,8 +279,15 @@ int agent_hooks_init(struct agent *a)
 	struct spool_opts so = { 0 };
 	int r;
 
-	if (!a->cfg.collector_url)
+	if (a->cfg.metrics_listen) {
+		r = metrics_start(a);
+		if (r < 0)
+			return r;
+	}
+	if (!a->cfg.collector_url) {
+		log_info("no collector configured: records are kept on this node only");
 		return 0;
+	}
 	snprintf(dir, sizeof(dir), "%s/spool", a->cfg.state_dir);
 	so.dir = dir;
 	so.max_bytes = a->cfg.spool_max_bytes;
@@ -32,25 +296,83 @@ int agent_hooks_init(struct agent *a)
 		log_error("spool %s: %s", dir, strerror(-r));
 		return r;
 	}
+	{
+		_cleanup_free_ char *token = NULL;
+		struct upl_opts uo = { 0 };
+		size_t len = 0;
+
+		if (a->cfg.token_file) {
+			r = read_file(a->cfg.token_file, 4096, &token, &len);
+			if (r < 0) {
+				log_error("[collector] token_file %s: %s", a->cfg.token_file,
+					  strerror(-r));
+				return r;
+			}
+			while (len > 0 && (token[len - 1] == '\n' || token[len - 1] == ' ' ||
+					   token[len - 1] == '\r'))
+				token[--len] = 0;
+		}
+		uo.url = a->cfg.collector_url;
+		uo.token = token ? token : "";
+		uo.ca_file = a->cfg.ca_file;
+		uo.pinned_pubkey = a->cfg.pin;
+		uo.state_dir = a->cfg.state_dir;
+		uo.batch_records = a->cfg.batch_records;
+		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;
+		r = upl_new(&uo, a->spool, &a->upl);
+		if (r < 0) {
+			log_error("uploader for %s: %s", a->cfg.collector_url, strerror(-r));
+			return r;
+		}
+		a->w_upl = (struct watch){ .kind = WATCH_UPLOADER };
+		agent_watch_add(a, upl_fd(a->upl), EPOLLIN, &a->w_upl);
+		log_info("uploading records to %s", a->cfg.collector_url);
+	}
 	return 0;
 }
 
 void agent_hooks_tick(struct agent *a, uint64_t now)
 {
-	(void)a;
 	(void)now;
+	if (a->upl) {
+		struct upl_stats us;
+		static char last_err[UPL_ERROR_MAX];
+
+		upl_kick(a->upl);
+		(void)upl_dispatch(a->upl);
+		upl_get_stats(a->upl, &us);
+		/* Log a delivery problem once when it starts, and once when it clears. */
+		if (strcmp(us.last_error, last_err) != 0) {
+			if (us.last_error[0])
+				log_warning("collector: %s (records stay in the spool and are resent)",
+					    us.last_error);
+			else if (last_err[0])
+				log_notice("collector: delivering again");
+			snprintf(last_err, sizeof(last_err), "%s", us.last_error);
+		}
+	}
+	if (a->metrics)
+		(void)MHD_run(a->metrics);
 }
 
 void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events)
 {
-	(void)a;
-	(void)w;
 	(void)events;
+	if (w->kind == WATCH_UPLOADER && a->upl)
+		(void)upl_dispatch(a->upl);
+	else if (w->kind == WATCH_METRICS && a->metrics)
+		(void)MHD_run(a->metrics);
 }
 
 void agent_hooks_fini(struct agent *a)
 {
+	if (a->upl)
+		upl_free(a->upl);
+	a->upl = NULL;
 	if (a->spool)
 		spool_close(a->spool);
 	a->spool = NULL;
+	if (a->metrics)
+		MHD_stop_daemon(a->metrics);
+	a->metrics = NULL;
 }

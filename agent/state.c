@@ -13,6 +13,7 @@
 #include "common/macro.h"
 #include "common/util.h"
 #include "isolation/cgroup.h"
+#include "accounting/spool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -421,4 +422,46 @@ int state_load(struct agent *a)
 		free(names);
 	}
 	return 0;
+}
+
+/*
+ * The audit hash chain's head survives restarts: it is written after each audit record is
+ * spooled. A crash between the two leaves the spool one record ahead; state_load_audit_head
+ * replays unacked spool entries to catch up, so the chain never forks.
+ */
+int state_save_audit_head(struct agent *a)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/audit-chain", a->cfg.state_dir);
+	return write_file_atomic(path, a->audit_head, strlen(a->audit_head), 0600);
+}
+
+static int replay_cb(uint64_t seq, const void *data, size_t len, void *userdata)
+{
+	struct agent *a = userdata;
+	struct acct_record r;
+	char err[128];
+
+	(void)seq;
+	if (acct_record_decode(data, len, &r, err, sizeof(err)) < 0)
+		return 0;
+	if (acct_type_is_audit(r.type) && strcmp(r.prev_hash, a->audit_head) == 0)
+		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r.hash);
+	acct_record_clear(&r);
+	return 0;
+}
+
+void state_load_audit_head(struct agent *a)
+{
+	_cleanup_free_ char *s = NULL;
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/audit-chain", a->cfg.state_dir);
+	if (read_file(path, 256, &s, NULL) == 0 && strlen(s) == 64)
+		snprintf(a->audit_head, sizeof(a->audit_head), "%s", s);
+	if (a->spool) {
+		(void)spool_peek(a->spool, 1, SIZE_MAX, SIZE_MAX, replay_cb, a);
+		(void)state_save_audit_head(a);
+	}
 }

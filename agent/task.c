@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
+#include "accounting/uploader.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -285,8 +286,19 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 	rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
 	if (rr < 0)
 		return rr;
-	if (!a->spool)
+	if (acct_type_is_audit(r->type)) {
+		snprintf(r->prev_hash, sizeof(r->prev_hash), "%s", a->audit_head);
+		rr = acct_record_compute_hash(r);
+		if (rr < 0)
+			return rr;
+	}
+	if (!a->spool) {
+		if (acct_type_is_audit(r->type)) {
+			snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
+			(void)state_save_audit_head(a);
+		}
 		return 0;
+	}
 	rr = acct_record_encode(r, &buf, &len);
 	if (rr < 0) {
 		log_error("encoding %s record of task %s failed: %s", acct_type_to_string(r->type),
@@ -305,6 +317,14 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 		return rr;
 	}
 	a->stats.records_spooled++;
+	if (acct_type_is_audit(r->type)) {
+		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
+		rr = state_save_audit_head(a);
+		if (rr < 0)
+			log_error("saving the audit chain head failed: %s", strerror(-rr));
+	}
+	if (a->upl)
+		upl_kick(a->upl);
 	return 0;
 }
 

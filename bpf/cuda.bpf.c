@@ -15,7 +15,7 @@
 
 #include "bpf/cuda_types.h"
 
-#define SIGKILL 9
+#define SIGKILL	     9
 #define CUDA_SUCCESS 0
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -111,7 +111,7 @@ int BPF_KRETPROBE(mem_alloc_ret, int rc)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	struct cuda_alloc_key k = { .tgid = tgid };
+	struct cuda_alloc_key k = {.tgid = tgid};
 	struct cuda_alloc a = {};
 	struct cuda_pending *pp, pe;
 	struct cuda_proc *p;
@@ -128,15 +128,14 @@ int BPF_KRETPROBE(mem_alloc_ret, int rc)
 	if (!t)
 		return 0;
 	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (rc != CUDA_SUCCESS || bpf_probe_read_user(&k.dptr, sizeof(k.dptr),
-						     (void *)pe.dptr_uaddr)) {
+	if (rc != CUDA_SUCCESS ||
+	    bpf_probe_read_user(&k.dptr, sizeof(k.dptr), (void *)pe.dptr_uaddr)) {
 		__sync_fetch_and_add(&t->tracked_bytes, -(__s64)pe.size);
 		if (p)
 			__sync_fetch_and_add(&p->tracked_bytes, -(__s64)pe.size);
 		return 0;
 	}
-	if (pe.pitch_uaddr &&
-	    !bpf_probe_read_user(&pitch, sizeof(pitch), (void *)pe.pitch_uaddr) &&
+	if (pe.pitch_uaddr && !bpf_probe_read_user(&pitch, sizeof(pitch), (void *)pe.pitch_uaddr) &&
 	    pitch * pe.height > pe.size) {
 		__u64 extra = pitch * pe.height - pe.size;
 		__sync_fetch_and_add(&t->tracked_bytes, (__s64)extra);
@@ -159,7 +158,7 @@ int BPF_KRETPROBE(mem_alloc_ret, int rc)
 SEC("uprobe")
 int BPF_KPROBE(mem_free, __u64 dptr)
 {
-	struct cuda_alloc_key k = { .tgid = bpf_get_current_pid_tgid() >> 32, .dptr = dptr };
+	struct cuda_alloc_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .dptr = dptr};
 	struct cuda_alloc *a;
 	struct cuda_proc *p;
 	struct cuda_task *t;

@@ -118,14 +118,14 @@ static struct bpf_program *probe_prog(struct cuda_bpf *s, const char *func, bool
 int cuda_attach_library(struct cuda_meter *c, const char *path)
 {
 	static const struct probe probes[] = {
-		{ "cuMemAlloc_v2", false, true },      { "cuMemAlloc_v2", true, true },
-		{ "cuMemFree_v2", false, true },       { "cuLaunchKernel", false, true },
-		{ "cuMemAllocManaged", false, false }, { "cuMemAllocManaged", true, false },
-		{ "cuMemAllocPitch_v2", false, false }, { "cuMemAllocPitch_v2", true, false },
-		{ "cuMemAllocAsync", false, false },   { "cuMemAllocAsync", true, false },
-		{ "cuMemFreeAsync", false, false },    { "cuMemcpyHtoD_v2", false, false },
-		{ "cuMemcpyDtoH_v2", false, false },   { "cuMemcpyHtoDAsync_v2", false, false },
-		{ "cuMemcpyDtoHAsync_v2", false, false },
+	    {"cuMemAlloc_v2", false, true},	    {"cuMemAlloc_v2", true, true},
+	    {"cuMemFree_v2", false, true},	    {"cuLaunchKernel", false, true},
+	    {"cuMemAllocManaged", false, false},    {"cuMemAllocManaged", true, false},
+	    {"cuMemAllocPitch_v2", false, false},   {"cuMemAllocPitch_v2", true, false},
+	    {"cuMemAllocAsync", false, false},	    {"cuMemAllocAsync", true, false},
+	    {"cuMemFreeAsync", false, false},	    {"cuMemcpyHtoD_v2", false, false},
+	    {"cuMemcpyDtoH_v2", false, false},	    {"cuMemcpyHtoDAsync_v2", false, false},
+	    {"cuMemcpyDtoHAsync_v2", false, false},
 	};
 	unsigned first = c->n_links, attached = 0;
 	int r;
@@ -137,9 +137,8 @@ int cuda_attach_library(struct cuda_meter *c, const char *path)
 			    .retprobe = probes[i].ret);
 		struct bpf_link *l;
 
-		l = bpf_program__attach_uprobe_opts(probe_prog(c->skel, probes[i].func,
-								probes[i].ret),
-						    -1, path, 0, &uo);
+		l = bpf_program__attach_uprobe_opts(
+		    probe_prog(c->skel, probes[i].func, probes[i].ret), -1, path, 0, &uo);
 		if (!l) {
 			r = errno ? -errno : -ENOENT;
 			if (!probes[i].required)
@@ -179,8 +178,8 @@ int cuda_find_library(char *buf, size_t len)
 
 int cuda_track(struct cuda_meter *c, uint64_t task_key, pid_t tgid, uint64_t limit)
 {
-	struct cuda_task t = { .limit_bytes = limit };
-	struct cuda_proc p = { .task_key = task_key };
+	struct cuda_task t = {.limit_bytes = limit};
+	struct cuda_proc p = {.task_key = task_key};
 	__u32 pid = (__u32)tgid;
 	int tasks_fd = bpf_map__fd(c->skel->maps.tasks);
 	int procs_fd = bpf_map__fd(c->skel->maps.procs);
@@ -201,20 +200,20 @@ int cuda_read(struct cuda_meter *c, uint64_t task_key, struct cuda_usage *ret)
 	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.tasks), &task_key, &t) < 0)
 		return -errno;
 	*ret = (struct cuda_usage){
-		.limit_bytes = t.limit_bytes,
-		.current_bytes = t.tracked_bytes > 0 ? (uint64_t)t.tracked_bytes : 0,
-		.peak_bytes = t.peak_bytes,
-		.alloc_bytes = t.alloc_bytes,
-		.alloc_calls = t.alloc_calls,
-		.free_bytes = t.free_bytes,
-		.free_calls = t.free_calls,
-		.launches = t.launches,
-		.memcpy_htod_bytes = t.htod_bytes,
-		.memcpy_dtoh_bytes = t.dtoh_bytes,
-		.untracked = t.untracked,
-		.limit_fired = t.limit_fired > 0,
-		.killed_tgid = t.killed_tgid,
-		.killed_request_bytes = t.killed_request_bytes,
+	    .limit_bytes = t.limit_bytes,
+	    .current_bytes = t.tracked_bytes > 0 ? (uint64_t)t.tracked_bytes : 0,
+	    .peak_bytes = t.peak_bytes,
+	    .alloc_bytes = t.alloc_bytes,
+	    .alloc_calls = t.alloc_calls,
+	    .free_bytes = t.free_bytes,
+	    .free_calls = t.free_calls,
+	    .launches = t.launches,
+	    .memcpy_htod_bytes = t.htod_bytes,
+	    .memcpy_dtoh_bytes = t.dtoh_bytes,
+	    .untracked = t.untracked,
+	    .limit_fired = t.limit_fired > 0,
+	    .killed_tgid = t.killed_tgid,
+	    .killed_request_bytes = t.killed_request_bytes,
 	};
 	return 0;
 }
@@ -259,7 +258,7 @@ int cuda_forget(struct cuda_meter *c, uint64_t task_key)
 	int r;
 
 	_Static_assert(sizeof(struct cuda_alloc_key) <= 32 && sizeof(struct cuda_alloc) <= 64 &&
-			       sizeof(struct cuda_proc) <= 64,
+			   sizeof(struct cuda_proc) <= 64,
 		       "forget_in buffers");
 	r = forget_in(bpf_map__fd(c->skel->maps.procs), sizeof(__u32), sizeof(struct cuda_proc),
 		      task_key);

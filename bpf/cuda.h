@@ -22,18 +22,18 @@ struct cuda_opts {
 };
 
 struct cuda_usage {
-	uint64_t limit_bytes;          /* 0 = none */
-	uint64_t current_bytes;        /* live tracked allocations */
+	uint64_t limit_bytes;	/* 0 = none */
+	uint64_t current_bytes; /* live tracked allocations */
 	uint64_t peak_bytes;
-	uint64_t alloc_bytes;          /* total bytes of successful allocations */
+	uint64_t alloc_bytes; /* total bytes of successful allocations */
 	uint64_t alloc_calls;
 	uint64_t free_bytes;
 	uint64_t free_calls;
 	uint64_t launches;
 	uint64_t memcpy_htod_bytes;
 	uint64_t memcpy_dtoh_bytes;
-	uint64_t untracked;            /* allocations not followed (maps full) */
-	bool limit_fired;              /* an allocation was refused with SIGKILL */
+	uint64_t untracked; /* allocations not followed (maps full) */
+	bool limit_fired;   /* an allocation was refused with SIGKILL */
 	uint32_t killed_tgid;
 	uint64_t killed_request_bytes;
 };

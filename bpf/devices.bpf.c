@@ -31,7 +31,7 @@ __u32 last_denied_minor = 0;
 SEC("cgroup/dev")
 int corral_devices(struct bpf_cgroup_dev_ctx *ctx)
 {
-	struct devices_key k = { .major = ctx->major, .minor = ctx->minor };
+	struct devices_key k = {.major = ctx->major, .minor = ctx->minor};
 
 	if ((ctx->access_type & 0xFFFF) != DEVCG_DEV_CHAR)
 		return 1;

@@ -10,8 +10,8 @@
 #endif
 
 #define DEVICES_NVIDIA_MAJOR 195
-#define DEVICES_MINOR_ANY 0xFFFFFFFFu
-#define DEVICES_ALLOWED_MAX 512
+#define DEVICES_MINOR_ANY    0xFFFFFFFFu
+#define DEVICES_ALLOWED_MAX  512
 
 /* Map "allowed" key: a character device (major, minor) the task may use; minor
  * DEVICES_MINOR_ANY allows every minor of that major. */

@@ -66,6 +66,7 @@ static void fill(struct taskstats_usage *u, const void *data, int len, uint32_t 
 		.ppid = ts.ac_ppid,
 		.cpu_user_ns = ts.ac_utime * NSEC_PER_USEC,
 		.cpu_system_ns = ts.ac_stime * NSEC_PER_USEC,
+		.cpu_exec_ns = ts.cpu_run_virtual_total,
 		.cpu_run_real_ns = ts.cpu_run_real_total,
 		.read_chars = ts.read_char,
 		.write_chars = ts.write_char,

@@ -6,7 +6,7 @@
  *  - an exit listener: the kernel sends one record per exiting THREAD (and, for processes that
  *    had more than one thread, a per-tgid record that carries delay accounting only). A
  *    process's totals are the sum of its threads' exit records (group them by tgid).
- * What it gives: CPU user/system (tick-sampled, usec), exact on-CPU time (cpu_run_real),
+ * What it gives: CPU user/system (tick-sampled, usec), exact on-CPU time (cpu_run_virtual_total),
  * read/write bytes passed to syscalls (rchar/wchar), block bytes (read_bytes/write_bytes),
  * RSS and VM high-water per process (KiB), context switches, delays, exit code, elapsed time.
  * What it cannot give: network bytes, a task-wide RSS sum over processes or memory integral,
@@ -27,7 +27,8 @@ struct taskstats_usage {
 	bool is_tgid;      /* a per-process record (query_tgid, or tgid exit record) */
 	uint32_t exit_code; /* ac_exitcode (exit records) */
 	uint64_t cpu_user_ns, cpu_system_ns; /* ac_utime / ac_stime (usec resolution) */
-	uint64_t cpu_run_real_ns;  /* sum_exec_runtime */
+	uint64_t cpu_exec_ns;      /* cpu_run_virtual_total: se.sum_exec_runtime, exact on-CPU time */
+	uint64_t cpu_run_real_ns;  /* cpu_run_real_total: utime + stime (tick-sampled) */
 	uint64_t read_chars, write_chars; /* rchar / wchar */
 	uint64_t read_syscalls, write_syscalls;
 	uint64_t blk_read_bytes, blk_write_bytes, cancelled_write_bytes;

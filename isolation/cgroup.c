@@ -26,13 +26,13 @@
 #define CG_DEFAULT_FS_ROOT "/sys/fs/cgroup"
 #define CG_DEFAULT_SUBTREE "corral"
 /* Bounded wait for rmdir while the last processes are exiting. */
-#define CG_RMDIR_TRIES 200
+#define CG_RMDIR_TRIES	  200
 #define CG_RMDIR_SLEEP_MS 5
 
 static const char *const ctrl_names[_CG_C_MAX] = {
-	[CG_C_MEMORY] = "memory", [CG_C_CPU] = "cpu",	      [CG_C_CPUACCT] = "cpuacct",
-	[CG_C_PIDS] = "pids",	  [CG_C_BLKIO] = "blkio",     [CG_C_FREEZER] = "freezer",
-	[CG_C_DEVICES] = "devices",
+    [CG_C_MEMORY] = "memory",	[CG_C_CPU] = "cpu",	[CG_C_CPUACCT] = "cpuacct",
+    [CG_C_PIDS] = "pids",	[CG_C_BLKIO] = "blkio", [CG_C_FREEZER] = "freezer",
+    [CG_C_DEVICES] = "devices",
 };
 
 const char *cg_ctrl_to_string(enum cg_ctrl c)
@@ -118,7 +118,7 @@ int cg_write_u64(int dirfd, const char *name, uint64_t v)
 
 void cg_sleep_ms(unsigned ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -336,7 +336,8 @@ uint64_t cg_ticks_to_ns(uint64_t ticks, long hz)
 {
 	if (hz <= 0)
 		hz = 100;
-	return ticks / (uint64_t)hz * NSEC_PER_SEC + ticks % (uint64_t)hz * NSEC_PER_SEC / (uint64_t)hz;
+	return ticks / (uint64_t)hz * NSEC_PER_SEC +
+	       ticks % (uint64_t)hz * NSEC_PER_SEC / (uint64_t)hz;
 }
 
 /* ---- root ---- */
@@ -539,18 +540,37 @@ static int task_rmdir(struct cg_task *t, size_t i)
 	}
 }
 
+int cg_limits_validate(const struct cg_limits *l)
+{
+	if (!l)
+		return -EINVAL;
+	if (l->n_io > CG_IO_MAX)
+		return -E2BIG;
+	if (!isfinite(l->cpus) || l->cpus < 0 || l->cpus > CG_CPUS_MAX)
+		return -ERANGE;
+	if (l->cpu_weight > 10000)
+		return -ERANGE;
+	for (size_t i = 0; i < l->n_io; i++)
+		if (!l->io[i].rbps && !l->io[i].wbps)
+			return -EINVAL;
+	return 0;
+}
+
 int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
 		   struct cg_task **ret)
 {
 	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
-	static const struct cg_limits none = { .swap_max = UINT64_MAX };
-	bool created[CG_MAX_HIER] = { false };
+	static const struct cg_limits none = {.swap_max = UINT64_MAX};
+	bool created[CG_MAX_HIER] = {false};
 	int r;
 
 	if (!root || !ret || !is_task_name(root, name))
 		return -EINVAL;
-	if (limits && limits->n_io > CG_IO_MAX)
-		return -E2BIG;
+	if (limits) {
+		r = cg_limits_validate(limits);
+		if (r < 0)
+			return r;
+	}
 	if (root->ops->prepare_task) {
 		r = root->ops->prepare_task(root);
 		if (r < 0)
@@ -757,7 +777,7 @@ int cg_task_attach(const struct cg_task *t, pid_t pid)
 
 int cg_task_stats(const struct cg_task *t, struct cg_stats *ret)
 {
-	struct cg_stats s = { 0 };
+	struct cg_stats s = {0};
 	int r;
 
 	if (!t || !ret)

@@ -31,7 +31,7 @@ struct cg_limits {
 	uint64_t memory_max;  /* bytes, 0 = unlimited */
 	uint64_t memory_high; /* bytes, 0 = unset (v1: soft_limit_in_bytes) */
 	uint64_t swap_max;    /* bytes; UINT64_MAX = unset (v1: memsw = memory_max + swap_max) */
-	double cpus;          /* cores, 0 = unlimited (cpu.max / cfs_quota_us, period 100 ms) */
+	double cpus;	      /* cores, 0 = unlimited (cpu.max / cfs_quota_us, period 100 ms) */
 	uint32_t cpu_weight;  /* 1..10000, 0 = default (v1: shares = weight * 1024 / 100) */
 	uint64_t pids_max;    /* 0 = unlimited */
 	size_t n_io;
@@ -39,22 +39,22 @@ struct cg_limits {
 };
 
 struct cg_stats {
-	uint64_t cpu_usage_ns;  /* cpu.stat usage_usec*1000 / cpuacct.usage */
-	uint64_t cpu_user_ns;   /* cpu.stat user_usec / cpuacct.stat user (ticks -> ns) */
+	uint64_t cpu_usage_ns; /* cpu.stat usage_usec*1000 / cpuacct.usage */
+	uint64_t cpu_user_ns;  /* cpu.stat user_usec / cpuacct.stat user (ticks -> ns) */
 	uint64_t cpu_system_ns;
 	uint64_t memory_current;
-	uint64_t memory_peak;   /* memory.peak / memory.max_usage_in_bytes */
-	uint64_t oom_kills;     /* memory.events oom_kill / memory.oom_control oom_kill */
-	uint64_t oom_events;    /* memory.events oom (limit hit) */
+	uint64_t memory_peak;	/* memory.peak / memory.max_usage_in_bytes */
+	uint64_t oom_kills;	/* memory.events oom_kill / memory.oom_control oom_kill */
+	uint64_t oom_events;	/* memory.events oom (limit hit) */
 	uint64_t io_read_bytes; /* io.stat rbytes / blkio.throttle.io_service_bytes Read */
 	uint64_t io_write_bytes;
 	uint64_t pids_current;
 };
 
 struct cg_root_opts {
-	const char *fs_root;   /* default "/sys/fs/cgroup" (tests point it at a fake tree) */
-	const char *subtree;   /* agent's subtree name or path below the root/delegated cgroup,
-				* default "corral" */
+	const char *fs_root;	 /* default "/sys/fs/cgroup" (tests point it at a fake tree) */
+	const char *subtree;	 /* agent's subtree name or path below the root/delegated cgroup,
+				  * default "corral" */
 	enum cg_mode force_mode; /* _CG_MODE_INVALID = detect */
 	/* v2 only: delegated base (absolute cgroup path, e.g. "/system.slice/corrald.service");
 	 * NULL = the root of the hierarchy. */
@@ -77,6 +77,12 @@ bool cg_root_has_unified(const struct cg_root *root);
  */
 int cg_root_move_self(struct cg_root *root, const char *leaf);
 
+/*
+ * Check limits before anything is created (admission, clear errors before fork): -E2BIG for
+ * n_io > CG_IO_MAX, -ERANGE for cpus not in [0, 4096] or cpu_weight > 10000, -EINVAL for an
+ * io entry limiting nothing. cg_task_create calls it too.
+ */
+int cg_limits_validate(const struct cg_limits *l);
 /* Create a fresh cgroup for a task (-EEXIST if the name exists), apply limits, open fds.
  * name: [A-Za-z0-9._-]{1,64}. On failure nothing is left behind. */
 int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,

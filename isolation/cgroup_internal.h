@@ -24,8 +24,8 @@ enum cg_ctrl {
 #define CG_MAX_HIER (_CG_C_MAX + 1)
 #define CG_NAME_MAX 64
 /* Bounds on what is read back from cgroupfs. */
-#define CG_FILE_MAX (1024 * 1024)
-#define CG_PIDS_MAX (1024 * 1024)
+#define CG_FILE_MAX  (1024 * 1024)
+#define CG_PIDS_MAX  (1024 * 1024)
 #define CG_TASKS_MAX 65536
 
 struct cg_hier {
@@ -109,7 +109,7 @@ int cg_parse_pids(const char *buf, pid_t **ret, size_t *ret_n);
 /* cpus (cores) -> CFS quota for period CG_CPU_PERIOD_US, rounded, at least 1000 us.
  * -ERANGE for cpus > CG_CPUS_MAX or not finite, -EINVAL for cpus <= 0. */
 #define CG_CPU_PERIOD_US 100000ULL
-#define CG_CPUS_MAX 4096.0
+#define CG_CPUS_MAX	 4096.0
 int cg_cpu_quota_us(double cpus, uint64_t *ret);
 /* cpu_weight (1..10000) -> v1 cpu.shares (weight * 1024 / 100, at least 2). */
 int cg_weight_to_shares(uint32_t weight, uint64_t *ret);

@@ -22,9 +22,9 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
-#define CG_FREEZE_WAIT_MS 1000
+#define CG_FREEZE_WAIT_MS   1000
 #define CG_KILL_DEADLINE_MS 5000
-#define CG_EMPTY_WAIT_MS 200
+#define CG_EMPTY_WAIT_MS    200
 
 /* Controllers named in a comma-separated list ("rw,cpu,cpuacct" or "cpu,cpuacct"). */
 static unsigned ctrls_from_list(const char *list)
@@ -113,7 +113,8 @@ static int find_mounts_mountinfo(struct cg_root *root)
 	r = read_file("/proc/self/mountinfo", 4 * 1024 * 1024, &buf, NULL);
 	if (r < 0)
 		return r;
-	for (line = strtok_r(buf, "\n", &save_line); line; line = strtok_r(NULL, "\n", &save_line)) {
+	for (line = strtok_r(buf, "\n", &save_line); line;
+	     line = strtok_r(NULL, "\n", &save_line)) {
 		char *sep = strstr(line, " - "), *save = NULL, *f, *mnt = NULL, *fstype, *opts;
 		int field = 0;
 
@@ -187,7 +188,7 @@ static int v1_setup(struct cg_root *root, const struct cg_root_opts *opts)
 	if (read_u64_file_at(root->hier[m].dir_fd, "memory.use_hierarchy", &v) == 0 && v == 0)
 		(void)cg_write(root->hier[m].dir_fd, "memory.use_hierarchy", "1");
 	root->swap_accounting =
-		faccessat(root->hier[m].dir_fd, "memory.memsw.limit_in_bytes", F_OK, 0) == 0;
+	    faccessat(root->hier[m].dir_fd, "memory.memsw.limit_in_bytes", F_OK, 0) == 0;
 
 	/* Hybrid: a cgroup2 mount at <fs_root>/unified. */
 	if (asprintf(&unified, "%s/unified", root->fs_root) < 0)
@@ -428,8 +429,8 @@ static int v1_kill(const struct cg_task *t, int sig)
 }
 
 const struct cg_ops cg_v1_ops = {
-	.setup = v1_setup,
-	.apply_limits = v1_apply_limits,
-	.stats = v1_stats,
-	.kill = v1_kill,
+    .setup = v1_setup,
+    .apply_limits = v1_apply_limits,
+    .stats = v1_stats,
+    .kill = v1_kill,
 };

@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_FREEZE_WAIT_MS 1000
+#define CG_FREEZE_WAIT_MS   1000
 #define CG_KILL_DEADLINE_MS 5000
-#define CG_EMPTY_WAIT_MS 200
+#define CG_EMPTY_WAIT_MS    200
 
-static const char *const v2_controllers[] = { "memory", "cpu", "pids", "io" };
+static const char *const v2_controllers[] = {"memory", "cpu", "pids", "io"};
 
 /* Whether word appears as a space-separated token of list. */
 static bool has_word(const char *list, const char *word)
@@ -93,9 +93,8 @@ static int enable_chain(struct cg_root *root)
 			return r;
 	}
 	root->v2_enable_pending = false;
-	root->swap_accounting =
-		faccessat(root->hier[0].dir_fd, "memory.swap.max", F_OK, 0) == 0 ||
-		root->swap_accounting;
+	root->swap_accounting = faccessat(root->hier[0].dir_fd, "memory.swap.max", F_OK, 0) == 0 ||
+				root->swap_accounting;
 	return 0;
 }
 
@@ -344,10 +343,10 @@ static int v2_kill(const struct cg_task *t, int sig)
 }
 
 const struct cg_ops cg_v2_ops = {
-	.setup = v2_setup,
-	.prepare_task = v2_prepare_task,
-	.apply_limits = v2_apply_limits,
-	.stats = v2_stats,
-	.kill = v2_kill,
-	.move_self = v2_move_self,
+    .setup = v2_setup,
+    .prepare_task = v2_prepare_task,
+    .apply_limits = v2_apply_limits,
+    .stats = v2_stats,
+    .kill = v2_kill,
+    .move_self = v2_move_self,
 };

@@ -54,7 +54,7 @@ int devices_read_uvm_major(const char *proc_devices, unsigned *ret_uvm)
 
 void devices_policy_init(struct devices_policy *p, unsigned uvm_major)
 {
-	*p = (struct devices_policy){ .uvm_major = uvm_major };
+	*p = (struct devices_policy){.uvm_major = uvm_major};
 }
 
 int devices_policy_allow_minor(struct devices_policy *p, unsigned minor)
@@ -91,7 +91,8 @@ static bool any_gpu(const struct devices_policy *p)
 
 static bool minor_allowed(const struct devices_policy *p, unsigned minor)
 {
-	return minor > DEVICES_GPU_MINOR_MAX || (p->gpu_minors[minor / 64] & (1ULL << (minor % 64)));
+	return minor > DEVICES_GPU_MINOR_MAX ||
+	       (p->gpu_minors[minor / 64] & (1ULL << (minor % 64)));
 }
 
 bool devices_policy_allows(const struct devices_policy *p, unsigned major, unsigned minor)
@@ -176,7 +177,7 @@ void devices_bpf_free(struct devices_prog *d)
 
 static int allow_key(int map_fd, unsigned major, unsigned minor)
 {
-	struct devices_key k = { .major = major, .minor = minor };
+	struct devices_key k = {.major = major, .minor = minor};
 	__u8 one = 1;
 
 	return bpf_map_update_elem(map_fd, &k, &one, BPF_ANY) < 0 ? -errno : 0;

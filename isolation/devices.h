@@ -19,8 +19,8 @@
 #define DEVICES_GPU_MINOR_MAX 253 /* 195:254 nvidia-modeset, 195:255 nvidiactl */
 
 struct devices_policy {
-	unsigned uvm_major;      /* 0: nvidia-uvm not registered (nothing to deny) */
-	uint64_t gpu_minors[4];  /* bit m: /dev/nvidia<m> (195:m) allowed */
+	unsigned uvm_major;	/* 0: nvidia-uvm not registered (nothing to deny) */
+	uint64_t gpu_minors[4]; /* bit m: /dev/nvidia<m> (195:m) allowed */
 };
 
 /* Majors from a /proc/devices-format file (NULL = /proc/devices), character section:

@@ -33,11 +33,11 @@
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
-#define NVML_SUCCESS 0
-#define NVML_ERROR_NOT_SUPPORTED 3
-#define NVML_ERROR_NOT_FOUND 6
+#define NVML_SUCCESS		     0
+#define NVML_ERROR_NOT_SUPPORTED     3
+#define NVML_ERROR_NOT_FOUND	     6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
-#define NVML_DEVICE_MIG_ENABLE 1
+#define NVML_DEVICE_MIG_ENABLE	     1
 /* usedGpuMemory when the driver cannot tell (e.g. insufficient permissions) */
 #define NVML_VALUE_NOT_AVAILABLE (~0ULL)
 
@@ -162,7 +162,8 @@ static const char *resolve_api(struct gpu_inventory *inv)
 	*(void **)&a->get_mig_mode = sym(dl, "nvmlDeviceGetMigMode");
 	*(void **)&a->get_compute_procs_v3 = sym(dl, "nvmlDeviceGetComputeRunningProcesses_v3");
 	if (!a->get_compute_procs_v3)
-		*(void **)&a->get_compute_procs_v1 = sym(dl, "nvmlDeviceGetComputeRunningProcesses");
+		*(void **)&a->get_compute_procs_v1 =
+		    sym(dl, "nvmlDeviceGetComputeRunningProcesses");
 	*(void **)&a->get_process_utilization = sym(dl, "nvmlDeviceGetProcessUtilization");
 	*(void **)&a->get_total_energy = sym(dl, "nvmlDeviceGetTotalEnergyConsumption");
 	return NULL;
@@ -583,7 +584,7 @@ int gpu_meter_new(struct gpu_inventory *inv, const struct gpu_allocation *a, uin
 			continue;
 		if (!inv->dev[i].energy_supported ||
 		    inv->api.get_total_energy(inv->handle[i], &m->energy_start_mj[i]) !=
-			    NVML_SUCCESS) {
+			NVML_SUCCESS) {
 			m->energy_valid = false;
 			continue;
 		}
@@ -727,11 +728,12 @@ int gpu_meter_sample(struct gpu_inventory *inv, struct gpu_meter *m, const pid_t
 		if (r < 0)
 			return r;
 		mem_total += mem;
-		if (util_ok && device_util(inv, inv->handle[i], &m->util_last_seen_us[i], pids, n,
-					   &util) < 0)
+		if (util_ok &&
+		    device_util(inv, inv->handle[i], &m->util_last_seen_us[i], pids, n, &util) < 0)
 			util_ok = false;
 		util_total += util;
-		if (m->energy_valid && inv->api.get_total_energy(inv->handle[i], &e) == NVML_SUCCESS &&
+		if (m->energy_valid &&
+		    inv->api.get_total_energy(inv->handle[i], &e) == NVML_SUCCESS &&
 		    e >= m->energy_start_mj[i])
 			m->energy_last_mj[i] = e;
 	}

@@ -17,21 +17,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define GPU_MAX 64           /* devices handled per node (allocation masks are 64-bit) */
-#define GPU_UUID_MAX 96      /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
-#define GPU_NAME_MAX 96      /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
-#define GPU_PIDS_MAX 4096    /* processes per task considered by one sample */
+#define GPU_MAX	     64	  /* devices handled per node (allocation masks are 64-bit) */
+#define GPU_UUID_MAX 96	  /* NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+#define GPU_NAME_MAX 96	  /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
+#define GPU_PIDS_MAX 4096 /* processes per task considered by one sample */
 /* "GPU-<36>" per device, comma separated, for GPU_MAX devices, plus NUL. */
 #define GPU_UUID_LIST_MAX (GPU_MAX * GPU_UUID_MAX)
 
 struct gpu_device {
-	unsigned index;           /* NVML index (not necessarily CUDA's order: use the UUID) */
-	char uuid[GPU_UUID_MAX];  /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+	unsigned index;		 /* NVML index (not necessarily CUDA's order: use the UUID) */
+	char uuid[GPU_UUID_MAX]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 	char name[GPU_NAME_MAX];
-	uint64_t memory_total;    /* bytes (nvmlDeviceGetMemoryInfo) */
-	unsigned minor;           /* /dev/nvidia<minor>, char 195:<minor> */
-	bool mig_enabled;         /* MIG mode on: listed, not allocatable as a whole GPU */
-	bool energy_supported;    /* nvmlDeviceGetTotalEnergyConsumption works (Volta and later) */
+	uint64_t memory_total; /* bytes (nvmlDeviceGetMemoryInfo) */
+	unsigned minor;	       /* /dev/nvidia<minor>, char 195:<minor> */
+	bool mig_enabled;      /* MIG mode on: listed, not allocatable as a whole GPU */
+	bool energy_supported; /* nvmlDeviceGetTotalEnergyConsumption works (Volta and later) */
 };
 
 struct gpu_opts {
@@ -62,8 +62,8 @@ int gpu_find_uuid(const struct gpu_inventory *inv, const char *uuid);
 /* What `--gpus` asked for: a count ("2") or explicit NVML indices ("0,2"). */
 struct gpu_request {
 	bool by_index;
-	unsigned count;           /* by_index false: how many */
-	uint64_t index_mask;      /* by_index true: which (bit i = index i) */
+	unsigned count;	     /* by_index false: how many */
+	uint64_t index_mask; /* by_index true: which (bit i = index i) */
 };
 
 /* "N" (0..GPU_MAX) or "i,j,..." (distinct indices < GPU_MAX). -EINVAL, -ERANGE. */
@@ -72,7 +72,7 @@ int gpu_request_parse(const char *s, struct gpu_request *ret);
 unsigned gpu_request_count(const struct gpu_request *req);
 
 struct gpu_allocation {
-	uint64_t mask;            /* bit i = device i of the inventory */
+	uint64_t mask; /* bit i = device i of the inventory */
 };
 unsigned gpu_allocation_count(const struct gpu_allocation *a);
 
@@ -122,13 +122,13 @@ int gpu_env(const struct gpu_inventory *inv, const struct gpu_allocation *a, cha
 /* ---- per-task sampling ----------------------------------------------------------------- */
 
 struct gpu_usage {
-	double gpu_seconds;            /* allocated GPUs x wall seconds (billing basis) */
+	double gpu_seconds;	       /* allocated GPUs x wall seconds (billing basis) */
 	uint64_t memory_current_bytes; /* last sample: sum of usedGpuMemory over the task's pids */
 	uint64_t memory_peak_bytes;    /* high-water of that sum */
-	double util_avg;               /* mean SM utilization, percent of the allocation (0..100) */
-	uint64_t samples;              /* ticks sampled */
-	bool energy_valid;             /* every allocated GPU reports energy */
-	double energy_j;               /* energy of the allocated GPUs since the meter started */
+	double util_avg;	       /* mean SM utilization, percent of the allocation (0..100) */
+	uint64_t samples;	       /* ticks sampled */
+	bool energy_valid;	       /* every allocated GPU reports energy */
+	double energy_j;	       /* energy of the allocated GPUs since the meter started */
 	bool memory_limit_exceeded;    /* a sample exceeded memory_limit (watchdog fired) */
 };
 

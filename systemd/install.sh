@@ -84,7 +84,15 @@ for p in "$src"/isolation/profiles/*.json; do
 	install -m 0644 "$p" "$destdir$prefix/share/corral/seccomp/"
 	n=$((n + 1))
 done
-say "$prefix/share/corral/seccomp ($n profiles)"
+# The agent looks profiles up in /etc/corral/seccomp (seccomp_dir): link the shipped ones
+# there unless the site already has a file of that name.
+for p in "$destdir$prefix"/share/corral/seccomp/*.json; do
+	[ -e "$p" ] || continue
+	b=$(basename "$p")
+	[ -e "$destdir$etc/corral/seccomp/$b" ] || [ -L "$destdir$etc/corral/seccomp/$b" ] ||
+		ln -s "$prefix/share/corral/seccomp/$b" "$destdir$etc/corral/seccomp/$b"
+done
+say "$prefix/share/corral/seccomp ($n profiles, linked from $etc/corral/seccomp)"
 
 d "$prefix/share/man/man1"; d "$prefix/share/man/man8"
 install -m 0644 "$src/docs/man/corralctl.1" "$destdir$prefix/share/man/man1/corralctl.1"

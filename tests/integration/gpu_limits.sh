@@ -75,6 +75,16 @@ expect "$out" "peak_bytes=$((512 * MiB))" "no limit: peak 512 MiB"
 out=$("$APP" "$CUDA" 512 64 1 2>&1); rc=$?
 [ $rc = 0 ] && ok "untracked process unaffected" || bad "untracked process rc=$rc: $out"
 
+# NVML path through the stand-in (inventory, env, one sample summed over two pids).
+out=$(CORRAL_NVML_LIBRARY=$PWD/$O/tests/gpu/libnvidia-ml.so.1 \
+	CORRAL_FAKE_NVML=tests/integration/fixtures/nvml-2gpu.txt "$H" nvml 4242 4243 2>&1)
+expect "$out" "gpus=2" "stand-in NVML: two GPUs"
+expect "$out" "CUDA_VISIBLE_DEVICES=GPU-11111111-2222-3333-4444-555555555555,GPU-66666666-7777-8888-9999-aaaaaaaaaaaa" "env by UUID"
+expect "$out" "nvml_memory_bytes=$((1536 * MiB))" "NVML memory summed over the pid set"
+out=$(CORRAL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$H" nvml 2>&1)
+grep -q "^gpu=off reason=/nonexistent/libnvidia-ml.so.1" <<<"$out" && ok "no NVML: GPU features off" ||
+	bad "no NVML: $out"
+
 # ---- 2. device policy --------------------------------------------------------------------
 # A major not registered on this host plays nvidia-uvm.
 uvm=0
@@ -126,7 +136,8 @@ rmdir "$v1"
 # b) cgroup_device program on a unified-hierarchy cgroup (v2 mount of this hybrid host)
 if ! mkdir "$uni" 2>/dev/null; then
 	echo "SKIP: no writable unified hierarchy at /sys/fs/cgroup/unified"
-	exit $([ $fail = 0 ] && echo 77 || echo 1)
+	[ $fail = 0 ] && exit 77
+	exit 1
 fi
 check_policy bpf-run "$uni" bpf
 out=$("$H" bpf-run "$uni" - "$uvm" -- "$H" open "${nodes[@]}" 2>&1)

@@ -43,13 +43,19 @@ static const char *self_exe;
 
 static _noreturn_ int work_hog(void)
 {
-	/* touch 1 MiB chunks forever (never freed) until the OOM killer ends us */
+	/* touch 1 MiB chunks, kept reachable (a compiler may drop unused allocations), until
+	 * the OOM killer ends us */
+	void **list = NULL;
+
 	for (;;) {
-		char *p = malloc(1 << 20);
+		void **p = malloc(1 << 20);
 
 		if (!p)
 			continue;
 		memset(p, 0x5a, 1 << 20);
+		p[0] = list;
+		list = p;
+		__asm__ volatile("" : : "r"(list) : "memory");
 	}
 }
 
@@ -122,7 +128,7 @@ static int work_daemon(void)
 /* Fork a child that joins t and execs "self --work NAME"; fd 3 of the child = pipe write end. */
 static pid_t spawn(struct cg_task *t, const char *work, int *ret_rfd)
 {
-	int p[2] = { -1, -1 };
+	int p[2] = {-1, -1};
 	pid_t pid;
 
 	if (ret_rfd && pipe2(p, O_CLOEXEC) < 0)
@@ -148,7 +154,7 @@ static pid_t spawn(struct cg_task *t, const char *work, int *ret_rfd)
 /* Read a line from fd with a timeout; returns bytes or -1. */
 static ssize_t read_line_timeout(int fd, char *buf, size_t len, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	ssize_t n;
 
 	if (poll(&pfd, 1, timeout_ms) <= 0)
@@ -185,8 +191,8 @@ static int wait_empty(struct cg_task *t, int timeout_ms)
 	return -1;
 }
 
-static const char *const hier_dirs[] = { "memory", "cpu",     "cpuacct", "pids",
-					 "blkio",  "freezer", "devices", "unified" };
+static const char *const hier_dirs[] = {"memory", "cpu",     "cpuacct", "pids",
+					"blkio",  "freezer", "devices", "unified"};
 
 static int count_dirs(const char *subtree, const char *name)
 {
@@ -228,10 +234,10 @@ static void destroy(struct cg_task *t, const char *subtree)
 static struct cg_limits std_limits(void)
 {
 	struct cg_limits l = {
-		.memory_max = 64ULL << 20,
-		.swap_max = 0,
-		.cpus = 0.5,
-		.pids_max = 16,
+	    .memory_max = 64ULL << 20,
+	    .swap_max = 0,
+	    .cpus = 0.5,
+	    .pids_max = 16,
 	};
 	return l;
 }
@@ -239,8 +245,8 @@ static struct cg_limits std_limits(void)
 static void check_mounts_libcgroup(struct cg_task *t)
 {
 	/* independent cross-check of mount discovery through libcgroup */
-	static const char *const ctrls[] = { "memory", "cpu", "cpuacct", "pids", "freezer",
-					     "devices", "blkio" };
+	static const char *const ctrls[] = {"memory",  "cpu",	  "cpuacct", "pids",
+					    "freezer", "devices", "blkio"};
 	int r = cgroup_init();
 
 	if (r != 0) {
@@ -414,8 +420,7 @@ static void test_kill(struct cg_root *root, const char *subtree)
 		for (size_t i = 0; i < n; i++)
 			gc_in |= pids[i] == gc;
 	free(pids);
-	CHECK(gc > 0 && gc_in, "daemonized grandchild %d is in the task cgroup (%zu pids)", gc,
-	      n);
+	CHECK(gc > 0 && gc_in, "daemonized grandchild %d is in the task cgroup (%zu pids)", gc, n);
 	{
 		/* joined every hierarchy, the unified one included */
 		_cleanup_free_ char *cg = NULL;
@@ -446,7 +451,7 @@ static void test_kill(struct cg_root *root, const char *subtree)
 
 int main(int argc, char **argv)
 {
-	struct cg_root_opts o = { .force_mode = _CG_MODE_INVALID };
+	struct cg_root_opts o = {.force_mode = _CG_MODE_INVALID};
 	struct cg_root *root = NULL;
 	int r;
 

@@ -40,9 +40,9 @@ static const char ptx[] = ".version 6.0\n"
 			  "  ret;\n"
 			  "}\n";
 
-#define MAX_STEPS 4096
+#define MAX_STEPS  4096
 #define COPY_BYTES 4096
-#define THREADS 256
+#define THREADS	   256
 
 static struct {
 	CUresult (*Init)(unsigned);
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
 	}
 	memset(host, 0, sizeof(host));
 	if (n) {
-		void *args[] = { &ptrs[0], &val };
+		void *args[] = {&ptrs[0], &val};
 		CHECK(cu.MemcpyHtoD(ptrs[0], host, sizeof(host)));
 		for (unsigned long k = 0; k < launches; k++)
 			CHECK(cu.LaunchKernel(fn, 1, 1, 1, THREADS, 1, 1, 0, NULL, args, NULL));
@@ -149,8 +149,8 @@ int main(int argc, char **argv)
 		if (verify && launches) {
 			for (int t = 0; t < THREADS; t++) {
 				if (host[t] != val) {
-					fprintf(stderr, "helper_cudaapp: kernel output wrong at %d\n",
-						t);
+					fprintf(stderr,
+						"helper_cudaapp: kernel output wrong at %d\n", t);
 					return 4;
 				}
 			}

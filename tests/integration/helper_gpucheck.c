@@ -9,6 +9,9 @@
  *   bpf-run CGDIR MINORS UVM -- CMD...       attach the cgroup_device program to a unified
  *                                           cgroup dir, run CMD inside it, print denials
  *   bpf-attach CGDIR MINORS UVM              attach and exit (the attachment outlives us)
+ *   nvml [PID...]                            inventory from the real (or $CORRAL_NVML_LIBRARY)
+ *                                           NVML; with PIDs, one sample summed over them
+ *   find-libcuda                             the libcuda.so.1 the dynamic loader picks
  *   open PATH...                             open each path O_RDWR, print "PATH OK|E<NAME>"
  *   uvm-major FILE                           nvidia-uvm major from a /proc/devices-style file
  * MINORS: comma-separated allowed GPU minors, or "-" for none. UVM: nvidia-uvm major or 0.
@@ -20,12 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bpf/cuda.h"
 #include "common/macro.h"
 #include "common/util.h"
 #include "isolation/devices.h"
+#include "isolation/gpu.h"
 
 #include <bpf/libbpf.h>
 
@@ -244,6 +249,72 @@ static int cmd_dev_run(int argc, char **argv, bool bpf)
 	return 0;
 }
 
+static int cmd_nvml(int argc, char **argv)
+{
+	struct gpu_inventory *inv = NULL;
+	struct gpu_request req = {};
+	struct gpu_allocation a;
+	struct gpu_meter *m = NULL;
+	struct gpu_usage u;
+	pid_t pids[64];
+	size_t n = 0;
+	char *env[2];
+	size_t n_env = 0;
+	int r;
+
+	r = gpu_open(NULL, &inv);
+	if (r < 0)
+		return 1;
+	if (!gpu_enabled(inv)) {
+		printf("gpu=off reason=%s\n", gpu_off_reason(inv));
+		gpu_free(inv);
+		return 3;
+	}
+	printf("gpus=%zu\n", gpu_count(inv));
+	for (size_t i = 0; i < gpu_count(inv); i++) {
+		const struct gpu_device *d = gpu_device(inv, i);
+		printf("gpu %u uuid=%s minor=%u memory=%llu mig=%d energy=%d name=%s\n", d->index,
+		       d->uuid, d->minor, (unsigned long long)d->memory_total, d->mig_enabled,
+		       d->energy_supported, d->name);
+	}
+	for (int i = 2; i < argc && n < ARRAY_SIZE(pids); i++) {
+		int pid;
+		if (parse_int(argv[i], &pid) < 0 || pid <= 0)
+			return usage();
+		pids[n++] = pid;
+	}
+	req.count = gpu_free_count(inv);
+	r = gpu_alloc(inv, 1, &req, &a);
+	if (r < 0) {
+		fprintf(stderr, "gpu_alloc: %s\n", strerror(-r));
+		gpu_free(inv);
+		return 1;
+	}
+	if (gpu_env(inv, &a, env, &n_env) == 0 && n_env == 2) {
+		printf("%s\n%s\n", env[0], env[1]);
+		free(env[0]);
+		free(env[1]);
+	}
+	if (n) {
+		r = gpu_meter_new(inv, &a, 0, now_ns(CLOCK_MONOTONIC), &m);
+		if (r >= 0)
+			r = gpu_meter_sample(inv, m, pids, n, now_ns(CLOCK_MONOTONIC));
+		if (r < 0) {
+			fprintf(stderr, "gpu_meter: %s\n", strerror(-r));
+			gpu_meter_free(m);
+			gpu_free(inv);
+			return 1;
+		}
+		gpu_meter_usage(m, now_ns(CLOCK_MONOTONIC), &u);
+		printf("nvml_memory_bytes=%llu\nnvml_util=%.1f\nsamples=%llu\n",
+		       (unsigned long long)u.memory_current_bytes, u.util_avg,
+		       (unsigned long long)u.samples);
+		gpu_meter_free(m);
+	}
+	gpu_free(inv);
+	return 0;
+}
+
 static int cmd_open(int argc, char **argv)
 {
 	for (int i = 2; i < argc; i++) {
@@ -273,6 +344,18 @@ int main(int argc, char **argv)
 		return cmd_dev_run(argc, argv, false);
 	if (strcmp(argv[1], "bpf-run") == 0)
 		return cmd_dev_run(argc, argv, true);
+	if (strcmp(argv[1], "nvml") == 0)
+		return cmd_nvml(argc, argv);
+	if (strcmp(argv[1], "find-libcuda") == 0) {
+		char path[4096];
+		r = cuda_find_library(path, sizeof(path));
+		if (r < 0) {
+			fprintf(stderr, "cuda_find_library: %s\n", strerror(-r));
+			return 1;
+		}
+		printf("%s\n", path);
+		return 0;
+	}
 	if (strcmp(argv[1], "bpf-attach") == 0)
 		return cmd_bpf_attach(argc, argv);
 	if (strcmp(argv[1], "open") == 0)

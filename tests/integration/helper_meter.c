@@ -143,14 +143,14 @@ static bool check_ratio(const char *what, double measured, double truth, double 
 	double ratio = truth > 0 ? measured / truth : 0;
 	bool ok = truth > 0 && fabs(ratio - 1.0) <= tol;
 
-	printf("%-28s ebpf=%.0f truth=%.0f ratio=%.5f (tolerance %.1f%%) %s\n", what, measured,
+	printf("%-28s measured=%.0f truth=%.0f ratio=%.5f (tolerance %.1f%%) %s\n", what, measured,
 	       truth, ratio, tol * 100, ok ? "ok" : "FAIL");
 	return ok;
 }
 
 struct ts_ctx {
 	pid_t tgid;
-	uint64_t run_real_ns, user_ns, system_ns, write_chars, read_chars;
+	uint64_t exec_ns, user_ns, system_ns, write_chars, read_chars;
 	unsigned records;
 	bool leader_seen;
 	uint32_t leader_exit_code;
@@ -164,7 +164,7 @@ static void on_ts(const struct taskstats_usage *u, void *userdata)
 	if (u->is_tgid || (u->pid != (uint32_t)c->tgid && u->tgid != (uint32_t)c->tgid))
 		return;
 	c->records++;
-	c->run_real_ns += u->cpu_run_real_ns;
+	c->exec_ns += u->cpu_exec_ns;
 	c->user_ns += u->cpu_user_ns;
 	c->system_ns += u->cpu_system_ns;
 	c->write_chars += u->write_chars;
@@ -227,10 +227,10 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 		fprintf(stderr, "no taskstats exit record for %d within 30 s\n", (int)child);
 		return false;
 	}
-	printf("taskstats %s: %u thread records, run_real=%" PRIu64 " user=%" PRIu64
+	printf("taskstats %s: %u thread records, exec=%" PRIu64 " user=%" PRIu64
 	       " system=%" PRIu64 " read_char=%" PRIu64 " write_char=%" PRIu64
 	       " exit_code=0x%x (wait status 0x%x) overruns=%" PRIu64 "\n",
-	       wargv[1], c.records, c.run_real_ns, c.user_ns, c.system_ns, c.read_chars,
+	       wargv[1], c.records, c.exec_ns, c.user_ns, c.system_ns, c.read_chars,
 	       c.write_chars, c.leader_exit_code, st, taskstats_listener_overruns(l));
 	ok &= c.leader_exit_code == (uint32_t)st;
 	if (io) {
@@ -240,10 +240,11 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 		       "taskstats write_char", c.write_chars, wchar, d, llabs(d) <= 4096 ? "ok" : "FAIL");
 		ok &= wchar != UINT64_MAX && llabs(d) <= 4096;
 	} else {
-		ok &= check_ratio("taskstats cpu_run_real", (double)c.run_real_ns, (double)usage,
+		ok &= check_ratio("taskstats cpu exec (2x0.5s)", (double)c.exec_ns, (double)usage,
 				  0.01);
-		ok &= check_ratio("taskstats user+system", (double)(c.user_ns + c.system_ns),
-				  (double)usage, 0.10);
+		/* ac_utime/ac_stime are tick-sampled: only their ratio is used, not checked. */
+		printf("%-28s %.5f of cpuacct.usage (tick-sampled, informative)\n",
+		       "taskstats user+system", (double)(c.user_ns + c.system_ns) / (double)usage);
 	}
 	return ok;
 }

@@ -31,9 +31,9 @@
 /* ---- fake cgroupfs ---- */
 
 static char fake_root[256];
-static long fake_root_type;	/* statfs f_type reported for fake_root, 0 = real */
-static bool fake_unified;	/* <fake_root>/unified reports cgroup2 */
-static bool fake_no_memsw;	/* do not create memory.memsw.* */
+static long fake_root_type; /* statfs f_type reported for fake_root, 0 = real */
+static bool fake_unified;   /* <fake_root>/unified reports cgroup2 */
+static bool fake_no_memsw;  /* do not create memory.memsw.* */
 static const char *fake_controllers = "cpu io memory pids\n";
 
 int __real_mkdirat(int dirfd, const char *path, mode_t mode);
@@ -49,29 +49,29 @@ static const struct {
 	const char *name;
 	const char *content;
 } fake_files[] = {
-	{ "cgroup.procs", "" },
-	{ "cgroup.controllers", NULL }, /* fake_controllers */
-	{ "cgroup.subtree_control", "" },
-	{ "cgroup.events", "populated 0\nfrozen 1\n" },
-	{ "cgroup.freeze", "0" },
-	{ "cgroup.kill", "" },
-	{ "memory.max", "" },
-	{ "memory.high", "" },
-	{ "memory.swap.max", "" },
-	{ "cpu.max", "" },
-	{ "cpu.weight", "" },
-	{ "pids.max", "" },
-	{ "io.max", "" },
-	{ "memory.limit_in_bytes", "" },
-	{ "memory.memsw.limit_in_bytes", "" },
-	{ "memory.soft_limit_in_bytes", "" },
-	{ "memory.use_hierarchy", "1\n" },
-	{ "cpu.cfs_quota_us", "" },
-	{ "cpu.cfs_period_us", "" },
-	{ "cpu.shares", "" },
-	{ "blkio.throttle.read_bps_device", "" },
-	{ "blkio.throttle.write_bps_device", "" },
-	{ "freezer.state", "THAWED\n" },
+    {"cgroup.procs", ""},
+    {"cgroup.controllers", NULL}, /* fake_controllers */
+    {"cgroup.subtree_control", ""},
+    {"cgroup.events", "populated 0\nfrozen 1\n"},
+    {"cgroup.freeze", "0"},
+    {"cgroup.kill", ""},
+    {"memory.max", ""},
+    {"memory.high", ""},
+    {"memory.swap.max", ""},
+    {"cpu.max", ""},
+    {"cpu.weight", ""},
+    {"pids.max", ""},
+    {"io.max", ""},
+    {"memory.limit_in_bytes", ""},
+    {"memory.memsw.limit_in_bytes", ""},
+    {"memory.soft_limit_in_bytes", ""},
+    {"memory.use_hierarchy", "1\n"},
+    {"cpu.cfs_quota_us", ""},
+    {"cpu.cfs_period_us", ""},
+    {"cpu.shares", ""},
+    {"blkio.throttle.read_bps_device", ""},
+    {"blkio.throttle.write_bps_device", ""},
+    {"freezer.state", "THAWED\n"},
 };
 
 static bool under_fake(const char *path)
@@ -255,8 +255,7 @@ static int teardown_tree(void **state)
 	return 0;
 }
 
-static const char *v1_ctrls[] = { "memory", "cpu", "cpuacct", "pids", "blkio", "freezer",
-				  "devices" };
+static const char *v1_ctrls[] = {"memory", "cpu", "cpuacct", "pids", "blkio", "freezer", "devices"};
 
 static void make_v1_tree(bool unified)
 {
@@ -272,8 +271,7 @@ static void make_v1_tree(bool unified)
 static struct cg_root *open_root(enum cg_mode mode, const char *base)
 {
 	struct cg_root_opts o = {
-		.fs_root = fake_root, .subtree = "corral-test", .force_mode = mode, .v2_base = base
-	};
+	    .fs_root = fake_root, .subtree = "corral-test", .force_mode = mode, .v2_base = base};
 	struct cg_root *root = NULL;
 
 	assert_int_equal(cg_root_open(&o, &root), 0);
@@ -283,14 +281,14 @@ static struct cg_root *open_root(enum cg_mode mode, const char *base)
 static struct cg_limits test_limits(void)
 {
 	struct cg_limits l = {
-		.memory_max = 64ULL << 20,
-		.memory_high = 48ULL << 20,
-		.swap_max = 0,
-		.cpus = 0.5,
-		.cpu_weight = 200,
-		.pids_max = 16,
-		.n_io = 1,
-		.io = { { .major = 8, .minor = 0, .rbps = 1048576, .wbps = 2097152 } },
+	    .memory_max = 64ULL << 20,
+	    .memory_high = 48ULL << 20,
+	    .swap_max = 0,
+	    .cpus = 0.5,
+	    .cpu_weight = 200,
+	    .pids_max = 16,
+	    .n_io = 1,
+	    .io = {{.major = 8, .minor = 0, .rbps = 1048576, .wbps = 2097152}},
 	};
 	return l;
 }
@@ -348,6 +346,28 @@ static void test_cpu_quota(void **state)
 	assert_int_equal(cg_weight_to_shares(10001, &q), -ERANGE);
 	assert_int_equal(cg_ticks_to_ns(250, 100), 2500000000ULL);
 	assert_int_equal(cg_ticks_to_ns(3, 250), 12000000ULL);
+}
+
+static void test_limits_validate(void **state)
+{
+	struct cg_limits l = { .swap_max = UINT64_MAX };
+
+	assert_int_equal(cg_limits_validate(&l), 0);
+	assert_int_equal(cg_limits_validate(NULL), -EINVAL);
+	l.cpus = 4097;
+	assert_int_equal(cg_limits_validate(&l), -ERANGE);
+	l.cpus = NAN;
+	assert_int_equal(cg_limits_validate(&l), -ERANGE);
+	l.cpus = 0.5;
+	l.cpu_weight = 10001;
+	assert_int_equal(cg_limits_validate(&l), -ERANGE);
+	l.cpu_weight = 10000;
+	l.n_io = CG_IO_MAX + 1;
+	assert_int_equal(cg_limits_validate(&l), -E2BIG);
+	l.n_io = 1;
+	assert_int_equal(cg_limits_validate(&l), -EINVAL);
+	l.io[0].wbps = 1;
+	assert_int_equal(cg_limits_validate(&l), 0);
 }
 
 static void test_parse_keyed(void **state)
@@ -431,8 +451,8 @@ static void test_parse_pids(void **state)
 
 static void test_detect(void **state)
 {
-	struct cg_root_opts o = { .fs_root = fake_root, .subtree = "c", .force_mode =
-								    _CG_MODE_INVALID };
+	struct cg_root_opts o = {
+	    .fs_root = fake_root, .subtree = "c", .force_mode = _CG_MODE_INVALID};
 	struct cg_root *root = NULL;
 
 	make_v1_tree(true);
@@ -676,7 +696,7 @@ static void test_v1_comount(void **state)
 {
 	struct cg_root *root;
 	struct cg_task *t = NULL;
-	struct cg_limits l = { .swap_max = UINT64_MAX, .cpus = 1.5 };
+	struct cg_limits l = {.swap_max = UINT64_MAX, .cpus = 1.5};
 	struct cg_stats s;
 	struct stat a, b;
 
@@ -813,9 +833,9 @@ static void test_v2_no_swap(void **state)
 {
 	struct cg_root *root;
 	struct cg_task *t = NULL;
-	struct cg_limits l = { .swap_max = 0 };
-	struct cg_root_opts o = { .fs_root = fake_root, .force_mode = CG_MODE_V2,
-				  .v2_base = "/system.slice/../etc" };
+	struct cg_limits l = {.swap_max = 0};
+	struct cg_root_opts o = {
+	    .fs_root = fake_root, .force_mode = CG_MODE_V2, .v2_base = "/system.slice/../etc"};
 
 	fake_no_memsw = true; /* kernel without swap accounting: no memory.swap.max */
 	make_v2_base();
@@ -839,20 +859,20 @@ static void test_v2_no_swap(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_cpu_quota),
-		cmocka_unit_test(test_parse_keyed),
-		cmocka_unit_test(test_parse_io),
-		cmocka_unit_test(test_parse_pids),
-		cmocka_unit_test_setup_teardown(test_detect, setup_tree, teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v1_limits, setup_tree, teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v1_no_memsw_and_failure_cleanup, setup_tree,
-						teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v1_foreign, setup_tree, teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v1_stats_and_kill, setup_tree, teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
-		cmocka_unit_test_setup_teardown(test_v2_no_swap, setup_tree, teardown_tree),
+	    cmocka_unit_test(test_names),
+	    cmocka_unit_test(test_cpu_quota),
+	    cmocka_unit_test(test_parse_keyed),
+	    cmocka_unit_test(test_parse_io),
+	    cmocka_unit_test(test_parse_pids),
+	    cmocka_unit_test_setup_teardown(test_detect, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_limits, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_no_memsw_and_failure_cleanup, setup_tree,
+					    teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_foreign, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_stats_and_kill, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v2_no_swap, setup_tree, teardown_tree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

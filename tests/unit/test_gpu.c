@@ -36,14 +36,14 @@ static void write_fixture(const char *text)
 }
 
 static const char three_gpus[] =
-	"# three GPUs\n"
-	"device uuid=" UUID0 " name=Fake-A minor=0 memory=17179869184 mig=0 energy=1000\n"
-	"device uuid=" UUID1 " name=Fake-B minor=1 memory=34359738368 mig=0 energy=5000\n"
-	"device uuid=" UUID2 " name=Fake-C minor=3 memory=8589934592 mig=0 energy=none\n";
+    "# three GPUs\n"
+    "device uuid=" UUID0 " name=Fake-A minor=0 memory=17179869184 mig=0 energy=1000\n"
+    "device uuid=" UUID1 " name=Fake-B minor=1 memory=34359738368 mig=0 energy=5000\n"
+    "device uuid=" UUID2 " name=Fake-C minor=3 memory=8589934592 mig=0 energy=none\n";
 
 static struct gpu_inventory *open_with(const char *text)
 {
-	struct gpu_opts o = { .library_path = stub_path };
+	struct gpu_opts o = {.library_path = stub_path};
 	struct gpu_inventory *inv = NULL;
 
 	write_fixture(text);
@@ -80,10 +80,10 @@ static void test_inventory(void **state)
 
 static void test_off_states(void **state)
 {
-	struct gpu_opts absent = { .library_path = "/nonexistent/libnvidia-ml.so.1" };
+	struct gpu_opts absent = {.library_path = "/nonexistent/libnvidia-ml.so.1"};
 	struct gpu_inventory *inv = NULL;
 	struct gpu_request req;
-	struct gpu_allocation a = { .mask = 7 };
+	struct gpu_allocation a = {.mask = 7};
 	char *env[2];
 	size_t n = 9;
 
@@ -200,7 +200,7 @@ static void test_allocator(void **state)
 	assert_true(gpu_device(inv, 0)->mig_enabled);
 	assert_int_equal(gpu_free_count(inv), 1);
 	assert_int_equal(gpu_request_parse("0", &req), 0);
-	req = (struct gpu_request){ .by_index = true, .index_mask = 1 };
+	req = (struct gpu_request){.by_index = true, .index_mask = 1};
 	assert_int_equal(gpu_alloc(inv, 1, &req, &a), -EOPNOTSUPP);
 	assert_int_equal(gpu_request_parse("2", &req), 0);
 	assert_int_equal(gpu_alloc(inv, 1, &req, &a), -ENOSPC);
@@ -249,7 +249,7 @@ static void test_serialization(void **state)
 static void test_env(void **state)
 {
 	struct gpu_inventory *inv = open_with(three_gpus);
-	struct gpu_allocation a = { .mask = 0x6 }, none = { .mask = 0 };
+	struct gpu_allocation a = {.mask = 0x6}, none = {.mask = 0};
 	char *env[2];
 	size_t n = 0;
 
@@ -271,16 +271,16 @@ static void test_env(void **state)
 static void test_sampling(void **state)
 {
 	static const char devs[] =
-		"device uuid=" UUID0 " name=A minor=0 memory=17179869184 mig=0 energy=1000\n"
-		"device uuid=" UUID1 " name=B minor=1 memory=17179869184 mig=0 energy=5000\n"
-		"device uuid=" UUID2 " name=C minor=2 memory=17179869184 mig=0 energy=100\n";
+	    "device uuid=" UUID0 " name=A minor=0 memory=17179869184 mig=0 energy=1000\n"
+	    "device uuid=" UUID1 " name=B minor=1 memory=17179869184 mig=0 energy=5000\n"
+	    "device uuid=" UUID2 " name=C minor=2 memory=17179869184 mig=0 energy=100\n";
 	char text[2048];
 	struct gpu_inventory *inv;
 	struct gpu_request req;
 	struct gpu_allocation a;
 	struct gpu_meter *m = NULL;
 	struct gpu_usage u;
-	const pid_t pids[] = { 100, 101, 102 };
+	const pid_t pids[] = {100, 101, 102};
 
 	snprintf(text, sizeof(text),
 		 "%s"
@@ -363,10 +363,10 @@ static void test_sampling(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_inventory),   cmocka_unit_test(test_off_states),
-		cmocka_unit_test(test_request_parse), cmocka_unit_test(test_allocator),
-		cmocka_unit_test(test_serialization), cmocka_unit_test(test_env),
-		cmocka_unit_test(test_sampling),
+	    cmocka_unit_test(test_inventory),	  cmocka_unit_test(test_off_states),
+	    cmocka_unit_test(test_request_parse), cmocka_unit_test(test_allocator),
+	    cmocka_unit_test(test_serialization), cmocka_unit_test(test_env),
+	    cmocka_unit_test(test_sampling),
 	};
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);

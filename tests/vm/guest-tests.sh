@@ -55,11 +55,13 @@ except (KeyError, IndexError, TypeError):
 print("" if v is None else v)' "$1"
 }
 task_status() { corralctl show "$1" --json | json_get 'd["exit"]["status"]'; }
-task_cgroup() { # the task's cgroup directory: from the record if it says, else the contract
+task_cgroup() { # the task's cgroup directory: from the record if it says, else by its name
 	local cg
 	cg=$(corralctl show "$1" --json 2>/dev/null | json_get 'd.get("cgroup")')
-	if [ -n "$cg" ] && [ -d "/sys/fs/cgroup$cg" ]; then echo "/sys/fs/cgroup$cg"; else echo "$UNIT_CG/tasks/$1"; fi
+	if [ -n "$cg" ] && [ -d "/sys/fs/cgroup$cg" ]; then echo "/sys/fs/cgroup$cg"; return; fi
+	find "$UNIT_CG" -mindepth 1 -maxdepth 4 -type d -name "$1" | head -n1
 }
+has_cgroup() { [ -n "$(task_cgroup "$1")" ]; }
 pid_alive() { kill -0 "$1" 2>/dev/null; }
 need_agent() { agent_active || fail "corrald is not active ($(systemctl is-active corrald.service))"; }
 # run_hold NAME: start a task that runs until /run/corral-vm/go-NAME exists, then exits 7.
@@ -183,8 +185,12 @@ case_agent_ready() {
 	[ "$(systemctl show -p Type --value corrald.service)" = notify ] || fail "unit is not Type=notify"
 	# Type=notify: active means READY=1 arrived.
 	cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
-	[ "$cg" = /system.slice/corrald.service/agent ] ||
-		fail "agent runs in cgroup $cg, expected /system.slice/corrald.service/agent"
+	# Delegate=yes: the agent left the unit's root for a leaf of its own (".../agent").
+	case $cg in
+	/system.slice/corrald.service/*agent) ;;
+	*) fail "agent runs in cgroup $cg, expected a leaf /system.slice/corrald.service/.../agent" ;;
+	esac
+	[ -z "$(cat "$UNIT_CG/cgroup.procs")" ] || fail "processes left in the unit's root cgroup"
 	corralctl ps || fail "corralctl ps failed"
 	echo "DETAIL: MainPID $pid in $cg${st:+, status: $st}"
 }
@@ -214,6 +220,8 @@ case_cgroup_limits() {
 		--io-read-bps /dev/vda=2097152 -- sleep 300) || fail "run failed"
 	echo "task $id"
 	cg=$(task_cgroup "$id")
+	[ -n "$cg" ] || cg=$(wait_for 10 has_cgroup "$id"; task_cgroup "$id")
+	[ -n "$cg" ] || fail "no cgroup named $id below $UNIT_CG"
 	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup $cg has no process"
 	grep -H . "$cg"/memory.max "$cg"/cpu.max "$cg"/pids.max "$cg"/io.max
 	[ "$(cat "$cg/memory.max")" = 67108864 ] || fail "memory.max $(cat "$cg/memory.max")"
@@ -266,6 +274,8 @@ survive_check() { # survive_check NAME ACTION
 	echo "task $id"
 	echo "$id" >"/run/corral-vm/task-$name"
 	cg=$(task_cgroup "$id")
+	[ -n "$cg" ] || cg=$(wait_for 10 has_cgroup "$id"; task_cgroup "$id")
+	[ -n "$cg" ] || fail "no cgroup named $id below $UNIT_CG"
 	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup $cg has no process"
 	tpid=$(first_pid "$cg")
 	pid1=$(main_pid)
@@ -328,6 +338,8 @@ case_stop_clean() {
 	local id tpid cg res st
 	id=$(run_hold stop) || fail "run failed"
 	cg=$(task_cgroup "$id")
+	[ -n "$cg" ] || cg=$(wait_for 10 has_cgroup "$id"; task_cgroup "$id")
+	[ -n "$cg" ] || fail "no cgroup named $id below $UNIT_CG"
 	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup has no process"
 	tpid=$(first_pid "$cg")
 	systemctl stop corrald.service

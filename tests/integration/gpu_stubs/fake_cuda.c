@@ -17,9 +17,9 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_INVALID_VALUE 1
-#define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_SUCCESS		   0
+#define CUDA_ERROR_INVALID_VALUE   1
+#define CUDA_ERROR_OUT_OF_MEMORY   2
 #define CUDA_ERROR_NOT_INITIALIZED 3
 
 #define API __attribute__((visibility("default"), noinline, used))

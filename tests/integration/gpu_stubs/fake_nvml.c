@@ -21,14 +21,14 @@
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
-#define NVML_SUCCESS 0
-#define NVML_ERROR_UNINITIALIZED 1
-#define NVML_ERROR_INVALID_ARGUMENT 2
-#define NVML_ERROR_NOT_SUPPORTED 3
-#define NVML_ERROR_NOT_FOUND 6
+#define NVML_SUCCESS		     0
+#define NVML_ERROR_UNINITIALIZED     1
+#define NVML_ERROR_INVALID_ARGUMENT  2
+#define NVML_ERROR_NOT_SUPPORTED     3
+#define NVML_ERROR_NOT_FOUND	     6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
-#define NVML_ERROR_UNKNOWN 999
+#define NVML_ERROR_UNKNOWN	     999
 
 typedef struct nvmlMemory_st {
 	unsigned long long total, free, used;
@@ -45,7 +45,7 @@ typedef struct nvmlProcessUtilizationSample_st {
 	unsigned int smUtil, memUtil, encUtil, decUtil;
 } nvmlProcessUtilizationSample_t;
 
-#define MAXDEV 16
+#define MAXDEV	16
 #define MAXPROC 64
 
 struct fdev {
@@ -171,14 +171,22 @@ nvmlReturn_t nvmlShutdown(void)
 const char *nvmlErrorString(nvmlReturn_t r)
 {
 	switch (r) {
-	case NVML_SUCCESS: return "Success";
-	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-	case NVML_ERROR_NOT_FOUND: return "Not Found";
-	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-	case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-	default: return "Unknown Error";
+	case NVML_SUCCESS:
+		return "Success";
+	case NVML_ERROR_UNINITIALIZED:
+		return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT:
+		return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED:
+		return "Not Supported";
+	case NVML_ERROR_NOT_FOUND:
+		return "Not Found";
+	case NVML_ERROR_INSUFFICIENT_SIZE:
+		return "Insufficient Size";
+	case NVML_ERROR_DRIVER_NOT_LOADED:
+		return "Driver Not Loaded";
+	default:
+		return "Unknown Error";
 	}
 }
 
@@ -270,10 +278,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 		if (F.proc[p].gpu != (unsigned)i)
 			continue;
 		if (n < cap)
-			infos[n] = (nvmlProcessInfo_t){ .pid = F.proc[p].pid,
-							.usedGpuMemory = F.proc[p].mem,
-							.gpuInstanceId = 0xFFFFFFFF,
-							.computeInstanceId = 0xFFFFFFFF };
+			infos[n] = (nvmlProcessInfo_t){.pid = F.proc[p].pid,
+						       .usedGpuMemory = F.proc[p].mem,
+						       .gpuInstanceId = 0xFFFFFFFF,
+						       .computeInstanceId = 0xFFFFFFFF};
 		n++;
 	}
 	*count = n;
@@ -301,7 +309,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 			continue;
 		if (n < cap)
 			util[n] = (nvmlProcessUtilizationSample_t){
-				.pid = F.proc[p].pid, .timeStamp = now, .smUtil = F.proc[p].sm };
+			    .pid = F.proc[p].pid, .timeStamp = now, .smUtil = F.proc[p].sm};
 		n++;
 	}
 	if (n == 0)

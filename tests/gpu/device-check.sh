@@ -1,0 +1,188 @@
+#!/bin/bash
+# tests/gpu/device-check.sh: the GPU checks that need a real NVIDIA GPU and driver (root).
+# One run: builds the GPU helpers, then
+#   1. NVML inventory (isolation/gpu.c) against `nvidia-smi --query-gpu`,
+#   2. a real CUDA context + allocations + PTX kernel (tests/integration/helper_cudaapp.c) run
+#      as a tracked task under the libcuda uprobes (bpf/cuda.c); while it holds its memory,
+#      NVML per-process sampling is compared with `nvidia-smi --query-compute-apps`, and the
+#      uprobe counters are compared with what the program did,
+#   3. the synchronous GPU memory limit on the real library (SIGKILL at the crossing step),
+#   4. the device policy (cgroup_device on v2/unified, devices cgroup on v1) on the real
+#      /dev/nvidia* nodes: allowed GPU opens and runs the kernel, the others fail with EPERM.
+# Prints a summary; exit 0 when every check passed. Usage: tests/gpu/device-check.sh [O=dir]
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+O=${CORRAL_O:-.output-devcheck}
+for a in "$@"; do case $a in O=*) O=${a#O=} ;; esac; done
+MiB=$((1 << 20))
+H=$O/tests/integration/helper_gpucheck
+APP=$O/tests/integration/helper_cudaapp
+pass=0 fail=0
+summary=()
+ok() { pass=$((pass + 1)); summary+=("PASS  $*"); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); summary+=("FAIL  $*"); echo "FAIL: $*"; }
+info() { summary+=("INFO  $*"); echo "info: $*"; }
+val() { sed -n "s/^$1=//p" <<<"$2" | head -1; } # val KEY OUTPUT
+finish() {
+	echo
+	echo "==== GPU device check summary ($(date -u +%FT%TZ), $(uname -r)) ===="
+	printf '%s\n' "${summary[@]}"
+	echo "==== $pass passed, $fail failed ===="
+	[ $fail = 0 ]
+	exit $?
+}
+
+[ "$(id -u)" = 0 ] || { bad "needs root"; finish; }
+command -v nvidia-smi >/dev/null || { bad "nvidia-smi not found"; finish; }
+nvidia-smi -L || { bad "nvidia-smi -L failed (driver not loaded?)"; finish; }
+info "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+
+echo "== build"
+if ! make O="$O" -j"$(nproc)" "$H" "$APP" "$O/tests/unit/test_gpu" >"$O.build.log" 2>&1; then
+	tail -30 "$O.build.log"
+	bad "build failed (log: $O.build.log; missing -dev packages? see tests/deps.sh)"
+	finish
+fi
+ok "built helpers"
+"$O/tests/unit/test_gpu" >/dev/null 2>&1 && ok "unit test_gpu (stand-in NVML)" || bad "unit test_gpu"
+
+work=$(mktemp -d /tmp/corral-devcheck.XXXXXX)
+cg=""
+runner=""
+cleanup() {
+	exec 3>&- 2>/dev/null
+	[ -n "$runner" ] && kill "$runner" 2>/dev/null
+	[ -n "$cg" ] && rmdir "$cg" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# ---- 1. inventory --------------------------------------------------------------------------
+echo "== inventory"
+inv=$("$H" nvml 2>&1); rc=$?
+echo "$inv"
+if [ $rc != 0 ]; then bad "NVML inventory: $inv"; finish; fi
+smi_uuids=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | tr -d ' ' | sort)
+our_uuids=$(sed -n 's/^gpu [0-9]* uuid=\([^ ]*\) .*/\1/p' <<<"$inv" | sort)
+[ "$smi_uuids" = "$our_uuids" ] && ok "inventory UUIDs match nvidia-smi ($(wc -l <<<"$our_uuids") GPUs)" ||
+	bad "inventory UUIDs differ: ours [$our_uuids] nvidia-smi [$smi_uuids]"
+uuid0=$(sed -n 's/^gpu 0 uuid=\([^ ]*\) .*/\1/p' <<<"$inv")
+minor0=$(sed -n 's/^gpu 0 .* minor=\([0-9]*\) .*/\1/p' <<<"$inv")
+smi_minor0=$(nvidia-smi -q -i "$uuid0" | awk -F': *' '/Minor Number/ { print $2; exit }')
+[ "$smi_minor0" = "$minor0" ] && ok "GPU 0 minor number $minor0 matches" ||
+	bad "GPU 0 minor: ours $minor0, nvidia-smi '$smi_minor0'"
+mig0=$(sed -n 's/^gpu 0 .* mig=\([0-9]\) .*/\1/p' <<<"$inv")
+[ "$mig0" = 1 ] && info "GPU 0 has MIG enabled: the whole-GPU run below may fail (MIG needs MIG UUIDs)"
+smi_mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | tr -d ' ')
+our_mem=$(sed -n 's/^gpu 0 .* memory=\([0-9]*\) .*/\1/p' <<<"$inv")
+[ "$((our_mem / MiB))" = "$smi_mem" ] && ok "GPU 0 memory.total $smi_mem MiB matches" ||
+	bad "GPU 0 memory: ours $((our_mem / MiB)) MiB, nvidia-smi $smi_mem MiB"
+
+LIB=$("$H" find-libcuda 2>&1) || { bad "libcuda.so.1 not resolvable: $LIB"; finish; }
+info "libcuda: $LIB ($(readlink -f "$LIB"))"
+
+# ---- 2. metered run, sampled while it holds its memory ------------------------------------
+echo "== metered run"
+mkfifo "$work/in"
+CUDA_VISIBLE_DEVICES=$uuid0 "$H" cuda-run "$LIB" 0 -- "$APP" "$LIB" 256 64 10 --verify --hold \
+	<"$work/in" >"$work/out" 2>&1 &
+runner=$!
+exec 3>"$work/in" # opens once the runner has the read side: the app blocks on it in --hold
+held=0
+for _ in $(seq 1200); do # wait for the event, at most 120 s
+	grep -qx holding "$work/out" && { held=1; break; }
+	kill -0 "$runner" 2>/dev/null || break
+	sleep 0.1
+done
+if [ $held = 1 ]; then
+	apppid=$(sed -n 's/^pid //p' "$work/out")
+	smi_apps=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits)
+	echo "nvidia-smi compute apps:"; echo "$smi_apps"
+	smi_used=$(awk -F', *' -v p="$apppid" '$1 == p { print $2 }' <<<"$smi_apps")
+	nv=$("$H" nvml "$apppid" 2>&1)
+	echo "$nv" | grep -E '^(nvml|samples)'
+	nv_bytes=$(val nvml_memory_bytes "$nv")
+	if [ -z "$smi_used" ]; then
+		bad "nvidia-smi does not list pid $apppid (pid namespace?)"
+	elif [ -z "$nv_bytes" ]; then
+		bad "NVML sampling failed: $nv"
+	else
+		d=$((nv_bytes / MiB - smi_used)); d=${d#-}
+		[ "$d" -le 1 ] && ok "NVML per-process memory $((nv_bytes / MiB)) MiB = nvidia-smi $smi_used MiB" ||
+			bad "NVML $((nv_bytes / MiB)) MiB vs nvidia-smi $smi_used MiB"
+		[ "$nv_bytes" -ge $((256 * MiB)) ] && ok "resident >= the 256 MiB allocated (context overhead $((nv_bytes / MiB - 256)) MiB)" ||
+			bad "resident $((nv_bytes / MiB)) MiB < 256 MiB allocated"
+	fi
+	info "NVML utilization sample: $(val nvml_util "$nv")%"
+else
+	bad "app never reached its hold point: $(tail -5 "$work/out")"
+fi
+exec 3>&-
+wait "$runner"; runner=""
+out=$(cat "$work/out")
+echo "$out"
+[ "$(val exit "$out")" = code:0 ] && ok "CUDA app exited 0 under the uprobes" || bad "CUDA app: $(val exit "$out")"
+grep -q '^verified 256 words' <<<"$out" && ok "kernel output verified" || bad "kernel output not verified"
+probes=$(val probes "$out")
+info "uprobes attached: $probes"
+for kv in alloc_bytes=$((256 * MiB)) alloc_calls=4 free_bytes=$((256 * MiB)) free_calls=4 \
+	peak_bytes=$((256 * MiB)) launches=10 htod_bytes=4096 dtoh_bytes=4096 current_bytes=0; do
+	k=${kv%%=*}
+	[ "$(val "$k" "$out")" = "${kv#*=}" ] && ok "uprobe $kv" || bad "uprobe $k=$(val "$k" "$out"), want ${kv#*=}"
+done
+
+# ---- 3. synchronous limit on the real library --------------------------------------------
+echo "== limit"
+out=$(CUDA_VISIBLE_DEVICES=$uuid0 "$H" cuda-run "$LIB" $((128 * MiB)) -- "$APP" "$LIB" 256 64 1 2>&1 </dev/null)
+echo "$out"
+[ "$(val exit "$out")" = signal:9 ] && ok "128 MiB limit: SIGKILL" || bad "limit: $(val exit "$out")"
+[ "$(val limit_fired "$out")" = 1 ] && ok "limit fired in BPF" || bad "limit_fired=$(val limit_fired "$out")"
+grep -q '^step 2 allocated 128 MiB' <<<"$out" && ! grep -q '^step 3' <<<"$out" &&
+	ok "killed at the crossing step (3)" || bad "wrong kill point"
+smi_left=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -c . || true)
+info "compute apps left after the kill: $smi_left"
+
+# ---- 4. device policy on the real nodes ---------------------------------------------------
+echo "== device policy"
+uvm=$("$H" uvm-major /proc/devices | sed -n 's/^uvm_major=//p')
+info "nvidia-uvm major: ${uvm:-none}"
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+	mode=bpf-run cg=/sys/fs/cgroup/corral-devcheck-$$
+elif [ "$(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then
+	mode=bpf-run cg=/sys/fs/cgroup/unified/corral-devcheck-$$
+else
+	mode=v1-run cg=/sys/fs/cgroup/devices/corral-devcheck-$$
+fi
+info "device policy mode: $mode on $cg"
+nodes=(/dev/nvidia"$minor0" /dev/nvidiactl)
+[ -e /dev/nvidia-uvm ] && nodes+=(/dev/nvidia-uvm)
+other=""
+for n in /dev/nvidia[0-9]*; do
+	[ -e "$n" ] && [ "$n" != "/dev/nvidia$minor0" ] && { other=$n; break; }
+done
+[ -n "$other" ] && nodes+=("$other")
+if mkdir "$cg"; then
+	out=$("$H" "$mode" "$cg" "$minor0" "${uvm:-0}" -- "$H" open "${nodes[@]}" 2>&1)
+	echo "$out"
+	grep -qx "/dev/nvidia$minor0 OK" <<<"$out" && ok "allowed GPU node opens" || bad "allowed GPU node: $(grep "nvidia$minor0 " <<<"$out")"
+	grep -qx "/dev/nvidiactl OK" <<<"$out" && ok "nvidiactl opens" || bad "nvidiactl: $(grep nvidiactl <<<"$out")"
+	if [ -n "$other" ]; then
+		grep -qx "$other EPERM" <<<"$out" && ok "other GPU node $other denied (EPERM)" || bad "other GPU node: $(grep "$other " <<<"$out")"
+	else
+		info "single GPU: no unallocated node to deny"
+	fi
+	rmdir "$cg"
+	mkdir "$cg" &&
+		out=$(CUDA_VISIBLE_DEVICES=$uuid0 "$H" "$mode" "$cg" "$minor0" "${uvm:-0}" -- "$APP" "$LIB" 64 64 1 --verify 2>&1 </dev/null)
+	grep -qx 'exit=code:0' <<<"$out" && grep -q '^verified' <<<"$out" &&
+		ok "CUDA kernel runs under the device policy" || bad "CUDA under policy: $out"
+	rmdir "$cg"
+	mkdir "$cg" &&
+		out=$(CUDA_VISIBLE_DEVICES=$uuid0 "$H" "$mode" "$cg" - "${uvm:-0}" -- "$APP" "$LIB" 64 64 1 2>&1 </dev/null)
+	grep -qx 'exit=code:0' <<<"$out" && bad "CUDA ran with no GPU allowed" ||
+		ok "no GPU allowed: CUDA fails ($(grep -m1 'failed' <<<"$out"))"
+	rmdir "$cg"; cg=""
+else
+	bad "cannot create $cg"
+fi
+finish

@@ -1,0 +1,233 @@
+#!/bin/bash
+# corral-collector ingest faults, on SQLite and on a PostgreSQL server started here:
+# resend -> all duplicate; wrong token -> 401; another node's records -> 403;
+# malformed line -> 422 naming it; oversize body -> 413; empty/bad type -> 400; two
+# collectors ingesting the same batch at once -> each record once; kill -9 of the
+# collector during a 50,000-record batch -> all or nothing, the resend completes it.
+# Nothing stored on any rejection. Skips the PostgreSQL half only without its binaries.
+set -u
+cd "$(dirname "$0")/../.."
+O=${CORRAL_O:-.output}
+COLL=$O/corral-collector
+LOAD=$O/tests/bench/helper_ingest_load
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+for b in "$COLL" "$LOAD"; do
+	[ -x "$b" ] || { echo "FAIL: $b not built (make O=$O all)"; exit 1; }
+done
+command -v curl >/dev/null || { echo "FAIL: curl(1) missing (apt-get install curl)"; exit 1; }
+
+T=$(mktemp -d /tmp/collector_ingest.XXXXXX)
+chmod 755 "$T"
+PIDS=()
+PGDATA=
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
+	rm -rf "$T"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails+1)); }
+ok() { echo "ok: $*"; }
+
+N1=tok-node-n1-0123456789abcdef
+N2=tok-node-n2-0123456789abcdef
+RD=tok-reader-0123456789abcdef
+printf 'node n1 %s\nnode n2 %s\nreader ops %s\n' "$N1" "$N2" "$RD" > "$T/tokens"
+chmod 600 "$T/tokens"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_collector DB PORT [extra args]: starts it in the background, waits for /healthz.
+start_collector() {
+	local db=$1 port=$2; shift 2
+	"$COLL" serve --listen "127.0.0.1:$port" --db "$db" --tokens "$T/tokens" "$@" \
+		>>"$T/collector-$port.log" 2>&1 &
+	CPID=$!
+	PIDS+=("$CPID")
+	for _ in $(seq 200); do
+		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && return 0
+		kill -0 "$CPID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "collector did not come up:"; cat "$T/collector-$port.log"
+	return 1
+}
+
+# post FILE TOKEN PORT -> sets CODE and BODY ($T/resp)
+post() {
+	CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $2" \
+		-H 'Content-Type: application/x-ndjson' --data-binary "@$1" \
+		"http://127.0.0.1:$3/v1/records")
+	BODY=$(head -c 600 "$T/resp")
+}
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/resp" "$1"; }
+count() { "$COLL" dump --db "$1" --format json | wc -l; }
+
+run_suite() {
+	local db=$1 name=$2 port port2 before n
+	port=$(free_port)
+	echo "== $name"
+	start_collector "$db" "$port" --max-body 4M || { fail "$name: start"; return; }
+	local pid=$CPID
+
+	"$LOAD" gen --node n1 --count 1000 --prefix "$name-" > "$T/b1000"
+	post "$T/b1000" "$N1" "$port"
+	[ "$CODE" = 200 ] && [ "$(jget 'd["accepted"]')" = 1000 ] && [ "$(jget 'len(d["results"])')" = 1000 ] \
+		&& ok "$name: 1000 accepted" || fail "$name: first post: $CODE $BODY"
+	post "$T/b1000" "$N1" "$port"
+	[ "$CODE" = 200 ] && [ "$(jget 'd["duplicate"]')" = 1000 ] && [ "$(jget 'd["accepted"]')" = 0 ] \
+		&& [ "$(jget 'all(r["status"]=="duplicate" for r in d["results"])')" = True ] \
+		&& ok "$name: resend all duplicate" || fail "$name: resend: $CODE $BODY"
+	n=$(count "$db"); [ "$n" = 1000 ] && ok "$name: count 1000" || fail "$name: count $n != 1000"
+
+	"$LOAD" gen --node n1 --count 10 --start 5000 --prefix "$name-" > "$T/b10"
+	post "$T/b10" "wrong-token-0123456789" "$port"
+	[ "$CODE" = 401 ] || fail "$name: wrong token gave $CODE"
+	CODE=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/x-ndjson' \
+		--data-binary "@$T/b10" "http://127.0.0.1:$port/v1/records")
+	[ "$CODE" = 401 ] || fail "$name: no token gave $CODE"
+	post "$T/b10" "$RD" "$port"
+	[ "$CODE" = 403 ] || fail "$name: reader token writing gave $CODE"
+	"$LOAD" gen --node n2 --count 10 --start 6000 --prefix "$name-" > "$T/b10n2"
+	cat "$T/b10" "$T/b10n2" > "$T/bmix"
+	post "$T/bmix" "$N1" "$port"
+	[ "$CODE" = 403 ] && grep -q "node 'n2'" "$T/resp" && ok "$name: other node 403" \
+		|| fail "$name: other node: $CODE $BODY"
+	n=$(count "$db"); [ "$n" = 1000 ] && ok "$name: nothing stored on 401/403" || fail "$name: count $n after 401/403"
+
+	# malformed: garbage on line 1, a type error on line 3
+	{ head -1 "$T/b10"; echo '{"schema":"corral.record/v1", not json'; sed -n 2p "$T/b10" \
+		| sed 's/"wall_ns":[0-9]*/"wall_ns":"soon"/'; sed -n 3p "$T/b10"; } > "$T/bbad"
+	post "$T/bbad" "$N1" "$port"
+	if [ "$CODE" = 422 ] && [ "$(jget 'len(d["results"])')" = 4 ] \
+		&& [ "$(jget 'd["rejected"]')" = 2 ] \
+		&& [ "$(jget 'd["results"][1]["status"]')" = rejected ] \
+		&& [ "$(jget '"usage.wall_ns" in d["results"][2]["reason"]')" = True ] \
+		&& [ "$(jget 'd["results"][2]["record_id"]')" = "$name-n1-000000005001" ]; then
+		ok "$name: malformed 422, reason: $(jget 'd["results"][2]["reason"]')"
+	else
+		fail "$name: malformed: $CODE $BODY"
+	fi
+	: > "$T/empty"
+	post "$T/empty" "$N1" "$port"; [ "$CODE" = 400 ] || fail "$name: empty body gave $CODE"
+	CODE=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $N1" \
+		-H 'Content-Type: text/plain' --data-binary "@$T/b10" "http://127.0.0.1:$port/v1/records")
+	[ "$CODE" = 400 ] || fail "$name: text/plain gave $CODE"
+	"$LOAD" gen --node n1 --count 4000 --start 10000 --prefix "$name-" > "$T/big"
+	post "$T/big" "$N1" "$port"
+	[ "$CODE" = 413 ] && ok "$name: oversize 413 ($(stat -c %s "$T/big") bytes > 4M)" || fail "$name: oversize gave $CODE"
+	CODE=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "http://127.0.0.1:$port/v1/records")
+	[ "$CODE" = 405 ] || fail "$name: DELETE gave $CODE"
+	CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/nope")
+	[ "$CODE" = 404 ] || fail "$name: /nope gave $CODE"
+	n=$(count "$db"); [ "$n" = 1000 ] && ok "$name: nothing stored on 422/413/400" || fail "$name: count $n after 4xx"
+	curl -s "http://127.0.0.1:$port/metrics" > "$T/metrics"
+	grep -q '^corral_collector_records_total{status="accepted"} 1000$' "$T/metrics" \
+		&& grep -q '^corral_collector_http_requests_total{code="422"} 1$' "$T/metrics" \
+		&& ok "$name: metrics" || fail "$name: metrics: $(grep records_total "$T/metrics")"
+	CODE=$(curl -s -o "$T/q" -w '%{http_code}' -H "Authorization: Bearer $RD" \
+		"http://127.0.0.1:$port/v1/records?node=n1&task=n1-t5&limit=5")
+	[ "$CODE" = 200 ] && [ "$(wc -l < "$T/q")" = 1 ] && ok "$name: reader query" || fail "$name: query $CODE"
+
+	# two collectors on one database ingest the same batch at the same time
+	port2=$(free_port)
+	start_collector "$db" "$port2" || { fail "$name: second collector"; return; }
+	"$LOAD" gen --node n2 --count 2000 --start 20000 --prefix "$name-" > "$T/b2000"
+	curl -s -o "$T/r1" -H "Authorization: Bearer $N2" -H 'Content-Type: application/x-ndjson' \
+		--data-binary "@$T/b2000" "http://127.0.0.1:$port/v1/records" &
+	local c1=$!
+	curl -s -o "$T/r2" -H "Authorization: Bearer $N2" -H 'Content-Type: application/x-ndjson' \
+		--data-binary "@$T/b2000" "http://127.0.0.1:$port2/v1/records"
+	wait $c1
+	local sum
+	sum=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); print(a["accepted"]+b["accepted"], a["duplicate"]+b["duplicate"])' "$T/r1" "$T/r2" 2>&1)
+	n=$(count "$db")
+	[ "$sum" = "2000 2000" ] && [ "$n" = 3000 ] && ok "$name: concurrent collectors: each record once" \
+		|| fail "$name: concurrent: accepted/duplicate '$sum', count $n"
+	kill -TERM "$CPID"; wait "$CPID" 2>/dev/null
+
+	# kill -9 during a 50,000-record batch
+	"$LOAD" gen --node n1 --count 50000 --start 100000 --prefix "$name-" > "$T/b50k"
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+	start_collector "$db" "$port" --max-body 256M --max-records 50000 || { fail "$name: restart"; return; }
+	pid=$CPID
+	before=$(count "$db")
+	curl -s -o "$T/rk" -w '%{http_code}' -H "Authorization: Bearer $N1" \
+		-H 'Content-Type: application/x-ndjson' --data-binary "@$T/b50k" \
+		"http://127.0.0.1:$port/v1/records" > "$T/rk.code" &
+	local cpid=$! caught=0
+	# wait until the batch is in its transaction (the body has been read and the database
+	# is being written), then SIGKILL
+	for _ in $(seq 3000); do
+		if in_transaction "$db" "$pid"; then caught=1; break; fi
+		kill -0 $cpid 2>/dev/null || break
+		sleep 0.01
+	done
+	kill -9 "$pid"; wait "$pid" 2>/dev/null
+	wait $cpid
+	[ "$caught" = 1 ] || fail "$name: the 50k batch finished before it could be killed"
+	[ "$(cat "$T/rk.code")" != 200 ] || fail "$name: killed collector still answered 200"
+	start_collector "$db" "$port" --max-body 256M --max-records 50000 || { fail "$name: restart after kill"; return; }
+	pid=$CPID
+	n=$(count "$db")
+	if [ "$n" = "$before" ] || [ "$n" = $((before + 50000)) ]; then
+		ok "$name: after kill -9: $((n - before)) of 50000 (all or nothing)"
+	else
+		fail "$name: after kill -9: $((n - before)) of 50000 stored (partial batch)"
+	fi
+	post "$T/b50k" "$N1" "$port"
+	n=$(count "$db")
+	if [ "$CODE" = 200 ] && [ "$n" = $((before + 50000)) ] \
+		&& [ "$(jget 'd["accepted"]+d["duplicate"]')" = 50000 ]; then
+		ok "$name: resend completes it: accepted $(jget 'd["accepted"]') duplicate $(jget 'd["duplicate"]')"
+	else
+		fail "$name: resend after kill: $CODE, count $n (want $((before + 50000)))"
+	fi
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+	grep -q "finishing in-flight" "$T/collector-$port.log" || fail "$name: no graceful stop message"
+}
+
+# in_transaction DB PID: the collector is writing the big batch.
+in_transaction() {
+	case $1 in
+	sqlite:*)
+		# the WAL grows while the batch's pages are written, before COMMIT
+		local wal=${1#sqlite:}-wal sz
+		sz=$(stat -c %s "$wal" 2>/dev/null || echo 0)
+		[ "$sz" -gt $((WAL0 + 8 * 1024 * 1024)) ] ;;
+	*)
+		[ "$(psql "$1" -Atc "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'INSERT INTO records%' AND state <> 'idle'" 2>/dev/null)" -gt 0 ] 2>/dev/null ;;
+	esac
+}
+
+WAL0=0
+SQ="sqlite:$T/sqlite/collector.db"
+mkdir -p "$T/sqlite"
+"$COLL" migrate --db "$SQ" >/dev/null || fail "sqlite migrate"
+WAL0=$(stat -c %s "$T/sqlite/collector.db-wal" 2>/dev/null || echo 0)
+# the WAL is reused after checkpoints: measure growth from its size at the big batch
+run_suite_sqlite() { WAL0=$(stat -c %s "$T/sqlite/collector.db-wal" 2>/dev/null || echo 0); run_suite "$SQ" sqlite; }
+run_suite_sqlite
+
+if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
+	mkdir -p "$T/pg" && chown postgres "$T/pg"
+	PGDATA=$T/pg/data
+	if su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
+		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p 5432 -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
+		$PGBIN/createdb -h $T/pg -p 5432 corral"; then
+		PG="postgresql://postgres@/corral?host=$T/pg&port=5432"
+		run_suite "$PG" postgresql
+	else
+		fail "could not start PostgreSQL: $(tail -5 "$T/pg/initdb.log" "$T/pg/log" 2>/dev/null)"
+	fi
+else
+	echo "postgresql: SKIP: PostgreSQL server binaries not found in $PGBIN"
+fi
+
+if [ "$fails" -gt 0 ]; then
+	echo "collector_ingest: $fails failure(s)"
+	for f in "$T"/collector-*.log; do echo "--- $f"; tail -5 "$f"; done
+	exit 1
+fi
+echo "collector_ingest: all passed"
