@@ -592,29 +592,143 @@ int spool_append(struct spool *s, const void *data, size_t len, enum spool_prio 
 	return 0;
 }
 
+/*
+ * A batch is staged (headers + iovecs) and written with one writev() per STAGE_MAX entries
+ * or segment, then synced once: the per-record cost is the payload copy into the page cache,
+ * not a syscall each. Counters move only after a write succeeded; a failed write is cut back.
+ */
+#define STAGE_MAX 128
+
+struct stage {
+	unsigned char hdr[STAGE_MAX][HDR_SIZE];
+	struct iovec iov[2 * STAGE_MAX];
+	size_t n;
+	uint64_t bytes;
+};
+
+static int stage_flush(struct spool *s, struct stage *st)
+{
+	struct segment *g;
+	size_t off = 0, iovcnt = 2 * st->n;
+	uint64_t written = 0;
+
+	if (!st->n)
+		return 0;
+	g = &s->segs[s->n_segs - 1];
+	while (written < st->bytes) {
+		ssize_t k = writev(s->wfd, st->iov + off, (int)MIN(iovcnt - off, (size_t)1024));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			int r = k < 0 ? -errno : -EIO;
+
+			(void)!ftruncate(s->wfd, (off_t)g->size);
+			st->n = 0;
+			st->bytes = 0;
+			return r == -EDQUOT ? -ENOSPC : r;
+		}
+		written += (uint64_t)k;
+		/* advance the iovec array past what was written */
+		while (k > 0 && off < iovcnt) {
+			if ((size_t)k >= st->iov[off].iov_len) {
+				k -= (ssize_t)st->iov[off].iov_len;
+				st->iov[off].iov_len = 0;
+				off++;
+			} else {
+				st->iov[off].iov_base = (char *)st->iov[off].iov_base + k;
+				st->iov[off].iov_len -= (size_t)k;
+				k = 0;
+			}
+		}
+	}
+	g->size += st->bytes;
+	if (!g->first_seq)
+		g->first_seq = s->next_seq;
+	g->last_seq = s->next_seq + st->n - 1;
+	g->n_entries += st->n;
+	s->bytes += st->bytes;
+	s->pending += st->n;
+	s->st.appended += st->n;
+	s->next_seq += st->n;
+	st->n = 0;
+	st->bytes = 0;
+	return 0;
+}
+
 int spool_append_many(struct spool *s, const void *const *data, const size_t *lens, size_t n,
 		      enum spool_prio prio)
 {
-	bool synced = false;
-	size_t i;
+	_cleanup_free_ struct stage *st = NULL;
+	size_t i, done = 0;
 	int r = 0;
 
-	if (n > INT32_MAX)
+	if (n > INT32_MAX || (n && (!data || !lens)))
 		return -EINVAL;
+	if (prio != SPOOL_PRIO_SHED && prio != SPOOL_PRIO_KEEP)
+		return -EINVAL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
 	for (i = 0; i < n; i++) {
-		r = append_one(s, data[i], lens[i], prio, &synced);
-		if (r < 0)
+		uint64_t sz = HDR_SIZE + (uint64_t)lens[i];
+		struct segment *g;
+
+		if (!data[i] || lens[i] > SPOOL_ENTRY_MAX) {
+			r = -EINVAL;
 			break;
+		}
+		if (s->bytes + st->bytes + sz >
+		    (prio == SPOOL_PRIO_KEEP ? s->max_bytes : s->max_bytes - s->keep_reserve)) {
+			s->st.refused_full++;
+			if (prio == SPOOL_PRIO_KEEP)
+				s->st.refused_keep++;
+			r = -ENOSPC;
+			break;
+		}
+		g = s->n_segs ? &s->segs[s->n_segs - 1] : NULL;
+		if (st->n == STAGE_MAX ||
+		    (st->n && g->size + st->bytes + sz > s->segment_bytes)) {
+			r = stage_flush(s, st);
+			if (r < 0)
+				break;
+			done = i;
+		}
+		if (!st->n) {
+			/* same rollover rule as a single append; sync the old segment first */
+			if (g && s->wfd >= 0 && g->size > 0 && g->size + sz > s->segment_bytes) {
+				r = sync_fd(s, s->wfd);
+				if (r < 0)
+					break;
+			}
+			r = prepare_segment(s, sz);
+			if (r < 0)
+				break;
+		}
+		hdr_encode(st->hdr[st->n], (uint32_t)lens[i], s->next_seq + st->n, (uint8_t)prio,
+			   data[i]);
+		st->iov[2 * st->n] = (struct iovec){ .iov_base = st->hdr[st->n], .iov_len = HDR_SIZE };
+		st->iov[2 * st->n + 1] =
+			(struct iovec){ .iov_base = (void *)data[i], .iov_len = lens[i] };
+		st->n++;
+		st->bytes += sz;
 	}
-	if (i > 0) {
+	if (st->n) {
+		int q = stage_flush(s, st);
+
+		if (q < 0)
+			r = q;
+		else
+			done = i;
+	}
+	if (done > 0) {
 		int q = sync_fd(s, s->wfd);
 
 		if (q < 0)
 			return q;
+		return (int)done;
 	}
-	if (i == 0 && r < 0)
-		return r;
-	return (int)i;
+	return r < 0 ? r : 0;
 }
 
 /* ---- peek -------------------------------------------------------------------------------- */

@@ -46,7 +46,7 @@ static int save_counters(struct agent *a)
 	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
-	return write_file_atomic(path, txt, strlen(txt), 0600);
+	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
 int state_init_counters(struct agent *a)
@@ -153,7 +153,7 @@ int state_save_task(struct agent *a, struct task *t)
 	if (!txt)
 		return -ENOMEM;
 	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
-	r = write_file_atomic(path, txt, strlen(txt), 0600);
+	r = write_file_replace(path, txt, strlen(txt), 0600);
 	return r;
 }
 
@@ -185,7 +185,7 @@ int state_save_ended(struct agent *a, struct task *t)
 	if (!txt)
 		return -ENOMEM;
 	task_path(a, t->id, "ended", ".json", path, sizeof(path));
-	return write_file_atomic(path, txt, strlen(txt), 0600);
+	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
 static bool valid_task_id(const char *s)

@@ -61,10 +61,19 @@ struct {
 } events SEC(".maps");
 
 const volatile __u64 page_size = 4096;
+/* IO bytes from task->ioac at each switch (default), or from sys_exit when 0. */
+const volatile __u32 io_from_ioac = 1;
 
 /* Read by user space through the mmaped .bss. */
 __u64 ringbuf_drops;
 __u64 map_full;
+
+/*
+ * RD(btf, ptr, field): a direct load in tp_btf programs (trusted BTF pointers: a plain load,
+ * no helper call), BPF_CORE_READ in raw_tp programs. btf is a compile-time constant in every
+ * caller (the bodies are always_inline), so the other branch never reaches the verifier.
+ */
+#define RD(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
 
 static __always_inline struct meter_task *task_of_current(void)
 {
@@ -84,9 +93,10 @@ static __always_inline struct meter_task *task_of_current(void)
  * deltas the scheduler charges to cpuacct / cpu.stat, so a missed event loses nothing: the
  * next one catches up. utime/stime deltas (tick-sampled) only feed the user/system ratio.
  */
-static __always_inline void slice_end(struct meter_thread *th, struct task_struct *tsk)
+static __always_inline void slice_end(struct meter_thread *th, struct task_struct *tsk,
+				      const bool btf)
 {
-	__u64 se = BPF_CORE_READ(tsk, se.sum_exec_runtime), ut, st;
+	__u64 se = RD(btf, tsk, se.sum_exec_runtime), ut, st;
 	struct meter_task *t;
 
 	t = bpf_map_lookup_elem(&tasks, &th->task_key);
@@ -95,47 +105,95 @@ static __always_inline void slice_end(struct meter_thread *th, struct task_struc
 	if (se > th->sum_exec)
 		__sync_fetch_and_add(&t->cpu_ns, se - th->sum_exec);
 	th->sum_exec = se;
-	ut = BPF_CORE_READ(tsk, utime);
-	st = BPF_CORE_READ(tsk, stime);
+	ut = RD(btf, tsk, utime);
+	st = RD(btf, tsk, stime);
 	if (ut > th->utime)
 		__sync_fetch_and_add(&t->utime_ticks_ns, ut - th->utime);
 	if (st > th->stime)
 		__sync_fetch_and_add(&t->stime_ticks_ns, st - th->stime);
 	th->utime = ut;
 	th->stime = st;
+	if (!io_from_ioac)
+		return;
+	/* The kernel's own per-thread IO accounting, the source of /proc/PID/io. */
+	struct task_io_accounting io;
+
+	if (btf) {
+		io.rchar = tsk->ioac.rchar;
+		io.wchar = tsk->ioac.wchar;
+		io.read_bytes = tsk->ioac.read_bytes;
+		io.write_bytes = tsk->ioac.write_bytes;
+		io.cancelled_write_bytes = tsk->ioac.cancelled_write_bytes;
+	} else if (bpf_core_read(&io, sizeof(io), &tsk->ioac)) {
+		return;
+	}
+	if (io.rchar > th->rchar)
+		__sync_fetch_and_add(&t->io_read_bytes, io.rchar - th->rchar);
+	if (io.wchar > th->wchar)
+		__sync_fetch_and_add(&t->io_write_bytes, io.wchar - th->wchar);
+	if (io.read_bytes > th->read_bytes)
+		__sync_fetch_and_add(&t->blk_read_bytes, io.read_bytes - th->read_bytes);
+	if (io.write_bytes > th->write_bytes)
+		__sync_fetch_and_add(&t->blk_write_bytes, io.write_bytes - th->write_bytes);
+	if (io.cancelled_write_bytes > th->cancelled)
+		__sync_fetch_and_add(&t->blk_cancelled_bytes,
+				     io.cancelled_write_bytes - th->cancelled);
+	th->rchar = io.rchar;
+	th->wchar = io.wchar;
+	th->read_bytes = io.read_bytes;
+	th->write_bytes = io.write_bytes;
+	th->cancelled = io.cancelled_write_bytes;
 }
 
-static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next)
+static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next,
+				      const bool btf)
 {
 	struct meter_thread *th;
 	struct meter_proc *p;
 	__u32 tid, tgid;
 
-	tid = BPF_CORE_READ(prev, pid);
+	tid = RD(btf, prev, pid);
 	th = bpf_map_lookup_elem(&threads, &tid);
 	if (th) {
-		slice_end(th, prev);
+		slice_end(th, prev, btf);
 		/* The thread's last switch-out: exit_state is set by exit_notify(). */
-		if (BPF_CORE_READ(prev, exit_state) ||
+		if (RD(btf, prev, exit_state) ||
 		    !bpf_map_lookup_elem(&tasks, &th->task_key))
 			bpf_map_delete_elem(&threads, &tid);
 	}
 
-	tgid = BPF_CORE_READ(next, tgid);
+	tgid = RD(btf, next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return;
-	tid = BPF_CORE_READ(next, pid);
+	tid = RD(btf, next, pid);
 	th = bpf_map_lookup_elem(&threads, &tid);
 	if (th && th->task_key == p->task_key)
 		return;
 	/* First run of the thread since it is tracked: start from its current totals. */
 	struct meter_thread nt = {
 		.task_key = p->task_key,
-		.sum_exec = BPF_CORE_READ(next, se.sum_exec_runtime),
-		.utime = BPF_CORE_READ(next, utime),
-		.stime = BPF_CORE_READ(next, stime),
+		.sum_exec = RD(btf, next, se.sum_exec_runtime),
+		.utime = RD(btf, next, utime),
+		.stime = RD(btf, next, stime),
 	};
+	if (io_from_ioac) {
+		struct task_io_accounting io;
+
+		if (btf) {
+			nt.rchar = next->ioac.rchar;
+			nt.wchar = next->ioac.wchar;
+			nt.read_bytes = next->ioac.read_bytes;
+			nt.write_bytes = next->ioac.write_bytes;
+			nt.cancelled = next->ioac.cancelled_write_bytes;
+		} else if (!bpf_core_read(&io, sizeof(io), &next->ioac)) {
+			nt.rchar = io.rchar;
+			nt.wchar = io.wchar;
+			nt.read_bytes = io.read_bytes;
+			nt.write_bytes = io.write_bytes;
+			nt.cancelled = io.cancelled_write_bytes;
+		}
+	}
 	if (bpf_map_update_elem(&threads, &tid, &nt, BPF_ANY) == -E2BIG)
 		__sync_fetch_and_add(&map_full, 1);
 }
@@ -203,7 +261,7 @@ static __always_inline void on_exit(struct task_struct *p)
 	/* Account the exiting thread up to now; its last switch-out adds the remainder. */
 	th = bpf_map_lookup_elem(&threads, &tid);
 	if (th)
-		slice_end(th, p);
+		slice_end(th, p, false);
 
 	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
@@ -424,9 +482,9 @@ static __always_inline void on_rq_issue(struct request *rq)
 	len = BPF_CORE_READ(rq, __data_len);
 	op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
 	if (op == 0)
-		__sync_fetch_and_add(&t->blk_read_bytes, len);
+		__sync_fetch_and_add(&t->rq_read_bytes, len);
 	else if (op == 1)
-		__sync_fetch_and_add(&t->blk_write_bytes, len);
+		__sync_fetch_and_add(&t->rq_write_bytes, len);
 }
 
 /* ---- program variants --------------------------------------------------------------------- */
@@ -434,13 +492,13 @@ static __always_inline void on_rq_issue(struct request *rq)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(prev, next);
+	on_switch(prev, next, true);
 	return 0;
 }
 SEC("raw_tp/sched_switch")
 int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	on_switch(prev, next);
+	on_switch(prev, next, false);
 	return 0;
 }
 

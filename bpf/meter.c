@@ -39,6 +39,7 @@ struct meter {
 	const char *mode;
 	struct tracked *tasks;
 	uint32_t max_tasks, max_pids, ntracked;
+	bool io_from_syscalls;
 	meter_event_fn fn; /* set during meter_poll only */
 	void *userdata;
 };
@@ -64,7 +65,7 @@ static void setup_print(void)
 	libbpf_set_print(e && *e && strcmp(e, "0") ? debug_print : silent_print);
 }
 
-static void set_variant(struct meter_bpf *s, bool btf)
+static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit)
 {
 	struct bpf_program *b[] = { s->progs.btf_sched_switch, s->progs.btf_sched_fork,
 				    s->progs.btf_sched_exit,   s->progs.btf_rss_stat,
@@ -74,8 +75,10 @@ static void set_variant(struct meter_bpf *s, bool btf)
 				    s->progs.raw_sys_exit,     s->progs.raw_rq_issue };
 
 	for (size_t i = 0; i < ARRAY_SIZE(b); i++) {
-		bpf_program__set_autoload(b[i], btf);
-		bpf_program__set_autoload(r[i], !btf);
+		bool on = sys_exit || (b[i] != s->progs.btf_sys_exit);
+
+		bpf_program__set_autoload(b[i], btf && on);
+		bpf_program__set_autoload(r[i], !btf && on);
 	}
 }
 
@@ -101,7 +104,8 @@ static int load_variant(struct meter *m, bool btf, struct meter_bpf **ret)
 	if (r)
 		goto out_destroy;
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;
-	set_variant(s, btf);
+	s->rodata->io_from_ioac = !m->io_from_syscalls;
+	set_variant(s, btf, m->io_from_syscalls);
 	r = meter_bpf__load(s);
 	if (r)
 		goto out_destroy;
@@ -160,6 +164,7 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 		r = -ENOMEM;
 		goto out_free;
 	}
+	m->io_from_syscalls = opts && opts->io_from_syscalls;
 	setup_print();
 
 	r = -EOPNOTSUPP;
@@ -412,7 +417,11 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.io_read_bytes = mt.io_read_bytes;
 	u.io_write_bytes = mt.io_write_bytes;
 	u.blk_read_bytes = mt.blk_read_bytes;
-	u.blk_write_bytes = mt.blk_write_bytes;
+	u.blk_write_bytes = mt.blk_write_bytes > mt.blk_cancelled_bytes
+				    ? mt.blk_write_bytes - mt.blk_cancelled_bytes
+				    : 0;
+	u.blk_issued_read_bytes = mt.rq_read_bytes;
+	u.blk_issued_write_bytes = mt.rq_write_bytes;
 	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;
 	u.forks = mt.forks;
 	if (t->ingress) {

@@ -19,10 +19,13 @@ struct meter_task {
 	__u64 mem_ts;        /* bpf_ktime_get_ns() of the last RSS change */
 	__u64 mem_kib_us;    /* integral of RSS, KiB * us, carried into mem_kib_s */
 	__u64 mem_kib_s;
-	__u64 io_read_bytes;
+	__u64 io_read_bytes;  /* task->ioac.rchar / wchar deltas (or sys_exit, see loader) */
 	__u64 io_write_bytes;
-	__u64 blk_read_bytes;
+	__u64 blk_read_bytes; /* task->ioac.read_bytes / write_bytes - cancelled_write_bytes */
 	__u64 blk_write_bytes;
+	__u64 blk_cancelled_bytes;
+	__u64 rq_read_bytes;  /* block_rq_issue from a tracked task's context */
+	__u64 rq_write_bytes;
 	__u64 forks;
 	__s64 procs_alive;
 	__u64 root_tgid;     /* first process (meter_track) */
@@ -42,6 +45,7 @@ struct meter_thread {
 	__u64 sum_exec;      /* task->se.sum_exec_runtime when last accounted */
 	__u64 utime;         /* task->utime / stime at the last switch-out */
 	__u64 stime;
+	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
 };
 
 /* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */

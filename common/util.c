@@ -225,6 +225,7 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
 	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
+	cap = MIN(cap, max);
 	buf = malloc(cap + 1);
 	if (!buf)
 		return -ENOMEM;
@@ -234,8 +235,16 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
 		if (len == cap) {
 			char *nb;
 
-			if (cap >= max)
+			if (cap >= max) {
+				char extra;
+				ssize_t m = read(fd, &extra, 1);
+
+				if (m < 0)
+					return -errno;
+				if (m == 0)
+					break;
 				return -EFBIG;
+			}
 			cap = MIN(cap * 2, max);
 			nb = realloc(buf, cap + 1);
 			if (!nb)
@@ -295,7 +304,8 @@ int write_file_at(int dirfd, const char *name, const char *s)
 	return 0;
 }
 
-int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+static int write_file_tmp_rename(const char *path, const void *buf, size_t len, mode_t mode,
+				 bool sync)
 {
 	_cleanup_free_ char *tmp = NULL, *dir = NULL;
 	_cleanup_close_ int fd = -1, dfd = -1;
@@ -320,7 +330,7 @@ int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode
 		p += n;
 		len -= (size_t)n;
 	}
-	if (fsync(fd) < 0) {
+	if (sync && fsync(fd) < 0) {
 		r = -errno;
 		goto out_unlink;
 	}
@@ -328,6 +338,8 @@ int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode
 		r = -errno;
 		goto out_unlink;
 	}
+	if (!sync)
+		return 0;
 	dir = strdup(path);
 	if (!dir)
 		return -ENOMEM;
@@ -347,6 +359,16 @@ int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode
 out_unlink:
 	unlink(tmp);
 	return r;
+}
+
+int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_tmp_rename(path, buf, len, mode, true);
+}
+
+int write_file_replace(const char *path, const void *buf, size_t len, mode_t mode)
+{
+	return write_file_tmp_rename(path, buf, len, mode, false);
 }
 
 int mkdir_p(const char *path, mode_t mode)

@@ -32,6 +32,11 @@ int read_u64_file_at(int dirfd, const char *name, uint64_t *ret);
 int write_file_at(int dirfd, const char *name, const char *s);
 /* Write tmp + fsync + rename + fsync(dir). */
 int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+/*
+ * Write tmp + rename, no fsync: atomic against a crash of the process (readers see the old or
+ * the new content), not against power loss. For state that is void after a reboot anyway.
+ */
+int write_file_replace(const char *path, const void *buf, size_t len, mode_t mode);
 /* mkdir -p with mode. */
 int mkdir_p(const char *path, mode_t mode);
 

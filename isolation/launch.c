@@ -319,7 +319,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 			       status, (unsigned long long)ut, (unsigned long long)st,
 			       (unsigned long long)ru.ru_maxrss, (unsigned long long)end);
 		if (p->exit_file)
-			(void)write_file_atomic(p->exit_file, file, (size_t)len, 0600);
+			(void)write_file_replace(p->exit_file, file, (size_t)len, 0600);
 		snprintf(line, sizeof(line), "X %d %llu %llu %llu %llu\n", status,
 			 (unsigned long long)ut, (unsigned long long)st,
 			 (unsigned long long)ru.ru_maxrss, (unsigned long long)end);

@@ -11,6 +11,7 @@
  * of them (one meter_read each, as the agent's sample tick does).
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -64,11 +65,24 @@ static void writes(long iters)
 			_exit(1);
 }
 
-/* Runs one workload in a child (tracked when m), returns ops/s measured by the child. */
-static double run(struct meter *m, uint64_t key, bool sched, long iters)
+static double cpu_s(int who)
 {
-	int go[2], res[2], st;
-	double ops = 0;
+	struct rusage ru;
+
+	getrusage(who, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/*
+ * Runs one workload in a child pinned to CPU 0 (tracked when m). ops[0]: ops per wall second,
+ * ops[1]: ops per CPU second of the workload's processes (less sensitive to other load on a
+ * shared host). Returns 0 or -1.
+ */
+static int run(struct meter *m, uint64_t key, bool sched, long iters, double ops[2])
+{
+	int go[2], res[2], st, ret = 0;
+	cpu_set_t cpus;
 	pid_t p;
 
 	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0)
@@ -79,9 +93,13 @@ static double run(struct meter *m, uint64_t key, bool sched, long iters)
 	if (p == 0) {
 		char ch;
 		uint64_t t0;
-		double r;
+		double r[2];
 
 		close(go[1]);
+		/* Both ping-pong processes on one CPU: every round trip is two context switches. */
+		CPU_ZERO(&cpus);
+		CPU_SET(0, &cpus);
+		sched_setaffinity(0, sizeof(cpus), &cpus);
 		if (read(go[0], &ch, 1) != 1)
 			_exit(1);
 		t0 = now_ns(CLOCK_MONOTONIC);
@@ -89,8 +107,9 @@ static double run(struct meter *m, uint64_t key, bool sched, long iters)
 			pingpong(iters);
 		else
 			writes(iters);
-		r = (double)iters * 1e9 / (double)(now_ns(CLOCK_MONOTONIC) - t0);
-		if (write(res[1], &r, sizeof(r)) != sizeof(r))
+		r[0] = (double)iters * 1e9 / (double)(now_ns(CLOCK_MONOTONIC) - t0);
+		r[1] = (double)iters / (cpu_s(RUSAGE_SELF) + cpu_s(RUSAGE_CHILDREN));
+		if (write(res[1], r, sizeof(r)) != sizeof(r))
 			_exit(1);
 		_exit(0);
 	}
@@ -98,18 +117,18 @@ static double run(struct meter *m, uint64_t key, bool sched, long iters)
 	close(res[1]);
 	if (m && meter_track(m, key, p, -1) < 0) {
 		kill(p, SIGKILL);
-		ops = -1;
+		ret = -1;
 	}
 	if (write(go[1], "x", 1) != 1)
-		ops = -1;
+		ret = -1;
 	close(go[1]);
-	if (read(res[0], &ops, sizeof(ops)) != sizeof(ops))
-		ops = -1;
+	if (read(res[0], ops, 2 * sizeof(double)) != 2 * sizeof(double))
+		ret = -1;
 	close(res[0]);
 	waitpid(p, &st, 0);
 	if (m)
 		meter_forget(m, key);
-	return ops;
+	return ret;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -225,28 +244,32 @@ out:
 
 int main(int argc, char **argv)
 {
-	double s_off[MAX_ROUNDS], s_on[MAX_ROUNDS], w_off[MAX_ROUNDS], w_on[MAX_ROUNDS];
-	int rounds, nidle;
-	long pp, wr;
+	/* [workload][off/on][wall/cpu][round] */
+	static double v[2][2][2][MAX_ROUNDS], ratio[2][2][MAX_ROUNDS];
+	const char *wl[2] = { "sched pipe ping-pong", "1-byte write /dev/null" };
 	const char *mode = "?";
+	int rounds, nidle;
+	long iters[2];
 
 	if (argc != 5) {
 		fprintf(stderr, "usage: helper_meter_bench ROUNDS PINGPONG_ITERS WRITE_ITERS IDLE\n");
 		return 2;
 	}
 	rounds = atoi(argv[1]);
-	pp = atol(argv[2]);
-	wr = atol(argv[3]);
+	iters[0] = atol(argv[2]);
+	iters[1] = atol(argv[3]);
 	nidle = atoi(argv[4]);
-	if (rounds < 1 || rounds > MAX_ROUNDS || pp < 1 || wr < 1 || nidle < 0 || nidle > 4000)
+	if (rounds < 1 || rounds > MAX_ROUNDS || iters[0] < 1 || iters[1] < 1 || nidle < 0 ||
+	    nidle > 4000)
 		return 2;
 
-	printf("%-6s %-8s %16s %16s\n", "round", "programs", "sched ops/s", "syscall ops/s");
+	printf("%-6s %-8s %14s %14s %14s %14s\n", "round", "programs", "sched/s", "sched/cpu-s",
+	       "write/s", "write/cpu-s");
 	for (int r = 0; r < rounds; r++) {
 		for (int k = 0; k < 2; k++) {
-			bool on = (k == 0) == (r % 2 == 1);
+			int on = (k == 0) == (r % 2 == 1);
 			struct meter *m = NULL;
-			double s, w;
+			double o[2][2];
 
 			if (on) {
 				int e = meter_open(NULL, &m);
@@ -258,27 +281,35 @@ int main(int argc, char **argv)
 				}
 				mode = meter_attach_mode(m);
 			}
-			s = run(m, 1, true, pp);
-			w = run(m, 2, false, wr);
+			for (int w = 0; w < 2; w++)
+				if (run(m, 1 + (uint64_t)w, w == 0, iters[w], o[w]) < 0) {
+					fprintf(stderr, "workload failed\n");
+					meter_free(m);
+					return 1;
+				}
 			meter_free(m);
-			if (s < 0 || w < 0) {
-				fprintf(stderr, "workload failed\n");
-				return 1;
-			}
-			(on ? s_on : s_off)[r] = s;
-			(on ? w_on : w_off)[r] = w;
-			printf("%-6d %-8s %16.0f %16.0f\n", r, on ? mode : "off", s, w);
+			for (int w = 0; w < 2; w++)
+				for (int c = 0; c < 2; c++)
+					v[w][on][c][r] = o[w][c];
+			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f\n", r, on ? mode : "off",
+			       o[0][0], o[0][1], o[1][0], o[1][1]);
 		}
+		for (int w = 0; w < 2; w++)
+			for (int c = 0; c < 2; c++)
+				ratio[w][c][r] = v[w][1][c][r] / v[w][0][c][r];
 	}
-	double so = median(s_off, rounds), sn = median(s_on, rounds);
-	double wo = median(w_off, rounds), wn = median(w_on, rounds);
-
-	printf("\n%-28s %14s %14s %10s %8s\n", "workload (median)", "without", "with", "ratio",
+	printf("\nmedians over %d interleaved rounds; ratio = median of per-round with/without\n",
+	       rounds);
+	printf("%-24s %-7s %12s %12s %9s %9s\n", "workload", "per", "without", "with", "ratio",
 	       "overhead");
-	printf("%-28s %14.0f %14.0f %10.4f %7.2f%%\n", "sched pipe ping-pong", so, sn, sn / so,
-	       (1 - sn / so) * 100);
-	printf("%-28s %14.0f %14.0f %10.4f %7.2f%%\n", "1-byte write /dev/null", wo, wn, wn / wo,
-	       (1 - wn / wo) * 100);
+	for (int w = 0; w < 2; w++)
+		for (int c = 0; c < 2; c++) {
+			double off = median(v[w][0][c], rounds), on = median(v[w][1][c], rounds);
+			double q = median(ratio[w][c], rounds);
+
+			printf("%-24s %-7s %12.0f %12.0f %9.4f %8.2f%%\n", wl[w],
+			       c ? "cpu-s" : "wall-s", off, on, q, (1 - q) * 100);
+		}
 	printf("attach mode: %s\n\n", mode);
 	return nidle ? idle_tasks(nidle) : 0;
 }

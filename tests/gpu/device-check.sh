@@ -20,7 +20,11 @@ APP=$O/tests/integration/helper_cudaapp
 pass=0 fail=0
 summary=()
 ok() { pass=$((pass + 1)); summary+=("PASS  $*"); echo "ok: $*"; }
-bad() { fail=$((fail + 1)); summary+=("FAIL  $*"); echo "FAIL: $*"; }
+bad() { # one line in the summary, whatever the message holds
+	fail=$((fail + 1))
+	summary+=("FAIL  $(tr '\n' ' ' <<<"$*")")
+	echo "FAIL: $*"
+}
 info() { summary+=("INFO  $*"); echo "info: $*"; }
 val() { sed -n "s/^$1=//p" <<<"$2" | head -1; } # val KEY OUTPUT
 finish() {

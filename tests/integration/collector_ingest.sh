@@ -68,7 +68,7 @@ run_suite() {
 	local db=$1 name=$2 port port2 before n
 	port=$(free_port)
 	echo "== $name"
-	start_collector "$db" "$port" --max-body 4M || { fail "$name: start"; return; }
+	start_collector "$db" "$port" --max-body 2M || { fail "$name: start"; return; }
 	local pid=$CPID
 
 	"$LOAD" gen --node n1 --count 1000 --prefix "$name-" > "$T/b1000"
@@ -116,7 +116,7 @@ run_suite() {
 	[ "$CODE" = 400 ] || fail "$name: text/plain gave $CODE"
 	"$LOAD" gen --node n1 --count 4000 --start 10000 --prefix "$name-" > "$T/big"
 	post "$T/big" "$N1" "$port"
-	[ "$CODE" = 413 ] && ok "$name: oversize 413 ($(stat -c %s "$T/big") bytes > 4M)" || fail "$name: oversize gave $CODE"
+	[ "$CODE" = 413 ] && ok "$name: oversize 413 ($(stat -c %s "$T/big") bytes > 2M)" || fail "$name: oversize gave $CODE"
 	CODE=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "http://127.0.0.1:$port/v1/records")
 	[ "$CODE" = 405 ] || fail "$name: DELETE gave $CODE"
 	CODE=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/nope")
@@ -133,17 +133,17 @@ run_suite() {
 	# two collectors on one database ingest the same batch at the same time
 	port2=$(free_port)
 	start_collector "$db" "$port2" || { fail "$name: second collector"; return; }
-	"$LOAD" gen --node n2 --count 2000 --start 20000 --prefix "$name-" > "$T/b2000"
+	"$LOAD" gen --node n2 --count 1500 --start 20000 --prefix "$name-" > "$T/b1500"
 	curl -s -o "$T/r1" -H "Authorization: Bearer $N2" -H 'Content-Type: application/x-ndjson' \
-		--data-binary "@$T/b2000" "http://127.0.0.1:$port/v1/records" &
+		--data-binary "@$T/b1500" "http://127.0.0.1:$port/v1/records" &
 	local c1=$!
 	curl -s -o "$T/r2" -H "Authorization: Bearer $N2" -H 'Content-Type: application/x-ndjson' \
-		--data-binary "@$T/b2000" "http://127.0.0.1:$port2/v1/records"
+		--data-binary "@$T/b1500" "http://127.0.0.1:$port2/v1/records"
 	wait $c1
 	local sum
 	sum=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); print(a["accepted"]+b["accepted"], a["duplicate"]+b["duplicate"])' "$T/r1" "$T/r2" 2>&1)
 	n=$(count "$db")
-	[ "$sum" = "2000 2000" ] && [ "$n" = 3000 ] && ok "$name: concurrent collectors: each record once" \
+	[ "$sum" = "1500 1500" ] && [ "$n" = 2500 ] && ok "$name: concurrent collectors: each record once" \
 		|| fail "$name: concurrent: accepted/duplicate '$sum', count $n"
 	kill -TERM "$CPID"; wait "$CPID" 2>/dev/null
 

@@ -358,9 +358,22 @@ static void test_cpu(struct cg_root *root, const char *subtree)
 	pid_t pid;
 	int status;
 
+	/*
+	 * This checks the quota ceiling, not fair sharing: give the test's own subtree (and the
+	 * task) a large weight so that unrelated load on the shared cores does not starve the
+	 * spinner below its quota.
+	 */
+	l.cpu_weight = 10000;
 	t = create(root, "cpu", &l);
 	if (!t)
 		return;
+	{
+		_cleanup_close_ int sfd =
+		    openat(cg_task_v1_dir_fd(t, "cpu"), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		CHECK(sfd >= 0 && write_file_at(sfd, "cpu.shares", "262144") == 0,
+		      "test subtree cpu.shares = 262144, task cpu.shares = 102400");
+	}
 	pid = spawn(t, "spin", NULL);
 	for (int i = 0; i < 2000 && cg_task_is_empty(t) == 1; i++)
 		usleep(1000);
@@ -449,6 +462,34 @@ static void test_kill(struct cg_root *root, const char *subtree)
 	destroy(t, subtree);
 }
 
+static void test_term(struct cg_root *root, const char *subtree)
+{
+	struct cg_limits l = std_limits();
+	struct cg_task *t;
+	_cleanup_free_ char *st = NULL;
+	int status = 0, r;
+	pid_t pid;
+
+	t = create(root, "term", &l);
+	if (!t)
+		return;
+	pid = spawn(t, "sleep", NULL);
+	for (int i = 0; i < 2000 && cg_task_is_empty(t) == 1; i++)
+		usleep(1000);
+	r = cg_task_kill(t, SIGTERM); /* freeze, signal, thaw */
+	if (wait_child(pid, &status, 10000) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	(void)read_file_at(cg_task_v1_dir_fd(t, "freezer"), "freezer.state", 64, &st, NULL);
+	CHECK(r == 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM && st &&
+		  strncmp(st, "THAWED", 6) == 0,
+	      "cg_task_kill(SIGTERM) via freezer: r=%d, child signal %d, freezer.state %s", r,
+	      WIFSIGNALED(status) ? WTERMSIG(status) : 0, st ? strtok(st, "\n") : "?");
+	CHECK(wait_empty(t, 5000) == 0, "term task empty");
+	destroy(t, subtree);
+}
+
 int main(int argc, char **argv)
 {
 	struct cg_root_opts o = {.force_mode = _CG_MODE_INVALID};
@@ -487,6 +528,7 @@ int main(int argc, char **argv)
 	test_oom(root, argv[1]);
 	test_forkbomb(root, argv[1]);
 	test_cpu(root, argv[1]);
+	test_term(root, argv[1]);
 	test_kill(root, argv[1]);
 	cg_root_free(root);
 	printf("%d failure(s)\n", failures);

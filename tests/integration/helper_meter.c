@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Accuracy harness for bpf/meter.c, driven by tests/integration/metering_accuracy.sh.
- *   helper_meter [--raw] CASE WORK
+ *   helper_meter [--raw] [--sys] CASE WORK
+ * --raw: force the raw_tp variants; --sys: IO bytes from the sys_exit program.
  * CASE: cpu | mem | io | net | fork. WORK: path of helper_meter_work.
  * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory, forks a child that
  * joins them and waits on a pipe, tracks it, releases it to exec the workload, waits for the
@@ -289,12 +290,16 @@ int main(int argc, char **argv)
 	uint64_t wchar = 0, t0;
 	bool ok = true;
 
-	if (argc > 1 && !strcmp(argv[1], "--raw")) {
-		opts.force_raw_tp = true;
-		ai++;
+	for (; ai < argc && argv[ai][0] == '-'; ai++) {
+		if (!strcmp(argv[ai], "--raw"))
+			opts.force_raw_tp = true;
+		else if (!strcmp(argv[ai], "--sys"))
+			opts.io_from_syscalls = true;
+		else
+			return 2;
 	}
 	if (argc != ai + 2) {
-		fprintf(stderr, "usage: helper_meter [--raw] cpu|mem|io|net|fork WORK\n");
+		fprintf(stderr, "usage: helper_meter [--raw] [--sys] cpu|mem|io|net|fork WORK\n");
 		return 2;
 	}
 	cs = argv[ai];
@@ -307,7 +312,8 @@ int main(int argc, char **argv)
 		printf("SKIP: cannot load the metering BPF programs: %s\n", strerror(-r));
 		return 77;
 	}
-	printf("attach mode: %s\n", meter_attach_mode(m));
+	printf("attach mode: %s, io from %s\n", meter_attach_mode(m),
+	       opts.io_from_syscalls ? "sys_exit" : "task->ioac");
 
 	wargv[0] = (char *)work;
 	if (!strcmp(cs, "cpu")) {

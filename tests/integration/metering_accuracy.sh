@@ -6,6 +6,7 @@
 #   io    write(2) 100 MiB          io_write_bytes vs /proc/PID/io wchar  (4096 bytes)
 #   net   50 MiB over loopback TCP  tx bytes (IP+TCP) vs payload received (1%)
 #   fork  100 children x 20 ms      cpu_ns vs cpuacct.usage, forks == 100 (1%)
+# The io case again with IO counted by the sys_exit program (meter_opts.io_from_syscalls).
 # Then the taskstats fallback (meter not used): exit stats of a process.
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,6 +32,10 @@ for mode in "" --raw; do
 		*) fail=$((fail+1)); echo "case $c $mode failed (rc=$rc)" ;;
 		esac
 	done
+done
+for mode in --sys "--raw --sys"; do
+	echo "--- io $mode (IO bytes from the sys_exit program)"
+	if timeout 180 "$H" $mode io "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
 done
 echo "--- taskstats fallback"
 if timeout 120 "$H" taskstats "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi

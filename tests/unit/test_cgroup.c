@@ -350,7 +350,7 @@ static void test_cpu_quota(void **state)
 
 static void test_limits_validate(void **state)
 {
-	struct cg_limits l = { .swap_max = UINT64_MAX };
+	struct cg_limits l = {.swap_max = UINT64_MAX};
 
 	assert_int_equal(cg_limits_validate(&l), 0);
 	assert_int_equal(cg_limits_validate(NULL), -EINVAL);
@@ -569,13 +569,22 @@ static void test_v1_no_memsw_and_failure_cleanup(void **state)
 	cg_task_free(t);
 	t = NULL;
 
-	/* an invalid limit fails the create and leaves nothing behind */
+	/* an invalid limit fails before anything is created */
 	l.cpus = 100000;
 	assert_int_equal(cg_task_create(root, "bad", &l, &t), -ERANGE);
 	assert_null(t);
 	assert_false(exists_rel("memory/corral-test/bad"));
+
+	/* a failure half-way (a leftover in one hierarchy) removes only what this call made */
+	l.cpus = 0.5;
+	mkdir_rel("pids/corral-test/bad");
+	write_rel("pids/corral-test/bad/pids.max", "7");
+	assert_int_equal(cg_task_create(root, "bad", &l, &t), -EEXIST);
+	assert_null(t);
+	assert_false(exists_rel("memory/corral-test/bad"));
 	assert_false(exists_rel("cpu/corral-test/bad"));
 	assert_false(exists_rel("devices/corral-test/bad"));
+	assert_string_equal(read_rel("pids/corral-test/bad/pids.max"), "7");
 	cg_root_free(root);
 }
 
@@ -861,6 +870,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_cpu_quota),
+	    cmocka_unit_test(test_limits_validate),
 	    cmocka_unit_test(test_parse_keyed),
 	    cmocka_unit_test(test_parse_io),
 	    cmocka_unit_test(test_parse_pids),

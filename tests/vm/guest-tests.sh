@@ -35,11 +35,10 @@ echo "CORRAL-VM-BEGIN uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r) sy
 fail() { echo "FAIL-REASON: $*"; exit 1; }
 # wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds or the time is up.
 wait_for() {
-	local limit=$1 t=0
+	local end=$(( $(date +%s) + $1 ))
 	shift
 	while ! "$@" >/dev/null 2>&1; do
-		t=$((t + 1))
-		[ "$t" -le $((limit * 5)) ] || return 1
+		[ "$(date +%s)" -lt "$end" ] || return 1
 		sleep 0.2
 	done
 }
@@ -136,6 +135,7 @@ case_systemd_delegated_restart() {
 	local u=corral-vm-deleg
 	cat >/run/corral-vm/deleg-main.sh <<'SH'
 #!/bin/bash
+set -x
 cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
 base=${cg%/agent}
 mkdir -p "$base/agent"
@@ -159,7 +159,12 @@ UNIT
 	systemctl daemon-reload
 	systemctl start $u || fail "start failed"
 	local base=/sys/fs/cgroup/system.slice/$u.service
-	wait_for 10 grep -q . "$base/tasks/t1/cgroup.procs" || fail "task cgroup not populated"
+	if ! wait_for 20 grep -q . "$base/tasks/t1/cgroup.procs"; then
+		systemctl status --no-pager $u
+		journalctl -u $u --no-pager -n 30
+		find "$base" -maxdepth 3
+		fail "task cgroup not populated"
+	fi
 	local tpid pid1 pid2
 	tpid=$(first_pid "$base/tasks/t1")
 	pid1=$(systemctl show -p MainPID --value $u)

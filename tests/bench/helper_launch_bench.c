@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Launch latency benchmark. Modes (each runs N launches of /bin/true, sequentially):
+ *   bare                fork + execve + waitpid of /bin/true (the baseline)
+ *   bwrap               fork + exec of `bwrap --ro-bind / / /bin/true`
+ *   ctl SOCKET          fork + exec of `corralctl --socket SOCKET run --wait -- /bin/true`
+ *   api SOCKET          the control API directly: one connection per task, run + wait
+ *   throughput SOCKET K keeps K API requests in flight for N tasks; prints launches/s
+ * Prints: mode n median_us p99_us mean_us (or launches/s).
+ */
+#include "common/macro.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int run_argv(char *const argv[])
+{
+	int st;
+	pid_t p = fork();
+
+	if (p == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (p < 0 || waitpid(p, &st, 0) < 0)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int api_connect(const char *sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		perror("connect");
+		exit(1);
+	}
+	return fd;
+}
+
+static const char REQ[] = "{\"op\":\"run\",\"wait\":true,\"spec\":{\"command\":[\"/bin/true\"],"
+			  "\"workdir\":\"/\"}}\n";
+
+/* Read until the "ended" line; returns 0 if the task exited 0. */
+static int api_wait_end(int fd)
+{
+	char buf[65536];
+	size_t len = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+		buf[len] = 0;
+		if (strstr(buf, "\"event\":\"ended\""))
+			return strstr(buf, "\"status\":\"exited\"") ? 0 : -1;
+		if (strstr(buf, "\"ok\":false"))
+			return -1;
+		if (len >= sizeof(buf) - 1)
+			len = 0;
+	}
+}
+
+static int api_once(const char *sock)
+{
+	int fd = api_connect(sock), r;
+
+	if (write(fd, REQ, sizeof(REQ) - 1) != (ssize_t)(sizeof(REQ) - 1))
+		return -1;
+	r = api_wait_end(fd);
+	close(fd);
+	return r;
+}
+
+static void report(const char *mode, uint64_t *v, size_t n)
+{
+	double sum = 0;
+
+	qsort(v, n, sizeof(*v), cmp_u64);
+	for (size_t i = 0; i < n; i++)
+		sum += (double)v[i];
+	printf("%-10s n=%zu median_us=%.0f p99_us=%.0f mean_us=%.0f\n", mode, n,
+	       (double)v[n / 2] / 1e3, (double)v[(size_t)((double)n * 0.99)] / 1e3,
+	       sum / (double)n / 1e3);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t *lat;
+	size_t n;
+	const char *mode;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s N bare|bwrap|ctl SOCK CTL|api SOCK|throughput SOCK K\n",
+			argv[0]);
+		return 2;
+	}
+	n = strtoul(argv[1], NULL, 10);
+	mode = argv[2];
+	lat = calloc(n, sizeof(*lat));
+	if (!lat)
+		return 1;
+	if (strcmp(mode, "throughput") == 0 && argc >= 5) {
+		size_t k = strtoul(argv[4], NULL, 10), started = 0, done = 0, failed = 0;
+		struct pollfd *pf = calloc(k, sizeof(*pf));
+		uint64_t t0 = now_ns(CLOCK_MONOTONIC), el;
+
+		for (size_t i = 0; i < k; i++)
+			pf[i].fd = -1;
+		while (done < n) {
+			for (size_t i = 0; i < k; i++)
+				if (pf[i].fd < 0 && started < n) {
+					pf[i].fd = api_connect(argv[3]);
+					pf[i].events = POLLIN;
+					if (write(pf[i].fd, REQ, sizeof(REQ) - 1) < 0)
+						return 1;
+					started++;
+				}
+			if (poll(pf, k, 10000) <= 0)
+				return 1;
+			for (size_t i = 0; i < k; i++)
+				if (pf[i].fd >= 0 && (pf[i].revents & (POLLIN | POLLHUP))) {
+					if (api_wait_end(pf[i].fd) < 0)
+						failed++;
+					close(pf[i].fd);
+					pf[i].fd = -1;
+					done++;
+				}
+		}
+		el = now_ns(CLOCK_MONOTONIC) - t0;
+		printf("throughput n=%zu inflight=%zu launches_per_s=%.0f failed=%zu\n", n, k,
+		       (double)n / ((double)el / 1e9), failed);
+		return failed ? 1 : 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+		int r;
+
+		if (strcmp(mode, "bare") == 0) {
+			char *const a[] = { (char *)"/bin/true", NULL };
+
+			r = run_argv(a);
+		} else if (strcmp(mode, "bwrap") == 0) {
+			char *const a[] = { (char *)"/usr/bin/bwrap", (char *)"--ro-bind", (char *)"/",
+					    (char *)"/",	  (char *)"/bin/true", NULL };
+
+			r = run_argv(a);
+		} else if (strcmp(mode, "ctl") == 0 && argc >= 5) {
+			char *const a[] = { argv[4],	    (char *)"--socket", argv[3], (char *)"run",
+					    (char *)"--wait", (char *)"--",	    (char *)"/bin/true",
+					    NULL };
+
+			r = run_argv(a);
+		} else if (strcmp(mode, "api") == 0 && argc >= 4) {
+			r = api_once(argv[3]);
+		} else {
+			fprintf(stderr, "unknown mode %s\n", mode);
+			return 2;
+		}
+		if (r != 0) {
+			fprintf(stderr, "%s: launch %zu failed (%d)\n", mode, i, r);
+			return 1;
+		}
+		lat[i] = now_ns(CLOCK_MONOTONIC) - t0;
+	}
+	report(mode, lat, n);
+	return 0;
+}

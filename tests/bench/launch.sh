@@ -1,0 +1,42 @@
+#!/bin/bash
+# Launch-to-exit latency of /bin/true: bare fork+exec (baseline), bwrap, the agent's API and
+# corralctl run --wait; plus sustained launches per second through the API.
+set -u
+cd "$(dirname "$0")/../.."
+O=${CORRAL_O:-$PWD/.output}
+N=${LAUNCH_N:-500}
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+D=$(mktemp -d); SUB=corral-bench-$$
+"$O/corrald" --socket "$D/s" --state-dir "$D/state" --cgroup-subtree "$SUB" --node bench \
+	--log-level warning >"$D/log" 2>&1 &
+A=$!
+trap 'kill $A 2>/dev/null; wait $A 2>/dev/null; for h in /sys/fs/cgroup/*/$SUB /sys/fs/cgroup/unified/$SUB; do [ -d $h ] && find $h -depth -type d -exec rmdir {} \; 2>/dev/null; done; rm -rf $D' EXIT
+for _ in $(seq 100); do [ -S "$D/s" ] && break; sleep 0.05; done
+H=$O/tests/bench/helper_launch_bench
+out=$({
+	$H "$N" bare
+	$H "$N" bwrap
+	$H "$N" api "$D/s"
+	$H "$N" ctl "$D/s" "$O/corralctl"
+	$H $((N * 2)) throughput "$D/s" 8
+} 2>&1) || { echo "$out"; echo "benchmark failed"; exit 1; }
+echo "$out"
+echo "$out" | python3 -c '
+import sys,re
+rows={}
+for l in sys.stdin:
+    m=re.match(r"(\S+)\s+n=\d+ median_us=(\d+) p99_us=(\d+)",l)
+    if m: rows[m.group(1)]=(int(m.group(2)),int(m.group(3)))
+    m=re.search(r"launches_per_s=(\d+)",l)
+    if m: tput=int(m.group(1))
+b=rows["bare"]
+print()
+print("%-10s %10s %10s %14s %12s" % ("path","median_us","p99_us","median/bare","overhead_ms"))
+for k in ("bare","bwrap","api","ctl"):
+    m,p=rows[k]
+    print("%-10s %10d %10d %14.2f %12.3f" % (k,m,p,m/b[0],(m-b[0])/1000))
+print("sustained launches/s through the API (8 in flight): %d" % tput)
+ov=(rows["api"][0]-b[0])/1000
+print("target: in-agent overhead <= 2 ms (measured %.3f ms): %s; >= 300 launches/s (measured %d): %s" %
+      (ov, "met" if ov<=2 else "NOT met", tput, "met" if tput>=300 else "NOT met"))
+'
