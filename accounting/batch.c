@@ -45,7 +45,7 @@ int acct_batch_parse(const char *buf, size_t len, size_t max_records, acct_batch
 
 	while (pos < len) {
 		const char *line = buf + pos;
-		struct acct_record rec = { 0 };
+		struct acct_record rec = {0};
 		int r;
 
 		pos = next_line(buf, len, pos, &l);

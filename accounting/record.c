@@ -24,50 +24,49 @@
 #define ACCT_MESSAGE_MAX 4096
 
 static const char *const type_names[_ACCT_TYPE_MAX] = {
-	[ACCT_TASK_START] = "task.start",	[ACCT_TASK_SAMPLE] = "task.sample",
-	[ACCT_TASK_END] = "task.end",		[ACCT_AUDIT_EXEC] = "audit.exec",
-	[ACCT_AUDIT_CONNECT] = "audit.connect", [ACCT_AUDIT_SYSCALL] = "audit.syscall",
-	[ACCT_AUDIT_LIMIT] = "audit.limit",	[ACCT_AUDIT_LOST] = "audit.lost",
+    [ACCT_TASK_START] = "task.start",	    [ACCT_TASK_SAMPLE] = "task.sample",
+    [ACCT_TASK_END] = "task.end",	    [ACCT_AUDIT_EXEC] = "audit.exec",
+    [ACCT_AUDIT_CONNECT] = "audit.connect", [ACCT_AUDIT_SYSCALL] = "audit.syscall",
+    [ACCT_AUDIT_LIMIT] = "audit.limit",	    [ACCT_AUDIT_LOST] = "audit.lost",
 };
 
 static const char *const exit_names[_ACCT_EXIT_MAX] = {
-	[ACCT_EXIT_NONE] = "none",
-	[ACCT_EXIT_EXITED] = "exited",
-	[ACCT_EXIT_SIGNALED] = "signaled",
-	[ACCT_EXIT_OOM_KILLED] = "oom_killed",
-	[ACCT_EXIT_TIME_LIMIT] = "time_limit",
-	[ACCT_EXIT_CPU_TIME_LIMIT] = "cpu_time_limit",
-	[ACCT_EXIT_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
-	[ACCT_EXIT_SECCOMP_KILLED] = "seccomp_killed",
-	[ACCT_EXIT_LAUNCH_FAILED] = "launch_failed",
-	[ACCT_EXIT_LOST] = "lost",
+    [ACCT_EXIT_NONE] = "none",
+    [ACCT_EXIT_EXITED] = "exited",
+    [ACCT_EXIT_SIGNALED] = "signaled",
+    [ACCT_EXIT_OOM_KILLED] = "oom_killed",
+    [ACCT_EXIT_TIME_LIMIT] = "time_limit",
+    [ACCT_EXIT_CPU_TIME_LIMIT] = "cpu_time_limit",
+    [ACCT_EXIT_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
+    [ACCT_EXIT_SECCOMP_KILLED] = "seccomp_killed",
+    [ACCT_EXIT_LAUNCH_FAILED] = "launch_failed",
+    [ACCT_EXIT_LOST] = "lost",
 };
 
 static const char *const source_names[_ACCT_SRC_MAX] = {
-	[ACCT_SRC_NONE] = "none",	    [ACCT_SRC_EBPF] = "ebpf", [ACCT_SRC_CGROUP] = "cgroup",
-	[ACCT_SRC_TASKSTATS] = "taskstats", [ACCT_SRC_NVML] = "nvml", [ACCT_SRC_AGENT] = "agent",
+    [ACCT_SRC_NONE] = "none",		[ACCT_SRC_EBPF] = "ebpf", [ACCT_SRC_CGROUP] = "cgroup",
+    [ACCT_SRC_TASKSTATS] = "taskstats", [ACCT_SRC_NVML] = "nvml", [ACCT_SRC_AGENT] = "agent",
 };
 
 static const char *const usage_names[_ACCT_U_MAX] = {
-	[ACCT_U_WALL_NS] = "wall_ns",
-	[ACCT_U_CPU_USER_NS] = "cpu_user_ns",
-	[ACCT_U_CPU_SYSTEM_NS] = "cpu_system_ns",
-	[ACCT_U_MEMORY_PEAK_BYTES] = "memory_peak_bytes",
-	[ACCT_U_MEMORY_BYTE_SECONDS] = "memory_byte_seconds",
-	[ACCT_U_IO_READ_BYTES] = "io_read_bytes",
-	[ACCT_U_IO_WRITE_BYTES] = "io_write_bytes",
-	[ACCT_U_NET_RX_BYTES] = "net_rx_bytes",
-	[ACCT_U_NET_TX_BYTES] = "net_tx_bytes",
-	[ACCT_U_GPU_SECONDS] = "gpu_seconds",
-	[ACCT_U_GPU_MEMORY_PEAK_BYTES] = "gpu_memory_peak_bytes",
-	[ACCT_U_GPU_UTIL_AVG] = "gpu_util_avg",
+    [ACCT_U_WALL_NS] = "wall_ns",
+    [ACCT_U_CPU_USER_NS] = "cpu_user_ns",
+    [ACCT_U_CPU_SYSTEM_NS] = "cpu_system_ns",
+    [ACCT_U_MEMORY_PEAK_BYTES] = "memory_peak_bytes",
+    [ACCT_U_MEMORY_BYTE_SECONDS] = "memory_byte_seconds",
+    [ACCT_U_IO_READ_BYTES] = "io_read_bytes",
+    [ACCT_U_IO_WRITE_BYTES] = "io_write_bytes",
+    [ACCT_U_NET_RX_BYTES] = "net_rx_bytes",
+    [ACCT_U_NET_TX_BYTES] = "net_tx_bytes",
+    [ACCT_U_GPU_SECONDS] = "gpu_seconds",
+    [ACCT_U_GPU_MEMORY_PEAK_BYTES] = "gpu_memory_peak_bytes",
+    [ACCT_U_GPU_UTIL_AVG] = "gpu_util_avg",
 };
 
 /* Top-level members with a fixed meaning; everything else is `extra`. */
-static const char *const reserved_top[] = { "schema", "record_id", "type",     "time",
-					    "node",   "task",	   "request",  "usage",
-					    "exit",   "sources",   "event",    "prev_hash",
-					    "hash" };
+static const char *const reserved_top[] = {"schema", "record_id", "type",  "time", "node",
+					   "task",   "request",	  "usage", "exit", "sources",
+					   "event",  "prev_hash", "hash"};
 
 static int lookup(const char *const *names, size_t n, const char *s)
 {
@@ -203,13 +202,15 @@ int acct_record_copy(struct acct_record *dst, const struct acct_record *src)
 	c.extra = NULL;
 	c.event = NULL;
 
-	if ((r = dup_opt(&c.node, src->node)) < 0 || (r = dup_opt(&c.task.job, src->task.job)) < 0 ||
+	if ((r = dup_opt(&c.node, src->node)) < 0 ||
+	    (r = dup_opt(&c.task.job, src->task.job)) < 0 ||
 	    (r = dup_opt(&c.task.user, src->task.user)) < 0 ||
 	    (r = dup_opt(&c.task.account, src->task.account)) < 0 ||
 	    (r = dup_opt(&c.exit.message, src->exit.message)) < 0)
 		goto out_clear;
 	for (size_t i = 0; i < src->task.n_labels; i++) {
-		r = acct_task_add_label(&c.task, src->task.labels[i].key, src->task.labels[i].value);
+		r = acct_task_add_label(&c.task, src->task.labels[i].key,
+					src->task.labels[i].value);
 		if (r < 0)
 			goto out_clear;
 	}
@@ -613,7 +614,8 @@ static int get_u64(struct dctx *c, json_t *o, const char *obj, const char *key, 
 
 	if (!v) {
 		if (required)
-			return fail(c->err, c->errlen, "%s%s%s: missing", obj, *obj ? "." : "", key);
+			return fail(c->err, c->errlen, "%s%s%s: missing", obj, *obj ? "." : "",
+				    key);
 		*ret = 0;
 		return 0;
 	}
@@ -682,8 +684,8 @@ static int get_str(struct dctx *c, json_t *o, const char *obj, const char *key, 
 	return 0;
 }
 
-static int get_str_dup(struct dctx *c, json_t *o, const char *obj, const char *key,
-		       bool required, size_t max, char **ret)
+static int get_str_dup(struct dctx *c, json_t *o, const char *obj, const char *key, bool required,
+		       size_t max, char **ret)
 {
 	const char *s;
 	int e = get_str(c, o, obj, key, required, max, &s);
@@ -711,8 +713,7 @@ static int check_members(struct dctx *c, json_t *o, const char *obj, const char 
 	return 0;
 }
 
-static int get_object(struct dctx *c, json_t *root, const char *key, bool required,
-		      json_t **ret)
+static int get_object(struct dctx *c, json_t *root, const char *key, bool required, json_t **ret)
 {
 	json_t *v = json_object_get(root, key);
 
@@ -730,7 +731,7 @@ static int get_object(struct dctx *c, json_t *root, const char *key, bool requir
 
 static int decode_task(struct dctx *c, json_t *o, struct acct_task *t)
 {
-	static const char *const names[] = { "id", "job", "user", "uid", "account", "labels" };
+	static const char *const names[] = {"id", "job", "user", "uid", "account", "labels"};
 	const char *id;
 	json_t *labels, *v;
 	const char *key;
@@ -770,20 +771,24 @@ static int decode_task(struct dctx *c, json_t *o, struct acct_task *t)
 
 static int decode_request(struct dctx *c, json_t *o, struct acct_request *q)
 {
-	static const char *const names[] = { "cpus",	     "memory_bytes",	 "pids",
-					     "gpus",	     "time_limit_s",	 "cpu_time_limit_s",
-					     "gpu_memory_bytes" };
+	static const char *const names[] = {"cpus",
+					    "memory_bytes",
+					    "pids",
+					    "gpus",
+					    "time_limit_s",
+					    "cpu_time_limit_s",
+					    "gpu_memory_bytes"};
 	uint64_t gpus;
 	int e;
 
 	if ((e = check_members(c, o, "request", names, ARRAY_SIZE(names))) < 0 ||
 	    (e = get_double(c, o, "request", "cpus", &q->cpus)) < 0 ||
 	    (e = get_u64(c, o, "request", "memory_bytes", false, INT64_MAX, &q->memory_bytes)) <
-		    0 ||
+		0 ||
 	    (e = get_u64(c, o, "request", "pids", false, INT64_MAX, &q->pids)) < 0 ||
 	    (e = get_u64(c, o, "request", "gpus", false, UINT32_MAX, &gpus)) < 0 ||
 	    (e = get_u64(c, o, "request", "time_limit_s", false, INT64_MAX, &q->time_limit_s)) <
-		    0 ||
+		0 ||
 	    (e = get_u64(c, o, "request", "cpu_time_limit_s", false, INT64_MAX,
 			 &q->cpu_time_limit_s)) < 0 ||
 	    (e = get_u64(c, o, "request", "gpu_memory_bytes", false, INT64_MAX,
@@ -796,20 +801,20 @@ static int decode_request(struct dctx *c, json_t *o, struct acct_request *q)
 static int decode_usage(struct dctx *c, json_t *o, struct acct_usage *u)
 {
 	uint64_t *ints[_ACCT_U_MAX] = {
-		[ACCT_U_WALL_NS] = &u->wall_ns,
-		[ACCT_U_CPU_USER_NS] = &u->cpu_user_ns,
-		[ACCT_U_CPU_SYSTEM_NS] = &u->cpu_system_ns,
-		[ACCT_U_MEMORY_PEAK_BYTES] = &u->memory_peak_bytes,
-		[ACCT_U_IO_READ_BYTES] = &u->io_read_bytes,
-		[ACCT_U_IO_WRITE_BYTES] = &u->io_write_bytes,
-		[ACCT_U_NET_RX_BYTES] = &u->net_rx_bytes,
-		[ACCT_U_NET_TX_BYTES] = &u->net_tx_bytes,
-		[ACCT_U_GPU_MEMORY_PEAK_BYTES] = &u->gpu_memory_peak_bytes,
+	    [ACCT_U_WALL_NS] = &u->wall_ns,
+	    [ACCT_U_CPU_USER_NS] = &u->cpu_user_ns,
+	    [ACCT_U_CPU_SYSTEM_NS] = &u->cpu_system_ns,
+	    [ACCT_U_MEMORY_PEAK_BYTES] = &u->memory_peak_bytes,
+	    [ACCT_U_IO_READ_BYTES] = &u->io_read_bytes,
+	    [ACCT_U_IO_WRITE_BYTES] = &u->io_write_bytes,
+	    [ACCT_U_NET_RX_BYTES] = &u->net_rx_bytes,
+	    [ACCT_U_NET_TX_BYTES] = &u->net_tx_bytes,
+	    [ACCT_U_GPU_MEMORY_PEAK_BYTES] = &u->gpu_memory_peak_bytes,
 	};
 	double *reals[_ACCT_U_MAX] = {
-		[ACCT_U_MEMORY_BYTE_SECONDS] = &u->memory_byte_seconds,
-		[ACCT_U_GPU_SECONDS] = &u->gpu_seconds,
-		[ACCT_U_GPU_UTIL_AVG] = &u->gpu_util_avg,
+	    [ACCT_U_MEMORY_BYTE_SECONDS] = &u->memory_byte_seconds,
+	    [ACCT_U_GPU_SECONDS] = &u->gpu_seconds,
+	    [ACCT_U_GPU_UTIL_AVG] = &u->gpu_util_avg,
 	};
 	int e;
 
@@ -828,7 +833,7 @@ static int decode_usage(struct dctx *c, json_t *o, struct acct_usage *u)
 
 static int decode_exit(struct dctx *c, json_t *o, struct acct_exit *x)
 {
-	static const char *const names[] = { "status", "code", "signal", "message" };
+	static const char *const names[] = {"status", "code", "signal", "message"};
 	const char *st;
 	int e;
 
@@ -894,8 +899,8 @@ out_bad:
 
 int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size_t errlen)
 {
-	struct dctx c = { .err = err, .errlen = errlen };
-	struct acct_record rec = { 0 };
+	struct dctx c = {.err = err, .errlen = errlen};
+	struct acct_record rec = {0};
 	const char *s, *key;
 	json_t *o, *v;
 	bool audit;
@@ -909,8 +914,8 @@ int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size
 	if ((e = get_str(&c, root, "", "schema", true, 64, &s)) < 0)
 		return e;
 	if (strcmp(s, ACCT_SCHEMA) != 0)
-		return fail(err, errlen, "schema: unsupported schema \"%.64s\" (expected \"%s\")", s,
-			    ACCT_SCHEMA);
+		return fail(err, errlen, "schema: unsupported schema \"%.64s\" (expected \"%s\")",
+			    s, ACCT_SCHEMA);
 	if ((e = get_str(&c, root, "", "type", true, 64, &s)) < 0)
 		return e;
 	rec.type = acct_type_from_string(s);

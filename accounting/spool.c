@@ -32,20 +32,20 @@
 #include "common/macro.h"
 #include "common/util.h"
 
-#define SPOOL_MAGIC 0x31505343U /* "CSP1" little endian */
-#define HDR_SIZE 24
-#define SEG_NAME_MAX 32 /* "seg-" + 20 digits + ".log" + NUL */
-#define DEFAULT_MAX_BYTES (1024ULL * 1024 * 1024)
+#define SPOOL_MAGIC	      0x31505343U /* "CSP1" little endian */
+#define HDR_SIZE	      24
+#define SEG_NAME_MAX	      32 /* "seg-" + 20 digits + ".log" + NUL */
+#define DEFAULT_MAX_BYTES     (1024ULL * 1024 * 1024)
 #define DEFAULT_SEGMENT_BYTES (16ULL * 1024 * 1024)
-#define SEGMENTS_MAX 65536
+#define SEGMENTS_MAX	      65536
 
 struct segment {
 	uint64_t name_seq;  /* seq in the file name */
 	uint64_t first_seq; /* first valid entry, 0 if none */
 	uint64_t last_seq;  /* last valid entry, 0 if none */
 	uint64_t n_entries; /* valid entries */
-	uint64_t size;      /* bytes on disk */
-	bool damaged;       /* had a skipped region: seqs may have gaps */
+	uint64_t size;	    /* bytes on disk */
+	bool damaged;	    /* had a skipped region: seqs may have gaps */
 };
 
 struct spool {
@@ -313,7 +313,7 @@ static int load_segments(struct spool *s)
 		if (!n)
 			return -ENOMEM;
 		s->segs = n;
-		s->segs[s->n_segs++] = (struct segment){ .name_seq = seq };
+		s->segs[s->n_segs++] = (struct segment){.name_seq = seq};
 	}
 	if (s->n_segs > 1)
 		qsort(s->segs, s->n_segs, sizeof(*s->segs), cmp_seg);
@@ -432,8 +432,8 @@ int spool_open(const struct spool_opts *opts, struct spool **ret)
 			min_seq = s->segs[i].last_seq;
 		s->bytes += s->segs[i].size;
 	}
-	s->next_seq = MAX(MAX(s->acked, min_seq) + 1,
-			  s->n_segs ? s->segs[s->n_segs - 1].name_seq : 1);
+	s->next_seq =
+	    MAX(MAX(s->acked, min_seq) + 1, s->n_segs ? s->segs[s->n_segs - 1].name_seq : 1);
 	r = gc_segments(s);
 	if (r < 0)
 		goto out_free;
@@ -505,7 +505,7 @@ static int prepare_segment(struct spool *s, uint64_t sz)
 	if (s->wfd >= 0)
 		close(s->wfd);
 	s->wfd = fd;
-	s->segs[s->n_segs++] = (struct segment){ .name_seq = s->next_seq };
+	s->segs[s->n_segs++] = (struct segment){.name_seq = s->next_seq};
 	return 0;
 }
 
@@ -550,8 +550,8 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 		return r;
 	g = &s->segs[s->n_segs - 1];
 	hdr_encode(hdr, (uint32_t)len, s->next_seq, (uint8_t)prio, data);
-	iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = HDR_SIZE };
-	iov[1] = (struct iovec){ .iov_base = (void *)data, .iov_len = len };
+	iov[0] = (struct iovec){.iov_base = hdr, .iov_len = HDR_SIZE};
+	iov[1] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
 	do
 		k = writev(s->wfd, iov, 2);
 	while (k < 0 && errno == EINTR);
@@ -687,8 +687,7 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			break;
 		}
 		g = s->n_segs ? &s->segs[s->n_segs - 1] : NULL;
-		if (st->n == STAGE_MAX ||
-		    (st->n && g->size + st->bytes + sz > s->segment_bytes)) {
+		if (st->n == STAGE_MAX || (st->n && g->size + st->bytes + sz > s->segment_bytes)) {
 			r = stage_flush(s, st);
 			if (r < 0)
 				break;
@@ -707,9 +706,10 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 		}
 		hdr_encode(st->hdr[st->n], (uint32_t)lens[i], s->next_seq + st->n, (uint8_t)prio,
 			   data[i]);
-		st->iov[2 * st->n] = (struct iovec){ .iov_base = st->hdr[st->n], .iov_len = HDR_SIZE };
+		st->iov[2 * st->n] =
+		    (struct iovec){.iov_base = st->hdr[st->n], .iov_len = HDR_SIZE};
 		st->iov[2 * st->n + 1] =
-			(struct iovec){ .iov_base = (void *)data[i], .iov_len = lens[i] };
+		    (struct iovec){.iov_base = (void *)data[i], .iov_len = lens[i]};
 		st->n++;
 		st->bytes += sz;
 	}
@@ -793,8 +793,8 @@ static int read_entry(struct spool *s, int fd, const struct segment *g, uint64_t
 	return 0;
 }
 
-int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
-	       spool_entry_fn fn, void *userdata)
+int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes, spool_entry_fn fn,
+	       void *userdata)
 {
 	_cleanup_free_ unsigned char *buf = NULL;
 	size_t cap = 0, count = 0, bytes = 0;
@@ -870,7 +870,7 @@ int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
 			return (int)count;
 		}
 		continue;
-out_stop:
+	out_stop:
 		s->cur_seg_name = g->name_seq;
 		s->cur_off = off;
 		s->cur_seq = want;

@@ -32,17 +32,17 @@
 #include "common/util.h"
 
 #define DEFAULT_BATCH_RECORDS 500
-#define DEFAULT_BATCH_BYTES (4u * 1024 * 1024)
-#define RESPONSE_MAX (4u * 1024 * 1024)
-#define DEAD_LETTER_NAME "dead-letter.ndjson"
-#define DEAD_LETTER_SCAN_MAX (16u * 1024 * 1024)
-#define DEAD_SEEN_MAX 65536
+#define DEFAULT_BATCH_BYTES   (4u * 1024 * 1024)
+#define RESPONSE_MAX	      (4u * 1024 * 1024)
+#define DEAD_LETTER_NAME      "dead-letter.ndjson"
+#define DEAD_LETTER_SCAN_MAX  (16u * 1024 * 1024)
+#define DEAD_SEEN_MAX	      65536
 
 struct bentry {
 	uint64_t seq;
 	size_t off, len; /* payload within batch.data */
-	bool dead;       /* dead-lettered: not sent again */
-	bool done;       /* committed by the collector in an earlier (partial) answer */
+	bool dead;	 /* dead-lettered: not sent again */
+	bool done;	 /* committed by the collector in an earlier (partial) answer */
 };
 
 struct upl {
@@ -76,11 +76,11 @@ struct upl {
 	uint64_t *dead_seen;
 	size_t n_dead_seen;
 
-	uint64_t curl_deadline;    /* monotonic ns, 0 = none */
-	uint64_t backoff_until;    /* monotonic ns, 0 = none */
-	uint64_t pending_since;    /* monotonic ns when the spool was first seen non-empty */
+	uint64_t curl_deadline; /* monotonic ns, 0 = none */
+	uint64_t backoff_until; /* monotonic ns, 0 = none */
+	uint64_t pending_since; /* monotonic ns when the spool was first seen non-empty */
 	unsigned attempt;
-	bool drain;                /* after a success: send the backlog without waiting */
+	bool drain; /* after a success: send the backlog without waiting */
 	uint64_t rng;
 
 	struct upl_stats st;
@@ -114,7 +114,7 @@ _printf_(2, 3) static void set_error(struct upl *u, const char *fmt, ...)
 static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
 {
 	struct upl *u = userp;
-	struct epoll_event ev = { .data.fd = fd };
+	struct epoll_event ev = {.data.fd = fd};
 
 	if (what == CURL_POLL_REMOVE) {
 		epoll_ctl(u->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -161,7 +161,7 @@ static uint64_t next_deadline(const struct upl *u)
 
 static void arm_timer(struct upl *u)
 {
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 	uint64_t d = next_deadline(u), now = mono_ns();
 
 	if (d) {
@@ -216,7 +216,7 @@ static int load_dead_seen(struct upl *u);
 int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 {
 	struct upl *u;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 	_cleanup_free_ char *auth = NULL;
 	struct curl_slist *h;
 	int r = -EINVAL;
@@ -292,7 +292,7 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	r = -EINVAL;
 #define SETOPT(opt, val)                                                                           \
 	do {                                                                                       \
-		if (curl_easy_setopt(u->easy, opt, val) != CURLE_OK)                                \
+		if (curl_easy_setopt(u->easy, opt, val) != CURLE_OK)                               \
 			goto out_free;                                                             \
 	} while (0)
 	SETOPT(CURLOPT_URL, u->post_url);
@@ -455,8 +455,9 @@ static int dead_letter(struct upl *u, const size_t *idx, const char *const *reas
 		if (dead_seen(u, e->seq))
 			continue;
 		rec = json_loadb(u->data + e->off, e->len, 0, NULL);
-		o = json_pack("{s:s,s:s,s:I,s:i}", "time", ts, "reason", reasons[k] ? reasons[k] : "",
-			      "spool_seq", (json_int_t)e->seq, "http_status", (int)http_status);
+		o = json_pack("{s:s,s:s,s:I,s:i}", "time", ts, "reason",
+			      reasons[k] ? reasons[k] : "", "spool_seq", (json_int_t)e->seq,
+			      "http_status", (int)http_status);
 		if (!o) {
 			json_decref(rec);
 			return -ENOMEM;
@@ -464,7 +465,8 @@ static int dead_letter(struct upl *u, const size_t *idx, const char *const *reas
 		if (rec)
 			json_object_set_new(o, "record", rec);
 		else
-			json_object_set_new(o, "record_raw", json_stringn(u->data + e->off, e->len));
+			json_object_set_new(o, "record_raw",
+					    json_stringn(u->data + e->off, e->len));
 		line = json_dumps(o, JSON_COMPACT);
 		json_decref(o);
 		if (!line)
@@ -509,9 +511,8 @@ static int peek_cb(uint64_t seq, const void *data, size_t len, void *userdata)
 		u->data_cap = nc;
 	}
 	memcpy(u->data + u->data_len, data, len);
-	u->ents[u->n_ents++] = (struct bentry){
-		.seq = seq, .off = u->data_len, .len = len, .dead = dead_seen(u, seq)
-	};
+	u->ents[u->n_ents++] =
+	    (struct bentry){.seq = seq, .off = u->data_len, .len = len, .dead = dead_seen(u, seq)};
 	u->data_len += len;
 	return 0;
 }
@@ -563,7 +564,7 @@ static int start_transfer(struct upl *u)
 	u->resp_truncated = false;
 	if (curl_easy_setopt(u->easy, CURLOPT_POSTFIELDS, u->body) != CURLE_OK ||
 	    curl_easy_setopt(u->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)u->body_len) !=
-		    CURLE_OK)
+		CURLE_OK)
 		return -EINVAL;
 	if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
 		return -EIO;
@@ -677,8 +678,7 @@ static void backoff(struct upl *u, bool max)
  * "reason":"..."}]}. Fills status per body line: 0 unknown, 1 accepted, 2 duplicate,
  * 3 rejected (reasons[i] borrowed from *root). Returns 0, or -EBADMSG if malformed.
  */
-static int parse_results(struct upl *u, json_t **root, unsigned char *status,
-			 const char **reasons)
+static int parse_results(struct upl *u, json_t **root, unsigned char *status, const char **reasons)
 {
 	json_t *res, *it;
 	size_t k;
@@ -690,7 +690,8 @@ static int parse_results(struct upl *u, json_t **root, unsigned char *status,
 	res = json_object_get(*root, "results");
 	if (!res && json_is_object(*root)) {
 		/* counts only: acceptable when they cover the whole batch */
-		json_t *a = json_object_get(*root, "accepted"), *d = json_object_get(*root, "duplicate");
+		json_t *a = json_object_get(*root, "accepted"),
+		       *d = json_object_get(*root, "duplicate");
 
 		if (json_is_integer(a) && json_is_integer(d) && json_integer_value(a) >= 0 &&
 		    json_integer_value(d) >= 0 &&
@@ -860,8 +861,8 @@ static void handle_done(struct upl *u, CURLcode cc)
 	}
 	if (code == 401 || code == 403) {
 		set_error(u, "HTTP %ld: %s", code,
-			  code == 401 ? "collector refused the token" :
-					"collector refused records for this node");
+			  code == 401 ? "collector refused the token"
+				      : "collector refused records for this node");
 		backoff(u, true);
 		return;
 	}

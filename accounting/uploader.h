@@ -18,34 +18,34 @@
 #define UPL_ERROR_MAX 256
 
 struct upl_opts {
-	const char *url;           /* collector base URL ("https://collector:8443"), required */
-	const char *token;         /* bearer token, required */
-	const char *ca_file;       /* optional CA bundle for TLS */
-	const char *pinned_pubkey; /* optional CURLOPT_PINNEDPUBLICKEY ("sha256//BASE64;...") */
-	const char *state_dir;     /* holds dead-letter.ndjson, required */
-	size_t batch_records;      /* max records per POST, 0 = 500 */
-	size_t batch_bytes;        /* max payload bytes per POST, 0 = 4 MiB */
-	uint64_t batch_delay_ms;   /* wait this long for a batch to fill, 0 = 1000 */
+	const char *url;	     /* collector base URL ("https://collector:8443"), required */
+	const char *token;	     /* bearer token, required */
+	const char *ca_file;	     /* optional CA bundle for TLS */
+	const char *pinned_pubkey;   /* optional CURLOPT_PINNEDPUBLICKEY ("sha256//BASE64;...") */
+	const char *state_dir;	     /* holds dead-letter.ndjson, required */
+	size_t batch_records;	     /* max records per POST, 0 = 500 */
+	size_t batch_bytes;	     /* max payload bytes per POST, 0 = 4 MiB */
+	uint64_t batch_delay_ms;     /* wait this long for a batch to fill, 0 = 1000 */
 	uint64_t connect_timeout_ms; /* 0 = 10 s */
 	uint64_t request_timeout_ms; /* whole request, 0 = 60 s */
-	uint64_t backoff_min_ms;   /* first retry ceiling, 0 = 500 */
-	uint64_t backoff_max_ms;   /* ceiling cap, 0 = 300 s */
-	uint64_t seed;             /* jitter PRNG seed, 0 = from getrandom() */
+	uint64_t backoff_min_ms;     /* first retry ceiling, 0 = 500 */
+	uint64_t backoff_max_ms;     /* ceiling cap, 0 = 300 s */
+	uint64_t seed;		     /* jitter PRNG seed, 0 = from getrandom() */
 };
 
 struct upl_stats {
-	uint64_t batches_sent;     /* POSTs answered 200 */
-	uint64_t records_acked;    /* records acked in the spool (accepted + duplicate + dead) */
-	uint64_t duplicates;       /* records the collector already had */
-	uint64_t rejected;         /* records dead-lettered */
-	uint64_t retries;          /* failed attempts that led to a backoff */
-	uint64_t requests;         /* POSTs started */
-	long last_http_status;     /* 0 = no answer (network error) */
+	uint64_t batches_sent;	/* POSTs answered 200 */
+	uint64_t records_acked; /* records acked in the spool (accepted + duplicate + dead) */
+	uint64_t duplicates;	/* records the collector already had */
+	uint64_t rejected;	/* records dead-lettered */
+	uint64_t retries;	/* failed attempts that led to a backoff */
+	uint64_t requests;	/* POSTs started */
+	long last_http_status;	/* 0 = no answer (network error) */
 	char last_error[UPL_ERROR_MAX]; /* "" after a success */
-	uint64_t backoff_ms;       /* delay chosen for the current backoff (0 = none) */
-	uint64_t backoff_ceiling_ms; /* current exponential ceiling */
-	uint64_t spool_pending;    /* entries waiting in the spool */
-	size_t batch_limit;        /* current records-per-batch limit (halved on 413) */
+	uint64_t backoff_ms;		/* delay chosen for the current backoff (0 = none) */
+	uint64_t backoff_ceiling_ms;	/* current exponential ceiling */
+	uint64_t spool_pending;		/* entries waiting in the spool */
+	size_t batch_limit;		/* current records-per-batch limit (halved on 413) */
 	bool in_flight;
 };
 

@@ -22,6 +22,7 @@ struct meter;
 struct spool;
 struct upl;
 struct conn;
+struct gpu_task;
 
 enum watch_kind {
 	WATCH_SIGNAL,
@@ -96,8 +97,9 @@ struct task {
 	double mem_byte_seconds_cg; /* integrated from cgroup memory.current samples */
 	uint64_t last_mem_sample_mono;
 
-	/* GPU allocation (opaque, owned by the GPU module), JSON form persisted */
+	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
 	json_t *gpu_alloc;
+	struct gpu_task *gpu;
 
 	json_t *final_record; /* ended tasks: the task.end record as sent */
 	struct waiter *waiters;

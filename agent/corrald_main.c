@@ -5,6 +5,7 @@
  * pipe (or pidfd after re-adoption), the metering ring buffer, the uploader and metrics fds.
  */
 #include "agent/agent.h"
+#include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
 #include "bpf/meter.h"
@@ -342,6 +343,9 @@ static int setup(struct agent *a)
 		a->meter_state = "off";
 	}
 
+	r = gpu_glue_init(a);
+	if (r < 0)
+		return r;
 	r = agent_hooks_init(a);
 	if (r < 0)
 		return r;
@@ -447,6 +451,7 @@ int main(int argc, char **argv)
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
 	control_close_all(&a);
 	agent_hooks_fini(&a);
+	gpu_glue_fini(&a);
 	/* Tasks keep running: their state files stay for the next start. */
 	while (a.tasks) {
 		struct task *t = a.tasks;

@@ -9,6 +9,7 @@
  *   spool/             the accounting spool
  */
 #include "agent/agent.h"
+#include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -330,6 +331,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 		t->ending_since_mono = 0;
 		return 0;
 	}
+	gpu_glue_adopt(a, t);
 	r = cg_task_open(a->cg, t->cg_name, &t->cg);
 	if (r < 0)
 		log_warning("task %s: its cgroup %s is gone (%s); usage will be partial", t->id,

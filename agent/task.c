@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Task lifecycle: authorize, prepare, launch, enforce limits, collect usage, end. */
 #include "agent/agent.h"
+#include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
@@ -419,6 +420,7 @@ void task_collect_usage(struct agent *a, struct task *t)
 			json_object_set_new(d, "forks", json_integer((json_int_t)mu.forks));
 		}
 	}
+	gpu_glue_usage(a, t);
 }
 
 static void free_strvp(char ***p)
@@ -431,6 +433,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 {
 	_cleanup_(free_strvp) char **env = NULL;
 	_cleanup_(free_strvp) char **paths = NULL;
+	_cleanup_(free_strvp) char **gpu_env = NULL;
 	struct sbx_filter *filter = NULL;
 	struct launch_plan plan = { 0 };
 	struct launch_handle h = { .shim_pidfd = -1, .status_fd = -1, .err_fd = -1, .sync_fd = -1 };
@@ -571,16 +574,29 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	t->last_mem_sample_mono = t->start_mono_ns;
 	(void)sub_gid;
 
-	r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
+	r = gpu_glue_prepare(a, t, &gpu_env, perr, sizeof(perr));
 	if (r < 0) {
 		sbx_filter_free(filter);
 		task_free(t);
+		a->stats.refused++;
+		return fail(err, errlen, "%s", perr);
+	}
+	r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
+	if (r < 0) {
+		sbx_filter_free(filter);
+		gpu_glue_release(a, t);
+		task_free(t);
 		return fail(err, errlen, "creating the task's cgroup failed: %s", strerror(-r));
+	}
+	r = gpu_glue_apply_devices(a, t, perr, sizeof(perr));
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "%s", perr);
+		goto out_cg;
 	}
 
 	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ngroups) < 0)
 		ngroups = 0;
-	env = build_env(&t->spec, pw, t->id, NULL);
+	env = build_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
 	paths = env ? build_exec_paths(t->spec.argv[0], env) : NULL;
 	if (!env || !paths) {
 		r = -ENOMEM;
@@ -623,6 +639,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 			log_warning("task %s: BPF metering unavailable for this task: %s", t->id,
 				    strerror(-r));
 	}
+	gpu_glue_started(a, t);
 	r = launch_release(&h, 30000, &step);
 	sbx_filter_free(filter);
 	filter = NULL;
@@ -677,6 +694,7 @@ out_cg:
 	sbx_filter_free(filter);
 	(void)cg_task_kill(t->cg, SIGKILL);
 	(void)cg_task_destroy(t->cg);
+	gpu_glue_release(a, t);
 	task_free(t);
 	return fail(err, errlen, "%s", r == -ENOMEM ? "out of memory" : msg);
 }
@@ -750,6 +768,7 @@ static void task_finalize(struct agent *a, struct task *t)
 	if (a->meter)
 		(void)meter_forget(a->meter, t->key);
 	emit(a, t, ACCT_TASK_END);
+	gpu_glue_release(a, t);
 	t->state = TASK_ENDED;
 	a->n_live--;
 	a->n_ended++;
@@ -786,12 +805,25 @@ static void task_main_exited(struct agent *a, struct task *t)
 	t->end_ns = t->exit.end_realtime_ns ? t->exit.end_realtime_ns : now_ns(CLOCK_REALTIME);
 	if (t->cg)
 		(void)cg_task_stats(t->cg, &st);
+	gpu_glue_usage(a, t); /* the libcuda uprobe may have fired the GPU memory limit */
 	decide_status(t, st.oom_kills);
 	if (t->state == TASK_RUNNING) {
 		t->state = TASK_ENDING;
 		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
 	}
 	task_collect_usage(a, t);
+	if (t->status == ACCT_EXIT_OOM_KILLED) {
+		struct acct_record r;
+
+		/* audit.limit for the kernel's action too, with the values at the time. */
+		task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
+		r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", "oom_killed", "action",
+				    "kernel OOM kill", "limit_value", (json_int_t)t->spec.memory_max,
+				    "observed", (json_int_t)st.memory_peak, "oom_kills",
+				    (json_int_t)st.oom_kills);
+		(void)agent_emit_record(a, &r);
+		acct_record_clear(&r);
+	}
 	if (t->cg && cg_task_is_empty(t->cg) == 0)
 		(void)cg_task_kill(t->cg, SIGKILL);
 	if (!t->cg || cg_task_is_empty(t->cg) != 0)
@@ -911,6 +943,7 @@ void task_tick(struct agent *a, uint64_t now)
 						   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
 			}
 		}
+		gpu_glue_tick(a, t);
 		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns &&
 		    now - t->start_mono_ns >= t->spec.time_limit_ns)
 			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,

@@ -41,6 +41,14 @@ struct {
 	__type(value, struct meter_thread);
 } threads SEC(".maps");
 
+/* tp_btf mode keeps per-thread entries in task local storage instead of "threads". */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct meter_thread);
+} tstore SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -93,7 +101,7 @@ static __always_inline struct meter_task *task_of_current(void)
  * deltas the scheduler charges to cpuacct / cpu.stat, so a missed event loses nothing: the
  * next one catches up. utime/stime deltas (tick-sampled) only feed the user/system ratio.
  */
-static __always_inline void slice_end(struct meter_thread *th, struct task_struct *tsk,
+static __always_inline bool slice_end(struct meter_thread *th, struct task_struct *tsk,
 				      const bool btf)
 {
 	__u64 se = RD(btf, tsk, se.sum_exec_runtime), ut, st;
@@ -101,7 +109,7 @@ static __always_inline void slice_end(struct meter_thread *th, struct task_struc
 
 	t = bpf_map_lookup_elem(&tasks, &th->task_key);
 	if (!t)
-		return;
+		return false;
 	if (se > th->sum_exec)
 		__sync_fetch_and_add(&t->cpu_ns, se - th->sum_exec);
 	th->sum_exec = se;
@@ -114,7 +122,7 @@ static __always_inline void slice_end(struct meter_thread *th, struct task_struc
 	th->utime = ut;
 	th->stime = st;
 	if (!io_from_ioac)
-		return;
+		return true;
 	/* The kernel's own per-thread IO accounting, the source of /proc/PID/io. */
 	struct task_io_accounting io;
 
@@ -125,7 +133,7 @@ static __always_inline void slice_end(struct meter_thread *th, struct task_struc
 		io.write_bytes = tsk->ioac.write_bytes;
 		io.cancelled_write_bytes = tsk->ioac.cancelled_write_bytes;
 	} else if (bpf_core_read(&io, sizeof(io), &tsk->ioac)) {
-		return;
+		return true;
 	}
 	if (io.rchar > th->rchar)
 		__sync_fetch_and_add(&t->io_read_bytes, io.rchar - th->rchar);
@@ -143,6 +151,23 @@ static __always_inline void slice_end(struct meter_thread *th, struct task_struc
 	th->read_bytes = io.read_bytes;
 	th->write_bytes = io.write_bytes;
 	th->cancelled = io.cancelled_write_bytes;
+	return true;
+}
+
+static __always_inline struct meter_thread *thread_get(struct task_struct *tsk, __u32 tid,
+							const bool btf)
+{
+	if (btf)
+		return bpf_task_storage_get(&tstore, tsk, 0, 0);
+	return bpf_map_lookup_elem(&threads, &tid);
+}
+
+static __always_inline void thread_del(struct task_struct *tsk, __u32 tid, const bool btf)
+{
+	if (btf)
+		bpf_task_storage_delete(&tstore, tsk);
+	else
+		bpf_map_delete_elem(&threads, &tid);
 }
 
 static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next,
@@ -152,22 +177,20 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	struct meter_proc *p;
 	__u32 tid, tgid;
 
-	tid = RD(btf, prev, pid);
-	th = bpf_map_lookup_elem(&threads, &tid);
+	tid = btf ? 0 : RD(btf, prev, pid);
+	th = thread_get(prev, tid, btf);
 	if (th) {
-		slice_end(th, prev, btf);
-		/* The thread's last switch-out: exit_state is set by exit_notify(). */
-		if (RD(btf, prev, exit_state) ||
-		    !bpf_map_lookup_elem(&tasks, &th->task_key))
-			bpf_map_delete_elem(&threads, &tid);
+		/* Gone task, or the thread's last switch-out (exit_state set by exit_notify()). */
+		if (!slice_end(th, prev, btf) || RD(btf, prev, exit_state))
+			thread_del(prev, tid, btf);
 	}
 
 	tgid = RD(btf, next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return;
-	tid = RD(btf, next, pid);
-	th = bpf_map_lookup_elem(&threads, &tid);
+	tid = btf ? 0 : RD(btf, next, pid);
+	th = thread_get(next, tid, btf);
 	if (th && th->task_key == p->task_key)
 		return;
 	/* First run of the thread since it is tracked: start from its current totals. */
@@ -194,8 +217,12 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			nt.cancelled = io.cancelled_write_bytes;
 		}
 	}
-	if (bpf_map_update_elem(&threads, &tid, &nt, BPF_ANY) == -E2BIG)
+	if (btf) {
+		if (!bpf_task_storage_get(&tstore, next, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE))
+			__sync_fetch_and_add(&map_full, 1);
+	} else if (bpf_map_update_elem(&threads, &tid, &nt, BPF_ANY) == -E2BIG) {
 		__sync_fetch_and_add(&map_full, 1);
+	}
 }
 
 /* ---- process lifetime --------------------------------------------------------------------- */
@@ -241,7 +268,7 @@ static __always_inline __s64 mm_sum(struct meter_mm *e)
 	return e->pages[0] + e->pages[1] + e->pages[3];
 }
 
-static __always_inline void on_exit(struct task_struct *p)
+static __always_inline void on_exit(struct task_struct *p, const bool btf)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	struct meter_bpf_event *ev;
@@ -259,9 +286,9 @@ static __always_inline void on_exit(struct task_struct *p)
 	mm = proc->mm;
 
 	/* Account the exiting thread up to now; its last switch-out adds the remainder. */
-	th = bpf_map_lookup_elem(&threads, &tid);
+	th = thread_get(p, tid, btf);
 	if (th)
-		slice_end(th, p, false);
+		slice_end(th, p, btf);
 
 	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
@@ -518,13 +545,13 @@ int BPF_PROG(raw_sched_fork, struct task_struct *parent, struct task_struct *chi
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(btf_sched_exit, struct task_struct *p)
 {
-	on_exit(p);
+	on_exit(p, true);
 	return 0;
 }
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(raw_sched_exit, struct task_struct *p)
 {
-	on_exit(p);
+	on_exit(p, false);
 	return 0;
 }
 

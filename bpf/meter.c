@@ -99,8 +99,11 @@ static int load_variant(struct meter *m, bool btf, struct meter_bpf **ret)
 		r = bpf_map__set_max_entries(s->maps.procs, m->max_pids);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.mms, m->max_pids);
+	/* tp_btf keeps threads in task storage: the hash map is then a 1-entry placeholder. */
 	if (!r)
-		r = bpf_map__set_max_entries(s->maps.threads, m->max_pids * 2);
+		r = bpf_map__set_max_entries(s->maps.threads, btf ? 1 : m->max_pids * 2);
+	if (!r && !btf)
+		r = bpf_map__set_autocreate(s->maps.tstore, false);
 	if (r)
 		goto out_destroy;
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;

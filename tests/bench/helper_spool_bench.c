@@ -36,7 +36,7 @@ static int cmp_double(const void *a, const void *b)
 static void run_round(const char *dir, const char *path, size_t batch, size_t records,
 		      const char *rec, size_t size, double *ret_spool, double *ret_base)
 {
-	struct spool_opts o = { .dir = dir, .max_bytes = 1ULL << 34 };
+	struct spool_opts o = {.dir = dir, .max_bytes = 1ULL << 34};
 	const void **data = calloc(batch, sizeof(*data));
 	size_t *lens = calloc(batch, sizeof(*lens));
 	size_t blen = batch * (FRAME + size);

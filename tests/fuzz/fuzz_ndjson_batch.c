@@ -27,7 +27,7 @@ static int cb(size_t index, struct acct_record *r, const char *error, void *user
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct counts c = { 0 };
+	struct counts c = {0};
 	size_t lines = acct_batch_count_lines((const char *)data, size);
 	int r;
 

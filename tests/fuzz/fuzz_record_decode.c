@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct acct_record r = { 0 }, r2 = { 0 };
+	struct acct_record r = {0}, r2 = {0};
 	char err[256], *enc = NULL, *enc2 = NULL, *canon = NULL;
 	size_t n = 0, n2 = 0, cn = 0;
 

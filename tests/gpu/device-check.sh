@@ -42,9 +42,11 @@ nvidia-smi -L || { bad "nvidia-smi -L failed (driver not loaded?)"; finish; }
 info "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 
 echo "== build"
-if ! make O="$O" -j"$(nproc)" "$H" "$APP" "$O/tests/unit/test_gpu" >"$O.build.log" 2>&1; then
-	tail -30 "$O.build.log"
-	bad "build failed (log: $O.build.log; missing -dev packages? see tests/deps.sh)"
+mkdir -p "$O"
+log=$O/device-check-build.log
+if ! make O="$O" -j"$(nproc)" "$H" "$APP" "$O/tests/unit/test_gpu" >"$log" 2>&1; then
+	tail -30 "$log"
+	bad "build failed (log: $log; missing -dev packages? see tests/deps.sh)"
 	finish
 fi
 ok "built helpers"

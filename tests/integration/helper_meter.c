@@ -283,7 +283,8 @@ int main(int argc, char **argv)
 	struct waitctx w = {};
 	struct meter_usage u;
 	struct meter *m = NULL;
-	int go[2], r, st, port = 0, rfd = -1, ai = 1;
+	int go[2], ready[2], r, st, port = 0, rfd = -1, ai = 1;
+	char rc;
 	const char *cs, *work;
 	char portstr[16], *wargv[8] = {};
 	pid_t child, recv_pid = -1;
@@ -346,7 +347,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	unifd = open(cg_uni, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (unifd < 0 || pipe2(go, O_CLOEXEC) < 0) {
+	if (unifd < 0 || pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
 		cleanup_cgroups();
 		return 1;
 	}
@@ -359,14 +360,24 @@ int main(int argc, char **argv)
 		char c;
 
 		close(go[1]);
+		close(ready[0]);
 		if (join(cg_cpu, getpid()) || join(cg_mem, getpid()) || join(cg_uni, getpid()))
 			_exit(126);
-		if (read(go[0], &c, 1) != 1)
+		/* Joined: tracking starts now, so both sides see the same life. */
+		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
 			_exit(125);
 		execv(work, wargv);
 		_exit(127);
 	}
 	close(go[0]);
+	close(ready[1]);
+	if (read(ready[0], &rc, 1) != 1) {
+		fprintf(stderr, "child failed to join its cgroups\n");
+		waitpid(child, NULL, 0);
+		cleanup_cgroups();
+		return 1;
+	}
+	close(ready[0]);
 	r = meter_track(m, TASK_KEY, child, unifd);
 	if (r < 0) {
 		fprintf(stderr, "meter_track: %s\n", strerror(-r));

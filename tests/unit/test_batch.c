@@ -14,8 +14,8 @@
 #include "common/macro.h"
 
 #define REC(id)                                                                                    \
-	"{\"schema\":\"corral.record/v1\",\"record_id\":\"" id "\",\"type\":\"task.sample\","     \
-	"\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n\",\"task\":{\"id\":\"t\"},"               \
+	"{\"schema\":\"corral.record/v1\",\"record_id\":\"" id "\",\"type\":\"task.sample\","      \
+	"\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n\",\"task\":{\"id\":\"t\"},"                \
 	"\"usage\":{\"wall_ns\":1}}"
 
 struct seen {
@@ -46,7 +46,7 @@ static int cb(size_t index, struct acct_record *r, const char *error, void *user
 static void test_lines(void **state)
 {
 	static const char buf[] = REC("a") "\n" REC("b") "\r\n{bad\n" REC("c") "\r\n";
-	struct seen s = { 0 };
+	struct seen s = {0};
 
 	assert_int_equal(acct_batch_count_lines(buf, strlen(buf)), 4);
 	assert_int_equal(acct_batch_parse(buf, strlen(buf), 10, cb, &s), 4);
@@ -61,7 +61,7 @@ static void test_lines(void **state)
 static void test_no_trailing_newline_and_empty(void **state)
 {
 	static const char buf[] = REC("a") "\n\n" REC("b");
-	struct seen s = { 0 };
+	struct seen s = {0};
 
 	assert_int_equal(acct_batch_parse(buf, strlen(buf), 10, cb, &s), 3);
 	assert_int_equal(s.ok, 2);
@@ -74,7 +74,7 @@ static void test_no_trailing_newline_and_empty(void **state)
 static void test_limits(void **state)
 {
 	static const char buf[] = REC("a") "\n" REC("b") "\n" REC("c") "\n";
-	struct seen s = { 0 };
+	struct seen s = {0};
 	size_t n = ACCT_RECORD_MAX_BYTES + 10;
 	_cleanup_free_ char *big = malloc(n + 1);
 
@@ -95,9 +95,9 @@ static void test_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lines),
-		cmocka_unit_test(test_no_trailing_newline_and_empty),
-		cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_lines),
+	    cmocka_unit_test(test_no_trailing_newline_and_empty),
+	    cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

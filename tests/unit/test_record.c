@@ -64,8 +64,8 @@ static void fill_audit(struct acct_record *r, const char *prev)
 	r->time_ns = T0;
 	r->node = strdup("node1");
 	strcpy(r->task.id, "t-1");
-	r->event = json_pack("{s:s,s:[s,s],s:i}", "path", "/bin/true", "argv", "true", "-x", "pid",
-			     123);
+	r->event =
+	    json_pack("{s:s,s:[s,s],s:i}", "path", "/bin/true", "argv", "true", "-x", "pid", 123);
 	assert_non_null(r->event);
 	if (prev)
 		strcpy(r->prev_hash, prev);
@@ -167,9 +167,9 @@ static void test_roundtrip_start_sample(void **state)
 static void test_extra_survives(void **state)
 {
 	static const char in[] =
-		"{\"schema\":\"corral.record/v1\",\"record_id\":\"x-1\",\"type\":\"task.sample\","
-		"\"time\":\"2026-12-02T15:14:05.000001Z\",\"node\":\"n\",\"task\":{\"id\":\"t\"},"
-		"\"usage\":{\"wall_ns\":1},\"usage_detail\":{\"per_gpu\":[1,2]},\"zz\":null}";
+	    "{\"schema\":\"corral.record/v1\",\"record_id\":\"x-1\",\"type\":\"task.sample\","
+	    "\"time\":\"2026-12-02T15:14:05.000001Z\",\"node\":\"n\",\"task\":{\"id\":\"t\"},"
+	    "\"usage\":{\"wall_ns\":1},\"usage_detail\":{\"per_gpu\":[1,2]},\"zz\":null}";
 	struct acct_record d, d2;
 	_cleanup_free_ char *s = NULL;
 	char err[256];
@@ -198,60 +198,62 @@ struct bad_case {
 	const char *err;
 };
 
-#define HDR "{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n\","
+#define HDR                                                                                        \
+	"{\"schema\":\"corral.record/"                                                             \
+	"v1\",\"record_id\":\"x\",\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n\","
 static const struct bad_case bad_cases[] = {
-	{ "[]", "record: expected a JSON object" },
-	{ "{", "record: invalid JSON" },
-	{ "{\"schema\":\"corral.record/v2\",\"type\":\"task.start\"}", "schema: unsupported schema" },
-	{ "{\"type\":\"task.start\"}", "schema: missing" },
-	{ "{\"schema\":\"corral.record/v1\",\"type\":\"task.nope\"}", "type: unknown record type" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":-1}}",
-	  "usage.cpu_user_ns: expected a non-negative integer" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":\"5\"}}",
-	  "usage.cpu_user_ns: expected a non-negative integer" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":1.5}}",
-	  "usage.cpu_user_ns: expected a non-negative integer" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":"
-	      "18446744073709551616}}",
-	  "record: invalid JSON" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"gpu_seconds\":-0.5}}",
-	  "usage.gpu_seconds: expected a non-negative number" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"bogus\":1}}",
-	  "usage.bogus: unknown field" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"}}", "usage: missing" },
-	{ HDR "\"type\":\"task.start\",\"task\":{\"id\":\"t\"}}", "request: missing" },
-	{ HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{}}", "exit: missing" },
-	{ HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
-	      "\"none\"}}",
-	  "exit.status: unknown status" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
-	      "\"exited\"}}",
-	  "exit: only allowed on task.end" },
-	{ HDR "\"type\":\"task.sample\",\"usage\":{}}", "task: missing" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"\"},\"usage\":{}}",
-	  "task.id: must not be empty" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"uid\":4294967296},\"usage\":{}}",
-	  "task.uid: out of range" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"labels\":{\"a\":1}},\"usage\":{}}",
-	  "task.labels.a: expected a string" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"sources\":{"
-	      "\"wall_ns\":\"magic\"}}",
-	  "sources.wall_ns: unknown source" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"event\":{}}",
-	  "event: only allowed on audit records" },
-	{ HDR "\"type\":\"audit.exec\",\"task\":{\"id\":\"t\"},\"event\":{}}", "hash: missing" },
-	{ HDR "\"type\":\"audit.exec\",\"task\":{\"id\":\"t\"},\"hash\":\"ab\"}", "event: missing" },
-	{ HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"node\":\"m\"}",
-	  "record: invalid JSON" }, /* duplicate key */
-	{ "{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"yesterday\",\"node\":\"n\","
-	  "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
-	  "time: expected RFC 3339" },
-	{ "{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"9999-12-02T15:14:05Z\","
-	  "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
-	  "time: out of range" },
-	{ "{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
-	  "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
-	  "record_id: expected a string" },
+    {"[]", "record: expected a JSON object"},
+    {"{", "record: invalid JSON"},
+    {"{\"schema\":\"corral.record/v2\",\"type\":\"task.start\"}", "schema: unsupported schema"},
+    {"{\"type\":\"task.start\"}", "schema: missing"},
+    {"{\"schema\":\"corral.record/v1\",\"type\":\"task.nope\"}", "type: unknown record type"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":-1}}",
+     "usage.cpu_user_ns: expected a non-negative integer"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":\"5\"}}",
+     "usage.cpu_user_ns: expected a non-negative integer"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":1.5}}",
+     "usage.cpu_user_ns: expected a non-negative integer"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":"
+	 "18446744073709551616}}",
+     "record: invalid JSON"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"gpu_seconds\":-0.5}}",
+     "usage.gpu_seconds: expected a non-negative number"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"bogus\":1}}",
+     "usage.bogus: unknown field"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"}}", "usage: missing"},
+    {HDR "\"type\":\"task.start\",\"task\":{\"id\":\"t\"}}", "request: missing"},
+    {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{}}", "exit: missing"},
+    {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	 "\"none\"}}",
+     "exit.status: unknown status"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	 "\"exited\"}}",
+     "exit: only allowed on task.end"},
+    {HDR "\"type\":\"task.sample\",\"usage\":{}}", "task: missing"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"\"},\"usage\":{}}",
+     "task.id: must not be empty"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"uid\":4294967296},\"usage\":{}}",
+     "task.uid: out of range"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"labels\":{\"a\":1}},\"usage\":{}}",
+     "task.labels.a: expected a string"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"sources\":{"
+	 "\"wall_ns\":\"magic\"}}",
+     "sources.wall_ns: unknown source"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"event\":{}}",
+     "event: only allowed on audit records"},
+    {HDR "\"type\":\"audit.exec\",\"task\":{\"id\":\"t\"},\"event\":{}}", "hash: missing"},
+    {HDR "\"type\":\"audit.exec\",\"task\":{\"id\":\"t\"},\"hash\":\"ab\"}", "event: missing"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"node\":\"m\"}",
+     "record: invalid JSON"}, /* duplicate key */
+    {"{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"yesterday\",\"node\":\"n\","
+     "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
+     "time: expected RFC 3339"},
+    {"{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"9999-12-02T15:14:05Z\","
+     "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
+     "time: out of range"},
+    {"{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
+     "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
+     "record_id: expected a string"},
 };
 
 static void test_bad(void **state)
@@ -327,7 +329,7 @@ static void test_audit_chain(void **state)
 
 static void test_labels(void **state)
 {
-	struct acct_task t = { 0 };
+	struct acct_task t = {0};
 	char key[16];
 
 	assert_int_equal(acct_task_add_label(&t, "", "x"), -EINVAL);
@@ -347,11 +349,14 @@ static void test_labels(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_strings),	    cmocka_unit_test(test_roundtrip_end),
-		cmocka_unit_test(test_roundtrip_start_sample),
-		cmocka_unit_test(test_extra_survives), cmocka_unit_test(test_bad),
-		cmocka_unit_test(test_oversize),	    cmocka_unit_test(test_audit_chain),
-		cmocka_unit_test(test_labels),
+	    cmocka_unit_test(test_strings),
+	    cmocka_unit_test(test_roundtrip_end),
+	    cmocka_unit_test(test_roundtrip_start_sample),
+	    cmocka_unit_test(test_extra_survives),
+	    cmocka_unit_test(test_bad),
+	    cmocka_unit_test(test_oversize),
+	    cmocka_unit_test(test_audit_chain),
+	    cmocka_unit_test(test_labels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,8 +47,8 @@ static int teardown(void **state)
 
 static struct spool *open_spool(struct tctx *t, uint64_t max, uint64_t seg, uint64_t reserve)
 {
-	struct spool_opts o = { .dir = t->dir, .max_bytes = max, .segment_bytes = seg,
-				.keep_reserve = reserve };
+	struct spool_opts o = {
+	    .dir = t->dir, .max_bytes = max, .segment_bytes = seg, .keep_reserve = reserve};
 	struct spool *s = NULL;
 
 	assert_int_equal(spool_open(&o, &s), 0);
@@ -110,7 +110,7 @@ static void test_append_peek_ack_reopen(void **state)
 	struct tctx *t = *state;
 	struct spool *s = open_spool(t, 0, 0, 0);
 	struct spool_stats st;
-	struct got g = { 0 };
+	struct got g = {0};
 	char buf[16];
 
 	assert_int_equal(spool_first_unacked(s), 0);
@@ -176,7 +176,7 @@ static void test_seq_monotonic_across_reopen(void **state)
 	struct tctx *t = *state;
 	struct spool *s = open_spool(t, 0, 0, 0);
 	struct spool *s2 = NULL;
-	struct spool_opts o = { .dir = t->dir };
+	struct spool_opts o = {.dir = t->dir};
 
 	append_str(s, "a", SPOOL_PRIO_KEEP, 1);
 	append_str(s, "b", SPOOL_PRIO_KEEP, 2);
@@ -199,7 +199,7 @@ static void test_torn_tail(void **state)
 	struct tctx *t = *state;
 	struct spool *s = open_spool(t, 0, 0, 0);
 	struct spool_stats st;
-	struct got g = { 0 };
+	struct got g = {0};
 	char path[128];
 	struct stat sb;
 
@@ -255,7 +255,7 @@ static void test_corrupt_crc(void **state)
 	/* 2 entries of 24+4 bytes per segment */
 	struct spool *s = open_spool(t, 0, 2 * (HDR + 4), 0);
 	struct spool_stats st;
-	struct got g = { 0 };
+	struct got g = {0};
 	char path[128], buf[8];
 
 	for (int i = 1; i <= 6; i++) {
@@ -336,7 +336,7 @@ static void test_rollover_and_delete(void **state)
 	size_t lens[7];
 	char bufs[7][8];
 	struct spool_stats st;
-	struct got g = { 0 };
+	struct got g = {0};
 
 	for (int i = 0; i < 7; i++) {
 		snprintf(bufs[i], sizeof(bufs[i]), "b%03d", i + 1);
@@ -365,7 +365,7 @@ static void test_rollover_and_delete(void **state)
 static void test_bad_args(void **state)
 {
 	struct tctx *t = *state;
-	struct spool_opts o = { .dir = t->dir, .max_bytes = 100, .keep_reserve = 100 };
+	struct spool_opts o = {.dir = t->dir, .max_bytes = 100, .keep_reserve = 100};
 	struct spool *s = NULL;
 
 	assert_int_equal(spool_open(&o, &s), -EINVAL);
@@ -378,13 +378,13 @@ static void test_bad_args(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_append_peek_ack_reopen, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_seq_monotonic_across_reopen, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_corrupt_crc, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_full_sheds_samples_first, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rollover_and_delete, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_append_peek_ack_reopen, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_seq_monotonic_across_reopen, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_corrupt_crc, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_full_sheds_samples_first, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_rollover_and_delete, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,10 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
 #include <time.h>
@@ -31,9 +35,9 @@
 #define MAX_IDS 4096
 
 enum action {
-	A_AUTO,        /* like the collector: 422 if any line is invalid, else commit + 200 */
+	A_AUTO, /* like the collector: 422 if any line is invalid, else commit + 200 */
 	A_500,
-	A_DROP,        /* close the connection without an answer, store nothing */
+	A_DROP,	       /* close the connection without an answer, store nothing */
 	A_COMMIT_DROP, /* commit, then lose the answer */
 	A_401,
 };
@@ -100,7 +104,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, json_t *bo
 {
 	char *s = body ? json_dumps(body, JSON_COMPACT) : strdup("{}");
 	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+	    MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
 	enum MHD_Result r = MHD_queue_response(c, code, resp);
 
 	MHD_destroy_response(resp);
@@ -201,6 +205,12 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 }
 
+/* Self-signed EC P-256 certificate for 127.0.0.1; PEM key/cert and the key's pin. */
+struct tls_material {
+	char *key_pem, *cert_pem;
+	char pin[128];
+};
+
 struct tctx {
 	char dir[64];
 	char spool_dir[96];
@@ -210,40 +220,123 @@ struct tctx {
 	struct upl *u;
 	struct upl_opts o;
 	uint64_t next_id;
+	struct tls_material tls;
+	char ca_path[128];
 };
 
-static int setup(void **state)
+/* Self-signed EC P-256 certificate for 127.0.0.1 (see make_tls). */
+static char *bio_string(BIO *b)
+{
+	char *p;
+	long n = BIO_get_mem_data(b, &p);
+	char *s = malloc((size_t)n + 1);
+
+	assert_non_null(s);
+	memcpy(s, p, (size_t)n);
+	s[n] = 0;
+	return s;
+}
+
+static void make_tls(struct tls_material *m)
+{
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	X509_NAME *name;
+	X509_EXTENSION *ext;
+	BIO *b;
+	unsigned char *der = NULL, md[32];
+	int dlen;
+
+	assert_non_null(k);
+	assert_non_null(x);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, k);
+	name = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"127.0.0.1", -1,
+				   -1, 0);
+	X509_set_issuer_name(x, name);
+	ext = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, "IP:127.0.0.1");
+	assert_non_null(ext);
+	X509_add_ext(x, ext, -1);
+	X509_EXTENSION_free(ext);
+	assert_true(X509_sign(x, k, EVP_sha256()) > 0);
+
+	b = BIO_new(BIO_s_mem());
+	PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL);
+	m->key_pem = bio_string(b);
+	BIO_free(b);
+	b = BIO_new(BIO_s_mem());
+	PEM_write_bio_X509(b, x);
+	m->cert_pem = bio_string(b);
+	BIO_free(b);
+
+	dlen = i2d_PUBKEY(k, &der);
+	assert_true(dlen > 0);
+	SHA256(der, (size_t)dlen, md);
+	strcpy(m->pin, "sha256//");
+	EVP_EncodeBlock((unsigned char *)m->pin + 8, md, 32);
+	OPENSSL_free(der);
+	X509_free(x);
+	EVP_PKEY_free(k);
+}
+
+static int setup_common(void **state, bool tls)
 {
 	struct tctx *t = calloc(1, sizeof(*t));
 	const union MHD_DaemonInfo *di;
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 
 	assert_non_null(t);
 	strcpy(t->dir, "/tmp/test_uploader.XXXXXX");
 	assert_non_null(mkdtemp(t->dir));
 	snprintf(t->spool_dir, sizeof(t->spool_dir), "%s/spool", t->dir);
 	pthread_mutex_init(&t->f.mu, NULL);
-	t->f.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, &t->f,
-				  MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-				  MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_END);
+	if (tls) {
+		make_tls(&t->tls);
+		snprintf(t->ca_path, sizeof(t->ca_path), "%s/ca.pem", t->dir);
+		assert_int_equal(write_file_atomic(t->ca_path, t->tls.cert_pem,
+						   strlen(t->tls.cert_pem), 0600),
+				 0);
+		t->f.d = MHD_start_daemon(
+			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_TLS, 0, NULL, NULL, handler, &t->f,
+			MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+			MHD_OPTION_HTTPS_MEM_KEY, t->tls.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
+			t->tls.cert_pem, MHD_OPTION_END);
+	} else {
+		t->f.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler,
+					  &t->f, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+					  MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_END);
+	}
 	assert_non_null(t->f.d);
 	di = MHD_get_daemon_info(t->f.d, MHD_DAEMON_INFO_BIND_PORT);
 	assert_non_null(di);
 	t->f.port = di->port;
-	snprintf(t->url, sizeof(t->url), "http://127.0.0.1:%u", t->f.port);
+	snprintf(t->url, sizeof(t->url), "%s://127.0.0.1:%u", tls ? "https" : "http", t->f.port);
 	t->o = (struct upl_opts){
-		.url = t->url,
-		.token = "sekrit",
-		.state_dir = t->dir,
-		.batch_records = 500,
-		.batch_delay_ms = 1,
-		.backoff_min_ms = 5,
-		.backoff_max_ms = 40,
-		.request_timeout_ms = 5000,
-		.seed = 42,
+	    .url = t->url,
+	    .token = "sekrit",
+	    .state_dir = t->dir,
+	    .batch_records = 500,
+	    .batch_delay_ms = 1,
+	    .backoff_min_ms = 5,
+	    .backoff_max_ms = 40,
+	    .request_timeout_ms = 5000,
+	    .seed = 42,
 	};
 	*state = t;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_common(state, false);
+}
+
+static int setup_tls(void **state)
+{
+	return setup_common(state, true);
 }
 
 static int teardown(void **state)
@@ -254,6 +347,8 @@ static int teardown(void **state)
 	upl_free(t->u);
 	spool_close(t->s);
 	MHD_stop_daemon(t->f.d);
+	free(t->tls.key_pem);
+	free(t->tls.cert_pem);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
 	assert_int_equal(system(cmd), 0);
 	free(t);
@@ -262,7 +357,7 @@ static int teardown(void **state)
 
 static void start(struct tctx *t)
 {
-	struct spool_opts so = { .dir = t->spool_dir, .no_fsync = true };
+	struct spool_opts so = {.dir = t->spool_dir, .no_fsync = true};
 
 	if (!t->s)
 		assert_int_equal(spool_open(&so, &t->s), 0);
@@ -284,12 +379,13 @@ static void add_records(struct tctx *t, size_t n, bool bad)
 		char line[512];
 		uint64_t id = ++t->next_id;
 
-		snprintf(line, sizeof(line),
-			 "{\"schema\":\"corral.record/v1\",\"record_id\":\"n1-%s-%llu\","
-			 "\"type\":\"task.sample\",\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n1\","
-			 "\"task\":{\"id\":\"t%llu\"},\"usage\":{\"cpu_user_ns\":%s}}",
-			 bad ? "bad" : "ok", (unsigned long long)id, (unsigned long long)id,
-			 bad ? "-1" : "1000");
+		snprintf(
+		    line, sizeof(line),
+		    "{\"schema\":\"corral.record/v1\",\"record_id\":\"n1-%s-%llu\","
+		    "\"type\":\"task.sample\",\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n1\","
+		    "\"task\":{\"id\":\"t%llu\"},\"usage\":{\"cpu_user_ns\":%s}}",
+		    bad ? "bad" : "ok", (unsigned long long)id, (unsigned long long)id,
+		    bad ? "-1" : "1000");
 		assert_int_equal(spool_append(t->s, line, strlen(line),
 					      bad ? SPOOL_PRIO_KEEP : SPOOL_PRIO_SHED, NULL),
 				 0);
@@ -306,7 +402,7 @@ static bool run_until(struct tctx *t, pred_fn pred)
 	uint64_t end = now_ns(CLOCK_MONOTONIC) + 10 * NSEC_PER_SEC;
 
 	while (now_ns(CLOCK_MONOTONIC) < end) {
-		struct pollfd pfd = { .fd = upl_fd(t->u), .events = POLLIN };
+		struct pollfd pfd = {.fd = upl_fd(t->u), .events = POLLIN};
 		int to = upl_timeout_ms(t->u);
 
 		if (pred(t))
@@ -365,11 +461,12 @@ static size_t dead_letter_lines(struct tctx *t, const char *must_contain)
 		assert_non_null(o);
 		rec = json_object_get(o, "record");
 		assert_non_null(rec);
-		assert_non_null(strstr(json_string_value(json_object_get(rec, "record_id")), "-bad-"));
+		assert_non_null(
+		    strstr(json_string_value(json_object_get(rec, "record_id")), "-bad-"));
 		assert_non_null(json_string_value(json_object_get(o, "time")));
 		if (must_contain)
-			assert_non_null(strstr(json_string_value(json_object_get(o, "reason")),
-					       must_contain));
+			assert_non_null(
+			    strstr(json_string_value(json_object_get(o, "reason")), must_contain));
 		json_decref(o);
 		n++;
 	}
@@ -444,7 +541,7 @@ static void test_faults(void **state)
 static void test_backoff_growth(void **state)
 {
 	struct tctx *t = *state;
-	uint64_t want[] = { 5, 10, 20, 40, 40, 40 };
+	uint64_t want[] = {5, 10, 20, 40, 40, 40};
 	struct upl_stats st;
 
 	for (size_t i = 0; i < ARRAY_SIZE(want); i++)
@@ -456,7 +553,7 @@ static void test_backoff_growth(void **state)
 		uint64_t end = now_ns(CLOCK_MONOTONIC) + 10 * NSEC_PER_SEC;
 
 		do {
-			struct pollfd pfd = { .fd = upl_fd(t->u), .events = POLLIN };
+			struct pollfd pfd = {.fd = upl_fd(t->u), .events = POLLIN};
 
 			(void)poll(&pfd, 1, 20);
 			assert_int_equal(upl_dispatch(t->u), 0);
@@ -492,7 +589,7 @@ static void test_unauthorized(void **state)
 	upl_get_stats(t->u, &st);
 	assert_non_null(strstr(st.last_error, "token"));
 	assert_int_equal(st.backoff_ceiling_ms, 40); /* straight to the cap */
-	assert_int_equal(st.spool_pending, 4);     /* data kept */
+	assert_int_equal(st.spool_pending, 4);	     /* data kept */
 	assert_true(run_until(t, spool_empty));
 	assert_int_equal(check_stored_once(t), 4);
 }
@@ -562,7 +659,7 @@ static void test_resume_after_reopen(void **state)
 static void test_bad_opts(void **state)
 {
 	struct tctx *t = *state;
-	struct spool_opts so = { .dir = t->spool_dir, .no_fsync = true };
+	struct spool_opts so = {.dir = t->spool_dir, .no_fsync = true};
 	struct upl *u = NULL;
 
 	assert_int_equal(spool_open(&so, &t->s), 0);
@@ -573,17 +670,60 @@ static void test_bad_opts(void **state)
 	assert_int_equal(upl_new(&t->o, t->s, &u), -EINVAL);
 }
 
+static bool failed_once(struct tctx *t)
+{
+	struct upl_stats st;
+
+	upl_get_stats(t->u, &st);
+	return st.retries >= 1;
+}
+
+static void test_tls_pinning(void **state)
+{
+	struct tctx *t = *state;
+	struct upl_stats st;
+
+	/* right CA and right pin: delivered */
+	t->o.ca_file = t->ca_path;
+	t->o.pinned_pubkey = t->tls.pin;
+	start(t);
+	add_records(t, 5, false);
+	assert_true(run_until(t, spool_empty));
+	assert_int_equal(check_stored_once(t), 5);
+	stop(t);
+
+	/* valid chain but another key pinned: refused, data kept */
+	t->o.pinned_pubkey = "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+	start(t);
+	add_records(t, 2, false);
+	assert_true(run_until(t, failed_once));
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.last_http_status, 0);
+	assert_non_null(strcasestr(st.last_error, "pinned"));
+	assert_int_equal(st.spool_pending, 2);
+	stop(t);
+
+	/* no CA for a self-signed server: refused */
+	t->o.ca_file = NULL;
+	t->o.pinned_pubkey = NULL;
+	start(t);
+	assert_true(run_until(t, failed_once));
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.spool_pending, 2);
+	assert_int_equal(check_stored_once(t), 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dead_letter, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_backoff_growth, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unauthorized, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_resume_after_reopen, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dead_letter, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_backoff_growth, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unauthorized, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_resume_after_reopen, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPUs in the agent: inventory at start (NVML via dlopen; absent library or no GPU turns GPU
+ * features off, logged once), allocation and device policy before fork, libcuda uprobes and
+ * NVML sampling while the task runs, usage and the gpu_memory_limit reason at the end.
+ */
+#include "agent/agent.h"
+#include "agent/gpu_glue.h"
+#include "agent/log.h"
+#include "bpf/cuda.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "isolation/cgroup.h"
+#include "isolation/devices.h"
+#include "isolation/gpu.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+struct gpu_state {
+	struct gpu_inventory *inv;
+	struct cuda_meter *cuda;
+	unsigned uvm_major;
+};
+
+struct gpu_task {
+	struct gpu_allocation alloc;
+	struct gpu_meter *meter;
+	struct devices_prog *devprog;
+	bool cuda_tracked;
+};
+
+int gpu_glue_init(struct agent *a)
+{
+	struct gpu_state *g = calloc(1, sizeof(*g));
+	struct cuda_opts co = { .max_tasks = a->cfg.max_tasks };
+	const char *lib = getenv("CORRAL_CUDA_LIBRARY");
+	char path[4096];
+	int r;
+
+	if (!g)
+		return -ENOMEM;
+	r = gpu_open(NULL, &g->inv);
+	if (r < 0) {
+		free(g);
+		return r;
+	}
+	a->gpu = g;
+	if (!gpu_enabled(g->inv)) {
+		log_info("GPU features off: %s", gpu_off_reason(g->inv));
+		return 0;
+	}
+	(void)devices_read_uvm_major(NULL, &g->uvm_major);
+	log_info("GPUs: %zu found via NVML", gpu_count(g->inv));
+	for (size_t i = 0; i < gpu_count(g->inv); i++) {
+		const struct gpu_device *d = gpu_device(g->inv, i);
+
+		log_info("GPU %zu: %s %s", i, d->uuid, d->name);
+	}
+	if (!lib && cuda_find_library(path, sizeof(path)) == 0)
+		lib = path;
+	if (!lib) {
+		log_notice("GPU API telemetry off: no libcuda.so.1 found (NVML metering stays on)");
+		return 0;
+	}
+	r = cuda_open(&co, &g->cuda);
+	if (r == 0)
+		r = cuda_attach_library(g->cuda, lib);
+	if (r < 0) {
+		log_warning("GPU API uprobes on %s unavailable: %s (NVML watchdog still enforces "
+			    "--gpu-memory)",
+			    lib, strerror(-r));
+		if (g->cuda)
+			cuda_free(g->cuda);
+		g->cuda = NULL;
+	} else
+		log_info("GPU API uprobes attached to %s (%d probes)", lib, r);
+	return 0;
+}
+
+void gpu_glue_fini(struct agent *a)
+{
+	struct gpu_state *g = a->gpu;
+
+	if (!g)
+		return;
+	if (g->cuda)
+		cuda_free(g->cuda);
+	gpu_free(g->inv);
+	free(g);
+	a->gpu = NULL;
+}
+
+static bool gpus_on(struct agent *a)
+{
+	struct gpu_state *g = a->gpu;
+
+	return g && gpu_enabled(g->inv);
+}
+
+int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, char *err,
+		     size_t errlen)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_request req = { 0 };
+	struct gpu_task *gt;
+	char buf[64], list[GPU_UUID_LIST_MAX];
+	char *env[2] = { NULL, NULL };
+	size_t n_env = 0;
+	int r;
+
+	*ret_env_extra = NULL;
+	if (t->spec.gpus == 0 && !t->spec.gpu_list && !t->spec.gpu_memory_max) {
+		if (!gpus_on(a))
+			return 0;
+	} else if (!gpus_on(a)) {
+		snprintf(err, errlen, "gpus: this node has no usable GPU (%s)",
+			 g ? gpu_off_reason(g->inv) : "GPU support not initialised");
+		return -ENODEV;
+	}
+	gt = calloc(1, sizeof(*gt));
+	if (!gt)
+		return -ENOMEM;
+	snprintf(buf, sizeof(buf), "%u", t->spec.gpus);
+	r = gpu_request_parse(t->spec.gpu_list ? t->spec.gpu_list : buf, &req);
+	if (r < 0) {
+		free(gt);
+		snprintf(err, errlen, "gpus: invalid request \"%s\"",
+			 t->spec.gpu_list ? t->spec.gpu_list : buf);
+		return r;
+	}
+	r = gpu_alloc(g->inv, t->key, &req, &gt->alloc);
+	if (r < 0) {
+		free(gt);
+		switch (r) {
+		case -ENOSPC:
+			snprintf(err, errlen,
+				 "refused: %u GPU(s) requested, %u free of %zu on this node",
+				 gpu_request_count(&req), gpu_free_count(g->inv), gpu_count(g->inv));
+			break;
+		case -EBUSY:
+			snprintf(err, errlen, "refused: GPU %s is allocated to another task",
+				 t->spec.gpu_list);
+			break;
+		case -ENODEV:
+			snprintf(err, errlen, "gpus: no such GPU \"%s\" (%zu on this node)",
+				 t->spec.gpu_list ? t->spec.gpu_list : buf, gpu_count(g->inv));
+			break;
+		case -EOPNOTSUPP:
+			snprintf(err, errlen, "gpus: GPU %s has MIG enabled (not allocatable whole)",
+				 t->spec.gpu_list);
+			break;
+		default:
+			snprintf(err, errlen, "gpus: allocation failed: %s", strerror(-r));
+		}
+		return r;
+	}
+	if (gpu_allocation_format(g->inv, &gt->alloc, list, sizeof(list)) == 0) {
+		json_decref(t->gpu_alloc);
+		t->gpu_alloc = json_string(list);
+	}
+	if (gpu_env(g->inv, &gt->alloc, env, &n_env) == 0 && n_env == 2) {
+		char **v = calloc(3, sizeof(char *));
+
+		if (v) {
+			v[0] = env[0];
+			v[1] = env[1];
+			*ret_env_extra = v;
+		} else {
+			free(env[0]);
+			free(env[1]);
+		}
+	}
+	t->gpu = gt;
+	return 0;
+}
+
+int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+	struct devices_policy p;
+	int fd, r;
+
+	if (!gt || !gpus_on(a))
+		return 0;
+	devices_policy_init(&p, g->uvm_major);
+	r = devices_policy_allow_gpus(&p, g->inv, &gt->alloc);
+	if (r < 0)
+		return r;
+	if (cg_root_mode(a->cg) == CG_MODE_V1) {
+		fd = cg_task_v1_dir_fd(t->cg, "devices");
+		if (fd >= 0) {
+			r = devices_v1_apply(fd, &p);
+			if (r < 0) {
+				snprintf(err, errlen, "devices cgroup: %s", strerror(-r));
+				return r;
+			}
+		}
+	}
+	fd = cg_task_unified_fd(t->cg);
+	if (fd >= 0) {
+		r = devices_bpf_attach(fd, &p, &gt->devprog);
+		if (r < 0 && cg_root_mode(a->cg) == CG_MODE_V2) {
+			/* On v2 the BPF program is the only device policy: fail closed. */
+			snprintf(err, errlen, "GPU device policy (cgroup_device BPF): %s",
+				 strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+void gpu_glue_started(struct agent *a, struct task *t)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+	int r;
+
+	if (!gt)
+		return;
+	if (g->cuda) {
+		r = cuda_track(g->cuda, t->key, t->pid, t->spec.gpu_memory_max);
+		gt->cuda_tracked = r == 0;
+		if (r < 0)
+			log_warning("task %s: GPU API telemetry unavailable: %s", t->id, strerror(-r));
+	}
+	r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max, now_ns(CLOCK_REALTIME),
+			  &gt->meter);
+	if (r < 0)
+		log_warning("task %s: NVML metering unavailable: %s", t->id, strerror(-r));
+}
+
+void gpu_glue_tick(struct agent *a, struct task *t)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+	pid_t *pids = NULL;
+	size_t n = 0;
+
+	if (!gt || !gt->meter || !t->cg)
+		return;
+	if (cg_task_pids(t->cg, &pids, &n) < 0)
+		return;
+	if (gpu_meter_sample(g->inv, gt->meter, pids, n, now_ns(CLOCK_REALTIME)) == 1 &&
+	    t->limit_reason == ACCT_EXIT_NONE) {
+		struct gpu_usage u;
+
+		gpu_meter_usage(gt->meter, now_ns(CLOCK_REALTIME), &u);
+		t->limit_reason = ACCT_EXIT_GPU_MEMORY_LIMIT;
+		t->limit_value = t->spec.gpu_memory_max;
+		t->limit_observed = u.memory_current_bytes;
+		t->term_sent_mono = now_ns(CLOCK_MONOTONIC);
+		t->kill_sent = true;
+		log_notice("task %s: GPU memory %llu bytes exceeds --gpu-memory %llu: killed", t->id,
+			   (unsigned long long)u.memory_current_bytes,
+			   (unsigned long long)t->spec.gpu_memory_max);
+		(void)cg_task_kill(t->cg, SIGKILL);
+		(void)state_save_task(a, t);
+	}
+	free(pids);
+}
+
+void gpu_glue_usage(struct agent *a, struct task *t)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+	json_t *d;
+
+	if (!gt)
+		return;
+	if (!t->usage_detail)
+		t->usage_detail = json_object();
+	d = t->usage_detail;
+	if (gt->meter) {
+		struct gpu_usage u;
+		uint64_t now = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
+
+		gpu_meter_usage(gt->meter, now, &u);
+		t->usage.gpu_seconds = u.gpu_seconds;
+		t->usage.gpu_memory_peak_bytes = u.memory_peak_bytes;
+		t->usage.gpu_util_avg = u.util_avg;
+		t->sources[ACCT_U_GPU_SECONDS] = ACCT_SRC_NVML;
+		t->sources[ACCT_U_GPU_MEMORY_PEAK_BYTES] = ACCT_SRC_NVML;
+		t->sources[ACCT_U_GPU_UTIL_AVG] = ACCT_SRC_NVML;
+		if (d && u.energy_valid)
+			json_object_set_new(d, "gpu_energy_j", json_real(u.energy_j));
+	}
+	if (g->cuda && gt->cuda_tracked && d) {
+		struct cuda_usage cu;
+
+		if (cuda_read(g->cuda, t->key, &cu) == 0) {
+			json_object_set_new(
+				d, "gpu_api",
+				json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "source",
+					  "ebpf uprobes on libcuda (API telemetry)", "alloc_bytes",
+					  (json_int_t)cu.alloc_bytes, "alloc_calls",
+					  (json_int_t)cu.alloc_calls, "peak_bytes",
+					  (json_int_t)cu.peak_bytes, "launches", (json_int_t)cu.launches,
+					  "memcpy_htod_bytes", (json_int_t)cu.memcpy_htod_bytes,
+					  "memcpy_dtoh_bytes", (json_int_t)cu.memcpy_dtoh_bytes,
+					  "untracked", (json_int_t)cu.untracked, "limit_fired",
+					  cu.limit_fired));
+			if (cu.limit_fired && t->limit_reason == ACCT_EXIT_NONE) {
+				t->limit_reason = ACCT_EXIT_GPU_MEMORY_LIMIT;
+				t->limit_value = t->spec.gpu_memory_max;
+				t->limit_observed = cu.current_bytes + cu.killed_request_bytes;
+			}
+		}
+	}
+}
+
+void gpu_glue_release(struct agent *a, struct task *t)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+
+	if (!gt)
+		return;
+	if (g->cuda && gt->cuda_tracked)
+		(void)cuda_forget(g->cuda, t->key);
+	gpu_meter_free(gt->meter);
+	devices_bpf_free(gt->devprog);
+	(void)gpu_release(g->inv, t->key);
+	free(gt);
+	t->gpu = NULL;
+}
+
+void gpu_glue_adopt(struct agent *a, struct task *t)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt;
+	int r;
+
+	if (!gpus_on(a) || !json_is_string(t->gpu_alloc))
+		return;
+	gt = calloc(1, sizeof(*gt));
+	if (!gt)
+		return;
+	r = gpu_adopt(g->inv, t->key, json_string_value(t->gpu_alloc), &gt->alloc);
+	if (r < 0) {
+		log_warning("task %s: could not re-adopt its GPUs %s: %s", t->id,
+			    json_string_value(t->gpu_alloc), strerror(-r));
+		free(gt);
+		return;
+	}
+	(void)gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max, now_ns(CLOCK_REALTIME),
+			    &gt->meter);
+	t->gpu = gt;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* GPU support of the agent (agent/gpu_glue.c). All functions are no-ops without GPUs. */
+#pragma once
+
+#include <stddef.h>
+
+struct agent;
+struct task;
+
+int gpu_glue_init(struct agent *a);
+void gpu_glue_fini(struct agent *a);
+/* Before fork: allocate, persistable form into t->gpu_alloc, extra env (NULL-terminated). */
+int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, char *err,
+		     size_t errlen);
+/* Before fork, after the cgroup exists: device policy (v1 devices cgroup and/or BPF). */
+int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen);
+/* Between fork and exec: uprobe tracking and NVML meter. */
+void gpu_glue_started(struct agent *a, struct task *t);
+void gpu_glue_tick(struct agent *a, struct task *t);
+/* Fill usage fields (and the gpu_memory_limit reason from the uprobe) into the task. */
+void gpu_glue_usage(struct agent *a, struct task *t);
+void gpu_glue_release(struct agent *a, struct task *t);
+void gpu_glue_adopt(struct agent *a, struct task *t);

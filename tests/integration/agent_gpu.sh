@@ -1,0 +1,71 @@
+#!/bin/bash
+# GPUs through corrald, against the stand-in NVML and libcuda built in the test tree:
+# inventory, allocation and refusal, CUDA_VISIBLE_DEVICES, device isolation on mknod nodes,
+# the --gpu-memory limit enforced by the libcuda uprobe (exit status gpu_memory_limit),
+# GPU-seconds and API telemetry in the record.
+. "$(dirname "$0")/lib.sh"
+need_root
+GPU=$O/tests/gpu
+APP=$O/tests/integration/helper_cudaapp
+H=$O/tests/integration/helper_gpucheck
+for f in "$GPU/libnvidia-ml.so.1" "$GPU/libcuda.so.1" "$APP" "$H"; do
+	[ -e "$f" ] || { echo "FAIL: $f not built"; exit 1; }
+done
+export CORRAL_NVML_LIBRARY=$GPU/libnvidia-ml.so.1
+export CORRAL_FAKE_NVML=$PWD/tests/integration/fixtures/nvml-2gpu.txt
+export CORRAL_CUDA_LIBRARY=$GPU/libcuda.so.1
+start_agent --no-bpf
+grep -q 'GPUs: 2 found' "$T/agent.log" && pass "inventory: 2 GPUs from NVML" || fail "inventory: $(grep -i gpu "$T/agent.log")"
+UUID0=GPU-11111111-2222-3333-4444-555555555555
+UUID1=GPU-66666666-7777-8888-9999-aaaaaaaaaaaa
+
+run_wait --gpus 1 --stdout "$T/env.out" -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES"'
+[ "$RC" = 0 ] && grep -qx "$UUID0 $UUID0" "$T/env.out" && pass "--gpus 1: CUDA_VISIBLE_DEVICES=$UUID0" \
+	|| fail "env: rc $RC $(cat "$T/env.out") $REASON"
+gs=$(ctl show "$ID" --json | jget usage.gpu_seconds)
+src=$(ctl show "$ID" --json | jget sources.gpu_seconds)
+[ "$src" = nvml ] && pass "record: gpu_seconds $gs (source $src)" || fail "gpu_seconds source: $src"
+
+run_wait --gpus 0,1 --stdout "$T/env2.out" -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"'
+grep -qx "$UUID0,$UUID1" "$T/env2.out" && pass "--gpus 0,1: both UUIDs" || fail "list: $(cat "$T/env2.out")"
+run_wait --gpus 3 -- true
+[ "$RC" != 0 ] && echo "$REASON" | grep -q 'GPU(s) requested' && pass "over-allocation refused: $(echo "$REASON" | tail -n1)" \
+	|| fail "over-allocation: rc $RC $REASON"
+id=$(ctl run --gpus 1,0 -- sleep 30 2>/dev/null | head -n1)
+[ -z "$id" ] && id=$(ctl run --gpus 0 -- sleep 30 | head -n1)
+run_wait --gpus 2 -- true
+[ "$RC" != 0 ] && pass "GPUs held by a running task are not handed out twice" || fail "double allocation"
+ctl kill "$id" --signal KILL; ctl wait "$id" >/dev/null 2>&1
+run_wait --gpus 2 -- true
+[ "$RC" = 0 ] && pass "GPUs are released when the task ends" || fail "release: $REASON"
+
+# device isolation on mknod-created nodes: GPU 1 allocated -> /dev/nvidia0 denied
+mkdir -p "$T/dev"; mknod "$T/dev/nvidia0" c 195 0; mknod "$T/dev/nvidia1" c 195 1; chmod 666 "$T/dev/"*
+run_wait --gpus 1 --stdout "$T/dev.out" -- sh -c "cat $T/dev/nvidia0 2>&1; cat $T/dev/nvidia1 2>&1; true"
+# the stand-in allocates the lowest free GPU: index 0, minor 0
+cat "$T/dev.out"
+grep -q 'nvidia0.*No such device or address' "$T/dev.out" && grep -q 'nvidia1.*Operation not permitted' "$T/dev.out" \
+	&& pass "device policy: allocated GPU reaches the driver (ENXIO), the other is denied (EPERM)" \
+	|| fail "device policy: $(cat "$T/dev.out")"
+
+# --gpu-memory enforced synchronously by the libcuda uprobe
+run_wait --gpus 1 --gpu-memory 256M --stdout "$T/cuda.out" -- "$APP" "$GPU/libcuda.so.1" 512 64 3
+st=$(status_of "$ID")
+[ "$st" = gpu_memory_limit ] && [ "$RC" = 137 ] && pass "--gpu-memory 256M, 512M allocated: gpu_memory_limit (rc $RC)" \
+	|| fail "gpu memory limit: rc $RC status $st ($REASON) $(cat "$T/cuda.out")"
+run_wait --gpus 1 --gpu-memory 512M -- "$APP" "$GPU/libcuda.so.1" 256 64 7
+rec=$(ctl show "$ID" --json)
+[ "$RC" = 0 ] && [ "$(echo "$rec" | jget usage_detail.gpu_api.alloc_bytes)" = $((256 << 20)) ] \
+	&& [ "$(echo "$rec" | jget usage_detail.gpu_api.launches)" = 7 ] \
+	&& pass "under the limit: exit 0, API telemetry exact (256 MiB allocated, 7 launches)" \
+	|| fail "telemetry: rc $RC $(echo "$rec" | jget usage_detail.gpu_api)"
+stop_agent
+
+# GPU features off: no library -> logged once, everything else unaffected
+CORRAL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 start_agent --no-bpf
+grep -q 'GPU features off' "$T/agent.log" && pass "no NVML: GPU features off, logged" || fail "off log"
+run_wait -- true
+[ "$RC" = 0 ] && pass "tasks without GPUs still run" || fail "off: $REASON"
+run_wait --gpus 1 -- true
+[ "$RC" != 0 ] && echo "$REASON" | grep -q 'no usable GPU' && pass "--gpus refused: $(echo "$REASON" | tail -n1)" || fail "off gpus: $REASON"
+finish
