@@ -284,10 +284,7 @@ int agent_hooks_init(struct agent *a)
 		if (r < 0)
 			return r;
 	}
-	if (!a->cfg.collector_url) {
-		log_info("no collector configured: records are kept on this node only");
-		return 0;
-	}
+	/* Records are always spooled; without a collector they wait there until one is set. */
 	snprintf(dir, sizeof(dir), "%s/spool", a->cfg.state_dir);
 	so.dir = dir;
 	so.max_bytes = a->cfg.spool_max_bytes;
@@ -295,6 +292,10 @@ int agent_hooks_init(struct agent *a)
 	if (r < 0) {
 		log_error("spool %s: %s", dir, strerror(-r));
 		return r;
+	}
+	if (!a->cfg.collector_url) {
+		log_info("no collector configured: records wait in the spool %s", dir);
+		return 0;
 	}
 	{
 		_cleanup_free_ char *token = NULL;

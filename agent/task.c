@@ -423,6 +423,86 @@ void task_collect_usage(struct agent *a, struct task *t)
 	gpu_glue_usage(a, t);
 }
 
+/*
+ * Compiled filters are cached by profile name: compiling the JSON profile with libseccomp costs
+ * about a millisecond, paid once per profile instead of once per launch. A cached entry is
+ * reused while the profile file's mtime and size are unchanged (built-ins never change).
+ */
+#define PROFILE_CACHE_MAX 16
+struct profile_cache_entry {
+	char *name;
+	struct timespec mtime;
+	off_t size;
+	struct sbx_filter *filter;
+};
+static struct profile_cache_entry profile_cache[PROFILE_CACHE_MAX];
+
+static int profile_stat(struct agent *a, const char *name, struct stat *st)
+{
+	char path[4096];
+
+	if (strchr(name, '/'))
+		return stat(name, st) < 0 ? -errno : 0;
+	snprintf(path, sizeof(path), "%s/%s.json", a->cfg.seccomp_dir, name);
+	if (stat(path, st) == 0)
+		return 0;
+	memset(st, 0, sizeof(*st)); /* built-in */
+	return 0;
+}
+
+static int profile_filter(struct agent *a, const char *name, const struct sbx_filter **ret,
+			  char *err, size_t errlen)
+{
+	struct profile_cache_entry *e = NULL;
+	struct sbx_filter *f = NULL;
+	struct stat st;
+	int r;
+
+	err[0] = 0;
+	r = profile_stat(a, name, &st);
+	if (r < 0) {
+		snprintf(err, errlen, "%s: %s", name, strerror(-r));
+		return r;
+	}
+	for (size_t i = 0; i < PROFILE_CACHE_MAX; i++) {
+		struct profile_cache_entry *c = &profile_cache[i];
+
+		if (c->name && strcmp(c->name, name) == 0) {
+			if (c->mtime.tv_sec == st.st_mtim.tv_sec &&
+			    c->mtime.tv_nsec == st.st_mtim.tv_nsec && c->size == st.st_size) {
+				*ret = c->filter;
+				return 0;
+			}
+			e = c;
+			break;
+		}
+	}
+	r = sbx_profile_load(name, a->cfg.seccomp_dir, &f, err, errlen);
+	if (r < 0)
+		return r;
+	if (!e) {
+		e = &profile_cache[0];
+		for (size_t i = 0; i < PROFILE_CACHE_MAX; i++)
+			if (!profile_cache[i].name) {
+				e = &profile_cache[i];
+				break;
+			}
+	}
+	free(e->name);
+	sbx_filter_free(e->filter);
+	e->name = strdup(name);
+	e->filter = f;
+	e->mtime = st.st_mtim;
+	e->size = st.st_size;
+	if (!e->name) {
+		sbx_filter_free(f);
+		e->filter = NULL;
+		return -ENOMEM;
+	}
+	*ret = f;
+	return 0;
+}
+
 static void free_strvp(char ***p)
 {
 	strv_free(*p);
@@ -434,7 +514,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	_cleanup_(free_strvp) char **env = NULL;
 	_cleanup_(free_strvp) char **paths = NULL;
 	_cleanup_(free_strvp) char **gpu_env = NULL;
-	struct sbx_filter *filter = NULL;
+	const struct sbx_filter *filter = NULL;
 	struct launch_plan plan = { 0 };
 	struct launch_handle h = { .shim_pidfd = -1, .status_fd = -1, .err_fd = -1, .sync_fd = -1 };
 	struct cg_limits lim = { 0 };
@@ -533,9 +613,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		lim.n_io++;
 	}
 
-	/* Seccomp, compiled before fork. */
-	r = sbx_profile_load(spec->seccomp ? spec->seccomp : a->cfg.seccomp_default,
-			     a->cfg.seccomp_dir, &filter, perr, sizeof(perr));
+	/* Seccomp, compiled before fork (cached per profile, see profile_filter). */
+	r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, &filter, perr,
+			   sizeof(perr));
 	if (r < 0)
 		return fail(err, errlen, "seccomp profile \"%s\": %s",
 			    spec->seccomp ? spec->seccomp : a->cfg.seccomp_default,
@@ -543,8 +623,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-		sbx_filter_free(filter);
-		return -ENOMEM;
+				return -ENOMEM;
 	}
 	t->shim_pidfd = t->status_fd = -1;
 	spec_init(&t->spec);
@@ -554,8 +633,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = j ? spec_from_json(j, &t->spec, perr, sizeof(perr)) : -ENOMEM;
 		json_decref(j);
 		if (r < 0) {
-			sbx_filter_free(filter);
-			task_free(t);
+						task_free(t);
 			return fail(err, errlen, "internal: spec copy failed: %s", perr);
 		}
 	}
@@ -576,15 +654,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	r = gpu_glue_prepare(a, t, &gpu_env, perr, sizeof(perr));
 	if (r < 0) {
-		sbx_filter_free(filter);
-		task_free(t);
+				task_free(t);
 		a->stats.refused++;
 		return fail(err, errlen, "%s", perr);
 	}
 	r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
 	if (r < 0) {
-		sbx_filter_free(filter);
-		gpu_glue_release(a, t);
+				gpu_glue_release(a, t);
 		task_free(t);
 		return fail(err, errlen, "creating the task's cgroup failed: %s", strerror(-r));
 	}
@@ -641,9 +717,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 	gpu_glue_started(a, t);
 	r = launch_release(&h, 30000, &step);
-	sbx_filter_free(filter);
-	filter = NULL;
-	t->shim_pidfd = TAKE_FD(h.shim_pidfd);
+		t->shim_pidfd = TAKE_FD(h.shim_pidfd);
 	t->status_fd = TAKE_FD(h.status_fd);
 	launch_handle_close(&h);
 	if (r < 0) {
@@ -691,8 +765,7 @@ out_cg:
 		launch_handle_close(&h);
 		(void)waitpid(h.shim_pid, NULL, 0);
 	}
-	sbx_filter_free(filter);
-	(void)cg_task_kill(t->cg, SIGKILL);
+		(void)cg_task_kill(t->cg, SIGKILL);
 	(void)cg_task_destroy(t->cg);
 	gpu_glue_release(a, t);
 	task_free(t);

@@ -14,10 +14,10 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-#define PF_EXITING 0x00000004
+#define PF_EXITING	  0x00000004
 #define SIGNAL_GROUP_EXIT 0x00000004
-#define REQ_OP_MASK 0xff
-#define E2BIG 7
+#define REQ_OP_MASK	  0xff
+#define E2BIG		  7
 
 /* Map sizes are placeholders: the loader sets them from meter_opts before load. */
 struct {
@@ -155,7 +155,7 @@ static __always_inline bool slice_end(struct meter_thread *th, struct task_struc
 }
 
 static __always_inline struct meter_thread *thread_get(struct task_struct *tsk, __u32 tid,
-							const bool btf)
+						       const bool btf)
 {
 	if (btf)
 		return bpf_task_storage_get(&tstore, tsk, 0, 0);
@@ -195,10 +195,10 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		return;
 	/* First run of the thread since it is tracked: start from its current totals. */
 	struct meter_thread nt = {
-		.task_key = p->task_key,
-		.sum_exec = RD(btf, next, se.sum_exec_runtime),
-		.utime = RD(btf, next, utime),
-		.stime = RD(btf, next, stime),
+	    .task_key = p->task_key,
+	    .sum_exec = RD(btf, next, se.sum_exec_runtime),
+	    .utime = RD(btf, next, utime),
+	    .stime = RD(btf, next, stime),
 	};
 	if (io_from_ioac) {
 		struct task_io_accounting io;
@@ -386,7 +386,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 			return;
 		}
 		if (!e) {
-			struct meter_mm ne = { .task_key = proc->task_key };
+			struct meter_mm ne = {.task_key = proc->task_key};
 
 			if (bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST) == -E2BIG)
 				__sync_fetch_and_add(&map_full, 1);
@@ -443,16 +443,34 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 #if defined(__TARGET_ARCH_x86)
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
 enum {
-	NR_read = 0, NR_write = 1, NR_pread64 = 17, NR_pwrite64 = 18, NR_readv = 19,
-	NR_writev = 20, NR_sendfile = 40, NR_preadv = 295, NR_pwritev = 296,
-	NR_copy_file_range = 326, NR_preadv2 = 327, NR_pwritev2 = 328,
+	NR_read = 0,
+	NR_write = 1,
+	NR_pread64 = 17,
+	NR_pwrite64 = 18,
+	NR_readv = 19,
+	NR_writev = 20,
+	NR_sendfile = 40,
+	NR_preadv = 295,
+	NR_pwritev = 296,
+	NR_copy_file_range = 326,
+	NR_preadv2 = 327,
+	NR_pwritev2 = 328,
 };
 #elif defined(__TARGET_ARCH_arm64)
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
 enum {
-	NR_read = 63, NR_write = 64, NR_pread64 = 67, NR_pwrite64 = 68, NR_readv = 65,
-	NR_writev = 66, NR_sendfile = 71, NR_preadv = 69, NR_pwritev = 70,
-	NR_copy_file_range = 285, NR_preadv2 = 286, NR_pwritev2 = 287,
+	NR_read = 63,
+	NR_write = 64,
+	NR_pread64 = 67,
+	NR_pwrite64 = 68,
+	NR_readv = 65,
+	NR_writev = 66,
+	NR_sendfile = 71,
+	NR_preadv = 69,
+	NR_pwritev = 70,
+	NR_copy_file_range = 285,
+	NR_preadv2 = 286,
+	NR_pwritev2 = 287,
 };
 #else
 #error "meter.bpf.c: syscall numbers for this architecture are missing"

@@ -23,8 +23,8 @@
 #include "meter.skel.h"
 
 #define METER_DEFAULT_TASKS 1024u
-#define METER_MAX_TASKS (1u << 20)
-#define METER_MAX_PIDS (1u << 22)
+#define METER_MAX_TASKS	    (1u << 20)
+#define METER_MAX_PIDS	    (1u << 22)
 
 struct tracked {
 	uint64_t key;
@@ -67,12 +67,12 @@ static void setup_print(void)
 
 static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit)
 {
-	struct bpf_program *b[] = { s->progs.btf_sched_switch, s->progs.btf_sched_fork,
-				    s->progs.btf_sched_exit,   s->progs.btf_rss_stat,
-				    s->progs.btf_sys_exit,     s->progs.btf_rq_issue };
-	struct bpf_program *r[] = { s->progs.raw_sched_switch, s->progs.raw_sched_fork,
-				    s->progs.raw_sched_exit,   s->progs.raw_rss_stat,
-				    s->progs.raw_sys_exit,     s->progs.raw_rq_issue };
+	struct bpf_program *b[] = {s->progs.btf_sched_switch, s->progs.btf_sched_fork,
+				   s->progs.btf_sched_exit,   s->progs.btf_rss_stat,
+				   s->progs.btf_sys_exit,     s->progs.btf_rq_issue};
+	struct bpf_program *r[] = {s->progs.raw_sched_switch, s->progs.raw_sched_fork,
+				   s->progs.raw_sched_exit,   s->progs.raw_rss_stat,
+				   s->progs.raw_sys_exit,     s->progs.raw_rq_issue};
 
 	for (size_t i = 0; i < ARRAY_SIZE(b); i++) {
 		bool on = sys_exit || (b[i] != s->progs.btf_sys_exit);
@@ -249,7 +249,7 @@ static int cgroup_id_of(int fd, uint64_t *ret)
 	struct {
 		struct file_handle fh;
 		uint64_t id;
-	} h = { .fh.handle_bytes = sizeof(uint64_t) };
+	} h = {.fh.handle_bytes = sizeof(uint64_t)};
 	struct stat st;
 	int mount_id;
 
@@ -266,7 +266,7 @@ static int cgroup_id_of(int fd, uint64_t *ret)
 
 static int add_proc(struct meter *m, uint64_t key, pid_t tgid)
 {
-	struct meter_proc p = { .task_key = key };
+	struct meter_proc p = {.task_key = key};
 	uint32_t k = (uint32_t)tgid;
 
 	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.procs), &k, &p, BPF_NOEXIST) < 0)
@@ -283,8 +283,8 @@ static void detach_net(struct tracked *t)
 
 int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 {
-	struct meter_task mt = { .procs_alive = 1, .root_tgid = (uint64_t)tgid,
-				 .root_exit_code = -1 };
+	struct meter_task mt = {
+	    .procs_alive = 1, .root_tgid = (uint64_t)tgid, .root_exit_code = -1};
 	struct tracked *t = NULL;
 	int tfd = bpf_map__fd(m->skel->maps.tasks), r;
 
@@ -299,7 +299,7 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 		}
 	if (!t)
 		return -ENOSPC;
-	*t = (struct tracked){ .key = task_key };
+	*t = (struct tracked){.key = task_key};
 
 	if (cgroup_fd >= 0) {
 		struct meter_net zero = {};
@@ -421,8 +421,8 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.io_write_bytes = mt.io_write_bytes;
 	u.blk_read_bytes = mt.blk_read_bytes;
 	u.blk_write_bytes = mt.blk_write_bytes > mt.blk_cancelled_bytes
-				    ? mt.blk_write_bytes - mt.blk_cancelled_bytes
-				    : 0;
+				? mt.blk_write_bytes - mt.blk_cancelled_bytes
+				: 0;
 	u.blk_issued_read_bytes = mt.rq_read_bytes;
 	u.blk_issued_write_bytes = mt.rq_write_bytes;
 	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;

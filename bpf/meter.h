@@ -14,31 +14,32 @@
 #include <sys/types.h>
 
 struct meter_opts {
-	uint32_t max_tasks;   /* tracked tasks (map sizes derive from it), default 1024 */
-	uint32_t max_pids;    /* tracked processes, default max_tasks * 64 */
-	bool force_raw_tp;    /* skip the tp_btf attempt (tests) */
+	uint32_t max_tasks; /* tracked tasks (map sizes derive from it), default 1024 */
+	uint32_t max_pids;  /* tracked processes, default max_tasks * 64 */
+	bool force_raw_tp;  /* skip the tp_btf attempt (tests) */
 	/* Count IO bytes with a sys_exit program instead of reading task->ioac at each context
 	 * switch and exit. Same figures; costs every syscall of the node (see docs). */
 	bool io_from_syscalls;
 };
 
 struct meter_usage {
-	uint64_t cpu_ns;          /* on-CPU time of all processes of the task, from sched_switch */
-	uint64_t cpu_user_ns;     /* user/system split (see docs/metering.md) */
+	uint64_t cpu_ns;      /* on-CPU time of all processes of the task, from sched_switch */
+	uint64_t cpu_user_ns; /* user/system split (see docs/metering.md) */
 	uint64_t cpu_system_ns;
-	uint64_t rss_peak_bytes;  /* high-water of the sum of RSS (anon+file+shmem) */
+	uint64_t rss_peak_bytes; /* high-water of the sum of RSS (anon+file+shmem) */
 	uint64_t rss_current_bytes;
 	double memory_byte_seconds; /* integral of RSS over time */
-	uint64_t io_read_bytes;   /* bytes returned by read-family syscalls (rchar) */
-	uint64_t io_write_bytes;  /* bytes written by write-family syscalls (wchar) */
-	uint64_t blk_read_bytes;  /* storage bytes the task caused (ioac read_bytes/write_bytes, */
-	uint64_t blk_write_bytes; /* writes counted when dirtied, minus cancelled), 0 with */
-				  /* io_from_syscalls */
-	uint64_t net_rx_bytes, net_tx_bytes;     /* cgroup_skb, 0 without a unified cgroup */
+	uint64_t io_read_bytes;	    /* bytes returned by read-family syscalls (rchar) */
+	uint64_t io_write_bytes;    /* bytes written by write-family syscalls (wchar) */
+	/* Storage bytes the task caused (task->ioac read_bytes / write_bytes minus cancelled;
+	 * writes are counted when pages are dirtied). 0 with io_from_syscalls. */
+	uint64_t blk_read_bytes;
+	uint64_t blk_write_bytes;
+	uint64_t net_rx_bytes, net_tx_bytes; /* cgroup_skb, 0 without a unified cgroup */
 	uint64_t net_rx_packets, net_tx_packets;
-	uint32_t procs_alive;     /* tracked processes still alive */
+	uint32_t procs_alive; /* tracked processes still alive */
 	uint64_t forks;
-	bool net_metered;         /* cgroup_skb attached for this task */
+	bool net_metered; /* cgroup_skb attached for this task */
 	/* Raw task->utime/stime deltas seen at switch-out (tick-sampled); their ratio splits
 	 * cpu_ns into cpu_user_ns/cpu_system_ns. cpu_split_known is false when no tick was seen
 	 * yet (then cpu_user_ns = cpu_ns, cpu_system_ns = 0: use the cgroup's ratio instead). */

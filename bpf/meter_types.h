@@ -11,24 +11,24 @@
 
 /* Per-task counters (map "tasks", key: __u64 task_key). Updated with atomics in BPF. */
 struct meter_task {
-	__u64 cpu_ns;        /* on-CPU time: se.sum_exec_runtime deltas at sched_switch */
+	__u64 cpu_ns;	      /* on-CPU time: se.sum_exec_runtime deltas at sched_switch */
 	__u64 utime_ticks_ns; /* sum of task->utime deltas seen at switch-out (for the ratio) */
 	__u64 stime_ticks_ns;
-	__s64 rss_bytes;     /* current sum of RSS of all processes of the task */
+	__s64 rss_bytes; /* current sum of RSS of all processes of the task */
 	__u64 rss_peak_bytes;
-	__u64 mem_ts;        /* bpf_ktime_get_ns() of the last RSS change */
-	__u64 mem_kib_us;    /* integral of RSS, KiB * us, carried into mem_kib_s */
+	__u64 mem_ts;	  /* bpf_ktime_get_ns() of the last RSS change */
+	__u64 mem_kib_us; /* integral of RSS, KiB * us, carried into mem_kib_s */
 	__u64 mem_kib_s;
-	__u64 io_read_bytes;  /* task->ioac.rchar / wchar deltas (or sys_exit, see loader) */
+	__u64 io_read_bytes; /* task->ioac.rchar / wchar deltas (or sys_exit, see loader) */
 	__u64 io_write_bytes;
 	__u64 blk_read_bytes; /* task->ioac.read_bytes / write_bytes - cancelled_write_bytes */
 	__u64 blk_write_bytes;
 	__u64 blk_cancelled_bytes;
-	__u64 rq_read_bytes;  /* block_rq_issue from a tracked task's context */
+	__u64 rq_read_bytes; /* block_rq_issue from a tracked task's context */
 	__u64 rq_write_bytes;
 	__u64 forks;
 	__s64 procs_alive;
-	__u64 root_tgid;     /* first process (meter_track) */
+	__u64 root_tgid;      /* first process (meter_track) */
 	__s64 root_exit_code; /* its wait status once it exited, else -1 */
 	__u64 root_exited;
 };
@@ -36,14 +36,14 @@ struct meter_task {
 /* Per-process entry (map "procs", key: __u32 tgid). */
 struct meter_proc {
 	__u64 task_key;
-	__u64 mm;            /* last mm seen for this process (rss_stat curr) */
+	__u64 mm; /* last mm seen for this process (rss_stat curr) */
 };
 
 /* Per-thread entry (map "threads", key: __u32 tid). */
 struct meter_thread {
 	__u64 task_key;
-	__u64 sum_exec;      /* task->se.sum_exec_runtime when last accounted */
-	__u64 utime;         /* task->utime / stime at the last switch-out */
+	__u64 sum_exec; /* task->se.sum_exec_runtime when last accounted */
+	__u64 utime;	/* task->utime / stime at the last switch-out */
 	__u64 stime;
 	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
 };

@@ -29,7 +29,7 @@ struct taskstats_listener {
 struct parse_ctx {
 	struct taskstats_usage *one; /* queries: the answer */
 	bool got;
-	taskstats_exit_fn fn;        /* listener: every record */
+	taskstats_exit_fn fn; /* listener: every record */
 	void *userdata;
 };
 
@@ -60,28 +60,28 @@ static void fill(struct taskstats_usage *u, const void *data, int len, uint32_t 
 	/* Fields are only ever appended: copy what both the kernel and this header know. */
 	memcpy(&ts, data, MIN((size_t)len, sizeof(ts)));
 	*u = (struct taskstats_usage){
-		.pid = id,
-		.is_tgid = is_tgid,
-		.exit_code = ts.ac_exitcode,
-		.ppid = ts.ac_ppid,
-		.cpu_user_ns = ts.ac_utime * NSEC_PER_USEC,
-		.cpu_system_ns = ts.ac_stime * NSEC_PER_USEC,
-		.cpu_exec_ns = ts.cpu_run_virtual_total,
-		.cpu_run_real_ns = ts.cpu_run_real_total,
-		.read_chars = ts.read_char,
-		.write_chars = ts.write_char,
-		.read_syscalls = ts.read_syscalls,
-		.write_syscalls = ts.write_syscalls,
-		.blk_read_bytes = ts.read_bytes,
-		.blk_write_bytes = ts.write_bytes,
-		.cancelled_write_bytes = ts.cancelled_write_bytes,
-		.hiwater_rss_bytes = ts.hiwater_rss * 1024,
-		.hiwater_vm_bytes = ts.hiwater_vm * 1024,
-		.nvcsw = ts.nvcsw,
-		.nivcsw = ts.nivcsw,
-		.elapsed_ns = ts.ac_etime * NSEC_PER_USEC,
-		.cpu_delay_ns = ts.cpu_delay_total,
-		.blkio_delay_ns = ts.blkio_delay_total,
+	    .pid = id,
+	    .is_tgid = is_tgid,
+	    .exit_code = ts.ac_exitcode,
+	    .ppid = ts.ac_ppid,
+	    .cpu_user_ns = ts.ac_utime * NSEC_PER_USEC,
+	    .cpu_system_ns = ts.ac_stime * NSEC_PER_USEC,
+	    .cpu_exec_ns = ts.cpu_run_virtual_total,
+	    .cpu_run_real_ns = ts.cpu_run_real_total,
+	    .read_chars = ts.read_char,
+	    .write_chars = ts.write_char,
+	    .read_syscalls = ts.read_syscalls,
+	    .write_syscalls = ts.write_syscalls,
+	    .blk_read_bytes = ts.read_bytes,
+	    .blk_write_bytes = ts.write_bytes,
+	    .cancelled_write_bytes = ts.cancelled_write_bytes,
+	    .hiwater_rss_bytes = ts.hiwater_rss * 1024,
+	    .hiwater_vm_bytes = ts.hiwater_vm * 1024,
+	    .nvcsw = ts.nvcsw,
+	    .nivcsw = ts.nivcsw,
+	    .elapsed_ns = ts.ac_etime * NSEC_PER_USEC,
+	    .cpu_delay_ns = ts.cpu_delay_total,
+	    .blkio_delay_ns = ts.blkio_delay_total,
 	};
 	if (ts.version >= 12 && (size_t)len >= offsetof(struct taskstats, ac_tgid) + 4)
 		u->tgid = ts.ac_tgid;
@@ -105,8 +105,8 @@ static int on_msg(struct nl_msg *msg, void *arg)
 	if (nla_parse_nested(n, TASKSTATS_TYPE_MAX, a[agg], NULL) < 0 || !n[TASKSTATS_TYPE_STATS])
 		return NL_SKIP;
 	uint32_t id = agg == TASKSTATS_TYPE_AGGR_PID
-			      ? (n[TASKSTATS_TYPE_PID] ? nla_get_u32(n[TASKSTATS_TYPE_PID]) : 0)
-			      : (n[TASKSTATS_TYPE_TGID] ? nla_get_u32(n[TASKSTATS_TYPE_TGID]) : 0);
+			  ? (n[TASKSTATS_TYPE_PID] ? nla_get_u32(n[TASKSTATS_TYPE_PID]) : 0)
+			  : (n[TASKSTATS_TYPE_TGID] ? nla_get_u32(n[TASKSTATS_TYPE_TGID]) : 0);
 	fill(&u, nla_data(n[TASKSTATS_TYPE_STATS]), nla_len(n[TASKSTATS_TYPE_STATS]), id,
 	     agg == TASKSTATS_TYPE_AGGR_TGID);
 	if (ctx->one) {
@@ -193,7 +193,7 @@ static int send_cmd(struct taskstats_client *c, int attr, uint32_t value, const 
 static int query(struct taskstats_client *c, int attr, pid_t id, struct taskstats_usage *ret)
 {
 	struct taskstats_usage u;
-	struct parse_ctx ctx = { .one = &u };
+	struct parse_ctx ctx = {.one = &u};
 	int r;
 
 	if (id <= 0)
@@ -277,7 +277,7 @@ int taskstats_listener_fd(const struct taskstats_listener *l)
 
 int taskstats_listener_poll(struct taskstats_listener *l, taskstats_exit_fn fn, void *userdata)
 {
-	struct parse_ctx ctx = { .fn = fn, .userdata = userdata };
+	struct parse_ctx ctx = {.fn = fn, .userdata = userdata};
 
 	nl_socket_modify_cb(l->c.sk, NL_CB_VALID, NL_CB_CUSTOM, on_msg, &ctx);
 	for (int i = 0; i < 1024; i++) {

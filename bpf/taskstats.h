@@ -21,20 +21,20 @@
 #include <sys/types.h>
 
 struct taskstats_usage {
-	uint32_t pid;      /* thread id (pid records), or tgid (tgid records) */
-	uint32_t tgid;     /* thread group (kernel version >= 12 records), else 0 */
+	uint32_t pid;  /* thread id (pid records), or tgid (tgid records) */
+	uint32_t tgid; /* thread group (kernel version >= 12 records), else 0 */
 	uint32_t ppid;
-	bool is_tgid;      /* a per-process record (query_tgid, or tgid exit record) */
+	bool is_tgid;	    /* a per-process record (query_tgid, or tgid exit record) */
 	uint32_t exit_code; /* ac_exitcode (exit records) */
 	uint64_t cpu_user_ns, cpu_system_ns; /* ac_utime / ac_stime (usec resolution) */
-	uint64_t cpu_exec_ns;      /* cpu_run_virtual_total: se.sum_exec_runtime, exact on-CPU time */
-	uint64_t cpu_run_real_ns;  /* cpu_run_real_total: utime + stime (tick-sampled) */
+	uint64_t cpu_exec_ns; /* cpu_run_virtual_total: se.sum_exec_runtime, exact on-CPU time */
+	uint64_t cpu_run_real_ns;	  /* cpu_run_real_total: utime + stime (tick-sampled) */
 	uint64_t read_chars, write_chars; /* rchar / wchar */
 	uint64_t read_syscalls, write_syscalls;
 	uint64_t blk_read_bytes, blk_write_bytes, cancelled_write_bytes;
 	uint64_t hiwater_rss_bytes, hiwater_vm_bytes;
 	uint64_t nvcsw, nivcsw;
-	uint64_t elapsed_ns;       /* ac_etime */
+	uint64_t elapsed_ns; /* ac_etime */
 	uint64_t cpu_delay_ns, blkio_delay_ns;
 };
 

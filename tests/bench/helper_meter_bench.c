@@ -182,7 +182,7 @@ static long long bpf_map_memlock(void)
 
 static int idle_tasks(int n)
 {
-	struct meter_opts o = { .max_tasks = 1024 };
+	struct meter_opts o = {.max_tasks = 1024};
 	struct meter *m = NULL;
 	pid_t *pids = calloc((size_t)n, sizeof(pid_t));
 	int hold[2], r, ok = 0;
@@ -224,7 +224,8 @@ static int idle_tasks(int n)
 	printf("loader RSS:                %ld KiB (before meter_open %ld KiB)\n", rss1, rss0);
 	printf("BPF map memory (memlock):  %lld KiB (max_tasks 1024, max_pids 65536)\n",
 	       bpf_map_memlock() / 1024);
-	printf("meter_read sweep of %d:   %.1f us per sweep (%.2f us per task), cpu %.1f ms for 10 sweeps\n",
+	printf("meter_read sweep of %d:   %.1f us per sweep (%.2f us per task), cpu %.1f ms for 10 "
+	       "sweeps\n",
 	       n, (double)dt / 10 / 1000, (double)dt / 10 / 1000 / n,
 	       ((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 +
 		(double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3 +
@@ -246,13 +247,14 @@ int main(int argc, char **argv)
 {
 	/* [workload][off/on][wall/cpu][round] */
 	static double v[2][2][2][MAX_ROUNDS], ratio[2][2][MAX_ROUNDS];
-	const char *wl[2] = { "sched pipe ping-pong", "1-byte write /dev/null" };
+	const char *wl[2] = {"sched pipe ping-pong", "1-byte write /dev/null"};
 	const char *mode = "?";
 	int rounds, nidle;
 	long iters[2];
 
 	if (argc != 5) {
-		fprintf(stderr, "usage: helper_meter_bench ROUNDS PINGPONG_ITERS WRITE_ITERS IDLE\n");
+		fprintf(stderr,
+			"usage: helper_meter_bench ROUNDS PINGPONG_ITERS WRITE_ITERS IDLE\n");
 		return 2;
 	}
 	rounds = atoi(argv[1]);

@@ -104,7 +104,7 @@ static uint64_t wchar_of(pid_t pid)
 /* A receiver outside the task's cgroups: counts bytes until EOF, reports them on a pipe. */
 static pid_t start_receiver(int *ret_port, int *ret_fd)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t al = sizeof(a);
 	int ls, pfd[2];
 	pid_t pid;
@@ -212,7 +212,7 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 		wchar = wchar_of(child);
 	t0 = now_ns(CLOCK_MONOTONIC);
 	while (!c.leader_seen && now_ns(CLOCK_MONOTONIC) - t0 < 30 * NSEC_PER_SEC) {
-		struct pollfd p = { .fd = taskstats_listener_fd(l), .events = POLLIN };
+		struct pollfd p = {.fd = taskstats_listener_fd(l), .events = POLLIN};
 
 		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
 			break;
@@ -228,17 +228,18 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 		fprintf(stderr, "no taskstats exit record for %d within 30 s\n", (int)child);
 		return false;
 	}
-	printf("taskstats %s: %u thread records, exec=%" PRIu64 " user=%" PRIu64
-	       " system=%" PRIu64 " read_char=%" PRIu64 " write_char=%" PRIu64
+	printf("taskstats %s: %u thread records, exec=%" PRIu64 " user=%" PRIu64 " system=%" PRIu64
+	       " read_char=%" PRIu64 " write_char=%" PRIu64
 	       " exit_code=0x%x (wait status 0x%x) overruns=%" PRIu64 "\n",
-	       wargv[1], c.records, c.exec_ns, c.user_ns, c.system_ns, c.read_chars,
-	       c.write_chars, c.leader_exit_code, st, taskstats_listener_overruns(l));
+	       wargv[1], c.records, c.exec_ns, c.user_ns, c.system_ns, c.read_chars, c.write_chars,
+	       c.leader_exit_code, st, taskstats_listener_overruns(l));
 	ok &= c.leader_exit_code == (uint32_t)st;
 	if (io) {
 		int64_t d = (int64_t)c.write_chars - (int64_t)wchar;
 
 		printf("%-28s taskstats=%" PRIu64 " wchar=%" PRIu64 " diff=%" PRId64 " %s\n",
-		       "taskstats write_char", c.write_chars, wchar, d, llabs(d) <= 4096 ? "ok" : "FAIL");
+		       "taskstats write_char", c.write_chars, wchar, d,
+		       llabs(d) <= 4096 ? "ok" : "FAIL");
 		ok &= wchar != UINT64_MAX && llabs(d) <= 4096;
 	} else {
 		ok &= check_ratio("taskstats cpu exec (2x0.5s)", (double)c.exec_ns, (double)usage,
@@ -253,8 +254,8 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 static int run_taskstats(const char *work)
 {
 	struct taskstats_listener *l = NULL;
-	char *burn[] = { (char *)work, "burn", "2", "0.5", NULL };
-	char *wr[] = { (char *)work, "write", "20", NULL };
+	char *burn[] = {(char *)work, "burn", "2", "0.5", NULL};
+	char *wr[] = {(char *)work, "write", "20", NULL};
 	bool ok = true;
 	int r;
 
@@ -267,8 +268,7 @@ static int run_taskstats(const char *work)
 		fprintf(stderr, "taskstats_listener_open: %s\n", strerror(-r));
 		return 1;
 	}
-	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest-ts-%d",
-		 getpid());
+	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest-ts-%d", getpid());
 	ok &= taskstats_case(l, burn, false);
 	ok &= taskstats_case(l, wr, true);
 	taskstats_listener_free(l);
@@ -393,7 +393,7 @@ int main(int argc, char **argv)
 	/* Wait for the exit event: poll the ring buffer fd, 120 s at most. */
 	t0 = now_ns(CLOCK_MONOTONIC);
 	while (!w.got && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC) {
-		struct pollfd p = { .fd = meter_fd(m), .events = POLLIN };
+		struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
 
 		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
 			break;
@@ -439,7 +439,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cs, "fork")) {
 		ok &= check_ratio("cpu (100 children)", (double)u.cpu_ns,
 				  (double)read_u64_path(cg_cpu, "cpuacct.usage"), 0.01);
-		printf("forks=%" PRIu64 " (expected 100) %s\n", u.forks, u.forks == 100 ? "ok" : "FAIL");
+		printf("forks=%" PRIu64 " (expected 100) %s\n", u.forks,
+		       u.forks == 100 ? "ok" : "FAIL");
 		ok &= u.forks == 100;
 	} else if (!strcmp(cs, "mem")) {
 		ok &= check_ratio("rss peak (300 MiB)", (double)u.rss_peak_bytes,
@@ -449,8 +450,10 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cs, "io")) {
 		int64_t d = (int64_t)u.io_write_bytes - (int64_t)wchar;
 
-		printf("%-28s ebpf=%" PRIu64 " wchar=%" PRIu64 " diff=%" PRId64 " (tolerance 4096) %s\n",
-		       "io write (100 MiB)", u.io_write_bytes, wchar, d, llabs(d) <= 4096 ? "ok" : "FAIL");
+		printf("%-28s ebpf=%" PRIu64 " wchar=%" PRIu64 " diff=%" PRId64
+		       " (tolerance 4096) %s\n",
+		       "io write (100 MiB)", u.io_write_bytes, wchar, d,
+		       llabs(d) <= 4096 ? "ok" : "FAIL");
 		ok &= wchar != UINT64_MAX && llabs(d) <= 4096;
 	} else if (!strcmp(cs, "net")) {
 		uint64_t got = 0;

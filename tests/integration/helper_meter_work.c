@@ -100,7 +100,7 @@ static int do_write(long mib)
 static int do_send(long mib, int port)
 {
 	static char buf[65536];
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	long total = mib << 20;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -110,7 +110,8 @@ static int do_send(long mib, int port)
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		return 1;
 	while (total > 0) {
-		ssize_t n = send(fd, buf, total < (long)sizeof(buf) ? (size_t)total : sizeof(buf), 0);
+		ssize_t n =
+		    send(fd, buf, total < (long)sizeof(buf) ? (size_t)total : sizeof(buf), 0);
 
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -300,7 +300,7 @@ static int setup_common(void **state, bool tls)
 						   strlen(t->tls.cert_pem), 0600),
 				 0);
 		t->f.d = MHD_start_daemon(
-			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_TLS, 0, NULL, NULL, handler, &t->f,
+			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler, &t->f,
 			MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_SOCK_ADDR, &sa,
 			MHD_OPTION_HTTPS_MEM_KEY, t->tls.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
 			t->tls.cert_pem, MHD_OPTION_END);
@@ -724,6 +724,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_after_reopen, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_opts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tls_pinning, setup_tls, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,8 +106,14 @@ run_case() {
 	fi
 	# A failed case must not take the following ones down with it.
 	rm -f /run/systemd/system/corrald.service.d/90-vm-*.conf
-	if [ "$was_active" = 1 ] && ! agent_active; then
+	if [ "$was_active" = 1 ] && ! wait_for 10 agent_active; then
+		# Last resort: kill what is left in the unit (tasks included) so systemd removes
+		# its cgroup and a fresh agent can start.
+		echo "CORRAL-VM-LOG: $name: agent not active after the case; killing the unit and starting afresh"
 		systemctl daemon-reload
+		systemctl stop corrald.service 2>/dev/null
+		systemctl kill -s KILL corrald.service 2>/dev/null
+		wait_for 10 sh -c '! grep -q . /sys/fs/cgroup/system.slice/corrald.service/cgroup.events 2>/dev/null || grep -q "populated 0" /sys/fs/cgroup/system.slice/corrald.service/cgroup.events'
 		systemctl reset-failed corrald.service 2>/dev/null
 		systemctl start corrald.service 2>/dev/null
 	fi
@@ -152,7 +158,7 @@ SH
 	chmod +x /run/corral-vm/deleg-main.sh
 	cat >/run/systemd/system/$u.service <<UNIT
 [Service]
-ExecStart=/run/corral-vm/deleg-main.sh
+ExecStart=/bin/bash /run/corral-vm/deleg-main.sh
 Delegate=yes
 KillMode=process
 UNIT
@@ -175,10 +181,36 @@ UNIT
 	journalctl -u $u --no-pager -n 20 || true
 	pid_alive "$tpid" || fail "task died on restart"
 	[ "$r" = 0 ] && [ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ] ||
-		fail "systemd could not restart a delegated unit with a live task subtree (restart rc=$r, MainPID $pid1 -> $pid2)"
+		{ systemctl kill -s KILL $u; systemctl reset-failed $u
+		  fail "systemd $(systemctl --version | head -n1 | cut -d' ' -f2) cannot restart a delegated unit whose cgroup has controllers enabled and a live task below it (restart rc=$r, MainPID $pid1 -> $pid2; 219/CGROUP: DelegateSubgroup= needs systemd >= 254)"; }
+	systemctl kill -s KILL $u
 	systemctl stop $u
-	kill "$tpid" 2>/dev/null
 	echo "DETAIL: MainPID $pid1 -> $pid2, task $tpid alive"
+}
+
+# The alternative layout that does not depend on the systemd version: each task in its own
+# transient scope (Delegate=yes) in corral.slice, created over D-Bus, outside the agent's
+# unit. Restarting the agent's unit (even with KillMode=control-group) leaves it alone.
+case_systemd_scope_restart() {
+	local u=corral-vm-scopeagent pid1 pid2 tpid
+	cat >/run/systemd/system/$u.service <<UNIT
+[Service]
+ExecStart=/bin/sleep infinity
+UNIT
+	systemctl daemon-reload
+	systemctl start $u || fail "start failed"
+	systemd-run --quiet --scope --unit=corral-vm-t1 --slice=corral -p Delegate=yes \
+		/bin/sleep 1000 </dev/null >/dev/null 2>&1 &
+	wait_for 20 sh -c '[ "$(systemctl is-active corral-vm-t1.scope)" = active ]' ||
+		fail "transient scope did not start"
+	tpid=$(first_pid /sys/fs/cgroup/corral.slice/corral-vm-t1.scope)
+	pid1=$(systemctl show -p MainPID --value $u)
+	systemctl restart $u || fail "restart failed"
+	pid2=$(systemctl show -p MainPID --value $u)
+	pid_alive "$tpid" || fail "scoped task died on restart"
+	[ "$pid2" != "$pid1" ] || fail "no new main process"
+	systemctl stop corral-vm-t1.scope $u
+	echo "DETAIL: scoped task $tpid survived restart (MainPID $pid1 -> $pid2)"
 }
 
 case_agent_ready() {
@@ -241,16 +273,30 @@ case_cgroup_limits() {
 
 case_pids_limit() {
 	need_agent || return 1
-	# 40 background sleeps under pids.max=16: forks must fail inside the task.
-	local out r
-	out=$(corralctl run --wait --pids 16 -- /bin/sh -c \
-		'n=0; for i in $(seq 40); do sleep 5 & [ $? = 0 ] && n=$((n+1)); done 2>/dev/null; echo started=$n; kill $(jobs -p) 2>/dev/null; exit 0' 2>&1)
+	# 40 forks under pids.max=16: the ones past the limit fail with EAGAIN inside the task.
+	local out r n
+	out=$(corralctl run --wait --pids 16 -- python3 -c '
+import os, time
+pids = []
+for i in range(40):
+    try:
+        p = os.fork()
+    except OSError:
+        break
+    if p == 0:
+        time.sleep(30)
+        os._exit(0)
+    pids.append(p)
+print("started=%d" % len(pids), flush=True)
+for p in pids:
+    os.kill(p, 9)
+' 2>&1)
 	r=$?
 	echo "$out"
-	local n
 	n=$(sed -n 's/.*started=\([0-9]*\).*/\1/p' <<<"$out")
 	[ -n "$n" ] || fail "no output (rc=$r)"
 	[ "$n" -lt 16 ] || fail "$n processes started under pids.max=16"
+	[ "$r" = 0 ] || fail "exit $r"
 	echo "DETAIL: $n of 40 forks succeeded under pids.max=16"
 }
 
@@ -285,7 +331,9 @@ survive_check() { # survive_check NAME ACTION
 	tpid=$(first_pid "$cg")
 	pid1=$(main_pid)
 	case $action in
-	restart) systemctl restart corrald.service || fail "systemctl restart failed" ;;
+	restart) systemctl restart corrald.service ||
+		{ systemctl status --no-pager corrald.service; journalctl -u corrald --no-pager -n 15
+		  fail "systemctl restart failed: $(journalctl -u corrald --no-pager -n 30 | grep -o 'status=[0-9]*/[A-Z]*' | tail -n1)"; } ;;
 	kill9) kill -9 "$pid1" ;;
 	esac
 	# A new agent, started by systemd (restart job, or Restart=on-failure after SIGKILL).
@@ -389,7 +437,7 @@ case_collector_ingest() {
 	echo "DETAIL: $(echo "$want" | wc -w) task.end records ingested"
 }
 
-for c in boot_cgroup_v2 systemd_delegated_restart agent_ready oom_killed cgroup_limits \
+for c in boot_cgroup_v2 systemd_delegated_restart systemd_scope_restart agent_ready oom_killed cgroup_limits \
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean \
 	collector_ingest; do
 	run_case "$c"
