@@ -394,8 +394,17 @@ void task_collect_usage(struct agent *a, struct task *t)
 		struct meter_usage mu;
 
 		if (meter_read(a->meter, t->key, &mu) == 0) {
-			t->usage.cpu_user_ns = mu.cpu_user_ns;
-			t->usage.cpu_system_ns = mu.cpu_system_ns;
+			if (mu.cpu_split_known) {
+				t->usage.cpu_user_ns = mu.cpu_user_ns;
+				t->usage.cpu_system_ns = mu.cpu_system_ns;
+			} else {
+				/* exact total from eBPF, split in the cgroup's user/system ratio */
+				uint64_t tot = st.cpu_user_ns + st.cpu_system_ns;
+				double uf = tot ? (double)st.cpu_user_ns / (double)tot : 1.0;
+
+				t->usage.cpu_user_ns = (uint64_t)((double)mu.cpu_ns * uf);
+				t->usage.cpu_system_ns = mu.cpu_ns - t->usage.cpu_user_ns;
+			}
 			t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
 			t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
 			t->usage.io_read_bytes = mu.io_read_bytes;

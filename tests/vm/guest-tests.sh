@@ -8,7 +8,7 @@
 # lines. The last line is "CORRAL-VM-DONE rc=N". The unit powers the VM off afterwards.
 set -u
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export SYSTEMD_PAGER= SYSTEMD_COLORS=0 LC_ALL=C.UTF-8
+export SYSTEMD_PAGER='' SYSTEMD_COLORS=0 LC_ALL=C.UTF-8
 
 logs=/var/log/corral-vm
 mkdir -p "$logs" /run/corral-vm
@@ -16,7 +16,6 @@ rc=0
 only=$(cat /usr/lib/corral-vm/only 2>/dev/null || true)
 CASE_TIMEOUT=${CASE_TIMEOUT:-150}
 UNIT_CG=/sys/fs/cgroup/system.slice/corrald.service
-agent_ok=0
 
 # The marker is the last thing on the console; then power off at once (the image is thrown
 # away, nothing to unmount cleanly) when run by the VM unit.
