@@ -284,9 +284,24 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 	size_t len;
 	int rr;
 
-	rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
-	if (rr < 0)
-		return rr;
+	/*
+	 * Records that exist once per task get ids derived from the task id, so that re-emitting
+	 * one after a crash (the agent died between spooling task.end and removing the task's
+	 * state file) is deduplicated by the collector instead of counted twice. Others take the
+	 * next sequence number.
+	 */
+	if (r->type == ACCT_TASK_START || r->type == ACCT_TASK_END)
+		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/%s", a->cfg.node, r->task.id,
+			 r->type == ACCT_TASK_START ? "start" : "end");
+	else if (r->type == ACCT_AUDIT_LIMIT && r->event &&
+		 json_is_string(json_object_get(r->event, "limit")))
+		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/limit-%.16s", a->cfg.node,
+			 r->task.id, json_string_value(json_object_get(r->event, "limit")));
+	else {
+		rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
+		if (rr < 0)
+			return rr;
+	}
 	if (acct_type_is_audit(r->type)) {
 		snprintf(r->prev_hash, sizeof(r->prev_hash), "%s", a->audit_head);
 		rr = acct_record_compute_hash(r);
@@ -855,6 +870,8 @@ static void task_finalize(struct agent *a, struct task *t)
 	a->n_live--;
 	a->n_ended++;
 	a->stats.tasks_ended++;
+	/* Waiters hear of the end as soon as the record is spooled; cleanup follows. */
+	control_task_ended(a, t);
 	if (t->cg) {
 		r = cg_task_destroy(t->cg);
 		if (r < 0)
@@ -873,7 +890,6 @@ static void task_finalize(struct agent *a, struct task *t)
 			   acct_exit_status_to_string(t->status), t->exit_code, t->exit_signal,
 			   (double)t->usage.wall_ns / 1e9, t->exit_message ? ": " : "",
 			   t->exit_message ? t->exit_message : "");
-	control_task_ended(a, t);
 	prune_ended(a);
 }
 

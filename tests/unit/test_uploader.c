@@ -249,6 +249,7 @@ static void make_tls(struct tls_material *m)
 
 	assert_non_null(k);
 	assert_non_null(x);
+	X509_set_version(x, 2); /* v3: extensions follow */
 	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
 	X509_gmtime_adj(X509_getm_notBefore(x), -3600);
 	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
@@ -296,14 +297,14 @@ static int setup_common(void **state, bool tls)
 	if (tls) {
 		make_tls(&t->tls);
 		snprintf(t->ca_path, sizeof(t->ca_path), "%s/ca.pem", t->dir);
-		assert_int_equal(write_file_atomic(t->ca_path, t->tls.cert_pem,
-						   strlen(t->tls.cert_pem), 0600),
-				 0);
+		assert_int_equal(
+		    write_file_atomic(t->ca_path, t->tls.cert_pem, strlen(t->tls.cert_pem), 0600),
+		    0);
 		t->f.d = MHD_start_daemon(
-			MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_TLS | MHD_USE_ERROR_LOG, 0, NULL, NULL, handler, &t->f,
-			MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_SOCK_ADDR, &sa,
-			MHD_OPTION_HTTPS_MEM_KEY, t->tls.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
-			t->tls.cert_pem, MHD_OPTION_END);
+		    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_TLS, 0, NULL, NULL, handler, &t->f,
+		    MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_SOCK_ADDR, &sa,
+		    MHD_OPTION_HTTPS_MEM_KEY, t->tls.key_pem, MHD_OPTION_HTTPS_MEM_CERT,
+		    t->tls.cert_pem, MHD_OPTION_END);
 	} else {
 		t->f.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler,
 					  &t->f, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
