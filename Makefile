@@ -135,7 +135,7 @@ $(O)/tests/fuzz/%: tests/fuzz/%.c $(LIB)
 	$(Q)$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(LIB) $(ALL_LDLIBS)
 
 # ---- targets --------------------------------------------------------------------------------
-.PHONY: all programs unit-build helpers unit unit-asan integration vm fuzz fuzz-build check \
+.PHONY: all programs unit-build helpers unit unit-asan integration vm fuzz fuzz-build check clang-build \
 	bench demo deps install clean format format-check
 
 all: $(PROGRAMS) $(HELPERS) $(UNIT_TESTS) $(EXTRA_TARGETS)
@@ -163,7 +163,11 @@ FUZZ_SECONDS ?= 20
 fuzz: fuzz-build
 	$(Q)tests/fuzz/run $(O)/fuzz/tests/fuzz $(FUZZ_SECONDS)
 
-check: all unit unit-asan fuzz integration vm
+# Warnings-clean under clang too (the default build is gcc).
+clang-build:
+	$(Q)$(MAKE) --no-print-directory O=$(O)/clang CC=$(CLANG) all
+
+check: format-check all unit unit-asan clang-build fuzz integration vm
 
 bench: all
 	$(Q)tests/bench/run

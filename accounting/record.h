@@ -12,12 +12,12 @@
 
 #include <jansson.h>
 
-#define ACCT_SCHEMA "corral.record/v1"
-#define ACCT_ID_MAX 128
-#define ACCT_NAME_MAX 256
-#define ACCT_LABELS_MAX 64
+#define ACCT_SCHEMA	      "corral.record/v1"
+#define ACCT_ID_MAX	      128
+#define ACCT_NAME_MAX	      256
+#define ACCT_LABELS_MAX	      64
 #define ACCT_RECORD_MAX_BYTES (256 * 1024)
-#define ACCT_HASH_HEX 65 /* sha256 hex + NUL */
+#define ACCT_HASH_HEX	      65 /* sha256 hex + NUL */
 
 enum acct_type {
 	ACCT_TASK_START,
@@ -117,8 +117,8 @@ struct acct_usage {
 
 struct acct_exit {
 	enum acct_exit_status status;
-	int code;   /* exit code for "exited", else 0 */
-	int signal; /* terminating signal, else 0 */
+	int code;      /* exit code for "exited", else 0 */
+	int signal;    /* terminating signal, else 0 */
 	char *message; /* optional human detail ("exec ./job: No such file or directory") */
 };
 
@@ -132,8 +132,8 @@ struct acct_record {
 	struct acct_usage usage;
 	struct acct_exit exit;
 	enum acct_source sources[_ACCT_U_MAX];
-	json_t *extra;  /* additional top-level fields (e.g. usage_detail), owned; may be NULL */
-	json_t *event;  /* audit records: the event object, owned; NULL otherwise */
+	json_t *extra; /* additional top-level fields (e.g. usage_detail), owned; may be NULL */
+	json_t *event; /* audit records: the event object, owned; NULL otherwise */
 	char prev_hash[ACCT_HASH_HEX];
 	char hash[ACCT_HASH_HEX];
 };
@@ -152,7 +152,13 @@ void acct_record_clear(struct acct_record *r);
 int acct_record_copy(struct acct_record *dst, const struct acct_record *src);
 int acct_task_add_label(struct acct_task *t, const char *key, const char *value);
 
-/* Encode as compact JSON (one line, no trailing newline). *ret malloc'd. */
+/*
+ * Encode as compact JSON (one line, no trailing newline). *ret malloc'd. -EINVAL for a record
+ * that would not decode (missing ids/node, task.end without exit status, audit record without
+ * event or valid hash: call acct_record_compute_hash() first, extra shadowing a reserved
+ * member), -ERANGE for a counter above 2^63-1 or a negative/non-finite number, -E2BIG beyond
+ * ACCT_RECORD_MAX_BYTES.
+ */
 int acct_record_encode(const struct acct_record *r, char **ret, size_t *ret_len);
 /* Same, as a jansson object (new reference). */
 int acct_record_to_json(const struct acct_record *r, json_t **ret);

@@ -723,8 +723,17 @@ static int parse_results(struct upl *u, json_t **root, unsigned char *status, co
 			if (rl >= ACCT_ID_MAX)
 				return -EBADMSG;
 			snprintf(pat, sizeof(pat), "\"record_id\":\"%s\"", rid);
-			if (!memmem(u->data + e->off, e->len, pat, strlen(pat)))
-				return -EBADMSG;
+			if (!memmem(u->data + e->off, e->len, pat, strlen(pat))) {
+				/* escaped characters: compare the decoded id */
+				json_t *rec = json_loadb(u->data + e->off, e->len, 0, NULL);
+				const char *sent =
+				    json_string_value(json_object_get(rec, "record_id"));
+				bool same = sent && strcmp(sent, rid) == 0;
+
+				json_decref(rec);
+				if (!same)
+					return -EBADMSG;
+			}
 		}
 		if (strcmp(st, "accepted") == 0)
 			status[i] = 1;

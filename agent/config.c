@@ -85,7 +85,7 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	double d;
 	bool b;
 
-#define IS(s, k) (strcmp(section, s) == 0 && strcmp(key, k) == 0)
+#define IS(s, k)  (strcmp(section, s) == 0 && strcmp(key, k) == 0)
 #define BAD(what) fail(err, errlen, "[%s] %s: %s \"%.64s\"", section, key, what, value)
 	if (IS("agent", "node")) {
 		if (!*value || strlen(value) > 253)
@@ -93,9 +93,11 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 		return set_str(&c->node, value);
 	}
 	if (IS("agent", "socket"))
-		return *value == '/' ? set_str(&c->socket_path, value) : BAD("expected an absolute path");
+		return *value == '/' ? set_str(&c->socket_path, value)
+				     : BAD("expected an absolute path");
 	if (IS("agent", "state_dir"))
-		return *value == '/' ? set_str(&c->state_dir, value) : BAD("expected an absolute path");
+		return *value == '/' ? set_str(&c->state_dir, value)
+				     : BAD("expected an absolute path");
 	if (IS("agent", "allowed_group"))
 		return set_str(&c->allowed_group, value);
 	if (IS("agent", "allowed_users"))
@@ -240,7 +242,7 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 
 int config_load(struct agent_config *c, const char *path, char *err, size_t errlen)
 {
-	struct load_ctx ctx = { .c = c, .path = path, .err = err, .errlen = errlen };
+	struct load_ctx ctx = {.c = c, .path = path, .err = err, .errlen = errlen};
 	FILE *f;
 	int r;
 
@@ -254,8 +256,8 @@ int config_load(struct agent_config *c, const char *path, char *err, size_t errl
 	if (ctx.r < 0)
 		return ctx.r;
 	if (r != 0) {
-		snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)", path,
-			 r);
+		snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)",
+			 path, r);
 		return -EINVAL;
 	}
 	return 0;

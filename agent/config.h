@@ -17,8 +17,8 @@ struct agent_config {
 	char *node;
 	char *socket_path;
 	char *state_dir;
-	char *allowed_group;  /* members may run tasks as any allowed user */
-	char *allowed_users;  /* "*" or comma list of target users for privileged submitters */
+	char *allowed_group; /* members may run tasks as any allowed user */
+	char *allowed_users; /* "*" or comma list of target users for privileged submitters */
 	bool allow_root_tasks;
 	uint32_t max_tasks;
 	uint64_t reserve_memory;
@@ -29,7 +29,7 @@ struct agent_config {
 	char *seccomp_default;
 	char *seccomp_dir;
 	char *log_level;
-	uint32_t ended_keep;  /* ended tasks kept for show/wait */
+	uint32_t ended_keep; /* ended tasks kept for show/wait */
 	/* [metering] */
 	enum bpf_mode bpf;
 	/* [metrics] */

@@ -32,9 +32,7 @@
 #include <unistd.h>
 
 #define CONN_MAX 256
-#define REQ_MAX (1 << 20)
-
-
+#define REQ_MAX	 (1 << 20)
 
 struct conn {
 	int fd;
@@ -46,14 +44,14 @@ struct conn {
 	size_t in_len;
 	char *out;
 	size_t out_len, out_off;
-	bool closing; /* close after the output drains */
+	bool closing;	  /* close after the output drains */
 	unsigned waiting; /* number of tasks this connection waits for */
 	struct conn *next;
 };
 
 int control_listen(struct agent *a)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	_cleanup_free_ char *dir = NULL;
 	char *slash;
 	struct group *gr;
@@ -87,7 +85,7 @@ int control_listen(struct agent *a)
 	if (gr)
 		(void)chown(a->cfg.socket_path, 0, gr->gr_gid);
 	a->listenfd = fd;
-	a->w_listen = (struct watch){ .kind = WATCH_LISTEN, .ptr = NULL };
+	a->w_listen = (struct watch){.kind = WATCH_LISTEN, .ptr = NULL};
 	return agent_watch_add(a, fd, EPOLLIN, &a->w_listen);
 }
 
@@ -130,8 +128,8 @@ void control_close_all(struct agent *a)
 
 static void conn_update_events(struct agent *a, struct conn *c)
 {
-	struct epoll_event ev = { .events = EPOLLIN | (c->out_len > c->out_off ? EPOLLOUT : 0),
-				  .data.ptr = &c->w };
+	struct epoll_event ev = {.events = EPOLLIN | (c->out_len > c->out_off ? EPOLLOUT : 0),
+				 .data.ptr = &c->w};
 
 	(void)epoll_ctl(a->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
@@ -255,14 +253,14 @@ static json_t *handle_ps(struct agent *a, struct conn *c, json_t *req)
 
 		if (!may_see(a, c, t) || (!all && t->state == TASK_ENDED))
 			continue;
-		o = json_pack("{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
-			      t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
-			      t->state == TASK_RUNNING	 ? "running"
-			      : t->state == TASK_ENDING ? "ending"
-							: "ended",
-			      "job", t->spec.job, "account", t->spec.account, "start_ns",
-			      (json_int_t)t->start_ns, "command",
-			      t->spec.argc ? t->spec.argv[0] : "");
+		o = json_pack(
+		    "{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
+		    t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
+		    t->state == TASK_RUNNING  ? "running"
+		    : t->state == TASK_ENDING ? "ending"
+					      : "ended",
+		    "job", t->spec.job, "account", t->spec.account, "start_ns",
+		    (json_int_t)t->start_ns, "command", t->spec.argc ? t->spec.argv[0] : "");
 		if (t->state == TASK_ENDED && t->final_record) {
 			json_t *ex = json_object_get(t->final_record, "exit");
 
@@ -323,7 +321,8 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 	if (!req || !json_is_object(req)) {
 		char msg[256];
 
-		snprintf(msg, sizeof(msg), "request: invalid JSON: %s", req ? "not an object" : e.text);
+		snprintf(msg, sizeof(msg), "request: invalid JSON: %s",
+			 req ? "not an object" : e.text);
 		json_decref(req);
 		conn_send(a, c, error_reply(msg));
 		return;
@@ -426,7 +425,7 @@ void control_on_accept(struct agent *a)
 		c->uid = cred.uid;
 		c->gid = cred.gid;
 		c->pid = cred.pid;
-		c->w = (struct watch){ .kind = WATCH_CONN, .ptr = c };
+		c->w = (struct watch){.kind = WATCH_CONN, .ptr = c};
 		c->next = a->conns;
 		a->conns = c;
 		a->n_conns++;

@@ -22,36 +22,41 @@ static const char *socket_path;
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: corralctl [--socket PATH] COMMAND ...\n\n"
-		"Commands:\n"
-		"  run [OPTIONS] -- CMD [ARGS...]  start a task, print its id\n"
-		"  ps [--all] [--json]             list tasks (--all: include ended ones)\n"
-		"  show ID [--json]                the task's record (schema v1)\n"
-		"  kill ID [--signal S]            signal every process of the task (default TERM)\n"
-		"  wait ID                         wait for the task; exit code as for run --wait\n"
-		"  status                          agent status\n\n"
-		"run options:\n"
-		"  --wait               wait for the end; exit with the task's code (128+signal when\n"
-		"                       killed) and print the exit reason on stderr\n"
-		"  --memory SIZE        memory limit (512M, 2G); --memory-high SIZE; --swap SIZE\n"
-		"  --cpus N             CPU limit in cores (fractional: 0.5)\n"
-		"  --cpu-weight W       relative CPU weight 1-10000 (default 100)\n"
-		"  --pids N             maximum number of processes/threads\n"
-		"  --io-read-bps DEV=BPS, --io-write-bps DEV=BPS   block IO limits (DEV: /dev/sda or 8:0)\n"
-		"  --time SECONDS       wall-clock limit (also 90s, 5m, 2h)\n"
-		"  --cpu-time SECONDS   CPU-time limit\n"
-		"  --gpus N|LIST        GPUs to allocate (count or indexes \"0,2\"); --gpu-memory SIZE\n"
-		"  --user U             run as user U (root or members of the agent's group only)\n"
-		"  --account A, --job J, --label K=V (repeatable)\n"
-		"  --workdir DIR        working directory (default: the current directory)\n"
-		"  --env K=V            environment variable (repeatable)\n"
-		"  --stdout F, --stderr F   output files (default /dev/null), opened as the task user\n"
-		"  --seccomp PROFILE    default, strict, unconfined, a name in the profile dir, or a path\n"
-		"  --allow-net CIDR[:PORT], --deny-net CIDR[:PORT]   network policy (repeatable)\n"
-		"  --spec FILE          JSON job spec (same fields); flags override it\n\n"
-		"Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal N;\n"
-		"127/126 when the program could not be started; 255 when the outcome is unknown.\n");
+	fprintf(
+	    f,
+	    "Usage: corralctl [--socket PATH] COMMAND ...\n\n"
+	    "Commands:\n"
+	    "  run [OPTIONS] -- CMD [ARGS...]  start a task, print its id\n"
+	    "  ps [--all] [--json]             list tasks (--all: include ended ones)\n"
+	    "  show ID [--json]                the task's record (schema v1)\n"
+	    "  kill ID [--signal S]            signal every process of the task (default TERM)\n"
+	    "  wait ID                         wait for the task; exit code as for run --wait\n"
+	    "  status                          agent status\n\n"
+	    "run options:\n"
+	    "  --wait               wait for the end; exit with the task's code (128+signal when\n"
+	    "                       killed) and print the exit reason on stderr\n"
+	    "  --memory SIZE        memory limit (512M, 2G); --memory-high SIZE; --swap SIZE\n"
+	    "  --cpus N             CPU limit in cores (fractional: 0.5)\n"
+	    "  --cpu-weight W       relative CPU weight 1-10000 (default 100)\n"
+	    "  --pids N             maximum number of processes/threads\n"
+	    "  --io-read-bps DEV=BPS, --io-write-bps DEV=BPS   block IO limits (DEV: /dev/sda or "
+	    "8:0)\n"
+	    "  --time SECONDS       wall-clock limit (also 90s, 5m, 2h)\n"
+	    "  --cpu-time SECONDS   CPU-time limit\n"
+	    "  --gpus N|LIST        GPUs to allocate (count or indexes \"0,2\"); --gpu-memory "
+	    "SIZE\n"
+	    "  --user U             run as user U (root or members of the agent's group only)\n"
+	    "  --account A, --job J, --label K=V (repeatable)\n"
+	    "  --workdir DIR        working directory (default: the current directory)\n"
+	    "  --env K=V            environment variable (repeatable)\n"
+	    "  --stdout F, --stderr F   output files (default /dev/null), opened as the task user\n"
+	    "  --seccomp PROFILE    default, strict, unconfined, a name in the profile dir, or a "
+	    "path\n"
+	    "  --allow-net CIDR[:PORT], --deny-net CIDR[:PORT]   network policy (repeatable)\n"
+	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
+	    "Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal "
+	    "N;\n"
+	    "127/126 when the program could not be started; 255 when the outcome is unknown.\n");
 }
 
 _printf_(1, 2) _noreturn_ static void die(const char *fmt, ...)
@@ -68,7 +73,7 @@ _printf_(1, 2) _noreturn_ static void die(const char *fmt, ...)
 
 static int connect_agent(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd;
 
 	if (strlen(socket_path) >= sizeof(sa.sun_path))
@@ -188,11 +193,11 @@ static int report_end(json_t *rec)
 	if (strcmp(status, "exited") == 0)
 		fprintf(stderr, "corralctl: task %s: exited with code %d\n", id ? id : "?", code);
 	else if (sig)
-		fprintf(stderr, "corralctl: task %s: %s (signal %d, %s)%s%s\n", id ? id : "?", status,
-			sig, strsignal(sig), msg ? ": " : "", msg ? msg : "");
+		fprintf(stderr, "corralctl: task %s: %s (signal %d, %s)%s%s\n", id ? id : "?",
+			status, sig, strsignal(sig), msg ? ": " : "", msg ? msg : "");
 	else
-		fprintf(stderr, "corralctl: task %s: %s (code %d)%s%s\n", id ? id : "?", status, code,
-			msg ? ": " : "", msg ? msg : "");
+		fprintf(stderr, "corralctl: task %s: %s (code %d)%s%s\n", id ? id : "?", status,
+			code, msg ? ": " : "", msg ? msg : "");
 	return rc;
 }
 
@@ -241,35 +246,33 @@ enum {
 	OPT_SPEC,
 };
 
-static const struct option run_opts[] = {
-	{ "wait", no_argument, NULL, OPT_WAIT },
-	{ "memory", required_argument, NULL, OPT_MEMORY },
-	{ "memory-high", required_argument, NULL, OPT_MEMORY_HIGH },
-	{ "swap", required_argument, NULL, OPT_SWAP },
-	{ "cpus", required_argument, NULL, OPT_CPUS },
-	{ "cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT },
-	{ "pids", required_argument, NULL, OPT_PIDS },
-	{ "io-read-bps", required_argument, NULL, OPT_IO_READ },
-	{ "io-write-bps", required_argument, NULL, OPT_IO_WRITE },
-	{ "time", required_argument, NULL, OPT_TIME },
-	{ "cpu-time", required_argument, NULL, OPT_CPU_TIME },
-	{ "gpus", required_argument, NULL, OPT_GPUS },
-	{ "gpu-memory", required_argument, NULL, OPT_GPU_MEMORY },
-	{ "user", required_argument, NULL, OPT_USER },
-	{ "account", required_argument, NULL, OPT_ACCOUNT },
-	{ "job", required_argument, NULL, OPT_JOB },
-	{ "label", required_argument, NULL, OPT_LABEL },
-	{ "workdir", required_argument, NULL, OPT_WORKDIR },
-	{ "env", required_argument, NULL, OPT_ENV },
-	{ "stdout", required_argument, NULL, OPT_STDOUT },
-	{ "stderr", required_argument, NULL, OPT_STDERR },
-	{ "seccomp", required_argument, NULL, OPT_SECCOMP },
-	{ "allow-net", required_argument, NULL, OPT_ALLOW_NET },
-	{ "deny-net", required_argument, NULL, OPT_DENY_NET },
-	{ "spec", required_argument, NULL, OPT_SPEC },
-	{ "help", no_argument, NULL, 'h' },
-	{}
-};
+static const struct option run_opts[] = {{"wait", no_argument, NULL, OPT_WAIT},
+					 {"memory", required_argument, NULL, OPT_MEMORY},
+					 {"memory-high", required_argument, NULL, OPT_MEMORY_HIGH},
+					 {"swap", required_argument, NULL, OPT_SWAP},
+					 {"cpus", required_argument, NULL, OPT_CPUS},
+					 {"cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT},
+					 {"pids", required_argument, NULL, OPT_PIDS},
+					 {"io-read-bps", required_argument, NULL, OPT_IO_READ},
+					 {"io-write-bps", required_argument, NULL, OPT_IO_WRITE},
+					 {"time", required_argument, NULL, OPT_TIME},
+					 {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
+					 {"gpus", required_argument, NULL, OPT_GPUS},
+					 {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+					 {"user", required_argument, NULL, OPT_USER},
+					 {"account", required_argument, NULL, OPT_ACCOUNT},
+					 {"job", required_argument, NULL, OPT_JOB},
+					 {"label", required_argument, NULL, OPT_LABEL},
+					 {"workdir", required_argument, NULL, OPT_WORKDIR},
+					 {"env", required_argument, NULL, OPT_ENV},
+					 {"stdout", required_argument, NULL, OPT_STDOUT},
+					 {"stderr", required_argument, NULL, OPT_STDERR},
+					 {"seccomp", required_argument, NULL, OPT_SECCOMP},
+					 {"allow-net", required_argument, NULL, OPT_ALLOW_NET},
+					 {"deny-net", required_argument, NULL, OPT_DENY_NET},
+					 {"spec", required_argument, NULL, OPT_SPEC},
+					 {"help", no_argument, NULL, 'h'},
+					 {}};
 
 static void set_str(char **dst, const char *v)
 {
@@ -320,8 +323,8 @@ static int cmd_run(int argc, char **argv)
 			json_t *j = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &e);
 
 			if (!j)
-				die("--spec %s: invalid JSON at line %d column %d: %s", spec_file, e.line,
-				    e.column, e.text);
+				die("--spec %s: invalid JSON at line %d column %d: %s", spec_file,
+				    e.line, e.column, e.text);
 			if (!json_object_get(j, "command") && json_is_object(j))
 				json_object_set_new(j, "command", json_pack("[s]", "-"));
 			if (spec_from_json(j, &tmp, err, sizeof(err)) < 0)
@@ -355,7 +358,8 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_CPUS:
 			if (parse_double(optarg, &d) < 0 || d < 0.01 || d > 4096)
-				die("--cpus: expected a number of cores between 0.01 and 4096, got \"%s\"",
+				die("--cpus: expected a number of cores between 0.01 and 4096, got "
+				    "\"%s\"",
 				    optarg);
 			spec.cpus = d;
 			break;
@@ -374,8 +378,10 @@ static int cmd_run(int argc, char **argv)
 			e = spec_set_io(&spec, optarg, c == OPT_IO_WRITE, err, sizeof(err));
 			break;
 		case OPT_TIME:
-			if (parse_duration_ns(optarg, &spec.time_limit_ns) < 0 || !spec.time_limit_ns)
-				die("--time: invalid duration \"%s\" (seconds, or 90s, 5m, 2h)", optarg);
+			if (parse_duration_ns(optarg, &spec.time_limit_ns) < 0 ||
+			    !spec.time_limit_ns)
+				die("--time: invalid duration \"%s\" (seconds, or 90s, 5m, 2h)",
+				    optarg);
 			break;
 		case OPT_CPU_TIME:
 			if (parse_duration_ns(optarg, &spec.cpu_time_limit_ns) < 0 ||
@@ -615,7 +621,8 @@ static int cmd_kill(int argc, char **argv)
 	json_t *r;
 
 	for (int k = 1; k < argc; k++) {
-		if ((strcmp(argv[k], "--signal") == 0 || strcmp(argv[k], "-s") == 0) && k + 1 < argc) {
+		if ((strcmp(argv[k], "--signal") == 0 || strcmp(argv[k], "-s") == 0) &&
+		    k + 1 < argc) {
 			if (parse_signal(argv[++k], &sig) < 0)
 				die("--signal: unknown signal \"%s\"", argv[k]);
 		} else if (strncmp(argv[k], "--signal=", 9) == 0) {

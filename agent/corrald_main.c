@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TICK_NS (250 * 1000 * 1000ULL)
+#define TICK_NS	       (250 * 1000 * 1000ULL)
 #define DEFAULT_CONFIG "/etc/corral/corrald.conf"
 
 int agent_hooks_init(struct agent *a);
@@ -39,7 +39,7 @@ void agent_hooks_fini(struct agent *a);
 
 int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w)
 {
-	struct epoll_event ev = { .events = events, .data.ptr = w };
+	struct epoll_event ev = {.events = events, .data.ptr = w};
 
 	if (fd < 0)
 		return -EBADF;
@@ -56,45 +56,44 @@ void agent_watch_del(struct agent *a, int fd)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: corrald [OPTIONS]\n"
-		"Per-node agent: runs tasks in cgroups and seccomp sandboxes, meters them and\n"
-		"streams accounting records to corral-collector.\n\n"
-		"  -c, --config FILE        configuration file (default " DEFAULT_CONFIG ")\n"
-		"      --node NAME          node name in records (default: hostname)\n"
-		"      --socket PATH        control socket (default /run/corral/corrald.sock)\n"
-		"      --state-dir DIR      state directory (default /var/lib/corral)\n"
-		"      --collector-url URL  collector base URL (enables the uploader)\n"
-		"      --token-file FILE    bearer token for the collector\n"
-		"      --metrics-listen A:P serve Prometheus /metrics on this address\n"
-		"      --max-tasks N        maximum concurrent tasks\n"
-		"      --cgroup-subtree N   name of the agent's cgroup subtree (default corral)\n"
-		"      --sample-interval D  task.sample interval (default 30s, minimum 1s)\n"
-		"      --kill-grace D       time between SIGTERM and SIGKILL on limits (default 10s)\n"
-		"      --no-bpf             meter from cgroup files only\n"
-		"      --log-level L        debug|info|notice|warning|err\n"
-		"  -h, --help               this help\n");
+	fprintf(
+	    f,
+	    "Usage: corrald [OPTIONS]\n"
+	    "Per-node agent: runs tasks in cgroups and seccomp sandboxes, meters them and\n"
+	    "streams accounting records to corral-collector.\n\n"
+	    "  -c, --config FILE        configuration file (default " DEFAULT_CONFIG ")\n"
+	    "      --node NAME          node name in records (default: hostname)\n"
+	    "      --socket PATH        control socket (default /run/corral/corrald.sock)\n"
+	    "      --state-dir DIR      state directory (default /var/lib/corral)\n"
+	    "      --collector-url URL  collector base URL (enables the uploader)\n"
+	    "      --token-file FILE    bearer token for the collector\n"
+	    "      --metrics-listen A:P serve Prometheus /metrics on this address\n"
+	    "      --max-tasks N        maximum concurrent tasks\n"
+	    "      --cgroup-subtree N   name of the agent's cgroup subtree (default corral)\n"
+	    "      --sample-interval D  task.sample interval (default 30s, minimum 1s)\n"
+	    "      --kill-grace D       time between SIGTERM and SIGKILL on limits (default 10s)\n"
+	    "      --no-bpf             meter from cgroup files only\n"
+	    "      --log-level L        debug|info|notice|warning|err\n"
+	    "  -h, --help               this help\n");
 }
 
 static int load_config(struct agent *a, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "state-dir", required_argument, NULL, 'S' },
-		{ "collector-url", required_argument, NULL, 'u' },
-		{ "token-file", required_argument, NULL, 't' },
-		{ "metrics-listen", required_argument, NULL, 'm' },
-		{ "max-tasks", required_argument, NULL, 'M' },
-		{ "cgroup-subtree", required_argument, NULL, 'g' },
-		{ "sample-interval", required_argument, NULL, 'i' },
-		{ "kill-grace", required_argument, NULL, 'k' },
-		{ "no-bpf", no_argument, NULL, 'B' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+					     {"node", required_argument, NULL, 'n'},
+					     {"socket", required_argument, NULL, 's'},
+					     {"state-dir", required_argument, NULL, 'S'},
+					     {"collector-url", required_argument, NULL, 'u'},
+					     {"token-file", required_argument, NULL, 't'},
+					     {"metrics-listen", required_argument, NULL, 'm'},
+					     {"max-tasks", required_argument, NULL, 'M'},
+					     {"cgroup-subtree", required_argument, NULL, 'g'},
+					     {"sample-interval", required_argument, NULL, 'i'},
+					     {"kill-grace", required_argument, NULL, 'k'},
+					     {"no-bpf", no_argument, NULL, 'B'},
+					     {"log-level", required_argument, NULL, 'l'},
+					     {"help", no_argument, NULL, 'h'},
+					     {}};
 	char err[1024];
 	const char *config = NULL;
 	int c, r;
@@ -218,7 +217,8 @@ static void on_signal(struct agent *a)
 			struct agent_config nc;
 
 			config_init_defaults(&nc);
-			if (config_load(&nc, a->config_path, err, sizeof(err)) < 0 && errno != ENOENT) {
+			if (config_load(&nc, a->config_path, err, sizeof(err)) < 0 &&
+			    errno != ENOENT) {
 				log_error("reload: %s (keeping the running configuration)", err);
 				config_free(&nc);
 				break;
@@ -244,9 +244,9 @@ static void on_signal(struct agent *a)
 
 static int setup(struct agent *a)
 {
-	struct cg_root_opts cgo = { .subtree = a->cfg.cgroup_subtree,
-				    .force_mode = _CG_MODE_INVALID };
-	struct itimerspec its = { .it_interval = { 0, (long)TICK_NS }, .it_value = { 0, (long)TICK_NS } };
+	struct cg_root_opts cgo = {.subtree = a->cfg.cgroup_subtree,
+				   .force_mode = _CG_MODE_INVALID};
+	struct itimerspec its = {.it_interval = {0, (long)TICK_NS}, .it_value = {0, (long)TICK_NS}};
 	_cleanup_free_ char *cap = NULL;
 	sigset_t mask;
 	int r;
@@ -266,8 +266,8 @@ static int setup(struct agent *a)
 	a->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (a->sigfd < 0 || a->tickfd < 0 || timerfd_settime(a->tickfd, 0, &its, NULL) < 0)
 		return -errno;
-	a->w_sig = (struct watch){ .kind = WATCH_SIGNAL };
-	a->w_tick = (struct watch){ .kind = WATCH_TICK };
+	a->w_sig = (struct watch){.kind = WATCH_SIGNAL};
+	a->w_tick = (struct watch){.kind = WATCH_TICK};
 	agent_watch_add(a, a->sigfd, EPOLLIN, &a->w_sig);
 	agent_watch_add(a, a->tickfd, EPOLLIN, &a->w_tick);
 
@@ -314,16 +314,17 @@ static int setup(struct agent *a)
 		if (cgo.v2_base && cg_root_mode(a->cg) == CG_MODE_V2) {
 			r = cg_root_move_self(a->cg, "agent");
 			if (r < 0)
-				log_warning("cgroups: could not move the agent into its own leaf: %s",
-					    strerror(-r));
+				log_warning(
+				    "cgroups: could not move the agent into its own leaf: %s",
+				    strerror(-r));
 		}
 		log_info("cgroups: %s mode%s", cg_mode_to_string(cg_root_mode(a->cg)),
 			 cg_root_has_unified(a->cg) ? ", unified hierarchy available for BPF" : "");
 	}
 
 	if (a->cfg.bpf != BPF_MODE_OFF) {
-		struct meter_opts mo = { .max_tasks = a->cfg.max_tasks,
-					 .force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP };
+		struct meter_opts mo = {.max_tasks = a->cfg.max_tasks,
+					.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP};
 		static char why[128];
 
 		r = meter_open(&mo, &a->meter);
@@ -335,7 +336,7 @@ static int setup(struct agent *a)
 			a->meter = NULL;
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
-			a->w_meter = (struct watch){ .kind = WATCH_METER };
+			a->w_meter = (struct watch){.kind = WATCH_METER};
 			agent_watch_add(a, meter_fd(a->meter), EPOLLIN, &a->w_meter);
 			log_info("BPF metering loaded (%s)", a->meter_state);
 		}
@@ -372,7 +373,7 @@ static void on_meter_event(const struct meter_event *ev, void *userdata)
 
 int main(int argc, char **argv)
 {
-	struct agent a = { 0 };
+	struct agent a = {0};
 	uint64_t usec = 0;
 	int r, lvl;
 

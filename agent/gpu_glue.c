@@ -38,7 +38,7 @@ struct gpu_task {
 int gpu_glue_init(struct agent *a)
 {
 	struct gpu_state *g = calloc(1, sizeof(*g));
-	struct cuda_opts co = { .max_tasks = a->cfg.max_tasks };
+	struct cuda_opts co = {.max_tasks = a->cfg.max_tasks};
 	const char *lib = getenv("CORRAL_CUDA_LIBRARY");
 	char path[4096];
 	int r;
@@ -107,10 +107,10 @@ int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, cha
 		     size_t errlen)
 {
 	struct gpu_state *g = a->gpu;
-	struct gpu_request req = { 0 };
+	struct gpu_request req = {0};
 	struct gpu_task *gt;
 	char buf[64], list[GPU_UUID_LIST_MAX];
-	char *env[2] = { NULL, NULL };
+	char *env[2] = {NULL, NULL};
 	size_t n_env = 0;
 	int r;
 
@@ -141,7 +141,8 @@ int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, cha
 		case -ENOSPC:
 			snprintf(err, errlen,
 				 "refused: %u GPU(s) requested, %u free of %zu on this node",
-				 gpu_request_count(&req), gpu_free_count(g->inv), gpu_count(g->inv));
+				 gpu_request_count(&req), gpu_free_count(g->inv),
+				 gpu_count(g->inv));
 			break;
 		case -EBUSY:
 			snprintf(err, errlen, "refused: GPU %s is allocated to another task",
@@ -152,7 +153,8 @@ int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, cha
 				 t->spec.gpu_list ? t->spec.gpu_list : buf, gpu_count(g->inv));
 			break;
 		case -EOPNOTSUPP:
-			snprintf(err, errlen, "gpus: GPU %s has MIG enabled (not allocatable whole)",
+			snprintf(err, errlen,
+				 "gpus: GPU %s has MIG enabled (not allocatable whole)",
 				 t->spec.gpu_list);
 			break;
 		default:
@@ -228,7 +230,8 @@ void gpu_glue_started(struct agent *a, struct task *t)
 		r = cuda_track(g->cuda, t->key, t->pid, t->spec.gpu_memory_max);
 		gt->cuda_tracked = r == 0;
 		if (r < 0)
-			log_warning("task %s: GPU API telemetry unavailable: %s", t->id, strerror(-r));
+			log_warning("task %s: GPU API telemetry unavailable: %s", t->id,
+				    strerror(-r));
 	}
 	r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max, now_ns(CLOCK_REALTIME),
 			  &gt->meter);
@@ -257,8 +260,8 @@ void gpu_glue_tick(struct agent *a, struct task *t)
 		t->limit_observed = u.memory_current_bytes;
 		t->term_sent_mono = now_ns(CLOCK_MONOTONIC);
 		t->kill_sent = true;
-		log_notice("task %s: GPU memory %llu bytes exceeds --gpu-memory %llu: killed", t->id,
-			   (unsigned long long)u.memory_current_bytes,
+		log_notice("task %s: GPU memory %llu bytes exceeds --gpu-memory %llu: killed",
+			   t->id, (unsigned long long)u.memory_current_bytes,
 			   (unsigned long long)t->spec.gpu_memory_max);
 		(void)cg_task_kill(t->cg, SIGKILL);
 		(void)state_save_task(a, t);
@@ -296,16 +299,16 @@ void gpu_glue_usage(struct agent *a, struct task *t)
 
 		if (cuda_read(g->cuda, t->key, &cu) == 0) {
 			json_object_set_new(
-				d, "gpu_api",
-				json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "source",
-					  "ebpf uprobes on libcuda (API telemetry)", "alloc_bytes",
-					  (json_int_t)cu.alloc_bytes, "alloc_calls",
-					  (json_int_t)cu.alloc_calls, "peak_bytes",
-					  (json_int_t)cu.peak_bytes, "launches", (json_int_t)cu.launches,
-					  "memcpy_htod_bytes", (json_int_t)cu.memcpy_htod_bytes,
-					  "memcpy_dtoh_bytes", (json_int_t)cu.memcpy_dtoh_bytes,
-					  "untracked", (json_int_t)cu.untracked, "limit_fired",
-					  cu.limit_fired));
+			    d, "gpu_api",
+			    json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:b}", "source",
+				      "ebpf uprobes on libcuda (API telemetry)", "alloc_bytes",
+				      (json_int_t)cu.alloc_bytes, "alloc_calls",
+				      (json_int_t)cu.alloc_calls, "peak_bytes",
+				      (json_int_t)cu.peak_bytes, "launches",
+				      (json_int_t)cu.launches, "memcpy_htod_bytes",
+				      (json_int_t)cu.memcpy_htod_bytes, "memcpy_dtoh_bytes",
+				      (json_int_t)cu.memcpy_dtoh_bytes, "untracked",
+				      (json_int_t)cu.untracked, "limit_fired", cu.limit_fired));
 			if (cu.limit_fired && t->limit_reason == ACCT_EXIT_NONE) {
 				t->limit_reason = ACCT_EXIT_GPU_MEMORY_LIMIT;
 				t->limit_value = t->spec.gpu_memory_max;

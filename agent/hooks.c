@@ -83,33 +83,38 @@ static void esc(const char *s, char *out, size_t len)
 
 static char *render_metrics(struct agent *a, size_t *ret_len)
 {
-	struct buf b = { 0 };
-	struct spool_stats ss = { 0 };
-	struct upl_stats us = { 0 };
+	struct buf b = {0};
+	struct spool_stats ss = {0};
+	struct upl_stats us = {0};
 	char node[256];
 
 	esc(a->cfg.node, node, sizeof(node));
-	bprintf(&b, "# HELP corral_agent_info Agent identity and modes.\n# TYPE corral_agent_info gauge\n");
+	bprintf(
+	    &b,
+	    "# HELP corral_agent_info Agent identity and modes.\n# TYPE corral_agent_info gauge\n");
 	bprintf(&b, "corral_agent_info{node=\"%s\",cgroup_mode=\"%s\",metering=\"%s\"} 1\n", node,
-		cg_mode_to_string(cg_root_mode(a->cg)), a->meter ? meter_attach_mode(a->meter) : "off");
+		cg_mode_to_string(cg_root_mode(a->cg)),
+		a->meter ? meter_attach_mode(a->meter) : "off");
 #define G(name, help, val)                                                                         \
-	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %llu\n",             \
+	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %llu\n",            \
 		(unsigned long long)(val))
 #define C(name, help, val)                                                                         \
-	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",           \
+	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",          \
 		(unsigned long long)(val))
 	G("corral_tasks_live", "Tasks running now.", a->n_live);
 	G("corral_tasks_max", "Configured max_tasks.", a->cfg.max_tasks);
 	C("corral_tasks_started_total", "Tasks started.", a->stats.tasks_started);
 	C("corral_tasks_ended_total", "Tasks whose end record was produced.", a->stats.tasks_ended);
-	C("corral_tasks_launch_failed_total", "Tasks that failed to start.", a->stats.launch_failed);
+	C("corral_tasks_launch_failed_total", "Tasks that failed to start.",
+	  a->stats.launch_failed);
 	C("corral_tasks_refused_total", "Launch requests refused (limits, authorization).",
 	  a->stats.refused);
 	C("corral_tasks_adopted_total", "Tasks re-adopted after an agent restart.",
 	  a->stats.tasks_adopted);
 	C("corral_tasks_lost_total", "Tasks whose outcome could not be determined.",
 	  a->stats.tasks_lost);
-	C("corral_records_spooled_total", "Records appended to the spool.", a->stats.records_spooled);
+	C("corral_records_spooled_total", "Records appended to the spool.",
+	  a->stats.records_spooled);
 	C("corral_spool_refused_total", "Records the spool refused (full or failing).",
 	  a->stats.records_spool_refused);
 	G("corral_bpf_loaded", "1 if the BPF metering programs are attached.", a->meter ? 1 : 0);
@@ -129,11 +134,15 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	}
 	if (a->upl) {
 		upl_get_stats(a->upl, &us);
-		C("corral_upload_batches_total", "Batches committed by the collector.", us.batches_sent);
+		C("corral_upload_batches_total", "Batches committed by the collector.",
+		  us.batches_sent);
 		C("corral_upload_records_acked_total", "Records acked.", us.records_acked);
-		C("corral_upload_duplicates_total", "Records the collector already had.", us.duplicates);
-		C("corral_upload_dead_lettered_total", "Records rejected and set aside.", us.rejected);
-		C("corral_upload_retries_total", "Failed attempts followed by a backoff.", us.retries);
+		C("corral_upload_duplicates_total", "Records the collector already had.",
+		  us.duplicates);
+		C("corral_upload_dead_lettered_total", "Records rejected and set aside.",
+		  us.rejected);
+		C("corral_upload_retries_total", "Failed attempts followed by a backoff.",
+		  us.retries);
 		G("corral_upload_last_http_status", "HTTP status of the last answer (0: none).",
 		  (uint64_t)us.last_http_status);
 		G("corral_upload_backoff_ms", "Current backoff delay.", us.backoff_ms);
@@ -171,8 +180,8 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 			bprintf(&b, "corral_task_memory_limit_bytes" L " %llu\n", t->id, user, acct,
 				job, (unsigned long long)t->spec.memory_max);
 		if (t->spec.cpus > 0)
-			bprintf(&b, "corral_task_cpu_limit_cores" L " %.3f\n", t->id, user, acct, job,
-				t->spec.cpus);
+			bprintf(&b, "corral_task_cpu_limit_cores" L " %.3f\n", t->id, user, acct,
+				job, t->spec.cpus);
 #undef L
 	}
 	*ret_len = b.len;
@@ -193,7 +202,8 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
 		static char msg[] = "method not allowed\n";
 
-		resp = MHD_create_response_from_buffer(sizeof(msg) - 1, msg, MHD_RESPMEM_PERSISTENT);
+		resp =
+		    MHD_create_response_from_buffer(sizeof(msg) - 1, msg, MHD_RESPMEM_PERSISTENT);
 		ret = MHD_queue_response(conn, MHD_HTTP_METHOD_NOT_ALLOWED, resp);
 		MHD_destroy_response(resp);
 		return ret;
@@ -208,7 +218,8 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 		len = body ? strlen(body) : 0;
 		code = MHD_HTTP_NOT_FOUND;
 	}
-	resp = MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	resp = MHD_create_response_from_buffer(
+	    len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
 	ret = MHD_queue_response(conn, code, resp);
 	MHD_destroy_response(resp);
@@ -217,8 +228,8 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 
 static int metrics_start(struct agent *a)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 	_cleanup_free_ char *host = strdup(a->cfg.metrics_listen);
 	const union MHD_DaemonInfo *info;
 	struct MHD_Daemon *d;
@@ -231,7 +242,8 @@ static int metrics_start(struct agent *a)
 		return -ENOMEM;
 	colon = strrchr(host, ':');
 	if (!colon || parse_u32(colon + 1, &port) < 0 || port == 0 || port > 65535) {
-		log_error("[metrics] listen: expected ADDRESS:PORT, got \"%s\"", a->cfg.metrics_listen);
+		log_error("[metrics] listen: expected ADDRESS:PORT, got \"%s\"",
+			  a->cfg.metrics_listen);
 		return -EINVAL;
 	}
 	*colon = 0;
@@ -254,9 +266,9 @@ static int metrics_start(struct agent *a)
 		log_error("[metrics] listen: \"%s\" is not an IP address", host);
 		return -EINVAL;
 	}
-	d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, a, MHD_OPTION_SOCK_ADDR, sa,
-			     MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-			     MHD_OPTION_END);
+	d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, a, MHD_OPTION_SOCK_ADDR,
+			     sa, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
+			     10u, MHD_OPTION_END);
 	if (!d) {
 		log_error("metrics: cannot listen on %s", a->cfg.metrics_listen);
 		return -EADDRINUSE;
@@ -267,7 +279,7 @@ static int metrics_start(struct agent *a)
 		return -ENOTSUP;
 	}
 	a->metrics = d;
-	a->w_metrics = (struct watch){ .kind = WATCH_METRICS };
+	a->w_metrics = (struct watch){.kind = WATCH_METRICS};
 	agent_watch_add(a, info->epoll_fd, EPOLLIN, &a->w_metrics);
 	log_info("metrics: serving /metrics on %s", a->cfg.metrics_listen);
 	return 0;
@@ -276,7 +288,7 @@ static int metrics_start(struct agent *a)
 int agent_hooks_init(struct agent *a)
 {
 	char dir[512];
-	struct spool_opts so = { 0 };
+	struct spool_opts so = {0};
 	int r;
 
 	if (a->cfg.metrics_listen) {
@@ -299,7 +311,7 @@ int agent_hooks_init(struct agent *a)
 	}
 	{
 		_cleanup_free_ char *token = NULL;
-		struct upl_opts uo = { 0 };
+		struct upl_opts uo = {0};
 		size_t len = 0;
 
 		if (a->cfg.token_file) {
@@ -325,7 +337,7 @@ int agent_hooks_init(struct agent *a)
 			log_error("uploader for %s: %s", a->cfg.collector_url, strerror(-r));
 			return r;
 		}
-		a->w_upl = (struct watch){ .kind = WATCH_UPLOADER };
+		a->w_upl = (struct watch){.kind = WATCH_UPLOADER};
 		agent_watch_add(a, upl_fd(a->upl), EPOLLIN, &a->w_upl);
 		log_info("uploading records to %s", a->cfg.collector_url);
 	}
@@ -345,8 +357,9 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 		/* Log a delivery problem once when it starts, and once when it clears. */
 		if (strcmp(us.last_error, last_err) != 0) {
 			if (us.last_error[0])
-				log_warning("collector: %s (records stay in the spool and are resent)",
-					    us.last_error);
+				log_warning(
+				    "collector: %s (records stay in the spool and are resent)",
+				    us.last_error);
 			else if (last_err[0])
 				log_notice("collector: delivering again");
 			snprintf(last_err, sizeof(last_err), "%s", us.last_error);

@@ -16,8 +16,8 @@ void log_set_max_level(int level)
 
 int log_level_from_string(const char *s)
 {
-	static const char *const names[] = { "emerg", "alert", "crit", "err",
-					     "warning", "notice", "info", "debug" };
+	static const char *const names[] = {"emerg",   "alert",	 "crit", "err",
+					    "warning", "notice", "info", "debug"};
 
 	for (int i = 0; i < (int)ARRAY_SIZE(names); i++)
 		if (strcmp(s, names[i]) == 0)

@@ -118,8 +118,8 @@ static int add_label(struct task_spec *s, const char *k, const char *v, const ch
 	size_t n;
 
 	if (!valid_label_key(k))
-		return fail(err, errlen, "%s: invalid label key \"%.64s\" (1-63 of [A-Za-z0-9._-/])",
-			    field, k);
+		return fail(err, errlen,
+			    "%s: invalid label key \"%.64s\" (1-63 of [A-Za-z0-9._-/])", field, k);
 	if (!printable(v, 256))
 		return fail(err, errlen, "%s.%s: label value must be printable, at most 256 bytes",
 			    field, k);
@@ -203,8 +203,8 @@ int spec_set_env(struct task_spec *s, const char *kv, char *err, size_t errlen)
 	return add_env(s, k, eq + 1, err, errlen);
 }
 
-static int add_io(struct task_spec *s, const char *dev, uint64_t bps, bool write,
-		  const char *field, char *err, size_t errlen)
+static int add_io(struct task_spec *s, const char *dev, uint64_t bps, bool write, const char *field,
+		  char *err, size_t errlen)
 {
 	struct spec_io *io = NULL;
 
@@ -239,8 +239,8 @@ int spec_set_io(struct task_spec *s, const char *dev_eq_bps, bool write, char *e
 	uint64_t bps;
 
 	if (!eq)
-		return fail(err, errlen, "%s: expected DEVICE=BYTES_PER_SECOND, got \"%.64s\"", field,
-			    dev_eq_bps);
+		return fail(err, errlen, "%s: expected DEVICE=BYTES_PER_SECOND, got \"%.64s\"",
+			    field, dev_eq_bps);
 	if (parse_size(eq + 1, &bps) < 0)
 		return fail(err, errlen, "%s: invalid rate \"%.32s\"", field, eq + 1);
 	dev = strndup(dev_eq_bps, (size_t)(eq - dev_eq_bps));
@@ -288,8 +288,8 @@ static int get_size(json_t *v, const char *field, uint64_t *ret, char *err, size
 	}
 	if (json_is_string(v)) {
 		if (parse_size(json_string_value(v), ret) < 0)
-			return fail(err, errlen, "%s: invalid size \"%.32s\" (e.g. 512M, 2G)", field,
-				    json_string_value(v));
+			return fail(err, errlen, "%s: invalid size \"%.32s\" (e.g. 512M, 2G)",
+				    field, json_string_value(v));
 		return 0;
 	}
 	return fail(err, errlen, "%s: expected a size (bytes, or a string like \"2G\")", field);
@@ -308,15 +308,16 @@ static int get_duration(json_t *v, const char *field, uint64_t *ret_ns, char *er
 	}
 	if (json_is_string(v)) {
 		if (parse_duration_ns(json_string_value(v), ret_ns) < 0)
-			return fail(err, errlen, "%s: invalid duration \"%.32s\" (e.g. 90, 1.5, 2m, 1h)",
-				    field, json_string_value(v));
+			return fail(err, errlen,
+				    "%s: invalid duration \"%.32s\" (e.g. 90, 1.5, 2m, 1h)", field,
+				    json_string_value(v));
 		return 0;
 	}
 	return fail(err, errlen, "%s: expected seconds (number) or a duration string", field);
 }
 
-static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***ret,
-		    size_t *ret_n, char *err, size_t errlen)
+static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***ret, size_t *ret_n,
+		    char *err, size_t errlen)
 {
 	size_t i;
 	json_t *e;
@@ -390,7 +391,8 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 		else if (strcmp(k, "cpus") == 0) {
 			if (!json_is_number(v) || json_number_value(v) < 0 ||
 			    json_number_value(v) > 4096)
-				return fail(err, errlen, "%s: expected a number of cores (0-4096)", f);
+				return fail(err, errlen, "%s: expected a number of cores (0-4096)",
+					    f);
 			s->cpus = json_number_value(v);
 			if (s->cpus > 0 && s->cpus < 0.01)
 				return fail(err, errlen, "%s: at least 0.01", f);
@@ -422,9 +424,10 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 
 				for (const char *p = g; *p; p++)
 					if (!isdigit((unsigned char)*p) && *p != ',')
-						return fail(err, errlen,
-							    "%s: expected a count or a list like \"0,2\"",
-							    f);
+						return fail(
+						    err, errlen,
+						    "%s: expected a count or a list like \"0,2\"",
+						    f);
 				if (!*g)
 					return fail(err, errlen, "%s: empty GPU list", f);
 				free(s->gpu_list);
@@ -435,8 +438,8 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 				for (const char *p = g; *p; p++)
 					s->gpus += *p == ',';
 			} else
-				return fail(err, errlen, "%s: expected a count or a list like \"0,2\"",
-					    f);
+				return fail(err, errlen,
+					    "%s: expected a count or a list like \"0,2\"", f);
 		} else if (strcmp(k, "gpu_memory") == 0)
 			r = get_size(v, f, &s->gpu_memory_max, err, errlen);
 		else
@@ -463,7 +466,8 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			strv_free(s->argv, s->argc);
 			s->argv = NULL;
 			s->argc = 0;
-			r = get_strv(v, "command", SPEC_ARGS_MAX, true, &s->argv, &s->argc, err, errlen);
+			r = get_strv(v, "command", SPEC_ARGS_MAX, true, &s->argv, &s->argc, err,
+				     errlen);
 		} else if (strcmp(k, "env") == 0) {
 			const char *ek;
 			json_t *ev;
@@ -473,7 +477,8 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			json_object_foreach(v, ek, ev)
 			{
 				if (!json_is_string(ev))
-					return fail(err, errlen, "env.%.40s: expected a string", ek);
+					return fail(err, errlen, "env.%.40s: expected a string",
+						    ek);
 				r = add_env(s, ek, json_string_value(ev), err, errlen);
 				if (r < 0)
 					return r;
@@ -487,7 +492,8 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			json_object_foreach(v, lk, lv)
 			{
 				if (!json_is_string(lv))
-					return fail(err, errlen, "labels.%.40s: expected a string", lk);
+					return fail(err, errlen, "labels.%.40s: expected a string",
+						    lk);
 				r = add_label(s, lk, json_string_value(lv), "labels", err, errlen);
 				if (r < 0)
 					return r;
@@ -509,9 +515,11 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 		else if (strcmp(k, "limits") == 0)
 			r = parse_limits(s, v, err, errlen);
 		else if (strcmp(k, "allow_net") == 0)
-			r = get_strv(v, "allow_net", 256, false, &s->net_allow, &s->n_net_allow, err, errlen);
+			r = get_strv(v, "allow_net", 256, false, &s->net_allow, &s->n_net_allow,
+				     err, errlen);
 		else if (strcmp(k, "deny_net") == 0)
-			r = get_strv(v, "deny_net", 256, false, &s->net_deny, &s->n_net_deny, err, errlen);
+			r = get_strv(v, "deny_net", 256, false, &s->net_deny, &s->n_net_deny, err,
+				     errlen);
 		else
 			return fail(err, errlen, "spec: unknown key \"%.40s\"", k);
 		if (r < 0)

@@ -13,11 +13,11 @@
 
 #include <jansson.h>
 
-#define SPEC_ARGS_MAX 4096
-#define SPEC_ENV_MAX 1024
+#define SPEC_ARGS_MAX	4096
+#define SPEC_ENV_MAX	1024
 #define SPEC_LABELS_MAX 64
-#define SPEC_STR_MAX 4096
-#define SPEC_IO_MAX 8
+#define SPEC_STR_MAX	4096
+#define SPEC_IO_MAX	8
 
 struct spec_io {
 	char *device; /* path ("/dev/sda") or "MAJ:MIN" */
@@ -25,9 +25,9 @@ struct spec_io {
 };
 
 struct task_spec {
-	char **argv;   /* NULL-terminated */
+	char **argv; /* NULL-terminated */
 	size_t argc;
-	char **env;    /* "K=V", NULL-terminated */
+	char **env; /* "K=V", NULL-terminated */
 	size_t envc;
 	char *workdir; /* NULL: the user's home, else "/" */
 	char *user;    /* NULL: the requesting user */
@@ -36,20 +36,20 @@ struct task_spec {
 	char **label_keys, **label_values;
 	size_t n_labels;
 	char *stdout_path, *stderr_path; /* NULL: /dev/null */
-	char *seccomp; /* profile name or path; NULL: agent default */
+	char *seccomp;			 /* profile name or path; NULL: agent default */
 
-	uint64_t memory_max;  /* 0 = none */
+	uint64_t memory_max; /* 0 = none */
 	uint64_t memory_high;
-	uint64_t swap_max;    /* UINT64_MAX = unset */
-	double cpus;          /* 0 = unlimited */
-	uint32_t cpu_weight;  /* 0 = default */
+	uint64_t swap_max;   /* UINT64_MAX = unset */
+	double cpus;	     /* 0 = unlimited */
+	uint32_t cpu_weight; /* 0 = default */
 	uint64_t pids_max;
 	size_t n_io;
 	struct spec_io io[SPEC_IO_MAX];
-	uint64_t time_limit_ns;     /* wall, 0 = none */
+	uint64_t time_limit_ns;	    /* wall, 0 = none */
 	uint64_t cpu_time_limit_ns; /* 0 = none */
-	uint32_t gpus;              /* count (0 = none) */
-	char *gpu_list;             /* explicit "0,2", NULL if by count */
+	uint32_t gpus;		    /* count (0 = none) */
+	char *gpu_list;		    /* explicit "0,2", NULL if by count */
 	uint64_t gpu_memory_max;
 	/* allow/deny network CIDR rules, raw strings (validated by the policy module) */
 	char **net_allow;

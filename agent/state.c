@@ -111,8 +111,8 @@ int state_next_record_id(struct agent *a, char *buf, size_t len)
 	return 0;
 }
 
-static void task_path(struct agent *a, const char *id, const char *sub, const char *ext,
-		      char *buf, size_t len)
+static void task_path(struct agent *a, const char *id, const char *sub, const char *ext, char *buf,
+		      size_t len)
 {
 	snprintf(buf, len, "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
 }
@@ -124,22 +124,21 @@ int state_save_task(struct agent *a, struct task *t)
 	json_t *j;
 	int r;
 
-	j = json_pack("{s:i,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:s,s:i,s:I,s:i,s:I,s:I,s:s,s:s,s:I,s:I}",
-		      "version", 1, "id", t->id, "key", (json_int_t)t->key, "spec",
-		      spec_to_json(&t->spec), "user", t->user, "uid", (json_int_t)t->uid, "gid",
-		      (json_int_t)t->gid, "submitter_uid", (json_int_t)t->submitter_uid, "cgroup",
-		      t->cg_name, "shim_pid", (int)t->shim_pid, "shim_start",
-		      (json_int_t)t->shim_start, "pid", (int)t->pid, "pid_start",
-		      (json_int_t)t->pid_start, "start_ns", (json_int_t)t->start_ns, "boot_id",
-		      a->boot_id, "limit_reason", acct_exit_status_to_string(t->limit_reason),
-		      "limit_value", (json_int_t)t->limit_value, "limit_observed",
-		      (json_int_t)t->limit_observed);
+	j = json_pack(
+	    "{s:i,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:s,s:i,s:I,s:i,s:I,s:I,s:s,s:s,s:I,s:I}", "version",
+	    1, "id", t->id, "key", (json_int_t)t->key, "spec", spec_to_json(&t->spec), "user",
+	    t->user, "uid", (json_int_t)t->uid, "gid", (json_int_t)t->gid, "submitter_uid",
+	    (json_int_t)t->submitter_uid, "cgroup", t->cg_name, "shim_pid", (int)t->shim_pid,
+	    "shim_start", (json_int_t)t->shim_start, "pid", (int)t->pid, "pid_start",
+	    (json_int_t)t->pid_start, "start_ns", (json_int_t)t->start_ns, "boot_id", a->boot_id,
+	    "limit_reason", acct_exit_status_to_string(t->limit_reason), "limit_value",
+	    (json_int_t)t->limit_value, "limit_observed", (json_int_t)t->limit_observed);
 	if (!j)
 		return -ENOMEM;
 	if (t->limit_reason != ACCT_EXIT_NONE)
-		json_object_set_new(j, "term_sent_ago_ns",
-				    json_integer((json_int_t)(now_ns(CLOCK_MONOTONIC) -
-							      t->term_sent_mono)));
+		json_object_set_new(
+		    j, "term_sent_ago_ns",
+		    json_integer((json_int_t)(now_ns(CLOCK_MONOTONIC) - t->term_sent_mono)));
 	if (t->status == ACCT_EXIT_LAUNCH_FAILED) {
 		json_object_set_new(j, "launch_failed", json_true());
 		json_object_set_new(j, "exit_code", json_integer(t->exit_code));
@@ -295,7 +294,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 	t->start_ns = (uint64_t)json_integer_value(json_object_get(j, "start_ns"));
 	t->mem_byte_seconds_cg = json_number_value(json_object_get(j, "mem_byte_seconds_cg"));
 	t->limit_reason = acct_exit_status_from_string(
-		json_string_value(json_object_get(j, "limit_reason")) ?: "");
+	    json_string_value(json_object_get(j, "limit_reason")) ?: "");
 	if ((int)t->limit_reason < 0)
 		t->limit_reason = ACCT_EXIT_NONE;
 	t->limit_value = (uint64_t)json_integer_value(json_object_get(j, "limit_value"));
@@ -350,7 +349,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 		t->shim_pidfd = -1;
 	}
 	if (t->shim_pidfd >= 0) {
-		t->w_pidfd = (struct watch){ .kind = WATCH_TASK_PIDFD, .ptr = t };
+		t->w_pidfd = (struct watch){.kind = WATCH_TASK_PIDFD, .ptr = t};
 		r = agent_watch_add(a, t->shim_pidfd, EPOLLIN, &t->w_pidfd);
 		if (r < 0)
 			return r;
@@ -388,7 +387,8 @@ int state_load(struct agent *a)
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		j = json_load_file(path, 0, &e);
 		if (!j) {
-			log_error("%s: unreadable task state (%s); moved aside as .bad", path, e.text);
+			log_error("%s: unreadable task state (%s); moved aside as .bad", path,
+				  e.text);
 			char bad[1100];
 
 			snprintf(bad, sizeof(bad), "%s.bad", path);

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+#define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 #define ENDING_MAX_NS (10 * NSEC_PER_SEC)
 
 _printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -112,7 +112,6 @@ static bool user_listed(const char *list, const char *user)
 			return true;
 	return false;
 }
-
 
 bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
 {
@@ -291,8 +290,8 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 	 * next sequence number.
 	 */
 	if (r->type == ACCT_TASK_START || r->type == ACCT_TASK_END)
-		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/%s", a->cfg.node, r->task.id,
-			 r->type == ACCT_TASK_START ? "start" : "end");
+		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/%s", a->cfg.node,
+			 r->task.id, r->type == ACCT_TASK_START ? "start" : "end");
 	else if (r->type == ACCT_AUDIT_LIMIT && r->event &&
 		 json_is_string(json_object_get(r->event, "limit")))
 		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/limit-%.16s", a->cfg.node,
@@ -363,7 +362,7 @@ static void emit(struct agent *a, struct task *t, enum acct_type type)
 
 void task_collect_usage(struct agent *a, struct task *t)
 {
-	struct cg_stats st = { 0 };
+	struct cg_stats st = {0};
 	uint64_t end = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
 	json_t *d;
 
@@ -378,8 +377,8 @@ void task_collect_usage(struct agent *a, struct task *t)
 		/* The cgroup's usage is exact (ns); its user/system split comes in ticks, so the
 		 * exact total is divided in the ratio of the tick counts. */
 		if (tot > 0) {
-			t->usage.cpu_user_ns =
-				(uint64_t)((double)st.cpu_usage_ns * (double)st.cpu_user_ns / (double)tot);
+			t->usage.cpu_user_ns = (uint64_t)((double)st.cpu_usage_ns *
+							  (double)st.cpu_user_ns / (double)tot);
 			t->usage.cpu_system_ns = st.cpu_usage_ns - t->usage.cpu_user_ns;
 		} else {
 			t->usage.cpu_user_ns = st.cpu_usage_ns;
@@ -401,7 +400,8 @@ void task_collect_usage(struct agent *a, struct task *t)
 		json_object_set_new(d, "cgroup_memory_peak_bytes",
 				    json_integer((json_int_t)st.memory_peak));
 		json_object_set_new(d, "cgroup_oom_kills", json_integer((json_int_t)st.oom_kills));
-		json_object_set_new(d, "block_read_bytes", json_integer((json_int_t)st.io_read_bytes));
+		json_object_set_new(d, "block_read_bytes",
+				    json_integer((json_int_t)st.io_read_bytes));
 		json_object_set_new(d, "block_write_bytes",
 				    json_integer((json_int_t)st.io_write_bytes));
 	}
@@ -539,9 +539,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	_cleanup_(free_strvp) char **paths = NULL;
 	_cleanup_(free_strvp) char **gpu_env = NULL;
 	const struct sbx_filter *filter = NULL;
-	struct launch_plan plan = { 0 };
-	struct launch_handle h = { .shim_pidfd = -1, .status_fd = -1, .err_fd = -1, .sync_fd = -1 };
-	struct cg_limits lim = { 0 };
+	struct launch_plan plan = {0};
+	struct launch_handle h = {.shim_pidfd = -1, .status_fd = -1, .err_fd = -1, .sync_fd = -1};
+	struct cg_limits lim = {0};
 	struct passwd *pw;
 	struct task *t;
 	gid_t groups[256];
@@ -555,7 +555,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	if (a->n_live >= a->cfg.max_tasks) {
 		a->stats.refused++;
-		return fail(err, errlen, "refused: the node runs its maximum of %u tasks (max_tasks)",
+		return fail(err, errlen,
+			    "refused: the node runs its maximum of %u tasks (max_tasks)",
 			    a->cfg.max_tasks);
 	}
 
@@ -578,20 +579,23 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (pw->pw_uid != submitter) {
 		if (!privileged) {
 			a->stats.refused++;
-			return fail(err, errlen,
-				    "permission denied: uid %u may only run tasks as itself (not as "
-				    "\"%s\"); ask an administrator to add you to group \"%s\"",
-				    submitter, pw->pw_name,
-				    a->cfg.allowed_group ? a->cfg.allowed_group : "");
+			return fail(
+			    err, errlen,
+			    "permission denied: uid %u may only run tasks as itself (not as "
+			    "\"%s\"); ask an administrator to add you to group \"%s\"",
+			    submitter, pw->pw_name,
+			    a->cfg.allowed_group ? a->cfg.allowed_group : "");
 		}
 		if (pw->pw_uid == 0 && submitter != 0 && !a->cfg.allow_root_tasks) {
 			a->stats.refused++;
-			return fail(err, errlen, "permission denied: tasks as root need "
-						 "allow_root_tasks=yes");
+			return fail(err, errlen,
+				    "permission denied: tasks as root need "
+				    "allow_root_tasks=yes");
 		}
 		if (pw->pw_uid != 0 && !user_listed(a->cfg.allowed_users, pw->pw_name)) {
 			a->stats.refused++;
-			return fail(err, errlen, "permission denied: user \"%s\" is not in allowed_users",
+			return fail(err, errlen,
+				    "permission denied: user \"%s\" is not in allowed_users",
 				    pw->pw_name);
 		}
 	}
@@ -601,13 +605,14 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (spec->memory_max && a->mem_total &&
 	    mem_used + spec->memory_max + a->cfg.reserve_memory > a->mem_total) {
 		a->stats.refused++;
-		return fail(err, errlen,
-			    "refused: memory request %llu MiB exceeds what is left on the node "
-			    "(%llu MiB total, %llu MiB reserved, %llu MiB requested by running tasks)",
-			    (unsigned long long)(spec->memory_max >> 20),
-			    (unsigned long long)(a->mem_total >> 20),
-			    (unsigned long long)(a->cfg.reserve_memory >> 20),
-			    (unsigned long long)(mem_used >> 20));
+		return fail(
+		    err, errlen,
+		    "refused: memory request %llu MiB exceeds what is left on the node "
+		    "(%llu MiB total, %llu MiB reserved, %llu MiB requested by running tasks)",
+		    (unsigned long long)(spec->memory_max >> 20),
+		    (unsigned long long)(a->mem_total >> 20),
+		    (unsigned long long)(a->cfg.reserve_memory >> 20),
+		    (unsigned long long)(mem_used >> 20));
 	}
 	if (spec->cpus > 0 && cpus_used + spec->cpus + a->cfg.reserve_cpus > (double)a->ncpus) {
 		a->stats.refused++;
@@ -647,7 +652,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-				return -ENOMEM;
+		return -ENOMEM;
 	}
 	t->shim_pidfd = t->status_fd = -1;
 	spec_init(&t->spec);
@@ -657,7 +662,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = j ? spec_from_json(j, &t->spec, perr, sizeof(perr)) : -ENOMEM;
 		json_decref(j);
 		if (r < 0) {
-						task_free(t);
+			task_free(t);
 			return fail(err, errlen, "internal: spec copy failed: %s", perr);
 		}
 	}
@@ -678,13 +683,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	r = gpu_glue_prepare(a, t, &gpu_env, perr, sizeof(perr));
 	if (r < 0) {
-				task_free(t);
+		task_free(t);
 		a->stats.refused++;
 		return fail(err, errlen, "%s", perr);
 	}
 	r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
 	if (r < 0) {
-				gpu_glue_release(a, t);
+		gpu_glue_release(a, t);
 		task_free(t);
 		return fail(err, errlen, "creating the task's cgroup failed: %s", strerror(-r));
 	}
@@ -704,22 +709,22 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
 	plan = (struct launch_plan){
-		.argv = t->spec.argv,
-		.env = env,
-		.exec_paths = paths,
-		.workdir = t->spec.workdir ? t->spec.workdir : pw->pw_dir,
-		.uid = pw->pw_uid,
-		.gid = pw->pw_gid,
-		.groups = groups,
-		.n_groups = (size_t)ngroups,
-		.switch_user = geteuid() == 0,
-		.stdout_path = t->spec.stdout_path,
-		.stderr_path = t->spec.stderr_path,
-		.cg = t->cg,
-		.clone_cgroup_fd = cg_task_clone_fd(t->cg),
-		.filter = filter,
-		.cap_last_cap = a->cap_last_cap,
-		.exit_file = exit_file,
+	    .argv = t->spec.argv,
+	    .env = env,
+	    .exec_paths = paths,
+	    .workdir = t->spec.workdir ? t->spec.workdir : pw->pw_dir,
+	    .uid = pw->pw_uid,
+	    .gid = pw->pw_gid,
+	    .groups = groups,
+	    .n_groups = (size_t)ngroups,
+	    .switch_user = geteuid() == 0,
+	    .stdout_path = t->spec.stdout_path,
+	    .stderr_path = t->spec.stderr_path,
+	    .cg = t->cg,
+	    .clone_cgroup_fd = cg_task_clone_fd(t->cg),
+	    .filter = filter,
+	    .cap_last_cap = a->cap_last_cap,
+	    .exit_file = exit_file,
 	};
 	if (!t->spec.workdir && stat(pw->pw_dir, &st) < 0)
 		plan.workdir = "/";
@@ -741,7 +746,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 	gpu_glue_started(a, t);
 	r = launch_release(&h, 30000, &step);
-		t->shim_pidfd = TAKE_FD(h.shim_pidfd);
+	t->shim_pidfd = TAKE_FD(h.shim_pidfd);
 	t->status_fd = TAKE_FD(h.status_fd);
 	launch_handle_close(&h);
 	if (r < 0) {
@@ -757,7 +762,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		a->stats.launch_failed++;
 		(void)state_save_task(a, t);
 		/* The shim still reports the child's _exit(127); it is ignored for the status. */
-		t->w_status = (struct watch){ .kind = WATCH_TASK_STATUS, .ptr = t };
+		t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
 		agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
 		emit(a, t, ACCT_TASK_START);
 		*ret = t;
@@ -775,7 +780,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (r < 0)
 		log_error("task %s: saving state failed: %s (it will not survive an agent restart)",
 			  t->id, strerror(-r));
-	t->w_status = (struct watch){ .kind = WATCH_TASK_STATUS, .ptr = t };
+	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
 	agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
 	emit(a, t, ACCT_TASK_START);
 	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
@@ -789,7 +794,7 @@ out_cg:
 		launch_handle_close(&h);
 		(void)waitpid(h.shim_pid, NULL, 0);
 	}
-		(void)cg_task_kill(t->cg, SIGKILL);
+	(void)cg_task_kill(t->cg, SIGKILL);
 	(void)cg_task_destroy(t->cg);
 	gpu_glue_release(a, t);
 	task_free(t);
@@ -896,7 +901,7 @@ static void task_finalize(struct agent *a, struct task *t)
 /* The main process is gone: kill leftovers, finalize once the cgroup is empty. */
 static void task_main_exited(struct agent *a, struct task *t)
 {
-	struct cg_stats st = { 0 };
+	struct cg_stats st = {0};
 
 	if (t->state == TASK_ENDED)
 		return;
@@ -915,10 +920,10 @@ static void task_main_exited(struct agent *a, struct task *t)
 
 		/* audit.limit for the kernel's action too, with the values at the time. */
 		task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
-		r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", "oom_killed", "action",
-				    "kernel OOM kill", "limit_value", (json_int_t)t->spec.memory_max,
-				    "observed", (json_int_t)st.memory_peak, "oom_kills",
-				    (json_int_t)st.oom_kills);
+		r.event = json_pack(
+		    "{s:s,s:s,s:I,s:I,s:I}", "limit", "oom_killed", "action", "kernel OOM kill",
+		    "limit_value", (json_int_t)t->spec.memory_max, "observed",
+		    (json_int_t)st.memory_peak, "oom_kills", (json_int_t)st.oom_kills);
 		(void)agent_emit_record(a, &r);
 		acct_record_clear(&r);
 	}
@@ -1033,9 +1038,11 @@ void task_tick(struct agent *a, uint64_t now)
 
 			if (cg_task_stats(t->cg, &st) == 0) {
 				t->mem_byte_seconds_cg += (double)st.memory_current *
-							  (double)(now - t->last_mem_sample_mono) / 1e9;
+							  (double)(now - t->last_mem_sample_mono) /
+							  1e9;
 				t->last_mem_sample_mono = now;
-				if (t->limit_reason == ACCT_EXIT_NONE && t->spec.cpu_time_limit_ns &&
+				if (t->limit_reason == ACCT_EXIT_NONE &&
+				    t->spec.cpu_time_limit_ns &&
 				    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
 					fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now,
 						   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);

@@ -8,15 +8,16 @@
 #include <stdio.h>
 #include <dirent.h>
 
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#define _unused_ __attribute__((unused))
+#define _cleanup_(f)   __attribute__((cleanup(f)))
+#define _unused_       __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
-#define _noreturn_ __attribute__((noreturn))
+#define _noreturn_     __attribute__((noreturn))
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Upper bound of the decimal representation of an integer type, sign and NUL included. */
-#define DECIMAL_STR_MAX(type) (2 + (sizeof(type) <= 1 ? 3 : sizeof(type) <= 2 ? 5 : sizeof(type) <= 4 ? 10 : 20))
+#define DECIMAL_STR_MAX(type)                                                                      \
+	(2 + (sizeof(type) <= 1 ? 3 : sizeof(type) <= 2 ? 5 : sizeof(type) <= 4 ? 10 : 20))
 
 static inline void freep(void *p)
 {
@@ -66,6 +67,6 @@ static inline void closedirp(DIR **d)
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-#define NSEC_PER_SEC 1000000000ULL
-#define USEC_PER_SEC 1000000ULL
+#define NSEC_PER_SEC  1000000000ULL
+#define USEC_PER_SEC  1000000ULL
 #define NSEC_PER_USEC 1000ULL

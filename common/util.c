@@ -166,8 +166,8 @@ int parse_duration_ns(const char *s, uint64_t *ret)
 
 int parse_bool(const char *s, bool *ret)
 {
-	static const char *const yes[] = { "1", "yes", "true", "on" };
-	static const char *const no[] = { "0", "no", "false", "off" };
+	static const char *const yes[] = {"1", "yes", "true", "on"};
+	static const char *const no[] = {"0", "no", "false", "off"};
 
 	if (!s)
 		return -EINVAL;
@@ -190,11 +190,11 @@ int parse_signal(const char *s, int *ret)
 		const char *name;
 		int sig;
 	} sigs[] = {
-		{ "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "ILL", SIGILL },
-		{ "ABRT", SIGABRT }, { "FPE", SIGFPE },   { "KILL", SIGKILL }, { "SEGV", SIGSEGV },
-		{ "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM }, { "USR1", SIGUSR1 },
-		{ "USR2", SIGUSR2 }, { "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "TSTP", SIGTSTP },
-		{ "XCPU", SIGXCPU }, { "SYS", SIGSYS },   { "BUS", SIGBUS },   { "TRAP", SIGTRAP },
+	    {"HUP", SIGHUP},   {"INT", SIGINT},	  {"QUIT", SIGQUIT}, {"ILL", SIGILL},
+	    {"ABRT", SIGABRT}, {"FPE", SIGFPE},	  {"KILL", SIGKILL}, {"SEGV", SIGSEGV},
+	    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"USR1", SIGUSR1},
+	    {"USR2", SIGUSR2}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+	    {"XCPU", SIGXCPU}, {"SYS", SIGSYS},	  {"BUS", SIGBUS},   {"TRAP", SIGTRAP},
 	};
 	int n;
 
@@ -411,7 +411,7 @@ void format_rfc3339_us(uint64_t realtime_ns, char *buf, size_t len)
 
 int parse_rfc3339(const char *s, uint64_t *ret_realtime_ns)
 {
-	struct tm tm = { 0 };
+	struct tm tm = {0};
 	const char *p;
 	uint64_t frac_ns = 0;
 	time_t t;

@@ -31,26 +31,26 @@
 #endif
 
 static const char *const step_names[_LAUNCH_STEP_MAX] = {
-	[LAUNCH_STEP_NONE] = "none",
-	[LAUNCH_STEP_CLONE] = "clone",
-	[LAUNCH_STEP_CGROUP] = "join cgroup",
-	[LAUNCH_STEP_SYNC] = "wait for agent",
-	[LAUNCH_STEP_SETSID] = "setsid",
-	[LAUNCH_STEP_SIGNALS] = "reset signals",
-	[LAUNCH_STEP_RLIMIT] = "setrlimit",
-	[LAUNCH_STEP_CAPBSET] = "drop capability bounding set",
-	[LAUNCH_STEP_SETGROUPS] = "setgroups",
-	[LAUNCH_STEP_SETGID] = "setgid",
-	[LAUNCH_STEP_SETUID] = "setuid",
-	[LAUNCH_STEP_CHDIR] = "chdir",
-	[LAUNCH_STEP_STDIN] = "open stdin",
-	[LAUNCH_STEP_STDOUT] = "open stdout",
-	[LAUNCH_STEP_STDERR] = "open stderr",
-	[LAUNCH_STEP_NO_NEW_PRIVS] = "set no_new_privs",
-	[LAUNCH_STEP_CAPS] = "drop capabilities",
-	[LAUNCH_STEP_CLOSE_FDS] = "close file descriptors",
-	[LAUNCH_STEP_SECCOMP] = "install seccomp filter",
-	[LAUNCH_STEP_EXEC] = "exec",
+    [LAUNCH_STEP_NONE] = "none",
+    [LAUNCH_STEP_CLONE] = "clone",
+    [LAUNCH_STEP_CGROUP] = "join cgroup",
+    [LAUNCH_STEP_SYNC] = "wait for agent",
+    [LAUNCH_STEP_SETSID] = "setsid",
+    [LAUNCH_STEP_SIGNALS] = "reset signals",
+    [LAUNCH_STEP_RLIMIT] = "setrlimit",
+    [LAUNCH_STEP_CAPBSET] = "drop capability bounding set",
+    [LAUNCH_STEP_SETGROUPS] = "setgroups",
+    [LAUNCH_STEP_SETGID] = "setgid",
+    [LAUNCH_STEP_SETUID] = "setuid",
+    [LAUNCH_STEP_CHDIR] = "chdir",
+    [LAUNCH_STEP_STDIN] = "open stdin",
+    [LAUNCH_STEP_STDOUT] = "open stdout",
+    [LAUNCH_STEP_STDERR] = "open stderr",
+    [LAUNCH_STEP_NO_NEW_PRIVS] = "set no_new_privs",
+    [LAUNCH_STEP_CAPS] = "drop capabilities",
+    [LAUNCH_STEP_CLOSE_FDS] = "close file descriptors",
+    [LAUNCH_STEP_SECCOMP] = "install seccomp filter",
+    [LAUNCH_STEP_EXEC] = "exec",
 };
 
 const char *launch_step_to_string(enum launch_step s)
@@ -94,7 +94,7 @@ struct child_error {
 
 _noreturn_ static void child_fail(int err_fd, enum launch_step step, int err)
 {
-	struct child_error ce = { .step = (int32_t)step, .err = err ? err : EIO };
+	struct child_error ce = {.step = (int32_t)step, .err = err ? err : EIO};
 	ssize_t n = write(err_fd, &ce, sizeof(ce));
 
 	(void)n;
@@ -130,8 +130,8 @@ static int open_stdio(const char *path, int target, int flags)
 _noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sync_fd,
 				 bool need_join)
 {
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2] = { { 0 } };
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {{0}};
 	sigset_t all;
 	char go;
 	ssize_t n;
@@ -237,7 +237,7 @@ static int write_all(int fd, const char *buf, size_t len)
 /* The shim: a forked copy of the agent (glibc fork, so malloc/stdio are usable). */
 _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r)
 {
-	struct clone_args ca = { 0 };
+	struct clone_args ca = {0};
 	struct rusage ru;
 	sigset_t all;
 	char line[160];
@@ -270,7 +270,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		run_child(p, err_w, sync_r, need_join);
 	}
 	if (c < 0) {
-		struct child_error ce = { .step = LAUNCH_STEP_CLONE, .err = errno };
+		struct child_error ce = {.step = LAUNCH_STEP_CLONE, .err = errno};
 
 		(void)!write(err_w, &ce, sizeof(ce));
 		_exit(1);
@@ -308,8 +308,10 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		}
 	}
 	{
-		uint64_t ut = (uint64_t)ru.ru_utime.tv_sec * USEC_PER_SEC + (uint64_t)ru.ru_utime.tv_usec;
-		uint64_t st = (uint64_t)ru.ru_stime.tv_sec * USEC_PER_SEC + (uint64_t)ru.ru_stime.tv_usec;
+		uint64_t ut =
+		    (uint64_t)ru.ru_utime.tv_sec * USEC_PER_SEC + (uint64_t)ru.ru_utime.tv_usec;
+		uint64_t st =
+		    (uint64_t)ru.ru_stime.tv_sec * USEC_PER_SEC + (uint64_t)ru.ru_stime.tv_usec;
 		uint64_t end = now_ns(CLOCK_REALTIME);
 		char file[256];
 		int len;
@@ -330,7 +332,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 
 static int poll_in(int fd, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	int r;
 
 	do {
@@ -343,7 +345,7 @@ static int poll_in(int fd, int timeout_ms)
 
 int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 {
-	int status_p[2] = { -1, -1 }, err_p[2] = { -1, -1 }, sync_p[2] = { -1, -1 };
+	int status_p[2] = {-1, -1}, err_p[2] = {-1, -1}, sync_p[2] = {-1, -1};
 	char buf[64];
 	size_t got = 0;
 	pid_t shim;
@@ -376,12 +378,12 @@ int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 	status_p[1] = err_p[1] = sync_p[0] = -1;
 
 	*ret = (struct launch_handle){
-		.shim_pid = shim,
-		.shim_pidfd = (int)syscall(SYS_pidfd_open, shim, 0),
-		.task_pid = -1,
-		.status_fd = status_p[0],
-		.err_fd = err_p[0],
-		.sync_fd = sync_p[1],
+	    .shim_pid = shim,
+	    .shim_pidfd = (int)syscall(SYS_pidfd_open, shim, 0),
+	    .task_pid = -1,
+	    .status_fd = status_p[0],
+	    .err_fd = err_p[0],
+	    .sync_fd = sync_p[1],
 	};
 	/* The shim's first line is the task pid ("P <pid>\n"), or it reports a clone error. */
 	while (got < sizeof(buf) - 1) {
@@ -485,11 +487,11 @@ static int parse_exit_fields(char *s, struct launch_exit *ret)
 		   &ut, &st, &rss, &end) != 5 &&
 	    sscanf(s, "X %d %llu %llu %llu %llu", &status, &ut, &st, &rss, &end) != 5)
 		return -EINVAL;
-	*ret = (struct launch_exit){ .wait_status = status,
-				     .utime_us = ut,
-				     .stime_us = st,
-				     .maxrss_kb = rss,
-				     .end_realtime_ns = end };
+	*ret = (struct launch_exit){.wait_status = status,
+				    .utime_us = ut,
+				    .stime_us = st,
+				    .maxrss_kb = rss,
+				    .end_realtime_ns = end};
 	return 0;
 }
 

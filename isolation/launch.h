@@ -56,38 +56,38 @@ struct launch_rlimit {
 };
 
 struct launch_plan {
-	char *const *argv;          /* argv[0] as given by the user (for messages) */
+	char *const *argv; /* argv[0] as given by the user (for messages) */
 	char *const *env;
-	char *const *exec_paths;    /* candidate paths to execve, in order (PATH resolved) */
-	const char *workdir;        /* chdir target, NULL = "/" */
+	char *const *exec_paths; /* candidate paths to execve, in order (PATH resolved) */
+	const char *workdir;	 /* chdir target, NULL = "/" */
 	uid_t uid;
 	gid_t gid;
 	const gid_t *groups;
 	size_t n_groups;
-	bool switch_user;           /* setgroups/setgid/setuid (the agent runs as root) */
-	const char *stdout_path;    /* NULL: /dev/null; opened as the task user, O_APPEND */
+	bool switch_user;	 /* setgroups/setgid/setuid (the agent runs as root) */
+	const char *stdout_path; /* NULL: /dev/null; opened as the task user, O_APPEND */
 	const char *stderr_path;
-	const struct cg_task *cg;   /* may be NULL (tests) */
-	int clone_cgroup_fd;        /* v2 cgroup dir fd for CLONE_INTO_CGROUP, -1 on v1 */
+	const struct cg_task *cg;	 /* may be NULL (tests) */
+	int clone_cgroup_fd;		 /* v2 cgroup dir fd for CLONE_INTO_CGROUP, -1 on v1 */
 	const struct sbx_filter *filter; /* NULL: unconfined */
-	int cap_last_cap;           /* from /proc/sys/kernel/cap_last_cap */
+	int cap_last_cap;		 /* from /proc/sys/kernel/cap_last_cap */
 	size_t n_rlimits;
 	struct launch_rlimit rlimits[LAUNCH_RLIMITS_MAX];
-	const char *exit_file;      /* where the shim records the wait status (atomic rename) */
+	const char *exit_file; /* where the shim records the wait status (atomic rename) */
 };
 
 struct launch_handle {
 	pid_t shim_pid;
-	int shim_pidfd;   /* owned; -1 if pidfd_open is unsupported */
+	int shim_pidfd; /* owned; -1 if pidfd_open is unsupported */
 	pid_t task_pid;
-	int status_fd;    /* owned; read end: the shim writes "X <status> ..." when the task ends */
-	int err_fd;       /* owned until launch_release */
-	int sync_fd;      /* owned until launch_release */
+	int status_fd; /* owned; read end: the shim writes "X <status> ..." when the task ends */
+	int err_fd;    /* owned until launch_release */
+	int sync_fd;   /* owned until launch_release */
 };
 
 /* What the shim recorded when the task's main process ended. */
 struct launch_exit {
-	int wait_status;       /* as from wait4 */
+	int wait_status;	     /* as from wait4 */
 	uint64_t utime_us, stime_us; /* rusage of the main process and its reaped children */
 	uint64_t maxrss_kb;
 	uint64_t end_realtime_ns;

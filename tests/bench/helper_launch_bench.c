@@ -45,7 +45,7 @@ static int run_argv(char *const argv[])
 
 static int api_connect(const char *sock)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
@@ -157,18 +157,27 @@ int main(int argc, char **argv)
 		int r;
 
 		if (strcmp(mode, "bare") == 0) {
-			char *const a[] = { (char *)"/bin/true", NULL };
+			char *const a[] = {(char *)"/bin/true", NULL};
 
 			r = run_argv(a);
 		} else if (strcmp(mode, "bwrap") == 0) {
-			char *const a[] = { (char *)"/usr/bin/bwrap", (char *)"--ro-bind", (char *)"/",
-					    (char *)"/",	  (char *)"/bin/true", NULL };
+			char *const a[] = {(char *)"/usr/bin/bwrap",
+					   (char *)"--ro-bind",
+					   (char *)"/",
+					   (char *)"/",
+					   (char *)"/bin/true",
+					   NULL};
 
 			r = run_argv(a);
 		} else if (strcmp(mode, "ctl") == 0 && argc >= 5) {
-			char *const a[] = { argv[4],	    (char *)"--socket", argv[3], (char *)"run",
-					    (char *)"--wait", (char *)"--",	    (char *)"/bin/true",
-					    NULL };
+			char *const a[] = {argv[4],
+					   (char *)"--socket",
+					   argv[3],
+					   (char *)"run",
+					   (char *)"--wait",
+					   (char *)"--",
+					   (char *)"/bin/true",
+					   NULL};
 
 			r = run_argv(a);
 		} else if (strcmp(mode, "api") == 0 && argc >= 4) {

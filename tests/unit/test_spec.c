@@ -123,7 +123,8 @@ static void test_spec_errors(void **state)
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"cpus\":0.001}}", "limits.cpus");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"pids\":0}}", "limits.pids");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"time\":\"soon\"}}", "limits.time");
-	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"cpu_weight\":20000}}", "limits.cpu_weight");
+	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"cpu_weight\":20000}}",
+			  "limits.cpu_weight");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"gpus\":\"a,b\"}}", "limits.gpus");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"io_read_bps\":{\"/dev/sda\":0}}}",
 			  "io_read_bps");
@@ -141,11 +142,12 @@ static void test_spec_errors(void **state)
 
 static void test_spec_roundtrip(void **state)
 {
-	const char *json = "{\"command\":[\"python3\",\"-c\",\"print(1)\\nprint(2)\"],"
-			   "\"env\":{\"A\":\"1\"},\"labels\":{\"project\":\"x\",\"tier\":\"spot\"},"
-			   "\"workdir\":\"/tmp\",\"user\":\"nobody\",\"account\":\"acct\",\"job\":\"j\","
-			   "\"limits\":{\"memory\":\"2G\",\"cpus\":1.5,\"pids\":32,\"time\":90,"
-			   "\"cpu_time\":\"1m\",\"io_write_bps\":{\"8:0\":\"10M\"},\"gpus\":\"0,2\"}}";
+	const char *json =
+	    "{\"command\":[\"python3\",\"-c\",\"print(1)\\nprint(2)\"],"
+	    "\"env\":{\"A\":\"1\"},\"labels\":{\"project\":\"x\",\"tier\":\"spot\"},"
+	    "\"workdir\":\"/tmp\",\"user\":\"nobody\",\"account\":\"acct\",\"job\":\"j\","
+	    "\"limits\":{\"memory\":\"2G\",\"cpus\":1.5,\"pids\":32,\"time\":90,"
+	    "\"cpu_time\":\"1m\",\"io_write_bps\":{\"8:0\":\"10M\"},\"gpus\":\"0,2\"}}";
 	struct task_spec s, s2;
 	char err[256];
 	json_t *j;
@@ -294,10 +296,10 @@ static void test_files(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_size),    cmocka_unit_test(test_parse_misc),
-		cmocka_unit_test(test_rfc3339),	      cmocka_unit_test(test_spec_errors),
-		cmocka_unit_test(test_spec_roundtrip), cmocka_unit_test(test_spec_flags),
-		cmocka_unit_test(test_config),	      cmocka_unit_test(test_files),
+	    cmocka_unit_test(test_parse_size),	   cmocka_unit_test(test_parse_misc),
+	    cmocka_unit_test(test_rfc3339),	   cmocka_unit_test(test_spec_errors),
+	    cmocka_unit_test(test_spec_roundtrip), cmocka_unit_test(test_spec_flags),
+	    cmocka_unit_test(test_config),	   cmocka_unit_test(test_files),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
