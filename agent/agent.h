@@ -112,6 +112,12 @@ struct agent_stats {
 	uint64_t tasks_adopted, tasks_lost;
 };
 
+struct pending_record {
+	char *buf;
+	size_t len;
+	int prio; /* enum spool_prio */
+};
+
 struct agent {
 	struct agent_config cfg;
 	const char *config_path;
@@ -139,6 +145,12 @@ struct agent {
 	uint64_t watchdog_usec;
 	char audit_head[ACCT_HASH_HEX]; /* hash of the last audit record: the chain's head */
 	struct agent_stats stats;
+	/* group commit (agent_flush_records) */
+	struct pending_record *pend;
+	size_t n_pend, cap_pend;
+	bool audit_dirty;
+	char **unlink_ids;
+	size_t n_unlink, cap_unlink;
 	struct conn *conns;
 	uint32_t n_conns;
 };
@@ -160,11 +172,14 @@ json_t *task_record_json(struct agent *a, struct task *t);
 void task_free(struct task *t);
 void task_collect_usage(struct agent *a, struct task *t);
 int agent_emit_record(struct agent *a, struct acct_record *r);
+void agent_flush_records(struct agent *a);
+void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 
 /* state.c */
 int state_save_task(struct agent *a, struct task *t);
 void state_remove_task(struct agent *a, struct task *t);
+void state_remove_task_after_flush(struct agent *a, struct task *t);
 int state_save_ended(struct agent *a, struct task *t);
 int state_load(struct agent *a);
 int state_next_record_id(struct agent *a, char *buf, size_t len);

@@ -391,6 +391,7 @@ int main(int argc, char **argv)
 		sd_notifyf(0, "STATUS=Failed to start: %s\nERRNO=%d", strerror(-r), -r);
 		return 1;
 	}
+	agent_flush_records(&a);
 	if (sd_watchdog_enabled(0, &usec) > 0) {
 		a.watchdog = true;
 		a.watchdog_usec = usec;
@@ -448,7 +449,9 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
+		agent_flush_records(&a);
 	}
+	agent_flush_records(&a);
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
 	control_close_all(&a);
 	agent_hooks_fini(&a);

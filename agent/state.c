@@ -157,6 +157,26 @@ int state_save_task(struct agent *a, struct task *t)
 	return r;
 }
 
+void state_remove_task_after_flush(struct agent *a, struct task *t)
+{
+	char **nv;
+
+	if (a->n_unlink == a->cap_unlink) {
+		size_t nc = a->cap_unlink ? a->cap_unlink * 2 : 32;
+
+		nv = realloc(a->unlink_ids, nc * sizeof(char *));
+		if (!nv) {
+			state_remove_task(a, t);
+			return;
+		}
+		a->unlink_ids = nv;
+		a->cap_unlink = nc;
+	}
+	a->unlink_ids[a->n_unlink] = strdup(t->id);
+	if (a->unlink_ids[a->n_unlink])
+		a->n_unlink++;
+}
+
 void state_remove_task(struct agent *a, struct task *t)
 {
 	char path[512];
@@ -320,6 +340,9 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 	a->tasks = t;
 	a->n_live++;
 	a->stats.tasks_adopted++;
+	/* Its task.start may not have reached the spool before the crash: emit it again (fixed
+	 * record id, so the collector keeps one copy). */
+	task_emit(a, t, ACCT_TASK_START);
 
 	if (strcmp(json_string_value(json_object_get(j, "boot_id")) ?: "", a->boot_id) != 0) {
 		t->status = ACCT_EXIT_LOST;

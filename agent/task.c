@@ -320,27 +320,102 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 			  r->task.id, strerror(-rr));
 		return rr;
 	}
-	rr = spool_append(a->spool, buf, len,
-			  r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED : SPOOL_PRIO_KEEP, NULL);
-	if (rr < 0) {
-		a->stats.records_spool_refused++;
-		if (a->stats.records_spool_refused_logged == 0 || rr != -ENOSPC)
-			log_error("spool refused a %s record of task %s: %s (counted in "
-				  "corral_spool_refused_total; further refusals are not logged)",
-				  acct_type_to_string(r->type), r->task.id, strerror(-rr));
-		a->stats.records_spool_refused_logged++;
-		return rr;
+	/* Group commit: appended (one fdatasync) at the end of this loop iteration. */
+	if (a->n_pend == a->cap_pend) {
+		size_t nc = a->cap_pend ? a->cap_pend * 2 : 64;
+		struct pending_record *np = realloc(a->pend, nc * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		a->pend = np;
+		a->cap_pend = nc;
 	}
-	a->stats.records_spooled++;
+	a->pend[a->n_pend++] = (struct pending_record){
+		.buf = TAKE_PTR(buf),
+		.len = len,
+		.prio = r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED : SPOOL_PRIO_KEEP,
+	};
 	if (acct_type_is_audit(r->type)) {
 		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
-		rr = state_save_audit_head(a);
-		if (rr < 0)
-			log_error("saving the audit chain head failed: %s", strerror(-rr));
+		a->audit_dirty = true;
 	}
+	return 0;
+}
+
+static void flush_prio(struct agent *a, enum spool_prio prio)
+{
+	const void *bufs[256];
+	size_t lens[256], n = 0, total = 0;
+	int r;
+
+	for (size_t i = 0; i <= a->n_pend; i++) {
+		if (i < a->n_pend && a->pend[i].prio == (int)prio) {
+			bufs[n] = a->pend[i].buf;
+			lens[n] = a->pend[i].len;
+			n++;
+			total++;
+		}
+		if (n == ARRAY_SIZE(bufs) || (i == a->n_pend && n > 0)) {
+			r = spool_append_many(a->spool, bufs, lens, n, prio);
+			if (r < 0 || (size_t)r < n) {
+				size_t lost = r < 0 ? n : n - (size_t)r;
+
+				a->stats.records_spooled += r < 0 ? 0 : (uint64_t)r;
+				a->stats.records_spool_refused += lost;
+				if (a->stats.records_spool_refused_logged++ == 0)
+					log_error("spool refused %zu record(s): %s (counted in "
+						  "corral_spool_refused_total; further refusals are not "
+						  "logged)",
+						  lost, strerror(r < 0 ? -r : ENOSPC));
+			} else
+				a->stats.records_spooled += n;
+			n = 0;
+		}
+	}
+	(void)total;
+}
+
+/*
+ * Make the records of this loop iteration durable (one fdatasync per priority), then do what
+ * had to wait for that: persist the audit chain head, drop the state files of ended tasks (a
+ * crash before this point re-finalizes them; their records have fixed ids, so the collector
+ * keeps one copy), wake the uploader.
+ */
+void agent_flush_records(struct agent *a)
+{
+	if (a->n_pend && a->spool) {
+		flush_prio(a, SPOOL_PRIO_KEEP);
+		flush_prio(a, SPOOL_PRIO_SHED);
+	}
+	for (size_t i = 0; i < a->n_pend; i++)
+		free(a->pend[i].buf);
+	a->n_pend = 0;
+	if (a->audit_dirty) {
+		int r = state_save_audit_head(a);
+
+		if (r < 0)
+			log_error("saving the audit chain head failed: %s", strerror(-r));
+		a->audit_dirty = false;
+	}
+	for (size_t i = 0; i < a->n_unlink; i++) {
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/tasks/%s.json", a->cfg.state_dir, a->unlink_ids[i]);
+		(void)unlink(path);
+		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir, a->unlink_ids[i]);
+		(void)unlink(path);
+		free(a->unlink_ids[i]);
+	}
+	a->n_unlink = 0;
 	if (a->upl)
 		upl_kick(a->upl);
-	return 0;
+}
+
+static void emit(struct agent *a, struct task *t, enum acct_type type);
+
+void task_emit(struct agent *a, struct task *t, enum acct_type type)
+{
+	emit(a, t, type);
 }
 
 static void emit(struct agent *a, struct task *t, enum acct_type type)
@@ -886,7 +961,7 @@ static void task_finalize(struct agent *a, struct task *t)
 		t->cg = NULL;
 	}
 	(void)state_save_ended(a, t);
-	state_remove_task(a, t);
+	state_remove_task_after_flush(a, t);
 	if (t->status == ACCT_EXIT_EXITED)
 		log_info("task %s ended: exited with code %d after %.3fs", t->id, t->exit_code,
 			 (double)t->usage.wall_ns / 1e9);

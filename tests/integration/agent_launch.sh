@@ -29,12 +29,13 @@ run_wait --memory 64M -- sh -c 'kill -KILL $$'
 
 # --- wall-clock limit: time_limit within 3 s, nothing left behind ---------------------------
 start=$(date +%s.%N)
-run_wait --time 1 -- sh -c 'sleep 30 & sleep 30'
+SL=30.$$
+run_wait --time 1 -- sh -c "sleep $SL & sleep $SL"
 el=$(echo "$(date +%s.%N) - $start" | bc)
 [ "$(status_of "$ID")" = time_limit ] && [ "$(echo "$el < 3" | bc)" = 1 ] \
 	&& pass "--time 1 on sleep 30: time_limit after ${el}s" \
 	|| fail "time limit: status $(status_of "$ID") after ${el}s ($REASON)"
-pgrep -f 'sleep 30' >/dev/null && fail "sleep 30 left behind" || pass "no process left behind"
+pgrep -f "sleep $SL" >/dev/null && fail "sleep left behind" || pass "no process left behind"
 
 # a task that ignores SIGTERM is killed after the grace period
 run_wait --time 1 -- sh -c 'trap "" TERM; while :; do sleep 0.1; done'
@@ -110,11 +111,11 @@ ctl wait "$id" 2>/dev/null; rc=$?
 [ "$rc" = 137 ] && pass "corralctl kill --signal KILL -> 137" || fail "kill: rc $rc"
 
 # --- restart survival: kill -9 of the agent, tasks keep running, exits still reported --------
-id1=$(ctl run -- sh -c 'sleep 2; exit 5')
+id1=$(ctl run -- sh -c "sleep 2.$$; exit 5")
 id2=$(ctl run -- sleep 1)
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 sleep 0.2
-pgrep -f 'sleep 2' >/dev/null && pass "task survives kill -9 of corrald" || fail "task died with the agent"
+pgrep -f "sleep 2.$$" >/dev/null && pass "task survives kill -9 of corrald" || fail "task died with the agent"
 start_agent --no-bpf
 ctl wait "$id1" 2>/dev/null; rc=$?
 [ "$rc" = 5 ] && pass "exit code reported after agent restart (task ended while running)" || fail "restart: rc $rc"

@@ -59,6 +59,14 @@ task_cgroup() { # the task's cgroup directory: from the record if it says, else 
 	if [ -n "$cg" ] && [ -d "/sys/fs/cgroup$cg" ]; then echo "/sys/fs/cgroup$cg"; return; fi
 	find "$UNIT_CG" -mindepth 1 -maxdepth 4 -type d -name "$1" | head -n1
 }
+# agent_back_from PID: true once a new agent is active, or once a start failed with
+# 219/CGROUP (the caller then sees it is not active).
+agent_back_from() {
+	local p
+	p=$(main_pid)
+	[ "$p" != 0 ] && [ "$p" != "$1" ] && agent_active && return 0
+	[ "$(systemctl show -p ExecMainStatus --value corrald.service)" = 219 ]
+}
 has_cgroup() { [ -n "$(task_cgroup "$1")" ]; }
 pid_alive() { kill -0 "$1" 2>/dev/null; }
 need_agent() { agent_active || fail "corrald is not active ($(systemctl is-active corrald.service))"; }
@@ -338,11 +346,11 @@ survive_check() { # survive_check NAME ACTION
 		  fail "systemctl restart failed: $(journalctl -u corrald --no-pager -n 30 | grep -o 'status=[0-9]*/[A-Z]*' | tail -n1)"; } ;;
 	kill9) kill -9 "$pid1" ;;
 	esac
-	# A new agent, started by systemd (restart job, or Restart=on-failure after SIGKILL).
-	wait_for 60 sh -c "[ \"\$(systemctl show -p MainPID --value corrald.service)\" != $pid1 ] &&
-		[ \"\$(systemctl show -p MainPID --value corrald.service)\" != 0 ] &&
-		[ \"\$(systemctl is-active corrald.service)\" = active ]" ||
-		fail "agent not back after $action (MainPID $(main_pid), $(systemctl is-active corrald.service))"
+	# A new agent, started by systemd (restart job, or Restart=on-failure after SIGKILL);
+	# a start that failed at the cgroup step (219/CGROUP) will not get better by waiting.
+	wait_for 60 agent_back_from "$pid1"
+	[ "$(main_pid)" != "$pid1" ] && [ "$(main_pid)" != 0 ] && agent_active ||
+		fail "agent not back after $action (MainPID $(main_pid), $(systemctl is-active corrald.service), ExecMainStatus=$(systemctl show -p ExecMainStatus --value corrald.service))"
 	pid2=$(main_pid)
 	pid_alive "$tpid" || fail "task process $tpid died across $action"
 	corralctl ps | grep -q "$id" || fail "re-adopted agent does not list $id"

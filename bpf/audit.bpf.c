@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Security audit trail, kernel side. See docs/audit.md.
+ *
+ * Exec events: sched_process_exec of a tracked process (tgid map, inherited in
+ * sched_process_fork, dropped in sched_process_exit when the thread group is dead). Each
+ * tracepoint program exists as tp_btf and raw_tp with the same body; the loader keeps one set.
+ * Network policy: cgroup/connect4|6 and cgroup/sendmsg4|6 attached to each task's
+ * unified-hierarchy cgroup; rules in order, first match wins, else loopback is allowed, else
+ * the task's default. Every decision is an event. Events that do not fit in the ring buffer
+ * are counted per task (tasks[key].lost), so the agent can report the exact number lost.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "bpf/audit_types.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define AF_INET	    2
+#define AF_INET6    10
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+
+/* Map sizes are placeholders: the loader sets them from audit_opts before load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct audit_task);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} procs SEC(".maps");
+
+/* Unified-hierarchy cgroup id -> task_key (tasks with a cgroup). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, __u64);
+} cgroups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct audit_bpf_policy);
+} policies SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1024 * 1024);
+} events SEC(".maps");
+
+/* Exec records are built here (too big for the stack), then copied to the ring buffer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct audit_bpf_exec);
+} scratch SEC(".maps");
+
+const volatile __u32 argv_max = 1024;
+
+/* Read by user space through the mmaped .bss. */
+__u64 lost_untracked; /* drops of events whose task entry was already gone */
+__u64 map_full;	      /* processes not tracked: procs map full */
+
+static __always_inline void count_lost(__u64 key)
+{
+	struct audit_task *t = bpf_map_lookup_elem(&tasks, &key);
+
+	if (t)
+		__sync_fetch_and_add(&t->lost, 1);
+	else
+		__sync_fetch_and_add(&lost_untracked, 1);
+}
+
+static __always_inline void count_sent(__u64 key)
+{
+	struct audit_task *t = bpf_map_lookup_elem(&tasks, &key);
+
+	if (t)
+		__sync_fetch_and_add(&t->events, 1);
+}
+
+/* ---- process lifetime --------------------------------------------------------------------- */
+
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid, cpid, ctgid;
+	__u64 *key, k;
+
+	cpid = BPF_CORE_READ(child, pid);
+	ctgid = BPF_CORE_READ(child, tgid);
+	if (cpid != ctgid)
+		return; /* a new thread: same tgid, already tracked */
+	ptgid = BPF_CORE_READ(parent, tgid);
+	key = bpf_map_lookup_elem(&procs, &ptgid);
+	if (!key)
+		return;
+	k = *key;
+	if (bpf_map_update_elem(&procs, &cpid, &k, BPF_ANY))
+		__sync_fetch_and_add(&map_full, 1);
+}
+
+static __always_inline void on_exit(struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return;
+	bpf_map_delete_elem(&procs, &tgid);
+}
+
+/* ---- exec --------------------------------------------------------------------------------- */
+
+/*
+ * Working directory, innermost component first, by walking d_parent and crossing mount points
+ * (struct mount). bpf_d_path is not allowed in tracepoint programs. Stops at the root of the
+ * mount namespace (a chroot's root is not recognised: the path is then the global one).
+ */
+static __always_inline void read_cwd(struct task_struct *task, struct audit_bpf_exec *e)
+{
+	struct dentry *d, *parent, *mnt_root;
+	struct vfsmount *vfsmnt;
+	struct mount *mnt, *mnt_parent;
+	__u32 depth = 0;
+
+	d = BPF_CORE_READ(task, fs, pwd.dentry);
+	vfsmnt = BPF_CORE_READ(task, fs, pwd.mnt);
+	if (!d || !vfsmnt)
+		return;
+	mnt = container_of(vfsmnt, struct mount, mnt);
+	e->cwd_truncated = 1;
+	for (int i = 0; i < AUDIT_CWD_DEPTH + 8; i++) {
+		mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
+		parent = BPF_CORE_READ(d, d_parent);
+		if (d == mnt_root || d == parent) {
+			mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
+			if (d != mnt_root || mnt_parent == mnt) {
+				e->cwd_truncated = 0; /* reached the root */
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = mnt_parent;
+			vfsmnt = &mnt->mnt;
+			continue;
+		}
+		if (depth >= AUDIT_CWD_DEPTH)
+			break;
+		bpf_probe_read_kernel_str(e->cwd[depth], AUDIT_CWD_NAME_CAP,
+					  BPF_CORE_READ(d, d_name.name));
+		depth++;
+		d = parent;
+	}
+	e->cwd_depth = depth;
+}
+
+static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *bprm)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, len, total;
+	__u64 *key, uidgid, start, end;
+	struct audit_bpf_exec *e;
+	struct mm_struct *mm;
+	long r;
+
+	key = bpf_map_lookup_elem(&procs, &tgid);
+	if (!key)
+		return;
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return;
+	e->h.type = AUDIT_BPF_EV_EXEC;
+	e->h.pid = tgid;
+	e->h.task_key = *key;
+	e->h.ktime_ns = bpf_ktime_get_ns();
+	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	uidgid = bpf_get_current_uid_gid();
+	e->uid = (__u32)uidgid;
+	e->gid = (__u32)(uidgid >> 32);
+	e->cwd_depth = 0;
+	e->cwd_truncated = 0;
+	e->_pad = 0;
+	e->path[0] = '\0';
+	bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
+	read_cwd(p, e);
+
+	mm = BPF_CORE_READ(p, mm);
+	start = BPF_CORE_READ(mm, arg_start);
+	end = BPF_CORE_READ(mm, arg_end);
+	total = end > start ? (__u32)(end - start) : 0;
+	len = total < argv_max ? total : argv_max;
+	if (len > AUDIT_ARGV_CAP)
+		len = AUDIT_ARGV_CAP;
+	e->argv_total = total;
+	e->argv_len = 0;
+	barrier_var(len);
+	if (len > 0 && len <= AUDIT_ARGV_CAP) {
+		/* The argument pages were written by execve a moment ago: they are present. */
+		r = bpf_probe_read_user(e->argv, len, (void *)start);
+		if (r == 0)
+			e->argv_len = len;
+	}
+	len = e->argv_len;
+	barrier_var(len);
+	if (len > AUDIT_ARGV_CAP)
+		len = AUDIT_ARGV_CAP;
+	if (bpf_ringbuf_output(&events, e, offsetof(struct audit_bpf_exec, argv) + len, 0))
+		count_lost(*key);
+	else
+		count_sent(*key);
+}
+
+/* ---- network policy ----------------------------------------------------------------------- */
+
+static __always_inline __u64 *task_of_current(void)
+{
+	__u64 cg = bpf_get_current_cgroup_id();
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 *key = bpf_map_lookup_elem(&cgroups, &cg);
+
+	if (key)
+		return key;
+	return bpf_map_lookup_elem(&procs, &tgid);
+}
+
+static __always_inline bool is_loopback(const __u32 a[4], __u8 family)
+{
+	if (family == 4)
+		return (bpf_ntohl(a[0]) >> 24) == 127;
+	return a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == bpf_htonl(1);
+}
+
+/* ::ffff:a.b.c.d */
+static __always_inline bool is_v4mapped(const __u32 a[4])
+{
+	return a[0] == 0 && a[1] == 0 && a[2] == bpf_htonl(0xffff);
+}
+
+static __always_inline bool rule_match(const struct audit_bpf_rule *r, const __u32 a[4],
+				       __u8 family, bool mapped, __u16 port)
+{
+	if (r->port && r->port != port)
+		return false;
+	if (r->family == 4) {
+		__u32 v4 = family == 4 ? a[0] : (mapped ? a[3] : 0);
+
+		if (family != 4 && !mapped)
+			return false;
+		return (v4 & r->mask[0]) == r->addr[0];
+	}
+	if (family != 6)
+		return false;
+	return (a[0] & r->mask[0]) == r->addr[0] && (a[1] & r->mask[1]) == r->addr[1] &&
+	       (a[2] & r->mask[2]) == r->addr[2] && (a[3] & r->mask[3]) == r->addr[3];
+}
+
+/* Returns 1 (allow) or 0 (deny: the system call fails with EPERM). */
+static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 op)
+{
+	struct audit_bpf_policy *pol;
+	struct audit_bpf_net *ev;
+	__u32 a[4] = {};
+	__u8 verdict = 0, rule = 0;
+	__u64 *keyp, key;
+	__u16 port;
+	bool mapped;
+
+	keyp = task_of_current();
+	if (!keyp)
+		return 1; /* not a tracked task (see docs/audit.md) */
+	key = *keyp;
+	if (family == 4) {
+		a[0] = ctx->user_ip4;
+	} else {
+		a[0] = ctx->user_ip6[0];
+		a[1] = ctx->user_ip6[1];
+		a[2] = ctx->user_ip6[2];
+		a[3] = ctx->user_ip6[3];
+	}
+	port = bpf_ntohs((__u16)ctx->user_port);
+	mapped = family == 6 && is_v4mapped(a);
+
+	pol = bpf_map_lookup_elem(&policies, &key);
+	if (pol) {
+		for (__u32 i = 0; i < AUDIT_MAX_RULES; i++) {
+			if (i >= pol->n_rules)
+				break;
+			if (rule_match(&pol->rules[i], a, family, mapped, port)) {
+				verdict = pol->rules[i].action;
+				rule = (__u8)(i + 1);
+				break;
+			}
+		}
+	}
+	if (!verdict) {
+		if (is_loopback(a, family) || (mapped && (bpf_ntohl(a[3]) >> 24) == 127))
+			verdict = AUDIT_BPF_ALLOW;
+		else if (pol && pol->default_action == AUDIT_BPF_DENY)
+			verdict = AUDIT_BPF_DENY;
+		else
+			verdict = AUDIT_BPF_ALLOW;
+	}
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (ev) {
+		ev->h.type = AUDIT_BPF_EV_NET;
+		ev->h.pid = bpf_get_current_pid_tgid() >> 32;
+		ev->h.task_key = key;
+		ev->h.ktime_ns = bpf_ktime_get_ns();
+		ev->addr[0] = a[0];
+		ev->addr[1] = a[1];
+		ev->addr[2] = a[2];
+		ev->addr[3] = a[3];
+		ev->port = port;
+		ev->family = family;
+		ev->protocol = (__u8)ctx->protocol;
+		ev->verdict = verdict;
+		ev->op = op;
+		ev->rule = rule;
+		__builtin_memset(ev->_pad, 0, sizeof(ev->_pad));
+		bpf_ringbuf_submit(ev, 0);
+		count_sent(key);
+	} else {
+		count_lost(key);
+	}
+	return verdict == AUDIT_BPF_DENY ? 0 : 1;
+}
+
+SEC("cgroup/connect4")
+int audit_connect4(struct bpf_sock_addr *ctx)
+{
+	return decide(ctx, 4, AUDIT_BPF_OP_CONNECT);
+}
+
+SEC("cgroup/connect6")
+int audit_connect6(struct bpf_sock_addr *ctx)
+{
+	return decide(ctx, 6, AUDIT_BPF_OP_CONNECT);
+}
+
+SEC("cgroup/sendmsg4")
+int audit_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return decide(ctx, 4, AUDIT_BPF_OP_SENDMSG);
+}
+
+SEC("cgroup/sendmsg6")
+int audit_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return decide(ctx, 6, AUDIT_BPF_OP_SENDMSG);
+}
+
+/* ---- program variants --------------------------------------------------------------------- */
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(btf_sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+	on_fork(parent, child);
+	return 0;
+}
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(raw_sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+	on_fork(parent, child);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(btf_sched_exit, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(raw_sched_exit, struct task_struct *p)
+{
+	on_exit(p);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(btf_sched_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	on_exec(p, bprm);
+	return 0;
+}
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(raw_sched_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	on_exec(p, bprm);
+	return 0;
+}

@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Loader of bpf/audit.bpf.c (generated skeleton audit.skel.h), network rule parser and the
+ * event -> JSON mapping. Lifecycle as in bpf/meter.c: open, size maps from audit_opts, choose
+ * the tracepoint variant (tp_btf first, raw_tp when tp_btf cannot be loaded or attached),
+ * load, attach. The cgroup programs are attached per task in audit_track. See docs/audit.md.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpf/audit.h"
+#include "bpf/audit_types.h"
+#include "common/macro.h"
+#include "common/util.h"
+#include "audit.skel.h"
+
+#define AUDIT_DEFAULT_TASKS   1024u
+#define AUDIT_MAX_TASKS	      (1u << 20)
+#define AUDIT_MAX_PIDS	      (1u << 22)
+#define AUDIT_DEFAULT_ARGV    1024u
+#define AUDIT_DEFAULT_RINGBUF (1u << 20)
+#define AUDIT_MAX_RINGBUF     (1u << 30)
+
+_Static_assert(AUDIT_NET_RULES_MAX == AUDIT_MAX_RULES, "rule capacity mismatch");
+_Static_assert(AUDIT_ARGV_MAX_CAP == AUDIT_ARGV_CAP, "argv capacity mismatch");
+
+enum { N_NET_PROGS = 4 };
+
+struct tracked {
+	uint64_t key;
+	uint64_t cgroup_id;
+	struct bpf_link *net[N_NET_PROGS];
+	bool has_cgroup;
+	bool used;
+};
+
+struct audit {
+	struct audit_bpf *skel;
+	struct ring_buffer *rb;
+	const char *mode;
+	struct tracked *tasks;
+	uint32_t max_tasks, max_pids, argv_max;
+	audit_event_fn fn; /* set during audit_poll only */
+	void *userdata;
+	int64_t mono_to_real; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the last poll */
+	int delivered;
+	/* Decoding scratch for one exec event. */
+	char argbuf[AUDIT_ARGV_CAP + 1];
+	const char *argv[AUDIT_ARGV_CAP / 2 + 2];
+	char cwd[AUDIT_CWD_DEPTH * AUDIT_CWD_NAME_CAP + 2];
+	char path[AUDIT_PATH_CAP + 1];
+};
+
+static int silent_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+static int debug_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return vfprintf(stderr, fmt, ap);
+}
+#pragma GCC diagnostic pop
+
+/* Library code stays silent; CORRAL_BPF_DEBUG=1 shows libbpf's messages (verifier logs). */
+static void setup_print(void)
+{
+	const char *e = getenv("CORRAL_BPF_DEBUG");
+
+	libbpf_set_print(e && *e && strcmp(e, "0") ? debug_print : silent_print);
+}
+
+/* ---- network rules ------------------------------------------------------------------------ */
+
+static const char *const action_names[_AUDIT_NET_ACTION_MAX] = {
+    [AUDIT_NET_ALLOW] = "allow",
+    [AUDIT_NET_DENY] = "deny",
+};
+
+const char *audit_net_action_to_string(enum audit_net_action a)
+{
+	return a >= 0 && a < _AUDIT_NET_ACTION_MAX ? action_names[a] : NULL;
+}
+
+enum audit_net_action audit_net_action_from_string(const char *s)
+{
+	for (int i = 0; s && i < _AUDIT_NET_ACTION_MAX; i++)
+		if (!strcmp(s, action_names[i]))
+			return (enum audit_net_action)i;
+	return _AUDIT_NET_ACTION_INVALID;
+}
+
+_printf_(3, 4) static int rule_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+int audit_net_rule_parse(const char *s, enum audit_net_action action, struct audit_net_rule *ret,
+			 char *err, size_t errlen)
+{
+	struct audit_net_rule r = {.action = action};
+	char buf[INET6_ADDRSTRLEN + 16], *addr, *slash, *port = NULL;
+	uint32_t plen, pv;
+	size_t n;
+
+	if (!s || !*s)
+		return rule_fail(err, errlen, "empty network rule");
+	if (action < 0 || action >= _AUDIT_NET_ACTION_MAX)
+		return rule_fail(err, errlen, "invalid action");
+	n = strlen(s);
+	if (n >= sizeof(buf))
+		return rule_fail(err, errlen, "network rule too long: '%.64s...'", s);
+	memcpy(buf, s, n + 1);
+	addr = buf;
+
+	if (buf[0] == '[') {
+		char *close = strchr(buf, ']');
+
+		if (!close)
+			return rule_fail(err, errlen, "missing ']' in '%s'", s);
+		*close = '\0';
+		addr = buf + 1;
+		if (close[1] == ':')
+			port = close + 2;
+		else if (close[1])
+			return rule_fail(err, errlen, "expected ':PORT' after ']' in '%s'", s);
+		if (!strchr(addr, ':'))
+			return rule_fail(err, errlen, "brackets are for IPv6 addresses: '%s'", s);
+	} else if (strchr(buf, ':') && strchr(buf, ':') == strrchr(buf, ':')) {
+		/* One ':' : IPv4 with a port (IPv6 has at least two, and needs brackets then). */
+		char *c = strchr(buf, ':');
+
+		if (!strchr(buf, '.'))
+			return rule_fail(err, errlen,
+					 "bad address in '%s' (want CIDR[:PORT]; IPv6 with a port "
+					 "as [ADDR/LEN]:PORT)",
+					 s);
+		*c = '\0';
+		port = c + 1;
+	}
+
+	slash = strchr(addr, '/');
+	if (slash)
+		*slash++ = '\0';
+	if (inet_pton(AF_INET, addr, r.addr) == 1) {
+		r.family = AF_INET;
+	} else if (inet_pton(AF_INET6, addr, r.addr) == 1) {
+		r.family = AF_INET6;
+	} else {
+		return rule_fail(err, errlen, "bad address '%s' in '%s' (want CIDR[:PORT])", addr,
+				 s);
+	}
+	if (slash) {
+		if (parse_u32(slash, &plen) < 0 || plen > (r.family == AF_INET ? 32u : 128u))
+			return rule_fail(err, errlen, "bad prefix length '/%s' in '%s'", slash, s);
+	} else {
+		plen = r.family == AF_INET ? 32 : 128;
+	}
+	r.prefix_len = (uint8_t)plen;
+	/* Clear the host bits: "10.1.2.3/8" means 10.0.0.0/8. */
+	for (unsigned i = 0; i < 16; i++) {
+		unsigned bits = plen > i * 8 ? MIN(plen - i * 8, 8u) : 0;
+
+		r.addr[i] &= (uint8_t)(0xff00u >> bits);
+	}
+	if (port) {
+		if (parse_u32(port, &pv) < 0 || pv == 0 || pv > 65535)
+			return rule_fail(err, errlen, "bad port '%s' in '%s' (1-65535)", port, s);
+		r.port = (uint16_t)pv;
+	}
+	*ret = r;
+	return 0;
+}
+
+static void rule_to_bpf(const struct audit_net_rule *r, struct audit_bpf_rule *b)
+{
+	uint8_t mask[16] = {};
+
+	memset(b, 0, sizeof(*b));
+	for (unsigned i = 0; i < 16; i++) {
+		unsigned bits = r->prefix_len > i * 8 ? MIN(r->prefix_len - i * 8u, 8u) : 0;
+
+		mask[i] = (uint8_t)(0xff00u >> bits);
+	}
+	memcpy(b->addr, r->addr, 16);
+	memcpy(b->mask, mask, 16);
+	b->family = r->family == AF_INET ? 4 : 6;
+	b->action = r->action == AUDIT_NET_DENY ? AUDIT_BPF_DENY : AUDIT_BPF_ALLOW;
+	b->port = r->port;
+}
+
+/* ---- load --------------------------------------------------------------------------------- */
+
+static void set_variant(struct audit_bpf *s, bool btf)
+{
+	struct bpf_program *b[] = {s->progs.btf_sched_fork, s->progs.btf_sched_exit,
+				   s->progs.btf_sched_exec};
+	struct bpf_program *r[] = {s->progs.raw_sched_fork, s->progs.raw_sched_exit,
+				   s->progs.raw_sched_exec};
+
+	for (size_t i = 0; i < ARRAY_SIZE(b); i++) {
+		bpf_program__set_autoload(b[i], btf);
+		bpf_program__set_autoload(r[i], !btf);
+	}
+}
+
+/* Opens, sizes, loads and attaches the tracepoints of one variant. Nothing left on failure. */
+static int load_variant(struct audit *a, bool btf, uint32_t rb_bytes, struct audit_bpf **ret)
+{
+	struct audit_bpf *s;
+	int r;
+
+	s = audit_bpf__open();
+	if (!s)
+		return errno ? -errno : -ENOMEM;
+	r = bpf_map__set_max_entries(s->maps.tasks, a->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.cgroups, a->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.policies, a->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.procs, a->max_pids);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.events, rb_bytes);
+	if (r)
+		goto out_destroy;
+	s->rodata->argv_max = a->argv_max;
+	set_variant(s, btf);
+	r = audit_bpf__load(s);
+	if (r)
+		goto out_destroy;
+	/* Only the tracepoints here: the cgroup programs are attached per task. */
+	r = audit_bpf__attach(s);
+	if (r)
+		goto out_destroy;
+	*ret = s;
+	return 0;
+
+out_destroy:
+	audit_bpf__destroy(s);
+	return r < 0 ? r : -EINVAL;
+}
+
+static void decode_exec(struct audit *a, const struct audit_bpf_exec *e, size_t size,
+			struct audit_event *ev)
+{
+	size_t hdr = offsetof(struct audit_bpf_exec, argv), len, argc = 0, p = 0;
+	char *c = a->cwd;
+
+	memcpy(a->path, e->path, AUDIT_PATH_CAP);
+	a->path[AUDIT_PATH_CAP] = '\0';
+	len = MIN((size_t)e->argv_len, size - hdr);
+	memcpy(a->argbuf, e->argv, len);
+	a->argbuf[len] = '\0';
+	while (p < len && argc < ARRAY_SIZE(a->argv) - 1) {
+		a->argv[argc++] = a->argbuf + p;
+		p += strlen(a->argbuf + p) + 1;
+	}
+	a->argv[argc] = NULL;
+
+	*c = '\0';
+	if (e->cwd_depth == 0 && !e->cwd_truncated) {
+		strcpy(c, "/");
+	} else {
+		size_t off = 0;
+
+		for (int i = (int)MIN(e->cwd_depth, (uint32_t)AUDIT_CWD_DEPTH) - 1; i >= 0; i--) {
+			size_t nl = strnlen(e->cwd[i], AUDIT_CWD_NAME_CAP);
+
+			c[off++] = '/';
+			memcpy(c + off, e->cwd[i], nl);
+			off += nl;
+		}
+		c[off] = '\0';
+	}
+	ev->type = AUDIT_EV_EXEC;
+	ev->exec = (struct audit_exec_event){
+	    .path = a->path,
+	    .argc = argc,
+	    .argv = a->argv,
+	    .argv_truncated = e->argv_total > e->argv_len,
+	    .ppid = e->ppid,
+	    .uid = e->uid,
+	    .gid = e->gid,
+	    .cwd = a->cwd,
+	    .cwd_truncated = e->cwd_truncated != 0,
+	};
+}
+
+static void decode_net(const struct audit_bpf_net *n, struct audit_event *ev)
+{
+	struct audit_connect_event *c = &ev->connect;
+
+	ev->type = AUDIT_EV_CONNECT;
+	memset(c, 0, sizeof(*c));
+	c->family = n->family == 4 ? AF_INET : AF_INET6;
+	memcpy(c->addr, n->addr, c->family == AF_INET ? 4 : 16);
+	if (!inet_ntop(c->family, c->addr, c->address, sizeof(c->address)))
+		c->address[0] = '\0';
+	c->port = n->port;
+	c->protocol = n->protocol;
+	c->verdict = n->verdict == AUDIT_BPF_DENY ? AUDIT_NET_DENY : AUDIT_NET_ALLOW;
+	c->op = n->op == AUDIT_BPF_OP_SENDMSG ? AUDIT_OP_SENDMSG : AUDIT_OP_CONNECT;
+	c->rule = (int)n->rule - 1;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct audit *a = ctx;
+	const struct audit_bpf_head *h = data;
+	struct audit_event ev = {};
+
+	if (size < sizeof(*h) || !a->fn)
+		return 0;
+	ev.task_key = h->task_key;
+	ev.pid = h->pid;
+	ev.time_ns = (uint64_t)((int64_t)h->ktime_ns + a->mono_to_real);
+	if (h->type == AUDIT_BPF_EV_EXEC && size >= offsetof(struct audit_bpf_exec, argv))
+		decode_exec(a, data, size, &ev);
+	else if (h->type == AUDIT_BPF_EV_NET && size >= sizeof(struct audit_bpf_net))
+		decode_net(data, &ev);
+	else
+		return 0;
+	a->delivered++;
+	a->fn(&ev, a->userdata);
+	return 0;
+}
+
+int audit_open(const struct audit_opts *opts, struct audit **ret)
+{
+	uint32_t rb = opts && opts->ringbuf_bytes ? opts->ringbuf_bytes : AUDIT_DEFAULT_RINGBUF;
+	long ps = sysconf(_SC_PAGESIZE);
+	struct audit *a;
+	int r;
+
+	if (ps <= 0)
+		ps = 4096;
+	if (rb < (uint32_t)ps || rb > AUDIT_MAX_RINGBUF || (rb & (rb - 1)))
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->max_tasks = opts && opts->max_tasks ? opts->max_tasks : AUDIT_DEFAULT_TASKS;
+	a->max_pids = opts && opts->max_pids ? opts->max_pids : a->max_tasks * 64;
+	a->argv_max = opts && opts->argv_max ? opts->argv_max : AUDIT_DEFAULT_ARGV;
+	if (a->max_tasks > AUDIT_MAX_TASKS || a->max_pids > AUDIT_MAX_PIDS ||
+	    a->max_pids < a->max_tasks || a->argv_max > AUDIT_ARGV_CAP) {
+		r = -EINVAL;
+		goto out_free;
+	}
+	a->tasks = calloc(a->max_tasks, sizeof(*a->tasks));
+	if (!a->tasks) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	setup_print();
+
+	r = -EOPNOTSUPP;
+	if (!opts || !opts->force_raw_tp) {
+		r = load_variant(a, true, rb, &a->skel);
+		if (!r)
+			a->mode = "tp_btf";
+	}
+	if (r) {
+		r = load_variant(a, false, rb, &a->skel);
+		if (r)
+			goto out_free_tasks;
+		a->mode = "raw_tp";
+	}
+	a->rb = ring_buffer__new(bpf_map__fd(a->skel->maps.events), on_event, a, NULL);
+	if (!a->rb) {
+		r = errno ? -errno : -ENOMEM;
+		goto out_destroy;
+	}
+	*ret = a;
+	return 0;
+
+out_destroy:
+	audit_bpf__destroy(a->skel);
+out_free_tasks:
+	free(a->tasks);
+out_free:
+	free(a);
+	return r;
+}
+
+static void detach_net(struct tracked *t)
+{
+	for (int i = 0; i < N_NET_PROGS; i++) {
+		bpf_link__destroy(t->net[i]);
+		t->net[i] = NULL;
+	}
+}
+
+void audit_free(struct audit *a)
+{
+	if (!a)
+		return;
+	for (uint32_t i = 0; i < a->max_tasks; i++)
+		detach_net(&a->tasks[i]);
+	ring_buffer__free(a->rb);
+	audit_bpf__destroy(a->skel);
+	free(a->tasks);
+	free(a);
+}
+
+const char *audit_attach_mode(const struct audit *a)
+{
+	return a->mode;
+}
+
+int audit_fd(const struct audit *a)
+{
+	return ring_buffer__epoll_fd(a->rb);
+}
+
+int audit_poll(struct audit *a, audit_event_fn fn, void *userdata)
+{
+	int r;
+
+	a->fn = fn;
+	a->userdata = userdata;
+	a->delivered = 0;
+	a->mono_to_real = (int64_t)(now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC));
+	r = ring_buffer__consume(a->rb);
+	a->fn = NULL;
+	a->userdata = NULL;
+	return r < 0 ? r : a->delivered;
+}
+
+static struct tracked *find_tracked(struct audit *a, uint64_t key)
+{
+	for (uint32_t i = 0; i < a->max_tasks; i++)
+		if (a->tasks[i].used && a->tasks[i].key == key)
+			return &a->tasks[i];
+	return NULL;
+}
+
+/* The cgroup id of a cgroup2 directory is its kernfs node id: the file handle's 8 bytes. */
+static int cgroup_id_of(int fd, uint64_t *ret)
+{
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h = {.fh.handle_bytes = sizeof(uint64_t)};
+	struct stat st;
+	int mount_id;
+
+	if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
+	    h.fh.handle_bytes == sizeof(uint64_t)) {
+		memcpy(ret, h.fh.f_handle, sizeof(uint64_t));
+		return 0;
+	}
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*ret = st.st_ino;
+	return 0;
+}
+
+static int add_proc(struct audit *a, uint64_t key, pid_t tgid)
+{
+	uint32_t k = (uint32_t)tgid;
+
+	if (bpf_map_update_elem(bpf_map__fd(a->skel->maps.procs), &k, &key, BPF_NOEXIST) < 0)
+		return errno == EEXIST ? -EBUSY : errno == E2BIG ? -ENOSPC : -errno;
+	return 0;
+}
+
+int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
+		const struct audit_net_policy *policy)
+{
+	struct audit_bpf *s = a->skel;
+	struct bpf_program *progs[N_NET_PROGS] = {s->progs.audit_connect4, s->progs.audit_connect6,
+						  s->progs.audit_sendmsg4, s->progs.audit_sendmsg6};
+	struct audit_bpf_policy bp = {.default_action = AUDIT_BPF_ALLOW};
+	struct audit_task at = {};
+	struct tracked *t = NULL;
+	int tfd = bpf_map__fd(s->maps.tasks), r;
+
+	if (tgid <= 0)
+		return -EINVAL;
+	if (policy) {
+		if (policy->n_rules > AUDIT_MAX_RULES)
+			return -E2BIG;
+		if (policy->n_rules && !policy->rules)
+			return -EINVAL;
+		if (policy->default_action < 0 || policy->default_action >= _AUDIT_NET_ACTION_MAX)
+			return -EINVAL;
+		if (cgroup_fd < 0 && (policy->n_rules || policy->default_action != AUDIT_NET_ALLOW))
+			return -EINVAL; /* a policy that could not be enforced */
+		bp.n_rules = (uint32_t)policy->n_rules;
+		bp.default_action = policy->default_action == AUDIT_NET_DENY ? AUDIT_BPF_DENY
+									     : AUDIT_BPF_ALLOW;
+		for (size_t i = 0; i < policy->n_rules; i++) {
+			const struct audit_net_rule *nr = &policy->rules[i];
+
+			if ((nr->family != AF_INET && nr->family != AF_INET6) ||
+			    nr->prefix_len > (nr->family == AF_INET ? 32 : 128))
+				return -EINVAL;
+			rule_to_bpf(nr, &bp.rules[i]);
+		}
+	}
+	if (find_tracked(a, task_key))
+		return -EEXIST;
+	for (uint32_t i = 0; i < a->max_tasks; i++)
+		if (!a->tasks[i].used) {
+			t = &a->tasks[i];
+			break;
+		}
+	if (!t)
+		return -ENOSPC;
+	*t = (struct tracked){.key = task_key};
+
+	if (bpf_map_update_elem(tfd, &task_key, &at, BPF_NOEXIST) < 0)
+		return errno == E2BIG ? -ENOSPC : -errno;
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.policies), &task_key, &bp, BPF_ANY) < 0) {
+		r = -errno;
+		goto out_task;
+	}
+	if (cgroup_fd >= 0) {
+		r = cgroup_id_of(cgroup_fd, &t->cgroup_id);
+		if (r < 0)
+			goto out_policy;
+		if (bpf_map_update_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id, &task_key,
+					BPF_NOEXIST) < 0) {
+			r = errno == EEXIST ? -EBUSY : -errno;
+			goto out_policy;
+		}
+		t->has_cgroup = true;
+		for (int i = 0; i < N_NET_PROGS; i++) {
+			t->net[i] = bpf_program__attach_cgroup(progs[i], cgroup_fd);
+			if (!t->net[i]) {
+				r = errno ? -errno : -EINVAL;
+				goto out_detach;
+			}
+		}
+	}
+	r = add_proc(a, task_key, tgid);
+	if (r < 0)
+		goto out_detach;
+	t->used = true;
+	return 0;
+
+out_detach:
+	detach_net(t);
+	if (t->has_cgroup)
+		bpf_map_delete_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id);
+out_policy:
+	bpf_map_delete_elem(bpf_map__fd(s->maps.policies), &task_key);
+out_task:
+	bpf_map_delete_elem(tfd, &task_key);
+	*t = (struct tracked){};
+	return r;
+}
+
+int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid)
+{
+	if (tgid <= 0)
+		return -EINVAL;
+	if (!find_tracked(a, task_key))
+		return -ENOENT;
+	return add_proc(a, task_key, tgid);
+}
+
+/* Deletes every procs entry that points to task_key (keys collected first: deleting while
+ * iterating a hash map restarts the iteration). */
+static int delete_procs(struct audit *a, uint64_t task_key)
+{
+	int fd = bpf_map__fd(a->skel->maps.procs);
+	_cleanup_free_ uint32_t *keys = NULL;
+	size_t n = 0, cap = 0;
+	uint32_t cur = 0, next;
+	uint64_t val;
+	bool first = true;
+
+	for (uint32_t i = 0; i <= a->max_pids; i++) {
+		if (bpf_map_get_next_key(fd, first ? NULL : &cur, &next) < 0)
+			break;
+		first = false;
+		cur = next;
+		if (bpf_map_lookup_elem(fd, &cur, &val) < 0 || val != task_key)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			uint32_t *nk = realloc(keys, nc * sizeof(*nk));
+
+			if (!nk)
+				return -ENOMEM;
+			keys = nk;
+			cap = nc;
+		}
+		keys[n++] = cur;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, &keys[i]);
+	return 0;
+}
+
+int audit_forget(struct audit *a, uint64_t task_key)
+{
+	struct tracked *t = find_tracked(a, task_key);
+	struct audit_bpf *s = a->skel;
+	int r;
+
+	if (!t)
+		return -ENOENT;
+	detach_net(t);
+	r = delete_procs(a, task_key);
+	if (t->has_cgroup)
+		bpf_map_delete_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id);
+	bpf_map_delete_elem(bpf_map__fd(s->maps.policies), &task_key);
+	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
+	*t = (struct tracked){};
+	return r;
+}
+
+static int read_task(struct audit *a, uint64_t task_key, struct audit_task *ret)
+{
+	if (!find_tracked(a, task_key))
+		return -ENOENT;
+	if (bpf_map_lookup_elem(bpf_map__fd(a->skel->maps.tasks), &task_key, ret) < 0)
+		return -errno;
+	return 0;
+}
+
+int audit_lost(struct audit *a, uint64_t task_key, uint64_t *ret)
+{
+	struct audit_task t;
+	int r = read_task(a, task_key, &t);
+
+	if (r < 0)
+		return r;
+	*ret = t.lost;
+	return 0;
+}
+
+int audit_sent(struct audit *a, uint64_t task_key, uint64_t *ret)
+{
+	struct audit_task t;
+	int r = read_task(a, task_key, &t);
+
+	if (r < 0)
+		return r;
+	*ret = t.events;
+	return 0;
+}
+
+uint64_t audit_map_full(const struct audit *a)
+{
+	return a->skel->bss->map_full;
+}
+
+uint64_t audit_lost_untracked(const struct audit *a)
+{
+	return a->skel->bss->lost_untracked;
+}
+
+/* ---- JSON --------------------------------------------------------------------------------- */
+
+/* jansson refuses invalid UTF-8: such bytes (argv is arbitrary) become '?'. */
+static json_t *string_lossy(const char *s)
+{
+	json_t *j = json_string(s);
+	_cleanup_free_ char *c = NULL;
+
+	if (j || !s)
+		return j;
+	c = strdup(s);
+	if (!c)
+		return NULL;
+	for (char *p = c; *p; p++)
+		if ((unsigned char)*p >= 0x80)
+			*p = '?';
+	return json_string(c);
+}
+
+static const char *proto_name(int p)
+{
+	return p == IPPROTO_TCP ? "tcp" : p == IPPROTO_UDP ? "udp" : "other";
+}
+
+json_t *audit_event_to_json(const struct audit_event *ev)
+{
+	json_t *o = json_object(), *argv;
+	int e = 0;
+
+	if (!o)
+		return NULL;
+	if (ev->type == AUDIT_EV_EXEC) {
+		const struct audit_exec_event *x = &ev->exec;
+
+		argv = json_array();
+		if (!argv)
+			goto out_fail;
+		for (size_t i = 0; i < x->argc; i++)
+			e |= json_array_append_new(argv, string_lossy(x->argv[i]));
+		e |= json_object_set_new(o, "path", string_lossy(x->path));
+		e |= json_object_set_new(o, "argv", argv);
+		e |= json_object_set_new(o, "argv_truncated", json_boolean(x->argv_truncated));
+		e |= json_object_set_new(o, "pid", json_integer(ev->pid));
+		e |= json_object_set_new(o, "ppid", json_integer(x->ppid));
+		e |= json_object_set_new(o, "uid", json_integer(x->uid));
+		e |= json_object_set_new(o, "gid", json_integer(x->gid));
+		e |= json_object_set_new(o, "cwd", string_lossy(x->cwd));
+		if (x->cwd_truncated)
+			e |= json_object_set_new(o, "cwd_truncated", json_true());
+	} else if (ev->type == AUDIT_EV_CONNECT) {
+		const struct audit_connect_event *c = &ev->connect;
+
+		e |= json_object_set_new(o, "family",
+					 json_string(c->family == AF_INET ? "inet" : "inet6"));
+		e |= json_object_set_new(o, "address", json_string(c->address));
+		e |= json_object_set_new(o, "port", json_integer(c->port));
+		e |= json_object_set_new(o, "protocol", json_string(proto_name(c->protocol)));
+		e |= json_object_set_new(o, "verdict",
+					 json_string(audit_net_action_to_string(c->verdict)));
+		e |= json_object_set_new(o, "pid", json_integer(ev->pid));
+		e |= json_object_set_new(
+		    o, "op", json_string(c->op == AUDIT_OP_SENDMSG ? "sendmsg" : "connect"));
+	} else {
+		goto out_fail;
+	}
+	if (e)
+		goto out_fail;
+	return o;
+
+out_fail:
+	json_decref(o);
+	return NULL;
+}
