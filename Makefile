@@ -150,7 +150,7 @@ unit-asan:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 unit
 
 integration: all
-	$(Q)tests/run-suite integration $(wildcard tests/integration/*.sh)
+	$(Q)tests/run-suite integration $(filter-out tests/integration/lib.sh,$(wildcard tests/integration/*.sh))
 
 vm: all
 	$(Q)tests/vm/run

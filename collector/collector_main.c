@@ -23,8 +23,8 @@
 #include "common/macro.h"
 #include "common/util.h"
 
-#define DEFAULT_DB "sqlite:/var/lib/corral/collector.db"
-#define DEFAULT_TOKENS "/etc/corral/collector.tokens"
+#define DEFAULT_DB	"sqlite:/var/lib/corral/collector.db"
+#define DEFAULT_TOKENS	"/etc/corral/collector.tokens"
 #define STOP_TIMEOUT_MS 30000
 
 struct options {
@@ -113,13 +113,14 @@ static int load_config(struct options *o, const char *path)
 
 static _noreturn_ void usage(int code)
 {
-	fprintf(code ? stderr : stdout,
-		"usage: corral-collector serve [--config FILE] [--listen ADDR:PORT] [--db URI]\n"
-		"                              [--tokens FILE] [--max-body BYTES] [--max-records N]\n"
-		"       corral-collector dump --db URI [--type T] [--node N] [--task ID] [--limit N]\n"
-		"                             [--format table|json]\n"
-		"       corral-collector migrate --db URI\n"
-		"URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n");
+	fprintf(
+	    code ? stderr : stdout,
+	    "usage: corral-collector serve [--config FILE] [--listen ADDR:PORT] [--db URI]\n"
+	    "                              [--tokens FILE] [--max-body BYTES] [--max-records N]\n"
+	    "       corral-collector dump --db URI [--type T] [--node N] [--task ID] [--limit N]\n"
+	    "                             [--format table|json]\n"
+	    "       corral-collector migrate --db URI\n"
+	    "URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n");
 	exit(code);
 }
 
@@ -128,22 +129,22 @@ enum { OPT_MAX_RECORDS = 0x100, OPT_NO_ROLLUPS };
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "tokens", required_argument, NULL, 't' },
-		{ "max-body", required_argument, NULL, 'b' },
-		{ "max-records", required_argument, NULL, OPT_MAX_RECORDS },
-		{ "no-rollups", no_argument, NULL, OPT_NO_ROLLUPS },
-		{ "type", required_argument, NULL, 'T' },
-		{ "node", required_argument, NULL, 'N' },
-		{ "task", required_argument, NULL, 'K' },
-		{ "limit", required_argument, NULL, 'L' },
-		{ "format", required_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
+	    {"config", required_argument, NULL, 'c'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"db", required_argument, NULL, 'd'},
+	    {"tokens", required_argument, NULL, 't'},
+	    {"max-body", required_argument, NULL, 'b'},
+	    {"max-records", required_argument, NULL, OPT_MAX_RECORDS},
+	    {"no-rollups", no_argument, NULL, OPT_NO_ROLLUPS},
+	    {"type", required_argument, NULL, 'T'},
+	    {"node", required_argument, NULL, 'N'},
+	    {"task", required_argument, NULL, 'K'},
+	    {"limit", required_argument, NULL, 'L'},
+	    {"format", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
-	struct options cli = { 0 };
+	struct options cli = {0};
 	int c, r = 0;
 
 	while ((c = getopt_long(argc, argv, "c:l:d:t:b:h", longopts, NULL)) != -1) {
@@ -162,8 +163,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'b':
 			if (parse_size(optarg, &cli.max_body) < 0 || cli.max_body == 0) {
-				fprintf(stderr, "corral-collector: --max-body: expected a size "
-						"(\"16M\"), got '%s'\n",
+				fprintf(stderr,
+					"corral-collector: --max-body: expected a size "
+					"(\"16M\"), got '%s'\n",
 					optarg);
 				r = -EINVAL;
 			}
@@ -192,7 +194,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'L':
 			if (parse_u64(optarg, &o->limit) < 0) {
-				fprintf(stderr, "corral-collector: --limit: expected a number, got '%s'\n",
+				fprintf(stderr,
+					"corral-collector: --limit: expected a number, got '%s'\n",
 					optarg);
 				r = -EINVAL;
 			}
@@ -202,7 +205,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 				o->json = true;
 			else if (strcmp(optarg, "table") != 0) {
 				fprintf(stderr,
-					"corral-collector: --format: expected table or json, got '%s'\n",
+					"corral-collector: --format: expected table or json, got "
+					"'%s'\n",
 					optarg);
 				r = -EINVAL;
 			}
@@ -254,11 +258,11 @@ static int open_store(const struct options *o, struct coll_store **ret)
 static int cmd_serve(struct options *o)
 {
 	struct coll_server_config cfg = {
-		.listen = o->listen ?: COLL_DEFAULT_LISTEN,
-		.max_body = o->max_body ?: COLL_DEFAULT_MAX_BODY,
-		.max_records = o->max_records ?: COLL_DEFAULT_MAX_RECORDS,
+	    .listen = o->listen ?: COLL_DEFAULT_LISTEN,
+	    .max_body = o->max_body ?: COLL_DEFAULT_MAX_BODY,
+	    .max_records = o->max_records ?: COLL_DEFAULT_MAX_RECORDS,
 	};
-	struct coll_tokens tokens = { 0 };
+	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;
 	struct coll_server *srv = NULL;
 	char err[512];
@@ -327,9 +331,9 @@ static int dump_cb(const struct coll_row *row, void *ud)
 
 static int cmd_dump(struct options *o)
 {
-	struct coll_query q = { .type = o->type, .node = o->node, .task_id = o->task,
-				.limit = o->limit };
-	struct dump_ctx d = { .json = o->json };
+	struct coll_query q = {
+	    .type = o->type, .node = o->node, .task_id = o->task, .limit = o->limit};
+	struct dump_ctx d = {.json = o->json};
 	struct coll_store *store = NULL;
 	int r;
 
@@ -375,7 +379,7 @@ static int cmd_migrate(struct options *o)
 
 int main(int argc, char **argv)
 {
-	struct options o = { 0 };
+	struct options o = {0};
 	const char *cmd;
 	int rc;
 

@@ -22,9 +22,9 @@
 #include "common/macro.h"
 #include "common/util.h"
 
-static const unsigned metric_codes[] = { 200, 400, 401, 403, 404, 405, 413, 422, 500, 503 };
-static const double latency_bounds[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-					 0.1,   0.25,   0.5,   1,    2.5,   10 };
+static const unsigned metric_codes[] = {200, 400, 401, 403, 404, 405, 413, 422, 500, 503};
+static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+					0.1,   0.25,   0.5,   1,    2.5,   10};
 
 struct coll_server {
 	struct MHD_Daemon *daemon;
@@ -81,8 +81,8 @@ static enum MHD_Result reply(struct coll_server *s, struct MHD_Connection *c, un
 	enum MHD_Result ret;
 
 	count_code(s, code);
-	resp = MHD_create_response_from_buffer(len, body ?: (char *)"",
-					       body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	resp = MHD_create_response_from_buffer(
+	    len, body ?: (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	if (!resp) {
 		free(body);
 		return MHD_NO;
@@ -124,8 +124,8 @@ _printf_(4, 5) static enum MHD_Result reply_error(struct coll_server *s, struct 
 
 static const struct coll_token *authenticate(struct coll_server *s, struct MHD_Connection *c)
 {
-	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						    MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *h =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
 		return NULL;
@@ -190,13 +190,13 @@ static void *chunk_thread(void *p)
  * Line rules stay those of acct_batch_parse: a chunk ending in an empty line loses that line
  * (a trailing line ending is optional), which is caught afterwards as "empty line".
  */
-#define DECODE_THREADS_MAX 4
+#define DECODE_THREADS_MAX	4
 #define DECODE_LINES_PER_THREAD 128
 static int parse_parallel(struct batch *b, const char *buf, size_t len, size_t max)
 {
 	struct chunk ch[DECODE_THREADS_MAX];
 	pthread_t th[DECODE_THREADS_MAX];
-	bool started[DECODE_THREADS_MAX] = { false };
+	bool started[DECODE_THREADS_MAX] = {false};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t k = MIN((size_t)MAX(cpus, 1L), (size_t)DECODE_THREADS_MAX);
 	int r = 0;
@@ -205,13 +205,13 @@ static int parse_parallel(struct batch *b, const char *buf, size_t len, size_t m
 	for (size_t j = 0; j < k; j++) {
 		size_t first = j * b->n / k, end = (j + 1) * b->n / k;
 
-		ch[j] = (struct chunk){ .b = b, .first = first, .max = max };
+		ch[j] = (struct chunk){.b = b, .first = first, .max = max};
 		if (b->n == 0)
 			break;
 		ch[j].buf = b->lines[first].p;
-		ch[j].len = j + 1 == k ? (size_t)(buf + len - ch[j].buf)
-				       : (size_t)(b->lines[end - 1].p + b->lines[end - 1].len -
-						  ch[j].buf);
+		ch[j].len = j + 1 == k
+				? (size_t)(buf + len - ch[j].buf)
+				: (size_t)(b->lines[end - 1].p + b->lines[end - 1].len - ch[j].buf);
 	}
 	for (size_t j = 1; j < k; j++)
 		started[j] = pthread_create(&th[j], NULL, chunk_thread, &ch[j]) == 0;
@@ -302,7 +302,7 @@ static void observe_latency(struct coll_server *s, double secs)
 static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection *c,
 				   const struct coll_token *tok, struct request *rq)
 {
-	struct batch b = { 0 };
+	struct batch b = {0};
 	_cleanup_free_ struct coll_item *items = NULL;
 	char *body = NULL;
 	size_t blen = 0, accepted = 0, dup = 0;
@@ -353,7 +353,8 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 		goto out;
 	}
 	if (b.n_bad > 0) {
-		fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[", b.n_bad);
+		fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[",
+			b.n_bad);
 		for (size_t i = 0; i < b.n; i++) {
 			fprintf(f, "%s{\"i\":%zu", i ? "," : "", i);
 			if (b.errors[i]) {
@@ -384,9 +385,8 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	}
 
 	for (size_t i = 0; i < b.n; i++)
-		items[i] = (struct coll_item){ .rec = &b.recs[i],
-					       .json = b.lines[i].p,
-					       .json_len = b.lines[i].len };
+		items[i] = (struct coll_item){
+		    .rec = &b.recs[i], .json = b.lines[i].p, .json_len = b.lines[i].len};
 	r = coll_store_insert_batch(s->store, items, b.n);
 	if (r < 0) {
 		fclose(f);
@@ -435,10 +435,10 @@ static int query_cb(const struct coll_row *row, void *ud)
 static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection *c)
 {
 	struct coll_query q = {
-		.type = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "type"),
-		.node = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "node"),
-		.task_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "task"),
-		.limit = COLL_QUERY_LIMIT_DEFAULT,
+	    .type = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "type"),
+	    .node = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "node"),
+	    .task_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "task"),
+	    .limit = COLL_QUERY_LIMIT_DEFAULT,
 	};
 	const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
 	char *body = NULL;
@@ -485,19 +485,20 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 			metric_codes[i], atomic_load(&s->req_by_code[i]));
 	fprintf(f, "corral_collector_http_requests_total{code=\"other\"} %" PRIuFAST64 "\n",
 		atomic_load(&s->req_by_code[ARRAY_SIZE(metric_codes)]));
-	fprintf(f,
-		"# HELP corral_collector_records_total Records by ingest outcome.\n"
-		"# TYPE corral_collector_records_total counter\n"
-		"corral_collector_records_total{status=\"accepted\"} %" PRIuFAST64 "\n"
-		"corral_collector_records_total{status=\"duplicate\"} %" PRIuFAST64 "\n"
-		"corral_collector_records_total{status=\"rejected\"} %" PRIuFAST64 "\n"
-		"# HELP corral_collector_db_errors_total Failed database calls (answered 503).\n"
-		"# TYPE corral_collector_db_errors_total counter\n"
-		"corral_collector_db_errors_total %" PRIuFAST64 "\n"
-		"# HELP corral_collector_batch_duration_seconds Committed batches, parse to COMMIT.\n"
-		"# TYPE corral_collector_batch_duration_seconds histogram\n",
-		atomic_load(&s->rec_accepted), atomic_load(&s->rec_duplicate),
-		atomic_load(&s->rec_rejected), atomic_load(&s->db_errors));
+	fprintf(
+	    f,
+	    "# HELP corral_collector_records_total Records by ingest outcome.\n"
+	    "# TYPE corral_collector_records_total counter\n"
+	    "corral_collector_records_total{status=\"accepted\"} %" PRIuFAST64 "\n"
+	    "corral_collector_records_total{status=\"duplicate\"} %" PRIuFAST64 "\n"
+	    "corral_collector_records_total{status=\"rejected\"} %" PRIuFAST64 "\n"
+	    "# HELP corral_collector_db_errors_total Failed database calls (answered 503).\n"
+	    "# TYPE corral_collector_db_errors_total counter\n"
+	    "corral_collector_db_errors_total %" PRIuFAST64 "\n"
+	    "# HELP corral_collector_batch_duration_seconds Committed batches, parse to COMMIT.\n"
+	    "# TYPE corral_collector_batch_duration_seconds histogram\n",
+	    atomic_load(&s->rec_accepted), atomic_load(&s->rec_duplicate),
+	    atomic_load(&s->rec_rejected), atomic_load(&s->db_errors));
 	for (size_t i = 0; i <= ARRAY_SIZE(latency_bounds); i++) {
 		cum += atomic_load(&s->lat_bucket[i]);
 		if (i < ARRAY_SIZE(latency_bounds))
@@ -506,10 +507,11 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 				"\n",
 				latency_bounds[i], cum);
 		else
-			fprintf(f,
-				"corral_collector_batch_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64
-				"\n",
-				cum);
+			fprintf(
+			    f,
+			    "corral_collector_batch_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64
+			    "\n",
+			    cum);
 	}
 	fprintf(f,
 		"corral_collector_batch_duration_seconds_sum %.6f\n"
@@ -526,10 +528,10 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 
 static bool content_type_ok(struct MHD_Connection *c)
 {
-	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_TYPE);
-	static const char *const ok[] = { "application/x-ndjson", "application/ndjson",
-					  "application/jsonl", "application/json" };
+	const char *ct =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	static const char *const ok[] = {"application/x-ndjson", "application/ndjson",
+					 "application/jsonl", "application/json"};
 
 	if (!ct)
 		return false;
@@ -549,8 +551,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 {
 	struct coll_server *s = cls;
 	struct request *rq = *con_cls;
-	bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-		      strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+	bool is_get =
+	    strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 	bool is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	const struct coll_token *tok;
 
@@ -569,7 +571,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 				return handle_metrics(s, c);
 			if (coll_store_ping(s->store) < 0) {
 				atomic_fetch_add(&s->db_errors, 1);
-				return reply(s, c, 503, "text/plain", strdup("database unavailable\n"),
+				return reply(s, c, 503, "text/plain",
+					     strdup("database unavailable\n"),
 					     strlen("database unavailable\n"));
 			}
 			return reply(s, c, 200, "text/plain", strdup("ok\n"), 3);
@@ -589,11 +592,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 		if (tok->role != COLL_ROLE_NODE)
 			return reply_error(s, c, 403, "only node tokens may write records");
 		if (!content_type_ok(c))
-			return reply_error(s, c, 400,
-					   "Content-Type must be application/x-ndjson");
+			return reply_error(s, c, 400, "Content-Type must be application/x-ndjson");
 		{
 			const char *cl = MHD_lookup_connection_value(
-				c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+			    c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 			uint64_t v;
 
 			if (cl && parse_u64(cl, &v) == 0) {
@@ -682,8 +684,7 @@ int coll_parse_listen(const char *s, void *ret_ss, unsigned *ret_len)
 		h = s;
 		hend = colon;
 	}
-	if ((size_t)(hend - h) >= sizeof(host) || parse_u32(colon + 1, &port) < 0 ||
-	    port > 65535)
+	if ((size_t)(hend - h) >= sizeof(host) || parse_u32(colon + 1, &port) < 0 || port > 65535)
 		return -EINVAL;
 	memcpy(host, h, (size_t)(hend - h));
 	host[hend - h] = 0;
@@ -715,8 +716,8 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	struct sockaddr_storage ss;
 	unsigned sslen = 0;
 	struct coll_server *s;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-			 MHD_USE_ITC;
+	unsigned flags =
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
 
 	if (coll_parse_listen(cfg->listen, &ss, &sslen) < 0) {
 		snprintf(err, errlen, "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
@@ -732,13 +733,11 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	s->max_records = cfg->max_records ?: COLL_DEFAULT_MAX_RECORDS;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, access_handler, s,
-				     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				     MHD_OPTION_CONNECTION_LIMIT, (unsigned)COLL_MAX_CONNECTIONS,
-				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-				     MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-				     MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-				     MHD_OPTION_END);
+	s->daemon = MHD_start_daemon(
+	    flags, 0, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)COLL_MAX_CONNECTIONS,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
 	if (!s->daemon) {
 		int r = errno ? -errno : -EADDRINUSE;
 

@@ -15,12 +15,12 @@
 #include "collector/store.h"
 #include "collector/tokens.h"
 
-#define COLL_DEFAULT_LISTEN "127.0.0.1:8470"
-#define COLL_DEFAULT_MAX_BODY (16u * 1024 * 1024)
+#define COLL_DEFAULT_LISTEN	 "127.0.0.1:8470"
+#define COLL_DEFAULT_MAX_BODY	 (16u * 1024 * 1024)
 #define COLL_DEFAULT_MAX_RECORDS 100000
-#define COLL_MAX_CONNECTIONS 64
+#define COLL_MAX_CONNECTIONS	 64
 #define COLL_QUERY_LIMIT_DEFAULT 1000
-#define COLL_QUERY_LIMIT_MAX 100000
+#define COLL_QUERY_LIMIT_MAX	 100000
 
 struct coll_server_config {
 	const char *listen; /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0 = any */

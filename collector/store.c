@@ -11,22 +11,22 @@
 #include "common/util.h"
 
 static const char *const sum_names[_COLL_SUM_MAX] = {
-	[COLL_SUM_TASKS] = "tasks",
-	[COLL_SUM_FAILED_TASKS] = "failed_tasks",
-	[COLL_SUM_WALL_S] = "wall_s",
-	[COLL_SUM_CPU_S] = "cpu_s",
-	[COLL_SUM_CPU_REQ_CORE_S] = "cpu_req_core_s",
-	[COLL_SUM_CPU_CHARGED_CORE_S] = "cpu_charged_core_s",
-	[COLL_SUM_MEM_BYTE_S] = "mem_byte_s",
-	[COLL_SUM_MEM_REQ_BYTE_S] = "mem_req_byte_s",
-	[COLL_SUM_MEM_CHARGED_BYTE_S] = "mem_charged_byte_s",
-	[COLL_SUM_GPU_S] = "gpu_s",
-	[COLL_SUM_GPU_REQ_S] = "gpu_req_s",
-	[COLL_SUM_GPU_CHARGED_S] = "gpu_charged_s",
-	[COLL_SUM_IO_READ_BYTES] = "io_read_bytes",
-	[COLL_SUM_IO_WRITE_BYTES] = "io_write_bytes",
-	[COLL_SUM_NET_RX_BYTES] = "net_rx_bytes",
-	[COLL_SUM_NET_TX_BYTES] = "net_tx_bytes",
+    [COLL_SUM_TASKS] = "tasks",
+    [COLL_SUM_FAILED_TASKS] = "failed_tasks",
+    [COLL_SUM_WALL_S] = "wall_s",
+    [COLL_SUM_CPU_S] = "cpu_s",
+    [COLL_SUM_CPU_REQ_CORE_S] = "cpu_req_core_s",
+    [COLL_SUM_CPU_CHARGED_CORE_S] = "cpu_charged_core_s",
+    [COLL_SUM_MEM_BYTE_S] = "mem_byte_s",
+    [COLL_SUM_MEM_REQ_BYTE_S] = "mem_req_byte_s",
+    [COLL_SUM_MEM_CHARGED_BYTE_S] = "mem_charged_byte_s",
+    [COLL_SUM_GPU_S] = "gpu_s",
+    [COLL_SUM_GPU_REQ_S] = "gpu_req_s",
+    [COLL_SUM_GPU_CHARGED_S] = "gpu_charged_s",
+    [COLL_SUM_IO_READ_BYTES] = "io_read_bytes",
+    [COLL_SUM_IO_WRITE_BYTES] = "io_write_bytes",
+    [COLL_SUM_NET_RX_BYTES] = "net_rx_bytes",
+    [COLL_SUM_NET_TX_BYTES] = "net_tx_bytes",
 };
 
 const char *coll_sum_name(enum coll_sum s)
@@ -35,9 +35,9 @@ const char *coll_sum_name(enum coll_sum s)
 }
 
 static const char *const table_names[_COLL_ROLLUP_MAX] = {
-	[COLL_ROLLUP_HOUR] = "rollup_hour",
-	[COLL_ROLLUP_DAY] = "rollup_day",
-	[COLL_ROLLUP_LABEL_DAY] = "rollup_label_day",
+    [COLL_ROLLUP_HOUR] = "rollup_hour",
+    [COLL_ROLLUP_DAY] = "rollup_day",
+    [COLL_ROLLUP_LABEL_DAY] = "rollup_label_day",
 };
 
 const char *coll_rollup_table_name(enum coll_rollup_table t)
@@ -46,32 +46,32 @@ const char *coll_rollup_table_name(enum coll_rollup_table t)
 }
 
 const struct coll_col coll_cols[COLL_N_COLS] = {
-	{ "record_id", COLL_COL_TEXT },
-	{ "type", COLL_COL_TEXT },
-	{ "time", COLL_COL_TIME },
-	{ "time_ns", COLL_COL_INT },
-	{ "node", COLL_COL_TEXT },
-	{ "task_id", COLL_COL_TEXT },
-	{ "job", COLL_COL_TEXT },
-	{ "\"user\"", COLL_COL_TEXT },
-	{ "account", COLL_COL_TEXT },
-	{ "labels", COLL_COL_JSON },
-	{ "req_cpus", COLL_COL_REAL },
-	{ "req_memory_bytes", COLL_COL_INT },
-	{ "req_gpus", COLL_COL_INT },
-	{ "req_time_limit_s", COLL_COL_INT },
-	{ "wall_ns", COLL_COL_INT },
-	{ "cpu_user_ns", COLL_COL_INT },
-	{ "cpu_system_ns", COLL_COL_INT },
-	{ "memory_peak_bytes", COLL_COL_INT },
-	{ "memory_byte_seconds", COLL_COL_REAL },
-	{ "io_read_bytes", COLL_COL_INT },
-	{ "io_write_bytes", COLL_COL_INT },
-	{ "net_rx_bytes", COLL_COL_INT },
-	{ "net_tx_bytes", COLL_COL_INT },
-	{ "gpu_seconds", COLL_COL_REAL },
-	{ "exit_status", COLL_COL_TEXT },
-	{ "body", COLL_COL_JSON },
+    {"record_id", COLL_COL_TEXT},
+    {"type", COLL_COL_TEXT},
+    {"time", COLL_COL_TIME},
+    {"time_ns", COLL_COL_INT},
+    {"node", COLL_COL_TEXT},
+    {"task_id", COLL_COL_TEXT},
+    {"job", COLL_COL_TEXT},
+    {"\"user\"", COLL_COL_TEXT},
+    {"account", COLL_COL_TEXT},
+    {"labels", COLL_COL_JSON},
+    {"req_cpus", COLL_COL_REAL},
+    {"req_memory_bytes", COLL_COL_INT},
+    {"req_gpus", COLL_COL_INT},
+    {"req_time_limit_s", COLL_COL_INT},
+    {"wall_ns", COLL_COL_INT},
+    {"cpu_user_ns", COLL_COL_INT},
+    {"cpu_system_ns", COLL_COL_INT},
+    {"memory_peak_bytes", COLL_COL_INT},
+    {"memory_byte_seconds", COLL_COL_REAL},
+    {"io_read_bytes", COLL_COL_INT},
+    {"io_write_bytes", COLL_COL_INT},
+    {"net_rx_bytes", COLL_COL_INT},
+    {"net_tx_bytes", COLL_COL_INT},
+    {"gpu_seconds", COLL_COL_REAL},
+    {"exit_status", COLL_COL_TEXT},
+    {"body", COLL_COL_JSON},
 };
 
 /* SQL integers are signed 64-bit: clamp the (absurd) values above INT64_MAX. */
@@ -168,7 +168,7 @@ void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	memset(v, 0, sizeof(double) * _COLL_SUM_MAX);
 	v[COLL_SUM_TASKS] = 1;
 	v[COLL_SUM_FAILED_TASKS] =
-		!(r->exit.status == ACCT_EXIT_EXITED && r->exit.code == 0) ? 1 : 0;
+	    !(r->exit.status == ACCT_EXIT_EXITED && r->exit.code == 0) ? 1 : 0;
 	v[COLL_SUM_WALL_S] = wall;
 	v[COLL_SUM_CPU_S] = cpu;
 	v[COLL_SUM_CPU_REQ_CORE_S] = cpu_req;
@@ -234,8 +234,9 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 		for (size_t k = 0; k < 2 + r->task.n_labels; k++) {
 			struct coll_delta *x = &d[nd++];
 
-			x->table = k == 0 ? COLL_ROLLUP_HOUR : k == 1 ? COLL_ROLLUP_DAY
-								  : COLL_ROLLUP_LABEL_DAY;
+			x->table = k == 0   ? COLL_ROLLUP_HOUR
+				   : k == 1 ? COLL_ROLLUP_DAY
+					    : COLL_ROLLUP_LABEL_DAY;
 			snprintf(x->bucket, sizeof(x->bucket), "%s", k == 0 ? hour : day);
 			x->account = r->task.account ?: "";
 			x->user = r->task.user ?: "";

@@ -51,7 +51,8 @@ const char *coll_sum_name(enum coll_sum s);
 enum coll_rollup_table {
 	COLL_ROLLUP_HOUR,      /* bucket "YYYY-MM-DDTHH", key (account, user) */
 	COLL_ROLLUP_DAY,       /* bucket "YYYY-MM-DD",   key (account, user) */
-	COLL_ROLLUP_LABEL_DAY, /* bucket "YYYY-MM-DD",   key (label_key, label_value, account, user) */
+	COLL_ROLLUP_LABEL_DAY, /* bucket "YYYY-MM-DD",   key (label_key, label_value, account, user)
+				*/
 	_COLL_ROLLUP_MAX,
 };
 const char *coll_rollup_table_name(enum coll_rollup_table t);
@@ -109,7 +110,7 @@ struct coll_store_ops {
 struct coll_store {
 	const struct coll_store_ops *ops;
 	pthread_mutex_t lock;
-	bool no_rollups; /* benchmark only: skip rollup maintenance */
+	bool no_rollups;  /* benchmark only: skip rollup maintenance */
 	char errmsg[256]; /* last backend error, for the program to log */
 };
 

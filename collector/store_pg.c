@@ -24,7 +24,7 @@
 #include "common/macro.h"
 
 #define MIGRATION_LOCK_KEY 0x636f7272616cLL /* "corral" */
-#define TX_RETRIES 3
+#define TX_RETRIES	   3
 
 struct pg_store {
 	struct coll_store base; /* first */
@@ -118,29 +118,30 @@ static int migrate(struct pg_store *st)
 			r = -ENOMEM;
 			goto out_rollback;
 		}
-		if (asprintf(&ddl,
-			     "CREATE TABLE records ("
-			     " record_id TEXT PRIMARY KEY, type TEXT NOT NULL,"
-			     " time TIMESTAMPTZ NOT NULL, time_ns BIGINT NOT NULL, node TEXT NOT NULL,"
-			     " task_id TEXT, job TEXT, \"user\" TEXT, account TEXT, labels JSONB,"
-			     " req_cpus DOUBLE PRECISION, req_memory_bytes BIGINT, req_gpus BIGINT,"
-			     " req_time_limit_s BIGINT, wall_ns BIGINT, cpu_user_ns BIGINT,"
-			     " cpu_system_ns BIGINT, memory_peak_bytes BIGINT,"
-			     " memory_byte_seconds DOUBLE PRECISION, io_read_bytes BIGINT,"
-			     " io_write_bytes BIGINT, net_rx_bytes BIGINT, net_tx_bytes BIGINT,"
-			     " gpu_seconds DOUBLE PRECISION, exit_status TEXT, body JSON NOT NULL);"
-			     "CREATE INDEX records_type_time ON records(type, time_ns);"
-			     "CREATE INDEX records_task ON records(task_id);"
-			     "CREATE TABLE rollup_hour (bucket TEXT NOT NULL, account TEXT NOT NULL,"
-			     " \"user\" TEXT NOT NULL%s, PRIMARY KEY (bucket, account, \"user\"));"
-			     "CREATE TABLE rollup_day (bucket TEXT NOT NULL, account TEXT NOT NULL,"
-			     " \"user\" TEXT NOT NULL%s, PRIMARY KEY (bucket, account, \"user\"));"
-			     "CREATE TABLE rollup_label_day (bucket TEXT NOT NULL,"
-			     " label_key TEXT NOT NULL, label_value TEXT NOT NULL,"
-			     " account TEXT NOT NULL, \"user\" TEXT NOT NULL%s,"
-			     " PRIMARY KEY (bucket, label_key, label_value, account, \"user\"));"
-			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (1);",
-			     sums, sums, sums) < 0) {
+		if (asprintf(
+			&ddl,
+			"CREATE TABLE records ("
+			" record_id TEXT PRIMARY KEY, type TEXT NOT NULL,"
+			" time TIMESTAMPTZ NOT NULL, time_ns BIGINT NOT NULL, node TEXT NOT NULL,"
+			" task_id TEXT, job TEXT, \"user\" TEXT, account TEXT, labels JSONB,"
+			" req_cpus DOUBLE PRECISION, req_memory_bytes BIGINT, req_gpus BIGINT,"
+			" req_time_limit_s BIGINT, wall_ns BIGINT, cpu_user_ns BIGINT,"
+			" cpu_system_ns BIGINT, memory_peak_bytes BIGINT,"
+			" memory_byte_seconds DOUBLE PRECISION, io_read_bytes BIGINT,"
+			" io_write_bytes BIGINT, net_rx_bytes BIGINT, net_tx_bytes BIGINT,"
+			" gpu_seconds DOUBLE PRECISION, exit_status TEXT, body JSON NOT NULL);"
+			"CREATE INDEX records_type_time ON records(type, time_ns);"
+			"CREATE INDEX records_task ON records(task_id);"
+			"CREATE TABLE rollup_hour (bucket TEXT NOT NULL, account TEXT NOT NULL,"
+			" \"user\" TEXT NOT NULL%s, PRIMARY KEY (bucket, account, \"user\"));"
+			"CREATE TABLE rollup_day (bucket TEXT NOT NULL, account TEXT NOT NULL,"
+			" \"user\" TEXT NOT NULL%s, PRIMARY KEY (bucket, account, \"user\"));"
+			"CREATE TABLE rollup_label_day (bucket TEXT NOT NULL,"
+			" label_key TEXT NOT NULL, label_value TEXT NOT NULL,"
+			" account TEXT NOT NULL, \"user\" TEXT NOT NULL%s,"
+			" PRIMARY KEY (bucket, label_key, label_value, account, \"user\"));"
+			"DELETE FROM schema_version; INSERT INTO schema_version VALUES (1);",
+			sums, sums, sums) < 0) {
 			ddl = NULL;
 			r = -ENOMEM;
 			goto out_rollback;
@@ -260,7 +261,7 @@ static int build_copy(const struct coll_item *items, size_t n, char **ret, size_
 	if (!f)
 		return -ENOMEM;
 	for (size_t i = 0; i < n && r >= 0; i++) {
-		struct coll_item_scratch sc = { 0 };
+		struct coll_item_scratch sc = {0};
 		struct coll_value v[COLL_N_COLS];
 
 		r = coll_item_values(&items[i], &sc, v);
@@ -494,7 +495,7 @@ static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_f
 {
 	struct pg_store *st = (struct pg_store *)s;
 	char limit[DECIMAL_STR_MAX(size_t)];
-	const char *params[4] = { q->type, q->node, q->task_id, NULL };
+	const char *params[4] = {q->type, q->node, q->task_id, NULL};
 	PGresult *res;
 	int r;
 
@@ -505,28 +506,29 @@ static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_f
 		snprintf(limit, sizeof(limit), "%zu", q->limit);
 		params[3] = limit;
 	}
-	res = PQexecParams(st->conn,
-			   "SELECT record_id, type,"
-			   " to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-			   " node, coalesce(task_id, ''), coalesce(account, ''),"
-			   " coalesce(\"user\", ''), body FROM records"
-			   " WHERE ($1::text IS NULL OR type = $1) AND ($2::text IS NULL OR node = $2)"
-			   " AND ($3::text IS NULL OR task_id = $3)"
-			   " ORDER BY time_ns, record_id LIMIT $4::bigint",
-			   4, NULL, params, NULL, NULL, 0);
+	res = PQexecParams(
+	    st->conn,
+	    "SELECT record_id, type,"
+	    " to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+	    " node, coalesce(task_id, ''), coalesce(account, ''),"
+	    " coalesce(\"user\", ''), body FROM records"
+	    " WHERE ($1::text IS NULL OR type = $1) AND ($2::text IS NULL OR node = $2)"
+	    " AND ($3::text IS NULL OR task_id = $3)"
+	    " ORDER BY time_ns, record_id LIMIT $4::bigint",
+	    4, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return res_err(st, "query", res);
 	r = 0;
 	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
 		struct coll_row row = {
-			.record_id = PQgetvalue(res, i, 0),
-			.type = PQgetvalue(res, i, 1),
-			.time = PQgetvalue(res, i, 2),
-			.node = PQgetvalue(res, i, 3),
-			.task_id = PQgetvalue(res, i, 4),
-			.account = PQgetvalue(res, i, 5),
-			.user = PQgetvalue(res, i, 6),
-			.body = PQgetvalue(res, i, 7),
+		    .record_id = PQgetvalue(res, i, 0),
+		    .type = PQgetvalue(res, i, 1),
+		    .time = PQgetvalue(res, i, 2),
+		    .node = PQgetvalue(res, i, 3),
+		    .task_id = PQgetvalue(res, i, 4),
+		    .account = PQgetvalue(res, i, 5),
+		    .user = PQgetvalue(res, i, 6),
+		    .body = PQgetvalue(res, i, 7),
 		};
 		r = fn(&row, ud);
 	}
@@ -539,7 +541,7 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 {
 	struct pg_store *st = (struct pg_store *)s;
 	bool lab = t == COLL_ROLLUP_LABEL_DAY;
-	const char *params[2] = { from, to };
+	const char *params[2] = {from, to};
 	_cleanup_free_ char *sql = NULL;
 	size_t len = 0;
 	PGresult *res;
@@ -552,7 +554,8 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 	f = open_memstream(&sql, &len);
 	if (!f)
 		return -ENOMEM;
-	fprintf(f, "SELECT bucket, account, \"user\", %s", lab ? "label_key, label_value" : "'', ''");
+	fprintf(f, "SELECT bucket, account, \"user\", %s",
+		lab ? "label_key, label_value" : "'', ''");
 	for (int k = 0; k < _COLL_SUM_MAX; k++)
 		fprintf(f, ", %s", coll_sum_name(k));
 	fprintf(f,
@@ -567,11 +570,11 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 	r = 0;
 	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
 		struct coll_rollup_row row = {
-			.bucket = PQgetvalue(res, i, 0),
-			.account = PQgetvalue(res, i, 1),
-			.user = PQgetvalue(res, i, 2),
-			.label_key = PQgetvalue(res, i, 3),
-			.label_value = PQgetvalue(res, i, 4),
+		    .bucket = PQgetvalue(res, i, 0),
+		    .account = PQgetvalue(res, i, 1),
+		    .user = PQgetvalue(res, i, 2),
+		    .label_key = PQgetvalue(res, i, 3),
+		    .label_value = PQgetvalue(res, i, 4),
 		};
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
 			row.v[k] = strtod(PQgetvalue(res, i, 5 + k), NULL);
@@ -624,13 +627,13 @@ static int pg_schema_version(struct coll_store *s, int *ret)
 }
 
 const struct coll_store_ops coll_store_pg_ops = {
-	.name = "postgresql",
-	.open = pg_open,
-	.close = pg_close,
-	.insert_batch = pg_insert_batch,
-	.query = pg_query,
-	.rollup_query = pg_rollup_query,
-	.count = pg_count,
-	.ping = pg_ping,
-	.schema_version = pg_schema_version,
+    .name = "postgresql",
+    .open = pg_open,
+    .close = pg_close,
+    .insert_batch = pg_insert_batch,
+    .query = pg_query,
+    .rollup_query = pg_rollup_query,
+    .count = pg_count,
+    .ping = pg_ping,
+    .schema_version = pg_schema_version,
 };

@@ -117,16 +117,16 @@ static char *rollup_upsert_sql(enum coll_rollup_table t)
 }
 
 static const char records_ddl[] =
-	"CREATE TABLE records ("
-	" record_id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, time TEXT NOT NULL,"
-	" time_ns INTEGER NOT NULL, node TEXT NOT NULL, task_id TEXT, job TEXT, \"user\" TEXT,"
-	" account TEXT, labels TEXT, req_cpus REAL, req_memory_bytes INTEGER, req_gpus INTEGER,"
-	" req_time_limit_s INTEGER, wall_ns INTEGER, cpu_user_ns INTEGER, cpu_system_ns INTEGER,"
-	" memory_peak_bytes INTEGER, memory_byte_seconds REAL, io_read_bytes INTEGER,"
-	" io_write_bytes INTEGER, net_rx_bytes INTEGER, net_tx_bytes INTEGER, gpu_seconds REAL,"
-	" exit_status TEXT, body TEXT NOT NULL);"
-	"CREATE INDEX records_type_time ON records(type, time_ns);"
-	"CREATE INDEX records_task ON records(task_id);";
+    "CREATE TABLE records ("
+    " record_id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, time TEXT NOT NULL,"
+    " time_ns INTEGER NOT NULL, node TEXT NOT NULL, task_id TEXT, job TEXT, \"user\" TEXT,"
+    " account TEXT, labels TEXT, req_cpus REAL, req_memory_bytes INTEGER, req_gpus INTEGER,"
+    " req_time_limit_s INTEGER, wall_ns INTEGER, cpu_user_ns INTEGER, cpu_system_ns INTEGER,"
+    " memory_peak_bytes INTEGER, memory_byte_seconds REAL, io_read_bytes INTEGER,"
+    " io_write_bytes INTEGER, net_rx_bytes INTEGER, net_tx_bytes INTEGER, gpu_seconds REAL,"
+    " exit_status TEXT, body TEXT NOT NULL);"
+    "CREATE INDEX records_type_time ON records(type, time_ns);"
+    "CREATE INDEX records_task ON records(task_id);";
 
 static int migrate(struct sqlite_store *st)
 {
@@ -219,8 +219,8 @@ static int sqlite_open(const char *uri, struct coll_store **ret, char *err, size
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	rc = sqlite3_open_v2(path, &st->db,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = sqlite3_open_v2(
+	    path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		r = map_err(st, rc);
 		goto out_close;
@@ -280,7 +280,7 @@ out_close:
 
 static int bind_item(struct sqlite_store *st, const struct coll_item *it)
 {
-	struct coll_item_scratch sc = { 0 };
+	struct coll_item_scratch sc = {0};
 	struct coll_value v[COLL_N_COLS];
 	sqlite3_stmt *s = st->insert;
 	int r, rc;
@@ -382,19 +382,19 @@ static const char *col_text(sqlite3_stmt *s, int i)
 	return t ? (const char *)t : "";
 }
 
-static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn,
-			void *ud)
+static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
 	sqlite3_stmt *stmt = NULL;
 	int rc, r = 0;
 
-	rc = sqlite3_prepare_v2(st->db,
-				"SELECT record_id, type, time, node, task_id, account, \"user\", body"
-				" FROM records WHERE (?1 IS NULL OR type = ?1)"
-				" AND (?2 IS NULL OR node = ?2) AND (?3 IS NULL OR task_id = ?3)"
-				" ORDER BY time_ns, record_id LIMIT ?4",
-				-1, &stmt, NULL);
+	rc = sqlite3_prepare_v2(
+	    st->db,
+	    "SELECT record_id, type, time, node, task_id, account, \"user\", body"
+	    " FROM records WHERE (?1 IS NULL OR type = ?1)"
+	    " AND (?2 IS NULL OR node = ?2) AND (?3 IS NULL OR task_id = ?3)"
+	    " ORDER BY time_ns, record_id LIMIT ?4",
+	    -1, &stmt, NULL);
 	if (rc != SQLITE_OK)
 		return map_err(st, rc);
 	if (q->type)
@@ -406,14 +406,14 @@ static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_r
 	sqlite3_bind_int64(stmt, 4, q->limit ? (int64_t)MIN(q->limit, (size_t)INT64_MAX) : -1);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		struct coll_row row = {
-			.record_id = col_text(stmt, 0),
-			.type = col_text(stmt, 1),
-			.time = col_text(stmt, 2),
-			.node = col_text(stmt, 3),
-			.task_id = col_text(stmt, 4),
-			.account = col_text(stmt, 5),
-			.user = col_text(stmt, 6),
-			.body = col_text(stmt, 7),
+		    .record_id = col_text(stmt, 0),
+		    .type = col_text(stmt, 1),
+		    .time = col_text(stmt, 2),
+		    .node = col_text(stmt, 3),
+		    .task_id = col_text(stmt, 4),
+		    .account = col_text(stmt, 5),
+		    .user = col_text(stmt, 6),
+		    .body = col_text(stmt, 7),
 		};
 		r = fn(&row, ud);
 		if (r < 0)
@@ -439,11 +439,13 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 	f = open_memstream(&sql, &len);
 	if (!f)
 		return -ENOMEM;
-	fprintf(f, "SELECT bucket, account, \"user\", %s", lab ? "label_key, label_value" : "'', ''");
+	fprintf(f, "SELECT bucket, account, \"user\", %s",
+		lab ? "label_key, label_value" : "'', ''");
 	for (int k = 0; k < _COLL_SUM_MAX; k++)
 		fprintf(f, ", %s", coll_sum_name(k));
-	fprintf(f, " FROM %s WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR bucket < ?2)"
-		   " ORDER BY bucket, %saccount, \"user\"",
+	fprintf(f,
+		" FROM %s WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR bucket < ?2)"
+		" ORDER BY bucket, %saccount, \"user\"",
 		coll_rollup_table_name(t), lab ? "label_key, label_value, " : "");
 	if (fclose(f) != 0) {
 		free(sql);
@@ -459,11 +461,11 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 		sqlite3_bind_text(stmt, 2, to, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		struct coll_rollup_row row = {
-			.bucket = col_text(stmt, 0),
-			.account = col_text(stmt, 1),
-			.user = col_text(stmt, 2),
-			.label_key = col_text(stmt, 3),
-			.label_value = col_text(stmt, 4),
+		    .bucket = col_text(stmt, 0),
+		    .account = col_text(stmt, 1),
+		    .user = col_text(stmt, 2),
+		    .label_key = col_text(stmt, 3),
+		    .label_value = col_text(stmt, 4),
 		};
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
 			row.v[k] = sqlite3_column_double(stmt, 5 + k);
@@ -519,13 +521,13 @@ static int sqlite_schema_version(struct coll_store *s, int *ret)
 }
 
 const struct coll_store_ops coll_store_sqlite_ops = {
-	.name = "sqlite",
-	.open = sqlite_open,
-	.close = sqlite_close,
-	.insert_batch = sqlite_insert_batch,
-	.query = sqlite_query,
-	.rollup_query = sqlite_rollup_query,
-	.count = sqlite_count,
-	.ping = sqlite_ping,
-	.schema_version = sqlite_schema_version,
+    .name = "sqlite",
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .insert_batch = sqlite_insert_batch,
+    .query = sqlite_query,
+    .rollup_query = sqlite_rollup_query,
+    .count = sqlite_count,
+    .ping = sqlite_ping,
+    .schema_version = sqlite_schema_version,
 };

@@ -14,9 +14,9 @@
 #define TOKENS_FILE_MAX (16 * 1024 * 1024)
 
 static const char *const role_names[_COLL_ROLE_MAX] = {
-	[COLL_ROLE_NODE] = "node",
-	[COLL_ROLE_READER] = "reader",
-	[COLL_ROLE_AUDITOR] = "auditor",
+    [COLL_ROLE_NODE] = "node",
+    [COLL_ROLE_READER] = "reader",
+    [COLL_ROLE_AUDITOR] = "auditor",
 };
 
 const char *coll_role_to_string(enum coll_role r)
@@ -65,7 +65,7 @@ static int split(char *line, char *f[4])
 int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char *err,
 		      size_t errlen)
 {
-	struct coll_tokens t = { 0 };
+	struct coll_tokens t = {0};
 	size_t cap = 0, lineno = 0;
 	const char *p = buf, *end = buf + len;
 	int r = -EINVAL;
@@ -124,8 +124,8 @@ int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char
 		}
 		for (const char *c = f[2]; *c; c++)
 			if (!token_char_ok(*c)) {
-				snprintf(err, errlen, "line %zu: token has a non-printable character",
-					 lineno);
+				snprintf(err, errlen,
+					 "line %zu: token has a non-printable character", lineno);
 				goto out_free;
 			}
 		for (size_t i = 0; i < t.n; i++)
@@ -151,10 +151,10 @@ int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char
 			cap = nc;
 		}
 		t.v[t.n] = (struct coll_token){
-			.role = role,
-			.name = strdup(f[1]),
-			.token = strdup(f[2]),
-			.token_len = strlen(f[2]),
+		    .role = role,
+		    .name = strdup(f[1]),
+		    .token = strdup(f[2]),
+		    .token_len = strlen(f[2]),
 		};
 		t.n++;
 		explicit_bzero(line, sizeof(line));

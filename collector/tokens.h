@@ -19,8 +19,8 @@ enum coll_role {
 	_COLL_ROLE_INVALID = -1,
 };
 
-#define COLL_TOKEN_MIN 16
-#define COLL_TOKEN_MAX 256
+#define COLL_TOKEN_MIN	16
+#define COLL_TOKEN_MAX	256
 #define COLL_TOKENS_MAX 100000
 
 struct coll_token {

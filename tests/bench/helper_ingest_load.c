@@ -25,13 +25,12 @@
 #include "common/macro.h"
 #include "common/util.h"
 
-static const char *const accounts[] = { "physics", "chem", "bio", "astro", "ml", "geo" };
-static const char *const users[] = { "alice", "bob", "carol", "dave", "erin", "frank",
-				     "grace", "heidi", "ivan", "judy" };
-static const char *const projects[] = { "lattice", "md-sim", "genome", "survey", "llm" };
+static const char *const accounts[] = {"physics", "chem", "bio", "astro", "ml", "geo"};
+static const char *const users[] = {"alice", "bob",   "carol", "dave", "erin",
+				    "frank", "grace", "heidi", "ivan", "judy"};
+static const char *const projects[] = {"lattice", "md-sim", "genome", "survey", "llm"};
 
-static int make_record(const char *node, const char *prefix, uint64_t i,
-		       struct acct_record *r)
+static int make_record(const char *node, const char *prefix, uint64_t i, struct acct_record *r)
 {
 	uint64_t base = 1796200000ULL * NSEC_PER_SEC; /* 2026-12 */
 	uint64_t wall = (60 + (i * 7919) % 7200) * NSEC_PER_SEC;
@@ -64,7 +63,7 @@ static int make_record(const char *node, const char *prefix, uint64_t i,
 	r->usage.cpu_system_ns = wall / 50;
 	r->usage.memory_peak_bytes = (512ULL + (i * 13) % 8192) << 20;
 	r->usage.memory_byte_seconds =
-		(double)r->usage.memory_peak_bytes * 0.7 * (double)wall / 1e9;
+	    (double)r->usage.memory_peak_bytes * 0.7 * (double)wall / 1e9;
 	r->usage.io_read_bytes = (i * 104729) % (1ULL << 34);
 	r->usage.io_write_bytes = (i * 1299709) % (1ULL << 32);
 	r->usage.net_rx_bytes = (i * 15485863) % (1ULL << 30);
@@ -75,10 +74,10 @@ static int make_record(const char *node, const char *prefix, uint64_t i,
 		r->usage.gpu_util_avg = 0.83;
 	}
 	for (int f = 0; f < _ACCT_U_MAX; f++)
-		r->sources[f] = f == ACCT_U_WALL_NS ? ACCT_SRC_AGENT
-			      : f >= ACCT_U_GPU_SECONDS ? (r->request.gpus ? ACCT_SRC_NVML : 0)
-			      : f <= ACCT_U_CPU_SYSTEM_NS ? ACCT_SRC_EBPF
-							  : ACCT_SRC_CGROUP;
+		r->sources[f] = f == ACCT_U_WALL_NS	    ? ACCT_SRC_AGENT
+				: f >= ACCT_U_GPU_SECONDS   ? (r->request.gpus ? ACCT_SRC_NVML : 0)
+				: f <= ACCT_U_CPU_SYSTEM_NS ? ACCT_SRC_EBPF
+							    : ACCT_SRC_CGROUP;
 	r->exit.status = i % 50 == 0 ? ACCT_EXIT_OOM_KILLED : ACCT_EXIT_EXITED;
 	r->exit.code = i % 50 == 0 ? 0 : (i % 17 == 0 ? 1 : 0);
 	return 0;
@@ -110,11 +109,10 @@ static void copy_field(FILE *f, const char *s, size_t len)
 }
 
 /* One row of the records table, in the collector's column order (CSV or COPY text). */
-static int emit_row(FILE *f, const struct acct_record *rec, const char *json, size_t len,
-		    bool csv)
+static int emit_row(FILE *f, const struct acct_record *rec, const char *json, size_t len, bool csv)
 {
-	struct coll_item it = { .rec = rec, .json = json, .json_len = len };
-	struct coll_item_scratch sc = { 0 };
+	struct coll_item it = {.rec = rec, .json = json, .json_len = len};
+	struct coll_item_scratch sc = {0};
 	struct coll_value v[COLL_N_COLS];
 	int r = coll_item_values(&it, &sc, v);
 
@@ -195,7 +193,8 @@ static int do_post(const struct opts *o, char **lines, size_t *lens)
 		fclose(rf);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 		if (cr != CURLE_OK || code != 200) {
-			fprintf(stderr, "helper_ingest_load: batch at %" PRIu64 ": %s, HTTP %ld: %.300s\n",
+			fprintf(stderr,
+				"helper_ingest_load: batch at %" PRIu64 ": %s, HTTP %ld: %.300s\n",
 				off, curl_easy_strerror(cr), code, resp ?: "");
 			rc = 1;
 		} else {
@@ -220,12 +219,12 @@ static int do_post(const struct opts *o, char **lines, size_t *lens)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "url", required_argument, NULL, 'u' },   { "token", required_argument, NULL, 't' },
-		{ "node", required_argument, NULL, 'n' },  { "count", required_argument, NULL, 'c' },
-		{ "start", required_argument, NULL, 's' }, { "batch", required_argument, NULL, 'b' },
-		{ "prefix", required_argument, NULL, 'p' }, {},
+	    {"url", required_argument, NULL, 'u'},    {"token", required_argument, NULL, 't'},
+	    {"node", required_argument, NULL, 'n'},   {"count", required_argument, NULL, 'c'},
+	    {"start", required_argument, NULL, 's'},  {"batch", required_argument, NULL, 'b'},
+	    {"prefix", required_argument, NULL, 'p'}, {},
 	};
-	struct opts o = { .node = "node1", .prefix = "", .count = 1000, .batch = 500 };
+	struct opts o = {.node = "node1", .prefix = "", .count = 1000, .batch = 500};
 	const char *mode;
 	char **lines;
 	size_t *lens;
@@ -283,7 +282,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (strcmp(mode, "csv") == 0 || strcmp(mode, "copy") == 0)
-			rc |= emit_row(stdout, &r, lines[i], lens[i], mode[0] == 'c' && mode[1] == 's') < 0;
+			rc |= emit_row(stdout, &r, lines[i], lens[i],
+				       mode[0] == 'c' && mode[1] == 's') < 0;
 		acct_record_clear(&r);
 	}
 	if (strcmp(mode, "gen") == 0) {
@@ -293,7 +293,8 @@ int main(int argc, char **argv)
 		}
 	} else if (strcmp(mode, "post") == 0) {
 		if (!o.url || !o.token) {
-			fprintf(stderr, "helper_ingest_load post: --url and --token are required\n");
+			fprintf(stderr,
+				"helper_ingest_load post: --url and --token are required\n");
 			return 2;
 		}
 		curl_global_init(CURL_GLOBAL_DEFAULT);

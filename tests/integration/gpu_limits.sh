@@ -76,7 +76,7 @@ out=$("$APP" "$CUDA" 512 64 1 2>&1); rc=$?
 [ $rc = 0 ] && ok "untracked process unaffected" || bad "untracked process rc=$rc: $out"
 
 # NVML path through the stand-in (inventory, env, one sample summed over two pids).
-out=$(CORRAL_NVML_LIBRARY=$PWD/$O/tests/gpu/libnvidia-ml.so.1 \
+out=$(CORRAL_NVML_LIBRARY=$(realpath "$O")/tests/gpu/libnvidia-ml.so.1 \
 	CORRAL_FAKE_NVML=tests/integration/fixtures/nvml-2gpu.txt "$H" nvml 4242 4243 2>&1)
 expect "$out" "gpus=2" "stand-in NVML: two GPUs"
 expect "$out" "CUDA_VISIBLE_DEVICES=GPU-11111111-2222-3333-4444-555555555555,GPU-66666666-7777-8888-9999-aaaaaaaaaaaa" "env by UUID"

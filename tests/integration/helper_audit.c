@@ -10,8 +10,10 @@
  * events: the child runs sh -c 'ls >/dev/null; python3 ...connect 127.0.0.1:PORT' with a
  *   listener on PORT; checks exactly the exec events sh, ls, python3 and one connect event
  *   (allow; with "deny" a rule 127.0.0.1:PORT denies it and the connect fails with EPERM).
- * storm: the child runs N fork+exec of /bin/true (posix_spawn); checks that exec events
+ * storm: the child runs N fork+exec (posix_spawn) of EXE; checks that exec events
  *   received + drops counted == execs performed, exactly.
+ * Options: --workers W parallel spawn loops (2), --target EXE (default /bin/true),
+ * --no-consume: read the ring buffer only after the storm (forces drops with a small one).
  * Exit 0 pass, 1 fail, 77 when the BPF programs cannot be loaded at all.
  */
 #include <arpa/inet.h>
@@ -103,22 +105,61 @@ static int join(const char *dir, pid_t pid)
 	return 0;
 }
 
-/* Runs N fork+exec of /bin/true; writes the number of successful execs on fd. */
-static _noreturn_ void storm_child(unsigned long n, int fd)
+static const char *storm_target = "/bin/true";
+static unsigned storm_workers = 2;
+
+/* n spawns of storm_target; returns how many ran (exit status 0). */
+static uint64_t spawn_loop(unsigned long n)
 {
-	char *argv[] = {"true", NULL};
+	char *argv[] = {"exit0", NULL};
 	uint64_t done = 0;
 
 	for (unsigned long i = 0; i < n; i++) {
 		pid_t p;
 		int st;
 
-		if (posix_spawn(&p, "/bin/true", NULL, NULL, argv, environ) != 0)
+		if (posix_spawn(&p, storm_target, NULL, NULL, argv, environ) != 0)
 			continue;
 		if (waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0)
 			done++;
 	}
-	if (write(fd, &done, sizeof(done)) != sizeof(done))
+	return done;
+}
+
+/*
+ * N fork+exec in storm_workers parallel loops (all inside the task); writes the number of
+ * successful execs on fd.
+ */
+static _noreturn_ void storm_child(unsigned long n, int fd)
+{
+	uint64_t total = 0;
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		_exit(1);
+	for (unsigned w = 0; w < storm_workers; w++) {
+		unsigned long share = n / storm_workers + (w < n % storm_workers ? 1 : 0);
+		pid_t pid = fork();
+
+		if (pid < 0)
+			_exit(1);
+		if (pid == 0) {
+			uint64_t d = spawn_loop(share);
+
+			_exit(write(p[1], &d, sizeof(d)) == sizeof(d) ? 0 : 1);
+		}
+	}
+	close(p[1]);
+	for (unsigned w = 0; w < storm_workers; w++) {
+		uint64_t d;
+
+		if (read(p[0], &d, sizeof(d)) != sizeof(d))
+			_exit(1);
+		total += d;
+	}
+	while (wait(NULL) > 0)
+		;
+	if (write(fd, &total, sizeof(total)) != sizeof(total))
 		_exit(1);
 	_exit(0);
 }
@@ -138,7 +179,7 @@ int main(int argc, char **argv)
 	const char *mode;
 	unsigned long storm_n = 0;
 	uint64_t performed = 0, lost = 0, sent = 0, t0;
-	bool deny = false, ok = true;
+	bool deny = false, ok = true, consume = true;
 	pid_t child;
 
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
@@ -149,12 +190,20 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[ai], "--ringbuf") && ai + 1 < argc &&
 			 parse_u32(argv[ai + 1], &v) == 0)
 			opts.ringbuf_bytes = v, ai++;
+		else if (!strcmp(argv[ai], "--workers") && ai + 1 < argc &&
+			 parse_u32(argv[ai + 1], &v) == 0 && v >= 1 && v <= 64)
+			storm_workers = v, ai++;
+		else if (!strcmp(argv[ai], "--target") && ai + 1 < argc)
+			storm_target = argv[++ai];
+		else if (!strcmp(argv[ai], "--no-consume"))
+			consume = false;
 		else
 			return 2;
 	}
 	if (argc != ai + 2) {
-		fprintf(stderr, "usage: helper_audit [--raw] [--ringbuf B] events allow|deny | "
-				"storm N\n");
+		fprintf(stderr, "usage: helper_audit [--raw] [--ringbuf B] events allow|deny\n"
+				"       helper_audit [--raw] [--ringbuf B] [--workers W] [--target EXE] "
+				"[--no-consume] storm N\n");
 		return 2;
 	}
 	mode = argv[ai];
@@ -270,13 +319,14 @@ int main(int argc, char **argv)
 
 	/* Consume while the child runs; the child's exit closes res[1] (POLLHUP). */
 	for (;;) {
-		struct pollfd p[2] = {{.fd = audit_fd(a), .events = POLLIN},
-				      {.fd = res[0], .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = res[0], .events = POLLIN},
+				      {.fd = audit_fd(a), .events = POLLIN}};
 
-		if (poll(p, 2, 1000) < 0 && errno != EINTR)
+		if (poll(p + 0, consume ? 2 : 1, 1000) < 0 && errno != EINTR)
 			break;
-		audit_poll(a, on_ev, &col);
-		if (p[1].revents) {
+		if (consume)
+			audit_poll(a, on_ev, &col);
+		if (p[0].revents) {
 			if (storm_n && read(res[0], &performed, sizeof(performed)) !=
 					   (ssize_t)sizeof(performed))
 				performed = UINT64_MAX;
@@ -300,7 +350,9 @@ int main(int argc, char **argv)
 	rmdir(cg_uni);
 
 	if (storm_n) {
-		printf("storm: execs performed=%" PRIu64 " in %.2f s (%.0f/s), events received=%zu "
+		printf("storm (%u workers, %s, ring buffer %s): ", storm_workers, storm_target,
+		       consume ? "consumed while running" : "read only at the end");
+		printf("execs performed=%" PRIu64 " in %.2f s (%.0f/s), events received=%zu "
 		       "drops counted=%" PRIu64 " (sent by BPF=%" PRIu64 "), received+drops=%" PRIu64
 		       " %s\n",
 		       performed, (double)t0 / 1e9, (double)performed * 1e9 / (double)t0,

@@ -28,12 +28,12 @@ static int parse_str(const char *s, struct coll_tokens *t, char *err, size_t err
 
 static void test_tokens_ok(void **state)
 {
-	struct coll_tokens t = { 0 };
+	struct coll_tokens t = {0};
 	char err[256] = "";
 	const struct coll_token *k;
 
-	assert_int_equal(parse_str("# comment\n\nnode n1 " TOK_A "\r\n  reader ops " TOK_B "\n",
-				   &t, err, sizeof(err)),
+	assert_int_equal(parse_str("# comment\n\nnode n1 " TOK_A "\r\n  reader ops " TOK_B "\n", &t,
+				   err, sizeof(err)),
 			 0);
 	assert_int_equal(t.n, 2);
 	k = coll_tokens_find(&t, TOK_A, strlen(TOK_A));
@@ -52,7 +52,7 @@ static void test_tokens_ok(void **state)
 
 static void expect_parse_error(const char *file, const char *msg)
 {
-	struct coll_tokens t = { 0 };
+	struct coll_tokens t = {0};
 	char err[256] = "";
 
 	assert_int_equal(parse_str(file, &t, err, sizeof(err)), -EINVAL);
@@ -63,7 +63,8 @@ static void expect_parse_error(const char *file, const char *msg)
 
 static void test_tokens_errors(void **state)
 {
-	expect_parse_error("node n1 " TOK_A "\nadmin x " TOK_B "\n", "line 2: unknown role 'admin'");
+	expect_parse_error("node n1 " TOK_A "\nadmin x " TOK_B "\n",
+			   "line 2: unknown role 'admin'");
 	expect_parse_error("node n1 short\n", "line 1: token must be 16..256 characters");
 	expect_parse_error("node n1\n", "line 1: expected \"<role> <name> <token>\", got 2 fields");
 	expect_parse_error("node n1 " TOK_A " extra\n", "got more than 3 fields");
@@ -76,7 +77,7 @@ static void test_tokens_errors(void **state)
 static void test_tokens_file_mode(void **state)
 {
 	char dir[] = "/tmp/test_collector.XXXXXX", path[256], err[256] = "";
-	struct coll_tokens t = { 0 };
+	struct coll_tokens t = {0};
 	FILE *f;
 
 	assert_non_null(mkdtemp(dir));
@@ -148,8 +149,8 @@ static void make_rec(struct fixture *fx, int i, const char *id, enum acct_type t
 	r->usage.memory_byte_seconds = 500.0 * (double)wall_s;
 	r->exit.status = type == ACCT_TASK_END ? ACCT_EXIT_EXITED : ACCT_EXIT_NONE;
 	snprintf(fx->json[i], sizeof(fx->json[i]), "{\"record_id\":\"%s\"}", id);
-	fx->items[i] = (struct coll_item){ .rec = r, .json = fx->json[i],
-					   .json_len = strlen(fx->json[i]) };
+	fx->items[i] =
+	    (struct coll_item){.rec = r, .json = fx->json[i], .json_len = strlen(fx->json[i])};
 }
 
 static int setup_store(void **state)
@@ -247,7 +248,7 @@ static int collect(const struct coll_rollup_row *row, void *ud)
 
 static void check_day(struct coll_store *s)
 {
-	struct rows rs = { 0 };
+	struct rows rs = {0};
 
 	assert_int_equal(coll_store_rollup_query(s, COLL_ROLLUP_DAY, NULL, NULL, collect, &rs), 0);
 	assert_int_equal(rs.n, 2);
@@ -270,7 +271,7 @@ static void check_day(struct coll_store *s)
 static void test_rollup_sums(void **state)
 {
 	struct fixture *fx = *state;
-	struct rows rs = { 0 };
+	struct rows rs = {0};
 
 	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 4), 0);
 	check_day(fx->store);
@@ -286,9 +287,8 @@ static void test_rollup_sums(void **state)
 	assert_float_equal(rs.r[0].v[COLL_SUM_TASKS], 2, 1e-9);
 
 	memset(&rs, 0, sizeof(rs));
-	assert_int_equal(coll_store_rollup_query(fx->store, COLL_ROLLUP_LABEL_DAY, NULL, NULL,
-						 collect, &rs),
-			 0);
+	assert_int_equal(
+	    coll_store_rollup_query(fx->store, COLL_ROLLUP_LABEL_DAY, NULL, NULL, collect, &rs), 0);
 	assert_int_equal(rs.n, 2);
 	assert_string_equal(rs.keys[0][3], "project=p1");
 	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
@@ -296,7 +296,7 @@ static void test_rollup_sums(void **state)
 
 static void test_record_sums(void **state)
 {
-	struct acct_record r = { 0 };
+	struct acct_record r = {0};
 	double v[_COLL_SUM_MAX];
 
 	r.type = ACCT_TASK_END;
@@ -325,14 +325,14 @@ static void test_store_bad_uri(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tokens_ok),
-		cmocka_unit_test(test_tokens_errors),
-		cmocka_unit_test(test_tokens_file_mode),
-		cmocka_unit_test(test_parse_listen),
-		cmocka_unit_test(test_record_sums),
-		cmocka_unit_test(test_store_bad_uri),
-		cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
-		cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
+	    cmocka_unit_test(test_tokens_ok),
+	    cmocka_unit_test(test_tokens_errors),
+	    cmocka_unit_test(test_tokens_file_mode),
+	    cmocka_unit_test(test_parse_listen),
+	    cmocka_unit_test(test_record_sums),
+	    cmocka_unit_test(test_store_bad_uri),
+	    cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
