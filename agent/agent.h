@@ -142,6 +142,7 @@ struct agent {
 	uint32_t ncpus;
 	int cap_last_cap;
 	bool watchdog;
+	const char *scope_base; /* v2 under systemd: the tasks' scope (agent/scope.c) */
 	uint64_t watchdog_usec;
 	char audit_head[ACCT_HASH_HEX]; /* hash of the last audit record: the chain's head */
 	struct agent_stats stats;
@@ -189,6 +190,10 @@ int state_save_audit_head(struct agent *a);
 void state_load_audit_head(struct agent *a);
 
 bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);
+
+/* scope.c */
+int scope_setup(struct agent *a, const char **ret_base);
+int scope_adopt_shim(struct agent *a, pid_t pid);
 
 /* control.c */
 int control_listen(struct agent *a);

@@ -296,8 +296,16 @@ static int setup(struct agent *a)
 		_cleanup_free_ char *self = NULL;
 		char *line;
 
-		if (read_file("/proc/self/cgroup", 1 << 16, &self, NULL) == 0 &&
-		    (line = strstr(self, "0::/")) && getenv("INVOCATION_ID")) {
+		const char *scope = NULL;
+
+		r = scope_setup(a, &scope);
+		if (r < 0)
+			return r;
+		if (scope) {
+			cgo.v2_base = scope;
+			cgo.subtree = "tasks";
+		} else if (read_file("/proc/self/cgroup", 1 << 16, &self, NULL) == 0 &&
+			   (line = strstr(self, "0::/")) && getenv("INVOCATION_ID")) {
 			char *nl = strchr(line, '\n');
 
 			if (nl)
@@ -311,7 +319,7 @@ static int setup(struct agent *a)
 				  a->cfg.cgroup_subtree, strerror(-r));
 			return r;
 		}
-		if (cgo.v2_base && cg_root_mode(a->cg) == CG_MODE_V2) {
+		if (cgo.v2_base && !scope && cg_root_mode(a->cg) == CG_MODE_V2) {
 			r = cg_root_move_self(a->cg, "agent");
 			if (r < 0)
 				log_warning(

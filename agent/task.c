@@ -811,6 +811,10 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 	t->shim_pid = h.shim_pid;
 	t->pid = h.task_pid;
+	r = scope_adopt_shim(a, t->shim_pid);
+	if (r < 0)
+		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s", t->id,
+			    strerror(-r));
 	(void)proc_start_time(t->shim_pid, &t->shim_start);
 	(void)proc_start_time(t->pid, &t->pid_start);
 	if (a->meter) {
