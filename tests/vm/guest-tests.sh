@@ -16,6 +16,8 @@ rc=0
 only=$(cat /usr/lib/corral-vm/only 2>/dev/null || true)
 CASE_TIMEOUT=${CASE_TIMEOUT:-150}
 UNIT_CG=/sys/fs/cgroup/system.slice/corrald.service
+# Tasks live in a delegated transient scope of their own (agent/scope.c).
+TASKS_CG=/sys/fs/cgroup/corral.slice/corral-tasks.scope
 
 # The marker is the last thing on the console; then power off at once (the image is thrown
 # away, nothing to unmount cleanly) when run by the VM unit.
@@ -57,7 +59,7 @@ task_cgroup() { # the task's cgroup directory: from the record if it says, else 
 	local cg
 	cg=$(corralctl show "$1" --json 2>/dev/null | json_get 'd.get("cgroup")')
 	if [ -n "$cg" ] && [ -d "/sys/fs/cgroup$cg" ]; then echo "/sys/fs/cgroup$cg"; return; fi
-	find "$UNIT_CG" -mindepth 1 -maxdepth 4 -type d -name "$1" | head -n1
+	find "$TASKS_CG" "$UNIT_CG" -mindepth 1 -maxdepth 4 -type d -name "$1" 2>/dev/null | head -n1
 }
 # agent_back_from PID: true once a new agent is active, or once a start failed with
 # 219/CGROUP (the caller then sees it is not active).
@@ -227,16 +229,19 @@ case_agent_ready() {
 	st=$(systemctl show -p StatusText --value corrald.service)
 	systemctl status --no-pager corrald.service || true
 	[ "$(systemctl show -p Type --value corrald.service)" = notify ] || fail "unit is not Type=notify"
-	# Type=notify: active means READY=1 arrived.
+	# Type=notify: active means READY=1 arrived. The agent stays in its unit's cgroup; tasks
+	# and their supervisors go to the delegated scope corral-tasks.scope.
 	cg=$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
-	# Delegate=yes: the agent left the unit's root for a leaf of its own (".../agent").
 	case $cg in
-	/system.slice/corrald.service/*agent) ;;
-	*) fail "agent runs in cgroup $cg, expected a leaf /system.slice/corrald.service/.../agent" ;;
+	/system.slice/corrald.service*) ;;
+	*) fail "agent runs in cgroup $cg, expected /system.slice/corrald.service" ;;
 	esac
-	[ -z "$(cat "$UNIT_CG/cgroup.procs")" ] || fail "processes left in the unit's root cgroup"
+	[ "$(systemctl show -p Delegate --value corral-tasks.scope)" = yes ] ||
+		fail "corral-tasks.scope is not delegated"
+	grep -q memory "$TASKS_CG/tasks/cgroup.subtree_control" ||
+		fail "memory controller not enabled for task cgroups"
 	corralctl ps || fail "corralctl ps failed"
-	echo "DETAIL: MainPID $pid in $cg${st:+, status: $st}"
+	echo "DETAIL: MainPID $pid in $cg; tasks in $TASKS_CG/tasks${st:+; status: $st}"
 }
 
 case_oom_killed() {
@@ -265,7 +270,7 @@ case_cgroup_limits() {
 	echo "task $id"
 	cg=$(task_cgroup "$id")
 	[ -n "$cg" ] || cg=$(wait_for 10 has_cgroup "$id"; task_cgroup "$id")
-	[ -n "$cg" ] || fail "no cgroup named $id below $UNIT_CG"
+	[ -n "$cg" ] || fail "no cgroup named $id below $TASKS_CG"
 	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup $cg has no process"
 	grep -H . "$cg"/memory.max "$cg"/cpu.max "$cg"/pids.max "$cg"/io.max
 	[ "$(cat "$cg/memory.max")" = 67108864 ] || fail "memory.max $(cat "$cg/memory.max")"
@@ -336,7 +341,7 @@ survive_check() { # survive_check NAME ACTION
 	echo "$id" >"/run/corral-vm/task-$name"
 	cg=$(task_cgroup "$id")
 	[ -n "$cg" ] || cg=$(wait_for 10 has_cgroup "$id"; task_cgroup "$id")
-	[ -n "$cg" ] || fail "no cgroup named $id below $UNIT_CG"
+	[ -n "$cg" ] || fail "no cgroup named $id below $TASKS_CG"
 	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup $cg has no process"
 	tpid=$(first_pid "$cg")
 	pid1=$(main_pid)
@@ -402,7 +407,7 @@ case_stop_clean() {
 	id=$(run_hold stop) || fail "run failed"
 	cg=$(task_cgroup "$id")
 	[ -n "$cg" ] || cg=$(wait_for 10 has_cgroup "$id"; task_cgroup "$id")
-	[ -n "$cg" ] || fail "no cgroup named $id below $UNIT_CG"
+	[ -n "$cg" ] || fail "no cgroup named $id below $TASKS_CG"
 	wait_for 10 grep -q . "$cg/cgroup.procs" || fail "task cgroup has no process"
 	tpid=$(first_pid "$cg")
 	systemctl stop corrald.service
@@ -447,7 +452,7 @@ case_collector_ingest() {
 	echo "DETAIL: $(echo "$want" | wc -w) task.end records ingested"
 }
 
-for c in boot_cgroup_v2 systemd_delegated_restart systemd_scope_restart agent_ready oom_killed cgroup_limits \
+for c in boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits \
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean \
 	collector_ingest; do
 	run_case "$c"
