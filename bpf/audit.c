@@ -510,8 +510,8 @@ int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
 		if (cgroup_fd < 0 && (policy->n_rules || policy->default_action != AUDIT_NET_ALLOW))
 			return -EINVAL; /* a policy that could not be enforced */
 		bp.n_rules = (uint32_t)policy->n_rules;
-		bp.default_action = policy->default_action == AUDIT_NET_DENY ? AUDIT_BPF_DENY
-									     : AUDIT_BPF_ALLOW;
+		bp.default_action =
+		    policy->default_action == AUDIT_NET_DENY ? AUDIT_BPF_DENY : AUDIT_BPF_ALLOW;
 		for (size_t i = 0; i < policy->n_rules; i++) {
 			const struct audit_net_rule *nr = &policy->rules[i];
 

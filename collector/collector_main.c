@@ -6,6 +6,9 @@
  *   corral-collector dump    --db URI [--type T] [--node N] [--task ID] [--limit N]
  *                            [--format table|json]
  *   corral-collector migrate --db URI
+ *   corral-collector report  --db URI --prices FILE --from DATE --to DATE
+ *                            [--by account|user|label:KEY[,...]] [--period day|week|month|all]
+ *                            [--top N] [--format table|csv|json|html]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,6 +20,8 @@
 #include <ini.h>
 #include <systemd/sd-daemon.h>
 
+#include "collector/prices.h"
+#include "collector/report.h"
 #include "collector/server.h"
 #include "collector/store.h"
 #include "collector/tokens.h"
@@ -39,6 +44,11 @@ struct options {
 	const char *type, *node, *task;
 	uint64_t limit;
 	bool json;
+	const char *format;
+	/* report (and serve: --prices) */
+	char *prices;
+	const char *from, *to, *by, *period;
+	uint64_t top;
 	char err[512];
 };
 
@@ -48,6 +58,7 @@ static void options_free(struct options *o)
 	free(o->listen);
 	free(o->db);
 	free(o->tokens);
+	free(o->prices);
 }
 
 static int set_str(char **dst, const char *v)
@@ -86,6 +97,8 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 		}
 	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
 		r = set_str(&o->db, value);
+	else if (strcmp(section, "report") == 0 && strcmp(name, "prices") == 0)
+		r = set_str(&o->prices, value);
 	else {
 		snprintf(o->err, sizeof(o->err), "unknown key [%s] %s", section, name);
 		return 0;
@@ -120,11 +133,18 @@ static _noreturn_ void usage(int code)
 	    "       corral-collector dump --db URI [--type T] [--node N] [--task ID] [--limit N]\n"
 	    "                             [--format table|json]\n"
 	    "       corral-collector migrate --db URI\n"
+	    "       corral-collector report --db URI --prices FILE --from YYYY-MM-DD --to "
+	    "YYYY-MM-DD\n"
+	    "                             [--by account|user|label:KEY[,...]] "
+	    "[--period day|week|month|all]\n"
+	    "                             [--top N] [--format table|csv|json|html]\n"
+	    "       (serve also takes --prices FILE for GET /v1/reports/showback)\n"
 	    "URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n");
 	exit(code);
 }
 
-enum { OPT_MAX_RECORDS = 0x100, OPT_NO_ROLLUPS };
+enum { OPT_MAX_RECORDS = 0x100, OPT_NO_ROLLUPS, OPT_PRICES, OPT_FROM, OPT_TO, OPT_BY,
+       OPT_PERIOD, OPT_TOP };
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
@@ -141,6 +161,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"task", required_argument, NULL, 'K'},
 	    {"limit", required_argument, NULL, 'L'},
 	    {"format", required_argument, NULL, 'F'},
+	    {"prices", required_argument, NULL, OPT_PRICES},
+	    {"from", required_argument, NULL, OPT_FROM},
+	    {"to", required_argument, NULL, OPT_TO},
+	    {"by", required_argument, NULL, OPT_BY},
+	    {"period", required_argument, NULL, OPT_PERIOD},
+	    {"top", required_argument, NULL, OPT_TOP},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
@@ -201,12 +227,27 @@ static int parse_args(int argc, char **argv, struct options *o)
 			}
 			break;
 		case 'F':
-			if (strcmp(optarg, "json") == 0)
-				o->json = true;
-			else if (strcmp(optarg, "table") != 0) {
+			o->format = optarg; /* checked by the command */
+			break;
+		case OPT_PRICES:
+			r = set_str(&cli.prices, optarg);
+			break;
+		case OPT_FROM:
+			o->from = optarg;
+			break;
+		case OPT_TO:
+			o->to = optarg;
+			break;
+		case OPT_BY:
+			o->by = optarg;
+			break;
+		case OPT_PERIOD:
+			o->period = optarg;
+			break;
+		case OPT_TOP:
+			if (parse_u64(optarg, &o->top) < 0 || o->top > 1000000) {
 				fprintf(stderr,
-					"corral-collector: --format: expected table or json, got "
-					"'%s'\n",
+					"corral-collector: --top: expected 0..1000000, got '%s'\n",
 					optarg);
 				r = -EINVAL;
 			}
@@ -233,6 +274,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		r = set_str(&o->db, cli.db);
 	if (r >= 0 && cli.tokens)
 		r = set_str(&o->tokens, cli.tokens);
+	if (r >= 0 && cli.prices)
+		r = set_str(&o->prices, cli.prices);
 	if (cli.max_body)
 		o->max_body = cli.max_body;
 	if (cli.max_records)
@@ -265,6 +308,7 @@ static int cmd_serve(struct options *o)
 	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;
 	struct coll_server *srv = NULL;
+	_cleanup_free_ struct price_sheet *prices = NULL;
 	char err[512];
 	sigset_t mask;
 	int sig, r;
@@ -282,6 +326,19 @@ static int cmd_serve(struct options *o)
 		fprintf(stderr, "corral-collector: --tokens / [server] tokens_file: %s\n", err);
 		return 1;
 	}
+	if (o->prices) {
+		prices = calloc(1, sizeof(*prices));
+		if (!prices) {
+			coll_tokens_free(&tokens);
+			return 1;
+		}
+		r = price_sheet_load(o->prices, prices, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "corral-collector: --prices / [report] prices: %s\n", err);
+			coll_tokens_free(&tokens);
+			return 1;
+		}
+	}
 	r = open_store(o, &store);
 	if (r < 0)
 		goto out;
@@ -290,6 +347,8 @@ static int cmd_serve(struct options *o)
 		fprintf(stderr, "corral-collector: --listen / [server] listen: %s\n", err);
 		goto out;
 	}
+	if (prices)
+		coll_server_set_prices(srv, prices);
 	fprintf(stderr, "corral-collector: listening on %s (port %u), %zu tokens, db %s%s\n",
 		cfg.listen, coll_server_port(srv), tokens.n, store->ops->name,
 		o->no_rollups ? " (rollups off)" : "");
@@ -341,6 +400,13 @@ static int cmd_dump(struct options *o)
 		fprintf(stderr, "corral-collector dump: --db is required\n");
 		return 2;
 	}
+	if (o->format && strcmp(o->format, "json") == 0)
+		d.json = true;
+	else if (o->format && strcmp(o->format, "table") != 0) {
+		fprintf(stderr, "corral-collector dump: --format: expected table or json, got '%s'\n",
+			o->format);
+		return 2;
+	}
 	r = open_store(o, &store);
 	if (r < 0)
 		return 1;
@@ -377,6 +443,61 @@ static int cmd_migrate(struct options *o)
 	return r < 0 ? 1 : 0;
 }
 
+static int cmd_report(struct options *o)
+{
+	_cleanup_free_ struct price_sheet *ps = calloc(1, sizeof(*ps));
+	enum report_format fmt = REPORT_FMT_TABLE;
+	struct coll_store *store = NULL;
+	struct report_spec spec;
+	struct report rep;
+	char err[512];
+	int r;
+
+	if (!ps)
+		return 1;
+	if (!o->db || !o->prices) {
+		fprintf(stderr, "corral-collector report: --db and --prices are required\n");
+		return 2;
+	}
+	if (report_spec_init(&spec, o->from, o->to, err, sizeof(err)) < 0 ||
+	    (o->by && report_spec_set_by(&spec, o->by, err, sizeof(err)) < 0) ||
+	    (o->period && report_spec_set_period(&spec, o->period, err, sizeof(err)) < 0)) {
+		fprintf(stderr, "corral-collector report: --%s\n", err);
+		return 2;
+	}
+	spec.top = (size_t)o->top;
+	if (o->format && report_format_from_string(o->format, &fmt) < 0) {
+		fprintf(stderr,
+			"corral-collector report: --format: expected table, csv, json or html, "
+			"got '%s'\n",
+			o->format);
+		return 2;
+	}
+	r = price_sheet_load(o->prices, ps, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "corral-collector report: --prices: %s\n", err);
+		return 2;
+	}
+	r = open_store(o, &store);
+	if (r < 0)
+		return 1;
+	r = report_build(store, &spec, ps, &rep);
+	if (r < 0) {
+		fprintf(stderr, "corral-collector report: %s (%s)\n", coll_store_errmsg(store),
+			strerror(-r));
+		coll_store_close(store);
+		return 1;
+	}
+	r = report_write(&rep, fmt, stdout);
+	report_free(&rep);
+	coll_store_close(store);
+	if (r < 0 || fflush(stdout) != 0) {
+		fprintf(stderr, "corral-collector report: writing: %m\n");
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -400,6 +521,8 @@ int main(int argc, char **argv)
 		rc = cmd_dump(&o);
 	else if (strcmp(cmd, "migrate") == 0)
 		rc = cmd_migrate(&o);
+	else if (strcmp(cmd, "report") == 0)
+		rc = cmd_report(&o);
 	else {
 		fprintf(stderr, "corral-collector: unknown command '%s'\n", cmd);
 		rc = 2;

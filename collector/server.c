@@ -18,6 +18,7 @@
 #include <microhttpd.h>
 
 #include "accounting/batch.h"
+#include "collector/report.h"
 #include "collector/server.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -30,6 +31,7 @@ struct coll_server {
 	struct MHD_Daemon *daemon;
 	struct coll_store *store;
 	const struct coll_tokens *tokens;
+	_Atomic(const struct price_sheet *) prices; /* GET /v1/reports/showback; NULL = off */
 	uint64_t max_body;
 	size_t max_records;
 	atomic_int active; /* requests between first callback and completion */
@@ -468,6 +470,68 @@ static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection
 	return reply(s, c, 200, "application/x-ndjson", body, len);
 }
 
+/* ---- GET /v1/reports/showback ---- */
+
+void coll_server_set_prices(struct coll_server *srv, const struct price_sheet *ps)
+{
+	atomic_store(&srv->prices, ps);
+}
+
+static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connection *c)
+{
+	const struct price_sheet *ps = atomic_load(&s->prices);
+	const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+	const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
+	const char *by = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "by");
+	const char *period = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "period");
+	const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+	const char *top = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "top");
+	enum report_format fmt = REPORT_FMT_JSON;
+	struct report_spec spec;
+	struct report rep;
+	char err[256], *body = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	if (!ps)
+		return reply_error(s, c, 404, "no price sheet configured (serve --prices FILE)");
+	if (report_spec_init(&spec, from, to, err, sizeof(err)) < 0 ||
+	    (by && report_spec_set_by(&spec, by, err, sizeof(err)) < 0) ||
+	    (period && report_spec_set_period(&spec, period, err, sizeof(err)) < 0))
+		return reply_error(s, c, 400, "%s", err);
+	if (format && (report_format_from_string(format, &fmt) < 0 ||
+		       (fmt != REPORT_FMT_JSON && fmt != REPORT_FMT_CSV)))
+		return reply_error(s, c, 400, "format: expected json or csv");
+	if (top) {
+		uint64_t v;
+
+		if (parse_u64(top, &v) < 0 || v > 1000000)
+			return reply_error(s, c, 400, "top: expected 0..1000000");
+		spec.top = (size_t)v;
+	}
+	r = report_build(s->store, &spec, ps, &rep);
+	if (r < 0) {
+		if (r != -ENOMEM)
+			atomic_fetch_add(&s->db_errors, 1);
+		return reply_error(s, c, r == -ENOMEM ? 500 : 503, "report failed: %s",
+				   coll_store_errmsg(s->store));
+	}
+	f = open_memstream(&body, &len);
+	if (!f) {
+		report_free(&rep);
+		return reply_error(s, c, 500, "out of memory");
+	}
+	r = report_write(&rep, fmt, f);
+	report_free(&rep);
+	if (fclose(f) != 0 || r < 0) {
+		free(body);
+		return reply_error(s, c, 500, "out of memory");
+	}
+	return reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body,
+		     len);
+}
+
 static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connection *c)
 {
 	char *body = NULL;
@@ -576,6 +640,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 					     strlen("database unavailable\n"));
 			}
 			return reply(s, c, 200, "text/plain", strdup("ok\n"), 3);
+		}
+		if (strcmp(url, "/v1/reports/showback") == 0) {
+			if (!is_get)
+				return reply_error(s, c, 405, "%s: use GET", url);
+			tok = authenticate(s, c);
+			if (!tok)
+				return reply_error(s, c, 401, "missing or unknown bearer token");
+			if (tok->role != COLL_ROLE_READER && tok->role != COLL_ROLE_AUDITOR)
+				return reply_error(s, c, 403, "reports need a reader or auditor token");
+			return handle_showback(s, c);
 		}
 		if (strcmp(url, "/v1/records") != 0)
 			return reply_error(s, c, 404, "no such endpoint: %.200s", url);

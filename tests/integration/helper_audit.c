@@ -13,7 +13,8 @@
  * storm: the child runs N fork+exec (posix_spawn) of EXE; checks that exec events
  *   received + drops counted == execs performed, exactly.
  * Options: --workers W parallel spawn loops (2), --target EXE (default /bin/true),
- * --no-consume: read the ring buffer only after the storm (forces drops with a small one).
+ * --no-consume: read the ring buffer only after the storm (forces drops with a small one);
+ * --no-audit: nothing loaded or tracked (baseline of tests/bench/audit_exec.sh).
  * Exit 0 pass, 1 fail, 77 when the BPF programs cannot be loaded at all.
  */
 #include <arpa/inet.h>
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
 	const char *mode;
 	unsigned long storm_n = 0;
 	uint64_t performed = 0, lost = 0, sent = 0, t0;
-	bool deny = false, ok = true, consume = true;
+	bool deny = false, ok = true, consume = true, no_audit = false;
 	pid_t child;
 
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
@@ -197,13 +198,16 @@ int main(int argc, char **argv)
 			storm_target = argv[++ai];
 		else if (!strcmp(argv[ai], "--no-consume"))
 			consume = false;
+		else if (!strcmp(argv[ai], "--no-audit"))
+			no_audit = true, consume = false; /* the benchmark's baseline */
 		else
 			return 2;
 	}
 	if (argc != ai + 2) {
-		fprintf(stderr, "usage: helper_audit [--raw] [--ringbuf B] events allow|deny\n"
-				"       helper_audit [--raw] [--ringbuf B] [--workers W] [--target EXE] "
-				"[--no-consume] storm N\n");
+		fprintf(stderr,
+			"usage: helper_audit [--raw] [--ringbuf B] events allow|deny\n"
+			"       helper_audit [--raw] [--ringbuf B] [--workers W] [--target EXE] "
+			"[--no-consume] storm N\n");
 		return 2;
 	}
 	mode = argv[ai];
@@ -220,12 +224,18 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	r = audit_open(&opts, &a);
-	if (r < 0) {
-		printf("SKIP: cannot load the audit BPF programs: %s\n", strerror(-r));
-		return 77;
+	if (no_audit && !storm_n)
+		return 2;
+	if (!no_audit) {
+		r = audit_open(&opts, &a);
+		if (r < 0) {
+			printf("SKIP: cannot load the audit BPF programs: %s\n", strerror(-r));
+			return 77;
+		}
+		printf("attach mode: %s\n", audit_attach_mode(a));
+	} else {
+		printf("attach mode: none (audit not loaded)\n");
 	}
-	printf("attach mode: %s\n", audit_attach_mode(a));
 
 	if (!getcwd(cwd, sizeof(cwd)))
 		return 1;
@@ -304,7 +314,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	close(ready[0]);
-	r = audit_track(a, TASK_KEY, child, unifd, &pol);
+	r = no_audit ? 0 : audit_track(a, TASK_KEY, child, unifd, &pol);
 	if (r < 0) {
 		fprintf(stderr, "audit_track: %s\n", strerror(-r));
 		kill(child, SIGKILL);
@@ -320,7 +330,7 @@ int main(int argc, char **argv)
 	/* Consume while the child runs; the child's exit closes res[1] (POLLHUP). */
 	for (;;) {
 		struct pollfd p[2] = {{.fd = res[0], .events = POLLIN},
-				      {.fd = audit_fd(a), .events = POLLIN}};
+				      {.fd = a ? audit_fd(a) : -1, .events = POLLIN}};
 
 		if (poll(p + 0, consume ? 2 : 1, 1000) < 0 && errno != EINTR)
 			break;
@@ -341,20 +351,29 @@ int main(int argc, char **argv)
 	if (waitpid(child, &st, 0) != child)
 		st = -1;
 	t0 = now_ns(CLOCK_MONOTONIC) - t0;
+	rmdir(cg_uni);
+	if (no_audit) {
+		printf("storm (%u workers, %s, no audit): execs performed=%" PRIu64
+		       " in %.2f s (%.0f/s)\n",
+		       storm_workers, storm_target, performed, (double)t0 / 1e9,
+		       (double)performed * 1e9 / (double)t0);
+		ok = performed == storm_n && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		printf("%s %s: %s\n", mode, argv[ai + 1], ok ? "PASS" : "FAIL");
+		return ok ? 0 : 1;
+	}
 	/* Everything is in the ring buffer now: drain it. */
 	while (audit_poll(a, on_ev, &col) > 0)
 		;
 	if (audit_lost(a, TASK_KEY, &lost) < 0 || audit_sent(a, TASK_KEY, &sent) < 0)
 		ok = false;
 	audit_forget(a, TASK_KEY);
-	rmdir(cg_uni);
 
 	if (storm_n) {
 		printf("storm (%u workers, %s, ring buffer %s): ", storm_workers, storm_target,
 		       consume ? "consumed while running" : "read only at the end");
 		printf("execs performed=%" PRIu64 " in %.2f s (%.0f/s), events received=%zu "
-		       "drops counted=%" PRIu64 " (sent by BPF=%" PRIu64 "), received+drops=%" PRIu64
-		       " %s\n",
+		       "drops counted=%" PRIu64 " (sent by BPF=%" PRIu64
+		       "), received+drops=%" PRIu64 " %s\n",
 		       performed, (double)t0 / 1e9, (double)performed * 1e9 / (double)t0,
 		       col.n_exec, lost, sent, (uint64_t)col.n_exec + lost,
 		       (uint64_t)col.n_exec + lost == performed ? "ok" : "FAIL");
@@ -369,7 +388,8 @@ int main(int argc, char **argv)
 		for (size_t i = 0; seq && i < 3; i++)
 			seq = !strcmp(col.exec_base[i], want[i]);
 		printf("exec events: %zu (%s %s %s), want sh ls python3: %s\n", col.n_exec,
-		       col.n_exec > 0 ? col.exec_base[0] : "-", col.n_exec > 1 ? col.exec_base[1] : "-",
+		       col.n_exec > 0 ? col.exec_base[0] : "-",
+		       col.n_exec > 1 ? col.exec_base[1] : "-",
 		       col.n_exec > 2 ? col.exec_base[2] : "-", seq ? "ok" : "FAIL");
 		ok &= seq;
 		ok &= col.exec_pid[0] == (uint32_t)child;
@@ -380,7 +400,8 @@ int main(int argc, char **argv)
 		printf("sh cwd: '%s', want '%s': %s\n", col.cwd0, cwd,
 		       strcmp(col.cwd0, cwd) ? "FAIL" : "ok");
 		ok &= !strcmp(col.cwd0, cwd);
-		printf("connect events: %zu, want 1: %s\n", col.n_net, col.n_net == 1 ? "ok" : "FAIL");
+		printf("connect events: %zu, want 1: %s\n", col.n_net,
+		       col.n_net == 1 ? "ok" : "FAIL");
 		ok &= col.n_net == 1;
 		if (col.n_net >= 1) {
 			bool m = c->family == AF_INET && !strcmp(c->address, "127.0.0.1") &&

@@ -17,8 +17,8 @@
 
 #include "bpf/audit.h"
 
-static struct audit_net_rule parse_ok(const char *s, int family, const char *addr,
-				      unsigned plen, unsigned port)
+static struct audit_net_rule parse_ok(const char *s, int family, const char *addr, unsigned plen,
+				      unsigned port)
 {
 	struct audit_net_rule r;
 	uint8_t want[16] = {};
@@ -59,8 +59,7 @@ static void parse_bad(const char *s, const char *msg_part)
 	struct audit_net_rule r = {.port = 7};
 	char err[160] = "";
 
-	assert_int_equal(audit_net_rule_parse(s, AUDIT_NET_ALLOW, &r, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(audit_net_rule_parse(s, AUDIT_NET_ALLOW, &r, err, sizeof(err)), -EINVAL);
 	assert_int_equal(r.port, 7); /* untouched on failure */
 	if (!strstr(err, msg_part))
 		fail_msg("'%s': message '%s' lacks '%s'", s, err, msg_part);
@@ -85,8 +84,9 @@ static void test_parse_errors(void **state)
 	parse_bad("[::1", "missing ']'");
 	parse_bad("[::1]80", "expected ':PORT'");
 	parse_bad("[::1]:", "bad port");
-	parse_bad("1.2.3.4/8:80:90", "bad port");
-	parse_bad("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "too long");
+	parse_bad("1.2.3.4/8:80:90", "bad prefix");
+	parse_bad("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+		  "too long");
 }
 
 static void test_actions(void **state)
@@ -130,9 +130,10 @@ static void test_exec_json(void **state)
 	j = audit_event_to_json(&ev);
 	assert_non_null(j);
 	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	assert_string_equal(s, "{\"argv\":[\"ls\",\"-l\",\"bad?\"],\"argv_truncated\":true,"
-			       "\"cwd\":\"/home/u\",\"gid\":100,\"path\":\"/usr/bin/ls\",\"pid\":42,"
-			       "\"ppid\":41,\"uid\":1000}");
+	assert_string_equal(s,
+			    "{\"argv\":[\"ls\",\"-l\",\"bad?\"],\"argv_truncated\":true,"
+			    "\"cwd\":\"/home/u\",\"gid\":100,\"path\":\"/usr/bin/ls\",\"pid\":42,"
+			    "\"ppid\":41,\"uid\":1000}");
 	free(s);
 	json_decref(j);
 }
@@ -152,8 +153,9 @@ static void test_connect_json(void **state)
 	j = audit_event_to_json(&ev);
 	assert_non_null(j);
 	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	assert_string_equal(s, "{\"address\":\"2001:db8::1\",\"family\":\"inet6\",\"op\":\"sendmsg\","
-			       "\"pid\":7,\"port\":443,\"protocol\":\"udp\",\"verdict\":\"deny\"}");
+	assert_string_equal(s,
+			    "{\"address\":\"2001:db8::1\",\"family\":\"inet6\",\"op\":\"sendmsg\","
+			    "\"pid\":7,\"port\":443,\"protocol\":\"udp\",\"verdict\":\"deny\"}");
 	free(s);
 	json_decref(j);
 	ev.type = _AUDIT_EV_MAX;
@@ -163,9 +165,12 @@ static void test_connect_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse_ipv4),	    cmocka_unit_test(test_parse_ipv6),
-	    cmocka_unit_test(test_parse_errors),    cmocka_unit_test(test_actions),
-	    cmocka_unit_test(test_open_rejects_bad_options), cmocka_unit_test(test_exec_json),
+	    cmocka_unit_test(test_parse_ipv4),
+	    cmocka_unit_test(test_parse_ipv6),
+	    cmocka_unit_test(test_parse_errors),
+	    cmocka_unit_test(test_actions),
+	    cmocka_unit_test(test_open_rejects_bad_options),
+	    cmocka_unit_test(test_exec_json),
 	    cmocka_unit_test(test_connect_json),
 	};
 

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <ini.h>
+
+#include "collector/prices.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+static const char *const unit_names[_PRICE_MAX] = {
+    [PRICE_CPU_CORE_HOUR] = "cpu_core_hour", [PRICE_MEMORY_GIB_HOUR] = "memory_gib_hour",
+    [PRICE_GPU_HOUR] = "gpu_hour",	     [PRICE_IO_READ_GIB] = "io_read_gib",
+    [PRICE_IO_WRITE_GIB] = "io_write_gib",   [PRICE_NET_GIB] = "net_gib",
+};
+
+const char *price_unit_name(enum price_unit u)
+{
+	return (unsigned)u < _PRICE_MAX ? unit_names[u] : NULL;
+}
+
+struct parse_ctx {
+	struct price_sheet *ps;
+	bool base_set[_PRICE_MAX];
+	bool currency_set;
+	bool ov_set[PRICE_OVERRIDES_MAX][_PRICE_MAX];
+	char err[256];
+};
+
+static int find_unit(const char *name)
+{
+	for (int i = 0; i < _PRICE_MAX; i++)
+		if (strcmp(name, unit_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* "label:KEY=VALUE" -> override slot index, creating it; -1 with err set. */
+static int override_slot(struct parse_ctx *c, const char *section)
+{
+	struct price_sheet *ps = c->ps;
+	const char *kv = section + strlen("label:");
+	const char *eq = strchr(kv, '=');
+	size_t kl, vl;
+
+	if (!eq || eq == kv || !eq[1]) {
+		snprintf(c->err, sizeof(c->err), "[%s]: expected [label:KEY=VALUE]", section);
+		return -1;
+	}
+	kl = (size_t)(eq - kv);
+	vl = strlen(eq + 1);
+	if (kl >= PRICE_LABEL_MAX || vl >= PRICE_LABEL_MAX) {
+		snprintf(c->err, sizeof(c->err), "[%.64s...]: label key/value too long", section);
+		return -1;
+	}
+	if (!ps->override_key[0]) {
+		memcpy(ps->override_key, kv, kl);
+		ps->override_key[kl] = 0;
+	} else if (strlen(ps->override_key) != kl || strncmp(ps->override_key, kv, kl) != 0) {
+		snprintf(c->err, sizeof(c->err),
+			 "[%s]: all overrides must use one label key (first was '%s')", section,
+			 ps->override_key);
+		return -1;
+	}
+	for (size_t i = 0; i < ps->n_overrides; i++)
+		if (strcmp(ps->ov[i].value, eq + 1) == 0)
+			return (int)i;
+	if (ps->n_overrides >= PRICE_OVERRIDES_MAX) {
+		snprintf(c->err, sizeof(c->err), "[%s]: more than %d overrides", section,
+			 PRICE_OVERRIDES_MAX);
+		return -1;
+	}
+	memcpy(ps->ov[ps->n_overrides].value, eq + 1, vl + 1);
+	for (int u = 0; u < _PRICE_MAX; u++)
+		ps->ov[ps->n_overrides].set.p[u] = -1; /* inherit, resolved after parsing */
+	return (int)ps->n_overrides++;
+}
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse_ctx *c = user;
+	struct price_sheet *ps = c->ps;
+	bool *set;
+	double *dst;
+	int u, slot;
+
+	if (strcmp(section, "prices") == 0) {
+		if (strcmp(name, "currency") == 0) {
+			size_t l = strlen(value);
+
+			if (c->currency_set) {
+				snprintf(c->err, sizeof(c->err), "[prices] currency: set twice");
+				return 0;
+			}
+			if (l == 0 || l >= sizeof(ps->currency)) {
+				snprintf(c->err, sizeof(c->err),
+					 "[prices] currency: expected 1..%zu characters",
+					 sizeof(ps->currency) - 1);
+				return 0;
+			}
+			for (size_t i = 0; i < l; i++)
+				if (value[i] <= ' ' || value[i] > '~' || value[i] == '"' ||
+				    value[i] == '<' || value[i] == '>' || value[i] == '&' ||
+				    value[i] == '\\' || value[i] == ',') {
+					snprintf(c->err, sizeof(c->err),
+						 "[prices] currency: invalid character");
+					return 0;
+				}
+			memcpy(ps->currency, value, l + 1);
+			c->currency_set = true;
+			return 1;
+		}
+		u = find_unit(name);
+		if (u < 0) {
+			snprintf(c->err, sizeof(c->err), "unknown key [prices] %s", name);
+			return 0;
+		}
+		set = &c->base_set[u];
+		dst = &ps->base.p[u];
+	} else if (strncmp(section, "label:", 6) == 0) {
+		slot = override_slot(c, section);
+		if (slot < 0)
+			return 0;
+		u = find_unit(name);
+		if (u < 0) {
+			snprintf(c->err, sizeof(c->err), "unknown key [%s] %s", section, name);
+			return 0;
+		}
+		set = &c->ov_set[slot][u];
+		dst = &ps->ov[slot].set.p[u];
+	} else {
+		snprintf(c->err, sizeof(c->err), "unknown section [%s] (key %s)", section, name);
+		return 0;
+	}
+	if (*set) {
+		snprintf(c->err, sizeof(c->err), "[%s] %s: set twice", section, name);
+		return 0;
+	}
+	if (parse_double(value, dst) < 0 || *dst > 1e9) {
+		snprintf(c->err, sizeof(c->err),
+			 "[%s] %s: expected a price >= 0 and <= 1e9, got '%.64s'", section, name,
+			 value);
+		return 0;
+	}
+	*set = true;
+	return 1;
+}
+
+int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size_t errlen)
+{
+	struct parse_ctx c = {.ps = ret};
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = ini_parse_string(text, ini_cb, &c);
+	if (r != 0) {
+		snprintf(err, errlen, "line %d: %s", r, c.err[0] ? c.err : "syntax error");
+		return -EINVAL;
+	}
+	for (int u = 0; u < _PRICE_MAX; u++)
+		if (!c.base_set[u]) {
+			snprintf(err, errlen, "[prices] %s: missing", unit_names[u]);
+			return -EINVAL;
+		}
+	if (!c.currency_set)
+		strcpy(ret->currency, "EUR");
+	for (size_t i = 0; i < ret->n_overrides; i++)
+		for (int u = 0; u < _PRICE_MAX; u++)
+			if (!c.ov_set[i][u])
+				ret->ov[i].set.p[u] = ret->base.p[u];
+	return 0;
+}
+
+int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_t errlen)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len;
+	int r;
+
+	r = read_file(path, 1 << 20, &buf, &len);
+	if (r < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
+	}
+	if (strlen(buf) != len) {
+		snprintf(err, errlen, "%s: contains a NUL byte", path);
+		return -EINVAL;
+	}
+	return price_sheet_parse(buf, ret, err, errlen);
+}
+
+const struct price_set *price_sheet_for(const struct price_sheet *ps, const char *value)
+{
+	if (value && ps->override_key[0])
+		for (size_t i = 0; i < ps->n_overrides; i++)
+			if (strcmp(ps->ov[i].value, value) == 0)
+				return &ps->ov[i].set;
+	return &ps->base;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Showback/chargeback reports from the rollup tables (never the raw records); see
+ * docs/reports.md for the cost model. Money is integer cents; every amount of a group is a
+ * sum of per-cell cent amounts, so any grouping sums to the grand total exactly.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "collector/prices.h"
+#include "collector/store.h"
+
+enum report_dim { REPORT_DIM_ACCOUNT, REPORT_DIM_USER, REPORT_DIM_LABEL };
+enum report_period { REPORT_PERIOD_DAY, REPORT_PERIOD_WEEK, REPORT_PERIOD_MONTH,
+		     REPORT_PERIOD_ALL };
+enum report_format { REPORT_FMT_TABLE, REPORT_FMT_CSV, REPORT_FMT_JSON, REPORT_FMT_HTML };
+enum report_cost {
+	REPORT_COST_CPU,
+	REPORT_COST_MEM,
+	REPORT_COST_GPU,
+	REPORT_COST_IO,
+	REPORT_COST_NET,
+	REPORT_COST_TOTAL, /* sum of the five above */
+	REPORT_COST_WASTE, /* charged but unused CPU, memory and GPU */
+	_REPORT_COST_MAX,
+};
+
+#define REPORT_DIMS_MAX 3
+
+struct report_spec {
+	char from[11], to[11]; /* YYYY-MM-DD, from <= day < to */
+	size_t n_dims;
+	enum report_dim dims[REPORT_DIMS_MAX];
+	char label_key[PRICE_LABEL_MAX]; /* for REPORT_DIM_LABEL (at most one label dim) */
+	enum report_period period;
+	size_t top; /* 0 = all groups; else the N groups with the most waste */
+};
+
+struct report_row {
+	char period[11];
+	char *key[REPORT_DIMS_MAX];
+	double q[_COLL_SUM_MAX];
+	int64_t cents[_REPORT_COST_MAX];
+};
+
+struct report {
+	struct report_spec spec;
+	char currency[16];
+	size_t n;
+	struct report_row *rows; /* sorted by period, then key */
+	struct report_row total;
+	size_t cells; /* rollup rows read */
+};
+
+/* Spec setters; -EINVAL with a message naming the parameter. */
+int report_spec_init(struct report_spec *spec, const char *from, const char *to, char *err,
+		     size_t errlen);
+int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size_t errlen);
+int report_spec_set_period(struct report_spec *spec, const char *period, char *err,
+			   size_t errlen);
+int report_format_from_string(const char *s, enum report_format *ret);
+
+int report_build(struct coll_store *s, const struct report_spec *spec,
+		 const struct price_sheet *ps, struct report *ret);
+void report_free(struct report *r);
+int report_write(const struct report *r, enum report_format f, FILE *out);
+
+/* Split total (>= 0) into n parts proportional to w[] (>= 0) by largest remainder; the parts
+ * sum to total exactly. All weight zero: everything goes to the last part. Exposed for tests. */
+void report_apportion(int64_t total, const double *w, size_t n, int64_t *out);
+
+/* The server's price sheet for GET /v1/reports/showback (implemented in server.c). */
+struct coll_server;
+void coll_server_set_prices(struct coll_server *srv, const struct price_sheet *ps);
