@@ -452,6 +452,47 @@ case_collector_ingest() {
 	echo "DETAIL: $(echo "$want" | wc -w) task.end records ingested"
 }
 
+# The metering accuracy checks on cgroup v2: eBPF CPU equals the cgroup's cpu.stat usage,
+# RSS peak close to memory.peak, write(2) bytes exact. Not in the default list yet: the BPF
+# programs do not load on the guest's 6.1 kernel (EINVAL); run with CORRAL_VM_ONLY=metering_v2.
+case_metering_v2() {
+	need_agent || return 1
+	local st id rec
+	st=$(systemctl show -p StatusText --value corrald.service)
+	case $st in
+	*"metering tp_btf"* | *"metering raw_tp"*) ;;
+	*)
+		echo "agent status: $st; libbpf says:"
+		timeout 10 env CORRAL_BPF_DEBUG=1 /usr/sbin/corrald --socket /run/corral-dbg.sock \
+			--state-dir /run/corral-dbg --cgroup-subtree corral-dbg --node dbg 2>&1 | tail -n 60 &
+		sleep 8
+		fail "BPF metering not loaded: $st"
+		;;
+	esac
+	id=$(corralctl run --wait -- python3 -c '
+import threading, time
+def burn():
+    t = time.time()
+    while time.time() - t < 1.5: pass
+ts = [threading.Thread(target=burn) for _ in range(2)]
+[t.start() for t in ts]; [t.join() for t in ts]
+b = bytearray(200 << 20)
+for i in range(0, len(b), 4096): b[i] = 1
+with open("/tmp/corral-w", "wb") as f:
+    for _ in range(50): f.write(b"x" * (1 << 20))
+' 2>/dev/null | head -n1)
+	rec=$(corralctl show "$id" --json)
+	echo "$rec" | python3 -c '
+import json, sys
+r = json.load(sys.stdin); d = r["usage_detail"]; u = r["usage"]
+cpu = d["ebpf_cpu_ns"] / d["cgroup_cpu_ns"]
+rss = d["ebpf_rss_peak_bytes"] / d["cgroup_memory_peak_bytes"]
+print("DETAIL: cpu ebpf/cgroup %.4f, rss peak ebpf/cgroup %.3f, io_write_bytes %d, sources %s" %
+      (cpu, rss, u["io_write_bytes"], r["sources"]["cpu_user_ns"]))
+ok = abs(cpu - 1) <= 0.01 and 0.9 <= rss <= 1.1 and u["io_write_bytes"] >= 50 << 20
+sys.exit(0 if ok else 1)' || fail "accuracy out of bounds"
+}
+
 for c in boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits \
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean \
 	collector_ingest; do

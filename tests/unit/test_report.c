@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/* Price sheet parsing, apportioning, and report reconciliation on generated rollups. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "accounting/record.h"
+#include "collector/prices.h"
+#include "collector/report.h"
+#include "collector/store.h"
+#include "common/macro.h"
+
+#define SHEET                                                                                  \
+	"[prices]\ncurrency = CHF\ncpu_core_hour = 0.10\nmemory_gib_hour = 0.01\n"             \
+	"gpu_hour = 2.5\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.05\n"
+
+/* ---- price sheet ---- */
+
+static void test_prices_ok(void **state)
+{
+	struct price_sheet ps;
+	char err[256] = "";
+
+	assert_int_equal(price_sheet_parse(SHEET "[label:tier=spot]\ncpu_core_hour = 0.03\n"
+						 "[label:tier=preempt]\ngpu_hour=1\n",
+					   &ps, err, sizeof(err)),
+			 0);
+	assert_string_equal(ps.currency, "CHF");
+	assert_true(fabs(ps.base.p[PRICE_CPU_CORE_HOUR] - 0.10) < 1e-12);
+	assert_true(fabs(ps.base.p[PRICE_NET_GIB] - 0.05) < 1e-12);
+	assert_string_equal(ps.override_key, "tier");
+	assert_int_equal(ps.n_overrides, 2);
+	assert_true(fabs(price_sheet_for(&ps, "spot")->p[PRICE_CPU_CORE_HOUR] - 0.03) < 1e-12);
+	/* unset keys inherit [prices] */
+	assert_true(fabs(price_sheet_for(&ps, "spot")->p[PRICE_GPU_HOUR] - 2.5) < 1e-12);
+	assert_true(fabs(price_sheet_for(&ps, "preempt")->p[PRICE_GPU_HOUR] - 1) < 1e-12);
+	assert_ptr_equal(price_sheet_for(&ps, "ondemand"), &ps.base);
+	assert_ptr_equal(price_sheet_for(&ps, NULL), &ps.base);
+	/* currency defaults */
+	assert_int_equal(price_sheet_parse("[prices]\ncpu_core_hour=1\nmemory_gib_hour=1\n"
+					   "gpu_hour=1\nio_read_gib=0\nio_write_gib=0\nnet_gib=0\n",
+					   &ps, err, sizeof(err)),
+			 0);
+	assert_string_equal(ps.currency, "EUR");
+}
+
+static void expect_error(const char *text, const char *needle)
+{
+	struct price_sheet ps;
+	char err[256] = "";
+
+	assert_int_equal(price_sheet_parse(text, &ps, err, sizeof(err)), -EINVAL);
+	if (!strstr(err, needle))
+		fail_msg("error '%s' does not name '%s'", err, needle);
+}
+
+static void test_prices_errors(void **state)
+{
+	expect_error(SHEET "cpu_hour = 1\n", "cpu_hour");
+	expect_error(SHEET "cpu_core_hour = 2\n", "cpu_core_hour: set twice");
+	expect_error("[prices]\ncpu_core_hour = 0.1\n", "memory_gib_hour: missing");
+	expect_error(SHEET "[label:tier=spot]\ngpu_hour = -1\n", "gpu_hour");
+	expect_error(SHEET "[label:tier=spot]\ngpu_hour = cheap\n", "cheap");
+	expect_error(SHEET "[label:tier=spot]\ngpu_hour = 1e99\n", "gpu_hour");
+	expect_error(SHEET "[label:tier=spot]\ngpu_hour = nan\n", "gpu_hour");
+	expect_error(SHEET "[label:tier=spot]\nbogus = 1\n", "bogus");
+	expect_error(SHEET "[label:tier]\ngpu_hour = 1\n", "label:KEY=VALUE");
+	expect_error(SHEET "[label:tier=spot]\ngpu_hour = 1\n[label:zone=a]\ngpu_hour = 1\n",
+		     "one label key");
+	expect_error(SHEET "[discounts]\nx = 1\n", "unknown section [discounts]");
+	expect_error(SHEET "currency = \n", "currency");
+	expect_error(SHEET "currency = <b>\n", "currency");
+	expect_error("no section = 1\n", "line 1");
+}
+
+/* ---- apportion ---- */
+
+static void test_apportion(void **state)
+{
+	int64_t out[8];
+	double w[8];
+
+	report_apportion(100, (double[]){1, 1, 1}, 3, out);
+	assert_int_equal(out[0] + out[1] + out[2], 100);
+	assert_true(out[0] >= 33 && out[0] <= 34);
+	report_apportion(7, (double[]){0, 0}, 2, out);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[1], 7);
+	srand(7);
+	for (int it = 0; it < 2000; it++) {
+		int64_t total = rand() % 100000, sum = 0;
+		size_t n = 1 + (size_t)(rand() % 8);
+
+		for (size_t i = 0; i < n; i++)
+			w[i] = rand() % 3 == 0 ? 0 : (double)rand() / RAND_MAX;
+		report_apportion(total, w, n, out);
+		for (size_t i = 0; i < n; i++) {
+			assert_true(out[i] >= 0);
+			sum += out[i];
+		}
+		assert_int_equal(sum, total);
+	}
+}
+
+/* ---- reports over a store ---- */
+
+struct fixture {
+	char dir[64];
+	char uri[128];
+	struct coll_store *store;
+	struct price_sheet ps;
+	double money_unrounded; /* independent sum of base-priced money, no override */
+};
+
+#define DAY0 1796169600ULL /* 2026-12-02T00:00:00Z */
+
+static void fill(struct acct_record *r, int i, const char *account, const char *user,
+		 uint64_t t, double cpus, uint64_t wall_s, uint64_t cpu_s)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->record_id, sizeof(r->record_id), "rec-%08d", i);
+	r->type = ACCT_TASK_END;
+	r->time_ns = t * NSEC_PER_SEC;
+	r->node = strdup("n1");
+	snprintf(r->task.id, sizeof(r->task.id), "task-%d", i);
+	r->task.account = strdup(account);
+	r->task.user = strdup(user);
+	r->request.cpus = cpus;
+	r->usage.wall_ns = wall_s * NSEC_PER_SEC;
+	r->usage.cpu_user_ns = cpu_s * NSEC_PER_SEC;
+	r->exit.status = ACCT_EXIT_EXITED;
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	char err[256];
+
+	assert_non_null(fx);
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/test_report.XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->uri, sizeof(fx->uri), "sqlite:%s/c.db", fx->dir);
+	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	char cmd[128];
+
+	coll_store_close(fx->store);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	assert_int_equal(system(cmd), 0);
+	free(fx);
+	return 0;
+}
+
+static void insert(struct fixture *fx, struct acct_record *recs, size_t n)
+{
+	struct coll_item *items = calloc(n, sizeof(*items));
+
+	assert_non_null(items);
+	for (size_t i = 0; i < n; i++)
+		items[i] = (struct coll_item){.rec = &recs[i], .json = "{}", .json_len = 2};
+	assert_int_equal(coll_store_insert_batch(fx->store, items, n), 0);
+	free(items);
+}
+
+static void build(struct fixture *fx, const char *by, const char *period, struct report *rep)
+{
+	struct report_spec spec;
+	char err[256];
+
+	assert_int_equal(report_spec_init(&spec, "2026-11-01", "2027-02-01", err, sizeof(err)),
+			 0);
+	assert_int_equal(report_spec_set_by(&spec, by, err, sizeof(err)), 0);
+	assert_int_equal(report_spec_set_period(&spec, period, err, sizeof(err)), 0);
+	assert_int_equal(report_build(fx->store, &spec, &fx->ps, rep), 0);
+}
+
+/* One exact case: 2 cpus for 1 h using 0.5 core-h -> charged 2 core-h at 0.10 = 0.20,
+ * waste 1.5 core-h = 0.15; the spot task (same shape) at 0.03 -> 0.06, waste 0.045 -> 0.05
+ * (rounded half away from zero: 4.5 cents -> 5). */
+static void test_report_exact(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record recs[2];
+	struct report rep;
+	char err[256];
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_int_equal(price_sheet_parse(SHEET "[label:tier=spot]\ncpu_core_hour = 0.03\n",
+					   &fx->ps, err, sizeof(err)),
+			 0);
+	fill(&recs[0], 0, "physics", "alice", DAY0 + 3600, 2, 3600, 1800);
+	fill(&recs[1], 1, "physics", "bob", DAY0 + 7200, 2, 3600, 1800);
+	assert_int_equal(acct_task_add_label(&recs[1].task, "tier", "spot"), 0);
+	insert(fx, recs, 2);
+
+	build(fx, "user", "day", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].period, "2026-12-02");
+	assert_string_equal(rep.rows[0].key[0], "alice");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 20);
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_WASTE], 15);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 6);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_WASTE], 5);
+	assert_int_equal(rep.total.cents[REPORT_COST_TOTAL], 26);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(buf, "\n2026-12-02,alice,1,0,2.000000,0.500000,"));
+	assert_non_null(strstr(buf, ",0.20,0.00,0.00,0.00,0.00,0.20,0.15,0.2500,"));
+	assert_non_null(strstr(buf, "\ntotal,,2,"));
+	report_free(&rep);
+
+	/* by the override label: the spot part is priced at the spot rate */
+	build(fx, "label:tier", "month", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].period, "2026-12");
+	assert_string_equal(rep.rows[0].key[0], "(none)");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 20);
+	assert_string_equal(rep.rows[1].key[0], "spot");
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_TOTAL], 6);
+	report_free(&rep);
+	for (int i = 0; i < 2; i++)
+		acct_record_clear(&recs[i]);
+}
+
+static void check_reconciles(struct fixture *fx, const char *by, const char *period,
+			     int64_t *grand)
+{
+	struct report rep;
+	int64_t sum[_REPORT_COST_MAX] = {0};
+	double tasks = 0;
+
+	build(fx, by, period, &rep);
+	for (size_t i = 0; i < rep.n; i++) {
+		int64_t parts = 0;
+
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			sum[k] += rep.rows[i].cents[k];
+		for (int k = 0; k < REPORT_COST_TOTAL; k++)
+			parts += rep.rows[i].cents[k];
+		assert_int_equal(parts, rep.rows[i].cents[REPORT_COST_TOTAL]);
+		tasks += rep.rows[i].q[COLL_SUM_TASKS];
+	}
+	for (int k = 0; k < _REPORT_COST_MAX; k++)
+		if (sum[k] != rep.total.cents[k])
+			fail_msg("by %s per %s: %s sums to %lld, total %lld", by, period,
+				 k == REPORT_COST_TOTAL ? "cost" : "a component", (long long)sum[k],
+				 (long long)rep.total.cents[k]);
+	if (*grand < 0)
+		*grand = rep.total.cents[REPORT_COST_TOTAL];
+	assert_int_equal(rep.total.cents[REPORT_COST_TOTAL], *grand);
+	/* label groupings split tasks by their label rows; task counts still add up */
+	assert_true(fabs(tasks - rep.total.q[COLL_SUM_TASKS]) < 1e-6);
+	report_free(&rep);
+}
+
+static void test_report_reconciles(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const accounts[] = {"physics", "chem", "bio", "", "astro", "geo"};
+	static const char *const users[] = {"alice", "bob", "carol", "dave", ""};
+	static const char *const projects[] = {"lattice", "qcd", "fold", "x,y \"q\""};
+	static const char *const bys[] = {"account",	   "user",	       "account,user",
+					  "label:project", "label:tier",       "user,label:project",
+					  "label:project,account,user"};
+	static const char *const periods[] = {"day", "week", "month", "all"};
+	const size_t n = 3000;
+	struct acct_record *recs = calloc(n, sizeof(*recs));
+	char err[256];
+	double unrounded = 0;
+	int64_t grand = -1;
+	struct report rep;
+
+	assert_non_null(recs);
+	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
+	srand(42);
+	for (size_t i = 0; i < n; i++) {
+		struct acct_record *r = &recs[i];
+		uint64_t wall = 1 + (uint64_t)(rand() % 20000);
+		double cpus = (double)(1 + rand() % 16) / 2;
+		uint64_t cpu = (uint64_t)((double)wall * cpus * (double)(rand() % 130) / 100.0);
+
+		fill(r, (int)i, accounts[rand() % 6], users[rand() % 5],
+		     DAY0 - 20 * 86400 + (uint64_t)(rand() % (60 * 86400)), cpus, wall, cpu);
+		r->request.memory_bytes = (uint64_t)(1 + rand() % 64) << 28;
+		r->usage.memory_byte_seconds =
+		    (double)r->request.memory_bytes * (double)wall * (double)(rand() % 120) / 100;
+		r->request.gpus = rand() % 5 == 0 ? (uint32_t)(1 + rand() % 4) : 0;
+		r->usage.gpu_seconds = (double)r->request.gpus * (double)wall * 0.7;
+		r->usage.io_read_bytes = (uint64_t)rand() * 997;
+		r->usage.io_write_bytes = (uint64_t)rand() * 13;
+		r->usage.net_rx_bytes = (uint64_t)rand() * 101;
+		r->usage.net_tx_bytes = (uint64_t)rand() * 7;
+		if (rand() % 4)
+			assert_int_equal(
+			    acct_task_add_label(&r->task, "project", projects[rand() % 4]), 0);
+		if (rand() % 3 == 0)
+			assert_int_equal(acct_task_add_label(&r->task, "tier", "spot"), 0);
+		if (rand() % 7 == 0)
+			r->exit.status = ACCT_EXIT_OOM_KILLED;
+		{
+			double v[_COLL_SUM_MAX];
+
+			coll_record_sums(r, v);
+			unrounded += v[COLL_SUM_CPU_CHARGED_CORE_S] / 3600 * 0.10 +
+				     v[COLL_SUM_MEM_CHARGED_BYTE_S] / 3600 / 1073741824.0 * 0.01 +
+				     v[COLL_SUM_GPU_CHARGED_S] / 3600 * 2.5 +
+				     v[COLL_SUM_IO_READ_BYTES] / 1073741824.0 * 0.001 +
+				     v[COLL_SUM_IO_WRITE_BYTES] / 1073741824.0 * 0.002 +
+				     (v[COLL_SUM_NET_RX_BYTES] + v[COLL_SUM_NET_TX_BYTES]) /
+					 1073741824.0 * 0.05;
+		}
+	}
+	for (size_t i = 0; i < n; i += 500)
+		insert(fx, &recs[i], MIN((size_t)500, n - i));
+
+	for (size_t b = 0; b < ARRAY_SIZE(bys); b++)
+		for (size_t p = 0; p < ARRAY_SIZE(periods); p++)
+			check_reconciles(fx, bys[b], periods[p], &grand);
+
+	/* the grand total is the unrounded money, rounded per cell: within half a cent per
+	 * (day, account, user) cell and component of it */
+	build(fx, "account,user", "day", &rep);
+	assert_true(rep.n > 100);
+	assert_true(fabs((double)grand - unrounded * 100) <= 0.5 * 5 * (double)rep.n + 1e-6);
+	assert_true(rep.total.q[COLL_SUM_TASKS] == (double)n);
+	report_free(&rep);
+
+	/* with a spot override the total changes, but still reconciles everywhere */
+	assert_int_equal(price_sheet_parse(SHEET "[label:tier=spot]\ncpu_core_hour = 0.02\n"
+						 "memory_gib_hour = 0.001\n",
+					   &fx->ps, err, sizeof(err)),
+			 0);
+	{
+		int64_t g2 = -1;
+
+		for (size_t b = 0; b < ARRAY_SIZE(bys); b++)
+			check_reconciles(fx, bys[b], "week", &g2);
+		assert_true(g2 < grand);
+	}
+
+	/* top-N wasters: sorted by waste, at most N */
+	{
+		struct report_spec spec;
+
+		assert_int_equal(
+		    report_spec_init(&spec, "2026-11-01", "2027-02-01", err, sizeof(err)), 0);
+		spec.top = 3;
+		assert_int_equal(report_build(fx->store, &spec, &fx->ps, &rep), 0);
+		assert_int_equal(rep.n, 3);
+		assert_true(rep.rows[0].cents[REPORT_COST_WASTE] >=
+			    rep.rows[1].cents[REPORT_COST_WASTE]);
+		assert_true(rep.rows[1].cents[REPORT_COST_WASTE] >=
+			    rep.rows[2].cents[REPORT_COST_WASTE]);
+		report_free(&rep);
+	}
+	for (size_t i = 0; i < n; i++)
+		acct_record_clear(&recs[i]);
+	free(recs);
+}
+
+static void test_spec_errors(void **state)
+{
+	struct report_spec spec;
+	char err[256];
+
+	assert_int_equal(report_spec_init(&spec, "2026-13-01", "2027-01-01", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "from"));
+	assert_int_equal(report_spec_init(&spec, "2026-02-30", "2027-01-01", err, sizeof(err)),
+			 -EINVAL);
+	assert_int_equal(report_spec_init(&spec, "2026-01-01", "2026-01-01", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "to"));
+	assert_int_equal(report_spec_init(&spec, "2026-01-01", "2026-02-01", err, sizeof(err)), 0);
+	assert_int_equal(report_spec_set_by(&spec, "node", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "node"));
+	assert_int_equal(report_spec_set_by(&spec, "account,account", err, sizeof(err)), -EINVAL);
+	assert_int_equal(report_spec_set_by(&spec, "label:a,label:b", err, sizeof(err)), -EINVAL);
+	assert_int_equal(report_spec_set_by(&spec, "account,", err, sizeof(err)), -EINVAL);
+	assert_int_equal(report_spec_set_by(&spec, "", err, sizeof(err)), -EINVAL);
+	assert_int_equal(report_spec_set_by(&spec, "account,user,label:x", err, sizeof(err)), 0);
+	assert_int_equal(spec.n_dims, 3);
+	assert_string_equal(spec.label_key, "x");
+	assert_int_equal(report_spec_set_period(&spec, "year", err, sizeof(err)), -EINVAL);
+	assert_int_equal(report_spec_set_period(&spec, "week", err, sizeof(err)), 0);
+}
+
+static void test_week_period(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record recs[2];
+	struct report rep;
+	char err[256];
+
+	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
+	/* 2026-12-02 is a Wednesday (week of Monday 2026-11-30); 2026-12-07 a Monday */
+	fill(&recs[0], 0, "a", "u", DAY0 + 10, 1, 3600, 3600);
+	fill(&recs[1], 1, "a", "u", DAY0 + 5 * 86400 + 10, 1, 3600, 3600);
+	insert(fx, recs, 2);
+	build(fx, "account", "week", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].period, "2026-11-30");
+	assert_string_equal(rep.rows[1].period, "2026-12-07");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
+	report_free(&rep);
+	for (int i = 0; i < 2; i++)
+		acct_record_clear(&recs[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_prices_ok),
+	    cmocka_unit_test(test_prices_errors),
+	    cmocka_unit_test(test_apportion),
+	    cmocka_unit_test(test_spec_errors),
+	    cmocka_unit_test_setup_teardown(test_report_exact, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_week_period, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_report_reconciles, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
