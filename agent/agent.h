@@ -23,6 +23,7 @@ struct spool;
 struct upl;
 struct conn;
 struct gpu_task;
+struct audit;
 
 enum watch_kind {
 	WATCH_SIGNAL,
@@ -34,6 +35,7 @@ enum watch_kind {
 	WATCH_METER,
 	WATCH_UPLOADER,
 	WATCH_METRICS,
+	WATCH_AUDIT,
 };
 
 struct watch {
@@ -100,6 +102,8 @@ struct task {
 	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
 	json_t *gpu_alloc;
 	struct gpu_task *gpu;
+	bool audit_tracked;
+	uint64_t audit_lost_reported;
 
 	json_t *final_record; /* ended tasks: the task.end record as sent */
 	struct waiter *waiters;
@@ -129,6 +133,8 @@ struct agent {
 	struct cg_root *cg;
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
+	struct audit *audit;
+	struct watch w_audit;
 	struct spool *spool;
 	struct upl *upl;
 	void *metrics; /* metrics HTTP server */
@@ -174,6 +180,13 @@ void task_free(struct task *t);
 void task_collect_usage(struct agent *a, struct task *t);
 int agent_emit_record(struct agent *a, struct acct_record *r);
 void agent_flush_records(struct agent *a);
+/* audit_glue.c */
+int audit_glue_init(struct agent *a);
+void audit_glue_fini(struct agent *a);
+int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen);
+int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen);
+void audit_glue_poll(struct agent *a);
+void audit_glue_task_end(struct agent *a, struct task *t);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 

@@ -33,6 +33,8 @@ void config_init_defaults(struct agent_config *c)
 	c->log_level = strdup("info");
 	c->ended_keep = 1000;
 	c->bpf = BPF_MODE_AUTO;
+	c->audit = true;
+	c->audit_argv_max = 1024;
 	c->batch_records = 500;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->spool_max_bytes = 1ULL << 30;
@@ -168,6 +170,27 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			c->bpf = BPF_MODE_RAW_TP;
 		else
 			return BAD("expected auto|off|raw_tp");
+		return 0;
+	}
+	if (IS("audit", "enable")) {
+		if (parse_bool(value, &b) < 0)
+			return BAD("expected yes or no");
+		c->audit = b;
+		return 0;
+	}
+	if (IS("audit", "argv_max")) {
+		if (parse_u64(value, &u) < 0 || u < 64 || u > 8192)
+			return BAD("expected 64-8192 bytes");
+		c->audit_argv_max = (uint32_t)u;
+		return 0;
+	}
+	if (IS("audit", "net_default")) {
+		if (strcmp(value, "allow") == 0)
+			c->net_default_deny = false;
+		else if (strcmp(value, "deny") == 0)
+			c->net_default_deny = true;
+		else
+			return BAD("expected allow or deny");
 		return 0;
 	}
 	if (IS("metrics", "listen"))

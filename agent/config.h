@@ -32,6 +32,10 @@ struct agent_config {
 	uint32_t ended_keep; /* ended tasks kept for show/wait */
 	/* [metering] */
 	enum bpf_mode bpf;
+	/* [audit] */
+	bool audit;
+	uint32_t audit_argv_max;
+	bool net_default_deny;
 	/* [metrics] */
 	char *metrics_listen;
 	/* [collector] */

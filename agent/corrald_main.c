@@ -352,6 +352,9 @@ static int setup(struct agent *a)
 		a->meter_state = "off";
 	}
 
+	r = audit_glue_init(a);
+	if (r < 0)
+		return r;
 	r = gpu_glue_init(a);
 	if (r < 0)
 		return r;
@@ -448,6 +451,9 @@ int main(int argc, char **argv)
 			case WATCH_TASK_PIDFD:
 				task_on_pidfd(&a, w->ptr);
 				break;
+			case WATCH_AUDIT:
+				audit_glue_poll(&a);
+				break;
 			case WATCH_METER:
 				if (a.meter)
 					(void)meter_poll(a.meter, on_meter_event, &a);
@@ -464,6 +470,7 @@ int main(int argc, char **argv)
 	control_close_all(&a);
 	agent_hooks_fini(&a);
 	gpu_glue_fini(&a);
+	audit_glue_fini(&a);
 	/* Tasks keep running: their state files stay for the next start. */
 	while (a.tasks) {
 		struct task *t = a.tasks;

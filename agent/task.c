@@ -292,10 +292,6 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 	if (r->type == ACCT_TASK_START || r->type == ACCT_TASK_END)
 		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/%s", a->cfg.node,
 			 r->task.id, r->type == ACCT_TASK_START ? "start" : "end");
-	else if (r->type == ACCT_AUDIT_LIMIT && r->event &&
-		 json_is_string(json_object_get(r->event, "limit")))
-		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/limit-%.16s", a->cfg.node,
-			 r->task.id, json_string_value(json_object_get(r->event, "limit")));
 	else {
 		rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
 		if (rr < 0)
@@ -717,6 +713,12 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		lim.n_io++;
 	}
 
+	r = audit_glue_check_rules(a, spec, perr, sizeof(perr));
+	if (r < 0) {
+		a->stats.refused++;
+		return fail(err, errlen, "%s", perr);
+	}
+
 	/* Seccomp, compiled before fork (cached per profile, see profile_filter). */
 	r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, &filter, perr,
 			   sizeof(perr));
@@ -824,6 +826,11 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 				    strerror(-r));
 	}
 	gpu_glue_started(a, t);
+	r = audit_glue_track(a, t, perr, sizeof(perr));
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "%s", perr);
+		goto out_cg;
+	}
 	r = launch_release(&h, 30000, &step);
 	t->shim_pidfd = TAKE_FD(h.shim_pidfd);
 	t->status_fd = TAKE_FD(h.status_fd);
@@ -873,6 +880,9 @@ out_cg:
 		launch_handle_close(&h);
 		(void)waitpid(h.shim_pid, NULL, 0);
 	}
+	if (a->meter)
+		(void)meter_forget(a->meter, t->key);
+	audit_glue_task_end(a, t);
 	(void)cg_task_kill(t->cg, SIGKILL);
 	(void)cg_task_destroy(t->cg);
 	gpu_glue_release(a, t);
@@ -948,6 +958,7 @@ static void task_finalize(struct agent *a, struct task *t)
 		(void)waitpid(t->shim_pid, NULL, WNOHANG);
 	if (a->meter)
 		(void)meter_forget(a->meter, t->key);
+	audit_glue_task_end(a, t);
 	emit(a, t, ACCT_TASK_END);
 	gpu_glue_release(a, t);
 	t->state = TASK_ENDED;

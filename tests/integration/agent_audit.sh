@@ -1,0 +1,59 @@
+#!/bin/bash
+# Audit trail through corrald and the collector: a task that runs sh, ls and a python3
+# connect yields exactly those exec records and an allowed connect; --deny-net makes the
+# connect fail with EPERM inside the task and is audited as a deny; the records form an
+# intact per-node hash chain.
+. "$(dirname "$0")/lib.sh"
+need_root
+PORT=$((22000 + RANDOM % 20000)); LPORT=$((PORT + 1))
+DB=$T/records.db
+TOKEN=it-node-token-0123456789abcdef
+printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"
+"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
+COLL=$!
+trap 'kill $COLL $LIS 2>/dev/null; cleanup' EXIT
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+python3 -c 'import socket,sys
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+while True:
+    c,_=s.accept(); c.close()' $LPORT &
+LIS=$!
+printf '[collector]\nbatch_delay = 100ms\n' >"$T/a.conf"
+start_agent --config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+grep -q 'audit trail loaded' "$T/agent.log" || skip "audit programs did not load: $(grep -i audit "$T/agent.log")"
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+CONNECT="import socket,sys,errno
+s=socket.socket(); s.settimeout(2)
+try:
+    s.connect(('127.0.0.1', $LPORT)); sys.exit(0)
+except OSError as e:
+    sys.exit(100 + (e.errno or 0))"
+run_wait --env PATH=/usr/bin:/bin -- /bin/sh -c "ls >/dev/null; python3 -c \"$CONNECT\""
+[ "$RC" = 0 ] && pass "task ran (connect allowed)" || fail "allowed run: rc $RC $REASON"
+ID1=$ID
+run_wait --env PATH=/usr/bin:/bin --deny-net 127.0.0.1/32:$LPORT -- /bin/sh -c "python3 -c \"$CONNECT\""
+[ "$RC" = 101 ] && pass "--deny-net: connect failed with EPERM inside the task" || fail "deny: rc $RC $REASON"
+ID2=$ID
+q() { sqlite3 "$DB" "$1" 2>/dev/null; }
+for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM records WHERE type='task.end'")" -ge 2 ] && break; sleep 0.2; done
+execs=$(q "SELECT json_extract(body, '\$.event.path') FROM records WHERE type='audit.exec' AND task_id='$ID1' ORDER BY time" | xargs -n1 basename | tr '\n' ' ')
+[ "$execs" = "sh ls python3 " ] && pass "exec records of task 1: $execs" || fail "exec records: '$execs'"
+c1=$(q "SELECT json_extract(body,'\$.event.verdict')||' '||json_extract(body,'\$.event.address')||':'||json_extract(body,'\$.event.port') FROM records WHERE type='audit.connect' AND task_id='$ID1'")
+[ "$c1" = "allow 127.0.0.1:$LPORT" ] && pass "connect record: $c1" || fail "connect record: '$c1'"
+c2=$(q "SELECT json_extract(body,'\$.event.verdict') FROM records WHERE type='audit.connect' AND task_id='$ID2'")
+[ "$c2" = deny ] && pass "denied connect audited" || fail "deny record: '$c2'"
+q "SELECT body FROM records WHERE type LIKE 'audit.%'" >"$T/audit.ndjson"
+python3 - "$T/audit.ndjson" <<'PY' && pass "audit records form an intact hash chain" || fail "hash chain broken"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by_prev = {r["prev_hash"]: r for r in recs}
+heads = [r for r in recs if r["prev_hash"] not in {x["hash"] for x in recs}]
+assert len(heads) == 1, "chain has %d heads" % len(heads)
+n, cur = 1, heads[0]
+while cur["hash"] in by_prev:
+    cur = by_prev[cur["hash"]]; n += 1
+assert n == len(recs), "chain covers %d of %d" % (n, len(recs))
+print("chain of", n, "audit records")
+PY
+finish
