@@ -17,25 +17,25 @@ enum spool_prio {
 };
 
 struct spool_opts {
-	const char *dir;          /* created if missing */
-	uint64_t max_bytes;       /* total bytes on disk, 0 = default 1 GiB */
-	uint64_t segment_bytes;   /* roll-over size, 0 = default 16 MiB */
-	uint64_t keep_reserve;    /* bytes only KEEP entries may use, 0 = default max/10 */
-	bool no_fsync;            /* tests/bench only */
+	const char *dir;	/* created if missing */
+	uint64_t max_bytes;	/* total bytes on disk, 0 = default 1 GiB */
+	uint64_t segment_bytes; /* roll-over size, 0 = default 16 MiB */
+	uint64_t keep_reserve;	/* bytes only KEEP entries may use, 0 = default max/10 */
+	bool no_fsync;		/* tests/bench only */
 };
 
 struct spool_stats {
 	uint64_t entries_pending;
 	uint64_t bytes_on_disk;
 	uint64_t appended;
-	uint64_t refused_full;    /* entries refused because the spool was full */
-	uint64_t refused_keep;    /* of those, KEEP entries (the serious kind) */
+	uint64_t refused_full; /* entries refused because the spool was full */
+	uint64_t refused_keep; /* of those, KEEP entries (the serious kind) */
 	uint64_t torn_bytes_truncated;
 	uint64_t corrupt_entries_skipped; /* damaged regions skipped in the middle of segments */
 	uint64_t corrupt_bytes_skipped;
 	uint64_t segments;
-	uint64_t acked_upto;      /* highest acked sequence number (persisted) */
-	uint64_t next_seq;        /* sequence number the next append gets */
+	uint64_t acked_upto; /* highest acked sequence number (persisted) */
+	uint64_t next_seq;   /* sequence number the next append gets */
 };
 
 /* Largest payload of one entry. */
@@ -62,8 +62,8 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
  * data is valid only during the callback.
  */
 typedef int (*spool_entry_fn)(uint64_t seq, const void *data, size_t len, void *userdata);
-int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
-	       spool_entry_fn fn, void *userdata);
+int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes, spool_entry_fn fn,
+	       void *userdata);
 /* Mark entries up to and including seq as acked; deletes fully acked segments (durably). */
 int spool_ack(struct spool *s, uint64_t upto_seq);
 /* Lowest unacked sequence number (0 if empty). */

@@ -22,9 +22,9 @@
 
 int audit_glue_init(struct agent *a)
 {
-	struct audit_opts o = { .max_tasks = a->cfg.max_tasks,
-				.argv_max = a->cfg.audit_argv_max,
-				.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP };
+	struct audit_opts o = {.max_tasks = a->cfg.max_tasks,
+			       .argv_max = a->cfg.audit_argv_max,
+			       .force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP};
 	int r;
 
 	if (!a->cfg.audit || a->cfg.bpf == BPF_MODE_OFF)
@@ -37,7 +37,7 @@ int audit_glue_init(struct agent *a)
 		a->audit = NULL;
 		return 0;
 	}
-	a->w_audit = (struct watch){ .kind = WATCH_AUDIT };
+	a->w_audit = (struct watch){.kind = WATCH_AUDIT};
 	agent_watch_add(a, audit_fd(a->audit), EPOLLIN, &a->w_audit);
 	log_info("audit trail loaded (%s)", audit_attach_mode(a->audit));
 	return 0;
@@ -63,7 +63,8 @@ static int build_policy(struct agent *a, const struct task_spec *s, struct audit
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < s->n_net_allow; i++) {
-		r = audit_net_rule_parse(s->net_allow[i], AUDIT_NET_ALLOW, &rules[n++], e, sizeof(e));
+		r = audit_net_rule_parse(s->net_allow[i], AUDIT_NET_ALLOW, &rules[n++], e,
+					 sizeof(e));
 		if (r < 0) {
 			snprintf(err, errlen, "allow_net[%zu]: %s", i, e);
 			return r;
@@ -77,9 +78,9 @@ static int build_policy(struct agent *a, const struct task_spec *s, struct audit
 		}
 	}
 	*p = (struct audit_net_policy){
-		.default_action = a->cfg.net_default_deny ? AUDIT_NET_DENY : AUDIT_NET_ALLOW,
-		.n_rules = n,
-		.rules = rules,
+	    .default_action = a->cfg.net_default_deny ? AUDIT_NET_DENY : AUDIT_NET_ALLOW,
+	    .n_rules = n,
+	    .rules = rules,
 	};
 	return 0;
 }
@@ -93,8 +94,9 @@ int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err
 	if (r < 0)
 		return r;
 	if (!a->audit && (p.n_rules || p.default_action == AUDIT_NET_DENY)) {
-		snprintf(err, errlen, "network policy requested but the audit/policy programs are not "
-				      "loaded on this node");
+		snprintf(err, errlen,
+			 "network policy requested but the audit/policy programs are not "
+			 "loaded on this node");
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -136,8 +138,8 @@ static void on_event(const struct audit_event *ev, void *userdata)
 			break;
 	if (!t)
 		return;
-	task_fill_record(a, t,
-			 ev->type == AUDIT_EV_EXEC ? ACCT_AUDIT_EXEC : ACCT_AUDIT_CONNECT, &r);
+	task_fill_record(a, t, ev->type == AUDIT_EV_EXEC ? ACCT_AUDIT_EXEC : ACCT_AUDIT_CONNECT,
+			 &r);
 	r.event = audit_event_to_json(ev);
 	if (ev->time_ns)
 		r.time_ns = ev->time_ns;
@@ -163,8 +165,9 @@ void audit_glue_task_end(struct agent *a, struct task *t)
 		struct acct_record r;
 
 		task_fill_record(a, t, ACCT_AUDIT_LOST, &r);
-		r.event = json_pack("{s:I,s:I}", "lost", (json_int_t)(lost - t->audit_lost_reported),
-				    "total", (json_int_t)lost);
+		r.event =
+		    json_pack("{s:I,s:I}", "lost", (json_int_t)(lost - t->audit_lost_reported),
+			      "total", (json_int_t)lost);
 		(void)agent_emit_record(a, &r);
 		acct_record_clear(&r);
 		log_warning("task %s: %llu audit event(s) lost (ring buffer full), reported as "

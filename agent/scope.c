@@ -34,7 +34,7 @@
 
 #define SCOPE_UNIT "corral-tasks.scope"
 #define SCOPE_BASE "/corral.slice/" SCOPE_UNIT
-#define CG_ROOT "/sys/fs/cgroup"
+#define CG_ROOT	   "/sys/fs/cgroup"
 
 int scope_setup(struct agent *a, const char **ret_base);
 int scope_adopt_shim(struct agent *a, pid_t pid);
@@ -84,9 +84,9 @@ static int start_scope(pid_t keeper, char *err, size_t errlen)
 		snprintf(err, errlen, "connecting to the system bus: %s", strerror(-r));
 		return r;
 	}
-	r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1",
-					   "/org/freedesktop/systemd1",
-					   "org.freedesktop.systemd1.Manager", "StartTransientUnit");
+	r = sd_bus_message_new_method_call(
+	    bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+	    "org.freedesktop.systemd1.Manager", "StartTransientUnit");
 	if (r >= 0)
 		r = sd_bus_message_append(m, "ss", SCOPE_UNIT, "fail");
 	if (r >= 0)
@@ -94,7 +94,8 @@ static int start_scope(pid_t keeper, char *err, size_t errlen)
 	if (r >= 0)
 		r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)", "PIDs", "au", 1, (uint32_t)keeper,
 					  "Delegate", "b", 1, "Slice", "s", "corral.slice",
-					  "Description", "s", "Corral tasks (delegated to corrald)");
+					  "Description", "s",
+					  "Corral tasks (delegated to corrald)");
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
 	if (r >= 0)

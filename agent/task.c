@@ -327,9 +327,9 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 		a->cap_pend = nc;
 	}
 	a->pend[a->n_pend++] = (struct pending_record){
-		.buf = TAKE_PTR(buf),
-		.len = len,
-		.prio = r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED : SPOOL_PRIO_KEEP,
+	    .buf = TAKE_PTR(buf),
+	    .len = len,
+	    .prio = r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED : SPOOL_PRIO_KEEP,
 	};
 	if (acct_type_is_audit(r->type)) {
 		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
@@ -359,10 +359,11 @@ static void flush_prio(struct agent *a, enum spool_prio prio)
 				a->stats.records_spooled += r < 0 ? 0 : (uint64_t)r;
 				a->stats.records_spool_refused += lost;
 				if (a->stats.records_spool_refused_logged++ == 0)
-					log_error("spool refused %zu record(s): %s (counted in "
-						  "corral_spool_refused_total; further refusals are not "
-						  "logged)",
-						  lost, strerror(r < 0 ? -r : ENOSPC));
+					log_error(
+					    "spool refused %zu record(s): %s (counted in "
+					    "corral_spool_refused_total; further refusals are not "
+					    "logged)",
+					    lost, strerror(r < 0 ? -r : ENOSPC));
 			} else
 				a->stats.records_spooled += n;
 			n = 0;
@@ -396,9 +397,11 @@ void agent_flush_records(struct agent *a)
 	for (size_t i = 0; i < a->n_unlink; i++) {
 		char path[512];
 
-		snprintf(path, sizeof(path), "%s/tasks/%s.json", a->cfg.state_dir, a->unlink_ids[i]);
+		snprintf(path, sizeof(path), "%s/tasks/%s.json", a->cfg.state_dir,
+			 a->unlink_ids[i]);
 		(void)unlink(path);
-		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir, a->unlink_ids[i]);
+		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir,
+			 a->unlink_ids[i]);
 		(void)unlink(path);
 		free(a->unlink_ids[i]);
 	}
@@ -815,8 +818,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	t->pid = h.task_pid;
 	r = scope_adopt_shim(a, t->shim_pid);
 	if (r < 0)
-		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s", t->id,
-			    strerror(-r));
+		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s",
+			    t->id, strerror(-r));
 	(void)proc_start_time(t->shim_pid, &t->shim_start);
 	(void)proc_start_time(t->pid, &t->pid_start);
 	if (a->meter) {

@@ -20,8 +20,8 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
  * return 0), a profile name looked up as "<dir>/<name>.json" (dir may be NULL), or a path
  * containing '/'.
  */
-int sbx_profile_load(const char *name_or_path, const char *dir, struct sbx_filter **ret,
-		     char *err, size_t errlen);
+int sbx_profile_load(const char *name_or_path, const char *dir, struct sbx_filter **ret, char *err,
+		     size_t errlen);
 /* Built-in profile JSON text, NULL if unknown. */
 const char *sbx_builtin_profile(const char *name);
 
