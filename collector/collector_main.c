@@ -143,8 +143,16 @@ static _noreturn_ void usage(int code)
 	exit(code);
 }
 
-enum { OPT_MAX_RECORDS = 0x100, OPT_NO_ROLLUPS, OPT_PRICES, OPT_FROM, OPT_TO, OPT_BY,
-       OPT_PERIOD, OPT_TOP };
+enum {
+	OPT_MAX_RECORDS = 0x100,
+	OPT_NO_ROLLUPS,
+	OPT_PRICES,
+	OPT_FROM,
+	OPT_TO,
+	OPT_BY,
+	OPT_PERIOD,
+	OPT_TOP
+};
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
@@ -403,7 +411,8 @@ static int cmd_dump(struct options *o)
 	if (o->format && strcmp(o->format, "json") == 0)
 		d.json = true;
 	else if (o->format && strcmp(o->format, "table") != 0) {
-		fprintf(stderr, "corral-collector dump: --format: expected table or json, got '%s'\n",
+		fprintf(stderr,
+			"corral-collector dump: --format: expected table or json, got '%s'\n",
 			o->format);
 		return 2;
 	}

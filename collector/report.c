@@ -117,8 +117,7 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 	return 0;
 }
 
-int report_spec_set_period(struct report_spec *spec, const char *period, char *err,
-			   size_t errlen)
+int report_spec_set_period(struct report_spec *spec, const char *period, char *err, size_t errlen)
 {
 	static const char *const names[] = {"day", "week", "month", "all"};
 
@@ -329,8 +328,7 @@ static void price_quantities(const double *v, const struct price_set *p, double 
 		p->p[PRICE_CPU_CORE_HOUR] +
 	    MAX(0.0, v[COLL_SUM_MEM_CHARGED_BYTE_S] - v[COLL_SUM_MEM_BYTE_S]) / 3600.0 / GIB *
 		p->p[PRICE_MEMORY_GIB_HOUR] +
-	    MAX(0.0, v[COLL_SUM_GPU_CHARGED_S] - v[COLL_SUM_GPU_S]) / 3600.0 *
-		p->p[PRICE_GPU_HOUR];
+	    MAX(0.0, v[COLL_SUM_GPU_CHARGED_S] - v[COLL_SUM_GPU_S]) / 3600.0 * p->p[PRICE_GPU_HOUR];
 }
 
 static int64_t to_cents(double money)
@@ -552,7 +550,8 @@ static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv
 				return r;
 			memcpy(f->period, period, 11);
 			for (size_t d = 0; d < spec->n_dims; d++)
-				f->key[d] = dim_value(spec, d, c, is_rest ? NONE_VAL : parts[i]->value);
+				f->key[d] =
+				    dim_value(spec, d, c, is_rest ? NONE_VAL : parts[i]->value);
 			memcpy(f->q, q, sizeof(f->q));
 		}
 		for (int k = 0; k < _REPORT_COST_MAX; k++) {
@@ -588,8 +587,8 @@ void report_free(struct report *r)
 	r->n = 0;
 }
 
-int report_build(struct coll_store *s, const struct report_spec *spec,
-		 const struct price_sheet *ps, struct report *ret)
+int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
+		 struct report *ret)
 {
 	struct reader rd = {.spec = spec, .ps = ps};
 	struct fragv fv = {0};
@@ -630,8 +629,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec,
 			j++;
 		}
 		if (ret->n % 256 == 0) {
-			struct report_row *nr =
-			    realloc(ret->rows, (ret->n + 256) * sizeof(*nr));
+			struct report_row *nr = realloc(ret->rows, (ret->n + 256) * sizeof(*nr));
 
 			if (!nr) {
 				r = -ENOMEM;
@@ -803,8 +801,7 @@ static void write_csv(const struct report *r, FILE *f)
 	}
 }
 
-static void json_row(const struct report *r, const struct report_row *row, bool is_total,
-		     FILE *f)
+static void json_row(const struct report *r, const struct report_row *row, bool is_total, FILE *f)
 {
 	char m[32], h[PRICE_LABEL_MAX + 8];
 	const double *q = row->q;
@@ -892,8 +889,8 @@ static void write_table(const struct report *r, FILE *f)
 		dim_header(r, d, h, sizeof(h));
 		fprintf(f, " %-16s", h);
 	}
-	fprintf(f, " %8s %6s %12s %12s %12s %12s %6s %6s\n", "TASKS", "FAILED", "CORE_H",
-		"COST", "CPU_COST", "MEM_COST", "CPU_EF", "MEM_EF");
+	fprintf(f, " %8s %6s %12s %12s %12s %12s %6s %6s\n", "TASKS", "FAILED", "CORE_H", "COST",
+		"CPU_COST", "MEM_COST", "CPU_EF", "MEM_EF");
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 
@@ -939,12 +936,13 @@ static void write_html(const struct report *r, FILE *f)
 	fputs("</b> ", f);
 	html_str(f, r->currency);
 	money(m, sizeof(m), r->total.cents[REPORT_COST_WASTE]);
-	fprintf(f, "; waste (reserved, unused): <b id=\"total-waste\">%s</b>; period: %s.</p>\n",
-		m, period_names[r->spec.period]);
+	fprintf(f, "; waste (reserved, unused): <b id=\"total-waste\">%s</b>; period: %s.</p>\n", m,
+		period_names[r->spec.period]);
 
 	/* cost per group per period */
-	fprintf(f, "<h2>Cost per group and period</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-		   "width=\"900\" height=\"%zu\" id=\"cost-chart\">\n",
+	fprintf(f,
+		"<h2>Cost per group and period</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+		"width=\"900\" height=\"%zu\" id=\"cost-chart\">\n",
 		(r->n + 1) * row_h + 10);
 	y = 5;
 	for (size_t i = 0; i < r->n; i++, y += row_h) {
@@ -964,8 +962,9 @@ static void write_html(const struct report *r, FILE *f)
 	fputs("</svg>\n", f);
 
 	/* efficiency bars */
-	fprintf(f, "<h2>Efficiency (used / requested)</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-		   "width=\"900\" height=\"%zu\" id=\"eff-chart\">\n",
+	fprintf(f,
+		"<h2>Efficiency (used / requested)</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+		"width=\"900\" height=\"%zu\" id=\"eff-chart\">\n",
 		(r->n + 1) * row_h * 2 + 10);
 	y = 5;
 	for (size_t i = 0; i < r->n; i++) {
@@ -976,12 +975,13 @@ static void write_html(const struct report *r, FILE *f)
 		html_str(f, row->period);
 		fputs(" ", f);
 		row_label(r, row, f);
-		fprintf(f,
-			"</text><rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#e0e0e0\"/>"
-			"<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#5aa05a\"/>"
-			"<text x=\"%d\" y=\"%d\">CPU %.0f%%</text>\n",
-			y, bar_w / 2, row_h - 4, y, (int)(ce * bar_w / 2), row_h - 4,
-			270 + bar_w / 2, y + 12, cpu_eff(row) * 100);
+		fprintf(
+		    f,
+		    "</text><rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#e0e0e0\"/>"
+		    "<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#5aa05a\"/>"
+		    "<text x=\"%d\" y=\"%d\">CPU %.0f%%</text>\n",
+		    y, bar_w / 2, row_h - 4, y, (int)(ce * bar_w / 2), row_h - 4, 270 + bar_w / 2,
+		    y + 12, cpu_eff(row) * 100);
 		y += row_h;
 		fprintf(f,
 			"<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#e0e0e0\"/>"
@@ -1004,7 +1004,8 @@ static void write_html(const struct report *r, FILE *f)
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 
-		fputs(i < r->n ? "<tr><td class=\"k\">" : "<tr class=\"total\"><td class=\"k\">", f);
+		fputs(i < r->n ? "<tr><td class=\"k\">" : "<tr class=\"total\"><td class=\"k\">",
+		      f);
 		html_str(f, i < r->n ? row->period : "total");
 		fputs("</td>", f);
 		for (size_t d = 0; d < r->spec.n_dims; d++) {
@@ -1020,9 +1021,10 @@ static void write_html(const struct report *r, FILE *f)
 		fprintf(f, "<td>%s</td><td>%.1f%%</td><td>%.1f%%</td></tr>\n", m,
 			cpu_eff(row) * 100, mem_eff(row) * 100);
 	}
-	fprintf(f, "</table>\n<p><small>%s. %s. Costs are rounded to the cent per account, "
-		   "user and day, so every grouping sums to the total.</small></p>\n"
-		   "</body></html>\n",
+	fprintf(f,
+		"</table>\n<p><small>%s. %s. Costs are rounded to the cent per account, "
+		"user and day, so every grouping sums to the total.</small></p>\n"
+		"</body></html>\n",
 		note_limits, note_mem);
 }
 

@@ -13,8 +13,12 @@
 #include "collector/store.h"
 
 enum report_dim { REPORT_DIM_ACCOUNT, REPORT_DIM_USER, REPORT_DIM_LABEL };
-enum report_period { REPORT_PERIOD_DAY, REPORT_PERIOD_WEEK, REPORT_PERIOD_MONTH,
-		     REPORT_PERIOD_ALL };
+enum report_period {
+	REPORT_PERIOD_DAY,
+	REPORT_PERIOD_WEEK,
+	REPORT_PERIOD_MONTH,
+	REPORT_PERIOD_ALL
+};
 enum report_format { REPORT_FMT_TABLE, REPORT_FMT_CSV, REPORT_FMT_JSON, REPORT_FMT_HTML };
 enum report_cost {
 	REPORT_COST_CPU,
@@ -58,12 +62,11 @@ struct report {
 int report_spec_init(struct report_spec *spec, const char *from, const char *to, char *err,
 		     size_t errlen);
 int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size_t errlen);
-int report_spec_set_period(struct report_spec *spec, const char *period, char *err,
-			   size_t errlen);
+int report_spec_set_period(struct report_spec *spec, const char *period, char *err, size_t errlen);
 int report_format_from_string(const char *s, enum report_format *ret);
 
-int report_build(struct coll_store *s, const struct report_spec *spec,
-		 const struct price_sheet *ps, struct report *ret);
+int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
+		 struct report *ret);
 void report_free(struct report *r);
 int report_write(const struct report *r, enum report_format f, FILE *out);
 

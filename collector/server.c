@@ -528,8 +528,7 @@ static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connect
 		free(body);
 		return reply_error(s, c, 500, "out of memory");
 	}
-	return reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body,
-		     len);
+	return reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body, len);
 }
 
 static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connection *c)
@@ -648,7 +647,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 			if (!tok)
 				return reply_error(s, c, 401, "missing or unknown bearer token");
 			if (tok->role != COLL_ROLE_READER && tok->role != COLL_ROLE_AUDITOR)
-				return reply_error(s, c, 403, "reports need a reader or auditor token");
+				return reply_error(s, c, 403,
+						   "reports need a reader or auditor token");
 			return handle_showback(s, c);
 		}
 		if (strcmp(url, "/v1/records") != 0)

@@ -18,8 +18,8 @@
 #include "collector/store.h"
 #include "common/macro.h"
 
-#define SHEET                                                                                  \
-	"[prices]\ncurrency = CHF\ncpu_core_hour = 0.10\nmemory_gib_hour = 0.01\n"             \
+#define SHEET                                                                                      \
+	"[prices]\ncurrency = CHF\ncpu_core_hour = 0.10\nmemory_gib_hour = 0.01\n"                 \
 	"gpu_hour = 2.5\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.05\n"
 
 /* ---- price sheet ---- */
@@ -122,8 +122,8 @@ struct fixture {
 
 #define DAY0 1796169600ULL /* 2026-12-02T00:00:00Z */
 
-static void fill(struct acct_record *r, int i, const char *account, const char *user,
-		 uint64_t t, double cpus, uint64_t wall_s, uint64_t cpu_s)
+static void fill(struct acct_record *r, int i, const char *account, const char *user, uint64_t t,
+		 double cpus, uint64_t wall_s, uint64_t cpu_s)
 {
 	memset(r, 0, sizeof(*r));
 	snprintf(r->record_id, sizeof(r->record_id), "rec-%08d", i);
@@ -181,8 +181,7 @@ static void build(struct fixture *fx, const char *by, const char *period, struct
 	struct report_spec spec;
 	char err[256];
 
-	assert_int_equal(report_spec_init(&spec, "2026-11-01", "2027-02-01", err, sizeof(err)),
-			 0);
+	assert_int_equal(report_spec_init(&spec, "2026-11-01", "2027-02-01", err, sizeof(err)), 0);
 	assert_int_equal(report_spec_set_by(&spec, by, err, sizeof(err)), 0);
 	assert_int_equal(report_spec_set_period(&spec, period, err, sizeof(err)), 0);
 	assert_int_equal(report_build(fx->store, &spec, &fx->ps, rep), 0);
@@ -240,8 +239,7 @@ static void test_report_exact(void **state)
 		acct_record_clear(&recs[i]);
 }
 
-static void check_reconciles(struct fixture *fx, const char *by, const char *period,
-			     int64_t *grand)
+static void check_reconciles(struct fixture *fx, const char *by, const char *period, int64_t *grand)
 {
 	struct report rep;
 	int64_t sum[_REPORT_COST_MAX] = {0};
@@ -277,8 +275,12 @@ static void test_report_reconciles(void **state)
 	static const char *const accounts[] = {"physics", "chem", "bio", "", "astro", "geo"};
 	static const char *const users[] = {"alice", "bob", "carol", "dave", ""};
 	static const char *const projects[] = {"lattice", "qcd", "fold", "x,y \"q\""};
-	static const char *const bys[] = {"account",	   "user",	       "account,user",
-					  "label:project", "label:tier",       "user,label:project",
+	static const char *const bys[] = {"account",
+					  "user",
+					  "account,user",
+					  "label:project",
+					  "label:tier",
+					  "user,label:project",
 					  "label:project,account,user"};
 	static const char *const periods[] = {"day", "week", "month", "all"};
 	const size_t n = 3000;
