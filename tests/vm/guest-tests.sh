@@ -465,7 +465,7 @@ case_metering_v2() {
 		echo "agent status: $st; libbpf says:"
 		timeout 8 env CORRAL_BPF_DEBUG=1 /usr/sbin/corrald --socket /run/corral-dbg.sock \
 			--state-dir /run/corral-dbg --cgroup-subtree corral-dbg --node dbg 2>&1 |
-			grep -v '^<6>task' | tail -n 80
+			grep -vE 'CO-RE relocating|relo #|skipped loading|^<6>task' | head -n 120
 		fail "BPF metering not loaded: $st"
 		;;
 	esac
