@@ -20,6 +20,7 @@
 #include <ini.h>
 #include <systemd/sd-daemon.h>
 
+#include "collector/audit_cli.h"
 #include "collector/prices.h"
 #include "collector/report.h"
 #include "collector/server.h"
@@ -518,6 +519,8 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
 		usage(0);
+	if (strcmp(cmd, "audit") == 0)
+		return coll_cmd_audit(argc - 1, argv + 1);
 	if (parse_args(argc - 1, argv + 1, &o) < 0) {
 		options_free(&o);
 		return 2;

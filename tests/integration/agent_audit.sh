@@ -56,4 +56,15 @@ while cur["hash"] in by_prev:
 assert n == len(recs), "chain covers %d of %d" % (n, len(recs))
 print("chain of", n, "audit records")
 PY
+# corral-collector audit: queries and chain verification
+n=$("$O/corral-collector" audit --db "sqlite:$DB" --task "$ID1" --type exec --format json | wc -l)
+[ "$n" = 3 ] && pass "audit --task --type exec: 3 records" || fail "audit query: $n"
+n=$("$O/corral-collector" audit --db "sqlite:$DB" --user root --type connect --format json | wc -l)
+[ "$n" = 2 ] && pass "audit --user --type connect: 2 records" || fail "audit connect query: $n"
+out=$("$O/corral-collector" audit verify --db "sqlite:$DB" --node it-node); rc=$?
+[ "$rc" = 0 ] && pass "audit verify: $out" || fail "verify intact: rc $rc $out"
+bad=$(q "SELECT record_id FROM records WHERE type='audit.exec' AND task_id='$ID1' AND body LIKE '%\"ls\"%'")
+q "UPDATE records SET body = replace(body, '\"ls\"', '\"cat\"') WHERE record_id='$bad'"
+out=$("$O/corral-collector" audit verify --db "sqlite:$DB" --node it-node); rc=$?
+[ "$rc" = 1 ] && echo "$out" | grep -qF "$bad" && pass "edited row detected: $out" || fail "tamper: rc $rc '$out' (edited $bad)"
 finish
