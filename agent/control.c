@@ -209,7 +209,7 @@ static json_t *ended_reply(struct agent *a, struct task *t)
 			 rec);
 }
 
-static json_t *handle_run(struct agent *a, struct conn *c, json_t *req, bool *ret_keep)
+static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 {
 	struct task_spec spec;
 	char err[1024] = "";
@@ -238,7 +238,6 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req, bool *re
 	}
 	if (json_is_true(json_object_get(req, "wait"))) {
 		add_waiter(t, c);
-		*ret_keep = true;
 	}
 	return json_pack("{s:b,s:s,s:i}", "ok", 1, "task", t->id, "pid", (int)t->pid);
 }
@@ -315,7 +314,6 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 	json_error_t e;
 	json_t *req, *reply = NULL;
 	const char *op;
-	bool keep = false;
 
 	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
 	if (!req || !json_is_object(req)) {
@@ -331,7 +329,7 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 	if (!op)
 		reply = error_reply("op: missing");
 	else if (strcmp(op, "run") == 0)
-		reply = handle_run(a, c, req, &keep);
+		reply = handle_run(a, c, req);
 	else if (strcmp(op, "ps") == 0)
 		reply = handle_ps(a, c, req);
 	else if (strcmp(op, "status") == 0)
@@ -370,7 +368,6 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 				reply = ended_reply(a, t);
 			else {
 				add_waiter(t, c);
-				keep = true;
 			}
 		}
 	} else {
@@ -380,7 +377,6 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 		reply = error_reply(msg);
 	}
 	json_decref(req);
-	(void)keep;
 	if (reply)
 		conn_send(a, c, reply);
 }

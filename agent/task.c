@@ -341,7 +341,7 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 static void flush_prio(struct agent *a, enum spool_prio prio)
 {
 	const void *bufs[256];
-	size_t lens[256], n = 0, total = 0;
+	size_t lens[256], n = 0;
 	int r;
 
 	for (size_t i = 0; i <= a->n_pend; i++) {
@@ -349,7 +349,6 @@ static void flush_prio(struct agent *a, enum spool_prio prio)
 			bufs[n] = a->pend[i].buf;
 			lens[n] = a->pend[i].len;
 			n++;
-			total++;
 		}
 		if (n == ARRAY_SIZE(bufs) || (i == a->n_pend && n > 0)) {
 			r = spool_append_many(a->spool, bufs, lens, n, prio);
@@ -369,7 +368,6 @@ static void flush_prio(struct agent *a, enum spool_prio prio)
 			n = 0;
 		}
 	}
-	(void)total;
 }
 
 /*
