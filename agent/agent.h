@@ -24,6 +24,8 @@ struct upl;
 struct conn;
 struct gpu_task;
 struct audit;
+struct ts_glue;
+struct ts_task;
 
 enum watch_kind {
 	WATCH_SIGNAL,
@@ -36,6 +38,7 @@ enum watch_kind {
 	WATCH_UPLOADER,
 	WATCH_METRICS,
 	WATCH_AUDIT,
+	WATCH_TASKSTATS,
 };
 
 struct watch {
@@ -102,8 +105,15 @@ struct task {
 	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
 	json_t *gpu_alloc;
 	struct gpu_task *gpu;
+	struct ts_task *ts; /* taskstats fallback sums (agent/taskstats_glue.c) */
 	bool audit_tracked;
 	uint64_t audit_lost_reported;
+	/* audit of denied calls: the shim's tasks/<id>.syscalls (agent/audit_glue.c) */
+	bool syscall_audit;
+	bool syscalls_done;	     /* its end line was read */
+	uint64_t syscalls_seq;	     /* last line turned into a record */
+	uint64_t syscalls_seq_saved; /* ... and known to be spooled: what the state file keeps */
+	uint64_t syscalls_off;	     /* bytes of the file consumed */
 
 	json_t *final_record; /* ended tasks: the task.end record as sent */
 	struct waiter *waiters;
@@ -135,6 +145,7 @@ struct agent {
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
 	struct audit *audit;
 	struct watch w_audit;
+	struct ts_glue *tsglue; /* taskstats fallback meter, NULL unless in use */
 	struct spool *spool;
 	struct upl *upl;
 	void *metrics; /* metrics HTTP server */
@@ -189,6 +200,18 @@ void audit_glue_poll(struct agent *a);
 void audit_glue_task_end(struct agent *a, struct task *t);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
+
+/* taskstats_glue.c: the fallback meter when BPF is not loaded */
+int tsglue_init(struct agent *a);
+void tsglue_fini(struct agent *a);
+bool tsglue_active(const struct agent *a);
+void tsglue_poll(struct agent *a);
+void tsglue_track(struct agent *a, struct task *t);
+/* The processes now in the task's cgroup join its set (tick, and before killing leftovers). */
+void tsglue_snapshot(struct agent *a, struct task *t);
+void tsglue_usage(struct agent *a, struct task *t);
+void tsglue_forget(struct task *t);
+void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_unmatched);
 
 /* state.c */
 int state_save_task(struct agent *a, struct task *t);

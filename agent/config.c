@@ -33,6 +33,7 @@ void config_init_defaults(struct agent_config *c)
 	c->log_level = strdup("info");
 	c->ended_keep = 1000;
 	c->bpf = BPF_MODE_AUTO;
+	c->taskstats = true;
 	c->audit = true;
 	c->audit_argv_max = 1024;
 	c->batch_records = 500;
@@ -170,6 +171,12 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			c->bpf = BPF_MODE_RAW_TP;
 		else
 			return BAD("expected auto|off|raw_tp");
+		return 0;
+	}
+	if (IS("metering", "taskstats")) {
+		if (parse_bool(value, &b) < 0)
+			return BAD("expected yes or no");
+		c->taskstats = b;
 		return 0;
 	}
 	if (IS("audit", "enable")) {

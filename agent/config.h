@@ -32,6 +32,7 @@ struct agent_config {
 	uint32_t ended_keep; /* ended tasks kept for show/wait */
 	/* [metering] */
 	enum bpf_mode bpf;
+	bool taskstats; /* fallback meter when BPF is not loaded */
 	/* [audit] */
 	bool audit;
 	uint32_t audit_argv_max;

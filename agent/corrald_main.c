@@ -72,7 +72,8 @@ static void usage(FILE *f)
 	    "      --cgroup-subtree N   name of the agent's cgroup subtree (default corral)\n"
 	    "      --sample-interval D  task.sample interval (default 30s, minimum 1s)\n"
 	    "      --kill-grace D       time between SIGTERM and SIGKILL on limits (default 10s)\n"
-	    "      --no-bpf             meter from cgroup files only\n"
+	    "      --no-bpf             no BPF programs: meter from cgroup files and taskstats\n"
+	    "      --no-taskstats       without BPF, do not use taskstats exit records either\n"
 	    "      --log-level L        debug|info|notice|warning|err\n"
 	    "  -h, --help               this help\n");
 }
@@ -91,6 +92,7 @@ static int load_config(struct agent *a, int argc, char **argv)
 					     {"sample-interval", required_argument, NULL, 'i'},
 					     {"kill-grace", required_argument, NULL, 'k'},
 					     {"no-bpf", no_argument, NULL, 'B'},
+					     {"no-taskstats", no_argument, NULL, 'T'},
 					     {"log-level", required_argument, NULL, 'l'},
 					     {"help", no_argument, NULL, 'h'},
 					     {}};
@@ -155,6 +157,11 @@ static int load_config(struct agent *a, int argc, char **argv)
 			sec = "metering";
 			key = "bpf";
 			optarg = (char *)"off";
+			break;
+		case 'T':
+			sec = "metering";
+			key = "taskstats";
+			optarg = (char *)"no";
 			break;
 		case 'l':
 			key = "log_level";
@@ -339,8 +346,8 @@ static int setup(struct agent *a)
 		if (r < 0) {
 			snprintf(why, sizeof(why), "failed: %s", strerror(-r));
 			a->meter_state = why;
-			log_warning("BPF metering unavailable (%s): metering from cgroup files",
-				    strerror(-r));
+			log_warning("BPF metering unavailable (%s): metering from cgroup files%s",
+				    strerror(-r), a->cfg.taskstats ? " and taskstats" : "");
 			a->meter = NULL;
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
@@ -352,6 +359,9 @@ static int setup(struct agent *a)
 		a->meter_state = "off";
 	}
 
+	r = tsglue_init(a);
+	if (r < 0)
+		return r;
 	r = audit_glue_init(a);
 	if (r < 0)
 		return r;
@@ -454,6 +464,9 @@ int main(int argc, char **argv)
 			case WATCH_AUDIT:
 				audit_glue_poll(&a);
 				break;
+			case WATCH_TASKSTATS:
+				tsglue_poll(&a);
+				break;
 			case WATCH_METER:
 				if (a.meter)
 					(void)meter_poll(a.meter, on_meter_event, &a);
@@ -471,6 +484,7 @@ int main(int argc, char **argv)
 	agent_hooks_fini(&a);
 	gpu_glue_fini(&a);
 	audit_glue_fini(&a);
+	tsglue_fini(&a);
 	/* Tasks keep running: their state files stay for the next start. */
 	while (a.tasks) {
 		struct task *t = a.tasks;

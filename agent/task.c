@@ -53,6 +53,7 @@ void task_free(struct task *t)
 	if (!t)
 		return;
 	spec_clear(&t->spec);
+	tsglue_forget(t);
 	free(t->user);
 	free(t->cg_name);
 	cg_task_free(t->cg);
@@ -516,6 +517,8 @@ void task_collect_usage(struct agent *a, struct task *t)
 			json_object_set_new(d, "forks", json_integer((json_int_t)mu.forks));
 		}
 	}
+	if (!a->meter)
+		tsglue_usage(a, t);
 	gpu_glue_usage(a, t);
 }
 
@@ -826,6 +829,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 			log_warning("task %s: BPF metering unavailable for this task: %s", t->id,
 				    strerror(-r));
 	}
+	tsglue_track(a, t);
 	gpu_glue_started(a, t);
 	r = audit_glue_track(a, t, perr, sizeof(perr));
 	if (r < 0) {
@@ -1018,8 +1022,10 @@ static void task_main_exited(struct agent *a, struct task *t)
 		(void)agent_emit_record(a, &r);
 		acct_record_clear(&r);
 	}
-	if (t->cg && cg_task_is_empty(t->cg) == 0)
+	if (t->cg && cg_task_is_empty(t->cg) == 0) {
+		tsglue_snapshot(a, t); /* leftovers' exit records must find their task */
 		(void)cg_task_kill(t->cg, SIGKILL);
+	}
 	if (!t->cg || cg_task_is_empty(t->cg) != 0)
 		task_finalize(a, t);
 }
@@ -1117,6 +1123,7 @@ void task_tick(struct agent *a, uint64_t now)
 				if (t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED)
 					task_finalize(a, t);
 			} else {
+				tsglue_snapshot(a, t);
 				(void)cg_task_kill(t->cg, SIGKILL);
 			}
 			continue;
@@ -1140,6 +1147,7 @@ void task_tick(struct agent *a, uint64_t now)
 			}
 		}
 		gpu_glue_tick(a, t);
+		tsglue_snapshot(a, t);
 		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns &&
 		    now - t->start_mono_ns >= t->spec.time_limit_ns)
 			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,

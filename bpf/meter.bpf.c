@@ -328,8 +328,33 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf)
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
+/*
+ * Linux before 6.2 keeps mm->rss_stat as one struct of atomic counters; 6.2 made it an array
+ * of percpu_counter. Both layouts are described; the relocation of the one the running
+ * kernel lacks resolves to dead code, which the verifier drops.
+ */
+struct mm_rss_stat___pre62 {
+	atomic_long_t count[4];
+};
+struct mm_struct___pre62 {
+	struct mm_rss_stat___pre62 rss_stat;
+};
+
 static __always_inline __s64 read_rss_pages(struct mm_struct *mm, int member)
 {
+	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
+		struct mm_struct___pre62 *old = (void *)mm;
+
+		switch (member) {
+		case 0:
+			return BPF_CORE_READ(old, rss_stat.count[0].counter);
+		case 1:
+			return BPF_CORE_READ(old, rss_stat.count[1].counter);
+		case 3:
+			return BPF_CORE_READ(old, rss_stat.count[3].counter);
+		}
+		return 0;
+	}
 	switch (member) {
 	case 0:
 		return BPF_CORE_READ(mm, rss_stat[0].count);

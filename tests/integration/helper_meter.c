@@ -4,7 +4,8 @@
  *   helper_meter [--raw] [--sys] CASE WORK
  * --raw: force the raw_tp variants; --sys: IO bytes from the sys_exit program.
  * CASE: cpu | mem | io | net | fork. WORK: path of helper_meter_work.
- * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory, forks a child that
+ * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory (on a unified-only
+ * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), forks a child that
  * joins them and waits on a pipe, tracks it, releases it to exec the workload, waits for the
  * METER_EV_EXIT event (no sleeps), then compares the meter with the kernel's own figures.
  * Prints each figure and the ratio; exit 0 pass, 1 fail, 77 when BPF cannot be loaded at all.
@@ -37,6 +38,56 @@
 #define TASK_KEY 0xc0ffee01ULL
 
 static char cg_cpu[256], cg_mem[256], cg_uni[256];
+static bool v2; /* unified-only host (e.g. the VM tier): one cgroup for everything */
+
+/* "key value" line of a flat-keyed cgroup file, UINT64_MAX if absent. */
+static uint64_t read_key(const char *dir, const char *file, const char *key)
+{
+	char p[300], k[64];
+	uint64_t v, ret = UINT64_MAX;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	f = fopen(p, "re");
+	if (!f)
+		return UINT64_MAX;
+	while (fscanf(f, "%63s %" SCNu64, k, &v) == 2)
+		if (!strcmp(k, key)) {
+			ret = v;
+			break;
+		}
+	fclose(f);
+	return ret;
+}
+
+static void set_cgroup_paths(const char *tag)
+{
+	v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+	if (v2) {
+		snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/corral-metertest%s-%d", tag,
+			 getpid());
+		snprintf(cg_mem, sizeof(cg_mem), "%s", cg_cpu);
+		snprintf(cg_uni, sizeof(cg_uni), "%s", cg_cpu);
+		return;
+	}
+	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest%s-%d", tag,
+		 getpid());
+	snprintf(cg_mem, sizeof(cg_mem), "/sys/fs/cgroup/memory/corral-metertest%s-%d", tag,
+		 getpid());
+	snprintf(cg_uni, sizeof(cg_uni), "/sys/fs/cgroup/unified/corral-metertest%s-%d", tag,
+		 getpid());
+}
+
+static int make_cgroups(void)
+{
+	if (mkdir(cg_cpu, 0755) < 0)
+		return -errno;
+	if (v2)
+		return 0;
+	if (mkdir(cg_mem, 0755) < 0 || mkdir(cg_uni, 0755) < 0)
+		return -errno;
+	return 0;
+}
 
 static int join(const char *dir, pid_t pid)
 {
@@ -64,8 +115,26 @@ static uint64_t read_u64_path(const char *dir, const char *name)
 static void cleanup_cgroups(void)
 {
 	rmdir(cg_cpu);
+	if (v2)
+		return;
 	rmdir(cg_mem);
 	rmdir(cg_uni);
+}
+
+/* The kernel's own figures: cpuacct.usage / cpu.stat usage_usec, and the memory peak. */
+static uint64_t cgroup_cpu_ns(void)
+{
+	uint64_t us;
+
+	if (!v2)
+		return read_u64_path(cg_cpu, "cpuacct.usage");
+	us = read_key(cg_cpu, "cpu.stat", "usage_usec");
+	return us == UINT64_MAX ? us : us * 1000;
+}
+
+static uint64_t cgroup_mem_peak(void)
+{
+	return read_u64_path(cg_mem, v2 ? "memory.peak" : "memory.max_usage_in_bytes");
 }
 
 struct waitctx {
@@ -186,7 +255,7 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 	int go[2], st;
 	pid_t child;
 
-	if (mkdir(cg_cpu, 0755) < 0 || pipe2(go, O_CLOEXEC) < 0)
+	if (make_cgroups() < 0 || pipe2(go, O_CLOEXEC) < 0)
 		return false;
 	child = fork();
 	if (child < 0)
@@ -222,8 +291,8 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 		fprintf(stderr, "workload failed: 0x%x\n", st);
 		ok = false;
 	}
-	usage = read_u64_path(cg_cpu, "cpuacct.usage");
-	rmdir(cg_cpu);
+	usage = cgroup_cpu_ns();
+	cleanup_cgroups();
 	if (!c.leader_seen) {
 		fprintf(stderr, "no taskstats exit record for %d within 30 s\n", (int)child);
 		return false;
@@ -268,7 +337,7 @@ static int run_taskstats(const char *work)
 		fprintf(stderr, "taskstats_listener_open: %s\n", strerror(-r));
 		return 1;
 	}
-	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest-ts-%d", getpid());
+	set_cgroup_paths("-ts");
 	ok &= taskstats_case(l, burn, false);
 	ok &= taskstats_case(l, wr, true);
 	taskstats_listener_free(l);
@@ -338,10 +407,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	snprintf(cg_cpu, sizeof(cg_cpu), "/sys/fs/cgroup/cpuacct/corral-metertest-%d", getpid());
-	snprintf(cg_mem, sizeof(cg_mem), "/sys/fs/cgroup/memory/corral-metertest-%d", getpid());
-	snprintf(cg_uni, sizeof(cg_uni), "/sys/fs/cgroup/unified/corral-metertest-%d", getpid());
-	if (mkdir(cg_cpu, 0755) < 0 || mkdir(cg_mem, 0755) < 0 || mkdir(cg_uni, 0755) < 0) {
+	set_cgroup_paths("");
+	if (make_cgroups() < 0) {
 		fprintf(stderr, "mkdir cgroups: %m\n");
 		cleanup_cgroups();
 		return 1;
@@ -361,7 +428,8 @@ int main(int argc, char **argv)
 
 		close(go[1]);
 		close(ready[0]);
-		if (join(cg_cpu, getpid()) || join(cg_mem, getpid()) || join(cg_uni, getpid()))
+		if (join(cg_cpu, getpid()) ||
+		    (!v2 && (join(cg_mem, getpid()) || join(cg_uni, getpid()))))
 			_exit(126);
 		/* Joined: tracking starts now, so both sides see the same life. */
 		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
@@ -435,16 +503,16 @@ int main(int argc, char **argv)
 
 	if (!strcmp(cs, "cpu")) {
 		ok &= check_ratio("cpu (2 threads x 2 s)", (double)u.cpu_ns,
-				  (double)read_u64_path(cg_cpu, "cpuacct.usage"), 0.01);
+				  (double)cgroup_cpu_ns(), 0.01);
 	} else if (!strcmp(cs, "fork")) {
-		ok &= check_ratio("cpu (100 children)", (double)u.cpu_ns,
-				  (double)read_u64_path(cg_cpu, "cpuacct.usage"), 0.01);
+		ok &= check_ratio("cpu (100 children)", (double)u.cpu_ns, (double)cgroup_cpu_ns(),
+				  0.01);
 		printf("forks=%" PRIu64 " (expected 100) %s\n", u.forks,
 		       u.forks == 100 ? "ok" : "FAIL");
 		ok &= u.forks == 100;
 	} else if (!strcmp(cs, "mem")) {
 		ok &= check_ratio("rss peak (300 MiB)", (double)u.rss_peak_bytes,
-				  (double)read_u64_path(cg_mem, "memory.max_usage_in_bytes"), 0.02);
+				  (double)cgroup_mem_peak(), 0.02);
 		printf("memory_byte_seconds=%.0f\n", u.memory_byte_seconds);
 		ok &= u.memory_byte_seconds > 0;
 	} else if (!strcmp(cs, "io")) {
