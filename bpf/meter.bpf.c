@@ -75,6 +75,13 @@ const volatile __u32 io_from_ioac = 1;
 /* Read by user space through the mmaped .bss. */
 __u64 ringbuf_drops;
 __u64 map_full;
+/*
+ * Set by user space when it tracks a process that may already have several threads: then a
+ * switch-in without task storage also looks the thread's process up in "procs" (the slow
+ * path). Otherwise (tp_btf) every tracked thread gets its storage at fork or from user space,
+ * and an untracked thread costs one storage lookup per switch, no hash lookup.
+ */
+__u32 lazy_threads;
 
 /*
  * RD(btf, ptr, field): a direct load in tp_btf programs (trusted BTF pointers: a plain load,
@@ -95,6 +102,35 @@ static __always_inline struct meter_task *task_of_current(void)
 
 /* ---- CPU ---------------------------------------------------------------------------------- */
 
+/* Start a thread's accounting from its current totals. */
+static __always_inline void take_base(struct meter_thread *th, struct task_struct *tsk,
+				      const bool btf)
+{
+	th->sum_exec = RD(btf, tsk, se.sum_exec_runtime);
+	th->utime = RD(btf, tsk, utime);
+	th->stime = RD(btf, tsk, stime);
+	th->flags = 0;
+	if (!io_from_ioac)
+		return;
+	if (btf) {
+		th->rchar = tsk->ioac.rchar;
+		th->wchar = tsk->ioac.wchar;
+		th->read_bytes = tsk->ioac.read_bytes;
+		th->write_bytes = tsk->ioac.write_bytes;
+		th->cancelled = tsk->ioac.cancelled_write_bytes;
+	} else {
+		struct task_io_accounting io;
+
+		if (bpf_core_read(&io, sizeof(io), &tsk->ioac))
+			return;
+		th->rchar = io.rchar;
+		th->wchar = io.wchar;
+		th->read_bytes = io.read_bytes;
+		th->write_bytes = io.write_bytes;
+		th->cancelled = io.cancelled_write_bytes;
+	}
+}
+
 /*
  * Account what thread tsk ran since it was last accounted: the delta of se.sum_exec_runtime,
  * which update_curr() has brought up to date before trace_sched_switch. These are the very
@@ -107,6 +143,10 @@ static __always_inline bool slice_end(struct meter_thread *th, struct task_struc
 	__u64 se = RD(btf, tsk, se.sum_exec_runtime), ut, st;
 	struct meter_task *t;
 
+	if (btf && (th->flags & METER_TH_NEED_BASE)) {
+		take_base(th, tsk, btf);
+		return true;
+	}
 	t = bpf_map_lookup_elem(&tasks, &th->task_key);
 	if (!t)
 		return false;
@@ -185,6 +225,16 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 			thread_del(prev, tid, btf);
 	}
 
+	if (btf) {
+		th = bpf_task_storage_get(&tstore, next, 0, 0);
+		if (th) {
+			if (th->flags & METER_TH_NEED_BASE)
+				take_base(th, next, btf);
+			return;
+		}
+		if (!lazy_threads)
+			return;
+	}
 	tgid = RD(btf, next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
@@ -194,29 +244,9 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	if (th && th->task_key == p->task_key)
 		return;
 	/* First run of the thread since it is tracked: start from its current totals. */
-	struct meter_thread nt = {
-	    .task_key = p->task_key,
-	    .sum_exec = RD(btf, next, se.sum_exec_runtime),
-	    .utime = RD(btf, next, utime),
-	    .stime = RD(btf, next, stime),
-	};
-	if (io_from_ioac) {
-		struct task_io_accounting io;
+	struct meter_thread nt = {.task_key = p->task_key};
 
-		if (btf) {
-			nt.rchar = next->ioac.rchar;
-			nt.wchar = next->ioac.wchar;
-			nt.read_bytes = next->ioac.read_bytes;
-			nt.write_bytes = next->ioac.write_bytes;
-			nt.cancelled = next->ioac.cancelled_write_bytes;
-		} else if (!bpf_core_read(&io, sizeof(io), &next->ioac)) {
-			nt.rchar = io.rchar;
-			nt.wchar = io.wchar;
-			nt.read_bytes = io.read_bytes;
-			nt.write_bytes = io.write_bytes;
-			nt.cancelled = io.cancelled_write_bytes;
-		}
-	}
+	take_base(&nt, next, btf);
 	if (btf) {
 		if (!bpf_task_storage_get(&tstore, next, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE))
 			__sync_fetch_and_add(&map_full, 1);
@@ -227,7 +257,21 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 
 /* ---- process lifetime --------------------------------------------------------------------- */
 
-static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+/*
+ * tp_btf: a new thread or process of a tracked task gets its task storage here, zeroed (the
+ * kernel starts a child's sum_exec_runtime, utime/stime and ioac at zero), so that its
+ * switches never need the "procs" lookup.
+ */
+static __always_inline void storage_for_child(struct task_struct *child, __u64 task_key)
+{
+	struct meter_thread nt = {.task_key = task_key};
+
+	if (!bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		__sync_fetch_and_add(&map_full, 1);
+}
+
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child,
+				    const bool btf)
 {
 	__u32 ptgid, cpid, ctgid;
 	struct meter_proc *p, np = {};
@@ -235,8 +279,12 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 
 	cpid = BPF_CORE_READ(child, pid);
 	ctgid = BPF_CORE_READ(child, tgid);
-	if (cpid != ctgid)
-		return; /* a new thread: picked up at its first switch-in */
+	if (cpid != ctgid) {
+		/* A new thread: raw_tp picks it up at its first switch-in. */
+		if (btf && (p = bpf_map_lookup_elem(&procs, &ctgid)))
+			storage_for_child(child, p->task_key);
+		return;
+	}
 	ptgid = BPF_CORE_READ(parent, tgid);
 	p = bpf_map_lookup_elem(&procs, &ptgid);
 	if (!p)
@@ -252,6 +300,8 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	}
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
+	if (btf)
+		storage_for_child(child, np.task_key);
 }
 
 static __always_inline int exit_status(struct task_struct *p)
@@ -575,13 +625,13 @@ int BPF_PROG(raw_sched_switch, bool preempt, struct task_struct *prev, struct ta
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(btf_sched_fork, struct task_struct *parent, struct task_struct *child)
 {
-	on_fork(parent, child);
+	on_fork(parent, child, true);
 	return 0;
 }
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(raw_sched_fork, struct task_struct *parent, struct task_struct *child)
 {
-	on_fork(parent, child);
+	on_fork(parent, child, false);
 	return 0;
 }
 

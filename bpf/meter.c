@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,6 +265,59 @@ static int cgroup_id_of(int fd, uint64_t *ret)
 	return 0;
 }
 
+static bool is_btf(const struct meter *m)
+{
+	return strcmp(m->mode, "tp_btf") == 0;
+}
+
+/* Threads of a process, from /proc (1 when it cannot be read: the caller's usual case). */
+static unsigned threads_of(pid_t tgid)
+{
+	char p[64], *s = NULL, *t;
+	size_t n = 0;
+	unsigned v = 1;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)tgid);
+	f = fopen(p, "re");
+	if (!f)
+		return 1;
+	while (getline(&s, &n, f) > 0)
+		if (strncmp(s, "Threads:", 8) == 0) {
+			v = (unsigned)strtoul(s + 8, &t, 10);
+			break;
+		}
+	free(s);
+	fclose(f);
+	return v;
+}
+
+/*
+ * tp_btf: give the process's (main) thread its task storage now, to be based at its next
+ * switch-in; a process that already has more threads needs the lazy lookup for the others.
+ */
+static int add_thread_storage(struct meter *m, uint64_t key, pid_t tgid)
+{
+	struct meter_thread th = {.task_key = key, .flags = METER_TH_NEED_BASE};
+	int pidfd, r = 0;
+
+	if (!is_btf(m))
+		return 0;
+	if (threads_of(tgid) > 1)
+		m->skel->bss->lazy_threads = 1;
+	pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+	if (pidfd < 0) {
+		m->skel->bss->lazy_threads = 1; /* found at its first switch-in instead */
+		return 0;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.tstore), &pidfd, &th, BPF_ANY) < 0)
+		r = -errno;
+	close(pidfd);
+	if (r < 0)
+		m->skel->bss->lazy_threads = 1;
+	return 0;
+}
+
 static int add_proc(struct meter *m, uint64_t key, pid_t tgid)
 {
 	struct meter_proc p = {.task_key = key};
@@ -328,6 +382,7 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 	r = add_proc(m, task_key, tgid);
 	if (r < 0)
 		goto out_task;
+	(void)add_thread_storage(m, task_key, tgid);
 	t->used = true;
 	m->ntracked++;
 	return 0;
@@ -357,6 +412,8 @@ int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid)
 	r = add_proc(m, task_key, tgid);
 	if (r < 0)
 		return r;
+	/* A re-adopted process may have many threads: they are found at their switch-in. */
+	m->skel->bss->lazy_threads = 1;
 	/*
 	 * Read-modify-write of the whole value: counters that BPF adds between the lookup and the
 	 * update are lost. Only used when re-adopting (usage restarts from zero anyway).

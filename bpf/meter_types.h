@@ -46,7 +46,11 @@ struct meter_thread {
 	__u64 utime;	/* task->utime / stime at the last switch-out */
 	__u64 stime;
 	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
+	__u64 flags; /* METER_TH_* */
 };
+
+/* Entry made by user space (meter_track): take the totals at the next switch-in. */
+#define METER_TH_NEED_BASE 1ULL
 
 /* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */
 struct meter_mm {
