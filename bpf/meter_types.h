@@ -46,7 +46,7 @@ struct meter_thread {
 	__u64 utime;	/* task->utime / stime at the last switch-out */
 	__u64 stime;
 	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
-	__u64 flags; /* METER_TH_* */
+	__u64 flags;						/* METER_TH_* */
 };
 
 /* Entry made by user space (meter_track): take the totals at the next switch-in. */
