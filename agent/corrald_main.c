@@ -8,6 +8,7 @@
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
+#include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -249,6 +250,28 @@ static void on_signal(struct agent *a)
 	}
 }
 
+/*
+ * The network programs (metering, audit policy) go once on the parent of every task cgroup
+ * instead of on each task's: that saves six program attaches per launch. On failure the
+ * loaders attach per task as before.
+ */
+static void attach_cgroup_root(struct agent *a)
+{
+	int fd = a->cg ? cg_root_unified_fd(a->cg) : -1;
+	int r;
+
+	if (fd < 0)
+		return;
+	if (a->meter && (r = meter_attach_cgroup_root(a->meter, fd)) < 0)
+		log_warning("metering: attaching network programs to the tasks' parent cgroup "
+			    "failed (%s): attaching per task",
+			    strerror(-r));
+	if (a->audit && (r = audit_attach_cgroup_root(a->audit, fd)) < 0)
+		log_warning("audit: attaching network policy to the tasks' parent cgroup failed "
+			    "(%s): attaching per task",
+			    strerror(-r));
+}
+
 static int setup(struct agent *a)
 {
 	struct cg_root_opts cgo = {.subtree = a->cfg.cgroup_subtree,
@@ -365,6 +388,7 @@ static int setup(struct agent *a)
 	r = audit_glue_init(a);
 	if (r < 0)
 		return r;
+	attach_cgroup_root(a);
 	r = gpu_glue_init(a);
 	if (r < 0)
 		return r;

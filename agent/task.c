@@ -707,6 +707,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	lim.cpus = spec->cpus;
 	lim.cpu_weight = spec->cpu_weight;
 	lim.pids_max = spec->pids_max;
+	/* v1: hierarchies joined only when needed (each join costs about 0.5 ms). */
+	lim.block_stats = !a->meter && !tsglue_active(a); /* the IO source then */
+	lim.devices = a->gpu != NULL;			  /* GPU device policy */
 	for (size_t i = 0; i < spec->n_io; i++) {
 		r = resolve_io_device(spec->io[i].device, &lim.io[i].major, &lim.io[i].minor);
 		if (r < 0)

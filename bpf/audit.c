@@ -48,6 +48,7 @@ struct tracked {
 
 struct audit {
 	struct audit_bpf *skel;
+	struct bpf_link *root_net[N_NET_PROGS]; /* audit_attach_cgroup_root */
 	struct ring_buffer *rb;
 	const char *mode;
 	struct tracked *tasks;
@@ -419,10 +420,38 @@ void audit_free(struct audit *a)
 		return;
 	for (uint32_t i = 0; i < a->max_tasks; i++)
 		detach_net(&a->tasks[i]);
+	for (int i = 0; i < N_NET_PROGS; i++)
+		bpf_link__destroy(a->root_net[i]);
 	ring_buffer__free(a->rb);
 	audit_bpf__destroy(a->skel);
 	free(a->tasks);
 	free(a);
+}
+
+int audit_attach_cgroup_root(struct audit *a, int root_fd)
+{
+	struct audit_bpf *s = a->skel;
+	struct bpf_program *progs[N_NET_PROGS] = {s->progs.audit_connect4, s->progs.audit_connect6,
+						  s->progs.audit_sendmsg4, s->progs.audit_sendmsg6};
+
+	if (root_fd < 0)
+		return -EBADF;
+	if (a->root_net[0])
+		return -EALREADY;
+	for (int i = 0; i < N_NET_PROGS; i++) {
+		a->root_net[i] = bpf_program__attach_cgroup(progs[i], root_fd);
+		if (!a->root_net[i]) {
+			int r = errno ? -errno : -EINVAL;
+
+			for (int k = 0; k < i; k++) {
+				bpf_link__destroy(a->root_net[k]);
+				a->root_net[k] = NULL;
+			}
+			a->root_net[i] = NULL;
+			return r;
+		}
+	}
+	return 0;
 }
 
 const char *audit_attach_mode(const struct audit *a)
@@ -548,7 +577,7 @@ int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
 			goto out_policy;
 		}
 		t->has_cgroup = true;
-		for (int i = 0; i < N_NET_PROGS; i++) {
+		for (int i = 0; i < N_NET_PROGS && !a->root_net[0]; i++) {
 			t->net[i] = bpf_program__attach_cgroup(progs[i], cgroup_fd);
 			if (!t->net[i]) {
 				r = errno ? -errno : -EINVAL;

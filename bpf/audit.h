@@ -117,6 +117,13 @@ struct audit;
 int audit_open(const struct audit_opts *opts, struct audit **ret);
 void audit_free(struct audit *a);
 /* "tp_btf" or "raw_tp" */
+/*
+ * Attach the connect/sendmsg programs once to the parent cgroup of every task (the agent's
+ * unified subtree); they look the task up by cgroup id, so audit_track then registers the
+ * task's cgroup without attaching four programs per launch. Cgroups below that are not
+ * tracked are allowed and not audited, as before.
+ */
+int audit_attach_cgroup_root(struct audit *a, int root_fd);
 const char *audit_attach_mode(const struct audit *a);
 /* Ring buffer epoll fd; call audit_poll when readable. */
 int audit_fd(const struct audit *a);

@@ -41,7 +41,8 @@ struct meter {
 	struct tracked *tasks;
 	uint32_t max_tasks, max_pids, ntracked;
 	bool io_from_syscalls;
-	meter_event_fn fn; /* set during meter_poll only */
+	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
+	meter_event_fn fn;			     /* set during meter_poll only */
 	void *userdata;
 };
 
@@ -209,9 +210,31 @@ void meter_free(struct meter *m)
 		bpf_link__destroy(m->tasks[i].egress);
 	}
 	ring_buffer__free(m->rb);
+	bpf_link__destroy(m->root_ingress);
+	bpf_link__destroy(m->root_egress);
 	meter_bpf__destroy(m->skel);
 	free(m->tasks);
 	free(m);
+}
+
+int meter_attach_cgroup_root(struct meter *m, int root_fd)
+{
+	if (root_fd < 0)
+		return -EBADF;
+	if (m->root_ingress)
+		return -EALREADY;
+	m->root_ingress = bpf_program__attach_cgroup(m->skel->progs.meter_ingress, root_fd);
+	if (!m->root_ingress)
+		return -errno;
+	m->root_egress = bpf_program__attach_cgroup(m->skel->progs.meter_egress, root_fd);
+	if (!m->root_egress) {
+		int r = -errno;
+
+		bpf_link__destroy(m->root_ingress);
+		m->root_ingress = NULL;
+		return r;
+	}
+	return 0;
 }
 
 const char *meter_attach_mode(const struct meter *m)
@@ -364,15 +387,20 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 		if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id, &zero,
 					BPF_NOEXIST) < 0)
 			return errno == EEXIST ? -EBUSY : -errno;
-		t->ingress = bpf_program__attach_cgroup(m->skel->progs.meter_ingress, cgroup_fd);
-		if (!t->ingress) {
-			r = -errno;
-			goto out_net;
-		}
-		t->egress = bpf_program__attach_cgroup(m->skel->progs.meter_egress, cgroup_fd);
-		if (!t->egress) {
-			r = -errno;
-			goto out_detach;
+		/* Attached once at the parent: the programs key by cgroup id anyway. */
+		if (!m->root_ingress) {
+			t->ingress =
+			    bpf_program__attach_cgroup(m->skel->progs.meter_ingress, cgroup_fd);
+			if (!t->ingress) {
+				r = -errno;
+				goto out_net;
+			}
+			t->egress =
+			    bpf_program__attach_cgroup(m->skel->progs.meter_egress, cgroup_fd);
+			if (!t->egress) {
+				r = -errno;
+				goto out_detach;
+			}
 		}
 	}
 	if (bpf_map_update_elem(tfd, &task_key, &mt, BPF_NOEXIST) < 0) {
@@ -484,7 +512,7 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.blk_issued_write_bytes = mt.rq_write_bytes;
 	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;
 	u.forks = mt.forks;
-	if (t->ingress) {
+	if (t->ingress || (t->cgroup_id && m->root_ingress)) {
 		struct meter_net n;
 
 		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id, &n) == 0) {

@@ -68,6 +68,13 @@ struct meter;
 int meter_open(const struct meter_opts *opts, struct meter **ret);
 void meter_free(struct meter *m);
 /* "tp_btf" or "raw_tp" */
+/*
+ * Attach the network programs once to the parent cgroup of every task (the agent's subtree in
+ * the unified hierarchy; cgroup links are multi-attach, so programs of others stay). The
+ * programs count by cgroup id, so tasks below need no attach of their own: meter_track then
+ * only registers the task's cgroup id, which saves two program attaches per launch.
+ */
+int meter_attach_cgroup_root(struct meter *m, int root_fd);
 const char *meter_attach_mode(const struct meter *m);
 /* Ring buffer epoll fd; call meter_poll when readable. */
 int meter_fd(const struct meter *m);

@@ -434,6 +434,13 @@ bool cg_root_has_unified(const struct cg_root *root)
 	return root && root->unified_hier >= 0;
 }
 
+int cg_root_unified_fd(const struct cg_root *root)
+{
+	if (!root || root->unified_hier < 0)
+		return -1;
+	return root->hier[root->unified_hier].dir_fd;
+}
+
 bool cg_root_swap_accounting(const struct cg_root *root)
 {
 	return root && root->swap_accounting;
@@ -556,12 +563,29 @@ int cg_limits_validate(const struct cg_limits *l)
 	return 0;
 }
 
+/* Controllers a task with these limits needs (see struct cg_limits). */
+static unsigned hierarchies_needed(const struct cg_limits *l)
+{
+	unsigned need = 1u << CG_C_MEMORY | 1u << CG_C_CPUACCT | 1u << CG_C_FREEZER;
+
+	if (l->cpus > 0 || l->cpu_weight)
+		need |= 1u << CG_C_CPU;
+	if (l->pids_max)
+		need |= 1u << CG_C_PIDS;
+	if (l->n_io > 0 || l->block_stats)
+		need |= 1u << CG_C_BLKIO;
+	if (l->devices)
+		need |= 1u << CG_C_DEVICES;
+	return need;
+}
+
 int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
 		   struct cg_task **ret)
 {
 	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
 	static const struct cg_limits none = {.swap_max = UINT64_MAX};
 	bool created[CG_MAX_HIER] = {false};
+	unsigned need;
 	int r;
 
 	if (!root || !ret || !is_task_name(root, name))
@@ -579,7 +603,11 @@ int cg_task_create(struct cg_root *root, const char *name, const struct cg_limit
 	t = task_new(root, name);
 	if (!t)
 		return -ENOMEM;
+	need = hierarchies_needed(limits ? limits : &none);
 	for (size_t i = 0; i < root->n_hier; i++) {
+		if (!root->hier[i].unified && !(root->hier[i].ctrls & need) &&
+		    (int)i != root->main_hier)
+			continue;
 		if (mkdirat(root->hier[i].dir_fd, name, 0755) < 0) {
 			r = -errno;
 			goto out_rmdir;

@@ -36,6 +36,14 @@ struct cg_limits {
 	uint64_t pids_max;    /* 0 = unlimited */
 	size_t n_io;
 	struct cg_io_limit io[CG_IO_MAX];
+	/*
+	 * v1 only (v2 has one hierarchy): the task's cgroup is made in the hierarchies it needs:
+	 * memory, cpuacct, freezer (race-free kill) and the unified one always; cpu with a CPU
+	 * limit or weight, pids with a pids limit, blkio with IO limits or block_stats, devices
+	 * with devices. Joining a v1 hierarchy costs a synchronize_rcu() in the kernel.
+	 */
+	bool block_stats; /* blkio byte counters wanted in cg_stats */
+	bool devices;	  /* the devices controller will be used (cg_task_v1_dir_fd) */
 };
 
 struct cg_stats {
@@ -71,6 +79,8 @@ enum cg_mode cg_root_mode(const struct cg_root *root);
 const char *cg_mode_to_string(enum cg_mode m);
 /* Whether the unified hierarchy (for cgroup BPF) is usable: v2 mode, or a v1 hybrid host. */
 bool cg_root_has_unified(const struct cg_root *root);
+/* The agent's subtree directory in the unified hierarchy (parent of every task's), or -1. */
+int cg_root_unified_fd(const struct cg_root *root);
 /*
  * v2: move the calling process into "<subtree>/<leaf>" (e.g. "agent") so the subtree root has
  * no processes and can enable controllers for siblings. No-op on v1.

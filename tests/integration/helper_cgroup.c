@@ -238,6 +238,8 @@ static struct cg_limits std_limits(void)
 	    .swap_max = 0,
 	    .cpus = 0.5,
 	    .pids_max = 16,
+	    .block_stats = true, /* every v1 hierarchy, for the mount cross-check below */
+	    .devices = true,
 	};
 	return l;
 }

@@ -513,12 +513,15 @@ static void test_v1_limits(void **state)
 	/* the cpu hierarchy got no memory limit, etc. */
 	assert_string_equal(read_rel("cpu/corral-test/t1/memory.limit_in_bytes"), "");
 	assert_true(exists_rel("unified/corral-test/t1"));
-	assert_true(exists_rel("devices/corral-test/t1"));
+	/* only the hierarchies the task needs: no GPU/device policy asked for */
+	assert_false(exists_rel("devices/corral-test/t1"));
+	assert_true(exists_rel("freezer/corral-test/t1"));
+	assert_true(exists_rel("cpuacct/corral-test/t1"));
 
 	assert_true(cg_task_unified_fd(t) >= 0);
 	assert_true(cg_task_unified_id(t) != 0);
 	assert_int_equal(cg_task_clone_fd(t), -1);
-	assert_true(cg_task_v1_dir_fd(t, "devices") >= 0);
+	assert_int_equal(cg_task_v1_dir_fd(t, "devices"), -1);
 	assert_true(cg_task_v1_dir_fd(t, "freezer") >= 0);
 	assert_int_equal(cg_task_v1_dir_fd(t, "cpuset"), -1);
 	assert_int_equal(cg_task_v1_dir_fd(t, NULL), -1);
@@ -641,6 +644,39 @@ static void test_v1_foreign(void **state)
 	cg_root_free(root);
 }
 
+/* v1: a task's cgroup is made only in the hierarchies it needs (each join costs an RCU sync). */
+static void test_v1_needed_hierarchies(void **state)
+{
+	struct cg_limits none = {.swap_max = UINT64_MAX};
+	struct cg_limits dev = {.swap_max = UINT64_MAX, .devices = true, .cpu_weight = 50};
+	struct cg_task *t = NULL, *t2 = NULL;
+	struct cg_root *root;
+
+	make_v1_tree(true);
+	root = open_root(CG_MODE_V1, NULL);
+	assert_int_equal(cg_task_create(root, "plain", &none, &t), 0);
+	assert_true(exists_rel("memory/corral-test/plain"));
+	assert_true(exists_rel("cpuacct/corral-test/plain"));
+	assert_true(exists_rel("freezer/corral-test/plain"));
+	assert_true(exists_rel("unified/corral-test/plain"));
+	assert_false(exists_rel("cpu/corral-test/plain"));
+	assert_false(exists_rel("pids/corral-test/plain"));
+	assert_false(exists_rel("blkio/corral-test/plain"));
+	assert_false(exists_rel("devices/corral-test/plain"));
+	assert_int_equal(cg_task_create(root, "gpu", &dev, &t2), 0);
+	assert_true(exists_rel("devices/corral-test/gpu"));
+	assert_true(exists_rel("cpu/corral-test/gpu"));
+	assert_true(cg_task_v1_dir_fd(t2, "devices") >= 0);
+	/* destroy removes exactly what was made; a re-open finds the same set */
+	assert_int_equal(cg_task_destroy(t), 0);
+	assert_false(exists_rel("memory/corral-test/plain"));
+	assert_int_equal(cg_task_destroy(t2), 0);
+	assert_false(exists_rel("devices/corral-test/gpu"));
+	cg_task_free(t);
+	cg_task_free(t2);
+	cg_root_free(root);
+}
+
 static void test_v1_stats_and_kill(void **state)
 {
 	struct cg_root *root;
@@ -653,7 +689,13 @@ static void test_v1_stats_and_kill(void **state)
 
 	make_v1_tree(true);
 	root = open_root(CG_MODE_V1, NULL);
-	assert_int_equal(cg_task_create(root, "s", NULL, &t), 0);
+	/* block stats and a pids limit: blkio and pids are joined too */
+	{
+		struct cg_limits sl = {
+		    .swap_max = UINT64_MAX, .pids_max = 100, .block_stats = true};
+
+		assert_int_equal(cg_task_create(root, "s", &sl, &t), 0);
+	}
 	write_rel("cpuacct/corral-test/s/cpuacct.usage", "2500000000\n");
 	write_rel("cpuacct/corral-test/s/cpuacct.stat", "user 150\nsystem 50\n");
 	write_rel("memory/corral-test/s/memory.usage_in_bytes", "1048576\n");
@@ -879,6 +921,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_v1_no_memsw_and_failure_cleanup, setup_tree,
 					    teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_foreign, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_needed_hierarchies, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_stats_and_kill, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
