@@ -5,18 +5,26 @@
  * record in the per-node hash chain. Per-task network policy (--allow-net / --deny-net, default
  * from [audit] net_default) is enforced in cgroup/connect4|6 and sendmsg4|6. Events the ring
  * buffer could not take are counted per task in BPF and reported as an audit.lost record.
+ * Calls the seccomp profile denied become audit.syscall records (see agent/audit_glue.h).
  */
+#include "agent/audit_glue.h"
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "bpf/audit.h"
 #include "common/macro.h"
 #include "isolation/cgroup.h"
+#include "isolation/launch.h"
+#include "isolation/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #define NET_RULES_MAX 32
 
@@ -158,6 +166,7 @@ void audit_glue_task_end(struct agent *a, struct task *t)
 {
 	uint64_t lost = 0;
 
+	(void)audit_glue_syscalls_poll(a, t);
 	if (!a->audit || !t->audit_tracked)
 		return;
 	(void)audit_poll(a->audit, on_event, a);
@@ -177,4 +186,154 @@ void audit_glue_task_end(struct agent *a, struct task *t)
 	}
 	(void)audit_forget(a->audit, t->key);
 	t->audit_tracked = false;
+}
+
+/* ---- audit.syscall ------------------------------------------------------------------------- */
+
+bool audit_glue_syscalls_enabled(const struct agent *a)
+{
+	return a->cfg.audit;
+}
+
+void audit_glue_syscalls_path(const struct agent *a, const char *task_id, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/tasks/%s.syscalls", a->cfg.state_dir, task_id);
+}
+
+/*
+ * event: {seq, name, number, arch, action, errno (errno actions), pid, tid (when not the
+ * process's main thread), args[6] (hex strings: raw registers, the kernel knows no arity)}.
+ */
+static void emit_syscall(struct agent *a, struct task *t, const struct launch_syscall_line *l)
+{
+	struct acct_record r;
+	const char *arch = NULL;
+	char name[64];
+	json_t *args = json_array();
+
+	(void)sbx_syscall_name(l->arch, l->nr, name, sizeof(name), &arch);
+	for (size_t i = 0; args && i < ARRAY_SIZE(l->args); i++) {
+		char hex[24];
+
+		snprintf(hex, sizeof(hex), "0x%" PRIx64, l->args[i]);
+		json_array_append_new(args, json_string(hex));
+	}
+	task_fill_record(a, t, ACCT_AUDIT_SYSCALL, &r);
+	r.time_ns = l->time_ns;
+	r.event = json_pack("{s:I,s:s,s:i,s:s,s:s,s:i,s:o*}", "seq", (json_int_t)l->seq, "name",
+			    name, "number", (int)l->nr, "arch", arch ? arch : "unknown", "action",
+			    sbx_action_name(l->action), "pid", (int)l->pid, "args", args);
+	if (r.event && (l->action & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO)
+		json_object_set_new(r.event, "errno", json_integer(l->action & SECCOMP_RET_DATA));
+	if (r.event && l->tid != l->pid)
+		json_object_set_new(r.event, "tid", json_integer(l->tid));
+	if (r.event)
+		(void)agent_emit_record(a, &r);
+	else
+		log_error("task %s: building the audit.syscall record %" PRIu64 " failed", t->id,
+			  l->seq);
+	acct_record_clear(&r);
+}
+
+static void syscalls_line(struct agent *a, struct task *t, const char *s)
+{
+	struct launch_syscall_line l;
+
+	if (launch_parse_syscall_line(s, &l) < 0) {
+		log_warning("task %s: malformed line in its syscalls file: \"%.80s\"", t->id, s);
+		return;
+	}
+	if (l.kind == LAUNCH_SYSCALL_END)
+		t->syscalls_done = true;
+	if (l.seq <= t->syscalls_seq)
+		return; /* turned into a record before an agent restart */
+	t->syscalls_seq = l.seq;
+	if (l.kind == LAUNCH_SYSCALL_CALL) {
+		emit_syscall(a, t, &l);
+		return;
+	}
+	if (l.total > l.recorded) {
+		struct acct_record r;
+
+		task_fill_record(a, t, ACCT_AUDIT_LOST, &r);
+		r.event =
+		    json_pack("{s:s,s:I,s:I,s:I,s:I}", "kind", "syscall", "lost",
+			      (json_int_t)(l.total - l.recorded), "total", (json_int_t)l.total,
+			      "cap", (json_int_t)AUDIT_SYSCALLS_MAX, "seq", (json_int_t)l.seq);
+		if (r.event)
+			(void)agent_emit_record(a, &r);
+		acct_record_clear(&r);
+		log_notice("task %s: %" PRIu64 " denied call(s), %" PRIu64
+			   " beyond the per-task cap counted in audit.lost",
+			   t->id, l.total, l.total - l.recorded);
+	}
+	if (!l.listener && t->status != ACCT_EXIT_LAUNCH_FAILED)
+		log_warning("task %s: its denied calls were not audited (the profile would block "
+			    "the listener handoff: sendmsg/read)",
+			    t->id);
+}
+
+bool audit_glue_syscalls_poll(struct agent *a, struct task *t)
+{
+	static char buf[64 * 1024];
+	_cleanup_close_ int fd = -1;
+	char path[512];
+
+	if (!t->syscall_audit || t->syscalls_done)
+		return true;
+	audit_glue_syscalls_path(a, t->id, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			return false;
+		log_warning("task %s: %s is gone: its denied calls are not known", t->id, path);
+		t->syscalls_done = true;
+		return true;
+	}
+	/* Only whole lines are consumed; a line being appended is read next time. */
+	while (!t->syscalls_done) {
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, (off_t)t->syscalls_off);
+		size_t used = 0;
+		char *nl;
+
+		if (n <= 0)
+			break;
+		buf[n] = 0;
+		while ((nl = memchr(buf + used, '\n', (size_t)n - used))) {
+			*nl = 0;
+			syscalls_line(a, t, buf + used);
+			used = (size_t)(nl - buf) + 1;
+		}
+		if (used == 0) {
+			if ((size_t)n < sizeof(buf) - 1)
+				break;
+			used = (size_t)n; /* no newline in 64 KiB: not a line of ours, skip it */
+		}
+		t->syscalls_off += used;
+	}
+	return t->syscalls_done;
+}
+
+bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up)
+{
+	if (audit_glue_syscalls_poll(a, t) || t->status == ACCT_EXIT_LOST)
+		return true;
+	if (give_up)
+		log_warning(
+		    "task %s: its supervisor did not finish the syscalls file; denied calls "
+		    "after line %" PRIu64 " are not known",
+		    t->id, t->syscalls_seq);
+	return give_up;
+}
+
+void audit_glue_syscalls_flushed(struct agent *a)
+{
+	for (struct task *t = a->tasks; t; t = t->next) {
+		if (!t->syscall_audit || t->syscalls_seq == t->syscalls_seq_saved)
+			continue;
+		t->syscalls_seq_saved = t->syscalls_seq;
+		/* An ended task's state file goes away in this flush (the spool has its seq). */
+		if (t->state != TASK_ENDED && state_save_task(a, t) < 0)
+			log_error("task %s: saving its audit.syscall position failed", t->id);
+	}
 }

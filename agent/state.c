@@ -5,10 +5,12 @@
  *                      so a crash never reuses one)
  *   tasks/<id>.json    one file per live task, written atomically (tmp + fsync + rename)
  *   tasks/<id>.exit    written by the task's shim when the main process ends
+ *   tasks/<id>.syscalls  the calls its seccomp profile denied, appended by the shim (audit)
  *   ended/<id>.json    the final record of recently ended tasks (for show/wait after restart)
  *   spool/             the accounting spool
  */
 #include "agent/agent.h"
+#include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "common/macro.h"
@@ -147,6 +149,12 @@ int state_save_task(struct agent *a, struct task *t)
 		json_object_set_new(j, "exit_message", json_string(t->exit_message));
 	if (t->gpu_alloc)
 		json_object_set(j, "gpu_alloc", t->gpu_alloc);
+	if (t->syscall_audit) {
+		/* Only what is spooled: a record still pending must be re-read after a crash. */
+		json_object_set_new(j, "syscall_audit", json_true());
+		json_object_set_new(j, "syscalls_seq",
+				    json_integer((json_int_t)t->syscalls_seq_saved));
+	}
 	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
 	txt = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
@@ -184,6 +192,8 @@ void state_remove_task(struct agent *a, struct task *t)
 	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
 	(void)unlink(path);
 	task_path(a, t->id, "tasks", ".exit", path, sizeof(path));
+	(void)unlink(path);
+	audit_glue_syscalls_path(a, t->id, path, sizeof(path));
 	(void)unlink(path);
 }
 
@@ -277,6 +287,57 @@ static void load_ended(struct agent *a)
 	}
 }
 
+/*
+ * The highest audit.syscall line number of each task found in the unacked spool at start.
+ * The state file keeps the number only after the spool append, so a crash between the two
+ * leaves it behind; the spool says how far the records really went (state_load_audit_head
+ * collects, adopt_one uses, state_load frees).
+ */
+struct spooled_seq {
+	char id[ACCT_ID_MAX];
+	uint64_t seq;
+};
+static struct spooled_seq *spooled;
+static size_t n_spooled, cap_spooled;
+
+static void spooled_note(const struct acct_record *r)
+{
+	json_t *seq = json_object_get(r->event, "seq");
+	uint64_t v;
+
+	if (r->type == ACCT_AUDIT_LOST &&
+	    strcmp(json_string_value(json_object_get(r->event, "kind")) ?: "", "syscall") != 0)
+		return;
+	if (!json_is_integer(seq) || json_integer_value(seq) <= 0)
+		return;
+	v = (uint64_t)json_integer_value(seq);
+	for (size_t i = 0; i < n_spooled; i++)
+		if (strcmp(spooled[i].id, r->task.id) == 0) {
+			if (v > spooled[i].seq)
+				spooled[i].seq = v;
+			return;
+		}
+	if (n_spooled == cap_spooled) {
+		size_t nc = cap_spooled ? cap_spooled * 2 : 16;
+		struct spooled_seq *ns = realloc(spooled, nc * sizeof(*ns));
+
+		if (!ns)
+			return;
+		spooled = ns;
+		cap_spooled = nc;
+	}
+	snprintf(spooled[n_spooled].id, sizeof(spooled[n_spooled].id), "%s", r->task.id);
+	spooled[n_spooled++].seq = v;
+}
+
+static uint64_t spooled_seq_of(const char *id)
+{
+	for (size_t i = 0; i < n_spooled; i++)
+		if (strcmp(spooled[i].id, id) == 0)
+			return spooled[i].seq;
+	return 0;
+}
+
 static int adopt_one(struct agent *a, json_t *j, const char *path)
 {
 	char err[256];
@@ -323,6 +384,11 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 		t->exit_message = strdup(s);
 	if ((v = json_object_get(j, "gpu_alloc")))
 		t->gpu_alloc = json_incref(v);
+	t->syscall_audit = json_is_true(json_object_get(j, "syscall_audit"));
+	t->syscalls_seq = (uint64_t)json_integer_value(json_object_get(j, "syscalls_seq"));
+	if (spooled_seq_of(t->id) > t->syscalls_seq)
+		t->syscalls_seq = spooled_seq_of(t->id);
+	t->syscalls_seq_saved = t->syscalls_seq;
 	t->adopted = true;
 	{
 		uint64_t now_r = now_ns(CLOCK_REALTIME), now_m = now_ns(CLOCK_MONOTONIC);
@@ -423,6 +489,9 @@ int state_load(struct agent *a)
 		if (r < 0)
 			log_error("%s: could not re-adopt the task: %s", path, strerror(-r));
 	}
+	free(spooled);
+	spooled = NULL;
+	n_spooled = cap_spooled = 0;
 	/* Cgroups of ours that no live task owns (a crash between create and state write). */
 	if (cg_root_list_tasks(a->cg, &names, &n_names) == 0) {
 		for (size_t i = 0; i < n_names; i++) {
@@ -473,6 +542,8 @@ static int replay_cb(uint64_t seq, const void *data, size_t len, void *userdata)
 		return 0;
 	if (acct_type_is_audit(r.type) && strcmp(r.prev_hash, a->audit_head) == 0)
 		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r.hash);
+	if (r.type == ACCT_AUDIT_SYSCALL || r.type == ACCT_AUDIT_LOST)
+		spooled_note(&r);
 	acct_record_clear(&r);
 	return 0;
 }

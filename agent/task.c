@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Task lifecycle: authorize, prepare, launch, enforce limits, collect usage, end. */
 #include "agent/agent.h"
+#include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
@@ -386,6 +387,7 @@ void agent_flush_records(struct agent *a)
 	for (size_t i = 0; i < a->n_pend; i++)
 		free(a->pend[i].buf);
 	a->n_pend = 0;
+	audit_glue_syscalls_flushed(a);
 	if (a->audit_dirty) {
 		int r = state_save_audit_head(a);
 
@@ -401,6 +403,8 @@ void agent_flush_records(struct agent *a)
 		(void)unlink(path);
 		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir,
 			 a->unlink_ids[i]);
+		(void)unlink(path);
+		audit_glue_syscalls_path(a, a->unlink_ids[i], path, sizeof(path));
 		(void)unlink(path);
 		free(a->unlink_ids[i]);
 	}
@@ -530,6 +534,7 @@ void task_collect_usage(struct agent *a, struct task *t)
 #define PROFILE_CACHE_MAX 16
 struct profile_cache_entry {
 	char *name;
+	unsigned int flags; /* SBX_COMPILE_* */
 	struct timespec mtime;
 	off_t size;
 	struct sbx_filter *filter;
@@ -549,8 +554,8 @@ static int profile_stat(struct agent *a, const char *name, struct stat *st)
 	return 0;
 }
 
-static int profile_filter(struct agent *a, const char *name, const struct sbx_filter **ret,
-			  char *err, size_t errlen)
+static int profile_filter(struct agent *a, const char *name, unsigned int flags,
+			  const struct sbx_filter **ret, char *err, size_t errlen)
 {
 	struct profile_cache_entry *e = NULL;
 	struct sbx_filter *f = NULL;
@@ -566,7 +571,7 @@ static int profile_filter(struct agent *a, const char *name, const struct sbx_fi
 	for (size_t i = 0; i < PROFILE_CACHE_MAX; i++) {
 		struct profile_cache_entry *c = &profile_cache[i];
 
-		if (c->name && strcmp(c->name, name) == 0) {
+		if (c->name && strcmp(c->name, name) == 0 && c->flags == flags) {
 			if (c->mtime.tv_sec == st.st_mtim.tv_sec &&
 			    c->mtime.tv_nsec == st.st_mtim.tv_nsec && c->size == st.st_size) {
 				*ret = c->filter;
@@ -576,7 +581,7 @@ static int profile_filter(struct agent *a, const char *name, const struct sbx_fi
 			break;
 		}
 	}
-	r = sbx_profile_load(name, a->cfg.seccomp_dir, &f, err, errlen);
+	r = sbx_profile_load_flags(name, a->cfg.seccomp_dir, flags, &f, err, errlen);
 	if (r < 0)
 		return r;
 	if (!e) {
@@ -590,6 +595,7 @@ static int profile_filter(struct agent *a, const char *name, const struct sbx_fi
 	free(e->name);
 	sbx_filter_free(e->filter);
 	e->name = strdup(name);
+	e->flags = flags;
 	e->filter = f;
 	e->mtime = st.st_mtim;
 	e->size = st.st_size;
@@ -621,8 +627,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	struct task *t;
 	gid_t groups[256];
 	int ngroups = (int)ARRAY_SIZE(groups);
-	char exit_file[512], msg[512], perr[512];
+	char exit_file[512], sc_file[512], msg[512], perr[512];
 	enum launch_step step = LAUNCH_STEP_NONE;
+	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
 	uint64_t mem_used;
 	double cpus_used;
 	struct stat st;
@@ -726,9 +733,20 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		return fail(err, errlen, "%s", perr);
 	}
 
-	/* Seccomp, compiled before fork (cached per profile, see profile_filter). */
-	r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, &filter, perr,
-			   sizeof(perr));
+	/* Seccomp, compiled before fork (cached per profile, see profile_filter). With audit,
+	 * the variant that notifies the shim of denied calls. */
+	r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, sc_flags,
+			   &filter, perr, sizeof(perr));
+	if (r < 0 && sc_flags) {
+		char nerr[sizeof(perr)];
+
+		snprintf(nerr, sizeof(nerr), "%s", perr[0] ? perr : strerror(-r));
+		r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, 0,
+				   &filter, perr, sizeof(perr));
+		if (r == 0)
+			log_warning("seccomp profile \"%s\": denied calls cannot be audited: %s",
+				    spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, nerr);
+	}
 	if (r < 0)
 		return fail(err, errlen, "seccomp profile \"%s\": %s",
 			    spec->seccomp ? spec->seccomp : a->cfg.seccomp_default,
@@ -792,6 +810,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		goto out_cg;
 	}
 	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+	audit_glue_syscalls_path(a, t->id, sc_file, sizeof(sc_file));
+	t->syscall_audit = sbx_filter_notifies(filter);
 	plan = (struct launch_plan){
 	    .argv = t->spec.argv,
 	    .env = env,
@@ -809,6 +829,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .filter = filter,
 	    .cap_last_cap = a->cap_last_cap,
 	    .exit_file = exit_file,
+	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
+	    .syscalls_max = AUDIT_SYSCALLS_MAX,
 	};
 	if (!t->spec.workdir && stat(pw->pw_dir, &st) < 0)
 		plan.workdir = "/";
@@ -888,6 +910,8 @@ out_cg:
 		launch_handle_close(&h);
 		(void)waitpid(h.shim_pid, NULL, 0);
 	}
+	if (t->syscall_audit)
+		(void)unlink(sc_file);
 	if (a->meter)
 		(void)meter_forget(a->meter, t->key);
 	audit_glue_task_end(a, t);
@@ -1029,7 +1053,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 		tsglue_snapshot(a, t); /* leftovers' exit records must find their task */
 		(void)cg_task_kill(t->cg, SIGKILL);
 	}
-	if (!t->cg || cg_task_is_empty(t->cg) != 0)
+	if ((!t->cg || cg_task_is_empty(t->cg) != 0) && audit_glue_syscalls_settled(a, t, false))
 		task_finalize(a, t);
 }
 
@@ -1123,7 +1147,9 @@ void task_tick(struct agent *a, uint64_t now)
 		if (t->state == TASK_ENDING) {
 			if (!t->cg || cg_task_is_empty(t->cg) != 0 ||
 			    now - t->ending_since_mono > ENDING_MAX_NS) {
-				if (t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED)
+				if ((t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
+				    audit_glue_syscalls_settled(
+					a, t, now - t->ending_since_mono > ENDING_MAX_NS))
 					task_finalize(a, t);
 			} else {
 				tsglue_snapshot(a, t);
@@ -1133,6 +1159,7 @@ void task_tick(struct agent *a, uint64_t now)
 		}
 		if (t->state != TASK_RUNNING)
 			continue;
+		(void)audit_glue_syscalls_poll(a, t);
 		/* memory integral from the cgroup, sampled each tick */
 		if (t->cg) {
 			struct cg_stats st;

@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -125,10 +129,10 @@ static int open_stdio(const char *path, int target, int flags)
 
 /*
  * The task child. Only async-signal-safe calls from here on: it is cloned with a raw clone3 by
- * the shim (no atfork handlers ran).
+ * the shim (no atfork handlers ran). audit_sock >= 0: hand the seccomp listener to the shim.
  */
 _noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sync_fd,
-				 bool need_join)
+				 bool need_join, int audit_sock)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2] = {{0}};
@@ -200,7 +204,11 @@ _noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sy
 	}
 
 	if (p->filter) {
-		r = sbx_filter_apply(p->filter);
+		/* With audit: nothing but the handoff runs between the filter and execve. */
+		if (audit_sock >= 0)
+			r = sbx_filter_apply_handoff(p->filter, audit_sock);
+		else
+			r = sbx_filter_apply(p->filter);
 		if (r < 0)
 			child_fail(err_fd, LAUNCH_STEP_SECCOMP, -r);
 	}
@@ -234,15 +242,219 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
+/* ---- shim: audit of denied calls ---------------------------------------------------------- */
+
+struct shim_audit {
+	int file;     /* the syscalls file (O_APPEND) */
+	int listener; /* -1: none (yet, or never) */
+	struct sbx_notifier *n;
+	uint64_t seq, total, recorded, max;
+	pid_t child;
+	bool had_listener;
+	bool killed_child; /* the task's main process was killed on a kill action */
+};
+
+/* The process (TGID) a thread belongs to; the tid itself when /proc does not say. */
+static pid_t proc_tgid(pid_t tid)
+{
+	char path[64], buf[512], *s;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tid;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return tid;
+	buf[n] = 0;
+	s = strstr(buf, "\nTgid:");
+	if (!s)
+		return tid;
+	return (pid_t)strtol(s + 6, NULL, 10);
+}
+
+static bool is_kill_action(uint32_t action)
+{
+	uint32_t a = action & SECCOMP_RET_ACTION_FULL;
+
+	return a == SECCOMP_RET_KILL_PROCESS || a == SECCOMP_RET_KILL_THREAD;
+}
+
+/*
+ * One notification: record it (while under the cap), then answer it as the profile says. The
+ * line is written before the answer, so it exists before the call returns (or its process
+ * dies).
+ */
+static void shim_serve_one(struct shim_audit *s)
+{
+	struct sbx_notify_event ev;
+	bool killed = false;
+	pid_t pid;
+	int r;
+
+	r = sbx_notifier_receive(s->n, &ev);
+	if (r == -ENOENT || r == -EINTR)
+		return; /* the caller went away first */
+	if (r < 0) {
+		/* A listener that cannot be read would leave the task's calls waiting for good:
+		 * closing it makes the kernel answer them (ENOSYS). */
+		close(s->listener);
+		s->listener = -1;
+		return;
+	}
+	s->total++;
+	pid = ev.tid;
+	if (s->recorded < s->max || is_kill_action(ev.action))
+		pid = proc_tgid(ev.tid);
+	if (s->recorded < s->max) {
+		char line[384];
+		int len =
+		    snprintf(line, sizeof(line),
+			     "S %" PRIu64 " %" PRIu64 " %d %d %" PRIx32 " %d %" PRIx32 " %" PRIx64
+			     " %" PRIx64 " %" PRIx64 " %" PRIx64 " %" PRIx64 " %" PRIx64 "\n",
+			     s->seq + 1, now_ns(CLOCK_REALTIME), (int)pid, (int)ev.tid, ev.arch,
+			     (int)ev.nr, ev.action, ev.args[0], ev.args[1], ev.args[2], ev.args[3],
+			     ev.args[4], ev.args[5]);
+
+		if (write_all(s->file, line, (size_t)len) == 0) {
+			s->seq++;
+			s->recorded++;
+		}
+	}
+	if (sbx_notifier_answer(s->n, &ev, &killed) == 0 && killed && pid == s->child)
+		s->killed_child = true;
+}
+
+/* Answer what is pending; timeout_ms -1: until no process uses the filter any more. Returns
+ * true once that is the case (POLLHUP on the listener). */
+static bool shim_drain(struct shim_audit *s, int timeout_ms)
+{
+	while (s->listener >= 0) {
+		struct pollfd pfd = {.fd = s->listener, .events = POLLIN};
+		int r = poll(&pfd, 1, timeout_ms);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		if (pfd.revents & POLLIN) {
+			shim_serve_one(s);
+			continue;
+		}
+		return true;
+	}
+	return true;
+}
+
+static void shim_audit_end(struct shim_audit *s)
+{
+	char line[160];
+	int len = snprintf(line, sizeof(line), "E %" PRIu64 " %" PRIu64 " %" PRIu64 " %d\n",
+			   s->seq + 1, s->total, s->recorded, s->had_listener ? 1 : 0);
+
+	(void)write_all(s->file, line, (size_t)len);
+}
+
+/* wait4 for the child while answering notifications. */
+static void shim_wait_serving(struct shim_audit *s, pid_t child, int *status, struct rusage *ru)
+{
+	sigset_t chld;
+	int sfd;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	/* SIGCHLD is blocked in the shim, so it stays pending and the signalfd sees it. */
+	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = s->listener, .events = POLLIN},
+					{.fd = sfd, .events = POLLIN}};
+		struct signalfd_siginfo si;
+		pid_t w = wait4(child, status, WNOHANG, ru);
+
+		if (w == child)
+			break;
+		if (w < 0 && errno != EINTR) {
+			*status = -1;
+			memset(ru, 0, sizeof(*ru));
+			break;
+		}
+		/* Without a signalfd, look for the exit every 100 ms. */
+		if (poll(pfd, 2, sfd < 0 ? 100 : -1) < 0)
+			continue;
+		if (pfd[0].revents & POLLIN)
+			shim_serve_one(s);
+		else if (pfd[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+			s->listener = -1; /* no user left: nothing more to answer */
+		if (pfd[1].revents & POLLIN)
+			while (read(sfd, &si, sizeof(si)) > 0)
+				;
+	}
+	if (sfd >= 0)
+		close(sfd);
+}
+
+/* Keep fds[i] as 3 + i (-1 entries: that number is closed), close everything else above 2. */
+static int keep_fds(int *fds, int n)
+{
+	int hi[4];
+
+	if (n > (int)ARRAY_SIZE(hi))
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		hi[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD_CLOEXEC, 3 + n) : -1;
+		if (fds[i] >= 0 && hi[i] < 0)
+			return -errno;
+	}
+	for (int i = 0; i < n; i++) {
+		if (hi[i] < 0) {
+			close(3 + i);
+			continue;
+		}
+		if (dup2(hi[i], 3 + i) < 0)
+			return -errno;
+		fds[i] = 3 + i;
+	}
+	if (syscall(SYS_close_range, (unsigned)(3 + n), ~0U, 0) < 0)
+		for (int fd = 3 + n; fd < 65536; fd++)
+			close(fd);
+	return 0;
+}
+
+static void shim_report_exit(const struct launch_plan *p, int status_w, int status,
+			     const struct rusage *ru)
+{
+	uint64_t ut = (uint64_t)ru->ru_utime.tv_sec * USEC_PER_SEC + (uint64_t)ru->ru_utime.tv_usec;
+	uint64_t st = (uint64_t)ru->ru_stime.tv_sec * USEC_PER_SEC + (uint64_t)ru->ru_stime.tv_usec;
+	uint64_t end = now_ns(CLOCK_REALTIME);
+	char file[256], line[160];
+	int len;
+
+	len = snprintf(file, sizeof(file),
+		       "status=%d utime_us=%llu stime_us=%llu maxrss_kb=%llu end_ns=%llu\n", status,
+		       (unsigned long long)ut, (unsigned long long)st,
+		       (unsigned long long)ru->ru_maxrss, (unsigned long long)end);
+	if (p->exit_file)
+		(void)write_file_replace(p->exit_file, file, (size_t)len, 0600);
+	snprintf(line, sizeof(line), "X %d %llu %llu %llu %llu\n", status, (unsigned long long)ut,
+		 (unsigned long long)st, (unsigned long long)ru->ru_maxrss,
+		 (unsigned long long)end);
+	(void)write_all(status_w, line, strlen(line));
+}
+
 /* The shim: a forked copy of the agent (glibc fork, so malloc/stdio are usable). */
-_noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r)
+_noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r,
+				int sc_fd)
 {
 	struct clone_args ca = {0};
+	struct shim_audit au = {.file = -1, .listener = -1, .max = p->syscalls_max};
 	struct rusage ru;
 	sigset_t all;
 	char line[160];
 	bool need_join = true;
-	int status = 0, null_fd;
+	int status = 0, null_fd, sock[2] = {-1, -1}, keep[3];
 	pid_t child;
 	long c;
 
@@ -253,6 +465,12 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
 	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 
+	if (sc_fd >= 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
+		struct child_error ce = {.step = LAUNCH_STEP_SECCOMP, .err = errno};
+
+		(void)!write(err_w, &ce, sizeof(ce));
+		_exit(1);
+	}
 	ca.exit_signal = SIGCHLD;
 	if (p->clone_cgroup_fd >= 0) {
 		ca.flags = CLONE_INTO_CGROUP;
@@ -267,7 +485,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	}
 	if (c == 0) {
 		close(status_w);
-		run_child(p, err_w, sync_r, need_join);
+		run_child(p, err_w, sync_r, need_join, sock[1]);
 	}
 	if (c < 0) {
 		struct child_error ce = {.step = LAUNCH_STEP_CLONE, .err = errno};
@@ -276,25 +494,68 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		_exit(1);
 	}
 	child = (pid_t)c;
+	if (sock[1] >= 0)
+		close(sock[1]); /* EOF on sock[0] once the child exits or execs without a handoff */
 
-	/* Drop every inherited fd of the agent except the status pipe. */
+	/* Drop every inherited fd of the agent except the status pipe (and the audit's fds). */
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null_fd >= 0) {
 		dup2(null_fd, 0);
 		dup2(null_fd, 1);
 		dup2(null_fd, 2);
 	}
-	if (status_w != 3) {
-		if (dup2(status_w, 3) < 0)
-			_exit(1);
-		status_w = 3;
-	}
-	if (syscall(SYS_close_range, 4U, ~0U, 0) < 0)
-		for (int fd = 4; fd < 65536; fd++)
-			close(fd);
+	keep[0] = status_w;
+	keep[1] = sock[0];
+	keep[2] = sc_fd;
+	if (keep_fds(keep, 3) < 0)
+		_exit(1);
+	status_w = keep[0];
+	sock[0] = keep[1];
+	au.file = keep[2];
 
 	snprintf(line, sizeof(line), "P %d\n", (int)child);
 	(void)write_all(status_w, line, strlen(line));
+
+	if (au.file >= 0) {
+		au.child = child;
+		if (sbx_listener_receive(sock[0], &au.listener) < 0)
+			au.listener = -1;
+		close(sock[0]);
+		if (au.listener >= 0 && sbx_notifier_new(au.listener, p->filter, &au.n) < 0) {
+			close(au.listener); /* cannot serve it: calls get ENOSYS, counted as none */
+			au.listener = -1;
+		}
+		au.had_listener = au.listener >= 0;
+	}
+	if (au.listener >= 0) {
+		pid_t d;
+
+		shim_wait_serving(&au, child, &status, &ru);
+		/* The kernel's kill-process action would have left SIGSYS (the shim had to use
+		 * SIGKILL, which cannot be caught). */
+		if (au.killed_child && status != -1 && WIFSIGNALED(status) &&
+		    WTERMSIG(status) == SIGKILL)
+			status = SIGSYS;
+		if (au.listener < 0 || shim_drain(&au, 0)) {
+			shim_audit_end(&au);
+			shim_report_exit(p, status_w, status, &ru);
+			_exit(0);
+		}
+		/*
+		 * Other processes of the task still hold the filter (the agent kills them now
+		 * that the main process is gone). Report the exit at once and leave answering
+		 * them to a forked copy that ends with the last of them.
+		 */
+		shim_report_exit(p, status_w, status, &ru);
+		d = fork();
+		if (d == 0 || d < 0) {
+			if (d == 0)
+				close(status_w);
+			(void)shim_drain(&au, -1);
+			shim_audit_end(&au);
+		}
+		_exit(0);
+	}
 
 	for (;;) {
 		pid_t w = wait4(child, &status, 0, &ru);
@@ -307,26 +568,9 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 			break;
 		}
 	}
-	{
-		uint64_t ut =
-		    (uint64_t)ru.ru_utime.tv_sec * USEC_PER_SEC + (uint64_t)ru.ru_utime.tv_usec;
-		uint64_t st =
-		    (uint64_t)ru.ru_stime.tv_sec * USEC_PER_SEC + (uint64_t)ru.ru_stime.tv_usec;
-		uint64_t end = now_ns(CLOCK_REALTIME);
-		char file[256];
-		int len;
-
-		len = snprintf(file, sizeof(file),
-			       "status=%d utime_us=%llu stime_us=%llu maxrss_kb=%llu end_ns=%llu\n",
-			       status, (unsigned long long)ut, (unsigned long long)st,
-			       (unsigned long long)ru.ru_maxrss, (unsigned long long)end);
-		if (p->exit_file)
-			(void)write_file_replace(p->exit_file, file, (size_t)len, 0600);
-		snprintf(line, sizeof(line), "X %d %llu %llu %llu %llu\n", status,
-			 (unsigned long long)ut, (unsigned long long)st,
-			 (unsigned long long)ru.ru_maxrss, (unsigned long long)end);
-		(void)write_all(status_w, line, strlen(line));
-	}
+	if (au.file >= 0)
+		shim_audit_end(&au);
+	shim_report_exit(p, status_w, status, &ru);
 	_exit(0);
 }
 
@@ -346,6 +590,7 @@ static int poll_in(int fd, int timeout_ms)
 int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 {
 	int status_p[2] = {-1, -1}, err_p[2] = {-1, -1}, sync_p[2] = {-1, -1};
+	_cleanup_close_ int sc_fd = -1;
 	char buf[64];
 	size_t got = 0;
 	pid_t shim;
@@ -361,6 +606,15 @@ int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 		r = -errno;
 		goto out_close;
 	}
+	if (plan->syscalls_file && sbx_filter_notifies(plan->filter)) {
+		sc_fd =
+		    open(plan->syscalls_file,
+			 O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (sc_fd < 0) {
+			r = -errno;
+			goto out_close;
+		}
+	}
 	shim = fork();
 	if (shim < 0) {
 		r = -errno;
@@ -370,8 +624,9 @@ int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 		close(status_p[0]);
 		close(err_p[0]);
 		close(sync_p[1]);
-		run_shim(plan, status_p[1], err_p[1], sync_p[0]);
+		run_shim(plan, status_p[1], err_p[1], sync_p[0], sc_fd);
 	}
+	closep(&sc_fd);
 	close(status_p[1]);
 	close(err_p[1]);
 	close(sync_p[0]);
@@ -512,6 +767,37 @@ int launch_read_status(int status_fd, struct launch_exit *ret)
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
 		if (line[0] == 'X' && parse_exit_fields(line, ret) == 0)
 			return 1;
+	return 0;
+}
+
+int launch_parse_syscall_line(const char *line, struct launch_syscall_line *ret)
+{
+	struct launch_syscall_line l = {0};
+	int listener, n = 0;
+
+	if (line[0] == 'S') {
+		l.kind = LAUNCH_SYSCALL_CALL;
+		if (sscanf(line,
+			   "S %" SCNu64 " %" SCNu64 " %" SCNd32 " %" SCNd32 " %" SCNx32 " %" SCNd32
+			   " %" SCNx32 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64
+			   " %" SCNx64 "%n",
+			   &l.seq, &l.time_ns, &l.pid, &l.tid, &l.arch, &l.nr, &l.action,
+			   &l.args[0], &l.args[1], &l.args[2], &l.args[3], &l.args[4], &l.args[5],
+			   &n) != 13)
+			return -EINVAL;
+	} else if (line[0] == 'E') {
+		l.kind = LAUNCH_SYSCALL_END;
+		if (sscanf(line, "E %" SCNu64 " %" SCNu64 " %" SCNu64 " %d%n", &l.seq, &l.total,
+			   &l.recorded, &listener, &n) != 4 ||
+		    (listener != 0 && listener != 1))
+			return -EINVAL;
+		l.listener = listener == 1;
+	} else {
+		return -EINVAL;
+	}
+	if (line[n] != 0 || l.seq == 0)
+		return -EINVAL;
+	*ret = l;
 	return 0;
 }
 

@@ -13,6 +13,13 @@
  * the first instruction of the job), setsid, signals reset, rlimits, capability bounding set,
  * setgroups/setgid/setuid, chdir, stdio, no_new_privs, capabilities cleared, fds closed on exec,
  * seccomp last, execve. A failing step is reported on a close-on-exec pipe as (step, errno).
+ *
+ * Audit of denied calls (plan->syscalls_file with a filter compiled with SBX_COMPILE_NOTIFY):
+ * the child installs the notifying program and hands the listener to the shim over a socket
+ * pair before execve (the task never holds it). The shim answers every notification as the
+ * profile decides and appends one line per call to syscalls_file (at most syscalls_max, the rest
+ * counted), then an end line once no process of the task can make another call. The shim is
+ * what answers, so denied calls are answered while the agent restarts.
  * Library code: never prints, returns 0 or -errno.
  */
 #pragma once
@@ -73,7 +80,9 @@ struct launch_plan {
 	int cap_last_cap;		 /* from /proc/sys/kernel/cap_last_cap */
 	size_t n_rlimits;
 	struct launch_rlimit rlimits[LAUNCH_RLIMITS_MAX];
-	const char *exit_file; /* where the shim records the wait status (atomic rename) */
+	const char *exit_file;	   /* where the shim records the wait status (atomic rename) */
+	const char *syscalls_file; /* audit of denied calls (needs a notifying filter); NULL: off */
+	uint64_t syscalls_max;	   /* call lines written at most; beyond, only counted */
 };
 
 struct launch_handle {
@@ -114,6 +123,38 @@ void launch_handle_close(struct launch_handle *h);
  * exit line arrived, 0 if nothing (yet), -EPIPE on EOF without an exit line.
  */
 int launch_read_status(int status_fd, struct launch_exit *ret);
+/*
+ * A line of the syscalls file:
+ *   "S <seq> <time_ns> <pid> <tid> <arch hex> <nr> <action hex> <arg0 hex> ... <arg5 hex>"
+ *   "E <seq> <total> <recorded> <listener 0|1>"
+ * seq counts the lines from 1 (the end line takes the next number). pid is the calling
+ * process (TGID), tid its thread; action the profile's SECCOMP_RET_* word. total counts every
+ * notified call, recorded the S lines; listener 0: the listener never reached the shim (the
+ * task ran unaudited, or failed before exec).
+ */
+enum launch_syscall_kind {
+	LAUNCH_SYSCALL_CALL,
+	LAUNCH_SYSCALL_END,
+};
+
+struct launch_syscall_line {
+	enum launch_syscall_kind kind;
+	uint64_t seq;
+	/* S */
+	uint64_t time_ns;
+	int32_t pid, tid;
+	uint32_t arch;
+	int32_t nr;
+	uint32_t action;
+	uint64_t args[6];
+	/* E */
+	uint64_t total, recorded;
+	bool listener;
+};
+
+/* Parse one line (without its newline). -EINVAL when malformed. */
+int launch_parse_syscall_line(const char *line, struct launch_syscall_line *ret);
+
 /* Parse the exit file the shim wrote. -ENOENT if absent. */
 int launch_read_exit_file(const char *path, struct launch_exit *ret);
 /* Format "exec ./job: No such file or directory" style messages. */

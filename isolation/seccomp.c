@@ -16,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -36,12 +39,16 @@
 #define SBX_NAME_MAX		64
 
 /*
- * The compiled program. prog.filter points at insns, so the child needs nothing but this one
- * allocation made in the parent.
+ * The compiled program(s). prog.filter and ref.filter point into insns, so the child needs
+ * nothing but this one allocation made in the parent. Without SBX_COMPILE_NOTIFY both are the
+ * same program; with it, prog is the notifying variant and ref the profile's own program.
  */
 struct sbx_filter {
-	struct sock_fprog prog;
-	unsigned int flags; /* SECCOMP_FILTER_FLAG_* for seccomp(2); room for _LOG/_NEW_LISTENER */
+	struct sock_fprog prog; /* installed by sbx_filter_apply_handoff */
+	struct sock_fprog ref;	/* the profile as written: installed by sbx_filter_apply */
+	unsigned int flags;	/* SECCOMP_FILTER_FLAG_* for seccomp(2) */
+	bool notify;
+	uint32_t native_arch;
 	struct sock_filter insns[];
 };
 
@@ -520,7 +527,24 @@ struct compile_state {
 	scmp_filter_ctx ctx;
 	uint32_t default_action;
 	size_t nrules;
+	scmp_filter_ctx nctx; /* the notifying variant, NULL without SBX_COMPILE_NOTIFY */
+	uint32_t ndefault;
 };
+
+/*
+ * The action of the notifying variant: denials that are audited become USER_NOTIF. ENOSYS
+ * answers stay in the kernel: they say "not implemented" so that a program falls back (glibc
+ * tries clone3 for every thread and fork), not that something was refused.
+ */
+static uint32_t notify_action(uint32_t action)
+{
+	if ((action & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO &&
+	    (action & SECCOMP_RET_DATA) != ENOSYS)
+		return SCMP_ACT_NOTIFY;
+	if (action == SCMP_ACT_KILL_PROCESS)
+		return SCMP_ACT_NOTIFY;
+	return action;
+}
 
 static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t index, char *err,
 			       size_t errlen)
@@ -644,6 +668,15 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 		if (r < 0)
 			return fail(err, errlen, "%s: rule for \"%s\" rejected by libseccomp: %s",
 				    p, s, strerror(-r));
+		if (st->nctx && notify_action(action) != st->ndefault) {
+			r = seccomp_rule_add_array(st->nctx, notify_action(action), nr, nargs,
+						   cmps);
+			if (r < 0)
+				return fail(err, errlen,
+					    "%s: rule for \"%s\" rejected by libseccomp (audit "
+					    "variant): %s",
+					    p, s, strerror(-r));
+		}
 	}
 	return 0;
 }
@@ -651,10 +684,11 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 /* ---- export ------------------------------------------------------------------------------ */
 
 /* libseccomp 2.5 exports only to an fd: write to a memfd and read it back. */
-static int export_filter(scmp_filter_ctx ctx, struct sbx_filter **ret, char *err, size_t errlen)
+static int export_prog(scmp_filter_ctx ctx, struct sock_filter **ret, size_t *ret_n, char *err,
+		       size_t errlen)
 {
 	_cleanup_close_ int fd = -1;
-	_cleanup_free_ struct sbx_filter *f = NULL;
+	_cleanup_free_ struct sock_filter *insns = NULL;
 	struct stat stb;
 	size_t size, n, done = 0;
 	int r;
@@ -678,11 +712,11 @@ static int export_filter(scmp_filter_ctx ctx, struct sbx_filter **ret, char *err
 		     BPF_MAXINSNS);
 		return -E2BIG;
 	}
-	f = calloc(1, sizeof(*f) + size);
-	if (!f)
+	insns = malloc(size);
+	if (!insns)
 		return -ENOMEM;
 	while (done < size) {
-		ssize_t k = pread(fd, (char *)f->insns + done, size - done, (off_t)done);
+		ssize_t k = pread(fd, (char *)insns + done, size - done, (off_t)done);
 
 		if (k < 0) {
 			if (errno == EINTR)
@@ -693,9 +727,43 @@ static int export_filter(scmp_filter_ctx ctx, struct sbx_filter **ret, char *err
 			return -EIO;
 		done += (size_t)k;
 	}
-	f->prog.len = (unsigned short)n;
-	f->prog.filter = f->insns;
-	*ret = TAKE_PTR(f);
+	*ret = TAKE_PTR(insns);
+	*ret_n = n;
+	return 0;
+}
+
+/* One allocation: the reference program, then (nctx) the notifying one. */
+static int export_filter(scmp_filter_ctx ctx, scmp_filter_ctx nctx, struct sbx_filter **ret,
+			 char *err, size_t errlen)
+{
+	_cleanup_free_ struct sock_filter *ri = NULL, *ni = NULL;
+	struct sbx_filter *f;
+	size_t rn = 0, nn = 0;
+	int r;
+
+	r = export_prog(ctx, &ri, &rn, err, errlen);
+	if (r < 0)
+		return r;
+	if (nctx) {
+		r = export_prog(nctx, &ni, &nn, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	f = calloc(1, sizeof(*f) + (rn + nn) * sizeof(struct sock_filter));
+	if (!f)
+		return -ENOMEM;
+	memcpy(f->insns, ri, rn * sizeof(struct sock_filter));
+	f->ref.len = (unsigned short)rn;
+	f->ref.filter = f->insns;
+	f->prog = f->ref;
+	if (nctx) {
+		memcpy(f->insns + rn, ni, nn * sizeof(struct sock_filter));
+		f->prog.len = (unsigned short)nn;
+		f->prog.filter = f->insns + rn;
+		f->notify = true;
+	}
+	f->native_arch = seccomp_arch_native();
+	*ret = f;
 	return 0;
 }
 
@@ -707,8 +775,24 @@ static void seccomp_releasep(scmp_filter_ctx *ctx)
 
 /* ---- public ------------------------------------------------------------------------------ */
 
+static int add_arch_all(struct compile_state *st, uint32_t token, const char *path, char *err,
+			size_t errlen)
+{
+	int r = add_arch(st->ctx, token, path, err, errlen);
+
+	if (r < 0 || !st->nctx)
+		return r;
+	return add_arch(st->nctx, token, path, err, errlen);
+}
+
 int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, char *err,
 			size_t errlen)
+{
+	return sbx_profile_compile_flags(json, len, 0, ret, err, errlen);
+}
+
+int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
+			      struct sbx_filter **ret, char *err, size_t errlen)
 {
 	static const char *const keys[] = {"defaultAction",
 					   "defaultErrnoRet",
@@ -718,7 +802,7 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 					   "comment",
 					   NULL};
 	_cleanup_(json_decrefp) json_t *root = NULL;
-	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL, nctx = NULL;
 	struct compile_state st = {0};
 	const json_t *v;
 	json_error_t jerr;
@@ -726,7 +810,7 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 
 	if (err && errlen)
 		err[0] = 0;
-	if (!json || !ret)
+	if (!json || !ret || (flags & ~SBX_COMPILE_NOTIFY))
 		return -EINVAL;
 	if (len > SBX_PROFILE_MAX_BYTES) {
 		fail(err, errlen, "profile too large (%zu bytes, at most %d)", len,
@@ -769,6 +853,21 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (r < 0)
 		return r;
+	if (flags & SBX_COMPILE_NOTIFY) {
+		st.ndefault = notify_action(st.default_action);
+		nctx = seccomp_init(st.ndefault);
+		if (!nctx) {
+			fail(err, errlen, "seccomp user notification is not supported here");
+			return -EOPNOTSUPP;
+		}
+		r = seccomp_attr_set(nctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_NOTIFY);
+		if (r < 0) {
+			fail(err, errlen, "seccomp user notification is not supported here: %s",
+			     strerror(-r));
+			return -EOPNOTSUPP;
+		}
+		st.nctx = nctx;
+	}
 
 	v = json_object_get(root, "architectures");
 	if (v && !json_is_null(v)) {
@@ -783,7 +882,7 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 			r = parse_arch(json_array_get(v, i), p, false, &tok, err, errlen);
 			if (r < 0)
 				return r;
-			r = add_arch(ctx, tok, p, err, errlen);
+			r = add_arch_all(&st, tok, p, err, errlen);
 			if (r < 0)
 				return r;
 		}
@@ -834,7 +933,7 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 					return r;
 				if (tok != seccomp_arch_native())
 					continue;
-				r = add_arch(ctx, sub, pk, err, errlen);
+				r = add_arch_all(&st, sub, pk, err, errlen);
 				if (r < 0)
 					return r;
 			}
@@ -853,7 +952,7 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 		}
 	}
 
-	return export_filter(ctx, ret, err, errlen);
+	return export_filter(ctx, nctx, ret, err, errlen);
 }
 
 const char *sbx_builtin_profile(const char *name)
@@ -883,6 +982,12 @@ static bool profile_name_valid(const char *s)
 int sbx_profile_load(const char *name_or_path, const char *dir, struct sbx_filter **ret, char *err,
 		     size_t errlen)
 {
+	return sbx_profile_load_flags(name_or_path, dir, 0, ret, err, errlen);
+}
+
+int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned int flags,
+			   struct sbx_filter **ret, char *err, size_t errlen)
+{
 	_cleanup_free_ char *text = NULL, *path = NULL;
 	char q[SBX_NAME_MAX + 4], sub[256];
 	const char *builtin;
@@ -899,7 +1004,7 @@ int sbx_profile_load(const char *name_or_path, const char *dir, struct sbx_filte
 	}
 	builtin = sbx_builtin_profile(name_or_path);
 	if (builtin)
-		return sbx_profile_compile(builtin, strlen(builtin), ret, err, errlen);
+		return sbx_profile_compile_flags(builtin, strlen(builtin), flags, ret, err, errlen);
 
 	if (strchr(name_or_path, '/')) {
 		path = strdup(name_or_path);
@@ -928,7 +1033,7 @@ int sbx_profile_load(const char *name_or_path, const char *dir, struct sbx_filte
 			fail(err, errlen, "%s: %s", path, strerror(-r));
 		return r;
 	}
-	r = sbx_profile_compile(text, len, ret, sub, sizeof(sub));
+	r = sbx_profile_compile_flags(text, len, flags, ret, sub, sizeof(sub));
 	if (r < 0)
 		fail(err, errlen, "%s: %s", path, sub);
 	return r;
@@ -939,11 +1044,11 @@ int sbx_filter_apply(const struct sbx_filter *f)
 	if (!f)
 		return 0;
 	/* Raw syscalls only: this runs in the forked child between fork and exec. */
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, f->flags, &f->prog) == 0)
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, f->flags, &f->ref) == 0)
 		return 0;
 	if (errno != ENOSYS)
 		return -errno;
-	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->prog, 0, 0) < 0)
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->ref, 0, 0) < 0)
 		return -errno;
 	return 0;
 }
@@ -956,4 +1061,448 @@ void sbx_filter_free(struct sbx_filter *f)
 size_t sbx_filter_len(const struct sbx_filter *f)
 {
 	return f ? f->prog.len : 0;
+}
+
+bool sbx_filter_notifies(const struct sbx_filter *f)
+{
+	return f && f->notify;
+}
+
+/* ---- evaluation: the kernel's classic-BPF semantics for seccomp programs ----------------- */
+
+/*
+ * The instruction set seccomp accepts (kernel seccomp_check_filter): 32-bit loads from
+ * struct seccomp_data, immediates, scratch memory, ALU, jumps, returns, TAX/TXA. Anything else
+ * (never emitted by libseccomp) and running off the end kill, as an unknown action does.
+ */
+static uint32_t bpf_run(const struct sock_fprog *p, const struct seccomp_data *d)
+{
+	uint32_t A = 0, X = 0, M[BPF_MEMWORDS] = {0};
+	const unsigned char *data = (const unsigned char *)d;
+
+	for (unsigned int pc = 0; pc < p->len; pc++) {
+		const struct sock_filter *in = &p->filter[pc];
+		uint32_t k = in->k, src;
+		bool cond;
+
+		switch (BPF_CLASS(in->code)) {
+		case BPF_LD:
+		case BPF_LDX: {
+			uint32_t v;
+
+			switch (BPF_MODE(in->code)) {
+			case BPF_ABS:
+				if (BPF_CLASS(in->code) != BPF_LD || BPF_SIZE(in->code) != BPF_W ||
+				    k % 4 || k > sizeof(*d) - 4)
+					return SECCOMP_RET_KILL_PROCESS;
+				memcpy(&v, data + k, 4);
+				break;
+			case BPF_LEN:
+				v = sizeof(*d);
+				break;
+			case BPF_IMM:
+				v = k;
+				break;
+			case BPF_MEM:
+				if (k >= BPF_MEMWORDS)
+					return SECCOMP_RET_KILL_PROCESS;
+				v = M[k];
+				break;
+			default:
+				return SECCOMP_RET_KILL_PROCESS;
+			}
+			if (BPF_CLASS(in->code) == BPF_LD)
+				A = v;
+			else
+				X = v;
+			break;
+		}
+		case BPF_ST:
+		case BPF_STX:
+			if (k >= BPF_MEMWORDS)
+				return SECCOMP_RET_KILL_PROCESS;
+			M[k] = BPF_CLASS(in->code) == BPF_ST ? A : X;
+			break;
+		case BPF_ALU:
+			src = BPF_SRC(in->code) == BPF_X ? X : k;
+			switch (BPF_OP(in->code)) {
+			case BPF_ADD:
+				A += src;
+				break;
+			case BPF_SUB:
+				A -= src;
+				break;
+			case BPF_MUL:
+				A *= src;
+				break;
+			case BPF_DIV:
+				if (src == 0)
+					return 0; /* classic BPF: the program returns 0 */
+				A /= src;
+				break;
+			case BPF_MOD:
+				if (src == 0)
+					return 0;
+				A %= src;
+				break;
+			case BPF_OR:
+				A |= src;
+				break;
+			case BPF_AND:
+				A &= src;
+				break;
+			case BPF_XOR:
+				A ^= src;
+				break;
+			case BPF_LSH:
+				A = src < 32 ? A << src : 0;
+				break;
+			case BPF_RSH:
+				A = src < 32 ? A >> src : 0;
+				break;
+			case BPF_NEG:
+				A = -A;
+				break;
+			default:
+				return SECCOMP_RET_KILL_PROCESS;
+			}
+			break;
+		case BPF_JMP:
+			if (BPF_OP(in->code) == BPF_JA) {
+				pc += k;
+				break;
+			}
+			src = BPF_SRC(in->code) == BPF_X ? X : k;
+			switch (BPF_OP(in->code)) {
+			case BPF_JEQ:
+				cond = A == src;
+				break;
+			case BPF_JGT:
+				cond = A > src;
+				break;
+			case BPF_JGE:
+				cond = A >= src;
+				break;
+			case BPF_JSET:
+				cond = (A & src) != 0;
+				break;
+			default:
+				return SECCOMP_RET_KILL_PROCESS;
+			}
+			pc += cond ? in->jt : in->jf;
+			break;
+		case BPF_RET:
+			return BPF_RVAL(in->code) == BPF_A ? A : k;
+		case BPF_MISC:
+			if (BPF_MISCOP(in->code) == BPF_TAX)
+				X = A;
+			else
+				A = X;
+			break;
+		default:
+			return SECCOMP_RET_KILL_PROCESS;
+		}
+	}
+	return SECCOMP_RET_KILL_PROCESS;
+}
+
+uint32_t sbx_filter_eval(const struct sbx_filter *f, const struct seccomp_data *d, bool installed)
+{
+	if (!f)
+		return SECCOMP_RET_ALLOW;
+	return bpf_run(installed ? &f->prog : &f->ref, d);
+}
+
+/* ---- listener handoff --------------------------------------------------------------------- */
+
+union fd_cmsg {
+	char buf[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr align;
+};
+
+static bool runs_unanswered(const struct sbx_filter *f, int nr, uint64_t a0, uint64_t a1,
+			    uint64_t a2)
+{
+	struct seccomp_data d = {.nr = nr, .arch = f->native_arch, .args = {a0, a1, a2}};
+	uint32_t act = sbx_filter_eval(f, &d, true) & SECCOMP_RET_ACTION_FULL;
+
+	return act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG;
+}
+
+int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock)
+{
+	union fd_cmsg cbuf;
+	char byte = 'L', ack = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf.buf,
+			     .msg_controllen = sizeof(cbuf.buf)};
+	struct cmsghdr *cm;
+	long fd, n;
+	int lfd, e, r;
+
+	if (!f)
+		return 0;
+	if (!f->notify) {
+		r = sbx_filter_apply(f);
+		return r < 0 ? r : 0;
+	}
+	memset(&cbuf, 0, sizeof(cbuf));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	/*
+	 * Until the supervisor holds the listener, a call the new filter notifies would wait for
+	 * an answer nobody can give. The two calls of the handoff are checked with their real
+	 * arguments; a profile that would notify them is installed without audit.
+	 */
+	if (!runs_unanswered(f, SYS_sendmsg, (uint64_t)sock, (uint64_t)(uintptr_t)&msg,
+			     MSG_NOSIGNAL) ||
+	    !runs_unanswered(f, SYS_read, (uint64_t)sock, (uint64_t)(uintptr_t)&ack, 1)) {
+		r = sbx_filter_apply(f);
+		return r < 0 ? r : 0;
+	}
+	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+		     f->flags | SECCOMP_FILTER_FLAG_NEW_LISTENER, &f->prog);
+	if (fd < 0)
+		return -errno;
+	lfd = (int)fd;
+	memcpy(CMSG_DATA(cm), &lfd, sizeof(int));
+	do {
+		n = syscall(SYS_sendmsg, sock, &msg, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	e = n == 1 ? 0 : n < 0 ? errno : EPROTO;
+	close(lfd); /* the supervisor's copy (in flight or received) keeps it open */
+	if (e)
+		return -e;
+	do {
+		n = syscall(SYS_read, sock, &ack, 1);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == 1 ? 1 : -EPIPE;
+}
+
+int sbx_listener_receive(int sock, int *ret_fd)
+{
+	union fd_cmsg cbuf;
+	char byte = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cbuf.buf,
+			     .msg_controllen = sizeof(cbuf.buf)};
+	struct cmsghdr *cm;
+	ssize_t n;
+	int fd;
+
+	memset(&cbuf, 0, sizeof(cbuf));
+	do {
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	cm = CMSG_FIRSTHDR(&msg);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int)) || (msg.msg_flags & MSG_CTRUNC))
+		return -EPROTO;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (send(sock, "A", 1, MSG_NOSIGNAL) != 1) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* ---- supervisor ---------------------------------------------------------------------------- */
+
+struct sbx_notifier {
+	int fd;
+	const struct sbx_filter *f;
+	struct seccomp_notif *req;
+	struct seccomp_notif_resp *resp;
+};
+
+int sbx_notifier_new(int listener_fd, const struct sbx_filter *f, struct sbx_notifier **ret)
+{
+	struct sbx_notifier *n;
+	int r;
+
+	if (listener_fd < 0 || !f || !ret)
+		return -EINVAL;
+	/* Lets libseccomp probe the kernel's notify support and structure sizes. */
+	(void)seccomp_api_get();
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	r = seccomp_notify_alloc(&n->req, &n->resp);
+	if (r < 0) {
+		free(n);
+		return r;
+	}
+	n->fd = listener_fd;
+	n->f = f;
+	*ret = n;
+	return 0;
+}
+
+void sbx_notifier_free(struct sbx_notifier *n)
+{
+	if (!n)
+		return;
+	seccomp_notify_free(n->req, n->resp);
+	free(n);
+}
+
+/* libseccomp 2.5 turns every ioctl failure into -ECANCELED, errno keeps the cause. */
+static int notify_err(int r)
+{
+	if (r == -ECANCELED && errno > 0)
+		return -errno;
+	return r;
+}
+
+int sbx_notifier_receive(struct sbx_notifier *n, struct sbx_notify_event *ret)
+{
+	int r;
+
+	/* The kernel refuses a buffer that is not zeroed (libseccomp 2.5 leaves that to us). */
+	memset(n->req, 0, sizeof(*n->req));
+	errno = 0;
+	r = seccomp_notify_receive(n->fd, n->req);
+	if (r < 0)
+		return notify_err(r);
+	*ret = (struct sbx_notify_event){
+	    .id = n->req->id,
+	    .tid = (int32_t)n->req->pid,
+	    .arch = n->req->data.arch,
+	    .nr = n->req->data.nr,
+	};
+	memcpy(ret->args, n->req->data.args, sizeof(ret->args));
+	ret->action = bpf_run(&n->f->ref, &n->req->data);
+	return 0;
+}
+
+bool sbx_notifier_pending(struct sbx_notifier *n, const struct sbx_notify_event *ev)
+{
+	return seccomp_notify_id_valid(n->fd, ev->id) == 0;
+}
+
+int sbx_notifier_answer(struct sbx_notifier *n, const struct sbx_notify_event *ev, bool *ret_killed)
+{
+	struct seccomp_notif_resp *resp = n->resp;
+	int r;
+
+	if (ret_killed)
+		*ret_killed = false;
+	memset(resp, 0, sizeof(*resp));
+	resp->id = ev->id;
+	switch (ev->action & SECCOMP_RET_ACTION_FULL) {
+	case SECCOMP_RET_ERRNO:
+		resp->error = -(int32_t)(ev->action & SECCOMP_RET_DATA);
+		break;
+	case SECCOMP_RET_ALLOW:
+	case SECCOMP_RET_LOG:
+		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		break;
+	case SECCOMP_RET_TRAP:
+	case SECCOMP_RET_TRACE:
+	case SECCOMP_RET_USER_NOTIF:
+		resp->error = -ENOSYS;
+		break;
+	default:
+		/*
+		 * Kill (and unknown actions, which the kernel treats as kill-process). SIGKILL
+		 * to any thread ends the whole thread group; the waiting thread never returns to
+		 * user space. The id check right before narrows pid reuse to nothing: a thread
+		 * waiting for an answer cannot exit except by a signal.
+		 */
+		if (!sbx_notifier_pending(n, ev))
+			return -ENOENT;
+		if (kill(ev->tid, SIGKILL) < 0)
+			return -errno;
+		if (ret_killed)
+			*ret_killed = true;
+		return 0;
+	}
+	errno = 0;
+	r = seccomp_notify_respond(n->fd, resp);
+	return r < 0 ? notify_err(r) : 0;
+}
+
+const char *sbx_action_name(uint32_t action)
+{
+	switch (action & SECCOMP_RET_ACTION_FULL) {
+	case SECCOMP_RET_ERRNO:
+		return "errno";
+	case SECCOMP_RET_KILL_PROCESS:
+		return "kill";
+	case SECCOMP_RET_KILL_THREAD:
+		return "kill_thread";
+	case SECCOMP_RET_TRAP:
+		return "trap";
+	case SECCOMP_RET_TRACE:
+		return "trace";
+	case SECCOMP_RET_LOG:
+		return "log";
+	case SECCOMP_RET_ALLOW:
+		return "allow";
+	case SECCOMP_RET_USER_NOTIF:
+		return "notify";
+	}
+	return "kill"; /* unknown actions kill the process */
+}
+
+static const char *arch_short_name(uint32_t token)
+{
+	switch (token) {
+	case SCMP_ARCH_X86_64:
+		return "x86_64";
+	case SCMP_ARCH_X86:
+		return "x86";
+	case SCMP_ARCH_X32:
+		return "x32";
+	case SCMP_ARCH_AARCH64:
+		return "aarch64";
+	case SCMP_ARCH_ARM:
+		return "arm";
+	case SCMP_ARCH_PPC64LE:
+		return "ppc64le";
+	case SCMP_ARCH_S390X:
+		return "s390x";
+	case SCMP_ARCH_RISCV64:
+		return "riscv64";
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(arch_names); i++)
+		if (arch_names[i].token == token)
+			return arch_names[i].alias;
+	return "unknown";
+}
+
+int sbx_syscall_name(uint32_t arch, int32_t nr, char *buf, size_t len, const char **ret_arch)
+{
+	uint32_t a = arch;
+	char *name;
+
+	/* x32 calls arrive with the x86_64 audit arch and __X32_SYSCALL_BIT in the number. */
+	if (arch == SCMP_ARCH_X86_64 && nr >= 0 && (nr & 0x40000000))
+		a = SCMP_ARCH_X32;
+	if (ret_arch)
+		*ret_arch = arch_short_name(a);
+	name = seccomp_syscall_resolve_num_arch(a, nr);
+	if (!name || !*name) {
+		free(name);
+		snprintf(buf, len, "nr_%d", (int)nr);
+		return -ENOENT;
+	}
+	snprintf(buf, len, "%s", name);
+	free(name);
+	return 0;
 }

@@ -2,7 +2,10 @@
 /* isolation/seccomp: profile parsing errors, built-in profiles, and their effect in a child. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
 #include <linux/bpf.h>
+#include <linux/seccomp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -17,13 +20,16 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <seccomp.h>
 
 #include "common/macro.h"
+#include "isolation/launch.h"
 #include "isolation/seccomp.h"
 
 #define ALLOW_HEAD "{\"defaultAction\":\"SCMP_ACT_ALLOW\","
@@ -475,6 +481,349 @@ static void test_foreign_abi_killed(void **state)
 }
 #endif
 
+/* ---- audit of denied calls: SBX_COMPILE_NOTIFY --------------------------------------------- */
+
+static struct sbx_filter *load_notify(const char *name)
+{
+	struct sbx_filter *f = NULL;
+	char err[256];
+
+	if (sbx_profile_load_flags(name, NULL, SBX_COMPILE_NOTIFY, &f, err, sizeof(err)) < 0)
+		fail_msg("load %s (notify): %s", name, err);
+	assert_true(sbx_filter_notifies(f));
+	return f;
+}
+
+static struct sbx_filter *compile_notify(const char *json)
+{
+	struct sbx_filter *f = NULL;
+	char err[256];
+
+	if (sbx_profile_compile_flags(json, strlen(json), SBX_COMPILE_NOTIFY, &f, err,
+				      sizeof(err)) < 0)
+		fail_msg("compile (notify): %s", err);
+	return f;
+}
+
+static uint32_t native_arch(void)
+{
+	return seccomp_arch_native(); /* SCMP_ARCH_* tokens are the AUDIT_ARCH_* values */
+}
+
+static uint32_t eval(const struct sbx_filter *f, bool installed, int nr, uint64_t a0)
+{
+	struct seccomp_data d = {.nr = nr, .arch = native_arch(), .args = {a0}};
+
+	return sbx_filter_eval(f, &d, installed);
+}
+
+#define RET_ERRNO(e) (SECCOMP_RET_ERRNO | (uint32_t)(e))
+
+/* The interpreter gives what the kernel gives; the notifying variant differs exactly where
+ * the profile denies with an errno other than ENOSYS or kills. */
+static void test_eval_and_notify_variant(void **state)
+{
+	struct sbx_filter *plain = load("default"), *nd = load_notify("default");
+	struct sbx_filter *ns = load_notify("strict");
+
+	assert_false(sbx_filter_notifies(plain));
+	assert_true(sbx_filter_len(nd) > 0);
+	for (int installed = 0; installed < 2; installed++) {
+		/* the plain filter's installed program is the profile itself */
+		assert_int_equal(eval(plain, installed, SYS_ptrace, 0), RET_ERRNO(EPERM));
+		assert_int_equal(eval(plain, installed, SYS_getpid, 0), SECCOMP_RET_ALLOW);
+		assert_int_equal(eval(plain, installed, SYS_clone3, 0), RET_ERRNO(ENOSYS));
+	}
+	/* reference program of the notifying filter = the profile */
+	assert_int_equal(eval(nd, false, SYS_ptrace, 0), RET_ERRNO(EPERM));
+	assert_int_equal(eval(nd, false, SYS_unshare, CLONE_NEWUSER), RET_ERRNO(EPERM));
+	assert_int_equal(eval(nd, false, SYS_unshare, CLONE_FILES), SECCOMP_RET_ALLOW);
+	assert_int_equal(eval(nd, false, SYS_clone3, 0), RET_ERRNO(ENOSYS));
+	assert_int_equal(eval(nd, false, SYS_getpid, 0), SECCOMP_RET_ALLOW);
+	/* installed: denials notify, ENOSYS answers and allowed calls stay in the kernel */
+	assert_int_equal(eval(nd, true, SYS_ptrace, 0), SECCOMP_RET_USER_NOTIF);
+	assert_int_equal(eval(nd, true, SYS_unshare, CLONE_NEWUSER), SECCOMP_RET_USER_NOTIF);
+	assert_int_equal(eval(nd, true, SYS_unshare, CLONE_FILES), SECCOMP_RET_ALLOW);
+	assert_int_equal(eval(nd, true, SYS_clone3, 0), RET_ERRNO(ENOSYS));
+	assert_int_equal(eval(nd, true, SYS_io_uring_setup, 0), RET_ERRNO(ENOSYS));
+	assert_int_equal(eval(nd, true, SYS_getpid, 0), SECCOMP_RET_ALLOW);
+	assert_int_equal(eval(nd, true, SYS_sendmsg, 3), SECCOMP_RET_ALLOW);
+	/* strict: kill-process in the profile, a notification in the installed program */
+	assert_int_equal(eval(ns, false, SYS_mount, 0), SECCOMP_RET_KILL_PROCESS);
+	assert_int_equal(eval(ns, true, SYS_mount, 0), SECCOMP_RET_USER_NOTIF);
+	assert_int_equal(eval(ns, true, SYS_clone3, 0), RET_ERRNO(ENOSYS));
+#if defined(__x86_64__)
+	{
+		/* foreign ABIs: killed by the profile, notified by the installed program */
+		struct seccomp_data x32 = {.nr = 0x40000000 | SYS_getpid,
+					   .arch = AUDIT_ARCH_X86_64};
+		struct seccomp_data i386 = {.nr = 20, .arch = AUDIT_ARCH_I386};
+
+		assert_int_equal(sbx_filter_eval(nd, &x32, false), SECCOMP_RET_KILL_PROCESS);
+		assert_int_equal(sbx_filter_eval(nd, &i386, false), SECCOMP_RET_KILL_PROCESS);
+		assert_int_equal(sbx_filter_eval(nd, &x32, true), SECCOMP_RET_USER_NOTIF);
+		assert_int_equal(sbx_filter_eval(plain, &i386, true), SECCOMP_RET_KILL_PROCESS);
+	}
+#endif
+	sbx_filter_free(plain);
+	sbx_filter_free(nd);
+	sbx_filter_free(ns);
+}
+
+/* An allowlist: an errno default notifies; a kill rule maps to the same installed action. */
+static void test_notify_allowlist(void **state)
+{
+	struct sbx_filter *f = compile_notify(
+	    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":13,\"syscalls\":["
+	    "{\"names\":[\"read\",\"sendmsg\",\"getpid\"],\"action\":\"SCMP_ACT_ALLOW\"},"
+	    "{\"names\":[\"getppid\"],\"action\":\"SCMP_ACT_KILL_PROCESS\"},"
+	    "{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":38}]}");
+
+	assert_int_equal(eval(f, false, SYS_getuid, 0), RET_ERRNO(13));
+	assert_int_equal(eval(f, true, SYS_getuid, 0), SECCOMP_RET_USER_NOTIF);
+	assert_int_equal(eval(f, false, SYS_getppid, 0), SECCOMP_RET_KILL_PROCESS);
+	assert_int_equal(eval(f, true, SYS_getppid, 0), SECCOMP_RET_USER_NOTIF);
+	assert_int_equal(eval(f, true, SYS_dup, 0), RET_ERRNO(ENOSYS));
+	assert_int_equal(eval(f, true, SYS_getpid, 0), SECCOMP_RET_ALLOW);
+	sbx_filter_free(f);
+}
+
+struct supervised {
+	struct sbx_notify_event ev[64];
+	size_t n;
+	bool killed[64];
+	int status;
+};
+
+/*
+ * The supervisor's side of a child running under a notifying filter: receive the listener,
+ * answer every notification until the child is gone, reap it. Returns -EPIPE when the child
+ * never handed a listener over (it then ran under the profile's own program).
+ */
+static int supervise(pid_t pid, int sock, const struct sbx_filter *f, struct supervised *out)
+{
+	struct sbx_notifier *n = NULL;
+	int lfd = -1, pfd, r;
+
+	memset(out, 0, sizeof(*out));
+	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	assert_true(pfd >= 0);
+	r = sbx_listener_receive(sock, &lfd);
+	if (r < 0) {
+		out->status = wait_child(pid);
+		close(pfd);
+		return r;
+	}
+	assert_true(fcntl(lfd, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(sbx_notifier_new(lfd, f, &n), 0);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
+
+		assert_true(poll(p, 2, -1) > 0);
+		if (p[0].revents & POLLIN) {
+			struct sbx_notify_event ev;
+
+			r = sbx_notifier_receive(n, &ev);
+			if (r == -ENOENT)
+				continue;
+			assert_int_equal(r, 0);
+			assert_true(out->n < ARRAY_SIZE(out->ev));
+			assert_true(sbx_notifier_pending(n, &ev));
+			out->ev[out->n] = ev;
+			assert_int_equal(sbx_notifier_answer(n, &ev, &out->killed[out->n]), 0);
+			out->n++;
+			continue;
+		}
+		if (p[1].revents & POLLIN)
+			break;
+	}
+	out->status = wait_child(pid);
+	/* reaped: no process uses the filter any more */
+	{
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+		assert_int_equal(poll(&p, 1, 0), 1);
+		assert_true(p.revents & POLLHUP);
+	}
+	sbx_notifier_free(n);
+	close(lfd);
+	close(pfd);
+	return 0;
+}
+
+static void child_handoff(const struct sbx_filter *f, int sock, int want)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(100);
+	if (sbx_filter_apply_handoff(f, sock) != want)
+		_exit(101);
+	close(sock);
+}
+
+static void test_notify_in_child(void **state)
+{
+	struct sbx_filter *f = load_notify("default");
+	struct supervised sv;
+	int sp[2];
+	pid_t pid;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		child_handoff(f, sp[1], 1);
+		/* the same results as without audit (default_checks), each denial notified */
+		CHECK(1, fails_with(ptrace(PTRACE_TRACEME, 0, NULL, NULL), EPERM));
+		CHECK(2, syscall(SYS_getpid) == getpid());
+		CHECK(3, fails_with(syscall(SYS_clone3, NULL, 0), ENOSYS)); /* not notified */
+		for (int i = 0; i < 5; i++)
+			CHECK(4, fails_with(mount("none", "/nonexistent-corral", "tmpfs", 0, NULL),
+					    EPERM));
+		CHECK(5, fails_with(unshare(CLONE_NEWUSER), EPERM));
+		CHECK(6, unshare(CLONE_FILES) == 0);
+		_exit(0);
+	}
+	close(sp[1]);
+	assert_int_equal(supervise(pid, sp[0], f, &sv), 0);
+	close(sp[0]);
+	if (!WIFEXITED(sv.status) || WEXITSTATUS(sv.status) != 0)
+		fail_msg("child: %s %d", WIFEXITED(sv.status) ? "exit" : "signal",
+			 WIFEXITED(sv.status) ? WEXITSTATUS(sv.status) : WTERMSIG(sv.status));
+	assert_int_equal(sv.n, 7);
+	assert_int_equal(sv.ev[0].nr, SYS_ptrace);
+	assert_int_equal(sv.ev[0].args[0], PTRACE_TRACEME);
+	assert_int_equal(sv.ev[0].tid, pid);
+	assert_int_equal(sv.ev[0].arch, native_arch());
+	assert_int_equal(sv.ev[0].action, RET_ERRNO(EPERM));
+	for (size_t i = 1; i <= 5; i++) {
+		assert_int_equal(sv.ev[i].nr, SYS_mount);
+		assert_int_equal(sv.ev[i].action, RET_ERRNO(EPERM));
+		assert_false(sv.killed[i]);
+	}
+	assert_int_equal(sv.ev[6].nr, SYS_unshare);
+	assert_int_equal(sv.ev[6].args[0], CLONE_NEWUSER);
+	sbx_filter_free(f);
+}
+
+/* strict: the notified call is answered by killing the process; it never returns. */
+static void test_notify_strict_kills(void **state)
+{
+	struct sbx_filter *f = load_notify("strict");
+	struct supervised sv;
+	int sp[2];
+	pid_t pid;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		child_handoff(f, sp[1], 1);
+		CHECK(1, fails_with(syscall(SYS_clone3, NULL, 0), ENOSYS));
+		mount("none", "/nonexistent-corral", "tmpfs", 0, NULL);
+		_exit(50);
+	}
+	close(sp[1]);
+	assert_int_equal(supervise(pid, sp[0], f, &sv), 0);
+	close(sp[0]);
+	assert_int_equal(sv.n, 1);
+	assert_int_equal(sv.ev[0].nr, SYS_mount);
+	assert_int_equal(sv.ev[0].action, SECCOMP_RET_KILL_PROCESS);
+	assert_true(sv.killed[0]);
+	if (!WIFSIGNALED(sv.status) || WTERMSIG(sv.status) != SIGKILL)
+		fail_msg("child: %s %d, want SIGKILL", WIFEXITED(sv.status) ? "exit" : "signal",
+			 WIFEXITED(sv.status) ? WEXITSTATUS(sv.status) : WTERMSIG(sv.status));
+	sbx_filter_free(f);
+}
+
+/* A profile that would notify the handoff's own sendmsg is installed without a listener. */
+static void test_notify_handoff_refused(void **state)
+{
+	struct sbx_filter *f =
+	    compile_notify(ALLOW_HEAD "\"syscalls\":[{\"names\":[\"sendmsg\",\"getppid\"],"
+				      "\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":77}]}");
+	struct supervised sv;
+	int sp[2];
+	pid_t pid;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(sp[0]);
+		child_handoff(f, sp[1], 0);
+		CHECK(1, fails_with(syscall(SYS_getppid), 77)); /* the profile still applies */
+		_exit(0);
+	}
+	close(sp[1]);
+	assert_int_equal(supervise(pid, sp[0], f, &sv), -EPIPE);
+	close(sp[0]);
+	assert_true(WIFEXITED(sv.status));
+	assert_int_equal(WEXITSTATUS(sv.status), 0);
+	sbx_filter_free(f);
+}
+
+static void test_names(void **state)
+{
+	char buf[64];
+	const char *arch = NULL;
+
+	assert_int_equal(sbx_syscall_name(native_arch(), SYS_ptrace, buf, sizeof(buf), &arch), 0);
+	assert_string_equal(buf, "ptrace");
+#if defined(__x86_64__)
+	assert_string_equal(arch, "x86_64");
+	assert_int_equal(sbx_syscall_name(AUDIT_ARCH_X86_64, 101, buf, sizeof(buf), NULL), 0);
+	assert_string_equal(buf, "ptrace");
+	assert_int_equal(sbx_syscall_name(AUDIT_ARCH_I386, 26, buf, sizeof(buf), &arch), 0);
+	assert_string_equal(buf, "ptrace");
+	assert_string_equal(arch, "x86");
+	assert_int_equal(
+	    sbx_syscall_name(AUDIT_ARCH_X86_64, 0x40000000 | 39, buf, sizeof(buf), &arch), 0);
+	assert_string_equal(buf, "getpid");
+	assert_string_equal(arch, "x32");
+#endif
+	assert_int_equal(sbx_syscall_name(native_arch(), 99999, buf, sizeof(buf), NULL), -ENOENT);
+	assert_string_equal(buf, "nr_99999");
+	assert_string_equal(sbx_action_name(RET_ERRNO(EPERM)), "errno");
+	assert_string_equal(sbx_action_name(SECCOMP_RET_KILL_PROCESS), "kill");
+	assert_string_equal(sbx_action_name(SECCOMP_RET_KILL_THREAD), "kill_thread");
+	assert_string_equal(sbx_action_name(SECCOMP_RET_ALLOW), "allow");
+}
+
+/* The shim's lines (isolation/launch.h), as the agent parses them. */
+static void test_syscall_lines(void **state)
+{
+	struct launch_syscall_line l;
+
+	assert_int_equal(launch_parse_syscall_line("S 3 1700000000123456789 41 42 c000003e 101 "
+						   "50001 0 0 0 0 ffffffffffffffff 7",
+						   &l),
+			 0);
+	assert_int_equal(l.kind, LAUNCH_SYSCALL_CALL);
+	assert_int_equal(l.seq, 3);
+	assert_int_equal(l.time_ns, 1700000000123456789ULL);
+	assert_int_equal(l.pid, 41);
+	assert_int_equal(l.tid, 42);
+	assert_int_equal(l.arch, 0xc000003e);
+	assert_int_equal(l.nr, 101);
+	assert_int_equal(l.action, RET_ERRNO(EPERM));
+	assert_int_equal(l.args[4], UINT64_MAX);
+	assert_int_equal(l.args[5], 7);
+	assert_int_equal(launch_parse_syscall_line("E 1001 5000 1000 1", &l), 0);
+	assert_int_equal(l.kind, LAUNCH_SYSCALL_END);
+	assert_int_equal(l.seq, 1001);
+	assert_int_equal(l.total, 5000);
+	assert_int_equal(l.recorded, 1000);
+	assert_true(l.listener);
+	assert_int_equal(launch_parse_syscall_line("E 1 0 0 0", &l), 0);
+	assert_false(l.listener);
+	assert_int_equal(launch_parse_syscall_line("E 1 0 0 2", &l), -EINVAL);
+	assert_int_equal(launch_parse_syscall_line("E 0 0 0 1", &l), -EINVAL);
+	assert_int_equal(launch_parse_syscall_line("S 3 1 41 42 c000003e 101 50001 0 0 0", &l),
+			 -EINVAL);
+	assert_int_equal(launch_parse_syscall_line("E 1 0 0 1 junk", &l), -EINVAL);
+	assert_int_equal(launch_parse_syscall_line("X 0 0 0 0 0", &l), -EINVAL);
+	assert_int_equal(launch_parse_syscall_line("", &l), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -489,6 +838,13 @@ int main(void)
 #if defined(__x86_64__)
 		cmocka_unit_test(test_foreign_abi_killed),
 #endif
+		cmocka_unit_test(test_eval_and_notify_variant),
+		cmocka_unit_test(test_notify_allowlist),
+		cmocka_unit_test(test_notify_in_child),
+		cmocka_unit_test(test_notify_strict_kills),
+		cmocka_unit_test(test_notify_handoff_refused),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_syscall_lines),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
