@@ -1,8 +1,9 @@
 #!/bin/bash
 # Audit trail through corrald and the collector: a task that runs sh, ls and a python3
 # connect yields exactly those exec records and an allowed connect; --deny-net makes the
-# connect fail with EPERM inside the task and is audited as a deny; the records form an
-# intact per-node hash chain.
+# connect fail with EPERM inside the task and is audited as a deny; a time limit and an OOM
+# kill each yield an audit.limit record with the limit and the observed values; the records
+# form an intact per-node hash chain.
 . "$(dirname "$0")/lib.sh"
 need_root
 PORT=$((22000 + RANDOM % 20000)); LPORT=$((PORT + 1))
@@ -35,8 +36,19 @@ ID1=$ID
 run_wait --env PATH=/usr/bin:/bin --deny-net 127.0.0.1/32:$LPORT -- /bin/sh -c "python3 -c \"$CONNECT\""
 [ "$RC" = 101 ] && pass "--deny-net: connect failed with EPERM inside the task" || fail "deny: rc $RC $REASON"
 ID2=$ID
+# audit.limit: every limit action with the values at the time
+run_wait --time 1 -- sleep 30
+IDT=$ID
+run_wait --memory 32M --swap 0 -- python3 -c 'b = bytearray(256 << 20)'
+IDM=$ID
+[ "$(status_of "$IDT")" = time_limit ] && [ "$(status_of "$IDM")" = oom_killed ] &&
+	pass "limit tasks ended time_limit / oom_killed" || fail "limit tasks: $(status_of "$IDT") $(status_of "$IDM")"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
-for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM records WHERE type='task.end'")" -ge 2 ] && break; sleep 0.2; done
+for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM records WHERE type='task.end'")" -ge 4 ] && break; sleep 0.2; done
+lt=$(q "SELECT json_extract(body,'\$.event.limit')||' '||json_extract(body,'\$.event.action')||' '||json_extract(body,'\$.event.limit_value')||' '||(json_extract(body,'\$.event.observed') >= json_extract(body,'\$.event.limit_value')) FROM records WHERE type='audit.limit' AND task_id='$IDT'")
+[ "$lt" = "time_limit SIGTERM 1000000000 1" ] && pass "audit.limit of the time limit: $lt" || fail "audit.limit time: '$lt'"
+lm=$(q "SELECT json_extract(body,'\$.event.limit')||' '||json_extract(body,'\$.event.limit_value')||' '||(json_extract(body,'\$.event.oom_kills') >= 1) FROM records WHERE type='audit.limit' AND task_id='$IDM'")
+[ "$lm" = "oom_killed 33554432 1" ] && pass "audit.limit of the OOM kill: $lm" || fail "audit.limit oom: '$lm'"
 execs=$(q "SELECT json_extract(body, '\$.event.path') FROM records WHERE type='audit.exec' AND task_id='$ID1' ORDER BY time" | xargs -n1 basename | tr '\n' ' ')
 [ "$execs" = "sh ls python3 " ] && pass "exec records of task 1: $execs" || fail "exec records: '$execs'"
 c1=$(q "SELECT json_extract(body,'\$.event.verdict')||' '||json_extract(body,'\$.event.address')||':'||json_extract(body,'\$.event.port') FROM records WHERE type='audit.connect' AND task_id='$ID1'")
