@@ -4,12 +4,16 @@
  * records read back from the store. See collector/audit_chain.h and docs/audit.md.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collector/audit_chain.h"
 #include "common/macro.h"
+#include "common/util.h"
 
 #define CHAIN_DEFAULT_MAX 10000000u
 
@@ -221,4 +225,243 @@ out_free:
 		acct_record_clear(&c.recs[i]);
 	free(c.recs);
 	return r;
+}
+
+/* ---- verification at ingest ---- */
+
+static const char *const break_kinds[_COLL_BREAK_MAX] = {
+    [COLL_BREAK_HASH] = "hash",
+    [COLL_BREAK_LINK] = "link",
+    [COLL_BREAK_RESTART] = "restart",
+};
+
+const char *coll_break_kind_to_string(enum coll_break_kind k)
+{
+	return (unsigned)k < _COLL_BREAK_MAX ? break_kinds[k] : NULL;
+}
+
+struct head {
+	char *node;
+	char hash[ACCT_HASH_HEX];
+	char record_id[ACCT_ID_MAX];
+};
+
+struct coll_chain_heads {
+	pthread_mutex_t lock;
+	void *root; /* tsearch tree of struct head, by node */
+};
+
+static int head_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct head *)a)->node, ((const struct head *)b)->node);
+}
+
+static void head_free(void *p)
+{
+	struct head *h = p;
+
+	free(h->node);
+	free(h);
+}
+
+int coll_chain_heads_new(struct coll_chain_heads **ret)
+{
+	struct coll_chain_heads *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	pthread_mutex_init(&h->lock, NULL);
+	*ret = h;
+	return 0;
+}
+
+void coll_chain_heads_free(struct coll_chain_heads *h)
+{
+	if (!h)
+		return;
+	tdestroy(h->root, head_free);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+static struct head *head_find(struct coll_chain_heads *h, const char *node)
+{
+	struct head key = {.node = (char *)node};
+	void *p = tfind(&key, &h->root, head_cmp);
+
+	return p ? *(struct head **)p : NULL;
+}
+
+/* Move (or create) the node's head to r; -ENOMEM leaves the node unknown. */
+static int head_set(struct coll_chain_heads *h, struct head *cur, const struct acct_record *r)
+{
+	if (!cur) {
+		void *p;
+
+		cur = calloc(1, sizeof(*cur));
+		if (!cur || !(cur->node = strdup(r->node))) {
+			free(cur);
+			return -ENOMEM;
+		}
+		p = tsearch(cur, &h->root, head_cmp);
+		if (!p || *(struct head **)p != cur) {
+			head_free(cur);
+			return -ENOMEM;
+		}
+	}
+	memcpy(cur->hash, r->hash, sizeof(cur->hash));
+	memcpy(cur->record_id, r->record_id, sizeof(cur->record_id));
+	return 0;
+}
+
+static int count_row(const struct coll_row *row, void *ud)
+{
+	(void)row;
+	(*(size_t *)ud)++;
+	return 0;
+}
+
+static bool checked_here(const struct coll_item *it)
+{
+	return it->is_new && acct_type_is_audit(it->rec->type) && it->rec->node;
+}
+
+/*
+ * Link check of one record whose head is unknown or different: 1 linked, 0 a break (kind and
+ * why set), -errno when the store cannot tell.
+ */
+static int link_lookup(struct coll_store *s, const struct coll_item *items, size_t n,
+		       const struct acct_record *r, const struct head *cur,
+		       struct coll_chain_break *b, struct coll_chain_ingest_stats *st)
+{
+	size_t found = 0, k = 0;
+	struct coll_query q = {.node = r->node, .audit = COLL_QUERY_AUDIT_ONLY, .limit = 1};
+	int ret;
+
+	if (r->prev_hash[0] == 0) {
+		if (cur) {
+			b->kind = COLL_BREAK_RESTART;
+			snprintf(b->why, sizeof(b->why),
+				 "record %s: starts a new chain (empty prev_hash) after record %s",
+				 r->record_id, cur->record_id);
+			return 0;
+		}
+		/* A chain start is genuine when the node's only stored audit records are the
+		 * ones this batch added. */
+		for (size_t i = 0; i < n; i++)
+			if (checked_here(&items[i]) && strcmp(items[i].rec->node, r->node) == 0)
+				k++;
+		q.limit = k + 1;
+		st->lookups++;
+		ret = coll_store_query(s, &q, count_row, &found);
+		if (ret < 0)
+			return ret;
+		if (found <= k)
+			return 1;
+		b->kind = COLL_BREAK_RESTART;
+		snprintf(b->why, sizeof(b->why),
+			 "record %s: starts a new chain (empty prev_hash) but node %.64s has "
+			 "earlier stored audit records",
+			 r->record_id, r->node);
+		return 0;
+	}
+	q.hash = r->prev_hash;
+	st->lookups++;
+	ret = coll_store_query(s, &q, count_row, &found);
+	if (ret < 0)
+		return ret;
+	if (found)
+		return 1;
+	b->kind = COLL_BREAK_LINK;
+	snprintf(b->why, sizeof(b->why),
+		 "record %s: prev_hash %.12s... is not the hash of any stored audit record of "
+		 "node %.64s: a record is missing or was replaced%s%s",
+		 r->record_id, r->prev_hash, r->node, cur ? "; previous record received: " : "",
+		 cur ? cur->record_id : "");
+	return 0;
+}
+
+int coll_chain_ingest(struct coll_chain_heads *h, struct coll_store *s,
+		      const struct coll_item *items, size_t n, coll_chain_break_fn on_break,
+		      void *userdata, struct coll_chain_ingest_stats *ret)
+{
+	struct coll_chain_ingest_stats st = {0};
+	_cleanup_free_ signed char *hash_ok = NULL;
+	char detected[RFC3339_MAX];
+	size_t n_audit = 0;
+	int first_err = 0, r;
+
+	for (size_t i = 0; i < n; i++)
+		if (checked_here(&items[i]))
+			n_audit++;
+	if (n_audit == 0)
+		goto out;
+	/* The hashes need no shared state: computed before taking the lock. */
+	hash_ok = calloc(n, sizeof(*hash_ok));
+	for (size_t i = 0; hash_ok && i < n; i++) {
+		if (!checked_here(&items[i]))
+			continue;
+		r = acct_record_verify_hash(items[i].rec);
+		if (r == -ENOMEM) {
+			free(TAKE_PTR(hash_ok));
+			break;
+		}
+		hash_ok[i] = r == 0;
+	}
+	if (!hash_ok) {
+		st.unchecked = n_audit;
+		first_err = -ENOMEM;
+		goto out;
+	}
+	format_rfc3339_us(now_ns(CLOCK_REALTIME), detected, sizeof(detected));
+
+	pthread_mutex_lock(&h->lock);
+	for (size_t i = 0; i < n; i++) {
+		const struct acct_record *rec = items[i].rec;
+		struct coll_chain_break b = {.record_id = rec->record_id, .node = rec->node};
+		struct head *cur;
+		int linked = 1;
+
+		if (!checked_here(&items[i]))
+			continue;
+		st.checked++;
+		cur = head_find(h, rec->node);
+		if (!hash_ok[i]) {
+			b.kind = COLL_BREAK_HASH;
+			snprintf(b.why, sizeof(b.why), "record %s: hash does not match its content",
+				 rec->record_id);
+			linked = 0;
+		} else if (!cur || strcmp(rec->prev_hash, cur->hash) != 0) {
+			linked = link_lookup(s, items, n, rec, cur, &b, &st);
+		}
+		if (linked < 0) {
+			st.unchecked++;
+			if (!first_err)
+				first_err = linked;
+		} else if (linked == 0) {
+			struct coll_audit_break ab = {
+			    .record_id = rec->record_id,
+			    .node = rec->node,
+			    .kind = coll_break_kind_to_string(b.kind),
+			    .reason = b.why,
+			    .detected = detected,
+			};
+
+			st.breaks++;
+			r = coll_store_break_add(s, &ab);
+			if (r < 0 && !first_err)
+				first_err = r;
+			b.listed = r > 0;
+			if (on_break)
+				on_break(&b, userdata);
+		}
+		r = head_set(h, cur, rec);
+		if (r < 0 && !first_err)
+			first_err = r;
+	}
+	pthread_mutex_unlock(&h->lock);
+out:
+	if (ret)
+		*ret = st;
+	return first_err;
 }

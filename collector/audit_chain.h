@@ -41,3 +41,51 @@ struct coll_chain_result {
  */
 int coll_chain_verify_node(struct coll_store *s, const char *node, size_t max_records,
 			   struct coll_chain_result *ret);
+
+/* ---- verification at ingest ---- */
+
+enum coll_break_kind {
+	COLL_BREAK_HASH,    /* the record's hash does not match its content */
+	COLL_BREAK_LINK,    /* its prev_hash is the hash of no stored record of the node */
+	COLL_BREAK_RESTART, /* empty prev_hash although the node has earlier audit records */
+	_COLL_BREAK_MAX,
+	_COLL_BREAK_INVALID = -1,
+};
+const char *coll_break_kind_to_string(enum coll_break_kind k);
+
+struct coll_chain_break {
+	const char *record_id; /* borrowed from the batch */
+	const char *node;
+	enum coll_break_kind kind;
+	char why[2 * ACCT_ID_MAX + 256];
+	bool listed; /* this call added it to audit_breaks (false: already there, or failed) */
+};
+typedef void (*coll_chain_break_fn)(const struct coll_chain_break *b, void *userdata);
+
+/* Per-node chain heads (last audit record checked at ingest), shared by the server threads. */
+struct coll_chain_heads;
+int coll_chain_heads_new(struct coll_chain_heads **ret);
+void coll_chain_heads_free(struct coll_chain_heads *h);
+
+struct coll_chain_ingest_stats {
+	size_t checked;	  /* new audit records checked */
+	size_t breaks;	  /* of them, flagged */
+	size_t lookups;	  /* predecessors looked up in the store (head unknown or stale) */
+	size_t unchecked; /* left unchecked because the store failed */
+};
+
+/*
+ * Check the audit records of a committed batch (items[].is_new as insert_batch set it), in
+ * batch order, against the chain heads: each new record's hash must match its content and
+ * its prev_hash must be the hash of the node's previous record. Fast path: prev_hash equals
+ * the in-memory head. Otherwise (collector restarted, another collector took the previous
+ * batch, a break) the predecessor is looked up in the store by its hash; an empty prev_hash
+ * is accepted only for a node without earlier audit records. Duplicates are not checked (they
+ * were when first stored). A break is added to audit_breaks, on_break is called for it (may
+ * be NULL), and the head moves on to the record anyway, so one gap is flagged once. Records
+ * are never rejected here. Returns 0, or the first store error (the other records are still
+ * checked; *ret counts what was left unchecked).
+ */
+int coll_chain_ingest(struct coll_chain_heads *h, struct coll_store *s,
+		      const struct coll_item *items, size_t n, coll_chain_break_fn on_break,
+		      void *userdata, struct coll_chain_ingest_stats *ret);

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `corral-collector audit ...`: security-team queries over stored audit records.
- *   audit verify --db URI --node N      prove the node's hash chain intact, or name the first
+ *   audit verify --db URI --node N [--format text|json]
+ *                                       prove the node's hash chain intact, or name the first
  *                                       bad record (exit 1)
+ *   audit breaks --db URI [--node N] [--limit N]   chain breaks flagged at ingest
  *   audit --db URI [--node N] [--task ID] [--job J] [--user U] [--from T] [--to T]
- *         [--type exec|connect|syscall|limit|lost] [--limit N] [--format table|json]
+ *         [--type exec|connect|syscall|limit|lost] [--limit N] [--after CURSOR]
+ *         [--format table|json]
+ * The filters are those of GET /v1/audit (collector/audit_query.c), with the same checks.
  */
 #include "collector/audit_cli.h"
 #include "collector/audit_chain.h"
+#include "collector/audit_query.h"
 #include "collector/store.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -20,55 +25,39 @@
 #include <string.h>
 
 struct audit_args {
-	const char *db, *node, *task, *job, *user, *from, *to, *type, *format;
-	uint64_t limit;
+	const char *db;
+	struct coll_audit_filter f;
 	bool json;
 	size_t n;
 };
 
-static bool field_is(json_t *task, const char *key, const char *want)
-{
-	const char *v = json_string_value(json_object_get(task, key));
-
-	return !want || (v && strcmp(v, want) == 0);
-}
-
 static int row_cb(const struct coll_row *row, void *ud)
 {
 	struct audit_args *a = ud;
-	json_t *j, *task, *ev;
-	json_error_t e;
+	json_t *j, *ev;
+	char *evs;
 
-	if (strncmp(row->type, "audit.", 6) != 0)
-		return 0;
-	if (a->type && strcmp(row->type + 6, a->type) != 0)
-		return 0;
-	if ((a->from && strcmp(row->time, a->from) < 0) || (a->to && strcmp(row->time, a->to) >= 0))
-		return 0;
-	j = json_loads(row->body, 0, &e);
-	if (!j)
-		return 0;
-	task = json_object_get(j, "task");
-	if (!field_is(task, "job", a->job) || !field_is(task, "user", a->user)) {
-		json_decref(j);
-		return 0;
-	}
+	a->n++;
 	if (a->json) {
 		printf("%s\n", row->body);
-	} else {
-		char *evs;
-
-		ev = json_object_get(j, "event");
-		evs = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
-		printf("%-27s %-14s %-22s %-10s %s\n", row->time, row->type,
-		       row->task_id ? row->task_id : "", row->user ? row->user : "",
-		       evs ? evs : "");
-		free(evs);
+		return 0;
 	}
+	j = json_loads(row->body, 0, NULL);
+	ev = j ? json_object_get(j, "event") : NULL;
+	evs = ev ? json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	printf("%-27s %-14s %-22s %-10s %s\n", row->time, row->type,
+	       row->task_id ? row->task_id : "", row->user ? row->user : "", evs ? evs : "");
+	free(evs);
 	json_decref(j);
-	a->n++;
-	if (a->limit && a->n >= a->limit)
-		return -ECANCELED;
+	return 0;
+}
+
+static int break_cb(const struct coll_audit_break *b, void *ud)
+{
+	size_t *n = ud;
+
+	printf("%-27s %-12s %-8s %s\n", b->detected, b->node, b->kind, b->reason);
+	(*n)++;
 	return 0;
 }
 
@@ -76,99 +65,103 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: corral-collector audit verify --db URI --node N\n"
+	    "usage: corral-collector audit verify --db URI --node N [--format text|json]\n"
+	    "       corral-collector audit breaks --db URI [--node N] [--limit N]\n"
 	    "       corral-collector audit --db URI [--node N] [--task ID] [--job J] [--user U]\n"
 	    "              [--from RFC3339] [--to RFC3339] [--type "
 	    "exec|connect|syscall|limit|lost]\n"
-	    "              [--limit N] [--format table|json]\n");
+	    "              [--limit N] [--after CURSOR] [--format table|json]\n");
+}
+
+static int cmd_verify(struct coll_store *store, const char *node, bool json)
+{
+	struct coll_chain_result res;
+	int r = coll_chain_verify_node(store, node, 0, &res);
+
+	if (r < 0) {
+		fprintf(stderr, "corral-collector audit verify: %s\n",
+			r == -ENOMEM || r == -E2BIG ? strerror(-r) : coll_store_errmsg(store));
+		return 1;
+	}
+	if (json)
+		coll_chain_result_write_json(stdout, node, &res);
+	else if (res.intact)
+		printf("node %s: audit chain intact (%llu records)\n", node,
+		       (unsigned long long)res.checked);
+	else
+		printf("node %s: audit chain BROKEN at record %s: %s (%llu records checked)\n",
+		       node, res.first_bad, res.why, (unsigned long long)res.checked);
+	return res.intact ? 0 : 1;
 }
 
 int coll_cmd_audit(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"db", required_argument, NULL, 'd'},    {"node", required_argument, NULL, 'n'},
-	    {"task", required_argument, NULL, 'k'},  {"job", required_argument, NULL, 'j'},
-	    {"user", required_argument, NULL, 'u'},  {"from", required_argument, NULL, 'f'},
-	    {"to", required_argument, NULL, 't'},    {"type", required_argument, NULL, 'T'},
-	    {"limit", required_argument, NULL, 'L'}, {"format", required_argument, NULL, 'F'},
-	    {"help", no_argument, NULL, 'h'},	     {}};
+	static const struct option opts[] = {{"db", required_argument, NULL, 'd'},
+					     {"node", required_argument, NULL, 'n'},
+					     {"task", required_argument, NULL, 'k'},
+					     {"job", required_argument, NULL, 'j'},
+					     {"user", required_argument, NULL, 'u'},
+					     {"from", required_argument, NULL, 'f'},
+					     {"to", required_argument, NULL, 't'},
+					     {"type", required_argument, NULL, 'T'},
+					     {"limit", required_argument, NULL, 'L'},
+					     {"after", required_argument, NULL, 'A'},
+					     {"format", required_argument, NULL, 'F'},
+					     {"help", no_argument, NULL, 'h'},
+					     {}};
 	struct audit_args a = {0};
 	struct coll_store *store = NULL;
-	bool verify = false;
-	char err[512];
-	int c, r;
+	const char *sub = NULL, *format = NULL;
+	char err[512], next[COLL_AUDIT_CURSOR_MAX];
+	int c, idx, r;
 
-	if (argc > 1 && strcmp(argv[1], "verify") == 0) {
-		verify = true;
+	if (argc > 1 && (strcmp(argv[1], "verify") == 0 || strcmp(argv[1], "breaks") == 0)) {
+		sub = argv[1];
 		argc--;
 		argv++;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
 		switch (c) {
 		case 'd':
 			a.db = optarg;
 			break;
-		case 'n':
-			a.node = optarg;
-			break;
-		case 'k':
-			a.task = optarg;
-			break;
-		case 'j':
-			a.job = optarg;
-			break;
-		case 'u':
-			a.user = optarg;
-			break;
-		case 'f':
-			a.from = optarg;
-			break;
-		case 't':
-			a.to = optarg;
-			break;
-		case 'T':
-			if (strcmp(optarg, "exec") && strcmp(optarg, "connect") &&
-			    strcmp(optarg, "syscall") && strcmp(optarg, "limit") &&
-			    strcmp(optarg, "lost")) {
-				fprintf(stderr,
-					"corral-collector audit: --type: expected exec, connect, "
-					"syscall, limit or lost, got '%s'\n",
-					optarg);
-				return 2;
-			}
-			a.type = optarg;
-			break;
-		case 'L':
-			if (parse_u64(optarg, &a.limit) < 0) {
-				fprintf(stderr,
-					"corral-collector audit: --limit: expected a number\n");
-				return 2;
-			}
-			break;
 		case 'F':
-			if (strcmp(optarg, "json") == 0)
-				a.json = true;
-			else if (strcmp(optarg, "table") != 0) {
-				fprintf(
-				    stderr,
-				    "corral-collector audit: --format: expected table or json\n");
-				return 2;
-			}
+			format = optarg;
 			break;
 		case 'h':
 			usage(stdout);
 			return 0;
-		default:
+		case '?':
 			usage(stderr);
 			return 2;
+		default:
+			/* the filter parameters: shared checks with GET /v1/audit */
+			if (coll_audit_filter_set(&a.f, opts[idx].name, optarg, err, sizeof(err)) <
+			    0) {
+				fprintf(stderr, "corral-collector audit: --%s\n", err);
+				return 2;
+			}
+			break;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "corral-collector audit: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (format && strcmp(format, "json") == 0)
+		a.json = true;
+	else if (format && strcmp(format, sub && !strcmp(sub, "verify") ? "text" : "table") != 0) {
+		fprintf(stderr, "corral-collector audit: --format: expected %s or json, got '%s'\n",
+			sub && !strcmp(sub, "verify") ? "text" : "table", format);
+		return 2;
 	}
 	if (!a.db) {
 		fprintf(stderr, "corral-collector audit: --db is required\n");
 		return 2;
 	}
-	if (verify && !a.node) {
+	if (sub && strcmp(sub, "verify") == 0 && !a.f.node) {
 		fprintf(stderr, "corral-collector audit verify: --node is required\n");
 		return 2;
 	}
@@ -177,39 +170,32 @@ int coll_cmd_audit(int argc, char **argv)
 		fprintf(stderr, "corral-collector audit: --db: %s\n", err);
 		return 1;
 	}
-	if (verify) {
-		struct coll_chain_result res;
-
-		r = coll_chain_verify_node(store, a.node, 0, &res);
+	if (sub && strcmp(sub, "verify") == 0) {
+		r = cmd_verify(store, a.f.node, a.json);
 		coll_store_close(store);
-		if (r < 0) {
-			fprintf(stderr, "corral-collector audit verify: %s\n", strerror(-r));
-			return 1;
-		}
-		if (res.intact) {
-			printf("node %s: audit chain intact (%llu records)\n", a.node,
-			       (unsigned long long)res.checked);
-			return 0;
-		}
-		printf("node %s: audit chain BROKEN at record %s: %s (%llu records checked)\n",
-		       a.node, res.first_bad, res.why, (unsigned long long)res.checked);
-		return 1;
+		return r;
 	}
-	{
-		struct coll_query q = {.node = a.node, .task_id = a.task};
-
-		if (!a.json)
-			printf("%-27s %-14s %-22s %-10s %s\n", "TIME", "TYPE", "TASK", "USER",
-			       "EVENT");
-		r = coll_store_query(store, &q, row_cb, &a);
-		if (r < 0 && r != -ECANCELED) {
-			fprintf(stderr, "corral-collector audit: %s\n", coll_store_errmsg(store));
-			coll_store_close(store);
-			return 1;
-		}
+	if (sub) { /* breaks */
+		printf("%-27s %-12s %-8s %s\n", "DETECTED", "NODE", "KIND", "REASON");
+		r = coll_store_break_query(store, a.f.node, a.f.limit, break_cb, &a.n);
+		if (r < 0)
+			fprintf(stderr, "corral-collector audit breaks: %s\n",
+				coll_store_errmsg(store));
+		else
+			printf("(%zu breaks)\n", a.n);
+		coll_store_close(store);
+		return r < 0 ? 1 : 0;
+	}
+	if (!a.json)
+		printf("%-27s %-14s %-22s %-10s %s\n", "TIME", "TYPE", "TASK", "USER", "EVENT");
+	r = coll_audit_query(store, &a.f, row_cb, &a, next, sizeof(next));
+	if (r < 0) {
+		fprintf(stderr, "corral-collector audit: %s\n", coll_store_errmsg(store));
+		coll_store_close(store);
+		return 1;
 	}
 	coll_store_close(store);
 	if (!a.json)
-		printf("(%zu records)\n", a.n);
+		printf("(%zu records%s%s)\n", a.n, next[0] ? "; more with --after " : "", next);
 	return 0;
 }

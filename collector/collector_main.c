@@ -7,8 +7,8 @@
  *                            [--format table|json]
  *   corral-collector migrate --db URI
  *   corral-collector report  --db URI --prices FILE --from DATE --to DATE
- *                            [--by account|user|label:KEY[,...]] [--period day|week|month|all]
- *                            [--top N] [--format table|csv|json|html]
+ *                            [--by account|user|job|node|label:KEY[,...]]
+ *                            [--period day|week|month|all] [--top N] [--format table|csv|json|html]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -136,7 +136,7 @@ static _noreturn_ void usage(int code)
 	    "       corral-collector migrate --db URI\n"
 	    "       corral-collector report --db URI --prices FILE --from YYYY-MM-DD --to "
 	    "YYYY-MM-DD\n"
-	    "                             [--by account|user|label:KEY[,...]] "
+	    "                             [--by account|user|job|node|label:KEY[,...]] "
 	    "[--period day|week|month|all]\n"
 	    "                             [--top N] [--format table|csv|json|html]\n"
 	    "       (serve also takes --prices FILE for GET /v1/reports/showback)\n"
@@ -307,12 +307,18 @@ static int open_store(const struct options *o, struct coll_store **ret)
 	return r;
 }
 
+static void log_stderr(const char *msg)
+{
+	fprintf(stderr, "corral-collector: %s\n", msg);
+}
+
 static int cmd_serve(struct options *o)
 {
 	struct coll_server_config cfg = {
 	    .listen = o->listen ?: COLL_DEFAULT_LISTEN,
 	    .max_body = o->max_body ?: COLL_DEFAULT_MAX_BODY,
 	    .max_records = o->max_records ?: COLL_DEFAULT_MAX_RECORDS,
+	    .log = log_stderr,
 	};
 	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;

@@ -67,6 +67,8 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 	bool have_label = false;
 
 	spec->n_dims = 0;
+	spec->parts = false;
+	spec->label_key[0] = 0;
 	while (*p) {
 		const char *e = strchrnul(p, ',');
 		size_t l = (size_t)(e - p);
@@ -79,7 +81,11 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 			spec->dims[spec->n_dims++] = REPORT_DIM_ACCOUNT;
 		else if (l == 4 && strncmp(p, "user", 4) == 0)
 			spec->dims[spec->n_dims++] = REPORT_DIM_USER;
-		else if (l > 6 && strncmp(p, "label:", 6) == 0) {
+		else if ((l == 3 && strncmp(p, "job", 3) == 0) ||
+			 (l == 4 && strncmp(p, "node", 4) == 0)) {
+			spec->dims[spec->n_dims++] = l == 3 ? REPORT_DIM_JOB : REPORT_DIM_NODE;
+			spec->parts = true;
+		} else if (l > 6 && strncmp(p, "label:", 6) == 0) {
 			if (have_label) {
 				snprintf(err, errlen, "by: at most one label: dimension");
 				return -EINVAL;
@@ -94,7 +100,8 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 			spec->dims[spec->n_dims++] = REPORT_DIM_LABEL;
 		} else {
 			snprintf(err, errlen,
-				 "by: expected account, user or label:KEY (comma-separated), "
+				 "by: expected account, user, job, node or label:KEY "
+				 "(comma-separated), "
 				 "got '%.*s'",
 				 (int)MIN(l, (size_t)64), p);
 			return -EINVAL;
@@ -112,6 +119,11 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 	}
 	if (spec->n_dims == 0) {
 		snprintf(err, errlen, "by: empty");
+		return -EINVAL;
+	}
+	if (have_label && spec->parts) {
+		/* rollup_label_day holds label sums per account and user, not per job or node */
+		snprintf(err, errlen, "by: label:KEY cannot be combined with job or node");
 		return -EINVAL;
 	}
 	return 0;
@@ -177,16 +189,27 @@ static void period_of(const struct report_spec *spec, const char *day, char out[
 
 /* ---- reading the rollups ---- */
 
+/* A (day, account, user) cell of rollup_day, the unit of rounding. Its parts: label rows
+ * (rollup_label_day) and job/node rows (rollup_job_day) of the same key, chained. */
 struct cell {
 	char *day, *account, *user;
-	double v[_COLL_SUM_MAX];
+	double v[REPORT_Q_MAX];
 	ssize_t first_label; /* index into labels, -1 = none */
+	ssize_t first_part;  /* job/node rows, same array */
 };
 
 struct lcell {
-	char *key, *value;
-	double v[_COLL_SUM_MAX];
+	char *key, *value; /* label rows */
+	char *job, *node;  /* job/node rows */
+	double v[REPORT_Q_MAX];
 	ssize_t next;
+};
+
+/* The share of a running task in one day of the report, before the cells are sorted. */
+struct open_share {
+	char day[11];
+	char *account, *user, *job, *node, *labels;
+	double v[REPORT_Q_MAX];
 };
 
 struct reader {
@@ -196,8 +219,28 @@ struct reader {
 	size_t n, cap;
 	struct lcell *labels;
 	size_t nl, capl;
+	struct open_share *open;
+	size_t no, capo;
+	size_t open_rows;
+	uint64_t from_ns, to_ns;
 	int err;
 };
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *nv;
+	size_t nc;
+
+	if (n < *cap)
+		return 0;
+	nc = *cap ? *cap * 2 : 1024;
+	nv = realloc(*v, nc * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
 
 static int cell_cmp3(const char *d, const char *a, const char *u, const struct cell *c)
 {
@@ -215,82 +258,230 @@ static int cell_sort_cmp(const void *x, const void *y)
 	return cell_cmp3(a->day, a->account, a->user, y);
 }
 
-static int day_cb(const struct coll_rollup_row *row, void *ud)
+static int cell_add(struct reader *rd, const char *day, const char *account, const char *user,
+		    const double *v, size_t nv)
 {
-	struct reader *rd = ud;
 	struct cell *c;
 
-	if (rd->n == rd->cap) {
-		size_t nc = rd->cap ? rd->cap * 2 : 1024;
-		struct cell *n = realloc(rd->cells, nc * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		rd->cells = n;
-		rd->cap = nc;
-	}
+	if (grow((void **)&rd->cells, &rd->cap, rd->n, sizeof(*rd->cells)) < 0)
+		return -ENOMEM;
 	c = &rd->cells[rd->n];
-	c->day = strdup(row->bucket);
-	c->account = strdup(row->account);
-	c->user = strdup(row->user);
+	memset(c, 0, sizeof(*c));
+	c->day = strdup(day);
+	c->account = strdup(account);
+	c->user = strdup(user);
 	if (!c->day || !c->account || !c->user) {
 		free(c->day);
 		free(c->account);
 		free(c->user);
 		return -ENOMEM;
 	}
-	memcpy(c->v, row->v, sizeof(c->v));
-	c->first_label = -1;
+	memcpy(c->v, v, nv * sizeof(double));
+	c->first_label = c->first_part = -1;
 	rd->n++;
 	return 0;
 }
 
-static int label_cb(const struct coll_rollup_row *row, void *ud)
+static int day_cb(const struct coll_rollup_row *row, void *ud)
 {
-	struct reader *rd = ud;
-	const struct report_spec *spec = rd->spec;
-	struct lcell *l;
-	size_t lo = 0, hi = rd->n;
-	struct cell *c = NULL;
+	return cell_add(ud, row->bucket, row->account, row->user, row->v, _COLL_SUM_MAX);
+}
 
-	if (!((rd->ps->override_key[0] && strcmp(row->label_key, rd->ps->override_key) == 0) ||
-	      (spec->label_key[0] && strcmp(row->label_key, spec->label_key) == 0)))
-		return 0;
+static struct cell *cell_find(struct reader *rd, const char *day, const char *account,
+			      const char *user)
+{
+	size_t lo = 0, hi = rd->n;
+
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		int r = cell_cmp3(row->bucket, row->account, row->user, &rd->cells[mid]);
+		int r = cell_cmp3(day, account, user, &rd->cells[mid]);
 
-		if (r == 0) {
-			c = &rd->cells[mid];
-			break;
-		}
+		if (r == 0)
+			return &rd->cells[mid];
 		if (r < 0)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	if (!c)
-		return 0; /* cannot happen: label rows come with their day row */
-	if (rd->nl == rd->capl) {
-		size_t nc = rd->capl ? rd->capl * 2 : 1024;
-		struct lcell *n = realloc(rd->labels, nc * sizeof(*n));
+	return NULL;
+}
 
-		if (!n)
-			return -ENOMEM;
-		rd->labels = n;
-		rd->capl = nc;
-	}
+/* Chains a label (key != NULL) or job/node part to cell c. */
+static int part_add(struct reader *rd, struct cell *c, const char *key, const char *value,
+		    const char *job, const char *node, const double *v, size_t nv)
+{
+	struct lcell *l;
+
+	if (grow((void **)&rd->labels, &rd->capl, rd->nl, sizeof(*rd->labels)) < 0)
+		return -ENOMEM;
 	l = &rd->labels[rd->nl];
-	l->key = strdup(row->label_key);
-	l->value = strdup(row->label_value);
-	if (!l->key || !l->value) {
+	memset(l, 0, sizeof(*l));
+	l->key = strdup(key ?: "");
+	l->value = strdup(value ?: "");
+	l->job = strdup(job ?: "");
+	l->node = strdup(node ?: "");
+	if (!l->key || !l->value || !l->job || !l->node) {
 		free(l->key);
 		free(l->value);
+		free(l->job);
+		free(l->node);
 		return -ENOMEM;
 	}
-	memcpy(l->v, row->v, sizeof(l->v));
-	l->next = c->first_label;
-	c->first_label = (ssize_t)rd->nl++;
+	memcpy(l->v, v, nv * sizeof(double));
+	if (key) {
+		l->next = c->first_label;
+		c->first_label = (ssize_t)rd->nl++;
+	} else {
+		l->next = c->first_part;
+		c->first_part = (ssize_t)rd->nl++;
+	}
+	return 0;
+}
+
+static bool label_wanted(const struct reader *rd, const char *key)
+{
+	return (rd->ps->override_key[0] && strcmp(key, rd->ps->override_key) == 0) ||
+	       (rd->spec->label_key[0] && strcmp(key, rd->spec->label_key) == 0);
+}
+
+static int label_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct reader *rd = ud;
+	struct cell *c;
+
+	if (!label_wanted(rd, row->label_key))
+		return 0;
+	c = cell_find(rd, row->bucket, row->account, row->user);
+	if (!c)
+		return 0; /* cannot happen: label rows come with their day row */
+	return part_add(rd, c, row->label_key, row->label_value, NULL, NULL, row->v, _COLL_SUM_MAX);
+}
+
+static int job_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct reader *rd = ud;
+	struct cell *c = cell_find(rd, row->bucket, row->account, row->user);
+
+	if (!c)
+		return 0; /* cannot happen: job rows come with their day row */
+	return part_add(rd, c, NULL, NULL, row->job, row->node, row->v, _COLL_SUM_MAX);
+}
+
+static uint64_t day_start_ns(const char *day)
+{
+	struct tm tm = {0};
+
+	if (!strptime(day, "%Y-%m-%d", &tm))
+		return 0;
+	return (uint64_t)timegm(&tm) * NSEC_PER_SEC;
+}
+
+#define DAY_NS (86400ULL * NSEC_PER_SEC)
+
+/*
+ * A running task, from its latest sample: what the sample measured over [start, sample] is
+ * spread over the days of that interval in proportion, like a task.end at ingest; only the
+ * days inside the report count (so it is charged up to the report's end, and from its
+ * start). It is counted as running once, in the last such day.
+ */
+static int open_cb(const struct coll_open_row *row, void *ud)
+{
+	struct reader *rd = ud;
+	const uint64_t wall = row->sample_ns > row->start_ns ? row->sample_ns - row->start_ns : 0;
+	uint64_t a = MAX(row->start_ns, rd->from_ns), b = MIN(row->sample_ns, rd->to_ns);
+
+	rd->open_rows++;
+	if (wall == 0) {
+		if (row->sample_ns < rd->from_ns || row->sample_ns >= rd->to_ns)
+			return 0;
+		a = b = row->sample_ns;
+	} else if (b <= a)
+		return 0;
+	for (uint64_t d = a / DAY_NS * DAY_NS; d <= (b > a ? b - 1 : b); d += DAY_NS) {
+		const double frac =
+		    wall ? (double)(MIN(b, d + DAY_NS) - MAX(a, d)) / (double)wall : 1.0;
+		const bool last = d + DAY_NS >= b;
+		struct open_share *o;
+		time_t secs = (time_t)(d / NSEC_PER_SEC);
+		struct tm tm;
+
+		if (grow((void **)&rd->open, &rd->capo, rd->no, sizeof(*rd->open)) < 0)
+			return -ENOMEM;
+		o = &rd->open[rd->no];
+		memset(o, 0, sizeof(*o));
+		gmtime_r(&secs, &tm);
+		strftime(o->day, sizeof(o->day), "%Y-%m-%d", &tm);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			o->v[s] = coll_sum_is_count(s) ? 0 : row->v[s] * frac;
+		o->v[REPORT_Q_RUNNING] = last ? 1 : 0;
+		o->account = strdup(row->account);
+		o->user = strdup(row->user);
+		o->job = strdup(row->job);
+		o->node = strdup(row->node);
+		o->labels = strdup(row->labels);
+		rd->no++;
+		if (!o->account || !o->user || !o->job || !o->node || !o->labels)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Sorted cells with duplicate keys (from running tasks) merged into one. */
+static void cells_sort_merge(struct reader *rd)
+{
+	size_t out = 0;
+
+	qsort(rd->cells, rd->n, sizeof(*rd->cells), cell_sort_cmp);
+	for (size_t i = 0; i < rd->n; i++) {
+		struct cell *c = &rd->cells[i];
+
+		if (out > 0 && cell_sort_cmp(&rd->cells[out - 1], c) == 0) {
+			for (int s = 0; s < REPORT_Q_MAX; s++)
+				rd->cells[out - 1].v[s] += c->v[s];
+			free(c->day);
+			free(c->account);
+			free(c->user);
+			continue;
+		}
+		if (out != i)
+			rd->cells[out] = *c;
+		out++;
+	}
+	rd->n = out;
+}
+
+/* The running tasks' shares as parts of their cells: job/node, and the wanted labels. */
+static int open_parts(struct reader *rd)
+{
+	for (size_t i = 0; i < rd->no; i++) {
+		const struct open_share *o = &rd->open[i];
+		struct cell *c = cell_find(rd, o->day, o->account, o->user);
+		json_t *labels, *val;
+		const char *key;
+		int r = 0;
+
+		if (!c)
+			return -EIO; /* cannot happen: a cell was added for every share */
+		if (rd->spec->parts) {
+			r = part_add(rd, c, NULL, NULL, o->job, o->node, o->v, REPORT_Q_MAX);
+			if (r < 0)
+				return r;
+		}
+		if (!rd->ps->override_key[0] && !rd->spec->label_key[0])
+			continue;
+		labels = json_loads(o->labels, 0, NULL);
+		if (!labels)
+			continue; /* stored by the collector from a decoded record: always valid */
+		json_object_foreach(labels, key, val)
+		{
+			if (r >= 0 && json_is_string(val) && label_wanted(rd, key))
+				r = part_add(rd, c, key, json_string_value(val), NULL, NULL, o->v,
+					     REPORT_Q_MAX);
+		}
+		json_decref(labels);
+		if (r < 0)
+			return r;
+	}
 	return 0;
 }
 
@@ -304,9 +495,19 @@ static void reader_free(struct reader *rd)
 	for (size_t i = 0; i < rd->nl; i++) {
 		free(rd->labels[i].key);
 		free(rd->labels[i].value);
+		free(rd->labels[i].job);
+		free(rd->labels[i].node);
+	}
+	for (size_t i = 0; i < rd->no; i++) {
+		free(rd->open[i].account);
+		free(rd->open[i].user);
+		free(rd->open[i].job);
+		free(rd->open[i].node);
+		free(rd->open[i].labels);
 	}
 	free(rd->cells);
 	free(rd->labels);
+	free(rd->open);
 }
 
 /* ---- pricing ---- */
@@ -394,7 +595,7 @@ void report_apportion(int64_t total, const double *w, size_t n, int64_t *out)
 struct frag {
 	char period[11];
 	const char *key[REPORT_DIMS_MAX];
-	double q[_COLL_SUM_MAX];
+	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
 };
 
@@ -467,7 +668,7 @@ static void cell_cents(const struct reader *rd, const struct cell *c, int64_t ce
 }
 
 static const char *dim_value(const struct report_spec *spec, size_t d, const struct cell *c,
-			     const char *label)
+			     const char *label, const struct lcell *part)
 {
 	switch (spec->dims[d]) {
 	case REPORT_DIM_ACCOUNT:
@@ -476,8 +677,58 @@ static const char *dim_value(const struct report_spec *spec, size_t d, const str
 		return c->user;
 	case REPORT_DIM_LABEL:
 		return label;
+	case REPORT_DIM_JOB:
+		return part ? part->job : NONE_VAL;
+	case REPORT_DIM_NODE:
+		return part ? part->node : NONE_VAL;
 	}
 	return "";
+}
+
+/*
+ * Splits cell c (cents already rounded) into n parts: parts[i] quantities q[i], keyed by
+ * label[i] / part[i]. The cents of each component are apportioned by the parts' unrounded
+ * money at price set p[i], so the parts sum to the cell exactly.
+ */
+static int emit_parts(const struct reader *rd, const struct cell *c, const char *period,
+		      const int64_t cents[], size_t n, const double *const *q,
+		      const struct price_set *const *p, const char *const *label,
+		      const struct lcell *const *part, struct fragv *fv)
+{
+	const struct report_spec *spec = rd->spec;
+	_cleanup_free_ double *w = calloc(n * _REPORT_COST_MAX, sizeof(double));
+	_cleanup_free_ int64_t *out = calloc(n, sizeof(int64_t));
+	double m[_REPORT_COST_MAX];
+	size_t first = fv->n;
+	struct frag *f;
+	int r;
+
+	if (!w || !out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		price_quantities(q[i], p[i], m);
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			w[(size_t)k * n + i] = m[k];
+		r = frag_push(fv, &f);
+		if (r < 0)
+			return r;
+		memcpy(f->period, period, 11);
+		for (size_t d = 0; d < spec->n_dims; d++)
+			f->key[d] =
+			    dim_value(spec, d, c, label ? label[i] : NULL, part ? part[i] : NULL);
+		memcpy(f->q, q[i], sizeof(f->q));
+	}
+	for (int k = 0; k < _REPORT_COST_MAX; k++) {
+		if (k == REPORT_COST_TOTAL)
+			continue;
+		report_apportion(cents[k], &w[(size_t)k * n], n, out);
+		for (size_t i = 0; i < n; i++) {
+			fv->v[first + i].cents[k] = out[i];
+			if (k < REPORT_COST_TOTAL)
+				fv->v[first + i].cents[REPORT_COST_TOTAL] += out[i];
+		}
+	}
+	return 0;
 }
 
 static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv *fv,
@@ -487,84 +738,84 @@ static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv
 	int64_t cents[_REPORT_COST_MAX];
 	char period[11];
 	struct frag *f;
+	size_t n = 0, i = 0;
 	int r;
 
 	cell_cents(rd, c, cents);
 	period_of(spec, c->day, period);
-	for (int s = 0; s < _COLL_SUM_MAX; s++)
+	for (int s = 0; s < REPORT_Q_MAX; s++)
 		total->q[s] += c->v[s];
 	for (int k = 0; k < _REPORT_COST_MAX; k++)
 		total->cents[k] += cents[k];
 
-	if (!spec->label_key[0]) {
-		r = frag_push(fv, &f);
-		if (r < 0)
-			return r;
-		memcpy(f->period, period, 11);
-		for (size_t d = 0; d < spec->n_dims; d++)
-			f->key[d] = dim_value(spec, d, c, NULL);
-		memcpy(f->q, c->v, sizeof(f->q));
-		memcpy(f->cents, cents, sizeof(f->cents));
-		return 0;
+	if (spec->parts) {
+		/* split by job and node: the cell's rollup_job_day rows (which sum to it) */
+		_cleanup_free_ const double **q = NULL;
+		_cleanup_free_ const struct price_set **p = NULL;
+		_cleanup_free_ const struct lcell **part = NULL;
+
+		for (ssize_t li = c->first_part; li >= 0; li = rd->labels[li].next)
+			n++;
+		if (n == 0)
+			goto whole;
+		q = calloc(n, sizeof(*q));
+		p = calloc(n, sizeof(*p));
+		part = calloc(n, sizeof(*part));
+		if (!q || !p || !part)
+			return -ENOMEM;
+		for (ssize_t li = c->first_part; li >= 0; li = rd->labels[li].next, i++) {
+			part[i] = &rd->labels[li];
+			q[i] = rd->labels[li].v;
+			p[i] = &rd->ps->base;
+		}
+		return emit_parts(rd, c, period, cents, n, q, p, NULL, part, fv);
 	}
+	if (spec->label_key[0]) {
+		/* split by the label: its values, plus NONE_VAL for the tasks without it */
+		_cleanup_free_ const double **q = NULL;
+		_cleanup_free_ const struct price_set **p = NULL;
+		_cleanup_free_ const char **label = NULL;
+		double rest[REPORT_Q_MAX];
+		const bool priced = strcmp(spec->label_key, rd->ps->override_key) == 0;
 
-	/* split by the label dimension: its values, plus NONE_VAL for the tasks without it */
-	{
-		size_t n = 1, i = 0;
-		_cleanup_free_ const struct lcell **parts = NULL;
-		_cleanup_free_ double *w = NULL;
-		_cleanup_free_ int64_t *out = NULL;
-		double rest[_COLL_SUM_MAX], m[_REPORT_COST_MAX];
-		size_t first = fv->n;
-
+		n = 1;
 		for (ssize_t li = c->first_label; li >= 0; li = rd->labels[li].next)
 			if (strcmp(rd->labels[li].key, spec->label_key) == 0)
 				n++;
-		parts = calloc(n, sizeof(*parts));
-		w = calloc(n * _REPORT_COST_MAX, sizeof(*w));
-		out = calloc(n, sizeof(*out));
-		if (!parts || !w || !out)
+		q = calloc(n, sizeof(*q));
+		p = calloc(n, sizeof(*p));
+		label = calloc(n, sizeof(*label));
+		if (!q || !p || !label)
 			return -ENOMEM;
 		memcpy(rest, c->v, sizeof(rest));
-		for (ssize_t li = c->first_label; li >= 0; li = rd->labels[li].next)
-			if (strcmp(rd->labels[li].key, spec->label_key) == 0) {
-				parts[i++] = &rd->labels[li];
-				for (int s = 0; s < _COLL_SUM_MAX; s++)
-					rest[s] -= rd->labels[li].v[s];
-			}
-		for (int s = 0; s < _COLL_SUM_MAX; s++)
-			rest[s] = MAX(0.0, rest[s]);
-		for (i = 0; i < n; i++) {
-			const bool is_rest = i == n - 1;
-			const double *q = is_rest ? rest : parts[i]->v;
-			const struct price_set *p =
-			    strcmp(spec->label_key, rd->ps->override_key) == 0 && !is_rest
-				? price_sheet_for(rd->ps, parts[i]->value)
-				: &rd->ps->base;
+		for (ssize_t li = c->first_label; li >= 0; li = rd->labels[li].next) {
+			const struct lcell *l = &rd->labels[li];
 
-			price_quantities(q, p, m);
-			for (int k = 0; k < _REPORT_COST_MAX; k++)
-				w[(size_t)k * n + i] = m[k];
-			r = frag_push(fv, &f);
-			if (r < 0)
-				return r;
-			memcpy(f->period, period, 11);
-			for (size_t d = 0; d < spec->n_dims; d++)
-				f->key[d] =
-				    dim_value(spec, d, c, is_rest ? NONE_VAL : parts[i]->value);
-			memcpy(f->q, q, sizeof(f->q));
-		}
-		for (int k = 0; k < _REPORT_COST_MAX; k++) {
-			if (k == REPORT_COST_TOTAL)
+			if (strcmp(l->key, spec->label_key) != 0)
 				continue;
-			report_apportion(cents[k], &w[(size_t)k * n], n, out);
-			for (i = 0; i < n; i++) {
-				fv->v[first + i].cents[k] = out[i];
-				if (k < REPORT_COST_TOTAL)
-					fv->v[first + i].cents[REPORT_COST_TOTAL] += out[i];
-			}
+			q[i] = l->v;
+			label[i] = l->value;
+			p[i] = priced ? price_sheet_for(rd->ps, l->value) : &rd->ps->base;
+			i++;
+			for (int s = 0; s < REPORT_Q_MAX; s++)
+				rest[s] -= l->v[s];
 		}
+		for (int s = 0; s < REPORT_Q_MAX; s++)
+			rest[s] = MAX(0.0, rest[s]);
+		q[i] = rest;
+		label[i] = NONE_VAL;
+		p[i] = &rd->ps->base;
+		return emit_parts(rd, c, period, cents, n, q, p, label, NULL, fv);
 	}
+whole:
+	r = frag_push(fv, &f);
+	if (r < 0)
+		return r;
+	memcpy(f->period, period, 11);
+	for (size_t d = 0; d < spec->n_dims; d++)
+		f->key[d] = dim_value(spec, d, c, NULL, NULL);
+	memcpy(f->q, c->v, sizeof(f->q));
+	memcpy(f->cents, cents, sizeof(f->cents));
 	return 0;
 }
 
@@ -597,17 +848,38 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	memset(ret, 0, sizeof(*ret));
 	ret->spec = *spec;
 	memcpy(ret->currency, ps->currency, sizeof(ret->currency));
+	rd.from_ns = day_start_ns(spec->from);
+	rd.to_ns = day_start_ns(spec->to);
 	r = coll_store_rollup_query(s, COLL_ROLLUP_DAY, spec->from, spec->to, day_cb, &rd);
 	if (r < 0)
 		goto out;
-	qsort(rd.cells, rd.n, sizeof(*rd.cells), cell_sort_cmp);
+	ret->cells = rd.n;
+	r = coll_store_open_query(s, open_cb, &rd);
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < rd.no; i++) {
+		r = cell_add(&rd, rd.open[i].day, rd.open[i].account, rd.open[i].user, rd.open[i].v,
+			     REPORT_Q_MAX);
+		if (r < 0)
+			goto out;
+	}
+	cells_sort_merge(&rd);
 	if (ps->n_overrides || spec->label_key[0]) {
 		r = coll_store_rollup_query(s, COLL_ROLLUP_LABEL_DAY, spec->from, spec->to,
 					    label_cb, &rd);
 		if (r < 0)
 			goto out;
 	}
-	ret->cells = rd.n + rd.nl;
+	if (spec->parts) {
+		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, job_cb,
+					    &rd);
+		if (r < 0)
+			goto out;
+	}
+	ret->cells += rd.nl + rd.open_rows;
+	r = open_parts(&rd);
+	if (r < 0)
+		goto out;
 	for (size_t i = 0; i < rd.n; i++) {
 		r = emit_cell(&rd, &rd.cells[i], &fv, &ret->total);
 		if (r < 0)
@@ -649,7 +921,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 			}
 		}
 		for (size_t k = i; k < j; k++) {
-			for (int x = 0; x < _COLL_SUM_MAX; x++)
+			for (int x = 0; x < REPORT_Q_MAX; x++)
 				row->q[x] += fv.v[k].q[x];
 			for (int x = 0; x < _REPORT_COST_MAX; x++)
 				row->cents[x] += fv.v[k].cents[x];
@@ -676,7 +948,7 @@ out:
 
 /* ---- output ---- */
 
-static const char *const dim_names[] = {"account", "user", "label"};
+static const char *const dim_names[] = {"account", "user", "label", "job", "node"};
 
 static void dim_header(const struct report *r, size_t d, char *buf, size_t len)
 {
@@ -777,7 +1049,9 @@ static void write_csv(const struct report *r, FILE *f)
 	fputs(",tasks,failed_tasks,cpu_core_h,cpu_used_core_h,mem_gib_h,gpu_h,io_gib,net_gib", f);
 	for (int k = 0; k < _REPORT_COST_MAX; k++)
 		fprintf(f, ",%s", cost_names[k]);
-	fputs(",cpu_eff,mem_eff\n", f);
+	fputs(",cpu_eff,mem_eff,oom_killed,time_limit,cpu_time_limit,gpu_memory_limit,"
+	      "running_tasks\n",
+	      f);
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 		const double *q = row->q;
@@ -797,7 +1071,9 @@ static void write_csv(const struct report *r, FILE *f)
 			money(m, sizeof(m), row->cents[k]);
 			fprintf(f, ",%s", m);
 		}
-		fprintf(f, ",%.4f,%.4f\n", cpu_eff(row), mem_eff(row));
+		fprintf(f, ",%.4f,%.4f,%.0f,%.0f,%.0f,%.0f,%.0f\n", cpu_eff(row), mem_eff(row),
+			q[COLL_SUM_OOM_KILLED], q[COLL_SUM_TIME_LIMIT], q[COLL_SUM_CPU_TIME_LIMIT],
+			q[COLL_SUM_GPU_MEMORY_LIMIT], q[REPORT_Q_RUNNING]);
 	}
 }
 
@@ -832,13 +1108,18 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 		money(m, sizeof(m), row->cents[k]);
 		fprintf(f, ",\"%s\":\"%s\"", cost_names[k], m);
 	}
-	fprintf(f, ",\"cpu_eff\":%.4f,\"mem_eff\":%.4f}", cpu_eff(row), mem_eff(row));
+	fprintf(f,
+		",\"cpu_eff\":%.4f,\"mem_eff\":%.4f,\"oom_killed\":%.0f,\"time_limit\":%.0f,"
+		"\"cpu_time_limit\":%.0f,\"gpu_memory_limit\":%.0f,\"running_tasks\":%.0f}",
+		cpu_eff(row), mem_eff(row), q[COLL_SUM_OOM_KILLED], q[COLL_SUM_TIME_LIMIT],
+		q[COLL_SUM_CPU_TIME_LIMIT], q[COLL_SUM_GPU_MEMORY_LIMIT], q[REPORT_Q_RUNNING]);
 }
 
 static const char *const period_names[] = {"day", "week", "month", "all"};
 static const char note_limits[] =
-    "failed_tasks counts tasks that did not exit 0; the rollups do not split out oom_killed "
-    "and time_limit";
+    "failed_tasks counts tasks that did not exit 0, oom_killed and time_limit those killed by "
+    "that limit; tasks are counted in the day they ended, their usage is split over the days "
+    "they ran; running_tasks are charged from their latest sample";
 static const char note_mem[] =
     "mem_eff is average used memory over requested (time-integrated), not peak";
 
@@ -889,8 +1170,8 @@ static void write_table(const struct report *r, FILE *f)
 		dim_header(r, d, h, sizeof(h));
 		fprintf(f, " %-16s", h);
 	}
-	fprintf(f, " %8s %6s %12s %12s %12s %12s %6s %6s\n", "TASKS", "FAILED", "CORE_H", "COST",
-		"CPU_COST", "MEM_COST", "CPU_EF", "MEM_EF");
+	fprintf(f, " %8s %6s %6s %6s %6s %12s %12s %12s %12s %6s %6s\n", "TASKS", "FAILED", "OOM",
+		"TLIMIT", "RUN", "CORE_H", "COST", "CPU_COST", "MEM_COST", "CPU_EF", "MEM_EF");
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 
@@ -899,10 +1180,12 @@ static void write_table(const struct report *r, FILE *f)
 		fprintf(f, "%-10s", i < r->n ? row->period : "TOTAL");
 		for (size_t d = 0; d < r->spec.n_dims; d++)
 			fprintf(f, " %-16s", i < r->n ? row->key[d] : "");
-		fprintf(f, " %8.0f %6.0f %12.2f %12s %12s %12s %6.2f %6.2f\n",
+		fprintf(f, " %8.0f %6.0f %6.0f %6.0f %6.0f %12.2f %12s %12s %12s %6.2f %6.2f\n",
 			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_FAILED_TASKS],
-			row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600, m[REPORT_COST_TOTAL],
-			m[REPORT_COST_CPU], m[REPORT_COST_MEM], cpu_eff(row), mem_eff(row));
+			row->q[COLL_SUM_OOM_KILLED], row->q[COLL_SUM_TIME_LIMIT],
+			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600,
+			m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_MEM], cpu_eff(row),
+			mem_eff(row));
 	}
 	money(m[0], sizeof(m[0]), r->total.cents[REPORT_COST_WASTE]);
 	fprintf(f, "(%s; waste %s; %zu rollup rows; %s)\n", r->currency, m[0], r->cells,
@@ -998,7 +1281,8 @@ static void write_html(const struct report *r, FILE *f)
 		html_str(f, h);
 		fputs("</th>", f);
 	}
-	fputs("<th>tasks</th><th>failed</th><th>core-h</th><th>cost</th><th>waste</th>"
+	fputs("<th>tasks</th><th>failed</th><th>OOM-killed</th><th>time limit</th>"
+	      "<th>running</th><th>core-h</th><th>cost</th><th>waste</th>"
 	      "<th>CPU eff</th><th>mem eff</th></tr>\n",
 	      f);
 	for (size_t i = 0; i <= r->n; i++) {
@@ -1014,9 +1298,12 @@ static void write_html(const struct report *r, FILE *f)
 			fputs("</td>", f);
 		}
 		money(m, sizeof(m), row->cents[REPORT_COST_TOTAL]);
-		fprintf(f, "<td>%.0f</td><td>%.0f</td><td>%.2f</td><td class=\"cost\">%s</td>",
+		fprintf(f,
+			"<td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
+			"<td>%.2f</td><td class=\"cost\">%s</td>",
 			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_FAILED_TASKS],
-			row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600, m);
+			row->q[COLL_SUM_OOM_KILLED], row->q[COLL_SUM_TIME_LIMIT],
+			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600, m);
 		money(m, sizeof(m), row->cents[REPORT_COST_WASTE]);
 		fprintf(f, "<td>%s</td><td>%.1f%%</td><td>%.1f%%</td></tr>\n", m,
 			cpu_eff(row) * 100, mem_eff(row) * 100);

@@ -6,13 +6,20 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "collector/prices.h"
 #include "collector/store.h"
 
-enum report_dim { REPORT_DIM_ACCOUNT, REPORT_DIM_USER, REPORT_DIM_LABEL };
+enum report_dim {
+	REPORT_DIM_ACCOUNT,
+	REPORT_DIM_USER,
+	REPORT_DIM_LABEL,
+	REPORT_DIM_JOB,
+	REPORT_DIM_NODE,
+};
 enum report_period {
 	REPORT_PERIOD_DAY,
 	REPORT_PERIOD_WEEK,
@@ -31,13 +38,19 @@ enum report_cost {
 	_REPORT_COST_MAX,
 };
 
-#define REPORT_DIMS_MAX 3
+#define REPORT_DIMS_MAX 4
+
+/* Quantities of a report row: the rollup sums, then tasks still running (charged from their
+ * latest task.sample; counted in the last day of the report they ran in). */
+#define REPORT_Q_RUNNING _COLL_SUM_MAX
+#define REPORT_Q_MAX	 (_COLL_SUM_MAX + 1)
 
 struct report_spec {
 	char from[11], to[11]; /* YYYY-MM-DD, from <= day < to */
 	size_t n_dims;
 	enum report_dim dims[REPORT_DIMS_MAX];
 	char label_key[PRICE_LABEL_MAX]; /* for REPORT_DIM_LABEL (at most one label dim) */
+	bool parts; /* a job or node dimension: cells split by rollup_job_day */
 	enum report_period period;
 	size_t top; /* 0 = all groups; else the N groups with the most waste */
 };
@@ -45,7 +58,7 @@ struct report_spec {
 struct report_row {
 	char period[11];
 	char *key[REPORT_DIMS_MAX];
-	double q[_COLL_SUM_MAX];
+	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
 };
 
@@ -55,7 +68,7 @@ struct report {
 	size_t n;
 	struct report_row *rows; /* sorted by period, then key */
 	struct report_row total;
-	size_t cells; /* rollup rows read */
+	size_t cells; /* rollup rows read (with rollup_open rows) */
 };
 
 /* Spec setters; -EINVAL with a message naming the parameter. */

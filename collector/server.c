@@ -18,6 +18,8 @@
 #include <microhttpd.h>
 
 #include "accounting/batch.h"
+#include "collector/audit_chain.h"
+#include "collector/audit_query.h"
 #include "collector/report.h"
 #include "collector/server.h"
 #include "common/macro.h"
@@ -40,6 +42,9 @@ struct coll_server {
 	atomic_uint_fast64_t batches, db_errors;
 	atomic_uint_fast64_t lat_bucket[ARRAY_SIZE(latency_bounds) + 1];
 	atomic_uint_fast64_t lat_sum_us;
+	struct coll_chain_heads *heads; /* audit chain check at ingest */
+	void (*log)(const char *msg);
+	atomic_uint_fast64_t audit_checked, audit_breaks, audit_check_errors;
 };
 
 struct request {
@@ -301,6 +306,42 @@ static void observe_latency(struct coll_server *s, double secs)
 	atomic_fetch_add(&s->batches, 1);
 }
 
+_printf_(2, 3) static void log_msg(struct coll_server *s, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	if (!s->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->log(msg);
+}
+
+static void on_chain_break(const struct coll_chain_break *b, void *ud)
+{
+	struct coll_server *s = ud;
+
+	atomic_fetch_add(&s->audit_breaks, 1);
+	log_msg(s, "audit chain break (%s) on node %s: %s%s", coll_break_kind_to_string(b->kind),
+		b->node, b->why, b->listed ? "" : " [not added to audit_breaks]");
+}
+
+/* After COMMIT: flag audit chain breaks (the records stay stored whatever the outcome). */
+static void check_audit_chain(struct coll_server *s, const struct coll_item *items, size_t n)
+{
+	struct coll_chain_ingest_stats st;
+	int r = coll_chain_ingest(s->heads, s->store, items, n, on_chain_break, s, &st);
+
+	atomic_fetch_add(&s->audit_checked, st.checked - st.unchecked);
+	if (r < 0) {
+		atomic_fetch_add(&s->audit_check_errors, 1);
+		log_msg(s, "audit chain check incomplete (%zu records unchecked): %s", st.unchecked,
+			r == -ENOMEM ? strerror(ENOMEM) : coll_store_errmsg(s->store));
+	}
+}
+
 static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection *c,
 				   const struct coll_token *tok, struct request *rq)
 {
@@ -399,6 +440,7 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 				  coll_store_errmsg(s->store));
 		goto out;
 	}
+	check_audit_chain(s, items, b.n);
 	for (size_t i = 0; i < b.n; i++)
 		items[i].is_new ? accepted++ : dup++;
 	fprintf(f, "{\"accepted\":%zu,\"duplicate\":%zu,\"rejected\":0,\"results\":[", accepted,
@@ -434,12 +476,14 @@ static int query_cb(const struct coll_row *row, void *ud)
 	return 0;
 }
 
+/* Reader tokens: every record but the audit trail, which is the auditor's (GET /v1/audit). */
 static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection *c)
 {
 	struct coll_query q = {
 	    .type = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "type"),
 	    .node = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "node"),
 	    .task_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "task"),
+	    .audit = COLL_QUERY_NO_AUDIT,
 	    .limit = COLL_QUERY_LIMIT_DEFAULT,
 	};
 	const char *lim = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
@@ -448,6 +492,9 @@ static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection
 	FILE *f;
 	int r;
 
+	if (q.type && strncmp(q.type, "audit.", 6) == 0)
+		return reply_error(s, c, 403,
+				   "type: audit records need an auditor token (GET /v1/audit)");
 	if (lim) {
 		uint64_t v;
 
@@ -468,6 +515,160 @@ static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection
 				   coll_store_errmsg(s->store));
 	}
 	return reply(s, c, 200, "application/x-ndjson", body, len);
+}
+
+/* ---- GET /v1/audit, /v1/audit/verify, /v1/audit/breaks (auditor tokens) ---- */
+
+struct audit_params {
+	struct coll_audit_filter *f;
+	const char *only; /* accepted keys, space separated; NULL = the filter's own */
+	char err[256];
+};
+
+static enum MHD_Result audit_param(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	struct audit_params *p = cls;
+	size_t kl = strlen(key);
+	const char *at = p->only ? strstr(p->only, key) : NULL;
+
+	(void)kind;
+	if (p->only && (!at || (at != p->only && at[-1] != ' ') || (at[kl] && at[kl] != ' '))) {
+		snprintf(p->err, sizeof(p->err), "unknown parameter '%.64s' (accepted: %s)", key,
+			 p->only);
+		return MHD_NO;
+	}
+	if (coll_audit_filter_set(p->f, key, value, p->err, sizeof(p->err)) < 0)
+		return MHD_NO;
+	return MHD_YES;
+}
+
+/* Apply every query parameter to f; false with p->err naming the bad one. */
+static bool audit_params_parse(struct MHD_Connection *c, struct audit_params *p)
+{
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, audit_param, p);
+	return p->err[0] == 0;
+}
+
+struct audit_out {
+	FILE *f;
+	size_t n;
+};
+
+static int audit_row(const struct coll_row *row, void *ud)
+{
+	struct audit_out *o = ud;
+
+	fputs(o->n++ ? ",\n" : "\n", o->f);
+	fputs(row->body, o->f); /* as received: the hash covers exactly these bytes */
+	return 0;
+}
+
+/* Close the memstream f of *body / *len (set by fclose) and answer; r < 0: the query failed. */
+static enum MHD_Result finish_json(struct coll_server *s, struct MHD_Connection *c, FILE *f,
+				   char **body, size_t *len, int r)
+{
+	if (fclose(f) != 0 || r < 0) {
+		free(*body);
+		if (r < 0 && r != -ENOMEM)
+			atomic_fetch_add(&s->db_errors, 1);
+		return reply_error(s, c, r == -ENOMEM || r == 0 ? 500 : 503, "query failed: %s",
+				   r == -ENOMEM || r == 0 ? strerror(ENOMEM)
+							  : coll_store_errmsg(s->store));
+	}
+	return reply(s, c, 200, "application/json", *body, *len);
+}
+
+static enum MHD_Result handle_audit(struct coll_server *s, struct MHD_Connection *c)
+{
+	struct coll_audit_filter flt = {.limit = COLL_AUDIT_LIMIT_DEFAULT};
+	struct audit_params p = {.f = &flt};
+	char next[COLL_AUDIT_CURSOR_MAX], *body = NULL;
+	struct audit_out o = {0};
+	size_t len = 0;
+	int r;
+
+	if (!audit_params_parse(c, &p))
+		return reply_error(s, c, 400, "%s", p.err);
+	o.f = open_memstream(&body, &len);
+	if (!o.f)
+		return reply_error(s, c, 500, "out of memory");
+	fputs("{\"records\":[", o.f);
+	r = coll_audit_query(s->store, &flt, audit_row, &o, next, sizeof(next));
+	fprintf(o.f, "%s],\"count\":%zu,\"next\":", o.n ? "\n" : "", o.n);
+	if (next[0])
+		coll_json_string(o.f, next);
+	else
+		fputs("null", o.f);
+	fputs("}\n", o.f);
+	return finish_json(s, c, o.f, &body, &len, r);
+}
+
+static enum MHD_Result handle_audit_verify(struct coll_server *s, struct MHD_Connection *c)
+{
+	struct coll_audit_filter flt = {0};
+	struct audit_params p = {.f = &flt, .only = "node"};
+	struct coll_chain_result res;
+	char *body = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	if (!audit_params_parse(c, &p))
+		return reply_error(s, c, 400, "%s", p.err);
+	if (!flt.node)
+		return reply_error(s, c, 400, "node: required");
+	r = coll_chain_verify_node(s->store, flt.node, 0, &res);
+	if (r < 0) {
+		if (r != -ENOMEM && r != -E2BIG)
+			atomic_fetch_add(&s->db_errors, 1);
+		return reply_error(
+		    s, c, r == -ENOMEM || r == -E2BIG ? 500 : 503, "verify failed: %s",
+		    r == -ENOMEM || r == -E2BIG ? strerror(-r) : coll_store_errmsg(s->store));
+	}
+	f = open_memstream(&body, &len);
+	if (!f)
+		return reply_error(s, c, 500, "out of memory");
+	r = coll_chain_result_write_json(f, flt.node, &res);
+	return finish_json(s, c, f, &body, &len, r < 0 ? -ENOMEM : 1);
+}
+
+static int break_row(const struct coll_audit_break *b, void *ud)
+{
+	struct audit_out *o = ud;
+
+	fputs(o->n++ ? ",\n{\"record_id\":" : "\n{\"record_id\":", o->f);
+	coll_json_string(o->f, b->record_id);
+	fputs(",\"node\":", o->f);
+	coll_json_string(o->f, b->node);
+	fputs(",\"kind\":", o->f);
+	coll_json_string(o->f, b->kind);
+	fputs(",\"reason\":", o->f);
+	coll_json_string(o->f, b->reason);
+	fputs(",\"detected\":", o->f);
+	coll_json_string(o->f, b->detected);
+	fputc('}', o->f);
+	return 0;
+}
+
+static enum MHD_Result handle_audit_breaks(struct coll_server *s, struct MHD_Connection *c)
+{
+	struct coll_audit_filter flt = {.limit = COLL_AUDIT_LIMIT_DEFAULT};
+	struct audit_params p = {.f = &flt, .only = "node limit"};
+	struct audit_out o = {0};
+	char *body = NULL;
+	size_t len = 0;
+	int r;
+
+	if (!audit_params_parse(c, &p))
+		return reply_error(s, c, 400, "%s", p.err);
+	o.f = open_memstream(&body, &len);
+	if (!o.f)
+		return reply_error(s, c, 500, "out of memory");
+	fputs("{\"breaks\":[", o.f);
+	r = coll_store_break_query(s->store, flt.node, flt.limit, break_row, &o);
+	fprintf(o.f, "%s],\"count\":%zu}\n", o.n ? "\n" : "", o.n);
+	return finish_json(s, c, o.f, &body, &len, r < 0 ? r : 1);
 }
 
 /* ---- GET /v1/reports/showback ---- */
@@ -580,6 +781,21 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 		"corral_collector_batch_duration_seconds_sum %.6f\n"
 		"corral_collector_batch_duration_seconds_count %" PRIuFAST64 "\n",
 		(double)atomic_load(&s->lat_sum_us) / 1e6, atomic_load(&s->batches));
+	fprintf(f,
+		"# HELP corral_collector_audit_records_checked_total New audit records whose hash "
+		"chain was checked at ingest.\n"
+		"# TYPE corral_collector_audit_records_checked_total counter\n"
+		"corral_collector_audit_records_checked_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_audit_chain_breaks_total Audit chain breaks flagged at "
+		"ingest (listed in GET /v1/audit/breaks).\n"
+		"# TYPE corral_collector_audit_chain_breaks_total counter\n"
+		"corral_collector_audit_chain_breaks_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_audit_chain_check_errors_total Batches whose chain check "
+		"could not complete (database error; records stored, run audit verify).\n"
+		"# TYPE corral_collector_audit_chain_check_errors_total counter\n"
+		"corral_collector_audit_chain_check_errors_total %" PRIuFAST64 "\n",
+		atomic_load(&s->audit_checked), atomic_load(&s->audit_breaks),
+		atomic_load(&s->audit_check_errors));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;
@@ -640,15 +856,32 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 			}
 			return reply(s, c, 200, "text/plain", strdup("ok\n"), 3);
 		}
+		if (strcmp(url, "/v1/audit") == 0 || strcmp(url, "/v1/audit/verify") == 0 ||
+		    strcmp(url, "/v1/audit/breaks") == 0) {
+			if (!is_get)
+				return reply_error(s, c, 405, "%s: use GET", url);
+			tok = authenticate(s, c);
+			if (!tok)
+				return reply_error(s, c, 401, "missing or unknown bearer token");
+			if (tok->role != COLL_ROLE_AUDITOR)
+				return reply_error(s, c, 403,
+						   "%s needs an auditor token, not a %s token", url,
+						   coll_role_to_string(tok->role));
+			if (url[9] == 0)
+				return handle_audit(s, c);
+			return url[10] == 'v' ? handle_audit_verify(s, c)
+					      : handle_audit_breaks(s, c);
+		}
 		if (strcmp(url, "/v1/reports/showback") == 0) {
 			if (!is_get)
 				return reply_error(s, c, 405, "%s: use GET", url);
 			tok = authenticate(s, c);
 			if (!tok)
 				return reply_error(s, c, 401, "missing or unknown bearer token");
-			if (tok->role != COLL_ROLE_READER && tok->role != COLL_ROLE_AUDITOR)
+			if (tok->role != COLL_ROLE_READER)
 				return reply_error(s, c, 403,
-						   "reports need a reader or auditor token");
+						   "reports need a reader token, not a %s token",
+						   coll_role_to_string(tok->role));
 			return handle_showback(s, c);
 		}
 		if (strcmp(url, "/v1/records") != 0)
@@ -659,8 +892,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 		if (!tok)
 			return reply_error(s, c, 401, "missing or unknown bearer token");
 		if (is_get) {
-			if (tok->role == COLL_ROLE_NODE)
-				return reply_error(s, c, 403, "node tokens may not read records");
+			if (tok->role != COLL_ROLE_READER)
+				return reply_error(
+				    s, c, 403,
+				    "reading records needs a reader token, not a %s token%s",
+				    coll_role_to_string(tok->role),
+				    tok->role == COLL_ROLE_AUDITOR
+					? " (audit records: GET /v1/audit)"
+					: "");
 			return handle_query(s, c);
 		}
 		if (tok->role != COLL_ROLE_NODE)
@@ -803,6 +1042,11 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 		return -ENOMEM;
 	s->store = store;
 	s->tokens = tokens;
+	s->log = cfg->log;
+	if (coll_chain_heads_new(&s->heads) < 0) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->max_body = cfg->max_body ?: COLL_DEFAULT_MAX_BODY;
 	s->max_records = cfg->max_records ?: COLL_DEFAULT_MAX_RECORDS;
 	if (ss.ss_family == AF_INET6)
@@ -817,6 +1061,7 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 
 		snprintf(err, errlen, "listen %s: cannot start HTTP server: %s", cfg->listen,
 			 strerror(-r));
+		coll_chain_heads_free(s->heads);
 		free(s);
 		return r;
 	}
@@ -844,5 +1089,6 @@ void coll_server_stop(struct coll_server *s, unsigned timeout_ms)
 	for (unsigned waited = 0; atomic_load(&s->active) > 0 && waited < timeout_ms; waited += 20)
 		poll(NULL, 0, 20);
 	MHD_stop_daemon(s->daemon);
+	coll_chain_heads_free(s->heads);
 	free(s);
 }

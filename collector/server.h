@@ -2,7 +2,9 @@
 /*
  * corral-collector HTTP server (libmicrohttpd, one thread per connection, bounded).
  *   POST /v1/records   NDJSON batch, node token    -> 200 / 422 / 401 / 403 / 413 / 400 / 503
- *   GET  /v1/records   ?type=&node=&task=&limit=   reader or auditor token -> NDJSON
+ *   GET  /v1/records   ?type=&node=&task=&limit=   reader token -> NDJSON (no audit records)
+ *   GET  /v1/audit     ?node=&task=&job=&user=&from=&to=&type=&limit=&after=   auditor token
+ *   GET  /v1/audit/verify?node=   GET /v1/audit/breaks?node=&limit=          auditor token
  *   GET  /healthz      200 "ok" when the database answers, else 503
  *   GET  /metrics      Prometheus text
  * See docs/collector.md for the bodies. Library code: nothing is printed.
@@ -23,9 +25,10 @@
 #define COLL_QUERY_LIMIT_MAX	 100000
 
 struct coll_server_config {
-	const char *listen; /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0 = any */
-	uint64_t max_body;  /* bytes of one request body (413 beyond) */
-	size_t max_records; /* lines of one batch (413 beyond) */
+	const char *listen;	      /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0 = any */
+	uint64_t max_body;	      /* bytes of one request body (413 beyond) */
+	size_t max_records;	      /* lines of one batch (413 beyond) */
+	void (*log)(const char *msg); /* the program's logger (audit chain breaks); NULL = none */
 };
 
 struct coll_server;

@@ -27,6 +27,10 @@ static const char *const sum_names[_COLL_SUM_MAX] = {
     [COLL_SUM_IO_WRITE_BYTES] = "io_write_bytes",
     [COLL_SUM_NET_RX_BYTES] = "net_rx_bytes",
     [COLL_SUM_NET_TX_BYTES] = "net_tx_bytes",
+    [COLL_SUM_OOM_KILLED] = "oom_killed",
+    [COLL_SUM_TIME_LIMIT] = "time_limit",
+    [COLL_SUM_CPU_TIME_LIMIT] = "cpu_time_limit",
+    [COLL_SUM_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
 };
 
 const char *coll_sum_name(enum coll_sum s)
@@ -34,15 +38,97 @@ const char *coll_sum_name(enum coll_sum s)
 	return (unsigned)s < _COLL_SUM_MAX ? sum_names[s] : NULL;
 }
 
-static const char *const table_names[_COLL_ROLLUP_MAX] = {
-    [COLL_ROLLUP_HOUR] = "rollup_hour",
-    [COLL_ROLLUP_DAY] = "rollup_day",
-    [COLL_ROLLUP_LABEL_DAY] = "rollup_label_day",
+bool coll_sum_is_count(enum coll_sum s)
+{
+	switch (s) {
+	case COLL_SUM_TASKS:
+	case COLL_SUM_FAILED_TASKS:
+	case COLL_SUM_OOM_KILLED:
+	case COLL_SUM_TIME_LIMIT:
+	case COLL_SUM_CPU_TIME_LIMIT:
+	case COLL_SUM_GPU_MEMORY_LIMIT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const struct coll_rollup_def rollup_defs[_COLL_ROLLUP_MAX] = {
+    [COLL_ROLLUP_HOUR] = {"rollup_hour", 2, {COLL_KEY_ACCOUNT, COLL_KEY_USER}},
+    [COLL_ROLLUP_DAY] = {"rollup_day", 2, {COLL_KEY_ACCOUNT, COLL_KEY_USER}},
+    [COLL_ROLLUP_LABEL_DAY] = {"rollup_label_day",
+			       4,
+			       {COLL_KEY_LABEL_KEY, COLL_KEY_LABEL_VALUE, COLL_KEY_ACCOUNT,
+				COLL_KEY_USER}},
+    [COLL_ROLLUP_JOB_DAY] = {"rollup_job_day",
+			     4,
+			     {COLL_KEY_ACCOUNT, COLL_KEY_USER, COLL_KEY_JOB, COLL_KEY_NODE}},
+    [COLL_ROLLUP_OPEN] = {"rollup_open", 2, {COLL_KEY_NODE, COLL_KEY_TASK_ID}},
 };
+
+const struct coll_rollup_def *coll_rollup_def(enum coll_rollup_table t)
+{
+	return (unsigned)t < _COLL_ROLLUP_MAX ? &rollup_defs[t] : NULL;
+}
 
 const char *coll_rollup_table_name(enum coll_rollup_table t)
 {
-	return (unsigned)t < _COLL_ROLLUP_MAX ? table_names[t] : NULL;
+	return (unsigned)t < _COLL_ROLLUP_MAX ? rollup_defs[t].name : NULL;
+}
+
+static const char *const key_columns[_COLL_KEY_MAX] = {
+    [COLL_KEY_ACCOUNT] = "account",
+    [COLL_KEY_USER] = "\"user\"",
+    [COLL_KEY_LABEL_KEY] = "label_key",
+    [COLL_KEY_LABEL_VALUE] = "label_value",
+    [COLL_KEY_JOB] = "job",
+    [COLL_KEY_NODE] = "node",
+    [COLL_KEY_TASK_ID] = "task_id",
+};
+
+const char *coll_key_column(enum coll_key k)
+{
+	return (unsigned)k < _COLL_KEY_MAX ? key_columns[k] : NULL;
+}
+
+const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
+{
+	switch (k) {
+	case COLL_KEY_ACCOUNT:
+		return d->account;
+	case COLL_KEY_USER:
+		return d->user;
+	case COLL_KEY_LABEL_KEY:
+		return d->label_key;
+	case COLL_KEY_LABEL_VALUE:
+		return d->label_value;
+	case COLL_KEY_JOB:
+		return d->job;
+	case COLL_KEY_NODE:
+		return d->node;
+	case COLL_KEY_TASK_ID:
+		return d->task_id;
+	default:
+		return "";
+	}
+}
+
+char *coll_labels_json(const struct acct_record *r)
+{
+	json_t *labels = json_object();
+	char *s;
+
+	if (!labels)
+		return NULL;
+	for (size_t i = 0; i < r->task.n_labels; i++)
+		if (json_object_set_new(labels, r->task.labels[i].key,
+					json_string(r->task.labels[i].value ?: "")) < 0) {
+			json_decref(labels);
+			return NULL;
+		}
+	s = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(labels);
+	return s;
 }
 
 const struct coll_col coll_cols[COLL_N_COLS] = {
@@ -183,20 +269,167 @@ void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_IO_WRITE_BYTES] = (double)r->usage.io_write_bytes;
 	v[COLL_SUM_NET_RX_BYTES] = (double)r->usage.net_rx_bytes;
 	v[COLL_SUM_NET_TX_BYTES] = (double)r->usage.net_tx_bytes;
+	v[COLL_SUM_OOM_KILLED] = r->exit.status == ACCT_EXIT_OOM_KILLED;
+	v[COLL_SUM_TIME_LIMIT] = r->exit.status == ACCT_EXIT_TIME_LIMIT;
+	v[COLL_SUM_CPU_TIME_LIMIT] = r->exit.status == ACCT_EXIT_CPU_TIME_LIMIT;
+	v[COLL_SUM_GPU_MEMORY_LIMIT] = r->exit.status == ACCT_EXIT_GPU_MEMORY_LIMIT;
 }
 
+/* Deltas are ordered by table, then (OPEN) set before del, bucket and the table's key columns
+ * in primary key order: the order in which the backends take their row locks. */
 static int delta_cmp(const void *a, const void *b)
 {
 	const struct coll_delta *x = a, *y = b;
+	const struct coll_rollup_def *def;
 	int c;
 
 	if (x->table != y->table)
 		return x->table < y->table ? -1 : 1;
-	if ((c = strcmp(x->bucket, y->bucket)) || (c = strcmp(x->account, y->account)) ||
-	    (c = strcmp(x->user, y->user)) || (c = strcmp(x->label_key, y->label_key)) ||
-	    (c = strcmp(x->label_value, y->label_value)))
+	if (x->del != y->del)
+		return x->del ? 1 : -1;
+	if ((c = strcmp(x->bucket, y->bucket)))
 		return c;
+	def = coll_rollup_def(x->table);
+	for (size_t k = 0; k < def->n_keys; k++)
+		if ((c = strcmp(coll_delta_key(x, def->keys[k]), coll_delta_key(y, def->keys[k]))))
+			return c;
 	return 0;
+}
+
+#define HOUR_NS (3600ULL * NSEC_PER_SEC)
+
+/* The hours a task.end spreads over: [start, end] with the end's hour being the hour of its
+ * last running instant (end - 1 ns), so a task ending at 13:00:00 belongs to 12:00. */
+struct span {
+	uint64_t start, end, h0, h1;
+};
+
+static void task_span(const struct acct_record *r, struct span *sp)
+{
+	uint64_t wall = MIN(r->usage.wall_ns, COLL_SPREAD_MAX_S * NSEC_PER_SEC);
+
+	sp->end = r->time_ns;
+	sp->start = sp->end - MIN(wall, sp->end);
+	sp->h0 = sp->start / HOUR_NS;
+	sp->h1 = (sp->end > sp->start ? sp->end - 1 : sp->end) / HOUR_NS;
+	if (sp->h0 > sp->h1)
+		sp->h0 = sp->h1;
+}
+
+static void bucket_of(uint64_t hour, bool day, char out[16])
+{
+	time_t secs = (time_t)(hour * 3600);
+	struct tm tm;
+
+	gmtime_r(&secs, &tm);
+	strftime(out, 16, day ? "%Y-%m-%d" : "%Y-%m-%dT%H", &tm);
+}
+
+static struct coll_delta *delta_push(struct coll_delta *d, size_t *nd, enum coll_rollup_table t,
+				     const struct acct_record *r)
+{
+	struct coll_delta *x = &d[(*nd)++];
+
+	memset(x, 0, sizeof(*x));
+	x->table = t;
+	x->account = r->task.account ?: "";
+	x->user = r->task.user ?: "";
+	x->label_key = x->label_value = x->job = x->node = x->task_id = "";
+	return x;
+}
+
+/* Day-level deltas of one task.end for one day: day, job_day and one per label. */
+static void push_day(struct coll_delta *d, size_t *nd, const struct acct_record *r, const char *day,
+		     const double v[_COLL_SUM_MAX])
+{
+	for (size_t k = 0; k < 2 + r->task.n_labels; k++) {
+		struct coll_delta *x = delta_push(d, nd,
+						  k == 0   ? COLL_ROLLUP_DAY
+						  : k == 1 ? COLL_ROLLUP_JOB_DAY
+							   : COLL_ROLLUP_LABEL_DAY,
+						  r);
+
+		snprintf(x->bucket, sizeof(x->bucket), "%s", day);
+		if (k == 1) {
+			x->job = r->task.job ?: "";
+			x->node = r->node ?: "";
+		} else if (k >= 2) {
+			x->label_key = r->task.labels[k - 2].key;
+			x->label_value = r->task.labels[k - 2].value ?: "";
+		}
+		memcpy(x->v, v, sizeof(x->v));
+	}
+}
+
+static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+{
+	double v[_COLL_SUM_MAX], day[_COLL_SUM_MAX] = {0};
+	struct span sp;
+	char bucket[16];
+
+	coll_record_sums(r, v);
+	task_span(r, &sp);
+	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
+		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
+		double frac = 1;
+		struct coll_delta *x;
+
+		if (sp.end > sp.start)
+			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
+			       (double)(sp.end - sp.start);
+		x = delta_push(d, nd, COLL_ROLLUP_HOUR, r);
+		bucket_of(h, false, x->bucket);
+		for (int s = 0; s < _COLL_SUM_MAX; s++) {
+			if (coll_sum_is_count(s))
+				x->v[s] = h == sp.h1 ? v[s] : 0;
+			else
+				x->v[s] = v[s] * frac;
+			day[s] += x->v[s];
+		}
+		if (h == sp.h1 || (h + 1) % 24 == 0) {
+			bucket_of(h, true, bucket);
+			push_day(d, nd, r, bucket, day);
+			memset(day, 0, sizeof(day));
+		}
+	}
+	if (r->task.id[0]) {
+		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
+
+		x->del = true;
+		x->account = x->user = "";
+		x->node = r->node ?: "";
+		x->task_id = r->task.id;
+	}
+}
+
+static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+{
+	struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
+
+	x->job = r->task.job ?: "";
+	x->node = r->node ?: "";
+	x->task_id = r->task.id;
+	x->rec = r;
+	x->sample_ns = r->time_ns;
+	x->start_ns = r->time_ns - MIN(r->usage.wall_ns, r->time_ns);
+	coll_record_sums(r, x->v);
+	for (int s = 0; s < _COLL_SUM_MAX; s++)
+		if (coll_sum_is_count(s))
+			x->v[s] = 0;
+}
+
+/* Deltas of one record (upper bound, for the allocation). */
+static size_t record_deltas(const struct acct_record *r)
+{
+	struct span sp;
+
+	if (r->type == ACCT_TASK_SAMPLE)
+		return r->task.id[0] ? 1 : 0;
+	if (r->type != ACCT_TASK_END)
+		return 0;
+	task_span(r, &sp);
+	return (size_t)(sp.h1 - sp.h0 + 1) +
+	       (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (2 + r->task.n_labels) + 1;
 }
 
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
@@ -206,51 +439,40 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 	size_t cap = 0, nd = 0, out;
 
 	for (size_t i = 0; i < n; i++)
-		if (items[i].is_new && items[i].rec->type == ACCT_TASK_END)
-			cap += 2 + items[i].rec->task.n_labels;
+		if (items[i].is_new)
+			cap += record_deltas(items[i].rec);
 	if (cap == 0) {
 		*ret = NULL;
 		*ret_n = 0;
 		return 0;
 	}
+	if (cap > COLL_DELTAS_MAX)
+		return -E2BIG;
 	d = calloc(cap, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct acct_record *r = items[i].rec;
-		double v[_COLL_SUM_MAX];
-		time_t secs;
-		struct tm tm;
-		char hour[16], day[16];
 
-		if (!items[i].is_new || r->type != ACCT_TASK_END)
+		if (!items[i].is_new)
 			continue;
-		coll_record_sums(r, v);
-		secs = (time_t)(r->time_ns / NSEC_PER_SEC);
-		gmtime_r(&secs, &tm);
-		strftime(hour, sizeof(hour), "%Y-%m-%dT%H", &tm);
-		strftime(day, sizeof(day), "%Y-%m-%d", &tm);
-		for (size_t k = 0; k < 2 + r->task.n_labels; k++) {
-			struct coll_delta *x = &d[nd++];
-
-			x->table = k == 0   ? COLL_ROLLUP_HOUR
-				   : k == 1 ? COLL_ROLLUP_DAY
-					    : COLL_ROLLUP_LABEL_DAY;
-			snprintf(x->bucket, sizeof(x->bucket), "%s", k == 0 ? hour : day);
-			x->account = r->task.account ?: "";
-			x->user = r->task.user ?: "";
-			x->label_key = k >= 2 ? r->task.labels[k - 2].key : "";
-			x->label_value = k >= 2 ? (r->task.labels[k - 2].value ?: "") : "";
-			memcpy(x->v, v, sizeof(v));
-		}
+		if (r->type == ACCT_TASK_END)
+			push_task_end(d, &nd, r);
+		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
+			push_sample(d, &nd, r);
 	}
 	qsort(d, nd, sizeof(*d), delta_cmp);
 	out = 0;
 	for (size_t i = 0; i < nd; i++) {
 		if (out > 0 && delta_cmp(&d[out - 1], &d[i]) == 0) {
-			for (int s = 0; s < _COLL_SUM_MAX; s++)
-				d[out - 1].v[s] += d[i].v[s];
+			struct coll_delta *prev = &d[out - 1];
+
+			if (prev->table != COLL_ROLLUP_OPEN)
+				for (int s = 0; s < _COLL_SUM_MAX; s++)
+					prev->v[s] += d[i].v[s];
+			else if (!prev->del && d[i].sample_ns > prev->sample_ns)
+				*prev = d[i]; /* the newest sample of a task */
 			continue;
 		}
 		if (out != i)
@@ -335,9 +557,21 @@ int coll_store_query(struct coll_store *s, const struct coll_query *q, coll_row_
 int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			    const char *to, coll_rollup_fn fn, void *ud)
 {
-	if ((unsigned)t >= _COLL_ROLLUP_MAX)
+	if ((unsigned)t >= _COLL_ROLLUP_MAX || t == COLL_ROLLUP_OPEN)
 		return -EINVAL;
 	return LOCKED(s, s->ops->rollup_query(s, t, from, to, fn, ud));
+}
+
+int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud)
+{
+	return LOCKED(s, s->ops->open_query(s, fn, ud));
+}
+
+int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n)
+{
+	if (n == 0)
+		return 0;
+	return LOCKED(s, s->ops->rollup_batch(s, items, n));
 }
 
 int coll_store_count(struct coll_store *s, uint64_t *ret)
@@ -355,7 +589,80 @@ int coll_store_schema_version(struct coll_store *s, int *ret)
 	return LOCKED(s, s->ops->schema_version(s, ret));
 }
 
+int coll_store_break_add(struct coll_store *s, const struct coll_audit_break *b)
+{
+	if (!b->record_id || !b->node || !b->kind || !b->reason || !b->detected)
+		return -EINVAL;
+	return LOCKED(s, s->ops->break_add(s, b));
+}
+
+int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
+			   void *ud)
+{
+	return LOCKED(s, s->ops->break_query(s, node, limit, fn, ud));
+}
+
 const char *coll_store_errmsg(struct coll_store *s)
 {
 	return s->errmsg;
+}
+
+/* ---- DDL shared by the backends ---- */
+
+static void pk_columns(FILE *f, enum coll_rollup_table t)
+{
+	const struct coll_rollup_def *def = coll_rollup_def(t);
+
+	if (t != COLL_ROLLUP_OPEN)
+		fputs("bucket", f);
+	for (size_t k = 0; k < def->n_keys; k++)
+		fprintf(f, "%s%s", k || t != COLL_ROLLUP_OPEN ? ", " : "",
+			coll_key_column(def->keys[k]));
+}
+
+char *coll_rollup_pk(enum coll_rollup_table t)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	pk_columns(f, t);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const char *int_type)
+{
+	const struct coll_rollup_def *def = coll_rollup_def(t);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "CREATE TABLE %s (", def->name);
+	if (t != COLL_ROLLUP_OPEN)
+		fputs("bucket TEXT NOT NULL, ", f);
+	for (size_t k = 0; k < def->n_keys; k++)
+		fprintf(f, "%s TEXT NOT NULL, ", coll_key_column(def->keys[k]));
+	if (t == COLL_ROLLUP_OPEN)
+		fprintf(f,
+			"account TEXT NOT NULL, \"user\" TEXT NOT NULL, job TEXT NOT NULL,"
+			" labels TEXT NOT NULL, start_ns %s NOT NULL, sample_ns %s NOT NULL, ",
+			int_type, int_type);
+	for (int s = 0; s < _COLL_SUM_MAX; s++)
+		fprintf(f, "%s %s NOT NULL DEFAULT 0, ", coll_sum_name(s), real_type);
+	fputs("PRIMARY KEY (", f);
+	pk_columns(f, t);
+	fputs("));", f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }

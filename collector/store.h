@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 1
+#define COLL_SCHEMA_VERSION 2
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -44,18 +44,53 @@ enum coll_sum {
 	COLL_SUM_IO_WRITE_BYTES,
 	COLL_SUM_NET_RX_BYTES,
 	COLL_SUM_NET_TX_BYTES,
+	COLL_SUM_OOM_KILLED, /* tasks that ended with exit.status oom_killed */
+	COLL_SUM_TIME_LIMIT, /* ... time_limit */
+	COLL_SUM_CPU_TIME_LIMIT,
+	COLL_SUM_GPU_MEMORY_LIMIT,
 	_COLL_SUM_MAX,
 };
 const char *coll_sum_name(enum coll_sum s);
+/* Counts (tasks, failed, kills) go wholly to the bucket of the task's end; every other sum is
+ * a quantity, spread over the hours the task ran. */
+bool coll_sum_is_count(enum coll_sum s);
 
 enum coll_rollup_table {
 	COLL_ROLLUP_HOUR,      /* bucket "YYYY-MM-DDTHH", key (account, user) */
 	COLL_ROLLUP_DAY,       /* bucket "YYYY-MM-DD",   key (account, user) */
 	COLL_ROLLUP_LABEL_DAY, /* bucket "YYYY-MM-DD",   key (label_key, label_value, account, user)
 				*/
+	COLL_ROLLUP_JOB_DAY,   /* bucket "YYYY-MM-DD",   key (account, user, job, node) */
+	COLL_ROLLUP_OPEN, /* no bucket: latest sample of each running task, key (node, task_id);
+			   * read with coll_store_open_query() */
 	_COLL_ROLLUP_MAX,
 };
 const char *coll_rollup_table_name(enum coll_rollup_table t);
+
+/* Key columns of the rollup tables, in primary key order (after bucket). */
+enum coll_key {
+	COLL_KEY_ACCOUNT,
+	COLL_KEY_USER,
+	COLL_KEY_LABEL_KEY,
+	COLL_KEY_LABEL_VALUE,
+	COLL_KEY_JOB,
+	COLL_KEY_NODE,
+	COLL_KEY_TASK_ID,
+	_COLL_KEY_MAX,
+};
+#define COLL_ROLLUP_KEYS_MAX 4
+struct coll_rollup_def {
+	const char *name;
+	size_t n_keys;
+	enum coll_key keys[COLL_ROLLUP_KEYS_MAX];
+};
+const struct coll_rollup_def *coll_rollup_def(enum coll_rollup_table t);
+const char *coll_key_column(enum coll_key k); /* quoted where needed ("user") */
+
+/* Spread of a task over time: its interval is [end - wall, end], clipped to this much. */
+#define COLL_SPREAD_MAX_S (31ULL * 86400)
+/* Most rollup deltas one batch may produce before merging (-E2BIG beyond). */
+#define COLL_DELTAS_MAX (2u << 20)
 
 struct coll_rollup_row {
 	const char *bucket;
@@ -63,6 +98,18 @@ struct coll_rollup_row {
 	const char *user;
 	const char *label_key; /* label table only, else "" */
 	const char *label_value;
+	const char *job; /* job table only, else "" */
+	const char *node;
+	double v[_COLL_SUM_MAX];
+};
+
+/* A running task: its latest task.sample (sums as coll_record_sums() with the counts zeroed),
+ * only while no task.end of it is stored. */
+struct coll_open_row {
+	const char *node, *task_id, *account, *user, *job;
+	const char *labels; /* JSON object text */
+	uint64_t start_ns;  /* sample time - wall */
+	uint64_t sample_ns;
 	double v[_COLL_SUM_MAX];
 };
 
@@ -76,17 +123,45 @@ struct coll_row {
 	const char *account;
 	const char *user;
 	const char *body; /* the JSON line as received */
+	uint64_t time_ns;
 };
 
+/* Which record types a query returns besides the type filter. */
+enum coll_query_audit {
+	COLL_QUERY_ANY_TYPE,
+	COLL_QUERY_AUDIT_ONLY, /* audit.* records */
+	COLL_QUERY_NO_AUDIT,   /* everything but audit.* records */
+};
+
+/* Every filter is optional (NULL / 0 = any); rows come in (time_ns, record_id) order. */
 struct coll_query {
 	const char *type; /* NULL = any */
 	const char *node;
 	const char *task_id;
+	const char *job;
+	const char *user;
+	uint64_t from_ns, to_ns; /* from_ns <= time_ns < to_ns; 0 = open */
+	enum coll_query_audit audit;
+	const char *hash; /* audit records whose "hash" member is this (indexed) */
+	/* keyset cursor: only rows after (after_time_ns, after_id); after_id NULL = from start */
+	uint64_t after_time_ns;
+	const char *after_id;
 	size_t limit; /* 0 = no limit */
+};
+
+/* A hash chain break flagged at ingest (table audit_breaks). Strings valid during calls. */
+struct coll_audit_break {
+	const char *record_id; /* the record that does not chain (unique in the table) */
+	const char *node;
+	const char *kind;     /* "hash", "link" or "restart" (collector/audit_chain.h) */
+	const char *reason;   /* human-readable, names the records involved */
+	const char *detected; /* RFC 3339 time the collector flagged it */
 };
 
 typedef int (*coll_row_fn)(const struct coll_row *row, void *userdata);
 typedef int (*coll_rollup_fn)(const struct coll_rollup_row *row, void *userdata);
+typedef int (*coll_open_fn)(const struct coll_open_row *row, void *userdata);
+typedef int (*coll_break_fn)(const struct coll_audit_break *b, void *userdata);
 
 struct coll_store;
 
@@ -101,9 +176,19 @@ struct coll_store_ops {
 	/* Rows of one rollup table with from <= bucket < to (NULL = open), ordered by key. */
 	int (*rollup_query)(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			    const char *to, coll_rollup_fn fn, void *ud);
+	/* Rows of rollup_open whose task has no stored task.end, ordered by (node, task_id). */
+	int (*open_query)(struct coll_store *s, coll_open_fn fn, void *ud);
+	/* Benchmark and bulk rebuild: the rollup maintenance of insert_batch (deltas of items,
+	 * taken as new, in one transaction) without storing the records. */
+	int (*rollup_batch)(struct coll_store *s, struct coll_item *items, size_t n);
 	int (*count)(struct coll_store *s, uint64_t *ret);
 	int (*ping)(struct coll_store *s);
 	int (*schema_version)(struct coll_store *s, int *ret);
+	/* Record a chain break; 1 if new, 0 if that record was already listed. */
+	int (*break_add)(struct coll_store *s, const struct coll_audit_break *b);
+	/* Listed breaks of one node (NULL = all), in detection order, at most limit (0 = all). */
+	int (*break_query)(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
+			   void *ud);
 };
 
 /* Common head of every backend's handle. */
@@ -128,9 +213,14 @@ int coll_store_insert_batch(struct coll_store *s, struct coll_item *items, size_
 int coll_store_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud);
 int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			    const char *to, coll_rollup_fn fn, void *ud);
+int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud);
+int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n);
 int coll_store_count(struct coll_store *s, uint64_t *ret);
 int coll_store_ping(struct coll_store *s);
 int coll_store_schema_version(struct coll_store *s, int *ret);
+int coll_store_break_add(struct coll_store *s, const struct coll_audit_break *b);
+int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
+			   void *ud);
 const char *coll_store_errmsg(struct coll_store *s);
 
 /* ---- shared by the backends (store.c) ---- */
@@ -163,13 +253,28 @@ int coll_item_values(const struct coll_item *it, struct coll_item_scratch *sc,
 void coll_item_scratch_free(struct coll_item_scratch *sc);
 
 /* Rollup deltas of the newly inserted items, deduplicated by key and sorted by key (a fixed
- * lock order, so concurrent collectors on one PostgreSQL database cannot deadlock). */
+ * lock order, so concurrent collectors on one PostgreSQL database cannot deadlock).
+ * A task.end spreads over the hours (and days) of [end - wall, end] in proportion to the
+ * overlap; its counts go to the bucket of its end. COLL_ROLLUP_OPEN deltas: a task.sample
+ * sets its task's row (newest sample wins; ignored once a task.end of the task is stored), a
+ * task.end (del) removes it. */
 struct coll_delta {
 	enum coll_rollup_table table;
+	bool del; /* COLL_ROLLUP_OPEN: remove the row */
 	char bucket[16];
-	const char *account, *user, *label_key, *label_value; /* borrowed from the items */
+	/* borrowed from the items; "" where the table has no such key */
+	const char *account, *user, *label_key, *label_value, *job, *node, *task_id;
+	const struct acct_record *rec; /* COLL_ROLLUP_OPEN set: the sample (labels) */
+	uint64_t start_ns, sample_ns;  /* COLL_ROLLUP_OPEN set */
 	double v[_COLL_SUM_MAX];
 };
+const char *coll_delta_key(const struct coll_delta *d, enum coll_key k);
+/* CREATE TABLE of a rollup table with the backend's column types; its primary key columns
+ * ("bucket, account, \"user\""); both malloc'd, NULL on -ENOMEM. */
+char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const char *int_type);
+char *coll_rollup_pk(enum coll_rollup_table t);
+/* The task's labels as a JSON object (sorted keys), malloc'd; NULL on -ENOMEM. */
+char *coll_labels_json(const struct acct_record *r);
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n);
 /* Sums one task.end record contributes (exposed for tests). */

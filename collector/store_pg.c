@@ -66,26 +66,19 @@ static int exec_cmd(struct pg_store *st, const char *sql)
 	return 0;
 }
 
-static char *sum_cols_ddl(void)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+/* Audit objects, on every open under the migration lock: see store_sqlite.c audit_ddl. */
+static const char audit_ddl[] =
+    "CREATE TABLE IF NOT EXISTS audit_breaks (seq BIGSERIAL, record_id TEXT PRIMARY KEY,"
+    " node TEXT NOT NULL, kind TEXT NOT NULL, reason TEXT NOT NULL, detected TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS records_audit_node ON records(node, time_ns)"
+    " WHERE substr(type, 1, 6) = 'audit.';"
+    "CREATE INDEX IF NOT EXISTS records_audit_hash ON records((body->>'hash'))"
+    " WHERE substr(type, 1, 6) = 'audit.'";
 
-	if (!f)
-		return NULL;
-	for (int s = 0; s < _COLL_SUM_MAX; s++)
-		fprintf(f, ", %s DOUBLE PRECISION NOT NULL DEFAULT 0", coll_sum_name(s));
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
-}
+static int rebuild_rollups(struct pg_store *st);
 
 static int migrate(struct pg_store *st)
 {
-	_cleanup_free_ char *sums = NULL, *ddl = NULL;
 	PGresult *res;
 	int version = 0, r;
 	char lock[128];
@@ -113,14 +106,8 @@ static int migrate(struct pg_store *st)
 		goto out_rollback;
 	}
 	if (version < 1) {
-		sums = sum_cols_ddl();
-		if (!sums) {
-			r = -ENOMEM;
-			goto out_rollback;
-		}
-		if (asprintf(
-			&ddl,
-			"CREATE TABLE records ("
+		r = exec_cmd(
+		    st, "CREATE TABLE records ("
 			" record_id TEXT PRIMARY KEY, type TEXT NOT NULL,"
 			" time TIMESTAMPTZ NOT NULL, time_ns BIGINT NOT NULL, node TEXT NOT NULL,"
 			" task_id TEXT, job TEXT, \"user\" TEXT, account TEXT, labels JSONB,"
@@ -131,25 +118,41 @@ static int migrate(struct pg_store *st)
 			" io_write_bytes BIGINT, net_rx_bytes BIGINT, net_tx_bytes BIGINT,"
 			" gpu_seconds DOUBLE PRECISION, exit_status TEXT, body JSON NOT NULL);"
 			"CREATE INDEX records_type_time ON records(type, time_ns);"
-			"CREATE INDEX records_task ON records(task_id);"
-			"CREATE TABLE rollup_hour (bucket TEXT NOT NULL, account TEXT NOT NULL,"
-			" \"user\" TEXT NOT NULL%s, PRIMARY KEY (bucket, account, \"user\"));"
-			"CREATE TABLE rollup_day (bucket TEXT NOT NULL, account TEXT NOT NULL,"
-			" \"user\" TEXT NOT NULL%s, PRIMARY KEY (bucket, account, \"user\"));"
-			"CREATE TABLE rollup_label_day (bucket TEXT NOT NULL,"
-			" label_key TEXT NOT NULL, label_value TEXT NOT NULL,"
-			" account TEXT NOT NULL, \"user\" TEXT NOT NULL%s,"
-			" PRIMARY KEY (bucket, label_key, label_value, account, \"user\"));"
-			"DELETE FROM schema_version; INSERT INTO schema_version VALUES (1);",
-			sums, sums, sums) < 0) {
-			ddl = NULL;
-			r = -ENOMEM;
-			goto out_rollback;
-		}
-		r = exec_cmd(st, ddl);
+			"CREATE INDEX records_task ON records(task_id);");
 		if (r < 0)
 			goto out_rollback;
 	}
+	if (version < 2) {
+		/* v2 rollups (see store_sqlite.c): the v1 ones are rebuilt from the records */
+		if (version == 1) {
+			r = exec_cmd(st, "DROP TABLE rollup_hour, rollup_day, rollup_label_day");
+			if (r < 0)
+				goto out_rollback;
+		}
+		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+			_cleanup_free_ char *ddl = coll_rollup_ddl(t, "DOUBLE PRECISION", "BIGINT");
+
+			if (!ddl) {
+				r = -ENOMEM;
+				goto out_rollback;
+			}
+			r = exec_cmd(st, ddl);
+			if (r < 0)
+				goto out_rollback;
+		}
+		if (version == 1) {
+			r = rebuild_rollups(st);
+			if (r < 0)
+				goto out_rollback;
+		}
+		r = exec_cmd(st,
+			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (2)");
+		if (r < 0)
+			goto out_rollback;
+	}
+	r = exec_cmd(st, audit_ddl);
+	if (r < 0)
+		goto out_rollback;
 	return exec_cmd(st, "COMMIT");
 
 out_rollback:
@@ -316,68 +319,223 @@ static void mark_new(struct coll_item **sorted, size_t n, const char *id)
 		sorted[lo]->is_new = true;
 }
 
+/* One multi-row statement per run of deltas of the same table (and, for rollup_open, the same
+ * operation), at most 1000 rows each. */
 static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
 	for (size_t start = 0; start < nd;) {
-		enum coll_rollup_table t = d[start].table;
-		bool lab = t == COLL_ROLLUP_LABEL_DAY;
-		int nkey = lab ? 5 : 3, per = nkey + _COLL_SUM_MAX;
+		const enum coll_rollup_table t = d[start].table;
+		const bool del = d[start].del, open = t == COLL_ROLLUP_OPEN;
+		const struct coll_rollup_def *def = coll_rollup_def(t);
+		const int nkey = open ? (del ? 2 : 8) : 1 + (int)def->n_keys;
+		const int nsum = del ? 0 : _COLL_SUM_MAX, per = nkey + nsum;
 		size_t end = start, nrows, np = 0;
-		_cleanup_free_ char *sql = NULL, *nums = NULL;
+		_cleanup_free_ char *sql = NULL, *nums = NULL, *pk = coll_rollup_pk(t);
 		_cleanup_free_ const char **params = NULL;
+		_cleanup_free_ char **labels = NULL;
 		size_t sqllen = 0;
 		FILE *f;
 		PGresult *res;
+		int r = 0;
 
-		while (end < nd && d[end].table == t && end - start < 1000)
+		while (end < nd && d[end].table == t && d[end].del == del && end - start < 1000)
 			end++;
 		nrows = end - start;
-		params = calloc(nrows * per, sizeof(char *));
-		nums = malloc(nrows * _COLL_SUM_MAX * 32);
-		if (!params || !nums)
+		params = calloc(nrows * (size_t)per, sizeof(char *));
+		nums = malloc(nrows * (size_t)(nsum + 2) * 32);
+		labels = calloc(nrows, sizeof(char *));
+		if (!params || !nums || !labels || !pk)
 			return -ENOMEM;
 		f = open_memstream(&sql, &sqllen);
 		if (!f)
 			return -ENOMEM;
-		fprintf(f, "INSERT INTO %s (bucket, %saccount, \"user\"", coll_rollup_table_name(t),
-			lab ? "label_key, label_value, " : "");
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, ", %s", coll_sum_name(k));
-		fputs(") VALUES ", f);
+		if (open && del)
+			fprintf(f, "DELETE FROM %s WHERE (node, task_id) IN (VALUES ", def->name);
+		else if (open) {
+			fprintf(f,
+				"INSERT INTO %s (%s, account, \"user\", job, labels, start_ns,"
+				" sample_ns",
+				def->name, pk);
+			for (int k = 0; k < _COLL_SUM_MAX; k++)
+				fprintf(f, ", %s", coll_sum_name(k));
+			fputs(") SELECT * FROM (VALUES ", f);
+		} else {
+			fprintf(f, "INSERT INTO %s (%s", def->name, pk);
+			for (int k = 0; k < _COLL_SUM_MAX; k++)
+				fprintf(f, ", %s", coll_sum_name(k));
+			fputs(") VALUES ", f);
+		}
 		for (size_t i = start; i < end; i++) {
-			fprintf(f, "%s(", i > start ? ", " : "");
-			params[np++] = d[i].bucket;
-			if (lab) {
-				params[np++] = d[i].label_key;
-				params[np++] = d[i].label_value;
-			}
-			params[np++] = d[i].account;
-			params[np++] = d[i].user;
-			for (int k = 0; k < _COLL_SUM_MAX; k++) {
-				char *num = nums + ((i - start) * _COLL_SUM_MAX + k) * 32;
+			char *num = nums + (i - start) * (size_t)(nsum + 2) * 32;
 
+			fprintf(f, "%s(", i > start ? ", " : "");
+			if (open) {
+				params[np++] = d[i].node;
+				params[np++] = d[i].task_id;
+			} else {
+				params[np++] = d[i].bucket;
+				for (size_t k = 0; k < def->n_keys; k++)
+					params[np++] = coll_delta_key(&d[i], def->keys[k]);
+			}
+			if (open && !del) {
+				labels[i - start] = coll_labels_json(d[i].rec);
+				if (!labels[i - start]) {
+					r = -ENOMEM;
+					break;
+				}
+				params[np++] = d[i].account;
+				params[np++] = d[i].user;
+				params[np++] = d[i].job;
+				params[np++] = labels[i - start];
+				snprintf(num, 32, "%" PRIu64,
+					 MIN(d[i].start_ns, (uint64_t)INT64_MAX));
+				params[np++] = num;
+				num += 32;
+				snprintf(num, 32, "%" PRIu64,
+					 MIN(d[i].sample_ns, (uint64_t)INT64_MAX));
+				params[np++] = num;
+				num += 32;
+			}
+			for (int k = 0; k < nsum; k++, num += 32) {
 				snprintf(num, 32, "%.17g", d[i].v[k]);
 				params[np++] = num;
 			}
 			for (int k = 0; k < per; k++)
-				fprintf(f, "%s$%zu%s", k ? ", " : "", np - per + k + 1,
-					k >= nkey ? "::float8" : "");
+				fprintf(f, "%s$%zu%s", k ? ", " : "",
+					np - (size_t)per + (size_t)k + 1,
+					k >= nkey		 ? "::float8"
+					: open && !del && k >= 6 ? "::bigint"
+								 : "::text");
 			fputc(')', f);
 		}
-		fprintf(f, " ON CONFLICT (bucket, %saccount, \"user\") DO UPDATE SET ",
-			lab ? "label_key, label_value, " : "");
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "", coll_sum_name(k),
-				coll_rollup_table_name(t), coll_sum_name(k), coll_sum_name(k));
+		if (open && del)
+			fputc(')', f);
+		else if (open) {
+			fputs(") AS v (node, task_id, account, \"user\", job, labels, start_ns,"
+			      " sample_ns",
+			      f);
+			for (int k = 0; k < _COLL_SUM_MAX; k++)
+				fprintf(f, ", %s", coll_sum_name(k));
+			fputs(
+			    ") WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = "
+			    "v.task_id"
+			    " AND r.node = v.node AND r.type = 'task.end')"
+			    " ON CONFLICT (node, task_id) DO UPDATE SET account = excluded.account,"
+			    " \"user\" = excluded.\"user\", job = excluded.job,"
+			    " labels = excluded.labels, start_ns = excluded.start_ns,"
+			    " sample_ns = excluded.sample_ns",
+			    f);
+			for (int k = 0; k < _COLL_SUM_MAX; k++)
+				fprintf(f, ", %s = excluded.%s", coll_sum_name(k),
+					coll_sum_name(k));
+			fputs(" WHERE excluded.sample_ns > rollup_open.sample_ns", f);
+		} else {
+			fprintf(f, " ON CONFLICT (%s) DO UPDATE SET ", pk);
+			for (int k = 0; k < _COLL_SUM_MAX; k++)
+				fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "",
+					coll_sum_name(k), def->name, coll_sum_name(k),
+					coll_sum_name(k));
+		}
 		if (fclose(f) != 0)
-			return -ENOMEM;
-		res = PQexecParams(st->conn, sql, (int)np, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			return res_err(st, "rollup upsert", res);
-		PQclear(res);
+			r = -ENOMEM;
+		if (r >= 0) {
+			res = PQexecParams(st->conn, sql, (int)np, NULL, params, NULL, NULL, 0);
+			if (PQresultStatus(res) != PGRES_COMMAND_OK &&
+			    PQresultStatus(res) != PGRES_TUPLES_OK)
+				r = res_err(st, "rollup upsert", res);
+			else
+				PQclear(res);
+		}
+		for (size_t i = 0; i < nrows; i++)
+			free(labels[i]);
+		if (r < 0)
+			return r;
 		start = end;
 	}
 	return 0;
+}
+
+/* Deltas of items (all taken as new) applied inside the caller's transaction. */
+static int apply_items(struct pg_store *st, struct coll_item *items, size_t n)
+{
+	_cleanup_free_ struct coll_delta *d = NULL;
+	size_t nd = 0;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		items[i].is_new = true;
+	r = coll_deltas_build(items, n, &d, &nd);
+	if (r < 0)
+		return r;
+	return upsert_deltas(st, d, nd);
+}
+
+#define REBUILD_CHUNK 4096
+
+/* Migration to v2: the rollups recomputed from every stored task.end and task.sample through
+ * the same deltas as ingest, read with a cursor in chunks. */
+static int rebuild_rollups(struct pg_store *st)
+{
+	_cleanup_free_ struct acct_record *recs = calloc(REBUILD_CHUNK, sizeof(*recs));
+	_cleanup_free_ struct coll_item *items = calloc(REBUILD_CHUNK, sizeof(*items));
+	int r;
+
+	if (!recs || !items)
+		return -ENOMEM;
+	r = exec_cmd(st, "DECLARE corral_rebuild NO SCROLL CURSOR FOR SELECT record_id, body"
+			 " FROM records WHERE type IN ('task.end', 'task.sample')"
+			 " ORDER BY time_ns, record_id");
+	if (r < 0)
+		return r;
+	for (;;) {
+		PGresult *res = PQexec(st->conn, "FETCH 4096 FROM corral_rebuild");
+		int n;
+
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			return res_err(st, "rebuilding rollups", res);
+		n = PQntuples(res);
+		for (int i = 0; i < n && r >= 0; i++) {
+			char err[160];
+
+			r = acct_record_decode(PQgetvalue(res, i, 1),
+					       (size_t)PQgetlength(res, i, 1), &recs[i], err,
+					       sizeof(err));
+			if (r < 0)
+				snprintf(st->base.errmsg, sizeof(st->base.errmsg),
+					 "rebuilding rollups: record %.64s: %s",
+					 PQgetvalue(res, i, 0), err);
+			items[i] = (struct coll_item){.rec = &recs[i]};
+		}
+		PQclear(res);
+		if (r >= 0 && n > 0)
+			r = apply_items(st, items, (size_t)n);
+		for (int i = 0; i < n; i++)
+			acct_record_clear(&recs[i]);
+		if (r < 0)
+			return r;
+		if (n < REBUILD_CHUNK)
+			break;
+	}
+	return exec_cmd(st, "CLOSE corral_rebuild");
+}
+
+static int pg_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	r = exec_cmd(st, "BEGIN");
+	if (r < 0)
+		return r;
+	r = apply_items(st, items, n);
+	if (r >= 0)
+		r = exec_cmd(st, "COMMIT");
+	if (r < 0)
+		PQclear(PQexec(st->conn, "ROLLBACK"));
+	return r;
 }
 
 static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
@@ -491,31 +649,72 @@ static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t
 	return r;
 }
 
+/* Only the filters that are set become conditions, so the planner can pick an index. */
 static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud)
 {
 	struct pg_store *st = (struct pg_store *)s;
-	char limit[DECIMAL_STR_MAX(size_t)];
-	const char *params[4] = {q->type, q->node, q->task_id, NULL};
+	const struct {
+		const char *col, *val;
+	} eq[] = {
+	    {"type", q->type}, {"node", q->node},     {"task_id", q->task_id},
+	    {"job", q->job},   {"\"user\"", q->user}, {"(body->>'hash')", q->hash},
+	};
+	char nums[4][DECIMAL_STR_MAX(uint64_t)];
+	const char *params[16];
+	_cleanup_free_ char *sql = NULL;
+	size_t len = 0;
+	int np = 0, nn = 0, r;
 	PGresult *res;
-	int r;
+	FILE *f;
 
 	r = ensure_conn(st);
 	if (r < 0)
 		return r;
-	if (q->limit) {
-		snprintf(limit, sizeof(limit), "%zu", q->limit);
-		params[3] = limit;
+	f = open_memstream(&sql, &len);
+	if (!f)
+		return -ENOMEM;
+	fputs("SELECT record_id, type,"
+	      " to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+	      " node, coalesce(task_id, ''), coalesce(account, ''),"
+	      " coalesce(\"user\", ''), body, time_ns FROM records WHERE true",
+	      f);
+	for (size_t k = 0; k < ARRAY_SIZE(eq); k++)
+		if (eq[k].val) {
+			params[np++] = eq[k].val;
+			fprintf(f, " AND %s = $%d", eq[k].col, np);
+		}
+	if (q->audit == COLL_QUERY_AUDIT_ONLY || q->hash)
+		fputs(" AND substr(type, 1, 6) = 'audit.'", f);
+	else if (q->audit == COLL_QUERY_NO_AUDIT)
+		fputs(" AND substr(type, 1, 6) <> 'audit.'", f);
+#define NUM_PARAM(v)                                                                               \
+	do {                                                                                       \
+		snprintf(nums[nn], sizeof(nums[nn]), "%" PRIu64,                                   \
+			 MIN((uint64_t)(v), (uint64_t)INT64_MAX));                                 \
+		params[np++] = nums[nn++];                                                         \
+	} while (0)
+	if (q->from_ns) {
+		NUM_PARAM(q->from_ns);
+		fprintf(f, " AND time_ns >= $%d::bigint", np);
 	}
-	res = PQexecParams(
-	    st->conn,
-	    "SELECT record_id, type,"
-	    " to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-	    " node, coalesce(task_id, ''), coalesce(account, ''),"
-	    " coalesce(\"user\", ''), body FROM records"
-	    " WHERE ($1::text IS NULL OR type = $1) AND ($2::text IS NULL OR node = $2)"
-	    " AND ($3::text IS NULL OR task_id = $3)"
-	    " ORDER BY time_ns, record_id LIMIT $4::bigint",
-	    4, NULL, params, NULL, NULL, 0);
+	if (q->to_ns) {
+		NUM_PARAM(q->to_ns);
+		fprintf(f, " AND time_ns < $%d::bigint", np);
+	}
+	if (q->after_id) {
+		NUM_PARAM(q->after_time_ns);
+		params[np++] = q->after_id;
+		fprintf(f, " AND (time_ns, record_id) > ($%d::bigint, $%d::text)", np - 1, np);
+	}
+	fputs(" ORDER BY time_ns, record_id", f);
+	if (q->limit) {
+		NUM_PARAM(q->limit);
+		fprintf(f, " LIMIT $%d::bigint", np);
+	}
+#undef NUM_PARAM
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	res = PQexecParams(st->conn, sql, np, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return res_err(st, "query", res);
 	r = 0;
@@ -529,6 +728,7 @@ static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_f
 		    .account = PQgetvalue(res, i, 5),
 		    .user = PQgetvalue(res, i, 6),
 		    .body = PQgetvalue(res, i, 7),
+		    .time_ns = strtoull(PQgetvalue(res, i, 8), NULL, 10),
 		};
 		r = fn(&row, ud);
 	}
@@ -536,32 +736,108 @@ static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_f
 	return r < 0 ? r : 0;
 }
 
+static int pg_break_add(struct coll_store *s, const struct coll_audit_break *b)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	const char *params[] = {b->record_id, b->node, b->kind, b->reason, b->detected};
+	PGresult *res;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	res = PQexecParams(st->conn,
+			   "INSERT INTO audit_breaks (record_id, node, kind, reason, detected)"
+			   " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (record_id) DO NOTHING",
+			   (int)ARRAY_SIZE(params), NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res_err(st, "audit_breaks insert", res);
+	r = strcmp(PQcmdTuples(res), "0") != 0 ? 1 : 0;
+	PQclear(res);
+	return r;
+}
+
+static int pg_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
+			  void *ud)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	char lim[DECIMAL_STR_MAX(size_t)];
+	const char *params[2] = {node, NULL};
+	PGresult *res;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	if (limit) {
+		snprintf(lim, sizeof(lim), "%zu", limit);
+		params[1] = lim;
+	}
+	res = PQexecParams(st->conn,
+			   "SELECT record_id, node, kind, reason, detected FROM audit_breaks"
+			   " WHERE ($1::text IS NULL OR node = $1) ORDER BY seq LIMIT $2::bigint",
+			   2, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "audit_breaks query", res);
+	r = 0;
+	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
+		struct coll_audit_break b = {
+		    .record_id = PQgetvalue(res, i, 0),
+		    .node = PQgetvalue(res, i, 1),
+		    .kind = PQgetvalue(res, i, 2),
+		    .reason = PQgetvalue(res, i, 3),
+		    .detected = PQgetvalue(res, i, 4),
+		};
+		r = fn(&b, ud);
+	}
+	PQclear(res);
+	return r < 0 ? r : 0;
+}
+
+/* The key columns of struct coll_rollup_row, '' where table t has none. */
+static void select_keys(FILE *f, enum coll_rollup_table t)
+{
+	static const enum coll_key row_keys[] = {COLL_KEY_ACCOUNT,   COLL_KEY_USER,
+						 COLL_KEY_LABEL_KEY, COLL_KEY_LABEL_VALUE,
+						 COLL_KEY_JOB,	     COLL_KEY_NODE};
+	const struct coll_rollup_def *def = coll_rollup_def(t);
+
+	for (size_t i = 0; i < ARRAY_SIZE(row_keys); i++) {
+		bool has = false;
+
+		for (size_t k = 0; k < def->n_keys; k++)
+			has |= def->keys[k] == row_keys[i];
+		fprintf(f, ", %s", has ? coll_key_column(row_keys[i]) : "''");
+	}
+}
+
 static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			   const char *to, coll_rollup_fn fn, void *ud)
 {
 	struct pg_store *st = (struct pg_store *)s;
-	bool lab = t == COLL_ROLLUP_LABEL_DAY;
 	const char *params[2] = {from, to};
-	_cleanup_free_ char *sql = NULL;
+	_cleanup_free_ char *sql = NULL, *pk = coll_rollup_pk(t);
 	size_t len = 0;
 	PGresult *res;
 	FILE *f;
 	int r;
 
+	if (!pk)
+		return -ENOMEM;
 	r = ensure_conn(st);
 	if (r < 0)
 		return r;
 	f = open_memstream(&sql, &len);
 	if (!f)
 		return -ENOMEM;
-	fprintf(f, "SELECT bucket, account, \"user\", %s",
-		lab ? "label_key, label_value" : "'', ''");
+	fputs("SELECT bucket", f);
+	select_keys(f, t);
 	for (int k = 0; k < _COLL_SUM_MAX; k++)
 		fprintf(f, ", %s", coll_sum_name(k));
 	fprintf(f,
 		" FROM %s WHERE ($1::text IS NULL OR bucket >= $1) AND"
-		" ($2::text IS NULL OR bucket < $2) ORDER BY bucket, %saccount, \"user\"",
-		coll_rollup_table_name(t), lab ? "label_key, label_value, " : "");
+		" ($2::text IS NULL OR bucket < $2) ORDER BY %s",
+		coll_rollup_table_name(t), pk);
 	if (fclose(f) != 0)
 		return -ENOMEM;
 	res = PQexecParams(st->conn, sql, 2, NULL, params, NULL, NULL, 0);
@@ -575,9 +851,58 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 		    .user = PQgetvalue(res, i, 2),
 		    .label_key = PQgetvalue(res, i, 3),
 		    .label_value = PQgetvalue(res, i, 4),
+		    .job = PQgetvalue(res, i, 5),
+		    .node = PQgetvalue(res, i, 6),
 		};
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			row.v[k] = strtod(PQgetvalue(res, i, 5 + k), NULL);
+			row.v[k] = strtod(PQgetvalue(res, i, 7 + k), NULL);
+		r = fn(&row, ud);
+	}
+	PQclear(res);
+	return r < 0 ? r : 0;
+}
+
+static int pg_open_query(struct coll_store *s, coll_open_fn fn, void *ud)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	_cleanup_free_ char *sql = NULL;
+	size_t len = 0;
+	PGresult *res;
+	FILE *f;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	f = open_memstream(&sql, &len);
+	if (!f)
+		return -ENOMEM;
+	fputs("SELECT node, task_id, account, \"user\", job, labels, start_ns, sample_ns", f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", %s", coll_sum_name(k));
+	fputs(" FROM rollup_open o WHERE NOT EXISTS (SELECT 1 FROM records r WHERE"
+	      " r.task_id = o.task_id AND r.node = o.node AND r.type = 'task.end')"
+	      " ORDER BY node, task_id",
+	      f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	res = PQexec(st->conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "open tasks query", res);
+	r = 0;
+	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
+		struct coll_open_row row = {
+		    .node = PQgetvalue(res, i, 0),
+		    .task_id = PQgetvalue(res, i, 1),
+		    .account = PQgetvalue(res, i, 2),
+		    .user = PQgetvalue(res, i, 3),
+		    .job = PQgetvalue(res, i, 4),
+		    .labels = PQgetvalue(res, i, 5),
+		    .start_ns = strtoull(PQgetvalue(res, i, 6), NULL, 10),
+		    .sample_ns = strtoull(PQgetvalue(res, i, 7), NULL, 10),
+		};
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			row.v[k] = strtod(PQgetvalue(res, i, 8 + k), NULL);
 		r = fn(&row, ud);
 	}
 	PQclear(res);
@@ -633,7 +958,11 @@ const struct coll_store_ops coll_store_pg_ops = {
     .insert_batch = pg_insert_batch,
     .query = pg_query,
     .rollup_query = pg_rollup_query,
+    .open_query = pg_open_query,
+    .rollup_batch = pg_rollup_batch,
     .count = pg_count,
     .ping = pg_ping,
     .schema_version = pg_schema_version,
+    .break_add = pg_break_add,
+    .break_query = pg_break_query,
 };

@@ -19,7 +19,7 @@ struct sqlite_store {
 	struct coll_store base; /* first */
 	sqlite3 *db;
 	sqlite3_stmt *insert;
-	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX];
+	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del;
 	sqlite3_stmt *begin, *commit, *rollback;
 };
 
@@ -64,51 +64,53 @@ static int step_done(struct sqlite_store *st, sqlite3_stmt *stmt)
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : map_err(st, rc);
 }
 
-/* Rollup DDL: the sums of enum coll_sum as REAL columns, keyed by bucket + dimensions. */
-static char *rollup_ddl(enum coll_rollup_table t)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	if (!f)
-		return NULL;
-	fprintf(f, "CREATE TABLE %s (bucket TEXT NOT NULL, ", coll_rollup_table_name(t));
-	if (t == COLL_ROLLUP_LABEL_DAY)
-		fputs("label_key TEXT NOT NULL, label_value TEXT NOT NULL, ", f);
-	fputs("account TEXT NOT NULL, \"user\" TEXT NOT NULL", f);
-	for (int s = 0; s < _COLL_SUM_MAX; s++)
-		fprintf(f, ", %s REAL NOT NULL DEFAULT 0", coll_sum_name(s));
-	fprintf(f, ", PRIMARY KEY (bucket, %saccount, \"user\"));",
-		t == COLL_ROLLUP_LABEL_DAY ? "label_key, label_value, " : "");
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
-}
-
+/* Rollup upserts: the sums of enum coll_sum added to the row of (bucket, keys). rollup_open:
+ * the newest sample of a task replaces the row, unless a task.end of the task is stored. */
 static char *rollup_upsert_sql(enum coll_rollup_table t)
 {
+	const struct coll_rollup_def *def = coll_rollup_def(t);
+	_cleanup_free_ char *pk = coll_rollup_pk(t);
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	int np = t == COLL_ROLLUP_LABEL_DAY ? 5 : 3;
+	FILE *f;
+	int np = 0;
 
+	if (!pk)
+		return NULL;
+	f = open_memstream(&buf, &len);
 	if (!f)
 		return NULL;
-	fprintf(f, "INSERT INTO %s (bucket, %saccount, \"user\"", coll_rollup_table_name(t),
-		t == COLL_ROLLUP_LABEL_DAY ? "label_key, label_value, " : "");
-	for (int s = 0; s < _COLL_SUM_MAX; s++)
-		fprintf(f, ", %s", coll_sum_name(s));
-	fputs(") VALUES (", f);
-	for (int i = 0; i < np + _COLL_SUM_MAX; i++)
-		fprintf(f, "%s?", i ? ", " : "");
-	fprintf(f, ") ON CONFLICT (bucket, %saccount, \"user\") DO UPDATE SET ",
-		t == COLL_ROLLUP_LABEL_DAY ? "label_key, label_value, " : "");
-	for (int s = 0; s < _COLL_SUM_MAX; s++)
-		fprintf(f, "%s%s = %s + excluded.%s", s ? ", " : "", coll_sum_name(s),
-			coll_sum_name(s), coll_sum_name(s));
+	if (t == COLL_ROLLUP_OPEN) {
+		fprintf(f,
+			"INSERT INTO %s (%s, account, \"user\", job, labels, start_ns, sample_ns",
+			def->name, pk);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			fprintf(f, ", %s", coll_sum_name(s));
+		fputs(") SELECT ", f);
+		for (int i = 0; i < 8 + _COLL_SUM_MAX; i++)
+			fprintf(f, "%s?%d", i ? ", " : "", i + 1);
+		fputs(" WHERE NOT EXISTS (SELECT 1 FROM records WHERE task_id = ?2 AND node = ?1"
+		      " AND type = 'task.end') ON CONFLICT (node, task_id) DO UPDATE SET"
+		      " account = excluded.account, \"user\" = excluded.\"user\","
+		      " job = excluded.job, labels = excluded.labels,"
+		      " start_ns = excluded.start_ns, sample_ns = excluded.sample_ns",
+		      f);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			fprintf(f, ", %s = excluded.%s", coll_sum_name(s), coll_sum_name(s));
+		fputs(" WHERE excluded.sample_ns > rollup_open.sample_ns", f);
+	} else {
+		np = 1 + (int)def->n_keys;
+		fprintf(f, "INSERT INTO %s (%s", def->name, pk);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			fprintf(f, ", %s", coll_sum_name(s));
+		fputs(") VALUES (", f);
+		for (int i = 0; i < np + _COLL_SUM_MAX; i++)
+			fprintf(f, "%s?", i ? ", " : "");
+		fprintf(f, ") ON CONFLICT (%s) DO UPDATE SET ", pk);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			fprintf(f, "%s%s = %s + excluded.%s", s ? ", " : "", coll_sum_name(s),
+				coll_sum_name(s), coll_sum_name(s));
+	}
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;
@@ -127,6 +129,23 @@ static const char records_ddl[] =
     " exit_status TEXT, body TEXT NOT NULL);"
     "CREATE INDEX records_type_time ON records(type, time_ns);"
     "CREATE INDEX records_task ON records(task_id);";
+
+/*
+ * Audit objects, created on every open (IF NOT EXISTS, so databases of any version get them):
+ * the breaks flagged at ingest, and partial indexes over audit rows only (other rows pay
+ * nothing): by node and time (audit queries, chain verification) and by the record's hash
+ * (the ingest check looks up a record's predecessor by its hash).
+ */
+static const char audit_ddl[] =
+    "CREATE TABLE IF NOT EXISTS audit_breaks (record_id TEXT PRIMARY KEY, node TEXT NOT NULL,"
+    " kind TEXT NOT NULL, reason TEXT NOT NULL, detected TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS records_audit_node ON records(node, time_ns)"
+    " WHERE substr(type, 1, 6) = 'audit.';"
+    "CREATE INDEX IF NOT EXISTS records_audit_hash ON records(json_extract(body, '$.hash'))"
+    " WHERE substr(type, 1, 6) = 'audit.' AND json_valid(body);";
+
+static int prepare_rollups(struct sqlite_store *st);
+static int rebuild_rollups(struct sqlite_store *st);
 
 static int migrate(struct sqlite_store *st)
 {
@@ -157,8 +176,19 @@ static int migrate(struct sqlite_store *st)
 		r = exec(st, records_ddl);
 		if (r < 0)
 			goto out_rollback;
+	}
+	if (version < 2) {
+		/* v2: rollups spread over the hours a task ran, kill counts, job/node and open
+		 * tasks. The v1 rollups cannot be converted (they lack the spread): they are
+		 * rebuilt from the stored records, in this transaction. */
+		if (version == 1) {
+			r = exec(st, "DROP TABLE rollup_hour; DROP TABLE rollup_day;"
+				     " DROP TABLE rollup_label_day;");
+			if (r < 0)
+				goto out_rollback;
+		}
 		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-			_cleanup_free_ char *ddl = rollup_ddl(t);
+			_cleanup_free_ char *ddl = coll_rollup_ddl(t, "REAL", "INTEGER");
 
 			if (!ddl) {
 				r = -ENOMEM;
@@ -168,11 +198,18 @@ static int migrate(struct sqlite_store *st)
 			if (r < 0)
 				goto out_rollback;
 		}
-		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (1);");
+		if (version == 1) {
+			r = rebuild_rollups(st);
+			if (r < 0)
+				goto out_rollback;
+		}
+		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (2);");
 		if (r < 0)
 			goto out_rollback;
 	}
-	/* Future migrations: if (version < 2) { ... } */
+	r = exec(st, audit_ddl);
+	if (r < 0)
+		goto out_rollback;
 	return exec(st, "COMMIT");
 
 out_rollback:
@@ -194,6 +231,7 @@ static void sqlite_close(struct coll_store *s)
 	sqlite3_finalize(st->insert);
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++)
 		sqlite3_finalize(st->rollup[t]);
+	sqlite3_finalize(st->open_del);
 	sqlite3_finalize(st->begin);
 	sqlite3_finalize(st->commit);
 	sqlite3_finalize(st->rollback);
@@ -254,17 +292,9 @@ static int sqlite_open(const char *uri, struct coll_store **ret, char *err, size
 	free(buf);
 	if (r < 0)
 		goto out_close;
-	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-		_cleanup_free_ char *sql = rollup_upsert_sql(t);
-
-		if (!sql) {
-			r = -ENOMEM;
-			goto out_close;
-		}
-		r = prepare(st, sql, &st->rollup[t]);
-		if (r < 0)
-			goto out_close;
-	}
+	r = prepare_rollups(st);
+	if (r < 0)
+		goto out_close;
 	if ((r = prepare(st, "BEGIN IMMEDIATE", &st->begin)) < 0 ||
 	    (r = prepare(st, "COMMIT", &st->commit)) < 0 ||
 	    (r = prepare(st, "ROLLBACK", &st->rollback)) < 0)
@@ -320,23 +350,150 @@ out:
 static int apply_deltas(struct sqlite_store *st, const struct coll_delta *d, size_t nd)
 {
 	for (size_t i = 0; i < nd; i++) {
-		sqlite3_stmt *s = st->rollup[d[i].table];
+		const struct coll_rollup_def *def = coll_rollup_def(d[i].table);
+		sqlite3_stmt *s = d[i].del ? st->open_del : st->rollup[d[i].table];
+		_cleanup_free_ char *labels = NULL;
 		int p = 1, r;
 
-		sqlite3_bind_text(s, p++, d[i].bucket, -1, SQLITE_STATIC);
-		if (d[i].table == COLL_ROLLUP_LABEL_DAY) {
-			sqlite3_bind_text(s, p++, d[i].label_key, -1, SQLITE_STATIC);
-			sqlite3_bind_text(s, p++, d[i].label_value, -1, SQLITE_STATIC);
+		if (d[i].table == COLL_ROLLUP_OPEN) {
+			sqlite3_bind_text(s, p++, d[i].node, -1, SQLITE_STATIC);
+			sqlite3_bind_text(s, p++, d[i].task_id, -1, SQLITE_STATIC);
+			if (!d[i].del) {
+				labels = coll_labels_json(d[i].rec);
+				if (!labels)
+					return -ENOMEM;
+				sqlite3_bind_text(s, p++, d[i].account, -1, SQLITE_STATIC);
+				sqlite3_bind_text(s, p++, d[i].user, -1, SQLITE_STATIC);
+				sqlite3_bind_text(s, p++, d[i].job, -1, SQLITE_STATIC);
+				sqlite3_bind_text(s, p++, labels, -1, SQLITE_STATIC);
+				sqlite3_bind_int64(s, p++, (int64_t)MIN(d[i].start_ns, INT64_MAX));
+				sqlite3_bind_int64(s, p++, (int64_t)MIN(d[i].sample_ns, INT64_MAX));
+			}
+		} else {
+			sqlite3_bind_text(s, p++, d[i].bucket, -1, SQLITE_STATIC);
+			for (size_t k = 0; k < def->n_keys; k++)
+				sqlite3_bind_text(s, p++, coll_delta_key(&d[i], def->keys[k]), -1,
+						  SQLITE_STATIC);
 		}
-		sqlite3_bind_text(s, p++, d[i].account, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, p++, d[i].user, -1, SQLITE_STATIC);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			sqlite3_bind_double(s, p++, d[i].v[k]);
+		if (!d[i].del)
+			for (int k = 0; k < _COLL_SUM_MAX; k++)
+				sqlite3_bind_double(s, p++, d[i].v[k]);
 		r = step_done(st, s);
+		sqlite3_clear_bindings(s);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+static int prepare_rollups(struct sqlite_store *st)
+{
+	int r;
+
+	if (st->open_del)
+		return 0;
+	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+		_cleanup_free_ char *sql = rollup_upsert_sql(t);
+
+		if (!sql)
+			return -ENOMEM;
+		r = prepare(st, sql, &st->rollup[t]);
+		if (r < 0)
+			return r;
+	}
+	return prepare(st, "DELETE FROM rollup_open WHERE node = ?1 AND task_id = ?2",
+		       &st->open_del);
+}
+
+/* Deltas of items (all taken as new) applied inside the caller's transaction. */
+static int apply_items(struct sqlite_store *st, struct coll_item *items, size_t n)
+{
+	_cleanup_free_ struct coll_delta *d = NULL;
+	size_t nd = 0;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		items[i].is_new = true;
+	r = coll_deltas_build(items, n, &d, &nd);
+	if (r < 0)
+		return r;
+	return apply_deltas(st, d, nd);
+}
+
+#define REBUILD_CHUNK 4096
+
+/* Migration to v2: the rollups recomputed from every stored task.end and task.sample, through
+ * the same deltas as ingest, in chunks. */
+static int rebuild_rollups(struct sqlite_store *st)
+{
+	_cleanup_free_ struct acct_record *recs = calloc(REBUILD_CHUNK, sizeof(*recs));
+	_cleanup_free_ struct coll_item *items = calloc(REBUILD_CHUNK, sizeof(*items));
+	sqlite3_stmt *sel = NULL;
+	size_t n = 0;
+	int rc, r;
+
+	if (!recs || !items)
+		return -ENOMEM;
+	r = prepare_rollups(st);
+	if (r < 0)
+		return r;
+	rc = sqlite3_prepare_v2(st->db,
+				"SELECT record_id, body FROM records"
+				" WHERE type IN ('task.end', 'task.sample') ORDER BY rowid",
+				-1, &sel, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	for (;;) {
+		char err[160];
+
+		rc = sqlite3_step(sel);
+		if (rc == SQLITE_ROW) {
+			const char *body = (const char *)sqlite3_column_text(sel, 1);
+
+			r = acct_record_decode(body ?: "", body ? strlen(body) : 0, &recs[n], err,
+					       sizeof(err));
+			if (r < 0) {
+				snprintf(st->base.errmsg, sizeof(st->base.errmsg),
+					 "rebuilding rollups: record %.64s: %s",
+					 (const char *)sqlite3_column_text(sel, 0), err);
+				break;
+			}
+			items[n] = (struct coll_item){.rec = &recs[n]};
+			n++;
+		}
+		if (n > 0 && (n == REBUILD_CHUNK || rc != SQLITE_ROW)) {
+			r = apply_items(st, items, n);
+			for (size_t i = 0; i < n; i++)
+				acct_record_clear(&recs[i]);
+			n = 0;
+			if (r < 0)
+				break;
+		}
+		if (rc != SQLITE_ROW) {
+			r = rc == SQLITE_DONE ? 0 : map_err(st, rc);
+			break;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		acct_record_clear(&recs[i]);
+	sqlite3_finalize(sel);
+	return r;
+}
+
+static int sqlite_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	int r;
+
+	r = step_done(st, st->begin);
+	if (r < 0)
+		return r;
+	r = apply_items(st, items, n);
+	if (r >= 0)
+		r = step_done(st, st->commit);
+	if (r < 0)
+		step_done(st, st->rollback);
+	return r;
 }
 
 static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, size_t n)
@@ -382,28 +539,81 @@ static const char *col_text(sqlite3_stmt *s, int i)
 	return t ? (const char *)t : "";
 }
 
+struct sql_arg {
+	const char *s; /* NULL: integer i */
+	int64_t i;
+};
+
+static int64_t clamp_i64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* Only the filters that are set become conditions, so the planner can pick an index. */
 static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
+	const struct {
+		const char *col, *val;
+	} eq[] = {
+	    {"type", q->type}, {"node", q->node},     {"task_id", q->task_id},
+	    {"job", q->job},   {"\"user\"", q->user}, {"json_extract(body, '$.hash')", q->hash},
+	};
+	struct sql_arg args[16];
 	sqlite3_stmt *stmt = NULL;
-	int rc, r = 0;
+	char *sql = NULL;
+	size_t len = 0;
+	int na = 0, rc, r = 0;
+	FILE *f = open_memstream(&sql, &len);
 
-	rc = sqlite3_prepare_v2(
-	    st->db,
-	    "SELECT record_id, type, time, node, task_id, account, \"user\", body"
-	    " FROM records WHERE (?1 IS NULL OR type = ?1)"
-	    " AND (?2 IS NULL OR node = ?2) AND (?3 IS NULL OR task_id = ?3)"
-	    " ORDER BY time_ns, record_id LIMIT ?4",
-	    -1, &stmt, NULL);
+	if (!f)
+		return -ENOMEM;
+	fputs("SELECT record_id, type, time, node, task_id, account, \"user\", body, time_ns"
+	      " FROM records WHERE 1",
+	      f);
+	for (size_t k = 0; k < ARRAY_SIZE(eq); k++)
+		if (eq[k].val) {
+			fprintf(f, " AND %s = ?%d", eq[k].col, na + 1);
+			args[na++] = (struct sql_arg){.s = eq[k].val};
+		}
+	if (q->audit == COLL_QUERY_AUDIT_ONLY || q->hash)
+		fputs(" AND substr(type, 1, 6) = 'audit.'", f);
+	else if (q->audit == COLL_QUERY_NO_AUDIT)
+		fputs(" AND substr(type, 1, 6) <> 'audit.'", f);
+	if (q->hash) /* the index's condition: json_extract fails on a body that is not JSON */
+		fputs(" AND json_valid(body)", f);
+	if (q->from_ns) {
+		fprintf(f, " AND time_ns >= ?%d", na + 1);
+		args[na++] = (struct sql_arg){.i = clamp_i64(q->from_ns)};
+	}
+	if (q->to_ns) {
+		fprintf(f, " AND time_ns < ?%d", na + 1);
+		args[na++] = (struct sql_arg){.i = clamp_i64(q->to_ns)};
+	}
+	if (q->after_id) {
+		fprintf(f, " AND (time_ns > ?%d OR (time_ns = ?%d AND record_id > ?%d))", na + 1,
+			na + 1, na + 2);
+		args[na++] = (struct sql_arg){.i = clamp_i64(q->after_time_ns)};
+		args[na++] = (struct sql_arg){.s = q->after_id};
+	}
+	fputs(" ORDER BY time_ns, record_id", f);
+	if (q->limit) {
+		fprintf(f, " LIMIT ?%d", na + 1);
+		args[na++] = (struct sql_arg){.i = clamp_i64(q->limit)};
+	}
+	if (fclose(f) != 0) {
+		free(sql);
+		return -ENOMEM;
+	}
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL);
+	free(sql);
 	if (rc != SQLITE_OK)
 		return map_err(st, rc);
-	if (q->type)
-		sqlite3_bind_text(stmt, 1, q->type, -1, SQLITE_STATIC);
-	if (q->node)
-		sqlite3_bind_text(stmt, 2, q->node, -1, SQLITE_STATIC);
-	if (q->task_id)
-		sqlite3_bind_text(stmt, 3, q->task_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 4, q->limit ? (int64_t)MIN(q->limit, (size_t)INT64_MAX) : -1);
+	for (int k = 0; k < na; k++)
+		if (args[k].s)
+			sqlite3_bind_text(stmt, k + 1, args[k].s, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_int64(stmt, k + 1, args[k].i);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		struct coll_row row = {
 		    .record_id = col_text(stmt, 0),
@@ -414,6 +624,7 @@ static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_r
 		    .account = col_text(stmt, 5),
 		    .user = col_text(stmt, 6),
 		    .body = col_text(stmt, 7),
+		    .time_ns = (uint64_t)sqlite3_column_int64(stmt, 8),
 		};
 		r = fn(&row, ud);
 		if (r < 0)
@@ -425,28 +636,103 @@ static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_r
 	return r < 0 ? r : 0;
 }
 
+static int sqlite_break_add(struct coll_store *s, const struct coll_audit_break *b)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	const char *v[] = {b->record_id, b->node, b->kind, b->reason, b->detected};
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(st->db,
+				"INSERT INTO audit_breaks (record_id, node, kind, reason, detected)"
+				" VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (record_id) DO NOTHING",
+				-1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	for (int k = 0; k < (int)ARRAY_SIZE(v); k++)
+		sqlite3_bind_text(stmt, k + 1, v[k], -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return map_err(st, rc);
+	return sqlite3_changes(st->db) > 0 ? 1 : 0;
+}
+
+static int sqlite_break_query(struct coll_store *s, const char *node, size_t limit,
+			      coll_break_fn fn, void *ud)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	sqlite3_stmt *stmt = NULL;
+	int rc, r = 0;
+
+	rc = sqlite3_prepare_v2(st->db,
+				"SELECT record_id, node, kind, reason, detected FROM audit_breaks"
+				" WHERE (?1 IS NULL OR node = ?1) ORDER BY rowid LIMIT ?2",
+				-1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	if (node)
+		sqlite3_bind_text(stmt, 1, node, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, limit ? clamp_i64(limit) : -1);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		struct coll_audit_break b = {
+		    .record_id = col_text(stmt, 0),
+		    .node = col_text(stmt, 1),
+		    .kind = col_text(stmt, 2),
+		    .reason = col_text(stmt, 3),
+		    .detected = col_text(stmt, 4),
+		};
+		r = fn(&b, ud);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = map_err(st, rc);
+	sqlite3_finalize(stmt);
+	return r < 0 ? r : 0;
+}
+
+/* The key columns of struct coll_rollup_row, '' where table t has none. */
+static void select_keys(FILE *f, enum coll_rollup_table t)
+{
+	static const enum coll_key row_keys[] = {COLL_KEY_ACCOUNT,   COLL_KEY_USER,
+						 COLL_KEY_LABEL_KEY, COLL_KEY_LABEL_VALUE,
+						 COLL_KEY_JOB,	     COLL_KEY_NODE};
+	const struct coll_rollup_def *def = coll_rollup_def(t);
+
+	for (size_t i = 0; i < ARRAY_SIZE(row_keys); i++) {
+		bool has = false;
+
+		for (size_t k = 0; k < def->n_keys; k++)
+			has |= def->keys[k] == row_keys[i];
+		fprintf(f, ", %s", has ? coll_key_column(row_keys[i]) : "''");
+	}
+}
+
 static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			       const char *to, coll_rollup_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
-	bool lab = t == COLL_ROLLUP_LABEL_DAY;
+	_cleanup_free_ char *pk = coll_rollup_pk(t);
 	sqlite3_stmt *stmt = NULL;
 	char *sql = NULL;
 	size_t len = 0;
 	FILE *f;
 	int rc, r = 0;
 
+	if (!pk)
+		return -ENOMEM;
 	f = open_memstream(&sql, &len);
 	if (!f)
 		return -ENOMEM;
-	fprintf(f, "SELECT bucket, account, \"user\", %s",
-		lab ? "label_key, label_value" : "'', ''");
+	fputs("SELECT bucket", f);
+	select_keys(f, t);
 	for (int k = 0; k < _COLL_SUM_MAX; k++)
 		fprintf(f, ", %s", coll_sum_name(k));
 	fprintf(f,
 		" FROM %s WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR bucket < ?2)"
-		" ORDER BY bucket, %saccount, \"user\"",
-		coll_rollup_table_name(t), lab ? "label_key, label_value, " : "");
+		" ORDER BY %s",
+		coll_rollup_table_name(t), pk);
 	if (fclose(f) != 0) {
 		free(sql);
 		return -ENOMEM;
@@ -466,9 +752,61 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 		    .user = col_text(stmt, 2),
 		    .label_key = col_text(stmt, 3),
 		    .label_value = col_text(stmt, 4),
+		    .job = col_text(stmt, 5),
+		    .node = col_text(stmt, 6),
 		};
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			row.v[k] = sqlite3_column_double(stmt, 5 + k);
+			row.v[k] = sqlite3_column_double(stmt, 7 + k);
+		r = fn(&row, ud);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = map_err(st, rc);
+	sqlite3_finalize(stmt);
+	return r < 0 ? r : 0;
+}
+
+static int sqlite_open_query(struct coll_store *s, coll_open_fn fn, void *ud)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	sqlite3_stmt *stmt = NULL;
+	char *sql = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc, r = 0;
+
+	f = open_memstream(&sql, &len);
+	if (!f)
+		return -ENOMEM;
+	fputs("SELECT node, task_id, account, \"user\", job, labels, start_ns, sample_ns", f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", %s", coll_sum_name(k));
+	fputs(" FROM rollup_open o WHERE NOT EXISTS (SELECT 1 FROM records r WHERE"
+	      " r.task_id = o.task_id AND r.node = o.node AND r.type = 'task.end')"
+	      " ORDER BY node, task_id",
+	      f);
+	if (fclose(f) != 0) {
+		free(sql);
+		return -ENOMEM;
+	}
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL);
+	free(sql);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		struct coll_open_row row = {
+		    .node = col_text(stmt, 0),
+		    .task_id = col_text(stmt, 1),
+		    .account = col_text(stmt, 2),
+		    .user = col_text(stmt, 3),
+		    .job = col_text(stmt, 4),
+		    .labels = col_text(stmt, 5),
+		    .start_ns = (uint64_t)sqlite3_column_int64(stmt, 6),
+		    .sample_ns = (uint64_t)sqlite3_column_int64(stmt, 7),
+		};
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			row.v[k] = sqlite3_column_double(stmt, 8 + k);
 		r = fn(&row, ud);
 		if (r < 0)
 			break;
@@ -527,7 +865,11 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .insert_batch = sqlite_insert_batch,
     .query = sqlite_query,
     .rollup_query = sqlite_rollup_query,
+    .open_query = sqlite_open_query,
+    .rollup_batch = sqlite_rollup_batch,
     .count = sqlite_count,
     .ping = sqlite_ping,
     .schema_version = sqlite_schema_version,
+    .break_add = sqlite_break_add,
+    .break_query = sqlite_break_query,
 };

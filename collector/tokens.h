@@ -2,8 +2,9 @@
 /*
  * Bearer tokens of the collector. File format, one token per line:
  *     <role> <name> <token>
- * role: node (may POST records whose "node" equals <name>), reader (GET /v1/records),
- * auditor (reader + audit queries). '#' starts a comment line; blank lines are ignored.
+ * role: node (may POST records whose "node" equals <name>), reader (GET /v1/records without
+ * the audit records, reports), auditor (the audit API only: GET /v1/audit*, nothing else).
+ * '#' starts a comment line; blank lines are ignored.
  * The file must be a regular file not accessible by group or others (mode & 077 == 0),
  * since it holds secrets. Tokens are 16..256 printable characters, unique in the file.
  */

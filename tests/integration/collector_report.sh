@@ -1,9 +1,11 @@
 #!/bin/bash
-# Showback report end to end: generated task.end records POSTed to the collector (SQLite),
-# then `corral-collector report --format csv` and GET /v1/reports/showback checked against an
-# independent computation in python3 over the same records (per account, to the cent), and
-# every grouping checked to sum to the grand total. HTML checked in headless chromium when
-# it is installed (else that part is skipped with a message).
+# Showback report end to end: generated task.end and task.sample records POSTed to the
+# collector (SQLite), then `corral-collector report --format csv` and GET /v1/reports/showback
+# checked against an independent computation in python3 over the same records (per account,
+# to the cent: usage split over the days each task ran, running tasks charged from their
+# latest sample up to the report's end; kill counts per reason), and every grouping checked to
+# sum to the grand total. HTML checked in headless chromium when it is installed (else that
+# part is skipped with a message).
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-.output}
@@ -12,7 +14,13 @@ COLL=$O/corral-collector
 command -v curl >/dev/null || { echo "FAIL: curl(1) missing"; exit 1; }
 T=$(mktemp -d /tmp/collector_report.XXXXXX)
 CPID=
-cleanup() { [ -n "$CPID" ] && { kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null; }; rm -rf "$T"; }
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+PGDATA=
+cleanup() {
+	[ -n "$CPID" ] && { kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null; }
+	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
+	rm -rf "$T"
+}
 trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails+1)); }
@@ -33,10 +41,20 @@ io_write_gib = 0.0023
 net_gib = 0.013
 INI
 
-# generated records: 2000 tasks over 10 days, 7 accounts, 4 users, a project label
-python3 - "$T/recs.ndjson" <<'PY'
+# generated records: 2000 tasks over 10 days, 7 accounts, 4 users, a project label, jobs on
+# 6 nodes (token n1 writes them all: node is a record field, the token binds "n1"); then 30
+# tasks still running (two samples each, the last one straddling the report's end) and 10
+# tasks whose samples come first and whose task.end comes in a later batch
+python3 - "$T/recs.ndjson" "$T/samples.ndjson" "$T/ends.ndjson" <<'PY'
 import json, random, sys
 random.seed(5)
+def sample_of(rec, rid, t, wall):
+    s = json.loads(json.dumps(rec))
+    s["record_id"], s["type"], s["time"] = rid, "task.sample", t
+    s["usage"]["wall_ns"] = wall * 10**9
+    s["usage"]["cpu_user_ns"] = int(s["usage"]["cpu_user_ns"] * 0.5)
+    del s["exit"]
+    return s
 acc = ["physics", "chem", "bio", "astro", "geo", "math", "cs"]
 users = ["alice", "bob", "carol", "dave"]
 with open(sys.argv[1], "w") as f:
@@ -52,7 +70,8 @@ with open(sys.argv[1], "w") as f:
         labels = {"project": random.choice(["lattice", "qcd", "fold"])} if random.random() < 0.7 else {}
         rec = {"schema": "corral.record/v1", "record_id": "rep-%06d" % i, "type": "task.end",
                "time": t, "node": "n1",
-               "task": {"id": "t%d" % i, "job": "j", "user": random.choice(users), "uid": 1000,
+               "task": {"id": "t%d" % i, "job": "job%d" % random.randint(0, 9),
+                        "user": random.choice(users), "uid": 1000,
                         "account": random.choice(acc), "labels": labels},
                "request": {"cpus": cpus, "memory_bytes": mem, "pids": 512, "gpus": gpus,
                            "time_limit_s": 0, "cpu_time_limit_s": 0, "gpu_memory_bytes": 0},
@@ -65,9 +84,24 @@ with open(sys.argv[1], "w") as f:
                          "net_tx_bytes": random.randint(0, 10**9),
                          "gpu_seconds": gpus * wall * 0.8, "gpu_memory_peak_bytes": 0,
                          "gpu_util_avg": 0.5},
-               "exit": {"status": "exited" if random.random() < 0.9 else "oom_killed",
+               "exit": {"status": random.choice(["exited"] * 16 + ["oom_killed", "time_limit"]),
                         "code": 0, "signal": 0}}
         f.write(json.dumps(rec) + "\n")
+        if i < 40:
+            run = json.loads(json.dumps(rec))
+            run["task"]["id"] = "run%d" % i
+            if i < 30:   # still running: samples only
+                wall = random.randint(3600, 40000)
+                f2 = open(sys.argv[2], "a")
+                f2.write(json.dumps(sample_of(run, "run-s1-%d" % i, "2026-11-30T%02d:00:00.000000Z" % (i % 20), wall // 2)) + "\n")
+                f2.write(json.dumps(sample_of(run, "run-s2-%d" % i, "2026-12-01T02:%02d:00.000000Z" % i, wall)) + "\n")
+                f2.close()
+            else:        # sampled, then ended later
+                with open(sys.argv[2], "a") as f2:
+                    f2.write(json.dumps(sample_of(run, "late-s-%d" % i, run["time"], 600)) + "\n")
+                run["record_id"] = "late-e-%d" % i
+                with open(sys.argv[3], "a") as f3:
+                    f3.write(json.dumps(run) + "\n")
 PY
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -87,51 +121,99 @@ CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $N1" \
 	-H 'Content-Type: application/x-ndjson' --data-binary "@$T/recs.ndjson" \
 	"http://127.0.0.1:$PORT/v1/records")
 [ "$CODE" = 200 ] && ok "2000 records ingested" || fail "ingest: $CODE $(head -c 300 "$T/resp")"
+for b in samples ends; do
+	CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $N1" \
+		-H 'Content-Type: application/x-ndjson' --data-binary "@$T/$b.ndjson" \
+		"http://127.0.0.1:$PORT/v1/records")
+	[ "$CODE" = 200 ] && ok "$(wc -l < "$T/$b.ndjson") $b ingested" || fail "ingest $b: $CODE"
+done
 
 R=(--db "$DB" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01)
 "$COLL" report "${R[@]}" --by account --format csv > "$T/acct.csv" || fail "report csv"
 
-# independent computation: per (day, account, user) cell, each component rounded to the cent
-python3 - "$T/recs.ndjson" "$T/acct.csv" <<'PY' && ok "CSV per-account costs match python3" || fail "CSV vs python3"
-import csv, json, sys
+# independent computation: each task's charged quantities split over the UTC days of
+# [end - wall, end] in proportion (running tasks: of [sample - wall, sample], clipped to the
+# report's end); per (day, account, user) cell, each component rounded to the cent
+python3 - "$T/acct.csv" "$T/recs.ndjson" "$T/samples.ndjson" "$T/ends.ndjson" <<'PY' && ok "CSV per-account costs and counts match python3" || fail "CSV vs python3"
+import csv, json, sys, datetime
 from collections import defaultdict
 P = dict(cpu=0.031, mem=0.0043, gpu=1.70, r=0.0011, w=0.0023, net=0.013)
 G = 1073741824.0
+DAY = 86400 * 10**9
+FROM, TO = (int(datetime.datetime(2026, m, 1, tzinfo=datetime.timezone.utc).timestamp()) * 10**9
+            for m in (11, 12))
+def ns(t):
+    d = datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return int(d.timestamp()) * 10**9 + d.microsecond * 1000
+ends, samples = {}, {}
+for path in sys.argv[2:]:
+    for line in open(path):
+        d = json.loads(line)
+        key = (d["node"], d["task"]["id"])
+        if d["type"] == "task.end":
+            ends[key] = d
+        elif key not in samples or ns(d["time"]) > ns(samples[key]["time"]):
+            samples[key] = d
 cells = defaultdict(lambda: [0.0] * 6)
-for line in open(sys.argv[1]):
-    d = json.loads(line)
+counts = defaultdict(lambda: defaultdict(int))
+def spread(d, running):
     u, q = d["usage"], d["request"]
     wall = u["wall_ns"] / 1e9
     cpu = (u["cpu_user_ns"] + u["cpu_system_ns"]) / 1e9
     creq, mreq, greq = q["cpus"] * wall, q["memory_bytes"] * wall, q["gpus"] * wall
-    c = cells[(d["time"][:10], d["task"]["account"], d["task"]["user"])]
-    c[0] += max(creq, cpu); c[1] += max(mreq, u["memory_byte_seconds"])
-    c[2] += max(greq, u["gpu_seconds"]); c[3] += u["io_read_bytes"]; c[4] += u["io_write_bytes"]
-    c[5] += u["net_rx_bytes"] + u["net_tx_bytes"]
+    v = [max(creq, cpu), max(mreq, u["memory_byte_seconds"]), max(greq, u["gpu_seconds"]),
+         u["io_read_bytes"], u["io_write_bytes"], u["net_rx_bytes"] + u["net_tx_bytes"]]
+    end = ns(d["time"]); start = end - u["wall_ns"]
+    lo, hi = (max(start, FROM), min(end, TO)) if running else (start, end)
+    acc = d["task"]["account"]
+    day = lo // DAY * DAY
+    while day < hi:
+        frac = (min(hi, day + DAY) - max(lo, day)) / (end - start)
+        c = cells[(day, acc, d["task"]["user"])]
+        for k in range(6):
+            c[k] += v[k] * frac
+        day += DAY
+    if running:
+        if hi > lo:
+            counts[acc]["running_tasks"] += 1
+    else:
+        counts[acc][d["exit"]["status"]] += 1
+for key, d in ends.items():
+    spread(d, False)
+for key, d in samples.items():
+    if key not in ends:
+        spread(d, True)
 want = defaultdict(int)
 for (day, acc, user), c in cells.items():
+    if not FROM <= day < TO:
+        continue
     comps = [c[0] / 3600 * P["cpu"], c[1] / 3600 / G * P["mem"], c[2] / 3600 * P["gpu"],
              c[3] / G * P["r"] + c[4] / G * P["w"], c[5] / G * P["net"]]
-    want[acc] += sum(round(x * 100) for x in comps)
+    want[acc] += sum(int(x * 100 + 0.5) for x in comps)
 got, total = {}, None
-for row in csv.DictReader(open(sys.argv[2])):
+for row in csv.DictReader(open(sys.argv[1])):
     cents = round(float(row["cost"]) * 100)
     if row["period"] == "total":
         total = cents
-    else:
-        got[row["account"]] = cents
+        continue
+    got[row["account"]] = cents
+    for col in ("oom_killed", "time_limit", "running_tasks"):
+        if int(row[col]) != counts[row["account"]][col]:
+            print("count", row["account"], col, row[col], counts[row["account"]][col]); sys.exit(1)
 bad = [(a, want[a], got.get(a)) for a in want if got.get(a) != want[a]]
 # float summation order may move a cell across a half cent: allow 1 cent per account
 if any(g is None or abs(g - w) > 1 for a, w, g in bad):
     print("mismatch:", bad); sys.exit(1)
 if total != sum(got.values()):
     print("total", total, "!= sum", sum(got.values())); sys.exit(1)
-print("accounts %d, total %.2f EUR, exact matches %d/%d" % (len(got), total / 100,
-      len(got) - len(bad), len(got)))
+print("accounts %d, total %.2f EUR, exact matches %d/%d, running %d, oom %d, time_limit %d" % (
+      len(got), total / 100, len(got) - len(bad), len(got),
+      sum(c["running_tasks"] for c in counts.values()), sum(c["oom_killed"] for c in counts.values()),
+      sum(c["time_limit"] for c in counts.values())))
 PY
 
 # every grouping and period sums to the same grand total, to the cent
-for by in account user account,user label:project user,label:project; do
+for by in account user account,user label:project user,label:project job node account,job,node; do
 	for period in day week month all; do
 		"$COLL" report "${R[@]}" --by "$by" --period "$period" --format csv > "$T/g.csv" ||
 			{ fail "report --by $by --period $period"; continue; }
@@ -150,7 +232,7 @@ for col in ("cost", "waste", "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net
 PY
 	done
 done
-[ $fails = 0 ] && ok "5 groupings x 4 periods reconcile to the grand total"
+[ $fails = 0 ] && ok "8 groupings x 4 periods reconcile to the grand total"
 
 # API: reader token gets JSON and CSV; node token refused; bad parameter names itself
 CODE=$(curl -s -o "$T/api.csv" -w '%{http_code}' -H "Authorization: Bearer $RD" \
@@ -170,7 +252,7 @@ CODE=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $N1" \
 	"http://127.0.0.1:$PORT/v1/reports/showback?from=2026-11-01&to=2026-12-01")
 [ "$CODE" = 403 ] && ok "node token refused (403)" || fail "node token: $CODE"
 CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $RD" \
-	"http://127.0.0.1:$PORT/v1/reports/showback?from=2026-11-01&to=2026-12-01&by=node")
+	"http://127.0.0.1:$PORT/v1/reports/showback?from=2026-11-01&to=2026-12-01&by=nodes")
 [ "$CODE" = 400 ] && grep -q '"by: ' "$T/resp" && ok "bad by= answered 400 naming it" ||
 	fail "bad by: $CODE $(cat "$T/resp")"
 
@@ -187,6 +269,44 @@ if [ -n "$CHROME" ]; then
 		ok "chromium renders the HTML, total $REF" || fail "chromium dump-dom"
 else
 	echo "skip: chromium not installed, HTML not rendered (apt-get install chromium)"
+fi
+
+# PostgreSQL: the same batches through a collector on a server this test starts; the
+# report (rollups, open tasks, kill counts) must equal SQLite's to the cent per account
+if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
+	kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+	chmod 755 "$T"; mkdir -p "$T/pg" && chown postgres "$T/pg"
+	PGDATA=$T/pg/data
+	PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
+		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p $PGPORT -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
+		$PGBIN/createdb -h $T/pg -p $PGPORT rep" || fail "PostgreSQL did not start"
+	PDB="postgresql://postgres@/rep?host=$T/pg&port=$PGPORT"
+	"$COLL" serve --listen "127.0.0.1:$PORT" --db "$PDB" --tokens "$T/tokens" >"$T/log" 2>&1 &
+	CPID=$!
+	for _ in $(seq 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.05; done
+	for b in recs samples ends; do
+		CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $N1" \
+			-H 'Content-Type: application/x-ndjson' --data-binary "@$T/$b.ndjson" \
+			"http://127.0.0.1:$PORT/v1/records")
+		[ "$CODE" = 200 ] || fail "postgresql ingest $b: $CODE"
+	done
+	"$COLL" report --db "$PDB" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01 \
+		--by account --format csv > "$T/pg.csv" || fail "postgresql report"
+	python3 - "$T/acct.csv" "$T/pg.csv" <<'PY' && ok "PostgreSQL report equals SQLite's" || fail "PostgreSQL vs SQLite"
+import csv, sys
+a, b = ({r["account"] or r["period"]: r for r in csv.DictReader(open(p))} for p in sys.argv[1:])
+assert a.keys() == b.keys(), (a.keys(), b.keys())
+for k in a:
+    for col in ("tasks", "oom_killed", "time_limit", "running_tasks"):
+        assert a[k][col] == b[k][col], (k, col, a[k][col], b[k][col])
+    # float summation order may move a cell across a half cent: 1 cent per account
+    lim = len(a) if k == "total" else 1
+    assert abs(round(float(a[k]["cost"]) * 100) - round(float(b[k]["cost"]) * 100)) <= lim, k
+print("accounts %d, total %s / %s" % (len(a) - 1, a["total"]["cost"], b["total"]["cost"]))
+PY
+else
+	echo "skip: no PostgreSQL server binaries in $PGBIN"
 fi
 
 [ $fails = 0 ] && { echo "PASS"; exit 0; }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of collector/audit_chain.c: generated chains (intact, one record edited, one
- * deleted, out-of-order storage) verified as arrays and through a real SQLite store.
+ * deleted, out-of-order storage) verified as arrays and through a real SQLite store, and the
+ * check at ingest (restarted collector, resend, lost / edited record, restarted chain).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,7 +21,8 @@
 
 #define N 8
 
-static void make_chain(struct acct_record *recs, size_t n, const char *node)
+/* Records 0..n) of a chain whose records tail-2 and tail-1 have swapped timestamps. */
+static void make_chain_tail(struct acct_record *recs, size_t n, const char *node, size_t tail)
 {
 	const char *prev = "";
 
@@ -31,7 +33,8 @@ static void make_chain(struct acct_record *recs, size_t n, const char *node)
 		snprintf(r->record_id, sizeof(r->record_id), "%s/boot/%zu", node, i);
 		r->type = i % 2 ? ACCT_AUDIT_CONNECT : ACCT_AUDIT_EXEC;
 		/* Timestamps deliberately not in chain order for the last two. */
-		r->time_ns = 1764000000000000000ULL + (i >= n - 2 ? n * 2 - i : i) * 1000;
+		r->time_ns =
+		    1764000000000000000ULL + (i >= tail - 2 && i < tail ? tail * 2 - i : i) * 1000;
 		r->node = strdup(node);
 		snprintf(r->task.id, sizeof(r->task.id), "t%zu", i / 3);
 		r->task.user = strdup("alice");
@@ -43,6 +46,11 @@ static void make_chain(struct acct_record *recs, size_t n, const char *node)
 		assert_int_equal(acct_record_compute_hash(r), 0);
 		prev = r->hash;
 	}
+}
+
+static void make_chain(struct acct_record *recs, size_t n, const char *node)
+{
+	make_chain_tail(recs, n, node, n);
 }
 
 static void free_chain(struct acct_record *recs, size_t n)
@@ -240,6 +248,148 @@ static void test_store_garbled_row(void **state)
 	assert_non_null(strstr(res.why, "does not decode"));
 }
 
+/* ---- verification at ingest ---- */
+
+struct seen {
+	size_t n;
+	char ids[8][ACCT_ID_MAX];
+	enum coll_break_kind kinds[8];
+	bool listed[8];
+};
+
+static void on_break(const struct coll_chain_break *b, void *ud)
+{
+	struct seen *s = ud;
+
+	assert_true(s->n < 8);
+	snprintf(s->ids[s->n], ACCT_ID_MAX, "%s", b->record_id);
+	s->kinds[s->n] = b->kind;
+	s->listed[s->n++] = b->listed;
+}
+
+/* Insert recs[from..to) except skip as one batch, then run the ingest check on it. */
+static void ingest(struct fx *fx, struct coll_chain_heads *h, struct acct_record *recs, size_t from,
+		   size_t to, size_t skip, struct seen *seen, struct coll_chain_ingest_stats *st)
+{
+	struct coll_item items[16];
+	char *json[16];
+	size_t n = 0;
+
+	for (size_t i = from; i < to; i++) {
+		size_t len;
+
+		if (i == skip)
+			continue;
+		assert_int_equal(acct_record_encode(&recs[i], &json[n], &len), 0);
+		items[n] = (struct coll_item){.rec = &recs[i], .json = json[n], .json_len = len};
+		n++;
+	}
+	assert_int_equal(coll_store_insert_batch(fx->store, items, n), 0);
+	assert_int_equal(coll_chain_ingest(h, fx->store, items, n, on_break, seen, st), 0);
+	for (size_t i = 0; i < n; i++)
+		free(json[i]);
+}
+
+static int count_breaks(const struct coll_audit_break *b, void *ud)
+{
+	(void)b;
+	(*(size_t *)ud)++;
+	return 0;
+}
+
+static void test_ingest_continues_stored_chain(void **state)
+{
+	struct fx *fx = *state;
+	struct acct_record recs[N + 6];
+	struct coll_chain_heads *h;
+	struct coll_chain_ingest_stats st;
+	struct seen seen = {0};
+
+	/* records 0..N-1 are stored by setup; a fresh head set is a restarted collector */
+	make_chain_tail(recs, N + 6, "n1", N); /* continues the stored chain */
+	assert_int_equal(coll_chain_heads_new(&h), 0);
+	ingest(fx, h, recs, N, N + 3, SIZE_MAX, &seen, &st);
+	assert_int_equal(seen.n, 0);
+	assert_int_equal(st.checked, 3);
+	assert_int_equal(st.lookups, 1); /* the first one's predecessor, from the store */
+	/* the next batch links in memory */
+	ingest(fx, h, recs, N + 3, N + 6, SIZE_MAX, &seen, &st);
+	assert_int_equal(seen.n, 0);
+	assert_int_equal(st.lookups, 0);
+	/* a resend: duplicates are not checked, so not breaks */
+	ingest(fx, h, recs, N + 1, N + 6, SIZE_MAX, &seen, &st);
+	assert_int_equal(st.checked, 0);
+	assert_int_equal(seen.n, 0);
+	coll_chain_heads_free(h);
+	free_chain(recs, N + 6);
+}
+
+static void test_ingest_breaks(void **state)
+{
+	struct fx *fx = *state;
+	struct acct_record recs[N + 8];
+	struct coll_chain_heads *h, *h2;
+	struct coll_chain_ingest_stats st;
+	struct seen seen = {0};
+	size_t listed = 0;
+
+	make_chain_tail(recs, N + 8, "n1", N);
+	assert_int_equal(coll_chain_heads_new(&h), 0);
+	/* N+1 lost on the way: N+2 does not link (flagged), N+3 links to N+2 */
+	ingest(fx, h, recs, N, N + 4, N + 1, &seen, &st);
+	assert_int_equal(st.checked, 3);
+	assert_int_equal(st.breaks, 1);
+	assert_int_equal(seen.n, 1);
+	assert_string_equal(seen.ids[0], "n1/boot/10");
+	assert_int_equal(seen.kinds[0], COLL_BREAK_LINK);
+	assert_true(seen.listed[0]);
+	/* edited in transit: its hash fails; the next record still links to the claimed hash */
+	json_object_set_new(recs[N + 4].event, "path", json_string("/usr/bin/rm"));
+	ingest(fx, h, recs, N + 4, N + 6, SIZE_MAX, &seen, &st);
+	assert_int_equal(st.breaks, 1);
+	assert_string_equal(seen.ids[1], "n1/boot/12");
+	assert_int_equal(seen.kinds[1], COLL_BREAK_HASH);
+	/* a new chain where one was going on: with the head known, and with it unknown */
+	recs[N + 6].prev_hash[0] = 0;
+	assert_int_equal(acct_record_compute_hash(&recs[N + 6]), 0);
+	ingest(fx, h, recs, N + 6, N + 7, SIZE_MAX, &seen, &st);
+	assert_int_equal(seen.kinds[2], COLL_BREAK_RESTART);
+	assert_int_equal(coll_chain_heads_new(&h2), 0);
+	recs[N + 7].prev_hash[0] = 0;
+	assert_int_equal(acct_record_compute_hash(&recs[N + 7]), 0);
+	ingest(fx, h2, recs, N + 7, N + 8, SIZE_MAX, &seen, &st);
+	assert_int_equal(st.lookups, 1);
+	assert_int_equal(seen.n, 4);
+	assert_int_equal(seen.kinds[3], COLL_BREAK_RESTART);
+	assert_string_equal(seen.ids[3], "n1/boot/15");
+	assert_int_equal(coll_store_break_query(fx->store, "n1", 0, count_breaks, &listed), 0);
+	assert_int_equal(listed, 4);
+	listed = 0;
+	assert_int_equal(coll_store_break_query(fx->store, "other", 0, count_breaks, &listed), 0);
+	assert_int_equal(listed, 0);
+	coll_chain_heads_free(h);
+	coll_chain_heads_free(h2);
+	free_chain(recs, N + 8);
+}
+
+static void test_ingest_new_node(void **state)
+{
+	struct fx *fx = *state;
+	struct acct_record recs[4];
+	struct coll_chain_heads *h;
+	struct coll_chain_ingest_stats st;
+	struct seen seen = {0};
+
+	/* a node's very first batch starts its chain: no break, with or without a head */
+	make_chain(recs, 4, "n2");
+	assert_int_equal(coll_chain_heads_new(&h), 0);
+	ingest(fx, h, recs, 0, 4, SIZE_MAX, &seen, &st);
+	assert_int_equal(st.checked, 4);
+	assert_int_equal(seen.n, 0);
+	coll_chain_heads_free(h);
+	free_chain(recs, 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +402,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_store_deleted_row, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_deleted_first, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_garbled_row, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_continues_stored_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_breaks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_new_node, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "accounting/record.h"
 #include "collector/prices.h"
@@ -239,11 +240,33 @@ static void test_report_exact(void **state)
 		acct_record_clear(&recs[i]);
 }
 
+static void set_job(struct acct_record *r, const char *job, const char *node)
+{
+	free(r->task.job);
+	free(r->node);
+	r->task.job = strdup(job);
+	r->node = strdup(node);
+	assert_non_null(r->task.job);
+	assert_non_null(r->node);
+}
+
+static void build_range(struct fixture *fx, const char *from, const char *to, const char *by,
+			const char *period, struct report *rep)
+{
+	struct report_spec spec;
+	char err[256];
+
+	assert_int_equal(report_spec_init(&spec, from, to, err, sizeof(err)), 0);
+	assert_int_equal(report_spec_set_by(&spec, by, err, sizeof(err)), 0);
+	assert_int_equal(report_spec_set_period(&spec, period, err, sizeof(err)), 0);
+	assert_int_equal(report_build(fx->store, &spec, &fx->ps, rep), 0);
+}
+
 static void check_reconciles(struct fixture *fx, const char *by, const char *period, int64_t *grand)
 {
 	struct report rep;
 	int64_t sum[_REPORT_COST_MAX] = {0};
-	double tasks = 0;
+	double tasks = 0, oom = 0, tlim = 0;
 
 	build(fx, by, period, &rep);
 	for (size_t i = 0; i < rep.n; i++) {
@@ -255,7 +278,13 @@ static void check_reconciles(struct fixture *fx, const char *by, const char *per
 			parts += rep.rows[i].cents[k];
 		assert_int_equal(parts, rep.rows[i].cents[REPORT_COST_TOTAL]);
 		tasks += rep.rows[i].q[COLL_SUM_TASKS];
+		oom += rep.rows[i].q[COLL_SUM_OOM_KILLED];
+		tlim += rep.rows[i].q[COLL_SUM_TIME_LIMIT];
 	}
+	assert_true(fabs(oom - rep.total.q[COLL_SUM_OOM_KILLED]) < 1e-6);
+	assert_true(fabs(tlim - rep.total.q[COLL_SUM_TIME_LIMIT]) < 1e-6);
+	assert_true(rep.total.q[COLL_SUM_OOM_KILLED] > 100 &&
+		    rep.total.q[COLL_SUM_TIME_LIMIT] > 50);
 	for (int k = 0; k < _REPORT_COST_MAX; k++)
 		if (sum[k] != rep.total.cents[k])
 			fail_msg("by %s per %s: %s sums to %lld, total %lld", by, period,
@@ -281,7 +310,12 @@ static void test_report_reconciles(void **state)
 					  "label:project",
 					  "label:tier",
 					  "user,label:project",
-					  "label:project,account,user"};
+					  "label:project,account,user",
+					  "job",
+					  "node",
+					  "account,job",
+					  "job,node",
+					  "account,user,job,node"};
 	static const char *const periods[] = {"day", "week", "month", "all"};
 	const size_t n = 3000;
 	struct acct_record *recs = calloc(n, sizeof(*recs));
@@ -317,6 +351,15 @@ static void test_report_reconciles(void **state)
 			assert_int_equal(acct_task_add_label(&r->task, "tier", "spot"), 0);
 		if (rand() % 7 == 0)
 			r->exit.status = ACCT_EXIT_OOM_KILLED;
+		else if (rand() % 9 == 0)
+			r->exit.status = ACCT_EXIT_TIME_LIMIT;
+		{
+			char job[16], node[16];
+
+			snprintf(job, sizeof(job), "job%d", rand() % 40);
+			snprintf(node, sizeof(node), "node%d", rand() % 12);
+			set_job(r, job, node);
+		}
 		{
 			double v[_COLL_SUM_MAX];
 
@@ -392,14 +435,20 @@ static void test_spec_errors(void **state)
 			 -EINVAL);
 	assert_non_null(strstr(err, "to"));
 	assert_int_equal(report_spec_init(&spec, "2026-01-01", "2026-02-01", err, sizeof(err)), 0);
-	assert_int_equal(report_spec_set_by(&spec, "node", err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "node"));
+	assert_int_equal(report_spec_set_by(&spec, "nodes", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "nodes"));
+	assert_int_equal(report_spec_set_by(&spec, "job,label:x", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "label:KEY cannot be combined"));
+	assert_int_equal(report_spec_set_by(&spec, "account,user,job,node", err, sizeof(err)), 0);
+	assert_true(spec.parts);
+	assert_int_equal(spec.n_dims, 4);
 	assert_int_equal(report_spec_set_by(&spec, "account,account", err, sizeof(err)), -EINVAL);
 	assert_int_equal(report_spec_set_by(&spec, "label:a,label:b", err, sizeof(err)), -EINVAL);
 	assert_int_equal(report_spec_set_by(&spec, "account,", err, sizeof(err)), -EINVAL);
 	assert_int_equal(report_spec_set_by(&spec, "", err, sizeof(err)), -EINVAL);
 	assert_int_equal(report_spec_set_by(&spec, "account,user,label:x", err, sizeof(err)), 0);
 	assert_int_equal(spec.n_dims, 3);
+	assert_false(spec.parts);
 	assert_string_equal(spec.label_key, "x");
 	assert_int_equal(report_spec_set_period(&spec, "year", err, sizeof(err)), -EINVAL);
 	assert_int_equal(report_spec_set_period(&spec, "week", err, sizeof(err)), 0);
@@ -413,7 +462,10 @@ static void test_week_period(void **state)
 	char err[256];
 
 	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
-	/* 2026-12-02 is a Wednesday (week of Monday 2026-11-30); 2026-12-07 a Monday */
+	/* 2026-12-02 is a Wednesday (week of Monday 2026-11-30); 2026-12-07 a Monday. Both
+	 * tasks ran one hour up to 10 s past midnight: recs[1] from Sunday 12-06 23:00:10, so
+	 * 3590 s of it belong to the week of 11-30 and 10 s to the week of 12-07, where it is
+	 * counted (a task counts in the day it ended). */
 	fill(&recs[0], 0, "a", "u", DAY0 + 10, 1, 3600, 3600);
 	fill(&recs[1], 1, "a", "u", DAY0 + 5 * 86400 + 10, 1, 3600, 3600);
 	insert(fx, recs, 2);
@@ -421,10 +473,259 @@ static void test_week_period(void **state)
 	assert_int_equal(rep.n, 2);
 	assert_string_equal(rep.rows[0].period, "2026-11-30");
 	assert_string_equal(rep.rows[1].period, "2026-12-07");
-	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
+	/* cells 12-01 (3590 s: 9.97 -> 10 cents), 12-02 (10 s: 0), 12-06 (10), 12-07 (0) */
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 20);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 0);
+	assert_float_equal(rep.rows[0].q[COLL_SUM_TASKS], 1, 1e-9);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_TASKS], 1, 1e-9);
+	assert_float_equal(rep.rows[0].q[COLL_SUM_CPU_S], 3600 + 3590, 1e-6);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_CPU_S], 10, 1e-6);
 	report_free(&rep);
 	for (int i = 0; i < 2; i++)
 		acct_record_clear(&recs[i]);
+}
+
+/* A task over midnight is split in proportion; it is never counted twice, whatever the range.
+ * Limit deaths are counted per reason and group. */
+static void test_straddle_and_kills(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record recs[4];
+	struct report rep, a, b;
+	char err[256];
+
+	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
+	/* 2 cpus, 12 h, ends 2026-12-02T06:00 -> 24 core-h = 2.40: 1.20 on 12-01, 1.20 on 12-02 */
+	fill(&recs[0], 0, "a", "u", DAY0 + 6 * 3600, 2, 12 * 3600, 0);
+	set_job(&recs[0], "j1", "n1");
+	fill(&recs[1], 1, "b", "u", DAY0 + 3600, 1, 3600, 3600);
+	recs[1].exit.status = ACCT_EXIT_OOM_KILLED;
+	set_job(&recs[1], "j2", "n2");
+	fill(&recs[2], 2, "b", "v", DAY0 + 7200, 1, 3600, 3600);
+	recs[2].exit.status = ACCT_EXIT_TIME_LIMIT;
+	set_job(&recs[2], "j2", "n3");
+	fill(&recs[3], 3, "b", "v", DAY0 + 7300, 1, 3600, 3600);
+	recs[3].exit.status = ACCT_EXIT_OOM_KILLED;
+	set_job(&recs[3], "j3", "n3");
+	insert(fx, recs, 4);
+
+	build_range(fx, "2026-12-01", "2026-12-02", "account", "all", &a);
+	build_range(fx, "2026-12-02", "2026-12-03", "account", "all", &b);
+	build_range(fx, "2026-12-01", "2026-12-03", "account", "day", &rep);
+	assert_int_equal(a.n, 1);
+	assert_string_equal(a.rows[0].key[0], "a");
+	assert_int_equal(a.rows[0].cents[REPORT_COST_CPU], 120);
+	assert_float_equal(a.rows[0].q[COLL_SUM_TASKS], 0, 1e-9); /* it ended on 12-02 */
+	assert_int_equal(b.rows[0].cents[REPORT_COST_CPU], 120);
+	assert_float_equal(b.rows[0].q[COLL_SUM_TASKS], 1, 1e-9);
+	assert_int_equal(a.total.cents[REPORT_COST_TOTAL] + b.total.cents[REPORT_COST_TOTAL],
+			 rep.total.cents[REPORT_COST_TOTAL]);
+	assert_int_equal(rep.total.cents[REPORT_COST_CPU], 240 + 30);
+	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 4, 1e-9);
+	report_free(&a);
+	report_free(&b);
+	report_free(&rep);
+
+	/* kills per reason, per group */
+	build(fx, "account", "all", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[1].key[0], "b");
+	assert_float_equal(rep.rows[1].q[COLL_SUM_FAILED_TASKS], 3, 1e-9);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_OOM_KILLED], 2, 1e-9);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_TIME_LIMIT], 1, 1e-9);
+	assert_float_equal(rep.rows[0].q[COLL_SUM_OOM_KILLED], 0, 1e-9);
+	report_free(&rep);
+	build(fx, "job", "all", &rep);
+	assert_int_equal(rep.n, 3);
+	assert_string_equal(rep.rows[1].key[0], "j2");
+	assert_float_equal(rep.rows[1].q[COLL_SUM_OOM_KILLED], 1, 1e-9);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_TIME_LIMIT], 1, 1e-9);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 20);
+	assert_string_equal(rep.rows[2].key[0], "j3");
+	assert_float_equal(rep.rows[2].q[COLL_SUM_OOM_KILLED], 1, 1e-9);
+	report_free(&rep);
+	build(fx, "node", "all", &rep);
+	assert_int_equal(rep.n, 3);
+	assert_string_equal(rep.rows[2].key[0], "n3");
+	assert_float_equal(rep.rows[2].q[COLL_SUM_TASKS], 2, 1e-9);
+	assert_float_equal(rep.rows[2].q[COLL_SUM_TIME_LIMIT], 1, 1e-9);
+	assert_int_equal(rep.rows[2].cents[REPORT_COST_CPU], 20);
+	report_free(&rep);
+	for (int i = 0; i < 4; i++)
+		acct_record_clear(&recs[i]);
+}
+
+/* A task with samples and no task.end is charged from its latest sample, up to the report's
+ * end; its task.end replaces it (never both), and a sample arriving after the end is ignored. */
+static void test_running_tasks(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record recs[4];
+	struct report rep;
+	char err[256];
+
+	assert_int_equal(price_sheet_parse(SHEET "[label:tier=spot]\ncpu_core_hour = 0.05\n",
+					   &fx->ps, err, sizeof(err)),
+			 0);
+	/* latest sample: 1 cpu, 3 h so far (12-01T23:00 .. 12-02T02:00), nothing used */
+	fill(&recs[0], 0, "a", "u", DAY0 + 2 * 3600, 1, 3 * 3600, 0);
+	fill(&recs[1], 1, "a", "u", DAY0 + 1 * 3600, 1, 2 * 3600, 0); /* older sample */
+	fill(&recs[2], 2, "a", "u", DAY0 + 4 * 3600, 1, 5 * 3600, 0); /* the end */
+	fill(&recs[3], 3, "a", "u", DAY0 + 3 * 3600, 1, 4 * 3600, 0); /* late sample */
+	for (int i = 0; i < 4; i++) {
+		snprintf(recs[i].task.id, sizeof(recs[i].task.id), "run-1");
+		set_job(&recs[i], "j1", "n2");
+		assert_int_equal(acct_task_add_label(&recs[i].task, "project", "p"), 0);
+		if (i != 2) {
+			recs[i].type = ACCT_TASK_SAMPLE;
+			recs[i].exit.status = ACCT_EXIT_NONE;
+		}
+	}
+	insert(fx, &recs[0], 1);
+	insert(fx, &recs[1], 1); /* older than the stored one: ignored */
+
+	build(fx, "account", "day", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].period, "2026-12-01");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_RUNNING], 0, 1e-9);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 20);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
+	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 0, 1e-9);
+	report_free(&rep);
+	/* up to the report's end only, and counted running there */
+	build_range(fx, "2026-11-01", "2026-12-02", "account", "all", &rep);
+	assert_int_equal(rep.total.cents[REPORT_COST_CPU], 10);
+	assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 1, 1e-9);
+	report_free(&rep);
+	build(fx, "job,node", "all", &rep);
+	assert_int_equal(rep.n, 1);
+	assert_string_equal(rep.rows[0].key[0], "j1");
+	assert_string_equal(rep.rows[0].key[1], "n2");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 30);
+	report_free(&rep);
+	build(fx, "label:project", "all", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].key[0], "(none)");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 0);
+	assert_string_equal(rep.rows[1].key[0], "p");
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 30);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
+	report_free(&rep);
+
+	/* the end arrives: 5 core-h = 0.50 (1 h on 12-01, 4 h on 12-02), running no more */
+	insert(fx, &recs[2], 1);
+	insert(fx, &recs[3], 1);
+	build(fx, "account", "day", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 40);
+	assert_int_equal(rep.total.cents[REPORT_COST_TOTAL], 50);
+	assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 0, 1e-9);
+	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 1, 1e-9);
+	report_free(&rep);
+	for (int i = 0; i < 4; i++)
+		acct_record_clear(&recs[i]);
+}
+
+/* A version 1 database (rollups keyed by the end's day only) is migrated: the rollups are
+ * rebuilt from the stored records, and the report equals that of a fresh ingest. */
+static void test_migrate_v1(void **state)
+{
+	struct fixture *fx = *state;
+	static const char v1_ddl[] =
+	    "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+	    "INSERT INTO schema_version VALUES (1);"
+	    "CREATE TABLE records (record_id TEXT NOT NULL UNIQUE, type TEXT NOT NULL,"
+	    " time TEXT NOT NULL, time_ns INTEGER NOT NULL, node TEXT NOT NULL, task_id TEXT,"
+	    " job TEXT, \"user\" TEXT, account TEXT, labels TEXT, req_cpus REAL,"
+	    " req_memory_bytes INTEGER, req_gpus INTEGER, req_time_limit_s INTEGER,"
+	    " wall_ns INTEGER, cpu_user_ns INTEGER, cpu_system_ns INTEGER,"
+	    " memory_peak_bytes INTEGER, memory_byte_seconds REAL, io_read_bytes INTEGER,"
+	    " io_write_bytes INTEGER, net_rx_bytes INTEGER, net_tx_bytes INTEGER,"
+	    " gpu_seconds REAL, exit_status TEXT, body TEXT NOT NULL);"
+	    "CREATE INDEX records_type_time ON records(type, time_ns);"
+	    "CREATE INDEX records_task ON records(task_id);"
+	    "CREATE TABLE rollup_hour (bucket TEXT NOT NULL, account TEXT NOT NULL,"
+	    " \"user\" TEXT NOT NULL, tasks REAL NOT NULL DEFAULT 0,"
+	    " PRIMARY KEY (bucket, account, \"user\"));"
+	    "CREATE TABLE rollup_day (bucket TEXT NOT NULL, account TEXT NOT NULL,"
+	    " \"user\" TEXT NOT NULL, tasks REAL NOT NULL DEFAULT 0,"
+	    " PRIMARY KEY (bucket, account, \"user\"));"
+	    "CREATE TABLE rollup_label_day (bucket TEXT NOT NULL, label_key TEXT NOT NULL,"
+	    " label_value TEXT NOT NULL, account TEXT NOT NULL, \"user\" TEXT NOT NULL,"
+	    " tasks REAL NOT NULL DEFAULT 0,"
+	    " PRIMARY KEY (bucket, label_key, label_value, account, \"user\"));"
+	    "INSERT INTO rollup_day VALUES ('2026-12-02', 'stale', '', 99);";
+	struct acct_record recs[3];
+	struct coll_item items[3];
+	char *json[3], uri[160], path[128], err[256];
+	size_t len[3];
+	struct coll_store *old = NULL;
+	struct report fresh, migrated;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *ins = NULL;
+	int v = 0;
+
+	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
+	fill(&recs[0], 0, "a", "u", DAY0 + 6 * 3600, 2, 12 * 3600, 3600);
+	fill(&recs[1], 1, "b", "u", DAY0 + 3600, 1, 3600, 1800);
+	recs[1].exit.status = ACCT_EXIT_OOM_KILLED;
+	fill(&recs[2], 2, "b", "u", DAY0 + 3600, 4, 7200, 0);
+	recs[2].type = ACCT_TASK_SAMPLE;
+	recs[2].exit.status = ACCT_EXIT_NONE;
+	for (int i = 0; i < 3; i++) {
+		set_job(&recs[i], "j", "n1");
+		assert_int_equal(acct_record_encode(&recs[i], &json[i], &len[i]), 0);
+		items[i] = (struct coll_item){.rec = &recs[i], .json = json[i], .json_len = len[i]};
+	}
+	assert_int_equal(coll_store_insert_batch(fx->store, items, 3), 0);
+	build(fx, "account,job", "day", &fresh);
+
+	snprintf(path, sizeof(path), "%s/v1.db", fx->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, v1_ddl, NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "INSERT INTO records (record_id, type, time, time_ns,"
+					    " node, body) VALUES (?, ?, '', ?, 'n1', ?)",
+					    -1, &ins, NULL),
+			 SQLITE_OK);
+	for (int i = 0; i < 3; i++) {
+		sqlite3_bind_text(ins, 1, recs[i].record_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(ins, 2, acct_type_to_string(recs[i].type), -1, SQLITE_STATIC);
+		sqlite3_bind_int64(ins, 3, (int64_t)recs[i].time_ns);
+		sqlite3_bind_text(ins, 4, json[i], (int)len[i], SQLITE_STATIC);
+		assert_int_equal(sqlite3_step(ins), SQLITE_DONE);
+		sqlite3_reset(ins);
+	}
+	sqlite3_finalize(ins);
+	sqlite3_close(db);
+
+	old = fx->store;
+	snprintf(uri, sizeof(uri), "sqlite:%s", path);
+	assert_int_equal(coll_store_open(uri, 0, &fx->store, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
+	assert_int_equal(v, 2);
+	build(fx, "account,job", "day", &migrated);
+	assert_int_equal(migrated.n, fresh.n);
+	for (size_t i = 0; i < fresh.n; i++) {
+		assert_string_equal(migrated.rows[i].key[0], fresh.rows[i].key[0]);
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			assert_int_equal(migrated.rows[i].cents[k], fresh.rows[i].cents[k]);
+	}
+	assert_int_equal(migrated.total.cents[REPORT_COST_TOTAL],
+			 fresh.total.cents[REPORT_COST_TOTAL]);
+	assert_float_equal(migrated.total.q[COLL_SUM_OOM_KILLED], 1, 1e-9);
+	assert_float_equal(migrated.total.q[REPORT_Q_RUNNING], 1, 1e-9);
+	assert_float_equal(migrated.total.q[COLL_SUM_TASKS], 2, 1e-9); /* not the stale row */
+	report_free(&fresh);
+	report_free(&migrated);
+	coll_store_close(fx->store);
+	fx->store = old;
+	for (int i = 0; i < 3; i++) {
+		free(json[i]);
+		acct_record_clear(&recs[i]);
+	}
 }
 
 int main(void)
@@ -437,6 +738,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_report_exact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_week_period, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_report_reconciles, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_straddle_and_kills, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_running_tasks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
