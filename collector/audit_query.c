@@ -213,31 +213,17 @@ int coll_audit_query(struct coll_store *s, const struct coll_audit_filter *f, co
 	return 0;
 }
 
-void coll_json_string(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(out, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(out, "\\u%04x", *p);
-		else
-			fputc(*p, out);
-	}
-	fputc('"', out);
-}
-
 int coll_chain_result_write_json(FILE *out, const char *node, const struct coll_chain_result *r)
 {
 	fputs("{\"node\":", out);
-	coll_json_string(out, node);
+	fputs_json_string(out, node);
 	fprintf(out, ",\"intact\":%s,\"checked\":%" PRIu64, r->intact ? "true" : "false",
 		r->checked);
 	if (!r->intact) {
 		fputs(",\"first_bad\":", out);
-		coll_json_string(out, r->first_bad);
+		fputs_json_string(out, r->first_bad);
 		fputs(",\"why\":", out);
-		coll_json_string(out, r->why);
+		fputs_json_string(out, r->why);
 	}
 	fputs("}\n", out);
 	return ferror(out) ? -EIO : 0;

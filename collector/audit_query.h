@@ -58,6 +58,3 @@ int coll_audit_query(struct coll_store *s, const struct coll_audit_filter *f, co
 
 /* {"node":..,"intact":..,"checked":N[,"first_bad":..,"why":..]} and a newline. */
 int coll_chain_result_write_json(FILE *out, const char *node, const struct coll_chain_result *r);
-
-/* JSON string with the escapes JSON needs (UTF-8 passes through). */
-void coll_json_string(FILE *out, const char *s);

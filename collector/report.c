@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "collector/report.h"
+#include "common/util.h"
 #include "common/macro.h"
 
 #define GIB	 1073741824.0
@@ -994,20 +995,6 @@ static void csv_field(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void html_str(FILE *f, const char *s)
 {
 	for (; *s; s++) {
@@ -1085,13 +1072,13 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 	fputc('{', f);
 	if (!is_total) {
 		fputs("\"period\":", f);
-		json_str(f, row->period);
+		fputs_json_string(f, row->period);
 		for (size_t d = 0; d < r->spec.n_dims; d++) {
 			dim_header(r, d, h, sizeof(h));
 			fputc(',', f);
-			json_str(f, h);
+			fputs_json_string(f, h);
 			fputc(':', f);
-			json_str(f, row->key[d]);
+			fputs_json_string(f, row->key[d]);
 		}
 		fputc(',', f);
 	}
@@ -1128,17 +1115,17 @@ static void write_json(const struct report *r, FILE *f)
 	char h[PRICE_LABEL_MAX + 8];
 
 	fputs("{\"from\":", f);
-	json_str(f, r->spec.from);
+	fputs_json_string(f, r->spec.from);
 	fputs(",\"to\":", f);
-	json_str(f, r->spec.to);
+	fputs_json_string(f, r->spec.to);
 	fprintf(f, ",\"period\":\"%s\",\"currency\":", period_names[r->spec.period]);
-	json_str(f, r->currency);
+	fputs_json_string(f, r->currency);
 	fputs(",\"by\":[", f);
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		dim_header(r, d, h, sizeof(h));
 		if (d)
 			fputc(',', f);
-		json_str(f, h);
+		fputs_json_string(f, h);
 	}
 	fprintf(f, "],\"rollup_rows\":%zu,\"rows\":[", r->cells);
 	for (size_t i = 0; i < r->n; i++) {

@@ -56,20 +56,6 @@ struct request {
 
 /* ---- small output helpers ---- */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 static void count_code(struct coll_server *s, unsigned code)
 {
 	size_t i;
@@ -118,7 +104,7 @@ _printf_(4, 5) static enum MHD_Result reply_error(struct coll_server *s, struct 
 	if (!f)
 		return MHD_NO;
 	fputs("{\"error\":", f);
-	json_str(f, msg);
+	fputs_json_string(f, msg);
 	fputs("}\n", f);
 	if (fclose(f) != 0) {
 		free(body);
@@ -405,13 +391,13 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 
 				if (id) {
 					fputs(",\"record_id\":", f);
-					json_str(f, id);
+					fputs_json_string(f, id);
 				}
 				fputs(",\"status\":\"rejected\",\"reason\":", f);
-				json_str(f, b.errors[i]);
+				fputs_json_string(f, b.errors[i]);
 			} else {
 				fputs(",\"record_id\":", f);
-				json_str(f, b.recs[i].record_id);
+				fputs_json_string(f, b.recs[i].record_id);
 				fputs(",\"status\":\"valid\"", f);
 			}
 			fputc('}', f);
@@ -447,7 +433,7 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 		dup);
 	for (size_t i = 0; i < b.n; i++) {
 		fprintf(f, "%s{\"i\":%zu,\"record_id\":", i ? "," : "", i);
-		json_str(f, b.recs[i].record_id);
+		fputs_json_string(f, b.recs[i].record_id);
 		fprintf(f, ",\"status\":\"%s\"}", items[i].is_new ? "accepted" : "duplicate");
 	}
 	fputs("]}\n", f);
@@ -597,7 +583,7 @@ static enum MHD_Result handle_audit(struct coll_server *s, struct MHD_Connection
 	r = coll_audit_query(s->store, &flt, audit_row, &o, next, sizeof(next));
 	fprintf(o.f, "%s],\"count\":%zu,\"next\":", o.n ? "\n" : "", o.n);
 	if (next[0])
-		coll_json_string(o.f, next);
+		fputs_json_string(o.f, next);
 	else
 		fputs("null", o.f);
 	fputs("}\n", o.f);
@@ -638,15 +624,15 @@ static int break_row(const struct coll_audit_break *b, void *ud)
 	struct audit_out *o = ud;
 
 	fputs(o->n++ ? ",\n{\"record_id\":" : "\n{\"record_id\":", o->f);
-	coll_json_string(o->f, b->record_id);
+	fputs_json_string(o->f, b->record_id);
 	fputs(",\"node\":", o->f);
-	coll_json_string(o->f, b->node);
+	fputs_json_string(o->f, b->node);
 	fputs(",\"kind\":", o->f);
-	coll_json_string(o->f, b->kind);
+	fputs_json_string(o->f, b->kind);
 	fputs(",\"reason\":", o->f);
-	coll_json_string(o->f, b->reason);
+	fputs_json_string(o->f, b->reason);
 	fputs(",\"detected\":", o->f);
-	coll_json_string(o->f, b->detected);
+	fputs_json_string(o->f, b->detected);
 	fputc('}', o->f);
 	return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* "123", "64M", "2G", "1.5GiB", "512k" (binary multiples, case-insensitive) -> bytes.
@@ -51,3 +52,7 @@ int parse_rfc3339(const char *s, uint64_t *ret_realtime_ns);
 int proc_start_time(pid_t pid, uint64_t *ret);
 /* /proc/sys/kernel/random/boot_id, 36 chars + NUL. */
 int read_boot_id(char buf[37]);
+
+/* s as a JSON string literal: quotes, backslash and control characters escaped (UTF-8
+ * passes through). */
+void fputs_json_string(FILE *f, const char *s);
