@@ -122,11 +122,6 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 		snprintf(err, errlen, "by: empty");
 		return -EINVAL;
 	}
-	if (have_label && spec->parts) {
-		/* rollup_label_day holds label sums per account and user, not per job or node */
-		snprintf(err, errlen, "by: label:KEY cannot be combined with job or node");
-		return -EINVAL;
-	}
 	return 0;
 }
 
@@ -190,18 +185,109 @@ static void period_of(const struct report_spec *spec, const char *day, char out[
 
 /* ---- reading the rollups ---- */
 
-/* A (day, account, user) cell of rollup_day, the unit of rounding. Its parts: label rows
- * (rollup_label_day) and job/node rows (rollup_job_day) of the same key, chained. */
-struct cell {
-	char *day, *account, *user;
-	double v[REPORT_Q_MAX];
-	ssize_t first_label; /* index into labels, -1 = none */
-	ssize_t first_part;  /* job/node rows, same array */
+/*
+ * Strings of a report are interned: each distinct text is stored once (the rollups repeat a
+ * few accounts, users, jobs and nodes over many rows), so rows cost no allocation and equal
+ * strings are equal pointers (the grouping hashes pointers).
+ */
+struct strtab {
+	const char **slot; /* open addressing, NULL = free */
+	size_t cap, n;
+	char **blocks; /* storage of the texts */
+	size_t nblocks, used;
 };
 
+#define STRTAB_BLOCK 65536
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static int strtab_grow(struct strtab *t)
+{
+	const size_t nc = t->cap ? t->cap * 2 : 1024;
+	const char **ns = calloc(nc, sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->slot[i]) {
+			size_t j = str_hash(t->slot[i]) & (nc - 1);
+
+			while (ns[j])
+				j = (j + 1) & (nc - 1);
+			ns[j] = t->slot[i];
+		}
+	free(t->slot);
+	t->slot = ns;
+	t->cap = nc;
+	return 0;
+}
+
+/* The interned copy of s; NULL on -ENOMEM. */
+static const char *intern(struct strtab *t, const char *s)
+{
+	const size_t len = strlen(s) + 1;
+	size_t j;
+	char *p;
+
+	if (t->n * 2 >= t->cap && strtab_grow(t) < 0)
+		return NULL;
+	for (j = str_hash(s) & (t->cap - 1); t->slot[j]; j = (j + 1) & (t->cap - 1))
+		if (strcmp(t->slot[j], s) == 0)
+			return t->slot[j];
+	if (len > STRTAB_BLOCK)
+		return NULL; /* rollup keys are short: cannot happen */
+	if (t->nblocks == 0 || t->used + len > STRTAB_BLOCK) {
+		char **nb = realloc(t->blocks, (t->nblocks + 1) * sizeof(*nb));
+
+		if (!nb)
+			return NULL;
+		t->blocks = nb;
+		t->blocks[t->nblocks] = malloc(STRTAB_BLOCK);
+		if (!t->blocks[t->nblocks])
+			return NULL;
+		t->nblocks++;
+		t->used = 0;
+	}
+	p = t->blocks[t->nblocks - 1] + t->used;
+	memcpy(p, s, len);
+	t->used += len;
+	t->slot[j] = p;
+	t->n++;
+	return p;
+}
+
+static void strtab_free(struct strtab *t)
+{
+	for (size_t i = 0; i < t->nblocks; i++)
+		free(t->blocks[i]);
+	free(t->blocks);
+	free(t->slot);
+}
+
+/* A (day, account, user) cell of rollup_day, the unit of rounding. Its parts, chained: label
+ * rows (rollup_label_day), job/node rows (rollup_job_day) and, when a label is combined with
+ * job or node, the label's rows per job and node (rollup_job_label_day) of the same key. */
+struct cell {
+	const char *day, *account, *user; /* interned */
+	double v[REPORT_Q_MAX];
+	ssize_t first_label;		 /* index into parts, -1 = none */
+	ssize_t first_part;		 /* job/node rows, same array */
+	ssize_t first_jlabel;		 /* label rows per job/node, same array */
+	int64_t cents[_REPORT_COST_MAX]; /* month cells: the sum of their day cells' cents */
+};
+
+enum part_kind { PART_LABEL, PART_JOB, PART_JOB_LABEL };
+
 struct lcell {
-	char *key, *value; /* label rows */
-	char *job, *node;  /* job/node rows */
+	const char *key, *value; /* label rows (interned, "" for job/node rows) */
+	const char *job, *node;	 /* job/node rows (interned, "" for label rows) */
 	double v[REPORT_Q_MAX];
 	ssize_t next;
 };
@@ -209,13 +295,15 @@ struct lcell {
 /* The share of a running task in one day of the report, before the cells are sorted. */
 struct open_share {
 	char day[11];
-	char *account, *user, *job, *node, *labels;
+	const char *account, *user, *job, *node; /* interned */
+	char *labels;
 	double v[REPORT_Q_MAX];
 };
 
 struct reader {
 	const struct report_spec *spec;
 	const struct price_sheet *ps;
+	struct strtab strs;
 	struct cell *cells;
 	size_t n, cap;
 	struct lcell *labels;
@@ -223,6 +311,12 @@ struct reader {
 	struct open_share *open;
 	size_t no, capo;
 	size_t open_rows;
+	size_t last; /* cell_find's last answer */
+	/* Month cells (see month_mode()): (month, account, user), split by rollup_job_month */
+	bool month_mode;
+	char full_from[8], full_to[8]; /* the whole months of the range: from <= month < to */
+	struct cell *mcells;
+	size_t nm, capm, mlast;
 	uint64_t from_ns, to_ns;
 	int err;
 };
@@ -268,17 +362,13 @@ static int cell_add(struct reader *rd, const char *day, const char *account, con
 		return -ENOMEM;
 	c = &rd->cells[rd->n];
 	memset(c, 0, sizeof(*c));
-	c->day = strdup(day);
-	c->account = strdup(account);
-	c->user = strdup(user);
-	if (!c->day || !c->account || !c->user) {
-		free(c->day);
-		free(c->account);
-		free(c->user);
+	c->day = intern(&rd->strs, day);
+	c->account = intern(&rd->strs, account);
+	c->user = intern(&rd->strs, user);
+	if (!c->day || !c->account || !c->user)
 		return -ENOMEM;
-	}
 	memcpy(c->v, v, nv * sizeof(double));
-	c->first_label = c->first_part = -1;
+	c->first_label = c->first_part = c->first_jlabel = -1;
 	rd->n++;
 	return 0;
 }
@@ -288,17 +378,26 @@ static int day_cb(const struct coll_rollup_row *row, void *ud)
 	return cell_add(ud, row->bucket, row->account, row->user, row->v, _COLL_SUM_MAX);
 }
 
-static struct cell *cell_find(struct reader *rd, const char *day, const char *account,
-			      const char *user)
+static struct cell *cell_find_in(struct cell *cells, size_t n, size_t *last, const char *day,
+				 const char *account, const char *user)
 {
-	size_t lo = 0, hi = rd->n;
+	size_t lo = 0, hi = n;
+
+	/* the part rows come in key order: most belong to the cell found last, or the next */
+	for (size_t i = *last; i < n && i <= *last + 1; i++)
+		if (cell_cmp3(day, account, user, &cells[i]) == 0) {
+			*last = i;
+			return &cells[i];
+		}
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		int r = cell_cmp3(day, account, user, &rd->cells[mid]);
+		int r = cell_cmp3(day, account, user, &cells[mid]);
 
-		if (r == 0)
-			return &rd->cells[mid];
+		if (r == 0) {
+			*last = mid;
+			return &cells[mid];
+		}
 		if (r < 0)
 			hi = mid;
 		else
@@ -307,35 +406,55 @@ static struct cell *cell_find(struct reader *rd, const char *day, const char *ac
 	return NULL;
 }
 
-/* Chains a label (key != NULL) or job/node part to cell c. */
-static int part_add(struct reader *rd, struct cell *c, const char *key, const char *value,
-		    const char *job, const char *node, const double *v, size_t nv)
+static struct cell *cell_find(struct reader *rd, const char *day, const char *account,
+			      const char *user)
+{
+	return cell_find_in(rd->cells, rd->n, &rd->last, day, account, user);
+}
+
+/* Whether day (YYYY-MM-DD) or month (YYYY-MM) is in a whole month of a month_mode report. */
+static bool in_full_month(const struct reader *rd, const char *day)
+{
+	return rd->month_mode && strncmp(day, rd->full_from, 7) >= 0 &&
+	       strncmp(day, rd->full_to, 7) < 0;
+}
+
+/* The cell of a day's row or share: its month cell in the whole months of a month_mode
+ * report, else its day cell. */
+static struct cell *part_cell(struct reader *rd, const char *day, const char *account,
+			      const char *user)
+{
+	char month[8];
+
+	if (!in_full_month(rd, day))
+		return cell_find(rd, day, account, user);
+	snprintf(month, sizeof(month), "%.7s", day);
+	return cell_find_in(rd->mcells, rd->nm, &rd->mlast, month, account, user);
+}
+
+/* Chains a part of kind k to cell c. */
+static int part_add(struct reader *rd, struct cell *c, enum part_kind k, const char *key,
+		    const char *value, const char *job, const char *node, const double *v,
+		    size_t nv)
 {
 	struct lcell *l;
+	ssize_t *first = k == PART_LABEL ? &c->first_label
+			 : k == PART_JOB ? &c->first_part
+					 : &c->first_jlabel;
 
 	if (grow((void **)&rd->labels, &rd->capl, rd->nl, sizeof(*rd->labels)) < 0)
 		return -ENOMEM;
 	l = &rd->labels[rd->nl];
 	memset(l, 0, sizeof(*l));
-	l->key = strdup(key ?: "");
-	l->value = strdup(value ?: "");
-	l->job = strdup(job ?: "");
-	l->node = strdup(node ?: "");
-	if (!l->key || !l->value || !l->job || !l->node) {
-		free(l->key);
-		free(l->value);
-		free(l->job);
-		free(l->node);
+	l->key = intern(&rd->strs, key ?: "");
+	l->value = intern(&rd->strs, value ?: "");
+	l->job = intern(&rd->strs, job ?: "");
+	l->node = intern(&rd->strs, node ?: "");
+	if (!l->key || !l->value || !l->job || !l->node)
 		return -ENOMEM;
-	}
 	memcpy(l->v, v, nv * sizeof(double));
-	if (key) {
-		l->next = c->first_label;
-		c->first_label = (ssize_t)rd->nl++;
-	} else {
-		l->next = c->first_part;
-		c->first_part = (ssize_t)rd->nl++;
-	}
+	l->next = *first;
+	*first = (ssize_t)rd->nl++;
 	return 0;
 }
 
@@ -343,6 +462,12 @@ static bool label_wanted(const struct reader *rd, const char *key)
 {
 	return (rd->ps->override_key[0] && strcmp(key, rd->ps->override_key) == 0) ||
 	       (rd->spec->label_key[0] && strcmp(key, rd->spec->label_key) == 0);
+}
+
+/* A label combined with job or node: the cells are split by job/node and that label. */
+static bool split_job_label(const struct report_spec *spec)
+{
+	return spec->parts && spec->label_key[0];
 }
 
 static int label_cb(const struct coll_rollup_row *row, void *ud)
@@ -355,17 +480,32 @@ static int label_cb(const struct coll_rollup_row *row, void *ud)
 	c = cell_find(rd, row->bucket, row->account, row->user);
 	if (!c)
 		return 0; /* cannot happen: label rows come with their day row */
-	return part_add(rd, c, row->label_key, row->label_value, NULL, NULL, row->v, _COLL_SUM_MAX);
+	return part_add(rd, c, PART_LABEL, row->label_key, row->label_value, NULL, NULL, row->v,
+			_COLL_SUM_MAX);
 }
 
 static int job_cb(const struct coll_rollup_row *row, void *ud)
 {
 	struct reader *rd = ud;
-	struct cell *c = cell_find(rd, row->bucket, row->account, row->user);
+	struct cell *c = part_cell(rd, row->bucket, row->account, row->user);
 
 	if (!c)
 		return 0; /* cannot happen: job rows come with their day row */
-	return part_add(rd, c, NULL, NULL, row->job, row->node, row->v, _COLL_SUM_MAX);
+	return part_add(rd, c, PART_JOB, NULL, NULL, row->job, row->node, row->v, _COLL_SUM_MAX);
+}
+
+static int job_label_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct reader *rd = ud;
+	struct cell *c;
+
+	if (strcmp(row->label_key, rd->spec->label_key) != 0)
+		return 0;
+	c = cell_find(rd, row->bucket, row->account, row->user);
+	if (!c)
+		return 0; /* cannot happen: these rows come with their day row */
+	return part_add(rd, c, PART_JOB_LABEL, row->label_key, row->label_value, row->job,
+			row->node, row->v, _COLL_SUM_MAX);
 }
 
 static uint64_t day_start_ns(const char *day)
@@ -415,10 +555,10 @@ static int open_cb(const struct coll_open_row *row, void *ud)
 		for (int s = 0; s < _COLL_SUM_MAX; s++)
 			o->v[s] = coll_sum_is_count(s) ? 0 : row->v[s] * frac;
 		o->v[REPORT_Q_RUNNING] = last ? 1 : 0;
-		o->account = strdup(row->account);
-		o->user = strdup(row->user);
-		o->job = strdup(row->job);
-		o->node = strdup(row->node);
+		o->account = intern(&rd->strs, row->account);
+		o->user = intern(&rd->strs, row->user);
+		o->job = intern(&rd->strs, row->job);
+		o->node = intern(&rd->strs, row->node);
 		o->labels = strdup(row->labels);
 		rd->no++;
 		if (!o->account || !o->user || !o->job || !o->node || !o->labels)
@@ -427,44 +567,96 @@ static int open_cb(const struct coll_open_row *row, void *ud)
 	return 0;
 }
 
-/* Sorted cells with duplicate keys (from running tasks) merged into one. */
-static void cells_sort_merge(struct reader *rd)
+/* Sorted cells with duplicate keys (from running tasks; day cells of one month) merged. */
+static void cells_sort_merge(struct cell *cells, size_t *n)
 {
 	size_t out = 0;
 
-	qsort(rd->cells, rd->n, sizeof(*rd->cells), cell_sort_cmp);
-	for (size_t i = 0; i < rd->n; i++) {
-		struct cell *c = &rd->cells[i];
+	if (*n == 0)
+		return;
+	qsort(cells, *n, sizeof(*cells), cell_sort_cmp);
+	for (size_t i = 0; i < *n; i++) {
+		struct cell *c = &cells[i];
 
-		if (out > 0 && cell_sort_cmp(&rd->cells[out - 1], c) == 0) {
+		if (out > 0 && cell_sort_cmp(&cells[out - 1], c) == 0) {
 			for (int s = 0; s < REPORT_Q_MAX; s++)
-				rd->cells[out - 1].v[s] += c->v[s];
-			free(c->day);
-			free(c->account);
-			free(c->user);
+				cells[out - 1].v[s] += c->v[s];
 			continue;
 		}
 		if (out != i)
-			rd->cells[out] = *c;
+			cells[out] = *c;
 		out++;
 	}
-	rd->n = out;
+	*n = out;
 }
 
-/* The running tasks' shares as parts of their cells: job/node, and the wanted labels. */
+/*
+ * Month mode: a report by job and/or node (no label) per month or for all of its range reads
+ * rollup_job_month for the whole months of the range instead of rollup_job_day (30 times
+ * fewer rows): the day cells of (month, account, user) keep their cents, which are summed
+ * into one month cell and apportioned to its job/node rows. Partial months at the range's
+ * ends are split by day, as in other periods.
+ */
+static void month_mode_init(struct reader *rd)
+{
+	const struct report_spec *spec = rd->spec;
+	int y, m;
+
+	if (!spec->parts || spec->label_key[0] ||
+	    (spec->period != REPORT_PERIOD_MONTH && spec->period != REPORT_PERIOD_ALL))
+		return;
+	if (sscanf(spec->from, "%4d-%2d", &y, &m) != 2)
+		return;
+	if (strcmp(spec->from + 8, "01") != 0 && ++m > 12) {
+		m = 1;
+		y++;
+	}
+	snprintf(rd->full_from, sizeof(rd->full_from), "%04d-%02d", y, m);
+	snprintf(rd->full_to, sizeof(rd->full_to), "%.7s", spec->to);
+	rd->month_mode = strcmp(rd->full_from, rd->full_to) < 0;
+}
+
+/* The month cells: the day cells of the whole months summed per (month, account, user). */
+static int mcells_build(struct reader *rd)
+{
+	for (size_t i = 0; i < rd->n; i++) {
+		const struct cell *c = &rd->cells[i];
+		struct cell *mc;
+		char month[8];
+
+		if (!in_full_month(rd, c->day))
+			continue;
+		if (grow((void **)&rd->mcells, &rd->capm, rd->nm, sizeof(*rd->mcells)) < 0)
+			return -ENOMEM;
+		mc = &rd->mcells[rd->nm++];
+		*mc = *c;
+		snprintf(month, sizeof(month), "%.7s", c->day);
+		mc->day = intern(&rd->strs, month);
+		if (!mc->day)
+			return -ENOMEM;
+		mc->first_label = mc->first_part = mc->first_jlabel = -1;
+	}
+	cells_sort_merge(rd->mcells, &rd->nm);
+	return 0;
+}
+
+/* The running tasks' shares as parts of their cells: job/node, the wanted labels and, for a
+ * label combined with job or node, that label per job/node. */
 static int open_parts(struct reader *rd)
 {
 	for (size_t i = 0; i < rd->no; i++) {
 		const struct open_share *o = &rd->open[i];
 		struct cell *c = cell_find(rd, o->day, o->account, o->user);
+		struct cell *pc = part_cell(rd, o->day, o->account, o->user);
 		json_t *labels, *val;
 		const char *key;
 		int r = 0;
 
-		if (!c)
+		if (!c || !pc)
 			return -EIO; /* cannot happen: a cell was added for every share */
 		if (rd->spec->parts) {
-			r = part_add(rd, c, NULL, NULL, o->job, o->node, o->v, REPORT_Q_MAX);
+			r = part_add(rd, pc, PART_JOB, NULL, NULL, o->job, o->node, o->v,
+				     REPORT_Q_MAX);
 			if (r < 0)
 				return r;
 		}
@@ -476,8 +668,12 @@ static int open_parts(struct reader *rd)
 		json_object_foreach(labels, key, val)
 		{
 			if (r >= 0 && json_is_string(val) && label_wanted(rd, key))
-				r = part_add(rd, c, key, json_string_value(val), NULL, NULL, o->v,
-					     REPORT_Q_MAX);
+				r = part_add(rd, c, PART_LABEL, key, json_string_value(val), NULL,
+					     NULL, o->v, REPORT_Q_MAX);
+			if (r >= 0 && json_is_string(val) && split_job_label(rd->spec) &&
+			    strcmp(key, rd->spec->label_key) == 0)
+				r = part_add(rd, c, PART_JOB_LABEL, key, json_string_value(val),
+					     o->job, o->node, o->v, REPORT_Q_MAX);
 		}
 		json_decref(labels);
 		if (r < 0)
@@ -488,27 +684,13 @@ static int open_parts(struct reader *rd)
 
 static void reader_free(struct reader *rd)
 {
-	for (size_t i = 0; i < rd->n; i++) {
-		free(rd->cells[i].day);
-		free(rd->cells[i].account);
-		free(rd->cells[i].user);
-	}
-	for (size_t i = 0; i < rd->nl; i++) {
-		free(rd->labels[i].key);
-		free(rd->labels[i].value);
-		free(rd->labels[i].job);
-		free(rd->labels[i].node);
-	}
-	for (size_t i = 0; i < rd->no; i++) {
-		free(rd->open[i].account);
-		free(rd->open[i].user);
-		free(rd->open[i].job);
-		free(rd->open[i].node);
+	for (size_t i = 0; i < rd->no; i++)
 		free(rd->open[i].labels);
-	}
 	free(rd->cells);
+	free(rd->mcells);
 	free(rd->labels);
 	free(rd->open);
+	strtab_free(&rd->strs);
 }
 
 /* ---- pricing ---- */
@@ -593,37 +775,96 @@ void report_apportion(int64_t total, const double *w, size_t n, int64_t *out)
 
 /* ---- grouping ---- */
 
-struct frag {
-	char period[11];
+/* A report row while it is built: keys interned, found by a hash of the key pointers. */
+struct group {
+	const char *period;
 	const char *key[REPORT_DIMS_MAX];
 	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
 };
 
-struct fragv {
-	struct frag *v;
+struct groups {
+	size_t n_dims;
+	struct group *v;
 	size_t n, cap;
+	size_t *slot; /* index + 1 into v, 0 = free */
+	size_t nslot;
 };
 
-static int frag_push(struct fragv *f, struct frag **ret)
+static uint64_t group_hash(const struct groups *g, const char *period, const char *const *key)
 {
-	if (f->n == f->cap) {
-		size_t nc = f->cap ? f->cap * 2 : 1024;
-		struct frag *n = realloc(f->v, nc * sizeof(*n));
+	uint64_t h = (uint64_t)(uintptr_t)period * 0x9e3779b97f4a7c15ULL;
 
-		if (!n)
-			return -ENOMEM;
-		f->v = n;
-		f->cap = nc;
+	for (size_t d = 0; d < g->n_dims; d++)
+		h = (h ^ (uint64_t)(uintptr_t)key[d]) * 0x100000001b3ULL;
+	return h ^ (h >> 29);
+}
+
+static bool group_is(const struct groups *g, const struct group *x, const char *period,
+		     const char *const *key)
+{
+	if (x->period != period)
+		return false;
+	for (size_t d = 0; d < g->n_dims; d++)
+		if (x->key[d] != key[d])
+			return false;
+	return true;
+}
+
+static int groups_rehash(struct groups *g)
+{
+	const size_t ns = g->nslot ? g->nslot * 2 : 4096;
+	size_t *slot = calloc(ns, sizeof(*slot));
+
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < g->n; i++) {
+		size_t j = group_hash(g, g->v[i].period, g->v[i].key) & (ns - 1);
+
+		while (slot[j])
+			j = (j + 1) & (ns - 1);
+		slot[j] = i + 1;
 	}
-	*ret = &f->v[f->n++];
-	memset(*ret, 0, sizeof(**ret));
+	free(g->slot);
+	g->slot = slot;
+	g->nslot = ns;
 	return 0;
 }
 
-static int frag_cmp(const void *x, const void *y, void *ud)
+/* Adds quantities q and cents to the group of (period, key), created on first use. */
+static int group_add(struct groups *g, const char *period, const char *const *key, const double *q,
+		     const int64_t *cents)
 {
-	const struct frag *a = x, *b = y;
+	struct group *x;
+	size_t j;
+
+	if (g->n * 2 >= g->nslot && groups_rehash(g) < 0)
+		return -ENOMEM;
+	for (j = group_hash(g, period, key) & (g->nslot - 1); g->slot[j];
+	     j = (j + 1) & (g->nslot - 1))
+		if (group_is(g, &g->v[g->slot[j] - 1], period, key))
+			break;
+	if (g->slot[j])
+		x = &g->v[g->slot[j] - 1];
+	else {
+		if (grow((void **)&g->v, &g->cap, g->n, sizeof(*g->v)) < 0)
+			return -ENOMEM;
+		x = &g->v[g->n];
+		memset(x, 0, sizeof(*x));
+		x->period = period;
+		memcpy(x->key, key, g->n_dims * sizeof(*key));
+		g->slot[j] = ++g->n;
+	}
+	for (int s = 0; s < REPORT_Q_MAX; s++)
+		x->q[s] += q[s];
+	for (int k = 0; k < _REPORT_COST_MAX; k++)
+		x->cents[k] += cents[k];
+	return 0;
+}
+
+static int group_cmp(const void *x, const void *y, void *ud)
+{
+	const struct group *a = x, *b = y;
 	const size_t ndims = *(const size_t *)ud;
 	int r = strcmp(a->period, b->period);
 
@@ -668,22 +909,28 @@ static void cell_cents(const struct reader *rd, const struct cell *c, int64_t ce
 	}
 }
 
-static const char *dim_value(const struct report_spec *spec, size_t d, const struct cell *c,
+struct emit {
+	struct reader *rd;
+	struct groups *g;
+	const char *none; /* interned NONE_VAL */
+};
+
+static const char *dim_value(const struct emit *e, size_t d, const struct cell *c,
 			     const char *label, const struct lcell *part)
 {
-	switch (spec->dims[d]) {
+	switch (e->rd->spec->dims[d]) {
 	case REPORT_DIM_ACCOUNT:
 		return c->account;
 	case REPORT_DIM_USER:
 		return c->user;
 	case REPORT_DIM_LABEL:
-		return label;
+		return label ?: e->none;
 	case REPORT_DIM_JOB:
-		return part ? part->job : NONE_VAL;
+		return part ? part->job : e->none;
 	case REPORT_DIM_NODE:
-		return part ? part->node : NONE_VAL;
+		return part ? part->node : e->none;
 	}
-	return "";
+	return e->none;
 }
 
 /*
@@ -691,18 +938,15 @@ static const char *dim_value(const struct report_spec *spec, size_t d, const str
  * label[i] / part[i]. The cents of each component are apportioned by the parts' unrounded
  * money at price set p[i], so the parts sum to the cell exactly.
  */
-static int emit_parts(const struct reader *rd, const struct cell *c, const char *period,
+static int emit_parts(const struct emit *e, const struct cell *c, const char *period,
 		      const int64_t cents[], size_t n, const double *const *q,
 		      const struct price_set *const *p, const char *const *label,
-		      const struct lcell *const *part, struct fragv *fv)
+		      const struct lcell *const *part)
 {
-	const struct report_spec *spec = rd->spec;
+	const struct report_spec *spec = e->rd->spec;
 	_cleanup_free_ double *w = calloc(n * _REPORT_COST_MAX, sizeof(double));
-	_cleanup_free_ int64_t *out = calloc(n, sizeof(int64_t));
+	_cleanup_free_ int64_t *out = calloc(n * _REPORT_COST_MAX, sizeof(int64_t));
 	double m[_REPORT_COST_MAX];
-	size_t first = fv->n;
-	struct frag *f;
-	int r;
 
 	if (!w || !out)
 		return -ENOMEM;
@@ -710,46 +954,135 @@ static int emit_parts(const struct reader *rd, const struct cell *c, const char 
 		price_quantities(q[i], p[i], m);
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
 			w[(size_t)k * n + i] = m[k];
-		r = frag_push(fv, &f);
+	}
+	for (int k = 0; k < _REPORT_COST_MAX; k++)
+		if (k != REPORT_COST_TOTAL)
+			report_apportion(cents[k], &w[(size_t)k * n], n, &out[(size_t)k * n]);
+	for (size_t i = 0; i < n; i++) {
+		const char *key[REPORT_DIMS_MAX];
+		int64_t pc[_REPORT_COST_MAX] = {0};
+		int r;
+
+		for (size_t d = 0; d < spec->n_dims; d++)
+			key[d] = dim_value(e, d, c, label ? label[i] : NULL, part ? part[i] : NULL);
+		for (int k = 0; k < _REPORT_COST_MAX; k++) {
+			if (k == REPORT_COST_TOTAL)
+				continue;
+			pc[k] = out[(size_t)k * n + i];
+			if (k < REPORT_COST_TOTAL)
+				pc[REPORT_COST_TOTAL] += pc[k];
+		}
+		r = group_add(e->g, period, key, q[i], pc);
 		if (r < 0)
 			return r;
-		memcpy(f->period, period, 11);
-		for (size_t d = 0; d < spec->n_dims; d++)
-			f->key[d] =
-			    dim_value(spec, d, c, label ? label[i] : NULL, part ? part[i] : NULL);
-		memcpy(f->q, q[i], sizeof(f->q));
-	}
-	for (int k = 0; k < _REPORT_COST_MAX; k++) {
-		if (k == REPORT_COST_TOTAL)
-			continue;
-		report_apportion(cents[k], &w[(size_t)k * n], n, out);
-		for (size_t i = 0; i < n; i++) {
-			fv->v[first + i].cents[k] = out[i];
-			if (k < REPORT_COST_TOTAL)
-				fv->v[first + i].cents[REPORT_COST_TOTAL] += out[i];
-		}
 	}
 	return 0;
 }
 
-static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv *fv,
-		     struct report_row *total)
+static int jl_cmp(const void *x, const void *y)
 {
-	const struct report_spec *spec = rd->spec;
-	int64_t cents[_REPORT_COST_MAX];
-	char period[11];
-	struct frag *f;
-	size_t n = 0, i = 0;
+	const struct lcell *a = *(const struct lcell *const *)x,
+			   *b = *(const struct lcell *const *)y;
 	int r;
 
-	cell_cents(rd, c, cents);
-	period_of(spec, c->day, period);
-	for (int s = 0; s < REPORT_Q_MAX; s++)
-		total->q[s] += c->v[s];
-	for (int k = 0; k < _REPORT_COST_MAX; k++)
-		total->cents[k] += cents[k];
+	if ((r = strcmp(a->job, b->job)) || (r = strcmp(a->node, b->node)))
+		return r;
+	return strcmp(a->value, b->value);
+}
 
-	if (spec->parts) {
+/*
+ * A label combined with job or node: the cell's job/node rows (several per job/node when
+ * running tasks add theirs), each split into its rows of the label (rollup_job_label_day) and
+ * NONE_VAL for the rest of it (the job/node's tasks without that label).
+ */
+static int emit_job_label(const struct emit *e, const struct cell *c, const char *period,
+			  const int64_t cents[])
+{
+	const struct reader *rd = e->rd;
+	const bool priced = strcmp(rd->spec->label_key, rd->ps->override_key) == 0;
+	size_t nj = 0, nl = 0, n = 0, ng = 0, a = 0, b = 0;
+	_cleanup_free_ const struct lcell **jp = NULL, **lp = NULL, **part = NULL;
+	_cleanup_free_ const double **q = NULL;
+	_cleanup_free_ const struct price_set **p = NULL;
+	_cleanup_free_ const char **label = NULL;
+	_cleanup_free_ double(*rest)[REPORT_Q_MAX] = NULL;
+
+	for (ssize_t li = c->first_part; li >= 0; li = rd->labels[li].next)
+		nj++;
+	for (ssize_t li = c->first_jlabel; li >= 0; li = rd->labels[li].next)
+		nl++;
+	jp = calloc(nj + 1, sizeof(*jp));
+	lp = calloc(nl + 1, sizeof(*lp));
+	part = calloc(nj + nl + 1, sizeof(*part));
+	q = calloc(nj + nl + 1, sizeof(*q));
+	p = calloc(nj + nl + 1, sizeof(*p));
+	label = calloc(nj + nl + 1, sizeof(*label));
+	rest = calloc(nj + 1, sizeof(*rest));
+	if (!jp || !lp || !part || !q || !p || !label || !rest)
+		return -ENOMEM;
+	for (ssize_t li = c->first_part; li >= 0; li = rd->labels[li].next)
+		jp[a++] = &rd->labels[li];
+	for (ssize_t li = c->first_jlabel; li >= 0; li = rd->labels[li].next)
+		lp[b++] = &rd->labels[li];
+	/* job rows have value "": sorted by (job, node) like the label rows */
+	qsort(jp, nj, sizeof(*jp), jl_cmp);
+	qsort(lp, nl, sizeof(*lp), jl_cmp);
+	for (a = 0, b = 0; a < nj || b < nl;) {
+		const struct lcell *j = a < nj ? jp[a] : NULL;
+		int cmp = !j ? 1 : b >= nl ? -1 : strcmp(j->job, lp[b]->job);
+		double *r;
+
+		if (cmp == 0)
+			cmp = strcmp(j->node, lp[b]->node);
+
+		if (cmp > 0) { /* label rows without a job row: cannot happen, kept as they are */
+			part[n] = lp[b];
+			q[n] = lp[b]->v;
+			label[n] = lp[b]->value;
+			p[n++] = priced ? price_sheet_for(rd->ps, lp[b]->value) : &rd->ps->base;
+			b++;
+			continue;
+		}
+		r = rest[ng++];
+		for (; a < nj && jp[a]->job == j->job && jp[a]->node == j->node; a++)
+			for (int s = 0; s < REPORT_Q_MAX; s++)
+				r[s] += jp[a]->v[s];
+		for (; cmp == 0 && b < nl && lp[b]->job == j->job && lp[b]->node == j->node; b++) {
+			part[n] = lp[b];
+			q[n] = lp[b]->v;
+			label[n] = lp[b]->value;
+			p[n++] = priced ? price_sheet_for(rd->ps, lp[b]->value) : &rd->ps->base;
+			for (int s = 0; s < REPORT_Q_MAX; s++)
+				r[s] -= lp[b]->v[s];
+		}
+		for (int s = 0; s < REPORT_Q_MAX; s++)
+			r[s] = MAX(0.0, r[s]);
+		part[n] = j;
+		q[n] = r;
+		label[n] = e->none;
+		p[n++] = &rd->ps->base;
+	}
+	return emit_parts(e, c, period, cents, n, q, p, label, part);
+}
+
+/* Groups the parts of cell c (a day cell, or a month cell) with its cents. */
+static int emit_cell(const struct emit *e, const struct cell *c, const int64_t cents[])
+{
+	const struct reader *rd = e->rd;
+	const struct report_spec *spec = rd->spec;
+	const char *key[REPORT_DIMS_MAX];
+	char pbuf[11];
+	const char *period;
+	size_t n = 0, i = 0;
+
+	period_of(spec, c->day, pbuf);
+	period = intern(&e->rd->strs, pbuf);
+	if (!period)
+		return -ENOMEM;
+
+	if (spec->parts && c->first_part >= 0 && spec->label_key[0])
+		return emit_job_label(e, c, period, cents);
+	if (spec->parts && c->first_part >= 0) {
 		/* split by job and node: the cell's rollup_job_day rows (which sum to it) */
 		_cleanup_free_ const double **q = NULL;
 		_cleanup_free_ const struct price_set **p = NULL;
@@ -757,8 +1090,6 @@ static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv
 
 		for (ssize_t li = c->first_part; li >= 0; li = rd->labels[li].next)
 			n++;
-		if (n == 0)
-			goto whole;
 		q = calloc(n, sizeof(*q));
 		p = calloc(n, sizeof(*p));
 		part = calloc(n, sizeof(*part));
@@ -769,9 +1100,9 @@ static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv
 			q[i] = rd->labels[li].v;
 			p[i] = &rd->ps->base;
 		}
-		return emit_parts(rd, c, period, cents, n, q, p, NULL, part, fv);
+		return emit_parts(e, c, period, cents, n, q, p, NULL, part);
 	}
-	if (spec->label_key[0]) {
+	if (spec->label_key[0] && !spec->parts) {
 		/* split by the label: its values, plus NONE_VAL for the tasks without it */
 		_cleanup_free_ const double **q = NULL;
 		_cleanup_free_ const struct price_set **p = NULL;
@@ -804,20 +1135,14 @@ static int emit_cell(const struct reader *rd, const struct cell *c, struct fragv
 		for (int s = 0; s < REPORT_Q_MAX; s++)
 			rest[s] = MAX(0.0, rest[s]);
 		q[i] = rest;
-		label[i] = NONE_VAL;
+		label[i] = e->none;
 		p[i] = &rd->ps->base;
-		return emit_parts(rd, c, period, cents, n, q, p, label, NULL, fv);
+		return emit_parts(e, c, period, cents, n, q, p, label, NULL);
 	}
-whole:
-	r = frag_push(fv, &f);
-	if (r < 0)
-		return r;
-	memcpy(f->period, period, 11);
+	/* whole (also a cell without job/node rows: cannot happen, its parts are NONE_VAL) */
 	for (size_t d = 0; d < spec->n_dims; d++)
-		f->key[d] = dim_value(spec, d, c, NULL, NULL);
-	memcpy(f->q, c->v, sizeof(f->q));
-	memcpy(f->cents, cents, sizeof(f->cents));
-	return 0;
+		key[d] = dim_value(e, d, c, NULL, NULL);
+	return group_add(e->g, period, key, c->v, cents);
 }
 
 static int waste_cmp(const void *x, const void *y)
@@ -843,7 +1168,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		 struct report *ret)
 {
 	struct reader rd = {.spec = spec, .ps = ps};
-	struct fragv fv = {0};
+	struct groups g = {.n_dims = spec->n_dims};
+	struct emit e = {.rd = &rd, .g = &g};
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
@@ -851,6 +1177,11 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	memcpy(ret->currency, ps->currency, sizeof(ret->currency));
 	rd.from_ns = day_start_ns(spec->from);
 	rd.to_ns = day_start_ns(spec->to);
+	e.none = intern(&rd.strs, NONE_VAL);
+	if (!e.none) {
+		r = -ENOMEM;
+		goto out;
+	}
 	r = coll_store_rollup_query(s, COLL_ROLLUP_DAY, spec->from, spec->to, day_cb, &rd);
 	if (r < 0)
 		goto out;
@@ -864,16 +1195,42 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		if (r < 0)
 			goto out;
 	}
-	cells_sort_merge(&rd);
-	if (ps->n_overrides || spec->label_key[0]) {
+	cells_sort_merge(rd.cells, &rd.n);
+	month_mode_init(&rd);
+	r = mcells_build(&rd);
+	if (r < 0)
+		goto out;
+	if (ps->n_overrides || (spec->label_key[0] && !spec->parts)) {
 		r = coll_store_rollup_query(s, COLL_ROLLUP_LABEL_DAY, spec->from, spec->to,
 					    label_cb, &rd);
 		if (r < 0)
 			goto out;
 	}
-	if (spec->parts) {
+	if (spec->parts && rd.month_mode) {
+		char a[11], b[11];
+
+		snprintf(a, sizeof(a), "%s-01", rd.full_from);
+		snprintf(b, sizeof(b), "%s-01", rd.full_to);
+		if (strcmp(spec->from, a) < 0)
+			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, a, job_cb,
+						    &rd);
+		if (r >= 0)
+			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_MONTH, rd.full_from,
+						    rd.full_to, job_cb, &rd);
+		if (r >= 0 && strcmp(b, spec->to) < 0)
+			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, b, spec->to, job_cb,
+						    &rd);
+		if (r < 0)
+			goto out;
+	} else if (spec->parts) {
 		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, job_cb,
 					    &rd);
+		if (r < 0)
+			goto out;
+	}
+	if (split_job_label(spec)) {
+		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_LABEL_DAY, spec->from, spec->to,
+					    job_label_cb, &rd);
 		if (r < 0)
 			goto out;
 	}
@@ -882,52 +1239,56 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < rd.n; i++) {
-		r = emit_cell(&rd, &rd.cells[i], &fv, &ret->total);
+		const struct cell *c = &rd.cells[i];
+		int64_t cents[_REPORT_COST_MAX];
+
+		cell_cents(&rd, c, cents);
+		for (int q = 0; q < REPORT_Q_MAX; q++)
+			ret->total.q[q] += c->v[q];
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			ret->total.cents[k] += cents[k];
+		if (in_full_month(&rd, c->day)) {
+			struct cell *mc = part_cell(&rd, c->day, c->account, c->user);
+
+			if (!mc) {
+				r = -EIO; /* cannot happen: mcells_build made it */
+				goto out;
+			}
+			for (int k = 0; k < _REPORT_COST_MAX; k++)
+				mc->cents[k] += cents[k];
+			continue;
+		}
+		r = emit_cell(&e, c, cents);
 		if (r < 0)
 			goto out;
 	}
-	/* merge the fragments into groups */
-	qsort_r(fv.v, fv.n, sizeof(*fv.v), frag_cmp, (void *)&spec->n_dims);
-	for (size_t i = 0; i < fv.n;) {
-		size_t j = i + 1;
-		struct report_row *row;
-
-		while (j < fv.n && strcmp(fv.v[i].period, fv.v[j].period) == 0) {
-			bool same = true;
-
-			for (size_t d = 0; d < spec->n_dims && same; d++)
-				same = strcmp(fv.v[i].key[d], fv.v[j].key[d]) == 0;
-			if (!same)
-				break;
-			j++;
+	for (size_t i = 0; i < rd.nm; i++) {
+		r = emit_cell(&e, &rd.mcells[i], rd.mcells[i].cents);
+		if (r < 0)
+			goto out;
+	}
+	/* the groups, sorted by period then key */
+	if (g.n) {
+		qsort_r(g.v, g.n, sizeof(*g.v), group_cmp, &g.n_dims);
+		ret->rows = calloc(g.n, sizeof(*ret->rows));
+		if (!ret->rows) {
+			r = -ENOMEM;
+			goto out;
 		}
-		if (ret->n % 256 == 0) {
-			struct report_row *nr = realloc(ret->rows, (ret->n + 256) * sizeof(*nr));
+	}
+	for (size_t i = 0; i < g.n; i++) {
+		struct report_row *row = &ret->rows[ret->n++];
 
-			if (!nr) {
-				r = -ENOMEM;
-				goto out;
-			}
-			ret->rows = nr;
-		}
-		row = &ret->rows[ret->n];
-		memset(row, 0, sizeof(*row));
-		ret->n++;
-		memcpy(row->period, fv.v[i].period, 11);
+		memcpy(row->period, g.v[i].period, strlen(g.v[i].period) + 1);
 		for (size_t d = 0; d < spec->n_dims; d++) {
-			row->key[d] = strdup(fv.v[i].key[d]);
+			row->key[d] = strdup(g.v[i].key[d]);
 			if (!row->key[d]) {
 				r = -ENOMEM;
 				goto out;
 			}
 		}
-		for (size_t k = i; k < j; k++) {
-			for (int x = 0; x < REPORT_Q_MAX; x++)
-				row->q[x] += fv.v[k].q[x];
-			for (int x = 0; x < _REPORT_COST_MAX; x++)
-				row->cents[x] += fv.v[k].cents[x];
-		}
-		i = j;
+		memcpy(row->q, g.v[i].q, sizeof(row->q));
+		memcpy(row->cents, g.v[i].cents, sizeof(row->cents));
 	}
 	if (spec->top && ret->n > spec->top) {
 		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
@@ -940,7 +1301,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	memcpy(ret->total.period, "total", 6);
 	r = 0;
 out:
-	free(fv.v);
+	free(g.v);
+	free(g.slot);
 	reader_free(&rd);
 	if (r < 0)
 		report_free(ret);

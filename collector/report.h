@@ -38,7 +38,7 @@ enum report_cost {
 	_REPORT_COST_MAX,
 };
 
-#define REPORT_DIMS_MAX 4
+#define REPORT_DIMS_MAX 5 /* account, user, job, node and one label */
 
 /* Quantities of a report row: the rollup sums, then tasks still running (charged from their
  * latest task.sample; counted in the last day of the report they ran in). */
@@ -50,7 +50,8 @@ struct report_spec {
 	size_t n_dims;
 	enum report_dim dims[REPORT_DIMS_MAX];
 	char label_key[PRICE_LABEL_MAX]; /* for REPORT_DIM_LABEL (at most one label dim) */
-	bool parts; /* a job or node dimension: cells split by rollup_job_day */
+	bool parts; /* a job or node dimension: cells split by rollup_job_day (and, with a
+		     * label, rollup_job_label_day) */
 	enum report_period period;
 	size_t top; /* 0 = all groups; else the N groups with the most waste */
 };

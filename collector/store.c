@@ -63,6 +63,13 @@ static const struct coll_rollup_def rollup_defs[_COLL_ROLLUP_MAX] = {
     [COLL_ROLLUP_JOB_DAY] = {"rollup_job_day",
 			     4,
 			     {COLL_KEY_ACCOUNT, COLL_KEY_USER, COLL_KEY_JOB, COLL_KEY_NODE}},
+    [COLL_ROLLUP_JOB_LABEL_DAY] = {"rollup_job_label_day",
+				   6,
+				   {COLL_KEY_LABEL_KEY, COLL_KEY_LABEL_VALUE, COLL_KEY_ACCOUNT,
+				    COLL_KEY_USER, COLL_KEY_JOB, COLL_KEY_NODE}},
+    [COLL_ROLLUP_JOB_MONTH] = {"rollup_job_month",
+			       4,
+			       {COLL_KEY_ACCOUNT, COLL_KEY_USER, COLL_KEY_JOB, COLL_KEY_NODE}},
     [COLL_ROLLUP_OPEN] = {"rollup_open", 2, {COLL_KEY_NODE, COLL_KEY_TASK_ID}},
 };
 
@@ -296,6 +303,33 @@ static int delta_cmp(const void *a, const void *b)
 	return 0;
 }
 
+/* d[0..n) sorted in place, equal keys merged (sums added, the newest sample of a task kept);
+ * the merged count. */
+static size_t sort_merge(struct coll_delta *d, size_t n)
+{
+	size_t o = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(d, n, sizeof(*d), delta_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (o > 0 && delta_cmp(&d[o - 1], &d[i]) == 0) {
+			struct coll_delta *prev = &d[o - 1];
+
+			if (prev->table != COLL_ROLLUP_OPEN)
+				for (int s = 0; s < _COLL_SUM_MAX; s++)
+					prev->v[s] += d[i].v[s];
+			else if (!prev->del && d[i].sample_ns > prev->sample_ns)
+				*prev = d[i]; /* the newest sample of a task */
+			continue;
+		}
+		if (o != i)
+			d[o] = d[i];
+		o++;
+	}
+	return o;
+}
+
 #define HOUR_NS (3600ULL * NSEC_PER_SEC)
 
 /* The hours a task.end spreads over: [start, end] with the end's hour being the hour of its
@@ -338,24 +372,29 @@ static struct coll_delta *delta_push(struct coll_delta *d, size_t *nd, enum coll
 	return x;
 }
 
-/* Day-level deltas of one task.end for one day: day, job_day and one per label. */
+/* Day-level deltas of one task.end for one day: day, job_day, and per label one label_day and
+ * one job_label_day. (The job_month deltas are made from the batch's merged job_day ones.) */
 static void push_day(struct coll_delta *d, size_t *nd, const struct acct_record *r, const char *day,
 		     const double v[_COLL_SUM_MAX])
 {
-	for (size_t k = 0; k < 2 + r->task.n_labels; k++) {
+	for (size_t k = 0; k < 2 + 2 * r->task.n_labels; k++) {
+		const size_t l = k >= 2 ? (k - 2) / 2 : 0;
+		const bool per_job = k == 1 || (k >= 2 && k % 2 == 1);
 		struct coll_delta *x = delta_push(d, nd,
-						  k == 0   ? COLL_ROLLUP_DAY
-						  : k == 1 ? COLL_ROLLUP_JOB_DAY
-							   : COLL_ROLLUP_LABEL_DAY,
+						  k == 0    ? COLL_ROLLUP_DAY
+						  : k == 1  ? COLL_ROLLUP_JOB_DAY
+						  : per_job ? COLL_ROLLUP_JOB_LABEL_DAY
+							    : COLL_ROLLUP_LABEL_DAY,
 						  r);
 
 		snprintf(x->bucket, sizeof(x->bucket), "%s", day);
-		if (k == 1) {
+		if (per_job) {
 			x->job = r->task.job ?: "";
 			x->node = r->node ?: "";
-		} else if (k >= 2) {
-			x->label_key = r->task.labels[k - 2].key;
-			x->label_value = r->task.labels[k - 2].value ?: "";
+		}
+		if (k >= 2) {
+			x->label_key = r->task.labels[l].key;
+			x->label_value = r->task.labels[l].value ?: "";
 		}
 		memcpy(x->v, v, sizeof(x->v));
 	}
@@ -418,7 +457,7 @@ static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_reco
 			x->v[s] = 0;
 }
 
-/* Deltas of one record (upper bound, for the allocation). */
+/* Deltas of one record (upper bound, for the allocation; a job_month delta per day counted). */
 static size_t record_deltas(const struct acct_record *r)
 {
 	struct span sp;
@@ -429,14 +468,14 @@ static size_t record_deltas(const struct acct_record *r)
 		return 0;
 	task_span(r, &sp);
 	return (size_t)(sp.h1 - sp.h0 + 1) +
-	       (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (2 + r->task.n_labels) + 1;
+	       (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (3 + 2 * r->task.n_labels) + 1;
 }
 
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n)
 {
-	_cleanup_free_ struct coll_delta *d = NULL;
-	size_t cap = 0, nd = 0, out;
+	_cleanup_free_ struct coll_delta *d = NULL, *m = NULL;
+	size_t cap = 0, nd = 0, out, nm, open, months;
 
 	for (size_t i = 0; i < n; i++)
 		if (items[i].is_new)
@@ -462,26 +501,40 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
 			push_sample(d, &nd, r);
 	}
-	qsort(d, nd, sizeof(*d), delta_cmp);
-	out = 0;
-	for (size_t i = 0; i < nd; i++) {
-		if (out > 0 && delta_cmp(&d[out - 1], &d[i]) == 0) {
-			struct coll_delta *prev = &d[out - 1];
-
-			if (prev->table != COLL_ROLLUP_OPEN)
-				for (int s = 0; s < _COLL_SUM_MAX; s++)
-					prev->v[s] += d[i].v[s];
-			else if (!prev->del && d[i].sample_ns > prev->sample_ns)
-				*prev = d[i]; /* the newest sample of a task */
-			continue;
+	out = sort_merge(d, nd);
+	/* job_month: the merged job_day deltas per month, merged again, placed after the tables
+	 * before it (rollup_open, last, moves behind them; the capacity counts them) */
+	nm = 0;
+	for (size_t i = 0; i < out; i++)
+		nm += d[i].table == COLL_ROLLUP_JOB_DAY;
+	m = malloc(MAX(nm, (size_t)1) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	nm = 0;
+	for (size_t i = 0; i < out; i++)
+		if (d[i].table == COLL_ROLLUP_JOB_DAY) {
+			m[nm] = d[i];
+			m[nm].table = COLL_ROLLUP_JOB_MONTH;
+			m[nm++].bucket[7] = 0;
 		}
-		if (out != i)
-			d[out] = d[i];
-		out++;
-	}
-	*ret_n = out;
+	months = sort_merge(m, nm);
+	for (open = 0; open < out && d[open].table < COLL_ROLLUP_JOB_MONTH;)
+		open++;
+	memmove(d + open + months, d + open, (out - open) * sizeof(*d));
+	memcpy(d + open, m, months * sizeof(*d));
+	*ret_n = out + months;
 	*ret = TAKE_PTR(d);
 	return 0;
+}
+
+size_t coll_deltas_keep(struct coll_delta *d, size_t n, unsigned mask)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (mask & (1u << d[i].table))
+			d[out++] = d[i];
+	return out;
 }
 
 /* ---- dispatch ---- */

@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 2
+#define COLL_SCHEMA_VERSION 3
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -61,6 +61,10 @@ enum coll_rollup_table {
 	COLL_ROLLUP_LABEL_DAY, /* bucket "YYYY-MM-DD",   key (label_key, label_value, account, user)
 				*/
 	COLL_ROLLUP_JOB_DAY,   /* bucket "YYYY-MM-DD",   key (account, user, job, node) */
+	COLL_ROLLUP_JOB_LABEL_DAY, /* bucket "YYYY-MM-DD", key (label_key, label_value, account,
+				    * user, job, node): labels per job and node (schema v3) */
+	COLL_ROLLUP_JOB_MONTH,	   /* bucket "YYYY-MM", key (account, user, job, node): the
+				    * job_day rows summed per UTC month (schema v3) */
 	COLL_ROLLUP_OPEN, /* no bucket: latest sample of each running task, key (node, task_id);
 			   * read with coll_store_open_query() */
 	_COLL_ROLLUP_MAX,
@@ -78,7 +82,7 @@ enum coll_key {
 	COLL_KEY_TASK_ID,
 	_COLL_KEY_MAX,
 };
-#define COLL_ROLLUP_KEYS_MAX 4
+#define COLL_ROLLUP_KEYS_MAX 6
 struct coll_rollup_def {
 	const char *name;
 	size_t n_keys;
@@ -96,9 +100,9 @@ struct coll_rollup_row {
 	const char *bucket;
 	const char *account; /* "" when the record had none */
 	const char *user;
-	const char *label_key; /* label table only, else "" */
+	const char *label_key; /* label tables only, else "" */
 	const char *label_value;
-	const char *job; /* job table only, else "" */
+	const char *job; /* job tables only, else "" */
 	const char *node;
 	double v[_COLL_SUM_MAX];
 };
@@ -277,5 +281,9 @@ char *coll_rollup_pk(enum coll_rollup_table t);
 char *coll_labels_json(const struct acct_record *r);
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n);
+/* Keeps the deltas of the tables in mask (bit 1u << table) only, in order; their new count.
+ * Migrations that add tables fill them with it. */
+#define COLL_ROLLUP_ALL (~0u)
+size_t coll_deltas_keep(struct coll_delta *d, size_t n, unsigned mask);
 /* Sums one task.end record contributes (exposed for tests). */
 void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX]);

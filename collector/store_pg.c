@@ -75,7 +75,7 @@ static const char audit_ddl[] =
     "CREATE INDEX IF NOT EXISTS records_audit_hash ON records((body->>'hash'))"
     " WHERE substr(type, 1, 6) = 'audit.'";
 
-static int rebuild_rollups(struct pg_store *st);
+static int rebuild_rollups(struct pg_store *st, unsigned only);
 
 static int migrate(struct pg_store *st)
 {
@@ -141,12 +141,35 @@ static int migrate(struct pg_store *st)
 				goto out_rollback;
 		}
 		if (version == 1) {
-			r = rebuild_rollups(st);
+			r = rebuild_rollups(st, COLL_ROLLUP_ALL);
 			if (r < 0)
 				goto out_rollback;
 		}
+	} else if (version == 2) {
+		/* v3: rollup_job_label_day, rollup_job_month (see store_sqlite.c) */
+		static const enum coll_rollup_table v3[] = {COLL_ROLLUP_JOB_LABEL_DAY,
+							    COLL_ROLLUP_JOB_MONTH};
+
+		for (size_t i = 0; i < ARRAY_SIZE(v3); i++) {
+			_cleanup_free_ char *ddl =
+			    coll_rollup_ddl(v3[i], "DOUBLE PRECISION", "BIGINT");
+
+			if (!ddl) {
+				r = -ENOMEM;
+				goto out_rollback;
+			}
+			r = exec_cmd(st, ddl);
+			if (r < 0)
+				goto out_rollback;
+		}
+		r = rebuild_rollups(st,
+				    1u << COLL_ROLLUP_JOB_LABEL_DAY | 1u << COLL_ROLLUP_JOB_MONTH);
+		if (r < 0)
+			goto out_rollback;
+	}
+	if (version < 3) {
 		r = exec_cmd(st,
-			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (2)");
+			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (3)");
 		if (r < 0)
 			goto out_rollback;
 	}
@@ -455,8 +478,9 @@ static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t
 	return 0;
 }
 
-/* Deltas of items (all taken as new) applied inside the caller's transaction. */
-static int apply_items(struct pg_store *st, struct coll_item *items, size_t n)
+/* Deltas of items (all taken as new) applied inside the caller's transaction: to every table,
+ * or only to the tables in the mask only (bit 1u << table). */
+static int apply_items(struct pg_store *st, struct coll_item *items, size_t n, unsigned only)
 {
 	_cleanup_free_ struct coll_delta *d = NULL;
 	size_t nd = 0;
@@ -467,14 +491,16 @@ static int apply_items(struct pg_store *st, struct coll_item *items, size_t n)
 	r = coll_deltas_build(items, n, &d, &nd);
 	if (r < 0)
 		return r;
+	if (only != COLL_ROLLUP_ALL)
+		nd = coll_deltas_keep(d, nd, only);
 	return upsert_deltas(st, d, nd);
 }
 
 #define REBUILD_CHUNK 4096
 
-/* Migration to v2: the rollups recomputed from every stored task.end and task.sample through
- * the same deltas as ingest, read with a cursor in chunks. */
-static int rebuild_rollups(struct pg_store *st)
+/* Migrations to v2 (every rollup) and v3 (the new ones): the rollups recomputed from every stored
+ * task.end and task.sample through the same deltas as ingest, read with a cursor in chunks. */
+static int rebuild_rollups(struct pg_store *st, unsigned only)
 {
 	_cleanup_free_ struct acct_record *recs = calloc(REBUILD_CHUNK, sizeof(*recs));
 	_cleanup_free_ struct coll_item *items = calloc(REBUILD_CHUNK, sizeof(*items));
@@ -508,7 +534,7 @@ static int rebuild_rollups(struct pg_store *st)
 		}
 		PQclear(res);
 		if (r >= 0 && n > 0)
-			r = apply_items(st, items, (size_t)n);
+			r = apply_items(st, items, (size_t)n, only);
 		for (int i = 0; i < n; i++)
 			acct_record_clear(&recs[i]);
 		if (r < 0)
@@ -530,7 +556,7 @@ static int pg_rollup_batch(struct coll_store *s, struct coll_item *items, size_t
 	r = exec_cmd(st, "BEGIN");
 	if (r < 0)
 		return r;
-	r = apply_items(st, items, n);
+	r = apply_items(st, items, n, COLL_ROLLUP_ALL);
 	if (r >= 0)
 		r = exec_cmd(st, "COMMIT");
 	if (r < 0)

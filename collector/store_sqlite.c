@@ -145,7 +145,7 @@ static const char audit_ddl[] =
     " WHERE substr(type, 1, 6) = 'audit.' AND json_valid(body);";
 
 static int prepare_rollups(struct sqlite_store *st);
-static int rebuild_rollups(struct sqlite_store *st);
+static int rebuild_rollups(struct sqlite_store *st, unsigned only);
 
 static int migrate(struct sqlite_store *st)
 {
@@ -199,11 +199,35 @@ static int migrate(struct sqlite_store *st)
 				goto out_rollback;
 		}
 		if (version == 1) {
-			r = rebuild_rollups(st);
+			r = rebuild_rollups(st, COLL_ROLLUP_ALL);
 			if (r < 0)
 				goto out_rollback;
 		}
-		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (2);");
+	} else if (version == 2) {
+		/* v3: rollup_job_label_day (labels per job and node) and rollup_job_month (job
+		 * rows per month, for month reports by job or node); the v2 block above creates
+		 * them with the others. Filled from the stored records, in this transaction. */
+		static const enum coll_rollup_table v3[] = {COLL_ROLLUP_JOB_LABEL_DAY,
+							    COLL_ROLLUP_JOB_MONTH};
+
+		for (size_t i = 0; i < ARRAY_SIZE(v3); i++) {
+			_cleanup_free_ char *ddl = coll_rollup_ddl(v3[i], "REAL", "INTEGER");
+
+			if (!ddl) {
+				r = -ENOMEM;
+				goto out_rollback;
+			}
+			r = exec(st, ddl);
+			if (r < 0)
+				goto out_rollback;
+		}
+		r = rebuild_rollups(st,
+				    1u << COLL_ROLLUP_JOB_LABEL_DAY | 1u << COLL_ROLLUP_JOB_MONTH);
+		if (r < 0)
+			goto out_rollback;
+	}
+	if (version < 3) {
+		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (3);");
 		if (r < 0)
 			goto out_rollback;
 	}
@@ -405,8 +429,9 @@ static int prepare_rollups(struct sqlite_store *st)
 		       &st->open_del);
 }
 
-/* Deltas of items (all taken as new) applied inside the caller's transaction. */
-static int apply_items(struct sqlite_store *st, struct coll_item *items, size_t n)
+/* Deltas of items (all taken as new) applied inside the caller's transaction: to every table,
+ * or only to the tables in the mask only (bit 1u << table). */
+static int apply_items(struct sqlite_store *st, struct coll_item *items, size_t n, unsigned only)
 {
 	_cleanup_free_ struct coll_delta *d = NULL;
 	size_t nd = 0;
@@ -417,14 +442,16 @@ static int apply_items(struct sqlite_store *st, struct coll_item *items, size_t 
 	r = coll_deltas_build(items, n, &d, &nd);
 	if (r < 0)
 		return r;
+	if (only != COLL_ROLLUP_ALL)
+		nd = coll_deltas_keep(d, nd, only);
 	return apply_deltas(st, d, nd);
 }
 
 #define REBUILD_CHUNK 4096
 
-/* Migration to v2: the rollups recomputed from every stored task.end and task.sample, through
- * the same deltas as ingest, in chunks. */
-static int rebuild_rollups(struct sqlite_store *st)
+/* Migrations to v2 (every rollup) and v3 (the new ones): the rollups recomputed from every stored
+ * task.end and task.sample, through the same deltas as ingest, in chunks. */
+static int rebuild_rollups(struct sqlite_store *st, unsigned only)
 {
 	_cleanup_free_ struct acct_record *recs = calloc(REBUILD_CHUNK, sizeof(*recs));
 	_cleanup_free_ struct coll_item *items = calloc(REBUILD_CHUNK, sizeof(*items));
@@ -462,7 +489,7 @@ static int rebuild_rollups(struct sqlite_store *st)
 			n++;
 		}
 		if (n > 0 && (n == REBUILD_CHUNK || rc != SQLITE_ROW)) {
-			r = apply_items(st, items, n);
+			r = apply_items(st, items, n, only);
 			for (size_t i = 0; i < n; i++)
 				acct_record_clear(&recs[i]);
 			n = 0;
@@ -488,7 +515,7 @@ static int sqlite_rollup_batch(struct coll_store *s, struct coll_item *items, si
 	r = step_done(st, st->begin);
 	if (r < 0)
 		return r;
-	r = apply_items(st, items, n);
+	r = apply_items(st, items, n, COLL_ROLLUP_ALL);
 	if (r >= 0)
 		r = step_done(st, st->commit);
 	if (r < 0)

@@ -28,7 +28,8 @@ ok() { echo "ok: $*"; }
 
 N1=tok-node-n1-0123456789abcdef
 RD=tok-reader-0123456789abcdef
-printf 'node n1 %s\nreader ops %s\n' "$N1" "$RD" > "$T/tokens"
+NODES="n1 n2 n3"
+{ for n in $NODES; do echo "node $n tok-node-$n-0123456789abcdef"; done; echo "reader ops $RD"; } > "$T/tokens"
 chmod 600 "$T/tokens"
 cat > "$T/prices.ini" <<'INI'
 [prices]
@@ -41,8 +42,8 @@ io_write_gib = 0.0023
 net_gib = 0.013
 INI
 
-# generated records: 2000 tasks over 10 days, 7 accounts, 4 users, a project label, jobs on
-# 6 nodes (token n1 writes them all: node is a record field, the token binds "n1"); then 30
+# generated records: 2000 tasks over 10 days, 7 accounts, 4 users, a project label, 10 jobs on
+# 3 nodes (each node's records written with its own token); then 30
 # tasks still running (two samples each, the last one straddling the report's end) and 10
 # tasks whose samples come first and whose task.end comes in a later batch
 python3 - "$T/recs.ndjson" "$T/samples.ndjson" "$T/ends.ndjson" <<'PY'
@@ -69,7 +70,7 @@ with open(sys.argv[1], "w") as f:
                                                       random.randint(0, 59), random.randint(0, 59))
         labels = {"project": random.choice(["lattice", "qcd", "fold"])} if random.random() < 0.7 else {}
         rec = {"schema": "corral.record/v1", "record_id": "rep-%06d" % i, "type": "task.end",
-               "time": t, "node": "n1",
+               "time": t, "node": random.choice(["n1", "n2", "n3"]),
                "task": {"id": "t%d" % i, "job": "job%d" % random.randint(0, 9),
                         "user": random.choice(users), "uid": 1000,
                         "account": random.choice(acc), "labels": labels},
@@ -117,15 +118,20 @@ for _ in $(seq 200); do
 done
 [ $up = 1 ] || { cat "$T/log"; echo "FAIL: collector did not come up"; exit 1; }
 
-CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $N1" \
-	-H 'Content-Type: application/x-ndjson' --data-binary "@$T/recs.ndjson" \
-	"http://127.0.0.1:$PORT/v1/records")
-[ "$CODE" = 200 ] && ok "2000 records ingested" || fail "ingest: $CODE $(head -c 300 "$T/resp")"
-for b in samples ends; do
-	CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $N1" \
-		-H 'Content-Type: application/x-ndjson' --data-binary "@$T/$b.ndjson" \
-		"http://127.0.0.1:$PORT/v1/records")
-	[ "$CODE" = 200 ] && ok "$(wc -l < "$T/$b.ndjson") $b ingested" || fail "ingest $b: $CODE"
+# post FILE: its records, one batch per node with that node's token; 0 if all answered 200
+post() {
+	local n code rc=0
+	for n in $NODES; do
+		grep -F "\"node\": \"$n\"" "$1" > "$T/post.ndjson" || continue
+		code=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer tok-node-$n-0123456789abcdef" \
+			-H 'Content-Type: application/x-ndjson' --data-binary "@$T/post.ndjson" \
+			"http://127.0.0.1:$PORT/v1/records")
+		[ "$code" = 200 ] || { echo "ingest $1 ($n): $code $(head -c 300 "$T/resp")"; rc=1; }
+	done
+	return $rc
+}
+for b in recs samples ends; do
+	post "$T/$b.ndjson" && ok "$(wc -l < "$T/$b.ndjson") $b ingested" || fail "ingest $b"
 done
 
 R=(--db "$DB" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01)
@@ -212,27 +218,106 @@ print("accounts %d, total %.2f EUR, exact matches %d/%d, running %d, oom %d, tim
       sum(c["time_limit"] for c in counts.values())))
 PY
 
-# every grouping and period sums to the same grand total, to the cent
-for by in account user account,user label:project user,label:project job node account,job,node; do
-	for period in day week month all; do
-		"$COLL" report "${R[@]}" --by "$by" --period "$period" --format csv > "$T/g.csv" ||
-			{ fail "report --by $by --period $period"; continue; }
-		python3 - "$T/g.csv" "$T/acct.csv" <<'PY' || fail "--by $by --period $period does not reconcile"
+# every grouping and period sums to the same grand total, to the cent; groupings with account
+# sum per account to the account report's cents exactly (the same cells, split)
+GROUPINGS="account user account,user label:project user,label:project job node account,job,node
+	label:project,job node,label:project label:project,job,node account,user,job,node,label:project"
+reconcile() { # DB REF-CSV WHAT
+	local db=$1 ref=$2 what=$3 n=0 by period
+	for by in $GROUPINGS; do
+		for period in day week month all; do
+			"$COLL" report --db "$db" --prices "$T/prices.ini" --from 2026-11-01 \
+				--to 2026-12-01 --by "$by" --period "$period" --format csv > "$T/g.csv" ||
+				{ fail "$what: report --by $by --period $period"; continue; }
+			"$COLL" report --db "$db" --prices "$T/prices.ini" --from 2026-11-01 \
+				--to 2026-12-01 --by account --period "$period" --format csv > "$T/ga.csv" ||
+				{ fail "$what: report --by account --period $period"; continue; }
+			python3 - "$T/g.csv" "$ref" "$T/ga.csv" <<'PY' || fail "$what: --by $by --period $period does not reconcile"
 import csv, sys
+from collections import defaultdict
 def load(p):
     rows = list(csv.DictReader(open(p)))
     tot = [r for r in rows if r["period"] == "total"][0]
-    return rows, tot
+    return [r for r in rows if r["period"] != "total"], tot
 rows, tot = load(sys.argv[1])
 _, ref = load(sys.argv[2])
-for col in ("cost", "waste", "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost"):
-    s = sum(round(float(r[col]) * 100) for r in rows if r["period"] != "total")
+acc_rows, _ = load(sys.argv[3])
+cols = ("cost", "waste", "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost")
+for col in cols:
+    s = sum(round(float(r[col]) * 100) for r in rows)
     if s != round(float(tot[col]) * 100) or tot["cost"] != ref["cost"]:
         print(col, s, tot[col], ref["cost"]); sys.exit(1)
+if "account" in rows[0]:
+    per = defaultdict(lambda: [0] * len(cols))
+    for r in rows:
+        for i, col in enumerate(cols):
+            per[(r["period"], r["account"])][i] += round(float(r[col]) * 100)
+    want = {(r["period"], r["account"]): [round(float(r[c]) * 100) for c in cols] for r in acc_rows}
+    if dict(per) != want:
+        print("per account differs"); sys.exit(1)
 PY
+			n=$((n + 1))
+		done
 	done
-done
-[ $fails = 0 ] && ok "8 groupings x 4 periods reconcile to the grand total"
+	NREC=$n
+}
+before=$fails
+reconcile "$DB" "$T/acct.csv" sqlite
+[ $fails = $before ] && ok "sqlite: $NREC groupings x periods reconcile to the grand total (label with job and node included)"
+
+# the label per job and node, against python3 over the same records: tasks, running tasks and
+# charged core-hours per (project, job, node), in the report's range
+"$COLL" report "${R[@]}" --by label:project,job,node --format csv > "$T/ljn.csv" || fail "report label,job,node"
+python3 - "$T/ljn.csv" "$T/recs.ndjson" "$T/samples.ndjson" "$T/ends.ndjson" <<'PY' && ok "label:project,job,node quantities match python3" || fail "label:project,job,node vs python3"
+import csv, json, sys, datetime
+from collections import defaultdict
+DAY = 86400 * 10**9
+FROM, TO = (int(datetime.datetime(2026, m, 1, tzinfo=datetime.timezone.utc).timestamp()) * 10**9
+            for m in (11, 12))
+def ns(t):
+    d = datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return int(d.timestamp()) * 10**9 + d.microsecond * 1000
+ends, samples = {}, {}
+for path in sys.argv[2:]:
+    for line in open(path):
+        d = json.loads(line)
+        key = (d["node"], d["task"]["id"])
+        if d["type"] == "task.end":
+            ends[key] = d
+        elif key not in samples or ns(d["time"]) > ns(samples[key]["time"]):
+            samples[key] = d
+want = defaultdict(lambda: [0, 0, 0.0])
+def add(d, running):
+    u, q = d["usage"], d["request"]
+    wall = u["wall_ns"] / 1e9
+    charged = max(q["cpus"] * wall, (u["cpu_user_ns"] + u["cpu_system_ns"]) / 1e9)
+    end = ns(d["time"]); start = end - u["wall_ns"]
+    lo, hi = max(start, FROM), min(end, TO)
+    k = (d["task"]["labels"].get("project", "(none)"), d["task"]["job"], d["node"])
+    if hi > lo:
+        want[k][2] += charged * (hi - lo) / (end - start) / 3600
+    if running and hi > lo:
+        want[k][1] += 1
+    elif not running and FROM <= end - 1 < TO:
+        want[k][0] += 1
+for key, d in ends.items():
+    add(d, False)
+for key, d in samples.items():
+    if key not in ends:
+        add(d, True)
+got = {(r["label:project"], r["job"], r["node"]): r for r in csv.DictReader(open(sys.argv[1]))
+       if r["period"] != "total"}
+bad = 0
+for k, (tasks, running, core_h) in want.items():
+    r = got.get(k)
+    if r is None or int(r["tasks"]) != tasks or int(r["running_tasks"]) != running or \
+            abs(float(r["cpu_core_h"]) - core_h) > 1e-5 * max(1, core_h):
+        print("mismatch", k, (tasks, running, core_h), r and (r["tasks"], r["running_tasks"], r["cpu_core_h"]))
+        bad += 1
+extra = [k for k in got if k not in want and float(got[k]["cost"]) != 0]
+print("%d (project, job, node) groups, %d mismatches, %d unexpected" % (len(want), bad, len(extra)))
+sys.exit(1 if bad or extra else 0)
+PY
 
 # API: reader token gets JSON and CSV; node token refused; bad parameter names itself
 CODE=$(curl -s -o "$T/api.csv" -w '%{http_code}' -H "Authorization: Bearer $RD" \
@@ -256,6 +341,11 @@ CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $RD" \
 [ "$CODE" = 400 ] && grep -q '"by: ' "$T/resp" && ok "bad by= answered 400 naming it" ||
 	fail "bad by: $CODE $(cat "$T/resp")"
 
+CODE=$(curl -s -o "$T/api_ljn.csv" -w '%{http_code}' -H "Authorization: Bearer $RD" \
+	"http://127.0.0.1:$PORT/v1/reports/showback?from=2026-11-01&to=2026-12-01&by=label:project,job,node&format=csv")
+[ "$CODE" = 200 ] && cmp -s "$T/api_ljn.csv" "$T/ljn.csv" && ok "API by=label:project,job,node equals the CLI's" ||
+	fail "API label,job,node: $CODE $(head -c 200 "$T/api_ljn.csv")"
+
 # HTML: self-contained, renders in headless chromium, total equals the CSV's
 "$COLL" report "${R[@]}" --by account --period day --format html > "$T/r.html" || fail "html"
 REF=$(python3 -c 'import csv,sys; print([r for r in csv.DictReader(open(sys.argv[1])) if r["period"]=="total"][0]["cost"])' "$T/acct.csv")
@@ -271,10 +361,57 @@ else
 	echo "skip: chromium not installed, HTML not rendered (apt-get install chromium)"
 fi
 
+# A version 2 database (before rollup_job_label_day and rollup_job_month) is migrated on open:
+# the new tables are filled from the stored records, and the reports are the same
+kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+MIGR_BY="label:project,job,node:day job,node:month account,node,label:project:all"
+migrated_same() { # DB WHAT
+	local spec by period
+	for spec in $MIGR_BY; do
+		by=${spec%:*}; period=${spec##*:}
+		"$COLL" report --db "$1" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01 \
+			--by "$by" --period "$period" --format csv > "$T/m-$period.csv" &&
+			python3 - "$T/pre-$2-$period.csv" "$T/m-$period.csv" <<'PY' ||
+import csv, sys
+# the rebuilt rows are summed in record order, not batch order: a cent may move between
+# parts at an exact half; keys, counts and the total (whose cells are not rebuilt) are exact
+a, b = ([r for r in csv.DictReader(open(p))] for p in sys.argv[1:])
+assert len(a) == len(b), (len(a), len(b))
+for x, y in zip(a, b):
+    assert list(x.keys()) == list(y.keys())
+    for col in x:
+        if col.endswith("cost") or col == "waste":
+            assert abs(round(float(x[col]) * 100) - round(float(y[col]) * 100)) <= (0 if x["period"] == "total" else 1), (col, x, y)
+        elif col.endswith("_h") or col.endswith("_gib") or col.endswith("_eff"):
+            assert abs(float(x[col]) - float(y[col])) <= 1e-5 * max(1, abs(float(x[col]))), (col, x, y)
+        else:
+            assert x[col] == y[col], (col, x, y)
+PY
+			{ fail "$2: report --by $by --period $period changed by the migration"; return 1; }
+	done
+}
+pre_reports() { # DB WHAT
+	local spec by period
+	for spec in $MIGR_BY; do
+		by=${spec%:*}; period=${spec##*:}
+		"$COLL" report --db "$1" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01 \
+			--by "$by" --period "$period" --format csv > "$T/pre-$2-$period.csv" || fail "$2 report $by"
+	done
+}
+DOWNGRADE="DROP TABLE rollup_job_label_day; DROP TABLE rollup_job_month; UPDATE schema_version SET version = 2;"
+if command -v sqlite3 >/dev/null; then
+	pre_reports "$DB" sqlite
+	sqlite3 "$T/c.db" "$DOWNGRADE" || fail "sqlite downgrade"
+	"$COLL" migrate --db "$DB" >/dev/null || fail "sqlite migrate"
+	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = 3 ] || fail "sqlite schema version"
+	migrated_same "$DB" sqlite && ok "sqlite: a version 2 database migrated gives the same reports"
+else
+	echo "skip: sqlite3 CLI missing, migration of a version 2 database not checked"
+fi
+
 # PostgreSQL: the same batches through a collector on a server this test starts; the
 # report (rollups, open tasks, kill counts) must equal SQLite's to the cent per account
 if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
-	kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
 	chmod 755 "$T"; mkdir -p "$T/pg" && chown postgres "$T/pg"
 	PGDATA=$T/pg/data
 	PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -286,10 +423,7 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
 	CPID=$!
 	for _ in $(seq 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.05; done
 	for b in recs samples ends; do
-		CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $N1" \
-			-H 'Content-Type: application/x-ndjson' --data-binary "@$T/$b.ndjson" \
-			"http://127.0.0.1:$PORT/v1/records")
-		[ "$CODE" = 200 ] || fail "postgresql ingest $b: $CODE"
+		post "$T/$b.ndjson" || fail "postgresql ingest $b"
 	done
 	"$COLL" report --db "$PDB" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01 \
 		--by account --format csv > "$T/pg.csv" || fail "postgresql report"
@@ -305,6 +439,28 @@ for k in a:
     assert abs(round(float(a[k]["cost"]) * 100) - round(float(b[k]["cost"]) * 100)) <= lim, k
 print("accounts %d, total %s / %s" % (len(a) - 1, a["total"]["cost"], b["total"]["cost"]))
 PY
+	kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+	"$COLL" report --db "$PDB" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01 \
+		--by label:project,job,node --format csv > "$T/pg-ljn.csv" || fail "postgresql report label,job,node"
+	python3 - "$T/ljn.csv" "$T/pg-ljn.csv" <<'PY' && ok "PostgreSQL label:project,job,node report equals SQLite's" || fail "PostgreSQL label,job,node vs SQLite"
+import csv, sys
+a, b = ([r for r in csv.DictReader(open(p))] for p in sys.argv[1:])
+assert len(a) == len(b), (len(a), len(b))
+for x, y in zip(a, b):
+    for col in ("period", "label:project", "job", "node", "tasks", "running_tasks", "oom_killed"):
+        assert x[col] == y[col], (col, x, y)
+    # float summation order may move a cell across a half cent
+    assert abs(round(float(x["cost"]) * 100) - round(float(y["cost"]) * 100)) <= (len(a) if x["period"] == "total" else 1), (x, y)
+PY
+	before=$fails
+	reconcile "$PDB" "$T/pg.csv" postgresql
+	[ $fails = $before ] && ok "postgresql: $NREC groupings x periods reconcile to the grand total"
+	PSQL=$(command -v psql || echo "$PGBIN/psql")
+	pre_reports "$PDB" postgresql
+	"$PSQL" -q "$PDB" -c "$DOWNGRADE" >/dev/null || fail "postgresql downgrade"
+	"$COLL" migrate --db "$PDB" >/dev/null || fail "postgresql migrate"
+	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = 3 ] || fail "postgresql schema version"
+	migrated_same "$PDB" postgresql && ok "postgresql: a version 2 database migrated gives the same reports"
 else
 	echo "skip: no PostgreSQL server binaries in $PGBIN"
 fi

@@ -236,6 +236,20 @@ static void test_report_exact(void **state)
 	assert_string_equal(rep.rows[1].key[0], "spot");
 	assert_int_equal(rep.rows[1].cents[REPORT_COST_TOTAL], 6);
 	report_free(&rep);
+
+	/* the override label with job and node: the same prices per job */
+	build(fx, "job,label:tier,node", "day", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].key[0], "");
+	assert_string_equal(rep.rows[0].key[1], "(none)");
+	assert_string_equal(rep.rows[0].key[2], "n1");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 20);
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_WASTE], 15);
+	assert_string_equal(rep.rows[1].key[1], "spot");
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_TOTAL], 6);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_WASTE], 5);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_TASKS], 1, 1e-9);
+	report_free(&rep);
 	for (int i = 0; i < 2; i++)
 		acct_record_clear(&recs[i]);
 }
@@ -298,6 +312,86 @@ static void check_reconciles(struct fixture *fx, const char *by, const char *per
 	report_free(&rep);
 }
 
+/* A grouping that includes account splits each (day or month, account, user) cell into parts:
+ * summed per period and account, its cents are the account report's, exactly. */
+static void check_same_per_account(struct fixture *fx, const char *by, const char *period)
+{
+	struct report ref, rep;
+	size_t acc_dim = 0, j = 0;
+
+	build(fx, "account", period, &ref);
+	build(fx, by, period, &rep);
+	while (rep.spec.dims[acc_dim] != REPORT_DIM_ACCOUNT)
+		acc_dim++;
+	for (size_t i = 0; i < ref.n; i++) {
+		int64_t sum[_REPORT_COST_MAX] = {0};
+		double tasks = 0;
+
+		for (j = 0; j < rep.n; j++)
+			if (strcmp(rep.rows[j].period, ref.rows[i].period) == 0 &&
+			    strcmp(rep.rows[j].key[acc_dim], ref.rows[i].key[0]) == 0) {
+				for (int k = 0; k < _REPORT_COST_MAX; k++)
+					sum[k] += rep.rows[j].cents[k];
+				tasks += rep.rows[j].q[COLL_SUM_TASKS];
+			}
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			if (sum[k] != ref.rows[i].cents[k])
+				fail_msg("by %s per %s: %s %s cost %d: %lld, by account %lld", by,
+					 period, ref.rows[i].period, ref.rows[i].key[0], k,
+					 (long long)sum[k], (long long)ref.rows[i].cents[k]);
+		assert_true(fabs(tasks - ref.rows[i].q[COLL_SUM_TASKS]) < 1e-6);
+	}
+	report_free(&ref);
+	report_free(&rep);
+}
+
+/* The joint rollup of a label with job and node: summed over the label, the quantities are the
+ * job/node report's; summed over job and node, the label report's. */
+static void check_joint_label(struct fixture *fx, const char *period)
+{
+	static const int qs[] = {COLL_SUM_TASKS, COLL_SUM_CPU_CHARGED_CORE_S, COLL_SUM_MEM_BYTE_S,
+				 COLL_SUM_OOM_KILLED, COLL_SUM_NET_RX_BYTES};
+	struct report joint, jn, lab;
+
+	build(fx, "label:project,job,node", period, &joint);
+	build(fx, "job,node", period, &jn);
+	build(fx, "label:project", period, &lab);
+	for (int pass = 0; pass < 2; pass++) {
+		const struct report *ref = pass ? &lab : &jn;
+
+		for (size_t i = 0; i < ref->n; i++) {
+			double sum[ARRAY_SIZE(qs)] = {0};
+
+			for (size_t j = 0; j < joint.n; j++) {
+				const struct report_row *x = &joint.rows[j];
+				bool same = strcmp(x->period, ref->rows[i].period) == 0;
+
+				if (pass)
+					same = same && strcmp(x->key[0], ref->rows[i].key[0]) == 0;
+				else
+					same = same &&
+					       strcmp(x->key[1], ref->rows[i].key[0]) == 0 &&
+					       strcmp(x->key[2], ref->rows[i].key[1]) == 0;
+				for (size_t k = 0; same && k < ARRAY_SIZE(qs); k++)
+					sum[k] += x->q[qs[k]];
+			}
+			for (size_t k = 0; k < ARRAY_SIZE(qs); k++)
+				if (fabs(sum[k] - ref->rows[i].q[qs[k]]) >
+				    1e-6 * MAX(1.0, fabs(ref->rows[i].q[qs[k]])))
+					fail_msg(
+					    "per %s: label:project,job,node %s summed: %g, %s %g",
+					    period, coll_sum_name(qs[k]), sum[k],
+					    pass ? "label:project" : "job,node",
+					    ref->rows[i].q[qs[k]]);
+		}
+	}
+	assert_true(joint.n > jn.n && joint.n > lab.n);
+	assert_int_equal(joint.total.cents[REPORT_COST_TOTAL], jn.total.cents[REPORT_COST_TOTAL]);
+	report_free(&joint);
+	report_free(&jn);
+	report_free(&lab);
+}
+
 static void test_report_reconciles(void **state)
 {
 	struct fixture *fx = *state;
@@ -315,7 +409,13 @@ static void test_report_reconciles(void **state)
 					  "node",
 					  "account,job",
 					  "job,node",
-					  "account,user,job,node"};
+					  "account,user,job,node",
+					  "label:project,job",
+					  "node,label:project",
+					  "label:project,job,node",
+					  "label:tier,node",
+					  "account,user,job,node,label:tier",
+					  "account,label:project,job,node"};
 	static const char *const periods[] = {"day", "week", "month", "all"};
 	const size_t n = 3000;
 	struct acct_record *recs = calloc(n, sizeof(*recs));
@@ -380,6 +480,13 @@ static void test_report_reconciles(void **state)
 		for (size_t p = 0; p < ARRAY_SIZE(periods); p++)
 			check_reconciles(fx, bys[b], periods[p], &grand);
 
+	for (size_t p = 0; p < ARRAY_SIZE(periods); p++) {
+		check_same_per_account(fx, "account,job", periods[p]);
+		check_same_per_account(fx, "account,label:project,job,node", periods[p]);
+		check_same_per_account(fx, "user,node,account,label:tier", periods[p]);
+		check_joint_label(fx, periods[p]);
+	}
+
 	/* the grand total is the unrounded money, rounded per cell: within half a cent per
 	 * (day, account, user) cell and component of it */
 	build(fx, "account,user", "day", &rep);
@@ -399,6 +506,8 @@ static void test_report_reconciles(void **state)
 		for (size_t b = 0; b < ARRAY_SIZE(bys); b++)
 			check_reconciles(fx, bys[b], "week", &g2);
 		assert_true(g2 < grand);
+		check_same_per_account(fx, "account,label:tier,job,node", "month");
+		check_same_per_account(fx, "account,label:tier,node", "week");
 	}
 
 	/* top-N wasters: sorted by waste, at most N */
@@ -437,8 +546,16 @@ static void test_spec_errors(void **state)
 	assert_int_equal(report_spec_init(&spec, "2026-01-01", "2026-02-01", err, sizeof(err)), 0);
 	assert_int_equal(report_spec_set_by(&spec, "nodes", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "nodes"));
-	assert_int_equal(report_spec_set_by(&spec, "job,label:x", err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "label:KEY cannot be combined"));
+	assert_int_equal(report_spec_set_by(&spec, "job,label:x", err, sizeof(err)), 0);
+	assert_true(spec.parts);
+	assert_string_equal(spec.label_key, "x");
+	assert_int_equal(
+	    report_spec_set_by(&spec, "account,user,job,node,label:x", err, sizeof(err)), 0);
+	assert_int_equal(spec.n_dims, 5);
+	assert_int_equal(
+	    report_spec_set_by(&spec, "account,user,job,node,label:x,label:y", err, sizeof(err)),
+	    -EINVAL);
+	assert_non_null(strstr(err, "at most 5"));
 	assert_int_equal(report_spec_set_by(&spec, "account,user,job,node", err, sizeof(err)), 0);
 	assert_true(spec.parts);
 	assert_int_equal(spec.n_dims, 4);
@@ -612,6 +729,16 @@ static void test_running_tasks(void **state)
 	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 30);
 	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
 	report_free(&rep);
+	build(fx, "label:project,job,node", "all", &rep);
+	assert_int_equal(rep.n, 2);
+	assert_string_equal(rep.rows[0].key[0], "(none)");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 0);
+	assert_string_equal(rep.rows[1].key[0], "p");
+	assert_string_equal(rep.rows[1].key[1], "j1");
+	assert_string_equal(rep.rows[1].key[2], "n2");
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 30);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
+	report_free(&rep);
 
 	/* the end arrives: 5 core-h = 0.50 (1 h on 12-01, 4 h on 12-02), running no more */
 	insert(fx, &recs[2], 1);
@@ -624,8 +751,41 @@ static void test_running_tasks(void **state)
 	assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 0, 1e-9);
 	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 1, 1e-9);
 	report_free(&rep);
+	build(fx, "node,label:project", "day", &rep);
+	assert_int_equal(rep.n, 4);
+	assert_string_equal(rep.rows[1].key[0], "n2");
+	assert_string_equal(rep.rows[1].key[1], "p");
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 10);
+	assert_string_equal(rep.rows[3].key[1], "p");
+	assert_int_equal(rep.rows[3].cents[REPORT_COST_CPU], 40);
+	assert_float_equal(rep.rows[3].q[COLL_SUM_TASKS], 1, 1e-9);
+	assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 0, 1e-9);
+	report_free(&rep);
 	for (int i = 0; i < 4; i++)
 		acct_record_clear(&recs[i]);
+}
+
+/* The report of by/period equals ref in every row, key, cent and quantity. */
+static void assert_reports_equal(struct fixture *fx, const char *by, const char *period,
+				 const struct report *ref)
+{
+	struct report rep;
+
+	build(fx, by, period, &rep);
+	assert_int_equal(rep.n, ref->n);
+	for (size_t i = 0; i <= rep.n; i++) {
+		const struct report_row *a = i < rep.n ? &rep.rows[i] : &rep.total;
+		const struct report_row *b = i < rep.n ? &ref->rows[i] : &ref->total;
+
+		assert_string_equal(a->period, b->period);
+		for (size_t d = 0; i < rep.n && d < rep.spec.n_dims; d++)
+			assert_string_equal(a->key[d], b->key[d]);
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			assert_int_equal(a->cents[k], b->cents[k]);
+		for (int q = 0; q < REPORT_Q_MAX; q++)
+			assert_true(fabs(a->q[q] - b->q[q]) <= 1e-9 * MAX(1.0, fabs(b->q[q])));
+	}
+	report_free(&rep);
 }
 
 /* A version 1 database (rollups keyed by the end's day only) is migrated: the rollups are
@@ -662,7 +822,7 @@ static void test_migrate_v1(void **state)
 	char *json[3], uri[160], path[128], err[256];
 	size_t len[3];
 	struct coll_store *old = NULL;
-	struct report fresh, migrated;
+	struct report fresh, migrated, fresh_joint;
 	sqlite3 *db = NULL;
 	sqlite3_stmt *ins = NULL;
 	int v = 0;
@@ -676,11 +836,14 @@ static void test_migrate_v1(void **state)
 	recs[2].exit.status = ACCT_EXIT_NONE;
 	for (int i = 0; i < 3; i++) {
 		set_job(&recs[i], "j", "n1");
+		if (i != 1)
+			assert_int_equal(acct_task_add_label(&recs[i].task, "project", "p"), 0);
 		assert_int_equal(acct_record_encode(&recs[i], &json[i], &len[i]), 0);
 		items[i] = (struct coll_item){.rec = &recs[i], .json = json[i], .json_len = len[i]};
 	}
 	assert_int_equal(coll_store_insert_batch(fx->store, items, 3), 0);
 	build(fx, "account,job", "day", &fresh);
+	build(fx, "account,label:project,job,node", "month", &fresh_joint);
 
 	snprintf(path, sizeof(path), "%s/v1.db", fx->dir);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
@@ -705,7 +868,8 @@ static void test_migrate_v1(void **state)
 	snprintf(uri, sizeof(uri), "sqlite:%s", path);
 	assert_int_equal(coll_store_open(uri, 0, &fx->store, err, sizeof(err)), 0);
 	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
-	assert_int_equal(v, 2);
+	assert_int_equal(v, COLL_SCHEMA_VERSION);
+	assert_reports_equal(fx, "account,label:project,job,node", "month", &fresh_joint);
 	build(fx, "account,job", "day", &migrated);
 	assert_int_equal(migrated.n, fresh.n);
 	for (size_t i = 0; i < fresh.n; i++) {
@@ -719,6 +883,7 @@ static void test_migrate_v1(void **state)
 	assert_float_equal(migrated.total.q[REPORT_Q_RUNNING], 1, 1e-9);
 	assert_float_equal(migrated.total.q[COLL_SUM_TASKS], 2, 1e-9); /* not the stale row */
 	report_free(&fresh);
+	report_free(&fresh_joint);
 	report_free(&migrated);
 	coll_store_close(fx->store);
 	fx->store = old;
@@ -726,6 +891,85 @@ static void test_migrate_v1(void **state)
 		free(json[i]);
 		acct_record_clear(&recs[i]);
 	}
+}
+
+/* A version 2 database (no rollup_job_label_day, no rollup_job_month) is migrated: the two
+ * tables are filled from the stored records and the reports by label with job and node, and
+ * by job and node per month, equal those of the database ingested at version 3. */
+static void test_migrate_v2(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const reports[][2] = {{"label:project,job,node", "day"},
+						 {"job,node", "month"},
+						 {"account,node", "all"},
+						 {"user,job,label:project", "month"}};
+	const size_t n = 600;
+	struct acct_record *recs = calloc(n, sizeof(*recs));
+	struct coll_item *items = calloc(n, sizeof(*items));
+	char **json = calloc(n, sizeof(*json)), err[256], cmd[512];
+	struct report want[ARRAY_SIZE(reports)];
+	sqlite3 *db = NULL;
+	int v = 0;
+
+	assert_non_null(recs);
+	assert_non_null(items);
+	assert_non_null(json);
+	assert_int_equal(price_sheet_parse(SHEET "[label:project=qcd]\ncpu_core_hour = 0.02\n",
+					   &fx->ps, err, sizeof(err)),
+			 0);
+	srand(7);
+	for (size_t i = 0; i < n; i++) {
+		char job[16], node[16];
+		size_t len;
+
+		fill(&recs[i], (int)i, i % 3 ? "chem" : "bio", i % 2 ? "ann" : "ben",
+		     DAY0 - 40 * 86400 + (uint64_t)(rand() % (50 * 86400)), 1 + rand() % 4,
+		     1 + (uint64_t)(rand() % 90000), (uint64_t)(rand() % 3600));
+		snprintf(job, sizeof(job), "job%d", rand() % 5);
+		snprintf(node, sizeof(node), "node%d", rand() % 3);
+		set_job(&recs[i], job, node);
+		if (rand() % 3)
+			assert_int_equal(acct_task_add_label(&recs[i].task, "project",
+							     rand() % 2 ? "qcd" : "fold"),
+					 0);
+		if (i % 10 == 0) { /* a running task: its latest sample */
+			recs[i].type = ACCT_TASK_SAMPLE;
+			recs[i].exit.status = ACCT_EXIT_NONE;
+		}
+		assert_int_equal(acct_record_encode(&recs[i], &json[i], &len), 0);
+		items[i] = (struct coll_item){.rec = &recs[i], .json = json[i], .json_len = len};
+	}
+	assert_int_equal(coll_store_insert_batch(fx->store, items, n), 0);
+	for (size_t k = 0; k < ARRAY_SIZE(reports); k++)
+		build(fx, reports[k][0], reports[k][1], &want[k]);
+	coll_store_close(fx->store);
+
+	/* back to version 2: the v3 tables did not exist */
+	snprintf(cmd, sizeof(cmd), "%s/c.db", fx->dir);
+	assert_int_equal(sqlite3_open(cmd, &db), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(db,
+			 "DROP TABLE rollup_job_label_day; DROP TABLE rollup_job_month;"
+			 " UPDATE schema_version SET version = 2;",
+			 NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+
+	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
+	assert_int_equal(v, 3);
+	for (size_t k = 0; k < ARRAY_SIZE(reports); k++) {
+		assert_true(want[k].n > 3);
+		assert_reports_equal(fx, reports[k][0], reports[k][1], &want[k]);
+		report_free(&want[k]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(json[i]);
+		acct_record_clear(&recs[i]);
+	}
+	free(json);
+	free(items);
+	free(recs);
 }
 
 int main(void)
@@ -741,6 +985,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_straddle_and_kills, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_running_tasks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
