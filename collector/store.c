@@ -296,6 +296,31 @@ static int delta_cmp(const void *a, const void *b)
 	return 0;
 }
 
+struct delta_slot {
+	bool used;
+	uint64_t hash;
+	size_t idx;
+};
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return (h ^ 0xff) * 0x100000001b3ULL; /* separator: "ab","c" differs from "a","bc" */
+}
+
+/* Hash of exactly what delta_cmp compares. */
+static uint64_t delta_hash(const struct coll_delta *d)
+{
+	const struct coll_rollup_def *def = coll_rollup_def(d->table);
+	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)d->table << 1 | d->del);
+
+	h = fnv1a(h, d->bucket);
+	for (size_t k = 0; k < def->n_keys; k++)
+		h = fnv1a(h, coll_delta_key(d, def->keys[k]));
+	return h;
+}
+
 #define HOUR_NS (3600ULL * NSEC_PER_SEC)
 
 /* The hours a task.end spreads over: [start, end] with the end's hour being the hour of its
@@ -436,7 +461,8 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 		      size_t *ret_n)
 {
 	_cleanup_free_ struct coll_delta *d = NULL;
-	size_t cap = 0, nd = 0, out;
+	_cleanup_free_ struct delta_slot *slot = NULL;
+	size_t cap = 0, nd = 0, out, nslots = 0;
 
 	for (size_t i = 0; i < n; i++)
 		if (items[i].is_new)
@@ -462,23 +488,42 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
 			push_sample(d, &nd, r);
 	}
-	qsort(d, nd, sizeof(*d), delta_cmp);
+	/* Merge equal keys through a hash table first (a batch has many deltas per key), then
+	 * sort only the distinct ones: the fixed order in which the backends take row locks. */
+	for (size_t slots = 16;; slots *= 2) {
+		if (slots >= 2 * nd) {
+			nslots = slots;
+			break;
+		}
+	}
+	slot = calloc(nslots, sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
 	out = 0;
 	for (size_t i = 0; i < nd; i++) {
-		if (out > 0 && delta_cmp(&d[out - 1], &d[i]) == 0) {
-			struct coll_delta *prev = &d[out - 1];
+		uint64_t h = delta_hash(&d[i]);
+		size_t k = (size_t)h & (nslots - 1);
 
+		for (; slot[k].used; k = (k + 1) & (nslots - 1)) {
+			struct coll_delta *prev = &d[slot[k].idx];
+
+			if (slot[k].hash != h || delta_cmp(prev, &d[i]) != 0)
+				continue;
 			if (prev->table != COLL_ROLLUP_OPEN)
 				for (int s = 0; s < _COLL_SUM_MAX; s++)
 					prev->v[s] += d[i].v[s];
 			else if (!prev->del && d[i].sample_ns > prev->sample_ns)
 				*prev = d[i]; /* the newest sample of a task */
-			continue;
+			break;
 		}
+		if (slot[k].used)
+			continue;
+		slot[k] = (struct delta_slot){.used = true, .hash = h, .idx = out};
 		if (out != i)
 			d[out] = d[i];
 		out++;
 	}
+	qsort(d, out, sizeof(*d), delta_cmp);
 	*ret_n = out;
 	*ret = TAKE_PTR(d);
 	return 0;
