@@ -113,22 +113,59 @@ const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
 	}
 }
 
+static char *put_json_str(char *o, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	*o++ = '"';
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			*o++ = '\\';
+			*o++ = (char)*p;
+		} else if (*p < 0x20) {
+			memcpy(o, "\\u00", 4);
+			o[4] = hex[*p >> 4];
+			o[5] = hex[*p & 15];
+			o += 6;
+		} else
+			*o++ = (char)*p;
+	}
+	*o++ = '"';
+	return o;
+}
+
+/* Compact, keys sorted by strcmp (what jansson's JSON_SORT_KEYS printed before), written
+ * directly: this runs for every ingested record. */
 char *coll_labels_json(const struct acct_record *r)
 {
-	json_t *labels = json_object();
-	char *s;
+	const struct acct_label *l = r->task.labels;
+	size_t n = MIN(r->task.n_labels, (size_t)ACCT_LABELS_MAX), idx[ACCT_LABELS_MAX];
+	size_t cap = 3;
+	char *buf, *o;
 
-	if (!labels)
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+
+		cap += 6 * (strlen(l[i].key) + strlen(l[i].value ?: "")) + 6;
+		for (; j > 0 && strcmp(l[idx[j - 1]].key, l[i].key) > 0; j--)
+			idx[j] = idx[j - 1];
+		idx[j] = i;
+	}
+	buf = malloc(cap);
+	if (!buf)
 		return NULL;
-	for (size_t i = 0; i < r->task.n_labels; i++)
-		if (json_object_set_new(labels, r->task.labels[i].key,
-					json_string(r->task.labels[i].value ?: "")) < 0) {
-			json_decref(labels);
-			return NULL;
-		}
-	s = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(labels);
-	return s;
+	o = buf;
+	*o++ = '{';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			*o++ = ',';
+		o = put_json_str(o, l[idx[i]].key);
+		*o++ = ':';
+		o = put_json_str(o, l[idx[i]].value ?: "");
+	}
+	*o++ = '}';
+	*o = 0;
+	return buf;
 }
 
 const struct coll_col coll_cols[COLL_N_COLS] = {
@@ -185,22 +222,11 @@ int coll_item_values(const struct coll_item *it, struct coll_item_scratch *sc,
 		     struct coll_value vals[COLL_N_COLS])
 {
 	const struct acct_record *r = it->rec;
-	json_t *labels;
 	int k = 0;
 
 	memset(vals, 0, sizeof(struct coll_value) * COLL_N_COLS);
 	format_rfc3339_us(r->time_ns, sc->time, sizeof(sc->time));
-	labels = json_object();
-	if (!labels)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->task.n_labels; i++)
-		if (json_object_set_new(labels, r->task.labels[i].key,
-					json_string(r->task.labels[i].value ?: "")) < 0) {
-			json_decref(labels);
-			return -ENOMEM;
-		}
-	sc->labels = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(labels);
+	sc->labels = coll_labels_json(r);
 	if (!sc->labels)
 		return -ENOMEM;
 
