@@ -18,6 +18,7 @@
 
 #include <openssl/evp.h>
 
+#include "accounting/jtree.h"
 #include "common/macro.h"
 #include "common/util.h"
 
@@ -607,10 +608,10 @@ struct dctx {
 	size_t errlen;
 };
 
-static int get_u64(struct dctx *c, json_t *o, const char *obj, const char *key, bool required,
-		   uint64_t max, uint64_t *ret)
+static int get_u64(struct dctx *c, const struct jnode *o, const char *obj, const char *key,
+		   bool required, uint64_t max, uint64_t *ret)
 {
-	json_t *v = json_object_get(o, key);
+	const struct jnode *v = jtree_get(o, key);
 
 	if (!v) {
 		if (required)
@@ -619,41 +620,43 @@ static int get_u64(struct dctx *c, json_t *o, const char *obj, const char *key, 
 		*ret = 0;
 		return 0;
 	}
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
+	if (v->type != JT_INT || v->i < 0)
 		return fail(c->err, c->errlen, "%s%s%s: expected a non-negative integer", obj,
 			    *obj ? "." : "", key);
-	if ((uint64_t)json_integer_value(v) > max)
+	if ((uint64_t)v->i > max)
 		return fail(c->err, c->errlen, "%s%s%s: out of range", obj, *obj ? "." : "", key);
-	*ret = (uint64_t)json_integer_value(v);
+	*ret = (uint64_t)v->i;
 	return 0;
 }
 
-static int get_int(struct dctx *c, json_t *o, const char *obj, const char *key, int *ret)
+static int get_int(struct dctx *c, const struct jnode *o, const char *obj, const char *key,
+		   int *ret)
 {
-	json_t *v = json_object_get(o, key);
+	const struct jnode *v = jtree_get(o, key);
 
 	*ret = 0;
 	if (!v)
 		return 0;
-	if (!json_is_integer(v))
+	if (v->type != JT_INT)
 		return fail(c->err, c->errlen, "%s.%s: expected an integer", obj, key);
-	if (json_integer_value(v) < -2147483647LL - 1 || json_integer_value(v) > 2147483647LL)
+	if (v->i < -2147483647LL - 1 || v->i > 2147483647LL)
 		return fail(c->err, c->errlen, "%s.%s: out of range", obj, key);
-	*ret = (int)json_integer_value(v);
+	*ret = (int)v->i;
 	return 0;
 }
 
-static int get_double(struct dctx *c, json_t *o, const char *obj, const char *key, double *ret)
+static int get_double(struct dctx *c, const struct jnode *o, const char *obj, const char *key,
+		      double *ret)
 {
-	json_t *v = json_object_get(o, key);
+	const struct jnode *v = jtree_get(o, key);
 	double d;
 
 	*ret = 0;
 	if (!v)
 		return 0;
-	if (!json_is_number(v))
+	if (!jtree_is_number(v))
 		return fail(c->err, c->errlen, "%s.%s: expected a non-negative number", obj, key);
-	d = json_number_value(v);
+	d = jtree_number(v);
 	if (!isfinite(d) || d < 0)
 		return fail(c->err, c->errlen, "%s.%s: expected a non-negative number", obj, key);
 	*ret = d;
@@ -661,31 +664,31 @@ static int get_double(struct dctx *c, json_t *o, const char *obj, const char *ke
 }
 
 /* String member; max is the buffer size (length must be < max). */
-static int get_str(struct dctx *c, json_t *o, const char *obj, const char *key, bool required,
-		   size_t max, const char **ret)
+static int get_str(struct dctx *c, const struct jnode *o, const char *obj, const char *key,
+		   bool required, size_t max, const char **ret)
 {
-	json_t *v = json_object_get(o, key);
+	const struct jnode *v = jtree_get(o, key);
 	const char *dot = *obj ? "." : "";
 
 	*ret = NULL;
-	if (!v || json_is_null(v)) {
+	if (!v || v->type == JT_NULL) {
 		if (required)
 			return fail(c->err, c->errlen, "%s%s%s: missing", obj, dot, key);
 		return 0;
 	}
-	if (!json_is_string(v))
+	if (v->type != JT_STRING)
 		return fail(c->err, c->errlen, "%s%s%s: expected a string", obj, dot, key);
-	if (json_string_length(v) >= max)
+	if (v->str.len >= max)
 		return fail(c->err, c->errlen, "%s%s%s: longer than %zu bytes", obj, dot, key,
 			    max - 1);
-	if (required && json_string_length(v) == 0)
+	if (required && v->str.len == 0)
 		return fail(c->err, c->errlen, "%s%s%s: must not be empty", obj, dot, key);
-	*ret = json_string_value(v);
+	*ret = v->str.s;
 	return 0;
 }
 
-static int get_str_dup(struct dctx *c, json_t *o, const char *obj, const char *key, bool required,
-		       size_t max, char **ret)
+static int get_str_dup(struct dctx *c, const struct jnode *o, const char *obj, const char *key,
+		       bool required, size_t max, char **ret)
 {
 	const char *s;
 	int e = get_str(c, o, obj, key, required, max, &s);
@@ -699,23 +702,19 @@ static int get_str_dup(struct dctx *c, json_t *o, const char *obj, const char *k
 }
 
 /* Reject members of a fixed-shape object not in names[]. */
-static int check_members(struct dctx *c, json_t *o, const char *obj, const char *const *names,
-			 size_t n)
+static int check_members(struct dctx *c, const struct jnode *o, const char *obj,
+			 const char *const *names, size_t n)
 {
-	const char *key;
-	json_t *v;
-
-	json_object_foreach(o, key, v)
-	{
-		if (lookup(names, n, key) < 0)
-			return fail(c->err, c->errlen, "%s.%s: unknown field", obj, key);
-	}
+	for (const struct jnode *k = o->kids.first; k; k = k->next)
+		if (lookup(names, n, k->key) < 0)
+			return fail(c->err, c->errlen, "%s.%.64s: unknown field", obj, k->key);
 	return 0;
 }
 
-static int get_object(struct dctx *c, json_t *root, const char *key, bool required, json_t **ret)
+static int get_object(struct dctx *c, const struct jnode *root, const char *key, bool required,
+		      const struct jnode **ret)
 {
-	json_t *v = json_object_get(root, key);
+	const struct jnode *v = jtree_get(root, key);
 
 	*ret = NULL;
 	if (!v) {
@@ -723,18 +722,17 @@ static int get_object(struct dctx *c, json_t *root, const char *key, bool requir
 			return fail(c->err, c->errlen, "%s: missing", key);
 		return 0;
 	}
-	if (!json_is_object(v))
+	if (v->type != JT_OBJECT)
 		return fail(c->err, c->errlen, "%s: expected an object", key);
 	*ret = v;
 	return 0;
 }
 
-static int decode_task(struct dctx *c, json_t *o, struct acct_task *t)
+static int decode_task(struct dctx *c, const struct jnode *o, struct acct_task *t)
 {
 	static const char *const names[] = {"id", "job", "user", "uid", "account", "labels"};
+	const struct jnode *labels;
 	const char *id;
-	json_t *labels, *v;
-	const char *key;
 	uint64_t uid;
 	int e;
 
@@ -749,27 +747,27 @@ static int decode_task(struct dctx *c, json_t *o, struct acct_task *t)
 	    (e = get_u64(c, o, "task", "uid", false, UINT32_MAX, &uid)) < 0)
 		return e;
 	t->uid = (uint32_t)uid;
-	labels = json_object_get(o, "labels");
+	labels = jtree_get(o, "labels");
 	if (!labels)
 		return 0;
-	if (!json_is_object(labels))
+	if (labels->type != JT_OBJECT)
 		return fail(c->err, c->errlen, "task.labels: expected an object");
-	if (json_object_size(labels) > ACCT_LABELS_MAX)
+	if (labels->kids.n > ACCT_LABELS_MAX)
 		return fail(c->err, c->errlen, "task.labels: more than %d labels", ACCT_LABELS_MAX);
-	json_object_foreach(labels, key, v)
-	{
-		if (!json_is_string(v))
-			return fail(c->err, c->errlen, "task.labels.%.64s: expected a string", key);
-		e = acct_task_add_label(t, key, json_string_value(v));
+	for (const struct jnode *v = labels->kids.first; v; v = v->next) {
+		if (v->type != JT_STRING)
+			return fail(c->err, c->errlen, "task.labels.%.64s: expected a string",
+				    v->key);
+		e = acct_task_add_label(t, v->key, v->str.s);
 		if (e == -ENOMEM)
 			return e;
 		if (e < 0)
-			return fail(c->err, c->errlen, "task.labels.%.64s: invalid label", key);
+			return fail(c->err, c->errlen, "task.labels.%.64s: invalid label", v->key);
 	}
 	return 0;
 }
 
-static int decode_request(struct dctx *c, json_t *o, struct acct_request *q)
+static int decode_request(struct dctx *c, const struct jnode *o, struct acct_request *q)
 {
 	static const char *const names[] = {"cpus",
 					    "memory_bytes",
@@ -798,7 +796,7 @@ static int decode_request(struct dctx *c, json_t *o, struct acct_request *q)
 	return 0;
 }
 
-static int decode_usage(struct dctx *c, json_t *o, struct acct_usage *u)
+static int decode_usage(struct dctx *c, const struct jnode *o, struct acct_usage *u)
 {
 	uint64_t *ints[_ACCT_U_MAX] = {
 	    [ACCT_U_WALL_NS] = &u->wall_ns,
@@ -831,7 +829,7 @@ static int decode_usage(struct dctx *c, json_t *o, struct acct_usage *u)
 	return 0;
 }
 
-static int decode_exit(struct dctx *c, json_t *o, struct acct_exit *x)
+static int decode_exit(struct dctx *c, const struct jnode *o, struct acct_exit *x)
 {
 	static const char *const names[] = {"status", "code", "signal", "message"};
 	const char *st;
@@ -852,24 +850,21 @@ static int decode_exit(struct dctx *c, json_t *o, struct acct_exit *x)
 	return 0;
 }
 
-static int decode_sources(struct dctx *c, json_t *o, enum acct_source *src)
+static int decode_sources(struct dctx *c, const struct jnode *o, enum acct_source *src)
 {
-	const char *key;
-	json_t *v;
-
-	json_object_foreach(o, key, v)
-	{
-		int f = lookup(usage_names, _ACCT_U_MAX, key);
+	for (const struct jnode *v = o->kids.first; v; v = v->next) {
+		int f = lookup(usage_names, _ACCT_U_MAX, v->key);
 		enum acct_source s;
 
 		if (f < 0)
-			return fail(c->err, c->errlen, "sources.%.64s: unknown usage field", key);
-		if (!json_is_string(v))
-			return fail(c->err, c->errlen, "sources.%s: expected a string", key);
-		s = acct_source_from_string(json_string_value(v));
+			return fail(c->err, c->errlen, "sources.%.64s: unknown usage field",
+				    v->key);
+		if (v->type != JT_STRING)
+			return fail(c->err, c->errlen, "sources.%s: expected a string", v->key);
+		s = acct_source_from_string(v->str.s);
 		if (s == _ACCT_SRC_INVALID || s == ACCT_SRC_NONE)
-			return fail(c->err, c->errlen, "sources.%s: unknown source \"%.32s\"", key,
-				    json_string_value(v));
+			return fail(c->err, c->errlen, "sources.%s: unknown source \"%.32s\"",
+				    v->key, v->str.s);
 		src[f] = s;
 	}
 	return 0;
@@ -897,18 +892,18 @@ out_bad:
 	return fail(c->err, c->errlen, "time: expected RFC 3339 UTC (2026-12-02T15:04:05.123456Z)");
 }
 
-int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size_t errlen)
+static int from_tree(const struct jnode *root, struct acct_record *ret, char *err, size_t errlen)
 {
 	struct dctx c = {.err = err, .errlen = errlen};
 	struct acct_record rec = {0};
-	const char *s, *key;
-	json_t *o, *v;
+	const struct jnode *o;
+	const char *s;
 	bool audit;
 	int e;
 
 	if (err && errlen)
 		err[0] = '\0';
-	if (!json_is_object(root))
+	if (root->type != JT_OBJECT)
 		return fail(err, errlen, "record: expected a JSON object");
 
 	if ((e = get_str(&c, root, "", "schema", true, 64, &s)) < 0)
@@ -960,7 +955,10 @@ int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size
 		e = fail(err, errlen, "event: only allowed on audit records");
 		goto out_clear;
 	}
-	rec.event = json_incref(o);
+	if (o && !(rec.event = jtree_to_json(o))) {
+		e = -ENOMEM;
+		goto out_clear;
+	}
 	if (audit) {
 		if ((e = get_str(&c, root, "", "prev_hash", false, ACCT_HASH_HEX, &s)) < 0)
 			goto out_clear;
@@ -977,14 +975,13 @@ int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size
 			goto out_clear;
 		}
 		strcpy(rec.hash, s);
-	} else if (json_object_get(root, "prev_hash") || json_object_get(root, "hash")) {
+	} else if (jtree_get(root, "prev_hash") || jtree_get(root, "hash")) {
 		e = fail(err, errlen, "hash: only allowed on audit records");
 		goto out_clear;
 	}
 
-	json_object_foreach(root, key, v)
-	{
-		if (is_reserved_top(key))
+	for (const struct jnode *v = root->kids.first; v; v = v->next) {
+		if (is_reserved_top(v->key))
 			continue;
 		if (!rec.extra) {
 			rec.extra = json_object();
@@ -993,7 +990,7 @@ int acct_record_from_json(json_t *root, struct acct_record *ret, char *err, size
 				goto out_clear;
 			}
 		}
-		if (json_object_set(rec.extra, key, v) < 0) {
+		if (json_object_set_new(rec.extra, v->key, jtree_to_json(v)) < 0) {
 			e = -ENOMEM;
 			goto out_clear;
 		}
@@ -1009,19 +1006,19 @@ out_clear:
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen)
 {
-	json_error_t jerr;
-	json_t *root;
+	char jerr[160];
+	struct jtree t;
 	int e;
 
 	if (err && errlen)
 		err[0] = '\0';
 	if (len > ACCT_RECORD_MAX_BYTES)
 		return fail(err, errlen, "record: longer than %d bytes", ACCT_RECORD_MAX_BYTES);
-	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return fail(err, errlen, "record: invalid JSON at column %d: %s", jerr.column,
-			    jerr.text);
-	e = acct_record_from_json(root, ret, err, errlen);
-	json_decref(root);
+	e = jtree_parse(&t, buf, len, jerr, sizeof(jerr));
+	if (e == -EINVAL)
+		e = fail(err, errlen, "record: invalid JSON %s", jerr);
+	else if (e == 0)
+		e = from_tree(t.root, ret, err, errlen);
+	jtree_free(&t);
 	return e;
 }

@@ -163,12 +163,13 @@ int acct_record_encode(const struct acct_record *r, char **ret, size_t *ret_len)
 /* Same, as a jansson object (new reference). */
 int acct_record_to_json(const struct acct_record *r, json_t **ret);
 /*
- * Strict decode. On failure returns -EINVAL (or -ENOMEM) and writes a message naming the
- * offending field into err ("usage.cpu_user_ns: expected a non-negative integer").
+ * Strict decode (accounting/jtree.h: one arena-allocated tree per record from yajl events;
+ * duplicate keys, NUL in strings and integers beyond int64 rejected). On failure returns
+ * -EINVAL (or -ENOMEM) and writes a message naming the offending field into err
+ * ("usage.cpu_user_ns: expected a non-negative integer").
  */
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen);
-int acct_record_from_json(json_t *obj, struct acct_record *ret, char *err, size_t errlen);
 
 /*
  * Audit hash chain. The canonical form is the record's JSON with sorted keys, compact

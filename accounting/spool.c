@@ -55,6 +55,7 @@ struct spool {
 	char *dir;
 	uint64_t max_bytes, segment_bytes, keep_reserve;
 	bool no_fsync;
+	bool in_group, group_dirty; /* spool_group_begin .. spool_group_commit */
 
 	struct segment *segs;
 	size_t n_segs;
@@ -722,13 +723,32 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			done = i;
 	}
 	if (done > 0) {
-		int q = sync_fd(s, s->wfd);
+		int q = 0;
 
+		if (s->in_group)
+			s->group_dirty = true;
+		else
+			q = sync_fd(s, s->wfd);
 		if (q < 0)
 			return q;
 		return (int)done;
 	}
 	return r < 0 ? r : 0;
+}
+
+void spool_group_begin(struct spool *s)
+{
+	s->in_group = true;
+}
+
+int spool_group_commit(struct spool *s)
+{
+	int r = 0;
+
+	if (s->group_dirty)
+		r = sync_fd(s, s->wfd);
+	s->in_group = s->group_dirty = false;
+	return r;
 }
 
 /* ---- peek -------------------------------------------------------------------------------- */

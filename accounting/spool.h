@@ -52,6 +52,11 @@ int spool_append(struct spool *s, const void *data, size_t len, enum spool_prio 
 /* Append n entries with one fsync. Returns number appended (>=0) or -errno. */
 int spool_append_many(struct spool *s, const void *const *data, const size_t *lens, size_t n,
 		      enum spool_prio prio);
+/* Group commit over several spool_append_many calls (e.g. one per priority): their fsync is
+ * deferred to spool_group_commit (one fdatasync; a segment rollover still syncs the old one).
+ * Entries count as durable only after the commit returns 0. */
+void spool_group_begin(struct spool *s);
+int spool_group_commit(struct spool *s);
 
 /*
  * Iterate unacked entries in order, at most max entries / max_bytes of payload (at least one

@@ -56,6 +56,8 @@ struct upl {
 
 	size_t batch_records, batch_bytes, batch_limit;
 	uint64_t batch_delay_ms, backoff_min_ms, backoff_max_ms;
+	int (*before_ack)(void *ud);
+	void *before_ack_ud;
 
 	/* current batch (kept across 422 resends) */
 	struct bentry *ents;
@@ -233,6 +235,8 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	u->batch_bytes = o->batch_bytes ? o->batch_bytes : DEFAULT_BATCH_BYTES;
 	u->batch_limit = u->batch_records;
 	u->batch_delay_ms = o->batch_delay_ms ? o->batch_delay_ms : 1000;
+	u->before_ack = o->before_ack;
+	u->before_ack_ud = o->before_ack_ud;
 	u->backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms : 500;
 	u->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 300000;
 	if (u->backoff_max_ms < u->backoff_min_ms)
@@ -583,6 +587,13 @@ static int ack_batch(struct upl *u)
 	if (!n)
 		return 0;
 	last = u->ents[n - 1].seq;
+	if (u->before_ack) {
+		r = u->before_ack(u->before_ack_ud);
+		if (r < 0) {
+			set_error(u, "before ack: %s", strerror(-r));
+			return r;
+		}
+	}
 	r = spool_ack(u->spool, last);
 	if (r < 0) {
 		set_error(u, "spool ack: %s", strerror(-r));

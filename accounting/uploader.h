@@ -31,6 +31,11 @@ struct upl_opts {
 	uint64_t backoff_min_ms;     /* first retry ceiling, 0 = 500 */
 	uint64_t backoff_max_ms;     /* ceiling cap, 0 = 300 s */
 	uint64_t seed;		     /* jitter PRNG seed, 0 = from getrandom() */
+	/* Called before entries are acked (deleted from the spool); a negative return keeps
+	 * them (backoff, then the batch is sent again: the collector answers duplicate).
+	 * NULL = none. */
+	int (*before_ack)(void *ud);
+	void *before_ack_ud;
 };
 
 struct upl_stats {

@@ -223,6 +223,8 @@ int state_next_record_id(struct agent *a, char *buf, size_t len);
 int state_init_counters(struct agent *a);
 uint64_t state_next_task_seq(struct agent *a);
 int state_save_audit_head(struct agent *a);
+/* Saves the head if records were chained since the last save (before spool acks, at stop). */
+int state_sync_audit_head(struct agent *a);
 void state_load_audit_head(struct agent *a);
 
 bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);

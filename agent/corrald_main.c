@@ -503,6 +503,8 @@ int main(int argc, char **argv)
 		agent_flush_records(&a);
 	}
 	agent_flush_records(&a);
+	if (state_sync_audit_head(&a) < 0)
+		log_error("saving the audit chain head failed");
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");
 	control_close_all(&a);
 	agent_hooks_fini(&a);

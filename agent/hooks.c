@@ -285,6 +285,17 @@ static int metrics_start(struct agent *a)
 	return 0;
 }
 
+/* Acked entries leave the spool: the audit chain head must be durable first (state.c). */
+static int upl_before_ack(void *ud)
+{
+	struct agent *a = ud;
+	int r = state_sync_audit_head(a);
+
+	if (r < 0)
+		log_error("saving the audit chain head before an ack failed: %s", strerror(-r));
+	return r;
+}
+
 int agent_hooks_init(struct agent *a)
 {
 	char dir[512];
@@ -332,6 +343,8 @@ int agent_hooks_init(struct agent *a)
 		uo.state_dir = a->cfg.state_dir;
 		uo.batch_records = a->cfg.batch_records;
 		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;
+		uo.before_ack = upl_before_ack;
+		uo.before_ack_ud = a;
 		r = upl_new(&uo, a->spool, &a->upl);
 		if (r < 0) {
 			log_error("uploader for %s: %s", a->cfg.collector_url, strerror(-r));

@@ -519,10 +519,25 @@ int state_load(struct agent *a)
 }
 
 /*
- * The audit hash chain's head survives restarts: it is written after each audit record is
- * spooled. A crash between the two leaves the spool one record ahead; state_load_audit_head
- * replays unacked spool entries to catch up, so the chain never forks.
+ * The audit hash chain's head survives restarts. Every audit record is spooled before it is
+ * uploaded, and the spool deletes nothing before an ack, so the head needs to be durable only
+ * before an ack (the uploader's before_ack hook, state_sync_audit_head) and at shutdown: at
+ * start state_load_audit_head follows the chain from the saved head through the unacked spool
+ * entries, which hold every audit record after it. (Writing it per record cost two fsyncs on
+ * every launch.) Without a spool the head is saved with each record.
  */
+int state_sync_audit_head(struct agent *a)
+{
+	int r;
+
+	if (!a->audit_dirty)
+		return 0;
+	r = state_save_audit_head(a);
+	if (r == 0)
+		a->audit_dirty = false;
+	return r;
+}
+
 int state_save_audit_head(struct agent *a)
 {
 	char path[512];

@@ -374,27 +374,27 @@ static void flush_prio(struct agent *a, enum spool_prio prio)
 
 /*
  * Make the records of this loop iteration durable (one fdatasync per priority), then do what
- * had to wait for that: persist the audit chain head, drop the state files of ended tasks (a
+ * had to wait for that (the audit chain head is saved before acks: state_sync_audit_head):
+ * drop the state files of ended tasks (a
  * crash before this point re-finalizes them; their records have fixed ids, so the collector
  * keeps one copy), wake the uploader.
  */
 void agent_flush_records(struct agent *a)
 {
 	if (a->n_pend && a->spool) {
+		int r;
+
+		spool_group_begin(a->spool);
 		flush_prio(a, SPOOL_PRIO_KEEP);
 		flush_prio(a, SPOOL_PRIO_SHED);
+		r = spool_group_commit(a->spool);
+		if (r < 0)
+			log_error("spool fdatasync failed: %s", strerror(-r));
 	}
 	for (size_t i = 0; i < a->n_pend; i++)
 		free(a->pend[i].buf);
 	a->n_pend = 0;
 	audit_glue_syscalls_flushed(a);
-	if (a->audit_dirty) {
-		int r = state_save_audit_head(a);
-
-		if (r < 0)
-			log_error("saving the audit chain head failed: %s", strerror(-r));
-		a->audit_dirty = false;
-	}
 	for (size_t i = 0; i < a->n_unlink; i++) {
 		char path[512];
 
@@ -1036,7 +1036,6 @@ static void task_main_exited(struct agent *a, struct task *t)
 		t->state = TASK_ENDING;
 		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
 	}
-	task_collect_usage(a, t);
 	if (t->status == ACCT_EXIT_OOM_KILLED) {
 		struct acct_record r;
 
@@ -1053,8 +1052,11 @@ static void task_main_exited(struct agent *a, struct task *t)
 		tsglue_snapshot(a, t); /* leftovers' exit records must find their task */
 		(void)cg_task_kill(t->cg, SIGKILL);
 	}
+	/* task_finalize collects the final usage itself: read the cgroup once, not twice */
 	if ((!t->cg || cg_task_is_empty(t->cg) != 0) && audit_glue_syscalls_settled(a, t, false))
 		task_finalize(a, t);
+	else
+		task_collect_usage(a, t);
 }
 
 void task_on_status(struct agent *a, struct task *t)

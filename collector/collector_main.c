@@ -2,7 +2,7 @@
 /*
  * corral-collector: ingest server for accounting records.
  *   corral-collector serve   [--config FILE] [--listen ADDR:PORT] [--db URI] [--tokens FILE]
- *                            [--max-body BYTES] [--max-records N]
+ *                            [--max-body BYTES] [--max-records N] [--db-connections N]
  *   corral-collector dump    --db URI [--type T] [--node N] [--task ID] [--limit N]
  *                            [--format table|json]
  *   corral-collector migrate --db URI
@@ -40,6 +40,7 @@ struct options {
 	char *tokens;
 	uint64_t max_body;
 	uint64_t max_records;
+	uint64_t db_connections; /* 0 = default: 1 for SQLite, 4 for PostgreSQL */
 	bool no_rollups;
 	/* dump */
 	const char *type, *node, *task;
@@ -98,7 +99,15 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 		}
 	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
 		r = set_str(&o->db, value);
-	else if (strcmp(section, "report") == 0 && strcmp(name, "prices") == 0)
+	else if (strcmp(section, "storage") == 0 && strcmp(name, "connections") == 0) {
+		if (parse_u64(value, &o->db_connections) < 0 || o->db_connections == 0 ||
+		    o->db_connections > COLL_INGEST_POOL_MAX) {
+			snprintf(o->err, sizeof(o->err),
+				 "[storage] connections: expected 1..%d, got '%s'",
+				 COLL_INGEST_POOL_MAX, value);
+			return 0;
+		}
+	} else if (strcmp(section, "report") == 0 && strcmp(name, "prices") == 0)
 		r = set_str(&o->prices, value);
 	else {
 		snprintf(o->err, sizeof(o->err), "unknown key [%s] %s", section, name);
@@ -131,6 +140,7 @@ static _noreturn_ void usage(int code)
 	    code ? stderr : stdout,
 	    "usage: corral-collector serve [--config FILE] [--listen ADDR:PORT] [--db URI]\n"
 	    "                              [--tokens FILE] [--max-body BYTES] [--max-records N]\n"
+	    "                              [--db-connections N]\n"
 	    "       corral-collector dump --db URI [--type T] [--node N] [--task ID] [--limit N]\n"
 	    "                             [--format table|json]\n"
 	    "       corral-collector migrate --db URI\n"
@@ -147,6 +157,7 @@ static _noreturn_ void usage(int code)
 enum {
 	OPT_MAX_RECORDS = 0x100,
 	OPT_NO_ROLLUPS,
+	OPT_DB_CONNECTIONS,
 	OPT_PRICES,
 	OPT_FROM,
 	OPT_TO,
@@ -165,6 +176,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"max-body", required_argument, NULL, 'b'},
 	    {"max-records", required_argument, NULL, OPT_MAX_RECORDS},
 	    {"no-rollups", no_argument, NULL, OPT_NO_ROLLUPS},
+	    {"db-connections", required_argument, NULL, OPT_DB_CONNECTIONS},
 	    {"type", required_argument, NULL, 'T'},
 	    {"node", required_argument, NULL, 'N'},
 	    {"task", required_argument, NULL, 'K'},
@@ -217,6 +229,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_NO_ROLLUPS:
 			o->no_rollups = true;
+			break;
+		case OPT_DB_CONNECTIONS:
+			if (parse_u64(optarg, &cli.db_connections) < 0 || cli.db_connections == 0 ||
+			    cli.db_connections > COLL_INGEST_POOL_MAX) {
+				fprintf(stderr,
+					"corral-collector: --db-connections: expected 1..%d, got "
+					"'%s'\n",
+					COLL_INGEST_POOL_MAX, optarg);
+				r = -EINVAL;
+			}
 			break;
 		case 'T':
 			o->type = optarg;
@@ -289,6 +311,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		o->max_body = cli.max_body;
 	if (cli.max_records)
 		o->max_records = cli.max_records;
+	if (cli.db_connections)
+		o->db_connections = cli.db_connections;
 out:
 	options_free(&cli);
 	return r;
@@ -323,6 +347,8 @@ static int cmd_serve(struct options *o)
 	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;
 	struct coll_server *srv = NULL;
+	struct coll_store *extra[COLL_INGEST_POOL_MAX] = {0};
+	size_t nconn = 1, nextra = 0;
 	_cleanup_free_ struct price_sheet *prices = NULL;
 	char err[512];
 	sigset_t mask;
@@ -362,11 +388,27 @@ static int cmd_serve(struct options *o)
 		fprintf(stderr, "corral-collector: --listen / [server] listen: %s\n", err);
 		goto out;
 	}
+	/* SQLite has one writer: more connections would only queue on its lock. */
+	nconn = o->db_connections ?: strcmp(store->ops->name, "sqlite") == 0 ? 1 : 4;
+	if (nconn > 1 && strcmp(store->ops->name, "sqlite") == 0) {
+		fprintf(stderr, "corral-collector: --db-connections / [storage] connections: "
+				"SQLite has a single writer, use 1\n");
+		r = -EINVAL;
+		goto out;
+	}
+	for (; nextra + 1 < nconn; nextra++) {
+		r = open_store(o, &extra[nextra]);
+		if (r < 0)
+			goto out;
+		coll_server_add_ingest_store(srv, extra[nextra]);
+	}
 	if (prices)
 		coll_server_set_prices(srv, prices);
-	fprintf(stderr, "corral-collector: listening on %s (port %u), %zu tokens, db %s%s\n",
-		cfg.listen, coll_server_port(srv), tokens.n, store->ops->name,
-		o->no_rollups ? " (rollups off)" : "");
+	fprintf(stderr,
+		"corral-collector: listening on %s (port %u), %zu tokens, db %s (%zu "
+		"connection%s)%s\n",
+		cfg.listen, coll_server_port(srv), tokens.n, store->ops->name, nconn,
+		nconn == 1 ? "" : "s", o->no_rollups ? " (rollups off)" : "");
 	sd_notify(0, "READY=1");
 	for (;;) {
 		if (sigwait(&mask, &sig) != 0)
@@ -378,8 +420,13 @@ static int cmd_serve(struct options *o)
 	sd_notify(0, "STOPPING=1");
 	fprintf(stderr, "corral-collector: %s, finishing in-flight batches\n", strsignal(sig));
 	coll_server_stop(srv, STOP_TIMEOUT_MS);
+	srv = NULL;
 	r = 0;
 out:
+	if (srv)
+		coll_server_stop(srv, 0);
+	for (size_t i = 0; i < nextra; i++)
+		coll_store_close(extra[i]);
 	coll_store_close(store);
 	coll_tokens_free(&tokens);
 	return r < 0 ? 1 : 0;

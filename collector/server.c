@@ -45,7 +45,62 @@ struct coll_server {
 	struct coll_chain_heads *heads; /* audit chain check at ingest */
 	void (*log)(const char *msg);
 	atomic_uint_fast64_t audit_checked, audit_breaks, audit_check_errors;
+	/* Batches are inserted through a pool of store handles (one connection each), so
+	 * concurrent POSTs commit in parallel where the database allows it (PostgreSQL). */
+	pthread_mutex_t pool_lock;
+	pthread_cond_t pool_free;
+	struct coll_store *pool[COLL_INGEST_POOL_MAX];
+	bool pool_busy[COLL_INGEST_POOL_MAX];
+	size_t npool;
+	atomic_uint_fast64_t pool_waits;
 };
+
+static struct coll_store *pool_get(struct coll_server *s)
+{
+	struct coll_store *st = NULL;
+	bool waited = false;
+
+	pthread_mutex_lock(&s->pool_lock);
+	for (;;) {
+		for (size_t i = 0; i < s->npool && !st; i++)
+			if (!s->pool_busy[i]) {
+				s->pool_busy[i] = true;
+				st = s->pool[i];
+			}
+		if (st)
+			break;
+		waited = true;
+		pthread_cond_wait(&s->pool_free, &s->pool_lock);
+	}
+	pthread_mutex_unlock(&s->pool_lock);
+	if (waited)
+		atomic_fetch_add(&s->pool_waits, 1);
+	return st;
+}
+
+static void pool_put(struct coll_server *s, struct coll_store *st)
+{
+	pthread_mutex_lock(&s->pool_lock);
+	for (size_t i = 0; i < s->npool; i++)
+		if (s->pool[i] == st)
+			s->pool_busy[i] = false;
+	pthread_cond_signal(&s->pool_free);
+	pthread_mutex_unlock(&s->pool_lock);
+}
+
+int coll_server_add_ingest_store(struct coll_server *srv, struct coll_store *st)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&srv->pool_lock);
+	if (srv->npool >= COLL_INGEST_POOL_MAX)
+		r = -E2BIG;
+	else
+		srv->pool[srv->npool++] = st;
+	pthread_cond_signal(&srv->pool_free);
+	pthread_mutex_unlock(&srv->pool_lock);
+	return r;
+}
 
 struct request {
 	bool started;
@@ -416,15 +471,21 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	for (size_t i = 0; i < b.n; i++)
 		items[i] = (struct coll_item){
 		    .rec = &b.recs[i], .json = b.lines[i].p, .json_len = b.lines[i].len};
-	r = coll_store_insert_batch(s->store, items, b.n);
-	if (r < 0) {
-		fclose(f);
-		free(body);
-		atomic_fetch_add(&s->db_errors, 1);
-		ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
-				  "database unavailable, nothing stored: %s",
-				  coll_store_errmsg(s->store));
-		goto out;
+	{
+		struct coll_store *st = pool_get(s);
+
+		r = coll_store_insert_batch(st, items, b.n);
+		if (r < 0) {
+			fclose(f);
+			free(body);
+			atomic_fetch_add(&s->db_errors, 1);
+			ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
+					  "database unavailable, nothing stored: %s",
+					  coll_store_errmsg(st));
+			pool_put(s, st);
+			goto out;
+		}
+		pool_put(s, st);
 	}
 	check_audit_chain(s, items, b.n);
 	for (size_t i = 0; i < b.n; i++)
@@ -782,6 +843,16 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 		"corral_collector_audit_chain_check_errors_total %" PRIuFAST64 "\n",
 		atomic_load(&s->audit_checked), atomic_load(&s->audit_breaks),
 		atomic_load(&s->audit_check_errors));
+	fprintf(f,
+		"# HELP corral_collector_db_connections Database connections batches are inserted "
+		"through (--db-connections).\n"
+		"# TYPE corral_collector_db_connections gauge\n"
+		"corral_collector_db_connections %zu\n"
+		"# HELP corral_collector_db_pool_waits_total Batches that waited for a free "
+		"database connection.\n"
+		"# TYPE corral_collector_db_pool_waits_total counter\n"
+		"corral_collector_db_pool_waits_total %" PRIuFAST64 "\n",
+		s->npool, atomic_load(&s->pool_waits));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;
@@ -1027,6 +1098,10 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	if (!s)
 		return -ENOMEM;
 	s->store = store;
+	pthread_mutex_init(&s->pool_lock, NULL);
+	pthread_cond_init(&s->pool_free, NULL);
+	s->pool[0] = store;
+	s->npool = 1;
 	s->tokens = tokens;
 	s->log = cfg->log;
 	if (coll_chain_heads_new(&s->heads) < 0) {

@@ -41,5 +41,10 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 		      const struct coll_tokens *tokens, struct coll_server **ret, char *err,
 		      size_t errlen);
 uint16_t coll_server_port(struct coll_server *s);
+/* One more store handle (its own database connection) for inserting batches, so concurrent
+ * POSTs commit in parallel; the server's own store is the first. The caller keeps it open
+ * until the server is stopped. -E2BIG beyond COLL_INGEST_POOL_MAX. */
+#define COLL_INGEST_POOL_MAX 32
+int coll_server_add_ingest_store(struct coll_server *srv, struct coll_store *st);
 /* Graceful stop: stop accepting, let in-flight requests finish (at most timeout_ms), stop. */
 void coll_server_stop(struct coll_server *s, unsigned timeout_ms);

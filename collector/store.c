@@ -120,22 +120,59 @@ const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
 	}
 }
 
+static char *put_json_str(char *o, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	*o++ = '"';
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\') {
+			*o++ = '\\';
+			*o++ = (char)*p;
+		} else if (*p < 0x20) {
+			memcpy(o, "\\u00", 4);
+			o[4] = hex[*p >> 4];
+			o[5] = hex[*p & 15];
+			o += 6;
+		} else
+			*o++ = (char)*p;
+	}
+	*o++ = '"';
+	return o;
+}
+
+/* Compact, keys sorted by strcmp (what jansson's JSON_SORT_KEYS printed before), written
+ * directly: this runs for every ingested record. */
 char *coll_labels_json(const struct acct_record *r)
 {
-	json_t *labels = json_object();
-	char *s;
+	const struct acct_label *l = r->task.labels;
+	size_t n = MIN(r->task.n_labels, (size_t)ACCT_LABELS_MAX), idx[ACCT_LABELS_MAX];
+	size_t cap = 3;
+	char *buf, *o;
 
-	if (!labels)
+	for (size_t i = 0; i < n; i++) {
+		size_t j = i;
+
+		cap += 6 * (strlen(l[i].key) + strlen(l[i].value ?: "")) + 6;
+		for (; j > 0 && strcmp(l[idx[j - 1]].key, l[i].key) > 0; j--)
+			idx[j] = idx[j - 1];
+		idx[j] = i;
+	}
+	buf = malloc(cap);
+	if (!buf)
 		return NULL;
-	for (size_t i = 0; i < r->task.n_labels; i++)
-		if (json_object_set_new(labels, r->task.labels[i].key,
-					json_string(r->task.labels[i].value ?: "")) < 0) {
-			json_decref(labels);
-			return NULL;
-		}
-	s = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(labels);
-	return s;
+	o = buf;
+	*o++ = '{';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			*o++ = ',';
+		o = put_json_str(o, l[idx[i]].key);
+		*o++ = ':';
+		o = put_json_str(o, l[idx[i]].value ?: "");
+	}
+	*o++ = '}';
+	*o = 0;
+	return buf;
 }
 
 const struct coll_col coll_cols[COLL_N_COLS] = {
@@ -192,22 +229,11 @@ int coll_item_values(const struct coll_item *it, struct coll_item_scratch *sc,
 		     struct coll_value vals[COLL_N_COLS])
 {
 	const struct acct_record *r = it->rec;
-	json_t *labels;
 	int k = 0;
 
 	memset(vals, 0, sizeof(struct coll_value) * COLL_N_COLS);
 	format_rfc3339_us(r->time_ns, sc->time, sizeof(sc->time));
-	labels = json_object();
-	if (!labels)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->task.n_labels; i++)
-		if (json_object_set_new(labels, r->task.labels[i].key,
-					json_string(r->task.labels[i].value ?: "")) < 0) {
-			json_decref(labels);
-			return -ENOMEM;
-		}
-	sc->labels = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(labels);
+	sc->labels = coll_labels_json(r);
 	if (!sc->labels)
 		return -ENOMEM;
 
@@ -303,30 +329,85 @@ static int delta_cmp(const void *a, const void *b)
 	return 0;
 }
 
-/* d[0..n) sorted in place, equal keys merged (sums added, the newest sample of a task kept);
- * the merged count. */
+struct delta_slot {
+	bool used;
+	uint64_t hash;
+	size_t idx;
+};
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return (h ^ 0xff) * 0x100000001b3ULL; /* separator: "ab","c" differs from "a","bc" */
+}
+
+/* Hash of exactly what delta_cmp compares. */
+static uint64_t delta_hash(const struct coll_delta *d)
+{
+	const struct coll_rollup_def *def = coll_rollup_def(d->table);
+	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)d->table << 1 | d->del);
+
+	h = fnv1a(h, d->bucket);
+	for (size_t k = 0; k < def->n_keys; k++)
+		h = fnv1a(h, coll_delta_key(d, def->keys[k]));
+	return h;
+}
+
+static void merge_into(struct coll_delta *prev, const struct coll_delta *d)
+{
+	if (prev->table != COLL_ROLLUP_OPEN)
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			prev->v[s] += d->v[s];
+	else if (!prev->del && d->sample_ns > prev->sample_ns)
+		*prev = *d; /* the newest sample of a task */
+}
+
+/*
+ * d[0..n) with equal keys merged (sums added, the newest sample of a task kept), sorted: the
+ * fixed order in which the backends take row locks; the merged count. Merging goes through a
+ * hash table first (a batch has many deltas per key), so only the distinct ones are sorted.
+ */
 static size_t sort_merge(struct coll_delta *d, size_t n)
 {
-	size_t o = 0;
+	_cleanup_free_ struct delta_slot *slot = NULL;
+	size_t nslots = 16, o = 0;
 
 	if (n == 0)
 		return 0;
-	qsort(d, n, sizeof(*d), delta_cmp);
+	while (nslots < 2 * n)
+		nslots *= 2;
+	slot = calloc(nslots, sizeof(*slot));
+	if (!slot) { /* no memory for the table: merge by sorting alone */
+		qsort(d, n, sizeof(*d), delta_cmp);
+		for (size_t i = 0; i < n; i++) {
+			if (o > 0 && delta_cmp(&d[o - 1], &d[i]) == 0) {
+				merge_into(&d[o - 1], &d[i]);
+				continue;
+			}
+			if (o != i)
+				d[o] = d[i];
+			o++;
+		}
+		return o;
+	}
 	for (size_t i = 0; i < n; i++) {
-		if (o > 0 && delta_cmp(&d[o - 1], &d[i]) == 0) {
-			struct coll_delta *prev = &d[o - 1];
+		uint64_t h = delta_hash(&d[i]);
+		size_t k = (size_t)h & (nslots - 1);
 
-			if (prev->table != COLL_ROLLUP_OPEN)
-				for (int s = 0; s < _COLL_SUM_MAX; s++)
-					prev->v[s] += d[i].v[s];
-			else if (!prev->del && d[i].sample_ns > prev->sample_ns)
-				*prev = d[i]; /* the newest sample of a task */
+		for (; slot[k].used; k = (k + 1) & (nslots - 1))
+			if (slot[k].hash == h && delta_cmp(&d[slot[k].idx], &d[i]) == 0)
+				break;
+		if (slot[k].used) {
+			merge_into(&d[slot[k].idx], &d[i]);
 			continue;
 		}
+		slot[k] = (struct delta_slot){.used = true, .hash = h, .idx = o};
 		if (o != i)
 			d[o] = d[i];
 		o++;
 	}
+	qsort(d, o, sizeof(*d), delta_cmp);
 	return o;
 }
 

@@ -183,6 +183,30 @@ out_rollback:
 	return r;
 }
 
+/* Bucketed rollup deltas travel by COPY into this temp table, then one INSERT .. SELECT ..
+ * ON CONFLICT per rollup table: a fixed statement instead of a VALUES list of thousands of
+ * parameters that PostgreSQL would parse anew for every batch. */
+static int rollup_in_setup(struct pg_store *st)
+{
+	_cleanup_free_ char *sql = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&sql, &len);
+
+	if (!f)
+		return -ENOMEM;
+	fputs(
+	    "CREATE TEMP TABLE IF NOT EXISTS rollup_in (tbl INTEGER NOT NULL, bucket TEXT NOT NULL",
+	    f);
+	for (int k = 0; k < _COLL_KEY_MAX; k++)
+		fprintf(f, ", %s TEXT NOT NULL", coll_key_column(k));
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", %s DOUBLE PRECISION NOT NULL", coll_sum_name(k));
+	fputs(") ON COMMIT DELETE ROWS", f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	return exec_cmd(st, sql);
+}
+
 static int session_setup(struct pg_store *st)
 {
 	int r;
@@ -192,6 +216,9 @@ static int session_setup(struct pg_store *st)
 	r = exec_cmd(st, "SET TimeZone = 'UTC'; SET client_min_messages = warning;"
 			 "CREATE TEMP TABLE IF NOT EXISTS incoming (LIKE records)"
 			 " ON COMMIT DELETE ROWS");
+	if (r < 0)
+		return r;
+	r = rollup_in_setup(st);
 	if (r < 0)
 		return r;
 	st->session_ready = true;
@@ -342,9 +369,9 @@ static void mark_new(struct coll_item **sorted, size_t n, const char *id)
 		sorted[lo]->is_new = true;
 }
 
-/* One multi-row statement per run of deltas of the same table (and, for rollup_open, the same
- * operation), at most 1000 rows each. */
-static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd)
+/* rollup_open: one multi-row statement per run of deltas of the same operation, at most 1000
+ * rows each (also able to apply bucketed tables this way). */
+static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
 	for (size_t start = 0; start < nd;) {
 		const enum coll_rollup_table t = d[start].table;
@@ -478,6 +505,107 @@ static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t
 	return 0;
 }
 
+/* Bucketed deltas: COPY into rollup_in, then one INSERT .. SELECT per table present. */
+static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t nd)
+{
+	_cleanup_free_ char *data = NULL, *sql = NULL;
+	size_t dlen = 0, slen = 0;
+	bool present[_COLL_ROLLUP_MAX] = {false};
+	FILE *f = open_memstream(&data, &dlen);
+	PGresult *res;
+	int r = 0;
+
+	if (!f)
+		return -ENOMEM;
+	for (size_t i = 0; i < nd; i++) {
+		present[d[i].table] = true;
+		fprintf(f, "%d\t", (int)d[i].table);
+		copy_escape(f, d[i].bucket, strlen(d[i].bucket));
+		for (int k = 0; k < _COLL_KEY_MAX; k++) {
+			const char *v = coll_delta_key(&d[i], k) ?: "";
+
+			fputc('\t', f);
+			copy_escape(f, v, strlen(v));
+		}
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, "\t%.17g", d[i].v[k]);
+		fputc('\n', f);
+	}
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	f = open_memstream(&sql, &slen);
+	if (!f)
+		return -ENOMEM;
+	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+		const struct coll_rollup_def *def = coll_rollup_def(t);
+		_cleanup_free_ char *pk = NULL;
+
+		if (!present[t])
+			continue;
+		pk = coll_rollup_pk(t);
+		if (!pk) {
+			fclose(f);
+			return -ENOMEM;
+		}
+		fprintf(f, "INSERT INTO %s (%s", def->name, pk);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, ", %s", coll_sum_name(k));
+		fprintf(f, ") SELECT %s", pk);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, ", %s", coll_sum_name(k));
+		/* the fixed key order in which concurrent transactions take row locks */
+		fprintf(
+		    f, " FROM rollup_in WHERE tbl = %d ORDER BY %s ON CONFLICT (%s) DO UPDATE SET ",
+		    t, pk, pk);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "", coll_sum_name(k),
+				def->name, coll_sum_name(k), coll_sum_name(k));
+		fputs(";", f);
+	}
+	if (fclose(f) != 0)
+		return -ENOMEM;
+
+	res = PQexec(st->conn, "COPY rollup_in FROM STDIN");
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+		return res_err(st, "COPY rollup_in", res);
+	PQclear(res);
+	if (PQputCopyData(st->conn, data, (int)dlen) != 1 || PQputCopyEnd(st->conn, NULL) != 1) {
+		set_err(st, "COPY rollup_in data", NULL);
+		return -EIO;
+	}
+	while ((res = PQgetResult(st->conn))) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && r == 0) {
+			r = res_err(st, "COPY rollup_in end", res);
+			continue;
+		}
+		PQclear(res);
+	}
+	if (r < 0)
+		return r;
+	r = exec_cmd(st, sql);
+	if (r < 0)
+		return r;
+	/* the rows are deleted at commit; a second batch in this transaction (rebuild) must
+	 * not apply them again */
+	return exec_cmd(st, "TRUNCATE rollup_in");
+}
+
+static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd)
+{
+	size_t nb = 0;
+	int r;
+
+	/* deltas come sorted by table, rollup_open last */
+	while (nb < nd && d[nb].table != COLL_ROLLUP_OPEN)
+		nb++;
+	if (nb > 0) {
+		r = upsert_copied(st, d, nb);
+		if (r < 0)
+			return r;
+	}
+	return upsert_values(st, d + nb, nd - nb);
+}
+
 /* Deltas of items (all taken as new) applied inside the caller's transaction: to every table,
  * or only to the tables in the mask only (bit 1u << table). */
 static int apply_items(struct pg_store *st, struct coll_item *items, size_t n, unsigned only)
@@ -508,6 +636,9 @@ static int rebuild_rollups(struct pg_store *st, unsigned only)
 
 	if (!recs || !items)
 		return -ENOMEM;
+	r = rollup_in_setup(st); /* migrations run before the session is set up */
+	if (r < 0)
+		return r;
 	r = exec_cmd(st, "DECLARE corral_rebuild NO SCROLL CURSOR FOR SELECT record_id, body"
 			 " FROM records WHERE type IN ('task.end', 'task.sample')"
 			 " ORDER BY time_ns, record_id");
@@ -564,8 +695,14 @@ static int pg_rollup_batch(struct coll_store *s, struct coll_item *items, size_t
 	return r;
 }
 
+/*
+ * One attempt in one transaction. fast: COPY straight into records, which only works when
+ * every record is new (the usual case: duplicates come from retried uploads); a unique
+ * violation returns -EEXIST and the caller retries the slow way: COPY into the temp table and
+ * INSERT .. ON CONFLICT DO NOTHING RETURNING, which tells new from duplicate.
+ */
 static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
-		       struct coll_item **sorted, const char *copy, size_t copy_len)
+		       struct coll_item **sorted, const char *copy, size_t copy_len, bool fast)
 {
 	_cleanup_free_ struct coll_delta *d = NULL;
 	_cleanup_free_ char *copy_sql = NULL;
@@ -584,7 +721,7 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 		r = -ENOMEM;
 		goto out_rollback;
 	}
-	fputs("COPY incoming (", f);
+	fputs(fast ? "COPY records (" : "COPY incoming (", f);
 	for (int c = 0; c < COLL_N_COLS; c++)
 		fprintf(f, "%s%s", c ? ", " : "", coll_cols[c].name);
 	fputs(") FROM STDIN", f);
@@ -606,7 +743,13 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 	}
 	res = PQgetResult(st->conn);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		r = res_err(st, "COPY end", res);
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		r = fast && state && strcmp(state, "23505") == 0 ? -EEXIST : 0;
+		if (r == 0)
+			r = res_err(st, "COPY end", res);
+		else
+			PQclear(res);
 		while ((res = PQgetResult(st->conn)))
 			PQclear(res);
 		goto out_rollback;
@@ -615,6 +758,11 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 	while ((res = PQgetResult(st->conn)))
 		PQclear(res);
 
+	if (fast) {
+		for (size_t i = 0; i < n; i++)
+			items[i].is_new = true;
+		goto rollups;
+	}
 	res = PQexec(st->conn, "INSERT INTO records SELECT * FROM incoming ORDER BY record_id"
 			       " ON CONFLICT (record_id) DO NOTHING RETURNING record_id");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -625,6 +773,7 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 		mark_new(sorted, n, PQgetvalue(res, row, 0));
 	PQclear(res);
 
+rollups:
 	if (!st->base.no_rollups) {
 		r = coll_deltas_build(items, n, &d, &nd);
 		if (r < 0)
@@ -651,6 +800,7 @@ static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t
 	_cleanup_free_ struct coll_item **sorted = NULL;
 	_cleanup_free_ char *copy = NULL;
 	size_t copy_len = 0;
+	bool fast = true;
 	int r;
 
 	r = ensure_conn(st);
@@ -666,7 +816,11 @@ static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t
 	if (r < 0)
 		return r;
 	for (int attempt = 0;; attempt++) {
-		r = insert_once(st, items, n, sorted, copy, copy_len);
+		r = insert_once(st, items, n, sorted, copy, copy_len, fast);
+		if (r == -EEXIST) {
+			fast = false; /* some are duplicates: find out which */
+			continue;
+		}
 		if (r != -EAGAIN || attempt + 1 >= TX_RETRIES)
 			break;
 	}

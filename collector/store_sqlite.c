@@ -355,7 +355,7 @@ static int bind_item(struct sqlite_store *st, const struct coll_item *it)
 			sqlite3_bind_double(s, c + 1, v[c].d);
 			break;
 		default:
-			sqlite3_bind_text(s, c + 1, v[c].s, (int)v[c].len, SQLITE_TRANSIENT);
+			sqlite3_bind_text(s, c + 1, v[c].s, (int)v[c].len, SQLITE_STATIC);
 			break;
 		}
 	}

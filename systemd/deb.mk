@@ -5,7 +5,7 @@ DEB_VERSION ?= 0.1.0
 DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB_ROOT := $(O)/deb/root
 DEB_FILE := $(O)/corral_$(DEB_VERSION)_$(DEB_ARCH).deb
-DEB_DEPENDS := libc6, libseccomp2, libjansson4, libinih1, libsystemd0, libcurl4, \
+DEB_DEPENDS := libc6, libseccomp2, libjansson4, libyajl2, libinih1, libsystemd0, libcurl4, \
 	libmicrohttpd12, libsqlite3-0, libpq5, libnl-3-200, libnl-genl-3-200, libbpf1, \
 	libcgroup2, libssl3, libelf1, zlib1g, systemd
 

@@ -5,13 +5,16 @@
  *   helper_ingest_load csv  ...same...   rows of the records table, CSV (sqlite3 .import)
  *   helper_ingest_load copy ...same...   rows of the records table, PostgreSQL COPY text
  *   helper_ingest_load post --url U --token T --node N --count C [--batch B] [--start S]
- *       POSTs batches (HTTP/1.1 keep-alive), every answer must be 200; prints
- *       "records=N accepted=A duplicate=D seconds=S rate=R"
+ *                           [--connections K]
+ *       POSTs batches (HTTP/1.1 keep-alive, K connections in parallel, as K nodes uploading
+ *       at once), every answer must be 200; prints
+ *       "records=N accepted=A duplicate=D seconds=S rate=R connections=K"
  * Records are generated before the clock starts, so only ingest is timed.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +88,7 @@ static int make_record(const char *node, const char *prefix, uint64_t i, struct 
 
 struct opts {
 	const char *url, *token, *node, *prefix;
-	uint64_t count, start, batch;
+	uint64_t count, start, batch, connections;
 };
 
 static void csv_field(FILE *f, const char *s, size_t len)
@@ -151,18 +154,28 @@ static uint64_t json_count(const char *body, const char *key)
 	return v;
 }
 
-static int do_post(const struct opts *o, char **lines, size_t *lens)
+struct worker {
+	const struct opts *o;
+	char **lines;
+	size_t *lens;
+	unsigned id;
+	uint64_t accepted, dup;
+	int rc;
+};
+
+/* Connection w of o->connections posts batches w, w + C, w + 2C, ... on one keep-alive. */
+static void *post_worker(void *p)
 {
+	struct worker *w = p;
+	const struct opts *o = w->o;
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
 	char auth[512];
-	uint64_t accepted = 0, dup = 0;
-	struct timespec t0, t1;
-	double secs;
-	int rc = 0;
 
-	if (!c)
-		return 1;
+	if (!c) {
+		w->rc = 1;
+		return NULL;
+	}
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", o->token);
 	h = curl_slist_append(h, auth);
 	h = curl_slist_append(h, "Content-Type: application/x-ndjson");
@@ -170,8 +183,7 @@ static int do_post(const struct opts *o, char **lines, size_t *lens)
 	curl_easy_setopt(c, CURLOPT_URL, o->url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (uint64_t off = 0; off < o->count; off += o->batch) {
+	for (uint64_t off = w->id * o->batch; off < o->count; off += o->batch * o->connections) {
 		uint64_t n = MIN(o->batch, o->count - off);
 		char *body = NULL, *resp = NULL;
 		size_t blen = 0, rlen = 0;
@@ -179,10 +191,12 @@ static int do_post(const struct opts *o, char **lines, size_t *lens)
 		long code = 0;
 		CURLcode cr;
 
-		if (!bf || !rf)
-			return 1;
+		if (!bf || !rf) {
+			w->rc = 1;
+			break;
+		}
 		for (uint64_t i = off; i < off + n; i++) {
-			fwrite(lines[i], 1, lens[i], bf);
+			fwrite(w->lines[i], 1, w->lens[i], bf);
 			fputc('\n', bf);
 		}
 		fclose(bf);
@@ -196,35 +210,69 @@ static int do_post(const struct opts *o, char **lines, size_t *lens)
 			fprintf(stderr,
 				"helper_ingest_load: batch at %" PRIu64 ": %s, HTTP %ld: %.300s\n",
 				off, curl_easy_strerror(cr), code, resp ?: "");
-			rc = 1;
+			w->rc = 1;
 		} else {
-			accepted += json_count(resp, "accepted");
-			dup += json_count(resp, "duplicate");
+			w->accepted += json_count(resp, "accepted");
+			w->dup += json_count(resp, "duplicate");
 		}
 		free(body);
 		free(resp);
-		if (rc)
+		if (w->rc)
 			break;
+	}
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return NULL;
+}
+
+static int do_post(const struct opts *o, char **lines, size_t *lens)
+{
+	struct worker *w = calloc(o->connections, sizeof(*w));
+	pthread_t *th = calloc(o->connections, sizeof(*th));
+	uint64_t accepted = 0, dup = 0;
+	struct timespec t0, t1;
+	double secs;
+	int rc = 0;
+
+	if (!w || !th)
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 0; i < o->connections; i++) {
+		w[i] = (struct worker){.o = o, .lines = lines, .lens = lens, .id = i};
+		if (pthread_create(&th[i], NULL, post_worker, &w[i]) != 0)
+			return 1;
+	}
+	for (unsigned i = 0; i < o->connections; i++) {
+		pthread_join(th[i], NULL);
+		rc |= w[i].rc;
+		accepted += w[i].accepted;
+		dup += w[i].dup;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	printf("records=%" PRIu64 " accepted=%" PRIu64 " duplicate=%" PRIu64
-	       " seconds=%.3f rate=%.0f\n",
-	       o->count, accepted, dup, secs, (double)o->count / secs);
-	curl_slist_free_all(h);
-	curl_easy_cleanup(c);
+	       " seconds=%.3f rate=%.0f connections=%" PRIu64 "\n",
+	       o->count, accepted, dup, secs, (double)o->count / secs, o->connections);
+	free(w);
+	free(th);
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"url", required_argument, NULL, 'u'},    {"token", required_argument, NULL, 't'},
-	    {"node", required_argument, NULL, 'n'},   {"count", required_argument, NULL, 'c'},
-	    {"start", required_argument, NULL, 's'},  {"batch", required_argument, NULL, 'b'},
-	    {"prefix", required_argument, NULL, 'p'}, {},
+	    {"url", required_argument, NULL, 'u'},
+	    {"token", required_argument, NULL, 't'},
+	    {"node", required_argument, NULL, 'n'},
+	    {"count", required_argument, NULL, 'c'},
+	    {"start", required_argument, NULL, 's'},
+	    {"batch", required_argument, NULL, 'b'},
+	    {"prefix", required_argument, NULL, 'p'},
+	    {"connections", required_argument, NULL, 'C'},
+	    {},
 	};
-	struct opts o = {.node = "node1", .prefix = "", .count = 1000, .batch = 500};
+	struct opts o = {
+	    .node = "node1", .prefix = "", .count = 1000, .batch = 500, .connections = 1};
 	const char *mode;
 	char **lines;
 	size_t *lens;
@@ -252,14 +300,19 @@ int main(int argc, char **argv)
 			break;
 		case 'c':
 		case 's':
+		case 'C':
 		case 'b': {
 			uint64_t v;
 
-			if (parse_u64(optarg, &v) < 0 || (c != 's' && v == 0)) {
+			if (parse_u64(optarg, &v) < 0 || (c != 's' && v == 0) ||
+			    (c == 'C' && v > 64)) {
 				fprintf(stderr, "helper_ingest_load: bad number '%s'\n", optarg);
 				return 2;
 			}
-			*(c == 'c' ? &o.count : c == 's' ? &o.start : &o.batch) = v;
+			*(c == 'c'   ? &o.count
+			  : c == 's' ? &o.start
+			  : c == 'C' ? &o.connections
+				     : &o.batch) = v;
 			break;
 		}
 		default:

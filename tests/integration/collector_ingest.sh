@@ -197,7 +197,8 @@ in_transaction() {
 		sz=$(stat -c %s "$wal" 2>/dev/null || echo 0)
 		[ "$sz" -gt $((WAL0 + 8 * 1024 * 1024)) ] ;;
 	*)
-		[ "$(psql "$1" -Atc "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'INSERT INTO records%' AND state <> 'idle'" 2>/dev/null)" -gt 0 ] 2>/dev/null ;;
+		# a backend of this database holding a transaction id has written rows of the batch
+		[ "$(psql "$1" -Atc "SELECT count(*) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()" 2>/dev/null)" -gt 0 ] 2>/dev/null ;;
 	esac
 }
 

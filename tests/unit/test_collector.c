@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "collector/server.h"
 #include "collector/store.h"
@@ -325,10 +326,40 @@ static void test_store_bad_uri(void **state)
 	assert_true(coll_store_open("sqlite:/nonexistent-dir/x/y.db", 0, &s, err, sizeof(err)) < 0);
 }
 
+/* The labels column: compact JSON, keys sorted, every byte escaped as JSON needs. */
+static void test_labels_json(void **state)
+{
+	struct acct_record r = {0};
+	json_t *got, *want;
+	char *s;
+
+	(void)state;
+	assert_int_equal(acct_task_add_label(&r.task, "zone", "eu\"west\\1"), 0);
+	assert_int_equal(acct_task_add_label(&r.task, "app", "tab\there\x01 \xc3\xa9"), 0);
+	assert_int_equal(acct_task_add_label(&r.task, "b", ""), 0);
+	s = coll_labels_json(&r);
+	assert_non_null(s);
+	assert_string_equal(s, "{\"app\":\"tab\\u0009here\\u0001 \xc3\xa9\",\"b\":\"\","
+			       "\"zone\":\"eu\\\"west\\\\1\"}");
+	got = json_loads(s, 0, NULL);
+	want = json_pack("{s:s,s:s,s:s}", "zone", "eu\"west\\1", "app", "tab\there\x01 \xc3\xa9",
+			 "b", "");
+	assert_non_null(got);
+	assert_true(json_equal(got, want));
+	json_decref(got);
+	json_decref(want);
+	free(s);
+	acct_record_clear(&r);
+	s = coll_labels_json(&r);
+	assert_string_equal(s, "{}");
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tokens_ok),
+	    cmocka_unit_test(test_labels_json),
 	    cmocka_unit_test(test_tokens_errors),
 	    cmocka_unit_test(test_tokens_file_mode),
 	    cmocka_unit_test(test_parse_listen),

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "accounting/jtree.h"
 #include "accounting/record.h"
 #include "common/macro.h"
 
@@ -251,6 +252,23 @@ static const struct bad_case bad_cases[] = {
     {"{\"schema\":\"corral.record/v1\",\"record_id\":\"x\",\"time\":\"9999-12-02T15:14:05Z\","
      "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
      "time: out of range"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\\u0000x\"},\"usage\":{}}",
+     "record: invalid JSON at byte"}, /* NUL in a string */
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\xff\"},\"usage\":{}}",
+     "record: invalid JSON at byte"}, /* not UTF-8 */
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}} {}",
+     "record: invalid JSON at byte"}, /* trailing data */
+    {"42", "record: expected a JSON object"},
+    {"", "record: invalid JSON"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":"
+	 "-9223372036854775809}}",
+     "record: invalid JSON"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"gpu_seconds\":"
+	 "1e999}}",
+     "record: invalid JSON"},
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"labels\":{\"a\":\"1\","
+	 "\"a\":\"2\"}},\"usage\":{}}",
+     "record: invalid JSON"}, /* duplicate key in a nested object */
     {"{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
      "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
      "record_id: expected a string"},
@@ -271,6 +289,53 @@ static void test_bad(void **state)
 			fail();
 		}
 	}
+}
+
+/* The decoder's tree: exact 64-bit integers, nesting limit, unknown members kept as JSON. */
+static void test_tree_limits(void **state)
+{
+	char err[256], buf[1024];
+	struct acct_record d;
+	struct jtree t;
+	size_t n = 0;
+	const char *nums = "{\"a\":9223372036854775807,\"b\":-9223372036854775808,"
+			   "\"c\":1.5e3,\"d\":[true,false,null,\"\\u00e9\"]}";
+
+	assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), 0);
+	assert_int_equal(jtree_get(t.root, "a")->type, JT_INT);
+	assert_true(jtree_get(t.root, "a")->i == INT64_MAX);
+	assert_true(jtree_get(t.root, "b")->i == INT64_MIN);
+	assert_int_equal(jtree_get(t.root, "c")->type, JT_REAL);
+	assert_true(jtree_get(t.root, "c")->d == 1500.0);
+	assert_int_equal(jtree_get(t.root, "d")->kids.n, 4);
+	assert_string_equal(jtree_get(t.root, "d")->kids.last->str.s, "\xc3\xa9");
+	jtree_free(&t);
+
+	/* JTREE_MAX_DEPTH nested arrays parse, one more does not */
+	for (int i = 0; i < JTREE_MAX_DEPTH; i++)
+		buf[n++] = '[';
+	for (int i = 0; i < JTREE_MAX_DEPTH; i++)
+		buf[n++] = ']';
+	assert_int_equal(jtree_parse(&t, buf, n, err, sizeof(err)), 0);
+	jtree_free(&t);
+	memmove(buf + 1, buf, n);
+	buf[0] = '[';
+	buf[++n] = ']';
+	n++;
+	assert_int_equal(jtree_parse(&t, buf, n, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "nesting too deep"));
+	jtree_free(&t);
+
+	/* a record whose unknown member is a large nested value: kept, and in the heap arena */
+	n = (size_t)snprintf(buf, sizeof(buf),
+			     HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},"
+				 "\"x_site\":{\"rack\":[1,2.5,\"r\",{\"u\":null}],\"k\":true}}");
+	assert_int_equal(acct_record_decode(buf, n, &d, err, sizeof(err)), 0);
+	assert_non_null(d.extra);
+	assert_int_equal(json_integer_value(json_array_get(
+			     json_object_get(json_object_get(d.extra, "x_site"), "rack"), 0)),
+			 1);
+	acct_record_clear(&d);
 }
 
 static void test_oversize(void **state)
@@ -355,6 +420,7 @@ int main(void)
 	    cmocka_unit_test(test_extra_survives),
 	    cmocka_unit_test(test_bad),
 	    cmocka_unit_test(test_oversize),
+	    cmocka_unit_test(test_tree_limits),
 	    cmocka_unit_test(test_audit_chain),
 	    cmocka_unit_test(test_labels),
 	};

@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+/* JSON tree from yajl events, arena allocated (see jtree.h). */
+#include "accounting/jtree.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yajl/yajl_parse.h>
+
+#include "common/macro.h"
+
+struct jarena_chunk {
+	struct jarena_chunk *next;
+	size_t size, used;
+	char data[] __attribute__((aligned(16)));
+};
+
+#define CHUNK_MIN (32 * 1024)
+
+static void *arena_alloc(struct jtree *t, size_t n)
+{
+	struct jarena_chunk *c;
+
+	n = (n + 15) & ~(size_t)15;
+	if (!t->chunks && t->used + n <= sizeof(t->inline_buf)) {
+		void *p = t->inline_buf + t->used;
+
+		t->used += n;
+		return p;
+	}
+	c = t->chunks;
+	if (!c || c->used + n > c->size) {
+		size_t size = MAX((size_t)CHUNK_MIN, n);
+
+		c = malloc(sizeof(*c) + size);
+		if (!c)
+			return NULL;
+		c->size = size;
+		c->used = 0;
+		c->next = t->chunks;
+		t->chunks = c;
+	}
+	c->used += n;
+	return c->data + c->used - n;
+}
+
+struct pctx {
+	struct jtree *t;
+	struct jnode *stack[JTREE_MAX_DEPTH];
+	int depth;
+	const char *key; /* pending member name of the innermost object */
+	char msg[96];	 /* our reason when a callback cancels the parse */
+	bool nomem;
+};
+
+static int cancel(struct pctx *p, const char *msg)
+{
+	snprintf(p->msg, sizeof(p->msg), "%s", msg);
+	return 0;
+}
+
+static char *copy_str(struct pctx *p, const unsigned char *s, size_t len)
+{
+	char *d;
+
+	if (memchr(s, 0, len)) {
+		cancel(p, "NUL byte in string");
+		return NULL;
+	}
+	d = arena_alloc(p->t, len + 1);
+	if (!d) {
+		p->nomem = true;
+		cancel(p, "out of memory");
+		return NULL;
+	}
+	memcpy(d, s, len);
+	d[len] = 0;
+	return d;
+}
+
+/* New value in the current container (or the root); NULL when the parse must stop. */
+static struct jnode *add(struct pctx *p, enum jtype type)
+{
+	struct jnode *n, *parent = p->depth ? p->stack[p->depth - 1] : NULL;
+
+	if (!parent && p->t->root) {
+		cancel(p, "more than one value");
+		return NULL;
+	}
+	n = arena_alloc(p->t, sizeof(*n));
+	if (!n) {
+		p->nomem = true;
+		cancel(p, "out of memory");
+		return NULL;
+	}
+	memset(n, 0, sizeof(*n));
+	n->type = type;
+	if (!parent) {
+		p->t->root = n;
+		return n;
+	}
+	if (parent->type == JT_OBJECT) {
+		n->key = p->key;
+		p->key = NULL;
+	}
+	if (parent->kids.last)
+		parent->kids.last->next = n;
+	else
+		parent->kids.first = n;
+	parent->kids.last = n;
+	parent->kids.n++;
+	return n;
+}
+
+static int on_null(void *ud)
+{
+	return add(ud, JT_NULL) != NULL;
+}
+
+static int on_bool(void *ud, int b)
+{
+	return add(ud, b ? JT_TRUE : JT_FALSE) != NULL;
+}
+
+static int on_number(void *ud, const char *s, size_t len)
+{
+	struct pctx *p = ud;
+	char buf[64];
+	struct jnode *n;
+	char *end;
+	bool real = memchr(s, '.', len) || memchr(s, 'e', len) || memchr(s, 'E', len);
+
+	if (len >= sizeof(buf))
+		return cancel(p, real ? "real number too long" : "too big integer");
+	memcpy(buf, s, len);
+	buf[len] = 0;
+	n = add(p, real ? JT_REAL : JT_INT);
+	if (!n)
+		return 0;
+	errno = 0;
+	if (real) {
+		n->d = strtod(buf, &end);
+		if (*end || !isfinite(n->d))
+			return cancel(p, "real number overflow");
+	} else {
+		n->i = strtoll(buf, &end, 10);
+		if (*end || errno == ERANGE)
+			return cancel(p, buf[0] == '-' ? "too big negative integer"
+						       : "too big integer");
+	}
+	return 1;
+}
+
+static int on_string(void *ud, const unsigned char *s, size_t len)
+{
+	struct pctx *p = ud;
+	char *d = copy_str(p, s, len);
+	struct jnode *n;
+
+	if (!d || !(n = add(p, JT_STRING)))
+		return 0;
+	n->str.s = d;
+	n->str.len = len;
+	return 1;
+}
+
+static int on_key(void *ud, const unsigned char *s, size_t len)
+{
+	struct pctx *p = ud;
+	const struct jnode *o = p->stack[p->depth - 1];
+	char *d = copy_str(p, s, len);
+
+	if (!d)
+		return 0;
+	for (const struct jnode *k = o->kids.first; k; k = k->next)
+		if (strcmp(k->key, d) == 0)
+			return cancel(p, "duplicate object key");
+	p->key = d;
+	return 1;
+}
+
+static int open_container(struct pctx *p, enum jtype type)
+{
+	struct jnode *n;
+
+	if (p->depth >= JTREE_MAX_DEPTH)
+		return cancel(p, "nesting too deep");
+	n = add(p, type);
+	if (!n)
+		return 0;
+	p->stack[p->depth++] = n;
+	return 1;
+}
+
+static int on_start_map(void *ud)
+{
+	return open_container(ud, JT_OBJECT);
+}
+
+static int on_start_array(void *ud)
+{
+	return open_container(ud, JT_ARRAY);
+}
+
+static int on_end(void *ud)
+{
+	struct pctx *p = ud;
+
+	p->depth--;
+	return 1;
+}
+
+static const yajl_callbacks callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_bool,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_key,
+    .yajl_end_map = on_end,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end,
+};
+
+int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t errlen)
+{
+	struct pctx pc = {.t = t}, *p = &pc;
+	yajl_handle h;
+	yajl_status st;
+	int r = 0;
+
+	t->root = NULL;
+	t->chunks = NULL;
+	t->used = 0;
+	h = yajl_alloc(&callbacks, NULL, p);
+	if (!h)
+		return -ENOMEM;
+	st = yajl_parse(h, (const unsigned char *)buf, len);
+	if (st == yajl_status_ok)
+		st = yajl_complete_parse(h);
+	if (st != yajl_status_ok) {
+		size_t at = yajl_get_bytes_consumed(h);
+
+		if (p->nomem) {
+			r = -ENOMEM;
+		} else if (st == yajl_status_client_canceled) {
+			snprintf(err, errlen, "at byte %zu: %s", at, p->msg);
+			r = -EINVAL;
+		} else {
+			unsigned char *m = yajl_get_error(h, 0, NULL, 0);
+			const char *s = m ? (const char *)m : "syntax error";
+
+			/* yajl's text is "parse error: ..." / "lexical error: ..." + newline */
+			snprintf(err, errlen, "at byte %zu: %.*s", at, (int)strcspn(s, "\n"), s);
+			if (m)
+				yajl_free_error(h, m);
+			r = -EINVAL;
+		}
+	} else if (!t->root) {
+		snprintf(err, errlen, "at byte 0: no value");
+		r = -EINVAL;
+	}
+	yajl_free(h);
+	return r;
+}
+
+void jtree_free(struct jtree *t)
+{
+	struct jarena_chunk *c = t->chunks, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	t->chunks = NULL;
+	t->root = NULL;
+	t->used = 0;
+}
+
+const struct jnode *jtree_get(const struct jnode *o, const char *key)
+{
+	if (!o || o->type != JT_OBJECT)
+		return NULL;
+	for (const struct jnode *k = o->kids.first; k; k = k->next)
+		if (strcmp(k->key, key) == 0)
+			return k;
+	return NULL;
+}
+
+json_t *jtree_to_json(const struct jnode *n)
+{
+	json_t *v = NULL;
+
+	switch (n->type) {
+	case JT_NULL:
+		return json_null();
+	case JT_FALSE:
+		return json_false();
+	case JT_TRUE:
+		return json_true();
+	case JT_INT:
+		return json_integer(n->i);
+	case JT_REAL:
+		return json_real(n->d);
+	case JT_STRING:
+		return json_stringn(n->str.s, n->str.len);
+	case JT_OBJECT:
+		v = json_object();
+		break;
+	case JT_ARRAY:
+		v = json_array();
+		break;
+	}
+	if (!v)
+		return NULL;
+	for (const struct jnode *k = n->kids.first; k; k = k->next) {
+		json_t *c = jtree_to_json(k);
+		int e = !c		       ? -1
+			: n->type == JT_OBJECT ? json_object_set_new(v, k->key, c)
+					       : json_array_append_new(v, c);
+
+		if (e < 0) {
+			json_decref(v);
+			return NULL;
+		}
+	}
+	return v;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Read-only JSON tree for decoding records: parsed with yajl's event (SAX) parser into one
+ * arena per document, so a typical 1 KiB record costs no malloc per value (jansson's tree
+ * cost ~8x more per record at the collector; see docs/design.md "Record decoding").
+ *
+ * Rules are those of strict JSON plus: duplicate object keys rejected, strings must be valid
+ * UTF-8 without NUL, integers must fit int64_t (otherwise an error, never a rounded value),
+ * numbers with a fraction or exponent are reals, nesting limited to JTREE_MAX_DEPTH.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define JTREE_MAX_DEPTH 64
+
+enum jtype { JT_NULL, JT_FALSE, JT_TRUE, JT_INT, JT_REAL, JT_STRING, JT_OBJECT, JT_ARRAY };
+
+struct jnode {
+	enum jtype type;
+	const char *key; /* member name inside an object (NUL-terminated), else NULL */
+	struct jnode *next;
+	union {
+		int64_t i;
+		double d;
+		struct {
+			const char *s; /* NUL-terminated */
+			size_t len;
+		} str;
+		struct {
+			struct jnode *first, *last;
+			size_t n;
+		} kids;
+	};
+};
+
+struct jarena_chunk;
+
+struct jtree {
+	struct jnode *root;
+	struct jarena_chunk *chunks; /* heap chunks beyond the inline one */
+	size_t used;
+	char inline_buf[8192] __attribute__((aligned(16)));
+};
+
+/* Parses buf[0..len) into t (t needs no initialisation). Returns 0, -EINVAL with a message
+ * in err ("at byte N: ..."), or -ENOMEM. jtree_free(t) afterwards in every case. */
+int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t errlen);
+void jtree_free(struct jtree *t);
+
+/* Member of an object (NULL if absent or o is not an object). */
+const struct jnode *jtree_get(const struct jnode *o, const char *key);
+
+static inline bool jtree_is_number(const struct jnode *n)
+{
+	return n && (n->type == JT_INT || n->type == JT_REAL);
+}
+
+static inline double jtree_number(const struct jnode *n)
+{
+	return n->type == JT_INT ? (double)n->i : n->d;
+}
+
+/* A jansson copy of n (new reference), NULL on ENOMEM. */
+json_t *jtree_to_json(const struct jnode *n);
