@@ -14,6 +14,7 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
+#define PF_IDLE		  0x00000002
 #define PF_EXITING	  0x00000004
 #define SIGNAL_GROUP_EXIT 0x00000004
 #define REQ_OP_MASK	  0xff
@@ -40,6 +41,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct meter_thread);
 } threads SEC(".maps");
+
+/* Per-CPU counters of the sched_switch path, one element per task slot (see meter_types.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct meter_slot);
+} slots SEC(".maps");
 
 /* tp_btf mode keeps per-thread entries in task local storage instead of "threads". */
 struct {
@@ -82,6 +91,12 @@ __u64 map_full;
  * and an untracked thread costs one storage lookup per switch, no hash lookup.
  */
 __u32 lazy_threads;
+/*
+ * Thread entries made by user space (METER_TH_NEED_BASE) that have not taken their base yet:
+ * incremented by user space before it makes one, decremented when BPF takes the base. While
+ * it is 0 (and lazy_threads too), sched_switch does not look at the incoming thread at all.
+ */
+__s64 need_base;
 
 /*
  * RD(btf, ptr, field): a direct load in tp_btf programs (trusted BTF pointers: a plain load,
@@ -106,6 +121,8 @@ static __always_inline struct meter_task *task_of_current(void)
 static __always_inline void take_base(struct meter_thread *th, struct task_struct *tsk,
 				      const bool btf)
 {
+	if (th->flags & METER_TH_NEED_BASE)
+		__sync_fetch_and_add(&need_base, -1);
 	th->sum_exec = RD(btf, tsk, se.sum_exec_runtime);
 	th->utime = RD(btf, tsk, utime);
 	th->stime = RD(btf, tsk, stime);
@@ -131,66 +148,60 @@ static __always_inline void take_base(struct meter_thread *th, struct task_struc
 	}
 }
 
+/* *acc += cur - *last (when the counter moved forward); *last = cur. */
+#define FOLD(acc, last, cur)                                                                       \
+	do {                                                                                       \
+		__u64 __c = (cur);                                                                 \
+		if (__c > (last))                                                                  \
+			(acc) += __c - (last);                                                     \
+		(last) = __c;                                                                      \
+	} while (0)
+
 /*
  * Account what thread tsk ran since it was last accounted: the delta of se.sum_exec_runtime,
  * which update_curr() has brought up to date before trace_sched_switch. These are the very
  * deltas the scheduler charges to cpuacct / cpu.stat, so a missed event loses nothing: the
  * next one catches up. utime/stime deltas (tick-sampled) only feed the user/system ratio.
+ * The deltas go to this CPU's element of the task's slot with plain adds: the callers
+ * (sched_switch, sched_process_exit) run with preemption off and never nest on one CPU.
+ * Returns false when the thread's task is gone (slot given back or to another task).
  */
 static __always_inline bool slice_end(struct meter_thread *th, struct task_struct *tsk,
 				      const bool btf)
 {
-	__u64 se = RD(btf, tsk, se.sum_exec_runtime), ut, st;
-	struct meter_task *t;
+	__u32 slot = th->slot;
+	struct meter_slot *a;
 
-	if (btf && (th->flags & METER_TH_NEED_BASE)) {
+	if (th->flags & METER_TH_NEED_BASE) {
 		take_base(th, tsk, btf);
 		return true;
 	}
-	t = bpf_map_lookup_elem(&tasks, &th->task_key);
-	if (!t)
+	a = bpf_map_lookup_elem(&slots, &slot);
+	if (!a || a->gen != th->gen)
 		return false;
-	if (se > th->sum_exec)
-		__sync_fetch_and_add(&t->cpu_ns, se - th->sum_exec);
-	th->sum_exec = se;
-	ut = RD(btf, tsk, utime);
-	st = RD(btf, tsk, stime);
-	if (ut > th->utime)
-		__sync_fetch_and_add(&t->utime_ticks_ns, ut - th->utime);
-	if (st > th->stime)
-		__sync_fetch_and_add(&t->stime_ticks_ns, st - th->stime);
-	th->utime = ut;
-	th->stime = st;
+	FOLD(a->cpu_ns, th->sum_exec, RD(btf, tsk, se.sum_exec_runtime));
+	FOLD(a->utime_ticks_ns, th->utime, RD(btf, tsk, utime));
+	FOLD(a->stime_ticks_ns, th->stime, RD(btf, tsk, stime));
 	if (!io_from_ioac)
 		return true;
 	/* The kernel's own per-thread IO accounting, the source of /proc/PID/io. */
-	struct task_io_accounting io;
-
 	if (btf) {
-		io.rchar = tsk->ioac.rchar;
-		io.wchar = tsk->ioac.wchar;
-		io.read_bytes = tsk->ioac.read_bytes;
-		io.write_bytes = tsk->ioac.write_bytes;
-		io.cancelled_write_bytes = tsk->ioac.cancelled_write_bytes;
-	} else if (bpf_core_read(&io, sizeof(io), &tsk->ioac)) {
-		return true;
+		FOLD(a->io_read_bytes, th->rchar, tsk->ioac.rchar);
+		FOLD(a->io_write_bytes, th->wchar, tsk->ioac.wchar);
+		FOLD(a->blk_read_bytes, th->read_bytes, tsk->ioac.read_bytes);
+		FOLD(a->blk_write_bytes, th->write_bytes, tsk->ioac.write_bytes);
+		FOLD(a->blk_cancelled_bytes, th->cancelled, tsk->ioac.cancelled_write_bytes);
+	} else {
+		struct task_io_accounting io;
+
+		if (bpf_core_read(&io, sizeof(io), &tsk->ioac))
+			return true;
+		FOLD(a->io_read_bytes, th->rchar, io.rchar);
+		FOLD(a->io_write_bytes, th->wchar, io.wchar);
+		FOLD(a->blk_read_bytes, th->read_bytes, io.read_bytes);
+		FOLD(a->blk_write_bytes, th->write_bytes, io.write_bytes);
+		FOLD(a->blk_cancelled_bytes, th->cancelled, io.cancelled_write_bytes);
 	}
-	if (io.rchar > th->rchar)
-		__sync_fetch_and_add(&t->io_read_bytes, io.rchar - th->rchar);
-	if (io.wchar > th->wchar)
-		__sync_fetch_and_add(&t->io_write_bytes, io.wchar - th->wchar);
-	if (io.read_bytes > th->read_bytes)
-		__sync_fetch_and_add(&t->blk_read_bytes, io.read_bytes - th->read_bytes);
-	if (io.write_bytes > th->write_bytes)
-		__sync_fetch_and_add(&t->blk_write_bytes, io.write_bytes - th->write_bytes);
-	if (io.cancelled_write_bytes > th->cancelled)
-		__sync_fetch_and_add(&t->blk_cancelled_bytes,
-				     io.cancelled_write_bytes - th->cancelled);
-	th->rchar = io.rchar;
-	th->wchar = io.wchar;
-	th->read_bytes = io.read_bytes;
-	th->write_bytes = io.write_bytes;
-	th->cancelled = io.cancelled_write_bytes;
 	return true;
 }
 
@@ -210,41 +221,30 @@ static __always_inline void thread_del(struct task_struct *tsk, __u32 tid, const
 		bpf_map_delete_elem(&threads, &tid);
 }
 
-static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next,
-				      const bool btf)
+/*
+ * The incoming thread, looked at only while user-space entries wait for their base or a
+ * re-adopted process may have threads without an entry (lazy_threads).
+ */
+static __always_inline void switch_in(struct task_struct *next, const bool btf)
 {
 	struct meter_thread *th;
 	struct meter_proc *p;
-	__u32 tid, tgid;
+	__u32 tid = btf ? 0 : RD(btf, next, pid), tgid;
 
-	tid = btf ? 0 : RD(btf, prev, pid);
-	th = thread_get(prev, tid, btf);
+	th = thread_get(next, tid, btf);
 	if (th) {
-		/* Gone task, or the thread's last switch-out (exit_state set by exit_notify()). */
-		if (!slice_end(th, prev, btf) || RD(btf, prev, exit_state))
-			thread_del(prev, tid, btf);
+		if (th->flags & METER_TH_NEED_BASE)
+			take_base(th, next, btf);
+		return;
 	}
-
-	if (btf) {
-		th = bpf_task_storage_get(&tstore, next, 0, 0);
-		if (th) {
-			if (th->flags & METER_TH_NEED_BASE)
-				take_base(th, next, btf);
-			return;
-		}
-		if (!lazy_threads)
-			return;
-	}
+	if (!lazy_threads)
+		return;
 	tgid = RD(btf, next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return;
-	tid = btf ? 0 : RD(btf, next, pid);
-	th = thread_get(next, tid, btf);
-	if (th && th->task_key == p->task_key)
-		return;
 	/* First run of the thread since it is tracked: start from its current totals. */
-	struct meter_thread nt = {.task_key = p->task_key};
+	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
 
 	take_base(&nt, next, btf);
 	if (btf) {
@@ -255,19 +255,45 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	}
 }
 
+/*
+ * Every thread of a tracked task has its entry from fork (or from meter_track), so the common
+ * case is one entry lookup for the outgoing thread and nothing for the incoming one.
+ */
+static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next,
+				      const bool btf)
+{
+	__u32 tid = btf ? 0 : RD(btf, prev, pid);
+	struct meter_thread *th;
+
+	/* The idle task is never tracked (tp_btf: flags is on a line the scheduler has read). */
+	if (btf ? !(prev->flags & PF_IDLE) : tid != 0) {
+		th = thread_get(prev, tid, btf);
+		/* Gone task, or the thread's last switch-out (exit_state set by exit_notify()). */
+		if (th && (!slice_end(th, prev, btf) || RD(btf, prev, exit_state)))
+			thread_del(prev, tid, btf);
+	}
+	if (need_base > 0 || lazy_threads)
+		switch_in(next, btf);
+}
+
 /* ---- process lifetime --------------------------------------------------------------------- */
 
 /*
- * tp_btf: a new thread or process of a tracked task gets its task storage here, zeroed (the
- * kernel starts a child's sum_exec_runtime, utime/stime and ioac at zero), so that its
- * switches never need the "procs" lookup.
+ * A new thread or process of a tracked task gets its entry here (task storage in tp_btf mode,
+ * "threads" in raw_tp mode), zeroed: the kernel starts a child's sum_exec_runtime,
+ * utime/stime and ioac at zero. So its switches never need the "procs" lookup.
  */
-static __always_inline void storage_for_child(struct task_struct *child, __u64 task_key)
+static __always_inline void entry_for_child(struct task_struct *child, __u32 cpid,
+					    const struct meter_proc *p, const bool btf)
 {
-	struct meter_thread nt = {.task_key = task_key};
+	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
 
-	if (!bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE))
+	if (btf) {
+		if (!bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE))
+			__sync_fetch_and_add(&map_full, 1);
+	} else if (bpf_map_update_elem(&threads, &cpid, &nt, BPF_ANY)) {
 		__sync_fetch_and_add(&map_full, 1);
+	}
 }
 
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child,
@@ -280,9 +306,10 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	cpid = BPF_CORE_READ(child, pid);
 	ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid) {
-		/* A new thread: raw_tp picks it up at its first switch-in. */
-		if (btf && (p = bpf_map_lookup_elem(&procs, &ctgid)))
-			storage_for_child(child, p->task_key);
+		/* A new thread. */
+		p = bpf_map_lookup_elem(&procs, &ctgid);
+		if (p)
+			entry_for_child(child, cpid, p, btf);
 		return;
 	}
 	ptgid = BPF_CORE_READ(parent, tgid);
@@ -290,6 +317,8 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	if (!p)
 		return;
 	np.task_key = p->task_key;
+	np.slot = p->slot;
+	np.gen = p->gen;
 	t = bpf_map_lookup_elem(&tasks, &np.task_key);
 	if (!t)
 		return;
@@ -300,8 +329,7 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	}
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
-	if (btf)
-		storage_for_child(child, np.task_key);
+	entry_for_child(child, cpid, &np, btf);
 }
 
 static __always_inline int exit_status(struct task_struct *p)
@@ -329,16 +357,20 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf)
 	__u64 key, mm;
 	int code;
 
+	/*
+	 * Account the exiting thread up to now; its last switch-out adds the remainder. Looked up
+	 * before "procs": an entry still waiting for its base (never switched in) gives its
+	 * need_base count back here, tracked process or not.
+	 */
+	th = thread_get(p, tid, btf);
+	if (th)
+		slice_end(th, p, btf);
+
 	proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
 		return;
 	key = proc->task_key;
 	mm = proc->mm;
-
-	/* Account the exiting thread up to now; its last switch-out adds the remainder. */
-	th = thread_get(p, tid, btf);
-	if (th)
-		slice_end(th, p, btf);
 
 	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)

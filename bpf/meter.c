@@ -38,7 +38,12 @@ struct meter {
 	struct meter_bpf *skel;
 	struct ring_buffer *rb;
 	const char *mode;
+	/* Index in tasks = the task's slot in the per-CPU map "slots". */
 	struct tracked *tasks;
+	uint32_t *gen;		 /* per slot: generation of its last owner */
+	struct meter_slot *pcpu; /* ncpus values: one element of "slots" */
+	int ncpus;		 /* libbpf_num_possible_cpus() */
+	uint32_t next_slot; /* round-robin cursor: a freed slot is reused as late as possible */
 	uint32_t max_tasks, max_pids, ntracked;
 	bool io_from_syscalls;
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
@@ -97,6 +102,8 @@ static int load_variant(struct meter *m, bool btf, struct meter_bpf **ret)
 	r = bpf_map__set_max_entries(s->maps.tasks, m->max_tasks);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.net, m->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.slots, m->max_tasks);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.procs, m->max_pids);
 	if (!r)
@@ -164,10 +171,17 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 		r = -EINVAL;
 		goto out_free;
 	}
-	m->tasks = calloc(m->max_tasks, sizeof(*m->tasks));
-	if (!m->tasks) {
-		r = -ENOMEM;
+	m->ncpus = libbpf_num_possible_cpus();
+	if (m->ncpus <= 0) {
+		r = m->ncpus < 0 ? m->ncpus : -EINVAL;
 		goto out_free;
+	}
+	m->tasks = calloc(m->max_tasks, sizeof(*m->tasks));
+	m->gen = calloc(m->max_tasks, sizeof(*m->gen));
+	m->pcpu = calloc((size_t)m->ncpus, sizeof(*m->pcpu));
+	if (!m->tasks || !m->gen || !m->pcpu) {
+		r = -ENOMEM;
+		goto out_free_tasks;
 	}
 	m->io_from_syscalls = opts && opts->io_from_syscalls;
 	setup_print();
@@ -196,6 +210,8 @@ out_destroy:
 	meter_bpf__destroy(m->skel);
 out_free_tasks:
 	free(m->tasks);
+	free(m->gen);
+	free(m->pcpu);
 out_free:
 	free(m);
 	return r;
@@ -214,6 +230,8 @@ void meter_free(struct meter *m)
 	bpf_link__destroy(m->root_egress);
 	meter_bpf__destroy(m->skel);
 	free(m->tasks);
+	free(m->gen);
+	free(m->pcpu);
 	free(m);
 }
 
@@ -315,36 +333,61 @@ static unsigned threads_of(pid_t tgid)
 	return v;
 }
 
-/*
- * tp_btf: give the process's (main) thread its task storage now, to be based at its next
- * switch-in; a process that already has more threads needs the lazy lookup for the others.
- */
-static int add_thread_storage(struct meter *m, uint64_t key, pid_t tgid)
+static uint32_t slot_of(const struct meter *m, const struct tracked *t)
 {
-	struct meter_thread th = {.task_key = key, .flags = METER_TH_NEED_BASE};
-	int pidfd, r = 0;
+	return (uint32_t)(t - m->tasks);
+}
 
-	if (!is_btf(m))
-		return 0;
-	if (threads_of(tgid) > 1)
-		m->skel->bss->lazy_threads = 1;
-	pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
-	if (pidfd < 0) {
-		m->skel->bss->lazy_threads = 1; /* found at its first switch-in instead */
-		return 0;
-	}
-	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.tstore), &pidfd, &th, BPF_ANY) < 0)
-		r = -errno;
-	close(pidfd);
-	if (r < 0)
-		m->skel->bss->lazy_threads = 1;
+/* Writes the slot's element on every CPU: counters zero, generation gen (0: free). */
+static int set_slot(struct meter *m, uint32_t slot, uint32_t gen)
+{
+	memset(m->pcpu, 0, (size_t)m->ncpus * sizeof(*m->pcpu));
+	for (int i = 0; i < m->ncpus; i++)
+		m->pcpu[i].gen = gen;
+	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu, BPF_ANY) < 0)
+		return -errno;
 	return 0;
 }
 
-static int add_proc(struct meter *m, uint64_t key, pid_t tgid)
+/*
+ * Give the process's (main) thread its entry now (task storage through a pidfd in tp_btf mode,
+ * "threads" keyed by its tid in raw_tp mode), to be based at its next switch-in; need_base
+ * makes sched_switch look at incoming threads until then. A process that already has more
+ * threads needs the lazy lookup for the others.
+ */
+static void add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t slot, uint32_t gen)
 {
-	struct meter_proc p = {.task_key = key};
-	uint32_t k = (uint32_t)tgid;
+	struct meter_thread th = {
+	    .task_key = key, .slot = slot, .gen = gen, .flags = METER_TH_NEED_BASE};
+	uint32_t tid = (uint32_t)tgid;
+	int pidfd = -1, r;
+
+	if (threads_of(tgid) > 1)
+		m->skel->bss->lazy_threads = 1;
+	if (is_btf(m)) {
+		pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+		if (pidfd < 0) {
+			m->skel->bss->lazy_threads = 1; /* found at its first switch-in instead */
+			return;
+		}
+	}
+	__atomic_fetch_add(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
+	if (pidfd >= 0) {
+		r = bpf_map_update_elem(bpf_map__fd(m->skel->maps.tstore), &pidfd, &th, BPF_ANY);
+		close(pidfd);
+	} else {
+		r = bpf_map_update_elem(bpf_map__fd(m->skel->maps.threads), &tid, &th, BPF_ANY);
+	}
+	if (r < 0) {
+		__atomic_fetch_sub(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
+		m->skel->bss->lazy_threads = 1;
+	}
+}
+
+static int add_proc(struct meter *m, const struct tracked *t, pid_t tgid)
+{
+	uint32_t slot = slot_of(m, t), k = (uint32_t)tgid;
+	struct meter_proc p = {.task_key = t->key, .slot = slot, .gen = m->gen[slot]};
 
 	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.procs), &k, &p, BPF_NOEXIST) < 0)
 		return errno == EEXIST ? -EBUSY : -errno;
@@ -364,18 +407,24 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 	    .procs_alive = 1, .root_tgid = (uint64_t)tgid, .root_exit_code = -1};
 	struct tracked *t = NULL;
 	int tfd = bpf_map__fd(m->skel->maps.tasks), r;
+	uint32_t slot = 0;
 
 	if (tgid <= 0)
 		return -EINVAL;
 	if (find_tracked(m, task_key))
 		return -EEXIST;
-	for (uint32_t i = 0; i < m->max_tasks; i++)
-		if (!m->tasks[i].used) {
-			t = &m->tasks[i];
+	/* Round robin: threads of a forgotten task that still run find its old slot free (gen 0)
+	 * or reused as late as possible (a new gen: they stop at their next switch-out). */
+	for (uint32_t n = 0; n < m->max_tasks; n++) {
+		slot = (m->next_slot + n) % m->max_tasks;
+		if (!m->tasks[slot].used) {
+			t = &m->tasks[slot];
 			break;
 		}
+	}
 	if (!t)
 		return -ENOSPC;
+	m->next_slot = (slot + 1) % m->max_tasks;
 	*t = (struct tracked){.key = task_key};
 
 	if (cgroup_fd >= 0) {
@@ -403,14 +452,20 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 			}
 		}
 	}
+	/* The slot before anything that points to it. */
+	if (++m->gen[slot] == 0)
+		m->gen[slot] = 1;
+	r = set_slot(m, slot, m->gen[slot]);
+	if (r < 0)
+		goto out_detach;
 	if (bpf_map_update_elem(tfd, &task_key, &mt, BPF_NOEXIST) < 0) {
 		r = errno == E2BIG ? -ENOSPC : -errno;
 		goto out_detach;
 	}
-	r = add_proc(m, task_key, tgid);
+	r = add_proc(m, t, tgid);
 	if (r < 0)
 		goto out_task;
-	(void)add_thread_storage(m, task_key, tgid);
+	add_thread_entry(m, task_key, tgid, slot, m->gen[slot]);
 	t->used = true;
 	m->ntracked++;
 	return 0;
@@ -422,6 +477,7 @@ out_detach:
 out_net:
 	if (cgroup_fd >= 0)
 		bpf_map_delete_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id);
+	(void)set_slot(m, slot, 0);
 	*t = (struct tracked){};
 	return r;
 }
@@ -429,15 +485,16 @@ out_net:
 int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid)
 {
 	int tfd = bpf_map__fd(m->skel->maps.tasks), r;
+	struct tracked *t = find_tracked(m, task_key);
 	struct meter_task mt;
 
 	if (tgid <= 0)
 		return -EINVAL;
-	if (!find_tracked(m, task_key))
+	if (!t)
 		return -ENOENT;
 	if (bpf_map_lookup_elem(tfd, &task_key, &mt) < 0)
 		return -errno;
-	r = add_proc(m, task_key, tgid);
+	r = add_proc(m, t, tgid);
 	if (r < 0)
 		return r;
 	/* A re-adopted process may have many threads: they are found at their switch-in. */
@@ -469,6 +526,8 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 {
 	struct tracked *t = find_tracked(m, task_key);
 	struct meter_usage u = {};
+	uint32_t slot;
+	struct meter_slot sl = {};
 	struct meter_task mt;
 	double kib_s;
 
@@ -476,21 +535,37 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 		return -ENOENT;
 	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.tasks), &task_key, &mt) < 0)
 		return -errno;
+	/* The switch-out counters: one element per CPU, summed here. */
+	slot = slot_of(m, t);
+	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu) < 0)
+		return -errno;
+	for (int i = 0; i < m->ncpus; i++) {
+		const struct meter_slot *c = &m->pcpu[i];
 
-	u.cpu_ns = mt.cpu_ns;
-	u.cpu_ticks_user_ns = mt.utime_ticks_ns;
-	u.cpu_ticks_system_ns = mt.stime_ticks_ns;
-	if (mt.utime_ticks_ns + mt.stime_ticks_ns > 0) {
-		long double f = (long double)mt.utime_ticks_ns /
-				(long double)(mt.utime_ticks_ns + mt.stime_ticks_ns);
+		sl.cpu_ns += c->cpu_ns;
+		sl.utime_ticks_ns += c->utime_ticks_ns;
+		sl.stime_ticks_ns += c->stime_ticks_ns;
+		sl.io_read_bytes += c->io_read_bytes;
+		sl.io_write_bytes += c->io_write_bytes;
+		sl.blk_read_bytes += c->blk_read_bytes;
+		sl.blk_write_bytes += c->blk_write_bytes;
+		sl.blk_cancelled_bytes += c->blk_cancelled_bytes;
+	}
 
-		u.cpu_user_ns = (uint64_t)(f * (long double)mt.cpu_ns);
-		if (u.cpu_user_ns > mt.cpu_ns)
-			u.cpu_user_ns = mt.cpu_ns;
-		u.cpu_system_ns = mt.cpu_ns - u.cpu_user_ns;
+	u.cpu_ns = sl.cpu_ns;
+	u.cpu_ticks_user_ns = sl.utime_ticks_ns;
+	u.cpu_ticks_system_ns = sl.stime_ticks_ns;
+	if (sl.utime_ticks_ns + sl.stime_ticks_ns > 0) {
+		long double f = (long double)sl.utime_ticks_ns /
+				(long double)(sl.utime_ticks_ns + sl.stime_ticks_ns);
+
+		u.cpu_user_ns = (uint64_t)(f * (long double)sl.cpu_ns);
+		if (u.cpu_user_ns > sl.cpu_ns)
+			u.cpu_user_ns = sl.cpu_ns;
+		u.cpu_system_ns = sl.cpu_ns - u.cpu_user_ns;
 		u.cpu_split_known = true;
 	} else {
-		u.cpu_user_ns = mt.cpu_ns;
+		u.cpu_user_ns = sl.cpu_ns;
 	}
 	u.rss_current_bytes = mt.rss_bytes > 0 ? (uint64_t)mt.rss_bytes : 0;
 	u.rss_peak_bytes = mt.rss_peak_bytes;
@@ -502,11 +577,12 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 			kib_s += (double)(mt.rss_bytes >> 10) * (double)(now - mt.mem_ts) / 1e9;
 	}
 	u.memory_byte_seconds = kib_s * 1024.0;
-	u.io_read_bytes = mt.io_read_bytes;
-	u.io_write_bytes = mt.io_write_bytes;
-	u.blk_read_bytes = mt.blk_read_bytes;
-	u.blk_write_bytes = mt.blk_write_bytes > mt.blk_cancelled_bytes
-				? mt.blk_write_bytes - mt.blk_cancelled_bytes
+	/* One of the two is 0: sys_exit mode counts in the task, ioac mode in the slot. */
+	u.io_read_bytes = mt.io_read_bytes + sl.io_read_bytes;
+	u.io_write_bytes = mt.io_write_bytes + sl.io_write_bytes;
+	u.blk_read_bytes = sl.blk_read_bytes;
+	u.blk_write_bytes = sl.blk_write_bytes > sl.blk_cancelled_bytes
+				? sl.blk_write_bytes - sl.blk_cancelled_bytes
 				: 0;
 	u.blk_issued_read_bytes = mt.rq_read_bytes;
 	u.blk_issued_write_bytes = mt.rq_write_bytes;
@@ -575,11 +651,16 @@ int meter_forget(struct meter *m, uint64_t task_key)
 
 	if (!t)
 		return -ENOENT;
-	/* Task first: BPF stops accounting; then the entries that point to it. */
+	/*
+	 * Task and slot first: BPF stops accounting (threads still running find gen 0 at their
+	 * next switch-out and drop their entry); then the entries that point to it. The slot is
+	 * handed out again only after this, the task's final read.
+	 */
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
+	r = set_slot(m, slot_of(m, t), 0);
 	q = delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t), sizeof(struct meter_proc),
 			   task_key, m->max_pids);
-	if (q < 0)
+	if (q < 0 && !r)
 		r = q;
 	q = delete_by_task(bpf_map__fd(s->maps.threads), sizeof(uint32_t),
 			   sizeof(struct meter_thread), task_key, m->max_pids * 2);

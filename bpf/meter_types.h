@@ -9,21 +9,19 @@
 #include <linux/types.h>
 #endif
 
-/* Per-task counters (map "tasks", key: __u64 task_key). Updated with atomics in BPF. */
+/*
+ * Per-task counters kept in the hash map "tasks" (key: __u64 task_key), updated with atomics in
+ * BPF: memory, lifetime and the rarer events. The counters of the sched_switch path are in
+ * struct meter_slot instead.
+ */
 struct meter_task {
-	__u64 cpu_ns;	      /* on-CPU time: se.sum_exec_runtime deltas at sched_switch */
-	__u64 utime_ticks_ns; /* sum of task->utime deltas seen at switch-out (for the ratio) */
-	__u64 stime_ticks_ns;
 	__s64 rss_bytes; /* current sum of RSS of all processes of the task */
 	__u64 rss_peak_bytes;
 	__u64 mem_ts;	  /* bpf_ktime_get_ns() of the last RSS change */
 	__u64 mem_kib_us; /* integral of RSS, KiB * us, carried into mem_kib_s */
 	__u64 mem_kib_s;
-	__u64 io_read_bytes; /* task->ioac.rchar / wchar deltas (or sys_exit, see loader) */
+	__u64 io_read_bytes; /* sys_exit mode only (io_from_syscalls); else in struct meter_slot */
 	__u64 io_write_bytes;
-	__u64 blk_read_bytes; /* task->ioac.read_bytes / write_bytes - cancelled_write_bytes */
-	__u64 blk_write_bytes;
-	__u64 blk_cancelled_bytes;
 	__u64 rq_read_bytes; /* block_rq_issue from a tracked task's context */
 	__u64 rq_write_bytes;
 	__u64 forks;
@@ -33,17 +31,37 @@ struct meter_task {
 	__u64 root_exited;
 };
 
+/*
+ * Per-CPU counters of one task (map "slots", BPF_MAP_TYPE_PERCPU_ARRAY, index: the task's slot),
+ * added with plain stores by the CPU that switches a thread out (or runs its exit). User space
+ * sums the CPUs. gen is the slot's generation, written by user space on all CPUs when it gives
+ * the slot to a task (0: free); a thread whose gen differs belongs to a forgotten task.
+ */
+struct meter_slot {
+	__u64 gen;
+	__u64 cpu_ns;	      /* on-CPU time: se.sum_exec_runtime deltas at sched_switch */
+	__u64 utime_ticks_ns; /* sum of task->utime deltas seen at switch-out (for the ratio) */
+	__u64 stime_ticks_ns;
+	__u64 io_read_bytes; /* task->ioac.rchar / wchar deltas */
+	__u64 io_write_bytes;
+	__u64 blk_read_bytes; /* task->ioac.read_bytes / write_bytes - cancelled_write_bytes */
+	__u64 blk_write_bytes;
+	__u64 blk_cancelled_bytes;
+};
+
 /* Per-process entry (map "procs", key: __u32 tgid). */
 struct meter_proc {
 	__u64 task_key;
-	__u64 mm; /* last mm seen for this process (rss_stat curr) */
+	__u64 mm;	 /* last mm seen for this process (rss_stat curr) */
+	__u32 slot, gen; /* the task's struct meter_slot */
 };
 
-/* Per-thread entry (map "threads", key: __u32 tid). */
+/* Per-thread entry: task storage "tstore" (tp_btf) or map "threads", key: __u32 tid (raw_tp). */
 struct meter_thread {
 	__u64 task_key;
-	__u64 sum_exec; /* task->se.sum_exec_runtime when last accounted */
-	__u64 utime;	/* task->utime / stime at the last switch-out */
+	__u32 slot, gen; /* the task's struct meter_slot */
+	__u64 sum_exec;	 /* task->se.sum_exec_runtime when last accounted */
+	__u64 utime;	 /* task->utime / stime at the last switch-out */
 	__u64 stime;
 	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
 	__u64 flags;						/* METER_TH_* */
