@@ -100,6 +100,10 @@ $(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
 $(O) $(O)/bpf:
 	$(Q)mkdir -p $@
 
+# Objects built through pattern rules (test programs) are kept, not deleted as intermediates:
+# otherwise every later make would compile them again.
+.SECONDARY:
+
 $(O)/%.o: %.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)

@@ -14,6 +14,15 @@ logs=/var/log/corral-vm
 mkdir -p "$logs" /run/corral-vm
 rc=0
 only=$(cat /usr/lib/corral-vm/only 2>/dev/null || true)
+selftest_hang=""
+# A rerun after a hung boot (tests/vm/run) names its cases on the kernel command line.
+for w in $(cat /proc/cmdline); do
+	case $w in
+	corral.only=*) only=$(echo "${w#corral.only=}" | tr ',' '\n') ;;
+	# Harness self-test (tests/vm/run's rerun path): the runner itself stops in this case.
+	corral.selftest_hang=*) selftest_hang=${w#corral.selftest_hang=} ;;
+	esac
+done
 CASE_TIMEOUT=${CASE_TIMEOUT:-150}
 UNIT_CG=/sys/fs/cgroup/system.slice/corrald.service
 # Tasks live in a delegated transient scope of their own (agent/scope.c).
@@ -79,6 +88,31 @@ run_hold() {
 first_pid() { head -n1 "$1/cgroup.procs" 2>/dev/null; }
 
 # run_case NAME: runs case_NAME with a timeout, prints the marker, keeps the log.
+# kill_tree SIG PID: signal PID and all its descendants (children first are listed last, so
+# a parent cannot respawn what was just killed).
+kill_tree() {
+	local sig=$1 pid=$2 c
+	for c in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do
+		kill_tree "$sig" "$c"
+	done
+	kill -"$sig" "$pid" 2>/dev/null || true
+}
+# What a hung case was doing, on the console (the case log may never be read back).
+case_timeout_report() { # case_timeout_report NAME PID
+	{
+		echo "== case $1 (pid $2) timed out after ${CASE_TIMEOUT}s; processes:"
+		ps axf -o pid,ppid,stat,wchan:24,etime,args | grep -v '\[.*\]$' | head -n 60
+		echo "== systemd jobs:"
+		timeout 10 systemctl list-jobs --no-pager 2>&1
+		echo "== corrald:"
+		timeout 10 systemctl show -p MainPID -p ActiveState -p SubState -p Result corrald.service 2>&1
+		echo "== case log (last 30 lines):"
+		tail -n 30 "$logs/$1.log"
+		echo "== journal (last 40 lines):"
+		timeout 10 journalctl -b --no-pager -n 40 2>&1
+	} 2>&1 | sed "s/^/CORRAL-VM-LOG: $1: timeout: /"
+}
+
 run_case() {
 	local name=$1 out verdict detail t0 t1
 	if [ -n "$only" ] && ! grep -qx "$name" <<<"$only"; then
@@ -88,13 +122,25 @@ run_case() {
 	out=$logs/$name.log
 	local was_active=0
 	agent_active && was_active=1
+	# A start marker, so a guest that hangs inside a case still says which case it was.
+	echo "CORRAL-VM-CASE: $name start (uptime $t0)"
+	if [ "$name" = "$selftest_hang" ] && ! grep -q 'corral.only=' /proc/cmdline; then
+		sleep infinity
+	fi
 	# Run in this shell (functions), bounded by a watchdog subshell.
 	(
 		set -o pipefail
 		"case_$name"
 	) >"$out" 2>&1 &
 	local cpid=$! wpid
-	(sleep "$CASE_TIMEOUT"; kill -TERM "$cpid" 2>/dev/null; echo "FAIL-REASON: case timed out after ${CASE_TIMEOUT}s" >>"$out") &
+	(
+		sleep "$CASE_TIMEOUT"
+		echo "FAIL-REASON: case timed out after ${CASE_TIMEOUT}s" >>"$out"
+		case_timeout_report "$name" "$cpid"
+		kill_tree TERM "$cpid"
+		sleep 2
+		kill_tree KILL "$cpid"
+	) &
 	wpid=$!
 	wait "$cpid"
 	local crc=$?
@@ -504,9 +550,11 @@ sys.exit(0 if ok else 1)' || fail "agent record accuracy out of bounds"
 		' /run/corral-vm/accuracy.log)"
 }
 
-for c in boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits \
-	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean \
-	collector_ingest metering_v2; do
+cases="boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits
+	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
+	collector_ingest metering_v2"
+echo "CORRAL-VM-CASES:" $cases
+for c in $cases; do
 	run_case "$c"
 done
 if [ "$rc" != 0 ]; then
