@@ -474,6 +474,7 @@ void cg_task_free(struct cg_task *t)
 	for (size_t i = 0; i < CG_MAX_HIER; i++) {
 		closep(&t->dir_fd[i]);
 		closep(&t->procs_fd[i]);
+		closep(&t->join_fd[i]);
 	}
 	free(t->path);
 	free(t);
@@ -493,7 +494,7 @@ static struct cg_task *task_new(struct cg_root *root, const char *name)
 	t->root = root;
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	for (size_t i = 0; i < CG_MAX_HIER; i++)
-		t->dir_fd[i] = t->procs_fd[i] = -1;
+		t->dir_fd[i] = t->procs_fd[i] = t->join_fd[i] = -1;
 	return t;
 }
 
@@ -511,6 +512,16 @@ static int task_open_hier(struct cg_task *t, size_t i)
 
 		closep(&t->dir_fd[i]);
 		return r;
+	}
+	if (!h->unified) {
+		t->join_fd[i] = openat(t->dir_fd[i], "tasks", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (t->join_fd[i] < 0) {
+			int r = -errno;
+
+			closep(&t->procs_fd[i]);
+			closep(&t->dir_fd[i]);
+			return r;
+		}
 	}
 	return 0;
 }
@@ -629,7 +640,8 @@ out_rmdir:
 	for (size_t i = 0; i < root->n_hier; i++) {
 		closep(&t->dir_fd[i]);
 		closep(&t->procs_fd[i]);
-		t->dir_fd[i] = t->procs_fd[i] = -1;
+		closep(&t->join_fd[i]);
+		t->dir_fd[i] = t->procs_fd[i] = t->join_fd[i] = -1;
 		if (created[i])
 			(void)unlinkat(root->hier[i].dir_fd, name, AT_REMOVEDIR);
 	}
@@ -742,9 +754,16 @@ int cg_root_list_tasks(struct cg_root *root, char ***ret_names, size_t *ret_n)
 
 int cg_task_clone_fd(const struct cg_task *t)
 {
-	if (!t || t->root->mode != CG_MODE_V2)
+	if (!t)
 		return -1;
-	return t->dir_fd[t->root->main_hier];
+	if (t->root->mode == CG_MODE_V2)
+		return t->dir_fd[t->root->main_hier];
+	return t->root->unified_hier >= 0 ? t->dir_fd[t->root->unified_hier] : -1;
+}
+
+bool cg_task_clone_joins_all(const struct cg_task *t)
+{
+	return t && t->root->mode == CG_MODE_V2;
 }
 
 int cg_task_unified_fd(const struct cg_task *t)
@@ -772,15 +791,20 @@ int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller)
 	return cg_task_ctrl_fd(t, cg_ctrl_from_string(controller));
 }
 
-/* Async-signal-safe: only write(2). "0" moves the writing process (v1 and v2). */
-int cg_task_join_self(const struct cg_task *t)
+/*
+ * Async-signal-safe: only write(2). "0" moves the writing thread (v1 tasks) or process
+ * (cgroup.procs); the caller is single-threaded.
+ */
+int cg_task_join_self(const struct cg_task *t, bool unified_done)
 {
 	if (!t)
 		return -EINVAL;
 	for (size_t i = 0; i < t->root->n_hier; i++) {
-		if (t->procs_fd[i] < 0)
+		int fd = t->root->hier[i].unified ? t->procs_fd[i] : t->join_fd[i];
+
+		if (fd < 0 || (unified_done && t->root->hier[i].unified))
 			continue;
-		if (write(t->procs_fd[i], "0", 1) != 1)
+		if (write(fd, "0", 1) != 1)
 			return -errno;
 	}
 	return 0;
@@ -871,8 +895,9 @@ int cg_task_destroy(struct cg_task *t)
 			continue;
 		}
 		closep(&t->procs_fd[i]);
+		closep(&t->join_fd[i]);
 		closep(&t->dir_fd[i]);
-		t->procs_fd[i] = t->dir_fd[i] = -1;
+		t->procs_fd[i] = t->join_fd[i] = t->dir_fd[i] = -1;
 	}
 	return r;
 }

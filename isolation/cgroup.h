@@ -102,17 +102,24 @@ int cg_task_open(struct cg_root *root, const char *name, struct cg_task **ret);
 /* Names of existing task cgroups under the subtree (for cleanup of leftovers). */
 int cg_root_list_tasks(struct cg_root *root, char ***ret_names, size_t *ret_n);
 
-/* v2: O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP); -1 on v1. Owned by the task. */
+/*
+ * O_DIRECTORY fd for clone3(CLONE_INTO_CGROUP): v2 the task's cgroup, v1 hybrid its directory
+ * in the unified hierarchy (the v1 ones are then joined with cg_task_join_self(t, true)), -1
+ * on v1 without a unified mount. Owned by the task.
+ */
 int cg_task_clone_fd(const struct cg_task *t);
+/* True when cloning into cg_task_clone_fd() puts the child in all the task's cgroups (v2). */
+bool cg_task_clone_joins_all(const struct cg_task *t);
 /* fd of the task's directory in the unified hierarchy (v2, or hybrid), -1 if none. Owned. */
 int cg_task_unified_fd(const struct cg_task *t);
 /* cgroup id (inode of the unified directory), 0 if none. */
 uint64_t cg_task_unified_id(const struct cg_task *t);
 /*
- * Child side, between fork and exec: move the calling process into every hierarchy of the
- * task using pre-opened fds. Async-signal-safe (write(2) only). Returns 0 or -errno.
+ * Child side, between fork and exec: move the calling (single-threaded) process into every
+ * hierarchy of the task using pre-opened fds, except the unified one when unified_done (it
+ * was cloned into it). Async-signal-safe (write(2) only). Returns 0 or -errno.
  */
-int cg_task_join_self(const struct cg_task *t);
+int cg_task_join_self(const struct cg_task *t, bool unified_done);
 /* Parent side: move pid into the task's cgroups. */
 int cg_task_attach(const struct cg_task *t, pid_t pid);
 

@@ -132,7 +132,7 @@ static int open_stdio(const char *path, int target, int flags)
  * the shim (no atfork handlers ran). audit_sock >= 0: hand the seccomp listener to the shim.
  */
 _noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sync_fd,
-				 bool need_join, int audit_sock)
+				 bool need_join, bool unified_done, int audit_sock)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2] = {{0}};
@@ -142,7 +142,7 @@ _noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sy
 	int r, exec_err;
 
 	if (need_join && p->cg) {
-		r = cg_task_join_self(p->cg);
+		r = cg_task_join_self(p->cg, unified_done);
 		if (r < 0)
 			child_fail(err_fd, LAUNCH_STEP_CGROUP, -r);
 	}
@@ -453,7 +453,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	struct rusage ru;
 	sigset_t all;
 	char line[160];
-	bool need_join = true;
+	bool need_join = true, unified_done = false;
 	int status = 0, null_fd, sock[2] = {-1, -1}, keep[3];
 	pid_t child;
 	long c;
@@ -478,14 +478,16 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	}
 	c = p->clone_cgroup_fd >= 0 ? syscall(SYS_clone3, &ca, sizeof(ca)) : -1;
 	if (c < 0) {
-		/* Kernels without clone3/CLONE_INTO_CGROUP, or v1: plain fork, then join. */
+		/* Kernels without clone3/CLONE_INTO_CGROUP, or v1 only: plain fork, then join. */
 		c = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	} else {
-		need_join = false;
+		/* v2: in its cgroup already; v1 hybrid: in the unified one, v1 ones to join. */
+		unified_done = true;
+		need_join = !(p->cg && cg_task_clone_joins_all(p->cg));
 	}
 	if (c == 0) {
 		close(status_w);
-		run_child(p, err_w, sync_r, need_join, sock[1]);
+		run_child(p, err_w, sync_r, need_join, unified_done, sock[1]);
 	}
 	if (c < 0) {
 		struct child_error ce = {.step = LAUNCH_STEP_CLONE, .err = errno};

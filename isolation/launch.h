@@ -75,7 +75,7 @@ struct launch_plan {
 	const char *stdout_path; /* NULL: /dev/null; opened as the task user, O_APPEND */
 	const char *stderr_path;
 	const struct cg_task *cg;	 /* may be NULL (tests) */
-	int clone_cgroup_fd;		 /* v2 cgroup dir fd for CLONE_INTO_CGROUP, -1 on v1 */
+	int clone_cgroup_fd;		 /* cg_task_clone_fd(): CLONE_INTO_CGROUP, -1: fork+join */
 	const struct sbx_filter *filter; /* NULL: unconfined */
 	int cap_last_cap;		 /* from /proc/sys/kernel/cap_last_cap */
 	size_t n_rlimits;

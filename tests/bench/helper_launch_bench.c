@@ -107,6 +107,7 @@ static void report(const char *mode, uint64_t *v, size_t n)
 int main(int argc, char **argv)
 {
 	uint64_t *lat;
+	unsigned long gap_ms;
 	size_t n;
 	const char *mode;
 
@@ -152,9 +153,15 @@ int main(int argc, char **argv)
 		       (double)n / ((double)el / 1e9), failed);
 		return failed ? 1 : 0;
 	}
+	/* LAUNCH_GAP_MS: idle time between launches (not timed), the "isolated launch" case. */
+	gap_ms = getenv("LAUNCH_GAP_MS") ? strtoul(getenv("LAUNCH_GAP_MS"), NULL, 10) : 0;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+		uint64_t t0;
 		int r;
+
+		if (gap_ms)
+			usleep((useconds_t)(gap_ms * 1000));
+		t0 = now_ns(CLOCK_MONOTONIC);
 
 		if (strcmp(mode, "bare") == 0) {
 			char *const a[] = {(char *)"/bin/true", NULL};
@@ -192,6 +199,13 @@ int main(int argc, char **argv)
 		}
 		lat[i] = now_ns(CLOCK_MONOTONIC) - t0;
 	}
-	report(mode, lat, n);
+	if (gap_ms) {
+		char label[64];
+
+		snprintf(label, sizeof(label), "%s_gap", mode);
+		report(label, lat, n);
+	} else {
+		report(mode, lat, n);
+	}
 	return 0;
 }

@@ -137,7 +137,7 @@ static pid_t spawn(struct cg_task *t, const char *work, int *ret_rfd)
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		if (cg_task_join_self(t) < 0)
+		if (cg_task_join_self(t, false) < 0)
 			_exit(126);
 		if (ret_rfd && dup2(p[1], 3) < 0)
 			_exit(126);

@@ -50,6 +50,7 @@ static const struct {
 	const char *content;
 } fake_files[] = {
     {"cgroup.procs", ""},
+    {"tasks", ""},
     {"cgroup.controllers", NULL}, /* fake_controllers */
     {"cgroup.subtree_control", ""},
     {"cgroup.events", "populated 0\nfrozen 1\n"},
@@ -520,7 +521,9 @@ static void test_v1_limits(void **state)
 
 	assert_true(cg_task_unified_fd(t) >= 0);
 	assert_true(cg_task_unified_id(t) != 0);
-	assert_int_equal(cg_task_clone_fd(t), -1);
+	/* hybrid: clone3 into the unified directory, the v1 ones joined after */
+	assert_int_equal(cg_task_clone_fd(t), cg_task_unified_fd(t));
+	assert_false(cg_task_clone_joins_all(t));
 	assert_int_equal(cg_task_v1_dir_fd(t, "devices"), -1);
 	assert_true(cg_task_v1_dir_fd(t, "freezer") >= 0);
 	assert_int_equal(cg_task_v1_dir_fd(t, "cpuset"), -1);
@@ -534,9 +537,14 @@ static void test_v1_limits(void **state)
 	assert_true(exists_rel("memory/corral-test/t1"));
 	assert_true(exists_rel("unified/corral-test/t1"));
 
-	/* join self writes "0" to every cgroup.procs */
-	assert_int_equal(cg_task_join_self(t), 0);
-	assert_string_equal(read_rel("freezer/corral-test/t1/cgroup.procs"), "0");
+	/* join self writes "0" to every v1 tasks file (thread move: no threadgroup lock) and to
+	 * the unified cgroup.procs unless the child was cloned into it */
+	assert_int_equal(cg_task_join_self(t, true), 0);
+	assert_string_equal(read_rel("freezer/corral-test/t1/tasks"), "0");
+	assert_string_equal(read_rel("memory/corral-test/t1/tasks"), "0");
+	assert_string_equal(read_rel("freezer/corral-test/t1/cgroup.procs"), "");
+	assert_string_equal(read_rel("unified/corral-test/t1/cgroup.procs"), "");
+	assert_int_equal(cg_task_join_self(t, false), 0);
 	assert_string_equal(read_rel("unified/corral-test/t1/cgroup.procs"), "0");
 
 	assert_int_equal(cg_task_destroy(t), 0);
@@ -832,6 +840,7 @@ static void test_v2_limits(void **state)
 	assert_string_equal(read_rel(T1 "io.max"), "8:0 rbps=1048576 wbps=2097152");
 	assert_true(cg_task_clone_fd(t) >= 0);
 	assert_int_equal(cg_task_clone_fd(t), cg_task_unified_fd(t));
+	assert_true(cg_task_clone_joins_all(t));
 	assert_true(cg_task_unified_id(t) != 0);
 	assert_int_equal(cg_task_v1_dir_fd(t, "devices"), -1);
 
