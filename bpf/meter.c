@@ -670,10 +670,12 @@ int meter_forget(struct meter *m, uint64_t task_key)
 			   task_key, m->max_pids);
 	if (q < 0 && !r)
 		r = q;
-	if (t->ingress || t->egress) {
-		detach_net(t);
+	/* The net entry exists whether the programs are attached per task or once at the
+	 * parent (then t->ingress/egress are NULL): forgetting it filled the map after
+	 * max_tasks tasks and every later task lost BPF metering. */
+	detach_net(t);
+	if (t->cgroup_id)
 		bpf_map_delete_elem(bpf_map__fd(s->maps.net), &t->cgroup_id);
-	}
 	*t = (struct tracked){};
 	m->ntracked--;
 	return r;

@@ -61,4 +61,24 @@ EOF2
 [ $? = 0 ] || fail "net tx of the sender"
 [ "$src" = ebpf ] && pass "sources.net_tx_bytes = ebpf" || fail "source '$src'"
 [ "${qtx:-x}" = 0 ] && pass "quiet sibling task: net_tx_bytes 0" || fail "quiet task tx '$qtx'"
+
+# Every map entry of a task is given back when it ends: with max_tasks 4, the 13th task
+# in a row is still metered by BPF (the per-task net entries once leaked, so after max_tasks
+# tasks every later one fell back to cgroup files).
+stop_agent
+start_agent --max-tasks 4
+for i in $(seq 12); do
+	run_wait -- /bin/true
+	[ "$RC" = 0 ] || fail "task $i of 12: rc $RC: $REASON"
+done
+run_wait -- python3 -c "x = sum(range(200000))"
+[ "$RC" = 0 ] || fail "13th task rc $RC: $REASON"
+rec=$(ctl show "$ID" --json)
+csrc=$(echo "$rec" | jget sources.cpu_user_ns)
+nsrc=$(echo "$rec" | jget sources.net_tx_bytes)
+grep -q "BPF metering unavailable for this task" "$T/agent.log" &&
+	fail "a task lost BPF metering: $(grep -m1 'BPF metering unavailable for this task' "$T/agent.log")"
+[ "$csrc" = ebpf ] && [ "$nsrc" = ebpf ] &&
+	pass "13th task with max_tasks 4: cpu and net from ebpf (map entries given back)" ||
+	fail "13th task with max_tasks 4: sources cpu '$csrc' net '$nsrc'"
 finish
