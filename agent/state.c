@@ -6,7 +6,10 @@
  *   tasks/<id>.json    one file per live task, written atomically (tmp + fsync + rename)
  *   tasks/<id>.exit    written by the task's shim when the main process ends
  *   tasks/<id>.syscalls  the calls its seccomp profile denied, appended by the shim (audit)
- *   ended/<id>.json    the final record of recently ended tasks (for show/wait after restart)
+ *   ended/<id>.json    the final record of recently ended tasks (for show/wait after restart),
+ *                      the newest ended_keep of them
+ *   spare/             spare inodes the files above are made from and returned to, so a
+ *                      launch creates and unlinks no inode (common/fpool.h)
  *   spool/             the accounting spool
  */
 #include "agent/agent.h"
@@ -161,7 +164,7 @@ int state_save_task(struct agent *a, struct task *t)
 	if (!txt)
 		return -ENOMEM;
 	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
-	r = write_file_replace(path, txt, strlen(txt), 0600);
+	r = fpool_replace(&a->spare, path, txt, strlen(txt), 0600);
 	return r;
 }
 
@@ -185,16 +188,31 @@ void state_remove_task_after_flush(struct agent *a, struct task *t)
 		a->n_unlink++;
 }
 
-void state_remove_task(struct agent *a, struct task *t)
+void state_remove_task_files(struct agent *a, const char *id)
 {
 	char path[512];
 
-	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
-	(void)unlink(path);
-	task_path(a, t->id, "tasks", ".exit", path, sizeof(path));
-	(void)unlink(path);
-	audit_glue_syscalls_path(a, t->id, path, sizeof(path));
-	(void)unlink(path);
+	task_path(a, id, "tasks", ".json", path, sizeof(path));
+	(void)fpool_remove(&a->spare, path);
+	task_path(a, id, "tasks", ".exit", path, sizeof(path));
+	(void)fpool_remove(&a->spare, path);
+	task_path(a, id, "tasks", ".exit.tmp", path, sizeof(path));
+	(void)fpool_remove(&a->spare, path);
+	audit_glue_syscalls_path(a, id, path, sizeof(path));
+	(void)fpool_remove(&a->spare, path);
+}
+
+void state_remove_task(struct agent *a, struct task *t)
+{
+	state_remove_task_files(a, t->id);
+}
+
+void state_remove_ended(struct agent *a, const char *id)
+{
+	char path[512];
+
+	task_path(a, id, "ended", ".json", path, sizeof(path));
+	(void)fpool_remove(&a->spare, path);
 }
 
 int state_save_ended(struct agent *a, struct task *t)
@@ -215,7 +233,7 @@ int state_save_ended(struct agent *a, struct task *t)
 	if (!txt)
 		return -ENOMEM;
 	task_path(a, t->id, "ended", ".json", path, sizeof(path));
-	return write_file_replace(path, txt, strlen(txt), 0600);
+	return fpool_replace(&a->spare, path, txt, strlen(txt), 0600);
 }
 
 static bool valid_task_id(const char *s)
@@ -256,6 +274,11 @@ static void load_ended(struct agent *a)
 		struct task *t;
 		size_t n = strlen(de->d_name);
 
+		if (strstr(de->d_name, ".json.tmp.")) { /* a write cut short by a crash */
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			(void)fpool_remove(&a->spare, path);
+			continue;
+		}
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || n - 5 >= sizeof(id))
 			continue;
 		snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
@@ -266,7 +289,7 @@ static void load_ended(struct agent *a)
 		rec = j ? json_object_get(j, "record") : NULL;
 		if (!json_is_object(rec)) {
 			log_warning("%s: unreadable ended-task file, removed", path);
-			(void)unlink(path);
+			(void)fpool_remove(&a->spare, path);
 			json_decref(j);
 			continue;
 		}
@@ -460,6 +483,7 @@ int state_load(struct agent *a)
 	size_t n_names = 0;
 
 	load_ended(a);
+	task_prune_ended(a);
 	snprintf(dir, sizeof(dir), "%s/tasks", a->cfg.state_dir);
 	d = opendir(dir);
 	if (!d)
@@ -471,6 +495,13 @@ int state_load(struct agent *a)
 		size_t n = strlen(de->d_name);
 		int r;
 
+		/* A state write cut short by a crash (only the agent writes these; a shim may
+		 * still be filling <id>.exit.tmp, which stays). */
+		if (strstr(de->d_name, ".json.tmp.")) {
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			(void)fpool_remove(&a->spare, path);
+			continue;
+		}
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);

@@ -396,16 +396,7 @@ void agent_flush_records(struct agent *a)
 	a->n_pend = 0;
 	audit_glue_syscalls_flushed(a);
 	for (size_t i = 0; i < a->n_unlink; i++) {
-		char path[512];
-
-		snprintf(path, sizeof(path), "%s/tasks/%s.json", a->cfg.state_dir,
-			 a->unlink_ids[i]);
-		(void)unlink(path);
-		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir,
-			 a->unlink_ids[i]);
-		(void)unlink(path);
-		audit_glue_syscalls_path(a, a->unlink_ids[i], path, sizeof(path));
-		(void)unlink(path);
+		state_remove_task_files(a, a->unlink_ids[i]);
 		free(a->unlink_ids[i]);
 	}
 	a->n_unlink = 0;
@@ -627,7 +618,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	struct task *t;
 	gid_t groups[256];
 	int ngroups = (int)ARRAY_SIZE(groups);
-	char exit_file[512], sc_file[512], msg[512], perr[512];
+	char exit_file[512], exit_tmp[520] = "", sc_file[512], msg[512], perr[512];
 	enum launch_step step = LAUNCH_STEP_NONE;
 	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
 	uint64_t mem_used;
@@ -810,8 +801,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		goto out_cg;
 	}
 	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+	snprintf(exit_tmp, sizeof(exit_tmp), "%s.tmp", exit_file);
 	audit_glue_syscalls_path(a, t->id, sc_file, sizeof(sc_file));
 	t->syscall_audit = sbx_filter_notifies(filter);
+	/* Spare inodes for the files the shim writes: no inode is created per launch. */
+	(void)fpool_place(&a->spare, exit_tmp);
+	if (t->syscall_audit)
+		(void)fpool_place(&a->spare, sc_file);
 	plan = (struct launch_plan){
 	    .argv = t->spec.argv,
 	    .env = env,
@@ -829,6 +825,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .filter = filter,
 	    .cap_last_cap = a->cap_last_cap,
 	    .exit_file = exit_file,
+	    .exit_tmp = exit_tmp,
 	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
 	    .syscalls_max = AUDIT_SYSCALLS_MAX,
 	};
@@ -911,7 +908,9 @@ out_cg:
 		(void)waitpid(h.shim_pid, NULL, 0);
 	}
 	if (t->syscall_audit)
-		(void)unlink(sc_file);
+		(void)fpool_remove(&a->spare, sc_file);
+	if (exit_tmp[0])
+		(void)fpool_remove(&a->spare, exit_tmp);
 	if (a->meter)
 		(void)meter_forget(a->meter, t->key);
 	audit_glue_task_end(a, t);
@@ -948,7 +947,7 @@ static void decide_status(struct task *t, uint64_t oom_kills)
 		t->status = ACCT_EXIT_EXITED;
 }
 
-static void prune_ended(struct agent *a)
+void task_prune_ended(struct agent *a)
 {
 	struct task **pp, *oldest;
 
@@ -966,6 +965,7 @@ static void prune_ended(struct agent *a)
 				break;
 			}
 		a->n_ended--;
+		state_remove_ended(a, oldest->id);
 		task_free(oldest);
 	}
 }
@@ -1017,7 +1017,7 @@ static void task_finalize(struct agent *a, struct task *t)
 			   acct_exit_status_to_string(t->status), t->exit_code, t->exit_signal,
 			   (double)t->usage.wall_ns / 1e9, t->exit_message ? ": " : "",
 			   t->exit_message ? t->exit_message : "");
-	prune_ended(a);
+	task_prune_ended(a);
 }
 
 /* The main process is gone: kill leftovers, finalize once the cgroup is empty. */
