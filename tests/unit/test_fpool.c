@@ -104,8 +104,8 @@ static void test_create_remove_reuse(void **state)
 	assert_int_equal(fpool_open(&p, t->pool, 8), 0);
 	assert_int_equal(p.n, 0);
 	/* empty pool: a new file */
-	assert_int_equal(fpool_replace(&p, path_in(t, "a.json"), long_text, strlen(long_text), 0600),
-			 0);
+	assert_int_equal(
+	    fpool_replace(&p, path_in(t, "a.json"), long_text, strlen(long_text), 0600), 0);
 	assert_int_equal(p.created, 1);
 	assert_content(path_in(t, "a.json"), long_text);
 	ino = ino_of(path_in(t, "a.json"));
@@ -230,16 +230,14 @@ static void test_place_and_fill(void **state)
 	assert_int_equal(fpool_place(&p, path_in(t, "x.exit.tmp")), 0);
 	assert_int_equal(ino_of(path_in(t, "x.exit.tmp")), ino);
 	/* another process fills it in place and renames it */
-	assert_int_equal(fpool_fill(path_in(t, "x.exit.tmp"), path_in(t, "x.exit"), "st=0\n", 5,
-				    0600),
-			 0);
+	assert_int_equal(
+	    fpool_fill(path_in(t, "x.exit.tmp"), path_in(t, "x.exit"), "st=0\n", 5, 0600), 0);
 	assert_int_equal(ino_of(path_in(t, "x.exit")), ino);
 	assert_int_equal(access(path_in(t, "x.exit.tmp"), F_OK), -1);
 	assert_content(path_in(t, "x.exit"), "st=0\n");
 	/* without a placed spare, fill creates */
-	assert_int_equal(fpool_fill(path_in(t, "y.exit.tmp"), path_in(t, "y.exit"), "st=9\n", 5,
-				    0600),
-			 0);
+	assert_int_equal(
+	    fpool_fill(path_in(t, "y.exit.tmp"), path_in(t, "y.exit"), "st=9\n", 5, 0600), 0);
 	assert_content(path_in(t, "y.exit"), "st=9\n");
 	fpool_close(&p);
 }
