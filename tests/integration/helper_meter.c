@@ -355,7 +355,7 @@ int main(int argc, char **argv)
 	int go[2], ready[2], r, st, port = 0, rfd = -1, ai = 1;
 	char rc;
 	const char *cs, *work;
-	char portstr[16], *wargv[8] = {};
+	char portstr[16], sent_file[64] = "", *wargv[8] = {};
 	pid_t child, recv_pid = -1;
 	uint64_t wchar = 0, t0;
 	bool ok = true;
@@ -399,6 +399,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		snprintf(portstr, sizeof(portstr), "%d", port);
+		snprintf(sent_file, sizeof(sent_file), "/tmp/corral-meter-sent.%d", (int)getpid());
+		(void)unlink(sent_file);
+		setenv("CORRAL_SENT_FILE", sent_file, 1);
 		wargv[1] = "send", wargv[2] = "50", wargv[3] = portstr;
 	} else if (!strcmp(cs, "fork")) {
 		wargv[1] = "forkburn", wargv[2] = "100", wargv[3] = "20";
@@ -530,20 +533,34 @@ int main(int argc, char **argv)
 		if (read(rfd, &got, sizeof(got)) != sizeof(got))
 			ok = false;
 		waitpid(recv_pid, &rst, 0);
+		uint64_t sent = got;
+		_cleanup_free_ char *sent_txt = NULL;
+
 		printf("receiver got %" PRIu64 " payload bytes (sent %d)\n", got, 50 << 20);
 		ok &= got == (uint64_t)50 << 20;
+		/* bytes the sender's kernel put on the wire, retransmissions included */
+		if (read_file(sent_file, 64, &sent_txt, NULL) == 0 &&
+		    parse_u64(strtok(sent_txt, "\n"), &sent) == 0 && sent >= got) {
+			printf("sender's TCP_INFO bytes_sent %" PRIu64 " (%" PRIu64
+			       " retransmitted)\n",
+			       sent, sent - got);
+		} else {
+			printf("sender's TCP_INFO bytes_sent unavailable: payload taken\n");
+			sent = got;
+		}
+		(void)unlink(sent_file);
 		/*
 		 * skb->len at cgroup_skb counts from the IP header: payload + headers, 52 bytes a
 		 * packet on loopback IPv4 (20 IP + 20 TCP + 12 of timestamp option). How many
 		 * packets carry the 50 MiB depends on load (segment sizes), so the reference is
-		 * payload + headers of the packets seen.
+		 * bytes sent + headers of the packets seen.
 		 */
 		ok &= check_ratio("net tx (50 MiB, IP+TCP)", (double)u.net_tx_bytes,
-				  (double)got + 52.0 * (double)u.net_tx_packets, 0.01);
-		printf("%-28s tx_packets=%" PRIu64 " tx-payload=%" PRId64 " bytes of headers"
+				  (double)sent + 52.0 * (double)u.net_tx_packets, 0.01);
+		printf("%-28s tx_packets=%" PRIu64 " tx-sent=%" PRId64 " bytes of headers"
 		       " (%.1f per packet)\n",
-		       "headers", u.net_tx_packets, (int64_t)(u.net_tx_bytes - got),
-		       u.net_tx_packets ? (double)(u.net_tx_bytes - got) / (double)u.net_tx_packets
+		       "headers", u.net_tx_packets, (int64_t)(u.net_tx_bytes - sent),
+		       u.net_tx_packets ? (double)(u.net_tx_bytes - sent) / (double)u.net_tx_packets
 					: 0.0);
 		ok &= u.net_tx_bytes >= got && u.net_metered;
 	}

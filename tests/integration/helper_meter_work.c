@@ -11,8 +11,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +125,23 @@ static int do_send(long mib, int port)
 	/* Wait for the peer's EOF so that every segment has left before we exit. */
 	while (read(fd, buf, sizeof(buf)) > 0)
 		;
+	/*
+	 * The kernel's own count of payload bytes put on the wire, retransmissions included
+	 * (a loaded host retransmits even on loopback): the reference for the tx check.
+	 */
+	if (getenv("CORRAL_SENT_FILE")) {
+		struct tcp_info ti = {0};
+		socklen_t len = sizeof(ti);
+		FILE *f;
+
+		if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+		    len >=
+			offsetof(struct tcp_info, tcpi_bytes_sent) + sizeof(ti.tcpi_bytes_sent) &&
+		    (f = fopen(getenv("CORRAL_SENT_FILE"), "we"))) {
+			fprintf(f, "%llu\n", (unsigned long long)ti.tcpi_bytes_sent);
+			fclose(f);
+		}
+	}
 	close(fd);
 	return 0;
 }
