@@ -220,7 +220,6 @@ void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_u
 int state_save_task(struct agent *a, struct task *t);
 /* Spare inodes kept (each one block): enough for the files of ~250 tasks in flight. */
 #define STATE_SPARE_MAX 1024
-void state_remove_task(struct agent *a, struct task *t);
 /* Remove tasks/<id>.{json,exit,exit.tmp,syscalls}; their inodes become spares. */
 void state_remove_task_files(struct agent *a, const char *id);
 void state_remove_ended(struct agent *a, const char *id);

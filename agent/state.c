@@ -177,7 +177,7 @@ void state_remove_task_after_flush(struct agent *a, struct task *t)
 
 		nv = realloc(a->unlink_ids, nc * sizeof(char *));
 		if (!nv) {
-			state_remove_task(a, t);
+			state_remove_task_files(a, t->id);
 			return;
 		}
 		a->unlink_ids = nv;
@@ -200,11 +200,6 @@ void state_remove_task_files(struct agent *a, const char *id)
 	(void)fpool_remove(&a->spare, path);
 	audit_glue_syscalls_path(a, id, path, sizeof(path));
 	(void)fpool_remove(&a->spare, path);
-}
-
-void state_remove_task(struct agent *a, struct task *t)
-{
-	state_remove_task_files(a, t->id);
 }
 
 void state_remove_ended(struct agent *a, const char *id)
@@ -234,6 +229,21 @@ int state_save_ended(struct agent *a, struct task *t)
 		return -ENOMEM;
 	task_path(a, t->id, "ended", ".json", path, sizeof(path));
 	return fpool_replace(&a->spare, path, txt, strlen(txt), 0600);
+}
+
+/*
+ * name in dir is a state write cut short by a crash (<file>.json.tmp.<pid>; only the agent
+ * writes these, a shim may still be filling <id>.exit.tmp, which stays): recycle it, true.
+ */
+static bool recycle_torn_write(struct agent *a, const char *dir, const char *name)
+{
+	char path[1024];
+
+	if (!strstr(name, ".json.tmp."))
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	(void)fpool_remove(&a->spare, path);
+	return true;
 }
 
 static bool valid_task_id(const char *s)
@@ -274,11 +284,8 @@ static void load_ended(struct agent *a)
 		struct task *t;
 		size_t n = strlen(de->d_name);
 
-		if (strstr(de->d_name, ".json.tmp.")) { /* a write cut short by a crash */
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			(void)fpool_remove(&a->spare, path);
+		if (recycle_torn_write(a, dir, de->d_name))
 			continue;
-		}
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || n - 5 >= sizeof(id))
 			continue;
 		snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
@@ -495,13 +502,8 @@ int state_load(struct agent *a)
 		size_t n = strlen(de->d_name);
 		int r;
 
-		/* A state write cut short by a crash (only the agent writes these; a shim may
-		 * still be filling <id>.exit.tmp, which stays). */
-		if (strstr(de->d_name, ".json.tmp.")) {
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			(void)fpool_remove(&a->spare, path);
+		if (recycle_torn_write(a, dir, de->d_name))
 			continue;
-		}
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);

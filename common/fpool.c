@@ -211,13 +211,16 @@ int fpool_replace(struct fpool *p, const char *path, const void *buf, size_t len
 	if (r < 0)
 		goto fail;
 	/* Swap with the old content when there is one, and keep its inode as a spare. */
-	if (p && p->dirfd >= 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
-		(void)fpool_remove(p, tmp);
-		return 0;
-	}
-	if (p && p->dirfd >= 0 && errno != ENOENT && errno != EINVAL && errno != ENOSYS) {
-		r = -errno;
-		goto fail;
+	if (p && p->dirfd >= 0) {
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
+			(void)fpool_remove(p, tmp);
+			return 0;
+		}
+		/* ENOENT: no old file; EINVAL/ENOSYS: no exchange here; either way, rename. */
+		if (errno != ENOENT && errno != EINVAL && errno != ENOSYS) {
+			r = -errno;
+			goto fail;
+		}
 	}
 	if (rename(tmp, path) == 0)
 		return 0;
