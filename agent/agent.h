@@ -14,7 +14,6 @@
 #include "accounting/record.h"
 #include "agent/config.h"
 #include "agent/spec.h"
-#include "common/fpool.h"
 #include "isolation/launch.h"
 
 struct cg_root;
@@ -142,8 +141,6 @@ struct agent {
 	bool quit;
 	char boot_id[37];
 	struct cg_root *cg;
-	/* Spare inodes for the per-task state files (state_dir/spare, common/fpool.h). */
-	struct fpool spare;
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
 	struct audit *audit;
@@ -218,9 +215,7 @@ void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_u
 
 /* state.c */
 int state_save_task(struct agent *a, struct task *t);
-/* Spare inodes kept (each one block): enough for the files of ~250 tasks in flight. */
-#define STATE_SPARE_MAX 1024
-/* Remove tasks/<id>.{json,exit,exit.tmp,syscalls}; their inodes become spares. */
+/* Remove tasks/<id>.{json,exit,syscalls}. */
 void state_remove_task_files(struct agent *a, const char *id);
 void state_remove_ended(struct agent *a, const char *id);
 /* Drop the oldest ended tasks (memory and ended/ files) beyond ended_keep. */

@@ -314,15 +314,6 @@ static int setup(struct agent *a)
 		log_error("state directory %s: %s", a->cfg.state_dir, strerror(-r));
 		return r;
 	}
-	{
-		char spare[600];
-
-		snprintf(spare, sizeof(spare), "%s/spare", a->cfg.state_dir);
-		r = fpool_open(&a->spare, spare, STATE_SPARE_MAX);
-		if (r < 0)
-			log_warning("spare state files in %s: %s (creating files instead)", spare,
-				    strerror(-r));
-	}
 	r = state_init_counters(a);
 	if (r < 0) {
 		log_error("state directory %s: cannot write counters: %s", a->cfg.state_dir,
@@ -520,7 +511,6 @@ int main(int argc, char **argv)
 	gpu_glue_fini(&a);
 	audit_glue_fini(&a);
 	tsglue_fini(&a);
-	fpool_close(&a.spare);
 	/* Tasks keep running: their state files stay for the next start. */
 	while (a.tasks) {
 		struct task *t = a.tasks;

@@ -8,8 +8,6 @@
  *   tasks/<id>.syscalls  the calls its seccomp profile denied, appended by the shim (audit)
  *   ended/<id>.json    the final record of recently ended tasks (for show/wait after restart),
  *                      the newest ended_keep of them
- *   spare/             spare inodes the files above are made from and returned to, so a
- *                      launch creates and unlinks no inode (common/fpool.h)
  *   spool/             the accounting spool
  */
 #include "agent/agent.h"
@@ -164,7 +162,7 @@ int state_save_task(struct agent *a, struct task *t)
 	if (!txt)
 		return -ENOMEM;
 	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
-	r = fpool_replace(&a->spare, path, txt, strlen(txt), 0600);
+	r = write_file_replace(path, txt, strlen(txt), 0600);
 	return r;
 }
 
@@ -193,13 +191,11 @@ void state_remove_task_files(struct agent *a, const char *id)
 	char path[512];
 
 	task_path(a, id, "tasks", ".json", path, sizeof(path));
-	(void)fpool_remove(&a->spare, path);
+	(void)unlink(path);
 	task_path(a, id, "tasks", ".exit", path, sizeof(path));
-	(void)fpool_remove(&a->spare, path);
-	task_path(a, id, "tasks", ".exit.tmp", path, sizeof(path));
-	(void)fpool_remove(&a->spare, path);
+	(void)unlink(path);
 	audit_glue_syscalls_path(a, id, path, sizeof(path));
-	(void)fpool_remove(&a->spare, path);
+	(void)unlink(path);
 }
 
 void state_remove_ended(struct agent *a, const char *id)
@@ -207,7 +203,7 @@ void state_remove_ended(struct agent *a, const char *id)
 	char path[512];
 
 	task_path(a, id, "ended", ".json", path, sizeof(path));
-	(void)fpool_remove(&a->spare, path);
+	(void)unlink(path);
 }
 
 int state_save_ended(struct agent *a, struct task *t)
@@ -228,22 +224,7 @@ int state_save_ended(struct agent *a, struct task *t)
 	if (!txt)
 		return -ENOMEM;
 	task_path(a, t->id, "ended", ".json", path, sizeof(path));
-	return fpool_replace(&a->spare, path, txt, strlen(txt), 0600);
-}
-
-/*
- * name in dir is a state write cut short by a crash (<file>.json.tmp.<pid>; only the agent
- * writes these, a shim may still be filling <id>.exit.tmp, which stays): recycle it, true.
- */
-static bool recycle_torn_write(struct agent *a, const char *dir, const char *name)
-{
-	char path[1024];
-
-	if (!strstr(name, ".json.tmp."))
-		return false;
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	(void)fpool_remove(&a->spare, path);
-	return true;
+	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
 static bool valid_task_id(const char *s)
@@ -284,8 +265,6 @@ static void load_ended(struct agent *a)
 		struct task *t;
 		size_t n = strlen(de->d_name);
 
-		if (recycle_torn_write(a, dir, de->d_name))
-			continue;
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || n - 5 >= sizeof(id))
 			continue;
 		snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
@@ -296,7 +275,7 @@ static void load_ended(struct agent *a)
 		rec = j ? json_object_get(j, "record") : NULL;
 		if (!json_is_object(rec)) {
 			log_warning("%s: unreadable ended-task file, removed", path);
-			(void)fpool_remove(&a->spare, path);
+			(void)unlink(path);
 			json_decref(j);
 			continue;
 		}
@@ -502,8 +481,6 @@ int state_load(struct agent *a)
 		size_t n = strlen(de->d_name);
 		int r;
 
-		if (recycle_torn_write(a, dir, de->d_name))
-			continue;
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);

@@ -618,7 +618,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	struct task *t;
 	gid_t groups[256];
 	int ngroups = (int)ARRAY_SIZE(groups);
-	char exit_file[512], exit_tmp[520] = "", sc_file[512], msg[512], perr[512];
+	char exit_file[512], sc_file[512], msg[512], perr[512];
 	enum launch_step step = LAUNCH_STEP_NONE;
 	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
 	uint64_t mem_used;
@@ -801,13 +801,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		goto out_cg;
 	}
 	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
-	snprintf(exit_tmp, sizeof(exit_tmp), "%s.tmp", exit_file);
 	audit_glue_syscalls_path(a, t->id, sc_file, sizeof(sc_file));
 	t->syscall_audit = sbx_filter_notifies(filter);
-	/* Spare inodes for the files the shim writes: no inode is created per launch. */
-	(void)fpool_place(&a->spare, exit_tmp);
-	if (t->syscall_audit)
-		(void)fpool_place(&a->spare, sc_file);
 	plan = (struct launch_plan){
 	    .argv = t->spec.argv,
 	    .env = env,
@@ -825,7 +820,6 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .filter = filter,
 	    .cap_last_cap = a->cap_last_cap,
 	    .exit_file = exit_file,
-	    .exit_tmp = exit_tmp,
 	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
 	    .syscalls_max = AUDIT_SYSCALLS_MAX,
 	};
@@ -908,9 +902,7 @@ out_cg:
 		(void)waitpid(h.shim_pid, NULL, 0);
 	}
 	if (t->syscall_audit)
-		(void)fpool_remove(&a->spare, sc_file);
-	if (exit_tmp[0])
-		(void)fpool_remove(&a->spare, exit_tmp);
+		(void)unlink(sc_file);
 	if (a->meter)
 		(void)meter_forget(a->meter, t->key);
 	audit_glue_task_end(a, t);

@@ -2,7 +2,6 @@
 #include "isolation/launch.h"
 #include "isolation/cgroup.h"
 #include "isolation/seccomp.h"
-#include "common/fpool.h"
 #include "common/macro.h"
 #include "common/util.h"
 
@@ -437,9 +436,7 @@ static void shim_report_exit(const struct launch_plan *p, int status_w, int stat
 		       "status=%d utime_us=%llu stime_us=%llu maxrss_kb=%llu end_ns=%llu\n", status,
 		       (unsigned long long)ut, (unsigned long long)st,
 		       (unsigned long long)ru->ru_maxrss, (unsigned long long)end);
-	if (p->exit_file && p->exit_tmp)
-		(void)fpool_fill(p->exit_tmp, p->exit_file, file, (size_t)len, 0600);
-	else if (p->exit_file)
+	if (p->exit_file)
 		(void)write_file_replace(p->exit_file, file, (size_t)len, 0600);
 	snprintf(line, sizeof(line), "X %d %llu %llu %llu %llu\n", status, (unsigned long long)ut,
 		 (unsigned long long)st, (unsigned long long)ru->ru_maxrss,

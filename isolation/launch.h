@@ -81,7 +81,6 @@ struct launch_plan {
 	size_t n_rlimits;
 	struct launch_rlimit rlimits[LAUNCH_RLIMITS_MAX];
 	const char *exit_file;	   /* where the shim records the wait status (atomic rename) */
-	const char *exit_tmp;	   /* its temporary name, maybe a spare placed there (fpool) */
 	const char *syscalls_file; /* audit of denied calls (needs a notifying filter); NULL: off */
 	uint64_t syscalls_max;	   /* call lines written at most; beyond, only counted */
 };

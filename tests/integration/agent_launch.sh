@@ -155,4 +155,17 @@ echo "$out" | grep -q 'exceeds what is left' && pass "oversized request refused:
 # every task cgroup was removed
 left=$(find /sys/fs/cgroup/memory/"$SUBTREE" -mindepth 1 -type d 2>/dev/null | wc -l)
 [ "$left" = 0 ] && pass "task cgroups removed after their records were final" || fail "$left task cgroups left"
+
+# --- ended tasks on disk: only the newest ended_keep stay (the files once piled up forever) --
+stop_agent
+printf '[agent]\nended_keep = 3\n' >"$T/ended.conf"
+start_agent --config "$T/ended.conf"
+n0=$(ls "$STATE/ended" | wc -l)
+[ "$n0" -le 3 ] && pass "at start with ended_keep 3: $n0 ended files kept" || fail "at start: $n0 ended files"
+for i in 1 2 3 4 5; do run_wait -- /bin/true; done
+last=$ID
+n1=$(ls "$STATE/ended" | wc -l)
+[ "$n1" = 3 ] && [ -e "$STATE/ended/$last.json" ] && pass "after 5 more tasks: 3 ended files, the newest among them" ||
+	fail "after 5 more tasks: $n1 ended files ($(ls "$STATE/ended" | tr '\n' ' '))"
+ctl show "$last" --json | grep -q '"exit"' && pass "the newest ended task still shows" || fail "show $last"
 finish
