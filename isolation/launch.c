@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -127,22 +128,78 @@ static int open_stdio(const char *path, int target, int flags)
 	return 0;
 }
 
+/* What the task child needs from the shim (on the shim's stack: shared or copied). */
+struct child_ctx {
+	const struct launch_plan *p;
+	int err_fd, sync_fd;
+	int status_w;	/* shared_vm: the child reports its own pid here ("P <pid>") */
+	int audit_sock; /* >= 0: hand the seccomp listener to the shim */
+	bool need_join, unified_done;
+	bool shared_vm; /* CLONE_VM|CLONE_VFORK: the shim is suspended until we exec or exit */
+};
+
+static int write_all(int fd, const char *buf, size_t len);
+
+/* "P <pid>\n" without stdio (the child runs in the shim's memory). */
+static void child_report_pid(int fd)
+{
+	char buf[32], *e = buf + sizeof(buf), *b = e;
+	unsigned long v = (unsigned long)syscall(SYS_getpid);
+
+	*--b = '\n';
+	do {
+		*--b = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	*--b = ' ';
+	*--b = 'P';
+	(void)write_all(fd, b, (size_t)(e - b));
+}
+
 /*
- * The task child. Only async-signal-safe calls from here on: it is cloned with a raw clone3 by
- * the shim (no atfork handlers ran). audit_sock >= 0: hand the seccomp listener to the shim.
+ * With the shim suspended (shared_vm) nobody can answer a notification before execve: every
+ * execve candidate and the failure path (write on the error pipe, exit_group) must run
+ * unanswered, or the child is forked instead (the shim then answers as usual). The handoff's
+ * own sendmsg is checked by sbx_filter_apply_handoff.
  */
-_noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sync_fd,
-				 bool need_join, bool unified_done, int audit_sock)
+static bool child_handoff_safe(const struct child_ctx *cx)
+{
+	const struct launch_plan *p = cx->p;
+	struct child_error ce;
+
+	if (sbx_filter_call_notified(p->filter, SYS_write, (uint64_t)cx->err_fd,
+				     (uint64_t)(uintptr_t)&ce, sizeof(ce)) ||
+	    sbx_filter_call_notified(p->filter, SYS_exit_group, 127, 0, 0))
+		return false;
+	for (char *const *e = p->exec_paths; e && *e; e++)
+		if (sbx_filter_call_notified(p->filter, SYS_execve, (uint64_t)(uintptr_t)*e,
+					     (uint64_t)(uintptr_t)p->argv,
+					     (uint64_t)(uintptr_t)p->env))
+			return false;
+	return true;
+}
+
+/*
+ * The task child. Only async-signal-safe calls from here on: it is cloned with a raw clone3 (or
+ * clone) by the shim, no atfork handlers ran, and with shared_vm it runs in the shim's memory
+ * (own stack; it writes nothing else but errno, and the shim is suspended meanwhile).
+ */
+_noreturn_ static void run_child(const struct child_ctx *cx)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2] = {{0}};
+	const struct launch_plan *p = cx->p;
+	int err_fd = cx->err_fd, sync_fd = cx->sync_fd, audit_sock = cx->audit_sock;
 	sigset_t all;
 	char go;
 	ssize_t n;
 	int r, exec_err;
 
-	if (need_join && p->cg) {
-		r = cg_task_join_self(p->cg, unified_done);
+	if (cx->shared_vm)
+		child_report_pid(cx->status_w);
+	close(cx->status_w);
+	if (cx->need_join && p->cg) {
+		r = cg_task_join_self(p->cg, cx->unified_done);
 		if (r < 0)
 			child_fail(err_fd, LAUNCH_STEP_CGROUP, -r);
 	}
@@ -206,7 +263,8 @@ _noreturn_ static void run_child(const struct launch_plan *p, int err_fd, int sy
 	if (p->filter) {
 		/* With audit: nothing but the handoff runs between the filter and execve. */
 		if (audit_sock >= 0)
-			r = sbx_filter_apply_handoff(p->filter, audit_sock);
+			r = sbx_filter_apply_handoff(p->filter, audit_sock,
+						     cx->shared_vm ? SBX_HANDOFF_NO_ACK : 0);
 		else
 			r = sbx_filter_apply(p->filter);
 		if (r < 0)
@@ -444,16 +502,123 @@ static void shim_report_exit(const struct launch_plan *p, int status_w, int stat
 	(void)write_all(status_w, line, strlen(line));
 }
 
+/*
+ * Cloning the task child. The child does little before execve, so it need not get a copy of
+ * the shim's memory (which is the agent's, with its libraries, heap and BPF mappings): like
+ * posix_spawn it runs with CLONE_VM|CLONE_VFORK on a stack of its own while the shim is
+ * suspended, which saves copying the page tables and tearing the copy down again at exec.
+ * CLONE_INTO_CGROUP needs clone3, for which glibc has no wrapper that runs a function on a new
+ * stack, hence the few instructions below (x86-64). Elsewhere, or if this fails, a plain fork.
+ */
+#define CHILD_STACK_SIZE (256 * 1024)
+
+#if defined(__x86_64__)
+/* long launch_clone3_run(struct clone_args *ca, size_t size, int (*fn)(void *), void *arg):
+ * the child calls fn(arg) on ca->stack and exits with its return value; the parent gets the
+ * child's pid or -errno. rdx and r8..r10 survive the syscall in both. */
+long launch_clone3_run(struct clone_args *ca, size_t size, int (*fn)(void *), void *arg);
+__asm__(".text\n"
+	".p2align 4\n"
+	".globl launch_clone3_run\n"
+	".hidden launch_clone3_run\n"
+	".type launch_clone3_run, @function\n"
+	"launch_clone3_run:\n"
+	"	mov %rdx, %r9\n"
+	"	mov %rcx, %r8\n"
+	"	mov $435, %eax\n" /* SYS_clone3 */
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jz 1f\n"
+	"	ret\n"
+	"1:	xor %ebp, %ebp\n"
+	"	mov %r8, %rdi\n"
+	"	call *%r9\n"
+	"	mov %eax, %edi\n"
+	"	mov $60, %eax\n" /* SYS_exit */
+	"	syscall\n"
+	"	hlt\n"
+	".size launch_clone3_run, . - launch_clone3_run\n");
+#define HAVE_CLONE3_RUN 1
+#endif
+
+_noreturn_ static int child_entry(void *arg)
+{
+	run_child(arg);
+}
+
+/*
+ * Returns the child's pid (with ctx->shared_vm: the child has exec'd or exited by then), 0 in
+ * a forked child (the caller runs run_child), or -errno. Sets ctx->need_join/unified_done.
+ */
+static long clone_child(struct child_ctx *ctx)
+{
+	const struct launch_plan *p = ctx->p;
+	struct clone_args ca = {.exit_signal = SIGCHLD};
+	void *stack = MAP_FAILED;
+	long c = -ENOSYS;
+
+#ifdef HAVE_CLONE3_RUN
+	if (ctx->audit_sock < 0 || child_handoff_safe(ctx))
+		stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+	if (stack != MAP_FAILED) {
+		(void)mprotect(stack, 4096, PROT_NONE); /* guard page */
+		ca.flags = CLONE_VM | CLONE_VFORK;
+		ca.stack = (uint64_t)(uintptr_t)stack;
+		ca.stack_size = CHILD_STACK_SIZE;
+		if (p->clone_cgroup_fd >= 0) {
+			ca.flags |= CLONE_INTO_CGROUP;
+			ca.cgroup = (uint64_t)p->clone_cgroup_fd;
+			ctx->unified_done = true;
+			ctx->need_join = !(p->cg && cg_task_clone_joins_all(p->cg));
+		}
+		ctx->shared_vm = true;
+		c = launch_clone3_run(&ca, sizeof(ca), child_entry, ctx);
+		if (c < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
+			/* No CLONE_INTO_CGROUP here: join from the child instead. */
+			ca.flags &= ~CLONE_INTO_CGROUP;
+			ca.cgroup = 0;
+			ctx->unified_done = false;
+			ctx->need_join = true;
+			c = launch_clone3_run(&ca, sizeof(ca), child_entry, ctx);
+		}
+		munmap(stack, CHILD_STACK_SIZE);
+		if (c > 0)
+			return c;
+		ctx->shared_vm = false;
+		ctx->unified_done = false;
+		ctx->need_join = true;
+	}
+#endif
+	(void)stack;
+	memset(&ca, 0, sizeof(ca));
+	ca.exit_signal = SIGCHLD;
+	if (p->clone_cgroup_fd >= 0) {
+		ca.flags = CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)p->clone_cgroup_fd;
+		c = syscall(SYS_clone3, &ca, sizeof(ca));
+		if (c >= 0) {
+			/* v2: in its cgroup already; v1 hybrid: in the unified one, v1 ones to
+			 * join. */
+			ctx->unified_done = true;
+			ctx->need_join = !(p->cg && cg_task_clone_joins_all(p->cg));
+			return c;
+		}
+	}
+	/* Kernels without clone3/CLONE_INTO_CGROUP, or v1 only: plain fork, then join. */
+	c = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	return c < 0 ? -errno : c;
+}
+
 /* The shim: a forked copy of the agent (glibc fork, so malloc/stdio are usable). */
 _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r,
 				int sc_fd)
 {
-	struct clone_args ca = {0};
+	struct child_ctx ctx;
 	struct shim_audit au = {.file = -1, .listener = -1, .max = p->syscalls_max};
 	struct rusage ru;
 	sigset_t all;
 	char line[160];
-	bool need_join = true, unified_done = false;
 	int status = 0, null_fd, sock[2] = {-1, -1}, keep[3];
 	pid_t child;
 	long c;
@@ -471,26 +636,17 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		(void)!write(err_w, &ce, sizeof(ce));
 		_exit(1);
 	}
-	ca.exit_signal = SIGCHLD;
-	if (p->clone_cgroup_fd >= 0) {
-		ca.flags = CLONE_INTO_CGROUP;
-		ca.cgroup = (uint64_t)p->clone_cgroup_fd;
-	}
-	c = p->clone_cgroup_fd >= 0 ? syscall(SYS_clone3, &ca, sizeof(ca)) : -1;
+	ctx = (struct child_ctx){.p = p,
+				 .err_fd = err_w,
+				 .sync_fd = sync_r,
+				 .status_w = status_w,
+				 .audit_sock = sock[1],
+				 .need_join = true};
+	c = clone_child(&ctx);
+	if (c == 0)
+		run_child(&ctx); /* copied memory (fork semantics) */
 	if (c < 0) {
-		/* Kernels without clone3/CLONE_INTO_CGROUP, or v1 only: plain fork, then join. */
-		c = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
-	} else {
-		/* v2: in its cgroup already; v1 hybrid: in the unified one, v1 ones to join. */
-		unified_done = true;
-		need_join = !(p->cg && cg_task_clone_joins_all(p->cg));
-	}
-	if (c == 0) {
-		close(status_w);
-		run_child(p, err_w, sync_r, need_join, unified_done, sock[1]);
-	}
-	if (c < 0) {
-		struct child_error ce = {.step = LAUNCH_STEP_CLONE, .err = errno};
+		struct child_error ce = {.step = LAUNCH_STEP_CLONE, .err = (int)-c};
 
 		(void)!write(err_w, &ce, sizeof(ce));
 		_exit(1);
@@ -515,12 +671,15 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	sock[0] = keep[1];
 	au.file = keep[2];
 
-	snprintf(line, sizeof(line), "P %d\n", (int)child);
-	(void)write_all(status_w, line, strlen(line));
+	if (!ctx.shared_vm) {
+		snprintf(line, sizeof(line), "P %d\n", (int)child);
+		(void)write_all(status_w, line, strlen(line));
+	}
 
 	if (au.file >= 0) {
 		au.child = child;
-		if (sbx_listener_receive(sock[0], &au.listener) < 0)
+		/* shared_vm: the child has exec'd already and cannot read an ack */
+		if (sbx_listener_receive(sock[0], &au.listener, !ctx.shared_vm) < 0)
 			au.listener = -1;
 		close(sock[0]);
 		if (au.listener >= 0 && sbx_notifier_new(au.listener, p->filter, &au.n) < 0) {

@@ -4,7 +4,9 @@
  * created and opened, seccomp filter compiled, argv/env/exec candidates built, ids resolved).
  *
  * Process layout: the agent forks a small supervisor ("shim") per task; the shim leaves the
- * agent's session, clones the task child (CLONE_INTO_CGROUP on v2) and waits for it. The shim
+ * agent's session, clones the task child (CLONE_INTO_CGROUP on v2; CLONE_VM|CLONE_VFORK on a
+ * stack of its own where it can, so the child gets no copy of the agent's memory) and waits
+ * for it. The shim
  * writes the task's wait status to an exit file (atomically) and to a pipe, so the status
  * survives an agent restart: a restarted agent re-adopts the shim by pid + start time and reads
  * the exit file when the shim is gone.

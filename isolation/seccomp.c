@@ -1229,7 +1229,17 @@ static bool runs_unanswered(const struct sbx_filter *f, int nr, uint64_t a0, uin
 	return act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG;
 }
 
-int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock)
+bool sbx_filter_call_notified(const struct sbx_filter *f, int nr, uint64_t a0, uint64_t a1,
+			      uint64_t a2)
+{
+	struct seccomp_data d = {.nr = nr, .arch = f ? f->native_arch : 0, .args = {a0, a1, a2}};
+
+	if (!f || !f->notify)
+		return false;
+	return (sbx_filter_eval(f, &d, true) & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_USER_NOTIF;
+}
+
+int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock, unsigned int flags)
 {
 	union fd_cmsg cbuf;
 	char byte = 'L', ack = 0;
@@ -1260,7 +1270,8 @@ int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock)
 	 */
 	if (!runs_unanswered(f, SYS_sendmsg, (uint64_t)sock, (uint64_t)(uintptr_t)&msg,
 			     MSG_NOSIGNAL) ||
-	    !runs_unanswered(f, SYS_read, (uint64_t)sock, (uint64_t)(uintptr_t)&ack, 1)) {
+	    (!(flags & SBX_HANDOFF_NO_ACK) &&
+	     !runs_unanswered(f, SYS_read, (uint64_t)sock, (uint64_t)(uintptr_t)&ack, 1))) {
 		r = sbx_filter_apply(f);
 		return r < 0 ? r : 0;
 	}
@@ -1274,9 +1285,13 @@ int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock)
 		n = syscall(SYS_sendmsg, sock, &msg, MSG_NOSIGNAL);
 	} while (n < 0 && errno == EINTR);
 	e = n == 1 ? 0 : n < 0 ? errno : EPROTO;
-	close(lfd); /* the supervisor's copy (in flight or received) keeps it open */
-	if (e)
+	if (e) {
+		close(lfd);
 		return -e;
+	}
+	if (flags & SBX_HANDOFF_NO_ACK)
+		return 1; /* close-on-exec: execve closes it, with no call under the filter */
+	close(lfd);	  /* the supervisor's copy (in flight or received) keeps it open */
 	do {
 		n = syscall(SYS_read, sock, &ack, 1);
 	} while (n < 0 && errno == EINTR);
@@ -1285,7 +1300,7 @@ int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock)
 	return n == 1 ? 1 : -EPIPE;
 }
 
-int sbx_listener_receive(int sock, int *ret_fd)
+int sbx_listener_receive(int sock, int *ret_fd, bool ack)
 {
 	union fd_cmsg cbuf;
 	char byte = 0;
@@ -1311,7 +1326,7 @@ int sbx_listener_receive(int sock, int *ret_fd)
 	    cm->cmsg_len != CMSG_LEN(sizeof(int)) || (msg.msg_flags & MSG_CTRUNC))
 		return -EPROTO;
 	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	if (send(sock, "A", 1, MSG_NOSIGNAL) != 1) {
+	if (ack && send(sock, "A", 1, MSG_NOSIGNAL) != 1) {
 		int e = errno;
 
 		close(fd);

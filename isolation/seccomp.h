@@ -58,11 +58,21 @@ bool sbx_filter_notifies(const struct sbx_filter *f);
  * handed over; 0 when the profile would not allow the handoff itself (sendmsg/read on sock:
  * under the new filter they would wait for an answer nobody can give yet), in which case the
  * profile's own program is installed instead; -errno on failure. Async-signal-safe.
+ *
+ * SBX_HANDOFF_NO_ACK: send without waiting for an ack and leave the listener open (it is
+ * close-on-exec, so execve drops the child's copy). For a child whose supervisor is suspended
+ * until the child execs (CLONE_VFORK): the ack could never come. Only sendmsg is checked then;
+ * the caller checks whatever else it calls before execve.
  */
-int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock);
-/* Supervisor side: receive the listener (close-on-exec) sent by sbx_filter_apply_handoff and
- * ack it. -EPIPE when the child closed the socket without sending one. */
-int sbx_listener_receive(int sock, int *ret_fd);
+#define SBX_HANDOFF_NO_ACK 1U
+/* Would this native call (first three arguments) wait for the supervisor under the installed
+ * notifying program? false for a filter without notification. Pure computation. */
+bool sbx_filter_call_notified(const struct sbx_filter *f, int nr, uint64_t a0, uint64_t a1,
+			      uint64_t a2);
+int sbx_filter_apply_handoff(const struct sbx_filter *f, int sock, unsigned int flags);
+/* Supervisor side: receive the listener (close-on-exec) sent by sbx_filter_apply_handoff and,
+ * if ack, ack it. -EPIPE when the child closed the socket without sending one. */
+int sbx_listener_receive(int sock, int *ret_fd, bool ack);
 
 /*
  * Run a program on a call as the kernel would: the SECCOMP_RET_* word (action | data).

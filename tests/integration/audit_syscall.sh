@@ -94,6 +94,22 @@ got=$(syscalls "$ID4")
 sig=$(q "SELECT json_extract(body,'\$.exit.signal') FROM records WHERE type='task.end' AND task_id='$ID4'")
 [ "$sig" = 31 ] && pass "strict: task.end signal 31 (SIGSYS)" || fail "strict signal: $sig"
 
+# --- a profile that denies execve: the denial is answered and recorded, nothing hangs ----------
+# (the child cannot be cloned sharing the shim's memory then: nobody could answer its execve)
+cat >"$T/noexec.json" <<'JSON'
+{"defaultAction": "SCMP_ACT_ALLOW",
+ "syscalls": [{"names": ["execve"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}]}
+JSON
+chmod 644 "$T/noexec.json"
+t0=$(date +%s)
+run_wait --seccomp "$T/noexec.json" -- /bin/true
+IDX=$ID
+[ "$RC" = 126 ] && [ $(($(date +%s) - t0)) -lt 10 ] && echo "$REASON" | grep -q 'exec /bin/true: Permission denied' \
+	&& pass "execve denied by the profile: launch_failed, 126, '$REASON'" || fail "noexec: rc $RC '$REASON'"
+wait_rows "SELECT count(*) FROM records WHERE type='task.end' AND task_id='$IDX'" 1 || fail "task.end of $IDX not stored"
+got=$(syscalls "$IDX")
+[ "$got" = "1 execve 59 errno 13" ] && pass "the denied execve is recorded: $got" || fail "noexec records: '$got'"
+
 # --- agent restarts between denials: nothing lost, nothing twice ---------------------------------
 mkdir -m 777 "$T/sync"
 ID5=$(ctl run --stdout "$T/r.out" -- "$H" 4 "$T/sync" 4)

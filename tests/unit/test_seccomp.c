@@ -600,7 +600,8 @@ struct supervised {
  * answer every notification until the child is gone, reap it. Returns -EPIPE when the child
  * never handed a listener over (it then ran under the profile's own program).
  */
-static int supervise(pid_t pid, int sock, const struct sbx_filter *f, struct supervised *out)
+static int supervise_ack(pid_t pid, int sock, const struct sbx_filter *f, struct supervised *out,
+			 bool ack)
 {
 	struct sbx_notifier *n = NULL;
 	int lfd = -1, pfd, r;
@@ -608,7 +609,7 @@ static int supervise(pid_t pid, int sock, const struct sbx_filter *f, struct sup
 	memset(out, 0, sizeof(*out));
 	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	assert_true(pfd >= 0);
-	r = sbx_listener_receive(sock, &lfd);
+	r = sbx_listener_receive(sock, &lfd, ack);
 	if (r < 0) {
 		out->status = wait_child(pid);
 		close(pfd);
@@ -651,11 +652,16 @@ static int supervise(pid_t pid, int sock, const struct sbx_filter *f, struct sup
 	return 0;
 }
 
+static int supervise(pid_t pid, int sock, const struct sbx_filter *f, struct supervised *out)
+{
+	return supervise_ack(pid, sock, f, out, true);
+}
+
 static void child_handoff(const struct sbx_filter *f, int sock, int want)
 {
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		_exit(100);
-	if (sbx_filter_apply_handoff(f, sock) != want)
+	if (sbx_filter_apply_handoff(f, sock, 0) != want)
 		_exit(101);
 	close(sock);
 }
@@ -702,6 +708,59 @@ static void test_notify_in_child(void **state)
 	}
 	assert_int_equal(sv.ev[6].nr, SYS_unshare);
 	assert_int_equal(sv.ev[6].args[0], CLONE_NEWUSER);
+	sbx_filter_free(f);
+}
+
+/*
+ * SBX_HANDOFF_NO_ACK (a child whose supervisor is suspended until it execs): no ack awaited,
+ * the child's listener is close-on-exec (execve drops it without a call under the filter),
+ * and denials after the handoff are still answered once the supervisor receives it.
+ */
+static void test_notify_no_ack(void **state)
+{
+	struct sbx_filter *f = load_notify("default");
+	struct supervised sv;
+	int sp[2];
+	pid_t pid;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	pid = fork();
+	if (pid == 0) {
+		char *const argv[] = {"true", NULL}, *const envp[] = {NULL};
+		bool before[1024];
+		int new_fds = 0;
+
+		close(sp[0]);
+		for (int fd = 0; fd < 1024; fd++)
+			before[fd] = fcntl(fd, F_GETFD) >= 0;
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			_exit(100);
+		if (sbx_filter_apply_handoff(f, sp[1], SBX_HANDOFF_NO_ACK) != 1)
+			_exit(101);
+		for (int fd = 0; fd < 1024; fd++) {
+			int fl = fcntl(fd, F_GETFD);
+
+			if (fl < 0 || before[fd])
+				continue;
+			new_fds++; /* the listener, still open */
+			if (!(fl & FD_CLOEXEC))
+				_exit(102);
+		}
+		if (new_fds != 1)
+			_exit(103);
+		CHECK(1, fails_with(ptrace(PTRACE_TRACEME, 0, NULL, NULL), EPERM));
+		execve("/bin/true", argv, envp);
+		_exit(104);
+	}
+	close(sp[1]);
+	assert_int_equal(supervise_ack(pid, sp[0], f, &sv, false), 0);
+	close(sp[0]);
+	if (!WIFEXITED(sv.status) || WEXITSTATUS(sv.status) != 0)
+		fail_msg("child: %s %d", WIFEXITED(sv.status) ? "exit" : "signal",
+			 WIFEXITED(sv.status) ? WEXITSTATUS(sv.status) : WTERMSIG(sv.status));
+	assert_int_equal(sv.n, 1);
+	assert_int_equal(sv.ev[0].nr, SYS_ptrace);
+	assert_int_equal(sv.ev[0].action, RET_ERRNO(EPERM));
 	sbx_filter_free(f);
 }
 
@@ -841,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_eval_and_notify_variant),
 		cmocka_unit_test(test_notify_allowlist),
 		cmocka_unit_test(test_notify_in_child),
+		cmocka_unit_test(test_notify_no_ack),
 		cmocka_unit_test(test_notify_strict_kills),
 		cmocka_unit_test(test_notify_handoff_refused),
 		cmocka_unit_test(test_names),
