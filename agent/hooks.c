@@ -121,6 +121,9 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	if (a->meter) {
 		C("corral_bpf_ringbuf_drops_total", "Events lost because the ring buffer was full.",
 		  meter_ringbuf_drops(a->meter));
+		C("corral_bpf_map_full_total",
+		  "Processes, threads or address spaces not tracked because a BPF map was full.",
+		  meter_map_full(a->meter));
 		G("corral_bpf_tasks_tracked", "Tasks tracked by the BPF programs.",
 		  meter_tasks_tracked(a->meter));
 	}

@@ -346,6 +346,19 @@ static __always_inline __s64 mm_sum(struct meter_mm *e)
 	return e->pages[0] + e->pages[1] + e->pages[3];
 }
 
+/* Whoever deletes an "mms" entry (BPF or meter_forget) owns its owner's decrement. */
+static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
+{
+	__u64 owner = e->task_key;
+	struct meter_task *t;
+
+	if (bpf_map_delete_elem(&mms, mmkey))
+		return;
+	t = bpf_map_lookup_elem(&tasks, &owner);
+	if (t)
+		__sync_fetch_and_add(&t->mms_alive, -1);
+}
+
 static __always_inline void on_exit(struct task_struct *p, const bool btf)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
@@ -379,7 +392,7 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf)
 	if (mm) {
 		e = bpf_map_lookup_elem(&mms, &mm);
 		if (e && mm_sum(e) == 0)
-			bpf_map_delete_elem(&mms, &mm);
+			mm_del(&mm, e);
 	}
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
 	if (bpf_map_delete_elem(&procs, &tgid))
@@ -489,17 +502,28 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 		if (!proc) {
 			/* A freed mm of a tracked process, reused by an untracked one. */
 			if (e)
-				bpf_map_delete_elem(&mms, &mmkey);
+				mm_del(&mmkey, e);
 			return;
+		}
+		if (e && e->task_key != proc->task_key) {
+			/* A freed mm of an ended task, reused by another task's process. */
+			mm_del(&mmkey, e);
+			e = NULL;
 		}
 		if (!e) {
 			struct meter_mm ne = {.task_key = proc->task_key};
+			int err = bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST);
 
-			if (bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST) == -E2BIG)
+			if (err == -E2BIG)
 				__sync_fetch_and_add(&map_full, 1);
 			e = bpf_map_lookup_elem(&mms, &mmkey);
 			if (!e)
 				return;
+			if (!err) {
+				t = bpf_map_lookup_elem(&tasks, &ne.task_key);
+				if (t)
+					__sync_fetch_and_add(&t->mms_alive, 1);
+			}
 		}
 		if (proc->mm != mmkey) {
 			/* exec: the old mm is torn down by now; drop its entry if it is empty. */
@@ -507,7 +531,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 			struct meter_mm *oe = oldmm ? bpf_map_lookup_elem(&mms, &oldmm) : NULL;
 
 			if (oe && mm_sum(oe) == 0)
-				bpf_map_delete_elem(&mms, &oldmm);
+				mm_del(&oldmm, oe);
 			proc->mm = mmkey;
 		}
 	}
@@ -529,6 +553,10 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 		break;
 	}
 	delta = (pages - old) * (__s64)page_size;
+	/* The last page of an exited process's mm going away (exit_mmap runs after the exit
+	 * tracepoint, in a context whose mm is no longer this one): the entry is done. */
+	if (!curr && mm_sum(e) == 0)
+		mm_del(&mmkey, e);
 	if (!delta)
 		return;
 	now = bpf_ktime_get_ns();

@@ -45,6 +45,7 @@ struct meter {
 	int ncpus;		 /* libbpf_num_possible_cpus() */
 	uint32_t next_slot; /* round-robin cursor: a freed slot is reused as late as possible */
 	uint32_t max_tasks, max_pids, ntracked;
+
 	bool io_from_syscalls;
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
 	meter_event_fn fn;			     /* set during meter_poll only */
@@ -656,20 +657,35 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	 * next switch-out and drop their entry); then the entries that point to it. The slot is
 	 * handed out again only after this, the task's final read.
 	 */
+	/*
+	 * A sweep walks every bucket of a map (get_next_key from NULL scans all of them even when
+	 * the map is empty): about 0.1 ms per 64k-entry map. The task's own counts of its
+	 * "procs" and "mms" entries (kept by BPF, decremented by whoever deletes an entry) say
+	 * whether one is needed; normally both are 0 by now. Unreadable counts: sweep.
+	 */
+	struct meter_task mt = {.procs_alive = 1, .mms_alive = 1};
+
+	if (bpf_map_lookup_elem(bpf_map__fd(s->maps.tasks), &task_key, &mt) < 0)
+		mt.procs_alive = mt.mms_alive = 1;
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	r = set_slot(m, slot_of(m, t), 0);
-	q = delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t), sizeof(struct meter_proc),
-			   task_key, m->max_pids);
-	if (q < 0 && !r)
-		r = q;
+	if (mt.procs_alive != 0) {
+		q = delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
+				   sizeof(struct meter_proc), task_key, m->max_pids);
+		if (q < 0 && !r)
+			r = q;
+	}
 	q = delete_by_task(bpf_map__fd(s->maps.threads), sizeof(uint32_t),
 			   sizeof(struct meter_thread), task_key, m->max_pids * 2);
 	if (q < 0 && !r)
 		r = q;
-	q = delete_by_task(bpf_map__fd(s->maps.mms), sizeof(uint64_t), sizeof(struct meter_mm),
-			   task_key, m->max_pids);
-	if (q < 0 && !r)
-		r = q;
+	if (mt.mms_alive != 0) {
+		q = delete_by_task(bpf_map__fd(s->maps.mms), sizeof(uint64_t),
+				   sizeof(struct meter_mm), task_key, m->max_pids);
+		if (q < 0 && !r)
+			r = q;
+	}
+
 	/* The net entry exists whether the programs are attached per task or once at the
 	 * parent (then t->ingress/egress are NULL): forgetting it filled the map after
 	 * max_tasks tasks and every later task lost BPF metering. */

@@ -29,6 +29,7 @@ struct meter_task {
 	__u64 root_tgid;      /* first process (meter_track) */
 	__s64 root_exit_code; /* its wait status once it exited, else -1 */
 	__u64 root_exited;
+	__s64 mms_alive; /* entries of "mms" owned by the task (meter_forget sweeps only then) */
 };
 
 /*

@@ -66,11 +66,34 @@ EOF2
 # in a row is still metered by BPF (the per-task net entries once leaked, so after max_tasks
 # tasks every later one fell back to cgroup files).
 stop_agent
-start_agent --max-tasks 4
+MPORT=$((20000 + RANDOM % 20000))
+start_agent --max-tasks 4 --metrics-listen 127.0.0.1:$MPORT
 for i in $(seq 12); do
 	run_wait -- /bin/true
 	[ "$RC" = 0 ] || fail "task $i of 12: rc $RC: $REASON"
 done
+# Process and address-space entries too (max_tasks 4 gives 256 of each): 10 tasks of 32
+# processes each would fill them if an ended task's entries stayed behind.
+for i in $(seq 10); do
+	run_wait -- sh -c 'for i in $(seq 30); do /bin/true; done; python3 -c 1'
+	[ "$RC" = 0 ] || fail "fork task $i of 10: rc $RC: $REASON"
+done
+full=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "corral_bpf_map_full_total" {print $2}')
+[ "$full" = 0 ] && pass "320 processes through max_tasks 4: no BPF map ever full" ||
+	fail "corral_bpf_map_full_total '$full' after 10 fork tasks"
+# and nothing of them is left in the per-process maps (no task runs now)
+if command -v bpftool >/dev/null; then
+	left=""
+	for m in procs mms; do
+		n=$(bpftool -j map dump name "$m" 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)  # one map: its elements; several of that name: objects with elements
+print(sum(len(x["elements"]) for x in d) if d and "elements" in d[0] else len(d))' 2>/dev/null)
+		[ "${n:-x}" = 0 ] || left="$left $m:${n:-?}"
+	done
+	[ -z "$left" ] && pass "BPF maps procs and mms empty after the tasks ended" ||
+		fail "entries left after the tasks ended:$left"
+fi
 run_wait -- python3 -c "x = sum(range(200000))"
 [ "$RC" = 0 ] || fail "13th task rc $RC: $REASON"
 rec=$(ctl show "$ID" --json)
