@@ -33,6 +33,7 @@ enum watch_kind {
 	WATCH_LISTEN,
 	WATCH_CONN,
 	WATCH_TASK_STATUS, /* shim status pipe */
+	WATCH_TASK_EXEC,   /* a starting task's exec result (close-on-exec error pipe) */
 	WATCH_TASK_PIDFD,  /* shim pidfd (adopted tasks, or status pipe lost) */
 	WATCH_METER,
 	WATCH_UPLOADER,
@@ -47,6 +48,7 @@ struct watch {
 };
 
 enum task_state {
+	TASK_STARTING, /* shim forked: waiting for the child's pid, then for its exec */
 	TASK_RUNNING,
 	TASK_ENDING, /* main process gone: killing leftovers, waiting for the cgroup to empty */
 	TASK_ENDED,
@@ -55,6 +57,8 @@ enum task_state {
 struct waiter {
 	struct conn *conn;
 	struct waiter *next;
+	bool start; /* waits for the run reply (the task is starting) ... */
+	bool wait;  /* ... and then for the end (run --wait) */
 };
 
 struct task {
@@ -74,7 +78,9 @@ struct task {
 	uint64_t shim_start; /* /proc start time, guards against pid reuse */
 	int shim_pidfd;
 	int status_fd;
-	struct watch w_status, w_pidfd;
+	struct watch w_status, w_pidfd, w_exec;
+	struct task_start *start; /* TASK_STARTING: the launch in progress (agent/task.c) */
+	uint64_t starting_since_mono;
 	pid_t pid;
 	uint64_t pid_start;
 
@@ -178,9 +184,16 @@ int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w);
 void agent_watch_del(struct agent *a, int fd);
 
 /* task.c */
+/*
+ * Start a task: everything that can be refused is checked and prepared here (errors go to
+ * err, nothing is left behind); on success the shim is forked and *ret is TASK_STARTING. The
+ * rest runs from the event loop (task_on_status for the child's pid, task_on_exec for its
+ * exec), which calls control_task_started with the outcome.
+ */
 int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, gid_t sub_gid,
 		bool privileged, struct task **ret, char *err, size_t errlen);
 void task_on_status(struct agent *a, struct task *t);
+void task_on_exec(struct agent *a, struct task *t);
 void task_on_pidfd(struct agent *a, struct task *t);
 void task_tick(struct agent *a, uint64_t now_mono);
 int task_signal(struct agent *a, struct task *t, int sig);
@@ -242,4 +255,6 @@ int control_listen(struct agent *a);
 void control_on_accept(struct agent *a);
 void control_on_conn(struct agent *a, struct conn *c, uint32_t events);
 void control_task_ended(struct agent *a, struct task *t);
+/* The starting task exec'd (err NULL) or failed to launch (err says why). */
+void control_task_started(struct agent *a, struct task *t, const char *err);
 void control_close_all(struct agent *a);

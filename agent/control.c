@@ -214,7 +214,6 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 	struct task_spec spec;
 	char err[1024] = "";
 	struct task *t = NULL;
-	json_t *reply;
 	int r;
 
 	spec_init(&spec);
@@ -226,20 +225,45 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 	r = task_launch(a, &spec, c->uid, c->gid, agent_is_privileged(a, c->uid, c->gid), &t, err,
 			sizeof(err));
 	spec_clear(&spec);
-	if (r < 0 && r != -ECANCELED)
+	if (r < 0)
 		return error_reply(err);
-	if (r == -ECANCELED) {
-		/* Launch failed in the child: the task exists (and its record), say exactly why. */
-		reply = json_pack("{s:b,s:s,s:s,s:s}", "ok", 0, "task", t->id, "error", err,
-				  "status", "launch_failed");
-		if (json_is_true(json_object_get(req, "wait")))
-			json_object_set_new(reply, "exit_code", json_integer(t->exit_code));
-		return reply;
+	/* Starting: the reply follows once the child exec'd or failed (control_task_started). */
+	add_waiter(t, c);
+	t->waiters->start = true;
+	t->waiters->wait = json_is_true(json_object_get(req, "wait"));
+	return NULL;
+}
+
+void control_task_started(struct agent *a, struct task *t, const char *err)
+{
+	for (struct waiter **wp = &t->waiters; *wp;) {
+		struct waiter *w = *wp;
+		json_t *reply;
+
+		if (!w->start) {
+			wp = &w->next;
+			continue;
+		}
+		if (err) {
+			/* Launch failed: the task exists (and its record), say exactly why. */
+			reply = json_pack("{s:b,s:s,s:s,s:s}", "ok", 0, "task", t->id, "error", err,
+					  "status", "launch_failed");
+			if (w->wait)
+				json_object_set_new(reply, "exit_code", json_integer(t->exit_code));
+		} else {
+			reply =
+			    json_pack("{s:b,s:s,s:i}", "ok", 1, "task", t->id, "pid", (int)t->pid);
+		}
+		conn_send(a, w->conn, reply);
+		if (w->wait && !err) {
+			w->start = false; /* now waits for the end */
+			wp = &w->next;
+			continue;
+		}
+		*wp = w->next;
+		w->conn->waiting--;
+		free(w);
 	}
-	if (json_is_true(json_object_get(req, "wait"))) {
-		add_waiter(t, c);
-	}
-	return json_pack("{s:b,s:s,s:i}", "ok", 1, "task", t->id, "pid", (int)t->pid);
 }
 
 static json_t *handle_ps(struct agent *a, struct conn *c, json_t *req)
@@ -255,9 +279,10 @@ static json_t *handle_ps(struct agent *a, struct conn *c, json_t *req)
 		o = json_pack(
 		    "{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
 		    t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
-		    t->state == TASK_RUNNING  ? "running"
-		    : t->state == TASK_ENDING ? "ending"
-					      : "ended",
+		    t->state == TASK_STARTING  ? "starting"
+		    : t->state == TASK_RUNNING ? "running"
+		    : t->state == TASK_ENDING  ? "ending"
+					       : "ended",
 		    "job", t->spec.job, "account", t->spec.account, "start_ns",
 		    (json_int_t)t->start_ns, "command", t->spec.argc ? t->spec.argv[0] : "");
 		if (t->state == TASK_ENDED && t->final_record) {
@@ -387,7 +412,12 @@ void control_task_ended(struct agent *a, struct task *t)
 		struct waiter *w = t->waiters;
 
 		t->waiters = w->next;
-		conn_send(a, w->conn, ended_reply(a, t));
+		if (w->start) /* cannot happen: the start is always decided first */
+			conn_send(a, w->conn,
+				  json_pack("{s:b,s:s,s:s}", "ok", 0, "task", t->id, "error",
+					    "the task ended while starting"));
+		else
+			conn_send(a, w->conn, ended_reply(a, t));
 		w->conn->waiting--;
 		free(w);
 	}

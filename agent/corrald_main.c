@@ -482,6 +482,9 @@ int main(int argc, char **argv)
 			case WATCH_TASK_STATUS:
 				task_on_status(&a, w->ptr);
 				break;
+			case WATCH_TASK_EXEC:
+				task_on_exec(&a, w->ptr);
+				break;
 			case WATCH_TASK_PIDFD:
 				task_on_pidfd(&a, w->ptr);
 				break;

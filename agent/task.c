@@ -41,6 +41,17 @@ _printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* A launch in progress (TASK_STARTING). */
+struct task_start {
+	struct launch_handle h;
+	char *workdir; /* as the child uses it, for messages */
+	bool have_pid;
+	bool announced; /* state file and task.start written (at go) */
+};
+
+#define START_PID_MAX_NS  (10 * NSEC_PER_SEC) /* the shim reports the child's pid */
+#define START_EXEC_MAX_NS (30 * NSEC_PER_SEC) /* the child gets to execve */
+
 struct task *task_find(struct agent *a, const char *id)
 {
 	for (struct task *t = a->tasks; t; t = t->next)
@@ -58,6 +69,12 @@ void task_free(struct task *t)
 	free(t->user);
 	free(t->cg_name);
 	cg_task_free(t->cg);
+	if (t->start) {
+		launch_abort(&t->start->h);
+		launch_handle_close(&t->start->h);
+		free(t->start->workdir);
+		free(t->start);
+	}
 	closep(&t->shim_pidfd);
 	closep(&t->status_fd);
 	free(t->exit_message);
@@ -612,14 +629,12 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	_cleanup_(free_strvp) char **gpu_env = NULL;
 	const struct sbx_filter *filter = NULL;
 	struct launch_plan plan = {0};
-	struct launch_handle h = {.shim_pidfd = -1, .status_fd = -1, .err_fd = -1, .sync_fd = -1};
 	struct cg_limits lim = {0};
 	struct passwd *pw;
 	struct task *t;
 	gid_t groups[256];
 	int ngroups = (int)ARRAY_SIZE(groups);
 	char exit_file[512], sc_file[512], msg[512], perr[512];
-	enum launch_step step = LAUNCH_STEP_NONE;
 	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
 	uint64_t mem_used;
 	double cpus_used;
@@ -826,13 +841,120 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (!t->spec.workdir && stat(pw->pw_dir, &st) < 0)
 		plan.workdir = "/";
 
-	r = launch_start(&plan, &h);
+	t->start = calloc(1, sizeof(*t->start));
+	if (!t->start) {
+		r = -ENOMEM;
+		goto out_cg;
+	}
+	t->start->h = (struct launch_handle){.shim_pid = -1,
+					     .shim_pidfd = -1,
+					     .task_pid = -1,
+					     .status_fd = -1,
+					     .err_fd = -1,
+					     .sync_fd = -1};
+	t->start->workdir = strdup(plan.workdir);
+	if (!t->start->workdir) {
+		r = -ENOMEM;
+		goto out_cg;
+	}
+	r = launch_spawn(&plan, &t->start->h);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "starting the task failed: %s", strerror(-r));
 		goto out_cg;
 	}
-	t->shim_pid = h.shim_pid;
-	t->pid = h.task_pid;
+	/* From here on the task exists: whatever happens ends in its record. */
+	t->shim_pid = t->start->h.shim_pid;
+	t->state = TASK_STARTING;
+	t->starting_since_mono = now_ns(CLOCK_MONOTONIC);
+	task_link(a, t);
+	a->n_live++;
+	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
+	agent_watch_add(a, t->start->h.status_fd, EPOLLIN, &t->w_status);
+	*ret = t;
+	return 0;
+
+out_cg:
+	if (t->syscall_audit)
+		(void)unlink(sc_file);
+	(void)cg_task_kill(t->cg, SIGKILL);
+	(void)cg_task_destroy(t->cg);
+	gpu_glue_release(a, t);
+	task_free(t);
+	return fail(err, errlen, "%s", r == -ENOMEM ? "out of memory" : msg);
+}
+
+/*
+ * The launch's outcome: r 1 the child exec'd, < 0 it did not (msg says why). The task leaves
+ * TASK_STARTING: running, or ending as launch_failed (the shim still reports the child's
+ * exit, ignored for the status; if the shim is gone, the status pipe's EOF ends it).
+ */
+static void start_done(struct agent *a, struct task *t, int r, const char *msg)
+{
+	struct task_start *st = t->start;
+	bool announced = st->announced;
+
+	agent_watch_del(a, st->h.err_fd);
+	agent_watch_del(a, st->h.status_fd);
+	t->shim_pidfd = TAKE_FD(st->h.shim_pidfd);
+	t->status_fd = TAKE_FD(st->h.status_fd);
+	launch_handle_close(&st->h); /* closing the sync pipe ends a child still waiting */
+	free(st->workdir);
+	free(st);
+	t->start = NULL;
+	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
+	if (r < 0) {
+		t->status = ACCT_EXIT_LAUNCH_FAILED;
+		t->exit_code = r == -ENOENT ? 127 : 126;
+		free(t->exit_message);
+		t->exit_message = strdup(msg);
+		t->state = TASK_ENDING;
+		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
+		a->stats.launch_failed++;
+		(void)state_save_task(a, t);
+		if (t->status_fd >= 0)
+			agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
+		if (!announced)
+			emit(a, t, ACCT_TASK_START);
+		log_notice("task %s (%s, user %s): launch failed: %s", t->id, t->spec.argv[0],
+			   t->user, msg);
+		control_task_started(a, t, msg);
+		return;
+	}
+	t->state = TASK_RUNNING;
+	a->stats.tasks_started++;
+	agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
+	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
+		 cg_task_path(t->cg), t->spec.argv[0]);
+	control_task_started(a, t, NULL);
+}
+
+/* Abort a launch that cannot go on (before the child exec'd). */
+static void start_fail(struct agent *a, struct task *t, int err, const char *msg)
+{
+	if (t->start->h.task_pid <= 0 && t->shim_pid > 0)
+		(void)kill(t->shim_pid, SIGKILL); /* no child yet: the shim itself is stuck */
+	launch_abort(&t->start->h);
+	start_done(a, t, err < 0 ? err : -EIO, msg);
+}
+
+/* The shim reported the child's pid: track it everywhere, then let it go. */
+static void start_on_pid(struct agent *a, struct task *t)
+{
+	struct task_start *st = t->start;
+	char perr[512];
+	int r = launch_poll_pid(&st->h);
+
+	if (r == 0)
+		return;
+	if (r < 0) {
+		snprintf(perr, sizeof(perr), "starting the task failed: %s", strerror(-r));
+		start_fail(a, t, r, perr);
+		return;
+	}
+	/* The status pipe says nothing more before the exec result (and is read after it). */
+	agent_watch_del(a, st->h.status_fd);
+	st->have_pid = true;
+	t->pid = st->h.task_pid;
 	r = scope_adopt_shim(a, t->shim_pid);
 	if (r < 0)
 		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s",
@@ -849,68 +971,68 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	gpu_glue_started(a, t);
 	r = audit_glue_track(a, t, perr, sizeof(perr));
 	if (r < 0) {
-		snprintf(msg, sizeof(msg), "%s", perr);
-		goto out_cg;
+		start_fail(a, t, r, perr);
+		return;
 	}
-	r = launch_release(&h, 30000, &step);
-	t->shim_pidfd = TAKE_FD(h.shim_pidfd);
-	t->status_fd = TAKE_FD(h.status_fd);
-	launch_handle_close(&h);
+	r = launch_go(&st->h);
 	if (r < 0) {
-		/* The child reported a failing step: the task ends as launch_failed. */
-		launch_format_error(&plan, step, -r, msg, sizeof(msg));
-		t->status = ACCT_EXIT_LAUNCH_FAILED;
-		t->exit_code = (step == LAUNCH_STEP_EXEC && r == -ENOENT) ? 127 : 126;
-		t->exit_message = strdup(msg);
-		t->state = TASK_ENDING;
-		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
-		task_link(a, t);
-		a->n_live++;
-		a->stats.launch_failed++;
-		(void)state_save_task(a, t);
-		/* The shim still reports the child's _exit(127); it is ignored for the status. */
-		t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
-		agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
-		emit(a, t, ACCT_TASK_START);
-		*ret = t;
-		log_notice("task %s (%s, user %s): launch failed: %s", t->id, t->spec.argv[0],
-			   t->user, msg);
-		snprintf(err, errlen, "%s", msg);
-		return -ECANCELED;
+		snprintf(perr, sizeof(perr), "starting the task failed: %s", strerror(-r));
+		start_fail(a, t, r, perr);
+		return;
 	}
-
-	t->state = TASK_RUNNING;
-	task_link(a, t);
-	a->n_live++;
-	a->stats.tasks_started++;
+	/*
+	 * The child is on its way to execve: from now on a restarted agent must know the task
+	 * (re-adopted from this file, its exit from the shim's) and task.start is out. A child
+	 * that then fails before execve ends launch_failed (or, after a restart, with the code
+	 * 126/127 it exited with).
+	 */
 	r = state_save_task(a, t);
 	if (r < 0)
 		log_error("task %s: saving state failed: %s (it will not survive an agent restart)",
 			  t->id, strerror(-r));
-	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
-	agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
 	emit(a, t, ACCT_TASK_START);
-	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
-		 cg_task_path(t->cg), t->spec.argv[0]);
-	*ret = t;
-	return 0;
+	st->announced = true;
+	t->w_exec = (struct watch){.kind = WATCH_TASK_EXEC, .ptr = t};
+	agent_watch_add(a, st->h.err_fd, EPOLLIN, &t->w_exec);
+}
 
-out_cg:
-	if (h.shim_pid > 0) {
-		launch_abort(&h);
-		launch_handle_close(&h);
-		(void)waitpid(h.shim_pid, NULL, 0);
+void task_on_exec(struct agent *a, struct task *t)
+{
+	enum launch_step step = LAUNCH_STEP_NONE;
+	struct launch_plan plan = {0};
+	char msg[512];
+	int r;
+
+	if (t->state != TASK_STARTING || !t->start)
+		return;
+	r = launch_poll_exec(&t->start->h, &step);
+	if (r == 0)
+		return;
+	if (r > 0) {
+		start_done(a, t, 1, NULL);
+		return;
 	}
-	if (t->syscall_audit)
-		(void)unlink(sc_file);
-	if (a->meter)
-		(void)meter_forget(a->meter, t->key);
-	audit_glue_task_end(a, t);
-	(void)cg_task_kill(t->cg, SIGKILL);
-	(void)cg_task_destroy(t->cg);
-	gpu_glue_release(a, t);
-	task_free(t);
-	return fail(err, errlen, "%s", r == -ENOMEM ? "out of memory" : msg);
+	/* The child reported a failing step: the task ends as launch_failed. */
+	plan.argv = t->spec.argv;
+	plan.workdir = t->start->workdir;
+	plan.stdout_path = t->spec.stdout_path;
+	plan.stderr_path = t->spec.stderr_path;
+	launch_format_error(&plan, step, -r, msg, sizeof(msg));
+	start_done(a, t, step == LAUNCH_STEP_EXEC && r == -ENOENT ? -ENOENT : -EIO, msg);
+}
+
+/* A launch past its deadline: the shim never reported a pid, or the child never exec'd. */
+static void start_tick(struct agent *a, struct task *t, uint64_t now)
+{
+	struct task_start *st = t->start;
+
+	if (!st->have_pid && now - t->starting_since_mono > START_PID_MAX_NS)
+		start_fail(a, t, -ETIMEDOUT,
+			   "starting the task failed: the supervisor did not report the task's "
+			   "pid within 10s");
+	else if (st->have_pid && now - t->starting_since_mono > START_EXEC_MAX_NS)
+		start_fail(a, t, -ETIMEDOUT,
+			   "starting the task failed: the task did not reach execve within 30s");
 }
 
 /* Decide the exit reason from the wait status, the limit that fired and the cgroup. */
@@ -1054,9 +1176,15 @@ static void task_main_exited(struct agent *a, struct task *t)
 void task_on_status(struct agent *a, struct task *t)
 {
 	struct launch_exit ex;
-	int r = launch_read_status(t->status_fd, &ex);
 	char path[512];
+	int r;
 
+	if (t->state == TASK_STARTING) {
+		if (t->start)
+			start_on_pid(a, t);
+		return;
+	}
+	r = launch_read_status(t->status_fd, &ex);
 	if (r == 0)
 		return;
 	agent_watch_del(a, t->status_fd);
@@ -1138,6 +1266,11 @@ void task_tick(struct agent *a, uint64_t now)
 {
 	for (struct task *t = a->tasks, *next; t; t = next) {
 		next = t->next;
+		if (t->state == TASK_STARTING) {
+			if (t->start)
+				start_tick(a, t, now);
+			continue;
+		}
 		if (t->state == TASK_ENDING) {
 			if (!t->cg || cg_task_is_empty(t->cg) != 0 ||
 			    now - t->ending_since_mono > ENDING_MAX_NS) {
@@ -1207,9 +1340,10 @@ json_t *task_record_json(struct agent *a, struct task *t)
 	acct_record_clear(&r);
 	if (j) {
 		json_object_set_new(j, "state",
-				    json_string(t->state == TASK_RUNNING  ? "running"
-						: t->state == TASK_ENDING ? "ending"
-									  : "ended"));
+				    json_string(t->state == TASK_STARTING  ? "starting"
+						: t->state == TASK_RUNNING ? "running"
+						: t->state == TASK_ENDING  ? "ending"
+									   : "ended"));
 		json_object_set_new(j, "pid", json_integer(t->pid));
 	}
 	return j;

@@ -761,6 +761,21 @@ int cg_task_clone_fd(const struct cg_task *t)
 	return t->root->unified_hier >= 0 ? t->dir_fd[t->root->unified_hier] : -1;
 }
 
+size_t cg_task_join_fds(const struct cg_task *t, int *fds, size_t max)
+{
+	size_t n = 0;
+
+	if (!t)
+		return 0;
+	for (size_t i = 0; i < t->root->n_hier && n < max; i++) {
+		int fd = t->root->hier[i].unified ? t->procs_fd[i] : t->join_fd[i];
+
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	return n;
+}
+
 bool cg_task_clone_joins_all(const struct cg_task *t)
 {
 	return t && t->root->mode == CG_MODE_V2;

@@ -610,6 +610,37 @@ static long clone_child(struct child_ctx *ctx)
 	return c < 0 ? -errno : c;
 }
 
+static int cmp_int(const void *x, const void *y)
+{
+	int a = *(const int *)x, b = *(const int *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Close every fd from 3 up except those in keep (n of them, -1 entries ignored). */
+static void close_all_except(int *keep, size_t n)
+{
+	int lo = 3;
+
+	qsort(keep, n, sizeof(*keep), cmp_int);
+	for (size_t i = 0; i <= n; i++) {
+		int hi = i < n ? keep[i] : -1;
+
+		if (i < n && hi < lo)
+			continue;
+		if (i == n) {
+			if (syscall(SYS_close_range, (unsigned)lo, ~0U, 0) < 0)
+				for (int fd = lo; fd < 65536; fd++)
+					close(fd);
+			break;
+		}
+		if (hi > lo && syscall(SYS_close_range, (unsigned)lo, (unsigned)hi - 1, 0) < 0)
+			for (int fd = lo; fd < hi; fd++)
+				close(fd);
+		lo = hi + 1;
+	}
+}
+
 /* The shim: a forked copy of the agent (glibc fork, so malloc/stdio are usable). */
 _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r,
 				int sc_fd)
@@ -635,6 +666,27 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 
 		(void)!write(err_w, &ce, sizeof(ce));
 		_exit(1);
+	}
+	/*
+	 * Drop the agent's fds before cloning: the shim may wait long for the child's exec (its
+	 * stdout a FIFO nobody reads yet), and must not hold the agent's client connections,
+	 * listening socket or spool meanwhile (a client would never see EOF when the agent
+	 * dies). What the child needs stays: its pipes, the audit socket, its cgroup fds.
+	 */
+	{
+		int hold[8 + 2 * 16];
+		size_t nk = 0;
+
+		hold[nk++] = status_w;
+		hold[nk++] = err_w;
+		hold[nk++] = sync_r;
+		hold[nk++] = sc_fd;
+		hold[nk++] = sock[0];
+		hold[nk++] = sock[1];
+		hold[nk++] = p->clone_cgroup_fd;
+		if (p->cg)
+			nk += cg_task_join_fds(p->cg, hold + nk, ARRAY_SIZE(hold) - nk);
+		close_all_except(hold, nk);
 	}
 	ctx = (struct child_ctx){.p = p,
 				 .err_fd = err_w,
@@ -735,25 +787,10 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	_exit(0);
 }
 
-static int poll_in(int fd, int timeout_ms)
-{
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	int r;
-
-	do {
-		r = poll(&pfd, 1, timeout_ms);
-	} while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return -errno;
-	return r == 0 ? -ETIMEDOUT : 0;
-}
-
-int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
+int launch_spawn(const struct launch_plan *plan, struct launch_handle *ret)
 {
 	int status_p[2] = {-1, -1}, err_p[2] = {-1, -1}, sync_p[2] = {-1, -1};
 	_cleanup_close_ int sc_fd = -1;
-	char buf[64];
-	size_t got = 0;
 	pid_t shim;
 	int r;
 
@@ -791,7 +828,6 @@ int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 	close(status_p[1]);
 	close(err_p[1]);
 	close(sync_p[0]);
-	status_p[1] = err_p[1] = sync_p[0] = -1;
 
 	*ret = (struct launch_handle){
 	    .shim_pid = shim,
@@ -801,44 +837,15 @@ int launch_start(const struct launch_plan *plan, struct launch_handle *ret)
 	    .err_fd = err_p[0],
 	    .sync_fd = sync_p[1],
 	};
-	/* The shim's first line is the task pid ("P <pid>\n"), or it reports a clone error. */
-	while (got < sizeof(buf) - 1) {
-		ssize_t n;
-
-		r = poll_in(ret->status_fd, 10000);
-		if (r < 0)
-			goto out_fail;
-		n = read(ret->status_fd, buf + got, 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			struct child_error ce;
-
-			r = -ECHILD;
-			if (read(ret->err_fd, &ce, sizeof(ce)) == (ssize_t)sizeof(ce))
-				r = -ce.err;
-			goto out_fail;
-		}
-		got++;
-		if (buf[got - 1] == '\n')
-			break;
-	}
-	buf[got] = 0;
-	if (buf[0] != 'P' || parse_int(strtok(buf + 2, "\n"), &ret->task_pid) < 0 ||
-	    ret->task_pid <= 0) {
-		r = -EPROTO;
-		goto out_fail;
-	}
-	if (fcntl(ret->status_fd, F_SETFL, O_NONBLOCK) < 0) {
+	if (fcntl(ret->status_fd, F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(ret->err_fd, F_SETFL, O_NONBLOCK) < 0) {
 		r = -errno;
-		goto out_fail;
+		launch_abort(ret);
+		launch_handle_close(ret);
+		return r;
 	}
 	return 0;
 
-out_fail:
-	launch_abort(ret);
-	launch_handle_close(ret);
-	return r;
 out_close:
 	for (int i = 0; i < 2; i++) {
 		closep(&status_p[i]);
@@ -848,27 +855,66 @@ out_close:
 	return r;
 }
 
-int launch_release(struct launch_handle *h, int timeout_ms, enum launch_step *ret_step)
+int launch_poll_pid(struct launch_handle *h)
 {
-	struct child_error ce;
+	/* Byte by byte: what follows the pid line (the exit line) is not ours to consume. */
+	while (h->plen < sizeof(h->pbuf) - 1) {
+		ssize_t n = read(h->status_fd, h->pbuf + h->plen, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0) {
+			struct child_error ce;
+
+			/* The shim ended without a pid: it reported why on the error pipe. */
+			if (read(h->err_fd, &ce, sizeof(ce)) == (ssize_t)sizeof(ce) && ce.err > 0)
+				return -ce.err;
+			return n < 0 ? -errno : -ECHILD;
+		}
+		if (h->pbuf[h->plen++] == '\n') {
+			h->pbuf[h->plen - 1] = 0;
+			if (h->pbuf[0] != 'P' || h->pbuf[1] != ' ' ||
+			    parse_int(h->pbuf + 2, &h->task_pid) < 0 || h->task_pid <= 0) {
+				h->task_pid = -1;
+				return -EPROTO;
+			}
+			return 1;
+		}
+	}
+	return -EPROTO;
+}
+
+int launch_go(struct launch_handle *h)
+{
 	char go = 'g';
 	ssize_t n;
-	int r;
 
-	if (write(h->sync_fd, &go, 1) != 1)
-		return -errno;
+	do {
+		n = write(h->sync_fd, &go, 1);
+	} while (n < 0 && errno == EINTR);
+	if (n != 1)
+		return n < 0 ? -errno : -EIO;
 	closep(&h->sync_fd);
 	h->sync_fd = -1;
-	r = poll_in(h->err_fd, timeout_ms);
-	if (r < 0)
-		return r;
+	return 0;
+}
+
+int launch_poll_exec(struct launch_handle *h, enum launch_step *ret_step)
+{
+	struct child_error ce;
+	ssize_t n;
+
 	do {
 		n = read(h->err_fd, &ce, sizeof(ce));
 	} while (n < 0 && errno == EINTR);
-	closep(&h->err_fd);
-	h->err_fd = -1;
+	if (n < 0 && errno == EAGAIN)
+		return 0;
 	if (n == 0)
-		return 0; /* EOF: close-on-exec fired, the job is running */
+		return 1; /* EOF: close-on-exec fired, the job is running */
+	if (n < 0)
+		return -errno;
 	if (n != (ssize_t)sizeof(ce))
 		return -EPROTO;
 	if (ret_step)

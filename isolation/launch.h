@@ -92,8 +92,10 @@ struct launch_handle {
 	int shim_pidfd; /* owned; -1 if pidfd_open is unsupported */
 	pid_t task_pid;
 	int status_fd; /* owned; read end: the shim writes "X <status> ..." when the task ends */
-	int err_fd;    /* owned until launch_release */
-	int sync_fd;   /* owned until launch_release */
+	int err_fd;    /* owned until the exec result is read */
+	int sync_fd;   /* owned until launch_go */
+	char pbuf[32]; /* the pid line, as far as read */
+	size_t plen;
 };
 
 /* What the shim recorded when the task's main process ended. */
@@ -107,16 +109,19 @@ struct launch_exit {
 const char *launch_step_to_string(enum launch_step s);
 
 /*
- * Fork the shim; it clones the task child, which stops before its first own instruction of
- * the job and waits for launch_release. Returns with the child's pid known.
+ * Non-blocking launch, for an event loop: launch_spawn forks the shim and returns at once
+ * (status_fd and err_fd non-blocking). The shim clones the task child, which stops before
+ * its first own instruction of the job. Once status_fd is readable, launch_poll_pid reads the
+ * child's pid: 1 known (h->task_pid), 0 not yet, -errno the shim failed (clone error). Then
+ * launch_go lets the child go, and once err_fd is readable launch_poll_exec gives 1 (exec'd:
+ * the job runs), 0 not yet, or -errno with *ret_step for a child-side failure (the child has
+ * exited then).
  */
-int launch_start(const struct launch_plan *plan, struct launch_handle *ret);
-/*
- * Let the child go and wait (bounded) until it has exec'd or failed. On a child-side failure
- * returns -errno and sets *ret_step; the child has exited then.
- */
-int launch_release(struct launch_handle *h, int timeout_ms, enum launch_step *ret_step);
-/* Abort a started launch before release (kills the child; the shim reports it). */
+int launch_spawn(const struct launch_plan *plan, struct launch_handle *ret);
+int launch_poll_pid(struct launch_handle *h);
+int launch_go(struct launch_handle *h);
+int launch_poll_exec(struct launch_handle *h, enum launch_step *ret_step);
+/* Abort a launch before its exec (kills the child; the shim reports it). */
 void launch_abort(struct launch_handle *h);
 void launch_handle_close(struct launch_handle *h);
 

@@ -110,6 +110,43 @@ ctl kill "$id" --signal KILL
 ctl wait "$id" 2>/dev/null; rc=$?
 [ "$rc" = 137 ] && pass "corralctl kill --signal KILL -> 137" || fail "kill: rc $rc"
 
+# --- launches do not block the agent ---------------------------------------------------------
+# A child stuck before execve (its stdout is a FIFO nobody reads yet) stays "starting" while
+# other tasks run and the agent answers; once the FIFO has a reader it runs and reports.
+mkfifo "$T/fifo"
+chmod 666 "$T/fifo"
+ctl run --wait --stdout "$T/fifo" -- sh -c 'echo through-fifo; exit 4' >"$T/stuck.out" 2>&1 &
+STUCK=$!
+st=""
+for _ in $(seq 100); do
+	st=$(ctl ps | awk '$2 == "starting" {print $2; exit}')
+	[ -n "$st" ] && break
+	sleep 0.05
+done
+[ "$st" = starting ] && pass "a launch stuck before execve shows as starting" || fail "no starting task: $(ctl ps)"
+t0=$(date +%s%N)
+run_wait -- sh -c 'exit 6'
+t1=$(date +%s%N)
+[ "$RC" = 6 ] && [ $(((t1 - t0) / 1000000)) -lt 5000 ] &&
+	pass "another task runs meanwhile ($(((t1 - t0) / 1000000)) ms, rc 6)" || fail "meanwhile: rc $RC $REASON"
+timeout 10 cat "$T/fifo" >"$T/fifo.out"
+wait $STUCK; rc=$?
+[ "$rc" = 4 ] && [ "$(cat "$T/fifo.out")" = through-fifo ] &&
+	pass "the stuck launch went on once its stdout opened (rc 4)" || fail "stuck launch: rc $rc $(cat "$T/stuck.out")"
+
+# --- concurrent launches: every client gets its own task's reply ----------------------------------
+for i in $(seq 12); do
+	ctl run --wait -- sh -c "exit $((i + 20))" >/dev/null 2>&1 &
+	eval "CP$i=\$!"
+done
+bad=""
+for i in $(seq 12); do
+	eval "p=\$CP$i"
+	wait "$p"; rc=$?
+	[ "$rc" = $((i + 20)) ] || bad="$bad $i:$rc"
+done
+[ -z "$bad" ] && pass "12 concurrent run --wait: each got its own exit code" || fail "concurrent:$bad"
+
 # --- restart survival: kill -9 of the agent, tasks keep running, exits still reported --------
 id1=$(ctl run -- sh -c "sleep 2.$$; exit 5")
 id2=$(ctl run -- sleep 1)
@@ -122,6 +159,29 @@ ctl wait "$id1" 2>/dev/null; rc=$?
 sleep 1.2
 ctl wait "$id2" 2>/dev/null; rc=$?
 [ "$rc" = 0 ] && pass "exit reported for a task that ended while the agent was down" || fail "restart2: rc $rc"
+
+# --- restart while a launch is on its way to execve: re-adopted, its exit still reported ----------
+mkfifo "$T/fifo2"
+chmod 666 "$T/fifo2"
+ctl run --stdout "$T/fifo2" -- sh -c 'echo late; exit 9' >/dev/null 2>&1 &
+CLI=$!
+sid=""
+for _ in $(seq 100); do
+	sid=$(ctl ps | awk '$2 == "starting" {print $1; exit}')
+	[ -n "$sid" ] && break
+	sleep 0.05
+done
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+# the client hears of it (no supervisor holds the agent's connections)
+for _ in $(seq 100); do kill -0 $CLI 2>/dev/null || break; sleep 0.05; done
+kill -0 $CLI 2>/dev/null && { fail "client still connected 5 s after the agent died"; kill $CLI; }
+wait $CLI 2>/dev/null
+start_agent --no-bpf
+timeout 10 cat "$T/fifo2" >"$T/fifo2.out"
+ctl wait "$sid" 2>/dev/null; rc=$?
+[ -n "$sid" ] && [ "$rc" = 9 ] && [ "$(cat "$T/fifo2.out")" = late ] &&
+	pass "agent killed during a launch: the task was re-adopted and its exit reported (rc 9)" ||
+	fail "restart during launch: id '$sid' rc $rc out '$(cat "$T/fifo2.out")'"
 
 # --- authorization: an unprivileged user cannot run as another user -----------------------------
 id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
