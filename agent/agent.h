@@ -228,6 +228,12 @@ void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_u
 
 /* state.c */
 int state_save_task(struct agent *a, struct task *t);
+/* runtime_dir, or state_dir when none is configured. */
+const char *agent_runtime_dir(const struct agent *a);
+/* A live-task file (sub "tasks" or "ended"): in runtime_dir, or where a task an older agent
+ * started keeps it (state_dir) if only that one exists. */
+void state_task_file(const struct agent *a, const char *sub, const char *id, const char *ext,
+		     char *buf, size_t len);
 /* Remove tasks/<id>.{json,exit,syscalls}. */
 void state_remove_task_files(struct agent *a, const char *id);
 void state_remove_ended(struct agent *a, const char *id);

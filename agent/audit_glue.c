@@ -197,7 +197,7 @@ bool audit_glue_syscalls_enabled(const struct agent *a)
 
 void audit_glue_syscalls_path(const struct agent *a, const char *task_id, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/tasks/%s.syscalls", a->cfg.state_dir, task_id);
+	state_task_file(a, "tasks", task_id, ".syscalls", buf, len);
 }
 
 /*

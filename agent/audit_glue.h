@@ -2,7 +2,7 @@
 /*
  * Audit of calls the seccomp profile denied (audit.syscall). With [audit] on, a task's profile is
  * compiled with SBX_COMPILE_NOTIFY and its shim answers each denied call and appends it to
- * state_dir/tasks/<id>.syscalls (isolation/launch.h); the agent turns the lines into records.
+ * runtime_dir/tasks/<id>.syscalls (isolation/launch.h); the agent turns the lines into records.
  * Each line carries a sequence number; the highest one known to be spooled is kept in the
  * task's state file (and recovered from the unacked spool at start), so a restarted agent
  * neither loses nor repeats a record. The other audit glue is declared in agent/agent.h.

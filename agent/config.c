@@ -46,6 +46,7 @@ void config_free(struct agent_config *c)
 	free(c->node);
 	free(c->socket_path);
 	free(c->state_dir);
+	free(c->runtime_dir);
 	free(c->allowed_group);
 	free(c->allowed_users);
 	free(c->cgroup_subtree);
@@ -100,6 +101,9 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 				     : BAD("expected an absolute path");
 	if (IS("agent", "state_dir"))
 		return *value == '/' ? set_str(&c->state_dir, value)
+				     : BAD("expected an absolute path");
+	if (IS("agent", "runtime_dir"))
+		return *value == '/' ? set_str(&c->runtime_dir, value)
 				     : BAD("expected an absolute path");
 	if (IS("agent", "allowed_group"))
 		return set_str(&c->allowed_group, value);

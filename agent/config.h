@@ -17,6 +17,9 @@ struct agent_config {
 	char *node;
 	char *socket_path;
 	char *state_dir;
+	/* live-task files (tasks/, ended/): need to survive an agent restart, not a reboot;
+	 * NULL: state_dir. A tmpfs (/run/corral) makes them cheap. agent_runtime_dir() */
+	char *runtime_dir;
 	char *allowed_group; /* members may run tasks as any allowed user */
 	char *allowed_users; /* "*" or comma list of target users for privileged submitters */
 	bool allow_root_tasks;

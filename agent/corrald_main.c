@@ -66,6 +66,7 @@ static void usage(FILE *f)
 	    "      --node NAME          node name in records (default: hostname)\n"
 	    "      --socket PATH        control socket (default /run/corral/corrald.sock)\n"
 	    "      --state-dir DIR      state directory (default /var/lib/corral)\n"
+	    "      --runtime-dir DIR    live-task files (default: the state directory)\n"
 	    "      --collector-url URL  collector base URL (enables the uploader)\n"
 	    "      --token-file FILE    bearer token for the collector\n"
 	    "      --metrics-listen A:P serve Prometheus /metrics on this address\n"
@@ -85,6 +86,7 @@ static int load_config(struct agent *a, int argc, char **argv)
 					     {"node", required_argument, NULL, 'n'},
 					     {"socket", required_argument, NULL, 's'},
 					     {"state-dir", required_argument, NULL, 'S'},
+					     {"runtime-dir", required_argument, NULL, 'R'},
 					     {"collector-url", required_argument, NULL, 'u'},
 					     {"token-file", required_argument, NULL, 't'},
 					     {"metrics-listen", required_argument, NULL, 'm'},
@@ -129,6 +131,9 @@ static int load_config(struct agent *a, int argc, char **argv)
 			break;
 		case 'S':
 			key = "state_dir";
+			break;
+		case 'R':
+			key = "runtime_dir";
 			break;
 		case 'u':
 			sec = "collector";

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Agent state on disk (state_dir):
+ * Agent state on disk. state_dir (durable):
  *   counters.json      task and record sequence numbers (record ids are reserved in blocks,
  *                      so a crash never reuses one)
- *   tasks/<id>.json    one file per live task, written atomically (tmp + fsync + rename)
+ *   spool/             the accounting spool
+ * runtime_dir (live-task files: survive agent restarts, not reboots; state_dir when unset;
+ * tasks an older agent started keep theirs in state_dir, found by state_task_file):
+ *   tasks/<id>.json    one file per live task, written atomically (tmp + rename)
  *   tasks/<id>.exit    written by the task's shim when the main process ends
  *   tasks/<id>.syscalls  the calls its seccomp profile denied, appended by the shim (audit)
  *   ended/<id>.json    the final record of recently ended tasks (for show/wait after restart),
  *                      the newest ended_keep of them
- *   spool/             the accounting spool
  */
 #include "agent/agent.h"
 #include "agent/audit_glue.h"
@@ -59,10 +61,10 @@ int state_init_counters(struct agent *a)
 	json_t *j, *v;
 	json_error_t e;
 
-	if (asprintf(&dir, "%s/tasks", a->cfg.state_dir) < 0 || mkdir_p(dir, 0700) < 0)
+	if (asprintf(&dir, "%s/tasks", agent_runtime_dir(a)) < 0 || mkdir_p(dir, 0700) < 0)
 		return -errno ? -errno : -ENOMEM;
 	free(dir);
-	if (asprintf(&dir, "%s/ended", a->cfg.state_dir) < 0 || mkdir_p(dir, 0700) < 0)
+	if (asprintf(&dir, "%s/ended", agent_runtime_dir(a)) < 0 || mkdir_p(dir, 0700) < 0)
 		return -errno ? -errno : -ENOMEM;
 	if (asprintf(&path, "%s/counters.json", a->cfg.state_dir) < 0)
 		return -ENOMEM;
@@ -114,10 +116,48 @@ int state_next_record_id(struct agent *a, char *buf, size_t len)
 	return 0;
 }
 
+const char *agent_runtime_dir(const struct agent *a)
+{
+	return a->cfg.runtime_dir ? a->cfg.runtime_dir : a->cfg.state_dir;
+}
+
+/* Live-task files of tasks started before runtime_dir was set stay in state_dir. */
+static bool have_legacy_dir(const struct agent *a)
+{
+	return strcmp(agent_runtime_dir(a), a->cfg.state_dir) != 0;
+}
+
+void state_task_file(const struct agent *a, const char *sub, const char *id, const char *ext,
+		     char *buf, size_t len)
+{
+	char legacy[512];
+
+	snprintf(buf, len, "%s/%s/%s%s", agent_runtime_dir(a), sub, id, ext);
+	if (!have_legacy_dir(a) || access(buf, F_OK) == 0)
+		return;
+	snprintf(legacy, sizeof(legacy), "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
+	if (access(legacy, F_OK) == 0)
+		snprintf(buf, len, "%s", legacy);
+}
+
+/* Where a file is written: always runtime_dir. */
 static void task_path(struct agent *a, const char *id, const char *sub, const char *ext, char *buf,
 		      size_t len)
 {
-	snprintf(buf, len, "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
+	snprintf(buf, len, "%s/%s/%s%s", agent_runtime_dir(a), sub, id, ext);
+}
+
+/* Remove a live-task file wherever it is (runtime_dir, and state_dir for older tasks). */
+static void task_unlink(struct agent *a, const char *id, const char *sub, const char *ext)
+{
+	char path[512];
+
+	task_path(a, id, sub, ext, path, sizeof(path));
+	(void)unlink(path);
+	if (have_legacy_dir(a)) {
+		snprintf(path, sizeof(path), "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
+		(void)unlink(path);
+	}
 }
 
 int state_save_task(struct agent *a, struct task *t)
@@ -188,22 +228,14 @@ void state_remove_task_after_flush(struct agent *a, struct task *t)
 
 void state_remove_task_files(struct agent *a, const char *id)
 {
-	char path[512];
-
-	task_path(a, id, "tasks", ".json", path, sizeof(path));
-	(void)unlink(path);
-	task_path(a, id, "tasks", ".exit", path, sizeof(path));
-	(void)unlink(path);
-	audit_glue_syscalls_path(a, id, path, sizeof(path));
-	(void)unlink(path);
+	task_unlink(a, id, "tasks", ".json");
+	task_unlink(a, id, "tasks", ".exit");
+	task_unlink(a, id, "tasks", ".syscalls");
 }
 
 void state_remove_ended(struct agent *a, const char *id)
 {
-	char path[512];
-
-	task_path(a, id, "ended", ".json", path, sizeof(path));
-	(void)unlink(path);
+	task_unlink(a, id, "ended", ".json");
 }
 
 int state_save_ended(struct agent *a, struct task *t)
@@ -248,13 +280,13 @@ static struct task *task_alloc(void)
 	return t;
 }
 
-static void load_ended(struct agent *a)
+static void load_ended_dir(struct agent *a, const char *base)
 {
 	char dir[512];
 	_cleanup_closedir_ DIR *d = NULL;
 	struct dirent *de;
 
-	snprintf(dir, sizeof(dir), "%s/ended", a->cfg.state_dir);
+	snprintf(dir, sizeof(dir), "%s/ended", base);
 	d = opendir(dir);
 	if (!d)
 		return;
@@ -268,7 +300,7 @@ static void load_ended(struct agent *a)
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || n - 5 >= sizeof(id))
 			continue;
 		snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
-		if (!valid_task_id(id))
+		if (!valid_task_id(id) || task_find(a, id))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		j = json_load_file(path, 0, &e);
@@ -294,6 +326,13 @@ static void load_ended(struct agent *a)
 		a->n_ended++;
 		json_decref(j);
 	}
+}
+
+static void load_ended(struct agent *a)
+{
+	load_ended_dir(a, agent_runtime_dir(a));
+	if (have_legacy_dir(a))
+		load_ended_dir(a, a->cfg.state_dir);
 }
 
 /*
@@ -460,17 +499,14 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 	return 0;
 }
 
-int state_load(struct agent *a)
+/* Re-adopt the live tasks of one tasks/ directory (a task already known is skipped). */
+static int load_tasks_dir(struct agent *a, const char *base)
 {
 	char dir[512];
 	_cleanup_closedir_ DIR *d = NULL;
 	struct dirent *de;
-	char **names = NULL;
-	size_t n_names = 0;
 
-	load_ended(a);
-	task_prune_ended(a);
-	snprintf(dir, sizeof(dir), "%s/tasks", a->cfg.state_dir);
+	snprintf(dir, sizeof(dir), "%s/tasks", base);
 	d = opendir(dir);
 	if (!d)
 		return -errno;
@@ -483,6 +519,9 @@ int state_load(struct agent *a)
 
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
 			continue;
+		snprintf(path, sizeof(path), "%.*s", (int)(n - 5), de->d_name);
+		if (task_find(a, path))
+			continue; /* the newer copy in runtime_dir was loaded first */
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		j = json_load_file(path, 0, &e);
 		if (!j) {
@@ -498,6 +537,25 @@ int state_load(struct agent *a)
 		json_decref(j);
 		if (r < 0)
 			log_error("%s: could not re-adopt the task: %s", path, strerror(-r));
+	}
+	return 0;
+}
+
+int state_load(struct agent *a)
+{
+	char **names = NULL;
+	size_t n_names = 0;
+	int r;
+
+	load_ended(a);
+	task_prune_ended(a);
+	r = load_tasks_dir(a, agent_runtime_dir(a));
+	if (r < 0)
+		return r;
+	if (have_legacy_dir(a)) {
+		r = load_tasks_dir(a, a->cfg.state_dir);
+		if (r < 0 && r != -ENOENT)
+			log_warning("%s/tasks: %s", a->cfg.state_dir, strerror(-r));
 	}
 	free(spooled);
 	spooled = NULL;

@@ -815,7 +815,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = -ENOMEM;
 		goto out_cg;
 	}
-	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", agent_runtime_dir(a), t->id);
 	audit_glue_syscalls_path(a, t->id, sc_file, sizeof(sc_file));
 	t->syscall_audit = sbx_filter_notifies(filter);
 	plan = (struct launch_plan){
@@ -1194,7 +1194,7 @@ void task_on_status(struct agent *a, struct task *t)
 		t->exit = ex;
 		t->have_exit = true;
 	} else {
-		snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+		state_task_file(a, "tasks", t->id, ".exit", path, sizeof(path));
 		if (launch_read_exit_file(path, &ex) == 0) {
 			t->exit = ex;
 			t->have_exit = true;
@@ -1216,7 +1216,7 @@ void task_on_pidfd(struct agent *a, struct task *t)
 	agent_watch_del(a, t->shim_pidfd);
 	closep(&t->shim_pidfd);
 	t->shim_pidfd = -1;
-	snprintf(path, sizeof(path), "%s/tasks/%s.exit", a->cfg.state_dir, t->id);
+	state_task_file(a, "tasks", t->id, ".exit", path, sizeof(path));
 	if (launch_read_exit_file(path, &ex) == 0) {
 		t->exit = ex;
 		t->have_exit = true;

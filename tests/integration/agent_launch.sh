@@ -183,6 +183,36 @@ ctl wait "$sid" 2>/dev/null; rc=$?
 	pass "agent killed during a launch: the task was re-adopted and its exit reported (rc 9)" ||
 	fail "restart during launch: id '$sid' rc $rc out '$(cat "$T/fifo2.out")'"
 
+# --- runtime_dir: live-task files apart from the state dir; older tasks' files still found ------
+# A task started by an agent without runtime_dir (its files in state_dir) and one started after
+# runtime_dir is set: both survive kill -9 + restart and report their exits.
+idold=$(ctl run -- sh -c "sleep 1.$$; exit 11")
+stop_agent_kill() { kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=; }
+stop_agent_kill
+RT=$T/run
+start_agent --no-bpf --runtime-dir "$RT"
+idnew=$(ctl run -- sh -c "sleep 1.$$; exit 12")
+[ -e "$RT/tasks/$idnew.json" ] && [ ! -e "$STATE/tasks/$idnew.json" ] && [ -e "$STATE/tasks/$idold.json" ] &&
+	pass "runtime_dir holds the new task's state file, the older task's stays in state_dir" ||
+	fail "runtime_dir files: $(ls "$RT/tasks" "$STATE/tasks" 2>&1 | tr '\n' ' ')"
+stop_agent_kill
+start_agent --no-bpf --runtime-dir "$RT"
+ctl wait "$idold" 2>/dev/null; rc1=$?
+ctl wait "$idnew" 2>/dev/null; rc2=$?
+[ "$rc1" = 11 ] && [ "$rc2" = 12 ] && pass "both re-adopted across restarts, exits 11 and 12" ||
+	fail "runtime_dir restart: rc $rc1 $rc2"
+# (waiters hear of the end when the record is spooled; the files follow)
+for _ in $(seq 100); do [ -e "$RT/ended/$idnew.json" ] && [ ! -e "$RT/tasks/$idnew.json" ] && break; sleep 0.05; done
+[ ! -e "$STATE/tasks/$idold.json" ] && [ ! -e "$RT/tasks/$idnew.json" ] && [ -e "$RT/ended/$idnew.json" ] &&
+	pass "their live files removed, ended records in runtime_dir" ||
+	fail "after end: $(ls "$RT/tasks" "$STATE/tasks" "$RT/ended" 2>&1 | tr '\n' ' ')"
+stop_agent
+start_agent --no-bpf --runtime-dir "$RT"
+[ "$(ctl show "$idold" --json | jget exit.code)" = 11 ] && pass "show after restart finds the ended task" ||
+	fail "show $idold after restart"
+stop_agent
+start_agent --no-bpf
+
 # --- authorization: an unprivileged user cannot run as another user -----------------------------
 id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
 chmod 755 "$T"
