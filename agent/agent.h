@@ -119,6 +119,7 @@ struct task {
 	bool syscalls_done;	     /* its end line was read */
 	uint64_t syscalls_seq;	     /* last line turned into a record */
 	uint64_t syscalls_seq_saved; /* ... and known to be spooled: what the state file keeps */
+	uint32_t syscalls_max;	     /* the shim's cap, from [audit] syscalls_max at launch */
 	uint64_t syscalls_off;	     /* bytes of the file consumed */
 
 	json_t *final_record; /* ended tasks: the task.end record as sent */

@@ -259,7 +259,7 @@ static void syscalls_line(struct agent *a, struct task *t, const char *s)
 		r.event =
 		    json_pack("{s:s,s:I,s:I,s:I,s:I}", "kind", "syscall", "lost",
 			      (json_int_t)(l.total - l.recorded), "total", (json_int_t)l.total,
-			      "cap", (json_int_t)AUDIT_SYSCALLS_MAX, "seq", (json_int_t)l.seq);
+			      "cap", (json_int_t)t->syscalls_max, "seq", (json_int_t)l.seq);
 		if (r.event)
 			(void)agent_emit_record(a, &r);
 		acct_record_clear(&r);

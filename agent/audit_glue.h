@@ -16,7 +16,7 @@ struct agent;
 struct task;
 
 /* audit.syscall records per task at most; further denied calls are counted (audit.lost). */
-#define AUDIT_SYSCALLS_MAX 1000
+#define AUDIT_SYSCALLS_MAX 1000 /* default of [audit] syscalls_max */
 
 /* Are denied calls audited on this node ([audit] enable)? */
 bool audit_glue_syscalls_enabled(const struct agent *a);

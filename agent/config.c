@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/config.h"
+#include "agent/audit_glue.h"
 #include "common/macro.h"
 #include "common/util.h"
 
@@ -36,6 +37,7 @@ void config_init_defaults(struct agent_config *c)
 	c->taskstats = true;
 	c->audit = true;
 	c->audit_argv_max = 1024;
+	c->audit_syscalls_max = AUDIT_SYSCALLS_MAX;
 	c->batch_records = 500;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->spool_max_bytes = 1ULL << 30;
@@ -193,6 +195,12 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 		if (parse_u64(value, &u) < 0 || u < 64 || u > 8192)
 			return BAD("expected 64-8192 bytes");
 		c->audit_argv_max = (uint32_t)u;
+		return 0;
+	}
+	if (IS("audit", "syscalls_max")) {
+		if (parse_u64(value, &u) < 0 || u < 1 || u > 1000000)
+			return BAD("expected 1-1000000 records");
+		c->audit_syscalls_max = (uint32_t)u;
 		return 0;
 	}
 	if (IS("audit", "net_default")) {

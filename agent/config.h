@@ -39,6 +39,7 @@ struct agent_config {
 	/* [audit] */
 	bool audit;
 	uint32_t audit_argv_max;
+	uint32_t audit_syscalls_max; /* audit.syscall records per task; beyond: counted */
 	bool net_default_deny;
 	/* [metrics] */
 	char *metrics_listen;

@@ -195,6 +195,7 @@ int state_save_task(struct agent *a, struct task *t)
 		json_object_set_new(j, "syscall_audit", json_true());
 		json_object_set_new(j, "syscalls_seq",
 				    json_integer((json_int_t)t->syscalls_seq_saved));
+		json_object_set_new(j, "syscalls_max", json_integer((json_int_t)t->syscalls_max));
 	}
 	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
 	txt = json_dumps(j, JSON_COMPACT);
@@ -433,6 +434,9 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 	if ((v = json_object_get(j, "gpu_alloc")))
 		t->gpu_alloc = json_incref(v);
 	t->syscall_audit = json_is_true(json_object_get(j, "syscall_audit"));
+	t->syscalls_max = json_is_integer(json_object_get(j, "syscalls_max"))
+			      ? (uint32_t)json_integer_value(json_object_get(j, "syscalls_max"))
+			      : AUDIT_SYSCALLS_MAX; /* state written before the option existed */
 	t->syscalls_seq = (uint64_t)json_integer_value(json_object_get(j, "syscalls_seq"));
 	if (spooled_seq_of(t->id) > t->syscalls_seq)
 		t->syscalls_seq = spooled_seq_of(t->id);

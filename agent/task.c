@@ -818,6 +818,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", agent_runtime_dir(a), t->id);
 	audit_glue_syscalls_path(a, t->id, sc_file, sizeof(sc_file));
 	t->syscall_audit = sbx_filter_notifies(filter);
+	t->syscalls_max = a->cfg.audit_syscalls_max;
 	plan = (struct launch_plan){
 	    .argv = t->spec.argv,
 	    .env = env,
@@ -836,7 +837,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .cap_last_cap = a->cap_last_cap,
 	    .exit_file = exit_file,
 	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
-	    .syscalls_max = AUDIT_SYSCALLS_MAX,
+	    .syscalls_max = a->cfg.audit_syscalls_max,
 	};
 	if (!t->spec.workdir && stat(pw->pw_dir, &st) < 0)
 		plan.workdir = "/";

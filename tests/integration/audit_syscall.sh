@@ -151,6 +151,22 @@ PY
 out=$("$O/corral-collector" audit verify --db "sqlite:$DB" --node it-node); rc=$?
 [ "$rc" = 0 ] && pass "audit verify: $out" || fail "verify: rc $rc $out"
 
+# --- [audit] syscalls_max: the cap is the operator's ----------------------------------------------
+stop_agent
+printf '[collector]\nbatch_delay = 100ms\n[audit]\nsyscalls_max = 20\n' >"$T/a.conf"
+start_agent "${AGENT_ARGS[@]}"
+run_wait --stdout "$T/cap20.out" -- "$H" 30
+ID7=$ID
+[ "$RC" = 0 ] && [ "$(cat "$T/cap20.out")" = 30 ] || fail "syscalls_max task: rc $RC"
+wait_rows "SELECT count(*) FROM records WHERE type='task.end' AND task_id='$ID7'" 1 || fail "task.end of $ID7 not stored"
+lost=$(q "SELECT json_extract(body,'\$.event.lost')||' '||json_extract(body,'\$.event.total')||' '||json_extract(body,'\$.event.cap') FROM records WHERE type='audit.lost' AND task_id='$ID7'")
+[ "$(nsys "$ID7")" = 20 ] && [ "$lost" = "10 30 20" ] && pass "syscalls_max = 20: 20 records, audit.lost 10 of 30 (cap 20)" ||
+	fail "syscalls_max: $(nsys "$ID7") records, lost '$lost'"
+printf '[audit]\nsyscalls_max = 0\n' >"$T/bad.conf"
+out=$("$O/corrald" --config "$T/bad.conf" --socket "$T/x.sock" 2>&1); rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -q syscalls_max && pass "bad syscalls_max named: $(echo "$out" | head -n1)" ||
+	fail "bad syscalls_max: rc $rc $out"
+
 # --- audit off: the profile as before, no records -----------------------------------------------
 stop_agent
 printf '[collector]\nbatch_delay = 100ms\n[audit]\nenable = no\n' >"$T/a.conf"
