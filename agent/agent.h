@@ -122,7 +122,9 @@ struct task {
 	uint32_t syscalls_max;	     /* the shim's cap, from [audit] syscalls_max at launch */
 	uint64_t syscalls_off;	     /* bytes of the file consumed */
 
-	json_t *final_record; /* ended tasks: the task.end record as sent */
+	json_t *final_record; /* the task.end record as sent, until task_slim ... */
+	char *final_txt;      /* ... keeps it as compact text (a tree costs ~10 KiB per task, and
+			       * every byte of the agent's heap is copied by each shim's fork) */
 	struct waiter *waiters;
 	struct task *next;
 };
@@ -158,7 +160,10 @@ struct agent {
 	void *metrics; /* metrics HTTP server */
 	void *gpu;     /* GPU inventory, NULL when GPU features are off */
 
-	struct task *tasks; /* live and ended (ended kept for show/wait up to ended_keep) */
+	struct task *tasks; /* live tasks (starting, running, ending) */
+	/* Ended tasks kept for show/wait (up to ended_keep), oldest first: a launch never walks
+	 * them (with 1000 of them each walk cost tens of microseconds in cache misses). */
+	struct task *ended, *ended_tail;
 	uint32_t n_live, n_ended;
 	uint64_t next_task_seq, task_seq_reserved;
 	uint64_t next_record_seq, record_seq_reserved;
@@ -199,6 +204,12 @@ void task_on_pidfd(struct agent *a, struct task *t);
 void task_tick(struct agent *a, uint64_t now_mono);
 int task_signal(struct agent *a, struct task *t, int sig);
 struct task *task_find(struct agent *a, const char *id);
+/* Append an ended task to a->ended (keeps the list in order of end). */
+void task_add_ended(struct agent *a, struct task *t);
+/* An ended task keeps only what show/wait/ps need, its final record as text. */
+void task_slim(struct task *t);
+/* An ended task's final record (new reference), NULL if none. */
+json_t *task_final_record(const struct task *t);
 /* The task's record as JSON: task.end once ended, else a live snapshot. New reference. */
 json_t *task_record_json(struct agent *a, struct task *t);
 void task_free(struct task *t);

@@ -144,6 +144,9 @@ static void on_event(const struct audit_event *ev, void *userdata)
 	for (t = a->tasks; t; t = t->next)
 		if (t->key == ev->task_key && t->spec.argc)
 			break;
+	for (struct task *e = t ? NULL : a->ended; e && !t; e = e->next)
+		if (e->key == ev->task_key && e->spec.argc)
+			t = e; /* an event that arrived after its task ended */
 	if (!t)
 		return;
 	task_fill_record(a, t, ev->type == AUDIT_EV_EXEC ? ACCT_AUDIT_EXEC : ACCT_AUDIT_CONNECT,

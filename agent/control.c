@@ -266,38 +266,49 @@ void control_task_started(struct agent *a, struct task *t, const char *err)
 	}
 }
 
+static json_t *ps_row(struct task *t)
+{
+	json_t *o =
+	    json_pack("{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
+		      t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
+		      t->state == TASK_STARTING	 ? "starting"
+		      : t->state == TASK_RUNNING ? "running"
+		      : t->state == TASK_ENDING	 ? "ending"
+						 : "ended",
+		      "job", t->spec.job, "account", t->spec.account, "start_ns",
+		      (json_int_t)t->start_ns, "command", t->spec.argc ? t->spec.argv[0] : "");
+
+	json_t *rec = o && t->state == TASK_ENDED ? task_final_record(t) : NULL;
+
+	if (rec) {
+		json_t *ex = json_object_get(rec, "exit");
+
+		if (ex)
+			json_object_set(o, "exit", ex);
+		if (!t->spec.argc) {
+			json_t *task = json_object_get(rec, "task");
+
+			json_object_set(o, "user", json_object_get(task, "user"));
+		}
+		json_decref(rec);
+	}
+	return o;
+}
+
 static json_t *handle_ps(struct agent *a, struct conn *c, json_t *req)
 {
-	json_t *arr = json_array();
+	json_t *arr = json_array(), *ended = json_array();
 	bool all = json_is_true(json_object_get(req, "all"));
 
-	for (struct task *t = a->tasks; t; t = t->next) {
-		json_t *o;
-
-		if (!may_see(a, c, t) || (!all && t->state == TASK_ENDED))
-			continue;
-		o = json_pack(
-		    "{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
-		    t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
-		    t->state == TASK_STARTING  ? "starting"
-		    : t->state == TASK_RUNNING ? "running"
-		    : t->state == TASK_ENDING  ? "ending"
-					       : "ended",
-		    "job", t->spec.job, "account", t->spec.account, "start_ns",
-		    (json_int_t)t->start_ns, "command", t->spec.argc ? t->spec.argv[0] : "");
-		if (t->state == TASK_ENDED && t->final_record) {
-			json_t *ex = json_object_get(t->final_record, "exit");
-
-			if (ex)
-				json_object_set(o, "exit", ex);
-			if (!t->spec.argc) {
-				json_t *task = json_object_get(t->final_record, "task");
-
-				json_object_set(o, "user", json_object_get(task, "user"));
-			}
-		}
-		json_array_append_new(arr, o);
-	}
+	/* Newest first: live tasks (newest at the head), then ended ones (oldest at the head). */
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (may_see(a, c, t))
+			json_array_append_new(arr, ps_row(t));
+	for (struct task *t = all ? a->ended : NULL; t; t = t->next)
+		if (may_see(a, c, t))
+			json_array_insert_new(ended, 0, ps_row(t));
+	json_array_extend(arr, ended);
+	json_decref(ended);
 	return json_pack("{s:b,s:o}", "ok", 1, "tasks", arr);
 }
 

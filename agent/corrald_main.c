@@ -526,6 +526,13 @@ int main(int argc, char **argv)
 		a.tasks = t->next;
 		task_free(t);
 	}
+	while (a.ended) {
+		struct task *t = a.ended;
+
+		a.ended = t->next;
+		task_free(t);
+	}
+	a.ended_tail = NULL;
 	if (a.meter)
 		meter_free(a.meter);
 	cg_root_free(a.cg);

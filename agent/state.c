@@ -322,9 +322,8 @@ static void load_ended_dir(struct agent *a, const char *base)
 		t->final_record = json_incref(rec);
 		t->submitter_uid = (uid_t)json_integer_value(json_object_get(j, "submitter_uid"));
 		t->end_ns = (uint64_t)json_integer_value(json_object_get(j, "end_ns"));
-		t->next = a->tasks;
-		a->tasks = t;
-		a->n_ended++;
+		task_slim(t);
+		task_add_ended(a, t);
 		json_decref(j);
 	}
 }

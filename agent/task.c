@@ -57,7 +57,57 @@ struct task *task_find(struct agent *a, const char *id)
 	for (struct task *t = a->tasks; t; t = t->next)
 		if (strcmp(t->id, id) == 0)
 			return t;
+	for (struct task *t = a->ended; t; t = t->next)
+		if (strcmp(t->id, id) == 0)
+			return t;
 	return NULL;
+}
+
+void task_slim(struct task *t)
+{
+	char *txt;
+
+	if (!t->final_record)
+		return;
+	txt = json_dumps(t->final_record, JSON_COMPACT);
+	if (!txt)
+		return; /* keep the tree */
+	free(t->final_txt);
+	t->final_txt = txt;
+	json_decref(t->final_record);
+	t->final_record = NULL;
+	json_decref(t->usage_detail);
+	t->usage_detail = NULL;
+}
+
+json_t *task_final_record(const struct task *t)
+{
+	if (t->final_record)
+		return json_incref(t->final_record);
+	return t->final_txt ? json_loads(t->final_txt, 0, NULL) : NULL;
+}
+
+void task_add_ended(struct agent *a, struct task *t)
+{
+	struct task **pp = &a->ended;
+
+	t->next = NULL;
+	if (!a->ended_tail || a->ended_tail->end_ns <= t->end_ns) {
+		/* the common case: it ended last */
+		if (a->ended_tail)
+			a->ended_tail->next = t;
+		else
+			a->ended = t;
+		a->ended_tail = t;
+		a->n_ended++;
+		return;
+	}
+	/* loaded at start in directory order: insert by end time */
+	while (*pp && (*pp)->end_ns <= t->end_ns)
+		pp = &(*pp)->next;
+	t->next = *pp;
+	*pp = t;
+	a->n_ended++;
 }
 
 void task_free(struct task *t)
@@ -81,6 +131,7 @@ void task_free(struct task *t)
 	json_decref(t->usage_detail);
 	json_decref(t->gpu_alloc);
 	json_decref(t->final_record);
+	free(t->final_txt);
 	while (t->waiters) {
 		struct waiter *w = t->waiters;
 
@@ -1064,21 +1115,13 @@ static void decide_status(struct task *t, uint64_t oom_kills)
 
 void task_prune_ended(struct agent *a)
 {
-	struct task **pp, *oldest;
+	/* Ended tasks have no waiters (a wait on one is answered at once): drop the oldest. */
+	while (a->n_ended > a->cfg.ended_keep && a->ended) {
+		struct task *oldest = a->ended;
 
-	while (a->n_ended > a->cfg.ended_keep) {
-		oldest = NULL;
-		for (struct task *t = a->tasks; t; t = t->next)
-			if (t->state == TASK_ENDED && !t->waiters &&
-			    (!oldest || t->end_ns < oldest->end_ns))
-				oldest = t;
-		if (!oldest)
-			return;
-		for (pp = &a->tasks; *pp; pp = &(*pp)->next)
-			if (*pp == oldest) {
-				*pp = oldest->next;
-				break;
-			}
+		a->ended = oldest->next;
+		if (!a->ended)
+			a->ended_tail = NULL;
 		a->n_ended--;
 		state_remove_ended(a, oldest->id);
 		task_free(oldest);
@@ -1110,7 +1153,12 @@ static void task_finalize(struct agent *a, struct task *t)
 	gpu_glue_release(a, t);
 	t->state = TASK_ENDED;
 	a->n_live--;
-	a->n_ended++;
+	for (struct task **pp = &a->tasks; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	task_add_ended(a, t);
 	a->stats.tasks_ended++;
 	/* Waiters hear of the end as soon as the record is spooled; cleanup follows. */
 	control_task_ended(a, t);
@@ -1132,6 +1180,7 @@ static void task_finalize(struct agent *a, struct task *t)
 			   acct_exit_status_to_string(t->status), t->exit_code, t->exit_signal,
 			   (double)t->usage.wall_ns / 1e9, t->exit_message ? ": " : "",
 			   t->exit_message ? t->exit_message : "");
+	task_slim(t);
 	task_prune_ended(a);
 }
 
@@ -1330,8 +1379,8 @@ json_t *task_record_json(struct agent *a, struct task *t)
 	struct acct_record r;
 	json_t *j = NULL;
 
-	if (t->state == TASK_ENDED && t->final_record)
-		return json_incref(t->final_record);
+	if (t->state == TASK_ENDED && (t->final_record || t->final_txt))
+		return task_final_record(t);
 	if (t->state != TASK_ENDED)
 		task_collect_usage(a, t);
 	task_fill_record(a, t, t->state == TASK_ENDED ? ACCT_TASK_END : ACCT_TASK_SAMPLE, &r);
