@@ -80,6 +80,7 @@ struct task {
 	int status_fd;
 	struct watch w_status, w_pidfd, w_exec;
 	struct task_start *start; /* TASK_STARTING: the launch in progress (agent/task.c) */
+	bool legacy_files; /* started before runtime_dir was set: its files are in state_dir */
 	uint64_t starting_since_mono;
 	pid_t pid;
 	uint64_t pid_start;
@@ -179,7 +180,7 @@ struct agent {
 	struct pending_record *pend;
 	size_t n_pend, cap_pend;
 	bool audit_dirty;
-	char **unlink_ids;
+	char **unlink_stems;
 	size_t n_unlink, cap_unlink;
 	struct conn *conns;
 	uint32_t n_conns;
@@ -242,13 +243,14 @@ void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_u
 int state_save_task(struct agent *a, struct task *t);
 /* runtime_dir, or state_dir when none is configured. */
 const char *agent_runtime_dir(const struct agent *a);
-/* A live-task file (sub "tasks" or "ended"): in runtime_dir, or where a task an older agent
- * started keeps it (state_dir) if only that one exists. */
-void state_task_file(const struct agent *a, const char *sub, const char *id, const char *ext,
+/* A file of the task (sub "tasks" or "ended", ext ".json", ".exit", ".syscalls"): in
+ * runtime_dir, or in state_dir for a task an older agent started (t->legacy_files). */
+void state_task_path(const struct agent *a, const struct task *t, const char *sub, const char *ext,
 		     char *buf, size_t len);
 /* Remove tasks/<id>.{json,exit,syscalls}. */
-void state_remove_task_files(struct agent *a, const char *id);
-void state_remove_ended(struct agent *a, const char *id);
+/* Remove a task's live files, named by their stem "<dir>/tasks/<id>" (the flush queue's). */
+void state_remove_task_files(const char *stem);
+void state_remove_ended(struct agent *a, const struct task *t);
 /* Drop the oldest ended tasks (memory and ended/ files) beyond ended_keep. */
 void task_prune_ended(struct agent *a);
 void state_remove_task_after_flush(struct agent *a, struct task *t);

@@ -198,9 +198,9 @@ bool audit_glue_syscalls_enabled(const struct agent *a)
 	return a->cfg.audit;
 }
 
-void audit_glue_syscalls_path(const struct agent *a, const char *task_id, char *buf, size_t len)
+void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char *buf, size_t len)
 {
-	state_task_file(a, "tasks", task_id, ".syscalls", buf, len);
+	state_task_path(a, t, "tasks", ".syscalls", buf, len);
 }
 
 /*
@@ -284,7 +284,7 @@ bool audit_glue_syscalls_poll(struct agent *a, struct task *t)
 
 	if (!t->syscall_audit || t->syscalls_done)
 		return true;
-	audit_glue_syscalls_path(a, t->id, path, sizeof(path));
+	audit_glue_syscalls_path(a, t, path, sizeof(path));
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		if (errno != ENOENT)

@@ -20,7 +20,7 @@ struct task;
 
 /* Are denied calls audited on this node ([audit] enable)? */
 bool audit_glue_syscalls_enabled(const struct agent *a);
-void audit_glue_syscalls_path(const struct agent *a, const char *task_id, char *buf, size_t len);
+void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char *buf, size_t len);
 /* Turn the new lines of the task's file into records. True once its end line was read (or the
  * task has no such file). */
 bool audit_glue_syscalls_poll(struct agent *a, struct task *t);

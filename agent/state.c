@@ -5,7 +5,7 @@
  *                      so a crash never reuses one)
  *   spool/             the accounting spool
  * runtime_dir (live-task files: survive agent restarts, not reboots; state_dir when unset;
- * tasks an older agent started keep theirs in state_dir, found by state_task_file):
+ * tasks an older agent started keep theirs in state_dir: task->legacy_files, state_task_path):
  *   tasks/<id>.json    one file per live task, written atomically (tmp + rename)
  *   tasks/<id>.exit    written by the task's shim when the main process ends
  *   tasks/<id>.syscalls  the calls its seccomp profile denied, appended by the shim (audit)
@@ -127,37 +127,15 @@ static bool have_legacy_dir(const struct agent *a)
 	return strcmp(agent_runtime_dir(a), a->cfg.state_dir) != 0;
 }
 
-void state_task_file(const struct agent *a, const char *sub, const char *id, const char *ext,
+static const char *task_base(const struct agent *a, const struct task *t)
+{
+	return t->legacy_files ? a->cfg.state_dir : agent_runtime_dir(a);
+}
+
+void state_task_path(const struct agent *a, const struct task *t, const char *sub, const char *ext,
 		     char *buf, size_t len)
 {
-	char legacy[512];
-
-	snprintf(buf, len, "%s/%s/%s%s", agent_runtime_dir(a), sub, id, ext);
-	if (!have_legacy_dir(a) || access(buf, F_OK) == 0)
-		return;
-	snprintf(legacy, sizeof(legacy), "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
-	if (access(legacy, F_OK) == 0)
-		snprintf(buf, len, "%s", legacy);
-}
-
-/* Where a file is written: always runtime_dir. */
-static void task_path(struct agent *a, const char *id, const char *sub, const char *ext, char *buf,
-		      size_t len)
-{
-	snprintf(buf, len, "%s/%s/%s%s", agent_runtime_dir(a), sub, id, ext);
-}
-
-/* Remove a live-task file wherever it is (runtime_dir, and state_dir for older tasks). */
-static void task_unlink(struct agent *a, const char *id, const char *sub, const char *ext)
-{
-	char path[512];
-
-	task_path(a, id, sub, ext, path, sizeof(path));
-	(void)unlink(path);
-	if (have_legacy_dir(a)) {
-		snprintf(path, sizeof(path), "%s/%s/%s%s", a->cfg.state_dir, sub, id, ext);
-		(void)unlink(path);
-	}
+	snprintf(buf, len, "%s/%s/%s%s", task_base(a, t), sub, t->id, ext);
 }
 
 int state_save_task(struct agent *a, struct task *t)
@@ -202,41 +180,49 @@ int state_save_task(struct agent *a, struct task *t)
 	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
-	task_path(a, t->id, "tasks", ".json", path, sizeof(path));
+	state_task_path(a, t, "tasks", ".json", path, sizeof(path));
 	r = write_file_replace(path, txt, strlen(txt), 0600);
 	return r;
 }
 
 void state_remove_task_after_flush(struct agent *a, struct task *t)
 {
-	char **nv;
+	char stem[512], **nv;
 
+	state_task_path(a, t, "tasks", "", stem, sizeof(stem));
 	if (a->n_unlink == a->cap_unlink) {
 		size_t nc = a->cap_unlink ? a->cap_unlink * 2 : 32;
 
-		nv = realloc(a->unlink_ids, nc * sizeof(char *));
+		nv = realloc(a->unlink_stems, nc * sizeof(char *));
 		if (!nv) {
-			state_remove_task_files(a, t->id);
+			state_remove_task_files(stem);
 			return;
 		}
-		a->unlink_ids = nv;
+		a->unlink_stems = nv;
 		a->cap_unlink = nc;
 	}
-	a->unlink_ids[a->n_unlink] = strdup(t->id);
-	if (a->unlink_ids[a->n_unlink])
+	a->unlink_stems[a->n_unlink] = strdup(stem);
+	if (a->unlink_stems[a->n_unlink])
 		a->n_unlink++;
 }
 
-void state_remove_task_files(struct agent *a, const char *id)
+void state_remove_task_files(const char *stem)
 {
-	task_unlink(a, id, "tasks", ".json");
-	task_unlink(a, id, "tasks", ".exit");
-	task_unlink(a, id, "tasks", ".syscalls");
+	static const char *const ext[] = {".json", ".exit", ".syscalls"};
+	char path[600];
+
+	for (size_t i = 0; i < ARRAY_SIZE(ext); i++) {
+		snprintf(path, sizeof(path), "%s%s", stem, ext[i]);
+		(void)unlink(path);
+	}
 }
 
-void state_remove_ended(struct agent *a, const char *id)
+void state_remove_ended(struct agent *a, const struct task *t)
 {
-	task_unlink(a, id, "ended", ".json");
+	char path[512];
+
+	state_task_path(a, t, "ended", ".json", path, sizeof(path));
+	(void)unlink(path);
 }
 
 int state_save_ended(struct agent *a, struct task *t)
@@ -256,7 +242,7 @@ int state_save_ended(struct agent *a, struct task *t)
 	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
-	task_path(a, t->id, "ended", ".json", path, sizeof(path));
+	state_task_path(a, t, "ended", ".json", path, sizeof(path));
 	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
@@ -281,7 +267,7 @@ static struct task *task_alloc(void)
 	return t;
 }
 
-static void load_ended_dir(struct agent *a, const char *base)
+static void load_ended_dir(struct agent *a, const char *base, bool legacy)
 {
 	char dir[512];
 	_cleanup_closedir_ DIR *d = NULL;
@@ -318,6 +304,7 @@ static void load_ended_dir(struct agent *a, const char *base)
 			return;
 		}
 		snprintf(t->id, sizeof(t->id), "%.39s", id);
+		t->legacy_files = legacy;
 		t->state = TASK_ENDED;
 		t->final_record = json_incref(rec);
 		t->submitter_uid = (uid_t)json_integer_value(json_object_get(j, "submitter_uid"));
@@ -330,9 +317,9 @@ static void load_ended_dir(struct agent *a, const char *base)
 
 static void load_ended(struct agent *a)
 {
-	load_ended_dir(a, agent_runtime_dir(a));
+	load_ended_dir(a, agent_runtime_dir(a), false);
 	if (have_legacy_dir(a))
-		load_ended_dir(a, a->cfg.state_dir);
+		load_ended_dir(a, a->cfg.state_dir, true);
 }
 
 /*
@@ -386,7 +373,7 @@ static uint64_t spooled_seq_of(const char *id)
 	return 0;
 }
 
-static int adopt_one(struct agent *a, json_t *j, const char *path)
+static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 {
 	char err[256];
 	struct task *t;
@@ -398,6 +385,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 	t = task_alloc();
 	if (!t)
 		return -ENOMEM;
+	t->legacy_files = legacy;
 	s = json_string_value(json_object_get(j, "id"));
 	if (!s || !valid_task_id(s)) {
 		task_free(t);
@@ -503,7 +491,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path)
 }
 
 /* Re-adopt the live tasks of one tasks/ directory (a task already known is skipped). */
-static int load_tasks_dir(struct agent *a, const char *base)
+static int load_tasks_dir(struct agent *a, const char *base, bool legacy)
 {
 	char dir[512];
 	_cleanup_closedir_ DIR *d = NULL;
@@ -536,7 +524,7 @@ static int load_tasks_dir(struct agent *a, const char *base)
 			(void)rename(path, bad);
 			continue;
 		}
-		r = adopt_one(a, j, path);
+		r = adopt_one(a, j, path, legacy);
 		json_decref(j);
 		if (r < 0)
 			log_error("%s: could not re-adopt the task: %s", path, strerror(-r));
@@ -552,11 +540,11 @@ int state_load(struct agent *a)
 
 	load_ended(a);
 	task_prune_ended(a);
-	r = load_tasks_dir(a, agent_runtime_dir(a));
+	r = load_tasks_dir(a, agent_runtime_dir(a), false);
 	if (r < 0)
 		return r;
 	if (have_legacy_dir(a)) {
-		r = load_tasks_dir(a, a->cfg.state_dir);
+		r = load_tasks_dir(a, a->cfg.state_dir, true);
 		if (r < 0 && r != -ENOENT)
 			log_warning("%s/tasks: %s", a->cfg.state_dir, strerror(-r));
 	}

@@ -44,13 +44,21 @@ _printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
 /* A launch in progress (TASK_STARTING). */
 struct task_start {
 	struct launch_handle h;
-	char *workdir; /* as the child uses it, for messages */
-	bool have_pid;
+	char *workdir;	/* as the child uses it, for messages */
 	bool announced; /* state file and task.start written (at go) */
 };
 
 #define START_PID_MAX_NS  (10 * NSEC_PER_SEC) /* the shim reports the child's pid */
 #define START_EXEC_MAX_NS (30 * NSEC_PER_SEC) /* the child gets to execve */
+
+/* Close what is left of the launch (closing the sync pipe ends a child still waiting). */
+static void task_start_free(struct task *t)
+{
+	launch_handle_close(&t->start->h);
+	free(t->start->workdir);
+	free(t->start);
+	t->start = NULL;
+}
 
 struct task *task_find(struct agent *a, const char *id)
 {
@@ -121,9 +129,7 @@ void task_free(struct task *t)
 	cg_task_free(t->cg);
 	if (t->start) {
 		launch_abort(&t->start->h);
-		launch_handle_close(&t->start->h);
-		free(t->start->workdir);
-		free(t->start);
+		task_start_free(t);
 	}
 	closep(&t->shim_pidfd);
 	closep(&t->status_fd);
@@ -464,8 +470,8 @@ void agent_flush_records(struct agent *a)
 	a->n_pend = 0;
 	audit_glue_syscalls_flushed(a);
 	for (size_t i = 0; i < a->n_unlink; i++) {
-		state_remove_task_files(a, a->unlink_ids[i]);
-		free(a->unlink_ids[i]);
+		state_remove_task_files(a->unlink_stems[i]);
+		free(a->unlink_stems[i]);
 	}
 	a->n_unlink = 0;
 	if (a->upl)
@@ -866,8 +872,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = -ENOMEM;
 		goto out_cg;
 	}
-	snprintf(exit_file, sizeof(exit_file), "%s/tasks/%s.exit", agent_runtime_dir(a), t->id);
-	audit_glue_syscalls_path(a, t->id, sc_file, sizeof(sc_file));
+	state_task_path(a, t, "tasks", ".exit", exit_file, sizeof(exit_file));
+	audit_glue_syscalls_path(a, t, sc_file, sizeof(sc_file));
 	t->syscall_audit = sbx_filter_notifies(filter);
 	t->syscalls_max = a->cfg.audit_syscalls_max;
 	plan = (struct launch_plan){
@@ -949,10 +955,7 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	agent_watch_del(a, st->h.status_fd);
 	t->shim_pidfd = TAKE_FD(st->h.shim_pidfd);
 	t->status_fd = TAKE_FD(st->h.status_fd);
-	launch_handle_close(&st->h); /* closing the sync pipe ends a child still waiting */
-	free(st->workdir);
-	free(st);
-	t->start = NULL;
+	task_start_free(t);
 	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
 	if (r < 0) {
 		t->status = ACCT_EXIT_LAUNCH_FAILED;
@@ -1005,7 +1008,6 @@ static void start_on_pid(struct agent *a, struct task *t)
 	}
 	/* The status pipe says nothing more before the exec result (and is read after it). */
 	agent_watch_del(a, st->h.status_fd);
-	st->have_pid = true;
 	t->pid = st->h.task_pid;
 	r = scope_adopt_shim(a, t->shim_pid);
 	if (r < 0)
@@ -1076,13 +1078,13 @@ void task_on_exec(struct agent *a, struct task *t)
 /* A launch past its deadline: the shim never reported a pid, or the child never exec'd. */
 static void start_tick(struct agent *a, struct task *t, uint64_t now)
 {
-	struct task_start *st = t->start;
+	bool have_pid = t->start->h.task_pid > 0;
 
-	if (!st->have_pid && now - t->starting_since_mono > START_PID_MAX_NS)
+	if (!have_pid && now - t->starting_since_mono > START_PID_MAX_NS)
 		start_fail(a, t, -ETIMEDOUT,
 			   "starting the task failed: the supervisor did not report the task's "
 			   "pid within 10s");
-	else if (st->have_pid && now - t->starting_since_mono > START_EXEC_MAX_NS)
+	else if (have_pid && now - t->starting_since_mono > START_EXEC_MAX_NS)
 		start_fail(a, t, -ETIMEDOUT,
 			   "starting the task failed: the task did not reach execve within 30s");
 }
@@ -1123,7 +1125,7 @@ void task_prune_ended(struct agent *a)
 		if (!a->ended)
 			a->ended_tail = NULL;
 		a->n_ended--;
-		state_remove_ended(a, oldest->id);
+		state_remove_ended(a, oldest);
 		task_free(oldest);
 	}
 }
@@ -1244,7 +1246,7 @@ void task_on_status(struct agent *a, struct task *t)
 		t->exit = ex;
 		t->have_exit = true;
 	} else {
-		state_task_file(a, "tasks", t->id, ".exit", path, sizeof(path));
+		state_task_path(a, t, "tasks", ".exit", path, sizeof(path));
 		if (launch_read_exit_file(path, &ex) == 0) {
 			t->exit = ex;
 			t->have_exit = true;
@@ -1266,7 +1268,7 @@ void task_on_pidfd(struct agent *a, struct task *t)
 	agent_watch_del(a, t->shim_pidfd);
 	closep(&t->shim_pidfd);
 	t->shim_pidfd = -1;
-	state_task_file(a, "tasks", t->id, ".exit", path, sizeof(path));
+	state_task_path(a, t, "tasks", ".exit", path, sizeof(path));
 	if (launch_read_exit_file(path, &ex) == 0) {
 		t->exit = ex;
 		t->have_exit = true;

@@ -663,10 +663,10 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	 * "procs" and "mms" entries (kept by BPF, decremented by whoever deletes an entry) say
 	 * whether one is needed; normally both are 0 by now. Unreadable counts: sweep.
 	 */
-	struct meter_task mt = {.procs_alive = 1, .mms_alive = 1};
+	struct meter_task mt;
 
 	if (bpf_map_lookup_elem(bpf_map__fd(s->maps.tasks), &task_key, &mt) < 0)
-		mt.procs_alive = mt.mms_alive = 1;
+		mt = (struct meter_task){.procs_alive = 1, .mms_alive = 1};
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	r = set_slot(m, slot_of(m, t), 0);
 	if (mt.procs_alive != 0) {

@@ -455,6 +455,14 @@ static void shim_wait_serving(struct shim_audit *s, pid_t child, int *status, st
 }
 
 /* Keep fds[i] as 3 + i (-1 entries: that number is closed), close everything else above 2. */
+/* Close fds lo..hi (close_range, or one by one on kernels without it). */
+static void close_fds(unsigned lo, unsigned hi)
+{
+	if (syscall(SYS_close_range, lo, hi, 0) < 0)
+		for (unsigned fd = lo; fd <= hi && fd < 65536; fd++)
+			close((int)fd);
+}
+
 static int keep_fds(int *fds, int n)
 {
 	int hi[4];
@@ -475,9 +483,7 @@ static int keep_fds(int *fds, int n)
 			return -errno;
 		fds[i] = 3 + i;
 	}
-	if (syscall(SYS_close_range, (unsigned)(3 + n), ~0U, 0) < 0)
-		for (int fd = 3 + n; fd < 65536; fd++)
-			close(fd);
+	close_fds((unsigned)(3 + n), ~0U);
 	return 0;
 }
 
@@ -546,6 +552,23 @@ _noreturn_ static int child_entry(void *arg)
 	run_child(arg);
 }
 
+/* Clone into the task's cgroup (on) or not, and what the child still has to join then. */
+static void into_cgroup(struct child_ctx *ctx, struct clone_args *ca, bool on)
+{
+	const struct launch_plan *p = ctx->p;
+
+	if (on) {
+		ca->flags |= CLONE_INTO_CGROUP;
+		ca->cgroup = (uint64_t)p->clone_cgroup_fd;
+	} else {
+		ca->flags &= ~CLONE_INTO_CGROUP;
+		ca->cgroup = 0;
+	}
+	/* v2: in its cgroup already; v1 hybrid: in the unified one, v1 ones to join. */
+	ctx->unified_done = on;
+	ctx->need_join = !on || !(p->cg && cg_task_clone_joins_all(p->cg));
+}
+
 /*
  * Returns the child's pid (with ctx->shared_vm: the child has exec'd or exited by then), 0 in
  * a forked child (the caller runs run_child), or -errno. Sets ctx->need_join/unified_done.
@@ -553,11 +576,13 @@ _noreturn_ static int child_entry(void *arg)
 static long clone_child(struct child_ctx *ctx)
 {
 	const struct launch_plan *p = ctx->p;
+	bool into = p->clone_cgroup_fd >= 0;
 	struct clone_args ca = {.exit_signal = SIGCHLD};
-	void *stack = MAP_FAILED;
-	long c = -ENOSYS;
+	long c;
 
 #ifdef HAVE_CLONE3_RUN
+	void *stack = MAP_FAILED;
+
 	if (ctx->audit_sock < 0 || child_handoff_safe(ctx))
 		stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
@@ -566,46 +591,29 @@ static long clone_child(struct child_ctx *ctx)
 		ca.flags = CLONE_VM | CLONE_VFORK;
 		ca.stack = (uint64_t)(uintptr_t)stack;
 		ca.stack_size = CHILD_STACK_SIZE;
-		if (p->clone_cgroup_fd >= 0) {
-			ca.flags |= CLONE_INTO_CGROUP;
-			ca.cgroup = (uint64_t)p->clone_cgroup_fd;
-			ctx->unified_done = true;
-			ctx->need_join = !(p->cg && cg_task_clone_joins_all(p->cg));
-		}
+		into_cgroup(ctx, &ca, into);
 		ctx->shared_vm = true;
 		c = launch_clone3_run(&ca, sizeof(ca), child_entry, ctx);
-		if (c < 0 && (ca.flags & CLONE_INTO_CGROUP)) {
+		if (c < 0 && into) {
 			/* No CLONE_INTO_CGROUP here: join from the child instead. */
-			ca.flags &= ~CLONE_INTO_CGROUP;
-			ca.cgroup = 0;
-			ctx->unified_done = false;
-			ctx->need_join = true;
+			into_cgroup(ctx, &ca, false);
 			c = launch_clone3_run(&ca, sizeof(ca), child_entry, ctx);
 		}
 		munmap(stack, CHILD_STACK_SIZE);
 		if (c > 0)
 			return c;
 		ctx->shared_vm = false;
-		ctx->unified_done = false;
-		ctx->need_join = true;
 	}
+	ca = (struct clone_args){.exit_signal = SIGCHLD};
 #endif
-	(void)stack;
-	memset(&ca, 0, sizeof(ca));
-	ca.exit_signal = SIGCHLD;
-	if (p->clone_cgroup_fd >= 0) {
-		ca.flags = CLONE_INTO_CGROUP;
-		ca.cgroup = (uint64_t)p->clone_cgroup_fd;
+	if (into) {
+		into_cgroup(ctx, &ca, true);
 		c = syscall(SYS_clone3, &ca, sizeof(ca));
-		if (c >= 0) {
-			/* v2: in its cgroup already; v1 hybrid: in the unified one, v1 ones to
-			 * join. */
-			ctx->unified_done = true;
-			ctx->need_join = !(p->cg && cg_task_clone_joins_all(p->cg));
+		if (c >= 0)
 			return c;
-		}
 	}
 	/* Kernels without clone3/CLONE_INTO_CGROUP, or v1 only: plain fork, then join. */
+	into_cgroup(ctx, &ca, false);
 	c = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	return c < 0 ? -errno : c;
 }
@@ -620,25 +628,17 @@ static int cmp_int(const void *x, const void *y)
 /* Close every fd from 3 up except those in keep (n of them, -1 entries ignored). */
 static void close_all_except(int *keep, size_t n)
 {
-	int lo = 3;
+	unsigned lo = 3;
 
 	qsort(keep, n, sizeof(*keep), cmp_int);
-	for (size_t i = 0; i <= n; i++) {
-		int hi = i < n ? keep[i] : -1;
-
-		if (i < n && hi < lo)
+	for (size_t i = 0; i < n; i++) {
+		if (keep[i] < (int)lo)
 			continue;
-		if (i == n) {
-			if (syscall(SYS_close_range, (unsigned)lo, ~0U, 0) < 0)
-				for (int fd = lo; fd < 65536; fd++)
-					close(fd);
-			break;
-		}
-		if (hi > lo && syscall(SYS_close_range, (unsigned)lo, (unsigned)hi - 1, 0) < 0)
-			for (int fd = lo; fd < hi; fd++)
-				close(fd);
-		lo = hi + 1;
+		if ((unsigned)keep[i] > lo)
+			close_fds(lo, (unsigned)keep[i] - 1);
+		lo = (unsigned)keep[i] + 1;
 	}
+	close_fds(lo, ~0U);
 }
 
 /* The shim: a forked copy of the agent (glibc fork, so malloc/stdio are usable). */
@@ -888,14 +888,10 @@ int launch_poll_pid(struct launch_handle *h)
 
 int launch_go(struct launch_handle *h)
 {
-	char go = 'g';
-	ssize_t n;
+	int r = write_all(h->sync_fd, "g", 1);
 
-	do {
-		n = write(h->sync_fd, &go, 1);
-	} while (n < 0 && errno == EINTR);
-	if (n != 1)
-		return n < 0 ? -errno : -EIO;
+	if (r < 0)
+		return r;
 	closep(&h->sync_fd);
 	h->sync_fd = -1;
 	return 0;

@@ -17,23 +17,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "tests/bench/bench_stats.h"
 
 static const char *const join_hier[] = {"memory", "cpuacct", "freezer"};
 #define N_HIER	   (sizeof(join_hier) / sizeof(join_hier[0]))
 #define MAX_ROUNDS 200
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static double now_us(void)
 {
@@ -115,7 +103,7 @@ static int bench_join(int rounds)
 	}
 	if (r)
 		return r;
-	double mt = median(tasks, rounds), mp = median(procs, rounds);
+	double mt = bench_median(tasks, rounds), mp = bench_median(procs, rounds);
 
 	printf("join of %zu v1 hierarchies after 50 ms quiet (%d rounds, median)\n", N_HIER,
 	       rounds);

@@ -18,6 +18,7 @@
 
 #include "accounting/record.h"
 #include "common/macro.h"
+#include "tests/bench/bench_stats.h"
 
 static double now(void)
 {
@@ -67,13 +68,6 @@ static const yajl_callbacks empty = {
     .yajl_start_array = cb_none,
     .yajl_end_array = cb_none,
 };
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -144,9 +138,9 @@ int main(int argc, char **argv)
 		}
 		t_ev[r] = (now() - t0) / (double)n * 1e6;
 	}
-	qsort(t_dec, (size_t)rounds, sizeof(double), cmp_double);
-	qsort(t_jan, (size_t)rounds, sizeof(double), cmp_double);
-	qsort(t_ev, (size_t)rounds, sizeof(double), cmp_double);
+	qsort(t_dec, (size_t)rounds, sizeof(double), bench_cmp_double);
+	qsort(t_jan, (size_t)rounds, sizeof(double), bench_cmp_double);
+	qsort(t_ev, (size_t)rounds, sizeof(double), bench_cmp_double);
 	printf("decode: %zu records (%.0f bytes each), %d rounds, median us/record\n", n,
 	       (double)len, rounds);
 	printf("%-34s %10s %10s\n", "", "us/record", "vs jansson");

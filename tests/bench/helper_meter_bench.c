@@ -27,6 +27,7 @@
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
+#include "tests/bench/bench_stats.h"
 
 #define MAX_ROUNDS 32
 
@@ -129,19 +130,6 @@ static int run(struct meter *m, uint64_t key, bool sched, long iters, double ops
 	if (m)
 		meter_forget(m, key);
 	return ret;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static long status_kib(const char *field)
@@ -306,8 +294,9 @@ int main(int argc, char **argv)
 	       "overhead");
 	for (int w = 0; w < 2; w++)
 		for (int c = 0; c < 2; c++) {
-			double off = median(v[w][0][c], rounds), on = median(v[w][1][c], rounds);
-			double q = median(ratio[w][c], rounds);
+			double off = bench_median(v[w][0][c], rounds),
+			       on = bench_median(v[w][1][c], rounds);
+			double q = bench_median(ratio[w][c], rounds);
 
 			printf("%-24s %-7s %12.0f %12.0f %9.4f %8.2f%%\n", wl[w],
 			       c ? "cpu-s" : "wall-s", off, on, q, (1 - q) * 100);

@@ -19,15 +19,9 @@
 #include "accounting/spool.h"
 #include "common/macro.h"
 #include "common/util.h"
+#include "tests/bench/bench_stats.h"
 
 #define FRAME 24 /* spool entry header, so the baseline writes the same number of bytes */
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /*
  * One round: spool batches and baseline batches alternate, each timed on its own, so both
@@ -123,8 +117,8 @@ int main(int argc, char **argv)
 	memset(rec, 'r', size);
 	for (uint64_t i = 0; i < repeat; i++)
 		run_round(sdir, bpath, batch, records, rec, size, &sp[i], &bp[i]);
-	qsort(sp, repeat, sizeof(*sp), cmp_double);
-	qsort(bp, repeat, sizeof(*bp), cmp_double);
+	qsort(sp, repeat, sizeof(*sp), bench_cmp_double);
+	qsort(bp, repeat, sizeof(*bp), bench_cmp_double);
 	printf("batch=%llu records=%llu size=%llu spool_us_per_rec=%.2f base_us_per_rec=%.2f "
 	       "ratio=%.3f\n",
 	       (unsigned long long)batch, (unsigned long long)records, (unsigned long long)size,

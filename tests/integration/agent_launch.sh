@@ -113,17 +113,21 @@ ctl wait "$id" 2>/dev/null; rc=$?
 # --- launches do not block the agent ---------------------------------------------------------
 # A child stuck before execve (its stdout is a FIFO nobody reads yet) stays "starting" while
 # other tasks run and the agent answers; once the FIFO has a reader it runs and reports.
+# starting_id: the id of a task in state "starting" (waits up to 5 s), empty if none.
+starting_id() {
+	local id=""
+	for _ in $(seq 100); do
+		id=$(ctl ps | awk '$2 == "starting" {print $1; exit}')
+		[ -n "$id" ] && break
+		sleep 0.05
+	done
+	echo "$id"
+}
 mkfifo "$T/fifo"
 chmod 666 "$T/fifo"
 ctl run --wait --stdout "$T/fifo" -- sh -c 'echo through-fifo; exit 4' >"$T/stuck.out" 2>&1 &
 STUCK=$!
-st=""
-for _ in $(seq 100); do
-	st=$(ctl ps | awk '$2 == "starting" {print $2; exit}')
-	[ -n "$st" ] && break
-	sleep 0.05
-done
-[ "$st" = starting ] && pass "a launch stuck before execve shows as starting" || fail "no starting task: $(ctl ps)"
+[ -n "$(starting_id)" ] && pass "a launch stuck before execve shows as starting" || fail "no starting task: $(ctl ps)"
 t0=$(date +%s%N)
 run_wait -- sh -c 'exit 6'
 t1=$(date +%s%N)
@@ -165,12 +169,7 @@ mkfifo "$T/fifo2"
 chmod 666 "$T/fifo2"
 ctl run --stdout "$T/fifo2" -- sh -c 'echo late; exit 9' >/dev/null 2>&1 &
 CLI=$!
-sid=""
-for _ in $(seq 100); do
-	sid=$(ctl ps | awk '$2 == "starting" {print $1; exit}')
-	[ -n "$sid" ] && break
-	sleep 0.05
-done
+sid=$(starting_id)
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 # the client hears of it (no supervisor holds the agent's connections)
 for _ in $(seq 100); do kill -0 $CLI 2>/dev/null || break; sleep 0.05; done

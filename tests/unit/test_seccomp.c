@@ -280,6 +280,15 @@ static struct sbx_filter *compile(const char *json)
 }
 
 /* Child exit codes: 0 all checks passed, N = check N failed, 100+ = setup failed. */
+/* A child's wait status is a clean exit 0, else fail saying how it ended (its exit code is
+ * the number of the CHECK that failed). */
+#define assert_child_ok(st)                                                                        \
+	do {                                                                                       \
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)                                        \
+			fail_msg("child: %s %d", WIFEXITED(st) ? "exit" : "signal",                \
+				 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));                  \
+	} while (0)
+
 #define CHECK(n, cond)                                                                             \
 	do {                                                                                       \
 		if (!(cond))                                                                       \
@@ -426,9 +435,7 @@ static void test_custom_rules_in_child(void **state)
 		_exit(0);
 	}
 	st = wait_child(pid);
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		fail_msg("child: %s %d", WIFEXITED(st) ? "exit" : "signal",
-			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	assert_child_ok(st);
 	sbx_filter_free(f);
 }
 
@@ -692,9 +699,7 @@ static void test_notify_in_child(void **state)
 	close(sp[1]);
 	assert_int_equal(supervise(pid, sp[0], f, &sv), 0);
 	close(sp[0]);
-	if (!WIFEXITED(sv.status) || WEXITSTATUS(sv.status) != 0)
-		fail_msg("child: %s %d", WIFEXITED(sv.status) ? "exit" : "signal",
-			 WIFEXITED(sv.status) ? WEXITSTATUS(sv.status) : WTERMSIG(sv.status));
+	assert_child_ok(sv.status);
 	assert_int_equal(sv.n, 7);
 	assert_int_equal(sv.ev[0].nr, SYS_ptrace);
 	assert_int_equal(sv.ev[0].args[0], PTRACE_TRACEME);
@@ -755,9 +760,7 @@ static void test_notify_no_ack(void **state)
 	close(sp[1]);
 	assert_int_equal(supervise_ack(pid, sp[0], f, &sv, false), 0);
 	close(sp[0]);
-	if (!WIFEXITED(sv.status) || WEXITSTATUS(sv.status) != 0)
-		fail_msg("child: %s %d", WIFEXITED(sv.status) ? "exit" : "signal",
-			 WIFEXITED(sv.status) ? WEXITSTATUS(sv.status) : WTERMSIG(sv.status));
+	assert_child_ok(sv.status);
 	assert_int_equal(sv.n, 1);
 	assert_int_equal(sv.ev[0].nr, SYS_ptrace);
 	assert_int_equal(sv.ev[0].action, RET_ERRNO(EPERM));
