@@ -711,3 +711,17 @@ uint32_t meter_tasks_tracked(const struct meter *m)
 {
 	return m->ntracked;
 }
+
+int meter_switch_stats(const struct meter *m, uint64_t *runs, uint64_t *run_ns)
+{
+	const struct bpf_program *p =
+	    is_btf(m) ? m->skel->progs.btf_sched_switch : m->skel->progs.raw_sched_switch;
+	struct bpf_prog_info info = {};
+	uint32_t len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) < 0)
+		return -errno;
+	*runs = info.run_cnt;
+	*run_ns = info.run_time_ns;
+	return 0;
+}

@@ -2,13 +2,17 @@
 /*
  * Overhead of the metering programs (tests/bench/metering_overhead.sh).
  *   helper_meter_bench ROUNDS PINGPONG_ITERS WRITE_ITERS IDLE_TASKS
- * Each round runs both workloads without the programs (nothing loaded) and with them loaded,
- * attached and the workload tracked; the order alternates between rounds. Workloads:
+ * Each round runs both workloads in three arms, in an order that rotates between rounds:
+ * nothing loaded; an empty sched_switch program attached (bpf/switch_floor.bpf.c: what any
+ * program on that tracepoint costs); the metering programs loaded, attached and the workload
+ * tracked. Workloads:
  *   sched: two processes ping-pong one byte over two pipes (like `perf bench sched pipe`);
  *   syscall: one process write(2)s one byte to /dev/null WRITE_ITERS times.
- * Prints ops/s per round, the medians and the ratio with/without. Then tracks IDLE_TASKS
- * sleeping processes and reports the loader's RSS, BPF map memory and the cost of reading all
- * of them (one meter_read each, as the agent's sample tick does).
+ * Prints ops/s per round, the medians and the ratios metering/off, empty/off and
+ * metering/empty. Then the average run time per switch of the metering and the empty program
+ * from the kernel's BPF statistics, and finally tracks IDLE_TASKS sleeping processes and
+ * reports the loader's RSS, BPF map memory and the cost of reading all of them (one
+ * meter_read each, as the agent's sample tick does).
  */
 #include <errno.h>
 #include <sched.h>
@@ -24,10 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
 #include "tests/bench/bench_stats.h"
+#include "switch_floor.skel.h"
 
 #define MAX_ROUNDS 32
 
@@ -231,14 +239,119 @@ out:
 	return ok ? 0 : 1;
 }
 
+/* The empty sched_switch program (bpf/switch_floor.bpf.c), tp_btf or raw_tp like the meter. */
+static struct switch_floor_bpf *floor_open(bool btf)
+{
+	struct switch_floor_bpf *s = switch_floor_bpf__open();
+
+	if (!s)
+		return NULL;
+	bpf_program__set_autoload(s->progs.floor_btf_switch, btf);
+	bpf_program__set_autoload(s->progs.floor_raw_switch, !btf);
+	if (switch_floor_bpf__load(s)) {
+		switch_floor_bpf__destroy(s);
+		return NULL;
+	}
+	return s;
+}
+
+static struct bpf_program *floor_prog(struct switch_floor_bpf *s, bool btf)
+{
+	return btf ? s->progs.floor_btf_switch : s->progs.floor_raw_switch;
+}
+
+static int prog_stats(const struct bpf_program *p, uint64_t *runs, uint64_t *ns)
+{
+	struct bpf_prog_info info = {};
+	uint32_t len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) < 0)
+		return -1;
+	*runs = info.run_cnt;
+	*ns = info.run_time_ns;
+	return 0;
+}
+
+/*
+ * Average run time of the sched_switch program of each arm (the metering programs, the empty
+ * one) during the ping-pong, from the kernel's BPF statistics (sysctl kernel.bpf_stats_enabled,
+ * switched on for this part only: they add two clock reads per run, the same for both). The
+ * difference is the metering program's own work per switch, a figure that other load on the
+ * host disturbs far less than the throughput ratio.
+ */
+static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
+{
+	static const char path[] = "/proc/sys/kernel/bpf_stats_enabled";
+	double ns[2][MAX_ROUNDS];
+	char old = '0';
+	int fd, n = 0;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || read(fd, &old, 1) != 1 || pwrite(fd, "1", 1, 0) != 1) {
+		printf("per-switch program time: skipped (%s not writable)\n\n", path);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (int i = 0; i < 10; i++) {
+		bool corral = i % 2 == 0;
+		struct meter *m = NULL;
+		struct bpf_link *l = NULL;
+		const struct bpf_program *p;
+		uint64_t r0, t0, r1, t1;
+		double o[2];
+
+		if (corral) {
+			if (meter_open(NULL, &m) < 0)
+				break;
+		} else if (!(l = bpf_program__attach(floor_prog(fl, btf)))) {
+			break;
+		}
+		p = floor_prog(fl, btf);
+		if (corral ? meter_switch_stats(m, &r0, &t0) : prog_stats(p, &r0, &t0))
+			r0 = t0 = 0;
+		if (run(m, 1, true, iters, o) < 0 ||
+		    (corral ? meter_switch_stats(m, &r1, &t1) : prog_stats(p, &r1, &t1)) ||
+		    r1 <= r0) {
+			meter_free(m);
+			bpf_link__destroy(l);
+			break;
+		}
+		ns[!corral][i / 2] = (double)(t1 - t0) / (double)(r1 - r0);
+		meter_free(m);
+		bpf_link__destroy(l);
+		if (!corral)
+			n++;
+	}
+	(void)!pwrite(fd, &old, 1, 0);
+	close(fd);
+	if (n == 0) {
+		printf("per-switch program time: failed\n\n");
+		return;
+	}
+	double c = bench_median(ns[0], n), f = bench_median(ns[1], n);
+
+	printf("per-switch program time (kernel.bpf_stats_enabled, median of %d interleaved "
+	       "ping-pongs):\n",
+	       n);
+	printf("  metering sched_switch %.1f ns/run, empty program %.1f ns/run: %.1f ns of "
+	       "metering work per switch (ratio %.3f)\n\n",
+	       c, f, c - f, c / f);
+}
+
+enum { ARM_OFF, ARM_FLOOR, ARM_METER, ARMS };
+
 int main(int argc, char **argv)
 {
-	/* [workload][off/on][wall/cpu][round] */
-	static double v[2][2][2][MAX_ROUNDS], ratio[2][2][MAX_ROUNDS];
-	const char *wl[2] = {"sched pipe ping-pong", "1-byte write /dev/null"};
+	/* [workload][arm][wall/cpu][round] */
+	static double v[2][ARMS][2][MAX_ROUNDS], ratio[3][2][2][MAX_ROUNDS];
+	static const char *const wl[2] = {"sched pipe ping-pong", "1-byte write /dev/null"};
+	static const char *const rname[3] = {"metering/off", "empty/off", "metering/empty"};
+	struct switch_floor_bpf *fl;
 	const char *mode = "?";
 	int rounds, nidle;
 	long iters[2];
+	bool btf;
 
 	if (argc != 5) {
 		fprintf(stderr,
@@ -252,55 +365,93 @@ int main(int argc, char **argv)
 	if (rounds < 1 || rounds > MAX_ROUNDS || iters[0] < 1 || iters[1] < 1 || nidle < 0 ||
 	    nidle > 4000)
 		return 2;
+	{
+		struct meter *m = NULL;
+		int e = meter_open(NULL, &m);
 
+		if (e < 0) {
+			printf("SKIP: cannot load the metering programs: %s\n", strerror(-e));
+			return 77;
+		}
+		mode = meter_attach_mode(m);
+		btf = strcmp(mode, "tp_btf") == 0;
+		meter_free(m);
+	}
+	fl = floor_open(btf);
+	if (!fl) {
+		fprintf(stderr, "cannot load the empty sched_switch program\n");
+		return 1;
+	}
+
+	/*
+	 * Three arms per round, in an order that rotates from round to round: nothing attached,
+	 * the empty sched_switch program (the floor: what any program there costs), the
+	 * metering programs with the workload tracked.
+	 */
 	printf("%-6s %-8s %14s %14s %14s %14s\n", "round", "programs", "sched/s", "sched/cpu-s",
 	       "write/s", "write/cpu-s");
 	for (int r = 0; r < rounds; r++) {
-		for (int k = 0; k < 2; k++) {
-			int on = (k == 0) == (r % 2 == 1);
+		for (int k = 0; k < ARMS; k++) {
+			int arm = (r + k) % ARMS;
 			struct meter *m = NULL;
+			struct bpf_link *l = NULL;
 			double o[2][2];
 
-			if (on) {
+			if (arm == ARM_METER) {
 				int e = meter_open(NULL, &m);
 
 				if (e < 0) {
-					printf("SKIP: cannot load the metering programs: %s\n",
-					       strerror(-e));
-					return 77;
+					fprintf(stderr, "meter_open: %s\n", strerror(-e));
+					return 1;
 				}
-				mode = meter_attach_mode(m);
+			} else if (arm == ARM_FLOOR && !(l = bpf_program__attach(floor_prog(fl, btf)))) {
+				fprintf(stderr, "cannot attach the empty sched_switch program\n");
+				return 1;
 			}
 			for (int w = 0; w < 2; w++)
 				if (run(m, 1 + (uint64_t)w, w == 0, iters[w], o[w]) < 0) {
 					fprintf(stderr, "workload failed\n");
 					meter_free(m);
+					bpf_link__destroy(l);
 					return 1;
 				}
 			meter_free(m);
+			bpf_link__destroy(l);
 			for (int w = 0; w < 2; w++)
 				for (int c = 0; c < 2; c++)
-					v[w][on][c][r] = o[w][c];
-			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f\n", r, on ? mode : "off",
-			       o[0][0], o[0][1], o[1][0], o[1][1]);
+					v[w][arm][c][r] = o[w][c];
+			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f\n", r,
+			       arm == ARM_METER ? mode : arm == ARM_FLOOR ? "empty" : "off", o[0][0],
+			       o[0][1], o[1][0], o[1][1]);
 		}
 		for (int w = 0; w < 2; w++)
-			for (int c = 0; c < 2; c++)
-				ratio[w][c][r] = v[w][1][c][r] / v[w][0][c][r];
+			for (int c = 0; c < 2; c++) {
+				ratio[0][w][c][r] = v[w][ARM_METER][c][r] / v[w][ARM_OFF][c][r];
+				ratio[1][w][c][r] = v[w][ARM_FLOOR][c][r] / v[w][ARM_OFF][c][r];
+				ratio[2][w][c][r] = v[w][ARM_METER][c][r] / v[w][ARM_FLOOR][c][r];
+			}
 	}
-	printf("\nmedians over %d interleaved rounds; ratio = median of per-round with/without\n",
+	printf("\nmedians over %d interleaved rounds; ratio = median of the per-round ratios\n",
 	       rounds);
-	printf("%-24s %-7s %12s %12s %9s %9s\n", "workload", "per", "without", "with", "ratio",
-	       "overhead");
+	printf("%-24s %-7s %12s %12s %12s  %-14s %9s %9s\n", "workload", "per", "off", "empty",
+	       "metering", "ratio", "", "overhead");
 	for (int w = 0; w < 2; w++)
-		for (int c = 0; c < 2; c++) {
-			double off = bench_median(v[w][0][c], rounds),
-			       on = bench_median(v[w][1][c], rounds);
-			double q = bench_median(ratio[w][c], rounds);
+		for (int c = 0; c < 2; c++)
+			for (int q = 0; q < 3; q++) {
+				double x = bench_median(ratio[q][w][c], rounds);
 
-			printf("%-24s %-7s %12.0f %12.0f %9.4f %8.2f%%\n", wl[w],
-			       c ? "cpu-s" : "wall-s", off, on, q, (1 - q) * 100);
-		}
+				if (q == 0)
+					printf("%-24s %-7s %12.0f %12.0f %12.0f", wl[w],
+					       c ? "cpu-s" : "wall-s",
+					       bench_median(v[w][ARM_OFF][c], rounds),
+					       bench_median(v[w][ARM_FLOOR][c], rounds),
+					       bench_median(v[w][ARM_METER][c], rounds));
+				else
+					printf("%-24s %-7s %12s %12s %12s", "", "", "", "", "");
+				printf("  %-14s %9.4f %8.2f%%\n", rname[q], x, (1 - x) * 100);
+			}
 	printf("attach mode: %s\n\n", mode);
+	stats_phase(fl, btf, iters[0] / 2);
+	switch_floor_bpf__destroy(fl);
 	return nidle ? idle_tasks(nidle) : 0;
 }
