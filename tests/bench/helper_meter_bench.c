@@ -404,7 +404,8 @@ int main(int argc, char **argv)
 					fprintf(stderr, "meter_open: %s\n", strerror(-e));
 					return 1;
 				}
-			} else if (arm == ARM_FLOOR && !(l = bpf_program__attach(floor_prog(fl, btf)))) {
+			} else if (arm == ARM_FLOOR &&
+				   !(l = bpf_program__attach(floor_prog(fl, btf)))) {
 				fprintf(stderr, "cannot attach the empty sched_switch program\n");
 				return 1;
 			}
@@ -421,8 +422,10 @@ int main(int argc, char **argv)
 				for (int c = 0; c < 2; c++)
 					v[w][arm][c][r] = o[w][c];
 			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f\n", r,
-			       arm == ARM_METER ? mode : arm == ARM_FLOOR ? "empty" : "off", o[0][0],
-			       o[0][1], o[1][0], o[1][1]);
+			       arm == ARM_METER	  ? mode
+			       : arm == ARM_FLOOR ? "empty"
+						  : "off",
+			       o[0][0], o[0][1], o[1][0], o[1][1]);
 		}
 		for (int w = 0; w < 2; w++)
 			for (int c = 0; c < 2; c++) {
