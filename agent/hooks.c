@@ -9,6 +9,7 @@
 #include "agent/log.h"
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
+#include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -126,6 +127,17 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  meter_map_full(a->meter));
 		G("corral_bpf_tasks_tracked", "Tasks tracked by the BPF programs.",
 		  meter_tasks_tracked(a->meter));
+	}
+	if (a->meter || a->audit) {
+		bprintf(&b, "# HELP corral_bpf_map_sweeps_total Whole BPF map walks at a task's end "
+			    "(needed only when the programs left entries of the task behind).\n"
+			    "# TYPE corral_bpf_map_sweeps_total counter\n");
+		if (a->meter)
+			bprintf(&b, "corral_bpf_map_sweeps_total{programs=\"metering\"} %llu\n",
+				(unsigned long long)meter_sweeps(a->meter));
+		if (a->audit)
+			bprintf(&b, "corral_bpf_map_sweeps_total{programs=\"audit\"} %llu\n",
+				(unsigned long long)audit_sweeps(a->audit));
 	}
 	if (a->spool) {
 		spool_get_stats(a->spool, &ss);

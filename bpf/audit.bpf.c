@@ -96,6 +96,7 @@ static __always_inline void count_sent(__u64 key)
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid, cpid, ctgid;
+	struct audit_task *t;
 	__u64 *key, k;
 
 	cpid = BPF_CORE_READ(child, pid);
@@ -107,18 +108,36 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	if (!key)
 		return;
 	k = *key;
-	if (bpf_map_update_elem(&procs, &cpid, &k, BPF_ANY))
+	/* The tracepoint fires before the child is first woken: no entry of its own yet (a
+	 * leftover of a forgotten task is replaced: its count errs high, which only sweeps). */
+	if (bpf_map_update_elem(&procs, &cpid, &k, BPF_ANY)) {
 		__sync_fetch_and_add(&map_full, 1);
+		return;
+	}
+	t = bpf_map_lookup_elem(&tasks, &k);
+	if (t)
+		__sync_fetch_and_add(&t->procs_alive, 1);
 }
 
 static __always_inline void on_exit(struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct audit_task *t;
+	__u64 *key, k;
 
 	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return;
-	bpf_map_delete_elem(&procs, &tgid);
+	key = bpf_map_lookup_elem(&procs, &tgid);
+	if (!key)
+		return;
+	k = *key;
+	/* Whoever deletes the entry (exit or audit_forget) owns the decrement. */
+	if (bpf_map_delete_elem(&procs, &tgid))
+		return;
+	t = bpf_map_lookup_elem(&tasks, &k);
+	if (t)
+		__sync_fetch_and_add(&t->procs_alive, -1);
 }
 
 /* ---- exec --------------------------------------------------------------------------------- */

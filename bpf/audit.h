@@ -152,6 +152,8 @@ int audit_sent(struct audit *a, uint64_t task_key, uint64_t *ret);
 /* Processes not tracked because the map was full; lost events of already-forgotten tasks. */
 uint64_t audit_map_full(const struct audit *a);
 uint64_t audit_lost_untracked(const struct audit *a);
+/* Whole-map sweeps audit_forget had to do (a task's end normally needs none). */
+uint64_t audit_sweeps(const struct audit *a);
 
 /*
  * The record's `event` object (new reference, NULL on ENOMEM):

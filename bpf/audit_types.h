@@ -35,6 +35,9 @@ enum {
 struct audit_task {
 	__u64 lost; /* events not delivered: ring buffer full (atomic adds) */
 	__u64 events;
+	/* "procs" entries pointing to the task: set to 1 by user space with the first one, then
+	 * kept by BPF (whoever creates or deletes an entry); audit_forget sweeps only if not 0 */
+	__s64 procs_alive;
 };
 
 /* One network rule. Address and mask in network byte order; port in host order, 0 = any. */

@@ -359,6 +359,8 @@ static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 		__sync_fetch_and_add(&t->mms_alive, -1);
 }
 
+static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key);
+
 static __always_inline void on_exit(struct task_struct *p, const bool btf)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
@@ -366,7 +368,6 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf)
 	struct meter_thread *th;
 	struct meter_proc *proc;
 	struct meter_task *t;
-	struct meter_mm *e;
 	__u64 key, mm;
 	int code;
 
@@ -389,11 +390,8 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf)
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return;
 
-	if (mm) {
-		e = bpf_map_lookup_elem(&mms, &mm);
-		if (e && mm_sum(e) == 0)
-			mm_del(&mm, e);
-	}
+	if (mm)
+		mm_exit(p, mm, key);
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
 	if (bpf_map_delete_elem(&procs, &tgid))
 		return;
@@ -479,6 +477,39 @@ static __always_inline void mem_integrate(struct meter_task *t, __u64 now)
 		__sync_fetch_and_add(&t->mem_kib_s, v / 1000000);
 }
 
+/*
+ * The last thread of process p exits; mm was its address space. The tracepoint fires before
+ * exit_mm(): the pages are all still there, and the counters read during the teardown that
+ * follows keep a per-CPU residue (up to 32 pages per CPU and member), so waiting for them to
+ * reach 0 left most entries behind until meter_forget swept the map. When no one else uses
+ * the mm, its pages leave the task's RSS now and the entry goes; the teardown's events then
+ * find no entry.
+ */
+/* Drop the entry of an address space the task is done with: its pages leave the task's RSS. */
+static __always_inline void mm_release(__u64 *mmkey, struct meter_mm *e)
+{
+	__s64 left = mm_sum(e);
+	__u64 owner = e->task_key;
+	struct meter_task *t;
+
+	if (left > 0 && (t = bpf_map_lookup_elem(&tasks, &owner))) {
+		mem_integrate(t, bpf_ktime_get_ns());
+		__sync_fetch_and_add(&t->rss_bytes, -left * (__s64)page_size);
+	}
+	mm_del(mmkey, e);
+}
+
+static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key)
+{
+	struct meter_mm *e = bpf_map_lookup_elem(&mms, &mm);
+
+	if (!e || e->task_key != key)
+		return;
+	if (mm_sum(e) != 0 && BPF_CORE_READ(p, mm, mm_users.counter) != 1)
+		return; /* shared (CLONE_VM): its last user's teardown ends it */
+	mm_release(&mm, e);
+}
+
 static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 {
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
@@ -493,6 +524,14 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 	if (member != 0 && member != 1 && member != 3)
 		return; /* MM_SWAPENTS is not resident */
 	curr = (__u64)BPF_CORE_READ(cur, mm) == mmkey;
+	/*
+	 * A vfork child (the task's first process is one until its execve) runs in its parent's
+	 * mm: those pages are the parent's (the agent's shim), not the task's. Binding that mm to
+	 * the task put the shim's whole RSS into the task's peak and left the entry to the shim's
+	 * exit, after the task's end (then meter_forget had to sweep "mms").
+	 */
+	if (curr && BPF_CORE_READ(cur, vfork_done))
+		return;
 	e = bpf_map_lookup_elem(&mms, &mmkey);
 	if (!e || curr) {
 		if (!curr)
@@ -526,12 +565,17 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 			}
 		}
 		if (proc->mm != mmkey) {
-			/* exec: the old mm is torn down by now; drop its entry if it is empty. */
+			/*
+			 * exec: the old mm is torn down by now (its teardown's events found the
+			 * entry), but the per-CPU residue of its counters keeps it from reaching 0.
+			 * Another process still using it (CLONE_VM) makes a new entry at its next
+			 * change, from the counters' totals: the task's sum stays right.
+			 */
 			__u64 oldmm = proc->mm;
 			struct meter_mm *oe = oldmm ? bpf_map_lookup_elem(&mms, &oldmm) : NULL;
 
-			if (oe && mm_sum(oe) == 0)
-				mm_del(&oldmm, oe);
+			if (oe && oe->task_key == proc->task_key)
+				mm_release(&oldmm, oe);
 			proc->mm = mmkey;
 		}
 	}

@@ -45,6 +45,7 @@ struct meter {
 	int ncpus;		 /* libbpf_num_possible_cpus() */
 	uint32_t next_slot; /* round-robin cursor: a freed slot is reused as late as possible */
 	uint32_t max_tasks, max_pids, ntracked;
+	uint64_t sweeps; /* map sweeps done by meter_forget */
 
 	bool io_from_syscalls;
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
@@ -670,6 +671,7 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	r = set_slot(m, slot_of(m, t), 0);
 	if (mt.procs_alive != 0) {
+		m->sweeps++;
 		q = delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
 				   sizeof(struct meter_proc), task_key, m->max_pids);
 		if (q < 0 && !r)
@@ -680,6 +682,7 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	if (q < 0 && !r)
 		r = q;
 	if (mt.mms_alive != 0) {
+		m->sweeps++;
 		q = delete_by_task(bpf_map__fd(s->maps.mms), sizeof(uint64_t),
 				   sizeof(struct meter_mm), task_key, m->max_pids);
 		if (q < 0 && !r)
@@ -705,6 +708,11 @@ uint64_t meter_ringbuf_drops(const struct meter *m)
 uint64_t meter_map_full(const struct meter *m)
 {
 	return m->skel->bss->map_full;
+}
+
+uint64_t meter_sweeps(const struct meter *m)
+{
+	return m->sweeps;
 }
 
 uint32_t meter_tasks_tracked(const struct meter *m)

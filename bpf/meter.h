@@ -94,6 +94,8 @@ uint64_t meter_ringbuf_drops(const struct meter *m);
 uint32_t meter_tasks_tracked(const struct meter *m);
 /* Processes/threads/mms not tracked because a BPF map was full (counted in BPF). */
 uint64_t meter_map_full(const struct meter *m);
+/* Whole-map sweeps meter_forget had to do (a task's end normally needs none). */
+uint64_t meter_sweeps(const struct meter *m);
 /*
  * Run count and total run time of the sched_switch program, from the kernel's BPF statistics
  * (counted only while sysctl kernel.bpf_stats_enabled is 1; benchmarks).
