@@ -129,9 +129,10 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  meter_tasks_tracked(a->meter));
 	}
 	if (a->meter || a->audit) {
-		bprintf(&b, "# HELP corral_bpf_map_sweeps_total Whole BPF map walks at a task's end "
-			    "(needed only when the programs left entries of the task behind).\n"
-			    "# TYPE corral_bpf_map_sweeps_total counter\n");
+		bprintf(&b,
+			"# HELP corral_bpf_map_sweeps_total Whole BPF map walks at a task's end "
+			"(needed only when the programs left entries of the task behind).\n"
+			"# TYPE corral_bpf_map_sweeps_total counter\n");
 		if (a->meter)
 			bprintf(&b, "corral_bpf_map_sweeps_total{programs=\"metering\"} %llu\n",
 				(unsigned long long)meter_sweeps(a->meter));
