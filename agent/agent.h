@@ -156,6 +156,7 @@ struct agent {
 	struct audit *audit;
 	struct watch w_audit;
 	struct ts_glue *tsglue; /* taskstats fallback meter, NULL unless in use */
+	struct users *users;	/* passwd/group cache (agent_users) */
 	struct spool *spool;
 	struct upl *upl;
 	void *metrics; /* metrics HTTP server */
@@ -187,6 +188,9 @@ struct agent {
 };
 
 /* loop.c */
+/* The passwd/group cache, made on first use and refreshed once per control request
+ * (NULL when out of memory). */
+struct users *agent_users(struct agent *a);
 int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w);
 void agent_watch_del(struct agent *a, int fd);
 

@@ -12,6 +12,7 @@
  * Errors: {"ok":false,"error":"message"}.
  */
 #include "agent/agent.h"
+#include "agent/users.h"
 #include "agent/log.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -351,6 +353,9 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 	json_t *req, *reply = NULL;
 	const char *op;
 
+	/* passwd entries handed out while serving this request stay valid until the next one */
+	if (agent_users(a))
+		users_refresh(a->users, now_ns(CLOCK_MONOTONIC));
 	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
 	if (!req || !json_is_object(req)) {
 		char msg[256];

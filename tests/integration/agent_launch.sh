@@ -220,6 +220,26 @@ out=$(setpriv --reuid corral-it-user --regid corral-it-user --clear-groups "$COR
 	|| fail "authz: rc $rc $out"
 out=$(setpriv --reuid corral-it-user --regid corral-it-user --clear-groups "$CORRALCTL" --socket "$SOCK" run --wait --workdir / -- id -u 2>&1); rc=$?
 [ "$rc" = 0 ] && pass "unprivileged user may run as itself" || fail "self run: rc $rc $out"
+# A member of allowed_group (by the group database: the client's own process groups are
+# cleared) may run tasks as another user; once removed from the group it may not. The agent
+# caches passwd/group entries, and a change of /etc/group drops them.
+stop_agent
+id -u corral-it-op >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-op
+getent group corral-it-ops >/dev/null || groupadd -r corral-it-ops
+gpasswd -a corral-it-op corral-it-ops >/dev/null
+printf '[agent]\nallowed_group = corral-it-ops\n' >"$T/group.conf"
+start_agent --no-bpf --config "$T/group.conf"
+chmod 666 "$SOCK"
+asop() { setpriv --reuid corral-it-op --regid corral-it-op --clear-groups "$CORRALCTL" --socket "$SOCK" "$@"; }
+out=$(asop run --wait --workdir / --user corral-it-user -- id -un 2>&1); rc=$?
+[ "$rc" = 0 ] && pass "allowed_group member runs a task as another user" || fail "group member: rc $rc $out"
+gpasswd -d corral-it-op corral-it-ops >/dev/null
+out=$(asop run --wait --workdir / --user corral-it-user -- true 2>&1); rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -q 'permission denied' &&
+	pass "removed from the group: refused at once (cache dropped on /etc/group change)" ||
+	fail "after removal from the group: rc $rc $out"
+stop_agent
+start_agent --no-bpf
 
 # --- malformed input ---------------------------------------------------------------------------
 echo '{"command":["true"],"limits":{"memory":"12Q"}}' >"$T/bad.json"
