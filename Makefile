@@ -55,10 +55,11 @@ BPF_SRCS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(patsubst bpf/%.bpf.c,$(O)/bpf/%.skel.h,$(BPF_SRCS))
 LIB := $(O)/libcorral.a
 
-PROGRAMS := $(O)/corrald $(O)/corralctl $(O)/corral-collector
+PROGRAMS := $(O)/corrald $(O)/corralctl $(O)/corral-collector $(O)/corral-spawn
 corrald_SRC := agent/corrald_main.c
 corralctl_SRC := agent/corralctl_main.c
 corral-collector_SRC := collector/collector_main.c
+corral-spawn_SRC := agent/spawn_main.c
 
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(O)/tests/unit/%,$(UNIT_SRCS))
@@ -122,7 +123,7 @@ $(O)/$(1): $(O)/$(patsubst %.c,%.o,$($(1)_SRC)) $(LIB)
 	$$(call msg,LD,$$@)
 	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(ALL_LDLIBS)
 endef
-$(foreach p,corrald corralctl corral-collector,$(eval $(call program_rule,$(p))))
+$(foreach p,corrald corralctl corral-collector corral-spawn,$(eval $(call program_rule,$(p))))
 
 $(O)/tests/unit/%: $(O)/tests/unit/%.o $(LIB)
 	$(call msg,LD,$@)

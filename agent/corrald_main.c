@@ -6,6 +6,7 @@
  */
 #include "agent/agent.h"
 #include "agent/users.h"
+#include "isolation/launch.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
@@ -365,6 +366,8 @@ static int setup(struct agent *a)
 		log_info("cgroups: %s mode%s", cg_mode_to_string(cg_root_mode(a->cg)),
 			 cg_root_has_unified(a->cg) ? ", unified hierarchy available for BPF" : "");
 	}
+	/* After the cgroup move: the spawner and its shims start in the agent's leaf. */
+	agent_spawner_start(a);
 
 	if (a->cfg.bpf != BPF_MODE_OFF) {
 		struct meter_opts mo = {.max_tasks = a->cfg.max_tasks,
@@ -537,6 +540,8 @@ int main(int argc, char **argv)
 	if (a.meter)
 		meter_free(a.meter);
 	users_free(a.users);
+	launch_spawner_free(a.spawner);
+	free(a.spawner_path);
 	cg_root_free(a.cg);
 	(void)unlink(a.cfg.socket_path);
 	config_free(&a.cfg);

@@ -186,6 +186,83 @@ static bool user_listed(const char *list, const char *user)
 	return false;
 }
 
+/* corral-spawn beside corrald (build tree) or in ../lib/corral (installed), or NULL. */
+static char *find_spawner(void)
+{
+	static const char *const rel[] = {"corral-spawn", "../lib/corral/corral-spawn"};
+	char exe[4096], *slash, path[4200];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(rel); i++) {
+		snprintf(path, sizeof(path), "%s/%s", exe, rel[i]);
+		if (access(path, X_OK) == 0)
+			return strdup(path);
+	}
+	return NULL;
+}
+
+void agent_spawner_start(struct agent *a)
+{
+	static bool looked;
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	int r;
+
+	if (!looked) {
+		looked = true;
+		a->spawner_path = find_spawner();
+		if (!a->spawner_path)
+			log_notice("corral-spawn not found beside corrald: the agent forks the "
+				   "task supervisors itself (slower launches)");
+	}
+	if (!a->spawner_path || a->spawner)
+		return;
+	/* A restart (not the first start) at most every 5 s: no loop of failing spawners. */
+	if (a->spawner_restarted_mono && now - a->spawner_restarted_mono < 5 * NSEC_PER_SEC)
+		return;
+	if (a->spawner_started)
+		a->spawner_restarted_mono = now;
+	a->spawner_started = true;
+	r = launch_spawner_start(a->spawner_path, &a->spawner);
+	if (r < 0) {
+		a->spawner = NULL;
+		log_warning("starting the launch spawner %s failed: %s", a->spawner_path,
+			    strerror(-r));
+		return;
+	}
+	log_info("launch spawner %s started (pid %d)", a->spawner_path,
+		 (int)launch_spawner_pid(a->spawner));
+}
+
+/*
+ * The shim is forked by the spawner when there is one. A spawner that is gone is restarted
+ * once; whatever fails then, the agent forks this shim itself.
+ */
+static int spawn_shim(struct agent *a, const struct launch_plan *plan, struct launch_handle *h)
+{
+	int r;
+
+	for (int attempt = 0; a->spawner && attempt < 2; attempt++) {
+		r = launch_spawn_via(a->spawner, plan, h);
+		if (r >= 0)
+			return r;
+		if (r != -EPIPE && r != -ECONNRESET && r != -ENOTCONN && r != -ECONNREFUSED)
+			break; /* not the spawner's fault (a plan too large, fds, memory) */
+		log_warning("launch spawner (pid %d) is gone: %s; restarting it",
+			    (int)launch_spawner_pid(a->spawner), strerror(-r));
+		launch_spawner_free(a->spawner);
+		a->spawner = NULL;
+		agent_spawner_start(a);
+	}
+	return launch_spawn(plan, h);
+}
+
 struct users *agent_users(struct agent *a)
 {
 	if (!a->users)
@@ -890,14 +967,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .switch_user = geteuid() == 0,
 	    .stdout_path = t->spec.stdout_path,
 	    .stderr_path = t->spec.stderr_path,
-	    .cg = t->cg,
-	    .clone_cgroup_fd = cg_task_clone_fd(t->cg),
 	    .filter = filter,
 	    .cap_last_cap = a->cap_last_cap,
 	    .exit_file = exit_file,
 	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
 	    .syscalls_max = a->cfg.audit_syscalls_max,
 	};
+	launch_plan_set_cgroup(&plan, t->cg);
 	if (!t->spec.workdir && stat(pw->dir, &st) < 0)
 		plan.workdir = "/";
 
@@ -917,7 +993,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = -ENOMEM;
 		goto out_cg;
 	}
-	r = launch_spawn(&plan, &t->start->h);
+	r = spawn_shim(a, &plan, &t->start->h);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "starting the task failed: %s", strerror(-r));
 		goto out_cg;
@@ -988,8 +1064,8 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 /* Abort a launch that cannot go on (before the child exec'd). */
 static void start_fail(struct agent *a, struct task *t, int err, const char *msg)
 {
-	if (t->start->h.task_pid <= 0 && t->shim_pid > 0)
-		(void)kill(t->shim_pid, SIGKILL); /* no child yet: the shim itself is stuck */
+	if (t->start->h.task_pid <= 0 && t->start->h.shim_pid > 0)
+		(void)kill(t->start->h.shim_pid, SIGKILL); /* no child yet: the shim is stuck */
 	launch_abort(&t->start->h);
 	start_done(a, t, err < 0 ? err : -EIO, msg);
 }
@@ -1011,6 +1087,7 @@ static void start_on_pid(struct agent *a, struct task *t)
 	/* The status pipe says nothing more before the exec result (and is read after it). */
 	agent_watch_del(a, st->h.status_fd);
 	t->pid = st->h.task_pid;
+	t->shim_pid = st->h.shim_pid; /* a spawner's shim said it on the status pipe */
 	r = scope_adopt_shim(a, t->shim_pid);
 	if (r < 0)
 		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s",

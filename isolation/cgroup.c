@@ -761,7 +761,7 @@ int cg_task_clone_fd(const struct cg_task *t)
 	return t->root->unified_hier >= 0 ? t->dir_fd[t->root->unified_hier] : -1;
 }
 
-size_t cg_task_join_fds(const struct cg_task *t, int *fds, size_t max)
+size_t cg_task_join_fds(const struct cg_task *t, int *fds, bool *unified, size_t max)
 {
 	size_t n = 0;
 
@@ -770,8 +770,11 @@ size_t cg_task_join_fds(const struct cg_task *t, int *fds, size_t max)
 	for (size_t i = 0; i < t->root->n_hier && n < max; i++) {
 		int fd = t->root->hier[i].unified ? t->procs_fd[i] : t->join_fd[i];
 
-		if (fd >= 0)
-			fds[n++] = fd;
+		if (fd < 0)
+			continue;
+		if (unified)
+			unified[n] = t->root->hier[i].unified;
+		fds[n++] = fd;
 	}
 	return n;
 }

@@ -109,8 +109,8 @@ int cg_root_list_tasks(struct cg_root *root, char ***ret_names, size_t *ret_n);
  */
 int cg_task_clone_fd(const struct cg_task *t);
 /* The fds cg_task_join_self uses (at most max into fds): what a process about to clone the
- * child must keep open. */
-size_t cg_task_join_fds(const struct cg_task *t, int *fds, size_t max);
+ * child must keep open. unified (may be NULL): whether each is the unified hierarchy's. */
+size_t cg_task_join_fds(const struct cg_task *t, int *fds, bool *unified, size_t max);
 /* True when cloning into cg_task_clone_fd() puts the child in all the task's cgroups (v2). */
 bool cg_task_clone_joins_all(const struct cg_task *t);
 /* fd of the task's directory in the unified hierarchy (v2, or hybrid), -1 if none. Owned. */

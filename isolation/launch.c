@@ -58,6 +58,13 @@ static const char *const step_names[_LAUNCH_STEP_MAX] = {
     [LAUNCH_STEP_EXEC] = "exec",
 };
 
+void launch_plan_set_cgroup(struct launch_plan *p, const struct cg_task *cg)
+{
+	p->clone_cgroup_fd = cg_task_clone_fd(cg);
+	p->n_join = cg_task_join_fds(cg, p->join_fd, p->join_unified, LAUNCH_JOIN_MAX);
+	p->clone_joins_all = cg_task_clone_joins_all(cg);
+}
+
 const char *launch_step_to_string(enum launch_step s)
 {
 	if ((unsigned)s >= _LAUNCH_STEP_MAX)
@@ -198,11 +205,11 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 	if (cx->shared_vm)
 		child_report_pid(cx->status_w);
 	close(cx->status_w);
-	if (cx->need_join && p->cg) {
-		r = cg_task_join_self(p->cg, cx->unified_done);
-		if (r < 0)
-			child_fail(err_fd, LAUNCH_STEP_CGROUP, -r);
-	}
+	if (cx->need_join)
+		for (size_t i = 0; i < p->n_join; i++)
+			if (!(cx->unified_done && p->join_unified[i]) &&
+			    write(p->join_fd[i], "0", 1) != 1)
+				child_fail(err_fd, LAUNCH_STEP_CGROUP, errno);
 	do {
 		n = read(sync_fd, &go, 1);
 	} while (n < 0 && errno == EINTR);
@@ -566,7 +573,7 @@ static void into_cgroup(struct child_ctx *ctx, struct clone_args *ca, bool on)
 	}
 	/* v2: in its cgroup already; v1 hybrid: in the unified one, v1 ones to join. */
 	ctx->unified_done = on;
-	ctx->need_join = !on || !(p->cg && cg_task_clone_joins_all(p->cg));
+	ctx->need_join = !on || !p->clone_joins_all;
 }
 
 /*
@@ -641,9 +648,13 @@ static void close_all_except(int *keep, size_t n)
 	close_fds(lo, ~0U);
 }
 
-/* The shim: a forked copy of the agent (glibc fork, so malloc/stdio are usable). */
+/*
+ * The shim: a forked copy of the agent or of the spawner (glibc fork, so malloc/stdio are
+ * usable). report_pid: first say "S <pid>" on the status pipe (the spawner's shims: the agent
+ * did not fork them).
+ */
 _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r,
-				int sc_fd)
+				int sc_fd, bool report_pid)
 {
 	struct child_ctx ctx;
 	struct shim_audit au = {.file = -1, .listener = -1, .max = p->syscalls_max};
@@ -660,6 +671,10 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	(void)setsid();
 	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
 	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+	if (report_pid) {
+		snprintf(line, sizeof(line), "S %d\n", (int)getpid());
+		(void)write_all(status_w, line, strlen(line));
+	}
 
 	if (sc_fd >= 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
 		struct child_error ce = {.step = LAUNCH_STEP_SECCOMP, .err = errno};
@@ -684,8 +699,8 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		hold[nk++] = sock[0];
 		hold[nk++] = sock[1];
 		hold[nk++] = p->clone_cgroup_fd;
-		if (p->cg)
-			nk += cg_task_join_fds(p->cg, hold + nk, ARRAY_SIZE(hold) - nk);
+		for (size_t i = 0; i < p->n_join && nk < ARRAY_SIZE(hold); i++)
+			hold[nk++] = p->join_fd[i];
 		close_all_except(hold, nk);
 	}
 	ctx = (struct child_ctx){.p = p,
@@ -787,56 +802,74 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	_exit(0);
 }
 
-int launch_spawn(const struct launch_plan *plan, struct launch_handle *ret)
+void launch_shim_main(const struct launch_plan *p, const struct launch_shim_fds *fds)
 {
-	int status_p[2] = {-1, -1}, err_p[2] = {-1, -1}, sync_p[2] = {-1, -1};
-	_cleanup_close_ int sc_fd = -1;
-	pid_t shim;
-	int r;
+	run_shim(p, fds->status_w, fds->err_w, fds->sync_r, fds->sc_fd, true);
+}
 
-	if (pipe2(status_p, O_CLOEXEC) < 0)
+void launch_shim_fds_close(struct launch_shim_fds *f)
+{
+	closep(&f->status_r);
+	closep(&f->status_w);
+	closep(&f->err_r);
+	closep(&f->err_w);
+	closep(&f->sync_r);
+	closep(&f->sync_w);
+	closep(&f->sc_fd);
+	*f = (struct launch_shim_fds)LAUNCH_SHIM_FDS_INIT;
+}
+
+int launch_shim_fds_open(const struct launch_plan *plan, struct launch_shim_fds *f)
+{
+	int p[3][2];
+
+	*f = (struct launch_shim_fds)LAUNCH_SHIM_FDS_INIT;
+	if (pipe2(p[0], O_CLOEXEC) < 0)
 		return -errno;
-	if (pipe2(err_p, O_CLOEXEC) < 0) {
-		r = -errno;
-		goto out_close;
-	}
-	if (pipe2(sync_p, O_CLOEXEC) < 0) {
-		r = -errno;
-		goto out_close;
-	}
+	f->status_r = p[0][0];
+	f->status_w = p[0][1];
+	if (pipe2(p[1], O_CLOEXEC) < 0)
+		goto fail;
+	f->err_r = p[1][0];
+	f->err_w = p[1][1];
+	if (pipe2(p[2], O_CLOEXEC) < 0)
+		goto fail;
+	f->sync_r = p[2][0];
+	f->sync_w = p[2][1];
 	if (plan->syscalls_file && sbx_filter_notifies(plan->filter)) {
-		sc_fd =
+		f->sc_fd =
 		    open(plan->syscalls_file,
 			 O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (sc_fd < 0) {
-			r = -errno;
-			goto out_close;
-		}
+		if (f->sc_fd < 0)
+			goto fail;
 	}
-	shim = fork();
-	if (shim < 0) {
-		r = -errno;
-		goto out_close;
-	}
-	if (shim == 0) {
-		close(status_p[0]);
-		close(err_p[0]);
-		close(sync_p[1]);
-		run_shim(plan, status_p[1], err_p[1], sync_p[0], sc_fd);
-	}
-	closep(&sc_fd);
-	close(status_p[1]);
-	close(err_p[1]);
-	close(sync_p[0]);
+	return 0;
+fail : {
+	int r = -errno;
 
+	launch_shim_fds_close(f);
+	return r;
+}
+}
+
+/* The shim has its ends: keep the agent's in the handle (shim_pid < 0: "S" line to come). */
+int launch_handle_from_fds(struct launch_shim_fds *f, pid_t shim, struct launch_handle *ret)
+{
+	int r;
+
+	closep(&f->status_w);
+	closep(&f->err_w);
+	closep(&f->sync_r);
+	closep(&f->sc_fd);
 	*ret = (struct launch_handle){
 	    .shim_pid = shim,
-	    .shim_pidfd = (int)syscall(SYS_pidfd_open, shim, 0),
+	    .shim_pidfd = shim > 0 ? (int)syscall(SYS_pidfd_open, shim, 0) : -1,
 	    .task_pid = -1,
-	    .status_fd = status_p[0],
-	    .err_fd = err_p[0],
-	    .sync_fd = sync_p[1],
+	    .status_fd = TAKE_FD(f->status_r),
+	    .err_fd = TAKE_FD(f->err_r),
+	    .sync_fd = TAKE_FD(f->sync_w),
 	};
+	*f = (struct launch_shim_fds)LAUNCH_SHIM_FDS_INIT;
 	if (fcntl(ret->status_fd, F_SETFL, O_NONBLOCK) < 0 ||
 	    fcntl(ret->err_fd, F_SETFL, O_NONBLOCK) < 0) {
 		r = -errno;
@@ -845,14 +878,30 @@ int launch_spawn(const struct launch_plan *plan, struct launch_handle *ret)
 		return r;
 	}
 	return 0;
+}
 
-out_close:
-	for (int i = 0; i < 2; i++) {
-		closep(&status_p[i]);
-		closep(&err_p[i]);
-		closep(&sync_p[i]);
+int launch_spawn(const struct launch_plan *plan, struct launch_handle *ret)
+{
+	struct launch_shim_fds f;
+	pid_t shim;
+	int r;
+
+	r = launch_shim_fds_open(plan, &f);
+	if (r < 0)
+		return r;
+	shim = fork();
+	if (shim < 0) {
+		r = -errno;
+		launch_shim_fds_close(&f);
+		return r;
 	}
-	return r;
+	if (shim == 0) {
+		close(f.status_r);
+		close(f.err_r);
+		close(f.sync_w);
+		run_shim(plan, f.status_w, f.err_w, f.sync_r, f.sc_fd, false);
+	}
+	return launch_handle_from_fds(&f, shim, ret);
 }
 
 int launch_poll_pid(struct launch_handle *h)
@@ -875,6 +924,18 @@ int launch_poll_pid(struct launch_handle *h)
 		}
 		if (h->pbuf[h->plen++] == '\n') {
 			h->pbuf[h->plen - 1] = 0;
+			if (h->pbuf[0] == 'S' && h->pbuf[1] == ' ' && h->shim_pid <= 0) {
+				/* A spawner's shim says who it is first. */
+				if (parse_int(h->pbuf + 2, &h->shim_pid) < 0 || h->shim_pid <= 0) {
+					h->shim_pid = -1;
+					return -EPROTO;
+				}
+				if (h->shim_pidfd < 0)
+					h->shim_pidfd =
+					    (int)syscall(SYS_pidfd_open, h->shim_pid, 0);
+				h->plen = 0;
+				continue;
+			}
 			if (h->pbuf[0] != 'P' || h->pbuf[1] != ' ' ||
 			    parse_int(h->pbuf + 2, &h->task_pid) < 0 || h->task_pid <= 0) {
 				h->task_pid = -1;

@@ -59,6 +59,7 @@ enum launch_step {
 };
 
 #define LAUNCH_RLIMITS_MAX 8
+#define LAUNCH_JOIN_MAX	   16
 struct launch_rlimit {
 	int resource;
 	struct rlimit rl;
@@ -76,8 +77,14 @@ struct launch_plan {
 	bool switch_user;	 /* setgroups/setgid/setuid (the agent runs as root) */
 	const char *stdout_path; /* NULL: /dev/null; opened as the task user, O_APPEND */
 	const char *stderr_path;
-	const struct cg_task *cg;	 /* may be NULL (tests) */
-	int clone_cgroup_fd;		 /* cg_task_clone_fd(): CLONE_INTO_CGROUP, -1: fork+join */
+	/* The task's cgroup, set by launch_plan_set_cgroup (none: n_join 0, clone_cgroup_fd -1):
+	 * the files the child writes "0" to (v1 "tasks", the unified "cgroup.procs"), and
+	 * whether CLONE_INTO_CGROUP into clone_cgroup_fd alone places it everywhere (v2). */
+	int clone_cgroup_fd; /* cg_task_clone_fd(): CLONE_INTO_CGROUP, -1: fork+join */
+	size_t n_join;
+	int join_fd[LAUNCH_JOIN_MAX];
+	bool join_unified[LAUNCH_JOIN_MAX];
+	bool clone_joins_all;
 	const struct sbx_filter *filter; /* NULL: unconfined */
 	int cap_last_cap;		 /* from /proc/sys/kernel/cap_last_cap */
 	size_t n_rlimits;
@@ -107,6 +114,8 @@ struct launch_exit {
 };
 
 const char *launch_step_to_string(enum launch_step s);
+/* Fill the plan's cgroup fields from the task's cgroup (its fds stay owned by cg). */
+void launch_plan_set_cgroup(struct launch_plan *p, const struct cg_task *cg);
 
 /*
  * Non-blocking launch, for an event loop: launch_spawn forks the shim and returns at once
@@ -118,6 +127,53 @@ const char *launch_step_to_string(enum launch_step s);
  * exited then).
  */
 int launch_spawn(const struct launch_plan *plan, struct launch_handle *ret);
+
+/*
+ * The same launch with the shim forked by a spawner (isolation/spawner.c): a small resident
+ * process, so that neither the agent's fork nor the shim's teardown pays for the agent's
+ * address space. The handle's shim_pid/shim_pidfd are set by launch_poll_pid, from the
+ * shim's "S <pid>" line that precedes the child's.
+ */
+struct launch_spawner;
+/* Start the spawner program at path (its fd 3: its end of a SOCK_SEQPACKET pair). */
+int launch_spawner_start(const char *path, struct launch_spawner **ret);
+/* Close the socket (the spawner exits; running shims stay) and reap it. */
+void launch_spawner_free(struct launch_spawner *s);
+pid_t launch_spawner_pid(const struct launch_spawner *s);
+/* -EPIPE/-ECONNRESET: the spawner is gone; -EMSGSIZE: the plan does not fit a message. */
+int launch_spawn_via(struct launch_spawner *s, const struct launch_plan *plan,
+		     struct launch_handle *ret);
+/* The spawner's loop (corral-spawn): returns 0 at EOF on sock, or -errno. */
+int launch_spawner_serve(int sock);
+
+/* Shared by launch_spawn and the spawner: the pipes (and syscalls file) of one launch. */
+struct launch_shim_fds {
+	int status_r, status_w, err_r, err_w, sync_r, sync_w, sc_fd;
+};
+#define LAUNCH_SHIM_FDS_INIT                                                                       \
+	{                                                                                          \
+		-1, -1, -1, -1, -1, -1, -1                                                         \
+	}
+int launch_shim_fds_open(const struct launch_plan *plan, struct launch_shim_fds *f);
+void launch_shim_fds_close(struct launch_shim_fds *f);
+int launch_handle_from_fds(struct launch_shim_fds *f, pid_t shim, struct launch_handle *ret);
+/*
+ * The spawner's message, exposed for tests and the fuzzer. pack: the bytes (malloc'd) and the
+ * fds to pass, in order (at most LAUNCH_WIRE_FDS_MAX). unpack: -EPROTO for anything that does
+ * not hold (never reads past len); the plan points into buf, which must outlive it.
+ */
+#define LAUNCH_WIRE_FDS_MAX (5 + LAUNCH_JOIN_MAX)
+struct launch_wire;
+int launch_wire_pack(const struct launch_plan *p, const struct launch_shim_fds *f, char **buf,
+		     size_t *len, int *fds, size_t *nfds);
+int launch_wire_unpack(const void *buf, size_t len, const int *fds, size_t nfds,
+		       struct launch_wire **ret);
+const struct launch_plan *launch_wire_plan(const struct launch_wire *w);
+const struct launch_shim_fds *launch_wire_fds(const struct launch_wire *w);
+void launch_wire_free(struct launch_wire *w);
+/* In a spawner's child: become the shim (uses status_w, err_w, sync_r, sc_fd). */
+__attribute__((noreturn)) void launch_shim_main(const struct launch_plan *p,
+						const struct launch_shim_fds *fds);
 int launch_poll_pid(struct launch_handle *h);
 int launch_go(struct launch_handle *h);
 int launch_poll_exec(struct launch_handle *h, enum launch_step *ret_step);

@@ -1058,6 +1058,61 @@ void sbx_filter_free(struct sbx_filter *f)
 	free(f);
 }
 
+struct filter_wire {
+	uint32_t flags, notify, native_arch, ref_len, prog_len;
+};
+
+size_t sbx_filter_pack(const struct sbx_filter *f, void *buf, size_t len)
+{
+	struct filter_wire w;
+	size_t n = f->notify ? (size_t)f->ref.len + f->prog.len : f->ref.len;
+	size_t need = sizeof(w) + n * sizeof(struct sock_filter);
+
+	if (len < need)
+		return need;
+	w = (struct filter_wire){.flags = f->flags,
+				 .notify = f->notify,
+				 .native_arch = f->native_arch,
+				 .ref_len = f->ref.len,
+				 .prog_len = f->notify ? f->prog.len : 0};
+	memcpy(buf, &w, sizeof(w));
+	memcpy((char *)buf + sizeof(w), f->insns, n * sizeof(struct sock_filter));
+	return need;
+}
+
+int sbx_filter_unpack(const void *buf, size_t len, struct sbx_filter **ret)
+{
+	struct filter_wire w;
+	struct sbx_filter *f;
+	size_t n;
+
+	if (len < sizeof(w))
+		return -EINVAL;
+	memcpy(&w, buf, sizeof(w));
+	if (w.ref_len == 0 || w.ref_len > 0xffff || w.prog_len > 0xffff || w.notify > 1 ||
+	    (w.notify && w.prog_len == 0) || (!w.notify && w.prog_len != 0))
+		return -EINVAL;
+	n = (size_t)w.ref_len + w.prog_len;
+	if (len != sizeof(w) + n * sizeof(struct sock_filter))
+		return -EINVAL;
+	f = calloc(1, sizeof(*f) + n * sizeof(struct sock_filter));
+	if (!f)
+		return -ENOMEM;
+	memcpy(f->insns, (const char *)buf + sizeof(w), n * sizeof(struct sock_filter));
+	f->flags = w.flags;
+	f->notify = w.notify;
+	f->native_arch = w.native_arch;
+	f->ref.len = (unsigned short)w.ref_len;
+	f->ref.filter = f->insns;
+	f->prog = f->ref;
+	if (f->notify) {
+		f->prog.len = (unsigned short)w.prog_len;
+		f->prog.filter = f->insns + w.ref_len;
+	}
+	*ret = f;
+	return 0;
+}
+
 size_t sbx_filter_len(const struct sbx_filter *f)
 {
 	return f ? f->prog.len : 0;

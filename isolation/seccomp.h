@@ -46,6 +46,13 @@ int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned i
  */
 int sbx_filter_apply(const struct sbx_filter *f);
 void sbx_filter_free(struct sbx_filter *f);
+/*
+ * A compiled filter as bytes, for another process of the same build (the launch spawner):
+ * sbx_filter_pack returns the size needed and writes it if len allows; sbx_filter_unpack
+ * checks the layout (-EINVAL when it does not hold).
+ */
+size_t sbx_filter_pack(const struct sbx_filter *f, void *buf, size_t len);
+int sbx_filter_unpack(const void *buf, size_t len, struct sbx_filter **ret);
 /* Number of BPF instructions (for logs and tests). */
 size_t sbx_filter_len(const struct sbx_filter *f);
 /* Compiled with SBX_COMPILE_NOTIFY. */

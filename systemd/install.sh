@@ -3,7 +3,8 @@
 # systemd/install.sh DESTDIR PREFIX O   (called by `make install`)
 #
 # Installs Corral below DESTDIR (may be empty) for the prefix PREFIX (e.g. /usr, /usr/local):
-#   PREFIX/sbin/corrald, PREFIX/sbin/corral-collector, PREFIX/bin/corralctl
+#   PREFIX/sbin/corrald, PREFIX/sbin/corral-collector, PREFIX/bin/corralctl,
+#   PREFIX/lib/corral/corral-spawn (the launch spawner; corrald finds it as ../lib/corral)
 #   units      /lib/systemd/system (PREFIX=/usr) or PREFIX/lib/systemd/system
 #   tmpfiles   <unitprefix>/lib/tmpfiles.d/corral.conf, sysusers <..>/lib/sysusers.d/corral.conf
 #   config     /etc/corral/corrald.conf, /etc/corral/collector.conf (never overwritten; a newer
@@ -38,7 +39,7 @@ esac
 d() { install -d -m "${2:-0755}" "$destdir$1"; }
 say() { printf '  %-8s %s\n' INSTALL "$1"; }
 
-for b in corrald corralctl corral-collector; do
+for b in corrald corralctl corral-collector corral-spawn; do
 	[ -x "$out/$b" ] || { echo "install: $out/$b missing (run make first)" >&2; exit 1; }
 done
 
@@ -47,6 +48,9 @@ install -m 0755 "$out/corrald" "$destdir$prefix/sbin/corrald"
 install -m 0755 "$out/corral-collector" "$destdir$prefix/sbin/corral-collector"
 install -m 0755 "$out/corralctl" "$destdir$prefix/bin/corralctl"
 say "$prefix/sbin/corrald $prefix/sbin/corral-collector $prefix/bin/corralctl"
+d "$prefix/lib/corral"
+install -m 0755 "$out/corral-spawn" "$destdir$prefix/lib/corral/corral-spawn"
+say "$prefix/lib/corral/corral-spawn"
 
 # Units: rewrite binary and config paths for a non-/usr prefix.
 d "$sysd"

@@ -212,6 +212,22 @@ start_agent --no-bpf --runtime-dir "$RT"
 stop_agent
 start_agent --no-bpf
 
+# --- the launch spawner: shims are forked by corral-spawn, which is restarted when it dies -----
+spawner=$(pgrep -P "$AGENT_PID" -x corral-spawn)
+idsp=$(ctl run -- sleep 3)
+shim=$(pgrep -x corral-shim -P "$spawner" | head -n1)
+[ -n "$spawner" ] && [ -n "$shim" ] && pass "the task's shim was forked by corral-spawn ($spawner)" ||
+	fail "no shim under corral-spawn '$spawner': $(ps -o pid,ppid,comm -e | grep corral | tr '\n' ' ')"
+kill -9 "$spawner"
+run_wait -- sh -c 'exit 5'
+[ "$RC" = 5 ] && pass "spawner killed: the next launch still works (rc 5)" || fail "after spawner kill: rc $RC $REASON"
+spawner2=$(pgrep -P "$AGENT_PID" -x corral-spawn)
+[ -n "$spawner2" ] && [ "$spawner2" != "$spawner" ] && grep -q "launch spawner (pid $spawner) is gone" "$T/agent.log" &&
+	pass "spawner restarted ($spawner -> $spawner2), logged" || fail "spawner not restarted: '$spawner2'"
+ctl wait "$idsp" >/dev/null 2>&1
+[ "$(ctl show "$idsp" --json | jget exit.code)" = 0 ] &&
+	pass "a task whose spawner died meanwhile reports its exit" || fail "task $idsp: $(ctl show "$idsp" --json)"
+
 # --- authorization: an unprivileged user cannot run as another user -----------------------------
 id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
 chmod 755 "$T"
