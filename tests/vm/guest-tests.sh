@@ -287,7 +287,16 @@ case_agent_ready() {
 	grep -q memory "$TASKS_CG/tasks/cgroup.subtree_control" ||
 		fail "memory controller not enabled for task cgroups"
 	corralctl ps || fail "corralctl ps failed"
-	echo "DETAIL: MainPID $pid in $cg; tasks in $TASKS_CG/tasks${st:+; status: $st}"
+	# The installed launch spawner forks the supervisors (the agent's own fork is the
+	# fallback): a task's shim is a child of corral-spawn, a child of the agent.
+	local sp shim tid
+	sp=$(pgrep -P "$pid" -x corral-spawn) || fail "no corral-spawn under MainPID $pid"
+	# run returns once the task has exec'd: its shim exists and has named itself
+	tid=$(corralctl run -- sleep 2) || fail "run failed"
+	shim=$(pgrep -P "$sp" -x corral-shim | head -n1)
+	[ -n "$shim" ] || fail "the task's shim is not a child of corral-spawn $sp"
+	corralctl wait "$tid" >/dev/null || fail "wait $tid failed"
+	echo "DETAIL: MainPID $pid in $cg; spawner $sp forked shim $shim; tasks in $TASKS_CG/tasks${st:+; status: $st}"
 }
 
 case_oom_killed() {
