@@ -252,8 +252,13 @@ static int spawn_shim(struct agent *a, const struct launch_plan *plan, struct la
 		r = launch_spawn_via(a->spawner, plan, h);
 		if (r >= 0)
 			return r;
-		if (r != -EPIPE && r != -ECONNRESET && r != -ENOTCONN && r != -ECONNREFUSED)
-			break; /* not the spawner's fault (a plan too large, fds, memory) */
+		if (r != -EPIPE && r != -ECONNRESET && r != -ENOTCONN && r != -ECONNREFUSED) {
+			/* not the spawner's fault (a plan too large, fds, memory) */
+			log_info("launch spawner not used for this task: %s; the agent forks its "
+				 "supervisor",
+				 strerror(-r));
+			break;
+		}
 		log_warning("launch spawner (pid %d) is gone: %s; restarting it",
 			    (int)launch_spawner_pid(a->spawner), strerror(-r));
 		launch_spawner_free(a->spawner);

@@ -228,6 +228,18 @@ ctl wait "$idsp" >/dev/null 2>&1
 [ "$(ctl show "$idsp" --json | jget exit.code)" = 0 ] &&
 	pass "a task whose spawner died meanwhile reports its exit" || fail "task $idsp: $(ctl show "$idsp" --json)"
 
+# A plan of about 600 KB (environment) still goes through the spawner in one message.
+python3 -c '
+import json, sys
+env = {"BIG%d" % i: chr(97 + i) * 60000 for i in range(10)}
+json.dump({"command": ["sh", "-c", "test ${#BIG0} -eq 60000 && test ${#BIG9} -eq 60000"], "env": env},
+          open(sys.argv[1], "w"))' "$T/bigenv.json"
+gone0=$(grep -c "is gone\|spawner not used" "$T/agent.log")
+out=$(ctl run --wait --spec "$T/bigenv.json" 2>&1); rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c "is gone\|spawner not used" "$T/agent.log")" = "$gone0" ] &&
+	pass "a task with a 600 KB environment: launched through the spawner, sees it whole" ||
+	fail "big environment: rc $rc $out"
+
 # --- authorization: an unprivileged user cannot run as another user -----------------------------
 id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
 chmod 755 "$T"
