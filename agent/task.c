@@ -588,10 +588,19 @@ static void emit(struct agent *a, struct task *t, enum acct_type type)
 	acct_record_clear(&r);
 }
 
+static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre);
+
 void task_collect_usage(struct agent *a, struct task *t)
+{
+	collect_usage(a, t, NULL);
+}
+
+/* pre: the cgroup's stats, read after it was found empty (final), or NULL to read them. */
+static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	struct cg_stats st = {0};
 	uint64_t end = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
+	bool have;
 	json_t *d;
 
 	t->usage.wall_ns = end > t->start_ns ? end - t->start_ns : 0;
@@ -599,7 +608,10 @@ void task_collect_usage(struct agent *a, struct task *t)
 	if (!t->usage_detail)
 		t->usage_detail = json_object();
 	d = t->usage_detail;
-	if (t->cg && cg_task_stats(t->cg, &st) == 0) {
+	if (pre)
+		st = *pre;
+	have = pre ? true : t->cg && cg_task_stats(t->cg, &st) == 0;
+	if (have) {
 		uint64_t tot = st.cpu_user_ns + st.cpu_system_ns;
 
 		/* The cgroup's usage is exact (ns); its user/system split comes in ticks, so the
@@ -1214,11 +1226,11 @@ void task_prune_ended(struct agent *a)
 	}
 }
 
-static void task_finalize(struct agent *a, struct task *t)
+static void task_finalize(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	int r;
 
-	task_collect_usage(a, t);
+	collect_usage(a, t, pre);
 	if (t->status_fd >= 0) {
 		agent_watch_del(a, t->status_fd);
 		closep(&t->status_fd);
@@ -1274,12 +1286,15 @@ static void task_finalize(struct agent *a, struct task *t)
 static void task_main_exited(struct agent *a, struct task *t)
 {
 	struct cg_stats st = {0};
+	bool empty, have_st = false;
 
 	if (t->state == TASK_ENDED)
 		return;
 	t->end_ns = t->exit.end_realtime_ns ? t->exit.end_realtime_ns : now_ns(CLOCK_REALTIME);
-	if (t->cg)
-		(void)cg_task_stats(t->cg, &st);
+	/* Empty first: then the stats read next are final, and the record uses them too. */
+	empty = !t->cg || cg_task_is_empty(t->cg) != 0;
+	if (t->cg && cg_task_stats(t->cg, &st) == 0)
+		have_st = true;
 	gpu_glue_usage(a, t); /* the libcuda uprobe may have fired the GPU memory limit */
 	decide_status(t, st.oom_kills);
 	if (t->state == TASK_RUNNING) {
@@ -1298,15 +1313,20 @@ static void task_main_exited(struct agent *a, struct task *t)
 		(void)agent_emit_record(a, &r);
 		acct_record_clear(&r);
 	}
-	if (t->cg && cg_task_is_empty(t->cg) == 0) {
+	if (!empty) {
 		tsglue_snapshot(a, t); /* leftovers' exit records must find their task */
 		(void)cg_task_kill(t->cg, SIGKILL);
+		/* gone already: the stats read before are not final, finalize reads them */
+		if (cg_task_is_empty(t->cg) != 0) {
+			empty = true;
+			have_st = false;
+		}
 	}
-	/* task_finalize collects the final usage itself: read the cgroup once, not twice */
-	if ((!t->cg || cg_task_is_empty(t->cg) != 0) && audit_glue_syscalls_settled(a, t, false))
-		task_finalize(a, t);
+	/* The cgroup was read once: an empty one's stats are final, the record takes them. */
+	if (empty && audit_glue_syscalls_settled(a, t, false))
+		task_finalize(a, t, have_st ? &st : NULL);
 	else
-		task_collect_usage(a, t);
+		collect_usage(a, t, empty && have_st ? &st : NULL);
 }
 
 void task_on_status(struct agent *a, struct task *t)
@@ -1413,7 +1433,7 @@ void task_tick(struct agent *a, uint64_t now)
 				if ((t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
 				    audit_glue_syscalls_settled(
 					a, t, now - t->ending_since_mono > ENDING_MAX_NS))
-					task_finalize(a, t);
+					task_finalize(a, t, NULL);
 			} else {
 				tsglue_snapshot(a, t);
 				(void)cg_task_kill(t->cg, SIGKILL);
