@@ -4,6 +4,9 @@
  * is acknowledged only after COMMIT and the agent then deletes it from its spool, so a commit
  * must survive a power cut, not just a process crash (NORMAL would only guarantee the latter).
  * The cost is one fsync of the WAL per batch, amortised over up to max_records records.
+ * Checkpoints every 10,000 WAL pages instead of SQLite's 1,000: every batch rewrites the same
+ * index and rollup pages, which a checkpoint copies once however often they changed
+ * (docs/collector.md, measured with ingest.sh).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -288,7 +291,8 @@ static int sqlite_open(const char *uri, struct coll_store **ret, char *err, size
 		goto out_close;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
-	r = exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+	r = exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
+		     " PRAGMA wal_autocheckpoint=10000;");
 	if (r < 0)
 		goto out_close;
 	r = migrate(st);
