@@ -287,7 +287,12 @@ static int get_size(json_t *v, const char *field, uint64_t *ret, char *err, size
 		return 0;
 	}
 	if (json_is_string(v)) {
-		if (parse_size(json_string_value(v), ret) < 0)
+		int r = parse_size(json_string_value(v), ret);
+
+		if (r == -ERANGE)
+			return fail(err, errlen, "%s: size \"%.32s\" too large (at most 8 EiB)",
+				    field, json_string_value(v));
+		if (r < 0)
 			return fail(err, errlen, "%s: invalid size \"%.32s\" (e.g. 512M, 2G)",
 				    field, json_string_value(v));
 		return 0;

@@ -126,7 +126,8 @@ int parse_size(const char *s, uint64_t *ret)
 			return -EINVAL;
 	}
 	v *= (double)mult;
-	if (v >= 18446744073709551615.0)
+	/* At most INT64_MAX: sizes travel as JSON integers (signed 64-bit) in specs and records. */
+	if (v >= 9223372036854775807.0)
 		return -ERANGE;
 	*ret = (uint64_t)v;
 	return 0;
@@ -158,7 +159,7 @@ int parse_duration_ns(const char *s, uint64_t *ret)
 			return -EINVAL;
 	}
 	v *= mult;
-	if (v >= 1.8e19)
+	if (v >= 9223372036854775807.0) /* INT64_MAX ns, 292 years: a JSON integer */
 		return -ERANGE;
 	*ret = (uint64_t)v;
 	return 0;

@@ -9,7 +9,8 @@
 #include <sys/types.h>
 
 /* "123", "64M", "2G", "1.5GiB", "512k" (binary multiples, case-insensitive) -> bytes.
- * "max"/"infinity" are not accepted here; callers handle those. -EINVAL, -ERANGE. */
+ * "max"/"infinity" are not accepted here; callers handle those. -EINVAL, -ERANGE (from 2^63
+ * bytes up: beyond a JSON integer). */
 int parse_size(const char *s, uint64_t *ret);
 /* Strict unsigned decimal, whole string. */
 int parse_u64(const char *s, uint64_t *ret);

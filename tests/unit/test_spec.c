@@ -39,6 +39,12 @@ static void test_parse_size(void **state)
 	assert_int_equal(parse_size("M", &v), -EINVAL);
 	assert_int_equal(parse_size("1Mi", &v), -EINVAL);
 	assert_int_equal(parse_size("99999999999P", &v), -ERANGE);
+	/* beyond INT64_MAX (a JSON integer): found by the spec fuzzer, it came back negative */
+	assert_int_equal(parse_size("00000000000011500213046996777185", &v), -ERANGE);
+	assert_int_equal(parse_size("9223372036854775808", &v), -ERANGE);
+	assert_int_equal(parse_size("8E", &v), -EINVAL);
+	assert_int_equal(parse_size("7P", &v), 0);
+	assert_int_equal(v, 7ULL << 50);
 }
 
 static void test_parse_misc(void **state)
@@ -119,6 +125,8 @@ static void test_spec_errors(void **state)
 	expect_spec_error("{\"command\":[\"x\"],\"bogus\":1}", "bogus");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"memory\":\"12Q\"}}", "limits.memory");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"memory\":-5}}", "limits.memory");
+	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"memory\":\"11500213046996777185\"}}",
+			  "too large");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"cpus\":\"two\"}}", "limits.cpus");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"cpus\":0.001}}", "limits.cpus");
 	expect_spec_error("{\"command\":[\"x\"],\"limits\":{\"pids\":0}}", "limits.pids");
