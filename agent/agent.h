@@ -155,12 +155,11 @@ struct agent {
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
 	struct audit *audit;
 	struct watch w_audit;
-	struct ts_glue *tsglue;		/* taskstats fallback meter, NULL unless in use */
-	struct users *users;		/* passwd/group cache (agent_users) */
-	struct launch_spawner *spawner; /* forks the shims (NULL: the agent forks them) */
-	char *spawner_path;		/* corral-spawn found beside corrald, or NULL */
-	bool spawner_started;		/* once: later starts are restarts */
-	uint64_t spawner_restarted_mono;
+	struct ts_glue *tsglue;		 /* taskstats fallback meter, NULL unless in use */
+	struct users *users;		 /* passwd/group cache (agent_users) */
+	struct launch_spawner *spawner;	 /* forks the shims (NULL: the agent forks them) */
+	char *spawner_path;		 /* corral-spawn found beside corrald, or NULL */
+	uint64_t spawner_restarted_mono; /* last restart (spawn_shim), 0: none yet */
 	struct spool *spool;
 	struct upl *upl;
 	void *metrics; /* metrics HTTP server */
@@ -195,7 +194,7 @@ struct agent {
 /* The passwd/group cache, made on first use and refreshed once per control request
  * (NULL when out of memory). */
 struct users *agent_users(struct agent *a);
-/* Start (or restart, at most every 5 s) the launch spawner, if corral-spawn is installed. */
+/* Start the launch spawner, if corral-spawn is installed (restarts: see spawn_shim). */
 void agent_spawner_start(struct agent *a);
 int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w);
 void agent_watch_del(struct agent *a, int fd);

@@ -210,25 +210,16 @@ static char *find_spawner(void)
 
 void agent_spawner_start(struct agent *a)
 {
-	static bool looked;
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
 	int r;
 
-	if (!looked) {
-		looked = true;
+	if (!a->spawner_path) {
 		a->spawner_path = find_spawner();
-		if (!a->spawner_path)
+		if (!a->spawner_path) {
 			log_notice("corral-spawn not found beside corrald: the agent forks the "
 				   "task supervisors itself (slower launches)");
+			return;
+		}
 	}
-	if (!a->spawner_path || a->spawner)
-		return;
-	/* A restart (not the first start) at most every 5 s: no loop of failing spawners. */
-	if (a->spawner_restarted_mono && now - a->spawner_restarted_mono < 5 * NSEC_PER_SEC)
-		return;
-	if (a->spawner_started)
-		a->spawner_restarted_mono = now;
-	a->spawner_started = true;
 	r = launch_spawner_start(a->spawner_path, &a->spawner);
 	if (r < 0) {
 		a->spawner = NULL;
@@ -242,10 +233,12 @@ void agent_spawner_start(struct agent *a)
 
 /*
  * The shim is forked by the spawner when there is one. A spawner that is gone is restarted
- * once; whatever fails then, the agent forks this shim itself.
+ * (at most every 5 s: no loop of failing spawners); whatever fails then, the agent forks
+ * this shim itself.
  */
 static int spawn_shim(struct agent *a, const struct launch_plan *plan, struct launch_handle *h)
 {
+	uint64_t now;
 	int r;
 
 	for (int attempt = 0; a->spawner && attempt < 2; attempt++) {
@@ -263,7 +256,12 @@ static int spawn_shim(struct agent *a, const struct launch_plan *plan, struct la
 			    (int)launch_spawner_pid(a->spawner), strerror(-r));
 		launch_spawner_free(a->spawner);
 		a->spawner = NULL;
-		agent_spawner_start(a);
+		now = now_ns(CLOCK_MONOTONIC);
+		if (!a->spawner_restarted_mono ||
+		    now - a->spawner_restarted_mono >= 5 * NSEC_PER_SEC) {
+			a->spawner_restarted_mono = now;
+			agent_spawner_start(a);
+		}
 	}
 	return launch_spawn(plan, h);
 }

@@ -164,10 +164,15 @@ fail:
 	return NULL;
 }
 
+/* Cache what NSS returned; pw NULL (no such user): errno as NSS left it, else ENOENT. */
 static const struct user_info *add(struct users *c, const struct passwd *pw)
 {
 	struct user_info *u;
 
+	if (!pw) {
+		errno = errno ? errno : ENOENT;
+		return NULL;
+	}
 	if (c->n == c->cap) {
 		size_t nc = c->cap ? c->cap * 2 : 16;
 		struct user_info **ne = realloc(c->e, nc * sizeof(*ne));
@@ -190,32 +195,18 @@ static const struct user_info *add(struct users *c, const struct passwd *pw)
 
 const struct user_info *users_by_uid(struct users *c, uid_t uid)
 {
-	struct passwd *pw;
-
 	for (size_t i = 0; i < c->n; i++)
 		if (c->e[i]->uid == uid)
 			return c->e[i];
 	errno = 0;
-	pw = getpwuid(uid);
-	if (!pw) {
-		errno = errno ? errno : ENOENT;
-		return NULL;
-	}
-	return add(c, pw);
+	return add(c, getpwuid(uid));
 }
 
 const struct user_info *users_by_name(struct users *c, const char *name)
 {
-	struct passwd *pw;
-
 	for (size_t i = 0; i < c->n; i++)
 		if (strcmp(c->e[i]->name, name) == 0)
 			return c->e[i];
 	errno = 0;
-	pw = getpwnam(name);
-	if (!pw) {
-		errno = errno ? errno : ENOENT;
-		return NULL;
-	}
-	return add(c, pw);
+	return add(c, getpwnam(name));
 }

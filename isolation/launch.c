@@ -104,12 +104,16 @@ struct child_error {
 	int32_t err;
 };
 
-_noreturn_ static void child_fail(int err_fd, enum launch_step step, int err)
+void launch_report_error(int err_fd, enum launch_step step, int err)
 {
 	struct child_error ce = {.step = (int32_t)step, .err = err ? err : EIO};
-	ssize_t n = write(err_fd, &ce, sizeof(ce));
 
-	(void)n;
+	(void)!write(err_fd, &ce, sizeof(ce));
+}
+
+_noreturn_ static void child_fail(int err_fd, enum launch_step step, int err)
+{
+	launch_report_error(err_fd, step, err);
 	_exit(127);
 }
 
@@ -461,7 +465,6 @@ static void shim_wait_serving(struct shim_audit *s, pid_t child, int *status, st
 		close(sfd);
 }
 
-/* Keep fds[i] as 3 + i (-1 entries: that number is closed), close everything else above 2. */
 /* Close fds lo..hi (close_range, or one by one on kernels without it). */
 static void close_fds(unsigned lo, unsigned hi)
 {
@@ -470,6 +473,7 @@ static void close_fds(unsigned lo, unsigned hi)
 			close((int)fd);
 }
 
+/* Keep fds[i] as 3 + i (-1 entries: that number is closed), close everything else above 2. */
 static int keep_fds(int *fds, int n)
 {
 	int hi[4];
@@ -677,9 +681,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	}
 
 	if (sc_fd >= 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0) {
-		struct child_error ce = {.step = LAUNCH_STEP_SECCOMP, .err = errno};
-
-		(void)!write(err_w, &ce, sizeof(ce));
+		launch_report_error(err_w, LAUNCH_STEP_SECCOMP, errno);
 		_exit(1);
 	}
 	/*
@@ -689,7 +691,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	 * dies). What the child needs stays: its pipes, the audit socket, its cgroup fds.
 	 */
 	{
-		int hold[8 + 2 * 16];
+		int hold[7 + LAUNCH_JOIN_MAX];
 		size_t nk = 0;
 
 		hold[nk++] = status_w;
@@ -713,9 +715,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	if (c == 0)
 		run_child(&ctx); /* copied memory (fork semantics) */
 	if (c < 0) {
-		struct child_error ce = {.step = LAUNCH_STEP_CLONE, .err = (int)-c};
-
-		(void)!write(err_w, &ce, sizeof(ce));
+		launch_report_error(err_w, LAUNCH_STEP_CLONE, (int)-c);
 		_exit(1);
 	}
 	child = (pid_t)c;

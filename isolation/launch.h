@@ -114,6 +114,8 @@ struct launch_exit {
 };
 
 const char *launch_step_to_string(enum launch_step s);
+/* Report a failed step on a launch's error pipe (err 0: EIO); async-signal-safe. */
+void launch_report_error(int err_fd, enum launch_step step, int err);
 /* Fill the plan's cgroup fields from the task's cgroup (its fds stay owned by cg). */
 void launch_plan_set_cgroup(struct launch_plan *p, const struct cg_task *cg);
 

@@ -2,10 +2,10 @@
 /*
  * The launch spawner. Forking a shim from the agent costs in proportion to the agent's
  * address space, mostly its ~280 mappings (about 50 shared libraries, libcurl's alone ~30):
- * measured here 0.85 ms per fork+exit of a process with those libraries vs 0.25 ms with libc
- * only, and the shim then tears that copy down again when the task ends. corral-spawn is a
- * small program the agent starts once; it receives each launch's plan over a SOCK_SEQPACKET
- * socket (the fds by SCM_RIGHTS) and forks the shim from itself.
+ * a throwaway program timed 0.85 ms per fork+exit of a process with those libraries vs
+ * 0.25 ms with libc only, and the shim then tears that copy down again when the task ends.
+ * corral-spawn is a small program the agent starts once; it receives each launch's plan over a
+ * SOCK_SEQPACKET socket (the fds by SCM_RIGHTS) and forks the shim from itself.
  *
  * Message: "CRSP" version 1, then the plan's fields in order (u32/u64, strings as u32 length
  * with the NUL or 0xffffffff for none, string vectors as u32 count + strings), the compiled
@@ -535,12 +535,8 @@ static void serve_one(int sock, int sfd, const sigset_t *orig, char *buf, size_t
 			launch_shim_main(&u->p, &u->f);
 		}
 		r = pid < 0 ? -errno : 0;
-		if (r < 0 && u->f.err_w >= 0) {
-			/* The agent sees the shim's "clone" step fail with this error. */
-			int32_t ce[2] = {LAUNCH_STEP_CLONE, -r};
-
-			(void)!write(u->f.err_w, ce, sizeof(ce));
-		}
+		if (r < 0) /* the agent sees the shim's "clone" step fail with this error */
+			launch_report_error(u->f.err_w, LAUNCH_STEP_CLONE, -r);
 	}
 	/* A message that does not decode: its fds close, the agent sees the shim end. */
 	launch_wire_free(u);
