@@ -52,7 +52,8 @@ struct pctx {
 	struct jnode *stack[JTREE_MAX_DEPTH];
 	int depth;
 	const char *key; /* pending member name of the innermost object */
-	char msg[96];	 /* our reason when a callback cancels the parse */
+	uint32_t key_hash;
+	char msg[96]; /* our reason when a callback cancels the parse */
 	bool nomem;
 };
 
@@ -104,6 +105,7 @@ static struct jnode *add(struct pctx *p, enum jtype type)
 	}
 	if (parent->type == JT_OBJECT) {
 		n->key = p->key;
+		n->key_hash = p->key_hash;
 		p->key = NULL;
 	}
 	if (parent->kids.last)
@@ -172,13 +174,15 @@ static int on_key(void *ud, const unsigned char *s, size_t len)
 	struct pctx *p = ud;
 	const struct jnode *o = p->stack[p->depth - 1];
 	char *d = copy_str(p, s, len);
+	const uint32_t h = jtree_key_hash((const char *)s, len);
 
 	if (!d)
 		return 0;
 	for (const struct jnode *k = o->kids.first; k; k = k->next)
-		if (strcmp(k->key, d) == 0)
+		if (k->key_hash == h && strcmp(k->key, d) == 0)
 			return cancel(p, "duplicate object key");
 	p->key = d;
+	p->key_hash = h;
 	return 1;
 }
 
@@ -282,10 +286,13 @@ void jtree_free(struct jtree *t)
 
 const struct jnode *jtree_get(const struct jnode *o, const char *key)
 {
+	uint32_t h;
+
 	if (!o || o->type != JT_OBJECT)
 		return NULL;
+	h = jtree_key_hash(key, strlen(key));
 	for (const struct jnode *k = o->kids.first; k; k = k->next)
-		if (strcmp(k->key, key) == 0)
+		if (k->key_hash == h && strcmp(k->key, key) == 0)
 			return k;
 	return NULL;
 }

@@ -22,7 +22,8 @@ enum jtype { JT_NULL, JT_FALSE, JT_TRUE, JT_INT, JT_REAL, JT_STRING, JT_OBJECT, 
 
 struct jnode {
 	enum jtype type;
-	const char *key; /* member name inside an object (NUL-terminated), else NULL */
+	uint32_t key_hash; /* jtree_key_hash(key) inside an object */
+	const char *key;   /* member name inside an object (NUL-terminated), else NULL */
 	struct jnode *next;
 	union {
 		int64_t i;
@@ -51,6 +52,16 @@ struct jtree {
  * in err ("at byte N: ..."), or -ENOMEM. jtree_free(t) afterwards in every case. */
 int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t errlen);
 void jtree_free(struct jtree *t);
+
+/* FNV-1a of a member name: members are compared by hash before their names. */
+static inline uint32_t jtree_key_hash(const char *s, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
 
 /* Member of an object (NULL if absent or o is not an object). */
 const struct jnode *jtree_get(const struct jnode *o, const char *key);

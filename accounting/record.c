@@ -73,8 +73,8 @@ static int lookup(const char *const *names, size_t n, const char *s)
 {
 	if (!s)
 		return -1;
-	for (size_t i = 0; i < n; i++)
-		if (names[i] && strcmp(names[i], s) == 0)
+	for (size_t i = 0; i < n; i++) /* the first byte inline: most names differ there */
+		if (names[i] && names[i][0] == s[0] && strcmp(names[i], s) == 0)
 			return (int)i;
 	return -1;
 }

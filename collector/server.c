@@ -52,40 +52,121 @@ struct coll_server {
 	struct coll_store *pool[COLL_INGEST_POOL_MAX];
 	bool pool_busy[COLL_INGEST_POOL_MAX];
 	size_t npool;
-	atomic_uint_fast64_t pool_waits;
+	struct ingest_job *queue_head, *queue_tail; /* batches waiting (group commit) */
+	atomic_uint_fast64_t pool_waits, groups;
 };
 
-static struct coll_store *pool_get(struct coll_server *s)
+/*
+ * Group commit. A POST queues its batch and waits. Whoever finds a connection free takes it
+ * and the queue's head, up to GROUP_MAX_RECORDS records, inserts them in one transaction
+ * (one commit and its fsync, and the rollup deltas of all of them merged), then hands every
+ * batch its result. A lone batch goes alone; batches group only while every connection is
+ * busy, which with SQLite's single writer is whenever several nodes upload at once.
+ */
+#define GROUP_MAX_RECORDS 5000
+
+struct ingest_job {
+	struct coll_item *items;
+	size_t n;
+	int r;
+	bool done;
+	char errmsg[256]; /* the store's message when r < 0 */
+	struct ingest_job *next;
+};
+
+static void run_group(struct coll_server *s, struct coll_store *st, struct ingest_job *g,
+		      size_t total)
 {
-	struct coll_store *st = NULL;
+	_cleanup_free_ struct coll_item *all = NULL;
+	const char *why = NULL;
+	int r;
+
+	if (!g->next) {
+		r = coll_store_insert_batch(st, g->items, g->n);
+	} else {
+		size_t k = 0;
+
+		all = malloc(total * sizeof(*all));
+		if (!all) {
+			r = -ENOMEM;
+			why = strerror(ENOMEM);
+			goto out;
+		}
+		for (struct ingest_job *j = g; j; j = j->next) {
+			memcpy(all + k, j->items, j->n * sizeof(*all));
+			k += j->n;
+		}
+		r = coll_store_insert_batch(st, all, total);
+		k = 0;
+		for (struct ingest_job *j = g; j; j = j->next)
+			for (size_t i = 0; i < j->n; i++)
+				j->items[i].is_new = r >= 0 && all[k++].is_new;
+	}
+out:
+	atomic_fetch_add(&s->groups, 1);
+	for (struct ingest_job *j = g; j; j = j->next) {
+		j->r = r;
+		if (r < 0)
+			snprintf(j->errmsg, sizeof(j->errmsg), "%s", why ?: coll_store_errmsg(st));
+	}
+}
+
+/* Inserts items[0..n) (is_new set as by coll_store_insert_batch); on failure errmsg says why. */
+static int ingest(struct coll_server *s, struct coll_item *items, size_t n, char *errmsg,
+		  size_t errlen)
+{
+	struct ingest_job job = {.items = items, .n = n};
 	bool waited = false;
 
 	pthread_mutex_lock(&s->pool_lock);
-	for (;;) {
+	if (s->queue_tail)
+		s->queue_tail->next = &job;
+	else
+		s->queue_head = &job;
+	s->queue_tail = &job;
+	while (!job.done) {
+		struct coll_store *st = NULL;
+		struct ingest_job *g, *last;
+		size_t slot = 0, total;
+
 		for (size_t i = 0; i < s->npool && !st; i++)
 			if (!s->pool_busy[i]) {
-				s->pool_busy[i] = true;
 				st = s->pool[i];
+				slot = i;
 			}
-		if (st)
-			break;
-		waited = true;
-		pthread_cond_wait(&s->pool_free, &s->pool_lock);
+		if (!st || !s->queue_head) {
+			waited = true;
+			pthread_cond_wait(&s->pool_free, &s->pool_lock);
+			continue;
+		}
+		/* lead a group: the queue's head, then whatever fits behind it */
+		s->pool_busy[slot] = true;
+		g = last = s->queue_head;
+		total = g->n;
+		while (last->next && total + last->next->n <= GROUP_MAX_RECORDS) {
+			last = last->next;
+			total += last->n;
+		}
+		s->queue_head = last->next;
+		if (!s->queue_head)
+			s->queue_tail = NULL;
+		last->next = NULL;
+		pthread_mutex_unlock(&s->pool_lock);
+
+		run_group(s, st, g, total);
+
+		pthread_mutex_lock(&s->pool_lock);
+		s->pool_busy[slot] = false;
+		for (struct ingest_job *j = g; j; j = j->next)
+			j->done = true; /* after this, followers may return: j is theirs */
+		pthread_cond_broadcast(&s->pool_free);
 	}
 	pthread_mutex_unlock(&s->pool_lock);
 	if (waited)
 		atomic_fetch_add(&s->pool_waits, 1);
-	return st;
-}
-
-static void pool_put(struct coll_server *s, struct coll_store *st)
-{
-	pthread_mutex_lock(&s->pool_lock);
-	for (size_t i = 0; i < s->npool; i++)
-		if (s->pool[i] == st)
-			s->pool_busy[i] = false;
-	pthread_cond_signal(&s->pool_free);
-	pthread_mutex_unlock(&s->pool_lock);
+	if (job.r < 0)
+		snprintf(errmsg, errlen, "%s", job.errmsg);
+	return job.r;
 }
 
 int coll_server_add_ingest_store(struct coll_server *srv, struct coll_store *st)
@@ -472,20 +553,17 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 		items[i] = (struct coll_item){
 		    .rec = &b.recs[i], .json = b.lines[i].p, .json_len = b.lines[i].len};
 	{
-		struct coll_store *st = pool_get(s);
+		char why[256];
 
-		r = coll_store_insert_batch(st, items, b.n);
+		r = ingest(s, items, b.n, why, sizeof(why));
 		if (r < 0) {
 			fclose(f);
 			free(body);
 			atomic_fetch_add(&s->db_errors, 1);
 			ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
-					  "database unavailable, nothing stored: %s",
-					  coll_store_errmsg(st));
-			pool_put(s, st);
+					  "database unavailable, nothing stored: %s", why);
 			goto out;
 		}
-		pool_put(s, st);
 	}
 	check_audit_chain(s, items, b.n);
 	for (size_t i = 0; i < b.n; i++)
@@ -851,8 +929,12 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 		"# HELP corral_collector_db_pool_waits_total Batches that waited for a free "
 		"database connection.\n"
 		"# TYPE corral_collector_db_pool_waits_total counter\n"
-		"corral_collector_db_pool_waits_total %" PRIuFAST64 "\n",
-		s->npool, atomic_load(&s->pool_waits));
+		"corral_collector_db_pool_waits_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_db_transactions_total Insert transactions; batches that "
+		"arrive while every connection is busy share one (group commit).\n"
+		"# TYPE corral_collector_db_transactions_total counter\n"
+		"corral_collector_db_transactions_total %" PRIuFAST64 "\n",
+		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;

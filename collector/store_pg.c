@@ -20,6 +20,7 @@
 
 #include <libpq-fe.h>
 
+#include "collector/pgcopy.h"
 #include "collector/store.h"
 #include "common/macro.h"
 
@@ -282,64 +283,51 @@ out_close:
 	return r;
 }
 
-static void copy_escape(FILE *f, const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++) {
-		switch (s[i]) {
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		default:
-			fputc(s[i], f);
-		}
-	}
-}
-
+/* The batch's rows in binary COPY form, columns in coll_cols order. */
 static int build_copy(const struct coll_item *items, size_t n, char **ret, size_t *ret_len)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	struct pgcopy c;
 	int r = 0;
 
-	if (!f)
-		return -ENOMEM;
+	pgcopy_begin(&c);
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		struct coll_item_scratch sc = {0};
 		struct coll_value v[COLL_N_COLS];
 
 		r = coll_item_values(&items[i], &sc, v);
-		for (int c = 0; c < COLL_N_COLS && r >= 0; c++) {
-			if (c)
-				fputc('\t', f);
-			if (v[c].null)
-				fputs("\\N", f);
-			else if (coll_cols[c].kind == COLL_COL_INT)
-				fprintf(f, "%" PRId64, v[c].i);
-			else if (coll_cols[c].kind == COLL_COL_REAL)
-				fprintf(f, "%.17g", v[c].d);
-			else
-				copy_escape(f, v[c].s, v[c].len);
+		pgcopy_row(&c, COLL_N_COLS);
+		for (int k = 0; k < COLL_N_COLS && r >= 0; k++) {
+			if (v[k].null) {
+				pgcopy_null(&c);
+				continue;
+			}
+			switch (coll_cols[k].kind) {
+			case COLL_COL_INT:
+				pgcopy_int8(&c, v[k].i);
+				break;
+			case COLL_COL_REAL:
+				pgcopy_float8(&c, v[k].d);
+				break;
+			case COLL_COL_TIME:
+				pgcopy_timestamptz_ns(&c, items[i].rec->time_ns);
+				break;
+			case COLL_COL_JSON: /* labels JSONB, body JSON */
+				if (strcmp(coll_cols[k].name, "labels") == 0)
+					pgcopy_jsonb(&c, v[k].s, v[k].len);
+				else
+					pgcopy_text(&c, v[k].s, v[k].len);
+				break;
+			default:
+				pgcopy_text(&c, v[k].s, v[k].len);
+			}
 		}
-		fputc('\n', f);
 		coll_item_scratch_free(&sc);
 	}
-	if (fclose(f) != 0 || r < 0) {
-		free(buf);
-		return r < 0 ? r : -ENOMEM;
+	if (r < 0) {
+		pgcopy_free(&c);
+		return r;
 	}
-	*ret = buf;
-	*ret_len = len;
-	return 0;
+	return pgcopy_end(&c, ret, ret_len);
 }
 
 static int cmp_item_ptr(const void *a, const void *b)
@@ -506,33 +494,33 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 }
 
 /* Bucketed deltas: COPY into rollup_in, then one INSERT .. SELECT per table present. */
-static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t nd)
+static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t nd, bool more)
 {
 	_cleanup_free_ char *data = NULL, *sql = NULL;
 	size_t dlen = 0, slen = 0;
 	bool present[_COLL_ROLLUP_MAX] = {false};
-	FILE *f = open_memstream(&data, &dlen);
+	struct pgcopy c;
+	FILE *f;
 	PGresult *res;
 	int r = 0;
 
-	if (!f)
-		return -ENOMEM;
+	pgcopy_begin(&c);
 	for (size_t i = 0; i < nd; i++) {
 		present[d[i].table] = true;
-		fprintf(f, "%d\t", (int)d[i].table);
-		copy_escape(f, d[i].bucket, strlen(d[i].bucket));
+		pgcopy_row(&c, 2 + _COLL_KEY_MAX + _COLL_SUM_MAX);
+		pgcopy_int4(&c, (int32_t)d[i].table);
+		pgcopy_text(&c, d[i].bucket, strlen(d[i].bucket));
 		for (int k = 0; k < _COLL_KEY_MAX; k++) {
 			const char *v = coll_delta_key(&d[i], k) ?: "";
 
-			fputc('\t', f);
-			copy_escape(f, v, strlen(v));
+			pgcopy_text(&c, v, strlen(v));
 		}
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, "\t%.17g", d[i].v[k]);
-		fputc('\n', f);
+			pgcopy_float8(&c, d[i].v[k]);
 	}
-	if (fclose(f) != 0)
-		return -ENOMEM;
+	r = pgcopy_end(&c, &data, &dlen);
+	if (r < 0)
+		return r;
 	f = open_memstream(&sql, &slen);
 	if (!f)
 		return -ENOMEM;
@@ -565,7 +553,7 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
 	if (fclose(f) != 0)
 		return -ENOMEM;
 
-	res = PQexec(st->conn, "COPY rollup_in FROM STDIN");
+	res = PQexec(st->conn, "COPY rollup_in FROM STDIN WITH (FORMAT binary)");
 	if (PQresultStatus(res) != PGRES_COPY_IN)
 		return res_err(st, "COPY rollup_in", res);
 	PQclear(res);
@@ -583,14 +571,15 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
 	if (r < 0)
 		return r;
 	r = exec_cmd(st, sql);
-	if (r < 0)
+	if (r < 0 || !more)
 		return r;
 	/* the rows are deleted at commit; a second batch in this transaction (rebuild) must
 	 * not apply them again */
 	return exec_cmd(st, "TRUNCATE rollup_in");
 }
 
-static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd)
+/* more: another upsert_deltas() may follow in this transaction. */
+static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd, bool more)
 {
 	size_t nb = 0;
 	int r;
@@ -599,7 +588,7 @@ static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t
 	while (nb < nd && d[nb].table != COLL_ROLLUP_OPEN)
 		nb++;
 	if (nb > 0) {
-		r = upsert_copied(st, d, nb);
+		r = upsert_copied(st, d, nb, more);
 		if (r < 0)
 			return r;
 	}
@@ -621,7 +610,7 @@ static int apply_items(struct pg_store *st, struct coll_item *items, size_t n, u
 		return r;
 	if (only != COLL_ROLLUP_ALL)
 		nd = coll_deltas_keep(d, nd, only);
-	return upsert_deltas(st, d, nd);
+	return upsert_deltas(st, d, nd, true);
 }
 
 #define REBUILD_CHUNK 4096
@@ -724,7 +713,7 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 	fputs(fast ? "COPY records (" : "COPY incoming (", f);
 	for (int c = 0; c < COLL_N_COLS; c++)
 		fprintf(f, "%s%s", c ? ", " : "", coll_cols[c].name);
-	fputs(") FROM STDIN", f);
+	fputs(") FROM STDIN WITH (FORMAT binary)", f);
 	if (fclose(f) != 0) {
 		r = -ENOMEM;
 		goto out_rollback;
@@ -778,7 +767,7 @@ rollups:
 		r = coll_deltas_build(items, n, &d, &nd);
 		if (r < 0)
 			goto out_rollback;
-		r = upsert_deltas(st, d, nd);
+		r = upsert_deltas(st, d, nd, false);
 		if (r < 0)
 			goto out_rollback;
 	}

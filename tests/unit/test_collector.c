@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "collector/pgcopy.h"
 #include "collector/server.h"
 #include "collector/store.h"
 #include "collector/tokens.h"
@@ -355,11 +356,64 @@ static void test_labels_json(void **state)
 	free(s);
 }
 
+/* Binary COPY layout, byte for byte (PostgreSQL's "COPY ... WITH (FORMAT binary)"). */
+static void test_pgcopy(void **state)
+{
+	static const unsigned char want[] = {
+	    'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0, /* signature */
+	    0, 0, 0, 0, 0, 0, 0, 0,				     /* flags, extension */
+	    0, 7,						     /* fields */
+	    0xff, 0xff, 0xff, 0xff,				     /* NULL */
+	    0, 0, 0, 2, 'h', 'i',				     /* text */
+	    0, 0, 0, 3, 1, '{', '}',				     /* jsonb: version 1 */
+	    0, 0, 0, 4, 0xff, 0xff, 0xff, 0xfe,			     /* int4 -2 */
+	    0, 0, 0, 8, 0, 0, 0, 1, 0, 0, 0, 2,			     /* int8 2^32+2 */
+	    0, 0, 0, 8, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0,		     /* float8 1.5 */
+	    /* 2000-01-01T00:00:01.000002999Z: 1000002 us after PostgreSQL's epoch */
+	    0, 0, 0, 8, 0, 0, 0, 0, 0, 0x0f, 0x42, 0x42, 0, 1, 0, 0, 0,
+	    0,		/* a row of one empty text */
+	    0xff, 0xff, /* trailer */
+	};
+	struct pgcopy c;
+	char *out = NULL;
+	size_t len = 0;
+
+	(void)state;
+	pgcopy_begin(&c);
+	pgcopy_row(&c, 7);
+	pgcopy_null(&c);
+	pgcopy_text(&c, "hi", 2);
+	pgcopy_jsonb(&c, "{}", 2);
+	pgcopy_int4(&c, -2);
+	pgcopy_int8(&c, (1LL << 32) + 2);
+	pgcopy_float8(&c, 1.5);
+	pgcopy_timestamptz_ns(&c, 946684801000002999ULL);
+	pgcopy_row(&c, 1);
+	pgcopy_text(&c, "", 0);
+	assert_int_equal(pgcopy_end(&c, &out, &len), 0);
+	assert_int_equal(len, sizeof(want));
+	assert_memory_equal(out, want, sizeof(want));
+	free(out);
+
+	/* growth past the first buffer keeps every byte */
+	pgcopy_begin(&c);
+	for (int i = 0; i < 5000; i++) {
+		pgcopy_row(&c, 1);
+		pgcopy_int8(&c, i);
+	}
+	assert_int_equal(pgcopy_end(&c, &out, &len), 0);
+	assert_int_equal(len, 19 + 5000 * 14 + 2);
+	assert_int_equal((unsigned char)out[19 + 4999 * 14 + 12], 4999 >> 8);
+	assert_int_equal((unsigned char)out[19 + 4999 * 14 + 13], 4999 & 0xff);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tokens_ok),
 	    cmocka_unit_test(test_labels_json),
+	    cmocka_unit_test(test_pgcopy),
 	    cmocka_unit_test(test_tokens_errors),
 	    cmocka_unit_test(test_tokens_file_mode),
 	    cmocka_unit_test(test_parse_listen),

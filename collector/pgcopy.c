@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+#include "collector/pgcopy.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PG_EPOCH_US 946684800000000LL /* 2000-01-01 in microseconds since 1970 */
+
+static char *room(struct pgcopy *c, size_t n)
+{
+	if (c->err)
+		return NULL;
+	if (c->cap - c->len < n) {
+		size_t cap = c->cap ? c->cap : 4096;
+		char *p;
+
+		while (cap - c->len < n) {
+			if (cap > SIZE_MAX / 2) {
+				c->err = -ENOMEM;
+				return NULL;
+			}
+			cap *= 2;
+		}
+		p = realloc(c->buf, cap);
+		if (!p) {
+			c->err = -ENOMEM;
+			return NULL;
+		}
+		c->buf = p;
+		c->cap = cap;
+	}
+	c->len += n;
+	return c->buf + c->len - n;
+}
+
+static void be(char *p, uint64_t v, int bytes)
+{
+	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+		p[i] = (char)(v & 0xff);
+}
+
+static void field(struct pgcopy *c, const void *data, size_t len)
+{
+	char *p;
+
+	if (len > INT32_MAX) {
+		c->err = c->err ?: -ENOMEM;
+		return;
+	}
+	p = room(c, 4 + len);
+	if (!p)
+		return;
+	be(p, len, 4);
+	if (len)
+		memcpy(p + 4, data, len);
+}
+
+void pgcopy_begin(struct pgcopy *c)
+{
+	static const char header[19] = "PGCOPY\n\377\r\n\0" /* + flags, extension length: 0 */;
+	char *p;
+
+	*c = (struct pgcopy){0};
+	p = room(c, sizeof(header));
+	if (p)
+		memcpy(p, header, sizeof(header));
+}
+
+void pgcopy_row(struct pgcopy *c, unsigned nfields)
+{
+	char *p = room(c, 2);
+
+	if (p)
+		be(p, nfields, 2);
+}
+
+void pgcopy_null(struct pgcopy *c)
+{
+	char *p = room(c, 4);
+
+	if (p)
+		memset(p, 0xff, 4); /* length -1 */
+}
+
+void pgcopy_text(struct pgcopy *c, const char *s, size_t len)
+{
+	field(c, s, len);
+}
+
+void pgcopy_jsonb(struct pgcopy *c, const char *s, size_t len)
+{
+	char *p;
+
+	if (len > INT32_MAX - 1) {
+		c->err = c->err ?: -ENOMEM;
+		return;
+	}
+	p = room(c, 5 + len);
+	if (!p)
+		return;
+	be(p, len + 1, 4);
+	p[4] = 1; /* jsonb binary format version */
+	if (len)
+		memcpy(p + 5, s, len);
+}
+
+void pgcopy_int4(struct pgcopy *c, int32_t v)
+{
+	char *p = room(c, 8);
+
+	if (!p)
+		return;
+	be(p, 4, 4);
+	be(p + 4, (uint32_t)v, 4);
+}
+
+void pgcopy_int8(struct pgcopy *c, int64_t v)
+{
+	char *p = room(c, 12);
+
+	if (!p)
+		return;
+	be(p, 8, 4);
+	be(p + 4, (uint64_t)v, 8);
+}
+
+void pgcopy_float8(struct pgcopy *c, double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	pgcopy_int8(c, (int64_t)bits);
+}
+
+void pgcopy_timestamptz_ns(struct pgcopy *c, uint64_t realtime_ns)
+{
+	pgcopy_int8(c, (int64_t)(realtime_ns / 1000) - PG_EPOCH_US);
+}
+
+int pgcopy_end(struct pgcopy *c, char **ret, size_t *ret_len)
+{
+	char *p = room(c, 2);
+
+	if (p)
+		memset(p, 0xff, 2); /* field count -1 */
+	if (c->err) {
+		pgcopy_free(c);
+		return c->err;
+	}
+	*ret = c->buf;
+	*ret_len = c->len;
+	c->buf = NULL;
+	c->len = c->cap = 0;
+	return 0;
+}
+
+void pgcopy_free(struct pgcopy *c)
+{
+	free(c->buf);
+	c->buf = NULL;
+	c->len = c->cap = 0;
+}
