@@ -22,7 +22,7 @@ struct sqlite_store {
 	struct coll_store base; /* first */
 	sqlite3 *db;
 	sqlite3_stmt *insert;
-	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del;
+	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any;
 	sqlite3_stmt *begin, *commit, *rollback;
 };
 
@@ -259,6 +259,7 @@ static void sqlite_close(struct coll_store *s)
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++)
 		sqlite3_finalize(st->rollup[t]);
 	sqlite3_finalize(st->open_del);
+	sqlite3_finalize(st->open_any);
 	sqlite3_finalize(st->begin);
 	sqlite3_finalize(st->commit);
 	sqlite3_finalize(st->rollback);
@@ -375,13 +376,44 @@ out:
 	return r;
 }
 
+/*
+ * Whether rollup_open may hold a row that this transaction's deltas delete: when it had none
+ * and the deltas add none, the DELETE of every ended task (one statement per task.end) is
+ * skipped. Tasks short enough to send no task.sample, the common case, never have a row.
+ */
+static int open_rows_possible(struct sqlite_store *st, const struct coll_delta *d, size_t nd)
+{
+	int rc;
+
+	for (size_t i = 0; i < nd; i++)
+		if (d[i].table == COLL_ROLLUP_OPEN && !d[i].del)
+			return 1;
+	rc = sqlite3_step(st->open_any);
+	sqlite3_reset(st->open_any);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : map_err(st, rc);
+}
+
 static int apply_deltas(struct sqlite_store *st, const struct coll_delta *d, size_t nd)
 {
+	int open_rows = -1; /* unknown until the first delete */
+
 	for (size_t i = 0; i < nd; i++) {
 		const struct coll_rollup_def *def = coll_rollup_def(d[i].table);
 		sqlite3_stmt *s = d[i].del ? st->open_del : st->rollup[d[i].table];
 		_cleanup_free_ char *labels = NULL;
 		int p = 1, r;
+
+		if (d[i].del) {
+			if (open_rows < 0) {
+				open_rows = open_rows_possible(st, d, nd);
+				if (open_rows < 0)
+					return open_rows;
+			}
+			if (!open_rows)
+				continue;
+		}
 
 		if (d[i].table == COLL_ROLLUP_OPEN) {
 			sqlite3_bind_text(s, p++, d[i].node, -1, SQLITE_STATIC);
@@ -429,6 +461,9 @@ static int prepare_rollups(struct sqlite_store *st)
 		if (r < 0)
 			return r;
 	}
+	r = prepare(st, "SELECT 1 FROM rollup_open LIMIT 1", &st->open_any);
+	if (r < 0)
+		return r;
 	return prepare(st, "DELETE FROM rollup_open WHERE node = ?1 AND task_id = ?2",
 		       &st->open_del);
 }
