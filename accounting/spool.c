@@ -751,6 +751,20 @@ int spool_group_commit(struct spool *s)
 	return r;
 }
 
+int spool_group_end(struct spool *s, int *ret_fd)
+{
+	bool dirty = s->group_dirty;
+
+	*ret_fd = -1;
+	s->in_group = s->group_dirty = false;
+	if (!dirty || s->no_fsync || s->wfd < 0)
+		return 0;
+	*ret_fd = fcntl(s->wfd, F_DUPFD_CLOEXEC, 3);
+	if (*ret_fd >= 0)
+		return 0;
+	return sync_fd(s, s->wfd); /* no descriptor to spare: sync now */
+}
+
 /* ---- peek -------------------------------------------------------------------------------- */
 
 static ssize_t seg_index(const struct spool *s, uint64_t name_seq)

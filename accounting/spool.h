@@ -57,6 +57,12 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
  * Entries count as durable only after the commit returns 0. */
 void spool_group_begin(struct spool *s);
 int spool_group_commit(struct spool *s);
+/* Ends a group without syncing: *ret_fd gets a new descriptor (O_CLOEXEC) of the segment
+ * whose fdatasync makes the group's entries durable, for the caller to sync and close (on
+ * another thread, say), or -1 when nothing needs a sync (nothing written, or no_fsync). When
+ * no descriptor can be made it syncs here instead. 0 or -errno (that sync failed). The
+ * entries may be peeked before the caller's sync: what an ack removes is on the collector. */
+int spool_group_end(struct spool *s, int *ret_fd);
 
 /*
  * Iterate unacked entries in order, at most max entries / max_bytes of payload (at least one

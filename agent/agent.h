@@ -40,6 +40,7 @@ enum watch_kind {
 	WATCH_METRICS,
 	WATCH_AUDIT,
 	WATCH_TASKSTATS,
+	WATCH_SYNC, /* the spool syncer finished a generation */
 };
 
 struct watch {
@@ -186,6 +187,16 @@ struct agent {
 	bool audit_dirty;
 	char **unlink_stems;
 	size_t n_unlink, cap_unlink;
+	/* The spool's fdatasync runs on the syncer thread (NULL: in the loop). State files of
+	 * ended tasks wait for the sync that makes their end record durable. */
+	struct syncer *syncer;
+	struct watch w_sync;
+	struct sync_wait {
+		uint64_t gen;
+		char *stem;
+	} * sync_wait;
+	size_t n_sync_wait, cap_sync_wait;
+	uint64_t sync_done_gen; /* newest generation known done */
 	struct conn *conns;
 	uint32_t n_conns;
 };
@@ -226,6 +237,10 @@ void task_free(struct task *t);
 void task_collect_usage(struct agent *a, struct task *t);
 int agent_emit_record(struct agent *a, struct acct_record *r);
 void agent_flush_records(struct agent *a);
+/* The syncer reported (WATCH_SYNC): remove what waited for it. */
+void agent_sync_done(struct agent *a);
+/* Shutdown: wait for every sync, then stop the syncer thread. */
+void agent_sync_stop(struct agent *a);
 /* audit_glue.c */
 int audit_glue_init(struct agent *a);
 void audit_glue_fini(struct agent *a);

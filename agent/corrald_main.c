@@ -503,6 +503,9 @@ int main(int argc, char **argv)
 			case WATCH_TASKSTATS:
 				tsglue_poll(&a);
 				break;
+			case WATCH_SYNC:
+				agent_sync_done(&a);
+				break;
 			case WATCH_METER:
 				if (a.meter)
 					(void)meter_poll(a.meter, on_meter_event, &a);
@@ -515,6 +518,7 @@ int main(int argc, char **argv)
 		agent_flush_records(&a);
 	}
 	agent_flush_records(&a);
+	agent_sync_stop(&a);
 	if (state_sync_audit_head(&a) < 0)
 		log_error("saving the audit chain head failed");
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");

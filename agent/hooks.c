@@ -12,6 +12,7 @@
 #include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
+#include "common/syncer.h"
 #include "common/util.h"
 #include "isolation/cgroup.h"
 
@@ -332,6 +333,18 @@ int agent_hooks_init(struct agent *a)
 		log_error("spool %s: %s", dir, strerror(-r));
 		return r;
 	}
+	r = syncer_start(&a->syncer);
+	if (r < 0)
+		log_warning("spool: no syncer thread (%s): the loop waits for each fdatasync",
+			    strerror(-r));
+	else {
+		a->w_sync = (struct watch){.kind = WATCH_SYNC};
+		r = agent_watch_add(a, syncer_fd(a->syncer), EPOLLIN, &a->w_sync);
+		if (r < 0) {
+			syncer_stop(a->syncer);
+			a->syncer = NULL;
+		}
+	}
 	if (!a->cfg.collector_url) {
 		log_info("no collector configured: records wait in the spool %s", dir);
 		return 0;
@@ -409,6 +422,7 @@ void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events)
 
 void agent_hooks_fini(struct agent *a)
 {
+	agent_sync_stop(a);
 	if (a->upl)
 		upl_free(a->upl);
 	a->upl = NULL;

@@ -9,6 +9,7 @@
 #include "accounting/uploader.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
+#include "common/syncer.h"
 #include "common/util.h"
 #include "isolation/cgroup.h"
 #include "isolation/seccomp.h"
@@ -531,35 +532,107 @@ static void flush_prio(struct agent *a, enum spool_prio prio)
 }
 
 /*
- * Make the records of this loop iteration durable (one fdatasync per priority), then do what
- * had to wait for that (the audit chain head is saved before acks: state_sync_audit_head):
- * drop the state files of ended tasks (a
- * crash before this point re-finalizes them; their records have fixed ids, so the collector
- * keeps one copy), wake the uploader.
+ * Write the records of this loop iteration to the spool and make them durable: one fdatasync
+ * for the whole group, run by the syncer thread (in the loop when there is none), so the loop
+ * does not wait for the disk. What must wait for that waits for the sync's generation: the
+ * state files of ended tasks (a crash before it re-finalizes them; their records have fixed
+ * ids, so the collector keeps one copy). The audit chain head is saved before acks
+ * (state_sync_audit_head). The uploader is woken at once: an entry acked before its sync is on
+ * the collector, and the spool never reuses a seq at or below the acked one.
  */
 void agent_flush_records(struct agent *a)
 {
+	uint64_t gen = 0;
+
 	if (a->n_pend && a->spool) {
 		int r;
 
 		spool_group_begin(a->spool);
 		flush_prio(a, SPOOL_PRIO_KEEP);
 		flush_prio(a, SPOOL_PRIO_SHED);
-		r = spool_group_commit(a->spool);
+		if (a->syncer) {
+			int fd;
+
+			r = spool_group_end(a->spool, &fd);
+			if (fd >= 0)
+				gen = syncer_submit(a->syncer, fd);
+		} else
+			r = spool_group_commit(a->spool);
 		if (r < 0)
 			log_error("spool fdatasync failed: %s", strerror(-r));
 	}
 	for (size_t i = 0; i < a->n_pend; i++)
 		free(a->pend[i].buf);
 	a->n_pend = 0;
+	/* the saved positions matter after an agent restart, when the written records are
+	 * there whether synced or not */
 	audit_glue_syscalls_flushed(a);
+	if (a->syncer && a->n_unlink) {
+		/* the end records are durable with this sync, or with the last one submitted */
+		if (!gen)
+			gen = syncer_submitted(a->syncer);
+		for (size_t i = 0; i < a->n_unlink && gen > a->sync_done_gen; i++) {
+			if (a->n_sync_wait == a->cap_sync_wait) {
+				size_t nc = a->cap_sync_wait ? a->cap_sync_wait * 2 : 32;
+				struct sync_wait *nw = realloc(a->sync_wait, nc * sizeof(*nw));
+
+				if (!nw)
+					break; /* the rest is removed now, as without a syncer */
+				a->sync_wait = nw;
+				a->cap_sync_wait = nc;
+			}
+			a->sync_wait[a->n_sync_wait++] =
+			    (struct sync_wait){.gen = gen, .stem = TAKE_PTR(a->unlink_stems[i])};
+		}
+	}
 	for (size_t i = 0; i < a->n_unlink; i++) {
+		if (!a->unlink_stems[i])
+			continue;
 		state_remove_task_files(a->unlink_stems[i]);
 		free(a->unlink_stems[i]);
 	}
 	a->n_unlink = 0;
 	if (a->upl)
 		upl_kick(a->upl);
+}
+
+void agent_sync_done(struct agent *a)
+{
+	uint64_t done;
+	size_t o = 0;
+	int err;
+
+	if (!a->syncer)
+		return;
+	done = syncer_done(a->syncer, &err);
+	a->sync_done_gen = done;
+	if (err < 0)
+		log_error("spool fdatasync failed: %s", strerror(-err));
+	for (size_t i = 0; i < a->n_sync_wait; i++) {
+		if (a->sync_wait[i].gen <= done) {
+			state_remove_task_files(a->sync_wait[i].stem);
+			free(a->sync_wait[i].stem);
+		} else
+			a->sync_wait[o++] = a->sync_wait[i];
+	}
+	a->n_sync_wait = o;
+}
+
+void agent_sync_stop(struct agent *a)
+{
+	if (!a->syncer)
+		return;
+	agent_watch_del(a, syncer_fd(a->syncer));
+	syncer_stop(a->syncer);
+	a->syncer = NULL;
+	/* every generation is done now: what waited goes */
+	for (size_t i = 0; i < a->n_sync_wait; i++) {
+		state_remove_task_files(a->sync_wait[i].stem);
+		free(a->sync_wait[i].stem);
+	}
+	a->n_sync_wait = 0;
+	free(a->sync_wait);
+	a->sync_wait = NULL;
 }
 
 static void emit(struct agent *a, struct task *t, enum acct_type type);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Spool: append/peek/ack/reopen, torn tail, corrupt CRC, shedding, rollover, seq across reopen. */
+/* Spool: append/peek/ack/reopen, torn tail, corrupt CRC, shedding, rollover, seq across reopen;
+ * group end without sync and the syncer thread that runs the fdatasync. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,11 +12,13 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "accounting/spool.h"
 #include "common/macro.h"
+#include "common/syncer.h"
 
 #define HDR 24
 
@@ -375,6 +378,97 @@ static void test_bad_args(void **state)
 	spool_close(s);
 }
 
+/* spool_group_end: a descriptor of the written segment only when something was written;
+ * the entries are there (peekable) before anyone syncs it. */
+static void test_group_end(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 0, 0, 0);
+	const void *bufs[2] = {"one", "two"};
+	size_t lens[2] = {3, 3};
+	struct got g = {0};
+	struct stat a, b;
+	char path[256];
+	int fd;
+
+	spool_group_begin(s);
+	assert_int_equal(spool_group_end(s, &fd), 0);
+	assert_int_equal(fd, -1); /* nothing written */
+
+	spool_group_begin(s);
+	assert_int_equal(spool_append_many(s, bufs, lens, 2, SPOOL_PRIO_KEEP), 2);
+	assert_int_equal(spool_group_end(s, &fd), 0);
+	assert_true(fd >= 3);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	seg_path(t, 1, path, sizeof(path));
+	assert_int_equal(stat(path, &a), 0);
+	assert_int_equal(fstat(fd, &b), 0);
+	assert_true(a.st_ino == b.st_ino); /* the segment written to */
+	assert_int_equal(fdatasync(fd), 0);
+	close(fd);
+	assert_int_equal(spool_peek(s, 1, 10, 1 << 20, collect, &g), 2);
+	assert_string_equal(g.data[1], "two");
+	spool_close(s);
+}
+
+static void wait_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	assert_int_equal(poll(&p, 1, 5000), 1);
+}
+
+/* Syncer: generations in order, a failing fdatasync reported once, folded submissions, stop
+ * waits for what is pending. */
+static void test_syncer(void **state)
+{
+	struct tctx *t = *state;
+	struct syncer *y = NULL;
+	char path[256];
+	uint64_t gen;
+	int err = 1, fd, p[2];
+
+	snprintf(path, sizeof(path), "%s/f", t->dir);
+	assert_int_equal(syncer_start(&y), 0);
+	assert_int_equal(syncer_submitted(y), 0);
+	assert_int_equal(syncer_done(y, &err), 0); /* nothing yet, and no wait */
+	assert_int_equal(err, 0);
+
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	assert_int_equal(syncer_submit(y, fd), 1);
+	wait_readable(syncer_fd(y));
+	assert_int_equal(syncer_done(y, &err), 1);
+	assert_int_equal(err, 0);
+
+	/* a pipe cannot be synced (EINVAL): the failure comes back once */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	assert_int_equal(syncer_submit(y, p[1]), 2);
+	do {
+		wait_readable(syncer_fd(y));
+		gen = syncer_done(y, &err);
+	} while (gen < 2);
+	assert_int_equal(err, -EINVAL);
+	assert_int_equal(syncer_done(y, &err), 2);
+	assert_int_equal(err, 0);
+
+	/* many submissions at once: the newest generation is reached, every fd closed */
+	for (int i = 0; i < 50; i++) {
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		gen = syncer_submit(y, fd);
+	}
+	assert_int_equal(gen, 52);
+	assert_int_equal(syncer_submitted(y), 52);
+	syncer_stop(y); /* waits for generation 52 */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0 && fd < 20); /* the 50 descriptors were closed */
+	close(fd);
+	syncer_stop(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +479,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_full_sheds_samples_first, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rollover_and_delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_end, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_syncer, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
