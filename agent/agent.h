@@ -14,6 +14,7 @@
 #include "accounting/record.h"
 #include "agent/config.h"
 #include "agent/spec.h"
+#include "isolation/cgroup.h"
 #include "isolation/launch.h"
 
 struct cg_root;
@@ -133,6 +134,7 @@ struct task {
 
 struct agent_stats {
 	uint64_t tasks_started, tasks_ended, launch_failed, refused;
+	uint64_t cg_pool_hits; /* launches that took a ready cgroup */
 	uint64_t records_spooled, records_spool_refused, records_spool_refused_logged;
 	uint64_t tasks_adopted, tasks_lost;
 };
@@ -197,6 +199,16 @@ struct agent {
 	} * sync_wait;
 	size_t n_sync_wait, cap_sync_wait;
 	uint64_t sync_done_gen; /* newest generation known done */
+	/* cgroups made and removed when the loop is idle (agent/cgpool.c) */
+#define CG_POOL_MAX 2
+#define CG_REAP_MAX 32
+	struct cg_task *cg_pool[CG_POOL_MAX];
+	size_t n_cg_pool;
+	struct cg_limits cg_pool_like; /* the last launch's limits */
+	bool cg_pool_on;	       /* after a launch, until a pool cgroup failed */
+	uint64_t cg_pool_epoch, cg_pool_seq;
+	struct cg_task *cg_reap[CG_REAP_MAX];
+	size_t n_cg_reap;
 	struct conn *conns;
 	uint32_t n_conns;
 };
@@ -241,6 +253,16 @@ void agent_flush_records(struct agent *a);
 void agent_sync_done(struct agent *a);
 /* Shutdown: wait for every sync, then stop the syncer thread. */
 void agent_sync_stop(struct agent *a);
+
+/* cgpool.c: a launch's cgroup, from the pool when one fits (*cg_name then becomes its
+ * name), else made now as *cg_name. */
+int agent_cg_take(struct agent *a, const struct cg_limits *lim, char **cg_name,
+		  struct cg_task **ret);
+/* An ended task's (empty) cgroup, removed when the loop is idle. */
+void agent_cg_release(struct agent *a, struct cg_task *cg);
+bool agent_has_idle_work(const struct agent *a);
+void agent_idle_work(struct agent *a); /* one step: a removal or a pool cgroup */
+void agent_cg_pool_fini(struct agent *a);
 /* audit_glue.c */
 int audit_glue_init(struct agent *a);
 void audit_glue_fini(struct agent *a);

@@ -457,7 +457,9 @@ int main(int argc, char **argv)
 
 	while (!a.quit) {
 		struct epoll_event evs[64];
-		int n = epoll_wait(a.epfd, evs, (int)ARRAY_SIZE(evs), 1000);
+		/* idle work (agent/cgpool.c) runs only when no event is waiting */
+		int n = epoll_wait(a.epfd, evs, (int)ARRAY_SIZE(evs),
+				   agent_has_idle_work(&a) ? 0 : 1000);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -465,6 +467,8 @@ int main(int argc, char **argv)
 			log_error("epoll_wait: %s", strerror(errno));
 			break;
 		}
+		if (n == 0 && agent_has_idle_work(&a))
+			agent_idle_work(&a);
 		for (int i = 0; i < n; i++) {
 			struct watch *w = evs[i].data.ptr;
 
@@ -519,6 +523,7 @@ int main(int argc, char **argv)
 	}
 	agent_flush_records(&a);
 	agent_sync_stop(&a);
+	agent_cg_pool_fini(&a);
 	if (state_sync_audit_head(&a) < 0)
 		log_error("saving the audit chain head failed");
 	sd_notify(0, "STOPPING=1\nSTATUS=Stopping");

@@ -109,6 +109,9 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	C("corral_tasks_ended_total", "Tasks whose end record was produced.", a->stats.tasks_ended);
 	C("corral_tasks_launch_failed_total", "Tasks that failed to start.",
 	  a->stats.launch_failed);
+	C("corral_cgroup_pool_hits_total",
+	  "Launches that took a cgroup made ahead of time (agent/cgpool.c).",
+	  a->stats.cg_pool_hits);
 	C("corral_tasks_refused_total", "Launch requests refused (limits, authorization).",
 	  a->stats.refused);
 	C("corral_tasks_adopted_total", "Tasks re-adopted after an agent restart.",

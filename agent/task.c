@@ -1021,7 +1021,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		a->stats.refused++;
 		return fail(err, errlen, "%s", perr);
 	}
-	r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
+	r = agent_cg_take(a, &lim, &t->cg_name, &t->cg);
 	if (r < 0) {
 		gpu_glue_release(a, t);
 		task_free(t);
@@ -1299,8 +1299,6 @@ void task_prune_ended(struct agent *a)
 
 static void task_finalize(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
-	int r;
-
 	collect_usage(a, t, pre);
 	if (t->status_fd >= 0) {
 		agent_watch_del(a, t->status_fd);
@@ -1331,14 +1329,9 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 	a->stats.tasks_ended++;
 	/* Waiters hear of the end as soon as the record is spooled; cleanup follows. */
 	control_task_ended(a, t);
-	if (t->cg) {
-		r = cg_task_destroy(t->cg);
-		if (r < 0)
-			log_warning("task %s: removing cgroup %s failed: %s", t->id,
-				    cg_task_path(t->cg), strerror(-r));
-		cg_task_free(t->cg);
-		t->cg = NULL;
-	}
+	/* the record is final: the (empty) cgroup goes when the loop is idle */
+	agent_cg_release(a, t->cg);
+	t->cg = NULL;
 	(void)state_save_ended(a, t);
 	state_remove_task_after_flush(a, t);
 	if (t->status == ACCT_EXIT_EXITED)

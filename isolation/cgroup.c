@@ -590,13 +590,105 @@ static unsigned hierarchies_needed(const struct cg_limits *l)
 	return need;
 }
 
+/* mkdir and open t's directory in every hierarchy of need it does not have yet. On failure
+ * what this call made is removed again. */
+static int task_add_hiers(struct cg_task *t, unsigned need)
+{
+	struct cg_root *root = t->root;
+	bool created[CG_MAX_HIER] = {false};
+	int r = 0;
+
+	for (size_t i = 0; i < root->n_hier && r >= 0; i++) {
+		if (t->dir_fd[i] >= 0)
+			continue;
+		if (!root->hier[i].unified && !(root->hier[i].ctrls & need) &&
+		    (int)i != root->main_hier)
+			continue;
+		if (mkdirat(root->hier[i].dir_fd, t->name, 0755) < 0) {
+			r = -errno;
+			break;
+		}
+		created[i] = true;
+		r = task_open_hier(t, i);
+	}
+	if (r >= 0)
+		return 0;
+	for (size_t i = 0; i < root->n_hier; i++) {
+		if (!created[i])
+			continue;
+		closep(&t->dir_fd[i]);
+		closep(&t->procs_fd[i]);
+		closep(&t->join_fd[i]);
+		t->dir_fd[i] = t->procs_fd[i] = t->join_fd[i] = -1;
+		(void)unlinkat(root->hier[i].dir_fd, t->name, AT_REMOVEDIR);
+	}
+	return r;
+}
+
+int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_limits *like,
+		      struct cg_task **ret)
+{
+	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
+	static const struct cg_limits none = {.swap_max = UINT64_MAX};
+	int r;
+
+	if (!root || !ret || !is_task_name(root, name))
+		return -EINVAL;
+	if (root->ops->prepare_task) {
+		r = root->ops->prepare_task(root);
+		if (r < 0)
+			return r;
+	}
+	t = task_new(root, name);
+	if (!t)
+		return -ENOMEM;
+	r = task_add_hiers(t, hierarchies_needed(like ? like : &none));
+	if (r < 0)
+		return r;
+	r = task_finish_open(t);
+	if (r < 0) {
+		(void)cg_task_destroy(t);
+		return r;
+	}
+	*ret = TAKE_PTR(t);
+	return 0;
+}
+
+bool cg_task_fits(const struct cg_task *t, const struct cg_limits *limits)
+{
+	static const struct cg_limits none = {.swap_max = UINT64_MAX};
+	const struct cg_root *root = t->root;
+	unsigned need = hierarchies_needed(limits ? limits : &none);
+
+	for (size_t i = 0; i < root->n_hier; i++)
+		if (t->dir_fd[i] >= 0 && !root->hier[i].unified && !(root->hier[i].ctrls & need) &&
+		    (int)i != root->main_hier)
+			return false;
+	return true;
+}
+
+int cg_task_apply(struct cg_task *t, const struct cg_limits *limits)
+{
+	static const struct cg_limits none = {.swap_max = UINT64_MAX};
+	int r;
+
+	if (!t)
+		return -EINVAL;
+	if (limits) {
+		r = cg_limits_validate(limits);
+		if (r < 0)
+			return r;
+	}
+	r = task_add_hiers(t, hierarchies_needed(limits ? limits : &none));
+	if (r < 0)
+		return r;
+	return t->root->ops->apply_limits(t, limits ? limits : &none);
+}
+
 int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
 		   struct cg_task **ret)
 {
 	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
-	static const struct cg_limits none = {.swap_max = UINT64_MAX};
-	bool created[CG_MAX_HIER] = {false};
-	unsigned need;
 	int r;
 
 	if (!root || !ret || !is_task_name(root, name))
@@ -606,46 +698,16 @@ int cg_task_create(struct cg_root *root, const char *name, const struct cg_limit
 		if (r < 0)
 			return r;
 	}
-	if (root->ops->prepare_task) {
-		r = root->ops->prepare_task(root);
-		if (r < 0)
-			return r;
-	}
-	t = task_new(root, name);
-	if (!t)
-		return -ENOMEM;
-	need = hierarchies_needed(limits ? limits : &none);
-	for (size_t i = 0; i < root->n_hier; i++) {
-		if (!root->hier[i].unified && !(root->hier[i].ctrls & need) &&
-		    (int)i != root->main_hier)
-			continue;
-		if (mkdirat(root->hier[i].dir_fd, name, 0755) < 0) {
-			r = -errno;
-			goto out_rmdir;
-		}
-		created[i] = true;
-		r = task_open_hier(t, i);
-		if (r < 0)
-			goto out_rmdir;
-	}
-	r = task_finish_open(t);
+	r = cg_task_precreate(root, name, limits, &t);
 	if (r < 0)
-		goto out_rmdir;
-	r = root->ops->apply_limits(t, limits ? limits : &none);
-	if (r < 0)
-		goto out_rmdir;
+		return r;
+	r = cg_task_apply(t, limits);
+	if (r < 0) {
+		(void)cg_task_destroy(t);
+		return r;
+	}
 	*ret = TAKE_PTR(t);
 	return 0;
-out_rmdir:
-	for (size_t i = 0; i < root->n_hier; i++) {
-		closep(&t->dir_fd[i]);
-		closep(&t->procs_fd[i]);
-		closep(&t->join_fd[i]);
-		t->dir_fd[i] = t->procs_fd[i] = t->join_fd[i] = -1;
-		if (created[i])
-			(void)unlinkat(root->hier[i].dir_fd, name, AT_REMOVEDIR);
-	}
-	return r;
 }
 
 int cg_task_open(struct cg_root *root, const char *name, struct cg_task **ret)

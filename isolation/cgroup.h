@@ -97,6 +97,19 @@ int cg_limits_validate(const struct cg_limits *l);
  * name: [A-Za-z0-9._-]{1,64}. On failure nothing is left behind. */
 int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
 		   struct cg_task **ret);
+/*
+ * The same in two steps, so the directories can be made ahead of time (a pool of ready
+ * cgroups): cg_task_precreate makes the directories a task with limits like `like` needs
+ * (NULL: none) and applies nothing; cg_task_apply later validates and applies a task's
+ * limits, making any directory those need beyond what is there. A cgroup whose apply failed
+ * is removed with cg_task_destroy.
+ */
+int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_limits *like,
+		      struct cg_task **ret);
+int cg_task_apply(struct cg_task *t, const struct cg_limits *limits);
+/* Whether t has no v1 directory that a task with these limits does not need (joining one
+ * costs the child a synchronize_rcu()). */
+bool cg_task_fits(const struct cg_task *t, const struct cg_limits *limits);
 /* Open an existing task cgroup (re-adoption after an agent restart). */
 int cg_task_open(struct cg_root *root, const char *name, struct cg_task **ret);
 /* Names of existing task cgroups under the subtree (for cleanup of leftovers). */

@@ -154,10 +154,17 @@ done
 # --- restart survival: kill -9 of the agent, tasks keep running, exits still reported --------
 id1=$(ctl run -- sh -c "sleep 2.$$; exit 5")
 id2=$(ctl run -- sleep 1)
+for _ in $(seq 40); do [ -n "$(ls -d /sys/fs/cgroup/memory/"$SUBTREE"/t-0-* 2>/dev/null)" ] && break; sleep 0.05; done
+# the ready ones not taken by id1/id2 (which run in cgroups named t-0-* too)
+taken=$(grep -E "task ($id1|$id2) started" "$T/agent.log" | sed -n 's|.*cgroup [^ ]*/\([^/ ]*\) cmd.*|\1|p')
+orphans=$(ls -d /sys/fs/cgroup/memory/"$SUBTREE"/t-0-* 2>/dev/null | grep -v -F -f <(echo "$taken"))
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 sleep 0.2
 pgrep -f "sleep 2.$$" >/dev/null && pass "task survives kill -9 of corrald" || fail "task died with the agent"
 start_agent --no-bpf
+left=0; for d in $orphans; do [ -d "$d" ] && left=$((left + 1)); done
+[ -n "$orphans" ] && [ "$left" = 0 ] && pass "ready cgroups of the killed agent removed at restart" \
+	|| fail "ready cgroups after kill -9: '$orphans', $left left"
 ctl wait "$id1" 2>/dev/null; rc=$?
 [ "$rc" = 5 ] && pass "exit code reported after agent restart (task ended while running)" || fail "restart: rc $rc"
 sleep 1.2
@@ -289,12 +296,34 @@ echo "$out" | grep -q 'command' && pass "API rejects a malformed spec: $out" || 
 out=$(ctl run --memory 100T -- true 2>&1)
 echo "$out" | grep -q 'exceeds what is left' && pass "oversized request refused: $(echo "$out" | tail -n1)" || fail "reserve: $out"
 
-# every task cgroup was removed
-left=$(find /sys/fs/cgroup/memory/"$SUBTREE" -mindepth 1 -type d 2>/dev/null | wc -l)
+# every task cgroup was removed (ended tasks' go when the agent is idle, within moments);
+# the ready-made ones of the pool (t-0-*) stay until the agent stops
+task_cgroups() { find /sys/fs/cgroup/memory/"$SUBTREE" -mindepth 1 -type d ! -name 't-0-*' 2>/dev/null | wc -l; }
+for _ in $(seq 40); do [ "$(task_cgroups)" = 0 ] && break; sleep 0.05; done
+left=$(task_cgroups)
 [ "$left" = 0 ] && pass "task cgroups removed after their records were final" || fail "$left task cgroups left"
+
+# --- cgroups made ahead (agent/cgpool.c): a launch takes a ready one, none is reused --------
+ctl run --wait -- true >/dev/null
+for _ in $(seq 40); do [ -n "$(ls -d /sys/fs/cgroup/memory/"$SUBTREE"/t-0-* 2>/dev/null)" ] && break; sleep 0.05; done
+pool=$(ls -d /sys/fs/cgroup/memory/"$SUBTREE"/t-0-* 2>/dev/null | xargs -r -n1 basename | sort | tr '\n' ' ')
+id=$(ctl run -- sleep 5)
+cgp=$(ctl show "$id" --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("cgroup",""))' 2>/dev/null)
+name=$(grep "task $id started" "$T/agent.log" | sed -n 's|.*cgroup [^ ]*/\([^/ ]*\) cmd.*|\1|p')
+if [ -n "$pool" ] && [ -n "$name" ] && echo " $pool" | grep -q " $name " && [ -d /sys/fs/cgroup/memory/"$SUBTREE/$name" ]; then
+	pass "a launch took a ready cgroup: $name (ready: $pool)"
+else
+	fail "pool: ready '$pool', task cgroup '$name' ($cgp)"
+fi
+ctl kill "$id" >/dev/null; ctl wait "$id" >/dev/null
+for _ in $(seq 40); do [ ! -d /sys/fs/cgroup/memory/"$SUBTREE/$name" ] && break; sleep 0.05; done
+[ ! -d /sys/fs/cgroup/memory/"$SUBTREE/$name" ] && pass "its cgroup was removed after the task, not reused" \
+	|| fail "cgroup $name still there after its task ended"
 
 # --- ended tasks on disk: only the newest ended_keep stay (the files once piled up forever) --
 stop_agent
+left=$(find /sys/fs/cgroup/*/"$SUBTREE" /sys/fs/cgroup/unified/"$SUBTREE" -mindepth 1 -maxdepth 1 -type d -name 't-0-*' 2>/dev/null | wc -l)
+[ "$left" = 0 ] && pass "the agent's stop removed its ready cgroups" || fail "$left ready cgroups left after stop"
 printf '[agent]\nended_keep = 3\n' >"$T/ended.conf"
 start_agent --config "$T/ended.conf"
 n0=$(ls "$STATE/ended" | wc -l)
