@@ -685,6 +685,40 @@ static void test_v1_needed_hierarchies(void **state)
 	cg_root_free(root);
 }
 
+/* Made ahead, limits later: precreate makes the hierarchies of `like` only; fits() refuses a
+ * cgroup with a v1 directory the task does not need; apply() adds what the limits need. */
+static void test_v1_precreate_apply(void **state)
+{
+	struct cg_limits none = {.swap_max = UINT64_MAX};
+	struct cg_limits pids = {.swap_max = UINT64_MAX, .pids_max = 32};
+	struct cg_limits bad = {.swap_max = UINT64_MAX, .cpus = -1};
+	struct cg_task *t = NULL, *t2 = NULL;
+	struct cg_root *root;
+
+	(void)state;
+	make_v1_tree(true);
+	root = open_root(CG_MODE_V1, NULL);
+	assert_int_equal(cg_task_precreate(root, "p1", &none, &t), 0);
+	assert_true(exists_rel("memory/corral-test/p1"));
+	assert_true(exists_rel("unified/corral-test/p1"));
+	assert_false(exists_rel("pids/corral-test/p1"));
+	assert_true(cg_task_fits(t, &none));
+	assert_true(cg_task_fits(t, &pids)); /* missing ones are made by apply */
+	assert_int_equal(cg_task_apply(t, &bad), -ERANGE);
+	assert_int_equal(cg_task_apply(t, &pids), 0);
+	assert_true(exists_rel("pids/corral-test/p1"));
+	assert_string_equal(read_rel("pids/corral-test/p1/pids.max"), "32");
+	assert_true(cg_task_fits(t, &pids));
+	assert_false(cg_task_fits(t, &none)); /* a pids directory that task would join */
+	assert_int_equal(cg_task_precreate(root, "p1", &none, &t2), -EEXIST);
+	assert_int_equal(cg_task_precreate(root, "../x", &none, &t2), -EINVAL);
+	assert_int_equal(cg_task_destroy(t), 0);
+	assert_false(exists_rel("pids/corral-test/p1"));
+	assert_false(exists_rel("memory/corral-test/p1"));
+	cg_task_free(t);
+	cg_root_free(root);
+}
+
 static void test_v1_stats_and_kill(void **state)
 {
 	struct cg_root *root;
@@ -931,6 +965,7 @@ int main(void)
 					    teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_foreign, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_needed_hierarchies, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_precreate_apply, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_stats_and_kill, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
