@@ -202,11 +202,14 @@ struct agent {
 	/* cgroups made and removed when the loop is idle (agent/cgpool.c) */
 #define CG_POOL_MAX 2
 #define CG_REAP_MAX 32
-	struct cg_task *cg_pool[CG_POOL_MAX];
+	struct cg_pool_entry {
+		struct cg_task *cg; /* named after the task id it was made for */
+		uint64_t key;	    /* that task's seq (its BPF key) */
+		uint64_t made_mono;
+	} cg_pool[CG_POOL_MAX]; /* oldest first */
 	size_t n_cg_pool;
 	struct cg_limits cg_pool_like; /* the last launch's limits */
 	bool cg_pool_on;	       /* after a launch, until a pool cgroup failed */
-	uint64_t cg_pool_epoch, cg_pool_seq;
 	struct cg_task *cg_reap[CG_REAP_MAX];
 	size_t n_cg_reap;
 	struct conn *conns;
@@ -254,10 +257,11 @@ void agent_sync_done(struct agent *a);
 /* Shutdown: wait for every sync, then stop the syncer thread. */
 void agent_sync_stop(struct agent *a);
 
-/* cgpool.c: a launch's cgroup, from the pool when one fits (*cg_name then becomes its
- * name), else made now as *cg_name. */
-int agent_cg_take(struct agent *a, const struct cg_limits *lim, char **cg_name,
-		  struct cg_task **ret);
+/* cgpool.c: a ready cgroup for a launch with these limits, if one fits: then *ret, and the
+ * task's seq and id that it was made for (the cgroup is named after the id). Limits are not
+ * applied yet (cg_task_apply). */
+bool agent_cg_pool_take(struct agent *a, const struct cg_limits *lim, uint64_t *key, char *id,
+			size_t idlen, struct cg_task **ret);
 /* An ended task's (empty) cgroup, removed when the loop is idle. */
 void agent_cg_release(struct agent *a, struct cg_task *cg);
 bool agent_has_idle_work(const struct agent *a);

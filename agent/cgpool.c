@@ -4,13 +4,15 @@
  * three opens in each of four or more hierarchies on a v1 host) and removing an ended task's
  * were about 40% of the agent's own work per launch. Both now run when the loop has nothing
  * else to do (agent_idle_work, called when epoll finds no event):
- *  - a pool of up to CG_POOL_MAX fresh, empty cgroups, made like the last launch's limits, of
- *    which a launch takes one (cg_task_apply writes its limits and makes any directory its
- *    limits need beyond the pool's). A cgroup is never reused: each one serves one task.
+ *  - a pool of up to CG_POOL_MAX fresh, empty cgroups, made like the last launch's limits.
+ *    Each is made for a task id reserved with it (t-<time>-<seq>, the cgroup named after it,
+ *    as every task's is), and a launch takes the oldest one together with its id;
+ *    cg_task_apply then writes the task's limits. A cgroup is never reused: each serves one
+ *    task. One older than CG_POOL_MAX_AGE_S is replaced, so an id's time stays close to its
+ *    task's start.
  *  - ended tasks' cgroups queue for removal; past CG_REAP_MAX waiting they are removed at
  *    once, so a loop that is never idle cannot pile them up.
- * Pool cgroups are named t-0-<agent start, hex>-<n, hex>: no task id starts with "t-0-", and
- * the start-up sweep of orphaned task cgroups removes them after a crash.
+ * After a crash the start-up sweep of orphaned task cgroups removes the pool's.
  */
 #include "agent/agent.h"
 #include "agent/log.h"
@@ -23,36 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-int agent_cg_take(struct agent *a, const struct cg_limits *lim, char **cg_name,
-		  struct cg_task **ret)
-{
-	int r;
-
-	a->cg_pool_like = *lim;
-	a->cg_pool_on = true;
-	while (a->n_cg_pool > 0) {
-		struct cg_task *cg = a->cg_pool[--a->n_cg_pool];
-		char *name;
-
-		if (!cg_task_fits(cg, lim)) { /* made for other limits: not for this task */
-			agent_cg_release(a, cg);
-			continue;
-		}
-		name = strdup(cg_task_name(cg));
-		r = name ? cg_task_apply(cg, lim) : -ENOMEM;
-		if (r < 0) {
-			free(name);
-			agent_cg_release(a, cg);
-			return r;
-		}
-		free(*cg_name);
-		*cg_name = name;
-		*ret = cg;
-		a->stats.cg_pool_hits++;
-		return 0;
-	}
-	return cg_task_create(a->cg, *cg_name, lim, ret);
-}
+#define CG_POOL_MAX_AGE_S 60
 
 static void destroy(struct cg_task *cg)
 {
@@ -61,6 +34,36 @@ static void destroy(struct cg_task *cg)
 	if (r < 0)
 		log_warning("removing cgroup %s failed: %s", cg_task_path(cg), strerror(-r));
 	cg_task_free(cg);
+}
+
+static void pool_drop(struct agent *a, size_t i)
+{
+	struct cg_task *cg = a->cg_pool[i].cg;
+
+	memmove(&a->cg_pool[i], &a->cg_pool[i + 1], (a->n_cg_pool - i - 1) * sizeof(a->cg_pool[0]));
+	a->n_cg_pool--;
+	agent_cg_release(a, cg);
+}
+
+bool agent_cg_pool_take(struct agent *a, const struct cg_limits *lim, uint64_t *key, char *id,
+			size_t idlen, struct cg_task **ret)
+{
+	a->cg_pool_like = *lim;
+	a->cg_pool_on = true;
+	while (a->n_cg_pool > 0) {
+		if (!cg_task_fits(a->cg_pool[0].cg, lim)) { /* made for other limits */
+			pool_drop(a, 0);
+			continue;
+		}
+		*ret = a->cg_pool[0].cg;
+		*key = a->cg_pool[0].key;
+		snprintf(id, idlen, "%s", cg_task_name(*ret));
+		memmove(&a->cg_pool[0], &a->cg_pool[1], (a->n_cg_pool - 1) * sizeof(a->cg_pool[0]));
+		a->n_cg_pool--;
+		a->stats.cg_pool_hits++;
+		return true;
+	}
+	return false;
 }
 
 void agent_cg_release(struct agent *a, struct cg_task *cg)
@@ -81,26 +84,31 @@ bool agent_has_idle_work(const struct agent *a)
 
 void agent_idle_work(struct agent *a)
 {
+	uint64_t now = now_ns(CLOCK_MONOTONIC), key;
 	char name[64];
 	int r;
 
+	if (a->n_cg_pool > 0 && now - a->cg_pool[0].made_mono > CG_POOL_MAX_AGE_S * NSEC_PER_SEC)
+		pool_drop(a, 0); /* its id would say an old time */
 	if (a->n_cg_reap > 0) {
 		destroy(a->cg_reap[--a->n_cg_reap]);
 		return;
 	}
 	if (!a->cg_pool_on || a->n_cg_pool >= CG_POOL_MAX)
 		return;
-	if (!a->cg_pool_epoch)
-		a->cg_pool_epoch = now_ns(CLOCK_REALTIME) / NSEC_PER_SEC;
-	snprintf(name, sizeof(name), "t-0-%llx-%llx", (unsigned long long)a->cg_pool_epoch,
-		 (unsigned long long)++a->cg_pool_seq);
-	r = cg_task_precreate(a->cg, name, &a->cg_pool_like, &a->cg_pool[a->n_cg_pool]);
+	key = state_next_task_seq(a);
+	snprintf(name, sizeof(name), "t-%llx-%llx",
+		 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
+		 (unsigned long long)key);
+	r = cg_task_precreate(a->cg, name, &a->cg_pool_like, &a->cg_pool[a->n_cg_pool].cg);
 	if (r < 0) {
 		/* launches make their own; try again after the next one */
 		log_warning("preparing a task cgroup failed: %s", strerror(-r));
 		a->cg_pool_on = false;
 		return;
 	}
+	a->cg_pool[a->n_cg_pool].key = key;
+	a->cg_pool[a->n_cg_pool].made_mono = now;
 	a->n_cg_pool++;
 }
 
@@ -109,6 +117,6 @@ void agent_cg_pool_fini(struct agent *a)
 	while (a->n_cg_reap > 0)
 		destroy(a->cg_reap[--a->n_cg_reap]);
 	while (a->n_cg_pool > 0)
-		destroy(a->cg_pool[--a->n_cg_pool]);
+		destroy(a->cg_pool[--a->n_cg_pool].cg);
 	a->cg_pool_on = false;
 }

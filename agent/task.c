@@ -856,6 +856,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	const struct sbx_filter *filter = NULL;
 	struct launch_plan plan = {0};
 	struct cg_limits lim = {0};
+	struct cg_task *pool_cg = NULL;
 	struct users *users = agent_users(a);
 	const struct user_info *pw;
 	struct task *t;
@@ -1000,10 +1001,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 			return fail(err, errlen, "internal: spec copy failed: %s", perr);
 		}
 	}
-	t->key = state_next_task_seq(a);
-	snprintf(t->id, sizeof(t->id), "t-%llx-%llx",
-		 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
-		 (unsigned long long)t->key);
+	/* a cgroup made ahead comes with the task id it was made for (agent/cgpool.c) */
+	if (!agent_cg_pool_take(a, &lim, &t->key, t->id, sizeof(t->id), &pool_cg)) {
+		t->key = state_next_task_seq(a);
+		snprintf(t->id, sizeof(t->id), "t-%llx-%llx",
+			 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
+			 (unsigned long long)t->key);
+	}
 	t->user = strdup(pw->name);
 	t->uid = pw->uid;
 	t->gid = pw->gid;
@@ -1017,11 +1021,19 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	r = gpu_glue_prepare(a, t, &gpu_env, perr, sizeof(perr));
 	if (r < 0) {
+		agent_cg_release(a, pool_cg);
 		task_free(t);
 		a->stats.refused++;
 		return fail(err, errlen, "%s", perr);
 	}
-	r = agent_cg_take(a, &lim, &t->cg_name, &t->cg);
+	if (pool_cg) {
+		r = cg_task_apply(pool_cg, &lim);
+		if (r < 0)
+			agent_cg_release(a, pool_cg);
+		else
+			t->cg = pool_cg;
+	} else
+		r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
 	if (r < 0) {
 		gpu_glue_release(a, t);
 		task_free(t);
