@@ -77,9 +77,15 @@ void agent_cg_release(struct agent *a, struct cg_task *cg)
 	a->cg_reap[a->n_cg_reap++] = cg;
 }
 
+static bool pool_stale(const struct agent *a, uint64_t now)
+{
+	return a->n_cg_pool > 0 && now - a->cg_pool[0].made_mono > CG_POOL_MAX_AGE_S * NSEC_PER_SEC;
+}
+
 bool agent_has_idle_work(const struct agent *a)
 {
-	return a->n_cg_reap > 0 || (a->cg_pool_on && a->n_cg_pool < CG_POOL_MAX);
+	return a->n_cg_reap > 0 || (a->cg_pool_on && a->n_cg_pool < CG_POOL_MAX) ||
+	       pool_stale(a, now_ns(CLOCK_MONOTONIC));
 }
 
 void agent_idle_work(struct agent *a)
@@ -88,7 +94,7 @@ void agent_idle_work(struct agent *a)
 	char name[64];
 	int r;
 
-	if (a->n_cg_pool > 0 && now - a->cg_pool[0].made_mono > CG_POOL_MAX_AGE_S * NSEC_PER_SEC)
+	if (pool_stale(a, now))
 		pool_drop(a, 0); /* its id would say an old time */
 	if (a->n_cg_reap > 0) {
 		destroy(a->cg_reap[--a->n_cg_reap]);
