@@ -574,10 +574,16 @@ int cg_limits_validate(const struct cg_limits *l)
 	return 0;
 }
 
-/* Controllers a task with these limits needs (see struct cg_limits). */
+/* A task without limits. */
+static const struct cg_limits no_limits = {.swap_max = UINT64_MAX};
+
+/* Controllers a task with these limits (NULL: none) needs (see struct cg_limits). */
 static unsigned hierarchies_needed(const struct cg_limits *l)
 {
 	unsigned need = 1u << CG_C_MEMORY | 1u << CG_C_CPUACCT | 1u << CG_C_FREEZER;
+
+	if (!l)
+		l = &no_limits;
 
 	if (l->cpus > 0 || l->cpu_weight)
 		need |= 1u << CG_C_CPU;
@@ -590,6 +596,13 @@ static unsigned hierarchies_needed(const struct cg_limits *l)
 	return need;
 }
 
+/* Whether a task whose limits need the controllers in need has a directory in hierarchy i:
+ * the unified and the main one always, a v1 one when it serves one of them. */
+static bool hier_wanted(const struct cg_root *root, size_t i, unsigned need)
+{
+	return root->hier[i].unified || (root->hier[i].ctrls & need) || (int)i == root->main_hier;
+}
+
 /* mkdir and open t's directory in every hierarchy of need it does not have yet. On failure
  * what this call made is removed again. */
 static int task_add_hiers(struct cg_task *t, unsigned need)
@@ -599,10 +612,7 @@ static int task_add_hiers(struct cg_task *t, unsigned need)
 	int r = 0;
 
 	for (size_t i = 0; i < root->n_hier && r >= 0; i++) {
-		if (t->dir_fd[i] >= 0)
-			continue;
-		if (!root->hier[i].unified && !(root->hier[i].ctrls & need) &&
-		    (int)i != root->main_hier)
+		if (t->dir_fd[i] >= 0 || !hier_wanted(root, i, need))
 			continue;
 		if (mkdirat(root->hier[i].dir_fd, t->name, 0755) < 0) {
 			r = -errno;
@@ -629,7 +639,6 @@ int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_li
 		      struct cg_task **ret)
 {
 	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
-	static const struct cg_limits none = {.swap_max = UINT64_MAX};
 	int r;
 
 	if (!root || !ret || !is_task_name(root, name))
@@ -642,7 +651,7 @@ int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_li
 	t = task_new(root, name);
 	if (!t)
 		return -ENOMEM;
-	r = task_add_hiers(t, hierarchies_needed(like ? like : &none));
+	r = task_add_hiers(t, hierarchies_needed(like));
 	if (r < 0)
 		return r;
 	r = task_finish_open(t);
@@ -656,20 +665,17 @@ int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_li
 
 bool cg_task_fits(const struct cg_task *t, const struct cg_limits *limits)
 {
-	static const struct cg_limits none = {.swap_max = UINT64_MAX};
 	const struct cg_root *root = t->root;
-	unsigned need = hierarchies_needed(limits ? limits : &none);
+	unsigned need = hierarchies_needed(limits);
 
 	for (size_t i = 0; i < root->n_hier; i++)
-		if (t->dir_fd[i] >= 0 && !root->hier[i].unified && !(root->hier[i].ctrls & need) &&
-		    (int)i != root->main_hier)
+		if (t->dir_fd[i] >= 0 && !hier_wanted(root, i, need))
 			return false;
 	return true;
 }
 
 int cg_task_apply(struct cg_task *t, const struct cg_limits *limits)
 {
-	static const struct cg_limits none = {.swap_max = UINT64_MAX};
 	int r;
 
 	if (!t)
@@ -679,10 +685,10 @@ int cg_task_apply(struct cg_task *t, const struct cg_limits *limits)
 		if (r < 0)
 			return r;
 	}
-	r = task_add_hiers(t, hierarchies_needed(limits ? limits : &none));
+	r = task_add_hiers(t, hierarchies_needed(limits));
 	if (r < 0)
 		return r;
-	return t->root->ops->apply_limits(t, limits ? limits : &none);
+	return t->root->ops->apply_limits(t, limits ? limits : &no_limits);
 }
 
 int cg_task_create(struct cg_root *root, const char *name, const struct cg_limits *limits,
