@@ -309,6 +309,8 @@ int state_load(struct agent *a);
 int state_next_record_id(struct agent *a, char *buf, size_t len);
 int state_init_counters(struct agent *a);
 uint64_t state_next_task_seq(struct agent *a);
+/* A new task id, t-<unix time, hex>-<seq, hex> (ids are unique per node); returns the seq. */
+uint64_t state_next_task_id(struct agent *a, char *id, size_t len);
 int state_save_audit_head(struct agent *a);
 /* Saves the head if records were chained since the last save (before spool acks, at stop). */
 int state_sync_audit_head(struct agent *a);

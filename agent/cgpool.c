@@ -36,13 +36,14 @@ static void destroy(struct cg_task *cg)
 	cg_task_free(cg);
 }
 
-static void pool_drop(struct agent *a, size_t i)
+/* Takes the oldest ready cgroup out of the pool. */
+static struct cg_pool_entry pool_shift(struct agent *a)
 {
-	struct cg_task *cg = a->cg_pool[i].cg;
+	struct cg_pool_entry e = a->cg_pool[0];
 
-	memmove(&a->cg_pool[i], &a->cg_pool[i + 1], (a->n_cg_pool - i - 1) * sizeof(a->cg_pool[0]));
+	memmove(&a->cg_pool[0], &a->cg_pool[1], (a->n_cg_pool - 1) * sizeof(a->cg_pool[0]));
 	a->n_cg_pool--;
-	agent_cg_release(a, cg);
+	return e;
 }
 
 bool agent_cg_pool_take(struct agent *a, const struct cg_limits *lim, uint64_t *key, char *id,
@@ -51,15 +52,15 @@ bool agent_cg_pool_take(struct agent *a, const struct cg_limits *lim, uint64_t *
 	a->cg_pool_like = *lim;
 	a->cg_pool_on = true;
 	while (a->n_cg_pool > 0) {
-		if (!cg_task_fits(a->cg_pool[0].cg, lim)) { /* made for other limits */
-			pool_drop(a, 0);
+		struct cg_pool_entry e = pool_shift(a);
+
+		if (!cg_task_fits(e.cg, lim)) { /* made for other limits */
+			agent_cg_release(a, e.cg);
 			continue;
 		}
-		*ret = a->cg_pool[0].cg;
-		*key = a->cg_pool[0].key;
-		snprintf(id, idlen, "%s", cg_task_name(*ret));
-		memmove(&a->cg_pool[0], &a->cg_pool[1], (a->n_cg_pool - 1) * sizeof(a->cg_pool[0]));
-		a->n_cg_pool--;
+		*ret = e.cg;
+		*key = e.key;
+		snprintf(id, idlen, "%s", cg_task_name(e.cg));
 		a->stats.cg_pool_hits++;
 		return true;
 	}
@@ -95,17 +96,14 @@ void agent_idle_work(struct agent *a)
 	int r;
 
 	if (pool_stale(a, now))
-		pool_drop(a, 0); /* its id would say an old time */
+		agent_cg_release(a, pool_shift(a).cg); /* its id would say an old time */
 	if (a->n_cg_reap > 0) {
 		destroy(a->cg_reap[--a->n_cg_reap]);
 		return;
 	}
 	if (!a->cg_pool_on || a->n_cg_pool >= CG_POOL_MAX)
 		return;
-	key = state_next_task_seq(a);
-	snprintf(name, sizeof(name), "t-%llx-%llx",
-		 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
-		 (unsigned long long)key);
+	key = state_next_task_id(a, name, sizeof(name));
 	r = cg_task_precreate(a->cg, name, &a->cg_pool_like, &a->cg_pool[a->n_cg_pool].cg);
 	if (r < 0) {
 		/* launches make their own; try again after the next one */

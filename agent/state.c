@@ -101,6 +101,16 @@ uint64_t state_next_task_seq(struct agent *a)
 	return ++a->next_task_seq;
 }
 
+uint64_t state_next_task_id(struct agent *a, char *id, size_t len)
+{
+	uint64_t seq = state_next_task_seq(a);
+
+	snprintf(id, len, "t-%llx-%llx",
+		 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
+		 (unsigned long long)seq);
+	return seq;
+}
+
 int state_next_record_id(struct agent *a, char *buf, size_t len)
 {
 	if (a->next_record_seq >= a->record_seq_reserved) {

@@ -596,18 +596,11 @@ void agent_flush_records(struct agent *a)
 		upl_kick(a->upl);
 }
 
-void agent_sync_done(struct agent *a)
+/* The state files that waited for generations up to done go. */
+static void remove_synced(struct agent *a, uint64_t done)
 {
-	uint64_t done;
 	size_t o = 0;
-	int err;
 
-	if (!a->syncer)
-		return;
-	done = syncer_done(a->syncer, &err);
-	a->sync_done_gen = done;
-	if (err < 0)
-		log_error("spool fdatasync failed: %s", strerror(-err));
 	for (size_t i = 0; i < a->n_sync_wait; i++) {
 		if (a->sync_wait[i].gen <= done) {
 			state_remove_task_files(a->sync_wait[i].stem);
@@ -618,6 +611,20 @@ void agent_sync_done(struct agent *a)
 	a->n_sync_wait = o;
 }
 
+void agent_sync_done(struct agent *a)
+{
+	uint64_t done;
+	int err;
+
+	if (!a->syncer)
+		return;
+	done = syncer_done(a->syncer, &err);
+	a->sync_done_gen = done;
+	if (err < 0)
+		log_error("spool fdatasync failed: %s", strerror(-err));
+	remove_synced(a, done);
+}
+
 void agent_sync_stop(struct agent *a)
 {
 	if (!a->syncer)
@@ -625,12 +632,7 @@ void agent_sync_stop(struct agent *a)
 	agent_watch_del(a, syncer_fd(a->syncer));
 	syncer_stop(a->syncer);
 	a->syncer = NULL;
-	/* every generation is done now: what waited goes */
-	for (size_t i = 0; i < a->n_sync_wait; i++) {
-		state_remove_task_files(a->sync_wait[i].stem);
-		free(a->sync_wait[i].stem);
-	}
-	a->n_sync_wait = 0;
+	remove_synced(a, UINT64_MAX); /* every generation is done now */
 	free(a->sync_wait);
 	a->sync_wait = NULL;
 }
@@ -1002,12 +1004,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		}
 	}
 	/* a cgroup made ahead comes with the task id it was made for (agent/cgpool.c) */
-	if (!agent_cg_pool_take(a, &lim, &t->key, t->id, sizeof(t->id), &pool_cg)) {
-		t->key = state_next_task_seq(a);
-		snprintf(t->id, sizeof(t->id), "t-%llx-%llx",
-			 (unsigned long long)(now_ns(CLOCK_REALTIME) / NSEC_PER_SEC),
-			 (unsigned long long)t->key);
-	}
+	if (!agent_cg_pool_take(a, &lim, &t->key, t->id, sizeof(t->id), &pool_cg))
+		t->key = state_next_task_id(a, t->id, sizeof(t->id));
 	t->user = strdup(pw->name);
 	t->uid = pw->uid;
 	t->gid = pw->gid;
