@@ -40,20 +40,34 @@ static void be(char *p, uint64_t v, int bytes)
 		p[i] = (char)(v & 0xff);
 }
 
-static void field(struct pgcopy *c, const void *data, size_t len)
+/* A field of pre[0..npre) then data[0..len): its length, then the bytes. */
+static void field(struct pgcopy *c, const char *pre, size_t npre, const void *data, size_t len)
 {
 	char *p;
 
-	if (len > INT32_MAX) {
+	if (len > INT32_MAX - npre) {
 		c->err = c->err ?: -ENOMEM;
 		return;
 	}
-	p = room(c, 4 + len);
+	p = room(c, 4 + npre + len);
 	if (!p)
 		return;
-	be(p, len, 4);
+	be(p, npre + len, 4);
+	if (npre)
+		memcpy(p + 4, pre, npre);
 	if (len)
-		memcpy(p + 4, data, len);
+		memcpy(p + 4 + npre, data, len);
+}
+
+/* A field of a fixed-size integer, big endian. */
+static void fixed(struct pgcopy *c, uint64_t v, int bytes)
+{
+	char *p = room(c, 4 + (size_t)bytes);
+
+	if (!p)
+		return;
+	be(p, (uint64_t)bytes, 4);
+	be(p + 4, v, bytes);
 }
 
 void pgcopy_begin(struct pgcopy *c)
@@ -85,44 +99,22 @@ void pgcopy_null(struct pgcopy *c)
 
 void pgcopy_text(struct pgcopy *c, const char *s, size_t len)
 {
-	field(c, s, len);
+	field(c, NULL, 0, s, len);
 }
 
 void pgcopy_jsonb(struct pgcopy *c, const char *s, size_t len)
 {
-	char *p;
-
-	if (len > INT32_MAX - 1) {
-		c->err = c->err ?: -ENOMEM;
-		return;
-	}
-	p = room(c, 5 + len);
-	if (!p)
-		return;
-	be(p, len + 1, 4);
-	p[4] = 1; /* jsonb binary format version */
-	if (len)
-		memcpy(p + 5, s, len);
+	field(c, "\1", 1, s, len); /* jsonb binary format version 1, then the text */
 }
 
 void pgcopy_int4(struct pgcopy *c, int32_t v)
 {
-	char *p = room(c, 8);
-
-	if (!p)
-		return;
-	be(p, 4, 4);
-	be(p + 4, (uint32_t)v, 4);
+	fixed(c, (uint32_t)v, 4);
 }
 
 void pgcopy_int8(struct pgcopy *c, int64_t v)
 {
-	char *p = room(c, 12);
-
-	if (!p)
-		return;
-	be(p, 8, 4);
-	be(p + 4, (uint64_t)v, 8);
+	fixed(c, (uint64_t)v, 8);
 }
 
 void pgcopy_float8(struct pgcopy *c, double v)

@@ -185,7 +185,7 @@ const struct coll_col coll_cols[COLL_N_COLS] = {
     {"job", COLL_COL_TEXT},
     {"\"user\"", COLL_COL_TEXT},
     {"account", COLL_COL_TEXT},
-    {"labels", COLL_COL_JSON},
+    {"labels", COLL_COL_JSONB},
     {"req_cpus", COLL_COL_REAL},
     {"req_memory_bytes", COLL_COL_INT},
     {"req_gpus", COLL_COL_INT},

@@ -230,7 +230,14 @@ const char *coll_store_errmsg(struct coll_store *s);
 /* ---- shared by the backends (store.c) ---- */
 
 /* Columns of the records table, in the order the backends bind them. */
-enum coll_col_kind { COLL_COL_TEXT, COLL_COL_INT, COLL_COL_REAL, COLL_COL_JSON, COLL_COL_TIME };
+enum coll_col_kind {
+	COLL_COL_TEXT,
+	COLL_COL_INT,
+	COLL_COL_REAL,
+	COLL_COL_JSON,	/* JSON text (PostgreSQL: JSON) */
+	COLL_COL_JSONB, /* JSON text (PostgreSQL: JSONB) */
+	COLL_COL_TIME,
+};
 struct coll_col {
 	const char *name; /* already quoted where needed ("user") */
 	enum coll_col_kind kind;

@@ -311,11 +311,8 @@ static int build_copy(const struct coll_item *items, size_t n, char **ret, size_
 			case COLL_COL_TIME:
 				pgcopy_timestamptz_ns(&c, items[i].rec->time_ns);
 				break;
-			case COLL_COL_JSON: /* labels JSONB, body JSON */
-				if (strcmp(coll_cols[k].name, "labels") == 0)
-					pgcopy_jsonb(&c, v[k].s, v[k].len);
-				else
-					pgcopy_text(&c, v[k].s, v[k].len);
+			case COLL_COL_JSONB:
+				pgcopy_jsonb(&c, v[k].s, v[k].len);
 				break;
 			default:
 				pgcopy_text(&c, v[k].s, v[k].len);
