@@ -881,19 +881,23 @@ int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller)
  * Async-signal-safe: only write(2). "0" moves the writing thread (v1 tasks) or process
  * (cgroup.procs); the caller is single-threaded.
  */
+int cg_join_fds(const int *fds, const bool *unified, size_t n, bool unified_done)
+{
+	for (size_t i = 0; i < n; i++) /* "0": the calling thread, the whole (new) process */
+		if (!(unified_done && unified[i]) && write(fds[i], "0", 1) != 1)
+			return -errno;
+	return 0;
+}
+
 int cg_task_join_self(const struct cg_task *t, bool unified_done)
 {
+	int fds[CG_MAX_HIER];
+	bool unified[CG_MAX_HIER];
+
 	if (!t)
 		return -EINVAL;
-	for (size_t i = 0; i < t->root->n_hier; i++) {
-		int fd = t->root->hier[i].unified ? t->procs_fd[i] : t->join_fd[i];
-
-		if (fd < 0 || (unified_done && t->root->hier[i].unified))
-			continue;
-		if (write(fd, "0", 1) != 1)
-			return -errno;
-	}
-	return 0;
+	return cg_join_fds(fds, unified, cg_task_join_fds(t, fds, unified, CG_MAX_HIER),
+			   unified_done);
 }
 
 int cg_task_attach(const struct cg_task *t, pid_t pid)

@@ -136,6 +136,8 @@ uint64_t cg_task_unified_id(const struct cg_task *t);
  * was cloned into it). Async-signal-safe (write(2) only). Returns 0 or -errno.
  */
 int cg_task_join_self(const struct cg_task *t, bool unified_done);
+/* The same from the fds alone (cg_task_join_fds' output, e.g. passed to another process). */
+int cg_join_fds(const int *fds, const bool *unified, size_t n, bool unified_done);
 /* Parent side: move pid into the task's cgroups. */
 int cg_task_attach(const struct cg_task *t, pid_t pid);
 

@@ -209,11 +209,11 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 	if (cx->shared_vm)
 		child_report_pid(cx->status_w);
 	close(cx->status_w);
-	if (cx->need_join)
-		for (size_t i = 0; i < p->n_join; i++)
-			if (!(cx->unified_done && p->join_unified[i]) &&
-			    write(p->join_fd[i], "0", 1) != 1)
-				child_fail(err_fd, LAUNCH_STEP_CGROUP, errno);
+	if (cx->need_join) {
+		r = cg_join_fds(p->join_fd, p->join_unified, p->n_join, cx->unified_done);
+		if (r < 0)
+			child_fail(err_fd, LAUNCH_STEP_CGROUP, -r);
+	}
 	do {
 		n = read(sync_fd, &go, 1);
 	} while (n < 0 && errno == EINTR);
