@@ -9,29 +9,7 @@
 
 static char *room(struct pgcopy *c, size_t n)
 {
-	if (c->err)
-		return NULL;
-	if (c->cap - c->len < n) {
-		size_t cap = c->cap ? c->cap : 4096;
-		char *p;
-
-		while (cap - c->len < n) {
-			if (cap > SIZE_MAX / 2) {
-				c->err = -ENOMEM;
-				return NULL;
-			}
-			cap *= 2;
-		}
-		p = realloc(c->buf, cap);
-		if (!p) {
-			c->err = -ENOMEM;
-			return NULL;
-		}
-		c->buf = p;
-		c->cap = cap;
-	}
-	c->len += n;
-	return c->buf + c->len - n;
+	return growbuf_room(&c->b, n, SIZE_MAX);
 }
 
 static void be(char *p, uint64_t v, int bytes)
@@ -46,7 +24,7 @@ static void field(struct pgcopy *c, const char *pre, size_t npre, const void *da
 	char *p;
 
 	if (len > INT32_MAX - npre) {
-		c->err = c->err ?: -ENOMEM;
+		c->b.failed = true;
 		return;
 	}
 	p = room(c, 4 + npre + len);
@@ -134,22 +112,19 @@ int pgcopy_end(struct pgcopy *c, char **ret, size_t *ret_len)
 {
 	char *p = room(c, 2);
 
-	if (p)
-		memset(p, 0xff, 2); /* field count -1 */
-	if (c->err) {
+	if (!p) {
 		pgcopy_free(c);
-		return c->err;
+		return -ENOMEM;
 	}
-	*ret = c->buf;
-	*ret_len = c->len;
-	c->buf = NULL;
-	c->len = c->cap = 0;
+	memset(p, 0xff, 2); /* field count -1 */
+	*ret = c->b.p;
+	*ret_len = c->b.len;
+	c->b = (struct growbuf){0};
 	return 0;
 }
 
 void pgcopy_free(struct pgcopy *c)
 {
-	free(c->buf);
-	c->buf = NULL;
-	c->len = c->cap = 0;
+	free(c->b.p);
+	c->b = (struct growbuf){0};
 }

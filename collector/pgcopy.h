@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/util.h"
+
 struct pgcopy {
-	char *buf;
-	size_t len, cap;
-	int err;
+	struct growbuf b;
 };
 
 void pgcopy_begin(struct pgcopy *c);		     /* c needs no initialisation */

@@ -42,6 +42,15 @@ int write_file_replace(const char *path, const void *buf, size_t len, mode_t mod
 /* mkdir -p with mode. */
 int mkdir_p(const char *path, mode_t mode);
 
+/* A byte buffer that grows by doubling (from 4 KiB) up to max bytes (SIZE_MAX: no bound). */
+struct growbuf {
+	char *p;
+	size_t len, cap;
+	bool failed; /* out of memory or past max: sticky, every later call does nothing */
+};
+/* n more bytes at the end, for the caller to fill; NULL once failed. free(b->p) after. */
+char *growbuf_room(struct growbuf *b, size_t n, size_t max);
+
 uint64_t now_ns(int clockid);
 /* RFC 3339 UTC with microseconds: "2026-12-02T15:04:05.123456Z". buf >= 32. */
 void format_rfc3339_us(uint64_t realtime_ns, char *buf, size_t len);

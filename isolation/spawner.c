@@ -15,6 +15,7 @@
 #include "isolation/launch.h"
 #include "isolation/seccomp.h"
 #include "common/macro.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,45 +41,25 @@ struct launch_spawner {
 
 /* ---- encoding -------------------------------------------------------------------------- */
 
-struct wbuf {
-	char *p;
-	size_t n, cap;
-	bool oom;
-};
-
-static void put(struct wbuf *b, const void *d, size_t len)
+static void put(struct growbuf *b, const void *d, size_t len)
 {
-	if (b->oom)
-		return;
-	if (b->n + len > b->cap) {
-		size_t nc = b->cap ? b->cap : 4096;
-		char *np;
+	char *p = growbuf_room(b, len, SPAWN_MSG_MAX);
 
-		while (nc < b->n + len)
-			nc *= 2;
-		np = nc <= SPAWN_MSG_MAX ? realloc(b->p, nc) : NULL;
-		if (!np) {
-			b->oom = true;
-			return;
-		}
-		b->p = np;
-		b->cap = nc;
-	}
-	memcpy(b->p + b->n, d, len);
-	b->n += len;
+	if (p)
+		memcpy(p, d, len);
 }
 
-static void put_u32(struct wbuf *b, uint32_t v)
+static void put_u32(struct growbuf *b, uint32_t v)
 {
 	put(b, &v, sizeof(v));
 }
 
-static void put_u64(struct wbuf *b, uint64_t v)
+static void put_u64(struct growbuf *b, uint64_t v)
 {
 	put(b, &v, sizeof(v));
 }
 
-static void put_str(struct wbuf *b, const char *s)
+static void put_str(struct growbuf *b, const char *s)
 {
 	if (!s) {
 		put_u32(b, NO_STR);
@@ -88,7 +69,7 @@ static void put_str(struct wbuf *b, const char *s)
 	put(b, s, strlen(s) + 1);
 }
 
-static void put_strv(struct wbuf *b, char *const *v)
+static void put_strv(struct growbuf *b, char *const *v)
 {
 	uint32_t n = 0;
 
@@ -100,7 +81,7 @@ static void put_strv(struct wbuf *b, char *const *v)
 }
 
 /* fd into the passed set: its index, or -1 for none. */
-static void put_fd(struct wbuf *b, int fd, int *fds, size_t *nfds)
+static void put_fd(struct growbuf *b, int fd, int *fds, size_t *nfds)
 {
 	if (fd < 0 || *nfds >= LAUNCH_WIRE_FDS_MAX) {
 		put_u32(b, NO_STR);
@@ -110,7 +91,7 @@ static void put_fd(struct wbuf *b, int fd, int *fds, size_t *nfds)
 	fds[(*nfds)++] = fd;
 }
 
-static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, struct wbuf *b,
+static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, struct growbuf *b,
 		int *fds, size_t *nfds)
 {
 	size_t fl;
@@ -161,7 +142,7 @@ static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, st
 		put_u32(b, p->join_unified[i]);
 		put_fd(b, p->join_fd[i], fds, nfds);
 	}
-	return b->oom ? -EMSGSIZE : 0;
+	return b->failed ? -EMSGSIZE : 0;
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -383,7 +364,7 @@ const struct launch_shim_fds *launch_wire_fds(const struct launch_wire *w)
 int launch_wire_pack(const struct launch_plan *p, const struct launch_shim_fds *f, char **buf,
 		     size_t *len, int *fds, size_t *nfds)
 {
-	struct wbuf b = {0};
+	struct growbuf b = {0};
 	int r;
 
 	*nfds = 0;
@@ -393,7 +374,7 @@ int launch_wire_pack(const struct launch_plan *p, const struct launch_shim_fds *
 		return r;
 	}
 	*buf = b.p;
-	*len = b.n;
+	*len = b.len;
 	return 0;
 }
 
