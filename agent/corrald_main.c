@@ -522,7 +522,6 @@ int main(int argc, char **argv)
 		agent_flush_records(&a);
 	}
 	agent_flush_records(&a);
-	agent_sync_stop(&a);
 	agent_cg_pool_fini(&a);
 	if (state_sync_audit_head(&a) < 0)
 		log_error("saving the audit chain head failed");
