@@ -208,10 +208,15 @@ struct agent {
 		uint64_t made_mono;
 	} cg_pool[CG_POOL_MAX]; /* oldest first */
 	size_t n_cg_pool;
-	struct cg_limits cg_pool_like; /* the last launch's limits */
-	bool cg_pool_on;	       /* after a launch, until a pool cgroup failed */
-	struct cg_task *cg_reap[CG_REAP_MAX];
+	struct cg_pool_entry
+	    cg_next; /* the next one, made a directory per idle step (cg NULL: none) */
+	struct cg_limits cg_pool_like;	      /* the last launch's limits */
+	bool cg_pool_on;		      /* after a launch, until a pool cgroup failed */
+	struct cg_task *cg_reap[CG_REAP_MAX]; /* removed a directory per idle step, last first */
 	size_t n_cg_reap;
+	/* launches whose shim has not reported the child's pid yet: while there are any, no idle
+	 * work starts (the pid, then the agent's go, is the launch's critical path) */
+	uint32_t n_pid_wait;
 	struct conn *conns;
 	uint32_t n_conns;
 };
@@ -265,7 +270,7 @@ bool agent_cg_pool_take(struct agent *a, const struct cg_limits *lim, uint64_t *
 /* An ended task's (empty) cgroup, removed when the loop is idle. */
 void agent_cg_release(struct agent *a, struct cg_task *cg);
 bool agent_has_idle_work(const struct agent *a);
-void agent_idle_work(struct agent *a); /* one step: a removal or a pool cgroup */
+void agent_idle_work(struct agent *a); /* one step: one directory removed or made */
 void agent_cg_pool_fini(struct agent *a);
 /* audit_glue.c */
 int audit_glue_init(struct agent *a);

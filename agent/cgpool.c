@@ -12,6 +12,9 @@
  *    task's start.
  *  - ended tasks' cgroups queue for removal; past CG_REAP_MAX waiting they are removed at
  *    once, so a loop that is never idle cannot pile them up.
+ * Each idle step makes or removes one directory (one hierarchy), and no step starts while a
+ * launch waits for its child's pid: a whole cgroup's worth (several hierarchies on v1) held
+ * the loop long enough to delay the pid line and so the child's go.
  * After a crash the start-up sweep of orphaned task cgroups removes the pool's.
  */
 #include "agent/agent.h"
@@ -85,35 +88,68 @@ static bool pool_stale(const struct agent *a, uint64_t now)
 
 bool agent_has_idle_work(const struct agent *a)
 {
-	return a->n_cg_reap > 0 || (a->cg_pool_on && a->n_cg_pool < CG_POOL_MAX) ||
+	if (a->n_pid_wait > 0)
+		return false;
+	return a->n_cg_reap > 0 || a->cg_next.cg || (a->cg_pool_on && a->n_cg_pool < CG_POOL_MAX) ||
 	       pool_stale(a, now_ns(CLOCK_MONOTONIC));
+}
+
+/* One directory of the last queued ended cgroup. */
+static void reap_step(struct agent *a)
+{
+	struct cg_task *cg = a->cg_reap[a->n_cg_reap - 1];
+	int r = cg_task_destroy_step(cg);
+
+	if (r > 0)
+		return;
+	a->n_cg_reap--;
+	if (r < 0)
+		destroy(cg); /* retries what is left, and says what failed */
+	else
+		cg_task_free(cg);
+}
+
+/* One directory of the next pool cgroup, begun if there is none. */
+static void build_step(struct agent *a, uint64_t now)
+{
+	struct cg_pool_entry *e = &a->cg_next;
+	char name[64];
+	int r;
+
+	if (!e->cg) {
+		e->key = state_next_task_id(a, name, sizeof(name));
+		r = cg_task_precreate_begin(a->cg, name, &a->cg_pool_like, &e->cg);
+		if (r < 0)
+			goto fail;
+		e->made_mono = now;
+	}
+	r = cg_task_precreate_step(e->cg);
+	if (r > 0)
+		return;
+	if (r < 0) {
+		destroy(e->cg);
+		e->cg = NULL;
+		goto fail;
+	}
+	a->cg_pool[a->n_cg_pool++] = *e;
+	e->cg = NULL;
+	return;
+fail:
+	/* launches make their own; try again after the next one */
+	log_warning("preparing a task cgroup failed: %s", strerror(-r));
+	a->cg_pool_on = false;
 }
 
 void agent_idle_work(struct agent *a)
 {
-	uint64_t now = now_ns(CLOCK_MONOTONIC), key;
-	char name[64];
-	int r;
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
 
 	if (pool_stale(a, now))
 		agent_cg_release(a, pool_shift(a).cg); /* its id would say an old time */
-	if (a->n_cg_reap > 0) {
-		destroy(a->cg_reap[--a->n_cg_reap]);
-		return;
-	}
-	if (!a->cg_pool_on || a->n_cg_pool >= CG_POOL_MAX)
-		return;
-	key = state_next_task_id(a, name, sizeof(name));
-	r = cg_task_precreate(a->cg, name, &a->cg_pool_like, &a->cg_pool[a->n_cg_pool].cg);
-	if (r < 0) {
-		/* launches make their own; try again after the next one */
-		log_warning("preparing a task cgroup failed: %s", strerror(-r));
-		a->cg_pool_on = false;
-		return;
-	}
-	a->cg_pool[a->n_cg_pool].key = key;
-	a->cg_pool[a->n_cg_pool].made_mono = now;
-	a->n_cg_pool++;
+	if (a->n_cg_reap > 0)
+		reap_step(a);
+	else if (a->cg_next.cg || (a->cg_pool_on && a->n_cg_pool < CG_POOL_MAX))
+		build_step(a, now);
 }
 
 void agent_cg_pool_fini(struct agent *a)
@@ -122,5 +158,8 @@ void agent_cg_pool_fini(struct agent *a)
 		destroy(a->cg_reap[--a->n_cg_reap]);
 	while (a->n_cg_pool > 0)
 		destroy(a->cg_pool[--a->n_cg_pool].cg);
+	if (a->cg_next.cg)
+		destroy(a->cg_next.cg);
+	a->cg_next.cg = NULL;
 	a->cg_pool_on = false;
 }

@@ -48,7 +48,16 @@ struct task_start {
 	struct launch_handle h;
 	char *workdir;	/* as the child uses it, for messages */
 	bool announced; /* state file and task.start written (at go) */
+	bool pid_wait;	/* counted in a->n_pid_wait: the child's pid is not known yet */
 };
+
+static void pid_wait_end(struct agent *a, struct task_start *st)
+{
+	if (!st->pid_wait)
+		return;
+	st->pid_wait = false;
+	a->n_pid_wait--;
+}
 
 #define START_PID_MAX_NS  (10 * NSEC_PER_SEC) /* the shim reports the child's pid */
 #define START_EXEC_MAX_NS (30 * NSEC_PER_SEC) /* the child gets to execve */
@@ -1102,6 +1111,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	t->starting_since_mono = now_ns(CLOCK_MONOTONIC);
 	task_link(a, t);
 	a->n_live++;
+	t->start->pid_wait = true;
+	a->n_pid_wait++;
 	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
 	agent_watch_add(a, t->start->h.status_fd, EPOLLIN, &t->w_status);
 	*ret = t;
@@ -1127,6 +1138,7 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	struct task_start *st = t->start;
 	bool announced = st->announced;
 
+	pid_wait_end(a, st);
 	agent_watch_del(a, st->h.err_fd);
 	agent_watch_del(a, st->h.status_fd);
 	t->shim_pidfd = TAKE_FD(st->h.shim_pidfd);
@@ -1182,6 +1194,7 @@ static void start_on_pid(struct agent *a, struct task *t)
 		start_fail(a, t, r, perr);
 		return;
 	}
+	pid_wait_end(a, st);
 	/* The status pipe says nothing more before the exec result (and is read after it). */
 	agent_watch_del(a, st->h.status_fd);
 	t->pid = st->h.task_pid;

@@ -635,10 +635,10 @@ static int task_add_hiers(struct cg_task *t, unsigned need)
 	return r;
 }
 
-int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_limits *like,
-		      struct cg_task **ret)
+int cg_task_precreate_begin(struct cg_root *root, const char *name, const struct cg_limits *like,
+			    struct cg_task **ret)
 {
-	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
+	struct cg_task *t;
 	int r;
 
 	if (!root || !ret || !is_task_name(root, name))
@@ -651,9 +651,51 @@ int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_li
 	t = task_new(root, name);
 	if (!t)
 		return -ENOMEM;
-	r = task_add_hiers(t, hierarchies_needed(like));
+	t->pre_need = hierarchies_needed(like);
+	*ret = t;
+	return 0;
+}
+
+int cg_task_precreate_step(struct cg_task *t)
+{
+	struct cg_root *root;
+	int r;
+
+	if (!t || !t->pre_need)
+		return -EINVAL;
+	root = t->root;
+	for (size_t i = 0; i < root->n_hier; i++) {
+		if (t->dir_fd[i] >= 0 || !hier_wanted(root, i, t->pre_need))
+			continue;
+		if (mkdirat(root->hier[i].dir_fd, t->name, 0755) < 0)
+			return -errno;
+		r = task_open_hier(t, i);
+		if (r < 0) {
+			(void)unlinkat(root->hier[i].dir_fd, t->name, AT_REMOVEDIR);
+			return r;
+		}
+		for (size_t j = i + 1; j < root->n_hier; j++)
+			if (t->dir_fd[j] < 0 && hier_wanted(root, j, t->pre_need))
+				return 1;
+		break;
+	}
+	t->pre_need = 0;
+	return task_finish_open(t);
+}
+
+int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_limits *like,
+		      struct cg_task **ret)
+{
+	_cleanup_(cg_task_freep) struct cg_task *t = NULL;
+	int r;
+
+	r = cg_task_precreate_begin(root, name, like, &t);
 	if (r < 0)
 		return r;
+	r = task_add_hiers(t, t->pre_need);
+	if (r < 0)
+		return r;
+	t->pre_need = 0;
 	r = task_finish_open(t);
 	if (r < 0) {
 		(void)cg_task_destroy(t);
@@ -962,6 +1004,28 @@ int cg_task_kill(const struct cg_task *t, int sig)
 	return t->root->ops->kill(t, sig);
 }
 
+/* Remove t's directory in hierarchy i and close its fds there. */
+static int task_remove_hier(struct cg_task *t, size_t i)
+{
+	/* Open fds on cgroupfs files do not keep a directory busy. */
+	int r = task_rmdir(t, i);
+
+	if (r < 0)
+		return r;
+	closep(&t->procs_fd[i]);
+	closep(&t->join_fd[i]);
+	closep(&t->dir_fd[i]);
+	t->procs_fd[i] = t->join_fd[i] = t->dir_fd[i] = -1;
+	return 0;
+}
+
+/* The order of removal: the main directory last, so that a failure leaves the task
+ * re-openable. */
+static size_t destroy_order(const struct cg_task *t, size_t k)
+{
+	return (size_t)((t->root->main_hier + 1 + (int)k) % (int)t->root->n_hier);
+}
+
 int cg_task_destroy(struct cg_task *t)
 {
 	int r = 0;
@@ -970,26 +1034,41 @@ int cg_task_destroy(struct cg_task *t)
 		return -EINVAL;
 	if (!is_task_name(t->root, t->name))
 		return -EPERM;
-	/* The main directory last, so that a failure leaves the task re-openable. */
 	for (size_t k = 0; k < t->root->n_hier; k++) {
-		size_t i = (size_t)((t->root->main_hier + 1 + (int)k) % (int)t->root->n_hier);
+		size_t i = destroy_order(t, k);
 		int q;
 
 		if (t->dir_fd[i] < 0)
 			continue;
-		/* Open fds on cgroupfs files do not keep a directory busy. */
-		q = task_rmdir(t, i);
-		if (q < 0) {
-			if (r == 0)
-				r = q;
-			continue;
-		}
-		closep(&t->procs_fd[i]);
-		closep(&t->join_fd[i]);
-		closep(&t->dir_fd[i]);
-		t->procs_fd[i] = t->join_fd[i] = t->dir_fd[i] = -1;
+		q = task_remove_hier(t, i);
+		if (q < 0 && r == 0)
+			r = q;
 	}
 	return r;
+}
+
+int cg_task_destroy_step(struct cg_task *t)
+{
+	bool removed = false;
+
+	if (!t)
+		return -EINVAL;
+	if (!is_task_name(t->root, t->name))
+		return -EPERM;
+	for (size_t k = 0; k < t->root->n_hier; k++) {
+		size_t i = destroy_order(t, k);
+		int r;
+
+		if (t->dir_fd[i] < 0)
+			continue;
+		if (removed)
+			return 1;
+		r = task_remove_hier(t, i);
+		if (r < 0)
+			return r;
+		removed = true;
+	}
+	return 0;
 }
 
 const char *cg_task_name(const struct cg_task *t)

@@ -107,6 +107,16 @@ int cg_task_create(struct cg_root *root, const char *name, const struct cg_limit
 int cg_task_precreate(struct cg_root *root, const char *name, const struct cg_limits *like,
 		      struct cg_task **ret);
 int cg_task_apply(struct cg_task *t, const struct cg_limits *limits);
+/*
+ * cg_task_precreate one hierarchy at a time, so that a caller's event loop is never held up
+ * for more than one mkdir (about 50 us here, a whole task's several times that):
+ * cg_task_precreate_begin makes nothing yet; each cg_task_precreate_step makes the next
+ * directory and returns 1 while more are to come, 0 once the cgroup is complete (as
+ * cg_task_precreate would have left it), < 0 on failure (the caller then destroys it).
+ */
+int cg_task_precreate_begin(struct cg_root *root, const char *name, const struct cg_limits *like,
+			    struct cg_task **ret);
+int cg_task_precreate_step(struct cg_task *t);
 /* Whether t has no v1 directory that a task with these limits does not need (joining one
  * costs the child a synchronize_rcu()). */
 bool cg_task_fits(const struct cg_task *t, const struct cg_limits *limits);
@@ -153,6 +163,10 @@ int cg_task_is_empty(const struct cg_task *t);
 int cg_task_kill(const struct cg_task *t, int sig);
 /* Remove the task's directories in every hierarchy (must be empty: -EBUSY otherwise). */
 int cg_task_destroy(struct cg_task *t);
+/* The same one directory per call (the main one last): 1 while directories remain, 0 once
+ * none does, < 0 if this one could not be removed (it stays; cg_task_destroy then retries
+ * all that are left). */
+int cg_task_destroy_step(struct cg_task *t);
 void cg_task_free(struct cg_task *t);
 const char *cg_task_name(const struct cg_task *t);
 /* Main path (v2 dir, or v1 memory dir) for display. */

@@ -82,6 +82,7 @@ struct cg_task {
 	 */
 	int join_fd[CG_MAX_HIER];
 	uint64_t unified_id;
+	unsigned pre_need; /* cg_task_precreate_step: the controllers still to be made (0: done) */
 };
 
 extern const struct cg_ops cg_v1_ops;

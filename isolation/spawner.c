@@ -24,6 +24,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -498,7 +499,18 @@ static void close_fds_of(const int *fds, size_t n)
 		close(fds[i]);
 }
 
-/* One launch request: fork its shim. The passed fds are closed here either way. */
+/* One launch request: unpack it and become its shim. The passed fds are closed either way. */
+_noreturn_ static void shim_of(char *buf, size_t n, const int *fds, size_t nfds)
+{
+	struct launch_wire *u = NULL;
+
+	if (launch_wire_unpack(buf, n, fds, nfds, &u) == 0)
+		launch_shim_main(&u->p, &u->f);
+	/* A message that does not decode: its fds close, the agent sees the shim end. */
+	_exit(0);
+}
+
+/* One launch request read by the spawner itself: fork its shim. */
 static void serve_one(int sock, int sfd, const sigset_t *orig, char *buf, size_t n, const int *fds,
 		      size_t nfds)
 {
@@ -524,11 +536,104 @@ static void serve_one(int sock, int sfd, const sigset_t *orig, char *buf, size_t
 	close_fds_of(fds, nfds);
 }
 
+/*
+ * One message from the agent: its length (0: the agent closed the socket), or -errno;
+ * -EMSGSIZE for one that did not fit (consumed, its fds closed). fds[] gets the passed fds.
+ */
+static ssize_t recv_one(int sock, char *buf, int *fds, size_t *nfds)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * LAUNCH_WIRE_FDS_MAX)];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = {.iov_base = buf, .iov_len = SPAWN_MSG_MAX};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)};
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+
+	*nfds = 0;
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t i = 0; i < k && *nfds < LAUNCH_WIRE_FDS_MAX; i++)
+				memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int),
+				       sizeof(int));
+		}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		close_fds_of(fds, *nfds);
+		return -EMSGSIZE;
+	}
+	return n;
+}
+
+/*
+ * The shim of the next launch, forked before that launch arrives: forking it and its first
+ * steps (copy-on-write faults on every page it touches, a new session) took about a third
+ * of a millisecond of each launch's critical path. It reads the next message from the
+ * agent's socket itself (the spawner does not read while it waits), tells the spawner it
+ * took one ('t' on taken_w, so the spawner forks the next), and goes on as that launch's
+ * shim. It dies with the spawner while it waits: a spawner that is gone must leave nobody
+ * reading the socket, so that the agent's next send fails and it restarts the spawner.
+ */
+_noreturn_ static void ready_shim(int sock, int sfd, int taken_w, pid_t spawner, char *buf)
+{
+	int fds[LAUNCH_WIRE_FDS_MAX];
+	size_t nfds = 0;
+	sigset_t all;
+	ssize_t n;
+
+	close(sfd);
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	(void)setsid();
+	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != spawner)
+		_exit(0);
+	do
+		n = recv_one(sock, buf, fds, &nfds);
+	while (n == -EINTR || n == -EAGAIN);
+	if (n <= 0 && n != -EMSGSIZE)
+		_exit(0); /* the agent is gone (or the socket broke): the spawner sees to it */
+	(void)!write(taken_w, "t", 1);
+	close(taken_w);
+	close(sock);
+	if (n < 0)
+		_exit(0);
+	shim_of(buf, (size_t)n, fds, nfds); /* launch_shim_main drops the death signal */
+}
+
+/* Fork the next launch's shim ahead. Returns the read end of its "taken" pipe, or -1. */
+static int ready_fork(int sock, int sfd, char *buf, pid_t *ret)
+{
+	pid_t self = getpid(), pid;
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		ready_shim(sock, sfd, p[1], self, buf);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return -1;
+	}
+	*ret = pid;
+	return p[0];
+}
+
 int launch_spawner_serve(int sock)
 {
 	sigset_t chld, orig;
 	char *buf = malloc(SPAWN_MSG_MAX);
-	int sfd, r = 0;
+	int sfd, r = 0, ready_fd = -1;
+	bool prefork = true;
+	pid_t ready = 0;
 
 	if (!buf)
 		return -ENOMEM;
@@ -542,28 +647,26 @@ int launch_spawner_serve(int sock)
 		return -errno;
 	}
 	for (;;) {
-		struct pollfd pf[2] = {{.fd = sock, .events = POLLIN},
-				       {.fd = sfd, .events = POLLIN}};
-		union {
-			char b[CMSG_SPACE(sizeof(int) * LAUNCH_WIRE_FDS_MAX)];
-			struct cmsghdr align;
-		} cm;
-		struct iovec iov = {.iov_base = buf, .iov_len = SPAWN_MSG_MAX};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cm.b,
-				    .msg_controllen = sizeof(cm.b)};
+		/* While a ready shim waits, it alone reads the socket. */
+		struct pollfd pf[2] = {{.fd = sfd, .events = POLLIN},
+				       {.fd = ready_fd >= 0 ? ready_fd : sock, .events = POLLIN}};
 		int fds[LAUNCH_WIRE_FDS_MAX];
 		size_t nfds = 0;
 		ssize_t n;
 
+		if (ready_fd < 0 && prefork) {
+			ready_fd = ready_fork(sock, sfd, buf, &ready);
+			if (ready_fd >= 0)
+				continue;
+			prefork = false; /* (fork failed) read the next message here instead */
+		}
 		if (poll(pf, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = -errno;
 			break;
 		}
-		if (pf[1].revents) {
+		if (pf[0].revents) {
 			struct signalfd_siginfo si;
 
 			while (read(sfd, &si, sizeof(si)) == sizeof(si))
@@ -571,29 +674,33 @@ int launch_spawner_serve(int sock)
 			while (waitpid(-1, NULL, WNOHANG) > 0)
 				;
 		}
-		if (!pf[0].revents)
+		if (!pf[1].revents)
 			continue;
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		if (ready_fd >= 0) {
+			char c = 0;
+
+			/* 't': it took a message, fork the next. EOF: it ended without one (the
+			 * agent closed the socket, most likely): read the socket here to see. */
+			prefork = read(ready_fd, &c, 1) == 1 && c == 't';
+			close(ready_fd);
+			ready_fd = -1;
+			ready = 0;
+			continue;
+		}
+		n = recv_one(sock, buf, fds, &nfds);
+		if (n == -EINTR || n == -EAGAIN || n == -EMSGSIZE)
 			continue;
 		if (n <= 0) {
-			r = n < 0 ? -errno : 0;
+			r = n < 0 ? (int)n : 0;
 			break; /* the agent is gone */
 		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-				size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-				for (size_t i = 0; i < k && nfds < LAUNCH_WIRE_FDS_MAX; i++)
-					memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int),
-					       sizeof(int));
-			}
-		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-			close_fds_of(fds, nfds);
-			continue;
-		}
 		serve_one(sock, sfd, &orig, buf, (size_t)n, fds, nfds);
+		prefork = true;
 	}
+	if (ready > 0)
+		(void)kill(ready, SIGKILL);
+	if (ready_fd >= 0)
+		close(ready_fd);
 	close(sfd);
 	free(buf);
 	return r;

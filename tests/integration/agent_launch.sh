@@ -236,7 +236,18 @@ idsp=$(ctl run -- sleep 3)
 shim=$(pgrep -x corral-shim -P "$spawner" | head -n1)
 [ -n "$spawner" ] && [ -n "$shim" ] && pass "the task's shim was forked by corral-spawn ($spawner)" ||
 	fail "no shim under corral-spawn '$spawner': $(ps -o pid,ppid,comm -e | grep corral | tr '\n' ' ')"
+# The next launch's shim waits, forked ahead (isolation/spawner.c: ready_shim), beside the task's.
+tshim=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["shim_pid"])' \
+	"$(ls "$STATE/tasks/$idsp.json" "$RT/tasks/$idsp.json" 2>/dev/null | head -n1)" 2>/dev/null)
+ready=$(pgrep -x corral-shim -P "$spawner" | grep -vx "${tshim:-none}" | head -n1)
+[ -n "$tshim" ] && [ -n "$ready" ] &&
+	pass "a shim waits ready for the next launch ($ready, beside the task's $tshim)" ||
+	fail "no ready shim: task shim '$tshim', shims: $(pgrep -x corral-shim -P "$spawner" | tr '\n' ' ')"
 kill -9 "$spawner"
+for _ in $(seq 50); do kill -0 "$ready" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$ready" 2>/dev/null && kill -0 "$tshim" 2>/dev/null &&
+	pass "the ready shim died with the spawner, the task's shim did not" ||
+	fail "after the spawner's kill: ready $ready alive? task shim $tshim alive?"
 run_wait -- sh -c 'exit 5'
 [ "$RC" = 5 ] && pass "spawner killed: the next launch still works (rc 5)" || fail "after spawner kill: rc $RC $REASON"
 spawner2=$(pgrep -P "$AGENT_PID" -x corral-spawn)

@@ -719,6 +719,60 @@ static void test_v1_precreate_apply(void **state)
 	cg_root_free(root);
 }
 
+/* The same cgroup made and removed one directory per call, as the agent's idle steps do. */
+static void test_v1_steps(void **state)
+{
+	static const char *const dirs[] = {"memory/corral-test/q1", "cpuacct/corral-test/q1",
+					   "freezer/corral-test/q1", "unified/corral-test/q1"};
+	struct cg_limits none = {.swap_max = UINT64_MAX};
+	struct cg_limits pids = {.swap_max = UINT64_MAX, .pids_max = 32};
+	struct cg_task *t = NULL, *t2 = NULL;
+	struct cg_root *root;
+	int steps = 0, r, made;
+
+	(void)state;
+	make_v1_tree(true);
+	root = open_root(CG_MODE_V1, NULL);
+	assert_int_equal(cg_task_precreate_begin(root, "../x", &none, &t2), -EINVAL);
+	assert_int_equal(cg_task_precreate_begin(root, "q1", &none, &t), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+		assert_false(exists_rel(dirs[i]));
+	do {
+		r = cg_task_precreate_step(t);
+		assert_true(r >= 0);
+		steps++;
+		made = 0;
+		for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+			made += exists_rel(dirs[i]);
+		assert_int_equal(made, steps); /* one more directory per step */
+	} while (r > 0);
+	assert_int_equal(steps, (int)ARRAY_SIZE(dirs));
+	assert_false(exists_rel("pids/corral-test/q1"));
+	assert_int_equal(cg_task_precreate_step(t), -EINVAL); /* complete */
+	assert_true(cg_task_unified_id(t) != 0);
+	assert_non_null(cg_task_path(t));
+	assert_int_equal(cg_task_apply(t, &pids), 0);
+	assert_string_equal(read_rel("pids/corral-test/q1/pids.max"), "32");
+	/* a second cgroup of the same name fails at its first step, leaving the first intact */
+	assert_int_equal(cg_task_precreate_begin(root, "q1", &none, &t2), 0);
+	assert_int_equal(cg_task_precreate_step(t2), -EEXIST);
+	cg_task_free(t2);
+	assert_true(exists_rel("memory/corral-test/q1"));
+
+	steps = 0;
+	while ((r = cg_task_destroy_step(t)) > 0) {
+		steps++;
+		assert_true(exists_rel("memory/corral-test/q1")); /* the main one goes last */
+	}
+	assert_int_equal(r, 0);
+	assert_int_equal(steps, (int)ARRAY_SIZE(dirs)); /* 5 with pids: 4 calls say more */
+	assert_false(exists_rel("memory/corral-test/q1"));
+	assert_false(exists_rel("pids/corral-test/q1"));
+	assert_int_equal(cg_task_destroy_step(t), 0); /* nothing left */
+	cg_task_free(t);
+	cg_root_free(root);
+}
+
 static void test_v1_stats_and_kill(void **state)
 {
 	struct cg_root *root;
@@ -966,6 +1020,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_v1_foreign, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_needed_hierarchies, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_precreate_apply, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_steps, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_stats_and_kill, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
