@@ -1203,8 +1203,6 @@ static void start_on_pid(struct agent *a, struct task *t)
 	if (r < 0)
 		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s",
 			    t->id, strerror(-r));
-	(void)proc_start_time(t->shim_pid, &t->shim_start);
-	(void)proc_start_time(t->pid, &t->pid_start);
 	if (a->meter) {
 		r = meter_track(a->meter, t->key, t->pid, cg_task_unified_fd(t->cg));
 		if (r < 0)
@@ -1224,6 +1222,13 @@ static void start_on_pid(struct agent *a, struct task *t)
 		start_fail(a, t, r, perr);
 		return;
 	}
+	/*
+	 * The start times guard a re-adoption against pid reuse. They are read after the go,
+	 * off the child's path. The child can be gone only after its exec and exit (the shim
+	 * reaps it), the shim only after that; a start time that cannot be read stays 0.
+	 */
+	(void)proc_start_time(t->shim_pid, &t->shim_start);
+	(void)proc_start_time(t->pid, &t->pid_start);
 	/*
 	 * The child is on its way to execve: from now on a restarted agent must know the task
 	 * (re-adopted from this file, its exit from the shim's) and task.start is out. A child

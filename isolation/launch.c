@@ -146,8 +146,31 @@ struct child_ctx {
 	int status_w;	/* shared_vm: the child reports its own pid here ("P <pid>") */
 	int audit_sock; /* >= 0: hand the seccomp listener to the shim */
 	bool need_join, unified_done;
-	bool shared_vm; /* CLONE_VM|CLONE_VFORK: the shim is suspended until we exec or exit */
+	bool shared_vm;	   /* CLONE_VM|CLONE_VFORK: the shim is suspended until we exec or exit */
+	bool sigs_default; /* every disposition is SIG_DFL already (launch_shim_prepare) */
 };
+
+/* Set by launch_shim_prepare in this process (a shim forked ahead of its launch). */
+static bool shim_sigs_default;
+
+/*
+ * Every signal's disposition to SIG_DFL (an ignored one would stay ignored across execve).
+ * The raw system call: glibc's signal() and sigaction() refuse its two internal real-time
+ * signals (32 and 33), and posix_spawn, which started the spawner, leaves those ignored.
+ */
+static void signals_default(void)
+{
+	struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		uint64_t mask;
+	} ks = {.handler = SIG_DFL};
+
+	for (int sig = 1; sig < _NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			(void)syscall(SYS_rt_sigaction, sig, &ks, NULL, sizeof(ks.mask));
+}
 
 static int write_all(int fd, const char *buf, size_t len);
 
@@ -223,9 +246,8 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 	if (setsid() < 0)
 		child_fail(err_fd, LAUNCH_STEP_SETSID, errno);
 
-	for (int sig = 1; sig < _NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			(void)signal(sig, SIG_DFL);
+	if (!cx->sigs_default)
+		signals_default();
 	sigemptyset(&all);
 	if (sigprocmask(SIG_SETMASK, &all, NULL) < 0)
 		child_fail(err_fd, LAUNCH_STEP_SIGNALS, errno);
@@ -710,7 +732,8 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 				 .sync_fd = sync_r,
 				 .status_w = status_w,
 				 .audit_sock = sock[1],
-				 .need_join = true};
+				 .need_join = true,
+				 .sigs_default = shim_sigs_default};
 	c = clone_child(&ctx);
 	if (c == 0)
 		run_child(&ctx); /* copied memory (fork semantics) */
@@ -800,6 +823,20 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		shim_audit_end(&au);
 	shim_report_exit(p, status_w, status, &ru);
 	_exit(0);
+}
+
+void launch_shim_prepare(void)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	(void)setsid();
+	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
+	/* What the child would reset before its exec; harmless here, where every signal is
+	 * blocked. */
+	signals_default();
+	shim_sigs_default = true;
 }
 
 void launch_shim_main(const struct launch_plan *p, const struct launch_shim_fds *fds)

@@ -173,6 +173,10 @@ int launch_wire_unpack(const void *buf, size_t len, const int *fds, size_t nfds,
 const struct launch_plan *launch_wire_plan(const struct launch_wire *w);
 const struct launch_shim_fds *launch_wire_fds(const struct launch_wire *w);
 void launch_wire_free(struct launch_wire *w);
+/* In a shim forked before its launch is known: what does not depend on the plan (every
+ * signal blocked and its disposition SIG_DFL, a session of its own, the name), so that the
+ * shim and the child skip it later. */
+void launch_shim_prepare(void);
 /* In a spawner's child: become the shim (uses status_w, err_w, sync_r, sc_fd). */
 __attribute__((noreturn)) void launch_shim_main(const struct launch_plan *p,
 						const struct launch_shim_fds *fds);

@@ -582,14 +582,10 @@ _noreturn_ static void ready_shim(int sock, int sfd, int taken_w, pid_t spawner,
 {
 	int fds[LAUNCH_WIRE_FDS_MAX];
 	size_t nfds = 0;
-	sigset_t all;
 	ssize_t n;
 
 	close(sfd);
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	(void)setsid();
-	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
+	launch_shim_prepare();
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != spawner)
 		_exit(0);
 	do

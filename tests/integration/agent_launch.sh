@@ -257,6 +257,13 @@ ctl wait "$idsp" >/dev/null 2>&1
 [ "$(ctl show "$idsp" --json | jget exit.code)" = 0 ] &&
 	pass "a task whose spawner died meanwhile reports its exit" || fail "task $idsp: $(ctl show "$idsp" --json)"
 
+# A task starts with no signal ignored or blocked, whoever forked its shim (the spawner itself
+# ignores SIGPIPE; a shim forked ahead resets the dispositions before its launch is known).
+run_wait --stdout "$T/sig.out" -- cat /proc/self/status
+[ "$RC" = 0 ] && grep -q "^SigIgn:[[:space:]]*0*$" "$T/sig.out" && grep -q "^SigBlk:[[:space:]]*0*$" "$T/sig.out" &&
+	pass "the task's signals: none ignored, none blocked" ||
+	fail "task signals: rc $RC $(grep -E '^Sig(Ign|Blk)' "$T/sig.out" | tr '\n' ' ')"
+
 # A plan of about 600 KB (environment) still goes through the spawner in one message.
 python3 -c '
 import json, sys
