@@ -603,6 +603,28 @@ static bool hier_wanted(const struct cg_root *root, size_t i, unsigned need)
 	return root->hier[i].unified || (root->hier[i].ctrls & need) || (int)i == root->main_hier;
 }
 
+/* The first hierarchy from i on where t, for the controllers in need, should have a directory
+ * and has none; n_hier if there is none. */
+static size_t next_missing(const struct cg_task *t, size_t i, unsigned need)
+{
+	while (i < t->root->n_hier && (t->dir_fd[i] >= 0 || !hier_wanted(t->root, i, need)))
+		i++;
+	return i;
+}
+
+/* mkdir and open t's directory in hierarchy i. On failure nothing of it is left. */
+static int task_make_hier(struct cg_task *t, size_t i)
+{
+	int r;
+
+	if (mkdirat(t->root->hier[i].dir_fd, t->name, 0755) < 0)
+		return -errno;
+	r = task_open_hier(t, i);
+	if (r < 0)
+		(void)unlinkat(t->root->hier[i].dir_fd, t->name, AT_REMOVEDIR);
+	return r;
+}
+
 /* mkdir and open t's directory in every hierarchy of need it does not have yet. On failure
  * what this call made is removed again. */
 static int task_add_hiers(struct cg_task *t, unsigned need)
@@ -611,15 +633,12 @@ static int task_add_hiers(struct cg_task *t, unsigned need)
 	bool created[CG_MAX_HIER] = {false};
 	int r = 0;
 
-	for (size_t i = 0; i < root->n_hier && r >= 0; i++) {
-		if (t->dir_fd[i] >= 0 || !hier_wanted(root, i, need))
-			continue;
-		if (mkdirat(root->hier[i].dir_fd, t->name, 0755) < 0) {
-			r = -errno;
+	for (size_t i = next_missing(t, 0, need); i < root->n_hier;
+	     i = next_missing(t, i + 1, need)) {
+		r = task_make_hier(t, i);
+		if (r < 0)
 			break;
-		}
 		created[i] = true;
-		r = task_open_hier(t, i);
 	}
 	if (r >= 0)
 		return 0;
@@ -658,26 +677,18 @@ int cg_task_precreate_begin(struct cg_root *root, const char *name, const struct
 
 int cg_task_precreate_step(struct cg_task *t)
 {
-	struct cg_root *root;
+	size_t i;
 	int r;
 
 	if (!t || !t->pre_need)
 		return -EINVAL;
-	root = t->root;
-	for (size_t i = 0; i < root->n_hier; i++) {
-		if (t->dir_fd[i] >= 0 || !hier_wanted(root, i, t->pre_need))
-			continue;
-		if (mkdirat(root->hier[i].dir_fd, t->name, 0755) < 0)
-			return -errno;
-		r = task_open_hier(t, i);
-		if (r < 0) {
-			(void)unlinkat(root->hier[i].dir_fd, t->name, AT_REMOVEDIR);
+	i = next_missing(t, 0, t->pre_need);
+	if (i < t->root->n_hier) {
+		r = task_make_hier(t, i);
+		if (r < 0)
 			return r;
-		}
-		for (size_t j = i + 1; j < root->n_hier; j++)
-			if (t->dir_fd[j] < 0 && hier_wanted(root, j, t->pre_need))
-				return 1;
-		break;
+		if (next_missing(t, i + 1, t->pre_need) < t->root->n_hier)
+			return 1;
 	}
 	t->pre_need = 0;
 	return task_finish_open(t);
@@ -1019,28 +1030,41 @@ static int task_remove_hier(struct cg_task *t, size_t i)
 	return 0;
 }
 
-/* The order of removal: the main directory last, so that a failure leaves the task
- * re-openable. */
-static size_t destroy_order(const struct cg_task *t, size_t k)
+/*
+ * The k-th position of the removal order, from k on, where t still has a directory: the main
+ * directory comes last, so that a failure leaves the task re-openable. n_hier if none is left.
+ * *i gets the hierarchy.
+ */
+static size_t next_present(const struct cg_task *t, size_t k, size_t *i)
 {
-	return (size_t)((t->root->main_hier + 1 + (int)k) % (int)t->root->n_hier);
+	size_t n = t->root->n_hier;
+
+	for (; k < n; k++) {
+		*i = (size_t)((t->root->main_hier + 1 + (int)k) % (int)n);
+		if (t->dir_fd[*i] >= 0)
+			break;
+	}
+	return k;
+}
+
+static int destroy_check(const struct cg_task *t)
+{
+	if (!t)
+		return -EINVAL;
+	return is_task_name(t->root, t->name) ? 0 : -EPERM;
 }
 
 int cg_task_destroy(struct cg_task *t)
 {
-	int r = 0;
+	size_t i = 0;
+	int r = destroy_check(t);
 
-	if (!t)
-		return -EINVAL;
-	if (!is_task_name(t->root, t->name))
-		return -EPERM;
-	for (size_t k = 0; k < t->root->n_hier; k++) {
-		size_t i = destroy_order(t, k);
-		int q;
+	if (r < 0)
+		return r;
+	for (size_t k = next_present(t, 0, &i); k < t->root->n_hier;
+	     k = next_present(t, k + 1, &i)) {
+		int q = task_remove_hier(t, i);
 
-		if (t->dir_fd[i] < 0)
-			continue;
-		q = task_remove_hier(t, i);
 		if (q < 0 && r == 0)
 			r = q;
 	}
@@ -1049,26 +1073,18 @@ int cg_task_destroy(struct cg_task *t)
 
 int cg_task_destroy_step(struct cg_task *t)
 {
-	bool removed = false;
+	size_t i = 0, k;
+	int r = destroy_check(t);
 
-	if (!t)
-		return -EINVAL;
-	if (!is_task_name(t->root, t->name))
-		return -EPERM;
-	for (size_t k = 0; k < t->root->n_hier; k++) {
-		size_t i = destroy_order(t, k);
-		int r;
-
-		if (t->dir_fd[i] < 0)
-			continue;
-		if (removed)
-			return 1;
-		r = task_remove_hier(t, i);
-		if (r < 0)
-			return r;
-		removed = true;
-	}
-	return 0;
+	if (r < 0)
+		return r;
+	k = next_present(t, 0, &i);
+	if (k == t->root->n_hier)
+		return 0;
+	r = task_remove_hier(t, i);
+	if (r < 0)
+		return r;
+	return next_present(t, k + 1, &i) < t->root->n_hier;
 }
 
 const char *cg_task_name(const struct cg_task *t)

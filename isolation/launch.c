@@ -151,7 +151,19 @@ struct child_ctx {
 };
 
 /* Set by launch_shim_prepare in this process (a shim forked ahead of its launch). */
-static bool shim_sigs_default;
+static bool shim_prepared;
+
+/* The shim's own start: never be killed by stray signals meant for the agent (EPIPE instead
+ * of SIGPIPE), a session of its own, its name. */
+static void shim_detach(void)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	(void)setsid();
+	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
+}
 
 /*
  * Every signal's disposition to SIG_DFL (an ignored one would stay ignored across execve).
@@ -685,17 +697,13 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	struct child_ctx ctx;
 	struct shim_audit au = {.file = -1, .listener = -1, .max = p->syscalls_max};
 	struct rusage ru;
-	sigset_t all;
 	char line[160];
 	int status = 0, null_fd, sock[2] = {-1, -1}, keep[3];
 	pid_t child;
 	long c;
 
-	/* Never be killed by stray signals meant for the agent; EPIPE instead of SIGPIPE. */
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	(void)setsid();
-	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
+	if (!shim_prepared)
+		shim_detach();
 	(void)prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 	if (report_pid) {
 		snprintf(line, sizeof(line), "S %d\n", (int)getpid());
@@ -733,7 +741,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 				 .status_w = status_w,
 				 .audit_sock = sock[1],
 				 .need_join = true,
-				 .sigs_default = shim_sigs_default};
+				 .sigs_default = shim_prepared};
 	c = clone_child(&ctx);
 	if (c == 0)
 		run_child(&ctx); /* copied memory (fork semantics) */
@@ -827,16 +835,11 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 
 void launch_shim_prepare(void)
 {
-	sigset_t all;
-
-	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	(void)setsid();
-	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
+	shim_detach();
 	/* What the child would reset before its exec; harmless here, where every signal is
 	 * blocked. */
 	signals_default();
-	shim_sigs_default = true;
+	shim_prepared = true;
 }
 
 void launch_shim_main(const struct launch_plan *p, const struct launch_shim_fds *fds)
