@@ -41,6 +41,8 @@ struct options {
 	uint64_t max_body;
 	uint64_t max_records;
 	uint64_t db_connections; /* 0 = default: 1 for SQLite, 4 for PostgreSQL */
+	uint64_t fold_delay_ms;
+	bool fold_delay_set;
 	bool no_rollups;
 	/* dump */
 	const char *type, *node, *task;
@@ -53,6 +55,8 @@ struct options {
 	uint64_t top;
 	char err[512];
 };
+
+#define FOLD_DELAY_MAX 3600000 /* ms */
 
 static void options_free(struct options *o)
 {
@@ -107,6 +111,14 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 				 COLL_INGEST_POOL_MAX, value);
 			return 0;
 		}
+	} else if (strcmp(section, "storage") == 0 && strcmp(name, "fold_delay_ms") == 0) {
+		if (parse_u64(value, &o->fold_delay_ms) < 0 || o->fold_delay_ms > FOLD_DELAY_MAX) {
+			snprintf(o->err, sizeof(o->err),
+				 "[storage] fold_delay_ms: expected 0..%d, got '%s'",
+				 FOLD_DELAY_MAX, value);
+			return 0;
+		}
+		o->fold_delay_set = true;
 	} else if (strcmp(section, "report") == 0 && strcmp(name, "prices") == 0)
 		r = set_str(&o->prices, value);
 	else {
@@ -140,7 +152,7 @@ static _noreturn_ void usage(int code)
 	    code ? stderr : stdout,
 	    "usage: corral-collector serve [--config FILE] [--listen ADDR:PORT] [--db URI]\n"
 	    "                              [--tokens FILE] [--max-body BYTES] [--max-records N]\n"
-	    "                              [--db-connections N]\n"
+	    "                              [--db-connections N] [--fold-delay MS]\n"
 	    "       corral-collector dump --db URI [--type T] [--node N] [--task ID] [--limit N]\n"
 	    "                             [--format table|json]\n"
 	    "       corral-collector migrate --db URI\n"
@@ -158,6 +170,7 @@ enum {
 	OPT_MAX_RECORDS = 0x100,
 	OPT_NO_ROLLUPS,
 	OPT_DB_CONNECTIONS,
+	OPT_FOLD_DELAY,
 	OPT_PRICES,
 	OPT_FROM,
 	OPT_TO,
@@ -177,6 +190,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"max-records", required_argument, NULL, OPT_MAX_RECORDS},
 	    {"no-rollups", no_argument, NULL, OPT_NO_ROLLUPS},
 	    {"db-connections", required_argument, NULL, OPT_DB_CONNECTIONS},
+	    {"fold-delay", required_argument, NULL, OPT_FOLD_DELAY},
 	    {"type", required_argument, NULL, 'T'},
 	    {"node", required_argument, NULL, 'N'},
 	    {"task", required_argument, NULL, 'K'},
@@ -239,6 +253,17 @@ static int parse_args(int argc, char **argv, struct options *o)
 					COLL_INGEST_POOL_MAX, optarg);
 				r = -EINVAL;
 			}
+			break;
+		case OPT_FOLD_DELAY:
+			if (parse_u64(optarg, &cli.fold_delay_ms) < 0 ||
+			    cli.fold_delay_ms > FOLD_DELAY_MAX) {
+				fprintf(stderr,
+					"corral-collector: --fold-delay: expected 0..%d "
+					"milliseconds, got '%s'\n",
+					FOLD_DELAY_MAX, optarg);
+				r = -EINVAL;
+			}
+			cli.fold_delay_set = true;
 			break;
 		case 'T':
 			o->type = optarg;
@@ -313,6 +338,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 		o->max_records = cli.max_records;
 	if (cli.db_connections)
 		o->db_connections = cli.db_connections;
+	if (cli.fold_delay_set) {
+		o->fold_delay_ms = cli.fold_delay_ms;
+		o->fold_delay_set = true;
+	}
 out:
 	options_free(&cli);
 	return r;
@@ -401,6 +430,19 @@ static int cmd_serve(struct options *o)
 		if (r < 0)
 			goto out;
 		coll_server_add_ingest_store(srv, extra[nextra]);
+	}
+	/* PostgreSQL queues each ingest's rollup deltas; a connection of its own folds them */
+	if (coll_store_defers_rollups(store)) {
+		r = open_store(o, &extra[nextra]);
+		if (r < 0)
+			goto out;
+		r = coll_server_set_fold_store(srv, extra[nextra++],
+					       o->fold_delay_set ? (unsigned)o->fold_delay_ms
+								 : COLL_DEFAULT_FOLD_DELAY_MS);
+		if (r < 0) {
+			fprintf(stderr, "corral-collector: rollup folder: %s\n", strerror(-r));
+			goto out;
+		}
 	}
 	if (prices)
 		coll_server_set_prices(srv, prices);

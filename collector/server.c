@@ -54,6 +54,16 @@ struct coll_server {
 	size_t npool;
 	struct ingest_job *queue_head, *queue_tail; /* batches waiting (group commit) */
 	atomic_uint_fast64_t pool_waits, groups;
+	/* Folder: applies the rollup deltas ingest queued (coll_store_fold), on its own handle,
+	 * fold_delay_ms after a commit, so the deltas of the batches meanwhile go together. */
+	struct coll_store *fold_store;
+	pthread_t fold_thread;
+	bool fold_started;
+	pthread_mutex_t fold_lock;
+	pthread_cond_t fold_cond;
+	bool fold_wanted, fold_stop;
+	unsigned fold_delay_ms;
+	atomic_uint_fast64_t folds, folded_batches, fold_busy, fold_errors, fold_us;
 };
 
 /*
@@ -101,6 +111,12 @@ static void run_group(struct coll_server *s, struct coll_store *st, struct inges
 		for (struct ingest_job *j = g; j; j = j->next)
 			for (size_t i = 0; i < j->n; i++)
 				j->items[i].is_new = r >= 0 && all[k++].is_new;
+	}
+	if (r >= 0 && s->fold_started) {
+		pthread_mutex_lock(&s->fold_lock);
+		s->fold_wanted = true;
+		pthread_cond_signal(&s->fold_cond);
+		pthread_mutex_unlock(&s->fold_lock);
 	}
 out:
 	atomic_fetch_add(&s->groups, 1);
@@ -167,6 +183,97 @@ static int ingest(struct coll_server *s, struct coll_item *items, size_t n, char
 	if (job.r < 0)
 		snprintf(errmsg, errlen, "%s", job.errmsg);
 	return job.r;
+}
+
+static void add_ms(struct timespec *t, unsigned ms)
+{
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
+static void fold_now(struct coll_server *s, bool wait)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	int r = coll_store_fold(s->fold_store, wait);
+	char msg[320];
+
+	if (r == -EBUSY) { /* another collector is folding: try again after the delay */
+		atomic_fetch_add(&s->fold_busy, 1);
+		pthread_mutex_lock(&s->fold_lock);
+		s->fold_wanted = true;
+		pthread_mutex_unlock(&s->fold_lock);
+		return;
+	}
+	if (r < 0) {
+		/* the deltas stay queued; the next commit or report folds them */
+		if (atomic_fetch_add(&s->fold_errors, 1) == 0 && s->log) {
+			snprintf(msg, sizeof(msg), "rollup fold failed (logged once): %s",
+				 coll_store_errmsg(s->fold_store));
+			s->log(msg);
+		}
+		return;
+	}
+	atomic_fetch_add(&s->folds, 1);
+	atomic_fetch_add(&s->folded_batches, (uint64_t)r);
+	atomic_fetch_add(&s->fold_us, (now_ns(CLOCK_MONOTONIC) - t0) / 1000);
+}
+
+static void *fold_main(void *arg)
+{
+	struct coll_server *s = arg;
+
+	pthread_mutex_lock(&s->fold_lock);
+	for (;;) {
+		struct timespec until;
+
+		while (!s->fold_wanted && !s->fold_stop)
+			pthread_cond_wait(&s->fold_cond, &s->fold_lock);
+		if (s->fold_stop)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		add_ms(&until, s->fold_delay_ms);
+		while (!s->fold_stop &&
+		       pthread_cond_timedwait(&s->fold_cond, &s->fold_lock, &until) != ETIMEDOUT)
+			;
+		if (s->fold_stop)
+			break;
+		s->fold_wanted = false;
+		pthread_mutex_unlock(&s->fold_lock);
+		fold_now(s, false);
+		pthread_mutex_lock(&s->fold_lock);
+	}
+	pthread_mutex_unlock(&s->fold_lock);
+	fold_now(s, true); /* whatever the last batches queued */
+	return NULL;
+}
+
+int coll_server_set_fold_store(struct coll_server *srv, struct coll_store *st, unsigned delay_ms)
+{
+	pthread_condattr_t ca;
+	int r;
+
+	if (srv->fold_started || !coll_store_defers_rollups(st))
+		return -EINVAL;
+	srv->fold_store = st;
+	srv->fold_delay_ms = delay_ms;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&srv->fold_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&srv->fold_lock, NULL);
+	srv->fold_wanted = true; /* what an earlier run left queued */
+	r = -pthread_create(&srv->fold_thread, NULL, fold_main, srv);
+	if (r < 0) {
+		pthread_cond_destroy(&srv->fold_cond);
+		pthread_mutex_destroy(&srv->fold_lock);
+		return r;
+	}
+	srv->fold_started = true;
+	return 0;
 }
 
 int coll_server_add_ingest_store(struct coll_server *srv, struct coll_store *st)
@@ -935,6 +1042,31 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 		"# TYPE corral_collector_db_transactions_total counter\n"
 		"corral_collector_db_transactions_total %" PRIuFAST64 "\n",
 		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups));
+	if (s->fold_started)
+		fprintf(
+		    f,
+		    "# HELP corral_collector_rollup_folds_total Folds of the queued rollup "
+		    "deltas into the rollup tables (PostgreSQL).\n"
+		    "# TYPE corral_collector_rollup_folds_total counter\n"
+		    "corral_collector_rollup_folds_total %" PRIuFAST64 "\n"
+		    "# HELP corral_collector_rollup_folded_batches_total Queued transactions' "
+		    "deltas those folds applied.\n"
+		    "# TYPE corral_collector_rollup_folded_batches_total counter\n"
+		    "corral_collector_rollup_folded_batches_total %" PRIuFAST64 "\n"
+		    "# HELP corral_collector_rollup_fold_seconds_total Time spent folding.\n"
+		    "# TYPE corral_collector_rollup_fold_seconds_total counter\n"
+		    "corral_collector_rollup_fold_seconds_total %.6f\n"
+		    "# HELP corral_collector_rollup_fold_busy_total Folds put off because another "
+		    "collector was folding.\n"
+		    "# TYPE corral_collector_rollup_fold_busy_total counter\n"
+		    "corral_collector_rollup_fold_busy_total %" PRIuFAST64 "\n"
+		    "# HELP corral_collector_rollup_fold_errors_total Folds that failed (the "
+		    "deltas stay queued).\n"
+		    "# TYPE corral_collector_rollup_fold_errors_total counter\n"
+		    "corral_collector_rollup_fold_errors_total %" PRIuFAST64 "\n",
+		    atomic_load(&s->folds), atomic_load(&s->folded_batches),
+		    (double)atomic_load(&s->fold_us) / 1e6, atomic_load(&s->fold_busy),
+		    atomic_load(&s->fold_errors));
 	if (fclose(f) != 0) {
 		free(body);
 		return MHD_NO;
@@ -1232,6 +1364,15 @@ void coll_server_stop(struct coll_server *s, unsigned timeout_ms)
 	for (unsigned waited = 0; atomic_load(&s->active) > 0 && waited < timeout_ms; waited += 20)
 		poll(NULL, 0, 20);
 	MHD_stop_daemon(s->daemon);
+	if (s->fold_started) {
+		pthread_mutex_lock(&s->fold_lock);
+		s->fold_stop = true;
+		pthread_cond_signal(&s->fold_cond);
+		pthread_mutex_unlock(&s->fold_lock);
+		pthread_join(s->fold_thread, NULL);
+		pthread_cond_destroy(&s->fold_cond);
+		pthread_mutex_destroy(&s->fold_lock);
+	}
 	coll_chain_heads_free(s->heads);
 	free(s);
 }

@@ -54,7 +54,6 @@ bool coll_sum_is_count(enum coll_sum s)
 }
 
 static const struct coll_rollup_def rollup_defs[_COLL_ROLLUP_MAX] = {
-    [COLL_ROLLUP_HOUR] = {"rollup_hour", 2, {COLL_KEY_ACCOUNT, COLL_KEY_USER}},
     [COLL_ROLLUP_DAY] = {"rollup_day", 2, {COLL_KEY_ACCOUNT, COLL_KEY_USER}},
     [COLL_ROLLUP_LABEL_DAY] = {"rollup_label_day",
 			       4,
@@ -431,13 +430,13 @@ static void task_span(const struct acct_record *r, struct span *sp)
 		sp->h0 = sp->h1;
 }
 
-static void bucket_of(uint64_t hour, bool day, char out[16])
+static void day_of(uint64_t hour, char out[16])
 {
 	time_t secs = (time_t)(hour * 3600);
 	struct tm tm;
 
 	gmtime_r(&secs, &tm);
-	strftime(out, 16, day ? "%Y-%m-%d" : "%Y-%m-%dT%H", &tm);
+	strftime(out, 16, "%Y-%m-%d", &tm);
 }
 
 static struct coll_delta *delta_push(struct coll_delta *d, size_t *nd, enum coll_rollup_table t,
@@ -489,25 +488,22 @@ static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_re
 
 	coll_record_sums(r, v);
 	task_span(r, &sp);
+	/* the day's share is the sum of its hours' shares */
 	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
 		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
 		double frac = 1;
-		struct coll_delta *x;
 
 		if (sp.end > sp.start)
 			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
 			       (double)(sp.end - sp.start);
-		x = delta_push(d, nd, COLL_ROLLUP_HOUR, r);
-		bucket_of(h, false, x->bucket);
 		for (int s = 0; s < _COLL_SUM_MAX; s++) {
 			if (coll_sum_is_count(s))
-				x->v[s] = h == sp.h1 ? v[s] : 0;
+				day[s] += h == sp.h1 ? v[s] : 0;
 			else
-				x->v[s] = v[s] * frac;
-			day[s] += x->v[s];
+				day[s] += v[s] * frac;
 		}
 		if (h == sp.h1 || (h + 1) % 24 == 0) {
-			bucket_of(h, true, bucket);
+			day_of(h, bucket);
 			push_day(d, nd, r, bucket, day);
 			memset(day, 0, sizeof(day));
 		}
@@ -548,8 +544,7 @@ static size_t record_deltas(const struct acct_record *r)
 	if (r->type != ACCT_TASK_END)
 		return 0;
 	task_span(r, &sp);
-	return (size_t)(sp.h1 - sp.h0 + 1) +
-	       (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (3 + 2 * r->task.n_labels) + 1;
+	return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (3 + 2 * r->task.n_labels) + 1;
 }
 
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
@@ -706,6 +701,18 @@ int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_
 	if (n == 0)
 		return 0;
 	return LOCKED(s, s->ops->rollup_batch(s, items, n));
+}
+
+bool coll_store_defers_rollups(const struct coll_store *s)
+{
+	return s->ops->fold && !s->no_rollups;
+}
+
+int coll_store_fold(struct coll_store *s, bool wait)
+{
+	if (!coll_store_defers_rollups(s))
+		return 0;
+	return LOCKED(s, s->ops->fold(s, wait));
 }
 
 int coll_store_count(struct coll_store *s, uint64_t *ret)

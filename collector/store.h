@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 3
+#define COLL_SCHEMA_VERSION 4
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -56,7 +56,8 @@ const char *coll_sum_name(enum coll_sum s);
 bool coll_sum_is_count(enum coll_sum s);
 
 enum coll_rollup_table {
-	COLL_ROLLUP_HOUR,      /* bucket "YYYY-MM-DDTHH", key (account, user) */
+	/* rollup_hour (bucket "YYYY-MM-DDTHH", key (account, user)) until schema v4: never read,
+	 * three quarters of the rollup rows written */
 	COLL_ROLLUP_DAY,       /* bucket "YYYY-MM-DD",   key (account, user) */
 	COLL_ROLLUP_LABEL_DAY, /* bucket "YYYY-MM-DD",   key (label_key, label_value, account, user)
 				*/
@@ -185,6 +186,11 @@ struct coll_store_ops {
 	/* Benchmark and bulk rebuild: the rollup maintenance of insert_batch (deltas of items,
 	 * taken as new, in one transaction) without storing the records. */
 	int (*rollup_batch)(struct coll_store *s, struct coll_item *items, size_t n);
+	/* Backends that defer rollup maintenance (PostgreSQL: insert_batch queues the deltas in
+	 * rollup_pending): applies every queued delta committed so far, in one transaction.
+	 * wait: wait for a fold in progress elsewhere, else -EBUSY. Returns the number of
+	 * queued batches applied. NULL where insert_batch applies deltas itself. */
+	int (*fold)(struct coll_store *s, bool wait);
 	int (*count)(struct coll_store *s, uint64_t *ret);
 	int (*ping)(struct coll_store *s);
 	int (*schema_version)(struct coll_store *s, int *ret);
@@ -219,6 +225,10 @@ int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, cons
 			    const char *to, coll_rollup_fn fn, void *ud);
 int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud);
 int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n);
+/* True if insert_batch leaves rollup deltas queued for coll_store_fold (ops->fold). */
+bool coll_store_defers_rollups(const struct coll_store *s);
+/* ops->fold; 0 where the backend has none or rollups are off. */
+int coll_store_fold(struct coll_store *s, bool wait);
 int coll_store_count(struct coll_store *s, uint64_t *ret);
 int coll_store_ping(struct coll_store *s);
 int coll_store_schema_version(struct coll_store *s, int *ret);

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +169,25 @@ static int migrate(struct pg_store *st)
 		if (r < 0)
 			goto out_rollback;
 	}
-	if (version < 3) {
+	if (version < 4) {
+		/* v4: ingest queues its rollup deltas (queue_deltas, pg_fold); no index, the
+		 * fold takes every row; stored uncompressed: written once, read once.
+		 * rollup_hour goes (see store_sqlite.c) */
 		r = exec_cmd(st,
-			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (3)");
+			     "CREATE TABLE IF NOT EXISTS rollup_pending (layout INTEGER NOT NULL,"
+			     " deltas BYTEA NOT NULL);"
+			     "ALTER TABLE rollup_pending ALTER COLUMN deltas SET STORAGE EXTERNAL;"
+			     "DROP TABLE IF EXISTS rollup_hour");
+		if (r < 0)
+			goto out_rollback;
+	}
+	if (version < COLL_SCHEMA_VERSION) {
+		char sql[96];
+
+		snprintf(sql, sizeof(sql),
+			 "DELETE FROM schema_version; INSERT INTO schema_version VALUES (%d)",
+			 COLL_SCHEMA_VERSION);
+		r = exec_cmd(st, sql);
 		if (r < 0)
 			goto out_rollback;
 	}
@@ -226,16 +243,29 @@ static int session_setup(struct pg_store *st)
 	return 0;
 }
 
+/* First on a new connection. A fold sorts and scans tens of MB of deltas: kept in memory
+ * (temp_buffers only takes before the session's first use of a temp table). */
+static int conn_setup(struct pg_store *st)
+{
+	return exec_cmd(st, "SET client_min_messages = warning; SET temp_buffers = '64MB';"
+			    " SET work_mem = '64MB'");
+}
+
 /* Make sure the connection is usable; reset it after a failure. */
 static int ensure_conn(struct pg_store *st)
 {
 	if (PQstatus(st->conn) != CONNECTION_OK) {
+		int r;
+
 		st->session_ready = false;
 		PQreset(st->conn);
 		if (PQstatus(st->conn) != CONNECTION_OK) {
 			set_err(st, "connect", NULL);
 			return -EIO;
 		}
+		r = conn_setup(st);
+		if (r < 0)
+			return r;
 	}
 	return session_setup(st);
 }
@@ -265,7 +295,7 @@ static int pg_open(const char *uri, struct coll_store **ret, char *err, size_t e
 		r = -EIO;
 		goto out_close;
 	}
-	r = exec_cmd(st, "SET client_min_messages = warning");
+	r = conn_setup(st);
 	if (r < 0)
 		goto out_close;
 	r = migrate(st);
@@ -490,42 +520,72 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 	return 0;
 }
 
-/* Bucketed deltas: COPY into rollup_in, then one INSERT .. SELECT per table present. */
-static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t nd, bool more)
-{
-	_cleanup_free_ char *data = NULL, *sql = NULL;
-	size_t dlen = 0, slen = 0;
-	bool present[_COLL_ROLLUP_MAX] = {false};
-	struct pgcopy c;
-	FILE *f;
-	PGresult *res;
-	int r = 0;
+/* Fields of a rollup_in row: tbl, bucket, the keys, the sums. Queued batches in rollup_pending
+ * carry it as their layout; a change of rollup_in's columns changes it. */
+#define ROLLUP_IN_FIELDS (2 + _COLL_KEY_MAX + _COLL_SUM_MAX)
 
-	pgcopy_begin(&c);
+/* Bucketed deltas as rows of a binary COPY into rollup_in, appended to c; *present gets the
+ * bit 1u << table of each table among them. */
+static void deltas_rows(struct pgcopy *c, const struct coll_delta *d, size_t nd, unsigned *present)
+{
 	for (size_t i = 0; i < nd; i++) {
-		present[d[i].table] = true;
-		pgcopy_row(&c, 2 + _COLL_KEY_MAX + _COLL_SUM_MAX);
-		pgcopy_int4(&c, (int32_t)d[i].table);
-		pgcopy_text(&c, d[i].bucket, strlen(d[i].bucket));
+		*present |= 1u << d[i].table;
+		pgcopy_row(c, ROLLUP_IN_FIELDS);
+		pgcopy_int4(c, (int32_t)d[i].table);
+		pgcopy_text(c, d[i].bucket, strlen(d[i].bucket));
 		for (int k = 0; k < _COLL_KEY_MAX; k++) {
 			const char *v = coll_delta_key(&d[i], k) ?: "";
 
-			pgcopy_text(&c, v, strlen(v));
+			pgcopy_text(c, v, strlen(v));
 		}
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			pgcopy_float8(&c, d[i].v[k]);
+			pgcopy_float8(c, d[i].v[k]);
 	}
-	r = pgcopy_end(&c, &data, &dlen);
-	if (r < 0)
-		return r;
-	f = open_memstream(&sql, &slen);
+}
+
+static int copy_in(struct pg_store *st, const char *sql, const char *data, size_t len)
+{
+	PGresult *res;
+	int r = 0;
+
+	if (len > INT_MAX) {
+		snprintf(st->base.errmsg, sizeof(st->base.errmsg), "postgresql: %s: %zu bytes", sql,
+			 len);
+		return -E2BIG;
+	}
+	res = PQexec(st->conn, sql);
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+		return res_err(st, sql, res);
+	PQclear(res);
+	if (PQputCopyData(st->conn, data, (int)len) != 1 || PQputCopyEnd(st->conn, NULL) != 1) {
+		set_err(st, "COPY data", NULL);
+		return -EIO;
+	}
+	while ((res = PQgetResult(st->conn))) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && r == 0) {
+			r = res_err(st, "COPY end", res);
+			continue;
+		}
+		PQclear(res);
+	}
+	return r;
+}
+
+/* The rows of rollup_in added to the tables in present: one INSERT .. SELECT per table, the
+ * rows of one key summed first (the deltas of several batches, when folding). */
+static int apply_rollup_in(struct pg_store *st, unsigned present)
+{
+	_cleanup_free_ char *sql = NULL;
+	size_t slen = 0;
+	FILE *f = open_memstream(&sql, &slen);
+
 	if (!f)
 		return -ENOMEM;
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
 		const struct coll_rollup_def *def = coll_rollup_def(t);
 		_cleanup_free_ char *pk = NULL;
 
-		if (!present[t])
+		if (!(present & 1u << t) || t == COLL_ROLLUP_OPEN)
 			continue;
 		pk = coll_rollup_pk(t);
 		if (!pk) {
@@ -537,11 +597,12 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
 			fprintf(f, ", %s", coll_sum_name(k));
 		fprintf(f, ") SELECT %s", pk);
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, ", %s", coll_sum_name(k));
+			fprintf(f, ", sum(%s)", coll_sum_name(k));
 		/* the fixed key order in which concurrent transactions take row locks */
-		fprintf(
-		    f, " FROM rollup_in WHERE tbl = %d ORDER BY %s ON CONFLICT (%s) DO UPDATE SET ",
-		    t, pk, pk);
+		fprintf(f,
+			" FROM rollup_in WHERE tbl = %d GROUP BY %s ORDER BY %s"
+			" ON CONFLICT (%s) DO UPDATE SET ",
+			t, pk, pk, pk);
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
 			fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "", coll_sum_name(k),
 				def->name, coll_sum_name(k), coll_sum_name(k));
@@ -549,25 +610,27 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
 	}
 	if (fclose(f) != 0)
 		return -ENOMEM;
+	return slen ? exec_cmd(st, sql) : 0;
+}
 
-	res = PQexec(st->conn, "COPY rollup_in FROM STDIN WITH (FORMAT binary)");
-	if (PQresultStatus(res) != PGRES_COPY_IN)
-		return res_err(st, "COPY rollup_in", res);
-	PQclear(res);
-	if (PQputCopyData(st->conn, data, (int)dlen) != 1 || PQputCopyEnd(st->conn, NULL) != 1) {
-		set_err(st, "COPY rollup_in data", NULL);
-		return -EIO;
-	}
-	while ((res = PQgetResult(st->conn))) {
-		if (PQresultStatus(res) != PGRES_COMMAND_OK && r == 0) {
-			r = res_err(st, "COPY rollup_in end", res);
-			continue;
-		}
-		PQclear(res);
-	}
+/* Bucketed deltas: COPY into rollup_in, then one INSERT .. SELECT per table present. */
+static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t nd, bool more)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t dlen = 0;
+	unsigned present = 0;
+	struct pgcopy c;
+	int r;
+
+	pgcopy_begin(&c);
+	deltas_rows(&c, d, nd, &present);
+	r = pgcopy_end(&c, &data, &dlen);
 	if (r < 0)
 		return r;
-	r = exec_cmd(st, sql);
+	r = copy_in(st, "COPY rollup_in FROM STDIN WITH (FORMAT binary)", data, dlen);
+	if (r < 0)
+		return r;
+	r = apply_rollup_in(st, present);
 	if (r < 0 || !more)
 		return r;
 	/* the rows are deleted at commit; a second batch in this transaction (rebuild) must
@@ -575,8 +638,183 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
 	return exec_cmd(st, "TRUNCATE rollup_in");
 }
 
-/* more: another upsert_deltas() may follow in this transaction. */
-static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd, bool more)
+/*
+ * Ingest queues its bucketed deltas instead of applying them: one rollup_pending row per
+ * transaction, its deltas as rollup_in rows in binary COPY form. Applied in the transaction,
+ * every concurrent ingest would take row locks on the same day and month rows and hold them
+ * through its commit, and the transactions would run one after another.
+ */
+static int queue_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t dlen = 0;
+	unsigned present = 0;
+	struct pgcopy c;
+	char layout[16];
+	const char *params[2];
+	int lens[2] = {0, 0}, fmts[2] = {0, 1};
+	PGresult *res;
+	int r;
+
+	if (nd == 0)
+		return 0;
+	pgcopy_begin(&c);
+	deltas_rows(&c, d, nd, &present);
+	r = pgcopy_end(&c, &data, &dlen);
+	if (r < 0)
+		return r;
+	if (dlen - PGCOPY_HEADER_LEN - PGCOPY_TRAILER_LEN > INT_MAX)
+		return -E2BIG;
+	snprintf(layout, sizeof(layout), "%d", ROLLUP_IN_FIELDS);
+	params[0] = layout;
+	params[1] = data + PGCOPY_HEADER_LEN;
+	lens[1] = (int)(dlen - PGCOPY_HEADER_LEN - PGCOPY_TRAILER_LEN);
+	res = PQexecParams(
+	    st->conn, "INSERT INTO rollup_pending (layout, deltas) VALUES ($1::int, $2::bytea)", 2,
+	    NULL, params, lens, fmts, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res_err(st, "rollup_pending", res);
+	PQclear(res);
+	return 0;
+}
+
+/* The tables of the rows of one queued batch (bit 1u << tbl), or -EBADMSG if they are not
+ * well-formed rollup_in rows. */
+static int pending_tables(const unsigned char *p, size_t len, unsigned *present)
+{
+	size_t o = 0;
+
+	while (o < len) {
+		uint32_t tbl;
+
+		if (len - o < 2 || (p[o] << 8 | p[o + 1]) != ROLLUP_IN_FIELDS)
+			return -EBADMSG;
+		o += 2;
+		for (int f = 0; f < ROLLUP_IN_FIELDS; f++) {
+			uint32_t flen;
+
+			if (len - o < 4)
+				return -EBADMSG;
+			flen = (uint32_t)p[o] << 24 | (uint32_t)p[o + 1] << 16 |
+			       (uint32_t)p[o + 2] << 8 | p[o + 3];
+			o += 4;
+			if (flen > len - o || (f == 0 && flen != 4))
+				return -EBADMSG;
+			if (f == 0) {
+				tbl = (uint32_t)p[o] << 24 | (uint32_t)p[o + 1] << 16 |
+				      (uint32_t)p[o + 2] << 8 | p[o + 3];
+				if (tbl >= COLL_ROLLUP_OPEN)
+					return -EBADMSG;
+				*present |= 1u << tbl;
+			}
+			o += flen;
+		}
+	}
+	return 0;
+}
+
+#define FOLD_LOCK_KEY (MIGRATION_LOCK_KEY + 1)
+
+static int fold_once(struct pg_store *st, bool wait)
+{
+	_cleanup_free_ char *data = NULL;
+	char lock[128];
+	size_t dlen = 0;
+	unsigned present = 0;
+	struct pgcopy c;
+	PGresult *res;
+	int n, r;
+
+	r = exec_cmd(st, "BEGIN");
+	if (r < 0)
+		return r;
+	snprintf(lock, sizeof(lock), "SELECT pg_%sadvisory_xact_lock(%lld)", wait ? "" : "try_",
+		 FOLD_LOCK_KEY);
+	res = PQexec(st->conn, lock);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		r = res_err(st, "fold lock", res);
+		goto out_rollback;
+	}
+	if (!wait && strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+		PQclear(res);
+		r = -EBUSY; /* another connection is folding */
+		goto out_rollback;
+	}
+	PQclear(res);
+	/* what is committed now; batches committed later stay for the next fold */
+	res = PQexecParams(st->conn, "DELETE FROM rollup_pending RETURNING layout, deltas", 0, NULL,
+			   NULL, NULL, NULL, 1);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		r = res_err(st, "rollup_pending", res);
+		goto out_rollback;
+	}
+	n = PQntuples(res);
+	pgcopy_begin(&c);
+	for (int i = 0; i < n; i++) {
+		const unsigned char *p = (const unsigned char *)PQgetvalue(res, i, 1);
+		const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
+		size_t len = (size_t)PQgetlength(res, i, 1);
+		int32_t layout = PQgetlength(res, i, 0) == 4
+				     ? (int32_t)((uint32_t)lp[0] << 24 | (uint32_t)lp[1] << 16 |
+						 (uint32_t)lp[2] << 8 | lp[3])
+				     : -1;
+
+		if (layout != ROLLUP_IN_FIELDS || pending_tables(p, len, &present) < 0) {
+			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
+				 "postgresql: rollup_pending: a queued batch of layout %d is not "
+				 "%d-field rollup_in rows",
+				 (int)layout, ROLLUP_IN_FIELDS);
+			pgcopy_free(&c);
+			PQclear(res);
+			r = -EBADMSG;
+			goto out_rollback;
+		}
+		pgcopy_raw(&c, p, len);
+	}
+	PQclear(res);
+	r = pgcopy_end(&c, &data, &dlen);
+	if (r < 0)
+		goto out_rollback;
+	if (n > 0) {
+		r = copy_in(st, "COPY rollup_in FROM STDIN WITH (FORMAT binary)", data, dlen);
+		if (r < 0)
+			goto out_rollback;
+		r = apply_rollup_in(st, present);
+		if (r < 0)
+			goto out_rollback;
+	}
+	r = exec_cmd(st, "COMMIT");
+	if (r < 0)
+		goto out_rollback;
+	return n;
+
+out_rollback:
+	PQclear(PQexec(st->conn, "ROLLBACK"));
+	return r;
+}
+
+static int pg_fold(struct coll_store *s, bool wait)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	for (int attempt = 0;; attempt++) {
+		r = fold_once(st, wait);
+		if (r != -EAGAIN || attempt + 1 >= TX_RETRIES)
+			break;
+	}
+	if (r == -EIO && PQstatus(st->conn) != CONNECTION_OK)
+		st->session_ready = false;
+	return r;
+}
+
+/* more: another upsert_deltas() may follow in this transaction. queue: the bucketed deltas go
+ * to rollup_pending (ingest); rollup_open's are applied either way. */
+static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd, bool more,
+			 bool queue)
 {
 	size_t nb = 0;
 	int r;
@@ -585,7 +823,7 @@ static int upsert_deltas(struct pg_store *st, const struct coll_delta *d, size_t
 	while (nb < nd && d[nb].table != COLL_ROLLUP_OPEN)
 		nb++;
 	if (nb > 0) {
-		r = upsert_copied(st, d, nb, more);
+		r = queue ? queue_deltas(st, d, nb) : upsert_copied(st, d, nb, more);
 		if (r < 0)
 			return r;
 	}
@@ -607,7 +845,7 @@ static int apply_items(struct pg_store *st, struct coll_item *items, size_t n, u
 		return r;
 	if (only != COLL_ROLLUP_ALL)
 		nd = coll_deltas_keep(d, nd, only);
-	return upsert_deltas(st, d, nd, true);
+	return upsert_deltas(st, d, nd, true, false);
 }
 
 #define REBUILD_CHUNK 4096
@@ -764,7 +1002,7 @@ rollups:
 		r = coll_deltas_build(items, n, &d, &nd);
 		if (r < 0)
 			goto out_rollback;
-		r = upsert_deltas(st, d, nd, false);
+		r = upsert_deltas(st, d, nd, false, true);
 		if (r < 0)
 			goto out_rollback;
 	}
@@ -990,6 +1228,12 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 
 	if (!pk)
 		return -ENOMEM;
+	/* queued deltas first, so the rows include every batch committed before this call */
+	if (!st->base.no_rollups) {
+		r = pg_fold(s, true);
+		if (r < 0)
+			return r;
+	}
 	r = ensure_conn(st);
 	if (r < 0)
 		return r;
@@ -1126,6 +1370,7 @@ const struct coll_store_ops coll_store_pg_ops = {
     .rollup_query = pg_rollup_query,
     .open_query = pg_open_query,
     .rollup_batch = pg_rollup_batch,
+    .fold = pg_fold,
     .count = pg_count,
     .ping = pg_ping,
     .schema_version = pg_schema_version,

@@ -5,6 +5,8 @@
 # and with BENCH_CONNECTIONS (default 4) at once (several nodes, the collector's normal load;
 # PostgreSQL gets as many database connections). Also: rollup maintenance cost (collector with
 # vs without rollups, both with the parallel connections). BENCH_RECORDS (default 50000).
+# A collector's rate runs from its first POST until it has exited after SIGTERM: on PostgreSQL
+# ingest queues the rollup deltas and a folder applies them, the last of them at exit.
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-.output}
@@ -43,8 +45,13 @@ collector_rate() {
 	out=$("$LOAD" post --url "http://127.0.0.1:$port/v1/records" --token "$TOK" --node bench \
 		--count "$N" --batch "$B" --connections "$k") ||
 		{ echo "post failed: $out" >&2; kill "$CPID"; return 1; }
+	# the collector applies what rollup work it left queued (PostgreSQL) before it exits:
+	# the clock runs from the first POST until then
 	kill -TERM "$CPID"; wait "$CPID" 2>/dev/null; CPID=
-	echo "$out" | sed -n 's/.*accepted=\([0-9]*\).*rate=\([0-9]*\).*/\1 \2/p'
+	t_end=$(now)
+	acc=$(echo "$out" | sed -n 's/.*accepted=\([0-9]*\).*/\1/p')
+	start=$(echo "$out" | sed -n 's/.*start=\([0-9.]*\).*/\1/p')
+	echo "$acc $(rate "$start" "$t_end")"
 }
 
 "$LOAD" csv --node bench --count "$N" > "$T/rows.csv"

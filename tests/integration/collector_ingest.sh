@@ -5,6 +5,8 @@
 # collectors ingesting the same batch at once -> each record once; concurrent overlapping
 # batches to one collector (group commit) -> each record accepted once; kill -9 of the
 # collector during a 50,000-record batch -> all or nothing, the resend completes it.
+# PostgreSQL's queued rollup deltas: applied without a report, after a kill -9 by the next
+# collector, by two collectors at once each once.
 # Nothing stored on any rejection. Skips the PostgreSQL half only without its binaries.
 set -u
 cd "$(dirname "$0")/../.."
@@ -240,6 +242,75 @@ PY
 	grep -q "finishing in-flight" "$T/collector-$port.log" || fail "$name: no graceful stop message"
 }
 
+# PostgreSQL: ingest queues its rollup deltas in rollup_pending and a folder applies them.
+# pending_zero DB: waits (10 s at most) until nothing is queued.
+pending() { psql "$1" -Atc 'SELECT count(*) FROM rollup_pending'; }
+pending_zero() {
+	for _ in $(seq 200); do [ "$(pending "$1")" = 0 ] && return 0; sleep 0.05; done
+	return 1
+}
+# rollups_match DB N: rollup_day counts N tasks and its CPU equals the records' (each delta
+# applied once, none lost)
+rollups_match() {
+	psql "$1" -Atc "SELECT (SELECT sum(tasks) FROM rollup_day) = $2 AND
+		abs((SELECT sum(cpu_s) FROM rollup_day) -
+		    (SELECT sum(cpu_user_ns + cpu_system_ns) / 1e9 FROM records WHERE type = 'task.end'))
+		< 1e-6 * (SELECT sum(cpu_s) FROM rollup_day)"
+}
+fold_suite() {
+	local db=$1 port port2 pid pid2 p1 p2
+	"$COLL" migrate --db "$db" >/dev/null || { fail "fold: migrate"; return; }
+	port=$(free_port)
+	start_collector "$db" "$port" || { fail "fold: start"; return; }
+	pid=$CPID
+	"$LOAD" gen --node n1 --count 2000 --prefix fold- > "$T/f1"
+	post "$T/f1" "$N1" "$port"
+	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
+	if pending_zero "$db" && [ "$(rollups_match "$db" 2000)" = t ]; then
+		ok "fold: the folder applied the queued deltas with no report asked for"
+	else
+		fail "fold: after 10 s: $(pending "$db") queued, rollups_match $(rollups_match "$db" 2000)"
+	fi
+	curl -s "http://127.0.0.1:$port/metrics" | grep -Eq '^corral_collector_rollup_folds_total [1-9]' ||
+		fail "fold: corral_collector_rollup_folds_total not counted"
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+
+	# queued deltas survive a kill -9 of the collector; the next one applies them at start
+	start_collector "$db" "$port" --fold-delay 3600000 || { fail "fold: start"; return; }
+	pid=$CPID
+	"$LOAD" gen --node n1 --count 2000 --start 2000 --prefix fold- > "$T/f2"
+	post "$T/f2" "$N1" "$port"
+	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
+	[ "$(pending "$db")" -gt 0 ] || fail "fold: nothing queued with --fold-delay 3600000"
+	kill -9 "$pid"; wait "$pid" 2>/dev/null
+	start_collector "$db" "$port" || { fail "fold: restart"; return; }
+	pid=$CPID
+	if pending_zero "$db" && [ "$(rollups_match "$db" 4000)" = t ]; then
+		ok "fold: deltas queued before a kill -9 applied once by the next collector"
+	else
+		fail "fold: after kill -9 and restart: $(pending "$db") queued, rollups_match $(rollups_match "$db" 4000)"
+	fi
+
+	# two collectors on one database fold at once (a fleet): every delta applied once
+	port2=$(free_port)
+	start_collector "$db" "$port2" --fold-delay 0 || { fail "fold: second collector"; return; }
+	pid2=$CPID
+	"$LOAD" post --url "http://127.0.0.1:$port/v1/records" --token "$N1" --node n1 \
+		--count 20000 --start 10000 --batch 250 --connections 2 > "$T/p1" 2>&1 &
+	p1=$!
+	"$LOAD" post --url "http://127.0.0.1:$port2/v1/records" --token "$N2" --node n2 \
+		--count 20000 --start 10000 --batch 250 --connections 2 > "$T/p2" 2>&1 &
+	p2=$!
+	wait $p1 || fail "fold: posting to the first collector: $(cat "$T/p1")"
+	wait $p2 || fail "fold: posting to the second collector: $(cat "$T/p2")"
+	kill -TERM "$pid" "$pid2"; wait "$pid" "$pid2" 2>/dev/null
+	if [ "$(pending "$db")" = 0 ] && [ "$(rollups_match "$db" 44000)" = t ]; then
+		ok "fold: two collectors ingesting and folding at once: 44000 tasks, each once"
+	else
+		fail "fold: two collectors: $(pending "$db") queued, rollups_match $(rollups_match "$db" 44000)"
+	fi
+}
+
 # in_transaction DB PID: the collector is writing the big batch.
 in_transaction() {
 	case $1 in
@@ -268,9 +339,10 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
 	PGDATA=$T/pg/data
 	if su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
 		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p 5432 -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
-		$PGBIN/createdb -h $T/pg -p 5432 corral"; then
+		$PGBIN/createdb -h $T/pg -p 5432 corral && $PGBIN/createdb -h $T/pg -p 5432 fold"; then
 		PG="postgresql://postgres@/corral?host=$T/pg&port=5432"
 		run_suite "$PG" postgresql
+		fold_suite "postgresql://postgres@/fold?host=$T/pg&port=5432"
 	else
 		fail "could not start PostgreSQL: $(tail -5 "$T/pg/initdb.log" "$T/pg/log" 2>/dev/null)"
 	fi

@@ -281,17 +281,6 @@ static void test_rollup_sums(void **state)
 	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 4), 0);
 	check_day(fx->store);
 
-	assert_int_equal(coll_store_rollup_query(fx->store, COLL_ROLLUP_HOUR, "2026-12-02T00",
-						 "2026-12-03", collect, &rs),
-			 0);
-	/* a ran 11:58:20-12:00:00 (its hour is 11), b 12:00:50-12:01:00 */
-	assert_int_equal(rs.n, 2);
-	assert_string_equal(rs.keys[0][0], "2026-12-02T11");
-	assert_float_equal(rs.r[0].v[COLL_SUM_TASKS], 1, 1e-9);
-	assert_string_equal(rs.keys[1][0], "2026-12-02T12");
-	assert_float_equal(rs.r[1].v[COLL_SUM_TASKS], 1, 1e-9);
-
-	memset(&rs, 0, sizeof(rs));
 	assert_int_equal(
 	    coll_store_rollup_query(fx->store, COLL_ROLLUP_LABEL_DAY, NULL, NULL, collect, &rs), 0);
 	assert_int_equal(rs.n, 2);

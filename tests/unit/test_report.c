@@ -957,7 +957,7 @@ static void test_migrate_v2(void **state)
 
 	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
 	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
-	assert_int_equal(v, 3);
+	assert_int_equal(v, COLL_SCHEMA_VERSION);
 	for (size_t k = 0; k < ARRAY_SIZE(reports); k++) {
 		assert_true(want[k].n > 3);
 		assert_reports_equal(fx, reports[k][0], reports[k][1], &want[k]);
