@@ -97,26 +97,41 @@ const char *coll_key_column(enum coll_key k)
 	return (unsigned)k < _COLL_KEY_MAX ? key_columns[k] : NULL;
 }
 
-const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
+static const char **delta_key_slot(struct coll_delta *d, enum coll_key k)
 {
 	switch (k) {
 	case COLL_KEY_ACCOUNT:
-		return d->account;
+		return &d->account;
 	case COLL_KEY_USER:
-		return d->user;
+		return &d->user;
 	case COLL_KEY_LABEL_KEY:
-		return d->label_key;
+		return &d->label_key;
 	case COLL_KEY_LABEL_VALUE:
-		return d->label_value;
+		return &d->label_value;
 	case COLL_KEY_JOB:
-		return d->job;
+		return &d->job;
 	case COLL_KEY_NODE:
-		return d->node;
+		return &d->node;
 	case COLL_KEY_TASK_ID:
-		return d->task_id;
+		return &d->task_id;
 	default:
-		return "";
+		return NULL;
 	}
+}
+
+const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
+{
+	const char **slot = delta_key_slot((struct coll_delta *)d, k);
+
+	return slot ? *slot : "";
+}
+
+void coll_delta_set_key(struct coll_delta *d, enum coll_key k, const char *v)
+{
+	const char **slot = delta_key_slot(d, k);
+
+	if (slot)
+		*slot = v;
 }
 
 static char *put_json_str(char *o, const char *s)
@@ -367,7 +382,7 @@ static void merge_into(struct coll_delta *prev, const struct coll_delta *d)
  * fixed order in which the backends take row locks; the merged count. Merging goes through a
  * hash table first (a batch has many deltas per key), so only the distinct ones are sorted.
  */
-static size_t sort_merge(struct coll_delta *d, size_t n)
+size_t coll_deltas_merge(struct coll_delta *d, size_t n)
 {
 	_cleanup_free_ struct delta_slot *slot = NULL;
 	size_t nslots = 16, o = 0;
@@ -577,7 +592,7 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
 			push_sample(d, &nd, r);
 	}
-	out = sort_merge(d, nd);
+	out = coll_deltas_merge(d, nd);
 	/* job_month: the merged job_day deltas per month, merged again, placed after the tables
 	 * before it (rollup_open, last, moves behind them; the capacity counts them) */
 	nm = 0;
@@ -593,7 +608,7 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 			m[nm].table = COLL_ROLLUP_JOB_MONTH;
 			m[nm++].bucket[7] = 0;
 		}
-	months = sort_merge(m, nm);
+	months = coll_deltas_merge(m, nm);
 	for (open = 0; open < out && d[open].table < COLL_ROLLUP_JOB_MONTH;)
 		open++;
 	memmove(d + open + months, d + open, (out - open) * sizeof(*d));

@@ -298,6 +298,11 @@ char *coll_rollup_pk(enum coll_rollup_table t);
 char *coll_labels_json(const struct acct_record *r);
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n);
+/* d[0..n) with equal keys merged (sums added, the newest sample of a task kept) and sorted by
+ * table and key; the merged count. */
+size_t coll_deltas_merge(struct coll_delta *d, size_t n);
+/* Sets key k of d (borrowed). */
+void coll_delta_set_key(struct coll_delta *d, enum coll_key k, const char *v);
 /* Keeps the deltas of the tables in mask (bit 1u << table) only, in order; their new count.
  * Migrations that add tables fill them with it. */
 #define COLL_ROLLUP_ALL (~0u)

@@ -678,14 +678,24 @@ static int queue_deltas(struct pg_store *st, const struct coll_delta *d, size_t 
 	return 0;
 }
 
-/* The tables of the rows of one queued batch (bit 1u << tbl), or -EBADMSG if they are not
- * well-formed rollup_in rows. */
-static int pending_tables(const unsigned char *p, size_t len, unsigned *present)
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * The rows of one queued batch as deltas: d NULL counts them only. Texts are copied to *arena
+ * with their NUL (a row's texts take less room there than their length words and bytes in
+ * the row, so as many bytes as the rows suffice). -EBADMSG unless they are well-formed
+ * rollup_in rows of bucketed tables.
+ */
+static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *d, size_t *nd,
+			 char **arena)
 {
 	size_t o = 0;
 
 	while (o < len) {
-		uint32_t tbl;
+		struct coll_delta x = {0};
 
 		if (len - o < 2 || (p[o] << 8 | p[o + 1]) != ROLLUP_IN_FIELDS)
 			return -EBADMSG;
@@ -695,20 +705,37 @@ static int pending_tables(const unsigned char *p, size_t len, unsigned *present)
 
 			if (len - o < 4)
 				return -EBADMSG;
-			flen = (uint32_t)p[o] << 24 | (uint32_t)p[o + 1] << 16 |
-			       (uint32_t)p[o + 2] << 8 | p[o + 3];
+			flen = be32(p + o);
 			o += 4;
-			if (flen > len - o || (f == 0 && flen != 4))
+			if (flen > len - o)
 				return -EBADMSG;
-			if (f == 0) {
-				tbl = (uint32_t)p[o] << 24 | (uint32_t)p[o + 1] << 16 |
-				      (uint32_t)p[o + 2] << 8 | p[o + 3];
-				if (tbl >= COLL_ROLLUP_OPEN)
+			if (f == 0) { /* tbl */
+				if (flen != 4 || be32(p + o) >= COLL_ROLLUP_OPEN)
 					return -EBADMSG;
-				*present |= 1u << tbl;
+				x.table = (enum coll_rollup_table)be32(p + o);
+			} else if (f == 1) { /* bucket */
+				if (flen >= sizeof(x.bucket))
+					return -EBADMSG;
+				memcpy(x.bucket, p + o, flen);
+			} else if (f < 2 + _COLL_KEY_MAX) {
+				if (d) {
+					memcpy(*arena, p + o, flen);
+					(*arena)[flen] = 0;
+					coll_delta_set_key(&x, f - 2, *arena);
+					*arena += flen + 1;
+				}
+			} else { /* sums */
+				uint64_t bits = (uint64_t)be32(p + o) << 32 | be32(p + o + 4);
+
+				if (flen != 8)
+					return -EBADMSG;
+				memcpy(&x.v[f - 2 - _COLL_KEY_MAX], &bits, sizeof(double));
 			}
 			o += flen;
 		}
+		if (d)
+			d[*nd] = x;
+		(*nd)++;
 	}
 	return 0;
 }
@@ -717,9 +744,10 @@ static int pending_tables(const unsigned char *p, size_t len, unsigned *present)
 
 static int fold_once(struct pg_store *st, bool wait)
 {
-	_cleanup_free_ char *data = NULL;
-	char lock[128];
-	size_t dlen = 0;
+	_cleanup_free_ char *data = NULL, *arena = NULL;
+	_cleanup_free_ struct coll_delta *d = NULL;
+	char lock[128], *ap = NULL;
+	size_t dlen = 0, nd = 0;
 	unsigned present = 0;
 	struct pgcopy c;
 	PGresult *res;
@@ -748,34 +776,49 @@ static int fold_once(struct pg_store *st, bool wait)
 		r = res_err(st, "rollup_pending", res);
 		goto out_rollback;
 	}
+	/* the queued batches' deltas merged here (a key that several batches touched is one
+	 * row), then sent as one COPY */
 	n = PQntuples(res);
-	pgcopy_begin(&c);
-	for (int i = 0; i < n; i++) {
-		const unsigned char *p = (const unsigned char *)PQgetvalue(res, i, 1);
-		const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
-		size_t len = (size_t)PQgetlength(res, i, 1);
-		int32_t layout = PQgetlength(res, i, 0) == 4
-				     ? (int32_t)((uint32_t)lp[0] << 24 | (uint32_t)lp[1] << 16 |
-						 (uint32_t)lp[2] << 8 | lp[3])
-				     : -1;
+	for (int pass = 0; pass < 2 && r >= 0; pass++) {
+		size_t total = 0;
 
-		if (layout != ROLLUP_IN_FIELDS || pending_tables(p, len, &present) < 0) {
-			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
-				 "postgresql: rollup_pending: a queued batch of layout %d is not "
-				 "%d-field rollup_in rows",
-				 (int)layout, ROLLUP_IN_FIELDS);
-			pgcopy_free(&c);
-			PQclear(res);
-			r = -EBADMSG;
-			goto out_rollback;
+		for (int i = 0; i < n && r >= 0; i++) {
+			const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
+			const unsigned char *p = (const unsigned char *)PQgetvalue(res, i, 1);
+			size_t len = (size_t)PQgetlength(res, i, 1);
+
+			if (PQgetlength(res, i, 0) != 4 || be32(lp) != ROLLUP_IN_FIELDS ||
+			    pending_parse(p, len, d, &nd, &ap) < 0) {
+				snprintf(
+				    st->base.errmsg, sizeof(st->base.errmsg),
+				    "postgresql: rollup_pending: a queued batch is not %d-field "
+				    "rollup_in rows (layout %d)",
+				    ROLLUP_IN_FIELDS,
+				    PQgetlength(res, i, 0) == 4 ? (int)be32(lp) : -1);
+				r = -EBADMSG;
+			}
+			total += len;
 		}
-		pgcopy_raw(&c, p, len);
+		if (r < 0 || pass == 1)
+			break;
+		d = calloc(MAX(nd, (size_t)1), sizeof(*d));
+		arena = ap = malloc(MAX(total, (size_t)1));
+		if (!d || !arena)
+			r = -ENOMEM;
+		nd = 0;
 	}
-	PQclear(res);
+	if (r < 0) {
+		PQclear(res);
+		goto out_rollback;
+	}
+	nd = coll_deltas_merge(d, nd);
+	pgcopy_begin(&c);
+	deltas_rows(&c, d, nd, &present);
+	PQclear(res); /* the deltas' texts are in arena */
 	r = pgcopy_end(&c, &data, &dlen);
 	if (r < 0)
 		goto out_rollback;
-	if (n > 0) {
+	if (nd > 0) {
 		r = copy_in(st, "COPY rollup_in FROM STDIN WITH (FORMAT binary)", data, dlen);
 		if (r < 0)
 			goto out_rollback;
