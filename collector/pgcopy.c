@@ -108,14 +108,6 @@ void pgcopy_timestamptz_ns(struct pgcopy *c, uint64_t realtime_ns)
 	pgcopy_int8(c, (int64_t)(realtime_ns / 1000) - PG_EPOCH_US);
 }
 
-void pgcopy_raw(struct pgcopy *c, const void *rows, size_t len)
-{
-	char *p = room(c, len);
-
-	if (p && len)
-		memcpy(p, rows, len);
-}
-
 int pgcopy_end(struct pgcopy *c, char **ret, size_t *ret_len)
 {
 	char *p = room(c, 2);

@@ -26,8 +26,6 @@ struct pgcopy {
 void pgcopy_begin(struct pgcopy *c);		     /* c needs no initialisation */
 void pgcopy_row(struct pgcopy *c, unsigned nfields); /* before a row's fields */
 void pgcopy_null(struct pgcopy *c);
-/* Rows already in this format (from another stream, without its header and trailer). */
-void pgcopy_raw(struct pgcopy *c, const void *rows, size_t len);
 void pgcopy_text(struct pgcopy *c, const char *s, size_t len); /* TEXT, JSON */
 void pgcopy_jsonb(struct pgcopy *c, const char *s, size_t len);
 void pgcopy_int4(struct pgcopy *c, int32_t v);

@@ -79,15 +79,37 @@ static const char audit_ddl[] =
 
 static int rebuild_rollups(struct pg_store *st, unsigned only);
 
+/* BEGIN, then the transaction-scoped advisory lock key: waited for, or with !wait taken only
+ * if free (else -EBUSY). On failure the transaction is rolled back. */
+static int begin_locked(struct pg_store *st, long long key, bool wait)
+{
+	char sql[96];
+	PGresult *res;
+	int r;
+
+	r = exec_cmd(st, "BEGIN");
+	if (r < 0)
+		return r;
+	snprintf(sql, sizeof(sql), "SELECT pg_%sadvisory_xact_lock(%lld)", wait ? "" : "try_", key);
+	res = PQexec(st->conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		r = res_err(st, "advisory lock", res);
+	} else {
+		if (!wait && strcmp(PQgetvalue(res, 0, 0), "t") != 0)
+			r = -EBUSY;
+		PQclear(res);
+	}
+	if (r < 0)
+		PQclear(PQexec(st->conn, "ROLLBACK"));
+	return r;
+}
+
 static int migrate(struct pg_store *st)
 {
 	PGresult *res;
 	int version = 0, r;
-	char lock[128];
 
-	snprintf(lock, sizeof(lock), "BEGIN; SELECT pg_advisory_xact_lock(%lld);",
-		 MIGRATION_LOCK_KEY);
-	r = exec_cmd(st, lock);
+	r = begin_locked(st, MIGRATION_LOCK_KEY, true);
 	if (r < 0)
 		return r;
 	r = exec_cmd(st, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
@@ -683,11 +705,14 @@ static uint32_t be32(const unsigned char *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* The fewest bytes a rollup_in row takes: field count, a length word per field, tbl, sums. */
+#define ROLLUP_IN_ROW_MIN (2 + 4 * ROLLUP_IN_FIELDS + 4 + 8 * _COLL_SUM_MAX)
+
 /*
- * The rows of one queued batch as deltas: d NULL counts them only. Texts are copied to *arena
- * with their NUL (a row's texts take less room there than their length words and bytes in
- * the row, so as many bytes as the rows suffice). -EBADMSG unless they are well-formed
- * rollup_in rows of bucketed tables.
+ * The rows of one queued batch appended to d as deltas (room for len / ROLLUP_IN_ROW_MIN more
+ * of them). Texts are copied to *arena with their NUL (a row's texts take less room there
+ * than their length words and bytes in the row, so as many bytes as the rows suffice).
+ * -EBADMSG unless they are well-formed rollup_in rows of bucketed tables.
  */
 static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *d, size_t *nd,
 			 char **arena)
@@ -718,12 +743,10 @@ static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *
 					return -EBADMSG;
 				memcpy(x.bucket, p + o, flen);
 			} else if (f < 2 + _COLL_KEY_MAX) {
-				if (d) {
-					memcpy(*arena, p + o, flen);
-					(*arena)[flen] = 0;
-					coll_delta_set_key(&x, f - 2, *arena);
-					*arena += flen + 1;
-				}
+				memcpy(*arena, p + o, flen);
+				(*arena)[flen] = 0;
+				coll_delta_set_key(&x, f - 2, *arena);
+				*arena += flen + 1;
 			} else { /* sums */
 				uint64_t bits = (uint64_t)be32(p + o) << 32 | be32(p + o + 4);
 
@@ -733,9 +756,7 @@ static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *
 			}
 			o += flen;
 		}
-		if (d)
-			d[*nd] = x;
-		(*nd)++;
+		d[(*nd)++] = x;
 	}
 	return 0;
 }
@@ -744,31 +765,16 @@ static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *
 
 static int fold_once(struct pg_store *st, bool wait)
 {
-	_cleanup_free_ char *data = NULL, *arena = NULL;
+	_cleanup_free_ char *arena = NULL;
 	_cleanup_free_ struct coll_delta *d = NULL;
-	char lock[128], *ap = NULL;
-	size_t dlen = 0, nd = 0;
-	unsigned present = 0;
-	struct pgcopy c;
+	char *ap = NULL;
+	size_t nd = 0, total = 0;
 	PGresult *res;
 	int n, r;
 
-	r = exec_cmd(st, "BEGIN");
+	r = begin_locked(st, FOLD_LOCK_KEY, wait); /* -EBUSY: another connection is folding */
 	if (r < 0)
 		return r;
-	snprintf(lock, sizeof(lock), "SELECT pg_%sadvisory_xact_lock(%lld)", wait ? "" : "try_",
-		 FOLD_LOCK_KEY);
-	res = PQexec(st->conn, lock);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		r = res_err(st, "fold lock", res);
-		goto out_rollback;
-	}
-	if (!wait && strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
-		PQclear(res);
-		r = -EBUSY; /* another connection is folding */
-		goto out_rollback;
-	}
-	PQclear(res);
 	/* what is committed now; batches committed later stay for the next fold */
 	res = PQexecParams(st->conn, "DELETE FROM rollup_pending RETURNING layout, deltas", 0, NULL,
 			   NULL, NULL, NULL, 1);
@@ -777,52 +783,34 @@ static int fold_once(struct pg_store *st, bool wait)
 		goto out_rollback;
 	}
 	/* the queued batches' deltas merged here (a key that several batches touched is one
-	 * row), then sent as one COPY */
+	 * row), then applied as by the rebuild */
 	n = PQntuples(res);
-	for (int pass = 0; pass < 2 && r >= 0; pass++) {
-		size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += (size_t)PQgetlength(res, i, 1);
+	d = calloc(total / ROLLUP_IN_ROW_MIN + 1, sizeof(*d));
+	arena = ap = malloc(total + 1);
+	if (!d || !arena)
+		r = -ENOMEM;
+	for (int i = 0; i < n && r >= 0; i++) {
+		const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
+		const unsigned char *p = (const unsigned char *)PQgetvalue(res, i, 1);
 
-		for (int i = 0; i < n && r >= 0; i++) {
-			const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
-			const unsigned char *p = (const unsigned char *)PQgetvalue(res, i, 1);
-			size_t len = (size_t)PQgetlength(res, i, 1);
-
-			if (PQgetlength(res, i, 0) != 4 || be32(lp) != ROLLUP_IN_FIELDS ||
-			    pending_parse(p, len, d, &nd, &ap) < 0) {
-				snprintf(
-				    st->base.errmsg, sizeof(st->base.errmsg),
-				    "postgresql: rollup_pending: a queued batch is not %d-field "
-				    "rollup_in rows (layout %d)",
-				    ROLLUP_IN_FIELDS,
-				    PQgetlength(res, i, 0) == 4 ? (int)be32(lp) : -1);
-				r = -EBADMSG;
-			}
-			total += len;
+		if (PQgetlength(res, i, 0) != 4 || be32(lp) != ROLLUP_IN_FIELDS ||
+		    pending_parse(p, (size_t)PQgetlength(res, i, 1), d, &nd, &ap) < 0) {
+			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
+				 "postgresql: rollup_pending: a queued batch is not %d-field "
+				 "rollup_in rows (layout %d)",
+				 ROLLUP_IN_FIELDS,
+				 PQgetlength(res, i, 0) == 4 ? (int)be32(lp) : -1);
+			r = -EBADMSG;
 		}
-		if (r < 0 || pass == 1)
-			break;
-		d = calloc(MAX(nd, (size_t)1), sizeof(*d));
-		arena = ap = malloc(MAX(total, (size_t)1));
-		if (!d || !arena)
-			r = -ENOMEM;
-		nd = 0;
 	}
-	if (r < 0) {
-		PQclear(res);
-		goto out_rollback;
-	}
-	nd = coll_deltas_merge(d, nd);
-	pgcopy_begin(&c);
-	deltas_rows(&c, d, nd, &present);
 	PQclear(res); /* the deltas' texts are in arena */
-	r = pgcopy_end(&c, &data, &dlen);
 	if (r < 0)
 		goto out_rollback;
+	nd = coll_deltas_merge(d, nd);
 	if (nd > 0) {
-		r = copy_in(st, "COPY rollup_in FROM STDIN WITH (FORMAT binary)", data, dlen);
-		if (r < 0)
-			goto out_rollback;
-		r = apply_rollup_in(st, present);
+		r = upsert_copied(st, d, nd, false);
 		if (r < 0)
 			goto out_rollback;
 	}
