@@ -78,6 +78,7 @@ struct coll_server {
 struct ingest_job {
 	struct coll_item *items;
 	size_t n;
+	const struct coll_deltas *pre; /* the items' deltas built by the request, or NULL */
 	int r;
 	bool done;
 	char errmsg[256]; /* the store's message when r < 0 */
@@ -88,13 +89,16 @@ static void run_group(struct coll_server *s, struct coll_store *st, struct inges
 		      size_t total)
 {
 	_cleanup_free_ struct coll_item *all = NULL;
+	_cleanup_free_ struct coll_delta *deltas = NULL;
+	struct coll_deltas pre = {0};
 	const char *why = NULL;
 	int r;
 
 	if (!g->next) {
-		r = coll_store_insert_batch(st, g->items, g->n);
+		r = coll_store_insert_batch_pre(st, g->items, g->n, g->pre);
 	} else {
-		size_t k = 0;
+		size_t k = 0, nd = 0;
+		bool have_pre = true;
 
 		all = malloc(total * sizeof(*all));
 		if (!all) {
@@ -105,8 +109,21 @@ static void run_group(struct coll_server *s, struct coll_store *st, struct inges
 		for (struct ingest_job *j = g; j; j = j->next) {
 			memcpy(all + k, j->items, j->n * sizeof(*all));
 			k += j->n;
+			have_pre = have_pre && j->pre;
+			nd += j->pre ? j->pre->n : 0;
 		}
-		r = coll_store_insert_batch(st, all, total);
+		/* The group's deltas: the batches' own, merged (no memory: the store builds them)
+		 */
+		if (have_pre && nd > 0 && (deltas = malloc(nd * sizeof(*deltas)))) {
+			for (struct ingest_job *j = g; j; j = j->next) {
+				memcpy(deltas + pre.n, j->pre->d, j->pre->n * sizeof(*deltas));
+				pre.n += j->pre->n;
+			}
+			pre.d = deltas;
+			pre.n = coll_deltas_merge(deltas, pre.n);
+		}
+		r = coll_store_insert_batch_pre(st, all, total,
+						have_pre && (nd == 0 || deltas) ? &pre : NULL);
 		k = 0;
 		for (struct ingest_job *j = g; j; j = j->next)
 			for (size_t i = 0; i < j->n; i++)
@@ -128,10 +145,10 @@ out:
 }
 
 /* Inserts items[0..n) (is_new set as by coll_store_insert_batch); on failure errmsg says why. */
-static int ingest(struct coll_server *s, struct coll_item *items, size_t n, char *errmsg,
-		  size_t errlen)
+static int ingest(struct coll_server *s, struct coll_item *items, size_t n,
+		  const struct coll_deltas *pre, char *errmsg, size_t errlen)
 {
-	struct ingest_job job = {.items = items, .n = n};
+	struct ingest_job job = {.items = items, .n = n, .pre = pre};
 	bool waited = false;
 
 	pthread_mutex_lock(&s->pool_lock);
@@ -576,6 +593,8 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 {
 	struct batch b = {0};
 	_cleanup_free_ struct coll_item *items = NULL;
+	struct coll_deltas pre = {0};
+	bool have_pre = false;
 	char *body = NULL;
 	size_t blen = 0, accepted = 0, dup = 0;
 	struct timespec t0;
@@ -657,12 +676,21 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	}
 
 	for (size_t i = 0; i < b.n; i++)
-		items[i] = (struct coll_item){
-		    .rec = &b.recs[i], .json = b.lines[i].p, .json_len = b.lines[i].len};
+		items[i] = (struct coll_item){.rec = &b.recs[i],
+					      .json = b.lines[i].p,
+					      .json_len = b.lines[i].len,
+					      .is_new = true};
+	/*
+	 * The rollup deltas, built here in the request's thread with every record taken as new:
+	 * with SQLite's one writer, building them under the store's lock had them in series
+	 * (docs/collector.md). No memory or too many: the store builds them itself.
+	 */
+	if (!s->store->no_rollups && coll_deltas_build(items, b.n, &pre.d, &pre.n) == 0)
+		have_pre = true;
 	{
 		char why[256];
 
-		r = ingest(s, items, b.n, why, sizeof(why));
+		r = ingest(s, items, b.n, have_pre ? &pre : NULL, why, sizeof(why));
 		if (r < 0) {
 			fclose(f);
 			free(body);
@@ -693,6 +721,7 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	observe_latency(s, elapsed_s(&t0));
 	ret = reply(s, c, 200, "application/json", body, blen);
 out:
+	free(pre.d);
 	batch_free(&b);
 	return ret;
 }

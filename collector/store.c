@@ -618,6 +618,25 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 	return 0;
 }
 
+int coll_deltas_of_new(const struct coll_item *items, size_t n, const struct coll_deltas *pre,
+		       const struct coll_delta **ret, size_t *ret_n, struct coll_delta **owned)
+{
+	bool all_new = true;
+	int r;
+
+	*owned = NULL;
+	for (size_t i = 0; i < n && all_new; i++)
+		all_new = items[i].is_new;
+	if (pre && all_new) {
+		*ret = pre->d;
+		*ret_n = pre->n;
+		return 0;
+	}
+	r = coll_deltas_build(items, n, owned, ret_n);
+	*ret = *owned;
+	return r;
+}
+
 size_t coll_deltas_keep(struct coll_delta *d, size_t n, unsigned mask)
 {
 	size_t out = 0;
@@ -688,9 +707,15 @@ void coll_store_close(struct coll_store *s)
 
 int coll_store_insert_batch(struct coll_store *s, struct coll_item *items, size_t n)
 {
+	return coll_store_insert_batch_pre(s, items, n, NULL);
+}
+
+int coll_store_insert_batch_pre(struct coll_store *s, struct coll_item *items, size_t n,
+				const struct coll_deltas *pre)
+{
 	if (n == 0)
 		return 0;
-	return LOCKED(s, s->ops->insert_batch(s, items, n));
+	return LOCKED(s, s->ops->insert_batch(s, items, n, pre));
 }
 
 int coll_store_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud)

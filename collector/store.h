@@ -169,14 +169,18 @@ typedef int (*coll_open_fn)(const struct coll_open_row *row, void *userdata);
 typedef int (*coll_break_fn)(const struct coll_audit_break *b, void *userdata);
 
 struct coll_store;
+struct coll_deltas;
 
 struct coll_store_ops {
 	const char *name;
 	/* Opens the database and runs the migrations up to COLL_SCHEMA_VERSION. */
 	int (*open)(const char *uri, struct coll_store **ret, char *err, size_t errlen);
 	void (*close)(struct coll_store *s);
-	/* One transaction: every item inserted or found duplicate, rollups updated, COMMIT. */
-	int (*insert_batch)(struct coll_store *s, struct coll_item *items, size_t n);
+	/* One transaction: every item inserted or found duplicate, rollups updated, COMMIT.
+	 * pre (or NULL): the items' rollup deltas built beforehand with every item taken as
+	 * new, used when every item is new (see coll_deltas_of_new). */
+	int (*insert_batch)(struct coll_store *s, struct coll_item *items, size_t n,
+			    const struct coll_deltas *pre);
 	int (*query)(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud);
 	/* Rows of one rollup table with from <= bucket < to (NULL = open), ordered by key. */
 	int (*rollup_query)(struct coll_store *s, enum coll_rollup_table t, const char *from,
@@ -220,6 +224,11 @@ int coll_store_open(const char *uri, unsigned flags, struct coll_store **ret, ch
 		    size_t errlen);
 void coll_store_close(struct coll_store *s);
 int coll_store_insert_batch(struct coll_store *s, struct coll_item *items, size_t n);
+/* The same with the items' deltas built beforehand (coll_deltas_build with every item taken
+ * as new), outside the store's lock: the collector builds them in the request's thread, so
+ * the one writer of SQLite does not. */
+int coll_store_insert_batch_pre(struct coll_store *s, struct coll_item *items, size_t n,
+				const struct coll_deltas *pre);
 int coll_store_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud);
 int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			    const char *to, coll_rollup_fn fn, void *ud);
@@ -298,6 +307,18 @@ char *coll_rollup_pk(enum coll_rollup_table t);
 char *coll_labels_json(const struct acct_record *r);
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n);
+/* Deltas built ahead of an insert (coll_deltas_build of the items, every one taken as new). */
+struct coll_deltas {
+	struct coll_delta *d;
+	size_t n;
+};
+/*
+ * The deltas of the items that insert_batch found new: pre's when there is pre and every
+ * item is new (the common case: duplicates are retries), else built now. *ret points at pre's
+ * or at *owned (the caller frees *owned; NULL when pre's were used).
+ */
+int coll_deltas_of_new(const struct coll_item *items, size_t n, const struct coll_deltas *pre,
+		       const struct coll_delta **ret, size_t *ret_n, struct coll_delta **owned);
 /* d[0..n) with equal keys merged (sums added, the newest sample of a task kept) and sorted by
  * table and key; the merged count. */
 size_t coll_deltas_merge(struct coll_delta *d, size_t n);

@@ -957,9 +957,11 @@ static int pg_rollup_batch(struct coll_store *s, struct coll_item *items, size_t
  * INSERT .. ON CONFLICT DO NOTHING RETURNING, which tells new from duplicate.
  */
 static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
-		       struct coll_item **sorted, const char *copy, size_t copy_len, bool fast)
+		       const struct coll_deltas *pre, struct coll_item **sorted, const char *copy,
+		       size_t copy_len, bool fast)
 {
-	_cleanup_free_ struct coll_delta *d = NULL;
+	_cleanup_free_ struct coll_delta *owned = NULL;
+	const struct coll_delta *d = NULL;
 	_cleanup_free_ char *copy_sql = NULL;
 	size_t nd = 0, cl = 0;
 	PGresult *res;
@@ -1030,7 +1032,7 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 
 rollups:
 	if (!st->base.no_rollups) {
-		r = coll_deltas_build(items, n, &d, &nd);
+		r = coll_deltas_of_new(items, n, pre, &d, &nd, &owned);
 		if (r < 0)
 			goto out_rollback;
 		r = upsert_deltas(st, d, nd, false, true);
@@ -1049,7 +1051,8 @@ out_rollback:
 	return r;
 }
 
-static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t n)
+static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t n,
+			   const struct coll_deltas *pre)
 {
 	struct pg_store *st = (struct pg_store *)s;
 	_cleanup_free_ struct coll_item **sorted = NULL;
@@ -1071,7 +1074,7 @@ static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t
 	if (r < 0)
 		return r;
 	for (int attempt = 0;; attempt++) {
-		r = insert_once(st, items, n, sorted, copy, copy_len, fast);
+		r = insert_once(st, items, n, pre, sorted, copy, copy_len, fast);
 		if (r == -EEXIST) {
 			fast = false; /* some are duplicates: find out which */
 			continue;

@@ -567,10 +567,12 @@ static int sqlite_rollup_batch(struct coll_store *s, struct coll_item *items, si
 	return r;
 }
 
-static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, size_t n)
+static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, size_t n,
+			       const struct coll_deltas *pre)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
-	_cleanup_free_ struct coll_delta *d = NULL;
+	_cleanup_free_ struct coll_delta *owned = NULL;
+	const struct coll_delta *d = NULL;
 	size_t nd = 0;
 	int r;
 
@@ -584,7 +586,7 @@ static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, si
 		items[i].is_new = r > 0;
 	}
 	if (!s->no_rollups) {
-		r = coll_deltas_build(items, n, &d, &nd);
+		r = coll_deltas_of_new(items, n, pre, &d, &nd, &owned);
 		if (r < 0)
 			goto out_rollback;
 		r = apply_deltas(st, d, nd);

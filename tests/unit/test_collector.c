@@ -288,6 +288,57 @@ static void test_rollup_sums(void **state)
 	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
 }
 
+/* Deltas built ahead of the insert (the collector's request threads), every item taken as new. */
+static struct coll_deltas pre_of(struct coll_item *items, size_t n)
+{
+	struct coll_deltas pre = {0};
+
+	for (size_t i = 0; i < n; i++)
+		items[i].is_new = true;
+	assert_int_equal(coll_deltas_build(items, n, &pre.d, &pre.n), 0);
+	return pre;
+}
+
+static void test_rollup_sums_prebuilt(void **state)
+{
+	struct fixture *fx = *state;
+	struct coll_deltas all = pre_of(fx->items, 4), first = pre_of(fx->items, 1);
+	struct coll_deltas a = pre_of(fx->items, 2), b = pre_of(&fx->items[2], 2);
+	struct coll_deltas group = {.d = calloc(a.n + b.n, sizeof(*group.d))};
+
+	/* a group of two batches: their own deltas merged are those of the whole group */
+	assert_non_null(group.d);
+	memcpy(group.d, a.d, a.n * sizeof(*a.d));
+	memcpy(group.d + a.n, b.d, b.n * sizeof(*b.d));
+	group.n = coll_deltas_merge(group.d, a.n + b.n);
+	assert_int_equal(group.n, all.n);
+	for (size_t i = 0; i < all.n; i++) {
+		assert_int_equal(group.d[i].table, all.d[i].table);
+		assert_string_equal(group.d[i].bucket, all.d[i].bucket);
+		assert_string_equal(group.d[i].account, all.d[i].account);
+		assert_string_equal(group.d[i].user, all.d[i].user);
+		assert_string_equal(group.d[i].label_value, all.d[i].label_value);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			assert_float_equal(group.d[i].v[k], all.d[i].v[k], 1e-6);
+	}
+
+	/* one record stored first: the batch with it again is not all new, so the store
+	 * counts the other three alone and ignores the deltas built with it */
+	assert_int_equal(coll_store_insert_batch_pre(fx->store, fx->items, 1, &first), 0);
+	assert_int_equal(coll_store_insert_batch_pre(fx->store, fx->items, 4, &group), 0);
+	assert_false(fx->items[0].is_new);
+	assert_true(fx->items[1].is_new);
+	check_day(fx->store);
+	/* a resend: all duplicates, the deltas built for them unused */
+	assert_int_equal(coll_store_insert_batch_pre(fx->store, fx->items, 4, &all), 0);
+	check_day(fx->store);
+	free(all.d);
+	free(first.d);
+	free(a.d);
+	free(b.d);
+	free(group.d);
+}
+
 static void test_record_sums(void **state)
 {
 	struct acct_record r = {0};
@@ -410,6 +461,7 @@ int main(void)
 	    cmocka_unit_test(test_store_bad_uri),
 	    cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
