@@ -347,12 +347,12 @@ out:
 	return r;
 }
 
-static int open_store(const struct options *o, struct coll_store **ret)
+static int open_store(const struct options *o, unsigned flags, struct coll_store **ret)
 {
 	char err[512];
 	int r;
 
-	r = coll_store_open(o->db, o->no_rollups ? COLL_STORE_NO_ROLLUPS : 0, ret, err,
+	r = coll_store_open(o->db, flags | (o->no_rollups ? COLL_STORE_NO_ROLLUPS : 0), ret, err,
 			    sizeof(err));
 	if (r < 0)
 		fprintf(stderr, "corral-collector: --db / [storage] db: %s (%s)\n", err,
@@ -409,7 +409,7 @@ static int cmd_serve(struct options *o)
 			return 1;
 		}
 	}
-	r = open_store(o, &store);
+	r = open_store(o, COLL_STORE_INGEST, &store);
 	if (r < 0)
 		goto out;
 	r = coll_server_start(&cfg, store, &tokens, &srv, err, sizeof(err));
@@ -426,14 +426,14 @@ static int cmd_serve(struct options *o)
 		goto out;
 	}
 	for (; nextra + 1 < nconn; nextra++) {
-		r = open_store(o, &extra[nextra]);
+		r = open_store(o, COLL_STORE_INGEST, &extra[nextra]);
 		if (r < 0)
 			goto out;
 		coll_server_add_ingest_store(srv, extra[nextra]);
 	}
 	/* PostgreSQL queues each ingest's rollup deltas; a connection of its own folds them */
 	if (coll_store_defers_rollups(store)) {
-		r = open_store(o, &extra[nextra]);
+		r = open_store(o, 0, &extra[nextra]);
 		if (r < 0)
 			goto out;
 		r = coll_server_set_fold_store(srv, extra[nextra++],
@@ -512,7 +512,7 @@ static int cmd_dump(struct options *o)
 			o->format);
 		return 2;
 	}
-	r = open_store(o, &store);
+	r = open_store(o, 0, &store);
 	if (r < 0)
 		return 1;
 	if (!d.json)
@@ -536,7 +536,7 @@ static int cmd_migrate(struct options *o)
 		fprintf(stderr, "corral-collector migrate: --db is required\n");
 		return 2;
 	}
-	r = open_store(o, &store);
+	r = open_store(o, 0, &store);
 	if (r < 0)
 		return 1;
 	r = coll_store_schema_version(store, &v);
@@ -583,7 +583,7 @@ static int cmd_report(struct options *o)
 		fprintf(stderr, "corral-collector report: --prices: %s\n", err);
 		return 2;
 	}
-	r = open_store(o, &store);
+	r = open_store(o, 0, &store);
 	if (r < 0)
 		return 1;
 	r = report_build(store, &spec, ps, &rep);

@@ -97,7 +97,8 @@ static void run_group(struct coll_server *s, struct coll_store *st, struct inges
 	if (!g->next) {
 		r = coll_store_insert_batch_pre(st, g->items, g->n, g->pre);
 	} else {
-		size_t k = 0, nd = 0;
+		struct coll_deltas runs[COLL_DELTA_RUNS_MAX];
+		size_t k = 0, nd = 0, nruns = 0;
 		bool have_pre = true;
 
 		all = malloc(total * sizeof(*all));
@@ -111,16 +112,27 @@ static void run_group(struct coll_server *s, struct coll_store *st, struct inges
 			k += j->n;
 			have_pre = have_pre && j->pre;
 			nd += j->pre ? j->pre->n : 0;
+			if (j->pre && nruns < ARRAY_SIZE(runs))
+				runs[nruns] = *j->pre;
+			nruns++;
 		}
-		/* The group's deltas: the batches' own, merged (no memory: the store builds them)
+		/*
+		 * The group's deltas: the batches' own merged, in one pass over their sorted runs
+		 * (a group of many small batches: concatenated and merged through the hash table).
+		 * No memory: the store builds them.
 		 */
 		if (have_pre && nd > 0 && (deltas = malloc(nd * sizeof(*deltas)))) {
-			for (struct ingest_job *j = g; j; j = j->next) {
-				memcpy(deltas + pre.n, j->pre->d, j->pre->n * sizeof(*deltas));
-				pre.n += j->pre->n;
-			}
 			pre.d = deltas;
-			pre.n = coll_deltas_merge(deltas, pre.n);
+			if (nruns <= ARRAY_SIZE(runs)) {
+				pre.n = coll_deltas_merge_runs(runs, nruns, deltas);
+			} else {
+				for (struct ingest_job *j = g; j; j = j->next) {
+					memcpy(deltas + pre.n, j->pre->d,
+					       j->pre->n * sizeof(*deltas));
+					pre.n += j->pre->n;
+				}
+				pre.n = coll_deltas_merge(deltas, pre.n);
+			}
 		}
 		r = coll_store_insert_batch_pre(st, all, total,
 						have_pre && (nd == 0 || deltas) ? &pre : NULL);

@@ -425,6 +425,34 @@ size_t coll_deltas_merge(struct coll_delta *d, size_t n)
 	return o;
 }
 
+size_t coll_deltas_merge_runs(const struct coll_deltas *runs, size_t k, struct coll_delta *out)
+{
+	size_t pos[COLL_DELTA_RUNS_MAX] = {0}, o = 0;
+
+	if (k > COLL_DELTA_RUNS_MAX)
+		return SIZE_MAX;
+	for (;;) {
+		const struct coll_delta *min = NULL;
+		size_t mi = 0;
+
+		for (size_t i = 0; i < k; i++) {
+			const struct coll_delta *h = pos[i] < runs[i].n ? &runs[i].d[pos[i]] : NULL;
+
+			if (h && (!min || delta_cmp(h, min) < 0)) {
+				min = h;
+				mi = i;
+			}
+		}
+		if (!min)
+			return o;
+		pos[mi]++;
+		if (o > 0 && delta_cmp(&out[o - 1], min) == 0)
+			merge_into(&out[o - 1], min);
+		else
+			out[o++] = *min;
+	}
+}
+
 #define HOUR_NS (3600ULL * NSEC_PER_SEC)
 
 /* The hours a task.end spreads over: [start, end] with the end's hour being the hour of its
@@ -678,7 +706,7 @@ int coll_store_open(const char *uri, unsigned flags, struct coll_store **ret, ch
 			 uri);
 		return -EPROTONOSUPPORT;
 	}
-	r = ops->open(uri, &s, err, errlen);
+	r = ops->open(uri, flags, &s, err, errlen);
 	if (r < 0)
 		return r;
 	s->ops = ops;

@@ -173,8 +173,10 @@ struct coll_deltas;
 
 struct coll_store_ops {
 	const char *name;
-	/* Opens the database and runs the migrations up to COLL_SCHEMA_VERSION. */
-	int (*open)(const char *uri, struct coll_store **ret, char *err, size_t errlen);
+	/* Opens the database and runs the migrations up to COLL_SCHEMA_VERSION; flags as
+	 * coll_store_open's. */
+	int (*open)(const char *uri, unsigned flags, struct coll_store **ret, char *err,
+		    size_t errlen);
 	void (*close)(struct coll_store *s);
 	/* One transaction: every item inserted or found duplicate, rollups updated, COMMIT.
 	 * pre (or NULL): the items' rollup deltas built beforehand with every item taken as
@@ -214,6 +216,9 @@ struct coll_store {
 };
 
 #define COLL_STORE_NO_ROLLUPS (1u << 0)
+/* The handle of a long-running ingest (corral-collector serve): SQLite checkpoints its WAL
+ * from a thread and connection of its own instead of in the committing writer. */
+#define COLL_STORE_INGEST (1u << 1)
 
 extern const struct coll_store_ops coll_store_sqlite_ops;
 extern const struct coll_store_ops coll_store_pg_ops;
@@ -312,6 +317,13 @@ struct coll_deltas {
 	struct coll_delta *d;
 	size_t n;
 };
+/*
+ * The deltas of k runs, each as coll_deltas_build made them (sorted, equal keys merged),
+ * merged into out (room for the sum of their counts): what coll_deltas_merge of their
+ * concatenation gives, in one pass. Returns the count, SIZE_MAX if k > COLL_DELTA_RUNS_MAX.
+ */
+#define COLL_DELTA_RUNS_MAX 64
+size_t coll_deltas_merge_runs(const struct coll_deltas *runs, size_t k, struct coll_delta *out);
 /*
  * The deltas of the items that insert_batch found new: pre's when there is pre and every
  * item is new (the common case: duplicates are retries), else built now. *ret points at pre's

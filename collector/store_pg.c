@@ -300,8 +300,10 @@ static void pg_close(struct coll_store *s)
 	free(st);
 }
 
-static int pg_open(const char *uri, struct coll_store **ret, char *err, size_t errlen)
+static int pg_open(const char *uri, unsigned flags, struct coll_store **ret, char *err,
+		   size_t errlen)
 {
+	(void)flags;
 	struct pg_store *st = calloc(1, sizeof(*st));
 	int r;
 

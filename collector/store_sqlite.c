@@ -7,8 +7,17 @@
  * Checkpoints every 10,000 WAL pages instead of SQLite's 1,000: every batch rewrites the same
  * index and rollup pages, which a checkpoint copies once however often they changed
  * (docs/collector.md, measured with ingest.sh).
+ *
+ * The ingest handle of corral-collector serve (COLL_STORE_INGEST) checkpoints from a thread
+ * with a connection of its own: a checkpoint copies tens of MB into the database file and
+ * fsyncs it, and in the committing writer (SQLite's automatic checkpoint) every batch behind
+ * it waited for that. The writer's commit hook asks for one at 10,000 WAL pages; PASSIVE
+ * checkpoints run beside the writer and never block it. Should the thread fall behind (a WAL
+ * at 40,000 pages), the writer checkpoints itself as SQLite would, so the WAL stays bounded.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +27,26 @@
 #include "collector/store.h"
 #include "common/macro.h"
 
+/* A checkpoint once the WAL holds this much (in pages of the database's size) */
+#define CKPT_BYTES (40 << 20)
+/* New databases: pages of 16 KiB (existing ones keep theirs: the pragma is a no-op there) */
+#define PAGE_SIZE_NEW 16384
+
+/* The background checkpointer of an ingest handle. */
+struct ckpt {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool started, wanted, stop, error_logged;
+	int pages;	/* CKPT_BYTES in pages: the writer asks for a checkpoint at this many */
+	int backfilled; /* WAL frames the last background checkpoint had copied */
+	sqlite3 *db;	/* its own connection, used by the thread alone */
+};
+
 struct sqlite_store {
 	struct coll_store base; /* first */
 	sqlite3 *db;
+	struct ckpt ck;
 	sqlite3_stmt *insert;
 	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any;
 	sqlite3_stmt *begin, *commit, *rollback;
@@ -148,6 +174,7 @@ static const char audit_ddl[] =
     " WHERE substr(type, 1, 6) = 'audit.' AND json_valid(body);";
 
 static int prepare_rollups(struct sqlite_store *st);
+static int single_int(struct sqlite_store *st, const char *sql, int64_t *ret);
 static int rebuild_rollups(struct sqlite_store *st, unsigned only);
 
 static int migrate(struct sqlite_store *st)
@@ -256,10 +283,124 @@ static int prepare(struct sqlite_store *st, const char *sql, sqlite3_stmt **ret)
 	return rc == SQLITE_OK ? 0 : map_err(st, rc);
 }
 
+static void *ckpt_main(void *arg)
+{
+	struct ckpt *ck = arg;
+
+	pthread_mutex_lock(&ck->lock);
+	for (;;) {
+		int rc, done = 0;
+
+		while (!ck->wanted && !ck->stop)
+			pthread_cond_wait(&ck->cond, &ck->lock);
+		if (ck->stop)
+			break;
+		ck->wanted = false;
+		pthread_mutex_unlock(&ck->lock);
+		rc =
+		    sqlite3_wal_checkpoint_v2(ck->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, &done);
+		pthread_mutex_lock(&ck->lock);
+		ck->backfilled = rc == SQLITE_OK ? done : 0;
+		/* BUSY: another connection checkpoints; the writer's hook asks again later */
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY && !ck->error_logged) {
+			ck->error_logged = true;
+			fprintf(stderr,
+				"corral-collector: sqlite: background checkpoint failed: %s (the "
+				"writer checkpoints past %d WAL pages)\n",
+				sqlite3_errmsg(ck->db), 4 * ck->pages);
+		}
+	}
+	pthread_mutex_unlock(&ck->lock);
+	return NULL;
+}
+
+/* After each commit of the ingest handle (the writer's thread, under the store's lock). */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	struct ckpt *ck = arg;
+	bool finish;
+
+	if (pages < ck->pages)
+		return SQLITE_OK;
+	pthread_mutex_lock(&ck->lock);
+	/*
+	 * A WAL starts over only once a checkpoint has copied all of it, and the writer keeps
+	 * appending while the thread copies. So once the thread has copied all but the last few
+	 * frames, the writer copies those (a small PASSIVE checkpoint) and its next transaction
+	 * starts the WAL over. Far behind, it checkpoints itself at 4x.
+	 */
+	finish = (ck->backfilled > 0 && pages - ck->backfilled <= ck->pages / 8) ||
+		 pages >= 4 * ck->pages;
+	if (finish)
+		ck->backfilled = 0;
+	else
+		ck->wanted = true;
+	pthread_cond_signal(&ck->cond);
+	pthread_mutex_unlock(&ck->lock);
+	if (finish)
+		(void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	return SQLITE_OK;
+}
+
+static int ckpt_start(struct sqlite_store *st, const char *path, int pages)
+{
+	struct ckpt *ck = &st->ck;
+	int rc = sqlite3_open_v2(path, &ck->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+
+	/* a connection knows the WAL once it has read the database: until then its checkpoints
+	 * do nothing (and say so only by their frame counts, -1) */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(ck->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(st->base.errmsg, sizeof(st->base.errmsg), "checkpoint connection: %s",
+			 ck->db ? sqlite3_errmsg(ck->db) : sqlite3_errstr(rc));
+		sqlite3_close(ck->db);
+		ck->db = NULL;
+		return -EIO;
+	}
+	ck->pages = pages;
+	pthread_mutex_init(&ck->lock, NULL);
+	pthread_cond_init(&ck->cond, NULL);
+	rc = pthread_create(&ck->thread, NULL, ckpt_main, ck);
+	if (rc != 0) {
+		pthread_cond_destroy(&ck->cond);
+		pthread_mutex_destroy(&ck->lock);
+		sqlite3_close(ck->db);
+		ck->db = NULL;
+		snprintf(st->base.errmsg, sizeof(st->base.errmsg), "checkpoint thread: %s",
+			 strerror(rc));
+		return -rc;
+	}
+	ck->started = true;
+	/* replaces SQLite's automatic checkpoint (itself a WAL hook) on this connection */
+	sqlite3_wal_hook(st->db, wal_hook, ck);
+	return 0;
+}
+
+static void ckpt_stop(struct sqlite_store *st)
+{
+	struct ckpt *ck = &st->ck;
+
+	if (!ck->started)
+		return;
+	sqlite3_wal_hook(st->db, NULL, NULL);
+	pthread_mutex_lock(&ck->lock);
+	ck->stop = true;
+	pthread_cond_signal(&ck->cond);
+	pthread_mutex_unlock(&ck->lock);
+	pthread_join(ck->thread, NULL);
+	pthread_cond_destroy(&ck->cond);
+	pthread_mutex_destroy(&ck->lock);
+	sqlite3_close(ck->db);
+	ck->db = NULL;
+	ck->started = false;
+}
+
 static void sqlite_close(struct coll_store *s)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
 
+	ckpt_stop(st);
 	sqlite3_finalize(st->insert);
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++)
 		sqlite3_finalize(st->rollup[t]);
@@ -272,14 +413,16 @@ static void sqlite_close(struct coll_store *s)
 	free(st);
 }
 
-static int sqlite_open(const char *uri, struct coll_store **ret, char *err, size_t errlen)
+static int sqlite_open(const char *uri, unsigned flags, struct coll_store **ret, char *err,
+		       size_t errlen)
 {
 	struct sqlite_store *st;
 	const char *path = uri + strlen("sqlite:");
-	char *buf = NULL;
+	char *buf = NULL, sql[160];
 	size_t len = 0;
+	int64_t page_size = 0;
+	int rc, r, ckpt_pages;
 	FILE *f;
-	int rc, r;
 
 	if (strncmp(path, "//", 2) == 0)
 		path += 2;
@@ -297,8 +440,20 @@ static int sqlite_open(const char *uri, struct coll_store **ret, char *err, size
 		goto out_close;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
-	r = exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"
-		     " PRAGMA wal_autocheckpoint=10000;");
+	/* page_size first: it applies only before the file has its first page */
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA page_size=%d; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+		 " PRAGMA foreign_keys=ON;",
+		 PAGE_SIZE_NEW);
+	r = exec(st, sql);
+	if (r < 0)
+		goto out_close;
+	r = single_int(st, "PRAGMA page_size", &page_size);
+	if (r < 0)
+		goto out_close;
+	ckpt_pages = (int)(CKPT_BYTES / MAX(page_size, (int64_t)512));
+	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d;", ckpt_pages);
+	r = exec(st, sql);
 	if (r < 0)
 		goto out_close;
 	r = migrate(st);
@@ -333,6 +488,11 @@ static int sqlite_open(const char *uri, struct coll_store **ret, char *err, size
 	    (r = prepare(st, "COMMIT", &st->commit)) < 0 ||
 	    (r = prepare(st, "ROLLBACK", &st->rollback)) < 0)
 		goto out_close;
+	if ((flags & COLL_STORE_INGEST) && strcmp(path, ":memory:") != 0) {
+		r = ckpt_start(st, path, ckpt_pages);
+		if (r < 0)
+			goto out_close;
+	}
 	*ret = &st->base;
 	return 0;
 

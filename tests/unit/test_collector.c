@@ -299,27 +299,49 @@ static struct coll_deltas pre_of(struct coll_item *items, size_t n)
 	return pre;
 }
 
+static void assert_deltas_equal(const struct coll_deltas *x, const struct coll_deltas *y)
+{
+	assert_int_equal(x->n, y->n);
+	for (size_t i = 0; i < y->n; i++) {
+		assert_int_equal(x->d[i].table, y->d[i].table);
+		assert_int_equal(x->d[i].del, y->d[i].del);
+		assert_string_equal(x->d[i].bucket, y->d[i].bucket);
+		assert_string_equal(x->d[i].account, y->d[i].account);
+		assert_string_equal(x->d[i].user, y->d[i].user);
+		assert_string_equal(x->d[i].label_value, y->d[i].label_value);
+		assert_string_equal(x->d[i].task_id, y->d[i].task_id);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			assert_float_equal(x->d[i].v[k], y->d[i].v[k], 1e-6);
+	}
+}
+
 static void test_rollup_sums_prebuilt(void **state)
 {
 	struct fixture *fx = *state;
 	struct coll_deltas all = pre_of(fx->items, 4), first = pre_of(fx->items, 1);
-	struct coll_deltas a = pre_of(fx->items, 2), b = pre_of(&fx->items[2], 2);
+	struct coll_deltas a = pre_of(fx->items, 1), b = pre_of(&fx->items[1], 3);
 	struct coll_deltas group = {.d = calloc(a.n + b.n, sizeof(*group.d))};
 
-	/* a group of two batches: their own deltas merged are those of the whole group */
+	/* a group of two batches (a and b share their day rows): their own deltas merged are those
+	 * of the whole group */
 	assert_non_null(group.d);
 	memcpy(group.d, a.d, a.n * sizeof(*a.d));
 	memcpy(group.d + a.n, b.d, b.n * sizeof(*b.d));
 	group.n = coll_deltas_merge(group.d, a.n + b.n);
-	assert_int_equal(group.n, all.n);
-	for (size_t i = 0; i < all.n; i++) {
-		assert_int_equal(group.d[i].table, all.d[i].table);
-		assert_string_equal(group.d[i].bucket, all.d[i].bucket);
-		assert_string_equal(group.d[i].account, all.d[i].account);
-		assert_string_equal(group.d[i].user, all.d[i].user);
-		assert_string_equal(group.d[i].label_value, all.d[i].label_value);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			assert_float_equal(group.d[i].v[k], all.d[i].v[k], 1e-6);
+	assert_deltas_equal(&group, &all);
+	/* the same in one pass over the two sorted runs, in either order */
+	{
+		struct coll_deltas runs[2] = {a, b}, back[2] = {b, a};
+		struct coll_deltas m = {.d = calloc(a.n + b.n, sizeof(*m.d))};
+
+		assert_non_null(m.d);
+		m.n = coll_deltas_merge_runs(runs, 2, m.d);
+		assert_deltas_equal(&m, &all);
+		m.n = coll_deltas_merge_runs(back, 2, m.d);
+		assert_deltas_equal(&m, &all);
+		assert_int_equal(coll_deltas_merge_runs(runs, COLL_DELTA_RUNS_MAX + 1, m.d),
+				 SIZE_MAX);
+		free(m.d);
 	}
 
 	/* one record stored first: the batch with it again is not all new, so the store
