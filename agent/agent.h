@@ -242,6 +242,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 void task_on_status(struct agent *a, struct task *t);
 void task_on_exec(struct agent *a, struct task *t);
 void task_on_pidfd(struct agent *a, struct task *t);
+/* BPF accounting at exit: the task's last thread got its final figures (METER_EV_SETTLED). */
+void task_on_meter_settled(struct agent *a, uint64_t task_key);
 void task_tick(struct agent *a, uint64_t now_mono);
 int task_signal(struct agent *a, struct task *t, int sig);
 struct task *task_find(struct agent *a, const char *id);

@@ -179,6 +179,15 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			return BAD("expected auto|off|raw_tp");
 		return 0;
 	}
+	if (IS("metering", "cpu_accounting")) {
+		if (strcmp(value, "exit") == 0)
+			c->cpu_at_switch = false;
+		else if (strcmp(value, "switch") == 0)
+			c->cpu_at_switch = true;
+		else
+			return BAD("expected exit|switch");
+		return 0;
+	}
 	if (IS("metering", "taskstats")) {
 		if (parse_bool(value, &b) < 0)
 			return BAD("expected yes or no");

@@ -36,6 +36,9 @@ struct agent_config {
 	/* [metering] */
 	enum bpf_mode bpf;
 	bool taskstats; /* fallback meter when BPF is not loaded */
+	/* CPU and IO folded at every sched_switch instead of at each thread's exit and last
+	 * switch-out (the default: nothing on the context-switch path) */
+	bool cpu_at_switch;
 	/* [audit] */
 	bool audit;
 	uint32_t audit_argv_max;

@@ -336,9 +336,10 @@ static struct task *lookup(struct agent *a, struct conn *c, json_t *req, json_t 
 
 static json_t *handle_status(struct agent *a)
 {
-	return json_pack("{s:b,s:{s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "agent",
+	return json_pack("{s:b,s:{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "agent",
 			 "node", a->cfg.node, "cgroup_mode", cg_mode_to_string(cg_root_mode(a->cg)),
-			 "metering", a->meter_state ? a->meter_state : "off", "tasks_live",
+			 "metering", a->meter_state ? a->meter_state : "off", "cpu_accounting",
+			 a->meter ? meter_cpu_accounting(a->meter) : "cgroup", "tasks_live",
 			 (int)a->n_live, "max_tasks", (int)a->cfg.max_tasks, "tasks_started",
 			 (json_int_t)a->stats.tasks_started, "tasks_ended",
 			 (json_int_t)a->stats.tasks_ended, "launch_failed",

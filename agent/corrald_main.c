@@ -78,6 +78,8 @@ static void usage(FILE *f)
 	    "      --kill-grace D       time between SIGTERM and SIGKILL on limits (default 10s)\n"
 	    "      --no-bpf             no BPF programs: meter from cgroup files and taskstats\n"
 	    "      --no-taskstats       without BPF, do not use taskstats exit records either\n"
+	    "      --cpu-accounting M   exit (default) or switch: when BPF folds each thread's "
+	    "CPU\n"
 	    "      --log-level L        debug|info|notice|warning|err\n"
 	    "  -h, --help               this help\n");
 }
@@ -98,6 +100,7 @@ static int load_config(struct agent *a, int argc, char **argv)
 					     {"kill-grace", required_argument, NULL, 'k'},
 					     {"no-bpf", no_argument, NULL, 'B'},
 					     {"no-taskstats", no_argument, NULL, 'T'},
+					     {"cpu-accounting", required_argument, NULL, 'C'},
 					     {"log-level", required_argument, NULL, 'l'},
 					     {"help", no_argument, NULL, 'h'},
 					     {}};
@@ -170,6 +173,10 @@ static int load_config(struct agent *a, int argc, char **argv)
 			sec = "metering";
 			key = "taskstats";
 			optarg = (char *)"no";
+			break;
+		case 'C':
+			sec = "metering";
+			key = "cpu_accounting";
 			break;
 		case 'l':
 			key = "log_level";
@@ -371,7 +378,8 @@ static int setup(struct agent *a)
 
 	if (a->cfg.bpf != BPF_MODE_OFF) {
 		struct meter_opts mo = {.max_tasks = a->cfg.max_tasks,
-					.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP};
+					.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP,
+					.cpu_at_switch = a->cfg.cpu_at_switch};
 		static char why[128];
 
 		r = meter_open(&mo, &a->meter);
@@ -385,7 +393,12 @@ static int setup(struct agent *a)
 			a->meter_state = meter_attach_mode(a->meter);
 			a->w_meter = (struct watch){.kind = WATCH_METER};
 			agent_watch_add(a, meter_fd(a->meter), EPOLLIN, &a->w_meter);
-			log_info("BPF metering loaded (%s)", a->meter_state);
+			log_info("BPF metering loaded (%s, CPU and IO accounted at %s)",
+				 a->meter_state, meter_cpu_accounting(a->meter));
+			if (!a->cfg.cpu_at_switch && strcmp(meter_cpu_accounting(a->meter), "exit"))
+				log_notice("BPF metering: accounting at exit needs tp_btf programs "
+					   "with task kfuncs (Linux 6.2+); CPU is accounted at "
+					   "every context switch instead");
 		}
 	} else {
 		a->meter_state = "off";
@@ -420,9 +433,10 @@ static int setup(struct agent *a)
 
 static void on_meter_event(const struct meter_event *ev, void *userdata)
 {
-	(void)ev;
-	(void)userdata;
-	/* Exits are reported by the shim; the ring buffer carries telemetry only for now. */
+	/* Exits are reported by the shim; a task waiting for its threads' final figures (after
+	 * sched_process_free) may end now. */
+	if (ev->type == METER_EV_SETTLED)
+		task_on_meter_settled(userdata, ev->task_key);
 }
 
 int main(int argc, char **argv)

@@ -757,6 +757,8 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 				t->sources[ACCT_U_NET_TX_BYTES] = ACCT_SRC_EBPF;
 			}
 			json_object_set_new(d, "ebpf_cpu_ns", json_integer((json_int_t)mu.cpu_ns));
+			json_object_set_new(d, "ebpf_cpu_accounting",
+					    json_string(meter_cpu_accounting(a->meter)));
 			json_object_set_new(d, "ebpf_rss_peak_bytes",
 					    json_integer((json_int_t)mu.rss_peak_bytes));
 			json_object_set_new(d, "net_rx_packets",
@@ -1325,6 +1327,30 @@ void task_prune_ended(struct agent *a)
 	}
 }
 
+/*
+ * BPF accounting at exit: a thread's final CPU and IO figures are read once it is off its CPU
+ * for good, usually at once; a thread left to sched_process_free (an RCU grace period later)
+ * holds the task's end record until METER_EV_SETTLED, or until give_up.
+ */
+static bool meter_settled(struct agent *a, struct task *t, bool give_up)
+{
+	int r;
+
+	if (!a->meter || t->adopted)
+		return true;
+	r = meter_settle(a->meter, t->key);
+	if (r < 0)
+		log_warning("task %s: reading the final BPF figures failed: %s", t->id,
+			    strerror(-r));
+	if (r != 0)
+		return true;
+	if (give_up)
+		log_warning("task %s: some threads' final BPF figures did not come within %us; the "
+			    "record has their figures at exit",
+			    t->id, (unsigned)(ENDING_MAX_NS / NSEC_PER_SEC));
+	return give_up;
+}
+
 static void task_finalize(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	collect_usage(a, t, pre);
@@ -1415,7 +1441,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 		}
 	}
 	/* The cgroup was read once: an empty one's stats are final, the record takes them. */
-	if (empty && audit_glue_syscalls_settled(a, t, false))
+	if (empty && audit_glue_syscalls_settled(a, t, false) && meter_settled(a, t, false))
 		task_finalize(a, t, have_st ? &st : NULL);
 	else
 		collect_usage(a, t, empty && have_st ? &st : NULL);
@@ -1477,6 +1503,20 @@ void task_on_pidfd(struct agent *a, struct task *t)
 	task_main_exited(a, t);
 }
 
+void task_on_meter_settled(struct agent *a, uint64_t task_key)
+{
+	for (struct task *t = a->tasks; t; t = t->next) {
+		if (t->key != task_key)
+			continue;
+		if (t->state == TASK_ENDING &&
+		    (t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
+		    (!t->cg || cg_task_is_empty(t->cg) != 0) &&
+		    audit_glue_syscalls_settled(a, t, false) && meter_settled(a, t, false))
+			task_finalize(a, t, NULL);
+		return;
+	}
+}
+
 int task_signal(struct agent *a, struct task *t, int sig)
 {
 	(void)a;
@@ -1522,9 +1562,11 @@ void task_tick(struct agent *a, uint64_t now)
 		if (t->state == TASK_ENDING) {
 			if (!t->cg || cg_task_is_empty(t->cg) != 0 ||
 			    now - t->ending_since_mono > ENDING_MAX_NS) {
+				bool give_up = now - t->ending_since_mono > ENDING_MAX_NS;
+
 				if ((t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
-				    audit_glue_syscalls_settled(
-					a, t, now - t->ending_since_mono > ENDING_MAX_NS))
+				    audit_glue_syscalls_settled(a, t, give_up) &&
+				    meter_settled(a, t, give_up))
 					task_finalize(a, t, NULL);
 			} else {
 				tsglue_snapshot(a, t);

@@ -15,6 +15,7 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define PF_IDLE		  0x00000002
+#define TASK_DEAD_STATE	  0x00000080
 #define PF_EXITING	  0x00000004
 #define SIGNAL_GROUP_EXIT 0x00000004
 #define REQ_OP_MASK	  0xff
@@ -72,6 +73,17 @@ struct {
 	__type(value, struct meter_net);
 } net SEC(".maps");
 
+/* cpu_at_exit mode: exited threads whose last switch-out may still be ahead (meter_dying). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct meter_dying);
+} dying SEC(".maps");
+
+extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym;
+extern void bpf_task_release(struct task_struct *p) __ksym;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
@@ -80,10 +92,18 @@ struct {
 const volatile __u64 page_size = 4096;
 /* IO bytes from task->ioac at each switch (default), or from sys_exit when 0. */
 const volatile __u32 io_from_ioac = 1;
+/*
+ * CPU and IO of each thread folded at its exit and, exactly, after its last switch-out
+ * (meter_settle or sched_process_free), instead of at every sched_switch (which is then not
+ * attached). tp_btf only. See docs/metering.md, "Accounting at exit".
+ */
+const volatile __u32 cpu_at_exit = 0;
 
 /* Read by user space through the mmaped .bss. */
 __u64 ringbuf_drops;
 __u64 map_full;
+/* cpu_at_exit: threads whose tail after their exit was lost ("dying" full). */
+__u64 tail_lost;
 /*
  * Set by user space when it tracks a process that may already have several threads: then a
  * switch-in without task storage also looks the thread's process up in "procs" (the slow
@@ -276,6 +296,120 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		switch_in(next, btf);
 }
 
+/* ---- accounting at exit (cpu_at_exit) ---------------------------------------------------- */
+
+/*
+ * Advance *last to cur and return what was claimed, atomically: in this mode a thread's
+ * totals are folded from several contexts that may run at once or nest on one CPU (its exit,
+ * the live-read iterator, meter_settle, sched_process_free from an RCU callback), so every
+ * delta is claimed with cmpxchg and added with an atomic add: each nanosecond counts once.
+ */
+static __always_inline __u64 claim(__u64 *last, __u64 cur)
+{
+	for (int i = 0; i < 8; i++) {
+		__u64 old = *(volatile __u64 *)last;
+
+		if (cur <= old)
+			return 0;
+		if (__sync_val_compare_and_swap(last, old, cur) == old)
+			return cur - old;
+	}
+	return 0;
+}
+
+#define AFOLD(acc, last, cur)                                                                      \
+	do {                                                                                       \
+		__u64 __d = claim(&(last), (cur));                                                 \
+		if (__d)                                                                           \
+			__sync_fetch_and_add(&(acc), __d);                                         \
+	} while (0)
+
+/* Fold what tsk ran and moved since its last fold (tp_btf: trusted pointers, plain loads). */
+static __always_inline void fold_atomic(struct meter_thread *th, struct task_struct *tsk)
+{
+	__u32 slot = th->slot;
+	struct meter_slot *a;
+
+	if (th->flags & METER_TH_NEED_BASE) {
+		/* A re-adopted process's thread: its usage starts now. */
+		if (__sync_fetch_and_and(&th->flags, ~METER_TH_NEED_BASE) & METER_TH_NEED_BASE)
+			take_base(th, tsk, true);
+		return;
+	}
+	a = bpf_map_lookup_elem(&slots, &slot);
+	if (!a || a->gen != th->gen)
+		return;
+	AFOLD(a->cpu_ns, th->sum_exec, tsk->se.sum_exec_runtime);
+	AFOLD(a->utime_ticks_ns, th->utime, tsk->utime);
+	AFOLD(a->stime_ticks_ns, th->stime, tsk->stime);
+	if (!io_from_ioac)
+		return;
+	AFOLD(a->io_read_bytes, th->rchar, tsk->ioac.rchar);
+	AFOLD(a->io_write_bytes, th->wchar, tsk->ioac.wchar);
+	AFOLD(a->blk_read_bytes, th->read_bytes, tsk->ioac.read_bytes);
+	AFOLD(a->blk_write_bytes, th->write_bytes, tsk->ioac.write_bytes);
+	AFOLD(a->blk_cancelled_bytes, th->cancelled, tsk->ioac.cancelled_write_bytes);
+}
+
+/*
+ * tsk has switched out for the last time: its totals are final. Fold them; the first caller
+ * to set METER_TH_FINAL gives the thread back to its task's threads_live, and the task's
+ * last one tells user space (METER_BPF_EV_SETTLED).
+ */
+static __always_inline void thread_final(struct meter_thread *th, struct task_struct *tsk)
+{
+	struct meter_bpf_event *ev;
+	struct meter_task *t;
+	__u64 key = th->task_key;
+
+	fold_atomic(th, tsk);
+	if (__sync_fetch_and_or(&th->flags, METER_TH_FINAL) & METER_TH_FINAL)
+		return;
+	t = bpf_map_lookup_elem(&tasks, &key);
+	if (!t || __sync_fetch_and_add(&t->threads_live, -1) != 1)
+		return;
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		__sync_fetch_and_add(&ringbuf_drops, 1);
+		return;
+	}
+	ev->type = METER_BPF_EV_SETTLED;
+	ev->pid = 0;
+	ev->task_key = key;
+	ev->exit_code = 0;
+	ev->_pad = 0;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/*
+ * The exit path (file release, exit_mm, exit_notify) still runs after sched_process_exit and
+ * is charged to the thread at its last switch-out. Keep a reference to the task_struct so
+ * that meter_settle can read the final figures once it is off the CPU for good, without
+ * waiting for sched_process_free (an RCU grace period later; with lazy RCU, seconds here).
+ * Returns false when the map is full: then the thread's figures at exit are its final ones.
+ */
+static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
+{
+	struct meter_dying nv = {.task_key = task_key}, *v;
+	struct task_struct *ref, *old;
+	__u64 k = (__u64)p;
+
+	if (bpf_map_update_elem(&dying, &k, &nv, BPF_NOEXIST))
+		return false;
+	v = bpf_map_lookup_elem(&dying, &k);
+	if (!v)
+		return false;
+	ref = bpf_task_acquire(p);
+	if (!ref) {
+		bpf_map_delete_elem(&dying, &k);
+		return false;
+	}
+	old = bpf_kptr_xchg(&v->task, ref);
+	if (old)
+		bpf_task_release(old);
+	return true;
+}
+
 /* ---- process lifetime --------------------------------------------------------------------- */
 
 /*
@@ -287,13 +421,20 @@ static __always_inline void entry_for_child(struct task_struct *child, __u32 cpi
 					    const struct meter_proc *p, const bool btf)
 {
 	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
+	struct meter_task *t;
+	__u64 key = p->task_key;
 
 	if (btf) {
-		if (!bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		if (!bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
 			__sync_fetch_and_add(&map_full, 1);
+			return;
+		}
 	} else if (bpf_map_update_elem(&threads, &cpid, &nt, BPF_ANY)) {
 		__sync_fetch_and_add(&map_full, 1);
+		return;
 	}
+	if (cpu_at_exit && (t = bpf_map_lookup_elem(&tasks, &key)))
+		__sync_fetch_and_add(&t->threads_live, 1);
 }
 
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child,
@@ -361,7 +502,7 @@ static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 
 static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key);
 
-static __always_inline void on_exit(struct task_struct *p, const bool btf)
+static __always_inline void on_exit(struct task_struct *p, const bool btf, const bool at_exit)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	struct meter_bpf_event *ev;
@@ -377,8 +518,17 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf)
 	 * need_base count back here, tracked process or not.
 	 */
 	th = thread_get(p, tid, btf);
-	if (th)
-		slice_end(th, p, btf);
+	if (th) {
+		if (at_exit) {
+			fold_atomic(th, p);
+			if (!(th->flags & METER_TH_FINAL) && !stash_dying(p, th->task_key)) {
+				__sync_fetch_and_add(&tail_lost, 1);
+				thread_final(th, p);
+			}
+		} else {
+			slice_end(th, p, btf);
+		}
+	}
 
 	proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
@@ -742,13 +892,81 @@ int BPF_PROG(raw_sched_fork, struct task_struct *parent, struct task_struct *chi
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(btf_sched_exit, struct task_struct *p)
 {
-	on_exit(p, true);
+	on_exit(p, true, false);
 	return 0;
 }
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(raw_sched_exit, struct task_struct *p)
 {
-	on_exit(p, false);
+	on_exit(p, false, false);
+	return 0;
+}
+/* cpu_at_exit mode (the kfuncs it calls are missing before 6.2: a separate program). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(btf_exit_final, struct task_struct *p)
+{
+	on_exit(p, true, true);
+	return 0;
+}
+
+static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
+		       struct meter_settle_ctx *c)
+{
+	struct meter_thread *th;
+	struct task_struct *t;
+
+	if (v->task_key != c->task_key)
+		return 0;
+	t = bpf_kptr_xchg(&v->task, NULL);
+	if (!t)
+		return 0;
+	/*
+	 * Off the CPU for good: finish_task_switch() clears on_cpu after the last switch-out,
+	 * whose update_curr() has charged the thread's last slice; TASK_DEAD is set just before.
+	 */
+	if (t->on_cpu || !(t->__state & TASK_DEAD_STATE)) {
+		if (!c->force) {
+			t = bpf_kptr_xchg(&v->task, t);
+			if (t)
+				bpf_task_release(t);
+			c->pending++;
+			return 0;
+		}
+	} else {
+		th = bpf_task_storage_get(&tstore, t, 0, 0);
+		if (th)
+			thread_final(th, t);
+	}
+	bpf_task_release(t);
+	bpf_map_delete_elem(&dying, key);
+	c->done++;
+	return 0;
+}
+
+/* Run by meter_settle (BPF_PROG_RUN): final folds of the task's threads that are done. */
+SEC("syscall")
+int meter_settle_prog(struct meter_settle_ctx *ctx)
+{
+	struct meter_settle_ctx c = {.task_key = ctx->task_key, .force = ctx->force};
+
+	bpf_for_each_map_elem(&dying, settle_one, &c, 0);
+	ctx->pending = c.pending;
+	ctx->done = c.done;
+	return 0;
+}
+
+/* cpu_at_exit mode, live reads: fold every tracked thread's totals up to now. */
+SEC("iter/task")
+int meter_live(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct meter_thread *th;
+
+	if (!t)
+		return 0;
+	th = bpf_task_storage_get(&tstore, t, 0, 0);
+	if (th && !(th->flags & METER_TH_FINAL))
+		fold_atomic(th, t);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +49,8 @@ struct meter {
 	uint64_t sweeps; /* map sweeps done by meter_forget */
 
 	bool io_from_syscalls;
+	bool at_exit;	       /* cpu_at_exit: no sched_switch program */
+	uint64_t live_read_ns; /* last run of the live-read iterator (CLOCK_MONOTONIC) */
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
 	meter_event_fn fn;			     /* set during meter_poll only */
 	void *userdata;
@@ -74,8 +77,13 @@ static void setup_print(void)
 	libbpf_set_print(e && *e && strcmp(e, "0") ? debug_print : silent_print);
 }
 
-static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit)
+static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_exit)
 {
+	/* Accounting at exit: the exit program with the task reference, the settle program and
+	 * the live-read iterator instead of sched_switch (tp_btf only). */
+	bpf_program__set_autoload(s->progs.btf_exit_final, btf && at_exit);
+	bpf_program__set_autoload(s->progs.meter_settle_prog, btf && at_exit);
+	bpf_program__set_autoload(s->progs.meter_live, btf && at_exit);
 	struct bpf_program *b[] = {s->progs.btf_sched_switch, s->progs.btf_sched_fork,
 				   s->progs.btf_sched_exit,   s->progs.btf_rss_stat,
 				   s->progs.btf_sys_exit,     s->progs.btf_rq_issue};
@@ -85,14 +93,16 @@ static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit)
 
 	for (size_t i = 0; i < ARRAY_SIZE(b); i++) {
 		bool on = sys_exit || (b[i] != s->progs.btf_sys_exit);
+		bool btf_on = on && !(at_exit && (b[i] == s->progs.btf_sched_switch ||
+						  b[i] == s->progs.btf_sched_exit));
 
-		bpf_program__set_autoload(b[i], btf && on);
+		bpf_program__set_autoload(b[i], btf && btf_on);
 		bpf_program__set_autoload(r[i], !btf && on);
 	}
 }
 
 /* Opens, sizes, loads and attaches one variant. On failure nothing is left behind. */
-static int load_variant(struct meter *m, bool btf, struct meter_bpf **ret)
+static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bpf **ret)
 {
 	struct meter_bpf *s;
 	long ps = sysconf(_SC_PAGESIZE);
@@ -113,13 +123,19 @@ static int load_variant(struct meter *m, bool btf, struct meter_bpf **ret)
 	/* tp_btf keeps threads in task storage: the hash map is then a 1-entry placeholder. */
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.threads, btf ? 1 : m->max_pids * 2);
+	/* Threads between their exit and meter_settle: usually a handful at a time; meter_settle
+	 * walks every bucket, so small. A thread that finds it full keeps its figures at exit. */
+	if (!r)
+		r = bpf_map__set_max_entries(
+		    s->maps.dying, at_exit ? (m->max_tasks > 1024 ? m->max_tasks : 1024) : 1);
 	if (!r && !btf)
 		r = bpf_map__set_autocreate(s->maps.tstore, false);
 	if (r)
 		goto out_destroy;
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	s->rodata->io_from_ioac = !m->io_from_syscalls;
-	set_variant(s, btf, m->io_from_syscalls);
+	s->rodata->cpu_at_exit = at_exit;
+	set_variant(s, btf, m->io_from_syscalls, at_exit);
 	r = meter_bpf__load(s);
 	if (r)
 		goto out_destroy;
@@ -142,9 +158,12 @@ static int on_event(void *ctx, void *data, size_t size)
 
 	if (size < sizeof(*e) || !m->fn)
 		return 0;
-	if (e->type != METER_BPF_EV_EXIT)
+	if (e->type == METER_BPF_EV_SETTLED)
+		ev.type = METER_EV_SETTLED;
+	else if (e->type == METER_BPF_EV_EXIT)
+		ev.type = METER_EV_EXIT;
+	else
 		return 0;
-	ev.type = METER_EV_EXIT;
 	ev.task_key = e->task_key;
 	ev.pid = e->pid;
 	ev.exit_code = e->exit_code;
@@ -189,13 +208,20 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 	setup_print();
 
 	r = -EOPNOTSUPP;
-	if (!opts || !opts->force_raw_tp) {
-		r = load_variant(m, true, &m->skel);
+	if ((!opts || !opts->force_raw_tp) && !(opts && opts->cpu_at_switch)) {
+		r = load_variant(m, true, true, &m->skel);
+		if (!r) {
+			m->mode = "tp_btf";
+			m->at_exit = true;
+		}
+	}
+	if (r && (!opts || !opts->force_raw_tp)) {
+		r = load_variant(m, true, false, &m->skel);
 		if (!r)
 			m->mode = "tp_btf";
 	}
 	if (r) {
-		r = load_variant(m, false, &m->skel);
+		r = load_variant(m, false, false, &m->skel);
 		if (r)
 			goto out_free_tasks;
 		m->mode = "raw_tp";
@@ -260,6 +286,11 @@ int meter_attach_cgroup_root(struct meter *m, int root_fd)
 const char *meter_attach_mode(const struct meter *m)
 {
 	return m->mode;
+}
+
+const char *meter_cpu_accounting(const struct meter *m)
+{
+	return m->at_exit ? "exit" : "switch";
 }
 
 int meter_fd(const struct meter *m)
@@ -351,20 +382,35 @@ static int set_slot(struct meter *m, uint32_t slot, uint32_t gen)
  * makes sched_switch look at incoming threads until then. A process that already has more
  * threads needs the lazy lookup for the others.
  */
-static void add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t slot, uint32_t gen)
+static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t slot, uint32_t gen,
+			     bool from_zero)
 {
 	struct meter_thread th = {
 	    .task_key = key, .slot = slot, .gen = gen, .flags = METER_TH_NEED_BASE};
 	uint32_t tid = (uint32_t)tgid;
 	int pidfd = -1, r;
 
+	if (m->at_exit) {
+		/*
+		 * Accounting at exit (no sched_switch program): a new child's counters started at
+		 * zero at fork, so its entry starts there too (from_zero) and counts its whole
+		 * life; a re-adopted process's entry takes its base from the next live read.
+		 */
+		th.flags = from_zero ? 0 : METER_TH_NEED_BASE;
+		pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
+		if (pidfd < 0)
+			return false;
+		r = bpf_map_update_elem(bpf_map__fd(m->skel->maps.tstore), &pidfd, &th, BPF_ANY);
+		close(pidfd);
+		return r == 0;
+	}
 	if (threads_of(tgid) > 1)
 		m->skel->bss->lazy_threads = 1;
 	if (is_btf(m)) {
 		pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 		if (pidfd < 0) {
 			m->skel->bss->lazy_threads = 1; /* found at its first switch-in instead */
-			return;
+			return false;
 		}
 	}
 	__atomic_fetch_add(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
@@ -377,7 +423,9 @@ static void add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 	if (r < 0) {
 		__atomic_fetch_sub(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
 		m->skel->bss->lazy_threads = 1;
+		return false;
 	}
+	return true;
 }
 
 static int add_proc(struct meter *m, const struct tracked *t, pid_t tgid)
@@ -461,7 +509,11 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 	r = add_proc(m, t, tgid);
 	if (r < 0)
 		goto out_task;
-	add_thread_entry(m, task_key, tgid, slot, m->gen[slot]);
+	if (add_thread_entry(m, task_key, tgid, slot, m->gen[slot], true) && m->at_exit) {
+		/* The child waits for us before its exec: no BPF program writes this value yet. */
+		mt.threads_live = 1;
+		(void)bpf_map_update_elem(tfd, &task_key, &mt, BPF_EXIST);
+	}
 	t->used = true;
 	m->ntracked++;
 	return 0;
@@ -493,8 +545,12 @@ int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid)
 	r = add_proc(m, t, tgid);
 	if (r < 0)
 		return r;
-	/* A re-adopted process may have many threads: they are found at their switch-in. */
+	/* A re-adopted process may have many threads: they are found at their switch-in
+	 * (accounting at exit: only its main thread is followed, from now on). */
 	m->skel->bss->lazy_threads = 1;
+	if (m->at_exit &&
+	    add_thread_entry(m, task_key, tgid, slot_of(m, t), m->gen[slot_of(m, t)], false))
+		mt.threads_live++;
 	/*
 	 * Read-modify-write of the whole value: counters that BPF adds between the lookup and the
 	 * update are lost. Only used when re-adopting (usage restarts from zero anyway).
@@ -507,6 +563,8 @@ int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid)
 		bpf_map_delete_elem(bpf_map__fd(m->skel->maps.procs), &k);
 		return r;
 	}
+	if (m->at_exit)
+		m->live_read_ns = 0; /* the next read bases the new entry */
 	return 0;
 }
 
@@ -516,6 +574,56 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Accounting at exit: a running thread's figures are folded in only at its exit, so a live
+ * read first runs the task iterator, which folds every tracked thread's totals up to now
+ * (one walk of all threads of the node serves every task; at most one per LIVE_READ_NS).
+ */
+#define LIVE_READ_NS (10 * 1000 * 1000ULL)
+static void live_read(struct meter *m)
+{
+	uint64_t now = mono_ns();
+	char buf[256];
+	int fd;
+
+	if (m->live_read_ns && now - m->live_read_ns < LIVE_READ_NS)
+		return;
+	fd = bpf_iter_create(bpf_link__fd(m->skel->links.meter_live));
+	if (fd < 0)
+		return;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+	m->live_read_ns = mono_ns();
+}
+
+static int run_settle(struct meter *m, uint64_t task_key, bool force, uint32_t *pending);
+
+int meter_settle(struct meter *m, uint64_t task_key)
+{
+	int tfd = bpf_map__fd(m->skel->maps.tasks);
+	struct meter_task mt;
+
+	if (!m->at_exit)
+		return 1;
+	for (int i = 0;; i++) {
+		int r;
+
+		if (bpf_map_lookup_elem(tfd, &task_key, &mt) < 0)
+			return errno == ENOENT ? 1 : -errno;
+		if (mt.threads_live <= 0)
+			return 1;
+		/* A thread that is not off its CPU yet is microseconds from it: a few tries. */
+		if (i == 4)
+			return 0;
+		if (i > 0)
+			sched_yield();
+		r = run_settle(m, task_key, false, NULL);
+		if (r < 0)
+			return r;
+	}
 }
 
 int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
@@ -531,6 +639,8 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 		return -ENOENT;
 	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.tasks), &task_key, &mt) < 0)
 		return -errno;
+	if (m->at_exit && mt.threads_live > 0)
+		live_read(m);
 	/* The switch-out counters: one element per CPU, summed here. */
 	slot = slot_of(m, t);
 	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu) < 0)
@@ -639,6 +749,18 @@ static int delete_by_task(int fd, size_t ksize, size_t vsize, uint64_t task_key,
 	return 0;
 }
 
+static int run_settle(struct meter *m, uint64_t task_key, bool force, uint32_t *pending)
+{
+	struct meter_settle_ctx c = {.task_key = task_key, .force = force};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &c, .ctx_size_in = sizeof(c));
+
+	if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_settle_prog), &o) < 0)
+		return -errno;
+	if (pending)
+		*pending = c.pending;
+	return 0;
+}
+
 int meter_forget(struct meter *m, uint64_t task_key)
 {
 	struct tracked *t = find_tracked(m, task_key);
@@ -647,6 +769,10 @@ int meter_forget(struct meter *m, uint64_t task_key)
 
 	if (!t)
 		return -ENOENT;
+	/* Accounting at exit: references still held for the task's threads go (a task given up
+	 * before every thread was settled). */
+	if (m->at_exit)
+		(void)run_settle(m, task_key, true, NULL);
 	/*
 	 * Task and slot first: BPF stops accounting (threads still running find gen 0 at their
 	 * next switch-out and drop their entry); then the entries that point to it. The slot is
@@ -704,6 +830,11 @@ uint64_t meter_map_full(const struct meter *m)
 	return m->skel->bss->map_full;
 }
 
+uint64_t meter_tail_lost(const struct meter *m)
+{
+	return m->skel->bss->tail_lost;
+}
+
 uint64_t meter_sweeps(const struct meter *m)
 {
 	return m->sweeps;
@@ -721,6 +852,8 @@ int meter_switch_stats(const struct meter *m, uint64_t *runs, uint64_t *run_ns)
 	struct bpf_prog_info info = {};
 	uint32_t len = sizeof(info);
 
+	if (m->at_exit)
+		return -ENOENT; /* no sched_switch program */
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) < 0)
 		return -errno;
 	*runs = info.run_cnt;

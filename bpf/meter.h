@@ -20,6 +20,12 @@ struct meter_opts {
 	/* Count IO bytes with a sys_exit program instead of reading task->ioac at each context
 	 * switch and exit. Same figures; costs every syscall of the node (see docs). */
 	bool io_from_syscalls;
+	/*
+	 * Account CPU and IO at every sched_switch (live reads exact to the last switch; costs
+	 * every context switch of the node) instead of at each thread's exit and last switch-out
+	 * (the default where the kernel allows it: tp_btf with task kfuncs, Linux 6.2+).
+	 */
+	bool cpu_at_switch;
 };
 
 struct meter_usage {
@@ -52,7 +58,8 @@ struct meter_usage {
 
 /* Events from the ring buffer, delivered by meter_poll. */
 enum meter_event_type {
-	METER_EV_EXIT, /* last tracked process of a task exited */
+	METER_EV_EXIT,	  /* last tracked process of a task exited */
+	METER_EV_SETTLED, /* accounting at exit: the task's last thread got its final figures */
 	_METER_EV_MAX,
 };
 struct meter_event {
@@ -76,6 +83,8 @@ void meter_free(struct meter *m);
  */
 int meter_attach_cgroup_root(struct meter *m, int root_fd);
 const char *meter_attach_mode(const struct meter *m);
+/* "exit" (final figures at each thread's exit and last switch-out) or "switch". */
+const char *meter_cpu_accounting(const struct meter *m);
 /* Ring buffer epoll fd; call meter_poll when readable. */
 int meter_fd(const struct meter *m);
 int meter_poll(struct meter *m, meter_event_fn fn, void *userdata);
@@ -87,6 +96,13 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd);
 /* Re-adopt after an agent restart: track every pid given (usage restarts from zero). */
 int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid);
 int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret);
+/*
+ * Accounting at exit: once the task's processes are gone (its cgroup is empty), fold the final
+ * figures of its threads that have switched out for the last time. Returns 1 when every
+ * thread's final figures are in (always in "switch" mode), 0 when some thread is not off its
+ * CPU yet (call again later), or -errno.
+ */
+int meter_settle(struct meter *m, uint64_t task_key);
 /* Stop metering, free map entries. */
 int meter_forget(struct meter *m, uint64_t task_key);
 /* Events lost because the ring buffer was full (counted in BPF). */
@@ -94,6 +110,9 @@ uint64_t meter_ringbuf_drops(const struct meter *m);
 uint32_t meter_tasks_tracked(const struct meter *m);
 /* Processes/threads/mms not tracked because a BPF map was full (counted in BPF). */
 uint64_t meter_map_full(const struct meter *m);
+/* Accounting at exit: threads whose figures after their exit tracepoint were lost because the
+ * map of exited threads was full (their figures at exit are their final ones). */
+uint64_t meter_tail_lost(const struct meter *m);
 /* Whole-map sweeps meter_forget had to do (a task's end normally needs none). */
 uint64_t meter_sweeps(const struct meter *m);
 /*

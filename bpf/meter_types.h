@@ -30,6 +30,9 @@ struct meter_task {
 	__s64 root_exit_code; /* its wait status once it exited, else -1 */
 	__u64 root_exited;
 	__s64 mms_alive; /* entries of "mms" owned by the task (meter_forget sweeps only then) */
+	/* cpu_at_exit mode: threads with an entry whose final totals are not folded in yet
+	 * (+1 when an entry is made, -1 by whoever folds its final totals first). */
+	__s64 threads_live;
 };
 
 /*
@@ -70,6 +73,29 @@ struct meter_thread {
 
 /* Entry made by user space (meter_track): take the totals at the next switch-in. */
 #define METER_TH_NEED_BASE 1ULL
+/* cpu_at_exit mode: the thread's final totals are folded in (after its last switch-out). */
+#define METER_TH_FINAL 2ULL
+
+/*
+ * cpu_at_exit mode: a thread that passed sched_process_exit but may not have switched out for
+ * the last time yet (map "dying", key: the task_struct address). The reference keeps the
+ * task_struct readable until meter_settle folds its final totals.
+ */
+#ifdef __VMLINUX_H__
+struct meter_dying {
+	__u64 task_key;
+	struct task_struct __kptr *task;
+};
+#endif
+
+/* Context of the meter_settle program (BPF_PROG_RUN): in task_key and force, out the counts. */
+struct meter_settle_ctx {
+	__u64 task_key;
+	__u32 force; /* drop the task's references whether their threads are done or not */
+	__u32 _pad;
+	__u32 pending; /* the task's dying threads not switched out for the last time yet */
+	__u32 done;    /* the task's dying threads folded by this run */
+};
 
 /* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */
 struct meter_mm {
@@ -87,6 +113,7 @@ struct meter_net {
 
 enum {
 	METER_BPF_EV_EXIT = 1,
+	METER_BPF_EV_SETTLED = 2, /* cpu_at_exit: the task's last thread got its final figures */
 };
 
 /* Ring buffer record. */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs every Debian 12 package the build, the tests and the demo need (as root).
 set -eu
-PKGS="build-essential pkg-config clang llvm bpftool libbpf-dev libelf-dev zlib1g-dev
+PKGS="build-essential pkg-config clang clang-16 llvm bpftool libbpf-dev libelf-dev zlib1g-dev
  libseccomp-dev libcgroup-dev libjansson-dev libyajl-dev libinih-dev libsystemd-dev libcmocka-dev
  libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev sqlite3 libpq-dev postgresql
  libnl-3-dev libnl-genl-3-dev libssl-dev bubblewrap python3 linux-perf bc

@@ -2,14 +2,16 @@
 /*
  * Overhead of the metering programs (tests/bench/metering_overhead.sh).
  *   helper_meter_bench ROUNDS PINGPONG_ITERS WRITE_ITERS IDLE_TASKS
- * Each round runs both workloads in three arms, in an order that rotates between rounds:
+ * Each round runs both workloads in four arms, in an order that rotates between rounds:
  * nothing loaded; an empty sched_switch program attached (bpf/switch_floor.bpf.c: what any
- * program on that tracepoint costs); the metering programs loaded, attached and the workload
- * tracked. Workloads:
+ * program on that tracepoint costs); the metering programs as corrald loads them by default
+ * (CPU and IO accounted at exit where the kernel allows it), attached and the workload
+ * tracked; the same with accounting at every sched_switch (meter_opts.cpu_at_switch).
+ * Workloads:
  *   sched: two processes ping-pong one byte over two pipes (like `perf bench sched pipe`);
  *   syscall: one process write(2)s one byte to /dev/null WRITE_ITERS times.
- * Prints ops/s per round, the medians and the ratios metering/off, empty/off and
- * metering/empty. Then the average run time per switch of the metering and the empty program
+ * Prints ops/s per round, the medians and the ratios metering/off, switch/off, empty/off and
+ * switch/empty. Then the average run time per switch of the switch-mode and the empty program
  * from the kernel's BPF statistics, and finally tracks IDLE_TASKS sleeping processes and
  * reports the loader's RSS, BPF map memory and the cost of reading all of them (one
  * meter_read each, as the agent's sample tick does).
@@ -302,7 +304,9 @@ static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
 		double o[2];
 
 		if (corral) {
-			if (meter_open(NULL, &m) < 0)
+			struct meter_opts so = {.cpu_at_switch = true};
+
+			if (meter_open(&so, &m) < 0)
 				break;
 		} else if (!(l = bpf_program__attach(floor_prog(fl, btf)))) {
 			break;
@@ -339,14 +343,17 @@ static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
 	       c, f, c - f, c / f);
 }
 
-enum { ARM_OFF, ARM_FLOOR, ARM_METER, ARMS };
+enum { ARM_OFF, ARM_FLOOR, ARM_METER, ARM_SWITCH, ARMS };
+#define NRATIOS 4
 
 int main(int argc, char **argv)
 {
 	/* [workload][arm][wall/cpu][round] */
-	static double v[2][ARMS][2][MAX_ROUNDS], ratio[3][2][2][MAX_ROUNDS];
+	static double v[2][ARMS][2][MAX_ROUNDS], ratio[NRATIOS][2][2][MAX_ROUNDS];
 	static const char *const wl[2] = {"sched pipe ping-pong", "1-byte write /dev/null"};
-	static const char *const rname[3] = {"metering/off", "empty/off", "metering/empty"};
+	static const char *const rname[NRATIOS] = {"metering/off", "switch/off", "empty/off",
+						   "switch/empty"};
+	const char *acct = "?";
 	struct switch_floor_bpf *fl;
 	const char *mode = "?";
 	int rounds, nidle;
@@ -374,6 +381,7 @@ int main(int argc, char **argv)
 			return 77;
 		}
 		mode = meter_attach_mode(m);
+		acct = meter_cpu_accounting(m);
 		btf = strcmp(mode, "tp_btf") == 0;
 		meter_free(m);
 	}
@@ -397,8 +405,9 @@ int main(int argc, char **argv)
 			struct bpf_link *l = NULL;
 			double o[2][2];
 
-			if (arm == ARM_METER) {
-				int e = meter_open(NULL, &m);
+			if (arm == ARM_METER || arm == ARM_SWITCH) {
+				struct meter_opts so = {.cpu_at_switch = arm == ARM_SWITCH};
+				int e = meter_open(&so, &m);
 
 				if (e < 0) {
 					fprintf(stderr, "meter_open: %s\n", strerror(-e));
@@ -422,38 +431,44 @@ int main(int argc, char **argv)
 				for (int c = 0; c < 2; c++)
 					v[w][arm][c][r] = o[w][c];
 			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f\n", r,
-			       arm == ARM_METER	  ? mode
-			       : arm == ARM_FLOOR ? "empty"
-						  : "off",
+			       arm == ARM_METER	   ? acct
+			       : arm == ARM_SWITCH ? "switch"
+			       : arm == ARM_FLOOR  ? "empty"
+						   : "off",
 			       o[0][0], o[0][1], o[1][0], o[1][1]);
 		}
 		for (int w = 0; w < 2; w++)
 			for (int c = 0; c < 2; c++) {
 				ratio[0][w][c][r] = v[w][ARM_METER][c][r] / v[w][ARM_OFF][c][r];
-				ratio[1][w][c][r] = v[w][ARM_FLOOR][c][r] / v[w][ARM_OFF][c][r];
-				ratio[2][w][c][r] = v[w][ARM_METER][c][r] / v[w][ARM_FLOOR][c][r];
+				ratio[1][w][c][r] = v[w][ARM_SWITCH][c][r] / v[w][ARM_OFF][c][r];
+				ratio[2][w][c][r] = v[w][ARM_FLOOR][c][r] / v[w][ARM_OFF][c][r];
+				ratio[3][w][c][r] = v[w][ARM_SWITCH][c][r] / v[w][ARM_FLOOR][c][r];
 			}
 	}
 	printf("\nmedians over %d interleaved rounds; ratio = median of the per-round ratios\n",
 	       rounds);
-	printf("%-24s %-7s %12s %12s %12s  %-14s %9s %9s\n", "workload", "per", "off", "empty",
-	       "metering", "ratio", "", "overhead");
+	printf("%-24s %-7s %10s %10s %10s %10s  %-14s %9s %9s\n", "workload", "per", "off", "empty",
+	       "switch", "metering", "ratio", "", "overhead");
 	for (int w = 0; w < 2; w++)
 		for (int c = 0; c < 2; c++)
-			for (int q = 0; q < 3; q++) {
+			for (int q = 0; q < NRATIOS; q++) {
 				double x = bench_median(ratio[q][w][c], rounds);
 
 				if (q == 0)
-					printf("%-24s %-7s %12.0f %12.0f %12.0f", wl[w],
+					printf("%-24s %-7s %10.0f %10.0f %10.0f %10.0f", wl[w],
 					       c ? "cpu-s" : "wall-s",
 					       bench_median(v[w][ARM_OFF][c], rounds),
 					       bench_median(v[w][ARM_FLOOR][c], rounds),
+					       bench_median(v[w][ARM_SWITCH][c], rounds),
 					       bench_median(v[w][ARM_METER][c], rounds));
 				else
-					printf("%-24s %-7s %12s %12s %12s", "", "", "", "", "");
+					printf("%-24s %-7s %10s %10s %10s %10s", "", "", "", "", "",
+					       "");
 				printf("  %-14s %9.4f %8.2f%%\n", rname[q], x, (1 - x) * 100);
 			}
-	printf("attach mode: %s\n\n", mode);
+	printf("attach mode: %s; metering = CPU and IO accounted at %s (corrald's default), switch "
+	       "= at every sched_switch\n\n",
+	       mode, acct);
 	stats_phase(fl, btf, iters[0] / 2);
 	switch_floor_bpf__destroy(fl);
 	return nidle ? idle_tasks(nidle) : 0;

@@ -98,14 +98,14 @@ sweeps=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | grep '^corral_bpf_map_swee
 # and nothing of them is left in the per-process maps (no task runs now)
 if command -v bpftool >/dev/null; then
 	left=""
-	for m in procs mms; do
+	for m in procs mms dying; do
 		n=$(bpftool -j map dump name "$m" 2>/dev/null | python3 -c '
 import json, sys
 d = json.load(sys.stdin)  # one map: its elements; several of that name: objects with elements
 print(sum(len(x["elements"]) for x in d) if d and "elements" in d[0] else len(d))' 2>/dev/null)
 		[ "${n:-x}" = 0 ] || left="$left $m:${n:-?}"
 	done
-	[ -z "$left" ] && pass "BPF maps procs and mms empty after the tasks ended" ||
+	[ -z "$left" ] && pass "BPF maps procs, mms and dying empty after the tasks ended" ||
 		fail "entries left after the tasks ended:$left"
 fi
 run_wait -- python3 -c "x = sum(range(200000))"
@@ -118,4 +118,48 @@ grep -q "BPF metering unavailable for this task" "$T/agent.log" &&
 [ "$csrc" = ebpf ] && [ "$nsrc" = ebpf ] &&
 	pass "13th task with max_tasks 4: cpu and net from ebpf (map entries given back)" ||
 	fail "13th task with max_tasks 4: sources cpu '$csrc' net '$nsrc'"
+# Accounting at exit (the default where the kernel allows it: nothing on sched_switch): the
+# agent says so, a task's record waits for its threads' final figures (their last switch-out
+# included), and those equal the cgroup's own CPU time. A process tree (a shell running 20
+# short children and 2 busy threads) and a live read while it runs.
+acc=$(ctl status | jget cpu_accounting)
+if [ "$acc" = exit ]; then
+	pass "status: cpu_accounting exit"
+	IDL=$(ctl run -- python3 -c '
+import threading, time, subprocess
+def burn(s):
+    t = time.thread_time()
+    while time.thread_time() - t < s: pass
+ts = [threading.Thread(target=burn, args=(0.6,)) for _ in range(2)]
+[t.start() for t in ts]; [t.join() for t in ts]
+for _ in range(20): subprocess.run(["sh", "-c", "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done"])
+time.sleep(1.0)' | head -n1)
+	# live: the threads have burnt their CPU, the task still runs (sleep 1 at the end)
+	for _ in $(seq 100); do
+		live=$(ctl show "$IDL" --json)
+		[ "$(echo "$live" | jget state)" = running ] || break
+		lc=$(echo "$live" | jget usage_detail.ebpf_cpu_ns)
+		[ "${lc:-0}" -gt 1000000000 ] && break
+		sleep 0.05
+	done
+	[ "${lc:-0}" -gt 1000000000 ] && pass "live read while running: ebpf cpu ${lc} ns" ||
+		fail "live read: ebpf cpu '${lc}' ns, expected > 1 s of the 2 x 0.6 s burnt"
+	ctl wait "$IDL" >/dev/null 2>&1
+	rec=$(ctl show "$IDL" --json)
+	msg=$(python3 - "$(echo "$rec" | jget usage_detail.ebpf_cpu_ns)" \
+		"$(echo "$rec" | jget usage_detail.cgroup_cpu_ns)" \
+		"$(echo "$rec" | jget usage_detail.ebpf_cpu_accounting)" \
+		"$(echo "$rec" | jget usage_detail.forks)" <<'EOF2'
+import sys
+e, c, forks = int(sys.argv[1] or 0), int(sys.argv[2] or 0), int(sys.argv[4] or 0)
+ok = sys.argv[3] == "exit" and c > 0 and abs(e - c) <= 0.01 * c and forks >= 20
+print("accounting at exit: ebpf cpu %d ns vs cgroup %d ns (ratio %.5f), %d forks, mode %s"
+      % (e, c, e / c if c else 0, forks, sys.argv[3]))
+sys.exit(0 if ok else 1)
+EOF2
+	)
+	[ $? = 0 ] && pass "$msg" || fail "$msg"
+else
+	pass "status: cpu_accounting '$acc' (accounting at exit not available here)"
+fi
 finish

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Accuracy harness for bpf/meter.c, driven by tests/integration/metering_accuracy.sh.
- *   helper_meter [--raw] [--sys] CASE WORK
- * --raw: force the raw_tp variants; --sys: IO bytes from the sys_exit program.
+ *   helper_meter [--raw] [--switch] [--sys] CASE WORK
+ * --raw: force the raw_tp variants; --switch: CPU and IO at every sched_switch instead of at
+ * exit (the default where the kernel allows it); --late: accounting at exit, the final
+ * figures read 3 s after the task's end (the references kept in "dying" outlive the RCU
+ * grace periods that free the threads); --sys: IO bytes from the sys_exit program.
  * CASE: cpu | mem | io | net | fork. WORK: path of helper_meter_work.
  * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory (on a unified-only
  * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), forks a child that
@@ -138,7 +141,7 @@ static uint64_t cgroup_mem_peak(void)
 }
 
 struct waitctx {
-	bool got;
+	bool got, settled;
 	int32_t code;
 	uint32_t pid;
 };
@@ -147,6 +150,8 @@ static void on_ev(const struct meter_event *ev, void *userdata)
 {
 	struct waitctx *w = userdata;
 
+	if (ev->type == METER_EV_SETTLED && ev->task_key == TASK_KEY)
+		w->settled = true;
 	if (ev->type == METER_EV_EXIT && ev->task_key == TASK_KEY) {
 		w->got = true;
 		w->code = ev->exit_code;
@@ -358,18 +363,23 @@ int main(int argc, char **argv)
 	char portstr[16], sent_file[64] = "", *wargv[8] = {};
 	pid_t child, recv_pid = -1;
 	uint64_t wchar = 0, t0;
-	bool ok = true;
+	bool ok = true, late = false;
 
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
 		if (!strcmp(argv[ai], "--raw"))
 			opts.force_raw_tp = true;
 		else if (!strcmp(argv[ai], "--sys"))
 			opts.io_from_syscalls = true;
+		else if (!strcmp(argv[ai], "--switch"))
+			opts.cpu_at_switch = true;
+		else if (!strcmp(argv[ai], "--late"))
+			late = true;
 		else
 			return 2;
 	}
 	if (argc != ai + 2) {
-		fprintf(stderr, "usage: helper_meter [--raw] [--sys] cpu|mem|io|net|fork WORK\n");
+		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
+				"cpu|mem|io|net|fork WORK\n");
 		return 2;
 	}
 	cs = argv[ai];
@@ -382,8 +392,8 @@ int main(int argc, char **argv)
 		printf("SKIP: cannot load the metering BPF programs: %s\n", strerror(-r));
 		return 77;
 	}
-	printf("attach mode: %s, io from %s\n", meter_attach_mode(m),
-	       opts.io_from_syscalls ? "sys_exit" : "task->ioac");
+	printf("attach mode: %s, cpu accounted at %s, io from %s\n", meter_attach_mode(m),
+	       meter_cpu_accounting(m), opts.io_from_syscalls ? "sys_exit" : "task->ioac");
 
 	wargv[0] = (char *)work;
 	if (!strcmp(cs, "cpu")) {
@@ -484,6 +494,30 @@ int main(int argc, char **argv)
 	if (w.got && w.code != st) {
 		fprintf(stderr, "exit event status 0x%x != wait status 0x%x\n", w.code, st);
 		ok = false;
+	}
+	/* Accounting at exit: the final figures, once every thread is off its CPU for good
+	 * (at once, or at sched_process_free, which METER_EV_SETTLED announces). */
+	t0 = now_ns(CLOCK_MONOTONIC);
+	for (int tries = 0;; tries++) {
+		struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
+
+		if (late && tries == 0)
+			sleep(3);
+		r = meter_settle(m, TASK_KEY);
+		if (r != 0) {
+			printf("settled: %s after %d waits, %.3f s (%s)\n",
+			       r == 1 ? "yes" : strerror(-r), tries,
+			       (double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
+			       w.settled ? "event" : "no event");
+			break;
+		}
+		if (now_ns(CLOCK_MONOTONIC) - t0 > 10 * NSEC_PER_SEC) {
+			fprintf(stderr, "not settled within 10 s\n");
+			ok = false;
+			break;
+		}
+		(void)poll(&p, 1, 100);
+		meter_poll(m, on_ev, &w);
 	}
 	r = meter_read(m, TASK_KEY, &u);
 	if (r < 0) {

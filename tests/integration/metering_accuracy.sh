@@ -1,6 +1,8 @@
 #!/bin/bash
 # Accuracy of the eBPF meter against the kernel's own figures (root, real BPF, real v1
-# cgroups here; v2 cgroups in the VM tier). Each case runs in both attach modes (tp_btf, then raw_tp forced):
+# cgroups here; v2 cgroups in the VM tier). Each case runs in three modes: as corrald loads the
+# programs (tp_btf, CPU and IO accounted at each thread's exit and last switch-out where the
+# kernel allows it), tp_btf with accounting at every sched_switch (--switch), and raw_tp forced:
 #   cpu   2 threads x 2 s burn      cpu_ns vs cpuacct.usage              (1%)
 #   mem   touch 300 MiB             rss peak vs memory.max_usage_in_bytes (2%)
 #   io    write(2) 100 MiB          io_write_bytes vs /proc/PID/io wchar  (4096 bytes)
@@ -24,9 +26,9 @@ if [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
 fi
 
 fail=0 pass=0
-for mode in "" --raw; do
+for mode in "" --switch --raw; do
 	for c in cpu mem io net fork; do
-		echo "--- $c ${mode:-(tp_btf preferred)}"
+		echo "--- $c ${mode:-(default: tp_btf, accounting at exit preferred)}"
 		timeout 180 "$H" $mode "$c" "$W"
 		rc=$?
 		case $rc in
@@ -36,6 +38,10 @@ for mode in "" --raw; do
 		esac
 	done
 done
+# Accounting at exit with the final figures read 3 s after the end (long after the kernel
+# freed the threads): the references kept from their exit still give the exact figures.
+echo "--- fork --late (final figures read 3 s after the task's end)"
+if timeout 180 "$H" --late fork "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
 for mode in --sys "--raw --sys"; do
 	echo "--- io $mode (IO bytes from the sys_exit program)"
 	if timeout 180 "$H" $mode io "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
