@@ -769,10 +769,6 @@ int meter_forget(struct meter *m, uint64_t task_key)
 
 	if (!t)
 		return -ENOENT;
-	/* Accounting at exit: references still held for the task's threads go (a task given up
-	 * before every thread was settled). */
-	if (m->at_exit)
-		(void)run_settle(m, task_key, true, NULL);
 	/*
 	 * Task and slot first: BPF stops accounting (threads still running find gen 0 at their
 	 * next switch-out and drop their entry); then the entries that point to it. The slot is
@@ -787,7 +783,11 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	struct meter_task mt;
 
 	if (bpf_map_lookup_elem(bpf_map__fd(s->maps.tasks), &task_key, &mt) < 0)
-		mt = (struct meter_task){.procs_alive = 1, .mms_alive = 1};
+		mt = (struct meter_task){.procs_alive = 1, .mms_alive = 1, .threads_live = 1};
+	/* Accounting at exit: references still held for the task's threads go (a task given up
+	 * before every thread was settled; a settled one has none left). */
+	if (m->at_exit && mt.threads_live > 0)
+		(void)run_settle(m, task_key, true, NULL);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	r = set_slot(m, slot_of(m, t), 0);
 	if (mt.procs_alive != 0) {
