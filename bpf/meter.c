@@ -130,6 +130,10 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 		    s->maps.dying, at_exit ? (m->max_tasks > 1024 ? m->max_tasks : 1024) : 1);
 	if (!r && !btf)
 		r = bpf_map__set_autocreate(s->maps.tstore, false);
+	/* Only accounting at exit uses "dying" (a map of task references, which older kernels
+	 * may not create): the other modes' programs never reference it. */
+	if (!r && !at_exit)
+		r = bpf_map__set_autocreate(s->maps.dying, false);
 	if (r)
 		goto out_destroy;
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;

@@ -88,6 +88,11 @@ done
 full=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "corral_bpf_map_full_total" {print $2}')
 [ "$full" = 0 ] && pass "320 processes through max_tasks 4: no BPF map ever full" ||
 	fail "corral_bpf_map_full_total '$full' after 10 fork tasks"
+# accounting at exit: every exited thread's tail was read (the map of exited threads, 1024
+# entries, never full)
+lost=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "corral_bpf_exit_tail_lost_total" {print $2}')
+[ "$lost" = 0 ] && pass "corral_bpf_exit_tail_lost_total 0 after 320 processes" ||
+	fail "corral_bpf_exit_tail_lost_total '$lost' after 10 fork tasks"
 # The programs gave every entry back themselves: no task's end had to walk a whole map (a
 # vfork child's pages once bound the shim's address space to the task, and the per-CPU
 # residue of an exiting mm kept its entry: then about 4 task ends in 10 swept "mms").
@@ -98,14 +103,17 @@ sweeps=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | grep '^corral_bpf_map_swee
 # and nothing of them is left in the per-process maps (no task runs now)
 if command -v bpftool >/dev/null; then
 	left=""
-	for m in procs mms dying; do
+	maps="procs mms"
+	# the map of exited threads exists with accounting at exit only
+	[ "$(ctl status | jget cpu_accounting)" = exit ] && maps="$maps dying"
+	for m in $maps; do
 		n=$(bpftool -j map dump name "$m" 2>/dev/null | python3 -c '
 import json, sys
 d = json.load(sys.stdin)  # one map: its elements; several of that name: objects with elements
 print(sum(len(x["elements"]) for x in d) if d and "elements" in d[0] else len(d))' 2>/dev/null)
 		[ "${n:-x}" = 0 ] || left="$left $m:${n:-?}"
 	done
-	[ -z "$left" ] && pass "BPF maps procs, mms and dying empty after the tasks ended" ||
+	[ -z "$left" ] && pass "BPF maps $maps empty after the tasks ended" ||
 		fail "entries left after the tasks ended:$left"
 fi
 run_wait -- python3 -c "x = sum(range(200000))"
