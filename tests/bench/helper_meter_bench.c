@@ -338,7 +338,8 @@ static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
 	printf("per-switch program time (kernel.bpf_stats_enabled, median of %d interleaved "
 	       "ping-pongs):\n",
 	       n);
-	printf("  metering sched_switch %.1f ns/run, empty program %.1f ns/run: %.1f ns of "
+	printf("  sched_switch program of accounting at every switch %.1f ns/run, empty program "
+	       "%.1f ns/run: %.1f ns of "
 	       "metering work per switch (ratio %.3f)\n\n",
 	       c, f, c - f, c / f);
 }
