@@ -271,6 +271,17 @@ static void test_config(void **state)
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -EINVAL);
 	assert_int_equal(config_set(&c, "agent", "sample_interval", "0.5s", err, sizeof(err)),
 			 -EINVAL);
+	/* [metering] cpu_accounting: exit (default) or switch, anything else names the key */
+	assert_false(c.cpu_at_switch);
+	assert_int_equal(config_set(&c, "metering", "cpu_accounting", "switch", err, sizeof(err)),
+			 0);
+	assert_true(c.cpu_at_switch);
+	assert_int_equal(config_set(&c, "metering", "cpu_accounting", "exit", err, sizeof(err)), 0);
+	assert_false(c.cpu_at_switch);
+	assert_int_equal(config_set(&c, "metering", "cpu_accounting", "often", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "cpu_accounting"));
+	assert_non_null(strstr(err, "exit|switch"));
 	unlink(path);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -ENOENT);
 	config_free(&c);
