@@ -494,6 +494,9 @@ int main(int argc, char **argv)
 				uint64_t exp;
 
 				(void)!read(a.tickfd, &exp, sizeof(exp));
+				/* exit events come without a wakeup (meter.h) */
+				if (a.meter)
+					(void)meter_poll(a.meter, on_meter_event, &a);
 				task_tick(&a, now_ns(CLOCK_MONOTONIC));
 				agent_hooks_tick(&a, now_ns(CLOCK_MONOTONIC));
 				if (a.watchdog)

@@ -85,7 +85,11 @@ int meter_attach_cgroup_root(struct meter *m, int root_fd);
 const char *meter_attach_mode(const struct meter *m);
 /* "exit" (final figures at each thread's exit and last switch-out) or "switch". */
 const char *meter_cpu_accounting(const struct meter *m);
-/* Ring buffer epoll fd; call meter_poll when readable. */
+/*
+ * Ring buffer epoll fd; call meter_poll when readable, and periodically: METER_EV_EXIT events
+ * are queued without waking the fd (a wakeup costs every tracked exit an interrupt), so they
+ * are read at the next wakeup or periodic poll. METER_EV_SETTLED always wakes it.
+ */
 int meter_fd(const struct meter *m);
 int meter_poll(struct meter *m, meter_event_fn fn, void *userdata);
 /*
