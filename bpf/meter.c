@@ -603,7 +603,7 @@ static void live_read(struct meter *m)
 	m->live_read_ns = mono_ns();
 }
 
-static int run_settle(struct meter *m, uint64_t task_key, bool force, uint32_t *pending);
+static int run_settle(struct meter *m, uint64_t task_key, bool force);
 
 int meter_settle(struct meter *m, uint64_t task_key)
 {
@@ -624,7 +624,7 @@ int meter_settle(struct meter *m, uint64_t task_key)
 			return 0;
 		if (i > 0)
 			sched_yield();
-		r = run_settle(m, task_key, false, NULL);
+		r = run_settle(m, task_key, false);
 		if (r < 0)
 			return r;
 	}
@@ -753,15 +753,14 @@ static int delete_by_task(int fd, size_t ksize, size_t vsize, uint64_t task_key,
 	return 0;
 }
 
-static int run_settle(struct meter *m, uint64_t task_key, bool force, uint32_t *pending)
+/* One run of the settle program for the task (force: drop its references, done or not). */
+static int run_settle(struct meter *m, uint64_t task_key, bool force)
 {
 	struct meter_settle_ctx c = {.task_key = task_key, .force = force};
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &c, .ctx_size_in = sizeof(c));
 
 	if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_settle_prog), &o) < 0)
 		return -errno;
-	if (pending)
-		*pending = c.pending;
 	return 0;
 }
 
@@ -791,7 +790,7 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	/* Accounting at exit: references still held for the task's threads go (a task given up
 	 * before every thread was settled; a settled one has none left). */
 	if (m->at_exit && mt.threads_live > 0)
-		(void)run_settle(m, task_key, true, NULL);
+		(void)run_settle(m, task_key, true);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	r = set_slot(m, slot_of(m, t), 0);
 	if (mt.procs_alive != 0) {
