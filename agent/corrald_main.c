@@ -433,8 +433,8 @@ static int setup(struct agent *a)
 
 static void on_meter_event(const struct meter_event *ev, void *userdata)
 {
-	/* Exits are reported by the shim; a task waiting for its threads' final figures (after
-	 * sched_process_free) may end now. */
+	/* Exits are reported by the shim; a task waiting for its threads' final figures may end
+	 * now. */
 	if (ev->type == METER_EV_SETTLED)
 		task_on_meter_settled(userdata, ev->task_key);
 }

@@ -1329,8 +1329,8 @@ void task_prune_ended(struct agent *a)
 
 /*
  * BPF accounting at exit: a thread's final CPU and IO figures are read once it is off its CPU
- * for good, usually at once; a thread left to sched_process_free (an RCU grace period later)
- * holds the task's end record until METER_EV_SETTLED, or until give_up.
+ * for good, usually at once; a thread not there yet holds the task's end record until a later
+ * tick or METER_EV_SETTLED, or until give_up.
  */
 static bool meter_settled(struct agent *a, struct task *t, bool give_up)
 {
@@ -1503,16 +1503,24 @@ void task_on_pidfd(struct agent *a, struct task *t)
 	task_main_exited(a, t);
 }
 
+/*
+ * An ending task whose cgroup is empty (or given up on): its record is written once the
+ * supervisor's report, the denied-syscall file and the BPF figures are all in.
+ */
+static void ending_try_finalize(struct agent *a, struct task *t, bool give_up)
+{
+	if ((t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
+	    audit_glue_syscalls_settled(a, t, give_up) && meter_settled(a, t, give_up))
+		task_finalize(a, t, NULL);
+}
+
 void task_on_meter_settled(struct agent *a, uint64_t task_key)
 {
 	for (struct task *t = a->tasks; t; t = t->next) {
 		if (t->key != task_key)
 			continue;
-		if (t->state == TASK_ENDING &&
-		    (t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
-		    (!t->cg || cg_task_is_empty(t->cg) != 0) &&
-		    audit_glue_syscalls_settled(a, t, false) && meter_settled(a, t, false))
-			task_finalize(a, t, NULL);
+		if (t->state == TASK_ENDING && (!t->cg || cg_task_is_empty(t->cg) != 0))
+			ending_try_finalize(a, t, false);
 		return;
 	}
 }
@@ -1562,12 +1570,8 @@ void task_tick(struct agent *a, uint64_t now)
 		if (t->state == TASK_ENDING) {
 			if (!t->cg || cg_task_is_empty(t->cg) != 0 ||
 			    now - t->ending_since_mono > ENDING_MAX_NS) {
-				bool give_up = now - t->ending_since_mono > ENDING_MAX_NS;
-
-				if ((t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
-				    audit_glue_syscalls_settled(a, t, give_up) &&
-				    meter_settled(a, t, give_up))
-					task_finalize(a, t, NULL);
+				ending_try_finalize(a, t,
+						    now - t->ending_since_mono > ENDING_MAX_NS);
 			} else {
 				tsglue_snapshot(a, t);
 				(void)cg_task_kill(t->cg, SIGKILL);

@@ -96,8 +96,8 @@ const volatile __u64 page_size = 4096;
 const volatile __u32 io_from_ioac = 1;
 /*
  * CPU and IO of each thread folded at its exit and, exactly, after its last switch-out
- * (meter_settle or sched_process_free), instead of at every sched_switch (which is then not
- * attached). tp_btf only. See docs/metering.md, "Accounting at exit".
+ * (meter_settle), instead of at every sched_switch (which is then not attached). tp_btf only.
+ * See docs/metering.md, "Accounting at exit".
  */
 const volatile __u32 cpu_at_exit = 0;
 
@@ -180,39 +180,80 @@ static __always_inline void take_base(struct meter_thread *th, struct task_struc
 	} while (0)
 
 /*
+ * Advance *last to cur and return what was claimed, atomically: in this mode a thread's
+ * totals are folded from several contexts that may run at once or nest on one CPU (its exit,
+ * the live-read iterator, meter_settle), so every delta is claimed with cmpxchg and added with
+ * an atomic add: each nanosecond counts once.
+ */
+static __always_inline __u64 claim(__u64 *last, __u64 cur)
+{
+	for (int i = 0; i < 8; i++) {
+		__u64 old = *(volatile __u64 *)last;
+
+		if (cur <= old)
+			return 0;
+		if (__sync_val_compare_and_swap(last, old, cur) == old)
+			return cur - old;
+	}
+	return 0;
+}
+
+#define AFOLD(acc, last, cur)                                                                      \
+	do {                                                                                       \
+		__u64 __d = claim(&(last), (cur));                                                 \
+		if (__d)                                                                           \
+			__sync_fetch_and_add(&(acc), __d);                                         \
+	} while (0)
+
+/* FOLD, or AFOLD where the thread may be folded from several contexts at once (atomic). */
+#define FOLDX(atomic, acc, last, cur)                                                              \
+	do {                                                                                       \
+		if (atomic)                                                                        \
+			AFOLD(acc, last, cur);                                                     \
+		else                                                                               \
+			FOLD(acc, last, cur);                                                      \
+	} while (0)
+
+/*
  * Account what thread tsk ran since it was last accounted: the delta of se.sum_exec_runtime,
  * which update_curr() has brought up to date before trace_sched_switch. These are the very
  * deltas the scheduler charges to cpuacct / cpu.stat, so a missed event loses nothing: the
  * next one catches up. utime/stime deltas (tick-sampled) only feed the user/system ratio.
  * The deltas go to this CPU's element of the task's slot with plain adds: the callers
  * (sched_switch, sched_process_exit) run with preemption off and never nest on one CPU.
+ * With accounting at exit (atomic, tp_btf only) the exit program, the live-read iterator and
+ * meter_settle may fold one thread at once: deltas are claimed and added atomically, and an
+ * entry waiting for its base (a re-adopted process's thread) is based once.
  * Returns false when the thread's task is gone (slot given back or to another task).
  */
 static __always_inline bool slice_end(struct meter_thread *th, struct task_struct *tsk,
-				      const bool btf)
+				      const bool btf, const bool atomic)
 {
 	__u32 slot = th->slot;
 	struct meter_slot *a;
 
 	if (th->flags & METER_TH_NEED_BASE) {
-		take_base(th, tsk, btf);
+		if (!atomic ||
+		    (__sync_fetch_and_and(&th->flags, ~METER_TH_NEED_BASE) & METER_TH_NEED_BASE))
+			take_base(th, tsk, btf);
 		return true;
 	}
 	a = bpf_map_lookup_elem(&slots, &slot);
 	if (!a || a->gen != th->gen)
 		return false;
-	FOLD(a->cpu_ns, th->sum_exec, RD(btf, tsk, se.sum_exec_runtime));
-	FOLD(a->utime_ticks_ns, th->utime, RD(btf, tsk, utime));
-	FOLD(a->stime_ticks_ns, th->stime, RD(btf, tsk, stime));
+	FOLDX(atomic, a->cpu_ns, th->sum_exec, RD(btf, tsk, se.sum_exec_runtime));
+	FOLDX(atomic, a->utime_ticks_ns, th->utime, RD(btf, tsk, utime));
+	FOLDX(atomic, a->stime_ticks_ns, th->stime, RD(btf, tsk, stime));
 	if (!io_from_ioac)
 		return true;
 	/* The kernel's own per-thread IO accounting, the source of /proc/PID/io. */
 	if (btf) {
-		FOLD(a->io_read_bytes, th->rchar, tsk->ioac.rchar);
-		FOLD(a->io_write_bytes, th->wchar, tsk->ioac.wchar);
-		FOLD(a->blk_read_bytes, th->read_bytes, tsk->ioac.read_bytes);
-		FOLD(a->blk_write_bytes, th->write_bytes, tsk->ioac.write_bytes);
-		FOLD(a->blk_cancelled_bytes, th->cancelled, tsk->ioac.cancelled_write_bytes);
+		FOLDX(atomic, a->io_read_bytes, th->rchar, tsk->ioac.rchar);
+		FOLDX(atomic, a->io_write_bytes, th->wchar, tsk->ioac.wchar);
+		FOLDX(atomic, a->blk_read_bytes, th->read_bytes, tsk->ioac.read_bytes);
+		FOLDX(atomic, a->blk_write_bytes, th->write_bytes, tsk->ioac.write_bytes);
+		FOLDX(atomic, a->blk_cancelled_bytes, th->cancelled,
+		      tsk->ioac.cancelled_write_bytes);
 	} else {
 		struct task_io_accounting io;
 
@@ -291,7 +332,7 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	if (btf ? !(prev->flags & PF_IDLE) : tid != 0) {
 		th = thread_get(prev, tid, btf);
 		/* Gone task, or the thread's last switch-out (exit_state set by exit_notify()). */
-		if (th && (!slice_end(th, prev, btf) || RD(btf, prev, exit_state)))
+		if (th && (!slice_end(th, prev, btf, false) || RD(btf, prev, exit_state)))
 			thread_del(prev, tid, btf);
 	}
 	if (need_base > 0 || lazy_threads)
@@ -299,59 +340,6 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 }
 
 /* ---- accounting at exit (cpu_at_exit) ---------------------------------------------------- */
-
-/*
- * Advance *last to cur and return what was claimed, atomically: in this mode a thread's
- * totals are folded from several contexts that may run at once or nest on one CPU (its exit,
- * the live-read iterator, meter_settle, sched_process_free from an RCU callback), so every
- * delta is claimed with cmpxchg and added with an atomic add: each nanosecond counts once.
- */
-static __always_inline __u64 claim(__u64 *last, __u64 cur)
-{
-	for (int i = 0; i < 8; i++) {
-		__u64 old = *(volatile __u64 *)last;
-
-		if (cur <= old)
-			return 0;
-		if (__sync_val_compare_and_swap(last, old, cur) == old)
-			return cur - old;
-	}
-	return 0;
-}
-
-#define AFOLD(acc, last, cur)                                                                      \
-	do {                                                                                       \
-		__u64 __d = claim(&(last), (cur));                                                 \
-		if (__d)                                                                           \
-			__sync_fetch_and_add(&(acc), __d);                                         \
-	} while (0)
-
-/* Fold what tsk ran and moved since its last fold (tp_btf: trusted pointers, plain loads). */
-static __always_inline void fold_atomic(struct meter_thread *th, struct task_struct *tsk)
-{
-	__u32 slot = th->slot;
-	struct meter_slot *a;
-
-	if (th->flags & METER_TH_NEED_BASE) {
-		/* A re-adopted process's thread: its usage starts now. */
-		if (__sync_fetch_and_and(&th->flags, ~METER_TH_NEED_BASE) & METER_TH_NEED_BASE)
-			take_base(th, tsk, true);
-		return;
-	}
-	a = bpf_map_lookup_elem(&slots, &slot);
-	if (!a || a->gen != th->gen)
-		return;
-	AFOLD(a->cpu_ns, th->sum_exec, tsk->se.sum_exec_runtime);
-	AFOLD(a->utime_ticks_ns, th->utime, tsk->utime);
-	AFOLD(a->stime_ticks_ns, th->stime, tsk->stime);
-	if (!io_from_ioac)
-		return;
-	AFOLD(a->io_read_bytes, th->rchar, tsk->ioac.rchar);
-	AFOLD(a->io_write_bytes, th->wchar, tsk->ioac.wchar);
-	AFOLD(a->blk_read_bytes, th->read_bytes, tsk->ioac.read_bytes);
-	AFOLD(a->blk_write_bytes, th->write_bytes, tsk->ioac.write_bytes);
-	AFOLD(a->blk_cancelled_bytes, th->cancelled, tsk->ioac.cancelled_write_bytes);
-}
 
 /*
  * tsk's totals are final (it has switched out for the last time, or its tail cannot be read).
@@ -367,7 +355,7 @@ static __always_inline void thread_final(struct meter_thread *th, struct task_st
 	struct meter_task *t;
 	__u64 key = th->task_key;
 
-	fold_atomic(th, tsk);
+	slice_end(th, tsk, true, true);
 	if (__sync_fetch_and_or(&th->flags, METER_TH_FINAL) & METER_TH_FINAL)
 		return;
 	t = bpf_map_lookup_elem(&tasks, &key);
@@ -526,13 +514,13 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	th = thread_get(p, tid, btf);
 	if (th) {
 		if (at_exit) {
-			fold_atomic(th, p);
+			slice_end(th, p, true, true);
 			if (!(th->flags & METER_TH_FINAL) && !stash_dying(p, th->task_key)) {
 				__sync_fetch_and_add(&tail_lost, 1);
 				thread_final(th, p, true);
 			}
 		} else {
-			slice_end(th, p, btf);
+			slice_end(th, p, btf, false);
 		}
 	}
 
@@ -940,7 +928,6 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 			t = bpf_kptr_xchg(&v->task, t);
 			if (t)
 				bpf_task_release(t);
-			c->pending++;
 			return 0;
 		}
 	} else {
@@ -950,7 +937,6 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 	}
 	bpf_task_release(t);
 	bpf_map_delete_elem(&dying, key);
-	c->done++;
 	return 0;
 }
 
@@ -961,8 +947,6 @@ int meter_settle_prog(struct meter_settle_ctx *ctx)
 	struct meter_settle_ctx c = {.task_key = ctx->task_key, .force = ctx->force};
 
 	bpf_for_each_map_elem(&dying, settle_one, &c, 0);
-	ctx->pending = c.pending;
-	ctx->done = c.done;
 	return 0;
 }
 
@@ -977,7 +961,7 @@ int meter_live(struct bpf_iter__task *ctx)
 		return 0;
 	th = bpf_task_storage_get(&tstore, t, 0, 0);
 	if (th && !(th->flags & METER_TH_FINAL))
-		fold_atomic(th, t);
+		slice_end(th, t, true, true);
 	return 0;
 }
 

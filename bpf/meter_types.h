@@ -88,13 +88,12 @@ struct meter_dying {
 };
 #endif
 
-/* Context of the meter_settle program (BPF_PROG_RUN): in task_key and force, out the counts. */
+/* Context of the meter_settle program (BPF_PROG_RUN). Its caller reads the outcome from the
+ * task's threads_live. */
 struct meter_settle_ctx {
 	__u64 task_key;
 	__u32 force; /* drop the task's references whether their threads are done or not */
 	__u32 _pad;
-	__u32 pending; /* the task's dying threads not switched out for the last time yet */
-	__u32 done;    /* the task's dying threads folded by this run */
 };
 
 /* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */

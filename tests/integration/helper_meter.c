@@ -497,7 +497,7 @@ int main(int argc, char **argv)
 		ok = false;
 	}
 	/* Accounting at exit: the final figures, once every thread is off its CPU for good
-	 * (at once, or at sched_process_free, which METER_EV_SETTLED announces). */
+	 * (meter_settle, retried until they are all off their CPU). */
 	t0 = now_ns(CLOCK_MONOTONIC);
 	for (int tries = 0;; tries++) {
 		struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
