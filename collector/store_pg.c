@@ -21,6 +21,7 @@
 
 #include <libpq-fe.h>
 
+#include "collector/pending.h"
 #include "collector/pgcopy.h"
 #include "collector/store.h"
 #include "common/macro.h"
@@ -670,10 +671,8 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
  */
 static int queue_deltas(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
-	_cleanup_free_ char *data = NULL;
+	_cleanup_free_ unsigned char *data = NULL;
 	size_t dlen = 0;
-	unsigned present = 0;
-	struct pgcopy c;
 	char layout[16];
 	const char *params[2];
 	int lens[2] = {0, 0}, fmts[2] = {0, 1};
@@ -682,17 +681,15 @@ static int queue_deltas(struct pg_store *st, const struct coll_delta *d, size_t 
 
 	if (nd == 0)
 		return 0;
-	pgcopy_begin(&c);
-	deltas_rows(&c, d, nd, &present);
-	r = pgcopy_end(&c, &data, &dlen);
+	r = coll_pending_encode(d, nd, &data, &dlen);
 	if (r < 0)
 		return r;
-	if (dlen - PGCOPY_HEADER_LEN - PGCOPY_TRAILER_LEN > INT_MAX)
+	if (dlen > INT_MAX)
 		return -E2BIG;
-	snprintf(layout, sizeof(layout), "%d", ROLLUP_IN_FIELDS);
+	snprintf(layout, sizeof(layout), "%d", COLL_PENDING_LAYOUT_COMPACT);
 	params[0] = layout;
-	params[1] = data + PGCOPY_HEADER_LEN;
-	lens[1] = (int)(dlen - PGCOPY_HEADER_LEN - PGCOPY_TRAILER_LEN);
+	params[1] = (const char *)data;
+	lens[1] = (int)dlen;
 	res = PQexecParams(
 	    st->conn, "INSERT INTO rollup_pending (layout, deltas) VALUES ($1::int, $2::bytea)", 2,
 	    NULL, params, lens, fmts, 0);
@@ -789,21 +786,25 @@ static int fold_once(struct pg_store *st, bool wait)
 	n = PQntuples(res);
 	for (int i = 0; i < n; i++)
 		total += (size_t)PQgetlength(res, i, 1);
-	d = calloc(total / ROLLUP_IN_ROW_MIN + 1, sizeof(*d));
+	d = calloc(total / MIN(ROLLUP_IN_ROW_MIN, COLL_PENDING_ROW_MIN) + 1, sizeof(*d));
 	arena = ap = malloc(total + 1);
 	if (!d || !arena)
 		r = -ENOMEM;
 	for (int i = 0; i < n && r >= 0; i++) {
 		const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
 		const unsigned char *p = (const unsigned char *)PQgetvalue(res, i, 1);
+		const size_t plen = (size_t)PQgetlength(res, i, 1);
+		const int layout = PQgetlength(res, i, 0) == 4 ? (int)be32(lp) : -1;
 
-		if (PQgetlength(res, i, 0) != 4 || be32(lp) != ROLLUP_IN_FIELDS ||
-		    pending_parse(p, (size_t)PQgetlength(res, i, 1), d, &nd, &ap) < 0) {
-			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
-				 "postgresql: rollup_pending: a queued batch is not %d-field "
-				 "rollup_in rows (layout %d)",
-				 ROLLUP_IN_FIELDS,
-				 PQgetlength(res, i, 0) == 4 ? (int)be32(lp) : -1);
+		/* the compact form; or rollup_in rows, queued by a collector before it */
+		if (layout == COLL_PENDING_LAYOUT_COMPACT
+			? coll_pending_decode(p, plen, d, &nd, &ap) < 0
+			: layout != ROLLUP_IN_FIELDS || pending_parse(p, plen, d, &nd, &ap) < 0) {
+			snprintf(
+			    st->base.errmsg, sizeof(st->base.errmsg),
+			    "postgresql: rollup_pending: a queued batch (layout %d) is neither "
+			    "the compact form (layout %d) nor %d-field rollup_in rows",
+			    layout, COLL_PENDING_LAYOUT_COMPACT, ROLLUP_IN_FIELDS);
 			r = -EBADMSG;
 		}
 	}

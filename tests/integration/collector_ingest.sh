@@ -296,12 +296,34 @@ fold_suite() {
 		fail "fold: after kill -9 and restart: $(pending "$db") queued, rollups_match $(rollups_match "$db" 4000)"
 	fi
 
+	printf '[prices]\ncurrency = EUR\ncpu_core_hour = 0.03\nmemory_gib_hour = 0.004\ngpu_hour = 1.7\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.01\n' > "$T/prices.ini"
+	# a batch queued by an older collector (layout 29: rollup_in rows in binary COPY form,
+	# made here by PostgreSQL itself) is still applied, once
+	local legacy sums="7::float8, 1::float8, 30::float8, 1.5::float8"
+	for _ in $(seq 16); do sums="$sums, 0::float8"; done
+	legacy=$(psql "$db" -Atc "COPY (SELECT 0::int4, '2026-11-15'::text, 'legacy'::text,
+		'old'::text, ''::text, ''::text, ''::text, ''::text, ''::text, $sums)
+		TO STDOUT WITH (FORMAT binary)" | tail -c +20 | head -c -2 | od -An -tx1 -v | tr -d ' \n')
+	psql "$db" -qc "INSERT INTO rollup_pending VALUES (29, '\\x$legacy')" ||
+		fail "fold: queue a layout-29 batch"
+	# (a report folds first)
+	"$COLL" report --db "$db" --prices "$T/prices.ini" --from 2026-11-01 --to 2027-01-01 \
+		> "$T/rep.out" 2> "$T/rep.err" || fail "fold: report: $(cat "$T/rep.err")"
+	if [ "$(pending "$db")" = 0 ] && [ "$(psql "$db" -Atc "SELECT tasks, failed_tasks, wall_s, cpu_s
+		FROM rollup_day WHERE account = 'legacy'")" = "7|1|30|1.5" ]; then
+		ok "fold: a batch queued in the older layout (29-field rollup_in rows) applied once"
+	else
+		fail "fold: layout-29 batch: $(pending "$db") queued, rollup_day: $(psql "$db" -Atc \
+			"SELECT * FROM rollup_day WHERE account = 'legacy'")"
+	fi
+	psql "$db" -qc "DELETE FROM rollup_day WHERE account = 'legacy'"
+
 	# queued batches that are not rollup_in rows: a report fails naming rollup_pending, the
 	# batches stay queued (never dropped). First the right layout over rows that are not 29
-	# fields (the row parser rejects it), then a wrong layout beside it.
-	printf '[prices]\ncurrency = EUR\ncpu_core_hour = 0.03\nmemory_gib_hour = 0.004\ngpu_hour = 1.7\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.01\n' > "$T/prices.ini"
+	# fields (the row parser rejects it), then a wrong layout beside it, then bytes that are
+	# not the compact form.
 	local layout want=0
-	for layout in 29 27; do
+	for layout in 29 27 1001; do
 		want=$((want + 1))
 		psql "$db" -qc "INSERT INTO rollup_pending VALUES ($layout, '\\x0001ffff')" ||
 			fail "fold: insert a bad batch"
