@@ -123,7 +123,20 @@ $(O)/$(1): $(O)/$(patsubst %.c,%.o,$($(1)_SRC)) $(LIB)
 	$$(call msg,LD,$$@)
 	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(ALL_LDLIBS)
 endef
-$(foreach p,corrald corralctl corral-collector corral-spawn,$(eval $(call program_rule,$(p))))
+$(foreach p,corrald corralctl corral-collector,$(eval $(call program_rule,$(p))))
+
+# corral-spawn is linked statically (static-pie: its code is still placed at random): every
+# launch forks a copy of it and the copy's exit tears it down, at a cost that grows with its
+# mappings (docs/design.md, "Process layout"). Sanitizer and fuzzer builds cannot link
+# statically and take the shared libraries.
+ifeq ($(SAN)$(FUZZ),)
+SPAWN_LDLIBS := -static-pie -lseccomp -ljansson -lm
+else
+SPAWN_LDLIBS := $(ALL_LDLIBS)
+endif
+$(O)/corral-spawn: $(O)/agent/spawn_main.o $(LIB)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(SPAWN_LDLIBS)
 
 $(O)/tests/unit/%: $(O)/tests/unit/%.o $(LIB)
 	$(call msg,LD,$@)
