@@ -545,8 +545,9 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 	return 0;
 }
 
-/* Fields of a rollup_in row: tbl, bucket, the keys, the sums. Queued batches in rollup_pending
- * carry it as their layout; a change of rollup_in's columns changes it. */
+/* Fields of a rollup_in row: tbl, bucket, the keys, the sums. Batches queued in rollup_pending
+ * before the compact form (collector/pending.h) were such rows and carry it as their layout;
+ * the fold still reads them. */
 #define ROLLUP_IN_FIELDS (2 + _COLL_KEY_MAX + _COLL_SUM_MAX)
 
 /* Bucketed deltas as rows of a binary COPY into rollup_in, appended to c; *present gets the
@@ -665,7 +666,7 @@ static int upsert_copied(struct pg_store *st, const struct coll_delta *d, size_t
 
 /*
  * Ingest queues its bucketed deltas instead of applying them: one rollup_pending row per
- * transaction, its deltas as rollup_in rows in binary COPY form. Applied in the transaction,
+ * transaction, its deltas in the compact form (collector/pending.h). Applied in the transaction,
  * every concurrent ingest would take row locks on the same day and month rows and hold them
  * through its commit, and the transactions would run one after another.
  */
