@@ -133,8 +133,7 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  meter_tasks_tracked(a->meter));
 		C("corral_bpf_exit_tail_lost_total",
 		  "Threads whose CPU and IO after their exit tracepoint were not counted "
-		  "(accounting "
-		  "at exit, the map of exited threads full).",
+		  "(accounting at exit, the map of exited threads full).",
 		  meter_tail_lost(a->meter));
 	}
 	if (a->meter || a->audit) {

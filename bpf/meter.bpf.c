@@ -81,8 +81,8 @@ struct {
 	__type(value, struct meter_dying);
 } dying SEC(".maps");
 
-/* Weak: before Linux 6.2 they do not exist, and only the programs of accounting at exit call them.
- */
+/* Weak: before Linux 6.2 they do not exist, and only the programs of accounting at exit
+ * call them. */
 extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
 

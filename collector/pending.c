@@ -132,14 +132,13 @@ static int get_varint(struct in *in, uint64_t *v)
 	return -EBADMSG;
 }
 
-static int get_text(struct in *in, size_t n, char **arena, const char **ret)
+/* The next n bytes as a string (with its NUL) to dst: -EBADMSG if short or holding a NUL. */
+static int get_text(struct in *in, size_t n, char *dst)
 {
 	if (n > in->len - in->o || memchr(in->p + in->o, 0, n))
 		return -EBADMSG;
-	memcpy(*arena, in->p + in->o, n);
-	(*arena)[n] = 0;
-	*ret = *arena;
-	*arena += n + 1;
+	memcpy(dst, in->p + in->o, n);
+	dst[n] = 0;
 	in->o += n;
 	return 0;
 }
@@ -159,18 +158,15 @@ int coll_pending_decode(const unsigned char *p, size_t len, struct coll_delta *d
 		x.table = (enum coll_rollup_table)p[in.o++];
 		def = coll_rollup_def(x.table);
 		n = p[in.o++];
-		if (n >= sizeof(x.bucket) || n > len - in.o || memchr(p + in.o, 0, n))
+		if (n >= sizeof(x.bucket) || get_text(&in, n, x.bucket) < 0)
 			return -EBADMSG;
-		memcpy(x.bucket, p + in.o, n);
-		in.o += n;
 		for (int k = 0; k < _COLL_KEY_MAX; k++)
 			coll_delta_set_key(&x, k, "");
 		for (size_t k = 0; k < def->n_keys; k++) {
-			const char *v;
-
-			if (get_varint(&in, &n) < 0 || get_text(&in, n, arena, &v) < 0)
+			if (get_varint(&in, &n) < 0 || get_text(&in, n, *arena) < 0)
 				return -EBADMSG;
-			coll_delta_set_key(&x, def->keys[k], v);
+			coll_delta_set_key(&x, def->keys[k], *arena);
+			*arena += n + 1;
 		}
 		if (get_varint(&in, &present) < 0 || get_varint(&in, &whole) < 0 ||
 		    present >> _COLL_SUM_MAX || (whole & ~present))

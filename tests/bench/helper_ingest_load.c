@@ -157,8 +157,8 @@ static uint64_t json_count(const char *body, const char *key)
 
 struct worker {
 	const struct opts *o;
-	char **bodies; /* batch k's NDJSON body: bodies[k], blens[k] bytes */
-	size_t *blens;
+	char **bodies; /* batch k's NDJSON body: bodies[k], blens[k] bytes, k < nb */
+	size_t *blens, nb;
 	unsigned id;
 	uint64_t accepted, dup;
 	int rc;
@@ -209,7 +209,6 @@ static void *post_worker(void *p)
 {
 	struct worker *w = p;
 	const struct opts *o = w->o;
-	const size_t nb = (size_t)((o->count + o->batch - 1) / o->batch);
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
 	char auth[512];
@@ -225,7 +224,7 @@ static void *post_worker(void *p)
 	curl_easy_setopt(c, CURLOPT_URL, o->url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
-	for (size_t k = w->id; k < nb; k += o->connections) {
+	for (size_t k = w->id; k < w->nb; k += o->connections) {
 		char *resp = NULL;
 		size_t rlen = 0;
 		FILE *rf = open_memstream(&resp, &rlen);
@@ -276,7 +275,7 @@ static int do_post(const struct opts *o, char **lines, size_t *lens)
 	clock_gettime(CLOCK_REALTIME, &start);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (unsigned i = 0; i < o->connections; i++) {
-		w[i] = (struct worker){.o = o, .bodies = bodies, .blens = blens, .id = i};
+		w[i] = (struct worker){.o = o, .bodies = bodies, .blens = blens, .nb = nb, .id = i};
 		if (pthread_create(&th[i], NULL, post_worker, &w[i]) != 0)
 			return 1;
 	}

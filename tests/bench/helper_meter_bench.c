@@ -339,8 +339,7 @@ static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
 	       "ping-pongs):\n",
 	       n);
 	printf("  sched_switch program of accounting at every switch %.1f ns/run, empty program "
-	       "%.1f ns/run: %.1f ns of "
-	       "metering work per switch (ratio %.3f)\n\n",
+	       "%.1f ns/run: %.1f ns of metering work per switch (ratio %.3f)\n\n",
 	       c, f, c - f, c / f);
 }
 

@@ -100,12 +100,14 @@ sweeps=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | grep '^corral_bpf_map_swee
 [ "$(echo "$sweeps" | awk '{n++; s += $2} END {print n "/" s}')" = "2/0" ] &&
 	pass "22 task ends, no BPF map sweep (metering and audit)" ||
 	fail "map sweeps after 22 tasks: $(echo $sweeps)"
+# CPU accounting mode the agent runs: exit (the default from Linux 6.2) or switch
+acc=$(ctl status | jget cpu_accounting)
 # and nothing of them is left in the per-process maps (no task runs now)
 if command -v bpftool >/dev/null; then
 	left=""
 	maps="procs mms"
 	# the map of exited threads exists with accounting at exit only
-	[ "$(ctl status | jget cpu_accounting)" = exit ] && maps="$maps dying"
+	[ "$acc" = exit ] && maps="$maps dying"
 	for m in $maps; do
 		n=$(bpftool -j map dump name "$m" 2>/dev/null | python3 -c '
 import json, sys
@@ -130,7 +132,6 @@ grep -q "BPF metering unavailable for this task" "$T/agent.log" &&
 # agent says so, a task's record waits for its threads' final figures (their last switch-out
 # included), and those equal the cgroup's own CPU time. A process tree (a shell running 20
 # short children and 2 busy threads) and a live read while it runs.
-acc=$(ctl status | jget cpu_accounting)
 if [ "$acc" = exit ]; then
 	pass "status: cpu_accounting exit"
 	IDL=$(ctl run -- python3 -c '

@@ -288,8 +288,7 @@ static bool taskstats_case(struct taskstats_listener *l, char *const wargv[], bo
 	while (!c.leader_seen && now_ns(CLOCK_MONOTONIC) - t0 < 30 * NSEC_PER_SEC) {
 		struct pollfd p = {.fd = taskstats_listener_fd(l), .events = POLLIN};
 
-		/* exit events do not wake the fd (meter.h): poll often */
-		if (poll(&p, 1, 20) < 0 && errno != EINTR)
+		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
 			break;
 		taskstats_listener_poll(l, on_ts, &c);
 	}
