@@ -146,12 +146,18 @@ struct child_ctx {
 	int status_w;	/* shared_vm: the child reports its own pid here ("P <pid>") */
 	int audit_sock; /* >= 0: hand the seccomp listener to the shim */
 	bool need_join, unified_done;
-	bool shared_vm;	   /* CLONE_VM|CLONE_VFORK: the shim is suspended until we exec or exit */
-	bool sigs_default; /* every disposition is SIG_DFL already (launch_shim_prepare) */
+	bool shared_vm;	    /* CLONE_VM|CLONE_VFORK: the shim is suspended until we exec or exit */
+	bool sigs_default;  /* every disposition is SIG_DFL already (launch_shim_prepare) */
+	bool capbset_empty; /* the bounding set is dropped already (launch_shim_prepare) */
 };
 
 /* Set by launch_shim_prepare in this process (a shim forked ahead of its launch). */
-static bool shim_prepared;
+static bool shim_prepared, shim_capbset_empty;
+
+/* Set by launch_signals_survey (in the spawner, inherited by its shims): bit sig - 1 is set
+ * for each signal whose disposition is not SIG_DFL, the only ones a reset has to touch. */
+static bool sigs_surveyed;
+static uint64_t sigs_not_default;
 
 /* The shim's own start: never be killed by stray signals meant for the agent (EPIPE instead
  * of SIGPIPE), a session of its own, its name. */
@@ -170,18 +176,46 @@ static void shim_detach(void)
  * The raw system call: glibc's signal() and sigaction() refuse its two internal real-time
  * signals (32 and 33), and posix_spawn, which started the spawner, leaves those ignored.
  */
+struct ksigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+
 static void signals_default(void)
 {
-	struct {
-		void (*handler)(int);
-		unsigned long flags;
-		void (*restorer)(void);
-		uint64_t mask;
-	} ks = {.handler = SIG_DFL};
+	struct ksigaction ks = {.handler = SIG_DFL};
 
 	for (int sig = 1; sig < _NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    (!sigs_surveyed || sigs_not_default & 1ULL << (sig - 1)))
 			(void)syscall(SYS_rt_sigaction, sig, &ks, NULL, sizeof(ks.mask));
+}
+
+void launch_signals_survey(void)
+{
+	struct ksigaction old;
+
+	sigs_not_default = 0;
+	for (int sig = 1; sig < _NSIG && sig <= 64; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		/* one that cannot be read is reset anyway */
+		if (syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof(old.mask)) < 0 ||
+		    old.handler != SIG_DFL)
+			sigs_not_default |= 1ULL << (sig - 1);
+	}
+	sigs_surveyed = true;
+}
+
+/* Every capability out of the bounding set (past the last one the kernel says EINVAL). */
+static int capbset_drop_all(void)
+{
+	for (int c = 0; c < 64; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			return errno == EINVAL && c > 0 ? 0 : -errno;
+	return 0;
 }
 
 static int write_all(int fd, const char *buf, size_t len);
@@ -270,7 +304,7 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 
 	if (p->switch_user) {
 		/* The bounding set can only be dropped while we still hold CAP_SETPCAP. */
-		for (int c = 0; c <= p->cap_last_cap; c++)
+		for (int c = 0; !cx->capbset_empty && c <= p->cap_last_cap; c++)
 			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 				child_fail(err_fd, LAUNCH_STEP_CAPBSET, errno);
 		if (setgroups(p->n_groups, p->groups) < 0)
@@ -741,7 +775,8 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 				 .status_w = status_w,
 				 .audit_sock = sock[1],
 				 .need_join = true,
-				 .sigs_default = shim_prepared};
+				 .sigs_default = shim_prepared,
+				 .capbset_empty = shim_capbset_empty};
 	c = clone_child(&ctx);
 	if (c == 0)
 		run_child(&ctx); /* copied memory (fork semantics) */
@@ -837,8 +872,15 @@ void launch_shim_prepare(void)
 {
 	shim_detach();
 	/* What the child would reset before its exec; harmless here, where every signal is
-	 * blocked. */
+	 * blocked. In a spawner that surveyed its dispositions, only the few it ignores. */
 	signals_default();
+	/*
+	 * What the child would drop before switching users. The bounding set only limits what
+	 * an execve or capset can grant, and the shim does neither; its own capabilities stay.
+	 * Without CAP_SETPCAP (an agent not running as root) nothing is dropped here, and the
+	 * child does not switch users either.
+	 */
+	shim_capbset_empty = capbset_drop_all() == 0;
 	shim_prepared = true;
 }
 

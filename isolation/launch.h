@@ -174,9 +174,12 @@ const struct launch_plan *launch_wire_plan(const struct launch_wire *w);
 const struct launch_shim_fds *launch_wire_fds(const struct launch_wire *w);
 void launch_wire_free(struct launch_wire *w);
 /* In a shim forked before its launch is known: what does not depend on the plan (every
- * signal blocked and its disposition SIG_DFL, a session of its own, the name), so that the
- * shim and the child skip it later. */
+ * signal blocked and its disposition SIG_DFL, the capability bounding set empty, a session of
+ * its own, the name), so that the shim and the child skip it later. */
 void launch_shim_prepare(void);
+/* In the spawner, once its own dispositions are set: note which signals are not SIG_DFL, so
+ * that its shims and children reset only those (instead of every one of the 62). */
+void launch_signals_survey(void);
 /* In a spawner's child: become the shim (uses status_w, err_w, sync_r, sc_fd). */
 __attribute__((noreturn)) void launch_shim_main(const struct launch_plan *p,
 						const struct launch_shim_fds *fds);

@@ -634,6 +634,7 @@ int launch_spawner_serve(int sock)
 	if (!buf)
 		return -ENOMEM;
 	(void)signal(SIGPIPE, SIG_IGN);
+	launch_signals_survey();
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, &orig);

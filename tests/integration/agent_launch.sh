@@ -263,6 +263,14 @@ run_wait --stdout "$T/sig.out" -- cat /proc/self/status
 [ "$RC" = 0 ] && grep -q "^SigIgn:[[:space:]]*0*$" "$T/sig.out" && grep -q "^SigBlk:[[:space:]]*0*$" "$T/sig.out" &&
 	pass "the task's signals: none ignored, none blocked" ||
 	fail "task signals: rc $RC $(grep -E '^Sig(Ign|Blk)' "$T/sig.out" | tr '\n' ' ')"
+# ... and with no capability, its bounding set empty too (a shim forked ahead drops that
+# before its launch is known, the child otherwise).
+capfail=
+for f in CapInh CapPrm CapEff CapBnd CapAmb; do
+	grep -q "^$f:[[:space:]]*0*$" "$T/sig.out" || capfail="$capfail $(grep "^$f:" "$T/sig.out")"
+done
+[ "$RC" = 0 ] && [ -z "$capfail" ] && pass "the task's capabilities: none, bounding set empty" ||
+	fail "task capabilities: rc $RC$capfail"
 
 # A plan of about 600 KB (environment) still goes through the spawner in one message.
 python3 -c '
