@@ -16,9 +16,9 @@ trap 'rm -f "$T"' EXIT
 for r in $(seq "$R"); do
 	for b in "$BASE" "$O"; do
 		tag=this; [ "$b" = "$BASE" ] && tag=base
-		CORRAL_O=$b bash tests/bench/ingest.sh > "$T.out" 2>&1 ||
+		BENCH_ROUNDS=1 CORRAL_O=$b bash tests/bench/ingest.sh > "$T.out" 2>&1 ||
 			{ cat "$T.out"; echo "ingest.sh failed for $b"; rm -f "$T.out"; exit 1; }
-		awk -v tag="$tag" '$1 == "sqlite" || $1 == "postgresql" { print tag, $1, $2, $3, $4, $6 }' \
+		awk -v tag="$tag" '$1 == "sqlite" || $1 == "postgresql" { print tag, $1, $3, $4, $5, $7 }' \
 			"$T.out" >> "$T"
 		rm -f "$T.out"
 	done
