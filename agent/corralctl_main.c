@@ -485,12 +485,14 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "corralctl: %s%s%s%s\n", id ? "task " : "", id ? id : "",
 			id ? ": launch_failed: " : "",
 			json_string_value(json_object_get(r, "error")) ?: "request failed");
+		rc = 1;
 		if (id) {
 			rc = (int)json_integer_value(json_object_get(r, "exit_code"));
 			printf("%s\n", id);
-			return wait ? (rc ? rc : 127) : 1;
+			rc = wait ? (rc ? rc : 127) : 1;
 		}
-		return 1;
+		json_decref(r);
+		return rc;
 	}
 	printf("%s\n", json_string_value(json_object_get(r, "task")));
 	fflush(stdout);

@@ -446,8 +446,10 @@ int main(int argc, char **argv)
 	int r, lvl;
 
 	r = load_config(&a, argc, argv);
-	if (r < 0)
+	if (r < 0) {
+		config_free(&a.cfg);
 		return 2;
+	}
 	lvl = log_level_from_string(a.cfg.log_level);
 	log_set_max_level(lvl < 0 ? LOG_INFO : lvl);
 	if (geteuid() != 0)
@@ -562,6 +564,9 @@ int main(int argc, char **argv)
 		task_free(t);
 	}
 	a.ended_tail = NULL;
+	/* the last flush emptied both (and the syncer's stop removed what waited for it) */
+	free(a.pend);
+	free(a.unlink_stems);
 	if (a.meter)
 		meter_free(a.meter);
 	users_free(a.users);

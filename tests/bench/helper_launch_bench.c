@@ -197,6 +197,9 @@ int main(int argc, char **argv)
 		el = now_ns(CLOCK_MONOTONIC) - t0;
 		printf("throughput n=%zu inflight=%zu launches_per_s=%.0f failed=%zu\n", n, k,
 		       (double)n / ((double)el / 1e9), failed);
+		free(pf);
+		free(fl);
+		free(lat);
 		return failed ? 1 : 0;
 	}
 	/* LAUNCH_GAP_MS: idle time between launches (not timed), the "isolated launch" case. */
@@ -253,5 +256,6 @@ int main(int argc, char **argv)
 	} else {
 		report(mode, lat, n);
 	}
+	free(lat);
 	return 0;
 }
