@@ -171,11 +171,7 @@ static void shim_detach(void)
 	(void)prctl(PR_SET_NAME, "corral-shim", 0, 0, 0);
 }
 
-/*
- * Every signal's disposition to SIG_DFL (an ignored one would stay ignored across execve).
- * The raw system call: glibc's signal() and sigaction() refuse its two internal real-time
- * signals (32 and 33), and posix_spawn, which started the spawner, leaves those ignored.
- */
+/* The kernel's struct sigaction, for the raw rt_sigaction below. */
 struct ksigaction {
 	void (*handler)(int);
 	unsigned long flags;
@@ -183,6 +179,11 @@ struct ksigaction {
 	uint64_t mask;
 };
 
+/*
+ * Every signal's disposition to SIG_DFL (an ignored one would stay ignored across execve).
+ * The raw system call: glibc's signal() and sigaction() refuse its two internal real-time
+ * signals (32 and 33), and posix_spawn, which started the spawner, leaves those ignored.
+ */
 static void signals_default(void)
 {
 	struct ksigaction ks = {.handler = SIG_DFL};
