@@ -22,16 +22,22 @@
 #include <sys/wait.h>
 #include <time.h>
 
+/* Device-policy programs loaded so far, one per distinct policy, most recently used last
+ * used: loading one takes milliseconds, attaching it to a task's cgroup microseconds. A
+ * program dropped from the cache stays attached where it was (the cgroups hold it). */
+#define DEVPROG_CACHE 16
+
 struct gpu_state {
 	struct gpu_inventory *inv;
 	struct cuda_meter *cuda;
 	unsigned uvm_major;
+	struct devices_prog *devprogs[DEVPROG_CACHE];
+	size_t n_devprogs;
 };
 
 struct gpu_task {
 	struct gpu_allocation alloc;
 	struct gpu_meter *meter;
-	struct devices_prog *devprog;
 	bool cuda_tracked;
 };
 
@@ -91,9 +97,44 @@ void gpu_glue_fini(struct agent *a)
 		return;
 	if (g->cuda)
 		cuda_free(g->cuda);
+	for (size_t i = 0; i < g->n_devprogs; i++)
+		devices_bpf_free(g->devprogs[i]);
 	gpu_free(g->inv);
 	free(g);
 	a->gpu = NULL;
+}
+
+/* The loaded program for policy p (from the cache, else loaded and cached). */
+static int devprog_get(struct gpu_state *g, const struct devices_policy *p,
+		       struct devices_prog **ret)
+{
+	struct devices_prog *d;
+	size_t i;
+	int r;
+
+	for (i = 0; i < g->n_devprogs; i++)
+		if (devices_policy_equal(devices_bpf_policy(g->devprogs[i]), p))
+			break;
+	if (i < g->n_devprogs) {
+		d = g->devprogs[i];
+		memmove(&g->devprogs[i], &g->devprogs[i + 1],
+			(g->n_devprogs - i - 1) * sizeof(g->devprogs[0]));
+		g->devprogs[g->n_devprogs - 1] = d;
+		*ret = d;
+		return 0;
+	}
+	r = devices_bpf_load(p, &d);
+	if (r < 0)
+		return r;
+	if (g->n_devprogs == DEVPROG_CACHE) {
+		devices_bpf_free(g->devprogs[0]);
+		memmove(&g->devprogs[0], &g->devprogs[1],
+			(DEVPROG_CACHE - 1) * sizeof(g->devprogs[0]));
+		g->n_devprogs--;
+	}
+	g->devprogs[g->n_devprogs++] = d;
+	*ret = d;
+	return 0;
 }
 
 static bool gpus_on(struct agent *a)
@@ -187,7 +228,8 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt = t->gpu;
 	struct devices_policy p;
-	int fd, r;
+	struct devices_prog *prog;
+	int fd, r = -EBADF;
 
 	if (!gt || !gpus_on(a))
 		return 0;
@@ -195,6 +237,25 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 	r = devices_policy_allow_gpus(&p, g->inv, &gt->alloc);
 	if (r < 0)
 		return r;
+	/*
+	 * The cgroup_device program on the task's unified cgroup first: the kernel runs it before
+	 * the v1 devices controller's check, on v2 and on a hybrid host alike, so where it is
+	 * attached the v1 writes (one per denied GPU minor, ~250 per task) would only repeat it.
+	 */
+	fd = cg_task_unified_fd(t->cg);
+	if (fd >= 0) {
+		r = devprog_get(g, &p, &prog);
+		if (r == 0)
+			r = devices_bpf_attach_to(prog, fd);
+		if (r == 0)
+			return 0;
+		if (cg_root_mode(a->cg) == CG_MODE_V2) {
+			/* On v2 the BPF program is the only device policy: fail closed. */
+			snprintf(err, errlen, "GPU device policy (cgroup_device BPF): %s",
+				 strerror(-r));
+			return r;
+		}
+	}
 	if (cg_root_mode(a->cg) == CG_MODE_V1) {
 		fd = cg_task_v1_dir_fd(t->cg, "devices");
 		if (fd >= 0) {
@@ -203,16 +264,6 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 				snprintf(err, errlen, "devices cgroup: %s", strerror(-r));
 				return r;
 			}
-		}
-	}
-	fd = cg_task_unified_fd(t->cg);
-	if (fd >= 0) {
-		r = devices_bpf_attach(fd, &p, &gt->devprog);
-		if (r < 0 && cg_root_mode(a->cg) == CG_MODE_V2) {
-			/* On v2 the BPF program is the only device policy: fail closed. */
-			snprintf(err, errlen, "GPU device policy (cgroup_device BPF): %s",
-				 strerror(-r));
-			return r;
 		}
 	}
 	return 0;
@@ -328,7 +379,6 @@ void gpu_glue_release(struct agent *a, struct task *t)
 	if (g->cuda && gt->cuda_tracked)
 		(void)cuda_forget(g->cuda, t->key);
 	gpu_meter_free(gt->meter);
-	devices_bpf_free(gt->devprog);
 	(void)gpu_release(g->inv, t->key);
 	free(gt);
 	t->gpu = NULL;

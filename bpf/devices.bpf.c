@@ -3,7 +3,8 @@
  * Device policy for a task's cgroup on the unified hierarchy (BPF_PROG_TYPE_CGROUP_DEVICE).
  * Every character device of the NVIDIA major (195) and of nvidia-uvm's major (uvm_major, read
  * from /proc/devices by the loader) is denied unless listed in "allowed"; every other device
- * is left to the rest of the policy (allowed here). One object per task cgroup, attached with
+ * is left to the rest of the policy (allowed here). One object per distinct policy, attached to
+ * the cgroup of every task with that policy (the agent keeps the loaded objects), with
  * BPF_F_ALLOW_MULTI so policies of parent cgroups (systemd's DevicePolicy) still apply.
  */
 #include "vmlinux.h"

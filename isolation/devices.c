@@ -161,7 +161,8 @@ int devices_v1_apply(int dirfd, const struct devices_policy *p)
 
 struct devices_prog {
 	struct devices_bpf *skel;
-	int cgroup_fd;
+	struct devices_policy policy;
+	int cgroup_fd; /* the cgroup of devices_bpf_attach, for devices_bpf_detach; else -1 */
 	bool attached;
 };
 
@@ -183,21 +184,22 @@ static int allow_key(int map_fd, unsigned major, unsigned minor)
 	return bpf_map_update_elem(map_fd, &k, &one, BPF_ANY) < 0 ? -errno : 0;
 }
 
-int devices_bpf_attach(int cgroup_fd, const struct devices_policy *p, struct devices_prog **ret)
+bool devices_policy_equal(const struct devices_policy *a, const struct devices_policy *b)
+{
+	return a->uvm_major == b->uvm_major &&
+	       memcmp(a->gpu_minors, b->gpu_minors, sizeof(a->gpu_minors)) == 0;
+}
+
+int devices_bpf_load(const struct devices_policy *p, struct devices_prog **ret)
 {
 	struct devices_prog *d;
 	int map_fd, r;
 
-	if (cgroup_fd < 0)
-		return -EBADF;
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->cgroup_fd = fcntl(cgroup_fd, F_DUPFD_CLOEXEC, 3);
-	if (d->cgroup_fd < 0) {
-		r = -errno;
-		goto out_free;
-	}
+	d->cgroup_fd = -1;
+	d->policy = *p;
 	d->skel = devices_bpf__open();
 	if (!d->skel) {
 		r = errno ? -errno : -EINVAL;
@@ -219,12 +221,47 @@ int devices_bpf_attach(int cgroup_fd, const struct devices_policy *p, struct dev
 		r = allow_key(map_fd, p->uvm_major, DEVICES_MINOR_ANY);
 	if (r < 0)
 		goto out_free;
+	*ret = d;
+	return 0;
 
-	if (bpf_prog_attach(bpf_program__fd(d->skel->progs.corral_devices), d->cgroup_fd,
-			    BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI) < 0) {
+out_free:
+	devices_bpf_free(d);
+	return r;
+}
+
+const struct devices_policy *devices_bpf_policy(const struct devices_prog *d)
+{
+	return &d->policy;
+}
+
+int devices_bpf_attach_to(const struct devices_prog *d, int cgroup_fd)
+{
+	if (cgroup_fd < 0)
+		return -EBADF;
+	if (bpf_prog_attach(bpf_program__fd(d->skel->progs.corral_devices), cgroup_fd,
+			    BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI) < 0)
+		return -errno;
+	return 0;
+}
+
+int devices_bpf_attach(int cgroup_fd, const struct devices_policy *p, struct devices_prog **ret)
+{
+	struct devices_prog *d = NULL;
+	int r;
+
+	if (cgroup_fd < 0)
+		return -EBADF;
+	r = devices_bpf_load(p, &d);
+	if (r < 0)
+		return r;
+	d->cgroup_fd = fcntl(cgroup_fd, F_DUPFD_CLOEXEC, 3);
+	if (d->cgroup_fd < 0) {
 		r = -errno;
 		goto out_free;
 	}
+	r = devices_bpf_attach_to(d, d->cgroup_fd);
+	if (r < 0)
+		goto out_free;
 	d->attached = true;
 	*ret = d;
 	return 0;

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Launch-to-exit latency of /bin/true: bare fork+exec (baseline), bwrap, the agent's API and
-# corralctl run --wait; plus sustained launches per second through the API.
+# corralctl run --wait; plus sustained launches per second through the API; and the API latency
+# on a node with GPUs (2 GPUs from the stand-in NVML of the test tree: every task, with or
+# without GPUs, gets the GPU device policy on its cgroup, as on a real GPU node).
 # LAUNCH_ROUNDS (default 3): the whole set is measured that many times in a row and the table
 # shows the medians over the rounds (each round's own median and p99, then their medians), with
 # each round's overhead and rate listed below it; the targets are judged on the medians.
@@ -41,10 +43,17 @@ for round in $(seq "$R"); do
 		mkdir -p "$D/disk"
 		start "$D/disk"
 		echo "disk_$($H $((N * 2)) throughput "$D/disk/s" 8)"
+		kill $A; wait $A 2>/dev/null
+		mkdir -p "$D/gpu"
+		CORRAL_NVML_LIBRARY=$O/tests/gpu/libnvidia-ml.so.1 \
+			CORRAL_FAKE_NVML=$PWD/tests/integration/fixtures/nvml-2gpu.txt \
+			start "$D/gpu" --runtime-dir "$RT" --log-level info
+		grep -q 'GPUs: 2 found' "$D/gpu/log" || { echo "GPU agent: $(cat "$D/gpu/log")"; exit 1; }
+		echo "gpu_$($H "$N" api "$D/gpu/s")"
 		kill $A; wait $A 2>/dev/null # (this subshell's agent: the trap knows only the first)
 	} 2>&1) || { echo "$o"; echo "benchmark failed"; exit 1; }
 	kill $A 2>/dev/null; wait $A 2>/dev/null
-	rm -rf "$D/disk" "$D/state" "${RT:?}"/*
+	rm -rf "$D/disk" "$D/gpu" "$D/state" "${RT:?}"/*
 	out+=$(echo "$o" | sed "s/^/round=$round /")$'\n'
 done
 echo "$out"
@@ -63,7 +72,7 @@ for l in sys.stdin:
     elif m: d["tput"]=int(m.group(1))
 rs=[rounds[k] for k in sorted(rounds)]
 med=lambda f: statistics.median(f(d) for d in rs)
-rows={k:(med(lambda d:d[k][0]),med(lambda d:d[k][1])) for k in ("bare","bwrap","api","ctl","bare_gap","api_gap")}
+rows={k:(med(lambda d:d[k][0]),med(lambda d:d[k][1])) for k in ("bare","bwrap","api","ctl","bare_gap","api_gap","gpu_api")}
 tput=med(lambda d:d["tput"]); tput_disk=med(lambda d:d["tput_disk"])
 b=rows["bare"]
 print()
@@ -75,6 +84,8 @@ for k in ("bare","bwrap","api","ctl"):
 g=rows["bare_gap"]
 m,p=rows["api_gap"]
 print("%-10s %10d %10d %14.2f %12.3f   (100 ms apart, vs bare_gap %d us)" % ("api_gap",m,p,m/g[0],(m-g[0])/1000,g[0]))
+m,p=rows["gpu_api"]
+print("%-10s %10d %10d %14.2f %12.3f   (node with 2 GPUs: device policy on every task; api ratio %.2f)" % ("api_gpu",m,p,m/b[0],(m-b[0])/1000,m/rows["api"][0]))
 print("sustained launches/s through the API (8 in flight): %d (runtime_dir on tmpfs); %d with it on this disk (ratio %.2f)" % (tput, tput_disk, tput/tput_disk))
 for i,d in enumerate(rs):
     print("round %d: bare %d us, api %d us, overhead %.3f ms, %d launches/s" % (i+1, d["bare"][0], d["api"][0], (d["api"][0]-d["bare"][0])/1000, d["tput"]))

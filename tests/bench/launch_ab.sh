@@ -6,6 +6,8 @@
 # launches/s with 8 in flight. Each build runs as it would on a node: the state directory
 # (spool, fsync'd) on disk, and for builds that have it the runtime directory on a tmpfs
 # (/dev/shm stands in for /run/corral).
+# LAUNCH_AB_GPU=1: both agents run as on a node with 2 GPUs (this build's stand-in NVML), so
+# every task gets the GPU device policy.
 # Without LAUNCH_AB_BASE it skips (make bench runs it that way).
 set -u
 cd "$(dirname "$0")/../.."
@@ -16,6 +18,10 @@ R=${LAUNCH_AB_ROUNDS:-3}
 [ -n "$BASE" ] || { echo "SKIP: set LAUNCH_AB_BASE to another build's output directory"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 [ -x "$BASE/corrald" ] || { echo "no $BASE/corrald"; exit 1; }
+if [ "${LAUNCH_AB_GPU:-0}" = 1 ]; then
+	export CORRAL_NVML_LIBRARY=$O/tests/gpu/libnvidia-ml.so.1
+	export CORRAL_FAKE_NVML=$PWD/tests/integration/fixtures/nvml-2gpu.txt
+fi
 H=$O/tests/bench/helper_launch_bench
 SUB=corral-bench-ab-$$
 D=""

@@ -8,12 +8,37 @@
 #      uprobe counters are compared with what the program did,
 #   3. the synchronous GPU memory limit on the real library (SIGKILL at the crossing step),
 #   4. the device policy (cgroup_device on v2/unified, devices cgroup on v1) on the real
-#      /dev/nvidia* nodes: allowed GPU opens and runs the kernel, the others fail with EPERM.
-# Prints a summary; exit 0 when every check passed. Usage: tests/gpu/device-check.sh [O=dir]
+#      /dev/nvidia* nodes: allowed GPU opens and runs the kernel, the others fail with EPERM,
+#   5. the whole agent: corrald + corralctl run --gpus 1 of the CUDA program under the default
+#      seccomp profile (exit code, verified output, UUID in CUDA_VISIBLE_DEVICES, the record's
+#      GPU usage from NVML and the uprobes), a task without --gpus cannot reach the GPU, and
+#      --gpu-memory ends a task with gpu_memory_limit.
+# Prints the node's facts and a summary; exit 0 when every check passed.
+# Usage: tests/gpu/device-check.sh [O=dir] [--prebuilt]
+#   --prebuilt  build nothing: O holds a bundle made by tests/gpu/bundle.sh on a build machine
+#               (for a GPU node without compiler or -dev packages); O/lib goes on
+#               LD_LIBRARY_PATH for the programs of the bundle.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 O=${CORRAL_O:-.output-devcheck}
-for a in "$@"; do case $a in O=*) O=${a#O=} ;; esac; done
+prebuilt=0
+for a in "$@"; do
+	case $a in
+	O=*) O=${a#O=} ;;
+	--prebuilt) prebuilt=1 ;;
+	*) echo "usage: $0 [O=dir] [--prebuilt]" >&2; exit 2 ;;
+	esac
+done
+case $O in /*) ;; *) O=$PWD/$O ;; esac
+# Python (record fields) and nvidia-smi run without the bundle's libraries.
+py() { env -u LD_LIBRARY_PATH python3 "$@"; }
+jget() { # jget FIELD.PATH < json
+	py -c 'import sys,json
+d=json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    d = d.get(k) if isinstance(d, dict) else None
+print("" if d is None else d)' "$1"
+}
 MiB=$((1 << 20))
 H=$O/tests/integration/helper_gpucheck
 APP=$O/tests/integration/helper_cudaapp
@@ -39,25 +64,45 @@ finish() {
 [ "$(id -u)" = 0 ] || { bad "needs root"; finish; }
 command -v nvidia-smi >/dev/null || { bad "nvidia-smi not found"; finish; }
 nvidia-smi -L || { bad "nvidia-smi -L failed (driver not loaded?)"; finish; }
+nvidia-smi() { env -u LD_LIBRARY_PATH nvidia-smi "$@"; }
 info "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 
-echo "== build"
-mkdir -p "$O"
-log=$O/device-check-build.log
-if ! make O="$O" -j"$(nproc)" "$H" "$APP" "$O/tests/unit/test_gpu" >"$log" 2>&1; then
-	tail -30 "$log"
-	bad "build failed (log: $log; missing -dev packages? see tests/deps.sh)"
-	finish
+echo "== node"
+info "kernel $(uname -r); /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup 2>/dev/null)$(
+	[ -r /sys/fs/cgroup/cgroup.controllers ] && echo " (controllers: $(cat /sys/fs/cgroup/cgroup.controllers))")"
+info "BTF: $([ -r /sys/kernel/btf/vmlinux ] && echo present || echo absent); tracefs: $(
+	grep -q ' tracefs ' /proc/mounts && echo mounted || echo 'not mounted')"
+nvidia-smi --query-gpu=name,memory.total,mig.mode.current,persistence_mode --format=csv,noheader
+if [ $prebuilt = 1 ]; then
+	echo "== prebuilt bundle $O"
+	for f in "$H" "$APP" "$O/tests/unit/test_gpu" "$O/corrald" "$O/corralctl"; do
+		[ -x "$f" ] || { bad "--prebuilt: $f missing (make the bundle with tests/gpu/bundle.sh)"; finish; }
+	done
+	[ -d "$O/lib" ] && export LD_LIBRARY_PATH=$O/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	missing=$(ldd "$H" "$O/corrald" "$O/tests/unit/test_gpu" 2>&1 | grep 'not found' | sort -u)
+	[ -z "$missing" ] && ok "bundle loads (every library found)" || { bad "bundle: $missing"; finish; }
+else
+	echo "== build"
+	mkdir -p "$O"
+	log=$O/device-check-build.log
+	if ! make O="$O" -j"$(nproc)" "$H" "$APP" "$O/tests/unit/test_gpu" "$O/corrald" "$O/corralctl" \
+		"$O/corral-spawn" >"$log" 2>&1; then
+		tail -30 "$log"
+		bad "build failed (log: $log; missing -dev packages? see tests/deps.sh, or use --prebuilt)"
+		finish
+	fi
+	ok "built helpers"
 fi
-ok "built helpers"
 "$O/tests/unit/test_gpu" >/dev/null 2>&1 && ok "unit test_gpu (stand-in NVML)" || bad "unit test_gpu"
 
 work=$(mktemp -d /tmp/corral-devcheck.XXXXXX)
 cg=""
 runner=""
+agent=""
 cleanup() {
 	exec 3>&- 2>/dev/null
 	[ -n "$runner" ] && kill "$runner" 2>/dev/null
+	[ -n "$agent" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent"
 	[ -n "$cg" ] && rmdir "$cg" 2>/dev/null
 	rm -rf "$work"
 }
@@ -191,4 +236,85 @@ if mkdir "$cg"; then
 else
 	bad "cannot create $cg"
 fi
+
+# ---- 5. the whole agent ------------------------------------------------------------------
+echo "== agent"
+A=$work/agent
+sub=corral-devcheck-agent-$$
+mkdir -p "$A"
+chmod 755 "$work" "$A"
+ctl() { "$O/corralctl" --socket "$A/sock" "$@"; }
+"$O/corrald" --socket "$A/sock" --state-dir "$A/state" --cgroup-subtree "$sub" --node devcheck \
+	--kill-grace 2s --sample-interval 1s >"$A/agent.log" 2>&1 &
+agent=$!
+for _ in $(seq 200); do
+	[ -S "$A/sock" ] && ctl status >/dev/null 2>&1 && break
+	kill -0 $agent 2>/dev/null || break
+	sleep 0.05
+done
+if ! ctl status >/dev/null 2>&1; then
+	bad "corrald did not start: $(tail -20 "$A/agent.log")"
+	finish
+fi
+sed 's/^/  agent: /' "$A/agent.log"
+grep -q "GPUs: $(wc -l <<<"$our_uuids") found via NVML" "$A/agent.log" && ok "corrald: GPUs found via NVML" ||
+	bad "corrald inventory: $(grep -i gpu "$A/agent.log")"
+grep -q 'GPU API uprobes attached' "$A/agent.log" && ok "corrald: libcuda uprobes attached" ||
+	bad "corrald uprobes: $(grep -i 'uprobe\|telemetry' "$A/agent.log")"
+# run_wait ARGS... -> RC, ID, REASON
+run_wait() {
+	local out
+	out=$(ctl run --wait "$@" 2>"$A/stderr")
+	RC=$?
+	ID=$(head -n1 <<<"$out")
+	REASON=$(cat "$A/stderr")
+}
+
+# a CUDA program through the agent, default seccomp profile; it holds its memory until the
+# 8 s sleep ends (CUDA's start takes a few of them) so that the 1 s NVML samples see it
+run_wait --gpus 1 --stdout "$A/t1.out" -- /bin/sh -c \
+	'echo "cvd=$CUDA_VISIBLE_DEVICES"; sleep 8 | "$0" "$1" 256 64 10 --verify --hold' "$APP" "$LIB"
+cat "$A/t1.out"
+rec=$(ctl show "$ID" --json)
+echo "$rec" | py -m json.tool --indent 1 | grep -E '"(status|code|reason|gpus|gpu_[a-z_]+|alloc_[a-z]+|launches|peak_bytes|memcpy_[a-z]+|untracked|limit_fired|wall_ns|source)"'
+[ "$RC" = 0 ] && grep -q '^verified 256 words' "$A/t1.out" &&
+	ok "corralctl run --wait --gpus 1: CUDA kernel ran and verified under the default profile (rc 0)" ||
+	bad "agent CUDA run: rc $RC $REASON $(tail -3 "$A/t1.out")"
+grep -qx "cvd=$uuid0" "$A/t1.out" && ok "task's CUDA_VISIBLE_DEVICES = $uuid0" ||
+	bad "task's CUDA_VISIBLE_DEVICES: $(grep cvd= "$A/t1.out")"
+src=$(jget sources.gpu_seconds <<<"$rec")
+gs=$(jget usage.gpu_seconds <<<"$rec")
+py -c 'import sys; sys.exit(not 8.0 <= float(sys.argv[1]) <= 60.0)' "${gs:-0}" &&
+	ok "record: gpu_seconds $gs (source $src), at least the 8 s the task ran" || bad "gpu_seconds '$gs' (source $src)"
+peak=$(jget usage.gpu_memory_peak_bytes <<<"$rec")
+[ "${peak:-0}" -ge $((256 * MiB)) ] && ok "record: gpu_memory_peak_bytes $((peak / MiB)) MiB >= 256 MiB" ||
+	bad "gpu_memory_peak_bytes '${peak}'"
+for kv in alloc_bytes=$((256 * MiB)) alloc_calls=4 peak_bytes=$((256 * MiB)) launches=10 \
+	memcpy_htod_bytes=4096 memcpy_dtoh_bytes=4096 untracked=0; do
+	k=${kv%%=*}
+	v=$(jget "usage_detail.gpu_api.$k" <<<"$rec")
+	[ "$v" = "${kv#*=}" ] && ok "record: gpu_api $kv" || bad "record: gpu_api $k=$v, want ${kv#*=}"
+done
+
+# no --gpus: the GPU's nodes are denied and CUDA sees no device even if told the UUID
+run_wait --stdout "$A/t2.out" --env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" -- /bin/sh -c \
+	'"$0" open /dev/nvidia'"$minor0"' /dev/nvidiactl; CUDA_VISIBLE_DEVICES='"$uuid0"' "$1" "$2" 64 64 1' \
+	"$H" "$APP" "$LIB"
+cat "$A/t2.out"
+grep -qx "/dev/nvidia$minor0 EPERM" "$A/t2.out" && ok "task without --gpus: /dev/nvidia$minor0 EPERM" ||
+	bad "task without --gpus: $(grep "nvidia$minor0 " "$A/t2.out")"
+[ "$RC" != 0 ] && ! grep -q '^step 1' "$A/t2.out" && ok "task without --gpus: CUDA fails (rc $RC)" ||
+	bad "task without --gpus ran CUDA: rc $RC"
+
+# --gpu-memory: killed at the crossing allocation, exit status gpu_memory_limit
+run_wait --gpus 1 --gpu-memory 128M --stdout "$A/t3.out" -- "$APP" "$LIB" 256 64 1
+st=$(ctl show "$ID" --json | jget exit.status)
+cat "$A/t3.out"
+[ "$st" = gpu_memory_limit ] && [ "$RC" = 137 ] && ok "--gpu-memory 128M: gpu_memory_limit, rc 137" ||
+	bad "--gpu-memory: rc $RC status $st $REASON"
+kill -TERM $agent; wait $agent; agent=""
+info "agent log tail: $(tail -3 "$A/agent.log" | tr '\n' ' ')"
+for h in /sys/fs/cgroup/"$sub" /sys/fs/cgroup/*/"$sub" /sys/fs/cgroup/unified/"$sub"; do
+	[ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
+done
 finish

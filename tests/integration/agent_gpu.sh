@@ -39,6 +39,28 @@ ctl kill "$id" --signal KILL; ctl wait "$id" >/dev/null 2>&1
 run_wait --gpus 2 -- true
 [ "$RC" = 0 ] && pass "GPUs are released when the task ends" || fail "release: $REASON"
 
+# one device-policy program per distinct policy, loaded once and attached to each task's
+# unified cgroup (loading costs milliseconds per task, attaching microseconds)
+devprog() { bpftool cgroup show "/sys/fs/cgroup/unified/$SUBTREE/$1" 2>/dev/null |
+	awk '$2 == "cgroup_device" && $NF == "corral_devices" { print $1 }'; }
+if command -v bpftool >/dev/null && [ -d "/sys/fs/cgroup/unified/$SUBTREE" ]; then
+	ids=()
+	for g in "" "" 1 1 0; do
+		ids+=("$(ctl run ${g:+--gpus $g} -- sleep 30 2>/dev/null | head -n1)")
+	done
+	p=()
+	for id in "${ids[@]}"; do p+=("$(devprog "$id")"); done
+	echo "device programs: ${p[*]} (no GPU, no GPU, GPU 0, GPU 1 given --gpus 1 twice, none)"
+	[ -n "${p[0]}" ] && [ "${p[0]}" = "${p[1]}" ] && [ "${p[0]}" = "${p[4]}" ] &&
+		[ -n "${p[2]}" ] && [ -n "${p[3]}" ] && [ "${p[2]}" != "${p[0]}" ] && [ "${p[2]}" != "${p[3]}" ] &&
+		pass "device policy: one program per distinct policy, shared by the tasks that have it" ||
+		fail "device programs per task: ${p[*]}"
+	for id in "${ids[@]}"; do ctl kill "$id" --signal KILL >/dev/null 2>&1; done
+	for id in "${ids[@]}"; do ctl wait "$id" >/dev/null 2>&1; done
+else
+	echo "(no bpftool or no unified hierarchy: program sharing not checked)"
+fi
+
 # device isolation on mknod-created nodes: GPU 1 allocated -> /dev/nvidia0 denied
 mkdir -p "$T/dev"; mknod "$T/dev/nvidia0" c 195 0; mknod "$T/dev/nvidia1" c 195 1; chmod 666 "$T/dev/"*
 run_wait --gpus 1 --stdout "$T/dev.out" -- sh -c "cat $T/dev/nvidia0 2>&1; cat $T/dev/nvidia1 2>&1; true"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/macro.h"
+#include "isolation/devices.h"
 #include "isolation/gpu.h"
 
 static char stub_path[PATH_MAX];
@@ -360,13 +361,41 @@ static void test_sampling(void **state)
 	gpu_free(inv);
 }
 
+/* The agent shares one device program per distinct policy: equality must see the allowed set
+ * and the uvm major, not the struct's padding. */
+static void test_device_policy(void **state)
+{
+	struct devices_policy a, b;
+
+	(void)state;
+	memset(&a, 0xa5, sizeof(a));
+	memset(&b, 0x5a, sizeof(b));
+	devices_policy_init(&a, 238);
+	devices_policy_init(&b, 238);
+	assert_true(devices_policy_equal(&a, &b));
+	assert_false(devices_policy_allows(&a, 195, 0));
+	assert_false(devices_policy_allows(&a, 238, 0));  /* uvm denied without a GPU */
+	assert_true(devices_policy_allows(&a, 195, 255)); /* nvidiactl */
+	assert_true(devices_policy_allows(&a, 1, 3));	  /* /dev/null: not ours to police */
+	assert_int_equal(devices_policy_allow_minor(&a, 200), 0);
+	assert_false(devices_policy_equal(&a, &b));
+	assert_true(devices_policy_allows(&a, 195, 200));
+	assert_true(devices_policy_allows(&a, 238, 7));
+	assert_int_equal(devices_policy_allow_minor(&b, 200), 0);
+	assert_true(devices_policy_equal(&a, &b));
+	assert_int_equal(devices_policy_allow_minor(&b, 254), -ERANGE);
+	devices_policy_init(&b, 0); /* same minors, other uvm major */
+	assert_int_equal(devices_policy_allow_minor(&b, 200), 0);
+	assert_false(devices_policy_equal(&a, &b));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_inventory),	  cmocka_unit_test(test_off_states),
 	    cmocka_unit_test(test_request_parse), cmocka_unit_test(test_allocator),
 	    cmocka_unit_test(test_serialization), cmocka_unit_test(test_env),
-	    cmocka_unit_test(test_sampling),
+	    cmocka_unit_test(test_sampling),	  cmocka_unit_test(test_device_policy),
 	};
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
