@@ -177,7 +177,6 @@ struct agent {
 	uint64_t next_record_seq, record_seq_reserved;
 	uint64_t mem_total;
 	uint32_t ncpus;
-	int cap_last_cap;
 	bool watchdog;
 	const char *scope_base; /* v2 under systemd: the tasks' scope (agent/scope.c) */
 	uint64_t watchdog_usec;

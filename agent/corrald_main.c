@@ -291,7 +291,6 @@ static int setup(struct agent *a)
 	struct cg_root_opts cgo = {.subtree = a->cfg.cgroup_subtree,
 				   .force_mode = _CG_MODE_INVALID};
 	struct itimerspec its = {.it_interval = {0, (long)TICK_NS}, .it_value = {0, (long)TICK_NS}};
-	_cleanup_free_ char *cap = NULL;
 	sigset_t mask;
 	int r;
 
@@ -319,9 +318,6 @@ static int setup(struct agent *a)
 		snprintf(a->boot_id, sizeof(a->boot_id), "unknown-boot-id-000000000000000000");
 	a->mem_total = read_mem_total();
 	a->ncpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
-	a->cap_last_cap = 40;
-	if (read_file("/proc/sys/kernel/cap_last_cap", 64, &cap, NULL) == 0)
-		(void)parse_int(strtok(cap, "\n"), &a->cap_last_cap);
 
 	r = mkdir_p(a->cfg.state_dir, 0700);
 	if (r < 0) {

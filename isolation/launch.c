@@ -305,9 +305,8 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 
 	if (p->switch_user) {
 		/* The bounding set can only be dropped while we still hold CAP_SETPCAP. */
-		for (int c = 0; !cx->capbset_empty && c <= p->cap_last_cap; c++)
-			if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-				child_fail(err_fd, LAUNCH_STEP_CAPBSET, errno);
+		if (!cx->capbset_empty && (r = capbset_drop_all()) < 0)
+			child_fail(err_fd, LAUNCH_STEP_CAPBSET, -r);
 		if (setgroups(p->n_groups, p->groups) < 0)
 			child_fail(err_fd, LAUNCH_STEP_SETGROUPS, errno);
 		if (setresgid(p->gid, p->gid, p->gid) < 0)

@@ -86,7 +86,6 @@ struct launch_plan {
 	bool join_unified[LAUNCH_JOIN_MAX];
 	bool clone_joins_all;
 	const struct sbx_filter *filter; /* NULL: unconfined */
-	int cap_last_cap;		 /* from /proc/sys/kernel/cap_last_cap */
 	size_t n_rlimits;
 	struct launch_rlimit rlimits[LAUNCH_RLIMITS_MAX];
 	const char *exit_file;	   /* where the shim records the wait status (atomic rename) */

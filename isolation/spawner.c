@@ -7,9 +7,10 @@
  * corral-spawn is a small program the agent starts once; it receives each launch's plan over a
  * SOCK_SEQPACKET socket (the fds by SCM_RIGHTS) and forks the shim from itself.
  *
- * Message: "CRSP" version 1, then the plan's fields in order (u32/u64, strings as u32 length
- * with the NUL or 0xffffffff for none, string vectors as u32 count + strings), the compiled
- * filter (sbx_filter_pack), and the index in the passed fds of each fd the shim needs.
+ * Message: "CRSP" version 2 (version 1 also carried cap_last_cap), then the plan's fields in
+ * order (u32/u64, strings as u32 length with the NUL or 0xffffffff for none, string vectors as
+ * u32 count + strings), the compiled filter (sbx_filter_pack), and the index in the passed fds
+ * of each fd the shim needs.
  * Library code: never prints, returns 0 or -errno.
  */
 #include "isolation/launch.h"
@@ -31,7 +32,7 @@
 #include <unistd.h>
 
 #define SPAWN_MAGIC   0x50535243u /* "CRSP" */
-#define SPAWN_VERSION 1u
+#define SPAWN_VERSION 2u
 #define SPAWN_MSG_MAX (1024 * 1024)
 #define NO_STR	      0xffffffffu
 
@@ -111,7 +112,6 @@ static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, st
 	put_u32(b, p->switch_user);
 	put_str(b, p->stdout_path);
 	put_str(b, p->stderr_path);
-	put_u32(b, (uint32_t)p->cap_last_cap);
 	put_u32(b, (uint32_t)p->n_rlimits);
 	for (size_t i = 0; i < p->n_rlimits; i++) {
 		put_u32(b, (uint32_t)p->rlimits[i].resource);
@@ -290,7 +290,6 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 	p->switch_user = get_u32(b) != 0;
 	p->stdout_path = get_str(b);
 	p->stderr_path = get_str(b);
-	p->cap_last_cap = (int)get_u32(b);
 	n = get_u32(b);
 	if (b->bad || n > LAUNCH_RLIMITS_MAX)
 		return -EPROTO;

@@ -55,7 +55,6 @@ static int setup(void **state)
 				       .join_unified = {false, true},
 				       .clone_joins_all = false,
 				       .filter = x->filter,
-				       .cap_last_cap = 40,
 				       .n_rlimits = 2,
 				       .rlimits = {{RLIMIT_NOFILE, {1024, 4096}},
 						   {RLIMIT_CPU, {RLIM_INFINITY, RLIM_INFINITY}}},
@@ -124,7 +123,6 @@ static void test_round_trip(void **state)
 	assert_true(p->switch_user);
 	assert_string_equal(p->stdout_path, "/tmp/out");
 	assert_null(p->stderr_path);
-	assert_int_equal(p->cap_last_cap, 40);
 	assert_int_equal(p->n_rlimits, 2);
 	assert_int_equal(p->rlimits[0].resource, RLIMIT_NOFILE);
 	assert_int_equal(p->rlimits[0].rl.rlim_max, 4096);
