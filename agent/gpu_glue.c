@@ -33,6 +33,7 @@ struct gpu_state {
 	unsigned uvm_major;
 	struct devices_prog *devprogs[DEVPROG_CACHE];
 	size_t n_devprogs;
+	uint64_t devprog_loads;
 };
 
 struct gpu_task {
@@ -126,6 +127,7 @@ static int devprog_get(struct gpu_state *g, const struct devices_policy *p,
 	r = devices_bpf_load(p, &d);
 	if (r < 0)
 		return r;
+	g->devprog_loads++;
 	if (g->n_devprogs == DEVPROG_CACHE) {
 		devices_bpf_free(g->devprogs[0]);
 		memmove(&g->devprogs[0], &g->devprogs[1],
@@ -405,4 +407,20 @@ void gpu_glue_adopt(struct agent *a, struct task *t)
 	(void)gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max, now_ns(CLOCK_REALTIME),
 			    &gt->meter);
 	t->gpu = gt;
+}
+
+bool gpu_glue_stats(const struct agent *a, struct gpu_glue_stats *ret)
+{
+	const struct gpu_state *g = a->gpu;
+
+	if (!g || !gpu_enabled(g->inv))
+		return false;
+	*ret = (struct gpu_glue_stats){
+	    .gpus = gpu_count(g->inv),
+	    .gpus_allocated = gpu_count(g->inv) - gpu_free_count(g->inv),
+	    .api_uprobes = g->cuda != NULL,
+	    .device_program_loads = g->devprog_loads,
+	    .device_programs_cached = g->n_devprogs,
+	};
+	return true;
 }

@@ -2,7 +2,9 @@
 /* GPU support of the agent (agent/gpu_glue.c). All functions are no-ops without GPUs. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct agent;
 struct task;
@@ -21,3 +23,12 @@ void gpu_glue_tick(struct agent *a, struct task *t);
 void gpu_glue_usage(struct agent *a, struct task *t);
 void gpu_glue_release(struct agent *a, struct task *t);
 void gpu_glue_adopt(struct agent *a, struct task *t);
+
+/* For /metrics; false when GPU features are off. */
+struct gpu_glue_stats {
+	size_t gpus, gpus_allocated;
+	bool api_uprobes;	       /* libcuda uprobes attached */
+	uint64_t device_program_loads; /* device-policy programs loaded since start */
+	size_t device_programs_cached;
+};
+bool gpu_glue_stats(const struct agent *a, struct gpu_glue_stats *ret);

@@ -6,6 +6,7 @@
  * agent's loop, so the agent stays single-threaded.
  */
 #include "agent/agent.h"
+#include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
@@ -88,6 +89,7 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	struct buf b = {0};
 	struct spool_stats ss = {0};
 	struct upl_stats us = {0};
+	struct gpu_glue_stats gs;
 	char node[256];
 
 	esc(a->cfg.node, node, sizeof(node));
@@ -123,6 +125,20 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	C("corral_spool_refused_total", "Records the spool refused (full or failing).",
 	  a->stats.records_spool_refused);
 	G("corral_bpf_loaded", "1 if the BPF metering programs are attached.", a->meter ? 1 : 0);
+	if (gpu_glue_stats(a, &gs)) {
+		G("corral_gpus", "GPUs found via NVML.", gs.gpus);
+		G("corral_gpus_allocated", "GPUs allocated to running tasks.", gs.gpus_allocated);
+		G("corral_gpu_api_uprobes",
+		  "1 if the libcuda uprobes (API telemetry, the "
+		  "synchronous --gpu-memory limit) are attached.",
+		  gs.api_uprobes);
+		C("corral_gpu_device_program_loads_total",
+		  "GPU device-policy BPF programs loaded (one per distinct policy while cached).",
+		  gs.device_program_loads);
+		G("corral_gpu_device_programs_cached",
+		  "Loaded GPU device-policy programs kept for the next tasks.",
+		  gs.device_programs_cached);
+	}
 	if (a->meter) {
 		C("corral_bpf_ringbuf_drops_total", "Events lost because the ring buffer was full.",
 		  meter_ringbuf_drops(a->meter));

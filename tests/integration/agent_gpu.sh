@@ -14,7 +14,9 @@ done
 export CORRAL_NVML_LIBRARY=$GPU/libnvidia-ml.so.1
 export CORRAL_FAKE_NVML=$PWD/tests/integration/fixtures/nvml-2gpu.txt
 export CORRAL_CUDA_LIBRARY=$GPU/libcuda.so.1
-start_agent --no-bpf
+MPORT=$((20000 + RANDOM % 20000))
+metric() { curl -fs "http://127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+start_agent --no-bpf --metrics-listen 127.0.0.1:$MPORT
 grep -q 'GPUs: 2 found' "$T/agent.log" && pass "inventory: 2 GPUs from NVML" || fail "inventory: $(grep -i gpu "$T/agent.log")"
 UUID0=GPU-11111111-2222-3333-4444-555555555555
 UUID1=GPU-66666666-7777-8888-9999-aaaaaaaaaaaa
@@ -55,6 +57,14 @@ if command -v bpftool >/dev/null && [ -d "/sys/fs/cgroup/unified/$SUBTREE" ]; th
 		[ -n "${p[2]}" ] && [ -n "${p[3]}" ] && [ "${p[2]}" != "${p[0]}" ] && [ "${p[2]}" != "${p[3]}" ] &&
 		pass "device policy: one program per distinct policy, shared by the tasks that have it" ||
 		fail "device programs per task: ${p[*]}"
+	loads=$(metric corral_gpu_device_program_loads_total)
+	alloc=$(metric corral_gpus_allocated)
+	echo "metrics: corral_gpus $(metric corral_gpus), allocated $alloc, device program loads $loads, cached $(metric corral_gpu_device_programs_cached)"
+	# policies used so far: GPU 0, GPUs 0+1 (three tasks), none and GPU 1 (the tasks above):
+	# one load each, however many tasks had them
+	[ "$alloc" = 2 ] && [ "$loads" = 4 ] &&
+		pass "metrics: 2 GPUs allocated; 4 device programs loaded for the 4 distinct policies of 9 tasks" ||
+		fail "metrics: allocated '$alloc' (want 2), device program loads '$loads' (want 4)"
 	for id in "${ids[@]}"; do ctl kill "$id" --signal KILL >/dev/null 2>&1; done
 	for id in "${ids[@]}"; do ctl wait "$id" >/dev/null 2>&1; done
 else

@@ -559,9 +559,70 @@ sys.exit(0 if ok else 1)' || fail "agent record accuracy out of bounds"
 		' /run/corral-vm/accuracy.log)"
 }
 
+# GPUs under systemd on v2, with the stand-in NVML (two GPUs) given to the installed agent by a
+# drop-in: the device-policy program attached in the delegated scope denies the unallocated
+# GPU's node, one program per distinct policy (the metrics), and the agent back as it was.
+gpu_metric() {
+	python3 -c 'import sys, urllib.request
+for l in urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=5).read().decode().splitlines():
+    f = l.split()
+    if len(f) == 2 and f[0] == sys.argv[1]: print(f[1])' "$1"
+}
+gpu_restore() {
+	rm -rf /run/systemd/system/corrald.service.d /dev/corral-vm-gpu
+	systemctl daemon-reload
+	systemctl restart corrald.service
+	wait_for 60 agent_active
+}
+case_gpu_v2() {
+	need_agent || return 1
+	local d=/run/systemd/system/corrald.service.d dev=/dev/corral-vm-gpu out loads
+	local uuid0=GPU-11111111-2222-3333-4444-555555555555 ids=() id
+	mkdir -p "$d" "$dev"
+	cat >"$d/gpu.conf" <<CONF
+[Service]
+Environment=CORRAL_NVML_LIBRARY=/usr/lib/corral-vm/o/tests/gpu/libnvidia-ml.so.1
+Environment=CORRAL_FAKE_NVML=/usr/lib/corral-vm/nvml-2gpu.txt
+CONF
+	trap gpu_restore EXIT
+	systemctl daemon-reload
+	systemctl restart corrald.service
+	wait_for 60 agent_active || fail "agent not back after the restart with GPUs"
+	[ "$(gpu_metric corral_gpus)" = 2 ] ||
+		fail "corral_gpus '$(gpu_metric corral_gpus)'; journal: $(journalctl -b -u corrald --no-pager | grep -i gpu | tail -n 5)"
+	# on devtmpfs: /run is mounted nodev (EACCES for any device node there)
+	mknod "$dev/nvidia0" c 195 0
+	mknod "$dev/nvidia1" c 195 1
+	chmod 666 "$dev"/nvidia*
+	# the stand-in hands out GPU 0 (minor 0) first: it reaches the (absent) driver, GPU 1 not
+	corralctl run --wait --gpus 1 --stdout /run/corral-vm/gpu1.out -- sh -c \
+		"echo \$CUDA_VISIBLE_DEVICES; cat $dev/nvidia0 2>&1; cat $dev/nvidia1 2>&1; true" ||
+		fail "--gpus 1 task failed"
+	out=$(cat /run/corral-vm/gpu1.out)
+	echo "$out"
+	grep -qx "$uuid0" <<<"$out" || fail "CUDA_VISIBLE_DEVICES: $out"
+	grep -q 'nvidia0.*No such device or address' <<<"$out" && grep -q 'nvidia1.*Operation not permitted' <<<"$out" ||
+		fail "device policy with GPU 0: $out"
+	corralctl run --wait --stdout /run/corral-vm/gpu0.out -- sh -c "cat $dev/nvidia0 2>&1; true" ||
+		fail "task without GPUs failed"
+	out=$(cat /run/corral-vm/gpu0.out)
+	grep -q 'nvidia0.*Operation not permitted' <<<"$out" || fail "device policy without GPUs: $out"
+	for _ in 1 2 3; do
+		id=$(corralctl run -- sleep 30 2>/dev/null | head -n1) && ids+=("$id")
+	done
+	id=$(corralctl run --gpus 1 -- sleep 30 2>/dev/null | head -n1) && ids+=("$id")
+	loads=$(gpu_metric corral_gpu_device_program_loads_total)
+	[ "$(gpu_metric corral_gpus_allocated)" = 1 ] || fail "corral_gpus_allocated '$(gpu_metric corral_gpus_allocated)'"
+	for id in "${ids[@]}"; do corralctl kill "$id" --signal KILL >/dev/null 2>&1; done
+	for id in "${ids[@]}"; do corralctl wait "$id" >/dev/null 2>&1; done
+	# policies used: GPU 0, none: two loads for six tasks
+	[ "$loads" = 2 ] || fail "device programs loaded: '$loads', want 2 (GPU 0 and none) for 6 tasks"
+	echo "DETAIL: 2 GPUs (stand-in NVML) under systemd: GPU 1's node EPERM for a GPU 0 task, GPU 0's for a task without GPUs; 2 device programs loaded for 6 tasks"
+}
+
 cases="boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
-	collector_ingest metering_v2"
+	collector_ingest metering_v2 gpu_v2"
 echo "CORRAL-VM-CASES:" $cases
 for c in $cases; do
 	run_case "$c"
