@@ -113,6 +113,7 @@ struct task {
 
 	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
 	json_t *gpu_alloc;
+	json_t *gpu_meter_saved; /* read from the state file, for gpu_glue_adopt */
 	struct gpu_task *gpu;
 	struct ts_task *ts; /* taskstats fallback sums (agent/taskstats_glue.c) */
 	bool audit_tracked;

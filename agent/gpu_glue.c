@@ -39,6 +39,7 @@ struct gpu_state {
 struct gpu_task {
 	struct gpu_allocation alloc;
 	struct gpu_meter *meter;
+	uint64_t peak_saved; /* NVML peak in the state file: saved again when it grows */
 	bool cuda_tracked;
 };
 
@@ -286,10 +287,67 @@ void gpu_glue_started(struct agent *a, struct task *t)
 			log_warning("task %s: GPU API telemetry unavailable: %s", t->id,
 				    strerror(-r));
 	}
-	r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max, now_ns(CLOCK_REALTIME),
-			  &gt->meter);
+	/* From the task's start, as its wall time: gpu_seconds = GPUs x wall. */
+	r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max,
+			  t->start_ns ? t->start_ns : now_ns(CLOCK_REALTIME), &gt->meter);
 	if (r < 0)
 		log_warning("task %s: NVML metering unavailable: %s", t->id, strerror(-r));
+}
+
+json_t *gpu_glue_state_json(struct agent *a, struct task *t)
+{
+	struct gpu_task *gt = t->gpu;
+	struct gpu_meter_state s;
+	json_t *j, *e;
+	char k[16];
+
+	(void)a;
+	if (!gt || !gt->meter)
+		return NULL;
+	gpu_meter_get_state(gt->meter, &s);
+	gt->peak_saved = s.mem_peak;
+	e = json_object();
+	for (size_t i = 0; e && s.energy_valid && i < GPU_MAX; i++)
+		if (gt->alloc.mask & (1ULL << i)) {
+			snprintf(k, sizeof(k), "%zu", i);
+			json_object_set_new(e, k, json_integer((json_int_t)s.energy_start_mj[i]));
+		}
+	j = json_pack("{s:I,s:b,s:o*,s:I,s:f,s:I,s:b}", "start_ns", (json_int_t)s.start_ns,
+		      "energy_valid", s.energy_valid, "energy_start_mj", e, "mem_peak",
+		      (json_int_t)s.mem_peak, "util_sum", s.util_sum, "samples",
+		      (json_int_t)s.samples, "limit_fired", s.limit_fired);
+	return j;
+}
+
+/* The saved meter of an adopted task, or -EINVAL (older state file, or not ours). */
+static int meter_state_from_json(const json_t *j, const struct gpu_allocation *alloc,
+				 struct gpu_meter_state *s)
+{
+	const json_t *e = json_object_get(j, "energy_start_mj");
+
+	if (!json_is_object(j) || !json_is_integer(json_object_get(j, "start_ns")))
+		return -EINVAL;
+	*s = (struct gpu_meter_state){
+	    .start_ns = (uint64_t)json_integer_value(json_object_get(j, "start_ns")),
+	    .energy_valid = json_is_true(json_object_get(j, "energy_valid")),
+	    .mem_peak = (uint64_t)json_integer_value(json_object_get(j, "mem_peak")),
+	    .util_sum = json_number_value(json_object_get(j, "util_sum")),
+	    .samples = (uint64_t)json_integer_value(json_object_get(j, "samples")),
+	    .limit_fired = json_is_true(json_object_get(j, "limit_fired"))};
+	for (size_t i = 0; s->energy_valid && i < GPU_MAX; i++) {
+		char k[16];
+		const json_t *v;
+
+		if (!(alloc->mask & (1ULL << i)))
+			continue;
+		snprintf(k, sizeof(k), "%zu", i);
+		v = json_object_get(e, k);
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			s->energy_valid = false;
+		else
+			s->energy_start_mj[i] = (unsigned long long)json_integer_value(v);
+	}
+	return 0;
 }
 
 void gpu_glue_tick(struct agent *a, struct task *t)
@@ -318,7 +376,8 @@ void gpu_glue_tick(struct agent *a, struct task *t)
 			   (unsigned long long)t->spec.gpu_memory_max);
 		(void)cg_task_kill(t->cg, SIGKILL);
 		(void)state_save_task(a, t);
-	}
+	} else if (gpu_meter_peak(gt->meter) > gt->peak_saved)
+		(void)state_save_task(a, t); /* a restarted agent keeps the peak (and the rest) */
 	free(pids);
 }
 
@@ -390,6 +449,7 @@ void gpu_glue_adopt(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt;
+	struct gpu_meter_state s;
 	int r;
 
 	if (!gpus_on(a) || !json_is_string(t->gpu_alloc))
@@ -404,8 +464,18 @@ void gpu_glue_adopt(struct agent *a, struct task *t)
 		free(gt);
 		return;
 	}
-	(void)gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max, now_ns(CLOCK_REALTIME),
-			    &gt->meter);
+	/* Go on from the meter in the state file: GPU-seconds from the task's start, energy from
+	 * the counters at its start, the peak so far. Without one (state written before it was
+	 * kept), from the task's start; energy and peak then cover only the time since. */
+	if (meter_state_from_json(t->gpu_meter_saved, &gt->alloc, &s) == 0)
+		r = gpu_meter_resume(g->inv, &gt->alloc, t->spec.gpu_memory_max, &s, &gt->meter);
+	else
+		r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max,
+				  t->start_ns ? t->start_ns : now_ns(CLOCK_REALTIME), &gt->meter);
+	if (r < 0)
+		log_warning("task %s: NVML metering unavailable: %s", t->id, strerror(-r));
+	else
+		gt->peak_saved = gpu_meter_peak(gt->meter);
 	t->gpu = gt;
 }
 

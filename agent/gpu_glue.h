@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 struct agent;
 struct task;
 
@@ -23,6 +25,8 @@ void gpu_glue_tick(struct agent *a, struct task *t);
 void gpu_glue_usage(struct agent *a, struct task *t);
 void gpu_glue_release(struct agent *a, struct task *t);
 void gpu_glue_adopt(struct agent *a, struct task *t);
+/* The task's GPU meter for its state file (new reference), or NULL. */
+json_t *gpu_glue_state_json(struct agent *a, struct task *t);
 
 /* For /metrics; false when GPU features are off. */
 struct gpu_glue_stats {

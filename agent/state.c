@@ -152,7 +152,7 @@ int state_save_task(struct agent *a, struct task *t)
 {
 	char path[512];
 	_cleanup_free_ char *txt = NULL;
-	json_t *j;
+	json_t *j, *v;
 	int r;
 
 	j = json_pack(
@@ -178,6 +178,8 @@ int state_save_task(struct agent *a, struct task *t)
 		json_object_set_new(j, "exit_message", json_string(t->exit_message));
 	if (t->gpu_alloc)
 		json_object_set(j, "gpu_alloc", t->gpu_alloc);
+	if ((v = gpu_glue_state_json(a, t)))
+		json_object_set_new(j, "gpu_meter", v);
 	if (t->syscall_audit) {
 		/* Only what is spooled: a record still pending must be re-read after a crash. */
 		json_object_set_new(j, "syscall_audit", json_true());
@@ -430,6 +432,8 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		t->exit_message = strdup(s);
 	if ((v = json_object_get(j, "gpu_alloc")))
 		t->gpu_alloc = json_incref(v);
+	if ((v = json_object_get(j, "gpu_meter")))
+		t->gpu_meter_saved = json_incref(v);
 	t->syscall_audit = json_is_true(json_object_get(j, "syscall_audit"));
 	t->syscalls_max = json_is_integer(json_object_get(j, "syscalls_max"))
 			      ? (uint32_t)json_integer_value(json_object_get(j, "syscalls_max"))

@@ -147,6 +147,7 @@ void task_free(struct task *t)
 	free(t->exit_message);
 	json_decref(t->usage_detail);
 	json_decref(t->gpu_alloc);
+	json_decref(t->gpu_meter_saved);
 	json_decref(t->final_record);
 	free(t->final_txt);
 	while (t->waiters) {

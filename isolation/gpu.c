@@ -599,6 +599,47 @@ void gpu_meter_free(struct gpu_meter *m)
 	free(m);
 }
 
+uint64_t gpu_meter_peak(const struct gpu_meter *m)
+{
+	return m->mem_peak;
+}
+
+void gpu_meter_get_state(const struct gpu_meter *m, struct gpu_meter_state *ret)
+{
+	*ret = (struct gpu_meter_state){.start_ns = m->start_ns,
+					.energy_valid = m->energy_valid,
+					.mem_peak = m->mem_peak,
+					.util_sum = m->util_sum,
+					.samples = m->samples,
+					.limit_fired = m->limit_fired};
+	memcpy(ret->energy_start_mj, m->energy_start_mj, sizeof(ret->energy_start_mj));
+}
+
+int gpu_meter_resume(struct gpu_inventory *inv, const struct gpu_allocation *a,
+		     uint64_t memory_limit, const struct gpu_meter_state *s, struct gpu_meter **ret)
+{
+	struct gpu_meter *m;
+	int r = gpu_meter_new(inv, a, memory_limit, s->start_ns, &m);
+
+	if (r < 0)
+		return r;
+	/* gpu_meter_new read each counter now: that is the latest value, the start is saved */
+	m->energy_valid = m->energy_valid && s->energy_valid;
+	for (size_t i = 0; m->energy_valid && i < GPU_MAX; i++) {
+		if (!(a->mask & (1ULL << i)))
+			continue;
+		if (m->energy_start_mj[i] < s->energy_start_mj[i])
+			m->energy_valid = false; /* went backwards: the driver was reloaded */
+		m->energy_start_mj[i] = s->energy_start_mj[i];
+	}
+	m->mem_peak = s->mem_peak;
+	m->util_sum = s->util_sum;
+	m->samples = s->samples;
+	m->limit_fired = s->limit_fired;
+	*ret = m;
+	return 0;
+}
+
 static bool pid_in(pid_t pid, const pid_t *pids, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

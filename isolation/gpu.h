@@ -151,3 +151,28 @@ int gpu_meter_sample(struct gpu_inventory *inv, struct gpu_meter *m, const pid_t
 		     uint64_t now_ns);
 /* Usage so far; gpu_seconds counted up to now_ns. */
 void gpu_meter_usage(const struct gpu_meter *m, uint64_t now_ns, struct gpu_usage *ret);
+
+/*
+ * What a restarted agent needs to go on with a task's meter (kept in its state file): the
+ * start, each allocated GPU's energy counter at the start, and the peak and utilization so far.
+ */
+struct gpu_meter_state {
+	uint64_t start_ns;
+	bool energy_valid;
+	unsigned long long energy_start_mj[GPU_MAX]; /* by inventory index, allocated GPUs */
+	uint64_t mem_peak;
+	double util_sum;
+	uint64_t samples;
+	bool limit_fired;
+};
+void gpu_meter_get_state(const struct gpu_meter *m, struct gpu_meter_state *ret);
+/* NVML resident-memory peak so far (bytes). */
+uint64_t gpu_meter_peak(const struct gpu_meter *m);
+/*
+ * A meter for the same allocation going on from a saved state: gpu_seconds from the saved
+ * start, energy from the saved counters (invalid if a counter went backwards: driver reloaded),
+ * peak and utilization carried on.
+ */
+int gpu_meter_resume(struct gpu_inventory *inv, const struct gpu_allocation *a,
+		     uint64_t memory_limit, const struct gpu_meter_state *s,
+		     struct gpu_meter **ret);

@@ -93,6 +93,35 @@ rec=$(ctl show "$ID" --json)
 	|| fail "telemetry: rc $RC $(echo "$rec" | jget usage_detail.gpu_api)"
 stop_agent
 
+# An agent killed while a GPU task runs: the restarted agent goes on with the task's meter from
+# its state file, so the record bills the whole task (GPU-seconds from its start, energy from
+# the counters at its start, the NVML peak seen before the crash).
+cp "$CORRAL_FAKE_NVML" "$T/nvml.txt"
+export CORRAL_FAKE_NVML=$T/nvml.txt
+start_agent --no-bpf --sample-interval 1s
+id=$(ctl run --gpus 1 -- sh -c "echo \$\$ >$T/gpu-task.pid; exec sleep 6" | head -n1)
+for _ in $(seq 50); do [ -s "$T/gpu-task.pid" ] && break; sleep 0.1; done
+echo "proc gpu=0 pid=$(cat "$T/gpu-task.pid") mem=1073741824 sm=50" >>"$T/nvml.txt"
+sleep 2.5 # two samples see the 1 GiB
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+# while no agent runs: GPU 0 uses 500 J, the process frees its memory
+sed -i -e "/^proc gpu=0 pid=$(cat "$T/gpu-task.pid") /d" \
+	-e '/^device uuid=GPU-1111/s/energy=1000000/energy=1500000/' "$T/nvml.txt"
+start_agent --no-bpf --sample-interval 1s
+ctl wait "$id" >/dev/null 2>&1
+rec=$(ctl show "$id" --json)
+gs=$(jget usage.gpu_seconds <<<"$rec")
+peak=$(jget usage.gpu_memory_peak_bytes <<<"$rec")
+ej=$(jget usage_detail.gpu_energy_j <<<"$rec")
+wall=$(jget usage.wall_ns <<<"$rec")
+echo "after a kill -9 of the agent: wall_ns $wall gpu_seconds $gs peak $peak energy_j $ej"
+python3 -c 'import sys; g, w = float(sys.argv[1] or 0), float(sys.argv[2] or 0) / 1e9
+sys.exit(not (w >= 5.9 and abs(g - w) < 0.05))' "$gs" "$wall" && [ "$peak" = 1073741824 ] &&
+	python3 -c 'import sys; sys.exit(abs(float(sys.argv[1] or -1) - 500) > 1e-6)' "$ej" &&
+	pass "agent restarted mid-task: gpu_seconds $gs = wall, NVML peak 1 GiB from before the crash, 500 J" ||
+	fail "GPU usage across an agent restart: gpu_seconds '$gs' wall_ns '$wall' peak '$peak' energy_j '$ej'"
+stop_agent
+
 # GPU features off: no library -> logged once, everything else unaffected
 CORRAL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 start_agent --no-bpf
 grep -q 'GPU features off' "$T/agent.log" && pass "no NVML: GPU features off, logged" || fail "off log"

@@ -361,6 +361,59 @@ static void test_sampling(void **state)
 	gpu_free(inv);
 }
 
+/* A restarted agent goes on with a task's meter from its saved state. */
+static void test_meter_resume(void **state)
+{
+	static const char before[] =
+	    "device uuid=" UUID0 " name=A minor=0 memory=17179869184 mig=0 energy=1000\n"
+	    "device uuid=" UUID1 " name=B minor=1 memory=17179869184 mig=0 energy=5000\n"
+	    "proc gpu=1 pid=100 mem=7000000 sm=40\n";
+	struct gpu_inventory *inv;
+	struct gpu_request req;
+	struct gpu_allocation a;
+	struct gpu_meter *m = NULL, *m2 = NULL;
+	struct gpu_meter_state st;
+	struct gpu_usage u;
+	const pid_t pids[] = {100};
+
+	(void)state;
+	inv = open_with(before);
+	assert_int_equal(gpu_request_parse("1", &req), 0);
+	assert_int_equal(gpu_alloc(inv, 1, &req, &a), 0);
+	a.mask = 0x2; /* GPU 1 */
+	assert_int_equal(gpu_meter_new(inv, &a, 0, 10 * NSEC_PER_SEC, &m), 0);
+	assert_int_equal(gpu_meter_sample(inv, m, pids, 1, 11 * NSEC_PER_SEC), 0);
+	assert_true(gpu_meter_peak(m) == 7000000);
+	gpu_meter_get_state(m, &st);
+	gpu_meter_free(m); /* the agent dies */
+
+	/* later: the process holds less, the counter moved on */
+	write_fixture("device uuid=" UUID0 " name=A minor=0 memory=17179869184 mig=0 energy=9000\n"
+		      "device uuid=" UUID1 " name=B minor=1 memory=17179869184 mig=0 energy=8000\n"
+		      "proc gpu=1 pid=100 mem=2000000 sm=20\n");
+	assert_int_equal(gpu_meter_resume(inv, &a, 0, &st, &m2), 0);
+	assert_int_equal(gpu_meter_sample(inv, m2, pids, 1, 20 * NSEC_PER_SEC), 0);
+	gpu_meter_usage(m2, 25 * NSEC_PER_SEC, &u);
+	assert_true(u.gpu_seconds > 14.99 && u.gpu_seconds < 15.01); /* from the task's start */
+	assert_true(u.energy_valid);
+	assert_true(u.energy_j > 2.999 && u.energy_j < 3.001); /* 8000 - 5000 mJ on GPU 1 only */
+	assert_true(u.memory_peak_bytes == 7000000);	       /* the peak before the restart */
+	assert_true(u.memory_current_bytes == 2000000);
+	assert_int_equal(u.samples, 2);
+	assert_true(u.util_avg > 29.99 && u.util_avg < 30.01); /* (40 + 20) / 2 */
+	gpu_meter_free(m2);
+
+	/* the counter went backwards (driver reloaded): energy unknown, the rest goes on */
+	write_fixture("device uuid=" UUID0 " name=A minor=0 memory=17179869184 mig=0 energy=9000\n"
+		      "device uuid=" UUID1 " name=B minor=1 memory=17179869184 mig=0 energy=10\n");
+	assert_int_equal(gpu_meter_resume(inv, &a, 0, &st, &m2), 0);
+	gpu_meter_usage(m2, 25 * NSEC_PER_SEC, &u);
+	assert_false(u.energy_valid);
+	assert_true(u.gpu_seconds > 14.99 && u.gpu_seconds < 15.01);
+	gpu_meter_free(m2);
+	gpu_free(inv);
+}
+
 /* The agent shares one device program per distinct policy: equality must see the allowed set
  * and the uvm major, not the struct's padding. */
 static void test_device_policy(void **state)
@@ -396,6 +449,7 @@ int main(void)
 	    cmocka_unit_test(test_request_parse), cmocka_unit_test(test_allocator),
 	    cmocka_unit_test(test_serialization), cmocka_unit_test(test_env),
 	    cmocka_unit_test(test_sampling),	  cmocka_unit_test(test_device_policy),
+	    cmocka_unit_test(test_meter_resume),
 	};
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
