@@ -12,7 +12,8 @@
 #   5. the whole agent: corrald + corralctl run --gpus 1 of the CUDA program under the default
 #      seccomp profile (exit code, verified output, UUID in CUDA_VISIBLE_DEVICES, the record's
 #      GPU usage from NVML and the uprobes), a task without --gpus cannot reach the GPU, and
-#      --gpu-memory ends a task with gpu_memory_limit.
+#      --gpu-memory ends a task with gpu_memory_limit, and a kill -9 of the agent during a CUDA
+#      task: the restarted agent bills the whole task.
 # Prints the node's facts and a summary; exit 0 when every check passed.
 # Usage: tests/gpu/device-check.sh [O=dir] [--prebuilt]
 #   --prebuilt  build nothing: O holds a bundle made by tests/gpu/bundle.sh on a build machine
@@ -244,18 +245,20 @@ sub=corral-devcheck-agent-$$
 mkdir -p "$A"
 chmod 755 "$work" "$A"
 ctl() { "$O/corralctl" --socket "$A/sock" "$@"; }
-"$O/corrald" --socket "$A/sock" --state-dir "$A/state" --cgroup-subtree "$sub" --node devcheck \
-	--kill-grace 2s --sample-interval 1s >"$A/agent.log" 2>&1 &
-agent=$!
-for _ in $(seq 200); do
-	[ -S "$A/sock" ] && ctl status >/dev/null 2>&1 && break
-	kill -0 $agent 2>/dev/null || break
-	sleep 0.05
-done
-if ! ctl status >/dev/null 2>&1; then
+start_agent() {
+	"$O/corrald" --socket "$A/sock" --state-dir "$A/state" --cgroup-subtree "$sub" --node devcheck \
+		--kill-grace 2s --sample-interval 1s >>"$A/agent.log" 2>&1 &
+	agent=$!
+	for _ in $(seq 200); do
+		[ -S "$A/sock" ] && ctl status >/dev/null 2>&1 && break
+		kill -0 $agent 2>/dev/null || break
+		sleep 0.05
+	done
+	ctl status >/dev/null 2>&1 && return 0
 	bad "corrald did not start: $(tail -20 "$A/agent.log")"
 	finish
-fi
+}
+start_agent
 sed 's/^/  agent: /' "$A/agent.log"
 grep -q "GPUs: $(wc -l <<<"$our_uuids") found via NVML" "$A/agent.log" && ok "corrald: GPUs found via NVML" ||
 	bad "corrald inventory: $(grep -i gpu "$A/agent.log")"
@@ -312,6 +315,29 @@ st=$(ctl show "$ID" --json | jget exit.status)
 cat "$A/t3.out"
 [ "$st" = gpu_memory_limit ] && [ "$RC" = 137 ] && ok "--gpu-memory 128M: gpu_memory_limit, rc 137" ||
 	bad "--gpu-memory: rc $RC status $st $REASON"
+
+# kill -9 of the agent while a CUDA task holds its memory: the restarted agent re-adopts it and
+# bills the whole task (GPU-seconds = wall, the NVML peak and energy from before the crash)
+id=$(ctl run --gpus 1 --stdout "$A/t4.out" -- /bin/sh -c 'sleep 12 | "$0" "$1" 256 64 10 --hold' \
+	"$APP" "$LIB" | head -n1)
+for _ in $(seq 600); do grep -qx holding "$A/t4.out" 2>/dev/null && break; sleep 0.1; done
+sleep 2.5 # two NVML samples of the held memory
+kill -9 $agent; wait $agent 2>/dev/null
+start_agent
+ctl wait "$id" >/dev/null 2>&1
+rec=$(ctl show "$id" --json)
+gs=$(jget usage.gpu_seconds <<<"$rec")
+wall=$(jget usage.wall_ns <<<"$rec")
+peak=$(jget usage.gpu_memory_peak_bytes <<<"$rec")
+ej=$(jget usage_detail.gpu_energy_j <<<"$rec")
+info "after kill -9 of corrald: status $(jget exit.status <<<"$rec") code $(jget exit.code <<<"$rec"), wall_ns $wall, gpu_seconds $gs, peak $peak, energy_j $ej"
+py -c 'import sys; g, w = float(sys.argv[1] or 0), float(sys.argv[2] or 0) / 1e9
+sys.exit(not (w >= 11 and abs(g - w) < 0.05))' "$gs" "$wall" &&
+	ok "restarted agent: gpu_seconds $gs = the task's wall time" || bad "gpu_seconds '$gs' vs wall_ns '$wall' after a restart"
+[ "${peak:-0}" -ge $((256 * MiB)) ] && ok "restarted agent: NVML peak $((peak / MiB)) MiB from before the crash" ||
+	bad "peak '$peak' after a restart"
+py -c 'import sys; sys.exit(not float(sys.argv[1] or 0) > 0)' "$ej" &&
+	ok "restarted agent: energy $ej J over the whole task" || bad "energy '$ej' after a restart"
 kill -TERM $agent; wait $agent; agent=""
 info "agent log tail: $(tail -3 "$A/agent.log" | tr '\n' ' ')"
 for h in /sys/fs/cgroup/"$sub" /sys/fs/cgroup/*/"$sub" /sys/fs/cgroup/unified/"$sub"; do
