@@ -34,6 +34,8 @@ struct gpu_state {
 	struct devices_prog *devprogs[DEVPROG_CACHE];
 	size_t n_devprogs;
 	uint64_t devprog_loads;
+	int devprog_load_err; /* v1 host: the program could not be loaded; v1 writes only */
+	bool no_policy_logged;
 };
 
 struct gpu_task {
@@ -246,8 +248,15 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 	 * attached the v1 writes (one per denied GPU minor, ~250 per task) would only repeat it.
 	 */
 	fd = cg_task_unified_fd(t->cg);
-	if (fd >= 0) {
+	if (fd >= 0 && !g->devprog_load_err) {
 		r = devprog_get(g, &p, &prog);
+		if (r < 0 && cg_root_mode(a->cg) == CG_MODE_V1) {
+			/* not loadable here: no point trying again for every task */
+			g->devprog_load_err = r;
+			log_notice("GPU device policy: the cgroup_device program cannot be loaded "
+				   "(%s); the v1 devices cgroup enforces it alone",
+				   strerror(-r));
+		}
 		if (r == 0)
 			r = devices_bpf_attach_to(prog, fd);
 		if (r == 0)
@@ -267,7 +276,14 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 				snprintf(err, errlen, "devices cgroup: %s", strerror(-r));
 				return r;
 			}
+			return 0;
 		}
+	}
+	if (!g->no_policy_logged) {
+		g->no_policy_logged = true;
+		log_warning(
+		    "GPU device policy unavailable (no cgroup_device program, no v1 devices "
+		    "controller): tasks are not kept off the GPUs they were not given");
 	}
 	return 0;
 }
