@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-/* Device-policy programs loaded so far, one per distinct policy, most recently used last
- * used: loading one takes milliseconds, attaching it to a task's cgroup microseconds. A
- * program dropped from the cache stays attached where it was (the cgroups hold it). */
+/* Device-policy programs loaded so far, one per distinct policy, the most recently used last:
+ * loading one takes milliseconds, attaching it to a task's cgroup microseconds. A program
+ * dropped from the cache stays attached where it was (the cgroups hold it). */
 #define DEVPROG_CACHE 16
 
 struct gpu_state {
