@@ -341,14 +341,15 @@ static int meter_state_from_json(const json_t *j, const struct gpu_allocation *a
 {
 	const json_t *e = json_object_get(j, "energy_start_mj");
 
-	if (!json_is_object(j) || !json_is_integer(json_object_get(j, "start_ns")))
+	if (!json_is_object(j) || !json_is_integer(json_object_get(j, "start_ns")) ||
+	    json_integer_value(json_object_get(j, "start_ns")) <= 0)
 		return -EINVAL;
 	*s = (struct gpu_meter_state){
 	    .start_ns = (uint64_t)json_integer_value(json_object_get(j, "start_ns")),
 	    .energy_valid = json_is_true(json_object_get(j, "energy_valid")),
-	    .mem_peak = (uint64_t)json_integer_value(json_object_get(j, "mem_peak")),
-	    .util_sum = json_number_value(json_object_get(j, "util_sum")),
-	    .samples = (uint64_t)json_integer_value(json_object_get(j, "samples")),
+	    .mem_peak = (uint64_t)MAX(json_integer_value(json_object_get(j, "mem_peak")), 0),
+	    .util_sum = MAX(json_number_value(json_object_get(j, "util_sum")), 0.0),
+	    .samples = (uint64_t)MAX(json_integer_value(json_object_get(j, "samples")), 0),
 	    .limit_fired = json_is_true(json_object_get(j, "limit_fired"))};
 	for (size_t i = 0; s->energy_valid && i < GPU_MAX; i++) {
 		char k[16];
