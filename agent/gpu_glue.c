@@ -367,6 +367,28 @@ static int meter_state_from_json(const json_t *j, const struct gpu_allocation *a
 	return 0;
 }
 
+/*
+ * The part of the task's resident GPU memory (NVML, this tick) that its tracked allocations do
+ * not explain: CUDA contexts, driver rounding, allocation paths without probes. The uprobe
+ * limit counts it, so --gpu-memory limits one thing, resident memory, both ways.
+ */
+static void set_overhead(struct gpu_state *g, struct task *t, struct gpu_task *gt)
+{
+	struct gpu_usage u;
+	struct cuda_usage cu;
+	uint64_t over;
+	int r;
+
+	gpu_meter_usage(gt->meter, now_ns(CLOCK_REALTIME), &u);
+	if (cuda_read(g->cuda, t->key, &cu) < 0)
+		return;
+	over = u.memory_current_bytes > cu.current_bytes ? u.memory_current_bytes - cu.current_bytes
+							 : 0;
+	r = cuda_set_overhead(g->cuda, t->key, over);
+	if (r < 0)
+		log_debug("task %s: GPU memory overhead not set: %s", t->id, strerror(-r));
+}
+
 void gpu_glue_tick(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
@@ -393,8 +415,12 @@ void gpu_glue_tick(struct agent *a, struct task *t)
 			   (unsigned long long)t->spec.gpu_memory_max);
 		(void)cg_task_kill(t->cg, SIGKILL);
 		(void)state_save_task(a, t);
-	} else if (gpu_meter_peak(gt->meter) > gt->peak_saved)
-		(void)state_save_task(a, t); /* a restarted agent keeps the peak (and the rest) */
+	} else {
+		if (g->cuda && gt->cuda_tracked && t->spec.gpu_memory_max)
+			set_overhead(g, t, gt);
+		if (gpu_meter_peak(gt->meter) > gt->peak_saved)
+			(void)state_save_task(a, t); /* a restarted agent keeps the peak */
+	}
 	free(pids);
 }
 

@@ -27,6 +27,19 @@ struct {
 	__type(value, struct cuda_task);
 } tasks SEC(".maps");
 
+/*
+ * Per task with a limit: resident GPU memory its allocations do not account for (the CUDA
+ * contexts, mostly), measured by user space from NVML on each tick. Counted against the limit
+ * with the allocations, so the synchronous check and the NVML watchdog limit the same thing.
+ * A map of its own: user space writes it while the programs update the task's counters.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024); /* set by the loader */
+	__type(key, __u64);
+	__type(value, __u64);
+} overheads SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
@@ -61,6 +74,7 @@ static __always_inline int alloc_enter(__u64 dptr_uaddr, __u64 size, __u64 pitch
 	struct cuda_pending pe = {};
 	struct cuda_proc *p;
 	struct cuda_task *t;
+	__u64 *overhead, extra = 0;
 	__u32 tgid;
 	__s64 before;
 
@@ -70,8 +84,13 @@ static __always_inline int alloc_enter(__u64 dptr_uaddr, __u64 size, __u64 pitch
 	t = bpf_map_lookup_elem(&tasks, &p->task_key);
 	if (!t)
 		return 0;
+	if (t->limit_bytes) {
+		overhead = bpf_map_lookup_elem(&overheads, &p->task_key);
+		if (overhead)
+			extra = *overhead;
+	}
 	before = __sync_fetch_and_add(&t->tracked_bytes, (__s64)size);
-	if (t->limit_bytes && (__u64)before + size > t->limit_bytes) {
+	if (t->limit_bytes && (__u64)before + size + extra > t->limit_bytes) {
 		__sync_fetch_and_add(&t->tracked_bytes, -(__s64)size);
 		__sync_fetch_and_add(&t->limit_fired, 1);
 		t->killed_tgid = tgid;

@@ -73,6 +73,7 @@ int cuda_open(const struct cuda_opts *opts, struct cuda_meter **ret)
 		goto out_free;
 	}
 	if ((r = bpf_map__set_max_entries(c->skel->maps.tasks, o.max_tasks)) < 0 ||
+	    (r = bpf_map__set_max_entries(c->skel->maps.overheads, o.max_tasks)) < 0 ||
 	    (r = bpf_map__set_max_entries(c->skel->maps.procs, o.max_pids)) < 0 ||
 	    (r = bpf_map__set_max_entries(c->skel->maps.allocs, o.max_allocs)) < 0)
 		goto out_free;
@@ -193,6 +194,15 @@ int cuda_track(struct cuda_meter *c, uint64_t task_key, pid_t tgid, uint64_t lim
 	return 0;
 }
 
+int cuda_set_overhead(struct cuda_meter *c, uint64_t task_key, uint64_t bytes)
+{
+	__u64 v = bytes;
+
+	if (bpf_map_update_elem(bpf_map__fd(c->skel->maps.overheads), &task_key, &v, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
 int cuda_read(struct cuda_meter *c, uint64_t task_key, struct cuda_usage *ret)
 {
 	struct cuda_task t;
@@ -265,6 +275,7 @@ int cuda_forget(struct cuda_meter *c, uint64_t task_key)
 	if (r >= 0)
 		r = forget_in(bpf_map__fd(c->skel->maps.allocs), sizeof(struct cuda_alloc_key),
 			      sizeof(struct cuda_alloc), task_key);
+	(void)bpf_map_delete_elem(bpf_map__fd(c->skel->maps.overheads), &task_key);
 	if (bpf_map_delete_elem(bpf_map__fd(c->skel->maps.tasks), &task_key) < 0 &&
 	    errno != ENOENT && r >= 0)
 		r = -errno;

@@ -59,6 +59,12 @@ int cuda_find_library(char *buf, size_t len);
  */
 int cuda_track(struct cuda_meter *c, uint64_t task_key, pid_t tgid, uint64_t gpu_memory_limit);
 int cuda_read(struct cuda_meter *c, uint64_t task_key, struct cuda_usage *ret);
+/*
+ * Resident GPU memory of the task that its tracked allocations do not account for (CUDA
+ * contexts; from NVML: resident - tracked). From then on an allocation is refused when tracked
+ * + request + overhead exceeds the limit, so the limit is on resident memory, as NVML's.
+ */
+int cuda_set_overhead(struct cuda_meter *c, uint64_t task_key, uint64_t bytes);
 /* Drop the task and every process and allocation entry of it. */
 int cuda_forget(struct cuda_meter *c, uint64_t task_key);
 unsigned cuda_probes_attached(const struct cuda_meter *c);

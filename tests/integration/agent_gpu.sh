@@ -120,6 +120,21 @@ sys.exit(not (w >= 5.9 and abs(g - w) < 0.05))' "$gs" "$wall" && [ "$peak" = 107
 	python3 -c 'import sys; sys.exit(abs(float(sys.argv[1] or -1) - 500) > 1e-6)' "$ej" &&
 	pass "agent restarted mid-task: gpu_seconds $gs = wall, NVML peak 1 GiB from before the crash, 500 J" ||
 	fail "GPU usage across an agent restart: gpu_seconds '$gs' wall_ns '$wall' peak '$peak' energy_j '$ej'"
+
+# --gpu-memory limits resident memory (NVML's figure) both ways: what NVML shows beyond the
+# tracked allocations (the CUDA context; 200 MiB in the stand-in here) counts against the
+# limit in the synchronous uprobe check once a tick has measured it.
+id=$(ctl run --gpus 1 --gpu-memory 384M --stdout "$T/ovh.out" -- sh -c \
+	"echo \$\$ >$T/ovh.pid; sleep 3; exec $APP $GPU/libcuda.so.1 256 64 1" | head -n1)
+for _ in $(seq 50); do [ -s "$T/ovh.pid" ] && break; sleep 0.1; done
+echo "proc gpu=0 pid=$(cat "$T/ovh.pid") mem=209715200 sm=10" >>"$T/nvml.txt"
+ctl wait "$id" >/dev/null 2>&1
+st=$(status_of "$id")
+cat "$T/ovh.out"
+[ "$st" = gpu_memory_limit ] && grep -q '^step 2 allocated 128 MiB' "$T/ovh.out" &&
+	! grep -q '^step 3' "$T/ovh.out" &&
+	pass "--gpu-memory 384M with 200 MiB of context: killed at the allocation that crosses it (step 3: 192 + 200 MiB)" ||
+	fail "context overhead in the limit: status $st, $(tail -n 2 "$T/ovh.out" | tr '\n' ' ')"
 stop_agent
 
 # GPU features off: no library -> logged once, everything else unaffected
