@@ -20,6 +20,8 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
 while True:
     c,_=s.accept(); c.close()' $LPORT &
 LIS=$!
+# the listener must be up before the task connects (a refused connect exits 211)
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$LPORT") 2>/dev/null && break; sleep 0.05; done
 printf '[collector]\nbatch_delay = 100ms\n' >"$T/a.conf"
 start_agent --config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 grep -q 'audit trail loaded' "$T/agent.log" || skip "audit programs did not load: $(grep -i audit "$T/agent.log")"
