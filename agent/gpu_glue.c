@@ -234,7 +234,7 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 	struct gpu_task *gt = t->gpu;
 	struct devices_policy p;
 	struct devices_prog *prog;
-	int fd, r = -EBADF;
+	int fd, r;
 
 	if (!gt || !gpus_on(a))
 		return 0;
@@ -288,6 +288,13 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 	return 0;
 }
 
+/* A fresh meter from the task's start, as its wall time: gpu_seconds = GPUs x wall. */
+static int meter_new(struct gpu_state *g, struct task *t, struct gpu_task *gt)
+{
+	return gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max,
+			     t->start_ns ? t->start_ns : now_ns(CLOCK_REALTIME), &gt->meter);
+}
+
 void gpu_glue_started(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
@@ -303,9 +310,7 @@ void gpu_glue_started(struct agent *a, struct task *t)
 			log_warning("task %s: GPU API telemetry unavailable: %s", t->id,
 				    strerror(-r));
 	}
-	/* From the task's start, as its wall time: gpu_seconds = GPUs x wall. */
-	r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max,
-			  t->start_ns ? t->start_ns : now_ns(CLOCK_REALTIME), &gt->meter);
+	r = meter_new(g, t, gt);
 	if (r < 0)
 		log_warning("task %s: NVML metering unavailable: %s", t->id, strerror(-r));
 }
@@ -513,8 +518,7 @@ void gpu_glue_adopt(struct agent *a, struct task *t)
 	if (meter_state_from_json(t->gpu_meter_saved, &gt->alloc, &s) == 0)
 		r = gpu_meter_resume(g->inv, &gt->alloc, t->spec.gpu_memory_max, &s, &gt->meter);
 	else
-		r = gpu_meter_new(g->inv, &gt->alloc, t->spec.gpu_memory_max,
-				  t->start_ns ? t->start_ns : now_ns(CLOCK_REALTIME), &gt->meter);
+		r = meter_new(g, t, gt);
 	if (r < 0)
 		log_warning("task %s: NVML metering unavailable: %s", t->id, strerror(-r));
 	else

@@ -274,7 +274,7 @@ run_wait() {
 }
 
 # a CUDA program through the agent, default seccomp profile; it holds its memory until the
-# 8 s sleep ends (CUDA's start takes a few of them) so that the 1 s NVML samples see it
+# 8 s sleep ends (CUDA's start takes a few of them) so that the NVML samples see it
 run_wait --gpus 1 --stdout "$A/t1.out" -- /bin/sh -c \
 	'echo "cvd=$CUDA_VISIBLE_DEVICES"; sleep 8 | "$0" "$1" 256 64 10 --verify --hold' "$APP" "$LIB"
 cat "$A/t1.out"
@@ -321,7 +321,7 @@ cat "$A/t3.out"
 id=$(ctl run --gpus 1 --stdout "$A/t4.out" -- /bin/sh -c 'sleep 12 | "$0" "$1" 256 64 10 --hold' \
 	"$APP" "$LIB" | head -n1)
 for _ in $(seq 600); do grep -qx holding "$A/t4.out" 2>/dev/null && break; sleep 0.1; done
-sleep 2.5 # two NVML samples of the held memory
+sleep 2.5 # the agent's 250 ms GPU ticks sample the held memory
 kill -9 $agent; wait $agent 2>/dev/null
 start_agent
 ctl wait "$id" >/dev/null 2>&1

@@ -102,7 +102,7 @@ start_agent --no-bpf --sample-interval 1s
 id=$(ctl run --gpus 1 -- sh -c "echo \$\$ >$T/gpu-task.pid; exec sleep 6" | head -n1)
 for _ in $(seq 50); do [ -s "$T/gpu-task.pid" ] && break; sleep 0.1; done
 echo "proc gpu=0 pid=$(cat "$T/gpu-task.pid") mem=1073741824 sm=50" >>"$T/nvml.txt"
-sleep 2.5 # two samples see the 1 GiB
+sleep 2.5 # the agent's 250 ms GPU ticks see the 1 GiB
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 # while no agent runs: GPU 0 uses 500 J, the process frees its memory
 sed -i -e "/^proc gpu=0 pid=$(cat "$T/gpu-task.pid") /d" \
