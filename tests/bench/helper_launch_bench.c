@@ -6,6 +6,8 @@
  *   ctl SOCKET          fork + exec of `corralctl --socket SOCKET run --wait -- /bin/true`
  *   api SOCKET          the control API directly: one connection per task, run + wait
  *   throughput SOCKET K keeps K API requests in flight for N tasks; prints launches/s
+ *   bare_throughput K   the baseline of throughput: K children of fork + execve of /bin/true
+ *                       in flight (one reaped, the next forked) for N; prints launches/s
  * Prints: mode n median_us p99_us mean_us (or launches/s).
  */
 #include "common/macro.h"
@@ -129,6 +131,35 @@ static int api_once(const char *sock)
 	return r;
 }
 
+/* K bare fork+execs of /bin/true in flight until N have ended; launches/s, or -1. */
+static double bare_throughput(size_t n, size_t k)
+{
+	size_t started = 0, done = 0, failed = 0;
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	while (done < n) {
+		int st;
+
+		while (started < n && started - done < k) {
+			pid_t p = fork();
+
+			if (p == 0) {
+				execl("/bin/true", "true", (char *)NULL);
+				_exit(127);
+			}
+			if (p < 0)
+				return -1;
+			started++;
+		}
+		if (wait(&st) < 0)
+			return -1;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			failed++;
+		done++;
+	}
+	return failed ? -1 : (double)n / ((double)(now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
+}
+
 static void report(const char *mode, uint64_t *v, size_t n)
 {
 	double sum = 0;
@@ -149,7 +180,9 @@ int main(int argc, char **argv)
 	const char *mode;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s N bare|bwrap|ctl SOCK CTL|api SOCK|throughput SOCK K\n",
+		fprintf(stderr,
+			"usage: %s N bare|bwrap|ctl SOCK CTL|api SOCK|throughput SOCK K|"
+			"bare_throughput K\n",
 			argv[0]);
 		return 2;
 	}
@@ -158,6 +191,19 @@ int main(int argc, char **argv)
 	lat = calloc(n, sizeof(*lat));
 	if (!lat)
 		return 1;
+	if (strcmp(mode, "bare_throughput") == 0 && argc >= 4) {
+		size_t k = strtoul(argv[3], NULL, 10);
+		double rate = bare_throughput(n, k ? k : 1);
+
+		free(lat);
+		if (rate < 0) {
+			fprintf(stderr, "bare_throughput: a launch failed\n");
+			return 1;
+		}
+		printf("bare_throughput n=%zu inflight=%zu launches_per_s=%.0f failed=0\n", n,
+		       k ? k : 1, rate);
+		return 0;
+	}
 	if (strcmp(mode, "throughput") == 0 && argc >= 5) {
 		size_t k = strtoul(argv[4], NULL, 10), started = 0, done = 0, failed = 0;
 		struct pollfd *pf = calloc(k, sizeof(*pf));
