@@ -53,7 +53,7 @@ struct coll_server {
 	bool pool_busy[COLL_INGEST_POOL_MAX];
 	size_t npool;
 	struct ingest_job *queue_head, *queue_tail; /* batches waiting (group commit) */
-	atomic_uint_fast64_t pool_waits, groups;
+	atomic_uint_fast64_t pool_waits, groups, sync_errors;
 	/* Folder: applies the rollup deltas ingest queued (coll_store_fold), on its own handle,
 	 * fold_delay_ms after a commit, so the deltas of the batches meanwhile go together. */
 	struct coll_store *fold_store;
@@ -80,7 +80,8 @@ struct ingest_job {
 	size_t n;
 	const struct coll_deltas *pre; /* the items' deltas built by the request, or NULL */
 	int r;
-	bool done;
+	bool taken;	  /* in a group (pool_lock) */
+	bool done;	  /* answered: r and errmsg are final (pool_lock) */
 	char errmsg[256]; /* the store's message when r < 0 */
 	struct ingest_job *next;
 };
@@ -156,6 +157,25 @@ out:
 	}
 }
 
+/* After a group's commit, without the pool's lock: its batches are answered once it is durable. */
+static void sync_group(struct coll_server *s, struct coll_store *st, struct ingest_job *g)
+{
+	int r = coll_store_sync(st);
+
+	if (r >= 0)
+		return;
+	atomic_fetch_add(&s->sync_errors, 1);
+	for (struct ingest_job *j = g; j; j = j->next) {
+		j->r = r;
+		snprintf(j->errmsg, sizeof(j->errmsg),
+			 "fsync of the database's WAL failed: %s (the batch is not acknowledged; "
+			 "nothing more is stored until the collector is restarted)",
+			 strerror(-r));
+		for (size_t i = 0; i < j->n; i++)
+			j->items[i].is_new = false;
+	}
+}
+
 /* Inserts items[0..n) (is_new set as by coll_store_insert_batch); on failure errmsg says why. */
 static int ingest(struct coll_server *s, struct coll_item *items, size_t n,
 		  const struct coll_deltas *pre, char *errmsg, size_t errlen)
@@ -179,7 +199,8 @@ static int ingest(struct coll_server *s, struct coll_item *items, size_t n,
 				st = s->pool[i];
 				slot = i;
 			}
-		if (!st || !s->queue_head) {
+		/* a batch already in a group waits for its answer; it leads no other group */
+		if (!st || !s->queue_head || job.taken) {
 			waited = true;
 			pthread_cond_wait(&s->pool_free, &s->pool_lock);
 			continue;
@@ -196,12 +217,24 @@ static int ingest(struct coll_server *s, struct coll_item *items, size_t n,
 		if (!s->queue_head)
 			s->queue_tail = NULL;
 		last->next = NULL;
+		for (struct ingest_job *j = g; j; j = j->next)
+			j->taken = true;
 		pthread_mutex_unlock(&s->pool_lock);
 
 		run_group(s, st, g, total);
 
+		/*
+		 * The next group may have the connection while this one's commit is made durable
+		 * (SQLite: the WAL's fsync, which COMMIT left to coll_store_sync).
+		 */
 		pthread_mutex_lock(&s->pool_lock);
 		s->pool_busy[slot] = false;
+		if (g->r >= 0 && coll_store_syncs(st)) {
+			pthread_cond_broadcast(&s->pool_free);
+			pthread_mutex_unlock(&s->pool_lock);
+			sync_group(s, st, g);
+			pthread_mutex_lock(&s->pool_lock);
+		}
 		for (struct ingest_job *j = g; j; j = j->next)
 			j->done = true; /* after this, followers may return: j is theirs */
 		pthread_cond_broadcast(&s->pool_free);
@@ -597,6 +630,13 @@ static void check_audit_chain(struct coll_server *s, const struct coll_item *ite
 		atomic_fetch_add(&s->audit_check_errors, 1);
 		log_msg(s, "audit chain check incomplete (%zu records unchecked): %s", st.unchecked,
 			r == -ENOMEM ? strerror(ENOMEM) : coll_store_errmsg(s->store));
+	}
+	/* the breaks it listed are durable before the answer, as the batch is (a no-op when it
+	 * listed none: nothing was committed since the batch's own fsync) */
+	if (st.breaks > 0 && (r = coll_store_sync(s->store)) < 0) {
+		atomic_fetch_add(&s->sync_errors, 1);
+		log_msg(s, "fsync of the database's WAL after listing audit chain breaks failed: %s",
+			strerror(-r));
 	}
 }
 
@@ -1081,8 +1121,14 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 		"# HELP corral_collector_db_transactions_total Insert transactions; batches that "
 		"arrive while every connection is busy share one (group commit).\n"
 		"# TYPE corral_collector_db_transactions_total counter\n"
-		"corral_collector_db_transactions_total %" PRIuFAST64 "\n",
-		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups));
+		"corral_collector_db_transactions_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_db_sync_errors_total Failed fsyncs of the database's "
+		"WAL after a commit (SQLite); after one the collector stores nothing until "
+		"restarted.\n"
+		"# TYPE corral_collector_db_sync_errors_total counter\n"
+		"corral_collector_db_sync_errors_total %" PRIuFAST64 "\n",
+		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups),
+		atomic_load(&s->sync_errors));
 	if (s->fold_started)
 		fprintf(
 		    f,

@@ -783,6 +783,16 @@ int coll_store_fold(struct coll_store *s, bool wait)
 	return LOCKED(s, s->ops->fold(s, wait));
 }
 
+int coll_store_sync(struct coll_store *s)
+{
+	return s->ops->sync ? s->ops->sync(s) : 0;
+}
+
+bool coll_store_syncs(const struct coll_store *s)
+{
+	return s->ops->syncs && s->ops->syncs(s);
+}
+
 int coll_store_count(struct coll_store *s, uint64_t *ret)
 {
 	return LOCKED(s, s->ops->count(s, ret));

@@ -205,6 +205,12 @@ struct coll_store_ops {
 	/* Listed breaks of one node (NULL = all), in detection order, at most limit (0 = all). */
 	int (*break_query)(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud);
+	/* Makes every transaction committed through s so far durable. Called without the
+	 * store's lock, concurrently with other calls on s. NULL where COMMIT itself is durable
+	 * (PostgreSQL; SQLite handles other than ingest ones). */
+	int (*sync)(struct coll_store *s);
+	/* Whether this handle's COMMIT leaves the fsync to sync (NULL: never). */
+	bool (*syncs)(const struct coll_store *s);
 };
 
 /* Common head of every backend's handle. */
@@ -217,7 +223,9 @@ struct coll_store {
 
 #define COLL_STORE_NO_ROLLUPS (1u << 0)
 /* The handle of a long-running ingest (corral-collector serve): SQLite checkpoints its WAL
- * from a thread and connection of its own instead of in the committing writer. */
+ * from a thread and connection of its own instead of in the committing writer, and its COMMIT
+ * does not wait for the WAL's fsync: the caller must call coll_store_sync after each write
+ * transaction, before it tells anyone that the data is stored. */
 #define COLL_STORE_INGEST (1u << 1)
 
 extern const struct coll_store_ops coll_store_sqlite_ops;
@@ -250,6 +258,12 @@ int coll_store_break_add(struct coll_store *s, const struct coll_audit_break *b)
 int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud);
 const char *coll_store_errmsg(struct coll_store *s);
+/* ops->sync (without the store's lock; see there); 0 where the backend has none. A failure
+ * is permanent: the handle's later inserts fail too (the kernel may have dropped the pages
+ * it could not write, so a later fsync would not tell). */
+int coll_store_sync(struct coll_store *s);
+/* Whether s leaves its commits' durability to coll_store_sync. */
+bool coll_store_syncs(const struct coll_store *s);
 
 /* ---- shared by the backends (store.c) ---- */
 

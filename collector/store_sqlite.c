@@ -14,13 +14,23 @@
  * it waited for that. The writer's commit hook asks for one at 10,000 WAL pages; PASSIVE
  * checkpoints run beside the writer and never block it. Should the thread fall behind (a WAL
  * at 40,000 pages), the writer checkpoints itself as SQLite would, so the WAL stays bounded.
+ *
+ * That handle's COMMIT does not fsync either (synchronous=NORMAL): the collector calls
+ * sqlite_sync, an fdatasync of the WAL file through a descriptor of its own, after it has let
+ * the next transaction have the writer, and answers only then. So the next group's inserts
+ * run while the last one's fsync is in flight, and one fsync covers every commit before it.
+ * What is durable when a batch is answered is what synchronous=FULL makes durable: its
+ * frames in the WAL, synced (docs/collector.md, "Commit, then fsync beside the writer").
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -47,6 +57,12 @@ struct sqlite_store {
 	struct coll_store base; /* first */
 	sqlite3 *db;
 	struct ckpt ck;
+	/* Ingest handles: the WAL file, fsync'd by sqlite_sync; -1: COMMIT syncs (FULL). */
+	int wal_fd;
+	pthread_mutex_t sync_lock;
+	_Atomic uint64_t committed; /* transactions committed (the WAL hook counts them) */
+	uint64_t synced;	    /* of those, made durable by an fdatasync (sync_lock) */
+	_Atomic int sync_err;	    /* a failed fdatasync, for good */
 	sqlite3_stmt *insert;
 	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any;
 	sqlite3_stmt *begin, *commit, *rollback;
@@ -317,9 +333,11 @@ static void *ckpt_main(void *arg)
 /* After each commit of the ingest handle (the writer's thread, under the store's lock). */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
-	struct ckpt *ck = arg;
+	struct sqlite_store *st = arg;
+	struct ckpt *ck = &st->ck;
 	bool finish;
 
+	atomic_fetch_add(&st->committed, 1);
 	if (pages < ck->pages)
 		return SQLITE_OK;
 	pthread_mutex_lock(&ck->lock);
@@ -373,7 +391,7 @@ static int ckpt_start(struct sqlite_store *st, const char *path, int pages)
 	}
 	ck->started = true;
 	/* replaces SQLite's automatic checkpoint (itself a WAL hook) on this connection */
-	sqlite3_wal_hook(st->db, wal_hook, ck);
+	sqlite3_wal_hook(st->db, wal_hook, st);
 	return 0;
 }
 
@@ -396,11 +414,67 @@ static void ckpt_stop(struct sqlite_store *st)
 	ck->started = false;
 }
 
+/*
+ * From now on COMMIT leaves the WAL's fsync to sqlite_sync. The WAL file exists: the
+ * checkpoint connection read the database in WAL mode. Its descriptor stays valid while this
+ * connection is open (SQLite removes the file only when the last one closes). If it cannot be
+ * opened, COMMIT keeps syncing and sqlite_sync has nothing to do.
+ */
+static void sync_start(struct sqlite_store *st)
+{
+	const char *wal = sqlite3_filename_wal(sqlite3_db_filename(st->db, "main"));
+	int fd = wal ? open(wal, O_RDONLY | O_CLOEXEC) : -1;
+
+	if (fd < 0)
+		return;
+	if (exec(st, "PRAGMA synchronous=NORMAL;") < 0) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_init(&st->sync_lock, NULL);
+	st->wal_fd = fd;
+}
+
+/*
+ * Group fsync: the commits counted when this call began are durable when it returns 0. A
+ * caller that finds an fdatasync begun after its commit done (synced up to its count) skips
+ * its own. A failure sticks (see coll_store_sync).
+ */
+static int sqlite_sync(struct coll_store *s)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	uint64_t want = atomic_load(&st->committed), target;
+	int r = 0;
+
+	if (st->wal_fd < 0)
+		return 0;
+	pthread_mutex_lock(&st->sync_lock);
+	if (atomic_load(&st->sync_err) == 0 && st->synced < want) {
+		target = atomic_load(&st->committed);
+		if (fdatasync(st->wal_fd) < 0)
+			atomic_store(&st->sync_err, -errno);
+		else
+			st->synced = target;
+	}
+	r = atomic_load(&st->sync_err);
+	pthread_mutex_unlock(&st->sync_lock);
+	return r;
+}
+
+static bool sqlite_syncs(const struct coll_store *s)
+{
+	return ((const struct sqlite_store *)s)->wal_fd >= 0;
+}
+
 static void sqlite_close(struct coll_store *s)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
 
 	ckpt_stop(st);
+	if (st->wal_fd >= 0) {
+		close(st->wal_fd);
+		pthread_mutex_destroy(&st->sync_lock);
+	}
 	sqlite3_finalize(st->insert);
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++)
 		sqlite3_finalize(st->rollup[t]);
@@ -433,6 +507,7 @@ static int sqlite_open(const char *uri, unsigned flags, struct coll_store **ret,
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	st->wal_fd = -1;
 	rc = sqlite3_open_v2(
 	    path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -492,6 +567,7 @@ static int sqlite_open(const char *uri, unsigned flags, struct coll_store **ret,
 		r = ckpt_start(st, path, ckpt_pages);
 		if (r < 0)
 			goto out_close;
+		sync_start(st);
 	}
 	*ret = &st->base;
 	return 0;
@@ -734,8 +810,15 @@ static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, si
 	_cleanup_free_ struct coll_delta *owned = NULL;
 	const struct coll_delta *d = NULL;
 	size_t nd = 0;
-	int r;
+	int r = atomic_load(&st->sync_err);
 
+	if (r < 0) {
+		snprintf(s->errmsg, sizeof(s->errmsg),
+			 "sqlite: an fsync of the WAL failed earlier (%s): nothing more is stored "
+			 "until the collector is restarted",
+			 strerror(-r));
+		return -EIO;
+	}
 	r = step_done(st, st->begin);
 	if (r < 0)
 		return r;
@@ -1105,4 +1188,6 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .schema_version = sqlite_schema_version,
     .break_add = sqlite_break_add,
     .break_query = sqlite_break_query,
+    .sync = sqlite_sync,
+    .syncs = sqlite_syncs,
 };

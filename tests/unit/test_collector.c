@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Collector: tokens file parsing, SQLite store idempotency, rollup sums. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -225,6 +228,69 @@ static void test_store_idempotent(void **state)
 	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
 	assert_int_equal(coll_store_count(fx->store, &n), 0);
 	assert_int_equal(n, 4);
+}
+
+/* The read-only descriptor of this process open on path (the store's own on its WAL), or -1. */
+static int rdonly_fd_of(const char *path)
+{
+	char link[64], target[PATH_MAX];
+
+	for (int fd = 3; fd < 1024; fd++) {
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (strcmp(target, path) == 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+			return fd;
+	}
+	return -1;
+}
+
+/*
+ * An ingest handle commits without fsync and syncs the WAL in coll_store_sync; handles that are
+ * not for ingest commit durably. An fsync that fails fails every later insert of the handle.
+ */
+static void test_store_ingest_sync(void **state)
+{
+	struct fixture *fx = *state;
+	struct coll_store *ing = NULL, *mem = NULL;
+	char err[256], wal[PATH_MAX + 8];
+	int p[2], fd;
+	uint64_t n = 0;
+
+	assert_false(coll_store_syncs(fx->store));
+	assert_int_equal(coll_store_sync(fx->store), 0);
+	assert_int_equal(
+	    coll_store_open("sqlite::memory:", COLL_STORE_INGEST, &mem, err, sizeof(err)), 0);
+	assert_false(coll_store_syncs(mem));
+	coll_store_close(mem);
+
+	assert_int_equal(coll_store_open(fx->uri, COLL_STORE_INGEST, &ing, err, sizeof(err)), 0);
+	assert_true(coll_store_syncs(ing));
+	assert_int_equal(coll_store_insert_batch(ing, fx->items, 2), 0);
+	assert_int_equal(coll_store_sync(ing), 0);
+	assert_int_equal(coll_store_sync(ing), 0); /* nothing new: no second fsync needed */
+
+	/* a descriptor that cannot be synced (a pipe: EINVAL) in place of the store's WAL fd
+	 * (SQLite's own, read-write, stays) */
+	snprintf(wal, sizeof(wal), "%s/c.db-wal", fx->dir);
+	fd = rdonly_fd_of(wal);
+	assert_true(fd >= 0);
+	assert_int_equal(pipe(p), 0);
+	assert_true(dup2(p[0], fd) == fd);
+	assert_int_equal(coll_store_insert_batch(ing, &fx->items[3], 1), 0);
+	assert_int_equal(coll_store_sync(ing), -EINVAL);
+	assert_int_equal(coll_store_sync(ing), -EINVAL); /* it sticks */
+	assert_int_equal(coll_store_insert_batch(ing, &fx->items[2], 1), -EIO);
+	assert_non_null(strstr(coll_store_errmsg(ing), "fsync of the WAL failed"));
+	coll_store_close(ing);
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(coll_store_count(fx->store, &n), 0);
+	assert_int_equal(n, 3);
 }
 
 struct rows {
@@ -482,6 +548,7 @@ int main(void)
 	    cmocka_unit_test(test_record_sums),
 	    cmocka_unit_test(test_store_bad_uri),
 	    cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_store_ingest_sync, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
 	};
