@@ -635,7 +635,8 @@ static void check_audit_chain(struct coll_server *s, const struct coll_item *ite
 	 * listed none: nothing was committed since the batch's own fsync) */
 	if (st.breaks > 0 && (r = coll_store_sync(s->store)) < 0) {
 		atomic_fetch_add(&s->sync_errors, 1);
-		log_msg(s, "fsync of the database's WAL after listing audit chain breaks failed: %s",
+		log_msg(s,
+			"fsync of the database's WAL after listing audit chain breaks failed: %s",
 			strerror(-r));
 	}
 }
