@@ -451,7 +451,7 @@ static int cmd_serve(struct options *o)
 			goto out;
 		coll_server_add_ingest_store(srv, extra[nextra]);
 	}
-	/* PostgreSQL queues each ingest's rollup deltas; a connection of its own folds them */
+	/* ingest queues its rollup deltas (both backends); a connection of its own folds them */
 	if (coll_store_defers_rollups(store)) {
 		r = open_store(o, 0, &extra[nextra]);
 		if (r < 0)

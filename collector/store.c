@@ -773,12 +773,12 @@ int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_
 
 bool coll_store_defers_rollups(const struct coll_store *s)
 {
-	return s->ops->fold && !s->no_rollups;
+	return s->queues_rollups && !s->no_rollups;
 }
 
 int coll_store_fold(struct coll_store *s, bool wait)
 {
-	if (!coll_store_defers_rollups(s))
+	if (!s->ops->fold || s->no_rollups)
 		return 0;
 	return LOCKED(s, s->ops->fold(s, wait));
 }

@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 4
+#define COLL_SCHEMA_VERSION 5
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -192,10 +192,10 @@ struct coll_store_ops {
 	/* Benchmark and bulk rebuild: the rollup maintenance of insert_batch (deltas of items,
 	 * taken as new, in one transaction) without storing the records. */
 	int (*rollup_batch)(struct coll_store *s, struct coll_item *items, size_t n);
-	/* Backends that defer rollup maintenance (PostgreSQL: insert_batch queues the deltas in
-	 * rollup_pending): applies every queued delta committed so far, in one transaction.
-	 * wait: wait for a fold in progress elsewhere, else -EBUSY. Returns the number of
-	 * queued batches applied. NULL where insert_batch applies deltas itself. */
+	/* Applies every rollup delta queued in rollup_pending (by handles that queue them, see
+	 * queues_rollups) and committed so far, in one transaction. wait: wait for a fold in
+	 * progress elsewhere, else -EBUSY (PostgreSQL; SQLite always waits for its writer lock).
+	 * Returns the number of queued batches applied. */
 	int (*fold)(struct coll_store *s, bool wait);
 	int (*count)(struct coll_store *s, uint64_t *ret);
 	int (*ping)(struct coll_store *s);
@@ -217,7 +217,10 @@ struct coll_store_ops {
 struct coll_store {
 	const struct coll_store_ops *ops;
 	pthread_mutex_t lock;
-	bool no_rollups;  /* benchmark only: skip rollup maintenance */
+	bool no_rollups; /* benchmark only: skip rollup maintenance */
+	/* insert_batch queues the bucketed rollup deltas in rollup_pending for ops->fold
+	 * (PostgreSQL: every handle; SQLite: ingest handles) instead of applying them */
+	bool queues_rollups;
 	char errmsg[256]; /* last backend error, for the program to log */
 };
 
@@ -247,9 +250,9 @@ int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, cons
 			    const char *to, coll_rollup_fn fn, void *ud);
 int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud);
 int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n);
-/* True if insert_batch leaves rollup deltas queued for coll_store_fold (ops->fold). */
+/* True if insert_batch leaves rollup deltas queued for coll_store_fold (queues_rollups). */
 bool coll_store_defers_rollups(const struct coll_store *s);
-/* ops->fold; 0 where the backend has none or rollups are off. */
+/* ops->fold (any handle of the database may fold); 0 where rollups are off. */
 int coll_store_fold(struct coll_store *s, bool wait);
 int coll_store_count(struct coll_store *s, uint64_t *ret);
 int coll_store_ping(struct coll_store *s);

@@ -329,6 +329,7 @@ static int pg_open(const char *uri, unsigned flags, struct coll_store **ret, cha
 	r = session_setup(st);
 	if (r < 0)
 		goto out_close;
+	st->base.queues_rollups = true; /* every handle (docs/collector.md, "Queued deltas") */
 	*ret = &st->base;
 	return 0;
 

@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -34,6 +35,7 @@
 
 #include <sqlite3.h>
 
+#include "collector/pending.h"
 #include "collector/store.h"
 #include "common/macro.h"
 
@@ -66,6 +68,7 @@ struct sqlite_store {
 	sqlite3_stmt *insert;
 	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any;
 	sqlite3_stmt *begin, *commit, *rollback;
+	sqlite3_stmt *pending_ins; /* ingest handles: a batch's deltas into rollup_pending */
 };
 
 static int map_err(struct sqlite_store *st, int rc)
@@ -274,11 +277,19 @@ static int migrate(struct sqlite_store *st)
 	}
 	/* v4: rollup_hour goes. No report read it (they work in days, whose shares are summed
 	 * from the hours in memory) and it was three quarters of the rollup rows written. The rest
-	 * of v4 is PostgreSQL's (rollup_pending): SQLite's single writer applies the deltas in
-	 * the ingest transaction, where no other transaction waits on its rows. */
+	 * of v4 is PostgreSQL's (rollup_pending). */
 	if (version < 4) {
 		r = exec(st, "DROP TABLE IF EXISTS rollup_hour;"
 			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (4);");
+		if (r < 0)
+			goto out_rollback;
+	}
+	/* v5: serve's ingest queues its bucketed rollup deltas, as on PostgreSQL (the one writer
+	 * then spends its time on the records; a fold applies many batches' deltas merged) */
+	if (version < 5) {
+		r = exec(st, "CREATE TABLE IF NOT EXISTS rollup_pending (id INTEGER PRIMARY KEY,"
+			     " layout INTEGER NOT NULL, deltas BLOB NOT NULL);"
+			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (5);");
 		if (r < 0)
 			goto out_rollback;
 	}
@@ -483,6 +494,7 @@ static void sqlite_close(struct coll_store *s)
 	sqlite3_finalize(st->begin);
 	sqlite3_finalize(st->commit);
 	sqlite3_finalize(st->rollback);
+	sqlite3_finalize(st->pending_ins);
 	sqlite3_close(st->db);
 	free(st);
 }
@@ -568,6 +580,11 @@ static int sqlite_open(const char *uri, unsigned flags, struct coll_store **ret,
 		if (r < 0)
 			goto out_close;
 		sync_start(st);
+		r = prepare(st, "INSERT INTO rollup_pending (layout, deltas) VALUES (?1, ?2)",
+			    &st->pending_ins);
+		if (r < 0)
+			goto out_close;
+		st->base.queues_rollups = true;
 	}
 	*ret = &st->base;
 	return 0;
@@ -803,6 +820,130 @@ static int sqlite_rollup_batch(struct coll_store *s, struct coll_item *items, si
 	return r;
 }
 
+/*
+ * An ingest handle's bucketed deltas go to rollup_pending in the compact form
+ * (collector/pending.h), one row per transaction; rollup_open's (per task) are applied here.
+ * Deltas come sorted by table, rollup_open last.
+ */
+static int queue_or_apply(struct sqlite_store *st, const struct coll_delta *d, size_t nd)
+{
+	_cleanup_free_ unsigned char *data = NULL;
+	size_t nb = 0, dlen = 0;
+	int r;
+
+	if (!st->base.queues_rollups)
+		return apply_deltas(st, d, nd);
+	while (nb < nd && d[nb].table != COLL_ROLLUP_OPEN)
+		nb++;
+	if (nb > 0) {
+		r = coll_pending_encode(d, nb, &data, &dlen);
+		if (r < 0)
+			return r;
+		if (dlen > INT_MAX)
+			return -E2BIG;
+		sqlite3_bind_int(st->pending_ins, 1, COLL_PENDING_LAYOUT_COMPACT);
+		sqlite3_bind_blob(st->pending_ins, 2, data, (int)dlen, SQLITE_STATIC);
+		r = step_done(st, st->pending_ins);
+		sqlite3_clear_bindings(st->pending_ins);
+		if (r < 0)
+			return r;
+	}
+	return apply_deltas(st, d + nb, nd - nb);
+}
+
+/*
+ * Applies every queued batch: in one write transaction (nothing else is queued meanwhile),
+ * their deltas merged (a key that several batches touched is one upsert), then the rows
+ * deleted. A batch that does not decode fails the fold, naming rollup_pending, and stays.
+ * wait is PostgreSQL's: SQLite's writer lock is waited for (busy_timeout).
+ */
+static int sqlite_fold(struct coll_store *s, bool wait)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	_cleanup_free_ struct coll_delta *d = NULL;
+	_cleanup_free_ char *arena = NULL;
+	sqlite3_stmt *sel = NULL;
+	size_t nd = 0, cap = 0, total = 0, nbatch = 0;
+	int rc, r;
+
+	(void)wait;
+	r = step_done(st, st->begin);
+	if (r < 0)
+		return r;
+	rc = sqlite3_prepare_v2(st->db, "SELECT layout, deltas FROM rollup_pending ORDER BY id", -1,
+				&sel, NULL);
+	if (rc != SQLITE_OK) {
+		r = map_err(st, rc);
+		goto out_rollback;
+	}
+	/* first the sizes, for one allocation of deltas and of their key texts */
+	while ((rc = sqlite3_step(sel)) == SQLITE_ROW)
+		total += (size_t)sqlite3_column_bytes(sel, 1);
+	if (rc != SQLITE_DONE) {
+		r = map_err(st, rc);
+		goto out_rollback;
+	}
+	if (total == 0) { /* nothing queued: the transaction wrote nothing */
+		sqlite3_finalize(sel);
+		sel = NULL;
+		r = step_done(st, st->commit);
+		if (r < 0)
+			goto out_rollback;
+		return 0;
+	}
+	cap = total / COLL_PENDING_ROW_MIN + 1;
+	d = calloc(cap, sizeof(*d));
+	arena = malloc(total + 1);
+	if (!d || !arena) {
+		r = -ENOMEM;
+		goto out_rollback;
+	}
+	sqlite3_reset(sel);
+	{
+		char *ap = arena;
+
+		while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+			int layout = sqlite3_column_int(sel, 0);
+			const unsigned char *p = sqlite3_column_blob(sel, 1);
+			size_t plen = (size_t)sqlite3_column_bytes(sel, 1);
+
+			if (layout != COLL_PENDING_LAYOUT_COMPACT ||
+			    coll_pending_decode(p, plen, d, &nd, &ap) < 0) {
+				snprintf(
+				    st->base.errmsg, sizeof(st->base.errmsg),
+				    "sqlite: rollup_pending: a queued batch (layout %d) is not "
+				    "the compact form (layout %d)",
+				    layout, COLL_PENDING_LAYOUT_COMPACT);
+				r = -EBADMSG;
+				goto out_rollback;
+			}
+			nbatch++;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		r = map_err(st, rc);
+		goto out_rollback;
+	}
+	sqlite3_finalize(sel);
+	sel = NULL;
+	nd = coll_deltas_merge(d, nd);
+	r = apply_deltas(st, d, nd);
+	if (r < 0)
+		goto out_rollback;
+	r = exec(st, "DELETE FROM rollup_pending");
+	if (r < 0)
+		goto out_rollback;
+	r = step_done(st, st->commit);
+	if (r < 0)
+		goto out_rollback;
+	return (int)MIN(nbatch, (size_t)INT_MAX);
+
+out_rollback:
+	sqlite3_finalize(sel);
+	step_done(st, st->rollback);
+	return r;
+}
+
 static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, size_t n,
 			       const struct coll_deltas *pre)
 {
@@ -832,7 +973,7 @@ static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, si
 		r = coll_deltas_of_new(items, n, pre, &d, &nd, &owned);
 		if (r < 0)
 			goto out_rollback;
-		r = apply_deltas(st, d, nd);
+		r = queue_or_apply(st, d, nd);
 		if (r < 0)
 			goto out_rollback;
 	}
@@ -1038,6 +1179,13 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 
 	if (!pk)
 		return -ENOMEM;
+	/* queued deltas first, so the rows include every batch committed before this call */
+	if (!s->no_rollups) {
+		r = sqlite_fold(s, true);
+		if (r < 0)
+			return r;
+		r = 0;
+	}
 	f = open_memstream(&sql, &len);
 	if (!f)
 		return -ENOMEM;
@@ -1183,6 +1331,7 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .rollup_query = sqlite_rollup_query,
     .open_query = sqlite_open_query,
     .rollup_batch = sqlite_rollup_batch,
+    .fold = sqlite_fold,
     .count = sqlite_count,
     .ping = sqlite_ping,
     .schema_version = sqlite_schema_version,

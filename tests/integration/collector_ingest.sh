@@ -5,8 +5,8 @@
 # collectors ingesting the same batch at once -> each record once; concurrent overlapping
 # batches to one collector (group commit) -> each record accepted once; kill -9 of the
 # collector during a 50,000-record batch -> all or nothing, the resend completes it.
-# PostgreSQL's queued rollup deltas: applied without a report, after a kill -9 by the next
-# collector, by two collectors at once each once.
+# Queued rollup deltas (both backends): applied without a report, after a kill -9 by the next
+# collector, by two collectors at once each once; a malformed queued batch fails the report.
 # Nothing stored on any rejection. Skips the PostgreSQL half only without its binaries.
 set -u
 cd "$(dirname "$0")/../.."
@@ -247,9 +247,16 @@ PY
 	grep -q "finishing in-flight" "$T/collector-$port.log" || fail "$name: no graceful stop message"
 }
 
-# PostgreSQL: ingest queues its rollup deltas in rollup_pending and a folder applies them.
+# Ingest queues its rollup deltas in rollup_pending and a folder applies them (both backends).
+# sql DB STATEMENT: runs it on either backend, prints the rows ('|' between columns).
+sql() {
+	case $1 in
+	sqlite:*) sqlite3 -batch "${1#sqlite:}" "$2" ;;
+	*) psql "$1" -Atqc "$2" ;;
+	esac
+}
 # pending_zero DB: waits (10 s at most) until nothing is queued.
-pending() { psql "$1" -Atc 'SELECT count(*) FROM rollup_pending'; }
+pending() { sql "$1" 'SELECT count(*) FROM rollup_pending'; }
 pending_zero() {
 	for _ in $(seq 200); do [ "$(pending "$1")" = 0 ] && return 0; sleep 0.05; done
 	return 1
@@ -257,10 +264,10 @@ pending_zero() {
 # rollups_match DB N: rollup_day counts N tasks and its CPU equals the records' (each delta
 # applied once, none lost)
 rollups_match() {
-	psql "$1" -Atc "SELECT (SELECT sum(tasks) FROM rollup_day) = $2 AND
+	sql "$1" "SELECT CASE WHEN (SELECT sum(tasks) FROM rollup_day) = $2 AND
 		abs((SELECT sum(cpu_s) FROM rollup_day) -
 		    (SELECT sum(cpu_user_ns + cpu_system_ns) / 1e9 FROM records WHERE type = 'task.end'))
-		< 1e-6 * (SELECT sum(cpu_s) FROM rollup_day)"
+		< 1e-6 * (SELECT sum(cpu_s) FROM rollup_day) THEN 't' ELSE 'f' END"
 }
 fold_suite() {
 	local db=$1 port port2 pid pid2 p1 p2
@@ -297,6 +304,7 @@ fold_suite() {
 	fi
 
 	printf '[prices]\ncurrency = EUR\ncpu_core_hour = 0.03\nmemory_gib_hour = 0.004\ngpu_hour = 1.7\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.01\n' > "$T/prices.ini"
+	case $db in sqlite:*) fold_malformed "$db"; fold_two "$db"; return ;; esac
 	# a batch queued by an older collector (layout 29: rollup_in rows in binary COPY form,
 	# made here by PostgreSQL itself) is still applied, once
 	local legacy sums="7::float8, 1::float8, 30::float8, 1.5::float8"
@@ -317,7 +325,12 @@ fold_suite() {
 			"SELECT * FROM rollup_day WHERE account = 'legacy'")"
 	fi
 	psql "$db" -qc "DELETE FROM rollup_day WHERE account = 'legacy'"
+	fold_malformed "$db"
+	fold_two "$db"
+}
 
+fold_malformed() {
+	local db=$1
 	# queued batches that are not rollup_in rows: a report fails naming rollup_pending, the
 	# batches stay queued (never dropped). First the right layout over rows that are not 29
 	# fields (the row parser rejects it), then a wrong layout beside it, then bytes that are
@@ -325,7 +338,10 @@ fold_suite() {
 	local layout want=0
 	for layout in 29 27 1001; do
 		want=$((want + 1))
-		psql "$db" -qc "INSERT INTO rollup_pending VALUES ($layout, '\\x0001ffff')" ||
+		case $db in
+		sqlite:*) sql "$db" "INSERT INTO rollup_pending (layout, deltas) VALUES ($layout, x'0001ffff')" ;;
+		*) psql "$db" -qc "INSERT INTO rollup_pending VALUES ($layout, '\\x0001ffff')" ;;
+		esac ||
 			fail "fold: insert a bad batch"
 		if "$COLL" report --db "$db" --prices "$T/prices.ini" --from 2026-11-01 --to 2027-01-01 \
 			> "$T/rep.out" 2> "$T/rep.err"; then
@@ -336,9 +352,14 @@ fold_suite() {
 			fail "fold: malformed queued batch, layout $layout: $(cat "$T/rep.err"), $(pending "$db") queued"
 		fi
 	done
-	psql "$db" -qc "DELETE FROM rollup_pending"
+	sql "$db" "DELETE FROM rollup_pending"
 	"$COLL" report --db "$db" --prices "$T/prices.ini" --from 2026-11-01 --to 2027-01-01 \
 		> "$T/rep.out" 2> "$T/rep.err" || fail "fold: report: $(cat "$T/rep.err")"
+}
+
+fold_two() {
+	local db=$1 port port2 pid pid2 p1 p2
+	port=$(free_port)
 	start_collector "$db" "$port" || { fail "fold: restart"; return; }
 	pid=$CPID
 
@@ -405,8 +426,8 @@ ckpt_suite() {
 	done
 	wait "$lpid" || { fail "ckpt: post: $(cat "$T/ckpt/post")"; return; }
 	sz=$(stat -c %s "$f")
+	kill -TERM "$CPID"; wait "$CPID" 2>/dev/null # (its last fold applies what is queued)
 	out=$(sqlite3 "$f" "SELECT count(*) FROM records; SELECT sum(tasks) FROM rollup_day" | tr '\n' ' ')
-	kill -TERM "$CPID"; wait "$CPID" 2>/dev/null
 	grep -q "accepted=60000 " "$T/ckpt/post" || fail "ckpt: accepted: $(cat "$T/ckpt/post")"
 	[ "$max" -lt $((100 << 20)) ] && ok "ckpt: WAL at most $((max >> 20)) MiB during 60,000 records" \
 		|| fail "ckpt: WAL reached $((max >> 20)) MiB"
@@ -416,6 +437,8 @@ ckpt_suite() {
 		|| fail "ckpt: records / rollup tasks: $out"
 }
 ckpt_suite
+mkdir -p "$T/fold"
+fold_suite "sqlite:$T/fold/c.db"
 
 if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
 	mkdir -p "$T/pg" && chown postgres "$T/pg"

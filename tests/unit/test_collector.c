@@ -354,6 +354,40 @@ static void test_rollup_sums(void **state)
 	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
 }
 
+/*
+ * An ingest handle (serve's) queues the bucketed deltas in rollup_pending; a fold, by any
+ * handle, applies them once, and a rollup query folds first: the same sums as applied at once.
+ */
+static void test_rollup_sums_queued(void **state)
+{
+	struct fixture *fx = *state;
+	struct coll_store *ing = NULL;
+	struct rows rs = {0};
+	char err[256];
+
+	assert_int_equal(coll_store_open(fx->uri, COLL_STORE_INGEST, &ing, err, sizeof(err)), 0);
+	assert_true(coll_store_defers_rollups(ing));
+	assert_false(coll_store_defers_rollups(fx->store));
+	assert_int_equal(coll_store_insert_batch(ing, fx->items, 4), 0);
+	assert_int_equal(coll_store_sync(ing), 0);
+	/* a resend queues nothing (no record is new) */
+	assert_int_equal(coll_store_insert_batch(ing, fx->items, 4), 0);
+	/* one queued batch, folded by another handle; then none */
+	assert_int_equal(coll_store_fold(fx->store, true), 1);
+	assert_int_equal(coll_store_fold(fx->store, true), 0);
+	check_day(fx->store);
+	/* queued again, applied by the query's own fold */
+	make_rec(fx, 5, "d", ACCT_TASK_END, "chem", "bob", T0 + 86400, 1, 10, 5);
+	assert_int_equal(coll_store_insert_batch(ing, &fx->items[5], 1), 0);
+	assert_int_equal(
+	    coll_store_rollup_query(ing, COLL_ROLLUP_LABEL_DAY, NULL, NULL, collect, &rs), 0);
+	assert_int_equal(rs.n, 2);
+	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
+	assert_float_equal(rs.r[1].v[COLL_SUM_CPU_S], 10, 1e-9);
+	assert_int_equal(coll_store_fold(ing, true), 0);
+	coll_store_close(ing);
+}
+
 /* Deltas built ahead of the insert (the collector's request threads), every item taken as new. */
 static struct coll_deltas pre_of(struct coll_item *items, size_t n)
 {
@@ -550,6 +584,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_store_ingest_sync, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_rollup_sums_queued, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
 	};
 
