@@ -1179,9 +1179,14 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 
 	if (!pk)
 		return -ENOMEM;
-	/* queued deltas first, so the rows include every batch committed before this call */
+	/* queued deltas first, so the rows include every batch committed before this call (a
+	 * read-only user of a database with nothing queued needs no write access) */
 	if (!s->no_rollups) {
-		r = sqlite_fold(s, true);
+		int64_t queued = 0;
+
+		r = single_int(st, "SELECT EXISTS (SELECT 1 FROM rollup_pending)", &queued);
+		if (r >= 0 && queued)
+			r = sqlite_fold(s, true);
 		if (r < 0)
 			return r;
 		r = 0;
