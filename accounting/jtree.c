@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +65,67 @@ static int cancel(struct pctx *p, const char *msg)
 	return 0;
 }
 
+/*
+ * Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. The
+ * parser's own check lets some of those through (an overlong "\xc0\xa0" in a key), and the JSON
+ * encoder refuses them later: a record that decodes must encode.
+ */
+static bool utf8_valid(const unsigned char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned c = s[i];
+		size_t n;
+		uint32_t cp;
+		uint64_t w;
+
+		if (c < 0x80) {
+			/* ASCII runs 8 bytes at a time: most strings are all ASCII */
+			while (len - i >= 8 &&
+			       (memcpy(&w, s + i, 8), (w & 0x8080808080808080ULL) == 0))
+				i += 8;
+			while (i < len && s[i] < 0x80)
+				i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+			cp = c & 0x1f;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			cp = c & 0x0f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			cp = c & 0x07;
+		} else {
+			return false; /* a continuation byte, 0xc0/0xc1 (overlong), or past 0xf4 */
+		}
+		if (len - i <= n)
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
 static char *copy_str(struct pctx *p, const unsigned char *s, size_t len)
 {
 	char *d;
 
 	if (memchr(s, 0, len)) {
 		cancel(p, "NUL byte in string");
+		return NULL;
+	}
+	if (!utf8_valid(s, len)) {
+		cancel(p, "invalid UTF-8 in a string or key");
 		return NULL;
 	}
 	d = arena_alloc(p->t, len + 1);

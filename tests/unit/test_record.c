@@ -256,6 +256,13 @@ static const struct bad_case bad_cases[] = {
      "record: invalid JSON at byte"}, /* NUL in a string */
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\xff\"},\"usage\":{}}",
      "record: invalid JSON at byte"}, /* not UTF-8 */
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"x\xc0\xa0y\":1}",
+     "record: invalid JSON at byte"}, /* an overlong form in an unknown member's key */
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"labels\":{\"k\":\"\xe0\x80\xaf\"}},"
+	 "\"usage\":{}}",
+     "record: invalid JSON at byte"}, /* overlong in a label value */
+    {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\xf4\x90\x80\x80\"},\"usage\":{}}",
+     "record: invalid JSON at byte"}, /* above U+10FFFF */
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}} {}",
      "record: invalid JSON at byte"}, /* trailing data */
     {"42", "record: expected a JSON object"},
@@ -309,6 +316,16 @@ static void test_tree_limits(void **state)
 	assert_true(jtree_get(t.root, "c")->d == 1500.0);
 	assert_int_equal(jtree_get(t.root, "d")->kids.n, 4);
 	assert_string_equal(jtree_get(t.root, "d")->kids.last->str.s, "\xc3\xa9");
+	jtree_free(&t);
+	/* strict UTF-8: 2, 3 and 4 byte forms and a surrogate pair pass; the error says why */
+	nums = "{\"\xc3\xa9\":\"\xe2\x82\xac\xf0\x9f\x98\x80\\ud83d\\ude00\"}";
+	assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), 0);
+	assert_string_equal(jtree_get(t.root, "\xc3\xa9")->str.s,
+			    "\xe2\x82\xac\xf0\x9f\x98\x80\xf0\x9f\x98\x80");
+	jtree_free(&t);
+	nums = "{\"a\":\"\xed\xa0\x80\"}"; /* a surrogate encoded directly */
+	assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "UTF-8"));
 	jtree_free(&t);
 
 	/* JTREE_MAX_DEPTH nested arrays parse, one more does not */
