@@ -7,10 +7,10 @@
 # writes to its WAL stay in its memory until it fsyncs the file, so a kill -9 loses what was
 # not synced, as a power cut loses the page cache. First the library itself is checked: a
 # SQLite commit without fsync (synchronous=OFF) is lost at the kill, one with it is kept.
-# Then 4 uploaders post 60 batches of 200 records concurrently, the collector is killed once
+# Then 4 uploaders post 100 batches of 200 records concurrently, the collector is killed once
 # 4,000 have been acknowledged, and the database is opened again: every acknowledged record is
 # there, the database passes its integrity check, and a resend of every batch to a new
-# collector ends with each of the 12,000 records stored once.
+# collector ends with each of the 20,000 records stored once.
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-.output}
@@ -60,7 +60,7 @@ c.execute('CREATE TABLE t(x)'); c.commit()" "$T/h.db"
 done
 
 # ---- the collector ----
-for i in $(seq 0 59); do
+for i in $(seq 0 99); do
 	"$LOAD" gen --node pc --count 200 --start $((i * 200)) --prefix cut- > "$T/b$i"
 done
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -106,7 +106,7 @@ for t in ts: t.start()
 for t in ts: t.join()
 EOF
 : > "$T/acked"
-python3 "$T/post.py" "$port" "$TOK" "$T/acked" $(for i in $(seq 0 59); do echo "$T/b$i"; done) &
+python3 "$T/post.py" "$port" "$TOK" "$T/acked" $(for i in $(seq 0 99); do echo "$T/b$i"; done) &
 PY=$!
 for _ in $(seq 600); do
 	[ "$(wc -l < "$T/acked")" -ge 4000 ] && break
@@ -117,10 +117,10 @@ kill -9 "$CPID"; wait "$CPID" 2>/dev/null; CPID=
 wait $PY
 acked=$(sort -u "$T/acked" | wc -l)
 syncs=$(tail -1 "$T/stats" 2>/dev/null | sed -n 's/syncs=\([0-9]*\).*/\1/p')
-if [ "$acked" -ge 4000 ] && [ "$acked" -lt 12000 ] && [ "${syncs:-0}" -ge 1 ]; then
+if [ "$acked" -ge 4000 ] && [ "$acked" -lt 20000 ] && [ "${syncs:-0}" -ge 1 ]; then
 	ok "cut after $acked acknowledged records ($syncs fsyncs of the WAL before it: $(tail -1 "$T/stats"))"
 else
-	fail "the cut: $acked acknowledged, ${syncs:-no} syncs (want 4000..11999 and >= 1)"
+	fail "the cut: $acked acknowledged, ${syncs:-no} syncs (want 4000..19999 and >= 1)"
 	tail -5 "$T/collector.log"
 fi
 
@@ -137,7 +137,7 @@ ic=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(
 
 # the uploaders resend everything to a new collector: each record once
 start
-for i in $(seq 0 59); do
+for i in $(seq 0 99); do
 	code=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $TOK" \
 		-H 'Content-Type: application/x-ndjson' --data-binary "@$T/b$i" \
 		"http://127.0.0.1:$port/v1/records")
@@ -146,8 +146,8 @@ done
 kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
 n=$("$COLL" dump --db "$DB" --format json | wc -l)
 u=$("$COLL" dump --db "$DB" --format json | python3 -c 'import json,sys; print(len({json.loads(l)["record_id"] for l in sys.stdin}))')
-[ "$n" = 12000 ] && [ "$u" = 12000 ] && ok "after the resend: 12000 records, each once" \
-	|| fail "after the resend: $n records, $u distinct (want 12000)"
+[ "$n" = 20000 ] && [ "$u" = 20000 ] && ok "after the resend: 20000 records, each once" \
+	|| fail "after the resend: $n records, $u distinct (want 20000)"
 
 [ "$fails" = 0 ] || { echo "collector_powercut: $fails failure(s)"; exit 1; }
 echo "collector_powercut: all passed"
