@@ -790,7 +790,7 @@ int coll_store_sync(struct coll_store *s)
 
 bool coll_store_syncs(const struct coll_store *s)
 {
-	return s->ops->syncs && s->ops->syncs(s);
+	return s->defers_sync;
 }
 
 int coll_store_count(struct coll_store *s, uint64_t *ret)

@@ -209,8 +209,6 @@ struct coll_store_ops {
 	 * store's lock, concurrently with other calls on s. NULL where COMMIT itself is durable
 	 * (PostgreSQL; SQLite handles other than ingest ones). */
 	int (*sync)(struct coll_store *s);
-	/* Whether this handle's COMMIT leaves the fsync to sync (NULL: never). */
-	bool (*syncs)(const struct coll_store *s);
 };
 
 /* Common head of every backend's handle. */
@@ -221,6 +219,8 @@ struct coll_store {
 	/* insert_batch queues the bucketed rollup deltas in rollup_pending for ops->fold
 	 * (PostgreSQL: every handle; SQLite: ingest handles) instead of applying them */
 	bool queues_rollups;
+	/* COMMIT leaves the fsync to ops->sync (SQLite ingest handles, see COLL_STORE_INGEST) */
+	bool defers_sync;
 	char errmsg[256]; /* last backend error, for the program to log */
 };
 

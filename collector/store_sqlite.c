@@ -444,6 +444,7 @@ static void sync_start(struct sqlite_store *st)
 	}
 	pthread_mutex_init(&st->sync_lock, NULL);
 	st->wal_fd = fd;
+	st->base.defers_sync = true;
 }
 
 /*
@@ -470,11 +471,6 @@ static int sqlite_sync(struct coll_store *s)
 	r = atomic_load(&st->sync_err);
 	pthread_mutex_unlock(&st->sync_lock);
 	return r;
-}
-
-static bool sqlite_syncs(const struct coll_store *s)
-{
-	return ((const struct sqlite_store *)s)->wal_fd >= 0;
 }
 
 static void sqlite_close(struct coll_store *s)
@@ -863,62 +859,53 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 	_cleanup_free_ struct coll_delta *d = NULL;
 	_cleanup_free_ char *arena = NULL;
 	sqlite3_stmt *sel = NULL;
-	size_t nd = 0, cap = 0, total = 0, nbatch = 0;
+	size_t nd = 0, nbatch = 0;
+	int64_t total = 0;
+	char *ap;
 	int rc, r;
 
 	(void)wait;
 	r = step_done(st, st->begin);
 	if (r < 0)
 		return r;
+	/* the sizes first (length() reads no blob), for one allocation of deltas and of their
+	 * key texts */
+	r = single_int(st, "SELECT coalesce(sum(length(deltas)), 0) FROM rollup_pending", &total);
+	if (r < 0)
+		goto out_rollback;
+	if (total == 0) { /* nothing queued: the transaction wrote nothing */
+		r = step_done(st, st->commit);
+		if (r < 0)
+			goto out_rollback;
+		return 0;
+	}
+	d = calloc((size_t)total / COLL_PENDING_ROW_MIN + 1, sizeof(*d));
+	arena = ap = malloc((size_t)total + 1);
 	rc = sqlite3_prepare_v2(st->db, "SELECT layout, deltas FROM rollup_pending ORDER BY id", -1,
 				&sel, NULL);
 	if (rc != SQLITE_OK) {
 		r = map_err(st, rc);
 		goto out_rollback;
 	}
-	/* first the sizes, for one allocation of deltas and of their key texts */
-	while ((rc = sqlite3_step(sel)) == SQLITE_ROW)
-		total += (size_t)sqlite3_column_bytes(sel, 1);
-	if (rc != SQLITE_DONE) {
-		r = map_err(st, rc);
-		goto out_rollback;
-	}
-	if (total == 0) { /* nothing queued: the transaction wrote nothing */
-		sqlite3_finalize(sel);
-		sel = NULL;
-		r = step_done(st, st->commit);
-		if (r < 0)
-			goto out_rollback;
-		return 0;
-	}
-	cap = total / COLL_PENDING_ROW_MIN + 1;
-	d = calloc(cap, sizeof(*d));
-	arena = malloc(total + 1);
 	if (!d || !arena) {
 		r = -ENOMEM;
 		goto out_rollback;
 	}
-	sqlite3_reset(sel);
-	{
-		char *ap = arena;
+	while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+		int layout = sqlite3_column_int(sel, 0);
+		const unsigned char *p = sqlite3_column_blob(sel, 1);
+		size_t plen = (size_t)sqlite3_column_bytes(sel, 1);
 
-		while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
-			int layout = sqlite3_column_int(sel, 0);
-			const unsigned char *p = sqlite3_column_blob(sel, 1);
-			size_t plen = (size_t)sqlite3_column_bytes(sel, 1);
-
-			if (layout != COLL_PENDING_LAYOUT_COMPACT ||
-			    coll_pending_decode(p, plen, d, &nd, &ap) < 0) {
-				snprintf(
-				    st->base.errmsg, sizeof(st->base.errmsg),
-				    "sqlite: rollup_pending: a queued batch (layout %d) is not "
-				    "the compact form (layout %d)",
-				    layout, COLL_PENDING_LAYOUT_COMPACT);
-				r = -EBADMSG;
-				goto out_rollback;
-			}
-			nbatch++;
+		if (layout != COLL_PENDING_LAYOUT_COMPACT ||
+		    coll_pending_decode(p, plen, d, &nd, &ap) < 0) {
+			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
+				 "sqlite: rollup_pending: a queued batch (layout %d) is not the "
+				 "compact form (layout %d)",
+				 layout, COLL_PENDING_LAYOUT_COMPACT);
+			r = -EBADMSG;
+			goto out_rollback;
 		}
+		nbatch++;
 	}
 	if (rc != SQLITE_DONE) {
 		r = map_err(st, rc);
@@ -1179,8 +1166,8 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 
 	if (!pk)
 		return -ENOMEM;
-	/* queued deltas first, so the rows include every batch committed before this call (a
-	 * read-only user of a database with nothing queued needs no write access) */
+	/* queued deltas first, so the rows include every batch committed before this call; a
+	 * read tells whether there are any, so a report's later queries take no write lock */
 	if (!s->no_rollups) {
 		int64_t queued = 0;
 
@@ -1343,5 +1330,4 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .break_add = sqlite_break_add,
     .break_query = sqlite_break_query,
     .sync = sqlite_sync,
-    .syncs = sqlite_syncs,
 };

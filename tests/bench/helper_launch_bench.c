@@ -192,16 +192,16 @@ int main(int argc, char **argv)
 	if (!lat)
 		return 1;
 	if (strcmp(mode, "bare_throughput") == 0 && argc >= 4) {
-		size_t k = strtoul(argv[3], NULL, 10);
-		double rate = bare_throughput(n, k ? k : 1);
+		size_t k = MAX(strtoul(argv[3], NULL, 10), 1UL);
+		double rate = bare_throughput(n, k);
 
 		free(lat);
 		if (rate < 0) {
 			fprintf(stderr, "bare_throughput: a launch failed\n");
 			return 1;
 		}
-		printf("bare_throughput n=%zu inflight=%zu launches_per_s=%.0f failed=0\n", n,
-		       k ? k : 1, rate);
+		printf("bare_throughput n=%zu inflight=%zu launches_per_s=%.0f failed=0\n", n, k,
+		       rate);
 		return 0;
 	}
 	if (strcmp(mode, "throughput") == 0 && argc >= 5) {

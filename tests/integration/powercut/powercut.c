@@ -133,11 +133,10 @@ static void stats(unsigned long long synced)
 	fclose(o);
 }
 
-static ssize_t kept_write(int fd, const void *buf, size_t len, off_t off)
+static ssize_t kept_write(const void *buf, size_t len, off_t off)
 {
 	struct kept k = {.off = off, .len = len, .data = malloc(len ? len : 1)};
 
-	(void)fd;
 	if (!k.data) {
 		errno = ENOMEM;
 		return -1;
@@ -214,7 +213,7 @@ static int do_sync(int fd, int (*sync_fn)(int))
 ssize_t pwrite64(int fd, const void *buf, size_t len, off_t off)
 {
 	resolve();
-	return is_target(fd) ? kept_write(fd, buf, len, off) : real_pwrite(fd, buf, len, off);
+	return is_target(fd) ? kept_write(buf, len, off) : real_pwrite(fd, buf, len, off);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
