@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 6
+#define COLL_SCHEMA_VERSION 5
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -254,9 +254,6 @@ int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_
 bool coll_store_defers_rollups(const struct coll_store *s);
 /* ops->fold (any handle of the database may fold); 0 where rollups are off. */
 int coll_store_fold(struct coll_store *s, bool wait);
-/* Tests: fn(ud) runs in every SQLite fold between its read transaction and its write one (NULL:
- * nothing), so a test can put another fold and more batches there. */
-void coll_sqlite_fold_hook(void (*fn)(void *), void *ud);
 int coll_store_count(struct coll_store *s, uint64_t *ret);
 int coll_store_ping(struct coll_store *s);
 int coll_store_schema_version(struct coll_store *s, int *ret);

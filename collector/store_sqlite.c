@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,7 +67,7 @@ struct sqlite_store {
 	_Atomic int sync_err;	    /* a failed fdatasync, for good */
 	sqlite3_stmt *insert;
 	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any;
-	sqlite3_stmt *begin, *begin_read, *commit, *rollback;
+	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *pending_ins; /* ingest handles: a batch's deltas into rollup_pending */
 };
 
@@ -294,16 +293,6 @@ static int migrate(struct sqlite_store *st)
 		if (r < 0)
 			goto out_rollback;
 	}
-	/* v6: rollup_fold.gen, one more per fold, so that a fold can read and merge the queued
-	 * batches outside the writer lock, then see whether another fold took them meanwhile */
-	if (version < 6) {
-		r = exec(st, "CREATE TABLE IF NOT EXISTS rollup_fold (gen INTEGER NOT NULL);"
-			     "INSERT INTO rollup_fold SELECT 0"
-			     " WHERE NOT EXISTS (SELECT 1 FROM rollup_fold);"
-			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (6);");
-		if (r < 0)
-			goto out_rollback;
-	}
 	r = exec(st, audit_ddl);
 	if (r < 0)
 		goto out_rollback;
@@ -499,7 +488,6 @@ static void sqlite_close(struct coll_store *s)
 	sqlite3_finalize(st->open_del);
 	sqlite3_finalize(st->open_any);
 	sqlite3_finalize(st->begin);
-	sqlite3_finalize(st->begin_read);
 	sqlite3_finalize(st->commit);
 	sqlite3_finalize(st->rollback);
 	sqlite3_finalize(st->pending_ins);
@@ -580,7 +568,6 @@ static int sqlite_open(const char *uri, unsigned flags, struct coll_store **ret,
 	if (r < 0)
 		goto out_close;
 	if ((r = prepare(st, "BEGIN IMMEDIATE", &st->begin)) < 0 ||
-	    (r = prepare(st, "BEGIN", &st->begin_read)) < 0 ||
 	    (r = prepare(st, "COMMIT", &st->commit)) < 0 ||
 	    (r = prepare(st, "ROLLBACK", &st->rollback)) < 0)
 		goto out_close;
@@ -860,147 +847,87 @@ static int queue_or_apply(struct sqlite_store *st, const struct coll_delta *d, s
 	return apply_deltas(st, d + nb, nd - nb);
 }
 
-static void (*fold_hook)(void *);
-static void *fold_hook_ud;
-
-void coll_sqlite_fold_hook(void (*fn)(void *), void *ud)
-{
-	fold_hook = fn;
-	fold_hook_ud = ud;
-}
-
-/* The queued batches read in one snapshot: their deltas decoded and merged (keys in arena). */
-struct fold_set {
-	struct coll_delta *d;
-	char *arena;
-	size_t nd, nbatch;
-	int64_t gen, max_id;
-};
-
-static void fold_set_clear(struct fold_set *f)
-{
-	free(f->d);
-	free(f->arena);
-	*f = (struct fold_set){0};
-}
-
 /*
- * Reads the fold generation and every queued batch, in the transaction the caller holds (a
- * read one, or the write lock), decodes and merges their deltas into f. A batch that does not
- * decode: -EBADMSG naming rollup_pending.
+ * Applies every queued batch: in one write transaction (nothing else is queued meanwhile),
+ * their deltas merged (a key that several batches touched is one upsert), then the rows
+ * deleted. A batch that does not decode fails the fold, naming rollup_pending, and stays.
+ * wait is PostgreSQL's: SQLite's writer lock is waited for (busy_timeout).
  */
-static int fold_read(struct sqlite_store *st, struct fold_set *f)
+static int sqlite_fold(struct coll_store *s, bool wait)
 {
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	_cleanup_free_ struct coll_delta *d = NULL;
+	_cleanup_free_ char *arena = NULL;
 	sqlite3_stmt *sel = NULL;
+	size_t nd = 0, nbatch = 0;
 	int64_t total = 0;
 	char *ap;
 	int rc, r;
 
-	r = single_int(st, "SELECT gen FROM rollup_fold", &f->gen);
+	(void)wait;
+	r = step_done(st, st->begin);
 	if (r < 0)
 		return r;
 	/* the sizes first (length() reads no blob), for one allocation of deltas and of their
 	 * key texts */
 	r = single_int(st, "SELECT coalesce(sum(length(deltas)), 0) FROM rollup_pending", &total);
-	if (r < 0 || total == 0)
-		return r;
-	f->d = calloc((size_t)total / COLL_PENDING_ROW_MIN + 1, sizeof(*f->d));
-	f->arena = ap = malloc((size_t)total + 1);
-	if (!f->d || !f->arena)
-		return -ENOMEM;
-	rc = sqlite3_prepare_v2(st->db, "SELECT id, layout, deltas FROM rollup_pending ORDER BY id",
-				-1, &sel, NULL);
-	if (rc != SQLITE_OK)
-		return map_err(st, rc);
+	if (r < 0)
+		goto out_rollback;
+	if (total == 0) { /* nothing queued: the transaction wrote nothing */
+		r = step_done(st, st->commit);
+		if (r < 0)
+			goto out_rollback;
+		return 0;
+	}
+	d = calloc((size_t)total / COLL_PENDING_ROW_MIN + 1, sizeof(*d));
+	arena = ap = malloc((size_t)total + 1);
+	rc = sqlite3_prepare_v2(st->db, "SELECT layout, deltas FROM rollup_pending ORDER BY id", -1,
+				&sel, NULL);
+	if (rc != SQLITE_OK) {
+		r = map_err(st, rc);
+		goto out_rollback;
+	}
+	if (!d || !arena) {
+		r = -ENOMEM;
+		goto out_rollback;
+	}
 	while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
-		int layout = sqlite3_column_int(sel, 1);
-		const unsigned char *p = sqlite3_column_blob(sel, 2);
-		size_t plen = (size_t)sqlite3_column_bytes(sel, 2);
+		int layout = sqlite3_column_int(sel, 0);
+		const unsigned char *p = sqlite3_column_blob(sel, 1);
+		size_t plen = (size_t)sqlite3_column_bytes(sel, 1);
 
 		if (layout != COLL_PENDING_LAYOUT_COMPACT ||
-		    coll_pending_decode(p, plen, f->d, &f->nd, &ap) < 0) {
+		    coll_pending_decode(p, plen, d, &nd, &ap) < 0) {
 			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
 				 "sqlite: rollup_pending: a queued batch (layout %d) is not the "
 				 "compact form (layout %d)",
 				 layout, COLL_PENDING_LAYOUT_COMPACT);
-			sqlite3_finalize(sel);
-			return -EBADMSG;
+			r = -EBADMSG;
+			goto out_rollback;
 		}
-		f->max_id = sqlite3_column_int64(sel, 0);
-		f->nbatch++;
+		nbatch++;
+	}
+	if (rc != SQLITE_DONE) {
+		r = map_err(st, rc);
+		goto out_rollback;
 	}
 	sqlite3_finalize(sel);
-	if (rc != SQLITE_DONE)
-		return map_err(st, rc);
-	f->nd = coll_deltas_merge(f->d, f->nd);
-	return 0;
-}
-
-/*
- * Applies every queued batch: their deltas merged (a key that several batches touched is one
- * upsert), then the rows deleted, in one write transaction. The reading, decoding and merging
- * happen first in a read transaction, outside SQLite's one writer lock, which ingest waits for;
- * under the lock the fold checks that no other fold (another collector, a report) took those
- * batches meanwhile: every fold adds one to rollup_fold.gen in its transaction. Batches queued
- * after the read have higher ids (rows are deleted only by folds, so the highest id read is
- * still there) and stay for the next fold. If another fold came between, this one reads again
- * under the lock. A batch that does not decode fails the fold, naming rollup_pending, and
- * stays. wait is PostgreSQL's: SQLite's writer lock is waited for (busy_timeout).
- */
-static int sqlite_fold(struct coll_store *s, bool wait)
-{
-	struct sqlite_store *st = (struct sqlite_store *)s;
-	struct fold_set f = {0};
-	int64_t gen = -1;
-	char sql[96];
-	int r;
-
-	(void)wait;
-	r = step_done(st, st->begin_read);
-	if (r < 0)
-		return r;
-	r = fold_read(st, &f);
-	step_done(st, st->commit); /* ends the read transaction */
-	if (r < 0)
-		goto out;
-	if (f.nbatch == 0)
-		goto out;
-	if (fold_hook)
-		fold_hook(fold_hook_ud);
-	r = step_done(st, st->begin);
-	if (r < 0)
-		goto out;
-	r = single_int(st, "SELECT gen FROM rollup_fold", &gen);
+	sel = NULL;
+	nd = coll_deltas_merge(d, nd);
+	r = apply_deltas(st, d, nd);
 	if (r < 0)
 		goto out_rollback;
-	if (gen != f.gen) { /* another fold took some of them: read again, under the lock */
-		fold_set_clear(&f);
-		r = fold_read(st, &f);
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (f.nbatch > 0) {
-		r = apply_deltas(st, f.d, f.nd);
-		if (r < 0)
-			goto out_rollback;
-		snprintf(sql, sizeof(sql),
-			 "DELETE FROM rollup_pending WHERE id <= %" PRId64
-			 "; UPDATE rollup_fold SET gen = gen + 1",
-			 f.max_id);
-		r = exec(st, sql);
-		if (r < 0)
-			goto out_rollback;
-	}
+	r = exec(st, "DELETE FROM rollup_pending");
+	if (r < 0)
+		goto out_rollback;
 	r = step_done(st, st->commit);
 	if (r < 0)
 		goto out_rollback;
-	r = (int)MIN(f.nbatch, (size_t)INT_MAX);
-	goto out;
+	return (int)MIN(nbatch, (size_t)INT_MAX);
 
 out_rollback:
+	sqlite3_finalize(sel);
 	step_done(st, st->rollback);
-out:
-	fold_set_clear(&f);
 	return r;
 }
 

@@ -388,50 +388,6 @@ static void test_rollup_sums_queued(void **state)
 	coll_store_close(ing);
 }
 
-struct meanwhile {
-	struct fixture *fx;
-	struct coll_store *ing;
-	int folded;
-};
-
-/* Another fold, then one more batch queued, between a fold's read and its write transaction */
-static void fold_meanwhile(void *ud)
-{
-	struct meanwhile *m = ud;
-
-	coll_sqlite_fold_hook(NULL, NULL);
-	m->folded = coll_store_fold(m->ing, true);
-	make_rec(m->fx, 5, "d", ACCT_TASK_END, "chem", "bob", T0 + 86400, 1, 10, 5);
-	assert_int_equal(coll_store_insert_batch(m->ing, &m->fx->items[5], 1), 0);
-}
-
-/*
- * A fold reads and merges the queued batches outside the writer lock. When another fold took
- * them meanwhile (and the table, emptied, gave the next batch the same id), it must neither
- * apply them again nor delete the new batch unapplied: it reads again under the lock.
- */
-static void test_rollup_fold_raced(void **state)
-{
-	struct fixture *fx = *state;
-	struct meanwhile m = {.fx = fx};
-	struct rows rs = {0};
-	char err[256];
-
-	assert_int_equal(coll_store_open(fx->uri, COLL_STORE_INGEST, &m.ing, err, sizeof(err)), 0);
-	assert_int_equal(coll_store_insert_batch(m.ing, fx->items, 4), 0);
-	coll_sqlite_fold_hook(fold_meanwhile, &m);
-	/* this fold read the first batch; the other applied it; this one applies the second */
-	assert_int_equal(coll_store_fold(fx->store, true), 1);
-	assert_int_equal(m.folded, 1);
-	assert_int_equal(coll_store_fold(fx->store, true), 0);
-	assert_int_equal(
-	    coll_store_rollup_query(fx->store, COLL_ROLLUP_LABEL_DAY, NULL, NULL, collect, &rs), 0);
-	assert_int_equal(rs.n, 2);
-	assert_float_equal(rs.r[0].v[COLL_SUM_CPU_S], 80, 1e-9);
-	assert_float_equal(rs.r[1].v[COLL_SUM_CPU_S], 10, 1e-9);
-	coll_store_close(m.ing);
-}
-
 /* Deltas built ahead of the insert (the collector's request threads), every item taken as new. */
 static struct coll_deltas pre_of(struct coll_item *items, size_t n)
 {
@@ -629,7 +585,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_store_ingest_sync, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_queued, setup_store, teardown_store),
-	    cmocka_unit_test_setup_teardown(test_rollup_fold_raced, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
 	};
 
