@@ -813,7 +813,7 @@ static int profile_filter(struct agent *a, const char *name, unsigned int flags,
 	err[0] = 0;
 	r = profile_stat(a, name, &st);
 	if (r < 0) {
-		snprintf(err, errlen, "%s: %s", name, strerror(-r));
+		snprintf(err, errlen, "%s", strerror(-r)); /* the caller names the profile */
 		return r;
 	}
 	for (size_t i = 0; i < PROFILE_CACHE_MAX; i++) {
@@ -832,6 +832,9 @@ static int profile_filter(struct agent *a, const char *name, unsigned int flags,
 	r = sbx_profile_load_flags(name, a->cfg.seccomp_dir, flags, &f, err, errlen);
 	if (r < 0)
 		return r;
+	if (err[0]) /* a notice: allowed names this libseccomp does not know, skipped */
+		log_info("seccomp profile \"%s\": %s", name, err);
+	err[0] = 0;
 	if (!e) {
 		e = &profile_cache[0];
 		for (size_t i = 0; i < PROFILE_CACHE_MAX; i++)

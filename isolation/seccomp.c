@@ -122,6 +122,14 @@ static const char *type_name(const json_t *v)
 	return "?";
 }
 
+/* A member of obj; JSON null means absent, as everywhere in the OCI format. */
+static json_t *jget(const json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return v && !json_is_null(v) ? v : NULL;
+}
+
 static int check_keys(const json_t *obj, const char *path, const char *const *allowed, char *err,
 		      size_t errlen)
 {
@@ -197,12 +205,63 @@ static const struct {
     {"SCMP_ACT_TRACE", SBX_ACT_TRACE},
 };
 
+/* An errno name ("EPERM", as containers-common writes "errno"/"defaultErrno") -> number. */
+static int errno_by_name(const char *s)
+{
+	for (int e = 1; e <= SBX_MAX_ERRNO; e++) {
+		const char *n = strerrorname_np(e);
+
+		if (n && strcmp(n, s) == 0)
+			return e;
+	}
+	return -1;
+}
+
+/* The errno of an action: a number (errnoRet, OCI) and/or a name (errno, containers-common);
+ * both given must agree. *ret untouched when neither is. */
+static int parse_errno(const json_t *num, const char *num_path, const json_t *name,
+		       const char *name_path, json_int_t *ret, char *err, size_t errlen)
+{
+	char q[SBX_NAME_MAX + 4];
+	json_int_t e = -1;
+	int r;
+
+	if (num) {
+		r = want_type(num, JSON_INTEGER, num_path, err, errlen);
+		if (r < 0)
+			return r;
+		e = json_integer_value(num);
+		if (e < 0 || e > SBX_MAX_ERRNO)
+			return fail(err, errlen, "%s: %lld out of range 0..%d", num_path,
+				    (long long)e, SBX_MAX_ERRNO);
+	}
+	if (name) {
+		int n;
+
+		r = want_type(name, JSON_STRING, name_path, err, errlen);
+		if (r < 0)
+			return r;
+		n = errno_by_name(json_string_value(name));
+		if (n < 0)
+			return fail(err, errlen, "%s: unknown errno name \"%s\"", name_path,
+				    quote_user(json_string_value(name), q));
+		if (num && e != n)
+			return fail(err, errlen, "%s: \"%s\" (%d) disagrees with %s (%lld)",
+				    name_path, json_string_value(name), n, num_path, (long long)e);
+		e = n;
+	}
+	if (num || name)
+		*ret = e;
+	return 0;
+}
+
 /*
- * Parse "action" (with "errnoRet" where present) into a libseccomp action word.
- * errno_v may be NULL; errno_path names it in messages.
+ * Parse "action" (with "errnoRet"/"errno" where present) into a libseccomp action word.
+ * errno_v and errname_v may be NULL; errno_path/errname_path name them in messages.
  */
 static int parse_action(const json_t *v, const char *path, const json_t *errno_v,
-			const char *errno_path, uint32_t *ret, char *err, size_t errlen)
+			const char *errno_path, const json_t *errname_v, const char *errname_path,
+			uint32_t *ret, char *err, size_t errlen)
 {
 	enum sbx_act act = _SBX_ACT_INVALID;
 	json_int_t e = EPERM;
@@ -223,20 +282,16 @@ static int parse_action(const json_t *v, const char *path, const json_t *errno_v
 	if (act == _SBX_ACT_INVALID)
 		return fail(err, errlen, "%s: unknown action \"%s\"", path, quote_user(s, q));
 
-	if (errno_v) {
+	if (act == SBX_ACT_TRACE)
+		e = 0;
+	if (errno_v || errname_v) {
 		if (act != SBX_ACT_ERRNO && act != SBX_ACT_TRACE)
 			return fail(err, errlen,
 				    "%s: only valid with SCMP_ACT_ERRNO or SCMP_ACT_TRACE",
-				    errno_path);
-		r = want_type(errno_v, JSON_INTEGER, errno_path, err, errlen);
+				    errno_v ? errno_path : errname_path);
+		r = parse_errno(errno_v, errno_path, errname_v, errname_path, &e, err, errlen);
 		if (r < 0)
 			return r;
-		e = json_integer_value(errno_v);
-		if (e < 0 || e > SBX_MAX_ERRNO)
-			return fail(err, errlen, "%s: %lld out of range 0..%d", errno_path,
-				    (long long)e, SBX_MAX_ERRNO);
-	} else if (act == SBX_ACT_TRACE) {
-		e = 0;
 	}
 
 	switch (act) {
@@ -269,6 +324,9 @@ static int parse_action(const json_t *v, const char *path, const json_t *errno_v
 
 /* ---- architectures ----------------------------------------------------------------------- */
 
+/* An architecture this libseccomp cannot build a filter for: accepted, never native, skipped. */
+#define SBX_ARCH_UNSUPPORTED UINT32_MAX
+
 static const struct {
 	const char *scmp;  /* OCI name */
 	const char *alias; /* Go/Debian/uname name, as Docker's includes.arches use */
@@ -294,6 +352,13 @@ static const struct {
     {"SCMP_ARCH_PARISC", "parisc", NULL, SCMP_ARCH_PARISC},
     {"SCMP_ARCH_PARISC64", "parisc64", NULL, SCMP_ARCH_PARISC64},
     {"SCMP_ARCH_RISCV64", "riscv64", NULL, SCMP_ARCH_RISCV64},
+    /* In the OCI runtime spec, unknown to libseccomp 2.5: never this node's architecture. */
+    {"SCMP_ARCH_LOONGARCH64", "loong64", "loongarch64", SBX_ARCH_UNSUPPORTED},
+    {"SCMP_ARCH_M68K", "m68k", NULL, SBX_ARCH_UNSUPPORTED},
+    {"SCMP_ARCH_SH", "sh", NULL, SBX_ARCH_UNSUPPORTED},
+    {"SCMP_ARCH_SHEB", "sheb", NULL, SBX_ARCH_UNSUPPORTED},
+    /* containers-common: the architecture the node runs. */
+    {"SCMP_ARCH_NATIVE", "native", NULL, SCMP_ARCH_NATIVE},
 };
 
 /* aliases: also accept the short names (includes/excludes.arches). */
@@ -312,7 +377,8 @@ static int parse_arch(const json_t *v, const char *path, bool aliases, uint32_t 
 		if (strcmp(s, arch_names[i].scmp) == 0 ||
 		    (aliases && ((strcmp(s, arch_names[i].alias) == 0) ||
 				 (arch_names[i].alias2 && strcmp(s, arch_names[i].alias2) == 0)))) {
-			*ret = arch_names[i].token;
+			*ret = arch_names[i].token == SCMP_ARCH_NATIVE ? seccomp_arch_native()
+								       : arch_names[i].token;
 			return 0;
 		}
 	return fail(err, errlen, "%s: unknown architecture \"%s\"", path, quote_user(s, q));
@@ -320,8 +386,11 @@ static int parse_arch(const json_t *v, const char *path, bool aliases, uint32_t 
 
 static int add_arch(scmp_filter_ctx ctx, uint32_t token, const char *path, char *err, size_t errlen)
 {
-	int r = seccomp_arch_add(ctx, token);
+	int r;
 
+	if (token == SBX_ARCH_UNSUPPORTED)
+		return 0; /* not this node's: no syscall can arrive through it */
+	r = seccomp_arch_add(ctx, token);
 	if (r < 0 && r != -EEXIST)
 		return fail(err, errlen, "%s: architecture not supported by libseccomp: %s", path,
 			    strerror(-r));
@@ -379,7 +448,7 @@ static int eval_filter(const json_t *v, const char *path, bool *ret_match, bool 
 	if (r < 0)
 		return r;
 
-	a = json_object_get(v, "caps");
+	a = jget(v, "caps");
 	if (a) {
 		snprintf(p, sizeof(p), "%s.caps", path);
 		r = want_array(a, 64, p, err, errlen);
@@ -398,7 +467,7 @@ static int eval_filter(const json_t *v, const char *path, bool *ret_match, bool 
 			match = false; /* no capability is ever held */
 		}
 	}
-	a = json_object_get(v, "arches");
+	a = jget(v, "arches");
 	if (a) {
 		uint32_t native = seccomp_arch_native();
 		bool any = false;
@@ -423,7 +492,7 @@ static int eval_filter(const json_t *v, const char *path, bool *ret_match, bool 
 			match = match && any;
 		}
 	}
-	a = json_object_get(v, "minKernel");
+	a = jget(v, "minKernel");
 	if (a) {
 		long want, have;
 
@@ -475,10 +544,10 @@ static int parse_arg(const json_t *v, const char *path, struct scmp_arg_cmp *ret
 	r = check_keys(v, path, keys, err, errlen);
 	if (r < 0)
 		return r;
-	idx = json_object_get(v, "index");
-	val = json_object_get(v, "value");
-	val2 = json_object_get(v, "valueTwo");
-	op = json_object_get(v, "op");
+	idx = jget(v, "index");
+	val = jget(v, "value");
+	val2 = jget(v, "valueTwo");
+	op = jget(v, "op");
 	if (!idx)
 		return fail(err, errlen, "%s.index: missing", path);
 	if (!val)
@@ -529,7 +598,32 @@ struct compile_state {
 	size_t nrules;
 	scmp_filter_ctx nctx; /* the notifying variant, NULL without SBX_COMPILE_NOTIFY */
 	uint32_t ndefault;
+	/* Names of allow rules that this libseccomp does not know, skipped (for the notice). */
+	char skipped[160];
+	size_t nskipped;
 };
+
+/* A string shaped like a syscall name: [a-z0-9_], 1..SBX_NAME_MAX. */
+static bool syscall_name_shaped(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > SBX_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+static void note_skipped(struct compile_state *st, const char *name)
+{
+	size_t used = strlen(st->skipped);
+
+	if (st->nskipped++ < 8 && used + strlen(name) + 3 < sizeof(st->skipped))
+		snprintf(st->skipped + used, sizeof(st->skipped) - used, "%s%s", used ? ", " : "",
+			 name);
+}
 
 /*
  * The action of the notifying variant: denials that are audited become USER_NOTIF. ENOSYS
@@ -549,8 +643,8 @@ static uint32_t notify_action(uint32_t action)
 static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t index, char *err,
 			       size_t errlen)
 {
-	static const char *const keys[] = {"names",   "name",	  "action",   "errnoRet", "args",
-					   "comment", "includes", "excludes", NULL};
+	static const char *const keys[] = {"names", "name",    "action",   "errnoRet", "errno",
+					   "args",  "comment", "includes", "excludes", NULL};
 	struct scmp_arg_cmp cmps[SBX_MAX_ARGS];
 	char path[48], p[96], q[SBX_NAME_MAX + 4];
 	const json_t *names, *name, *args, *v;
@@ -567,7 +661,7 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 	if (r < 0)
 		return r;
 
-	v = json_object_get(e, "comment");
+	v = jget(e, "comment");
 	if (v) {
 		snprintf(p, sizeof(p), "%s.comment", path);
 		r = want_type(v, JSON_STRING, p, err, errlen);
@@ -575,7 +669,7 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 			return r;
 	}
 
-	v = json_object_get(e, "action");
+	v = jget(e, "action");
 	if (!v)
 		return fail(err, errlen, "%s.action: missing", path);
 	snprintf(p, sizeof(p), "%s.action", path);
@@ -583,13 +677,17 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 		char pe[96];
 
 		snprintf(pe, sizeof(pe), "%s.errnoRet", path);
-		r = parse_action(v, p, json_object_get(e, "errnoRet"), pe, &action, err, errlen);
+		char pn[96];
+
+		snprintf(pn, sizeof(pn), "%s.errno", path);
+		r = parse_action(v, p, jget(e, "errnoRet"), pe, jget(e, "errno"), pn, &action, err,
+				 errlen);
 		if (r < 0)
 			return r;
 	}
 
-	args = json_object_get(e, "args");
-	if (args && !json_is_null(args)) {
+	args = jget(e, "args");
+	if (args) {
 		snprintf(p, sizeof(p), "%s.args", path);
 		r = want_array(args, SBX_MAX_ARGS, p, err, errlen);
 		if (r < 0)
@@ -604,7 +702,7 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 
 	/* Both filters are validated before either decides, so errors never hide. */
 	match = true;
-	v = json_object_get(e, "includes");
+	v = jget(e, "includes");
 	if (v) {
 		bool m;
 
@@ -615,7 +713,7 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 		if (!empty)
 			match = match && m;
 	}
-	v = json_object_get(e, "excludes");
+	v = jget(e, "excludes");
 	if (v) {
 		bool m;
 
@@ -627,8 +725,8 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 			match = false;
 	}
 
-	names = json_object_get(e, "names");
-	name = json_object_get(e, "name");
+	names = jget(e, "names");
+	name = jget(e, "name");
 	if (names && name)
 		return fail(err, errlen, "%s: both \"names\" and \"name\" given", path);
 	if (!names && !name)
@@ -655,10 +753,23 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 		if (r < 0)
 			return r;
 		s = json_string_value(n);
-		/* Names are checked even for rules that do not apply here: a typo is a typo. */
+		/*
+		 * Names are checked even for rules that do not apply here: a typo is a typo. A
+		 * name this libseccomp does not know (a call newer than its tables: moby allows
+		 * "mseal", "listmount") is skipped in an allow or log rule, as runc and crun do:
+		 * the call keeps the default action, which is never more permissive. A rule
+		 * meant to deny it cannot be honoured, so that stays an error.
+		 */
 		nr = strlen(s) <= SBX_NAME_MAX ? seccomp_syscall_resolve_name(s) : __NR_SCMP_ERROR;
-		if (nr == __NR_SCMP_ERROR)
+		if (nr == __NR_SCMP_ERROR) {
+			if (syscall_name_shaped(s) &&
+			    (action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG)) {
+				if (match && action != st->default_action)
+					note_skipped(st, s);
+				continue;
+			}
 			return fail(err, errlen, "%s: unknown syscall \"%s\"", p, quote_user(s, q));
+		}
 		if (!match || action == st->default_action)
 			continue; /* OCI: a rule equal to the default is a no-op */
 		if (++st->nrules > SBX_MAX_RULES)
@@ -775,6 +886,54 @@ static void seccomp_releasep(scmp_filter_ctx *ctx)
 
 /* ---- public ------------------------------------------------------------------------------ */
 
+/*
+ * OCI "flags": seccomp(2) filter flags. LOG and SPEC_ALLOW are passed to seccomp(2);
+ * WAIT_KILLABLE_RECV only with the audit listener (the kernel takes it with NEW_LISTENER
+ * only, and without a listener no call waits); TSYNC is accepted and has no effect (the
+ * filter is installed by the single-threaded child before execve, so there is no other
+ * thread to synchronise).
+ */
+static int parse_flags(const json_t *v, unsigned int *ret, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		unsigned int flag;
+	} flag_names[] = {
+	    {"SECCOMP_FILTER_FLAG_TSYNC", 0},
+	    {"SECCOMP_FILTER_FLAG_LOG", SECCOMP_FILTER_FLAG_LOG},
+	    {"SECCOMP_FILTER_FLAG_SPEC_ALLOW", SECCOMP_FILTER_FLAG_SPEC_ALLOW},
+	    {"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV", SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV},
+	};
+	char q[SBX_NAME_MAX + 4];
+	int r;
+
+	*ret = 0;
+	if (!v)
+		return 0;
+	r = want_array(v, 16, "flags", err, errlen);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		const json_t *e = json_array_get(v, i);
+		char p[32];
+		bool found = false;
+
+		snprintf(p, sizeof(p), "flags[%zu]", i);
+		r = want_type(e, JSON_STRING, p, err, errlen);
+		if (r < 0)
+			return r;
+		for (size_t k = 0; k < ARRAY_SIZE(flag_names); k++)
+			if (strcmp(json_string_value(e), flag_names[k].name) == 0) {
+				*ret |= flag_names[k].flag;
+				found = true;
+			}
+		if (!found)
+			return fail(err, errlen, "%s: unknown flag \"%s\"", p,
+				    quote_user(json_string_value(e), q));
+	}
+	return 0;
+}
+
 static int add_arch_all(struct compile_state *st, uint32_t token, const char *path, char *err,
 			size_t errlen)
 {
@@ -800,10 +959,15 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 					   "archMap",
 					   "syscalls",
 					   "comment",
+					   "defaultErrno",
+					   "flags",
+					   "listenerPath",
+					   "listenerMetadata",
 					   NULL};
 	_cleanup_(json_decrefp) json_t *root = NULL;
 	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL, nctx = NULL;
 	struct compile_state st = {0};
+	unsigned int seccomp_flags = 0;
 	const json_t *v;
 	json_error_t jerr;
 	int r;
@@ -828,19 +992,42 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 	if (r < 0)
 		return r;
 
-	v = json_object_get(root, "comment");
+	v = jget(root, "comment");
 	if (v) {
 		r = want_type(v, JSON_STRING, "comment", err, errlen);
 		if (r < 0)
 			return r;
 	}
-	v = json_object_get(root, "defaultAction");
+	v = jget(root, "defaultAction");
 	if (!v)
 		return fail(err, errlen, "defaultAction: missing");
-	r = parse_action(v, "defaultAction", json_object_get(root, "defaultErrnoRet"),
-			 "defaultErrnoRet", &st.default_action, err, errlen);
+	r = parse_action(v, "defaultAction", jget(root, "defaultErrnoRet"), "defaultErrnoRet",
+			 jget(root, "defaultErrno"), "defaultErrno", &st.default_action, err,
+			 errlen);
 	if (r < 0)
 		return r;
+
+	r = parse_flags(jget(root, "flags"), &seccomp_flags, err, errlen);
+	if (r < 0)
+		return r;
+	/*
+	 * listenerPath/listenerMetadata (OCI): where a runtime would send a seccomp agent the
+	 * listener for SCMP_ACT_NOTIFY rules. Corral's shim holds the task's listener itself
+	 * (audit of denied calls) and SCMP_ACT_NOTIFY stays refused, so a profile that would
+	 * need the agent fails on its action; the members are type-checked and ignored.
+	 */
+	v = jget(root, "listenerPath");
+	if (v) {
+		r = want_type(v, JSON_STRING, "listenerPath", err, errlen);
+		if (r < 0)
+			return r;
+	}
+	v = jget(root, "listenerMetadata");
+	if (v) {
+		r = want_type(v, JSON_STRING, "listenerMetadata", err, errlen);
+		if (r < 0)
+			return r;
+	}
 
 	ctx = seccomp_init(st.default_action);
 	if (!ctx)
@@ -869,8 +1056,8 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 		st.nctx = nctx;
 	}
 
-	v = json_object_get(root, "architectures");
-	if (v && !json_is_null(v)) {
+	v = jget(root, "architectures");
+	if (v) {
 		r = want_array(v, SBX_MAX_ARCHES, "architectures", err, errlen);
 		if (r < 0)
 			return r;
@@ -889,8 +1076,8 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 	}
 
 	/* archMap (Docker): an entry for the native architecture adds its subArchitectures. */
-	v = json_object_get(root, "archMap");
-	if (v && !json_is_null(v)) {
+	v = jget(root, "archMap");
+	if (v) {
 		static const char *const mkeys[] = {"architecture", "subArchitectures", NULL};
 
 		r = want_array(v, SBX_MAX_ARCHES, "archMap", err, errlen);
@@ -908,14 +1095,14 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 			r = check_keys(m, p, mkeys, err, errlen);
 			if (r < 0)
 				return r;
-			a = json_object_get(m, "architecture");
+			a = jget(m, "architecture");
 			if (!a)
 				return fail(err, errlen, "%s.architecture: missing", p);
 			snprintf(ps, sizeof(ps), "%s.architecture", p);
 			r = parse_arch(a, ps, false, &tok, err, errlen);
 			if (r < 0)
 				return r;
-			subs = json_object_get(m, "subArchitectures");
+			subs = jget(m, "subArchitectures");
 			if (!subs)
 				continue;
 			snprintf(ps, sizeof(ps), "%s.subArchitectures", p);
@@ -940,8 +1127,8 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 		}
 	}
 
-	v = json_object_get(root, "syscalls");
-	if (v && !json_is_null(v)) {
+	v = jget(root, "syscalls");
+	if (v) {
 		r = want_array(v, SBX_MAX_SYSCALL_ENTRIES, "syscalls", err, errlen);
 		if (r < 0)
 			return r;
@@ -952,7 +1139,17 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 		}
 	}
 
-	return export_filter(ctx, nctx, ret, err, errlen);
+	r = export_filter(ctx, nctx, ret, err, errlen);
+	if (r < 0)
+		return r;
+	(*ret)->flags = seccomp_flags;
+	if (st.nskipped && err && errlen)
+		snprintf(err, errlen,
+			 "%zu allowed syscall name(s) unknown to libseccomp %u.%u.%u skipped "
+			 "(denied by the default action): %s%s",
+			 st.nskipped, seccomp_version()->major, seccomp_version()->minor,
+			 seccomp_version()->micro, st.skipped, st.nskipped > 8 ? ", ..." : "");
+	return 0;
 }
 
 const char *sbx_builtin_profile(const char *name)
@@ -990,7 +1187,7 @@ int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned i
 {
 	_cleanup_free_ char *text = NULL, *path = NULL;
 	char q[SBX_NAME_MAX + 4], sub[256];
-	const char *builtin;
+	const char *builtin, *pfx;
 	size_t len;
 	int r;
 
@@ -1025,17 +1222,21 @@ int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned i
 			return -ENOMEM;
 	}
 
+	/* The caller names the profile in its message; the path is added only where it says
+	 * more than the name (a name looked up in dir), so no message repeats it. */
+	pfx = strcmp(path, name_or_path) == 0 ? "" : path;
 	r = read_file(path, SBX_PROFILE_MAX_BYTES, &text, &len);
 	if (r < 0) {
 		if (r == -EFBIG)
-			fail(err, errlen, "%s: larger than %d bytes", path, SBX_PROFILE_MAX_BYTES);
+			fail(err, errlen, "%s%slarger than %d bytes", pfx, *pfx ? ": " : "",
+			     SBX_PROFILE_MAX_BYTES);
 		else
-			fail(err, errlen, "%s: %s", path, strerror(-r));
+			fail(err, errlen, "%s%s%s", pfx, *pfx ? ": " : "", strerror(-r));
 		return r;
 	}
 	r = sbx_profile_compile_flags(text, len, flags, ret, sub, sizeof(sub));
-	if (r < 0)
-		fail(err, errlen, "%s: %s", path, sub);
+	if (r < 0 || sub[0])
+		fail(err, errlen, "%s%s%s", pfx, *pfx ? ": " : "", sub);
 	return r;
 }
 
@@ -1044,9 +1245,10 @@ int sbx_filter_apply(const struct sbx_filter *f)
 	if (!f)
 		return 0;
 	/* Raw syscalls only: this runs in the forked child between fork and exec. */
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, f->flags, &f->ref) == 0)
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+		    f->flags & ~SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &f->ref) == 0)
 		return 0;
-	if (errno != ENOSYS)
+	if (errno != ENOSYS || (f->flags & ~SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV))
 		return -errno;
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &f->ref, 0, 0) < 0)
 		return -errno;

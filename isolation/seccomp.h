@@ -12,7 +12,11 @@
 
 struct sbx_filter;
 
-/* Compile a profile given as JSON text. -EINVAL with err naming the field or syscall. */
+/*
+ * Compile a profile given as JSON text. -EINVAL with err naming the field or syscall. On
+ * success err is empty, or holds a notice for the log (allowed syscall names that this
+ * libseccomp does not know, skipped; see docs/seccomp.md).
+ */
 int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, char *err,
 			size_t errlen);
 /*

@@ -85,6 +85,51 @@ expect "unconfined: unshare -U works" 0 "allowed" unconfined \
 expect "default: unshare -U refused" 0 "refused" default \
 	sh -c 'unshare -U true 2>/dev/null && echo allowed || echo refused'
 
+# The profiles the container runtimes ship, loaded as fetched (tests/fixtures/seccomp). Each
+# expectation is what the profile's JSON says, checked against the same call unconfined.
+F=tests/fixtures/seccomp
+cat > "$work/py_call.py" <<'PY'
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+nr = int(sys.argv[1])
+r = libc.syscall(nr, 0, 0, 0, 0, 0)
+print(0 if r >= 0 else ctypes.get_errno())
+PY
+# add_key(NULL, ...) = 248: EFAULT (14) without a filter; listed in neither runtime's profile.
+expect "unconfined: add_key reaches the kernel (EFAULT)" 0 "14" unconfined \
+	python3 "$work/py_call.py" 248
+expect "moby default.json: workloads" 0 "140 sub" $F/moby-default.json python3 "$work/py_ok.py"
+expect "moby default.json: sh pipeline" 0 "HELLO 3" $F/moby-default.json \
+	sh -c 'echo hello | tr a-z A-Z | { read x; echo "$x $((1 + 2))"; }'
+expect "moby default.json: add_key -> defaultErrnoRet 1" 0 "1" $F/moby-default.json \
+	python3 "$work/py_call.py" 248
+expect "moby default.json: mount -> EPERM (CAP_SYS_ADMIN rule dropped)" 0 "1" \
+	$F/moby-default.json python3 "$work/py_mount.py" "$work/mnt"
+expect "moby default.json: ptrace allowed (includes.minKernel 4.8)" 0 "0" \
+	$F/moby-default.json python3 "$work/py_call.py" 101
+expect "containers-common seccomp.json: workloads" 0 "140 sub" \
+	$F/containers-common-seccomp.json python3 "$work/py_ok.py"
+expect "containers-common seccomp.json: add_key -> defaultErrno ENOSYS (38)" 0 "38" \
+	$F/containers-common-seccomp.json python3 "$work/py_call.py" 248
+expect "containers-common seccomp.json: mount allowed (reaches the kernel)" 0 "19" \
+	$F/containers-common-seccomp.json python3 "$work/py_mount.py" "$work/mnt"
+expect "crun block-syscall: getpid -> EPERM" 0 "1" $F/crun-seccomp-block-syscall.json \
+	python3 "$work/py_call.py" 39
+expect "crun kill-action: killed by SIGSYS" $((128 + 31)) "" $F/crun-seccomp-kill-action.json \
+	/bin/true
+for p in $F/crun-seccomp-*.json $F/containers-common-example.json; do
+	case $p in *kill-action* | *errno-default*) continue ;; esac
+	expect "$(basename "$p"): sh runs" 0 "ok" "$p" sh -c 'echo ok'
+done
+out=$("$H" $F/crun-annotation-seccomp-fail-unknown-syscall.json -- true 2>&1)
+case $out in
+*": syscalls[0].names[0]: unknown syscall \"this_syscall_does_not_exist_12345\" ("*)
+	pass "a deny rule for an unknown syscall is refused, the path said once" ;;
+*) bad "unknown syscall in a deny rule: $out" ;;
+esac
+[ "$(grep -o 'crun-annotation' <<<"$out" | wc -l)" = 1 ] ||
+	bad "profile path printed more than once: $out"
+
 [ "$fails" = 0 ] && { echo "PASS: seccomp workloads"; exit 0; }
 echo "FAIL: $fails check(s)"
 exit 1

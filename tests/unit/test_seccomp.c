@@ -106,6 +106,31 @@ static const struct err_case err_cases[] = {
     {ALLOW_HEAD "\"syscalls\":[{\"names\":[\"dup\"],\"name\":\"dup\","
 		"\"action\":\"SCMP_ACT_ERRNO\"}]}",
      "syscalls[0]: both \"names\" and \"name\" given"},
+    /* OCI members and containers-common's errno names */
+    {ALLOW_HEAD "\"flags\":[\"SECCOMP_FILTER_FLAG_LOG\",\"SECCOMP_FILTER_FLAG_NOPE\"]}",
+     "flags[1]: unknown flag \"SECCOMP_FILTER_FLAG_NOPE\""},
+    {ALLOW_HEAD "\"flags\":\"SECCOMP_FILTER_FLAG_LOG\"}", "flags: must be an array"},
+    {ALLOW_HEAD "\"listenerPath\":5}", "listenerPath: must be a string, not an integer"},
+    {ALLOW_HEAD "\"listenerMetadata\":[]}", "listenerMetadata: must be a string, not an array"},
+    {"{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrno\":\"ENOPE\"}",
+     "defaultErrno: unknown errno name \"ENOPE\""},
+    {"{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":1,\"defaultErrno\":\"ENOSYS\"}",
+     "defaultErrno: \"ENOSYS\" (38) disagrees with defaultErrnoRet (1)"},
+    {ALLOW_HEAD "\"syscalls\":[{\"names\":[\"dup\"],\"action\":\"SCMP_ACT_KILL\","
+		"\"errno\":\"EPERM\"}]}",
+     "syscalls[0].errno: only valid with"},
+    /* a name this libseccomp does not know cannot be denied: an error, not a silent allow */
+    {ALLOW_HEAD "\"syscalls\":[{\"names\":[\"getpid\",\"corral_future_call\"],"
+		"\"action\":\"SCMP_ACT_ERRNO\"}]}",
+     "syscalls[0].names[1]: unknown syscall \"corral_future_call\""},
+    /* ... and in an allow rule only names shaped like syscall names are skipped */
+    {"{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"syscalls\":[{\"names\":[\"Get-Pid\"],"
+     "\"action\":\"SCMP_ACT_ALLOW\"}]}",
+     "syscalls[0].names[0]: unknown syscall \"Get-Pid\""},
+    /* null means absent; a required member that is null is missing */
+    {"{\"defaultAction\":null}", "defaultAction: missing"},
+    {ALLOW_HEAD "\"syscalls\":[{\"names\":null,\"action\":\"SCMP_ACT_ERRNO\"}]}",
+     "syscalls[0].names: missing"},
 };
 
 static void test_error_messages(void **state)
@@ -215,6 +240,14 @@ static void test_load_from_dir(void **state)
 	assert_int_equal(sbx_profile_load("bad", dir, &f, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "bad.json: syscalls[0].names[0]: unknown syscall \"foo\""));
 	assert_null(f);
+	/* Given by path, the caller names the profile: the path is not repeated. */
+	assert_int_equal(sbx_profile_load(path, NULL, &f, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "syscalls[0].names[0]: unknown syscall \"foo\"");
+	assert_null(f);
+	snprintf(path, sizeof(path), "%s/none.json", dir);
+	assert_int_equal(sbx_profile_load(path, NULL, &f, err, sizeof(err)), -ENOENT);
+	assert_string_equal(err, strerror(ENOENT));
+	snprintf(path, sizeof(path), "%s/bad.json", dir);
 
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/custom.json", dir);
@@ -437,6 +470,184 @@ static void test_custom_rules_in_child(void **state)
 	st = wait_child(pid);
 	assert_child_ok(st);
 	sbx_filter_free(f);
+}
+
+/*
+ * OCI members, JSON null as absent everywhere, errno names, names this libseccomp does not
+ * know in allow rules: accepted (compiled), with the notice in err.
+ */
+static void test_oci_members_and_nulls(void **state)
+{
+	static const char *const ok[] = {
+	    /* every optional member null */
+	    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":null,\"defaultErrno\":null,"
+	    "\"architectures\":null,\"archMap\":null,\"syscalls\":null,\"comment\":null,"
+	    "\"flags\":null,\"listenerPath\":null,\"listenerMetadata\":null}",
+	    ALLOW_HEAD "\"archMap\":[{\"architecture\":\"SCMP_ARCH_X86_64\","
+		       "\"subArchitectures\":null},{\"architecture\":\"SCMP_ARCH_RISCV64\","
+		       "\"subArchitectures\":null}]}",
+	    ALLOW_HEAD "\"syscalls\":[{\"names\":[\"getppid\"],\"name\":null,"
+		       "\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":null,\"errno\":null,"
+		       "\"args\":null,\"comment\":null,\"includes\":null,\"excludes\":null}]}",
+	    ALLOW_HEAD "\"syscalls\":[{\"names\":[\"getppid\"],\"action\":\"SCMP_ACT_ERRNO\","
+		       "\"includes\":{\"caps\":null,\"arches\":null,\"minKernel\":null},"
+		       "\"excludes\":{\"caps\":null,\"arches\":null,\"minKernel\":null},"
+		       "\"args\":[{\"index\":0,\"value\":1,\"valueTwo\":null,"
+		       "\"op\":\"SCMP_CMP_EQ\"}]}]}",
+	    /* OCI runtime-spec members */
+	    ALLOW_HEAD "\"flags\":[\"SECCOMP_FILTER_FLAG_TSYNC\",\"SECCOMP_FILTER_FLAG_LOG\","
+		       "\"SECCOMP_FILTER_FLAG_SPEC_ALLOW\","
+		       "\"SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV\"],"
+		       "\"listenerPath\":\"/run/agent.sock\",\"listenerMetadata\":\"x\"}",
+	    ALLOW_HEAD "\"architectures\":[\"SCMP_ARCH_NATIVE\",\"SCMP_ARCH_LOONGARCH64\","
+		       "\"SCMP_ARCH_M68K\",\"SCMP_ARCH_SH\",\"SCMP_ARCH_SHEB\"]}",
+	    /* containers-common: errno by name, alone or agreeing with the number */
+	    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"defaultErrnoRet\":38,"
+	    "\"defaultErrno\":\"ENOSYS\",\"syscalls\":[{\"names\":[\"exit_group\"],"
+	    "\"action\":\"SCMP_ACT_ALLOW\"},{\"names\":[\"getppid\"],"
+	    "\"action\":\"SCMP_ACT_ERRNO\",\"errno\":\"EPERM\"}]}",
+	};
+	static const char *const skip =
+	    "{\"defaultAction\":\"SCMP_ACT_ERRNO\",\"syscalls\":[{\"names\":[\"getpid\","
+	    "\"corral_future_call\",\"another_new_call\"],\"action\":\"SCMP_ACT_ALLOW\"}]}";
+	struct sbx_filter *f = NULL;
+	char err[512];
+
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		int r = sbx_profile_compile(ok[i], strlen(ok[i]), &f, err, sizeof(err));
+
+		if (r < 0 || !f || err[0])
+			fail_msg("case %zu: r=%d err=\"%s\"", i, r, err);
+		sbx_filter_free(f);
+		f = NULL;
+	}
+	assert_int_equal(sbx_profile_compile(skip, strlen(skip), &f, err, sizeof(err)), 0);
+	assert_non_null(f);
+	assert_non_null(strstr(err, "2 allowed syscall name(s) unknown to libseccomp"));
+	assert_non_null(strstr(err, "corral_future_call, another_new_call"));
+	sbx_filter_free(f);
+}
+
+/* The profiles the container runtimes ship, as fetched (tests/fixtures/seccomp/README.md). */
+static const char *fixture(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "tests/fixtures/seccomp/%s", name);
+	if (access(buf, R_OK) < 0)
+		fail_msg("%s: %s (run from the source tree)", buf, strerror(errno));
+	return buf;
+}
+
+static const char *const runtime_profiles[] = {
+    "moby-default.json",
+    "containers-common-seccomp.json",
+    "containers-common-example.json",
+    "crun-seccomp-allow-default.json",
+    "crun-seccomp-architectures.json",
+    "crun-seccomp-block-syscall.json",
+    "crun-seccomp-comparison-ops.json",
+    "crun-seccomp-errno-default.json",
+    "crun-seccomp-flags.json",
+    "crun-seccomp-kill-action.json",
+    "crun-seccomp-listener.json",
+    "crun-seccomp-log-action.json",
+    "crun-seccomp-multiple-syscalls.json",
+    "crun-seccomp-syscall-args.json",
+};
+
+static void test_runtime_profiles_load(void **state)
+{
+	char path[256], err[512];
+
+	for (size_t i = 0; i < ARRAY_SIZE(runtime_profiles); i++)
+		for (unsigned int flags = 0; flags <= SBX_COMPILE_NOTIFY;
+		     flags += SBX_COMPILE_NOTIFY) {
+			struct sbx_filter *f = NULL;
+			int r =
+			    sbx_profile_load_flags(fixture(runtime_profiles[i], path, sizeof(path)),
+						   NULL, flags, &f, err, sizeof(err));
+
+			if (r < 0 || !f)
+				fail_msg("%s (flags %u): r=%d %s", runtime_profiles[i], flags, r,
+					 err);
+			if (flags)
+				assert_true(sbx_filter_notifies(f));
+			sbx_filter_free(f);
+		}
+
+	/* moby allows calls newer than libseccomp 2.5's tables: skipped, and said so. */
+	{
+		struct sbx_filter *f = NULL;
+
+		assert_int_equal(sbx_profile_load(fixture("moby-default.json", path, sizeof(path)),
+						  NULL, &f, err, sizeof(err)),
+				 0);
+		sbx_filter_free(f);
+		if (seccomp_syscall_resolve_name("mseal") == __NR_SCMP_ERROR)
+			assert_non_null(strstr(err, "mseal"));
+	}
+	/* crun's test of its fail-unknown-syscall annotation: a deny rule for a call unknown to
+	 * libseccomp cannot be honoured, so Corral refuses it (as crun does with the annotation).
+	 */
+	{
+		struct sbx_filter *f = NULL;
+
+		assert_int_equal(
+		    sbx_profile_load(fixture("crun-annotation-seccomp-fail-unknown-syscall.json",
+					     path, sizeof(path)),
+				     NULL, &f, err, sizeof(err)),
+		    -EINVAL);
+		assert_string_equal(
+		    err,
+		    "syscalls[0].names[0]: unknown syscall \"this_syscall_does_not_exist_12345\"");
+		assert_null(f);
+	}
+}
+
+/* Applied in a child: the errno each profile gives is the one its JSON says. */
+static void test_runtime_profiles_apply(void **state)
+{
+	static const struct {
+		const char *name;
+		int add_key_errno; /* add_key(NULL, ...): EFAULT without a filter */
+		int getpid_errno;  /* 0: allowed */
+	} cases[] = {
+	    /* add_key is not in moby's allowlist: defaultErrnoRet 1 */
+	    {"moby-default.json", EPERM, 0},
+	    /* nor in containers-common's: defaultErrnoRet 38 / defaultErrno "ENOSYS" */
+	    {"containers-common-seccomp.json", ENOSYS, 0},
+	    /* crun's test blocks getpid with errnoRet 1 */
+	    {"crun-seccomp-block-syscall.json", EFAULT, EPERM},
+	    {"crun-seccomp-flags.json", EFAULT, 0},
+	    {"crun-seccomp-listener.json", EFAULT, 0},
+	};
+	char path[256], err[512];
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct sbx_filter *f = NULL;
+		pid_t pid;
+		int st;
+
+		assert_int_equal(sbx_profile_load(fixture(cases[i].name, path, sizeof(path)), NULL,
+						  &f, err, sizeof(err)),
+				 0);
+		pid = fork();
+		if (pid == 0) {
+			confine(f);
+			CHECK(1, fails_with(syscall(SYS_add_key, NULL, NULL, NULL, 0, 0),
+					    cases[i].add_key_errno));
+			if (cases[i].getpid_errno)
+				CHECK(2, fails_with(syscall(SYS_getpid), cases[i].getpid_errno));
+			else
+				CHECK(3, syscall(SYS_getpid) == getpid());
+			_exit(0);
+		}
+		st = wait_child(pid);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			fail_msg("%s: child %s %d", cases[i].name,
+				 WIFEXITED(st) ? "exit" : "signal",
+				 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		sbx_filter_free(f);
+	}
 }
 
 #if defined(__x86_64__)
@@ -894,6 +1105,9 @@ int main(void)
 		cmocka_unit_test(test_builtins),
 		cmocka_unit_test(test_load_from_dir),
 		cmocka_unit_test(test_semantics),
+		cmocka_unit_test(test_oci_members_and_nulls),
+		cmocka_unit_test(test_runtime_profiles_load),
+		cmocka_unit_test(test_runtime_profiles_apply),
 		cmocka_unit_test(test_default_in_child),
 		cmocka_unit_test(test_strict_in_child),
 		cmocka_unit_test(test_custom_rules_in_child),
