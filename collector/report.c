@@ -150,37 +150,101 @@ int report_format_from_string(const char *s, enum report_format *ret)
 	return -EINVAL;
 }
 
-static void period_of(const struct report_spec *spec, const char *day, char out[11])
+/* out = day + n days (YYYY-MM-DD; day may be a month YYYY-MM, taken as its first day) */
+static void day_add(const char *day, int n, char out[11])
 {
 	struct tm tm = {0};
+	char buf[11];
 	time_t t;
+
+	snprintf(buf, sizeof(buf), strlen(day) == 7 ? "%.7s-01" : "%.10s", day);
+	if (!strptime(buf, "%Y-%m-%d", &tm)) {
+		memcpy(out, buf, 11);
+		return;
+	}
+	t = timegm(&tm) + (time_t)n * 86400;
+	gmtime_r(&t, &tm);
+	strftime(out, 11, "%Y-%m-%d", &tm);
+}
+
+/* The label of the period holding day (see REPORT_PERIOD_LEN). */
+static void period_of(const struct report_spec *spec, const char *day, char out[REPORT_PERIOD_LEN])
+{
+	struct tm tm = {0};
+	char last[11];
 
 	switch (spec->period) {
 	case REPORT_PERIOD_DAY:
-		memcpy(out, day, 10);
-		out[10] = 0;
+		snprintf(out, REPORT_PERIOD_LEN, "%.10s", day);
 		return;
 	case REPORT_PERIOD_MONTH:
-		memcpy(out, day, 7);
-		out[7] = 0;
+		snprintf(out, REPORT_PERIOD_LEN, "%.7s", day);
 		return;
 	case REPORT_PERIOD_ALL:
-		memcpy(out, spec->from, 11);
+		day_add(spec->to, -1, last);
+		snprintf(out, REPORT_PERIOD_LEN, "%s..%s", spec->from, last);
 		return;
 	case REPORT_PERIOD_WEEK:
 		break;
 	}
-	/* ISO week: the Monday starting it */
+	/* ISO 8601 week, with its ISO year (2027-01-01 is in 2026-W53) */
 	if (!strptime(day, "%Y-%m-%d", &tm)) {
-		memcpy(out, day, 10);
-		out[10] = 0;
+		snprintf(out, REPORT_PERIOD_LEN, "%.10s", day);
 		return;
 	}
-	t = timegm(&tm);
-	gmtime_r(&t, &tm);
-	t -= (time_t)(((tm.tm_wday + 6) % 7) * 86400);
-	gmtime_r(&t, &tm);
-	strftime(out, 11, "%Y-%m-%d", &tm);
+	{
+		time_t t = timegm(&tm);
+
+		gmtime_r(&t, &tm);
+	}
+	strftime(out, REPORT_PERIOD_LEN, "%G-W%V", &tm);
+}
+
+/* The first and last day (inclusive) of the period holding day, clipped to the range. */
+static void period_days(const struct report_spec *spec, const char *day, char first[11],
+			char last[11])
+{
+	char to_last[11];
+	struct tm tm = {0};
+
+	day_add(spec->to, -1, to_last);
+	switch (spec->period) {
+	case REPORT_PERIOD_DAY:
+		snprintf(first, 11, "%.10s", day);
+		memcpy(last, first, 11);
+		break;
+	case REPORT_PERIOD_WEEK:
+		day_add(day, 0, first);
+		if (strptime(first, "%Y-%m-%d", &tm)) {
+			time_t t = timegm(&tm);
+
+			gmtime_r(&t, &tm);
+			day_add(first, -((tm.tm_wday + 6) % 7), first);
+		}
+		day_add(first, 6, last);
+		break;
+	case REPORT_PERIOD_MONTH: {
+		char next[11];
+		int y = 0, m = 0;
+
+		snprintf(first, 11, "%.7s-01", day);
+		if (sscanf(first, "%4d-%2d", &y, &m) == 2 && ++m > 12) {
+			m = 1;
+			y++;
+		}
+		snprintf(next, sizeof(next), "%04d-%02d-01", y, m);
+		day_add(next, -1, last);
+		break;
+	}
+	case REPORT_PERIOD_ALL:
+		memcpy(first, spec->from, 11);
+		memcpy(last, to_last, 11);
+		break;
+	}
+	if (strcmp(first, spec->from) < 0)
+		memcpy(first, spec->from, 11);
+	if (strcmp(last, to_last) > 0)
+		memcpy(last, to_last, 11);
 }
 
 /* ---- reading the rollups ---- */
@@ -778,6 +842,7 @@ void report_apportion(int64_t total, const double *w, size_t n, int64_t *out)
 /* A report row while it is built: keys interned, found by a hash of the key pointers. */
 struct group {
 	const char *period;
+	const char *day; /* a day (or month cell) of the period, for its first and last day */
 	const char *key[REPORT_DIMS_MAX];
 	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
@@ -832,8 +897,8 @@ static int groups_rehash(struct groups *g)
 }
 
 /* Adds quantities q and cents to the group of (period, key), created on first use. */
-static int group_add(struct groups *g, const char *period, const char *const *key, const double *q,
-		     const int64_t *cents)
+static int group_add(struct groups *g, const char *period, const char *day, const char *const *key,
+		     const double *q, const int64_t *cents)
 {
 	struct group *x;
 	size_t j;
@@ -852,6 +917,7 @@ static int group_add(struct groups *g, const char *period, const char *const *ke
 		x = &g->v[g->n];
 		memset(x, 0, sizeof(*x));
 		x->period = period;
+		x->day = day;
 		memcpy(x->key, key, g->n_dims * sizeof(*key));
 		g->slot[j] = ++g->n;
 	}
@@ -915,22 +981,44 @@ struct emit {
 	const char *none; /* interned NONE_VAL */
 };
 
+/* The value of dimension d for a part; an empty or missing value (no account, a blank label,
+ * no such label) is NONE_VAL in every format. */
 static const char *dim_value(const struct emit *e, size_t d, const struct cell *c,
 			     const char *label, const struct lcell *part)
 {
+	const char *v = NULL;
+
 	switch (e->rd->spec->dims[d]) {
 	case REPORT_DIM_ACCOUNT:
-		return c->account;
+		v = c->account;
+		break;
 	case REPORT_DIM_USER:
-		return c->user;
+		v = c->user;
+		break;
 	case REPORT_DIM_LABEL:
-		return label ?: e->none;
+		v = label;
+		break;
 	case REPORT_DIM_JOB:
-		return part ? part->job : e->none;
+		v = part ? part->job : NULL;
+		break;
 	case REPORT_DIM_NODE:
-		return part ? part->node : e->none;
+		v = part ? part->node : NULL;
+		break;
 	}
-	return e->none;
+	return v && *v ? v : e->none;
+}
+
+/*
+ * The rest of a whole after its parts were taken away (rest = whole - parts): negative
+ * results and the rounding residue of subtracting sums made in another order (relative to the
+ * whole, far below any measured quantity) are zero, so that a part with nothing in it makes no
+ * row.
+ */
+static void rest_clean(double *rest, const double *whole)
+{
+	for (int s = 0; s < REPORT_Q_MAX; s++)
+		if (!(rest[s] > 1e-11 * fabs(whole[s])))
+			rest[s] = 0;
 }
 
 /*
@@ -972,7 +1060,7 @@ static int emit_parts(const struct emit *e, const struct cell *c, const char *pe
 			if (k < REPORT_COST_TOTAL)
 				pc[REPORT_COST_TOTAL] += pc[k];
 		}
-		r = group_add(e->g, period, key, q[i], pc);
+		r = group_add(e->g, period, c->day, key, q[i], pc);
 		if (r < 0)
 			return r;
 	}
@@ -1043,10 +1131,13 @@ static int emit_job_label(const struct emit *e, const struct cell *c, const char
 			b++;
 			continue;
 		}
+		double whole[REPORT_Q_MAX];
+
 		r = rest[ng++];
 		for (; a < nj && jp[a]->job == j->job && jp[a]->node == j->node; a++)
 			for (int s = 0; s < REPORT_Q_MAX; s++)
 				r[s] += jp[a]->v[s];
+		memcpy(whole, r, sizeof(whole));
 		for (; cmp == 0 && b < nl && lp[b]->job == j->job && lp[b]->node == j->node; b++) {
 			part[n] = lp[b];
 			q[n] = lp[b]->v;
@@ -1055,8 +1146,7 @@ static int emit_job_label(const struct emit *e, const struct cell *c, const char
 			for (int s = 0; s < REPORT_Q_MAX; s++)
 				r[s] -= lp[b]->v[s];
 		}
-		for (int s = 0; s < REPORT_Q_MAX; s++)
-			r[s] = MAX(0.0, r[s]);
+		rest_clean(r, whole);
 		part[n] = j;
 		q[n] = r;
 		label[n] = e->none;
@@ -1071,7 +1161,7 @@ static int emit_cell(const struct emit *e, const struct cell *c, const int64_t c
 	const struct reader *rd = e->rd;
 	const struct report_spec *spec = rd->spec;
 	const char *key[REPORT_DIMS_MAX];
-	char pbuf[11];
+	char pbuf[REPORT_PERIOD_LEN];
 	const char *period;
 	size_t n = 0, i = 0;
 
@@ -1132,8 +1222,7 @@ static int emit_cell(const struct emit *e, const struct cell *c, const int64_t c
 			for (int s = 0; s < REPORT_Q_MAX; s++)
 				rest[s] -= l->v[s];
 		}
-		for (int s = 0; s < REPORT_Q_MAX; s++)
-			rest[s] = MAX(0.0, rest[s]);
+		rest_clean(rest, c->v);
 		q[i] = rest;
 		label[i] = e->none;
 		p[i] = &rd->ps->base;
@@ -1142,7 +1231,19 @@ static int emit_cell(const struct emit *e, const struct cell *c, const int64_t c
 	/* whole (also a cell without job/node rows: cannot happen, its parts are NONE_VAL) */
 	for (size_t d = 0; d < spec->n_dims; d++)
 		key[d] = dim_value(e, d, c, NULL, NULL);
-	return group_add(e->g, period, key, c->v, cents);
+	return group_add(e->g, period, c->day, key, c->v, cents);
+}
+
+/* A group with nothing in it (a label's rest where every task had the label): no row. */
+static bool group_empty(const struct group *x)
+{
+	for (int s = 0; s < REPORT_Q_MAX; s++)
+		if (x->q[s] != 0)
+			return false;
+	for (int k = 0; k < _REPORT_COST_MAX; k++)
+		if (x->cents[k] != 0)
+			return false;
+	return true;
 }
 
 static int waste_cmp(const void *x, const void *y)
@@ -1277,9 +1378,13 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		}
 	}
 	for (size_t i = 0; i < g.n; i++) {
-		struct report_row *row = &ret->rows[ret->n++];
+		struct report_row *row;
 
-		memcpy(row->period, g.v[i].period, strlen(g.v[i].period) + 1);
+		if (group_empty(&g.v[i]))
+			continue;
+		row = &ret->rows[ret->n++];
+		snprintf(row->period, sizeof(row->period), "%s", g.v[i].period);
+		period_days(spec, g.v[i].day, row->first_day, row->last_day);
 		for (size_t d = 0; d < spec->n_dims; d++) {
 			row->key[d] = strdup(g.v[i].key[d]);
 			if (!row->key[d]) {
@@ -1299,6 +1404,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	} else if (spec->top)
 		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
 	memcpy(ret->total.period, "total", 6);
+	memcpy(ret->total.first_day, spec->from, 11);
+	day_add(spec->to, -1, ret->total.last_day);
 	r = 0;
 out:
 	free(g.v);
@@ -1327,28 +1434,121 @@ static void money(char *buf, size_t len, int64_t cents)
 		 (cents < 0 ? -cents : cents) / 100, (cents < 0 ? -cents : cents) % 100);
 }
 
-static double ratio(double a, double b)
+/* used / charged, in [0, 1]; 1 when nothing was charged (see report.h) */
+static double eff(double used, double charged)
 {
-	return b > 0 ? a / b : 0;
+	double e;
+
+	if (!(charged > 0))
+		return 1;
+	e = used / charged;
+	/* used <= charged per task; sums of parts (a label's rest) may differ by a rounding */
+	return e > 1 ? 1 : e > 0 ? e : 0;
 }
 
-static double cpu_eff(const struct report_row *row)
+double report_cpu_eff(const struct report_row *row)
 {
-	return ratio(row->q[COLL_SUM_CPU_S], row->q[COLL_SUM_CPU_REQ_CORE_S]);
+	return eff(row->q[COLL_SUM_CPU_S], row->q[COLL_SUM_CPU_CHARGED_CORE_S]);
 }
 
-static double mem_eff(const struct report_row *row)
+double report_mem_eff(const struct report_row *row)
 {
-	return ratio(row->q[COLL_SUM_MEM_BYTE_S], row->q[COLL_SUM_MEM_REQ_BYTE_S]);
+	return eff(row->q[COLL_SUM_MEM_BYTE_S], row->q[COLL_SUM_MEM_CHARGED_BYTE_S]);
 }
 
-static void csv_field(FILE *f, const char *s)
+double report_gpu_eff(const struct report_row *row)
 {
-	if (!strpbrk(s, ",\"\r\n")) {
+	return eff(row->q[COLL_SUM_GPU_S], row->q[COLL_SUM_GPU_CHARGED_S]);
+}
+
+/* Machine formats (CSV, JSON): the shortest decimal that reads back as the same double. */
+static void num_full(char *buf, size_t len, double v)
+{
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, len, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+/* Human formats (table, HTML): two decimals, more below 1 so that a nonzero quantity keeps
+ * three significant digits (0.000347 core-h does not print as 0.00). */
+static void num_human(char *buf, size_t len, double v)
+{
+	const double a = fabs(v);
+	int dec = 2;
+
+	if (v == 0) {
+		snprintf(buf, len, "0");
+		return;
+	}
+	if (a < 1e-12) {
+		snprintf(buf, len, "%.3g", v);
+		return;
+	}
+	if (a < 1)
+		dec = 2 - (int)floor(log10(a));
+	snprintf(buf, len, "%.*f", MIN(dec, 14), v);
+}
+
+/* The quantities of a row, in report units */
+enum report_col {
+	COL_CPU_CORE_H,
+	COL_CPU_USED_CORE_H,
+	COL_MEM_GIB_H,
+	COL_MEM_USED_GIB_H,
+	COL_GPU_H,
+	COL_GPU_USED_H,
+	COL_IO_GIB,
+	COL_NET_GIB,
+	_COL_MAX,
+};
+static const char *const col_names[_COL_MAX] = {
+    "cpu_core_h", "cpu_used_core_h", "mem_gib_h", "mem_used_gib_h",
+    "gpu_h",	  "gpu_used_h",	     "io_gib",	  "net_gib",
+};
+
+static void row_cols(const struct report_row *row, double out[_COL_MAX])
+{
+	const double *q = row->q;
+
+	out[COL_CPU_CORE_H] = q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600;
+	out[COL_CPU_USED_CORE_H] = q[COLL_SUM_CPU_S] / 3600;
+	out[COL_MEM_GIB_H] = q[COLL_SUM_MEM_CHARGED_BYTE_S] / 3600 / GIB;
+	out[COL_MEM_USED_GIB_H] = q[COLL_SUM_MEM_BYTE_S] / 3600 / GIB;
+	out[COL_GPU_H] = q[COLL_SUM_GPU_CHARGED_S] / 3600;
+	out[COL_GPU_USED_H] = q[COLL_SUM_GPU_S] / 3600;
+	out[COL_IO_GIB] = (q[COLL_SUM_IO_READ_BYTES] + q[COLL_SUM_IO_WRITE_BYTES]) / GIB;
+	out[COL_NET_GIB] = (q[COLL_SUM_NET_RX_BYTES] + q[COLL_SUM_NET_TX_BYTES]) / GIB;
+}
+
+/* Counts of a row, in output order */
+static const struct {
+	const char *name;
+	int q;
+} count_cols[] = {
+    {"tasks", COLL_SUM_TASKS},
+    {"tasks_without_request", COLL_SUM_NO_REQUEST_TASKS},
+    {"running_tasks", REPORT_Q_RUNNING},
+    {"failed_tasks", COLL_SUM_FAILED_TASKS},
+    {"oom_killed", COLL_SUM_OOM_KILLED},
+    {"time_limit", COLL_SUM_TIME_LIMIT},
+    {"cpu_time_limit", COLL_SUM_CPU_TIME_LIMIT},
+    {"gpu_memory_limit", COLL_SUM_GPU_MEMORY_LIMIT},
+};
+
+void report_csv_field(FILE *f, const char *s)
+{
+	/* a spreadsheet takes a cell starting with one of these as a formula */
+	const bool formula = s[0] && strchr("=+-@\t\r", s[0]);
+
+	if (!formula && !strpbrk(s, ",\"\r\n")) {
 		fputs(s, f);
 		return;
 	}
 	fputc('"', f);
+	if (formula)
+		fputc('\'', f);
 	for (; *s; s++) {
 		if (*s == '"')
 			fputc('"', f);
@@ -1389,52 +1589,61 @@ static void write_csv(const struct report *r, FILE *f)
 {
 	char h[PRICE_LABEL_MAX + 8], m[32];
 
-	fputs("period", f);
+	fputs("period,first_day,last_day", f);
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		dim_header(r, d, h, sizeof(h));
 		fputc(',', f);
-		csv_field(f, h);
+		report_csv_field(f, h);
 	}
-	fputs(",tasks,failed_tasks,cpu_core_h,cpu_used_core_h,mem_gib_h,gpu_h,io_gib,net_gib", f);
+	for (size_t c = 0; c < ARRAY_SIZE(count_cols); c++)
+		fprintf(f, ",%s", count_cols[c].name);
+	for (int c = 0; c < _COL_MAX; c++)
+		fprintf(f, ",%s", col_names[c]);
 	for (int k = 0; k < _REPORT_COST_MAX; k++)
 		fprintf(f, ",%s", cost_names[k]);
-	fputs(",cpu_eff,mem_eff,oom_killed,time_limit,cpu_time_limit,gpu_memory_limit,"
-	      "running_tasks\n",
-	      f);
+	fputs(",cpu_eff,mem_eff,gpu_eff\n", f);
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
-		const double *q = row->q;
+		double cols[_COL_MAX];
 
-		fputs(row->period, f);
+		fprintf(f, "%s,%s,%s", row->period, row->first_day, row->last_day);
 		for (size_t d = 0; d < r->spec.n_dims; d++) {
 			fputc(',', f);
-			csv_field(f, i < r->n ? row->key[d] : "");
+			report_csv_field(f, i < r->n ? row->key[d] : "");
 		}
-		fprintf(f, ",%.0f,%.0f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f", q[COLL_SUM_TASKS],
-			q[COLL_SUM_FAILED_TASKS], q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600,
-			q[COLL_SUM_CPU_S] / 3600, q[COLL_SUM_MEM_CHARGED_BYTE_S] / 3600 / GIB,
-			q[COLL_SUM_GPU_CHARGED_S] / 3600,
-			(q[COLL_SUM_IO_READ_BYTES] + q[COLL_SUM_IO_WRITE_BYTES]) / GIB,
-			(q[COLL_SUM_NET_RX_BYTES] + q[COLL_SUM_NET_TX_BYTES]) / GIB);
+		for (size_t c = 0; c < ARRAY_SIZE(count_cols); c++)
+			fprintf(f, ",%.0f", row->q[count_cols[c].q]);
+		row_cols(row, cols);
+		for (int c = 0; c < _COL_MAX; c++) {
+			num_full(m, sizeof(m), cols[c]);
+			fprintf(f, ",%s", m);
+		}
 		for (int k = 0; k < _REPORT_COST_MAX; k++) {
 			money(m, sizeof(m), row->cents[k]);
 			fprintf(f, ",%s", m);
 		}
-		fprintf(f, ",%.4f,%.4f,%.0f,%.0f,%.0f,%.0f,%.0f\n", cpu_eff(row), mem_eff(row),
-			q[COLL_SUM_OOM_KILLED], q[COLL_SUM_TIME_LIMIT], q[COLL_SUM_CPU_TIME_LIMIT],
-			q[COLL_SUM_GPU_MEMORY_LIMIT], q[REPORT_Q_RUNNING]);
+		num_full(m, sizeof(m), report_cpu_eff(row));
+		fprintf(f, ",%s", m);
+		num_full(m, sizeof(m), report_mem_eff(row));
+		fprintf(f, ",%s", m);
+		num_full(m, sizeof(m), report_gpu_eff(row));
+		fprintf(f, ",%s\n", m);
 	}
 }
 
 static void json_row(const struct report *r, const struct report_row *row, bool is_total, FILE *f)
 {
 	char m[32], h[PRICE_LABEL_MAX + 8];
-	const double *q = row->q;
+	double cols[_COL_MAX];
 
 	fputc('{', f);
 	if (!is_total) {
 		fputs("\"period\":", f);
 		fputs_json_string(f, row->period);
+		fputc(',', f);
+	}
+	fprintf(f, "\"first_day\":\"%s\",\"last_day\":\"%s\"", row->first_day, row->last_day);
+	if (!is_total)
 		for (size_t d = 0; d < r->spec.n_dims; d++) {
 			dim_header(r, d, h, sizeof(h));
 			fputc(',', f);
@@ -1442,35 +1651,37 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 			fputc(':', f);
 			fputs_json_string(f, row->key[d]);
 		}
-		fputc(',', f);
+	for (size_t c = 0; c < ARRAY_SIZE(count_cols); c++)
+		fprintf(f, ",\"%s\":%.0f", count_cols[c].name, row->q[count_cols[c].q]);
+	row_cols(row, cols);
+	for (int c = 0; c < _COL_MAX; c++) {
+		num_full(m, sizeof(m), cols[c]);
+		fprintf(f, ",\"%s\":%s", col_names[c], m);
 	}
-	fprintf(f,
-		"\"tasks\":%.0f,\"failed_tasks\":%.0f,\"cpu_core_h\":%.6f,"
-		"\"cpu_used_core_h\":%.6f,\"mem_gib_h\":%.6f,\"gpu_h\":%.6f,\"io_gib\":%.6f,"
-		"\"net_gib\":%.6f",
-		q[COLL_SUM_TASKS], q[COLL_SUM_FAILED_TASKS], q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600,
-		q[COLL_SUM_CPU_S] / 3600, q[COLL_SUM_MEM_CHARGED_BYTE_S] / 3600 / GIB,
-		q[COLL_SUM_GPU_CHARGED_S] / 3600,
-		(q[COLL_SUM_IO_READ_BYTES] + q[COLL_SUM_IO_WRITE_BYTES]) / GIB,
-		(q[COLL_SUM_NET_RX_BYTES] + q[COLL_SUM_NET_TX_BYTES]) / GIB);
 	for (int k = 0; k < _REPORT_COST_MAX; k++) {
 		money(m, sizeof(m), row->cents[k]);
 		fprintf(f, ",\"%s\":\"%s\"", cost_names[k], m);
 	}
-	fprintf(f,
-		",\"cpu_eff\":%.4f,\"mem_eff\":%.4f,\"oom_killed\":%.0f,\"time_limit\":%.0f,"
-		"\"cpu_time_limit\":%.0f,\"gpu_memory_limit\":%.0f,\"running_tasks\":%.0f}",
-		cpu_eff(row), mem_eff(row), q[COLL_SUM_OOM_KILLED], q[COLL_SUM_TIME_LIMIT],
-		q[COLL_SUM_CPU_TIME_LIMIT], q[COLL_SUM_GPU_MEMORY_LIMIT], q[REPORT_Q_RUNNING]);
+	num_full(m, sizeof(m), report_cpu_eff(row));
+	fprintf(f, ",\"cpu_eff\":%s", m);
+	num_full(m, sizeof(m), report_mem_eff(row));
+	fprintf(f, ",\"mem_eff\":%s", m);
+	num_full(m, sizeof(m), report_gpu_eff(row));
+	fprintf(f, ",\"gpu_eff\":%s}", m);
 }
 
 static const char *const period_names[] = {"day", "week", "month", "all"};
 static const char note_limits[] =
-    "failed_tasks counts tasks that did not exit 0, oom_killed and time_limit those killed by "
-    "that limit; tasks are counted in the day they ended, their usage is split over the days "
-    "they ran; running_tasks are charged from their latest sample";
-static const char note_mem[] =
-    "mem_eff is average used memory over requested (time-integrated), not peak";
+    "tasks counts the tasks that ended in the period, running_tasks those still running at its "
+    "end (charged from their latest sample); usage and cost are split over the days a task ran; "
+    "failed_tasks did not exit 0, oom_killed and the other limits count the tasks killed by it";
+static const char note_eff[] =
+    "efficiency = used / charged, where a task is charged max(requested, used): a task without "
+    "a request is charged what it used (100 %, counted in tasks_without_request); a group's "
+    "efficiency is sum(used) / sum(charged) over its tasks, between 0 and 1; memory is "
+    "time-integrated (byte-seconds), not peak";
+static const char note_none[] =
+    "(none) stands for an empty or missing account, user, job, node or label value";
 
 static void write_json(const struct report *r, FILE *f)
 {
@@ -1498,7 +1709,73 @@ static void write_json(const struct report *r, FILE *f)
 	}
 	fputs("],\n\"total\":", f);
 	json_row(r, &r->total, true, f);
-	fprintf(f, ",\"notes\":[\"%s\",\"%s\"]}\n", note_limits, note_mem);
+	fprintf(f, ",\"notes\":[\"%s\",\"%s\",\"%s\"]}\n", note_limits, note_eff, note_none);
+}
+
+/* Text for a terminal: control bytes as \xNN */
+static void term_str(FILE *f, const char *s, int width)
+{
+	int n = 0;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			n += fprintf(f, "\\x%02x", *p);
+		else {
+			fputc(*p, f);
+			n += (*p & 0xc0) != 0x80; /* columns: UTF-8 lead bytes */
+		}
+	}
+	for (; n < width; n++)
+		fputc(' ', f);
+}
+
+static void write_table(const struct report *r, FILE *f)
+{
+	char h[PRICE_LABEL_MAX + 8], m[_REPORT_COST_MAX][32], q[3][40];
+	int pw = 6, kw[REPORT_DIMS_MAX];
+
+	for (size_t i = 0; i < r->n; i++)
+		pw = MAX(pw, (int)strlen(r->rows[i].period));
+	for (size_t d = 0; d < r->spec.n_dims; d++) {
+		dim_header(r, d, h, sizeof(h));
+		kw[d] = MIN(MAX(8, (int)strlen(h)), 24);
+		for (size_t i = 0; i < r->n; i++)
+			kw[d] = MIN(MAX(kw[d], (int)strlen(r->rows[i].key[d])), 24);
+	}
+	fprintf(f, "%-*s", pw, "PERIOD");
+	for (size_t d = 0; d < r->spec.n_dims; d++) {
+		dim_header(r, d, h, sizeof(h));
+		fputc(' ', f);
+		term_str(f, h, kw[d]);
+	}
+	fprintf(f, " %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %6s %6s %6s\n", "TASKS", "NO_REQ",
+		"RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST", "CPU_COST", "WASTE", "CPU_EF",
+		"MEM_EF", "GPU_EF");
+	for (size_t i = 0; i <= r->n; i++) {
+		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
+		double cols[_COL_MAX];
+
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			money(m[k], sizeof(m[k]), row->cents[k]);
+		row_cols(row, cols);
+		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
+		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
+		fprintf(f, "%-*s", pw, i < r->n ? row->period : "TOTAL");
+		for (size_t d = 0; d < r->spec.n_dims; d++) {
+			fputc(' ', f);
+			term_str(f, i < r->n ? row->key[d] : "", kw[d]);
+		}
+		fprintf(f,
+			" %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %5.1f%% %5.1f%% "
+			"%5.1f%%\n",
+			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_NO_REQUEST_TASKS],
+			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_FAILED_TASKS],
+			row->q[COLL_SUM_OOM_KILLED], q[0], q[1], m[REPORT_COST_TOTAL],
+			m[REPORT_COST_CPU], m[REPORT_COST_WASTE], report_cpu_eff(row) * 100,
+			report_mem_eff(row) * 100, report_gpu_eff(row) * 100);
+	}
+	fprintf(f, "(amounts in %s; %zu rollup rows read)\n(%s)\n(%s)\n", r->currency, r->cells,
+		note_eff, note_limits);
 }
 
 static void row_label(const struct report *r, const struct report_row *row, FILE *f)
@@ -1506,39 +1783,8 @@ static void row_label(const struct report *r, const struct report_row *row, FILE
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		if (d)
 			fputs(" / ", f);
-		html_str(f, row->key[d][0] ? row->key[d] : "(empty)");
+		html_str(f, row->key[d]);
 	}
-}
-
-static void write_table(const struct report *r, FILE *f)
-{
-	char h[PRICE_LABEL_MAX + 8], m[_REPORT_COST_MAX][32];
-
-	fprintf(f, "%-10s", "PERIOD");
-	for (size_t d = 0; d < r->spec.n_dims; d++) {
-		dim_header(r, d, h, sizeof(h));
-		fprintf(f, " %-16s", h);
-	}
-	fprintf(f, " %8s %6s %6s %6s %6s %12s %12s %12s %12s %6s %6s\n", "TASKS", "FAILED", "OOM",
-		"TLIMIT", "RUN", "CORE_H", "COST", "CPU_COST", "MEM_COST", "CPU_EF", "MEM_EF");
-	for (size_t i = 0; i <= r->n; i++) {
-		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
-
-		for (int k = 0; k < _REPORT_COST_MAX; k++)
-			money(m[k], sizeof(m[k]), row->cents[k]);
-		fprintf(f, "%-10s", i < r->n ? row->period : "TOTAL");
-		for (size_t d = 0; d < r->spec.n_dims; d++)
-			fprintf(f, " %-16s", i < r->n ? row->key[d] : "");
-		fprintf(f, " %8.0f %6.0f %6.0f %6.0f %6.0f %12.2f %12s %12s %12s %6.2f %6.2f\n",
-			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_FAILED_TASKS],
-			row->q[COLL_SUM_OOM_KILLED], row->q[COLL_SUM_TIME_LIMIT],
-			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600,
-			m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_MEM], cpu_eff(row),
-			mem_eff(row));
-	}
-	money(m[0], sizeof(m[0]), r->total.cents[REPORT_COST_WASTE]);
-	fprintf(f, "(%s; waste %s; %zu rollup rows; %s)\n", r->currency, m[0], r->cells,
-		note_limits);
 }
 
 static void write_html(const struct report *r, FILE *f)
@@ -1601,7 +1847,7 @@ static void write_html(const struct report *r, FILE *f)
 	y = 5;
 	for (size_t i = 0; i < r->n; i++) {
 		const struct report_row *row = &r->rows[i];
-		double ce = MIN(cpu_eff(row), 1.0), me = MIN(mem_eff(row), 1.0);
+		double ce = MIN(report_cpu_eff(row), 1.0), me = MIN(report_mem_eff(row), 1.0);
 
 		fprintf(f, "<text x=\"0\" y=\"%d\">", y + 12);
 		html_str(f, row->period);
@@ -1613,14 +1859,14 @@ static void write_html(const struct report *r, FILE *f)
 		    "<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#5aa05a\"/>"
 		    "<text x=\"%d\" y=\"%d\">CPU %.0f%%</text>\n",
 		    y, bar_w / 2, row_h - 4, y, (int)(ce * bar_w / 2), row_h - 4, 270 + bar_w / 2,
-		    y + 12, cpu_eff(row) * 100);
+		    y + 12, report_cpu_eff(row) * 100);
 		y += row_h;
 		fprintf(f,
 			"<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#e0e0e0\"/>"
 			"<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#c08a3a\"/>"
 			"<text x=\"%d\" y=\"%d\">memory %.0f%%</text>\n",
 			y, bar_w / 2, row_h - 4, y, (int)(me * bar_w / 2), row_h - 4,
-			270 + bar_w / 2, y + 12, mem_eff(row) * 100);
+			270 + bar_w / 2, y + 12, report_mem_eff(row) * 100);
 		y += row_h;
 	}
 	fputs("</svg>\n<h2>Table</h2>\n<table id=\"report\"><tr><th class=\"k\">period</th>", f);
@@ -1655,13 +1901,13 @@ static void write_html(const struct report *r, FILE *f)
 			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600, m);
 		money(m, sizeof(m), row->cents[REPORT_COST_WASTE]);
 		fprintf(f, "<td>%s</td><td>%.1f%%</td><td>%.1f%%</td></tr>\n", m,
-			cpu_eff(row) * 100, mem_eff(row) * 100);
+			report_cpu_eff(row) * 100, report_mem_eff(row) * 100);
 	}
 	fprintf(f,
 		"</table>\n<p><small>%s. %s. Costs are rounded to the cent per account, "
 		"user and day, so every grouping sums to the total.</small></p>\n"
 		"</body></html>\n",
-		note_limits, note_mem);
+		note_limits, note_eff);
 }
 
 int report_write(const struct report *r, enum report_format fmt, FILE *out)

@@ -56,8 +56,15 @@ struct report_spec {
 	size_t top; /* 0 = all groups; else the N groups with the most waste */
 };
 
+/* Period labels: 2026-12-01 (day), 2026-W49 (ISO week), 2026-12 (month),
+ * 2026-12-01..2026-12-07 (all: first and last day of the range, inclusive). */
+#define REPORT_PERIOD_LEN 24
+
 struct report_row {
-	char period[11];
+	char period[REPORT_PERIOD_LEN];
+	/* the days of the period inside the report's range (inclusive): a week or month at an
+	 * end of the range is clipped to it */
+	char first_day[11], last_day[11];
 	char *key[REPORT_DIMS_MAX];
 	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
@@ -87,6 +94,20 @@ int report_write(const struct report *r, enum report_format f, FILE *out);
 /* Split total (>= 0) into n parts proportional to w[] (>= 0) by largest remainder; the parts
  * sum to total exactly. All weight zero: everything goes to the last part. Exposed for tests. */
 void report_apportion(int64_t total, const double *w, size_t n, int64_t *out);
+
+/*
+ * Efficiency of a row, one rule everywhere (docs/reports.md): used / charged reservation,
+ * where a task's charged reservation is max(requested, used) (a task without a request is
+ * charged what it used: 100 %). A group's is sum(used) / sum(charged) over the same tasks,
+ * so 0 <= efficiency <= 1; 1 when nothing was charged (nothing reserved, nothing wasted).
+ */
+double report_cpu_eff(const struct report_row *row);
+double report_mem_eff(const struct report_row *row);
+double report_gpu_eff(const struct report_row *row);
+
+/* CSV cell text: quoted when needed, and a text a spreadsheet would read as a formula
+ * (starting with =, +, -, @, tab or CR) prefixed with a ' (written to f). */
+void report_csv_field(FILE *f, const char *s);
 
 /* The server's price sheet for GET /v1/reports/showback (implemented in server.c). */
 struct coll_server;

@@ -31,6 +31,7 @@ static const char *const sum_names[_COLL_SUM_MAX] = {
     [COLL_SUM_TIME_LIMIT] = "time_limit",
     [COLL_SUM_CPU_TIME_LIMIT] = "cpu_time_limit",
     [COLL_SUM_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
+    [COLL_SUM_NO_REQUEST_TASKS] = "no_request_tasks",
 };
 
 const char *coll_sum_name(enum coll_sum s)
@@ -47,6 +48,7 @@ bool coll_sum_is_count(enum coll_sum s)
 	case COLL_SUM_TIME_LIMIT:
 	case COLL_SUM_CPU_TIME_LIMIT:
 	case COLL_SUM_GPU_MEMORY_LIMIT:
+	case COLL_SUM_NO_REQUEST_TASKS:
 		return true;
 	default:
 		return false;
@@ -320,6 +322,7 @@ void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_TIME_LIMIT] = r->exit.status == ACCT_EXIT_TIME_LIMIT;
 	v[COLL_SUM_CPU_TIME_LIMIT] = r->exit.status == ACCT_EXIT_CPU_TIME_LIMIT;
 	v[COLL_SUM_GPU_MEMORY_LIMIT] = r->exit.status == ACCT_EXIT_GPU_MEMORY_LIMIT;
+	v[COLL_SUM_NO_REQUEST_TASKS] = !(r->request.cpus > 0) || r->request.memory_bytes == 0;
 }
 
 /* Deltas are ordered by table, then (OPEN) set before del, bucket and the table's key columns

@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 5
+#define COLL_SCHEMA_VERSION 6
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -48,6 +48,8 @@ enum coll_sum {
 	COLL_SUM_TIME_LIMIT, /* ... time_limit */
 	COLL_SUM_CPU_TIME_LIMIT,
 	COLL_SUM_GPU_MEMORY_LIMIT,
+	COLL_SUM_NO_REQUEST_TASKS, /* tasks that requested no CPUs or no memory (schema v6):
+				    * their charged reservation of it is what they used */
 	_COLL_SUM_MAX,
 };
 const char *coll_sum_name(enum coll_sum s);

@@ -187,10 +187,7 @@ static int migrate(struct pg_store *st)
 			if (r < 0)
 				goto out_rollback;
 		}
-		r = rebuild_rollups(st,
-				    1u << COLL_ROLLUP_JOB_LABEL_DAY | 1u << COLL_ROLLUP_JOB_MONTH);
-		if (r < 0)
-			goto out_rollback;
+		/* filled by the v6 rebuild below */
 	}
 	if (version < 4) {
 		/* v4: ingest queues its rollup deltas (queue_deltas, pg_fold); no index, the
@@ -201,6 +198,27 @@ static int migrate(struct pg_store *st)
 			     " deltas BYTEA NOT NULL);"
 			     "ALTER TABLE rollup_pending ALTER COLUMN deltas SET STORAGE EXTERNAL;"
 			     "DROP TABLE IF EXISTS rollup_hour");
+		if (r < 0)
+			goto out_rollback;
+	}
+	if (version >= 2 && version < 6) {
+		/* v6: no_request_tasks (see store_sqlite.c): every rollup rebuilt, the queued
+		 * deltas dropped (the rebuild covers their records) */
+		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+			const char *name = coll_rollup_table_name(t);
+			char sql[256];
+
+			snprintf(sql, sizeof(sql),
+				 "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s DOUBLE PRECISION"
+				 " NOT NULL DEFAULT 0; DELETE FROM %s",
+				 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS), name);
+			r = exec_cmd(st, sql);
+			if (r < 0)
+				goto out_rollback;
+		}
+		r = exec_cmd(st, "DELETE FROM rollup_pending");
+		if (r >= 0)
+			r = rebuild_rollups(st, COLL_ROLLUP_ALL);
 		if (r < 0)
 			goto out_rollback;
 	}

@@ -270,10 +270,7 @@ static int migrate(struct sqlite_store *st)
 			if (r < 0)
 				goto out_rollback;
 		}
-		r = rebuild_rollups(st,
-				    1u << COLL_ROLLUP_JOB_LABEL_DAY | 1u << COLL_ROLLUP_JOB_MONTH);
-		if (r < 0)
-			goto out_rollback;
+		/* filled by the v6 rebuild below */
 	}
 	/* v4: rollup_hour goes. No report read it (they work in days, whose shares are summed
 	 * from the hours in memory) and it was three quarters of the rollup rows written. The rest
@@ -290,6 +287,45 @@ static int migrate(struct sqlite_store *st)
 		r = exec(st, "CREATE TABLE IF NOT EXISTS rollup_pending (id INTEGER PRIMARY KEY,"
 			     " layout INTEGER NOT NULL, deltas BLOB NOT NULL);"
 			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (5);");
+		if (r < 0)
+			goto out_rollback;
+	}
+	/* v6: no_request_tasks, a count of the tasks that requested no CPUs or no memory (the
+	 * reports' tasks_without_request). Older rollups lack it: every rollup is rebuilt from
+	 * the stored records, in this transaction; the queued deltas are dropped (the rebuild
+	 * covers their records). A v1 database was rebuilt with the v2 tables above. */
+	if (version >= 2 && version < 6) {
+		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+			const char *name = coll_rollup_table_name(t);
+			char sql[256];
+			int64_t have = 0;
+
+			snprintf(sql, sizeof(sql),
+				 "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+				 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS));
+			r = single_int(st, sql, &have);
+			if (r < 0)
+				goto out_rollback;
+			if (have)
+				snprintf(sql, sizeof(sql), "DELETE FROM %s;", name);
+			else
+				snprintf(sql, sizeof(sql),
+					 "ALTER TABLE %s ADD COLUMN %s REAL NOT NULL DEFAULT 0;"
+					 " DELETE FROM %s;",
+					 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS), name);
+			r = exec(st, sql);
+			if (r < 0)
+				goto out_rollback;
+		}
+		r = exec(st, "DELETE FROM rollup_pending;");
+		if (r < 0)
+			goto out_rollback;
+		r = rebuild_rollups(st, COLL_ROLLUP_ALL);
+		if (r < 0)
+			goto out_rollback;
+	}
+	if (version < 6) {
+		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (6);");
 		if (r < 0)
 			goto out_rollback;
 	}

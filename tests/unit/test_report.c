@@ -222,9 +222,11 @@ static void test_report_exact(void **state)
 	assert_non_null(f);
 	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
 	assert_int_equal(fclose(f), 0);
-	assert_non_null(strstr(buf, "\n2026-12-02,alice,1,0,2.000000,0.500000,"));
-	assert_non_null(strstr(buf, ",0.20,0.00,0.00,0.00,0.00,0.20,0.15,0.2500,"));
-	assert_non_null(strstr(buf, "\ntotal,,2,"));
+	/* counts, quantities in full precision, cents, efficiency (no memory request: 100 %) */
+	assert_non_null(strstr(buf, "\n2026-12-02,2026-12-02,2026-12-02,alice,1,1,0,0,0,0,0,0,"
+				    "2,0.5,0,0,0,0,0,0,0.20,0.00,0.00,0.00,0.00,0.20,0.15,"
+				    "0.25,1,1\n"));
+	assert_non_null(strstr(buf, "\ntotal,2026-11-01,2027-01-31,,2,2,"));
 	report_free(&rep);
 
 	/* by the override label: the spot part is priced at the spot rate */
@@ -240,7 +242,7 @@ static void test_report_exact(void **state)
 	/* the override label with job and node: the same prices per job */
 	build(fx, "job,label:tier,node", "day", &rep);
 	assert_int_equal(rep.n, 2);
-	assert_string_equal(rep.rows[0].key[0], "");
+	assert_string_equal(rep.rows[0].key[0], "(none)"); /* no job: as a missing label */
 	assert_string_equal(rep.rows[0].key[1], "(none)");
 	assert_string_equal(rep.rows[0].key[2], "n1");
 	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 20);
@@ -588,8 +590,12 @@ static void test_week_period(void **state)
 	insert(fx, recs, 2);
 	build(fx, "account", "week", &rep);
 	assert_int_equal(rep.n, 2);
-	assert_string_equal(rep.rows[0].period, "2026-11-30");
-	assert_string_equal(rep.rows[1].period, "2026-12-07");
+	assert_string_equal(rep.rows[0].period, "2026-W49");
+	assert_string_equal(rep.rows[1].period, "2026-W50");
+	/* the week of 2026-11-30 clipped to the report's range (from 2026-11-01: whole) */
+	assert_string_equal(rep.rows[0].first_day, "2026-11-30");
+	assert_string_equal(rep.rows[0].last_day, "2026-12-06");
+	assert_string_equal(rep.rows[1].first_day, "2026-12-07");
 	/* cells 12-01 (3590 s: 9.97 -> 10 cents), 12-02 (10 s: 0), 12-06 (10), 12-07 (0) */
 	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 20);
 	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 0);
@@ -721,23 +727,21 @@ static void test_running_tasks(void **state)
 	assert_string_equal(rep.rows[0].key[1], "n2");
 	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 30);
 	report_free(&rep);
+	/* every task has the label: no empty (none) row */
 	build(fx, "label:project", "all", &rep);
-	assert_int_equal(rep.n, 2);
-	assert_string_equal(rep.rows[0].key[0], "(none)");
-	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 0);
-	assert_string_equal(rep.rows[1].key[0], "p");
-	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 30);
-	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
+	assert_int_equal(rep.n, 1);
+	assert_string_equal(rep.rows[0].period, "2026-11-01..2027-01-31");
+	assert_string_equal(rep.rows[0].key[0], "p");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 30);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_RUNNING], 1, 1e-9);
 	report_free(&rep);
 	build(fx, "label:project,job,node", "all", &rep);
-	assert_int_equal(rep.n, 2);
-	assert_string_equal(rep.rows[0].key[0], "(none)");
-	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 0);
-	assert_string_equal(rep.rows[1].key[0], "p");
-	assert_string_equal(rep.rows[1].key[1], "j1");
-	assert_string_equal(rep.rows[1].key[2], "n2");
-	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 30);
-	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
+	assert_int_equal(rep.n, 1);
+	assert_string_equal(rep.rows[0].key[0], "p");
+	assert_string_equal(rep.rows[0].key[1], "j1");
+	assert_string_equal(rep.rows[0].key[2], "n2");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 30);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_RUNNING], 1, 1e-9);
 	report_free(&rep);
 
 	/* the end arrives: 5 core-h = 0.50 (1 h on 12-01, 4 h on 12-02), running no more */
@@ -752,13 +756,13 @@ static void test_running_tasks(void **state)
 	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 1, 1e-9);
 	report_free(&rep);
 	build(fx, "node,label:project", "day", &rep);
-	assert_int_equal(rep.n, 4);
-	assert_string_equal(rep.rows[1].key[0], "n2");
+	assert_int_equal(rep.n, 2); /* no empty (none) rows */
+	assert_string_equal(rep.rows[0].key[0], "n2");
+	assert_string_equal(rep.rows[0].key[1], "p");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
 	assert_string_equal(rep.rows[1].key[1], "p");
-	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 10);
-	assert_string_equal(rep.rows[3].key[1], "p");
-	assert_int_equal(rep.rows[3].cents[REPORT_COST_CPU], 40);
-	assert_float_equal(rep.rows[3].q[COLL_SUM_TASKS], 1, 1e-9);
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 40);
+	assert_float_equal(rep.rows[1].q[COLL_SUM_TASKS], 1, 1e-9);
 	assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 0, 1e-9);
 	report_free(&rep);
 	for (int i = 0; i < 4; i++)
@@ -972,6 +976,221 @@ static void test_migrate_v2(void **state)
 	free(recs);
 }
 
+/* Invariants of every row of every grouping and period, over random tasks with and without
+ * requests (using more than requested, or nothing), blank and missing labels and accounts,
+ * running tasks: 0 <= efficiency <= 1, no row with nothing in it, no blank key, periods inside
+ * the range; and the total's efficiency and tasks_without_request recomputed from the
+ * records' own fields. */
+static void test_efficiency_property(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const accounts[] = {"physics", "bio", "", "=cmd", "chem"};
+	static const char *const projects[] = {"lattice", "qcd", "", "-2+3"};
+	static const char *const bys[] = {"account",
+					  "user",
+					  "label:project",
+					  "job",
+					  "node",
+					  "account,label:project",
+					  "label:project,job,node",
+					  "account,user,job,node"};
+	static const char *const periods[] = {"day", "week", "month", "all"};
+	const size_t n = 1500;
+	struct acct_record *recs = calloc(n, sizeof(*recs));
+	double cpu_used = 0, cpu_charged = 0, mem_used = 0, mem_charged = 0, no_req = 0, ended = 0;
+	char err[256];
+
+	assert_non_null(recs);
+	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
+	srand(7);
+	for (size_t i = 0; i < n; i++) {
+		struct acct_record *r = &recs[i];
+		uint64_t wall = 1 + (uint64_t)(rand() % 200000);
+		double cpus = rand() % 3 == 0 ? 0 : (double)(1 + rand() % 16) / 4;
+		uint64_t cpu = (uint64_t)((double)wall * (cpus > 0 ? cpus : 1) *
+					  (double)(rand() % 300) / 100.0);
+		char job[16], node[16];
+
+		fill(r, (int)i, accounts[rand() % 5], rand() % 4 ? "alice" : "",
+		     DAY0 - 20 * 86400 + (uint64_t)(rand() % (60 * 86400)), cpus, wall, cpu);
+		r->request.memory_bytes = rand() % 3 == 0 ? 0 : (uint64_t)(1 + rand() % 64) << 26;
+		r->usage.memory_byte_seconds =
+		    (double)((uint64_t)1 << 30) * (double)wall * (double)(rand() % 200) / 100;
+		r->request.gpus = rand() % 5 == 0 ? (uint32_t)(1 + rand() % 4) : 0;
+		r->usage.gpu_seconds = (double)r->request.gpus * (double)wall * 0.6;
+		if (rand() % 4)
+			assert_int_equal(
+			    acct_task_add_label(&r->task, "project", projects[rand() % 4]), 0);
+		snprintf(job, sizeof(job), "job%d", rand() % 20);
+		if (rand() % 10 == 0)
+			job[0] = 0; /* no job */
+		snprintf(node, sizeof(node), "node%d", rand() % 6);
+		set_job(r, job, node);
+		if (i % 50 == 0) { /* a running task: its latest sample */
+			r->type = ACCT_TASK_SAMPLE;
+			r->exit.status = ACCT_EXIT_NONE;
+			continue;
+		}
+		/* the truth, from the record's own fields (not coll_record_sums) */
+		{
+			const double w = (double)wall;
+			const double used = (double)cpu;
+			const double mu = r->usage.memory_byte_seconds;
+
+			cpu_used += used;
+			cpu_charged += MAX(cpus * w, used);
+			mem_used += mu;
+			mem_charged += MAX((double)r->request.memory_bytes * w, mu);
+			no_req += cpus == 0 || r->request.memory_bytes == 0;
+			ended++;
+		}
+	}
+	for (size_t i = 0; i < n; i += 500)
+		insert(fx, &recs[i], MIN((size_t)500, n - i));
+
+	for (size_t b = 0; b < ARRAY_SIZE(bys); b++)
+		for (size_t p = 0; p < ARRAY_SIZE(periods); p++) {
+			struct report rep;
+
+			build(fx, bys[b], periods[p], &rep);
+			assert_true(rep.n > 0);
+			for (size_t i = 0; i <= rep.n; i++) {
+				const struct report_row *row =
+				    i < rep.n ? &rep.rows[i] : &rep.total;
+				const double e[3] = {report_cpu_eff(row), report_mem_eff(row),
+						     report_gpu_eff(row)};
+				bool something = false;
+
+				for (int k = 0; k < 3; k++)
+					if (!(e[k] >= 0 && e[k] <= 1))
+						fail_msg("by %s per %s row %zu: efficiency %d = %g",
+							 bys[b], periods[p], i, k, e[k]);
+				for (int q = 0; q < REPORT_Q_MAX; q++)
+					something |= row->q[q] != 0;
+				for (int k = 0; k < _REPORT_COST_MAX; k++)
+					something |= row->cents[k] != 0;
+				assert_true(something);
+				assert_true(row->q[COLL_SUM_NO_REQUEST_TASKS] <=
+					    row->q[COLL_SUM_TASKS]);
+				assert_true(strcmp(row->first_day, "2026-11-01") >= 0);
+				assert_true(strcmp(row->last_day, "2027-01-31") <= 0);
+				assert_true(strcmp(row->first_day, row->last_day) <= 0);
+				for (size_t d = 0; i < rep.n && d < rep.spec.n_dims; d++)
+					assert_true(row->key[d][0] != 0);
+				if (i == rep.n)
+					continue;
+				switch (rep.spec.period) {
+				case REPORT_PERIOD_DAY:
+					assert_string_equal(row->period, row->first_day);
+					assert_string_equal(row->period, row->last_day);
+					break;
+				case REPORT_PERIOD_WEEK:
+					assert_int_equal(strlen(row->period), 8);
+					assert_int_equal(row->period[4], '-');
+					assert_int_equal(row->period[5], 'W');
+					break;
+				case REPORT_PERIOD_MONTH:
+					assert_int_equal(strlen(row->period), 7);
+					assert_memory_equal(row->period, row->first_day, 7);
+					assert_memory_equal(row->period, row->last_day, 7);
+					break;
+				case REPORT_PERIOD_ALL:
+					assert_string_equal(row->period, "2026-11-01..2027-01-31");
+					break;
+				}
+			}
+			/* the running tasks are charged too: compare the ended ones' only */
+			if (b == 0 && p == 3) {
+				assert_float_equal(rep.total.q[COLL_SUM_TASKS], ended, 1e-9);
+				assert_float_equal(rep.total.q[COLL_SUM_NO_REQUEST_TASKS], no_req,
+						   1e-9);
+			}
+			report_free(&rep);
+		}
+	/* without the running tasks, the total efficiency is the records' exactly */
+	{
+		struct report rep;
+		struct report_spec spec;
+
+		for (size_t i = 0; i < n; i += 50)
+			recs[i].type = ACCT_TASK_END, recs[i].exit.status = ACCT_EXIT_EXITED;
+		/* their task.end (same usage) replaces each running task */
+		for (size_t i = 0; i < n; i += 50) {
+			const double w = (double)recs[i].usage.wall_ns / 1e9;
+			const double used = (double)recs[i].usage.cpu_user_ns / 1e9;
+			const double mu = recs[i].usage.memory_byte_seconds;
+
+			snprintf(recs[i].record_id, sizeof(recs[i].record_id), "end-%08zu", i);
+			insert(fx, &recs[i], 1);
+			cpu_used += used;
+			cpu_charged += MAX(recs[i].request.cpus * w, used);
+			mem_used += mu;
+			mem_charged += MAX((double)recs[i].request.memory_bytes * w, mu);
+			no_req += recs[i].request.cpus == 0 || recs[i].request.memory_bytes == 0;
+		}
+		assert_int_equal(
+		    report_spec_init(&spec, "2026-01-01", "2027-12-31", err, sizeof(err)), 0);
+		assert_int_equal(report_build(fx->store, &spec, &fx->ps, &rep), 0);
+		assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 0, 1e-9);
+		assert_float_equal(rep.total.q[COLL_SUM_NO_REQUEST_TASKS], no_req, 1e-9);
+		assert_true(fabs(report_cpu_eff(&rep.total) - cpu_used / cpu_charged) < 1e-9);
+		assert_true(fabs(report_mem_eff(&rep.total) - mem_used / mem_charged) < 1e-9);
+		assert_true(cpu_used / cpu_charged < 0.99); /* the test's data waste some */
+		report_free(&rep);
+	}
+	for (size_t i = 0; i < n; i++)
+		acct_record_clear(&recs[i]);
+	free(recs);
+}
+
+/* CSV cells a spreadsheet would evaluate are neutralised with a leading quote; the table
+ * shows a small quantity as nonzero. */
+static void test_csv_neutralised(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const evil[] = {
+	    "=HYPERLINK(\"http://x\",\"y\")", "+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx"};
+	struct acct_record recs[ARRAY_SIZE(evil)];
+	_cleanup_free_ char *buf = NULL, *tab = NULL;
+	size_t len = 0;
+	struct report rep;
+	char err[256];
+	FILE *f;
+
+	assert_int_equal(price_sheet_parse(SHEET, &fx->ps, err, sizeof(err)), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(evil); i++) {
+		fill(&recs[i], (int)i, evil[i], "u", DAY0 + 100, 1, 2,
+		     1); /* 2 s: 0.000556 core-h */
+		assert_int_equal(acct_task_add_label(&recs[i].task, "project", evil[i]), 0);
+	}
+	insert(fx, recs, ARRAY_SIZE(evil));
+	build(fx, "account,label:project", "day", &rep);
+	assert_int_equal(rep.n, ARRAY_SIZE(evil));
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(buf, ",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\","));
+	assert_non_null(strstr(buf, ",\"'+cmd\",\"'+cmd\","));
+	assert_non_null(strstr(buf, ",\"'-2+3\",\"'-2+3\","));
+	assert_non_null(strstr(buf, ",\"'@SUM(A1)\","));
+	assert_non_null(strstr(buf, ",\"'\tx\","));
+	assert_non_null(strstr(buf, ",\"'\rx\","));
+	/* no field (after a separator or a line start, outside quotes) starts a formula */
+	for (const char *p = buf; *p; p++)
+		if (p == buf || p[-1] == ',' || p[-1] == '\n')
+			assert_null(strchr("=+@", *p));
+	f = open_memstream(&tab, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_TABLE, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(tab, " 0.00333 ")); /* 6 tasks x 2 s x 1 cpu, total core-h */
+	assert_null(strchr(tab, '\r'));		   /* control bytes escaped on a terminal */
+	report_free(&rep);
+	for (size_t i = 0; i < ARRAY_SIZE(evil); i++)
+		acct_record_clear(&recs[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -986,6 +1205,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_running_tasks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_efficiency_property, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_csv_neutralised, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
