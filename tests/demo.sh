@@ -1,7 +1,9 @@
 #!/bin/bash
 # make demo: the main job end to end on this machine. Starts corral-collector on SQLite,
 # starts corrald pointing at it, runs sample tasks under limits, prints what the collector
-# stored. Everything lives in a temporary directory and is removed at the end.
+# stored, then the showback report of the demo's tasks (table) and its HTML version, written to
+# a path it names and kept (CORRAL_DEMO_REPORT, default .output/demo/showback.html). Everything
+# else lives in a temporary directory and is removed at the end.
 set -u
 cd "$(dirname "$0")/.."
 O=${CORRAL_O:-$PWD/.output}
@@ -76,3 +78,30 @@ sqlite3 "$D/records.db" 'SELECT type, count(*) FROM records GROUP BY type ORDER 
 echo
 echo "== one record in full (schema corral.record/v1)"
 "$O/corral-collector" dump --db "sqlite:$D/records.db" --type task.end --format json --limit 1
+echo
+echo "== showback report of these tasks (corral-collector report --by account,job; demo prices:"
+echo "   100,000x a cloud's, so that seconds-long tasks cost cents)"
+cat >"$D/prices.ini" <<'INI'
+# demo price sheet: 100,000 times a cloud's prices, so that tasks of a few seconds cost
+# cents (a real sheet: cpu_core_hour = 0.031, memory_gib_hour = 0.0043, ...)
+[prices]
+currency = EUR
+cpu_core_hour = 3100
+memory_gib_hour = 430
+gpu_hour = 170000
+io_read_gib = 110
+io_write_gib = 230
+net_gib = 1300
+INI
+FROM=$(date -u -d yesterday +%F)
+TO=$(date -u -d tomorrow +%F)
+"$O/corral-collector" report --db "sqlite:$D/records.db" --prices "$D/prices.ini" \
+	--from "$FROM" --to "$TO" --by account,job --format table
+HTML=${CORRAL_DEMO_REPORT:-$O/demo/showback.html}
+mkdir -p "$(dirname "$HTML")"
+if "$O/corral-collector" report --db "sqlite:$D/records.db" --prices "$D/prices.ini" \
+	--from "$FROM" --to "$TO" --by account --period day --format html >"$HTML"; then
+	echo
+	echo "== HTML report (kept after the demo): $(realpath "$HTML")"
+	echo "   open it in a browser, or: corral-collector report --db ... --format html"
+fi
