@@ -545,7 +545,7 @@ int acct_record_canonical(const struct acct_record *r, char **ret, size_t *len)
 	return e;
 }
 
-static int sha256_hex(const char *buf, size_t len, char out[ACCT_HASH_HEX])
+int acct_sha256_hex(const char *buf, size_t len, char out[ACCT_HASH_HEX])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -570,7 +570,7 @@ int acct_record_compute_hash(struct acct_record *r)
 	e = acct_record_canonical(r, &c, &n);
 	if (e < 0)
 		return e;
-	return sha256_hex(c, n, r->hash);
+	return acct_sha256_hex(c, n, r->hash);
 }
 
 int acct_record_verify_hash(const struct acct_record *r)
@@ -583,7 +583,7 @@ int acct_record_verify_hash(const struct acct_record *r)
 	e = acct_record_canonical(r, &c, &n);
 	if (e < 0)
 		return e;
-	e = sha256_hex(c, n, h);
+	e = acct_sha256_hex(c, n, h);
 	if (e < 0)
 		return e;
 	return strcmp(h, r->hash) == 0 ? 0 : -EBADMSG;

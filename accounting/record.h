@@ -177,6 +177,8 @@ int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, cha
  * SHA-256 of that text. An empty prev_hash is the start of a chain.
  */
 int acct_record_canonical(const struct acct_record *r, char **ret, size_t *len);
+/* Lowercase hex SHA-256 of buf. */
+int acct_sha256_hex(const char *buf, size_t len, char out[ACCT_HASH_HEX]);
 /* Sets r->hash from the canonical form. */
 int acct_record_compute_hash(struct acct_record *r);
 /* 0 if r->hash matches the canonical form, -EBADMSG if not. */

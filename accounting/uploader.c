@@ -58,6 +58,8 @@ struct upl {
 	uint64_t batch_delay_ms, backoff_min_ms, backoff_max_ms;
 	int (*before_ack)(void *ud);
 	void *before_ack_ud;
+	void (*on_conflict)(void *ud, const char *record_id, uint64_t spool_seq);
+	void *on_conflict_ud;
 
 	/* current batch (kept across 422 resends) */
 	struct bentry *ents;
@@ -237,6 +239,8 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	u->batch_delay_ms = o->batch_delay_ms ? o->batch_delay_ms : 1000;
 	u->before_ack = o->before_ack;
 	u->before_ack_ud = o->before_ack_ud;
+	u->on_conflict = o->on_conflict;
+	u->on_conflict_ud = o->on_conflict_ud;
 	u->backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms : 500;
 	u->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 300000;
 	if (u->backoff_max_ms < u->backoff_min_ms)
@@ -439,7 +443,7 @@ static int load_dead_seen(struct upl *u)
 
 /* Append lines for the given batch entries to the dead-letter file and fsync it. */
 static int dead_letter(struct upl *u, const size_t *idx, const char *const *reasons, size_t n,
-		       long http_status)
+		       long http_status, bool conflict)
 {
 	_cleanup_close_ int fd = -1;
 	char ts[RFC3339_MAX];
@@ -452,16 +456,20 @@ static int dead_letter(struct upl *u, const size_t *idx, const char *const *reas
 	for (size_t k = 0; k < n; k++) {
 		struct bentry *e = &u->ents[idx[k]];
 		json_t *o, *rec;
-		char *line;
+		char *line, rid[ACCT_ID_MAX];
 		size_t len;
 		ssize_t w;
 
 		if (dead_seen(u, e->seq))
 			continue;
 		rec = json_loadb(u->data + e->off, e->len, 0, NULL);
+		snprintf(rid, sizeof(rid), "%s",
+			 json_string_value(json_object_get(rec, "record_id")) ?: "?");
 		o = json_pack("{s:s,s:s,s:I,s:i}", "time", ts, "reason",
 			      reasons[k] ? reasons[k] : "", "spool_seq", (json_int_t)e->seq,
 			      "http_status", (int)http_status);
+		if (o && conflict)
+			json_object_set_new(o, "status", json_string("conflict"));
 		if (!o) {
 			json_decref(rec);
 			return -ENOMEM;
@@ -483,7 +491,13 @@ static int dead_letter(struct upl *u, const size_t *idx, const char *const *reas
 			return -errno;
 		if ((size_t)w != len + 1)
 			return -EIO;
-		u->st.rejected++;
+		if (conflict) {
+			u->st.conflicts++;
+			if (u->on_conflict)
+				u->on_conflict(u->on_conflict_ud, rid, e->seq);
+		} else {
+			u->st.rejected++;
+		}
 	}
 	if (fsync(fd) < 0)
 		r = -errno;
@@ -687,7 +701,7 @@ static void backoff(struct upl *u, bool max)
 /*
  * Parse {"results":[{"i":N,"record_id":"...","status":"accepted|duplicate|rejected",
  * "reason":"..."}]}. Fills status per body line: 0 unknown, 1 accepted, 2 duplicate,
- * 3 rejected (reasons[i] borrowed from *root). Returns 0, or -EBADMSG if malformed.
+ * 3 rejected, 4 conflict (reasons[i] borrowed from *root). Returns 0, or -EBADMSG if malformed.
  */
 static int parse_results(struct upl *u, json_t **root, unsigned char *status, const char **reasons)
 {
@@ -753,6 +767,9 @@ static int parse_results(struct upl *u, json_t **root, unsigned char *status, co
 		else if (strcmp(st, "rejected") == 0) {
 			status[i] = 3;
 			reasons[i] = json_string_value(json_object_get(it, "reason"));
+		} else if (strcmp(st, "conflict") == 0) {
+			status[i] = 4;
+			reasons[i] = json_string_value(json_object_get(it, "reason"));
 		} else
 			return -EBADMSG;
 	}
@@ -785,7 +802,7 @@ static int handle_rejections(struct upl *u, long code, const unsigned char *stat
 		}
 	if (n == 0)
 		return -EBADMSG; /* a 4xx that rejects nothing: cannot make progress by resending */
-	r = dead_letter(u, idx, why, n, code);
+	r = dead_letter(u, idx, why, n, code, false);
 	if (r < 0) {
 		set_error(u, "dead-letter write: %s", strerror(-r));
 		return r;
@@ -805,6 +822,37 @@ static int handle_rejections(struct upl *u, long code, const unsigned char *stat
 		u->dead_seen[u->n_dead_seen++] = u->ents[idx[k]].seq;
 	}
 	/* nothing was stored: resend the rest now (no backoff) */
+	return 0;
+}
+
+/*
+ * 200: records the collector holds under the same id with another body (a conflict) were not
+ * stored; they go to the dead-letter file (status "conflict"), are counted and reported to
+ * on_conflict, and the batch is acked: the stream goes on.
+ */
+static int set_conflicts_aside(struct upl *u, long code, const unsigned char *status,
+			       const char **reasons)
+{
+	_cleanup_free_ size_t *idx = calloc(u->n_body ? u->n_body : 1, sizeof(*idx));
+	_cleanup_free_ const char **why = calloc(u->n_body ? u->n_body : 1, sizeof(*why));
+	size_t n = 0;
+	int r;
+
+	if (!idx || !why)
+		return -ENOMEM;
+	for (size_t i = 0; i < u->n_body; i++)
+		if (status[i] == 4) {
+			idx[n] = u->body_map[i];
+			why[n] = reasons[i] ? reasons[i] : "record_id conflict";
+			n++;
+		}
+	if (n == 0)
+		return 0;
+	r = dead_letter(u, idx, why, n, code, true);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < n; k++)
+		u->ents[idx[k]].dead = true;
 	return 0;
 }
 
@@ -838,8 +886,17 @@ static void handle_done(struct upl *u, CURLcode cc)
 		r = parse_results(u, &root, status, reasons);
 		if (r == 0) {
 			for (size_t i = 0; i < u->n_body; i++)
-				if (status[i] != 1 && status[i] != 2)
+				if (status[i] != 1 && status[i] != 2 && status[i] != 4)
 					r = -EBADMSG;
+		}
+		if (r == 0) {
+			r = set_conflicts_aside(u, code, status, reasons);
+			if (r < 0) {
+				set_error(u, "dead-letter write: %s", strerror(-r));
+				json_decref(root);
+				backoff(u, false);
+				return;
+			}
 		}
 		if (r < 0) {
 			/* committed or not, we cannot tell: resending is safe (idempotent ids) */

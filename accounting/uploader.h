@@ -36,6 +36,10 @@ struct upl_opts {
 	 * NULL = none. */
 	int (*before_ack)(void *ud);
 	void *before_ack_ud;
+	/* Called for each record the collector answered "conflict" (another body is stored
+	 * under its id), once it is in the dead-letter file. NULL = none. */
+	void (*on_conflict)(void *ud, const char *record_id, uint64_t spool_seq);
+	void *on_conflict_ud;
 };
 
 struct upl_stats {
@@ -43,6 +47,7 @@ struct upl_stats {
 	uint64_t records_acked; /* records acked in the spool (accepted + duplicate + dead) */
 	uint64_t duplicates;	/* records the collector already had */
 	uint64_t rejected;	/* records dead-lettered */
+	uint64_t conflicts;	/* records the collector holds with another body (dead-lettered) */
 	uint64_t retries;	/* failed attempts that led to a backoff */
 	uint64_t requests;	/* POSTs started */
 	long last_http_status;	/* 0 = no answer (network error) */

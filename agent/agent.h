@@ -146,6 +146,8 @@ struct pending_record {
 	int prio; /* enum spool_prio */
 };
 
+#define STATE_INSTANCE_HEX 12
+
 struct agent {
 	struct agent_config cfg;
 	const char *config_path;
@@ -154,6 +156,9 @@ struct agent {
 	struct watch w_sig, w_tick, w_listen, w_meter, w_upl, w_metrics;
 	bool quit;
 	char boot_id[37];
+	/* random, made when the state directory's counters are first written (or found lost):
+	 * part of every record id, so ids never repeat whatever happens to state_dir */
+	char instance_id[STATE_INSTANCE_HEX + 1];
 	struct cg_root *cg;
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */

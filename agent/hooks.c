@@ -181,6 +181,9 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  us.duplicates);
 		C("corral_upload_dead_lettered_total", "Records rejected and set aside.",
 		  us.rejected);
+		C("corral_upload_conflicts_total",
+		  "Records whose id the collector holds with another body (set aside).",
+		  us.conflicts);
 		C("corral_upload_retries_total", "Failed attempts followed by a backoff.",
 		  us.retries);
 		G("corral_upload_last_http_status", "HTTP status of the last answer (0: none).",
@@ -326,6 +329,16 @@ static int metrics_start(struct agent *a)
 }
 
 /* Acked entries leave the spool: the audit chain head must be durable first (state.c). */
+/* A record id the collector holds with another body: not stored, set aside, said loudly. */
+static void upl_on_conflict(void *ud, const char *record_id, uint64_t spool_seq)
+{
+	struct agent *a = ud;
+
+	log_error("record %s (spool entry %llu) CONFLICTS with another record the collector "
+		  "stored under the same id: not stored; set aside in %s/dead-letter.ndjson",
+		  record_id, (unsigned long long)spool_seq, a->cfg.state_dir);
+}
+
 static int upl_before_ack(void *ud)
 {
 	struct agent *a = ud;
@@ -397,6 +410,8 @@ int agent_hooks_init(struct agent *a)
 		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;
 		uo.before_ack = upl_before_ack;
 		uo.before_ack_ud = a;
+		uo.on_conflict = upl_on_conflict;
+		uo.on_conflict_ud = a;
 		r = upl_new(&uo, a->spool, &a->upl);
 		if (r < 0) {
 			log_error("uploader for %s: %s", a->cfg.collector_url, strerror(-r));

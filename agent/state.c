@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Agent state on disk. state_dir (durable):
- *   counters.json      task and record sequence numbers (record ids are reserved in blocks,
- *                      so a crash never reuses one)
+ *   counters.json      the instance id and the task and record sequence numbers (record ids
+ *                      are reserved in blocks, so a crash never reuses one); lost or
+ *                      unreadable, a new instance id is drawn (docs/pipeline.md "Record ids")
  *   spool/             the accounting spool
  * runtime_dir (live-task files: survive agent restarts, not reboots; state_dir when unset;
  * tasks an older agent started keep theirs in state_dir: task->legacy_files, state_task_path):
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -43,8 +45,9 @@ static int save_counters(struct agent *a)
 
 	if (asprintf(&path, "%s/counters.json", a->cfg.state_dir) < 0)
 		return -ENOMEM;
-	j = json_pack("{s:I,s:I,s:I}", "task_seq", (json_int_t)a->next_task_seq,
-		      "task_seq_reserved", (json_int_t)a->task_seq_reserved, "record_seq_reserved",
+	j = json_pack("{s:s,s:I,s:I,s:I}", "instance", a->instance_id, "task_seq",
+		      (json_int_t)a->next_task_seq, "task_seq_reserved",
+		      (json_int_t)a->task_seq_reserved, "record_seq_reserved",
 		      (json_int_t)a->record_seq_reserved);
 	if (!j)
 		return -ENOMEM;
@@ -55,11 +58,33 @@ static int save_counters(struct agent *a)
 	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
+static bool valid_instance(const char *s)
+{
+	if (!s || strlen(s) != STATE_INSTANCE_HEX)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+static int new_instance(struct agent *a)
+{
+	unsigned char b[STATE_INSTANCE_HEX / 2];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -errno ? -errno : -EIO;
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(a->instance_id + 2 * i, 3, "%02x", b[i]);
+	return 0;
+}
+
 int state_init_counters(struct agent *a)
 {
 	_cleanup_free_ char *path = NULL, *dir = NULL;
 	json_t *j, *v;
 	json_error_t e;
+	bool loaded;
 
 	if (asprintf(&dir, "%s/tasks", agent_runtime_dir(a)) < 0 || mkdir_p(dir, 0700) < 0)
 		return -errno ? -errno : -ENOMEM;
@@ -69,6 +94,7 @@ int state_init_counters(struct agent *a)
 	if (asprintf(&path, "%s/counters.json", a->cfg.state_dir) < 0)
 		return -ENOMEM;
 	j = json_load_file(path, 0, &e);
+	loaded = j != NULL;
 	if (j) {
 		v = json_object_get(j, "task_seq");
 		if (json_is_integer(v) && json_integer_value(v) > 0)
@@ -80,11 +106,30 @@ int state_init_counters(struct agent *a)
 		/* Skip the whole reserved block: ids of it may have been used before a crash. */
 		if (json_is_integer(v) && json_integer_value(v) > 0)
 			a->next_record_seq = (uint64_t)json_integer_value(v);
+		v = json_object_get(j, "instance");
+		if (valid_instance(json_string_value(v)))
+			memcpy(a->instance_id, json_string_value(v), STATE_INSTANCE_HEX + 1);
 		json_decref(j);
 	} else if (access(path, F_OK) == 0) {
-		log_error("%s: unreadable (%s); record ids continue from a time-based base", path,
+		log_error("%s: unreadable (%s); record ids continue under a new instance id", path,
 			  e.text);
 		a->next_record_seq = now_ns(CLOCK_REALTIME) / 1000;
+	}
+	/* No instance id (a new or wiped state directory, lost or older counters): a new one,
+	 * so no record id of an earlier life of this node can come again. */
+	if (!a->instance_id[0]) {
+		int r = new_instance(a);
+
+		if (r < 0)
+			return r;
+		/* Task ids (t-<seconds>-<sequence>, and so the ids of task.start/task.end records)
+		 * must not repeat either: counters lost, the task sequence starts at the clock in
+		 * microseconds, above any earlier instance's (each took more than a microsecond
+		 * per task it launched). */
+		if (!loaded)
+			a->next_task_seq = now_ns(CLOCK_REALTIME) / 1000;
+		log_info("record ids: new instance %s (state directory %s)", a->instance_id,
+			 a->cfg.state_dir);
 	}
 	/* Task ids embed the time, the sequence only disambiguates within a second. */
 	a->record_seq_reserved = a->next_record_seq + RECORD_SEQ_BLOCK;
@@ -121,7 +166,8 @@ int state_next_record_id(struct agent *a, char *buf, size_t len)
 		if (r < 0)
 			return r;
 	}
-	snprintf(buf, len, "%.100s/%.12s/%llu", a->cfg.node, a->boot_id,
+	/* at most 80 + 1 + 12 + 1 + 12 + 1 + 20 = 127 bytes: fits ACCT_ID_MAX */
+	snprintf(buf, len, "%.80s/%.12s/%s-%llu", a->cfg.node, a->boot_id, a->instance_id,
 		 (unsigned long long)a->next_record_seq++);
 	return 0;
 }

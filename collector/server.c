@@ -38,7 +38,7 @@ struct coll_server {
 	size_t max_records;
 	atomic_int active; /* requests between first callback and completion */
 	atomic_uint_fast64_t req_by_code[ARRAY_SIZE(metric_codes) + 1]; /* last: other */
-	atomic_uint_fast64_t rec_accepted, rec_duplicate, rec_rejected;
+	atomic_uint_fast64_t rec_accepted, rec_duplicate, rec_rejected, rec_conflict;
 	atomic_uint_fast64_t batches, db_errors;
 	atomic_uint_fast64_t lat_bucket[ARRAY_SIZE(latency_bounds) + 1];
 	atomic_uint_fast64_t lat_sum_us;
@@ -641,15 +641,89 @@ static void check_audit_chain(struct coll_server *s, const struct coll_item *ite
 	}
 }
 
+/* Whether a stored body and a received one are the same record: the same bytes, or the same
+ * canonical form (sorted keys, compact; audit: the same hash). */
+static bool same_record(const char *stored, const struct coll_item *it)
+{
+	struct acct_record old = {0};
+	_cleanup_free_ char *a = NULL, *b = NULL;
+	size_t al = 0, bl = 0;
+	char err[128];
+	bool same;
+
+	if (strlen(stored) == it->json_len && memcmp(stored, it->json, it->json_len) == 0)
+		return true;
+	if (acct_record_decode(stored, strlen(stored), &old, err, sizeof(err)) < 0)
+		return false;
+	same = acct_record_canonical(&old, &a, &al) == 0 &&
+	       acct_record_canonical(it->rec, &b, &bl) == 0 && al == bl && memcmp(a, b, al) == 0 &&
+	       strcmp(old.hash, it->rec->hash) == 0;
+	acct_record_clear(&old);
+	return same;
+}
+
+/*
+ * After COMMIT, each record found already stored: a true resend (same record) stays a
+ * duplicate; another body under that id is a conflict, kept with both bodies (table conflicts)
+ * and flagged in conflict[i]. Returns the number of conflicts, or a negative errno (the store
+ * failed: nothing is answered, the node resends and this runs again).
+ */
+static int find_conflicts(struct coll_server *s, const struct coll_item *items, size_t n,
+			  bool *conflict)
+{
+	char detected[RFC3339_MAX];
+	int found = 0, r;
+
+	format_rfc3339_us(now_ns(CLOCK_REALTIME), detected, sizeof(detected));
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *stored = NULL, *recv = NULL;
+		char sha[ACCT_HASH_HEX];
+
+		if (items[i].is_new)
+			continue;
+		r = coll_store_body_get(s->store, items[i].rec->record_id, &stored);
+		if (r == -ENOENT) /* the batch's commit failed after all: sync_group */
+			continue;
+		if (r < 0)
+			return r;
+		if (same_record(stored, &items[i]))
+			continue;
+		recv = strndup(items[i].json, items[i].json_len);
+		if (!recv || acct_sha256_hex(recv, items[i].json_len, sha) < 0)
+			return -ENOMEM;
+		r = coll_store_conflict_add(
+		    s->store, &(struct coll_conflict){.record_id = items[i].rec->record_id,
+						      .node = items[i].rec->node,
+						      .detected = detected,
+						      .stored_body = stored,
+						      .received_body = recv,
+						      .received_sha256 = sha});
+		if (r < 0)
+			return r;
+		if (r > 0)
+			log_msg(s,
+				"record id conflict from node %s: %s was stored with another body "
+				"(kept in table conflicts, answered \"conflict\")",
+				items[i].rec->node, items[i].rec->record_id);
+		conflict[i] = true;
+		found++;
+	}
+	/* durable before the answer, as the batch is */
+	if (found > 0 && (r = coll_store_sync(s->store)) < 0)
+		return r;
+	return found;
+}
+
 static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection *c,
 				   const struct coll_token *tok, struct request *rq)
 {
 	struct batch b = {0};
 	_cleanup_free_ struct coll_item *items = NULL;
+	_cleanup_free_ bool *conflict = NULL;
 	struct coll_deltas pre = {0};
 	bool have_pre = false;
 	char *body = NULL;
-	size_t blen = 0, accepted = 0, dup = 0;
+	size_t blen = 0, accepted = 0, dup = 0, nconf = 0;
 	struct timespec t0;
 	enum MHD_Result ret;
 	FILE *f;
@@ -664,7 +738,8 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	b.recs = calloc(b.n, sizeof(*b.recs));
 	b.errors = calloc(b.n, sizeof(*b.errors));
 	items = calloc(b.n, sizeof(*items));
-	if (!b.lines || !b.recs || !b.errors || !items) {
+	conflict = calloc(b.n ? b.n : 1, sizeof(*conflict));
+	if (!b.lines || !b.recs || !b.errors || !items || !conflict) {
 		ret = reply_error(s, c, 500, "out of memory");
 		goto out;
 	}
@@ -754,14 +829,32 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 		}
 	}
 	check_audit_chain(s, items, b.n);
+	r = find_conflicts(s, items, b.n, conflict);
+	if (r < 0) {
+		fclose(f);
+		free(body);
+		atomic_fetch_add(&s->db_errors, 1);
+		ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
+				  "database unavailable while checking resent records: %s",
+				  r == -ENOMEM ? strerror(ENOMEM) : coll_store_errmsg(s->store));
+		goto out;
+	}
 	for (size_t i = 0; i < b.n; i++)
-		items[i].is_new ? accepted++ : dup++;
-	fprintf(f, "{\"accepted\":%zu,\"duplicate\":%zu,\"rejected\":0,\"results\":[", accepted,
-		dup);
+		items[i].is_new ? accepted++ : conflict[i] ? nconf++ : dup++;
+	fprintf(f,
+		"{\"accepted\":%zu,\"duplicate\":%zu,\"conflict\":%zu,\"rejected\":0,"
+		"\"results\":[",
+		accepted, dup, nconf);
 	for (size_t i = 0; i < b.n; i++) {
 		fprintf(f, "%s{\"i\":%zu,\"record_id\":", i ? "," : "", i);
 		fputs_json_string(f, b.recs[i].record_id);
-		fprintf(f, ",\"status\":\"%s\"}", items[i].is_new ? "accepted" : "duplicate");
+		if (conflict[i])
+			fputs(",\"status\":\"conflict\",\"reason\":\"record_id already stored with "
+			      "another body (kept in the collector's conflicts table)\"}",
+			      f);
+		else
+			fprintf(f, ",\"status\":\"%s\"}",
+				items[i].is_new ? "accepted" : "duplicate");
 	}
 	fputs("]}\n", f);
 	if (fclose(f) != 0) {
@@ -771,6 +864,7 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	}
 	atomic_fetch_add(&s->rec_accepted, accepted);
 	atomic_fetch_add(&s->rec_duplicate, dup);
+	atomic_fetch_add(&s->rec_conflict, nconf);
 	observe_latency(s, elapsed_s(&t0));
 	ret = reply(s, c, 200, "application/json", body, blen);
 out:
@@ -1070,13 +1164,15 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 	    "corral_collector_records_total{status=\"accepted\"} %" PRIuFAST64 "\n"
 	    "corral_collector_records_total{status=\"duplicate\"} %" PRIuFAST64 "\n"
 	    "corral_collector_records_total{status=\"rejected\"} %" PRIuFAST64 "\n"
+	    "corral_collector_records_total{status=\"conflict\"} %" PRIuFAST64 "\n"
 	    "# HELP corral_collector_db_errors_total Failed database calls (answered 503).\n"
 	    "# TYPE corral_collector_db_errors_total counter\n"
 	    "corral_collector_db_errors_total %" PRIuFAST64 "\n"
 	    "# HELP corral_collector_batch_duration_seconds Committed batches, parse to COMMIT.\n"
 	    "# TYPE corral_collector_batch_duration_seconds histogram\n",
 	    atomic_load(&s->rec_accepted), atomic_load(&s->rec_duplicate),
-	    atomic_load(&s->rec_rejected), atomic_load(&s->db_errors));
+	    atomic_load(&s->rec_rejected), atomic_load(&s->rec_conflict),
+	    atomic_load(&s->db_errors));
 	for (size_t i = 0; i <= ARRAY_SIZE(latency_bounds); i++) {
 		cum += atomic_load(&s->lat_bucket[i]);
 		if (i < ARRAY_SIZE(latency_bounds))

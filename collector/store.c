@@ -818,6 +818,19 @@ int coll_store_break_add(struct coll_store *s, const struct coll_audit_break *b)
 	return LOCKED(s, s->ops->break_add(s, b));
 }
 
+int coll_store_body_get(struct coll_store *s, const char *record_id, char **ret)
+{
+	return LOCKED(s, s->ops->body_get(s, record_id, ret));
+}
+
+int coll_store_conflict_add(struct coll_store *s, const struct coll_conflict *c)
+{
+	if (!c->record_id || !c->node || !c->detected || !c->stored_body || !c->received_body ||
+	    !c->received_sha256)
+		return -EINVAL;
+	return LOCKED(s, s->ops->conflict_add(s, c));
+}
+
 int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud)
 {

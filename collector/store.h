@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 6
+#define COLL_SCHEMA_VERSION 7
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -165,6 +165,19 @@ struct coll_audit_break {
 	const char *detected; /* RFC 3339 time the collector flagged it */
 };
 
+/*
+ * A record id received again with another body (table conflicts, schema v7): never stored as
+ * the record, never answered "duplicate". Strings valid during calls.
+ */
+struct coll_conflict {
+	const char *record_id;
+	const char *node;
+	const char *detected;	     /* RFC 3339 time the collector saw it */
+	const char *stored_body;     /* the body stored under that id */
+	const char *received_body;   /* the other body */
+	const char *received_sha256; /* hex SHA-256 of received_body (one row per body) */
+};
+
 typedef int (*coll_row_fn)(const struct coll_row *row, void *userdata);
 typedef int (*coll_rollup_fn)(const struct coll_rollup_row *row, void *userdata);
 typedef int (*coll_open_fn)(const struct coll_open_row *row, void *userdata);
@@ -207,6 +220,10 @@ struct coll_store_ops {
 	/* Listed breaks of one node (NULL = all), in detection order, at most limit (0 = all). */
 	int (*break_query)(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud);
+	/* The stored body of record_id (malloc'd, NUL-terminated) in *ret; -ENOENT if none. */
+	int (*body_get)(struct coll_store *s, const char *record_id, char **ret);
+	/* Keep a conflict; 1 if new, 0 if that body was already kept for that id. */
+	int (*conflict_add)(struct coll_store *s, const struct coll_conflict *c);
 	/* Makes every transaction committed through s so far durable. Called without the
 	 * store's lock, concurrently with other calls on s. NULL where COMMIT itself is durable
 	 * (PostgreSQL; SQLite handles other than ingest ones). */
@@ -260,6 +277,8 @@ int coll_store_count(struct coll_store *s, uint64_t *ret);
 int coll_store_ping(struct coll_store *s);
 int coll_store_schema_version(struct coll_store *s, int *ret);
 int coll_store_break_add(struct coll_store *s, const struct coll_audit_break *b);
+int coll_store_body_get(struct coll_store *s, const char *record_id, char **ret);
+int coll_store_conflict_add(struct coll_store *s, const struct coll_conflict *c);
 int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud);
 const char *coll_store_errmsg(struct coll_store *s);

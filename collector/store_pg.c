@@ -222,6 +222,17 @@ static int migrate(struct pg_store *st)
 		if (r < 0)
 			goto out_rollback;
 	}
+	if (version < 7) {
+		/* v7: conflicts (see store_sqlite.c) */
+		r = exec_cmd(
+		    st,
+		    "CREATE TABLE IF NOT EXISTS conflicts (seq BIGSERIAL,"
+		    " record_id TEXT NOT NULL, node TEXT NOT NULL, detected TEXT NOT NULL,"
+		    " stored_body TEXT NOT NULL, received_body TEXT NOT NULL,"
+		    " received_sha256 TEXT NOT NULL, PRIMARY KEY (record_id, received_sha256))");
+		if (r < 0)
+			goto out_rollback;
+	}
 	if (version < COLL_SCHEMA_VERSION) {
 		char sql[96];
 
@@ -1218,6 +1229,53 @@ static int pg_break_add(struct coll_store *s, const struct coll_audit_break *b)
 	return r;
 }
 
+static int pg_body_get(struct coll_store *s, const char *record_id, char **ret)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	const char *params[] = {record_id};
+	PGresult *res;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	res = PQexecParams(st->conn, "SELECT body FROM records WHERE record_id = $1", 1, NULL,
+			   params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "records body", res);
+	if (PQntuples(res) == 0) {
+		r = -ENOENT;
+	} else {
+		*ret = strdup(PQgetvalue(res, 0, 0));
+		r = *ret ? 0 : -ENOMEM;
+	}
+	PQclear(res);
+	return r;
+}
+
+static int pg_conflict_add(struct coll_store *s, const struct coll_conflict *c)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	const char *params[] = {c->record_id,	c->node,	  c->detected,
+				c->stored_body, c->received_body, c->received_sha256};
+	PGresult *res;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	res = PQexecParams(st->conn,
+			   "INSERT INTO conflicts (record_id, node, detected, stored_body,"
+			   " received_body, received_sha256) VALUES ($1, $2, $3, $4, $5, $6)"
+			   " ON CONFLICT DO NOTHING",
+			   (int)ARRAY_SIZE(params), NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res_err(st, "conflicts insert", res);
+	r = strcmp(PQcmdTuples(res), "0") != 0 ? 1 : 0;
+	PQclear(res);
+	return r;
+}
+
 static int pg_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			  void *ud)
 {
@@ -1433,4 +1491,6 @@ const struct coll_store_ops coll_store_pg_ops = {
     .schema_version = pg_schema_version,
     .break_add = pg_break_add,
     .break_query = pg_break_query,
+    .body_get = pg_body_get,
+    .conflict_add = pg_conflict_add,
 };

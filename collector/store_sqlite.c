@@ -329,6 +329,18 @@ static int migrate(struct sqlite_store *st)
 		if (r < 0)
 			goto out_rollback;
 	}
+	/* v7: a record id received again with another body is kept aside with both bodies
+	 * (docs/pipeline.md "Record ids and conflicts") */
+	if (version < 7) {
+		r = exec(st,
+			 "CREATE TABLE IF NOT EXISTS conflicts (record_id TEXT NOT NULL,"
+			 " node TEXT NOT NULL, detected TEXT NOT NULL, stored_body TEXT NOT NULL,"
+			 " received_body TEXT NOT NULL, received_sha256 TEXT NOT NULL,"
+			 " PRIMARY KEY (record_id, received_sha256));"
+			 "DELETE FROM schema_version; INSERT INTO schema_version VALUES (7);");
+		if (r < 0)
+			goto out_rollback;
+	}
 	r = exec(st, audit_ddl);
 	if (r < 0)
 		goto out_rollback;
@@ -1138,6 +1150,52 @@ static int sqlite_break_add(struct coll_store *s, const struct coll_audit_break 
 	return sqlite3_changes(st->db) > 0 ? 1 : 0;
 }
 
+static int sqlite_body_get(struct coll_store *s, const char *record_id, char **ret)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	sqlite3_stmt *stmt = NULL;
+	int rc, r = -ENOENT;
+
+	rc = sqlite3_prepare_v2(st->db, "SELECT body FROM records WHERE record_id = ?1", -1, &stmt,
+				NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	sqlite3_bind_text(stmt, 1, record_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		*ret = strdup(col_text(stmt, 0));
+		r = *ret ? 0 : -ENOMEM;
+	} else if (rc != SQLITE_DONE) {
+		r = map_err(st, rc);
+	}
+	sqlite3_finalize(stmt);
+	return r;
+}
+
+static int sqlite_conflict_add(struct coll_store *s, const struct coll_conflict *c)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	const char *v[] = {c->record_id,   c->node,	     c->detected,
+			   c->stored_body, c->received_body, c->received_sha256};
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(st->db,
+				"INSERT INTO conflicts (record_id, node, detected, stored_body,"
+				" received_body, received_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+				" ON CONFLICT DO NOTHING",
+				-1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	for (int k = 0; k < (int)ARRAY_SIZE(v); k++)
+		sqlite3_bind_text(stmt, k + 1, v[k], -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	sqlite3_finalize(stmt);
+	if (rc != SQLITE_DONE)
+		return map_err(st, rc);
+	return sqlite3_changes(st->db) > 0 ? 1 : 0;
+}
+
 static int sqlite_break_query(struct coll_store *s, const char *node, size_t limit,
 			      coll_break_fn fn, void *ud)
 {
@@ -1365,5 +1423,7 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .schema_version = sqlite_schema_version,
     .break_add = sqlite_break_add,
     .break_query = sqlite_break_query,
+    .body_get = sqlite_body_get,
+    .conflict_add = sqlite_conflict_add,
     .sync = sqlite_sync,
 };

@@ -88,6 +88,31 @@ run_suite() {
 		&& [ "$(jget 'all(r["status"]=="duplicate" for r in d["results"])')" = True ] \
 		&& ok "$name: resend all duplicate" || fail "$name: resend: $CODE $BODY"
 	n=$(count "$db"); [ "$n" = 1000 ] && ok "$name: count 1000" || fail "$name: count $n != 1000"
+	# the same id: reformatted (keys reordered, spaces) is a resend; another body a conflict,
+	# next to a resend, and twice (kept once)
+	python3 - "$T/b1000" "$T/bconf" "$T/bsame" "$name" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")
+r0, r1 = json.loads(lines[0]), json.loads(lines[1])
+open(sys.argv[3], "w").write(json.dumps(dict(reversed(list(r0.items()))), indent=None) + "\n")
+r1["usage"]["wall_ns"] += 1
+open(sys.argv[2], "w").write("\n".join(json.dumps(x) for x in (r1, r0, r1)) + "\n")
+PY
+	post "$T/bsame" "$N1" "$port"
+	[ "$CODE" = 200 ] && [ "$(jget 'd["duplicate"]')" = 1 ] && ok "$name: a reformatted resend is a duplicate" \
+		|| fail "$name: reformatted resend: $CODE $BODY"
+	post "$T/bconf" "$N1" "$port"
+	[ "$CODE" = 200 ] && [ "$(jget '[r["status"] for r in d["results"]]')" = "['conflict', 'duplicate', 'conflict']" ] \
+		&& [ "$(jget 'd["conflict"]')" = 2 ] && [ "$(jget 'd["duplicate"]')" = 1 ] \
+		&& ok "$name: another body under a stored id answered conflict, never duplicate" \
+		|| fail "$name: conflict: $CODE $BODY"
+	n=$(count "$db"); [ "$n" = 1000 ] || fail "$name: count $n after the conflict (want 1000)"
+	n=$(sql "$db" "SELECT count(*) FROM conflicts WHERE record_id = '$name-n1-000000000001'")
+	[ "$n" = 1 ] || fail "$name: $n rows in conflicts (want 1: the same body twice)"
+	n=$(curl -s "http://127.0.0.1:$port/metrics" | awk '$1 == "corral_collector_records_total{status=\"conflict\"}" {print $2}')
+	[ "$n" = 2 ] || fail "$name: conflict metric $n"
+	grep -q "record id conflict from node n1: $name-n1-000000000001" "$T/collector-$port.log" \
+		|| fail "$name: conflict not logged"
 
 	"$LOAD" gen --node n1 --count 10 --start 5000 --prefix "$name-" > "$T/b10"
 	post "$T/b10" "wrong-token-0123456789" "$port"

@@ -2,7 +2,11 @@
 # Accounting pipeline under faults, agent + collector (SQLite) end to end:
 #  1. collector down while 1,000 tasks finish, then up: every end record arrives once;
 #  2. kill -9 of corrald in the middle of uploading: after restart no duplicates, no gaps;
-#  3. spool full: tasks still run, the loss is counted and visible in status and /metrics.
+#  3. spool full: tasks still run, the loss is counted and visible in status and /metrics;
+#  4. the agent restarted with an empty state directory on the same boot: every record arrives
+#     (record ids carry the state directory's instance id), none is answered duplicate;
+#  5. a record id the collector holds with another body: answered conflict, kept with both
+#     bodies, counted, logged and set aside by the agent, and the stream goes on.
 . "$(dirname "$0")/lib.sh"
 need_root
 N=${PIPELINE_N:-1000}
@@ -89,4 +93,67 @@ metric=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | awk '/^corral_spool_refuse
 	|| fail "spool full: refused=$refused metric=$metric"
 grep -q 'spool refused' "$T/agent.log" && [ "$(grep -c 'spool refused' "$T/agent.log")" = 1 ] \
 	&& pass "the loss is logged once" || fail "spool-full log lines: $(grep -c 'spool refused' "$T/agent.log")"
+stop_agent
+
+# --- 4. empty state directory, same boot --------------------------------------------------------
+# Truth: the records each agent spooled and had acknowledged (its own counter, read once its
+# spool is empty) against plain SQL over the stored rows; and no "duplicate" answer at all.
+rm -rf "$DB" "$DB"-* "$STATE"
+start_collector
+K=60
+metric() { curl -fs "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
+drained() { # acked records of the agent once its spool is empty
+	for _ in $(seq 300); do [ "$(metric $MPORT corral_spool_pending_records)" = 0 ] && break; sleep 0.2; done
+	metric $MPORT corral_upload_records_acked_total
+}
+run_fresh() { # a fresh state directory, K tasks of which one emits audit.limit, all uploaded
+	start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
+		--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
+	"$H" "$((K - 1))" throughput "$SOCK" 8 >/dev/null || fail "launching $K tasks"
+	ctl run --wait --time 1 -- sleep 30 >/dev/null 2>&1
+}
+run_fresh
+inst1=$(jget instance <"$STATE/counters.json")
+a1=$(drained)
+stop_agent
+rm -rf "$STATE"
+run_fresh
+inst2=$(jget instance <"$STATE/counters.json")
+a2=$(drained)
+stored=$(q "SELECT count(*) FROM records")
+ends=$(q "SELECT count(DISTINCT task_id) FROM records WHERE type='task.end'")
+dup=$(metric $PORT 'corral_collector_records_total{status="duplicate"}')
+[ "$stored" = $((a1 + a2)) ] && [ "$ends" = $((2 * K)) ] && [ "$dup" = 0 ] && [ "$inst1" != "$inst2" ] \
+	&& pass "state directory wiped on the same boot: all $stored records of both lives stored ($a1 + $a2 acked), $ends tasks, 0 answered duplicate (instances $inst1, $inst2)" \
+	|| fail "after wiping the state directory: $stored stored, acked $a1 + $a2; $ends tasks of $((2 * K)); $dup duplicates; instances $inst1 $inst2"
+stop_agent
+
+# --- 5. a conflict: the same record id with another body ------------------------------------------
+rm -rf "$STATE"
+# The first sequential record id of the next agent (its instance is made at start), taken
+# beforehand by another body.
+boot=$(cut -c1-12 /proc/sys/kernel/random/boot_id)
+mkdir -p "$STATE"
+printf '{"instance":"0123456789ab","task_seq":0,"task_seq_reserved":0,"record_seq_reserved":0}' >"$STATE/counters.json"
+rid="it-node/$boot/0123456789ab-0"
+printf '{"schema":"corral.record/v1","record_id":"%s","type":"task.sample","time":"2026-12-02T15:14:05Z","node":"it-node","task":{"id":"squatter"},"usage":{"cpu_user_ns":1}}\n' "$rid" >"$T/squat.ndjson"
+curl -fs -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$T/squat.ndjson" "http://127.0.0.1:$PORT/v1/records" | grep -q '"accepted":1' \
+	|| fail "pre-storing $rid"
+before=$(q "SELECT count(*) FROM records")
+run_fresh
+a3=$(drained)
+stored=$(q "SELECT count(*) FROM records")
+kept=$(q "SELECT count(*) FROM conflicts WHERE record_id='$rid' AND json_extract(stored_body, '\$.task.id')='squatter' AND json_extract(received_body, '\$.task.id') != 'squatter'")
+cm=$(metric $PORT 'corral_collector_records_total{status="conflict"}')
+am=$(metric $MPORT corral_upload_conflicts_total)
+dl=$(grep -c '"status":"conflict"' "$STATE/dead-letter.ndjson" 2>/dev/null)
+[ "$((stored - before))" = $((a3 - 1)) ] \
+	&& pass "conflict: the other $((a3 - 1)) records of the run stored, the stream went on" \
+	|| fail "conflict: $((stored - before)) stored of $a3 acked (want all but one)"
+[ "$kept" = 1 ] && [ "$cm" = 1 ] && pass "collector kept both bodies in conflicts and counted it (records_total{status=\"conflict\"} $cm)" \
+	|| fail "conflicts rows $kept, metric $cm"
+[ "$dl" = 1 ] && [ "$am" = 1 ] && grep -q "record $rid .*CONFLICTS" "$T/agent.log" \
+	&& pass "agent set it aside (dead-letter, corral_upload_conflicts_total $am) and logged it" \
+	|| fail "agent: dead-letter lines $dl, metric $am, log: $(grep -c CONFLICTS "$T/agent.log")"
 finish

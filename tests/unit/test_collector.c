@@ -230,6 +230,30 @@ static void test_store_idempotent(void **state)
 	assert_int_equal(n, 4);
 }
 
+/* A stored body is read back by id; a conflict is kept once per (id, body). */
+static void test_store_conflicts(void **state)
+{
+	struct fixture *fx = *state;
+	_cleanup_free_ char *body = NULL;
+	struct coll_conflict c = {.record_id = fx->recs[0].record_id,
+				  .node = "n1",
+				  .detected = "2026-12-06T00:00:00.000000Z",
+				  .received_body = "{\"other\":1}",
+				  .received_sha256 = "00ff"};
+
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 1), 0);
+	assert_int_equal(coll_store_body_get(fx->store, "nope", &body), -ENOENT);
+	assert_int_equal(coll_store_body_get(fx->store, fx->recs[0].record_id, &body), 0);
+	assert_string_equal(body, fx->json[0]);
+	c.stored_body = body;
+	assert_int_equal(coll_store_conflict_add(fx->store, &c), 1);
+	assert_int_equal(coll_store_conflict_add(fx->store, &c), 0); /* the same body again */
+	c.received_sha256 = "11ee";
+	assert_int_equal(coll_store_conflict_add(fx->store, &c), 1);
+	c.node = NULL;
+	assert_int_equal(coll_store_conflict_add(fx->store, &c), -EINVAL);
+}
+
 /* The read-only descriptor of this process open on path (the store's own on its WAL), or -1. */
 static int rdonly_fd_of(const char *path)
 {
@@ -583,6 +607,7 @@ int main(void)
 	    cmocka_unit_test(test_store_bad_uri),
 	    cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_store_ingest_sync, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_store_conflicts, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_queued, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),

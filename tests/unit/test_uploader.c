@@ -122,7 +122,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	const char *auth;
 	unsigned code = 200;
 	enum MHD_Result ret;
-	size_t n, accepted = 0, dup = 0;
+	size_t n, accepted = 0, dup = 0, conflict = 0;
 	json_t *body;
 
 	if (!rq) {
@@ -170,6 +170,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 			size_t k = id_index(f, p->ids[i]);
 			json_t *it = json_array_get(p->results, i);
 
+			/* "-cfl-" ids: another body is stored under them (a conflict) */
+			if (strstr(p->ids[i], "-cfl-")) {
+				json_object_set_new(it, "status", json_string("conflict"));
+				json_object_set_new(it, "reason", json_string("another body"));
+				conflict++;
+				continue;
+			}
 			/* stored counts inserts: a duplicate is ON CONFLICT DO NOTHING */
 			if (f->stored[k]) {
 				json_object_set_new(it, "status", json_string("duplicate"));
@@ -181,8 +188,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		}
 	}
 	pthread_mutex_unlock(&f->mu);
-	body = json_pack("{s:I,s:I,s:I,s:o}", "accepted", (json_int_t)accepted, "duplicate",
-			 (json_int_t)dup, "rejected", (json_int_t)p->bad, "results", p->results);
+	body = json_pack("{s:I,s:I,s:I,s:I,s:o}", "accepted", (json_int_t)accepted, "duplicate",
+			 (json_int_t)dup, "conflict", (json_int_t)conflict, "rejected",
+			 (json_int_t)p->bad, "results", p->results);
 	free(p);
 	if (a == A_COMMIT_DROP) {
 		json_decref(body);
@@ -373,8 +381,8 @@ static void stop(struct tctx *t)
 	t->s = NULL;
 }
 
-/* Append n records; those with bad=true have an invalid usage field. */
-static void add_records(struct tctx *t, size_t n, bool bad)
+/* Append n records; those with bad=true have an invalid usage field; tag names them. */
+static void add_records_tagged(struct tctx *t, size_t n, bool bad, const char *tag)
 {
 	for (size_t i = 0; i < n; i++) {
 		char line[512];
@@ -385,14 +393,18 @@ static void add_records(struct tctx *t, size_t n, bool bad)
 		    "{\"schema\":\"corral.record/v1\",\"record_id\":\"n1-%s-%llu\","
 		    "\"type\":\"task.sample\",\"time\":\"2026-12-02T15:14:05Z\",\"node\":\"n1\","
 		    "\"task\":{\"id\":\"t%llu\"},\"usage\":{\"cpu_user_ns\":%s}}",
-		    bad ? "bad" : "ok", (unsigned long long)id, (unsigned long long)id,
-		    bad ? "-1" : "1000");
+		    tag, (unsigned long long)id, (unsigned long long)id, bad ? "-1" : "1000");
 		assert_int_equal(spool_append(t->s, line, strlen(line),
 					      bad ? SPOOL_PRIO_KEEP : SPOOL_PRIO_SHED, NULL),
 				 0);
 	}
 	if (t->u)
 		upl_kick(t->u);
+}
+
+static void add_records(struct tctx *t, size_t n, bool bad)
+{
+	add_records_tagged(t, n, bad, bad ? "bad" : "ok");
 }
 
 typedef bool (*pred_fn)(struct tctx *t);
@@ -462,8 +474,8 @@ static size_t dead_letter_lines(struct tctx *t, const char *must_contain)
 		assert_non_null(o);
 		rec = json_object_get(o, "record");
 		assert_non_null(rec);
-		assert_non_null(
-		    strstr(json_string_value(json_object_get(rec, "record_id")), "-bad-"));
+		assert_true(strstr(json_string_value(json_object_get(rec, "record_id")), "-bad-") ||
+			    strstr(json_string_value(json_object_get(rec, "record_id")), "-cfl-"));
 		assert_non_null(json_string_value(json_object_get(o, "time")));
 		if (must_contain)
 			assert_non_null(
@@ -513,6 +525,44 @@ static void test_dead_letter(void **state)
 	assert_int_equal(dead_letter_lines(t, "usage.cpu_user_ns: expected a non-negative integer"),
 			 3);
 	assert_int_equal(t->f.posts, 2); /* 422, then the rest */
+}
+
+static void on_conflict(void *ud, const char *record_id, uint64_t seq)
+{
+	size_t *n = ud;
+
+	assert_non_null(strstr(record_id, "-cfl-"));
+	assert_true(seq > 0);
+	(*n)++;
+}
+
+/* A conflict is set aside (dead-letter, counted, reported) and the stream goes on. */
+static void test_conflict(void **state)
+{
+	struct tctx *t = *state;
+	struct upl_stats st;
+	size_t reported = 0;
+
+	t->o.on_conflict = on_conflict;
+	t->o.on_conflict_ud = &reported;
+	start(t);
+	add_records(t, 4, false);
+	add_records_tagged(t, 2, false, "cfl");
+	add_records(t, 4, false);
+	assert_true(run_until(t, spool_empty));
+	assert_int_equal(check_stored_once(t), 8);
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.conflicts, 2);
+	assert_int_equal(st.rejected, 0);
+	assert_int_equal(st.records_acked, 10);
+	assert_int_equal(st.retries, 0);
+	assert_int_equal(reported, 2);
+	assert_int_equal(dead_letter_lines(t, "another body"), 2);
+	assert_int_equal(t->f.posts, 1);
+	/* later records flow as before */
+	add_records(t, 3, false);
+	assert_true(run_until(t, spool_empty));
+	assert_int_equal(check_stored_once(t), 11);
 }
 
 static void test_faults(void **state)
@@ -720,6 +770,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_dead_letter, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_conflict, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backoff_growth, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unauthorized, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
