@@ -75,6 +75,9 @@ struct task {
 	struct cg_task *cg;
 	enum task_state state;
 	bool adopted; /* re-adopted after an agent restart */
+	/* BPF accounting at exit: the end record was written without some threads' final
+	 * figures (given up after ENDING_MAX_NS): the CPU figure comes from the cgroup. */
+	bool meter_gave_up;
 
 	pid_t shim_pid;
 	uint64_t shim_start; /* /proc start time, guards against pid reuse */

@@ -149,8 +149,12 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  meter_tasks_tracked(a->meter));
 		C("corral_bpf_exit_tail_lost_total",
 		  "Threads whose CPU and IO after their exit tracepoint were not counted "
-		  "(accounting at exit, the map of exited threads full).",
+		  "(accounting at exit, the map of exited threads full; their tasks' CPU then "
+		  "comes from the cgroup).",
 		  meter_tail_lost(a->meter));
+		C("corral_bpf_exit_drains_total",
+		  "Drains of the map of exited threads (accounting at exit).",
+		  meter_drains(a->meter));
 	}
 	if (a->meter || a->audit) {
 		bprintf(&b,

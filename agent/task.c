@@ -732,7 +732,23 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 		struct meter_usage mu;
 
 		if (meter_read(a->meter, t->key, &mu) == 0) {
-			if (mu.cpu_split_known) {
+			/*
+			 * Threads whose CPU is not all in the BPF figure (a full map, or final
+			 * figures that never came): the cgroup's counter, exact, stays the CPU
+			 * figure and the sources say so. Never a silently short bill.
+			 */
+			bool short_cpu =
+			    mu.threads_lost > 0 || (t->meter_gave_up && mu.threads_unsettled > 0);
+
+			if (short_cpu) {
+				json_object_set_new(d, "ebpf_threads_lost",
+						    json_integer((json_int_t)mu.threads_lost));
+				json_object_set_new(d, "ebpf_threads_unsettled",
+						    json_integer((json_int_t)mu.threads_unsettled));
+			}
+			if (short_cpu && have) {
+				/* cpu_user_ns / cpu_system_ns from the cgroup (above) */
+			} else if (mu.cpu_split_known) {
 				t->usage.cpu_user_ns = mu.cpu_user_ns;
 				t->usage.cpu_system_ns = mu.cpu_system_ns;
 			} else {
@@ -743,8 +759,10 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 				t->usage.cpu_user_ns = (uint64_t)((double)mu.cpu_ns * uf);
 				t->usage.cpu_system_ns = mu.cpu_ns - t->usage.cpu_user_ns;
 			}
-			t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
-			t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
+			if (!(short_cpu && have)) {
+				t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
+				t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
+			}
 			t->usage.io_read_bytes = mu.io_read_bytes;
 			t->usage.io_write_bytes = mu.io_write_bytes;
 			t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_EBPF;
@@ -1347,10 +1365,12 @@ static bool meter_settled(struct agent *a, struct task *t, bool give_up)
 			    strerror(-r));
 	if (r != 0)
 		return true;
-	if (give_up)
+	if (give_up) {
 		log_warning("task %s: some threads' final BPF figures did not come within %us; the "
-			    "record has their figures at exit",
+			    "record's CPU comes from the cgroup",
 			    t->id, (unsigned)(ENDING_MAX_NS / NSEC_PER_SEC));
+		t->meter_gave_up = true;
+	}
 	return give_up;
 }
 

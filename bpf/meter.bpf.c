@@ -106,6 +106,12 @@ __u64 ringbuf_drops;
 __u64 map_full;
 /* cpu_at_exit: threads whose tail after their exit was lost ("dying" full). */
 __u64 tail_lost;
+/* cpu_at_exit: entries in "dying" (+1 by the exit program, -1 by whoever deletes one), and
+ * whether a drain request is pending (set by BPF with the event, cleared by user space). */
+__s64 dying_n;
+__u32 drain_wanted;
+/* cpu_at_exit: max_entries of "dying"; past a quarter of it the exit program asks for a drain. */
+const volatile __u32 dying_max = 1024;
 /*
  * Set by user space when it tracks a process that may already have several threads: then a
  * switch-in without task storage also looks the thread's process up in "procs" (the slow
@@ -401,6 +407,22 @@ static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
 	old = bpf_kptr_xchg(&v->task, ref);
 	if (old)
 		bpf_task_release(old);
+	if (__sync_fetch_and_add(&dying_n, 1) + 1 >= dying_max / 4 && !drain_wanted &&
+	    __sync_val_compare_and_swap(&drain_wanted, 0, 1) == 0) {
+		struct meter_bpf_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+
+		if (!ev) {
+			drain_wanted = 0;
+			__sync_fetch_and_add(&ringbuf_drops, 1);
+			return true;
+		}
+		ev->type = METER_BPF_EV_DRAIN;
+		ev->pid = 0;
+		ev->task_key = 0;
+		ev->exit_code = 0;
+		ev->_pad = 0;
+		bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
+	}
 	return true;
 }
 
@@ -418,16 +440,21 @@ static __always_inline void entry_for_child(struct task_struct *child, __u32 cpi
 	struct meter_task *t;
 	__u64 key = p->task_key;
 
-	if (btf) {
-		if (!bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
-			__sync_fetch_and_add(&map_full, 1);
-			return;
-		}
-	} else if (bpf_map_update_elem(&threads, &cpid, &nt, BPF_ANY)) {
+	bool ok;
+
+	if (btf)
+		ok = bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	else
+		ok = !bpf_map_update_elem(&threads, &cpid, &nt, BPF_ANY);
+	t = bpf_map_lookup_elem(&tasks, &key);
+	if (!ok) {
+		/* Its CPU will be missing from the slot: the task's figure is short. */
 		__sync_fetch_and_add(&map_full, 1);
+		if (t)
+			__sync_fetch_and_add(&t->threads_lost, 1);
 		return;
 	}
-	if (cpu_at_exit && (t = bpf_map_lookup_elem(&tasks, &key)))
+	if (cpu_at_exit && t)
 		__sync_fetch_and_add(&t->threads_live, 1);
 }
 
@@ -460,6 +487,7 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	/* The tracepoint fires before the child is first woken: it cannot have exited yet. */
 	if (bpf_map_update_elem(&procs, &cpid, &np, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&map_full, 1);
+		__sync_fetch_and_add(&t->threads_lost, 1);
 		return;
 	}
 	__sync_fetch_and_add(&t->procs_alive, 1);
@@ -516,7 +544,12 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 		if (at_exit) {
 			slice_end(th, p, true, true);
 			if (!(th->flags & METER_TH_FINAL) && !stash_dying(p, th->task_key)) {
+				__u64 tk = th->task_key;
+				struct meter_task *lt = bpf_map_lookup_elem(&tasks, &tk);
+
 				__sync_fetch_and_add(&tail_lost, 1);
+				if (lt)
+					__sync_fetch_and_add(&lt->threads_lost, 1);
 				thread_final(th, p, true);
 			}
 		} else {
@@ -914,7 +947,7 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 	struct meter_thread *th;
 	struct task_struct *t;
 
-	if (v->task_key != c->task_key)
+	if (!c->all && v->task_key != c->task_key)
 		return 0;
 	t = bpf_kptr_xchg(&v->task, NULL);
 	if (!t)
@@ -932,11 +965,13 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 		}
 	} else {
 		th = bpf_task_storage_get(&tstore, t, 0, 0);
+		/* The periodic drain tells user space of a task it settles (not waited on). */
 		if (th)
-			thread_final(th, t, false);
+			thread_final(th, t, c->all);
 	}
 	bpf_task_release(t);
-	bpf_map_delete_elem(&dying, key);
+	if (!bpf_map_delete_elem(&dying, key))
+		__sync_fetch_and_add(&dying_n, -1);
 	return 0;
 }
 
@@ -944,7 +979,8 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 SEC("syscall")
 int meter_settle_prog(struct meter_settle_ctx *ctx)
 {
-	struct meter_settle_ctx c = {.task_key = ctx->task_key, .force = ctx->force};
+	struct meter_settle_ctx c = {
+	    .task_key = ctx->task_key, .force = ctx->force && !ctx->all, .all = ctx->all};
 
 	bpf_for_each_map_elem(&dying, settle_one, &c, 0);
 	return 0;

@@ -45,11 +45,13 @@ struct meter {
 	struct meter_slot *pcpu; /* ncpus values: one element of "slots" */
 	int ncpus;		 /* libbpf_num_possible_cpus() */
 	uint32_t next_slot; /* round-robin cursor: a freed slot is reused as late as possible */
-	uint32_t max_tasks, max_pids, ntracked;
+	uint32_t max_tasks, max_pids, ntracked, max_dying;
 	uint64_t sweeps; /* map sweeps done by meter_forget */
 
 	bool io_from_syscalls;
 	bool at_exit;	       /* cpu_at_exit: no sched_switch program */
+	bool drain;	       /* METER_BPF_EV_DRAIN seen: run the drain */
+	uint64_t drains;       /* drains run (meter_poll) */
 	uint64_t live_read_ns; /* last run of the live-read iterator (CLOCK_MONOTONIC) */
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
 	meter_event_fn fn;			     /* set during meter_poll only */
@@ -101,6 +103,15 @@ static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_ex
 	}
 }
 
+/* Size of "dying": 8192, or 2 per task where max_tasks is larger (a few hundred KiB). */
+#define METER_DYING_MIN 8192u
+static uint32_t dying_entries(const struct meter *m)
+{
+	if (m->max_dying)
+		return m->max_dying;
+	return m->max_tasks * 2 > METER_DYING_MIN ? m->max_tasks * 2 : METER_DYING_MIN;
+}
+
 /* Opens, sizes, loads and attaches one variant. On failure nothing is left behind. */
 static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bpf **ret)
 {
@@ -123,11 +134,11 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 	/* tp_btf keeps threads in task storage: the hash map is then a 1-entry placeholder. */
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.threads, btf ? 1 : m->max_pids * 2);
-	/* Threads between their exit and meter_settle: usually a handful at a time; meter_settle
-	 * walks every bucket, so small. A thread that finds it full keeps its figures at exit. */
+	/* Threads between their exit and the next drain (meter_poll) or meter_settle: the exit
+	 * program asks for a drain at a quarter full. A thread that finds it full keeps its
+	 * figures at exit and counts in its task's threads_lost. */
 	if (!r)
-		r = bpf_map__set_max_entries(
-		    s->maps.dying, at_exit ? (m->max_tasks > 1024 ? m->max_tasks : 1024) : 1);
+		r = bpf_map__set_max_entries(s->maps.dying, at_exit ? dying_entries(m) : 1);
 	if (!r && !btf)
 		r = bpf_map__set_autocreate(s->maps.tstore, false);
 	/* Only accounting at exit uses "dying" (a map of task references, which older kernels
@@ -139,6 +150,7 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	s->rodata->io_from_ioac = !m->io_from_syscalls;
 	s->rodata->cpu_at_exit = at_exit;
+	s->rodata->dying_max = dying_entries(m);
 	set_variant(s, btf, m->io_from_syscalls, at_exit);
 	r = meter_bpf__load(s);
 	if (r)
@@ -160,7 +172,13 @@ static int on_event(void *ctx, void *data, size_t size)
 	const struct meter_bpf_event *e = data;
 	struct meter_event ev = {};
 
-	if (size < sizeof(*e) || !m->fn)
+	if (size < sizeof(*e))
+		return 0;
+	if (e->type == METER_BPF_EV_DRAIN) {
+		m->drain = true;
+		return 0;
+	}
+	if (!m->fn)
 		return 0;
 	if (e->type == METER_BPF_EV_SETTLED)
 		ev.type = METER_EV_SETTLED;
@@ -193,6 +211,11 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 	else
 		m->max_pids = m->max_tasks * 64;
 	if (m->max_pids > METER_MAX_PIDS || m->max_pids < m->max_tasks) {
+		r = -EINVAL;
+		goto out_free;
+	}
+	m->max_dying = opts ? opts->max_dying : 0;
+	if (m->max_dying && m->max_dying < 4) {
 		r = -EINVAL;
 		goto out_free;
 	}
@@ -302,6 +325,21 @@ int meter_fd(const struct meter *m)
 	return ring_buffer__epoll_fd(m->rb);
 }
 
+static int run_settle(struct meter *m, uint64_t task_key, bool force, bool all);
+
+/*
+ * Accounting at exit: fold the final figures of every exited thread (any task) that is off its
+ * CPU for good and drop its "dying" entry, so that the map holds only threads of the last
+ * moments, not every exit of a long task.
+ */
+static void drain(struct meter *m)
+{
+	m->drain = false;
+	m->skel->bss->drain_wanted = 0;
+	if (run_settle(m, 0, false, true) == 0)
+		m->drains++;
+}
+
 int meter_poll(struct meter *m, meter_event_fn fn, void *userdata)
 {
 	int r;
@@ -309,6 +347,16 @@ int meter_poll(struct meter *m, meter_event_fn fn, void *userdata)
 	m->fn = fn;
 	m->userdata = userdata;
 	r = ring_buffer__consume(m->rb);
+	/* A drain request, or the periodic call with threads waiting: drain, then deliver the
+	 * settled events the drain produced. */
+	if (m->at_exit && (m->drain || m->skel->bss->dying_n > 0)) {
+		drain(m);
+		if (r >= 0) {
+			int q = ring_buffer__consume(m->rb);
+
+			r = q < 0 ? q : r + q;
+		}
+	}
 	m->fn = NULL;
 	m->userdata = NULL;
 	return r < 0 ? r : 0;
@@ -603,8 +651,6 @@ static void live_read(struct meter *m)
 	m->live_read_ns = mono_ns();
 }
 
-static int run_settle(struct meter *m, uint64_t task_key, bool force);
-
 int meter_settle(struct meter *m, uint64_t task_key)
 {
 	int tfd = bpf_map__fd(m->skel->maps.tasks);
@@ -624,7 +670,7 @@ int meter_settle(struct meter *m, uint64_t task_key)
 			return 0;
 		if (i > 0)
 			sched_yield();
-		r = run_settle(m, task_key, false);
+		r = run_settle(m, task_key, false, false);
 		if (r < 0)
 			return r;
 	}
@@ -697,6 +743,8 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.blk_issued_read_bytes = mt.rq_read_bytes;
 	u.blk_issued_write_bytes = mt.rq_write_bytes;
 	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;
+	u.threads_lost = mt.threads_lost;
+	u.threads_unsettled = m->at_exit && mt.threads_live > 0 ? (uint64_t)mt.threads_live : 0;
 	u.forks = mt.forks;
 	if (t->ingress || (t->cgroup_id && m->root_ingress)) {
 		struct meter_net n;
@@ -753,10 +801,11 @@ static int delete_by_task(int fd, size_t ksize, size_t vsize, uint64_t task_key,
 	return 0;
 }
 
-/* One run of the settle program for the task (force: drop its references, done or not). */
-static int run_settle(struct meter *m, uint64_t task_key, bool force)
+/* One run of the settle program for the task (force: drop its references, done or not; all:
+ * every task's threads that are done). */
+static int run_settle(struct meter *m, uint64_t task_key, bool force, bool all)
 {
-	struct meter_settle_ctx c = {.task_key = task_key, .force = force};
+	struct meter_settle_ctx c = {.task_key = task_key, .force = force, .all = all};
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &c, .ctx_size_in = sizeof(c));
 
 	if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_settle_prog), &o) < 0)
@@ -790,7 +839,7 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	/* Accounting at exit: references still held for the task's threads go (a task given up
 	 * before every thread was settled; a settled one has none left). */
 	if (m->at_exit && mt.threads_live > 0)
-		(void)run_settle(m, task_key, true);
+		(void)run_settle(m, task_key, true, false);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	r = set_slot(m, slot_of(m, t), 0);
 	if (mt.procs_alive != 0) {
@@ -836,6 +885,11 @@ uint64_t meter_map_full(const struct meter *m)
 uint64_t meter_tail_lost(const struct meter *m)
 {
 	return m->skel->bss->tail_lost;
+}
+
+uint64_t meter_drains(const struct meter *m)
+{
+	return m->drains;
 }
 
 uint64_t meter_sweeps(const struct meter *m)

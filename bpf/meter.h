@@ -16,7 +16,10 @@
 struct meter_opts {
 	uint32_t max_tasks; /* tracked tasks (map sizes derive from it), default 1024 */
 	uint32_t max_pids;  /* tracked processes, default max_tasks * 64 */
-	bool force_raw_tp;  /* skip the tp_btf attempt (tests) */
+	/* Accounting at exit: entries of the map of exited threads, default max(8192,
+	 * 2 * max_tasks) (tests make it small to check that an overflow is reported). */
+	uint32_t max_dying;
+	bool force_raw_tp; /* skip the tp_btf attempt (tests) */
 	/* Count IO bytes with a sys_exit program instead of reading task->ioac at each context
 	 * switch and exit. Same figures; costs every syscall of the node (see docs). */
 	bool io_from_syscalls;
@@ -54,6 +57,16 @@ struct meter_usage {
 	/* block_rq_issue in a tracked task's context (direct/sync IO; writeback goes to the
 	 * flusher thread, so the cgroup's blkio counters are the complete figure). */
 	uint64_t blk_issued_read_bytes, blk_issued_write_bytes;
+	/*
+	 * Threads whose CPU and IO are not all in the figures above: no entry could be made for
+	 * them (a full BPF map) or, with accounting at exit, what they ran after their exit
+	 * tracepoint was dropped (the map of exited threads full). Non-zero: cpu_ns is short and
+	 * the task's cgroup counter is the figure to use.
+	 */
+	uint64_t threads_lost;
+	/* Accounting at exit: threads whose final figures are not in yet (running, or exited and
+	 * not yet off their CPU). Once the task's processes are gone, non-zero means short. */
+	uint64_t threads_unsettled;
 };
 
 /* Events from the ring buffer, delivered by meter_poll. */
@@ -88,7 +101,9 @@ const char *meter_cpu_accounting(const struct meter *m);
 /*
  * Ring buffer epoll fd; call meter_poll when readable, and periodically: METER_EV_EXIT events
  * are queued without waking the fd (a wakeup costs every tracked exit an interrupt), so they
- * are read at the next wakeup or periodic poll. METER_EV_SETTLED always wakes it.
+ * are read at the next wakeup or periodic poll. METER_EV_SETTLED always wakes it. With
+ * accounting at exit, meter_poll also drains the map of exited threads (the exit program wakes
+ * the fd when it is a quarter full): call it at least every second or so.
  */
 int meter_fd(const struct meter *m);
 int meter_poll(struct meter *m, meter_event_fn fn, void *userdata);
@@ -115,8 +130,11 @@ uint32_t meter_tasks_tracked(const struct meter *m);
 /* Processes/threads/mms not tracked because a BPF map was full (counted in BPF). */
 uint64_t meter_map_full(const struct meter *m);
 /* Accounting at exit: threads whose figures after their exit tracepoint were lost because the
- * map of exited threads was full (their figures at exit are their final ones). */
+ * map of exited threads was full (their figures at exit are their final ones; each counts in
+ * its task's meter_usage.threads_lost). */
 uint64_t meter_tail_lost(const struct meter *m);
+/* Accounting at exit: drains of the map of exited threads run by meter_poll. */
+uint64_t meter_drains(const struct meter *m);
 /* Whole-map sweeps meter_forget had to do (a task's end normally needs none). */
 uint64_t meter_sweeps(const struct meter *m);
 /*

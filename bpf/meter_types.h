@@ -33,6 +33,10 @@ struct meter_task {
 	/* cpu_at_exit mode: threads with an entry whose final totals are not folded in yet
 	 * (+1 when an entry is made, -1 by whoever folds its final totals first). */
 	__s64 threads_live;
+	/* Threads of the task whose CPU and IO are not all in its slot: no entry could be made
+	 * for them (a full map), or their tail after the exit tracepoint was dropped ("dying"
+	 * full). Non-zero: the task's eBPF CPU figure is short, the agent uses its cgroup's. */
+	__u64 threads_lost;
 };
 
 /*
@@ -93,7 +97,8 @@ struct meter_dying {
 struct meter_settle_ctx {
 	__u64 task_key;
 	__u32 force; /* drop the task's references whether their threads are done or not */
-	__u32 _pad;
+	__u32
+	    all; /* every task's threads that are done (the periodic drain), not only task_key's */
 };
 
 /* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */
@@ -113,6 +118,7 @@ struct meter_net {
 enum {
 	METER_BPF_EV_EXIT = 1,
 	METER_BPF_EV_SETTLED = 2, /* cpu_at_exit: the task's last thread got its final figures */
+	METER_BPF_EV_DRAIN = 3,	  /* cpu_at_exit: "dying" is filling up, drain it now */
 };
 
 /* Ring buffer record. */

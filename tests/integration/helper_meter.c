@@ -12,6 +12,8 @@
  * joins them and waits on a pipe, tracks it, releases it to exec the workload, waits for the
  * METER_EV_EXIT event (no sleeps), then compares the meter with the kernel's own figures.
  * Prints each figure and the ratio; exit 0 pass, 1 fail, 77 when BPF cannot be loaded at all.
+ *   helper_meter stress CASE WORK
+ * Many exits, threads and concurrent tasks (see run_stress).
  *   helper_meter taskstats WORK
  * The fallback: the meter is not opened at all (as when BPF cannot be loaded); the exit
  * records of taskstats are compared with cpuacct.usage and /proc/PID/io wchar.
@@ -350,6 +352,277 @@ static int run_taskstats(const char *work)
 	return ok ? 0 : 1;
 }
 
+/* ---- stress matrix ------------------------------------------------------------------------ */
+
+/*
+ * helper_meter stress CASE WORK: tasks with many exits, run with accounting at exit (the
+ * default), each checked against its own cgroup's cpuacct.usage read here once its processes
+ * are gone:
+ *   spawn       3000 x /bin/true
+ *   threads     2000 short threads, 8 at a time
+ *   forkstorm   4 workers forking children that exit at once, for 3 s
+ *   neighbour   a task of 200 x /bin/true started once another (4000 x /bin/true) has done
+ *               1500 exits, both running together
+ *   overflow    spawn 1500 with a 16-entry map of exited threads and no drain while it
+ *               runs (no meter_poll): the figure must be exact or the loss reported
+ *               (threads_lost), never silently short
+ * A task's figure passes when it is within 1% of its cgroup's, or (overflow only) when it is
+ * short and threads_lost says so.
+ */
+struct stask {
+	uint64_t key;
+	char cpu[256], mem[256], uni[256];
+	pid_t pid;
+	int go;
+	bool exited, settled, ok;
+	int status;
+};
+
+static struct stask *stress_find(struct stask *ts, int n, uint64_t key)
+{
+	for (int i = 0; i < n; i++)
+		if (ts[i].key == key)
+			return &ts[i];
+	return NULL;
+}
+
+struct sctx {
+	struct stask *ts;
+	int n;
+};
+
+static void on_stress_ev(const struct meter_event *ev, void *userdata)
+{
+	struct sctx *c = userdata;
+	struct stask *t = stress_find(c->ts, c->n, ev->task_key);
+
+	if (t && ev->type == METER_EV_EXIT)
+		t->exited = true;
+}
+
+static int stress_start(struct meter *m, struct stask *t, int idx, char *const wargv[])
+{
+	const char *base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpuacct";
+	_cleanup_close_ int unifd = -1;
+	int go[2], ready[2], r;
+	char c;
+
+	t->key = TASK_KEY + 0x100 + (uint64_t)idx;
+	snprintf(t->cpu, sizeof(t->cpu), "%s/corral-meterstress%d-%d", base, idx, getpid());
+	if (v2) {
+		snprintf(t->mem, sizeof(t->mem), "%s", t->cpu);
+		snprintf(t->uni, sizeof(t->uni), "%s", t->cpu);
+	} else {
+		snprintf(t->mem, sizeof(t->mem), "/sys/fs/cgroup/memory/corral-meterstress%d-%d",
+			 idx, getpid());
+		snprintf(t->uni, sizeof(t->uni), "/sys/fs/cgroup/unified/corral-meterstress%d-%d",
+			 idx, getpid());
+	}
+	if (mkdir(t->cpu, 0755) < 0 ||
+	    (!v2 && (mkdir(t->mem, 0755) < 0 || mkdir(t->uni, 0755) < 0)))
+		return -errno;
+	unifd = open(t->uni, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (unifd < 0 || pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0)
+		return -errno;
+	t->pid = fork();
+	if (t->pid < 0)
+		return -errno;
+	if (t->pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		if (join(t->cpu, getpid()) ||
+		    (!v2 && (join(t->mem, getpid()) || join(t->uni, getpid()))))
+			_exit(126);
+		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(125);
+		execv(wargv[0], wargv);
+		_exit(127);
+	}
+	close(go[0]);
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1)
+		return -EIO;
+	close(ready[0]);
+	r = meter_track(m, t->key, t->pid, unifd);
+	if (r < 0)
+		return r;
+	t->go = go[1];
+	return 0;
+}
+
+static void stress_go(struct stask *t)
+{
+	if (write(t->go, "x", 1) != 1)
+		t->ok = false;
+	close(t->go);
+	t->go = -1;
+}
+
+static void stress_cleanup(struct stask *t)
+{
+	if (!t->cpu[0])
+		return;
+	rmdir(t->cpu);
+	if (!v2) {
+		rmdir(t->mem);
+		rmdir(t->uni);
+	}
+}
+
+static void stress_pump(struct meter *m, struct sctx *c, int ms)
+{
+	struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
+
+	(void)poll(&p, 1, ms);
+	meter_poll(m, on_stress_ev, c);
+}
+
+/* Wait for t's exit event, reap it, wait for its final figures, check them. */
+static bool stress_finish(struct meter *m, struct sctx *c, struct stask *t, const char *what,
+			  bool overflow)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC), truth;
+	struct meter_usage u;
+	bool ok = true;
+	int r;
+
+	if (overflow) {
+		siginfo_t si;
+
+		/* No meter_poll while it runs: no drain, so the small map overflows. */
+		(void)waitid(P_PID, (id_t)t->pid, &si, WEXITED | WNOWAIT);
+	}
+	while (!t->exited && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC)
+		stress_pump(m, c, 1000);
+	if (!t->exited) {
+		fprintf(stderr, "%s: no exit event within 120 s\n", what);
+		kill(t->pid, SIGKILL);
+		ok = false;
+	}
+	if (waitpid(t->pid, &t->status, 0) != t->pid || !WIFEXITED(t->status) ||
+	    WEXITSTATUS(t->status)) {
+		fprintf(stderr, "%s: workload failed: 0x%x\n", what, t->status);
+		ok = false;
+	}
+	t0 = now_ns(CLOCK_MONOTONIC);
+	while ((r = meter_settle(m, t->key)) == 0 &&
+	       now_ns(CLOCK_MONOTONIC) - t0 < 10 * NSEC_PER_SEC)
+		stress_pump(m, c, 100);
+	if (r != 1) {
+		fprintf(stderr, "%s: not settled within 10 s (%d)\n", what, r);
+		ok = false;
+	}
+	truth = read_u64_path(t->cpu, v2 ? "cpu.stat" : "cpuacct.usage");
+	if (v2) {
+		uint64_t us = read_key(t->cpu, "cpu.stat", "usage_usec");
+
+		truth = us == UINT64_MAX ? us : us * 1000;
+	}
+	if (meter_read(m, t->key, &u) < 0) {
+		fprintf(stderr, "%s: meter_read failed\n", what);
+		return false;
+	}
+	printf("%s: cpu_ns=%" PRIu64 " forks=%" PRIu64 " threads_lost=%" PRIu64
+	       " unsettled=%" PRIu64 " (node: tail_lost=%" PRIu64 " map_full=%" PRIu64
+	       " drains=%" PRIu64 ")\n",
+	       what, u.cpu_ns, u.forks, u.threads_lost, u.threads_unsettled, meter_tail_lost(m),
+	       meter_map_full(m), meter_drains(m));
+	if (overflow && u.threads_lost > 0) {
+		double ratio = truth ? (double)u.cpu_ns / (double)truth : 0;
+
+		printf("%-28s measured=%" PRIu64 " truth=%" PRIu64 " ratio=%.5f: short, and "
+		       "reported (%" PRIu64 " threads lost) ok\n",
+		       what, u.cpu_ns, truth, ratio, u.threads_lost);
+	} else {
+		ok &= check_ratio(what, (double)u.cpu_ns, (double)truth, 0.01);
+		if (u.threads_lost) {
+			fprintf(stderr, "%s: threads_lost=%" PRIu64 " though the figure is exact\n",
+				what, u.threads_lost);
+		}
+	}
+	(void)meter_forget(m, t->key);
+	stress_cleanup(t);
+	return ok;
+}
+
+static int run_stress(const char *cs, const char *work)
+{
+	struct meter_opts opts = {};
+	struct stask ts[2] = {{.go = -1, .ok = true}, {.go = -1, .ok = true}};
+	struct sctx c = {.ts = ts, .n = 2};
+	struct meter *m = NULL;
+	char *a[6] = {(char *)work}, *b[6] = {(char *)work};
+	bool ok = true, two = false, overflow = false;
+	int r;
+
+	if (!strcmp(cs, "spawn")) {
+		a[1] = "spawn", a[2] = "3000";
+	} else if (!strcmp(cs, "threads")) {
+		a[1] = "threads", a[2] = "2000", a[3] = "200";
+	} else if (!strcmp(cs, "forkstorm")) {
+		a[1] = "forkstorm", a[2] = "4", a[3] = "3";
+	} else if (!strcmp(cs, "neighbour")) {
+		a[1] = "spawn", a[2] = "4000";
+		b[1] = "spawn", b[2] = "200";
+		two = true;
+	} else if (!strcmp(cs, "overflow")) {
+		a[1] = "spawn", a[2] = "1500";
+		opts.max_dying = 16;
+		overflow = true;
+	} else {
+		fprintf(stderr, "unknown stress case %s\n", cs);
+		return 2;
+	}
+	v2 = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
+	r = meter_open(&opts, &m);
+	if (r < 0) {
+		printf("SKIP: cannot load the metering BPF programs: %s\n", strerror(-r));
+		return 77;
+	}
+	printf("attach mode: %s, cpu accounted at %s\n", meter_attach_mode(m),
+	       meter_cpu_accounting(m));
+	r = stress_start(m, &ts[0], 0, a);
+	if (r < 0) {
+		fprintf(stderr, "start: %s\n", strerror(-r));
+		ok = false;
+		goto out;
+	}
+	stress_go(&ts[0]);
+	if (two) {
+		struct meter_usage u = {};
+		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+		/* The neighbour starts once the noisy task has done 1500 exits (its forks). */
+		while (meter_read(m, ts[0].key, &u) == 0 && u.forks < 1500 && !ts[0].exited &&
+		       now_ns(CLOCK_MONOTONIC) - t0 < 60 * NSEC_PER_SEC)
+			stress_pump(m, &c, 20);
+		printf("neighbour starts after %" PRIu64 " exits of the noisy task\n", u.forks);
+		r = stress_start(m, &ts[1], 1, b);
+		if (r < 0) {
+			fprintf(stderr, "start: %s\n", strerror(-r));
+			ok = false;
+			goto out;
+		}
+		stress_go(&ts[1]);
+		ok &= stress_finish(m, &c, &ts[1], "neighbour (200 exits)", false);
+		ok &= stress_finish(m, &c, &ts[0], "noisy task (4000 exits)", false);
+	} else {
+		ok &= stress_finish(m, &c, &ts[0], cs, overflow);
+	}
+	ok &= ts[0].ok && ts[1].ok;
+out:
+	for (int i = 0; i < 2; i++) {
+		if (ts[i].pid > 0 && ts[i].go >= 0) {
+			kill(ts[i].pid, SIGKILL);
+			waitpid(ts[i].pid, NULL, 0);
+		}
+		stress_cleanup(&ts[i]);
+	}
+	meter_free(m);
+	printf("stress %s: %s\n", cs, ok ? "PASS" : "FAIL");
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct meter_opts opts = {};
@@ -377,6 +650,8 @@ int main(int argc, char **argv)
 		else
 			return 2;
 	}
+	if (argc == ai + 3 && !strcmp(argv[ai], "stress"))
+		return run_stress(argv[ai + 1], argv[ai + 2]);
 	if (argc != ai + 2) {
 		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
 				"cpu|mem|io|net|fork WORK\n");

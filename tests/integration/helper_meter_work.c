@@ -7,6 +7,9 @@
  *   write MIB              write(2)s MIB to /dev/null in 64 KiB chunks
  *   send MIB PORT          sends MIB over TCP to 127.0.0.1:PORT
  *   forkburn N MS          forks N children, each burns MS ms of CPU; waits for all
+ *   spawn N                runs /bin/true N times, one after the other (fork, exec, wait)
+ *   threads N US           N short threads, 8 at a time, each burns US us of CPU
+ *   forkstorm W SECONDS    W workers fork children that exit at once, for SECONDS
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -169,6 +172,79 @@ static int do_forkburn(int n, long ms)
 	return rc;
 }
 
+static int do_spawn(int n)
+{
+	for (int i = 0; i < n; i++) {
+		pid_t p = fork();
+		int st;
+
+		if (p < 0)
+			return 1;
+		if (p == 0) {
+			execl("/bin/true", "true", (char *)NULL);
+			_exit(127);
+		}
+		if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+			return 1;
+	}
+	return 0;
+}
+
+static int do_threads(int n, long us)
+{
+	double s = (double)us / 1e6;
+
+	for (int i = 0; i < n; i += 8) {
+		pthread_t t[8];
+		int k = n - i < 8 ? n - i : 8;
+
+		for (int j = 0; j < k; j++)
+			if (pthread_create(&t[j], NULL, burn_thread, &s))
+				return 1;
+		for (int j = 0; j < k; j++)
+			pthread_join(t[j], NULL);
+	}
+	return 0;
+}
+
+static int do_forkstorm(int workers, double seconds)
+{
+	int rc = 0;
+
+	for (int w = 0; w < workers; w++) {
+		pid_t p = fork();
+
+		if (p < 0)
+			return 1;
+		if (p == 0) {
+			struct timespec t0, t;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do {
+				pid_t c = fork();
+
+				if (c < 0)
+					_exit(1);
+				if (c == 0)
+					_exit(0);
+				if (waitpid(c, NULL, 0) != c)
+					_exit(1);
+				clock_gettime(CLOCK_MONOTONIC, &t);
+			} while ((double)(t.tv_sec - t0.tv_sec) +
+				     (double)(t.tv_nsec - t0.tv_nsec) / 1e9 <
+				 seconds);
+			_exit(0);
+		}
+	}
+	for (int w = 0; w < workers; w++) {
+		int st;
+
+		if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+			rc = 1;
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "burn"))
@@ -181,6 +257,13 @@ int main(int argc, char **argv)
 		return do_send(atol(argv[2]), atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "forkburn"))
 		return do_forkburn(atoi(argv[2]), atol(argv[3]));
-	fprintf(stderr, "usage: helper_meter_work burn|touch|write|send|forkburn ARGS\n");
+	if (argc == 3 && !strcmp(argv[1], "spawn"))
+		return do_spawn(atoi(argv[2]));
+	if (argc == 4 && !strcmp(argv[1], "threads"))
+		return do_threads(atoi(argv[2]), atol(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "forkstorm"))
+		return do_forkstorm(atoi(argv[2]), atof(argv[3]));
+	fprintf(stderr, "usage: helper_meter_work "
+			"burn|touch|write|send|forkburn|spawn|threads|forkstorm ARGS\n");
 	return 2;
 }
