@@ -81,6 +81,19 @@ struct {
 	__type(value, struct meter_dying);
 } dying SEC(".maps");
 
+/*
+ * cpu_at_exit mode: per CPU, the "dying" key of the last thread stashed by an exit on this CPU.
+ * The next exit on the CPU settles it when it is off its CPU for good (it almost always is: it
+ * ended its exit path before this CPU ran the next one's), so "dying" drains itself at any
+ * exit rate; user space's drain takes what is left.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} recent SEC(".maps");
+
 /* Weak: before Linux 6.2 they do not exist, and only the programs of accounting at exit
  * call them. */
 extern struct task_struct *bpf_task_acquire(struct task_struct *p) __ksym __weak;
@@ -112,6 +125,8 @@ __s64 dying_n;
 __u32 drain_wanted;
 /* cpu_at_exit: max_entries of "dying"; past a quarter of it the exit program asks for a drain. */
 const volatile __u32 dying_max = 1024;
+/* Tests (meter_opts.no_drain): the exit program settles nothing itself. */
+const volatile __u32 self_drain = 1;
 /*
  * Set by user space when it tracks a process that may already have several threads: then a
  * switch-in without task storage also looks the thread's process up in "procs" (the slow
@@ -426,6 +441,44 @@ static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
 	return true;
 }
 
+/*
+ * Settle the thread stashed by the previous exit on this CPU, if it is off its CPU for good;
+ * remember cur (the exiting thread, just stashed) for the next exit here.
+ */
+static __always_inline void settle_previous(__u64 cur)
+{
+	struct meter_thread *th;
+	struct meter_dying *v;
+	struct task_struct *t;
+	__u32 zero = 0;
+	__u64 *r = bpf_map_lookup_elem(&recent, &zero), prev;
+
+	if (!r)
+		return;
+	prev = *r;
+	*r = cur;
+	if (!prev || prev == cur)
+		return;
+	v = bpf_map_lookup_elem(&dying, &prev);
+	if (!v)
+		return;
+	t = bpf_kptr_xchg(&v->task, NULL);
+	if (!t)
+		return; /* settled meanwhile, or being looked at by meter_settle */
+	if (t->on_cpu || !(t->__state & TASK_DEAD_STATE)) {
+		t = bpf_kptr_xchg(&v->task, t);
+		if (t)
+			bpf_task_release(t);
+		return;
+	}
+	th = bpf_task_storage_get(&tstore, t, 0, 0);
+	if (th)
+		thread_final(th, t, true);
+	bpf_task_release(t);
+	if (!bpf_map_delete_elem(&dying, &prev))
+		__sync_fetch_and_add(&dying_n, -1);
+}
+
 /* ---- process lifetime --------------------------------------------------------------------- */
 
 /*
@@ -543,7 +596,12 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	if (th) {
 		if (at_exit) {
 			slice_end(th, p, true, true);
-			if (!(th->flags & METER_TH_FINAL) && !stash_dying(p, th->task_key)) {
+			if (th->flags & METER_TH_FINAL) {
+				/* nothing left to fold */
+			} else if (stash_dying(p, th->task_key)) {
+				if (self_drain)
+					settle_previous((__u64)p);
+			} else {
 				__u64 tk = th->task_key;
 				struct meter_task *lt = bpf_map_lookup_elem(&tasks, &tk);
 

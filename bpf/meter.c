@@ -51,6 +51,7 @@ struct meter {
 	bool io_from_syscalls;
 	bool at_exit;	       /* cpu_at_exit: no sched_switch program */
 	bool drain;	       /* METER_BPF_EV_DRAIN seen: run the drain */
+	bool no_drain;	       /* meter_opts.no_drain (tests) */
 	uint64_t drains;       /* drains run (meter_poll) */
 	uint64_t live_read_ns; /* last run of the live-read iterator (CLOCK_MONOTONIC) */
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
@@ -150,7 +151,8 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	s->rodata->io_from_ioac = !m->io_from_syscalls;
 	s->rodata->cpu_at_exit = at_exit;
-	s->rodata->dying_max = dying_entries(m);
+	s->rodata->dying_max = m->no_drain ? UINT32_MAX : dying_entries(m);
+	s->rodata->self_drain = !m->no_drain;
 	set_variant(s, btf, m->io_from_syscalls, at_exit);
 	r = meter_bpf__load(s);
 	if (r)
@@ -215,6 +217,7 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 		goto out_free;
 	}
 	m->max_dying = opts ? opts->max_dying : 0;
+	m->no_drain = opts && opts->no_drain;
 	if (m->max_dying && m->max_dying < 4) {
 		r = -EINVAL;
 		goto out_free;
@@ -349,7 +352,7 @@ int meter_poll(struct meter *m, meter_event_fn fn, void *userdata)
 	r = ring_buffer__consume(m->rb);
 	/* A drain request, or the periodic call with threads waiting: drain, then deliver the
 	 * settled events the drain produced. */
-	if (m->at_exit && (m->drain || m->skel->bss->dying_n > 0)) {
+	if (m->at_exit && !m->no_drain && (m->drain || m->skel->bss->dying_n > 0)) {
 		drain(m);
 		if (r >= 0) {
 			int q = ring_buffer__consume(m->rb);

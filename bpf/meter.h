@@ -19,6 +19,9 @@ struct meter_opts {
 	/* Accounting at exit: entries of the map of exited threads, default max(8192,
 	 * 2 * max_tasks) (tests make it small to check that an overflow is reported). */
 	uint32_t max_dying;
+	/* Tests: no drain of that map before meter_settle (neither by the exit program nor by
+	 * meter_poll), to check that an overflow is reported. */
+	bool no_drain;
 	bool force_raw_tp; /* skip the tp_btf attempt (tests) */
 	/* Count IO bytes with a sys_exit program instead of reading task->ioac at each context
 	 * switch and exit. Same figures; costs every syscall of the node (see docs). */
