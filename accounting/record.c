@@ -29,6 +29,7 @@ static const char *const type_names[_ACCT_TYPE_MAX] = {
     [ACCT_TASK_END] = "task.end",	    [ACCT_AUDIT_EXEC] = "audit.exec",
     [ACCT_AUDIT_CONNECT] = "audit.connect", [ACCT_AUDIT_SYSCALL] = "audit.syscall",
     [ACCT_AUDIT_LIMIT] = "audit.limit",	    [ACCT_AUDIT_LOST] = "audit.lost",
+    [ACCT_AUDIT_SUMMARY] = "audit.summary", [ACCT_AUDIT_GAP] = "audit.gap",
 };
 
 static const char *const exit_names[_ACCT_EXIT_MAX] = {

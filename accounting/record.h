@@ -28,6 +28,8 @@ enum acct_type {
 	ACCT_AUDIT_SYSCALL,
 	ACCT_AUDIT_LIMIT,
 	ACCT_AUDIT_LOST,
+	ACCT_AUDIT_SUMMARY, /* events past a task's record budget, counted (agent/budget.h) */
+	ACCT_AUDIT_GAP,	    /* records the spool could not take, shed by policy */
 	_ACCT_TYPE_MAX,
 	_ACCT_TYPE_INVALID = -1,
 };

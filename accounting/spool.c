@@ -144,8 +144,8 @@ static bool hdr_decode(const unsigned char *b, struct hdr *h, uint32_t *crc)
 	h->prio = b[16];
 	memcpy(&v32, b + 20, 4);
 	*crc = le32toh(v32);
-	return h->len <= SPOOL_ENTRY_MAX && h->prio <= SPOOL_PRIO_KEEP && h->seq > 0 && !b[17] &&
-	       !b[18] && !b[19];
+	return h->len <= SPOOL_ENTRY_MAX && h->prio <= 1 && h->seq > 0 && !b[17] && !b[18] &&
+	       !b[19];
 }
 
 /* A complete, CRC-valid entry at buf[pos..n) with seq > min_seq? */
@@ -510,11 +510,38 @@ static int prepare_segment(struct spool *s, uint64_t sz)
 	return 0;
 }
 
+static uint64_t class_limit(const struct spool *s, enum spool_prio prio)
+{
+	return prio == SPOOL_PRIO_KEEP ? s->max_bytes : s->max_bytes - s->keep_reserve;
+}
+
 static bool fits(const struct spool *s, uint64_t sz, enum spool_prio prio)
 {
-	uint64_t limit = prio == SPOOL_PRIO_KEEP ? s->max_bytes : s->max_bytes - s->keep_reserve;
+	return s->bytes + sz <= class_limit(s, prio);
+}
 
-	return s->bytes + sz <= limit;
+bool spool_fits(const struct spool *s, size_t n, uint64_t payload_bytes, enum spool_prio prio)
+{
+	uint64_t sz = (uint64_t)n * HDR_SIZE + payload_bytes;
+
+	if ((unsigned)prio >= _SPOOL_PRIO_MAX || sz < payload_bytes)
+		return false;
+	return fits(s, sz, prio);
+}
+
+/* The class byte on disk: 0 shed-able, 1 kept (billing and audit alike). */
+static uint8_t disk_prio(enum spool_prio prio)
+{
+	return prio == SPOOL_PRIO_SHED ? 0 : 1;
+}
+
+static void count_refusal(struct spool *s, enum spool_prio prio)
+{
+	s->st.refused_full++;
+	if (prio == SPOOL_PRIO_KEEP)
+		s->st.refused_keep++;
+	else if (prio == SPOOL_PRIO_AUDIT)
+		s->st.refused_audit++;
 }
 
 /* Write one entry (no sync). On failure the segment is cut back to its previous size. */
@@ -530,12 +557,10 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 
 	if (!data || len > SPOOL_ENTRY_MAX)
 		return -EINVAL;
-	if (prio != SPOOL_PRIO_SHED && prio != SPOOL_PRIO_KEEP)
+	if ((unsigned)prio >= _SPOOL_PRIO_MAX)
 		return -EINVAL;
 	if (!fits(s, sz, prio)) {
-		s->st.refused_full++;
-		if (prio == SPOOL_PRIO_KEEP)
-			s->st.refused_keep++;
+		count_refusal(s, prio);
 		return -ENOSPC;
 	}
 	/* a rollover closes the old fd; sync it first so a batch stays durable */
@@ -550,7 +575,7 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 	if (r < 0)
 		return r;
 	g = &s->segs[s->n_segs - 1];
-	hdr_encode(hdr, (uint32_t)len, s->next_seq, (uint8_t)prio, data);
+	hdr_encode(hdr, (uint32_t)len, s->next_seq, disk_prio(prio), data);
 	iov[0] = (struct iovec){.iov_base = hdr, .iov_len = HDR_SIZE};
 	iov[1] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
 	do
@@ -666,7 +691,7 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 
 	if (n > INT32_MAX || (n && (!data || !lens)))
 		return -EINVAL;
-	if (prio != SPOOL_PRIO_SHED && prio != SPOOL_PRIO_KEEP)
+	if ((unsigned)prio >= _SPOOL_PRIO_MAX)
 		return -EINVAL;
 	st = calloc(1, sizeof(*st));
 	if (!st)
@@ -679,11 +704,8 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			r = -EINVAL;
 			break;
 		}
-		if (s->bytes + st->bytes + sz >
-		    (prio == SPOOL_PRIO_KEEP ? s->max_bytes : s->max_bytes - s->keep_reserve)) {
-			s->st.refused_full++;
-			if (prio == SPOOL_PRIO_KEEP)
-				s->st.refused_keep++;
+		if (s->bytes + st->bytes + sz > class_limit(s, prio)) {
+			count_refusal(s, prio);
 			r = -ENOSPC;
 			break;
 		}
@@ -705,7 +727,7 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			if (r < 0)
 				break;
 		}
-		hdr_encode(st->hdr[st->n], (uint32_t)lens[i], s->next_seq + st->n, (uint8_t)prio,
+		hdr_encode(st->hdr[st->n], (uint32_t)lens[i], s->next_seq + st->n, disk_prio(prio),
 			   data[i]);
 		st->iov[2 * st->n] =
 		    (struct iovec){.iov_base = st->hdr[st->n], .iov_len = HDR_SIZE};

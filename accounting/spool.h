@@ -3,7 +3,9 @@
  * Durable spool: append-only segment files of CRC-framed entries, fsync'd before an append
  * returns. Entries are removed only when acked (a segment file is deleted once every entry
  * in it is acked). A torn tail (crash mid-write) is detected and truncated on open.
- * Bounded by max_bytes: when full, entries of shed-able priority are refused first.
+ * Bounded by max_bytes, in three admission classes: samples and audit records may use the
+ * spool up to max_bytes - keep_reserve; the reserve is for billing entries (task.start,
+ * task.end) alone, so no volume of audit or sample records can refuse a bill.
  */
 #pragma once
 
@@ -12,15 +14,18 @@
 #include <stdint.h>
 
 enum spool_prio {
-	SPOOL_PRIO_SHED, /* task.sample: refused first when full */
-	SPOOL_PRIO_KEEP, /* task.start/end, audit: refused only when truly out of space */
+	SPOOL_PRIO_SHED,  /* task.sample: up to max_bytes - keep_reserve */
+	SPOOL_PRIO_KEEP,  /* billing (task.start/end): may use the reserve too */
+	SPOOL_PRIO_AUDIT, /* audit records: up to max_bytes - keep_reserve, never the reserve.
+			   * On disk the entry's class byte says 1 (kept) as for KEEP. */
+	_SPOOL_PRIO_MAX,
 };
 
 struct spool_opts {
 	const char *dir;	/* created if missing */
 	uint64_t max_bytes;	/* total bytes on disk, 0 = default 1 GiB */
 	uint64_t segment_bytes; /* roll-over size, 0 = default 16 MiB */
-	uint64_t keep_reserve;	/* bytes only KEEP entries may use, 0 = default max/10 */
+	uint64_t keep_reserve;	/* bytes only KEEP (billing) entries may use, 0 = max/10 */
 	bool no_fsync;		/* tests/bench only */
 };
 
@@ -28,8 +33,9 @@ struct spool_stats {
 	uint64_t entries_pending;
 	uint64_t bytes_on_disk;
 	uint64_t appended;
-	uint64_t refused_full; /* entries refused because the spool was full */
-	uint64_t refused_keep; /* of those, KEEP entries (the serious kind) */
+	uint64_t refused_full;	/* entries refused because the spool was full */
+	uint64_t refused_keep;	/* of those, KEEP entries (the serious kind) */
+	uint64_t refused_audit; /* of those, AUDIT entries */
 	uint64_t torn_bytes_truncated;
 	uint64_t corrupt_entries_skipped; /* damaged regions skipped in the middle of segments */
 	uint64_t corrupt_bytes_skipped;
@@ -77,6 +83,9 @@ int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
 	       void *userdata);
 /* Mark entries up to and including seq as acked; deletes fully acked segments (durably). */
 int spool_ack(struct spool *s, uint64_t upto_seq);
+/* Whether n more entries of payload_bytes in all would be admitted in class prio now (each
+ * entry also costs its frame header). */
+bool spool_fits(const struct spool *s, size_t n, uint64_t payload_bytes, enum spool_prio prio);
 /* Lowest unacked sequence number (0 if empty). */
 uint64_t spool_first_unacked(const struct spool *s);
 void spool_get_stats(const struct spool *s, struct spool_stats *ret);

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "accounting/record.h"
+#include "agent/budget.h"
 #include "agent/config.h"
 #include "agent/spec.h"
 #include "isolation/cgroup.h"
@@ -128,6 +129,7 @@ struct task {
 	uint64_t syscalls_seq_saved; /* ... and known to be spooled: what the state file keeps */
 	uint32_t syscalls_max;	     /* the shim's cap, from [audit] syscalls_max at launch */
 	uint64_t syscalls_off;	     /* bytes of the file consumed */
+	struct task_budget budget;   /* audit record budget (agent/budget.c) */
 
 	json_t *final_record; /* the task.end record as sent, until task_slim ... */
 	char *final_txt;      /* ... keeps it as compact text (a tree costs ~10 KiB per task, and
@@ -141,12 +143,20 @@ struct agent_stats {
 	uint64_t cg_pool_hits; /* launches that took a ready cgroup */
 	uint64_t records_spooled, records_spool_refused, records_spool_refused_logged;
 	uint64_t tasks_adopted, tasks_lost;
+	/* record budget and policy drops (agent/budget.c) */
+	uint64_t audit_summarized, audit_summaries, audit_shed, audit_gaps;
 };
 
 struct pending_record {
 	char *buf;
 	size_t len;
 	int prio; /* enum spool_prio */
+	/* audit records: their place in the chain, to bridge it when the spool refuses them */
+	enum acct_type type;
+	uint64_t gap_carried; /* an audit.gap: the count it declares */
+	char prev_hash[ACCT_HASH_HEX], hash[ACCT_HASH_HEX];
+	char task_id[ACCT_ID_MAX];
+	uint64_t time_ns;
 };
 
 #define STATE_INSTANCE_HEX 12
@@ -194,6 +204,12 @@ struct agent {
 	/* group commit (agent_flush_records) */
 	struct pending_record *pend;
 	size_t n_pend, cap_pend;
+	/* queued billing + audit entries (flushed before samples): what an audit record's
+	 * admission must count on top of the spool's bytes */
+	size_t n_pend_kept;
+	uint64_t pend_kept_bytes;
+	struct audit_gap gap; /* audit records shed since the last audit.gap */
+	size_t last_emit_len; /* encoded size of the last record agent_emit_record queued */
 	bool audit_dirty;
 	char **unlink_stems;
 	size_t n_unlink, cap_unlink;

@@ -135,27 +135,47 @@ int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
 	return 0;
 }
 
+static json_t *event_json(const void *ctx)
+{
+	return audit_event_to_json(ctx);
+}
+
 static void on_event(const struct audit_event *ev, void *userdata)
 {
 	struct agent *a = userdata;
+	enum acct_type kind = ev->type == AUDIT_EV_EXEC ? ACCT_AUDIT_EXEC : ACCT_AUDIT_CONNECT;
 	struct acct_record r;
+	char dest[BUDGET_DEST_MAX];
 	struct task *t;
 
 	for (t = a->tasks; t; t = t->next)
 		if (t->key == ev->task_key && t->spec.argc)
 			break;
+	bool straggler = false;
+
 	for (struct task *e = t ? NULL : a->ended; e && !t; e = e->next)
 		if (e->key == ev->task_key && e->spec.argc)
 			t = e; /* an event that arrived after its task ended */
 	if (!t)
 		return;
-	task_fill_record(a, t, ev->type == AUDIT_EV_EXEC ? ACCT_AUDIT_EXEC : ACCT_AUDIT_CONNECT,
-			 &r);
+	/* its last summary is written: a straggler is recorded as it is */
+	straggler = t->state == TASK_ENDED;
+	if (ev->type == AUDIT_EV_EXEC)
+		snprintf(dest, sizeof(dest), "%s", ev->exec.path ? ev->exec.path : "");
+	else
+		snprintf(dest, sizeof(dest), "%s%s%s:%u %s",
+			 ev->connect.family == AF_INET6 ? "[" : "", ev->connect.address,
+			 ev->connect.family == AF_INET6 ? "]" : "", ev->connect.port,
+			 audit_net_action_to_string(ev->connect.verdict));
+	/* past the task's budget: counted into its next audit.summary, nothing else built */
+	if (!straggler && !budget_admit(a, t, kind, dest, event_json, ev))
+		return;
+	task_fill_record(a, t, kind, &r);
 	r.event = audit_event_to_json(ev);
 	if (ev->time_ns)
 		r.time_ns = ev->time_ns;
-	if (r.event)
-		(void)agent_emit_record(a, &r);
+	if (r.event && agent_emit_record(a, &r) == 0)
+		budget_note_bytes(t, a->last_emit_len);
 	acct_record_clear(&r);
 }
 
@@ -173,6 +193,7 @@ void audit_glue_task_end(struct agent *a, struct task *t)
 	if (!a->audit || !t->audit_tracked)
 		return;
 	(void)audit_poll(a->audit, on_event, a);
+	budget_flush_summary(a, t, 0, true);
 	if (audit_lost(a->audit, t->key, &lost) == 0 && lost > t->audit_lost_reported) {
 		struct acct_record r;
 

@@ -38,6 +38,13 @@ void config_init_defaults(struct agent_config *c)
 	c->audit = true;
 	c->audit_argv_max = 1024;
 	c->audit_syscalls_max = AUDIT_SYSCALLS_MAX;
+	c->audit_task_rate = 100;
+	c->audit_task_burst = 10000;
+	c->audit_task_bytes = 64ULL << 20;
+	c->audit_task_rate_max = 1000;
+	c->audit_task_bytes_max = 256ULL << 20;
+	c->audit_summary_interval_ns = 10 * NSEC_PER_SEC;
+	c->audit_summary_sample = 8;
 	c->batch_records = 500;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->spool_max_bytes = 1ULL << 30;
@@ -221,6 +228,36 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			return BAD("expected allow or deny");
 		return 0;
 	}
+	if (IS("audit", "task_rate") || IS("audit", "task_rate_max") || IS("audit", "task_burst")) {
+		if (parse_u64(value, &u) < 0 || u > 100000000)
+			return BAD("expected an integer 0-100000000 (records per second)");
+		if (strcmp(key, "task_burst") == 0 && u < 1)
+			return BAD("expected at least 1 record");
+		*(strcmp(key, "task_rate") == 0	   ? &c->audit_task_rate
+		  : strcmp(key, "task_burst") == 0 ? &c->audit_task_burst
+						   : &c->audit_task_rate_max) = u;
+		return 0;
+	}
+	if (IS("audit", "task_bytes") || IS("audit", "task_bytes_max")) {
+		if (parse_size(value, &u) < 0)
+			return BAD("expected a size (0 = unbounded)");
+		*(strcmp(key, "task_bytes") == 0 ? &c->audit_task_bytes
+						 : &c->audit_task_bytes_max) = u;
+		return 0;
+	}
+	if (IS("audit", "summary_interval")) {
+		if (parse_duration_ns(value, &u) < 0 || u < NSEC_PER_SEC / 10 ||
+		    u > 3600 * NSEC_PER_SEC)
+			return BAD("expected a duration of 100ms-1h");
+		c->audit_summary_interval_ns = u;
+		return 0;
+	}
+	if (IS("audit", "summary_sample")) {
+		if (parse_u64(value, &u) < 0 || u > 64)
+			return BAD("expected 0-64 events");
+		c->audit_summary_sample = (uint32_t)u;
+		return 0;
+	}
 	if (IS("metrics", "listen"))
 		return set_str(&c->metrics_listen, value);
 	if (IS("collector", "url")) {
@@ -250,6 +287,12 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 		if (parse_size(value, &u) < 0 || u < (1 << 20))
 			return BAD("expected a size of at least 1M");
 		c->spool_max_bytes = u;
+		return 0;
+	}
+	if (IS("spool", "billing_reserve")) {
+		if (parse_size(value, &u) < 0 || u < (64 << 10))
+			return BAD("expected a size of at least 64K");
+		c->spool_billing_reserve = u;
 		return 0;
 	}
 #undef IS

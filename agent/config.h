@@ -44,6 +44,15 @@ struct agent_config {
 	uint32_t audit_argv_max;
 	uint32_t audit_syscalls_max; /* audit.syscall records per task; beyond: counted */
 	bool net_default_deny;
+	/* per-task record budget (agent/budget.c): audit records past it are summarized */
+	uint64_t audit_task_rate;  /* records/s, 0 = no rate bound */
+	uint64_t audit_task_burst; /* token bucket depth */
+	uint64_t audit_task_bytes; /* audit bytes per task, 0 = no byte bound */
+	uint64_t
+	    audit_task_rate_max; /* the most a non-privileged client may ask (limits.audit_rate) */
+	uint64_t audit_task_bytes_max;	    /* ... limits.audit_bytes */
+	uint64_t audit_summary_interval_ns; /* audit.summary period while over budget */
+	uint32_t audit_summary_sample;	    /* events kept whole in each summary */
 	/* [metrics] */
 	char *metrics_listen;
 	/* [collector] */
@@ -55,6 +64,7 @@ struct agent_config {
 	uint64_t batch_delay_ns;
 	/* [spool] */
 	uint64_t spool_max_bytes;
+	uint64_t spool_billing_reserve; /* only task.start/task.end may use it; 0 = max/10 */
 };
 
 void config_init_defaults(struct agent_config *c);

@@ -11,6 +11,7 @@
  *   {"op":"status"}                        -> {"ok":true,"agent":{...}}
  * Errors: {"ok":false,"error":"message"}.
  */
+#include "accounting/spool.h"
 #include "agent/agent.h"
 #include "agent/users.h"
 #include "agent/log.h"
@@ -336,16 +337,34 @@ static struct task *lookup(struct agent *a, struct conn *c, json_t *req, json_t 
 
 static json_t *handle_status(struct agent *a)
 {
-	return json_pack("{s:b,s:{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "agent",
-			 "node", a->cfg.node, "cgroup_mode", cg_mode_to_string(cg_root_mode(a->cg)),
-			 "metering", a->meter_state ? a->meter_state : "off", "cpu_accounting",
-			 a->meter ? meter_cpu_accounting(a->meter) : "cgroup", "tasks_live",
-			 (int)a->n_live, "max_tasks", (int)a->cfg.max_tasks, "tasks_started",
-			 (json_int_t)a->stats.tasks_started, "tasks_ended",
-			 (json_int_t)a->stats.tasks_ended, "launch_failed",
-			 (json_int_t)a->stats.launch_failed, "records_spooled",
-			 (json_int_t)a->stats.records_spooled, "records_spool_refused",
-			 (json_int_t)a->stats.records_spool_refused);
+	struct spool_stats ss = {0};
+	json_t *j, *ag;
+
+	if (a->spool)
+		spool_get_stats(a->spool, &ss);
+	j = json_pack("{s:b,s:{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:I,s:I}}", "ok", 1, "agent",
+		      "node", a->cfg.node, "cgroup_mode", cg_mode_to_string(cg_root_mode(a->cg)),
+		      "metering", a->meter_state ? a->meter_state : "off", "cpu_accounting",
+		      a->meter ? meter_cpu_accounting(a->meter) : "cgroup", "tasks_live",
+		      (int)a->n_live, "max_tasks", (int)a->cfg.max_tasks, "tasks_started",
+		      (json_int_t)a->stats.tasks_started, "tasks_ended",
+		      (json_int_t)a->stats.tasks_ended, "launch_failed",
+		      (json_int_t)a->stats.launch_failed, "records_spooled",
+		      (json_int_t)a->stats.records_spooled, "records_spool_refused",
+		      (json_int_t)a->stats.records_spool_refused);
+	ag = json_object_get(j, "agent");
+	if (ag) {
+		json_object_set_new(ag, "spool_entries_pending",
+				    json_integer((json_int_t)ss.entries_pending));
+		json_object_set_new(ag, "spool_bytes", json_integer((json_int_t)ss.bytes_on_disk));
+		json_object_set_new(ag, "audit_summarized",
+				    json_integer((json_int_t)a->stats.audit_summarized));
+		json_object_set_new(ag, "audit_shed",
+				    json_integer((json_int_t)a->stats.audit_shed));
+		json_object_set_new(ag, "audit_gaps",
+				    json_integer((json_int_t)a->stats.audit_gaps));
+	}
+	return j;
 }
 
 static void handle_line(struct agent *a, struct conn *c, const char *line, size_t len)

@@ -53,6 +53,9 @@ static void usage(FILE *f)
 	    "  --seccomp PROFILE    default, strict, unconfined, a name in the profile dir, or a "
 	    "path\n"
 	    "  --allow-net CIDR[:PORT], --deny-net CIDR[:PORT]   network policy (repeatable)\n"
+	    "  --audit-rate N, --audit-bytes SIZE   the task's audit record budget (records/s, "
+	    "volume);\n"
+	    "                       past it events are counted in audit.summary records\n"
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
 	    "Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal "
 	    "N;\n"
@@ -232,6 +235,8 @@ enum {
 	OPT_CPU_TIME,
 	OPT_GPUS,
 	OPT_GPU_MEMORY,
+	OPT_AUDIT_RATE,
+	OPT_AUDIT_BYTES,
 	OPT_USER,
 	OPT_ACCOUNT,
 	OPT_JOB,
@@ -259,6 +264,8 @@ static const struct option run_opts[] = {{"wait", no_argument, NULL, OPT_WAIT},
 					 {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
 					 {"gpus", required_argument, NULL, OPT_GPUS},
 					 {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+					 {"audit-rate", required_argument, NULL, OPT_AUDIT_RATE},
+					 {"audit-bytes", required_argument, NULL, OPT_AUDIT_BYTES},
 					 {"user", required_argument, NULL, OPT_USER},
 					 {"account", required_argument, NULL, OPT_ACCOUNT},
 					 {"job", required_argument, NULL, OPT_JOB},
@@ -408,6 +415,17 @@ static int cmd_run(int argc, char **argv)
 		case OPT_GPU_MEMORY:
 			if (parse_size(optarg, &spec.gpu_memory_max) < 0)
 				die("--gpu-memory: invalid size \"%s\"", optarg);
+			break;
+		case OPT_AUDIT_RATE:
+			if (parse_u64(optarg, &spec.audit_rate) < 0 || spec.audit_rate < 1 ||
+			    spec.audit_rate > 100000000)
+				die("--audit-rate: expected 1-100000000 records per second, got "
+				    "\"%s\"",
+				    optarg);
+			break;
+		case OPT_AUDIT_BYTES:
+			if (parse_size(optarg, &spec.audit_bytes) < 0 || !spec.audit_bytes)
+				die("--audit-bytes: invalid size \"%s\"", optarg);
 			break;
 		case OPT_USER:
 			set_str(&spec.user, optarg);

@@ -496,6 +496,7 @@ int main(int argc, char **argv)
 				if (a.meter)
 					(void)meter_poll(a.meter, on_meter_event, &a);
 				task_tick(&a, now_ns(CLOCK_MONOTONIC));
+				budget_tick(&a, now_ns(CLOCK_MONOTONIC));
 				agent_hooks_tick(&a, now_ns(CLOCK_MONOTONIC));
 				if (a.watchdog)
 					sd_notify(0, "WATCHDOG=1");

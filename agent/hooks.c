@@ -124,6 +124,16 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	  a->stats.records_spooled);
 	C("corral_spool_refused_total", "Records the spool refused (full or failing).",
 	  a->stats.records_spool_refused);
+	C("corral_audit_summarized_total",
+	  "Audit events past their task's record budget, counted in audit.summary records.",
+	  a->stats.audit_summarized);
+	C("corral_audit_summaries_total", "audit.summary records emitted.",
+	  a->stats.audit_summaries);
+	C("corral_audit_shed_total",
+	  "Audit records shed because the spool was full up to its billing reserve (declared "
+	  "in audit.gap records).",
+	  a->stats.audit_shed);
+	C("corral_audit_gaps_total", "audit.gap records emitted.", a->stats.audit_gaps);
 	G("corral_bpf_loaded", "1 if the BPF metering programs are attached.", a->meter ? 1 : 0);
 	if (gpu_glue_stats(a, &gs)) {
 		G("corral_gpus", "GPUs found via NVML.", gs.gpus);
@@ -368,6 +378,11 @@ int agent_hooks_init(struct agent *a)
 	snprintf(dir, sizeof(dir), "%s/spool", a->cfg.state_dir);
 	so.dir = dir;
 	so.max_bytes = a->cfg.spool_max_bytes;
+	so.keep_reserve = a->cfg.spool_billing_reserve;
+	if (so.keep_reserve >= so.max_bytes) {
+		log_error("[spool] billing_reserve must be smaller than max_bytes");
+		return -EINVAL;
+	}
 	r = spool_open(&so, &a->spool);
 	if (r < 0) {
 		log_error("spool %s: %s", dir, strerror(-r));

@@ -447,6 +447,15 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 					    "%s: expected a count or a list like \"0,2\"", f);
 		} else if (strcmp(k, "gpu_memory") == 0)
 			r = get_size(v, f, &s->gpu_memory_max, err, errlen);
+		else if (strcmp(k, "audit_rate") == 0) {
+			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			    json_integer_value(v) > 100000000)
+				return fail(
+				    err, errlen,
+				    "%s: expected an integer 1-100000000 (records per second)", f);
+			s->audit_rate = (uint64_t)json_integer_value(v);
+		} else if (strcmp(k, "audit_bytes") == 0)
+			r = get_size(v, f, &s->audit_bytes, err, errlen);
 		else
 			return fail(err, errlen, "limits: unknown key \"%.40s\"", k);
 		if (r < 0)
@@ -636,6 +645,10 @@ json_t *spec_to_json(const struct task_spec *s)
 		json_object_set_new(lim, "gpus", json_integer(s->gpus));
 	if (s->gpu_memory_max)
 		json_object_set_new(lim, "gpu_memory", json_integer((json_int_t)s->gpu_memory_max));
+	if (s->audit_rate)
+		json_object_set_new(lim, "audit_rate", json_integer((json_int_t)s->audit_rate));
+	if (s->audit_bytes)
+		json_object_set_new(lim, "audit_bytes", json_integer((json_int_t)s->audit_bytes));
 	json_object_set_new(o, "limits", lim);
 	if (s->n_net_allow) {
 		a = json_array();

@@ -51,6 +51,8 @@ struct task_spec {
 	uint32_t gpus;		    /* count (0 = none) */
 	char *gpu_list;		    /* explicit "0,2", NULL if by count */
 	uint64_t gpu_memory_max;
+	uint64_t audit_rate;  /* audit records/s before summarizing, 0 = [audit] task_rate */
+	uint64_t audit_bytes; /* audit bytes before summarizing, 0 = [audit] task_bytes */
 	/* allow/deny network CIDR rules, raw strings (validated by the policy module) */
 	char **net_allow;
 	size_t n_net_allow;

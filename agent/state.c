@@ -456,6 +456,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		task_free(t);
 		return r;
 	}
+	budget_init(a, t); /* the budget starts over: its figures are not persisted */
 	t->key = (uint64_t)json_integer_value(json_object_get(j, "key"));
 	t->user = strdup(json_string_value(json_object_get(j, "user")) ?: "");
 	t->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));

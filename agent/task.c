@@ -134,6 +134,7 @@ void task_free(struct task *t)
 	if (!t)
 		return;
 	spec_clear(&t->spec);
+	budget_free(t);
 	tsglue_forget(t);
 	free(t->user);
 	free(t->cg_name);
@@ -446,14 +447,24 @@ void task_fill_record(struct agent *a, struct task *t, enum acct_type type, stru
 		json_object_set(r->extra, "usage_detail", t->usage_detail);
 	if (t->adopted)
 		json_object_set_new(r->extra, "adopted", json_true());
+	if (type == ACCT_TASK_END && a->audit)
+		json_object_set_new(r->extra, "audit", budget_end_json(t));
 }
 
 int agent_emit_record(struct agent *a, struct acct_record *r)
 {
 	_cleanup_free_ char *buf = NULL;
+	bool audit = acct_type_is_audit(r->type);
+	enum spool_prio prio;
 	size_t len;
 	int rr;
 
+	/* A pending audit.gap goes into the chain before the next audit record. */
+	if (audit && r->type != ACCT_AUDIT_GAP && a->gap.count && a->spool &&
+	    budget_gap_emit(a) < 0) {
+		budget_gap_note(a, r, 1);
+		return -ENOSPC;
+	}
 	/*
 	 * Records that exist once per task get ids derived from the task id, so that re-emitting
 	 * one after a crash (the agent died between spooling task.end and removing the task's
@@ -468,14 +479,14 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 		if (rr < 0)
 			return rr;
 	}
-	if (acct_type_is_audit(r->type)) {
+	if (audit) {
 		snprintf(r->prev_hash, sizeof(r->prev_hash), "%s", a->audit_head);
 		rr = acct_record_compute_hash(r);
 		if (rr < 0)
 			return rr;
 	}
 	if (!a->spool) {
-		if (acct_type_is_audit(r->type)) {
+		if (audit) {
 			snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
 			(void)state_save_audit_head(a);
 		}
@@ -487,6 +498,19 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 			  r->task.id, strerror(-rr));
 		return rr;
 	}
+	prio = r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED
+	       : audit			   ? SPOOL_PRIO_AUDIT
+					   : SPOOL_PRIO_KEEP;
+	/*
+	 * An audit record the spool would refuse (it is full up to the billing reserve) is not
+	 * chained: the head stays, the record is counted into the next audit.gap.
+	 */
+	if (audit &&
+	    !spool_fits(a->spool, a->n_pend_kept + 1, a->pend_kept_bytes + len, SPOOL_PRIO_AUDIT)) {
+		if (r->type != ACCT_AUDIT_GAP)
+			budget_gap_note(a, r, 1);
+		return -ENOSPC;
+	}
 	/* Group commit: appended (one fdatasync) at the end of this loop iteration. */
 	if (a->n_pend == a->cap_pend) {
 		size_t nc = a->cap_pend ? a->cap_pend * 2 : 64;
@@ -497,28 +521,78 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 		a->pend = np;
 		a->cap_pend = nc;
 	}
-	a->pend[a->n_pend++] = (struct pending_record){
+	a->pend[a->n_pend] = (struct pending_record){
 	    .buf = TAKE_PTR(buf),
 	    .len = len,
-	    .prio = r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED : SPOOL_PRIO_KEEP,
+	    .prio = prio,
+	    .type = r->type,
+	    .time_ns = r->time_ns,
 	};
-	if (acct_type_is_audit(r->type)) {
+	if (prio != SPOOL_PRIO_SHED) {
+		a->n_pend_kept++;
+		a->pend_kept_bytes += len;
+	}
+	if (audit) {
+		struct pending_record *p = &a->pend[a->n_pend];
+		json_t *shed = json_object_get(r->event, "shed");
+
+		memcpy(p->prev_hash, r->prev_hash, sizeof(p->prev_hash));
+		memcpy(p->hash, r->hash, sizeof(p->hash));
+		snprintf(p->task_id, sizeof(p->task_id), "%s", r->task.id);
+		if (r->type == ACCT_AUDIT_GAP && json_is_integer(shed))
+			p->gap_carried = (uint64_t)json_integer_value(shed);
 		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
 		a->audit_dirty = true;
 	}
+	a->n_pend++;
+	a->last_emit_len = len;
 	return 0;
+}
+
+/*
+ * The spool refused audit records that were already chained in memory (it filled between
+ * their admission and the flush): the head goes back to the last one written, and they are
+ * declared by the next audit.gap with the hashes they had.
+ */
+static void audit_refused(struct agent *a, size_t first_refused)
+{
+	bool head_reset = false;
+
+	for (size_t i = first_refused; i < a->n_pend; i++) {
+		struct pending_record *p = &a->pend[i];
+		struct acct_record k = {.type = p->type, .time_ns = p->time_ns};
+
+		if (p->prio != SPOOL_PRIO_AUDIT)
+			continue;
+		if (!head_reset) {
+			snprintf(a->audit_head, sizeof(a->audit_head), "%s", p->prev_hash);
+			head_reset = true;
+		}
+		snprintf(k.task.id, sizeof(k.task.id), "%s", p->task_id);
+		if (p->type == ACCT_AUDIT_GAP) {
+			/* its count is pending again; the gap record itself is no loss */
+			k.type = _ACCT_TYPE_INVALID;
+			budget_gap_note(a, &k, p->gap_carried);
+			continue;
+		}
+		budget_gap_note(a, &k, 1);
+		if (!a->gap.skipped_first[0])
+			memcpy(a->gap.skipped_first, p->hash, sizeof(p->hash));
+		memcpy(a->gap.skipped_last, p->hash, sizeof(p->hash));
+	}
 }
 
 static void flush_prio(struct agent *a, enum spool_prio prio)
 {
 	const void *bufs[256];
-	size_t lens[256], n = 0;
+	size_t lens[256], idx[256], n = 0;
 	int r;
 
 	for (size_t i = 0; i <= a->n_pend; i++) {
 		if (i < a->n_pend && a->pend[i].prio == (int)prio) {
 			bufs[n] = a->pend[i].buf;
 			lens[n] = a->pend[i].len;
+			idx[n] = i;
 			n++;
 		}
 		if (n == ARRAY_SIZE(bufs) || (i == a->n_pend && n > 0)) {
@@ -527,6 +601,11 @@ static void flush_prio(struct agent *a, enum spool_prio prio)
 				size_t lost = r < 0 ? n : n - (size_t)r;
 
 				a->stats.records_spooled += r < 0 ? 0 : (uint64_t)r;
+				if (prio == SPOOL_PRIO_AUDIT) {
+					/* the rest of this class is refused too: declared */
+					audit_refused(a, idx[n - lost]);
+					return;
+				}
 				a->stats.records_spool_refused += lost;
 				if (a->stats.records_spool_refused_logged++ == 0)
 					log_error(
@@ -559,6 +638,7 @@ void agent_flush_records(struct agent *a)
 
 		spool_group_begin(a->spool);
 		flush_prio(a, SPOOL_PRIO_KEEP);
+		flush_prio(a, SPOOL_PRIO_AUDIT);
 		flush_prio(a, SPOOL_PRIO_SHED);
 		if (a->syncer) {
 			int fd;
@@ -574,6 +654,8 @@ void agent_flush_records(struct agent *a)
 	for (size_t i = 0; i < a->n_pend; i++)
 		free(a->pend[i].buf);
 	a->n_pend = 0;
+	a->n_pend_kept = 0;
+	a->pend_kept_bytes = 0;
 	/* the saved positions matter after an agent restart, when the written records are
 	 * there whether synced or not */
 	audit_glue_syscalls_flushed(a);
@@ -950,6 +1032,12 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		}
 	}
 
+	r = budget_check_spec(a, spec, privileged, msg, sizeof(msg));
+	if (r < 0) {
+		a->stats.refused++;
+		return fail(err, errlen, "%s", msg);
+	}
+
 	/* Node safety: refuse what does not fit, never queue silently. */
 	live_requests(a, &mem_used, &cpus_used);
 	if (spec->memory_max && a->mem_total &&
@@ -1036,6 +1124,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 			return fail(err, errlen, "internal: spec copy failed: %s", perr);
 		}
 	}
+	budget_init(a, t);
 	/* a cgroup made ahead comes with the task id it was made for (agent/cgpool.c) */
 	if (!agent_cg_pool_take(a, &lim, &t->key, t->id, sizeof(t->id), &pool_cg))
 		t->key = state_next_task_id(a, t->id, sizeof(t->id));

@@ -53,6 +53,8 @@ int coll_chain_verify(const struct acct_record *recs, size_t n, size_t *ret_firs
 }
 
 struct collect {
+	uint64_t gaps, shed, summaries, summarized;
+	char first_gap[RFC3339_MAX];
 	struct acct_record *recs;
 	size_t n, cap, max;
 	bool decode_failed;
@@ -92,6 +94,19 @@ static int on_row(const struct coll_row *row, void *userdata)
 		snprintf(c->bad_id, sizeof(c->bad_id), "%s", row->record_id);
 		snprintf(c->err, sizeof(c->err), "%s", r < 0 ? err : "type changed");
 		return 0;
+	}
+	if (c->recs[c->n].type == ACCT_AUDIT_GAP) {
+		json_t *ev = c->recs[c->n].event;
+		const char *from = json_string_value(json_object_get(ev, "from"));
+
+		c->gaps++;
+		c->shed += (uint64_t)json_integer_value(json_object_get(ev, "shed"));
+		if (from && (!c->first_gap[0] || strcmp(from, c->first_gap) < 0))
+			snprintf(c->first_gap, sizeof(c->first_gap), "%s", from);
+	} else if (c->recs[c->n].type == ACCT_AUDIT_SUMMARY) {
+		c->summaries++;
+		c->summarized +=
+		    (uint64_t)json_integer_value(json_object_get(c->recs[c->n].event, "count"));
 	}
 	c->n++;
 	return 0;
@@ -179,6 +194,11 @@ int coll_chain_verify_node(struct coll_store *s, const char *node, size_t max_re
 	if (r < 0)
 		goto out_free;
 	res.checked = c.seen;
+	res.gaps = c.gaps;
+	res.shed = c.shed;
+	res.summaries = c.summaries;
+	res.summarized = c.summarized;
+	memcpy(res.first_gap, c.first_gap, sizeof(res.first_gap));
 	if (c.decode_failed) {
 		res.intact = false;
 		snprintf(res.first_bad, sizeof(res.first_bad), "%s", c.bad_id);

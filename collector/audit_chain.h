@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "accounting/record.h"
+#include "common/util.h"
 #include "collector/store.h"
 
 /*
@@ -28,6 +29,10 @@ struct coll_chain_result {
 	bool intact;			 /* no break found */
 	char first_bad[ACCT_ID_MAX];	 /* record_id of the first bad record, "" when intact */
 	char why[2 * ACCT_ID_MAX + 192]; /* reason, "" when intact */
+	/* declared, not broken: audit.gap records (records the agent shed by policy) and
+	 * audit.summary records (events past a task's budget, counted) */
+	uint64_t gaps, shed, summaries, summarized;
+	char first_gap[RFC3339_MAX]; /* "from" of the earliest gap, "" when none */
 };
 
 /*

@@ -85,10 +85,21 @@ static int cmd_verify(struct coll_store *store, const char *node, bool json)
 	}
 	if (json)
 		coll_chain_result_write_json(stdout, node, &res);
-	else if (res.intact)
+	else if (res.intact) {
 		printf("node %s: audit chain intact (%llu records)\n", node,
 		       (unsigned long long)res.checked);
-	else
+		if (res.gaps)
+			printf(
+			    "node %s: %llu records shed by policy at %s and later (%llu audit.gap "
+			    "record(s): the spool was full up to its billing reserve)\n",
+			    node, (unsigned long long)res.shed, res.first_gap,
+			    (unsigned long long)res.gaps);
+		if (res.summaries)
+			printf("node %s: %llu events past their task's record budget, counted in "
+			       "%llu audit.summary record(s)\n",
+			       node, (unsigned long long)res.summarized,
+			       (unsigned long long)res.summaries);
+	} else
 		printf("node %s: audit chain BROKEN at record %s: %s (%llu records checked)\n",
 		       node, res.first_bad, res.why, (unsigned long long)res.checked);
 	return res.intact ? 0 : 1;

@@ -14,7 +14,8 @@
 
 #define FILTER_VALUE_MAX 255
 
-static const char *const audit_types[] = {"exec", "connect", "syscall", "limit", "lost"};
+static const char *const audit_types[] = {"exec", "connect", "syscall", "limit",
+					  "lost", "summary", "gap"};
 
 static int bad(char *err, size_t errlen, const char *key, const char *want, const char *value)
 {
@@ -54,15 +55,17 @@ int coll_audit_filter_set(struct coll_audit_filter *f, const char *key, const ch
 		return 0;
 	}
 	if (strcmp(key, "type") == 0) {
-		static const char *const full[] = {"audit.exec", "audit.connect", "audit.syscall",
-						   "audit.limit", "audit.lost"};
+		static const char *const full[] = {"audit.exec",  "audit.connect", "audit.syscall",
+						   "audit.limit", "audit.lost",	   "audit.summary",
+						   "audit.gap"};
 
 		for (size_t i = 0; value && i < ARRAY_SIZE(audit_types); i++)
 			if (strcmp(value, audit_types[i]) == 0) {
 				f->type = full[i];
 				return 0;
 			}
-		return bad(err, errlen, key, "exec, connect, syscall, limit or lost", value);
+		return bad(err, errlen, key, "exec, connect, syscall, limit, lost, summary or gap",
+			   value);
 	}
 	if (strcmp(key, "from") == 0 || strcmp(key, "to") == 0) {
 		bool from = key[0] == 'f';
@@ -219,6 +222,14 @@ int coll_chain_result_write_json(FILE *out, const char *node, const struct coll_
 	fputs_json_string(out, node);
 	fprintf(out, ",\"intact\":%s,\"checked\":%" PRIu64, r->intact ? "true" : "false",
 		r->checked);
+	fprintf(out,
+		",\"gaps\":%" PRIu64 ",\"shed_by_policy\":%" PRIu64 ",\"summaries\":%" PRIu64
+		",\"summarized\":%" PRIu64,
+		r->gaps, r->shed, r->summaries, r->summarized);
+	if (r->first_gap[0]) {
+		fputs(",\"first_gap\":", out);
+		fputs_json_string(out, r->first_gap);
+	}
 	if (!r->intact) {
 		fputs(",\"first_bad\":", out);
 		fputs_json_string(out, r->first_bad);

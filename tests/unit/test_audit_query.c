@@ -77,8 +77,9 @@ static void test_filter_errors(void **state)
 	expect_bad("limit", "100001", "limit: expected 1..100000");
 	expect_bad("limit", "-1", "limit:");
 	expect_bad("limit", NULL, "limit:");
-	expect_bad("type", "open",
-		   "type: expected exec, connect, syscall, limit or lost, got 'open'");
+	expect_bad(
+	    "type", "open",
+	    "type: expected exec, connect, syscall, limit, lost, summary or gap, got 'open'");
 	expect_bad("type", "audit.exec", "type:");
 	expect_bad("from", "yesterday", "from: expected an RFC 3339 UTC time");
 	expect_bad("to", "2026-03-01T00:00:00+02:00", "to: expected an RFC 3339");

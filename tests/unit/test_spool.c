@@ -331,6 +331,57 @@ static void test_full_sheds_samples_first(void **state)
 	spool_close(s);
 }
 
+/* Audit records never take the billing reserve, one at a time or in a batch, and the entries
+ * they leave on disk read back as kept (class byte 1) after a reopen. */
+static void test_audit_class_keeps_billing_reserve(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 10 * (HDR + 8), 0, 3 * (HDR + 8));
+	const void *data[8];
+	size_t lens[8];
+	struct spool_stats st;
+	struct got g = {0};
+	int audit = 0, keep = 0, r;
+
+	assert_true(spool_fits(s, 7, 7 * 8, SPOOL_PRIO_AUDIT));
+	assert_false(spool_fits(s, 8, 8 * 8, SPOOL_PRIO_AUDIT));
+	assert_true(spool_fits(s, 10, 10 * 8, SPOOL_PRIO_KEEP));
+	assert_false(spool_fits(s, 1, 8, (enum spool_prio)9));
+	for (int i = 0; i < 8; i++) {
+		data[i] = "audit001";
+		lens[i] = 8;
+	}
+	assert_int_equal(spool_append_many(s, data, lens, 5, SPOOL_PRIO_AUDIT), 5);
+	/* a batch past the class limit: the part that fits goes in, the rest is refused */
+	assert_int_equal(spool_append_many(s, data, lens, 4, SPOOL_PRIO_AUDIT), 2);
+	for (;;) {
+		r = spool_append(s, "audit002", 8, SPOOL_PRIO_AUDIT, NULL);
+		if (r < 0)
+			break;
+		audit++;
+	}
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(audit, 0);
+	assert_false(spool_fits(s, 1, 8, SPOOL_PRIO_AUDIT));
+	for (;;) {
+		r = spool_append(s, "endrec01", 8, SPOOL_PRIO_KEEP, NULL);
+		if (r < 0)
+			break;
+		keep++;
+	}
+	assert_int_equal(keep, 3);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.refused_audit, 2);
+	assert_int_equal(st.refused_keep, 1);
+	spool_close(s);
+	s = open_spool(t, 10 * (HDR + 8), 0, 3 * (HDR + 8));
+	spool_get_stats(s, &st);
+	assert_int_equal(st.entries_pending, 10);
+	assert_int_equal(st.corrupt_entries_skipped, 0);
+	assert_int_equal(spool_peek(s, 1, 100, SIZE_MAX, collect, &g), 10);
+	spool_close(s);
+}
+
 static void test_rollover_and_delete(void **state)
 {
 	struct tctx *t = *state;
@@ -481,6 +532,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_syncer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_audit_class_keeps_billing_reserve, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-task record budget (audit.summary) and policy drops chained as audit.gap: see
+ * agent/budget.h and docs/audit.md ("Record budget").
+ */
+#include "agent/budget.h"
+#include "agent/agent.h"
+#include "agent/log.h"
+#include "common/macro.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void budget_init(struct agent *a, struct task *t)
+{
+	struct task_budget *b = &t->budget;
+
+	b->rate = t->spec.audit_rate ? t->spec.audit_rate : a->cfg.audit_task_rate;
+	b->bytes = t->spec.audit_bytes ? t->spec.audit_bytes : a->cfg.audit_task_bytes;
+	b->burst = a->cfg.audit_task_burst;
+	if (b->rate > b->burst)
+		b->burst = b->rate; /* a second's worth at least */
+	b->tokens = (double)b->burst;
+	b->refill_mono = now_ns(CLOCK_MONOTONIC);
+}
+
+int budget_check_spec(const struct agent *a, const struct task_spec *s, bool privileged, char *err,
+		      size_t errlen)
+{
+	if (privileged)
+		return 0;
+	if (s->audit_rate > a->cfg.audit_task_rate_max) {
+		snprintf(err, errlen,
+			 "limits.audit_rate: at most %" PRIu64
+			 " records/s without privilege ([audit] task_rate_max)",
+			 a->cfg.audit_task_rate_max);
+		return -EPERM;
+	}
+	if (s->audit_bytes > a->cfg.audit_task_bytes_max) {
+		snprintf(err, errlen,
+			 "limits.audit_bytes: at most %" PRIu64
+			 " bytes without privilege ([audit] task_bytes_max)",
+			 a->cfg.audit_task_bytes_max);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void refill(struct task_budget *b, uint64_t now)
+{
+	if (!b->rate || now <= b->refill_mono)
+		return;
+	b->tokens += (double)(now - b->refill_mono) * (double)b->rate / 1e9;
+	if (b->tokens > (double)b->burst)
+		b->tokens = (double)b->burst;
+	b->refill_mono = now;
+}
+
+/* A destination as a plain one-line ASCII key: other bytes (and the backslash) as \xHH. */
+static void dest_copy(char *dst, size_t n, const char *src)
+{
+	size_t o = 0;
+
+	for (const unsigned char *p = (const unsigned char *)src; *p && o + 5 < n; p++) {
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			o += (size_t)snprintf(dst + o, n - o, "\\x%02x", *p);
+		else
+			dst[o++] = (char)*p;
+	}
+	dst[o] = 0;
+}
+
+static void count(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
+		  json_t *(*make_event)(const void *ctx), const void *ctx)
+{
+	struct task_budget *b = &t->budget;
+	uint64_t now = now_ns(CLOCK_REALTIME);
+	size_t i;
+
+	if (!b->win_count) {
+		b->win_first_ns = now;
+		b->win_due_mono = now_ns(CLOCK_MONOTONIC) + a->cfg.audit_summary_interval_ns;
+	}
+	b->win_count++;
+	b->win_last_ns = now;
+	b->summarized++;
+	a->stats.audit_summarized++;
+	char key[BUDGET_DEST_MAX];
+
+	dest_copy(key, sizeof(key), dest);
+	for (i = 0; i < b->n_agg; i++)
+		if (b->agg[i].kind == kind && strcmp(b->agg[i].dest, key) == 0)
+			break;
+	if (i < b->n_agg)
+		b->agg[i].count++;
+	else if (b->n_agg < BUDGET_AGG_MAX) {
+		b->agg[b->n_agg].kind = kind;
+		memcpy(b->agg[b->n_agg].dest, key, sizeof(key));
+		b->agg[b->n_agg++].count = 1;
+	} else
+		b->agg_other++;
+	if (make_event && json_array_size(b->sample) < a->cfg.audit_summary_sample) {
+		json_t *ev = make_event(ctx);
+
+		if (!b->sample)
+			b->sample = json_array();
+		if (ev && b->sample) {
+			json_object_set_new(ev, "type", json_string(acct_type_to_string(kind)));
+			json_array_append_new(b->sample, ev);
+		} else
+			json_decref(ev);
+	}
+}
+
+bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
+		  json_t *(*make_event)(const void *ctx), const void *ctx)
+{
+	struct task_budget *b = &t->budget;
+	const char *over = NULL;
+
+	if (b->bytes && b->audit_bytes >= b->bytes)
+		over = "bytes";
+	else if (b->rate) {
+		refill(b, now_ns(CLOCK_MONOTONIC));
+		if (b->tokens < 1.0)
+			over = "rate";
+		else
+			b->tokens -= 1.0;
+	}
+	if (!over) {
+		b->recorded++;
+		return true;
+	}
+	if (!b->summarized)
+		log_notice(
+		    "task %s: audit records past its budget (%s): further events are counted "
+		    "in audit.summary records",
+		    t->id, over);
+	b->over = over;
+	count(a, t, kind, dest, make_event, ctx);
+	return false;
+}
+
+void budget_note_bytes(struct task *t, uint64_t len)
+{
+	t->budget.audit_bytes += len;
+}
+
+void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bool final)
+{
+	struct task_budget *b = &t->budget;
+	struct acct_record r;
+	char from[RFC3339_MAX], to[RFC3339_MAX];
+	json_t *dests, *kinds;
+
+	if (!b->win_count || (!final && now_mono < b->win_due_mono))
+		return;
+	dests = json_array();
+	kinds = json_object();
+	for (size_t i = 0; i < b->n_agg; i++) {
+		const char *k = acct_type_to_string(b->agg[i].kind);
+		json_t *o = json_object_get(kinds, k);
+
+		json_object_set_new(
+		    kinds, k,
+		    json_integer((o ? json_integer_value(o) : 0) + (json_int_t)b->agg[i].count));
+		json_array_append_new(dests, json_pack("{s:s,s:s,s:I}", "type", k, "destination",
+						       b->agg[i].dest, "count",
+						       (json_int_t)b->agg[i].count));
+	}
+	format_rfc3339_us(b->win_first_ns, from, sizeof(from));
+	format_rfc3339_us(b->win_last_ns, to, sizeof(to));
+	task_fill_record(a, t, ACCT_AUDIT_SUMMARY, &r);
+	r.event = json_pack("{s:s,s:s,s:s,s:I,s:o,s:o,s:I,s:o,s:I,s:I,s:I}", "reason",
+			    b->over ? b->over : "rate", "from", from, "to", to, "count",
+			    (json_int_t)b->win_count, "by_type", kinds, "destinations", dests,
+			    "other_destinations", (json_int_t)b->agg_other, "sample",
+			    b->sample ? json_incref(b->sample) : json_array(), "seq",
+			    (json_int_t)(b->summaries + 1), "summarized_total",
+			    (json_int_t)b->summarized, "recorded_total", (json_int_t)b->recorded);
+	if (r.event) {
+		json_object_set_new(r.event, "budget",
+				    json_pack("{s:I,s:I,s:I}", "rate", (json_int_t)b->rate, "burst",
+					      (json_int_t)b->burst, "bytes", (json_int_t)b->bytes));
+		(void)agent_emit_record(a, &r);
+		b->summaries++;
+		a->stats.audit_summaries++;
+	}
+	acct_record_clear(&r);
+	json_decref(b->sample);
+	b->sample = NULL;
+	b->n_agg = 0;
+	b->agg_other = 0;
+	b->win_count = 0;
+	b->over = NULL;
+}
+
+void budget_tick(struct agent *a, uint64_t now_mono)
+{
+	for (struct task *t = a->tasks; t; t = t->next)
+		budget_flush_summary(a, t, now_mono, false);
+	if (a->gap.count)
+		(void)budget_gap_emit(a);
+}
+
+json_t *budget_end_json(const struct task *t)
+{
+	const struct task_budget *b = &t->budget;
+
+	return json_pack("{s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I}}", "recorded", (json_int_t)b->recorded,
+			 "summarized", (json_int_t)b->summarized, "summaries",
+			 (json_int_t)b->summaries, "bytes", (json_int_t)b->audit_bytes, "budget",
+			 "rate", (json_int_t)b->rate, "burst", (json_int_t)b->burst, "bytes",
+			 (json_int_t)b->bytes);
+}
+
+void budget_free(struct task *t)
+{
+	json_decref(t->budget.sample);
+	t->budget.sample = NULL;
+}
+
+/* ---- audit.gap -------------------------------------------------------------------------- */
+
+void budget_gap_note(struct agent *a, const struct acct_record *r, uint64_t n)
+{
+	struct audit_gap *g = &a->gap;
+	uint64_t now = r->time_ns ? r->time_ns : now_ns(CLOCK_REALTIME);
+	size_t i;
+
+	if (!n)
+		return;
+	if (!g->count) {
+		g->first_ns = now;
+		log_warning("spool full for audit records (the billing reserve is kept): records "
+			    "are shed and declared in an audit.gap record");
+	}
+	if (!g->first_ns || now < g->first_ns)
+		g->first_ns = now;
+	if (now > g->last_ns)
+		g->last_ns = now;
+	g->count += n;
+	a->stats.audit_shed += n;
+	if ((unsigned)r->type < _ACCT_TYPE_MAX)
+		g->by_kind[r->type] += n;
+	for (i = 0; i < g->n_tasks; i++)
+		if (strcmp(g->tasks[i].id, r->task.id) == 0)
+			break;
+	if (i < g->n_tasks)
+		g->tasks[i].count += n;
+	else if (g->n_tasks < BUDGET_GAP_TASKS) {
+		snprintf(g->tasks[i].id, sizeof(g->tasks[i].id), "%s", r->task.id);
+		g->tasks[g->n_tasks++].count = n;
+	} else
+		g->tasks_other += n;
+}
+
+int budget_gap_emit(struct agent *a)
+{
+	struct audit_gap g = a->gap;
+	struct acct_record r = {0};
+	char from[RFC3339_MAX], to[RFC3339_MAX];
+	json_t *kinds, *tasks;
+	int rr;
+
+	if (!g.count)
+		return 0;
+	kinds = json_object();
+	tasks = json_object();
+	for (int k = 0; k < _ACCT_TYPE_MAX; k++)
+		if (g.by_kind[k])
+			json_object_set_new(kinds, acct_type_to_string(k),
+					    json_integer((json_int_t)g.by_kind[k]));
+	for (size_t i = 0; i < g.n_tasks; i++)
+		json_object_set_new(tasks, g.tasks[i].id,
+				    json_integer((json_int_t)g.tasks[i].count));
+	format_rfc3339_us(g.first_ns, from, sizeof(from));
+	format_rfc3339_us(g.last_ns, to, sizeof(to));
+	r.type = ACCT_AUDIT_GAP;
+	r.time_ns = now_ns(CLOCK_REALTIME);
+	r.node = strdup(a->cfg.node);
+	snprintf(r.task.id, sizeof(r.task.id), "%s", g.n_tasks ? g.tasks[0].id : "-");
+	r.event = json_pack("{s:s,s:I,s:s,s:s,s:o,s:o,s:I}", "reason", "spool_full", "shed",
+			    (json_int_t)g.count, "from", from, "to", to, "by_type", kinds, "tasks",
+			    tasks, "tasks_other", (json_int_t)g.tasks_other);
+	if (!r.node || !r.event) {
+		acct_record_clear(&r);
+		return -ENOMEM;
+	}
+	if (g.skipped_first[0])
+		json_object_set_new(
+		    r.event, "skipped_hashes",
+		    json_pack("{s:s,s:s}", "first", g.skipped_first, "last", g.skipped_last));
+	/* It is chained in place of what it declares; when it does not fit either, the count
+	 * stays pending and grows (agent_emit_record leaves a->gap alone for this type). */
+	memset(&a->gap, 0, sizeof(a->gap));
+	rr = agent_emit_record(a, &r);
+	if (rr < 0) {
+		a->gap = g;
+		if (rr != -ENOSPC)
+			log_error("audit.gap record of %" PRIu64 " shed record(s) failed: %s",
+				  g.count, strerror(-rr));
+	} else {
+		a->stats.audit_gaps++;
+		log_notice("audit: %" PRIu64 " record(s) shed while the spool was full, declared "
+			   "in audit.gap %s",
+			   g.count, r.record_id);
+	}
+	acct_record_clear(&r);
+	return rr;
+}

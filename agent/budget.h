@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-task record budget and policy drops in the audit chain (agent/budget.c).
+ *
+ * Each task may put audit records into the spool at a bounded rate (token bucket: [audit]
+ * task_rate per second, task_burst deep) and up to a bounded volume ([audit] task_bytes);
+ * the job spec may ask for another budget (limits.audit_rate / limits.audit_bytes, up to
+ * task_rate_max / task_bytes_max without privilege). Past its budget a task's events are not
+ * recorded one by one: they are counted per kind and destination, the first summary_sample
+ * of each period kept whole, and written as one audit.summary record per summary_interval
+ * and at the task's end; its task.end record says how many were summarized.
+ *
+ * The spool admits audit records only below its billing reserve. An audit record that does
+ * not fit is not chained (its hash never becomes the head): it is counted, and the next audit
+ * record that fits is preceded by an audit.gap record in the chain that says how many records
+ * were shed, of which kinds and tasks, and when. A verifier sees a gap declared by policy,
+ * never a break.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "accounting/record.h"
+#include "agent/spec.h"
+
+struct agent;
+struct task;
+
+#define BUDGET_AGG_MAX	 32 /* distinct (kind, destination) pairs per summary */
+#define BUDGET_DEST_MAX	 96
+#define BUDGET_GAP_TASKS 16 /* tasks named in an audit.gap record */
+
+struct budget_agg {
+	enum acct_type kind;
+	char dest[BUDGET_DEST_MAX];
+	uint64_t count;
+};
+
+struct task_budget {
+	uint64_t rate, burst, bytes; /* limits; rate 0 / bytes 0 = unbounded */
+	double tokens;
+	uint64_t refill_mono;
+	uint64_t audit_bytes; /* bytes of this task's audit records admitted */
+	uint64_t recorded;    /* audit records admitted one by one */
+	uint64_t summarized;  /* events counted in summaries instead */
+	uint64_t summaries;   /* audit.summary records emitted */
+	const char *over;     /* NULL, "rate" or "bytes": why the current period summarizes */
+	/* the period being summarized */
+	uint64_t win_count, win_first_ns, win_last_ns, win_due_mono;
+	size_t n_agg;
+	struct budget_agg agg[BUDGET_AGG_MAX];
+	uint64_t agg_other; /* events beyond BUDGET_AGG_MAX distinct destinations */
+	json_t *sample;	    /* the period's first events, whole */
+};
+
+struct audit_gap {
+	uint64_t count; /* records shed since the last audit.gap in the chain */
+	uint64_t first_ns, last_ns;
+	uint64_t by_kind[_ACCT_TYPE_MAX];
+	size_t n_tasks;
+	struct {
+		char id[ACCT_ID_MAX];
+		uint64_t count;
+	} tasks[BUDGET_GAP_TASKS];
+	uint64_t tasks_other;
+	/* records chained in memory and then refused by the spool: the hashes skipped */
+	char skipped_first[ACCT_HASH_HEX], skipped_last[ACCT_HASH_HEX];
+};
+
+/* The task's budget from its spec and the config (launch and adoption). */
+void budget_init(struct agent *a, struct task *t);
+/* Refusal message when an unprivileged spec asks for more than task_*_max, else 0. */
+int budget_check_spec(const struct agent *a, const struct task_spec *s, bool privileged, char *err,
+		      size_t errlen);
+/*
+ * One audit event of the task: true when it may be recorded one by one (a token is taken);
+ * false when it was counted into the current summary instead (dest names its destination;
+ * make_event(ctx) builds the event object, called only when the period's sample has room).
+ */
+bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
+		  json_t *(*make_event)(const void *ctx), const void *ctx);
+/* Bytes of an admitted record, after it was queued for the spool. */
+void budget_note_bytes(struct task *t, uint64_t len);
+/* Emit the task's audit.summary when its period is due (or now, when final). */
+void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bool final);
+/* Tick: due summaries of every task, and a pending audit.gap when the spool has room again. */
+void budget_tick(struct agent *a, uint64_t now_mono);
+/* The "audit" member of the task's end record (new reference). */
+json_t *budget_end_json(const struct task *t);
+void budget_free(struct task *t);
+
+/* Chain side (called from agent_emit_record). */
+void budget_gap_note(struct agent *a, const struct acct_record *r, uint64_t count);
+/* Emit the pending audit.gap (if any) ahead of the next audit record; 0, or -ENOSPC. */
+int budget_gap_emit(struct agent *a);

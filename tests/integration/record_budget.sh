@@ -1,0 +1,146 @@
+#!/bin/bash
+# Record budget and billing reserve: one user's connect flood (400,000 connects) cannot cost
+# another user's task its records, with the collector up and with it down, on a 4 MiB spool.
+#  1. collector up: an unprivileged flood next to another user's ordinary task. Every record of
+#     the ordinary task reaches the collector; the flood's connects are all accounted for, one
+#     by one or counted in audit.summary records (recorded + summarized + ring-buffer lost ==
+#     connects made, from the raw rows); its task.end says how many were summarized.
+#  2. collector down: the same again; the per-task budget keeps the flood from filling the
+#     spool, so the ordinary task's records all arrive once the collector is back.
+#  3. collector down, a flood with a large budget granted by root: the spool fills up to its
+#     billing reserve, audit records are shed; the ordinary task next to it still gets its
+#     task.start and task.end, the flood its own too; the shed records are declared by an
+#     audit.gap record and `audit verify` says the chain is intact with N records shed.
+. "$(dirname "$0")/lib.sh"
+need_root
+PORT=$((22000 + RANDOM % 20000))
+DB=$T/records.db
+TOKEN=it-node-token-0123456789abcdef
+FLOOD=$O/tests/integration/helper_connect_flood
+N=${FLOOD_CONNECTS:-400000}
+printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"
+COLL=
+coll_start() {
+	"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >>"$T/coll.log" 2>&1 &
+	COLL=$!
+	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
+	fail "collector did not start"; cat "$T/coll.log"
+}
+coll_stop() { kill $COLL 2>/dev/null; wait $COLL 2>/dev/null; COLL=; }
+trap 'coll_stop; cleanup' EXIT
+coll_start
+mkdir -m 1777 "$T/out"
+for u in corral-it-user corral-it-flood; do
+	id -u $u >/dev/null 2>&1 || useradd -M -r -s /bin/sh $u
+done
+cat >"$T/a.conf" <<EOF
+[audit]
+task_rate = 1000
+task_burst = 2000
+task_bytes = 1M
+summary_interval = 1s
+[collector]
+batch_delay = 100ms
+[spool]
+max_bytes = 4M
+billing_reserve = 512K
+EOF
+start_agent --config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+grep -q 'audit trail loaded' "$T/agent.log" || skip "audit programs did not load: $(grep -i audit "$T/agent.log")"
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups "$CORRALCTL" --socket "$SOCK" "$@"; }
+q() { sqlite3 "$DB" "$1" 2>/dev/null; }
+
+# flood USER OUT [ARGS...]: a flood task in the background; its id in $OUT.id, its count in OUT
+flood() {
+	local u=$1 out=$2; shift 2
+	local before; before=$(st audit_summarized)
+	if [ "$u" = root ]; then
+		ctl run --wait --workdir / --user corral-it-flood --stdout "$out" "$@" -- "$FLOOD" "$N" 9 >"$out.id" 2>"$out.err" &
+	else
+		as "$u" run --wait --workdir / --stdout "$out" "$@" -- "$FLOOD" "$N" 9 >"$out.id" 2>"$out.err" &
+	fi
+	FPID=$!
+	# the ordinary task starts once the flood is past its budget (events being summarized)
+	for _ in $(seq 300); do
+		kill -0 $FPID 2>/dev/null || break
+		[ "$(st audit_summarized)" -gt "$before" ] && break
+		sleep 0.05
+	done
+}
+# ordinary USER: a short task with a few execs; sets OID
+ordinary() {
+	OID=$(as "$1" run --wait --workdir / -- /bin/sh -c 'ls / >/dev/null; true; /bin/true' | head -n1)
+}
+# every record the agent spooled for a task, as the agent's own ended-task view cannot tell:
+# the collector's rows for it
+rows() { q "SELECT type FROM records WHERE task_id='$1' ORDER BY type" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}'; }
+st() { ctl status | jget "$1"; }
+drained() { # wait until the spool is empty (the collector acked everything)
+	for _ in $(seq 600); do
+		[ "$(st spool_entries_pending)" = 0 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- 1. collector up
+flood corral-it-flood "$T/out/f1"
+ordinary corral-it-user; O1=$OID
+wait $FPID; F1=$(head -n1 "$T/out/f1.id"); C1=$(cat "$T/out/f1")
+[ "$C1" -ge 400000 ] && pass "flood 1 made $C1 connects" || fail "flood 1: '$C1' $(cat "$T/out/f1.err")"
+drained || fail "spool did not drain"
+r=$(rows "$O1")
+[ "$r" = "audit.exec:3 task.end:1 task.start:1 " ] && pass "ordinary task next to the flood, collector up: $r" || fail "ordinary task 1: '$r'"
+rec=$(q "SELECT count(*) FROM records WHERE task_id='$F1' AND type='audit.connect'")
+sum=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.by_type.\"audit.connect\"')),0) FROM records WHERE task_id='$F1' AND type='audit.summary'")
+lost=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.lost')),0) FROM records WHERE task_id='$F1' AND type='audit.lost'")
+[ $((rec + sum + lost)) = "$C1" ] && pass "flood 1: $rec connects recorded + $sum summarized + $lost lost = $C1 made" ||
+	fail "flood 1: $rec recorded + $sum summarized + $lost lost != $C1"
+[ "$rec" -lt $((C1 / 10)) ] && pass "flood 1: only $rec recorded one by one (its budget)" || fail "flood 1 recorded $rec"
+es=$(q "SELECT json_extract(body,'\$.audit.summarized') FROM records WHERE task_id='$F1' AND type='task.end'")
+[ "$es" = "$sum" ] && pass "flood 1's task.end says $es events were summarized" || fail "task.end audit.summarized '$es' vs $sum"
+[ "$(rows "$F1" | grep -o 'task.start:1 ')" ] && pass "flood 1's own task.start and task.end are there" || fail "flood 1 rows: $(rows "$F1")"
+
+# ---- 2. collector down: the budget keeps the spool from filling
+coll_stop
+flood corral-it-flood "$T/out/f2"
+ordinary corral-it-user; O2=$OID
+wait $FPID; F2=$(head -n1 "$T/out/f2.id")
+[ "$(st records_spool_refused)" = 0 ] && pass "no record refused by the spool with the collector down" || fail "refused: $(st records_spool_refused)"
+coll_start
+drained || fail "spool did not drain (2)"
+r=$(rows "$O2")
+[ "$r" = "audit.exec:3 task.end:1 task.start:1 " ] && pass "ordinary task next to the flood, collector down: $r" || fail "ordinary task 2: '$r'"
+[ "$(rows "$F2" | grep -c 'task.end:1.*task.start:1')" = 1 ] && pass "flood 2's task.start and task.end are there" || fail "flood 2 rows: $(rows "$F2")"
+shed2=$(st audit_shed)
+[ "${shed2:-0}" = 0 ] && pass "no audit record shed while the budget held" || fail "shed while within budget: $shed2"
+
+# ---- 3. collector down, root grants an audit-heavy budget: the spool fills to the reserve
+coll_stop
+flood corral-it-flood "$T/out/f3" --audit-rate 1000000
+grep -q "limits.audit_rate: at most" "$T/out/f3.err" && pass "an unprivileged user cannot raise its own budget" || fail "budget override by a user: $(cat "$T/out/f3.err")"
+wait $FPID
+N=150000 flood root "$T/out/f4" --audit-rate 1000000 --audit-bytes 64M
+for _ in $(seq 300); do grep -q "spool full for audit records" "$T/agent.log" && break; sleep 0.1; done
+grep -q "spool full for audit records" "$T/agent.log" && pass "spool filled up to the billing reserve" || fail "spool did not fill"
+ordinary corral-it-user; O3=$OID
+wait $FPID; F3=$(head -n1 "$T/out/f4.id")
+coll_start
+drained || fail "spool did not drain (3)"
+for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM records WHERE type='audit.gap'")" -ge 1 ] && break; sleep 0.1; done
+r=$(rows "$O3")
+echo "$r" | grep -q "task.end:1 task.start:1" && pass "billing records of the task next to a full spool: $r" || fail "ordinary task 3: '$r'"
+[ "$(rows "$F3" | grep -c 'task.end:1.*task.start:1')" = 1 ] && pass "flood 3's task.start and task.end are there" || fail "flood 3 rows: $(rows "$F3")"
+gap=$(q "SELECT sum(json_extract(body,'\$.event.shed')) FROM records WHERE type='audit.gap'")
+[ "${gap:-0}" -gt 0 ] && pass "audit.gap declares $gap shed records" || fail "no audit.gap"
+d3=$(q "SELECT count(*) FROM records WHERE task_id='$O3' AND type='audit.exec'")
+g3=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.tasks.\"$O3\"')),0) FROM records WHERE type='audit.gap'")
+[ $((d3 + g3)) = 3 ] && pass "its 3 exec records: $d3 delivered, $g3 declared shed in audit.gap" || fail "ordinary task 3 execs: $d3 delivered + $g3 declared != 3"
+miss=$(q "SELECT count(*) FROM records WHERE type IN ('task.start','task.end')")
+[ "$miss" = 12 ] && pass "all 12 billing records of the 6 tasks reached the collector" || fail "billing records: $miss of 12"
+out=$("$O/corral-collector" audit verify --db "sqlite:$DB" --node it-node); rc=$?
+[ "$rc" = 0 ] && echo "$out" | grep -q "$gap records shed by policy at" && pass "audit verify: $(echo "$out" | tr '\n' ' ')" ||
+	fail "verify: rc $rc $out"
+echo "$out" | grep -q BROKEN && fail "verify says BROKEN"
+finish
