@@ -603,6 +603,7 @@ static int cmd_report(struct options *o)
 		fprintf(stderr, "corral-collector report: --prices: %s\n", err);
 		return 2;
 	}
+	spec.nodes = fmt == REPORT_FMT_HTML; /* the HTML header names them */
 	r = open_store(o, 0, &store);
 	if (r < 0)
 		return 1;

@@ -188,7 +188,13 @@ int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_
 		snprintf(err, errlen, "%s: contains a NUL byte", path);
 		return -EINVAL;
 	}
-	return price_sheet_parse(buf, ret, err, errlen);
+	r = price_sheet_parse(buf, ret, err, errlen);
+	if (r == 0) {
+		const char *b = strrchr(path, '/');
+
+		snprintf(ret->name, sizeof(ret->name), "%s", b ? b + 1 : path);
+	}
+	return r;
 }
 
 const struct price_set *price_sheet_for(const struct price_sheet *ps, const char *value)

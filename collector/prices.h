@@ -42,6 +42,7 @@ struct price_override {
 };
 
 struct price_sheet {
+	char name[64]; /* the file's name (price_sheet_load), for report headers; "" if parsed */
 	char currency[16];
 	struct price_set base;
 	char override_key[PRICE_LABEL_MAX]; /* "" = no overrides */

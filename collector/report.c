@@ -1263,6 +1263,73 @@ void report_free(struct report *r)
 	free(r->rows);
 	r->rows = NULL;
 	r->n = 0;
+	for (size_t i = 0; i < r->n_nodes; i++)
+		free(r->nodes[i]);
+	free(r->nodes);
+	r->nodes = NULL;
+	r->n_nodes = 0;
+	free(r->days);
+	r->days = NULL;
+	r->n_days = 0;
+}
+
+/* The nodes in scope: those of the job rows and running tasks, interned in a table of their
+ * own (sorted afterwards). */
+struct node_set {
+	struct strtab t;
+	const char **v;
+	size_t n, cap;
+};
+
+static int node_add(struct node_set *ns, const char *node)
+{
+	const size_t before = ns->t.n;
+	const char *p = intern(&ns->t, node);
+
+	if (!p)
+		return -ENOMEM;
+	if (ns->t.n == before)
+		return 0;
+	if (grow((void **)&ns->v, &ns->cap, ns->n, sizeof(*ns->v)) < 0)
+		return -ENOMEM;
+	ns->v[ns->n++] = p;
+	return 0;
+}
+
+static int node_cb(const struct coll_rollup_row *row, void *ud)
+{
+	return node_add(ud, row->node);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int report_nodes(struct coll_store *s, const struct report_spec *spec,
+			const struct reader *rd, struct report *ret)
+{
+	struct node_set ns = {0};
+	int r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, node_cb, &ns);
+
+	for (size_t i = 0; r >= 0 && i < rd->no; i++)
+		r = node_add(&ns, rd->open[i].node);
+	if (r >= 0 && ns.n) {
+		qsort(ns.v, ns.n, sizeof(*ns.v), str_cmp);
+		ret->nodes = calloc(ns.n, sizeof(*ret->nodes));
+		if (!ret->nodes)
+			r = -ENOMEM;
+	}
+	for (size_t i = 0; r >= 0 && i < ns.n; i++) {
+		ret->nodes[i] = strdup(ns.v[i]);
+		if (!ret->nodes[i])
+			r = -ENOMEM;
+		else
+			ret->n_nodes++;
+	}
+	free(ns.v);
+	strtab_free(&ns.t);
+	return r < 0 ? r : 0;
 }
 
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
@@ -1271,11 +1338,16 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	struct reader rd = {.spec = spec, .ps = ps};
 	struct groups g = {.n_dims = spec->n_dims};
 	struct emit e = {.rd = &rd, .g = &g};
+	size_t days_cap = 0;
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->spec = *spec;
 	memcpy(ret->currency, ps->currency, sizeof(ret->currency));
+	memcpy(ret->sheet_name, ps->name, sizeof(ret->sheet_name));
+	ret->prices = ps->base;
+	ret->n_overrides = ps->n_overrides;
+	memcpy(ret->override_key, ps->override_key, sizeof(ret->override_key));
 	rd.from_ns = day_start_ns(spec->from);
 	rd.to_ns = day_start_ns(spec->to);
 	e.none = intern(&rd.strs, NONE_VAL);
@@ -1336,6 +1408,11 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 			goto out;
 	}
 	ret->cells += rd.nl + rd.open_rows;
+	if (spec->nodes) {
+		r = report_nodes(s, spec, &rd, ret);
+		if (r < 0)
+			goto out;
+	}
 	r = open_parts(&rd);
 	if (r < 0)
 		goto out;
@@ -1344,6 +1421,19 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		int64_t cents[_REPORT_COST_MAX];
 
 		cell_cents(&rd, c, cents);
+		if (!ret->n_days || strcmp(ret->days[ret->n_days - 1].day, c->day) != 0) {
+			/* the cells are sorted by day first */
+			if (grow((void **)&ret->days, &days_cap, ret->n_days, sizeof(*ret->days)) <
+			    0) {
+				r = -ENOMEM;
+				goto out;
+			}
+			memset(&ret->days[ret->n_days], 0, sizeof(*ret->days));
+			snprintf(ret->days[ret->n_days].day, 11, "%s", c->day);
+			ret->n_days++;
+		}
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			ret->days[ret->n_days - 1].cents[k] += cents[k];
 		for (int q = 0; q < REPORT_Q_MAX; q++)
 			ret->total.q[q] += c->v[q];
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
@@ -1778,136 +1868,571 @@ static void write_table(const struct report *r, FILE *f)
 		note_eff, note_limits);
 }
 
-static void row_label(const struct report *r, const struct report_row *row, FILE *f)
+/* ---- HTML ---- */
+
+static const char *const comp_label[5] = {"CPU", "memory", "GPU", "IO", "network"};
+static const char *const comp_color[5] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
+
+#define HTML_TOP       10   /* groups in the charts, then "other" */
+#define HTML_ROWS_MAX  2000 /* rows of the detail table */
+#define HTML_NODES_MAX 40   /* nodes named in the header */
+
+/* A group of the report over all its periods (the charts' unit) */
+struct hgroup {
+	size_t row; /* a row with its key */
+	double q[REPORT_Q_MAX];
+	int64_t cents[_REPORT_COST_MAX];
+	size_t n; /* groups folded in ("other") */
+};
+
+static int key_cmp(const void *x, const void *y, void *ud)
 {
+	const struct report *r = ud;
+	const struct report_row *a = &r->rows[*(const size_t *)x],
+				*b = &r->rows[*(const size_t *)y];
+	int c = 0;
+
+	for (size_t d = 0; !c && d < r->spec.n_dims; d++)
+		c = strcmp(a->key[d], b->key[d]);
+	return c;
+}
+
+static int hgroup_cost_cmp(const void *x, const void *y)
+{
+	const struct hgroup *a = x, *b = y;
+
+	if (a->cents[REPORT_COST_TOTAL] != b->cents[REPORT_COST_TOTAL])
+		return a->cents[REPORT_COST_TOTAL] > b->cents[REPORT_COST_TOTAL] ? -1 : 1;
+	return a->row < b->row ? -1 : a->row > b->row;
+}
+
+/* The rows folded per key, most expensive first; *ret_n groups (malloc'd, NULL if none). */
+static struct hgroup *html_groups(const struct report *r, size_t *ret_n)
+{
+	_cleanup_free_ size_t *idx = calloc(r->n + 1, sizeof(*idx));
+	struct hgroup *g = calloc(r->n + 1, sizeof(*g));
+	size_t n = 0;
+
+	*ret_n = 0;
+	if (!idx || !g) {
+		free(g);
+		return NULL;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		idx[i] = i;
+	qsort_r(idx, r->n, sizeof(*idx), key_cmp, (void *)r);
+	for (size_t i = 0; i < r->n; i++) {
+		const struct report_row *row = &r->rows[idx[i]];
+
+		if (!n || key_cmp(&g[n - 1].row, &idx[i], (void *)r) != 0)
+			g[n++] = (struct hgroup){.row = idx[i], .n = 1};
+		for (int q = 0; q < REPORT_Q_MAX; q++)
+			g[n - 1].q[q] += row->q[q];
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			g[n - 1].cents[k] += row->cents[k];
+	}
+	qsort(g, n, sizeof(*g), hgroup_cost_cmp);
+	*ret_n = n;
+	return g;
+}
+
+static void html_money(FILE *f, const struct report *r, int64_t cents)
+{
+	char m[32];
+
+	money(m, sizeof(m), cents);
+	fprintf(f, "%s&#8239;", m);
+	html_str(f, r->currency);
+}
+
+static void html_key(FILE *f, const struct report *r, const struct hgroup *g)
+{
+	if (g->n > 1 || g->row == SIZE_MAX) {
+		fprintf(f, "other (%zu groups)", g->n);
+		return;
+	}
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		if (d)
 			fputs(" / ", f);
-		html_str(f, row->key[d]);
+		html_str(f, r->rows[g->row].key[d]);
 	}
 }
 
-static void write_html(const struct report *r, FILE *f)
+/* A round axis maximum (1, 2 or 5 times a power of ten, at least max) and its step */
+static int64_t nice_axis(int64_t max, int64_t *step)
 {
-	char m[32], h[PRICE_LABEL_MAX + 8];
-	int64_t maxc = 1;
-	const int bar_w = 520, row_h = 18;
-	int y;
+	int64_t p = 1;
 
-	for (size_t i = 0; i < r->n; i++)
-		maxc = MAX(maxc, r->rows[i].cents[REPORT_COST_TOTAL]);
-	fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Corral showback ", f);
-	html_str(f, r->spec.from);
-	fputs(" &ndash; ", f);
-	html_str(f, r->spec.to);
-	fputs("</title>\n<style>body{font-family:sans-serif;margin:2em;color:#222}"
-	      "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;"
-	      "text-align:right}td.k,th.k{text-align:left}tr.total td{font-weight:bold}"
-	      "svg text{font-size:11px}</style></head><body>\n<h1>Showback ",
-	      f);
-	html_str(f, r->spec.from);
-	fputs(" to ", f);
-	html_str(f, r->spec.to);
-	fputs(" (exclusive)</h1>\n<p>Total cost: <b id=\"total-cost\">", f);
-	money(m, sizeof(m), r->total.cents[REPORT_COST_TOTAL]);
-	fputs(m, f);
-	fputs("</b> ", f);
-	html_str(f, r->currency);
-	money(m, sizeof(m), r->total.cents[REPORT_COST_WASTE]);
-	fprintf(f, "; waste (reserved, unused): <b id=\"total-waste\">%s</b>; period: %s.</p>\n", m,
-		period_names[r->spec.period]);
+	if (max <= 0)
+		max = 1;
+	while (p * 10 <= max / 4 + 1)
+		p *= 10;
+	for (;;) {
+		static const int m[] = {1, 2, 5};
 
-	/* cost per group per period */
-	fprintf(f,
-		"<h2>Cost per group and period</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-		"width=\"900\" height=\"%zu\" id=\"cost-chart\">\n",
-		(r->n + 1) * row_h + 10);
-	y = 5;
-	for (size_t i = 0; i < r->n; i++, y += row_h) {
-		const struct report_row *row = &r->rows[i];
-		int w = (int)((double)row->cents[REPORT_COST_TOTAL] / (double)maxc * bar_w);
+		for (int i = 0; i < 3; i++)
+			if (p * m[i] * 4 >= max) {
+				*step = p * m[i];
+				return (max + *step - 1) / *step * *step;
+			}
+		p *= 10;
+	}
+}
 
-		money(m, sizeof(m), row->cents[REPORT_COST_TOTAL]);
-		fprintf(f, "<text x=\"0\" y=\"%d\">", y + 12);
-		html_str(f, row->period);
-		fputs(" ", f);
-		row_label(r, row, f);
+static void html_legend(FILE *f, int x, int y, bool waste)
+{
+	for (int k = 0; k < 5; k++)
 		fprintf(f,
-			"</text><rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" "
-			"fill=\"#4a7ab5\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-			y, MAX(w, 1), row_h - 4, 265 + w, y + 12, m);
+			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"%d\">%s</text>\n",
+			x + k * 95, y, comp_color[k], x + k * 95 + 16, y + 10, comp_label[k]);
+	if (waste)
+		fprintf(f,
+			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#d9d9d9\"/>"
+			"<text x=\"%d\" y=\"%d\">reserved, unused (waste)</text>\n",
+			x + 5 * 95, y, x + 5 * 95 + 16, y + 10);
+}
+
+/* Cost per day of the range (days without cost too), stacked by component, with axes and a
+ * legend */
+static void html_days_chart(FILE *f, const struct report *r)
+{
+	const int W = 960, H = 300, L = 90, R = 10, T = 30, B = 40;
+	const int pw = W - L - R, ph = H - T - B;
+	int64_t max = 0, step, top;
+	const size_t nd =
+	    (size_t)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
+	size_t j = 0;
+	const double bw = nd ? (double)pw / (double)nd : pw;
+	const size_t every = nd > 12 ? (nd + 11) / 12 : 1;
+
+	for (size_t i = 0; i < r->n_days; i++)
+		max = MAX(max, r->days[i].cents[REPORT_COST_TOTAL]);
+	top = nice_axis(max, &step);
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"id=\"days-chart\" role=\"img\" aria-label=\"cost per day by component\">\n",
+		W, H);
+	html_legend(f, L, 6, false);
+	for (int64_t v = 0; v <= top; v += step) {
+		const double y = T + ph - (double)v / (double)top * ph;
+		char m[32];
+
+		money(m, sizeof(m), v);
+		fprintf(f,
+			"<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
+			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s&#8239;",
+			L, W - R, y, y, L - 6, y + 4, m);
+		html_str(f, r->currency);
+		fputs("</text>\n", f);
+	}
+	fprintf(f,
+		"<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
+		"<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
+		L, W - R, T + ph, T + ph, L, L, T, T + ph);
+	for (size_t i = 0; i < nd; i++) {
+		struct report_day zero = {{0}}, *d = &zero;
+		const double x = L + (double)i * bw;
+		double y = T + ph;
+
+		day_add(r->spec.from, (int)i, zero.day);
+		if (j < r->n_days && strcmp(r->days[j].day, zero.day) == 0)
+			d = &r->days[j++];
+		fprintf(f, "<g class=\"day\" data-day=\"%s\"><title>%s: ", d->day, d->day);
+		html_money(f, r, d->cents[REPORT_COST_TOTAL]);
+		for (int k = 0; k < 5; k++) {
+			fprintf(f, "; %s ", comp_label[k]);
+			html_money(f, r, d->cents[k]);
+		}
+		fputs("</title>", f);
+		for (int k = 0; k < 5; k++) {
+			const double h = (double)d->cents[k] / (double)top * ph;
+			char m[32];
+
+			if (d->cents[k] <= 0)
+				continue;
+			y -= h;
+			money(m, sizeof(m), d->cents[k]);
+			fprintf(f,
+				"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+				"fill=\"%s\" data-component=\"%s\" data-amount=\"%s\"/>",
+				x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h, comp_color[k],
+				cost_names[k], m);
+		}
+		fputs("</g>\n", f);
+		if (i % every == 0)
+			fprintf(
+			    f,
+			    "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
+			    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.5s</text>\n",
+			    x + bw / 2, x + bw / 2, T + ph, T + ph + 4, x + bw / 2, T + ph + 16,
+			    d->day + 5);
+	}
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">day (UTC), %s to %s</text>\n"
+		"</svg>\n",
+		L + pw / 2, H - 6, r->spec.from, r->total.last_day);
+}
+
+/* The top groups and "other": cost stacked by component, then efficiency and waste */
+static void html_groups_chart(FILE *f, const struct report *r, const struct hgroup *g, size_t ng)
+{
+	const int W = 960, L = 300, bar = 440, rh = 26;
+	const int H = (int)ng * rh + 60;
+	int64_t max = 1, step, top;
+	int y = 40;
+
+	for (size_t i = 0; i < ng; i++)
+		max = MAX(max, g[i].cents[REPORT_COST_TOTAL]);
+	top = nice_axis(max, &step);
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"id=\"groups-chart\" role=\"img\" aria-label=\"cost per group by component\">\n",
+		W, H);
+	html_legend(f, L, 6, false);
+	for (int64_t v = 0; v <= top; v += step) {
+		const double x = L + (double)v / (double)top * bar;
+		char m[32];
+
+		money(m, sizeof(m), v);
+		fprintf(f,
+			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"30\" y2=\"%d\" stroke=\"#e5e5e5\"/>"
+			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s&#8239;",
+			x, x, H - 18, x, H - 4, m);
+		html_str(f, r->currency);
+		fputs("</text>\n", f);
+	}
+	for (size_t i = 0; i < ng; i++, y += rh) {
+		double x = L;
+
+		fprintf(f, "<g class=\"group\"><text x=\"%d\" y=\"%d\" text-anchor=\"end\">", L - 8,
+			y + 15);
+		html_key(f, r, &g[i]);
+		fputs("</text>", f);
+		for (int k = 0; k < 5; k++) {
+			const double w = (double)g[i].cents[k] / (double)top * bar;
+
+			if (g[i].cents[k] <= 0)
+				continue;
+			fprintf(
+			    f,
+			    "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
+			    "<title>%s ",
+			    x, y + 3, w, rh - 8, comp_color[k], comp_label[k]);
+			html_money(f, r, g[i].cents[k]);
+			fputs("</title></rect>", f);
+			x += w;
+		}
+		fprintf(f, "<text class=\"amount\" x=\"%.1f\" y=\"%d\">", x + 6, y + 15);
+		html_money(f, r, g[i].cents[REPORT_COST_TOTAL]);
+		fputs("</text></g>\n", f);
 	}
 	fputs("</svg>\n", f);
+}
 
-	/* efficiency bars */
+static void html_eff_chart(FILE *f, const struct report *r, const struct hgroup *g, size_t ng)
+{
+	const int W = 960, L = 300, bar = 300, rh = 40;
+	const int H = (int)ng * rh + 50;
+	int y = 40;
+
 	fprintf(f,
-		"<h2>Efficiency (used / requested)</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-		"width=\"900\" height=\"%zu\" id=\"eff-chart\">\n",
-		(r->n + 1) * row_h * 2 + 10);
-	y = 5;
-	for (size_t i = 0; i < r->n; i++) {
-		const struct report_row *row = &r->rows[i];
-		double ce = MIN(report_cpu_eff(row), 1.0), me = MIN(report_mem_eff(row), 1.0);
-
-		fprintf(f, "<text x=\"0\" y=\"%d\">", y + 12);
-		html_str(f, row->period);
-		fputs(" ", f);
-		row_label(r, row, f);
-		fprintf(
-		    f,
-		    "</text><rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#e0e0e0\"/>"
-		    "<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#5aa05a\"/>"
-		    "<text x=\"%d\" y=\"%d\">CPU %.0f%%</text>\n",
-		    y, bar_w / 2, row_h - 4, y, (int)(ce * bar_w / 2), row_h - 4, 270 + bar_w / 2,
-		    y + 12, report_cpu_eff(row) * 100);
-		y += row_h;
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"id=\"eff-chart\" role=\"img\" aria-label=\"efficiency and waste per group\">\n"
+		"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+		"<text x=\"%d\" y=\"16\">CPU used / charged</text>"
+		"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+		"<text x=\"%d\" y=\"16\">memory used / charged</text>"
+		"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"#d9d9d9\"/>"
+		"<text x=\"%d\" y=\"16\">reserved, unused</text>\n",
+		W, H, L, comp_color[0], L + 16, L + 170, comp_color[1], L + 186, L + 360, L + 376);
+	for (int t = 0; t <= 4; t++)
 		fprintf(f,
-			"<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#e0e0e0\"/>"
-			"<rect x=\"260\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#c08a3a\"/>"
-			"<text x=\"%d\" y=\"%d\">memory %.0f%%</text>\n",
-			y, bar_w / 2, row_h - 4, y, (int)(me * bar_w / 2), row_h - 4,
-			270 + bar_w / 2, y + 12, report_mem_eff(row) * 100);
-		y += row_h;
+			"<line x1=\"%d\" x2=\"%d\" y1=\"30\" y2=\"%d\" stroke=\"#e5e5e5\"/>"
+			"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%d%%</text>\n",
+			L + t * bar / 4, L + t * bar / 4, H - 18, L + t * bar / 4, H - 4, t * 25);
+	for (size_t i = 0; i < ng; i++, y += rh) {
+		struct report_row tmp = {0};
+		double e[2];
+
+		memcpy(tmp.q, g[i].q, sizeof(tmp.q));
+		e[0] = report_cpu_eff(&tmp);
+		e[1] = report_mem_eff(&tmp);
+		fprintf(f, "<g class=\"eff\"><text x=\"%d\" y=\"%d\" text-anchor=\"end\">", L - 8,
+			y + 20);
+		html_key(f, r, &g[i]);
+		fputs("</text>", f);
+		for (int k = 0; k < 2; k++)
+			fprintf(
+			    f,
+			    "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"14\" fill=\"#d9d9d9\"/>"
+			    "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"/>"
+			    "<text x=\"%d\" y=\"%d\">%s %.1f%%</text>",
+			    L, y + 2 + k * 17, bar, L, y + 2 + k * 17, e[k] * bar, comp_color[k],
+			    L + bar + 8, y + 14 + k * 17, k ? "memory" : "CPU", e[k] * 100);
+		fprintf(f, "<text class=\"waste\" x=\"%d\" y=\"%d\">waste ", L + bar + 130, y + 22);
+		html_money(f, r, g[i].cents[REPORT_COST_WASTE]);
+		fputs("</text></g>\n", f);
 	}
-	fputs("</svg>\n<h2>Table</h2>\n<table id=\"report\"><tr><th class=\"k\">period</th>", f);
+	fputs("</svg>\n", f);
+}
+
+static void html_pct(FILE *f, double e)
+{
+	fprintf(f, "<td>%.1f%%</td>", e * 100);
+}
+
+/* The summary of the top groups, "other" and the total: counts, cost by component, waste,
+ * efficiency */
+static void html_groups_table(FILE *f, const struct report *r, const struct hgroup *g, size_t ng)
+{
+	char h[PRICE_LABEL_MAX + 8];
+
+	fputs("<table id=\"groups\"><tr><th class=\"k\">", f);
+	for (size_t d = 0; d < r->spec.n_dims; d++) {
+		dim_header(r, d, h, sizeof(h));
+		if (d)
+			fputs(" / ", f);
+		html_str(f, h);
+	}
+	fputs("</th><th>tasks</th><th>without request</th><th>running</th>", f);
+	for (int k = 0; k < 5; k++)
+		fprintf(f, "<th>%s</th>", comp_label[k]);
+	fputs("<th>cost</th><th>waste</th><th>CPU eff</th><th>mem eff</th><th>GPU eff</th></tr>\n",
+	      f);
+	for (size_t i = 0; i <= ng; i++) {
+		struct report_row tmp = {0};
+		const bool total = i == ng;
+
+		memcpy(tmp.q, total ? r->total.q : g[i].q, sizeof(tmp.q));
+		memcpy(tmp.cents, total ? r->total.cents : g[i].cents, sizeof(tmp.cents));
+		fputs(total ? "<tr class=\"total\"><td class=\"k\">total"
+			    : (g[i].n > 1 ? "<tr class=\"other\"><td class=\"k\">"
+					  : "<tr class=\"group\"><td class=\"k\">"),
+		      f);
+		if (!total)
+			html_key(f, r, &g[i]);
+		fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>", tmp.q[COLL_SUM_TASKS],
+			tmp.q[COLL_SUM_NO_REQUEST_TASKS], tmp.q[REPORT_Q_RUNNING]);
+		for (int k = 0; k <= REPORT_COST_WASTE; k++) {
+			fprintf(f, "<td class=\"%s\">", cost_names[k]);
+			html_money(f, r, tmp.cents[k]);
+			fputs("</td>", f);
+		}
+		html_pct(f, report_cpu_eff(&tmp));
+		html_pct(f, report_mem_eff(&tmp));
+		html_pct(f, report_gpu_eff(&tmp));
+		fputs("</tr>\n", f);
+	}
+	fputs("</table>\n", f);
+}
+
+static void html_rows_table(FILE *f, const struct report *r)
+{
+	char h[PRICE_LABEL_MAX + 8], q[2][40];
+	const size_t n = MIN(r->n, (size_t)HTML_ROWS_MAX);
+
+	fputs("<table id=\"report\"><tr><th class=\"k\">period</th>", f);
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		dim_header(r, d, h, sizeof(h));
 		fputs("<th class=\"k\">", f);
 		html_str(f, h);
 		fputs("</th>", f);
 	}
-	fputs("<th>tasks</th><th>failed</th><th>OOM-killed</th><th>time limit</th>"
-	      "<th>running</th><th>core-h</th><th>cost</th><th>waste</th>"
-	      "<th>CPU eff</th><th>mem eff</th></tr>\n",
+	fputs("<th>tasks</th><th>without request</th><th>running</th><th>failed</th>"
+	      "<th>OOM-killed</th><th>time limit</th><th>core-h</th><th>GiB-h</th><th>cost</th>"
+	      "<th>waste</th><th>CPU eff</th><th>mem eff</th></tr>\n",
 	      f);
-	for (size_t i = 0; i <= r->n; i++) {
-		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
+	for (size_t i = 0; i < n; i++) {
+		const struct report_row *row = &r->rows[i];
+		double cols[_COL_MAX];
 
-		fputs(i < r->n ? "<tr><td class=\"k\">" : "<tr class=\"total\"><td class=\"k\">",
-		      f);
-		html_str(f, i < r->n ? row->period : "total");
+		fputs("<tr><td class=\"k\">", f);
+		html_str(f, row->period);
 		fputs("</td>", f);
 		for (size_t d = 0; d < r->spec.n_dims; d++) {
 			fputs("<td class=\"k\">", f);
-			html_str(f, i < r->n ? row->key[d] : "");
+			html_str(f, row->key[d]);
 			fputs("</td>", f);
 		}
-		money(m, sizeof(m), row->cents[REPORT_COST_TOTAL]);
+		row_cols(row, cols);
+		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
+		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
 		fprintf(f,
 			"<td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
-			"<td>%.2f</td><td class=\"cost\">%s</td>",
-			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_FAILED_TASKS],
-			row->q[COLL_SUM_OOM_KILLED], row->q[COLL_SUM_TIME_LIMIT],
-			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_CPU_CHARGED_CORE_S] / 3600, m);
-		money(m, sizeof(m), row->cents[REPORT_COST_WASTE]);
-		fprintf(f, "<td>%s</td><td>%.1f%%</td><td>%.1f%%</td></tr>\n", m,
-			report_cpu_eff(row) * 100, report_mem_eff(row) * 100);
+			"<td>%.0f</td><td>%s</td><td>%s</td><td class=\"cost\">",
+			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_NO_REQUEST_TASKS],
+			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_FAILED_TASKS],
+			row->q[COLL_SUM_OOM_KILLED], row->q[COLL_SUM_TIME_LIMIT], q[0], q[1]);
+		html_money(f, r, row->cents[REPORT_COST_TOTAL]);
+		fputs("</td><td class=\"waste\">", f);
+		html_money(f, r, row->cents[REPORT_COST_WASTE]);
+		fputs("</td>", f);
+		html_pct(f, report_cpu_eff(row));
+		html_pct(f, report_mem_eff(row));
+		fputs("</tr>\n", f);
 	}
+	fputs("</table>\n", f);
+	if (r->n > n)
+		fprintf(
+		    f,
+		    "<p class=\"note\">%zu more rows are not shown here: the CSV and JSON formats "
+		    "have every row.</p>\n",
+		    r->n - n);
+}
+
+static void write_html(const struct report *r, FILE *f)
+{
+	static const char *const price_label[_PRICE_MAX][2] = {
+	    {"CPU", "core-h"},	{"memory", "GiB-h"}, {"GPU", "GPU-h"},
+	    {"IO read", "GiB"}, {"IO write", "GiB"}, {"network", "GiB"}};
+	char last[11], now[32], h[PRICE_LABEL_MAX + 8];
+	const time_t t = time(NULL);
+	struct tm tm;
+	size_t ng = 0, shown;
+	struct hgroup *g = html_groups(r, &ng);
+	struct report_row tot = r->total;
+	int ndays;
+
+	gmtime_r(&t, &tm);
+	strftime(now, sizeof(now), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	day_add(r->spec.to, -1, last);
+	ndays = (int)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
+	/* the top groups, then one "other" bucket holding the rest (its cents sum exactly) */
+	shown = ng;
+	if (g && ng > HTML_TOP + 1) {
+		struct hgroup *o = &g[HTML_TOP];
+
+		for (size_t i = HTML_TOP + 1; i < ng; i++) {
+			for (int q = 0; q < REPORT_Q_MAX; q++)
+				o->q[q] += g[i].q[q];
+			for (int k = 0; k < _REPORT_COST_MAX; k++)
+				o->cents[k] += g[i].cents[k];
+			o->n += g[i].n;
+		}
+		o->row = SIZE_MAX;
+		shown = HTML_TOP + 1;
+	}
+
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	      "<title>Corral showback ",
+	      f);
+	html_str(f, r->spec.from);
+	fputs(" to ", f);
+	html_str(f, last);
+	fputs("</title>\n<style>"
+	      "body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}"
+	      "h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}"
+	      "dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:0}"
+	      "dt{color:#666}dd{margin:0}"
+	      ".kpi{display:flex;gap:12px;flex-wrap:wrap;margin:1em 0}"
+	      ".kpi div{border:1px solid #ccc;border-radius:4px;padding:8px 14px;min-width:120px}"
+	      ".kpi b{display:block;font-size:1.5em}.kpi b b{display:inline;font-size:1em}"
+	      ".kpi span{color:#666;font-size:.85em}"
+	      "table{border-collapse:collapse;font-size:.85em}"
+	      "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right;"
+	      "white-space:nowrap}td.k,th.k{text-align:left}"
+	      "tr.total td,tr.other td{font-weight:bold}tr.other td{font-style:italic}"
+	      "svg text{font-size:11px}.note{color:#666;font-size:.85em}"
+	      "</style></head><body>\n<h1>Showback ",
+	      f);
+	html_str(f, r->spec.from);
+	fputs(" to ", f);
+	html_str(f, last);
+	fputs("</h1>\n<dl id=\"header\"><dt>window</dt><dd id=\"window\">", f);
+	html_str(f, r->spec.from);
+	fputs(" 00:00 UTC to ", f);
+	html_str(f, r->spec.to);
+	fprintf(f, " 00:00 UTC (%d day%s; the last day is ", ndays, ndays == 1 ? "" : "s");
+	html_str(f, last);
+	fprintf(f, ")</dd><dt>generated</dt><dd id=\"generated\">%s</dd>", now);
+	fputs("<dt>price sheet</dt><dd id=\"price-sheet\">", f);
+	html_str(f, r->sheet_name[0] ? r->sheet_name : "(given as text)");
+	fputs(" &mdash; ", f);
+	html_str(f, r->currency);
+	fputs(": ", f);
+	for (int u = 0; u < _PRICE_MAX; u++) {
+		char p[32];
+
+		snprintf(p, sizeof(p), "%.10g", r->prices.p[u]);
+		if (u)
+			fputs(", ", f);
+		fprintf(f, "%s %s/%s", price_label[u][0], p, price_label[u][1]);
+	}
+	if (r->n_overrides) {
+		fprintf(f, "; %zu override%s for label ", r->n_overrides,
+			r->n_overrides == 1 ? "" : "s");
+		html_str(f, r->override_key);
+	}
+	fputs("</dd><dt>nodes in scope</dt><dd id=\"nodes\">", f);
+	if (!r->spec.nodes)
+		fputs("(not listed)", f);
+	else if (!r->n_nodes)
+		fputs("none", f);
+	else {
+		fprintf(f, "%zu: ", r->n_nodes);
+		for (size_t i = 0; i < MIN(r->n_nodes, (size_t)HTML_NODES_MAX); i++) {
+			if (i)
+				fputs(", ", f);
+			html_str(f, r->nodes[i]);
+		}
+		if (r->n_nodes > HTML_NODES_MAX)
+			fprintf(f, " and %zu more", r->n_nodes - HTML_NODES_MAX);
+	}
+	fputs("</dd><dt>grouping</dt><dd>by ", f);
+	for (size_t d = 0; d < r->spec.n_dims; d++) {
+		dim_header(r, d, h, sizeof(h));
+		if (d)
+			fputs(", ", f);
+		html_str(f, h);
+	}
+	fprintf(f, "; period %s; %zu rows, %zu groups</dd>", period_names[r->spec.period], r->n,
+		ng);
+	fputs("<dt>efficiency</dt><dd id=\"rule\">", f);
+	html_str(f, note_eff);
+	fputs("</dd><dt>blank values</dt><dd>", f);
+	html_str(f, note_none);
+	fputs("</dd></dl>\n", f);
+
+	/* headline figures (total-cost: the number alone, for scripts) */
+	fputs("<div class=\"kpi\"><div><span>total cost</span><b><b id=\"total-cost\">", f);
+	{
+		char m[32];
+
+		money(m, sizeof(m), tot.cents[REPORT_COST_TOTAL]);
+		fputs(m, f);
+	}
+	fputs("</b>&#8239;", f);
+	html_str(f, r->currency);
+	fputs("</b></div><div><span>waste (reserved, unused)</span><b id=\"total-waste\">", f);
+	html_money(f, r, tot.cents[REPORT_COST_WASTE]);
 	fprintf(f,
-		"</table>\n<p><small>%s. %s. Costs are rounded to the cent per account, "
-		"user and day, so every grouping sums to the total.</small></p>\n"
-		"</body></html>\n",
-		note_limits, note_eff);
+		"</b></div><div><span>CPU efficiency</span><b>%.1f%%</b></div>"
+		"<div><span>memory efficiency</span><b>%.1f%%</b></div>"
+		"<div><span>tasks ended</span><b>%.0f</b></div>"
+		"<div><span>without request</span><b>%.0f</b></div>"
+		"<div><span>running</span><b>%.0f</b></div></div>\n",
+		report_cpu_eff(&tot) * 100, report_mem_eff(&tot) * 100, tot.q[COLL_SUM_TASKS],
+		tot.q[COLL_SUM_NO_REQUEST_TASKS], tot.q[REPORT_Q_RUNNING]);
+
+	fputs("<h2>Cost per day, by component</h2>\n", f);
+	html_days_chart(f, r);
+	if (g && shown) {
+		fprintf(f, "<h2>Cost per group%s</h2>\n",
+			shown < ng ? " (the top groups, then all others in one bar)" : "");
+		html_groups_chart(f, r, g, shown);
+		fputs("<h2>Efficiency and waste per group</h2>\n", f);
+		html_eff_chart(f, r, g, shown);
+		fputs("<h2>Groups</h2>\n", f);
+		html_groups_table(f, r, g, shown);
+	}
+	fputs("<h2>Rows</h2>\n", f);
+	html_rows_table(f, r);
+	fprintf(f,
+		"<p class=\"note\">%s. Costs are rounded to the cent per account, user and day, so "
+		"every grouping sums to the total.</p>\n</body></html>\n",
+		note_limits);
+	free(g);
 }
 
 int report_write(const struct report *r, enum report_format fmt, FILE *out)

@@ -54,6 +54,13 @@ struct report_spec {
 		     * label, rollup_job_label_day) */
 	enum report_period period;
 	size_t top; /* 0 = all groups; else the N groups with the most waste */
+	bool nodes; /* also list the nodes in scope (the HTML header; reads rollup_job_day) */
+};
+
+/* Cost of one UTC day of the range, all groups (the HTML's cost over time) */
+struct report_day {
+	char day[11];
+	int64_t cents[_REPORT_COST_MAX];
 };
 
 /* Period labels: 2026-12-01 (day), 2026-W49 (ISO week), 2026-12 (month),
@@ -76,7 +83,15 @@ struct report {
 	size_t n;
 	struct report_row *rows; /* sorted by period, then key */
 	struct report_row total;
-	size_t cells; /* rollup rows read (with rollup_open rows) */
+	size_t cells;		 /* rollup rows read (with rollup_open rows) */
+	struct report_day *days; /* the days with a cost, in order */
+	size_t n_days;
+	char **nodes; /* spec.nodes: the nodes with a task in the range, sorted */
+	size_t n_nodes;
+	char sheet_name[64];
+	struct price_set prices; /* the sheet's base prices */
+	size_t n_overrides;
+	char override_key[PRICE_LABEL_MAX];
 };
 
 /* Spec setters; -EINVAL with a message naming the parameter. */
