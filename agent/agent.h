@@ -41,6 +41,7 @@ enum watch_kind {
 	WATCH_UPLOADER,
 	WATCH_METRICS,
 	WATCH_AUDIT,
+	WATCH_AUDIT_ADDRS, /* rtnetlink: the node's addresses changed (network policy) */
 	WATCH_TASKSTATS,
 	WATCH_SYNC, /* the spool syncer finished a generation */
 };
@@ -176,7 +177,7 @@ struct agent {
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
 	struct audit *audit;
-	struct watch w_audit;
+	struct watch w_audit, w_audit_addrs;
 	struct ts_glue *tsglue;		 /* taskstats fallback meter, NULL unless in use */
 	struct users *users;		 /* passwd/group cache (agent_users) */
 	struct launch_spawner *spawner;	 /* forks the shims (NULL: the agent forks them) */
@@ -304,6 +305,10 @@ void audit_glue_fini(struct agent *a);
 int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen);
 int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen);
 void audit_glue_poll(struct agent *a);
+/* The node's addresses changed (rtnetlink readable), or the tick without rtnetlink: re-read
+ * them for the network policy. */
+void audit_glue_addrs_changed(struct agent *a);
+void audit_glue_addrs_tick(struct agent *a);
 void audit_glue_task_end(struct agent *a, struct task *t);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);

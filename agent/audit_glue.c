@@ -47,8 +47,45 @@ int audit_glue_init(struct agent *a)
 	}
 	a->w_audit = (struct watch){.kind = WATCH_AUDIT};
 	agent_watch_add(a, audit_fd(a->audit), EPOLLIN, &a->w_audit);
+	if (audit_addr_fd(a->audit) >= 0) {
+		a->w_audit_addrs = (struct watch){.kind = WATCH_AUDIT_ADDRS};
+		agent_watch_add(a, audit_addr_fd(a->audit), EPOLLIN, &a->w_audit_addrs);
+	} else {
+		log_warning("network policy: no rtnetlink socket (%s): the node's addresses are "
+			    "re-read on each tick instead of on change",
+			    strerror(-audit_addr_fd(a->audit)));
+	}
 	log_info("audit trail loaded (%s)", audit_attach_mode(a->audit));
+	audit_glue_addrs_changed(a);
 	return 0;
+}
+
+void audit_glue_addrs_tick(struct agent *a)
+{
+	if (a->audit && audit_addr_fd(a->audit) < 0)
+		audit_glue_addrs_changed(a);
+}
+
+void audit_glue_addrs_changed(struct agent *a)
+{
+	static size_t last_dropped;
+	size_t dropped = 0;
+	int r;
+
+	if (!a->audit)
+		return;
+	r = audit_addr_changed(a->audit);
+	if (r < 0) {
+		log_warning("network policy: reading the node's addresses failed: %s",
+			    strerror(-r));
+		return;
+	}
+	(void)audit_node_addrs(a->audit, &dropped);
+	if (dropped && dropped != last_dropped)
+		log_warning("network policy: the node has %zu addresses more than the %d the "
+			    "policy tracks as local; connects to those are matched as themselves",
+			    dropped, AUDIT_NODE_ADDRS_MAX);
+	last_dropped = dropped;
 }
 
 void audit_glue_fini(struct agent *a)

@@ -497,6 +497,7 @@ int main(int argc, char **argv)
 					(void)meter_poll(a.meter, on_meter_event, &a);
 				task_tick(&a, now_ns(CLOCK_MONOTONIC));
 				budget_tick(&a, now_ns(CLOCK_MONOTONIC));
+				audit_glue_addrs_tick(&a);
 				agent_hooks_tick(&a, now_ns(CLOCK_MONOTONIC));
 				if (a.watchdog)
 					sd_notify(0, "WATCHDOG=1");
@@ -519,6 +520,9 @@ int main(int argc, char **argv)
 				break;
 			case WATCH_AUDIT:
 				audit_glue_poll(&a);
+				break;
+			case WATCH_AUDIT_ADDRS:
+				audit_glue_addrs_changed(&a);
 				break;
 			case WATCH_TASKSTATS:
 				tsglue_poll(&a);

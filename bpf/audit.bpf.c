@@ -7,7 +7,10 @@
  * tracepoint program exists as tp_btf and raw_tp with the same body; the loader keeps one set.
  * Network policy: cgroup/connect4|6 and cgroup/sendmsg4|6 attached to each task's
  * unified-hierarchy cgroup; rules in order, first match wins, else loopback is allowed, else
- * the task's default. Every decision is an event. Events that do not fit in the ring buffer
+ * the task's default. A destination that reaches the node itself (a wildcard address, loopback,
+ * any of the node's addresses) is one destination: it is denied when the policy denies any
+ * address of the node, and the event names the address the kernel connects to (the wildcard
+ * resolved). Every decision is an event. Events that do not fit in the ring buffer
  * are counted per task (tasks[key].lost), so the agent can report the exact number lost.
  */
 #include "vmlinux.h"
@@ -68,6 +71,14 @@ struct {
 } scratch SEC(".maps");
 
 const volatile __u32 argv_max = 1024;
+
+/*
+ * The node's own addresses, loopback included (written by user space through the mmaped .bss
+ * when they change: audit_set_node_addrs). A reader may see a list being rewritten; entries
+ * are written before the count grows.
+ */
+struct audit_bpf_addr node_addrs[AUDIT_MAX_NODE_ADDRS];
+__u32 node_addr_count;
 
 /* Read by user space through the mmaped .bss. */
 __u64 lost_untracked; /* drops of events whose task entry was already gone */
@@ -283,6 +294,129 @@ static __always_inline bool rule_match(const struct audit_bpf_rule *r, const __u
 	       (a[2] & r->mask[2]) == r->addr[2] && (a[3] & r->mask[3]) == r->addr[3];
 }
 
+/* Rules in order, first match: AUDIT_BPF_ALLOW / AUDIT_BPF_DENY, 0 when none matches. */
+static __always_inline __u8 first_match(const struct audit_bpf_policy *pol, const __u32 a[4],
+					__u8 family, bool mapped, __u16 port, __u8 *rule)
+{
+	for (__u32 i = 0; i < AUDIT_MAX_RULES; i++) {
+		if (i >= pol->n_rules)
+			break;
+		if (rule_match(&pol->rules[i], a, family, mapped, port)) {
+			*rule = (__u8)(i + 1);
+			return pol->rules[i].action;
+		}
+	}
+	return 0;
+}
+
+static __always_inline bool is_any(const __u32 a[4], __u8 family, bool mapped)
+{
+	if (family == 4)
+		return a[0] == 0;
+	if (mapped)
+		return a[3] == 0;
+	return a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0;
+}
+
+/* A node address (IPv4 also as ::ffff:a.b.c.d). */
+static __always_inline bool is_node_addr(const __u32 a[4], __u8 family, bool mapped)
+{
+	__u32 n = node_addr_count;
+
+	for (__u32 i = 0; i < AUDIT_MAX_NODE_ADDRS; i++) {
+		const struct audit_bpf_addr *na;
+
+		if (i >= n)
+			break;
+		na = &node_addrs[i];
+		if (na->family == 4 && (family == 4 || mapped)) {
+			if (na->addr[0] == (family == 4 ? a[0] : a[3]))
+				return true;
+		} else if (na->family == 6 && family == 6 && !mapped) {
+			if (na->addr[0] == a[0] && na->addr[1] == a[1] && na->addr[2] == a[2] &&
+			    na->addr[3] == a[3])
+				return true;
+		}
+	}
+	return false;
+}
+
+struct local_walk {
+	__u64 key;
+	__u16 port;
+	__u8 rule;
+};
+
+/*
+ * bpf_loop callback over node_addrs: stop (1) at the first node address the policy denies.
+ * The policy is looked up again here: the callback cannot carry the caller's map pointer.
+ */
+static long deny_any_node_addr(__u32 i, void *data)
+{
+	struct local_walk *w = data;
+	struct audit_bpf_policy *pol;
+	const struct audit_bpf_addr *na;
+	__u32 a[4];
+	__u8 rule = 0;
+
+	if (i >= AUDIT_MAX_NODE_ADDRS || i >= node_addr_count)
+		return 1;
+	pol = bpf_map_lookup_elem(&policies, &w->key);
+	if (!pol)
+		return 1;
+	na = &node_addrs[i];
+	a[0] = na->addr[0];
+	a[1] = na->addr[1];
+	a[2] = na->addr[2];
+	a[3] = na->addr[3];
+	if (first_match(pol, a, na->family == 4 ? 4 : 6, false, w->port, &rule) == AUDIT_BPF_DENY) {
+		w->rule = rule;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The address a connect to a wildcard reaches, as the kernel resolves it: IPv4 0.0.0.0 -> the
+ * socket's bound source address, else 127.0.0.1 (ip_route_output_key_hash_rcu); IPv6 :: ->
+ * ::1, or ::ffff:127.0.0.1 for a socket bound to a v4-mapped address; ::ffff:0.0.0.0 goes the
+ * IPv4 way.
+ */
+static __always_inline void resolve_any(struct bpf_sock_addr *ctx, __u32 a[4], __u8 family,
+					bool mapped)
+{
+	struct bpf_sock *sk = ctx->sk;
+	__u32 s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+	if (sk) {
+		if (family == 4) {
+			s3 = sk->src_ip4;
+		} else {
+			s0 = sk->src_ip6[0];
+			s1 = sk->src_ip6[1];
+			s2 = sk->src_ip6[2];
+			s3 = sk->src_ip6[3];
+		}
+	}
+	if (family == 4) {
+		a[0] = s3 ? s3 : bpf_htonl(0x7f000001);
+		return;
+	}
+	if (mapped || (s0 == 0 && s1 == 0 && s2 == bpf_htonl(0xffff))) {
+		bool src_mapped = s0 == 0 && s1 == 0 && s2 == bpf_htonl(0xffff);
+
+		a[0] = 0;
+		a[1] = 0;
+		a[2] = bpf_htonl(0xffff);
+		a[3] = mapped && src_mapped && s3 ? s3 : bpf_htonl(0x7f000001);
+		return;
+	}
+	a[0] = 0;
+	a[1] = 0;
+	a[2] = 0;
+	a[3] = bpf_htonl(1);
+}
+
 /* Returns 1 (allow) or 0 (deny: the system call fails with EPERM). */
 static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 op)
 {
@@ -292,7 +426,7 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 	__u8 verdict = 0, rule = 0;
 	__u64 *keyp, key;
 	__u16 port;
-	bool mapped;
+	bool mapped, loopback, local;
 
 	keyp = task_of_current();
 	if (!keyp)
@@ -308,21 +442,26 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 	}
 	port = bpf_ntohs((__u16)ctx->user_port);
 	mapped = family == 6 && is_v4mapped(a);
+	if (is_any(a, family, mapped))
+		resolve_any(ctx, a, family, mapped);
+	loopback = is_loopback(a, family) || (mapped && (bpf_ntohl(a[3]) >> 24) == 127);
+	local = loopback || is_node_addr(a, family, mapped);
 
 	pol = bpf_map_lookup_elem(&policies, &key);
-	if (pol) {
-		for (__u32 i = 0; i < AUDIT_MAX_RULES; i++) {
-			if (i >= pol->n_rules)
-				break;
-			if (rule_match(&pol->rules[i], a, family, mapped, port)) {
-				verdict = pol->rules[i].action;
-				rule = (__u8)(i + 1);
-				break;
-			}
+	if (pol)
+		verdict = first_match(pol, a, family, mapped, port, &rule);
+	if (local && pol && verdict != AUDIT_BPF_DENY) {
+		/* The node is one destination: denied if any of its addresses is. */
+		struct local_walk w = {.key = key, .port = port, .rule = 0};
+
+		bpf_loop(AUDIT_MAX_NODE_ADDRS, deny_any_node_addr, &w, 0);
+		if (w.rule) {
+			verdict = AUDIT_BPF_DENY;
+			rule = w.rule;
 		}
 	}
 	if (!verdict) {
-		if (is_loopback(a, family) || (mapped && (bpf_ntohl(a[3]) >> 24) == 127))
+		if (loopback)
 			verdict = AUDIT_BPF_ALLOW;
 		else if (pol && pol->default_action == AUDIT_BPF_DENY)
 			verdict = AUDIT_BPF_DENY;

@@ -8,6 +8,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +61,8 @@ struct audit {
 	audit_event_fn fn; /* set during audit_poll only */
 	void *userdata;
 	int64_t mono_to_real; /* CLOCK_REALTIME - CLOCK_MONOTONIC at the last poll */
+	int addr_fd;	      /* rtnetlink, address changes (audit_addr_fd) */
+	size_t node_addrs_dropped;
 	int delivered;
 	/* Decoding scratch for one exec event. */
 	char argbuf[AUDIT_ARGV_CAP + 1];
@@ -350,6 +355,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static int addr_watch_open(void);
+
 int audit_open(const struct audit_opts *opts, struct audit **ret)
 {
 	uint32_t rb = opts && opts->ringbuf_bytes ? opts->ringbuf_bytes : AUDIT_DEFAULT_RINGBUF;
@@ -396,6 +403,15 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 		r = errno ? -errno : -ENOMEM;
 		goto out_destroy;
 	}
+	/* Subscribe before the first read, so no change falls between the two. */
+	a->addr_fd = addr_watch_open();
+	r = audit_refresh_node_addrs(a);
+	if (r < 0) {
+		ring_buffer__free(a->rb);
+		if (a->addr_fd >= 0)
+			close(a->addr_fd);
+		goto out_destroy;
+	}
 	*ret = a;
 	return 0;
 
@@ -426,8 +442,141 @@ void audit_free(struct audit *a)
 		bpf_link__destroy(a->root_net[i]);
 	ring_buffer__free(a->rb);
 	audit_bpf__destroy(a->skel);
+	if (a->addr_fd >= 0)
+		close(a->addr_fd);
 	free(a->tasks);
 	free(a);
+}
+
+/* ---- the node's addresses ------------------------------------------------------------------ */
+
+/* rtnetlink socket told of every IPv4/IPv6 address change; -errno when none can be had. */
+static int addr_watch_open(void)
+{
+	struct sockaddr_nl sa = {.nl_family = AF_NETLINK,
+				 .nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR};
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static bool addr_seen(const struct audit_bpf_addr *v, size_t n, const struct audit_bpf_addr *x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].family == x->family && memcmp(v[i].addr, x->addr, sizeof(x->addr)) == 0)
+			return true;
+	return false;
+}
+
+int audit_set_node_addrs(struct audit *a, const struct audit_node_addr *addrs, size_t n)
+{
+	struct audit_bpf_addr v[AUDIT_MAX_NODE_ADDRS];
+	struct audit_bpf_addr lo4 = {.addr = {htonl(INADDR_LOOPBACK)}, .family = 4};
+	struct audit_bpf_addr lo6 = {.addr = {0, 0, 0, htonl(1)}, .family = 6};
+	size_t k = 0, dropped = 0;
+
+	/* Loopback always, even on a node where lo lacks ::1. */
+	v[k++] = lo4;
+	v[k++] = lo6;
+	for (size_t i = 0; i < n; i++) {
+		struct audit_bpf_addr x = {.family = addrs[i].family == AF_INET ? 4 : 6};
+
+		if (addrs[i].family != AF_INET && addrs[i].family != AF_INET6)
+			return -EAFNOSUPPORT;
+		memcpy(x.addr, addrs[i].addr, addrs[i].family == AF_INET ? 4 : 16);
+		if (addr_seen(v, k, &x))
+			continue;
+		if (k == AUDIT_MAX_NODE_ADDRS) {
+			dropped++;
+			continue;
+		}
+		v[k++] = x;
+	}
+	/* Shrink first, then entries, then grow: a concurrent reader sees old or new entries
+	 * within the count, never uninitialised ones. */
+	if (k < a->skel->bss->node_addr_count)
+		__atomic_store_n(&a->skel->bss->node_addr_count, (uint32_t)k, __ATOMIC_RELEASE);
+	memcpy(a->skel->bss->node_addrs, v, k * sizeof(v[0]));
+	__atomic_store_n(&a->skel->bss->node_addr_count, (uint32_t)k, __ATOMIC_RELEASE);
+	a->node_addrs_dropped = dropped;
+	return 0;
+}
+
+int audit_refresh_node_addrs(struct audit *a)
+{
+	struct audit_node_addr v[AUDIT_MAX_NODE_ADDRS * 2];
+	struct ifaddrs *ifa = NULL;
+	size_t n = 0, extra = 0;
+	int r;
+
+	if (getifaddrs(&ifa) < 0)
+		return -errno;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+		const struct sockaddr *sa = i->ifa_addr;
+
+		if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+			continue;
+		if (n == ARRAY_SIZE(v)) {
+			extra++;
+			continue;
+		}
+		v[n].family = sa->sa_family;
+		memset(v[n].addr, 0, sizeof(v[n].addr));
+		if (sa->sa_family == AF_INET)
+			memcpy(v[n].addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		else
+			memcpy(v[n].addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+		n++;
+	}
+	freeifaddrs(ifa);
+	r = audit_set_node_addrs(a, v, n);
+	a->node_addrs_dropped += extra;
+	return r;
+}
+
+size_t audit_node_addrs(const struct audit *a, size_t *ret_dropped)
+{
+	if (ret_dropped)
+		*ret_dropped = a->node_addrs_dropped;
+	return a->skel->bss->node_addr_count;
+}
+
+int audit_addr_fd(const struct audit *a)
+{
+	return a->addr_fd;
+}
+
+int audit_addr_changed(struct audit *a)
+{
+	char buf[8192];
+	bool any = false;
+
+	if (a->addr_fd < 0)
+		return audit_refresh_node_addrs(a);
+	for (;;) {
+		ssize_t k = recv(a->addr_fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (k > 0) {
+			any = true;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == ENOBUFS) { /* changes were lost: read them all anew */
+			any = true;
+			continue;
+		}
+		break;
+	}
+	return any ? audit_refresh_node_addrs(a) : 0;
 }
 
 int audit_attach_cgroup_root(struct audit *a, int root_fd)

@@ -139,6 +139,27 @@ int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
 		const struct audit_net_policy *policy);
 /* Re-adopt after an agent restart: track another process of a tracked task. */
 int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid);
+/*
+ * The node's own addresses, for the network policy: a destination that reaches the node (a
+ * wildcard, loopback, one of these) is denied when the policy denies any of them. audit_open
+ * reads them (getifaddrs) and subscribes to rtnetlink address changes; the agent polls
+ * audit_addr_fd and calls audit_addr_changed when it is readable (drains, re-reads).
+ * audit_set_node_addrs sets them explicitly (tests); loopback 127.0.0.1 and ::1 are always
+ * included. At most AUDIT_NODE_ADDRS_MAX are kept; audit_node_addrs says how many, and how
+ * many did not fit.
+ */
+#define AUDIT_NODE_ADDRS_MAX 64
+struct audit_node_addr {
+	int family;	  /* AF_INET | AF_INET6 */
+	uint8_t addr[16]; /* network order; IPv4 in the first 4 bytes */
+};
+int audit_set_node_addrs(struct audit *a, const struct audit_node_addr *addrs, size_t n);
+int audit_refresh_node_addrs(struct audit *a);
+size_t audit_node_addrs(const struct audit *a, size_t *ret_dropped);
+/* rtnetlink socket (-errno when it could not be opened: then only audit_open's list holds). */
+int audit_addr_fd(const struct audit *a);
+int audit_addr_changed(struct audit *a);
+
 /* Stop auditing: detach the network programs, free map entries. */
 int audit_forget(struct audit *a, uint64_t task_key);
 /*

@@ -10,11 +10,12 @@
 #endif
 
 /* Compile-time capacities of the kernel side (the loader bounds the options by them). */
-#define AUDIT_ARGV_CAP	   8192 /* bytes of argv an exec event can carry (power of two) */
-#define AUDIT_PATH_CAP	   256	/* bytes of the executed file name */
-#define AUDIT_CWD_DEPTH	   12	/* path components of the working directory */
-#define AUDIT_CWD_NAME_CAP 64	/* bytes per component */
-#define AUDIT_MAX_RULES	   32	/* network rules per task */
+#define AUDIT_ARGV_CAP	     8192 /* bytes of argv an exec event can carry (power of two) */
+#define AUDIT_PATH_CAP	     256  /* bytes of the executed file name */
+#define AUDIT_CWD_DEPTH	     12	  /* path components of the working directory */
+#define AUDIT_CWD_NAME_CAP   64	  /* bytes per component */
+#define AUDIT_MAX_RULES	     32	  /* network rules per task */
+#define AUDIT_MAX_NODE_ADDRS 64	  /* local addresses of the node the policy knows */
 
 enum {
 	AUDIT_BPF_EV_EXEC = 1,
@@ -47,6 +48,12 @@ struct audit_bpf_rule {
 	__u8 family; /* 4 or 6 */
 	__u8 action; /* AUDIT_BPF_ALLOW | AUDIT_BPF_DENY */
 	__u16 port;
+};
+
+/* A local address of the node (.bss node_addrs[], written by user space). */
+struct audit_bpf_addr {
+	__u32 addr[4]; /* network byte order; IPv4 in addr[0] */
+	__u32 family;  /* 4 or 6 */
 };
 
 /* Per-task network policy (map "policies", key: __u64 task_key). */
