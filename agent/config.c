@@ -20,6 +20,8 @@ void config_init_defaults(struct agent_config *c)
 	(void)gethostname(host, sizeof(host) - 1);
 	c->node = strdup(host);
 	c->socket_path = strdup("/run/corral/corrald.sock");
+	c->socket_group = strdup("corral");
+	c->socket_mode = 0660;
 	c->state_dir = strdup("/var/lib/corral");
 	c->allowed_group = strdup("corral");
 	c->allowed_users = strdup("*");
@@ -54,6 +56,7 @@ void config_free(struct agent_config *c)
 {
 	free(c->node);
 	free(c->socket_path);
+	free(c->socket_group);
 	free(c->state_dir);
 	free(c->runtime_dir);
 	free(c->allowed_group);
@@ -108,6 +111,19 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	if (IS("agent", "socket"))
 		return *value == '/' ? set_str(&c->socket_path, value)
 				     : BAD("expected an absolute path");
+	if (IS("agent", "socket_group"))
+		return set_str(&c->socket_group, value);
+	if (IS("agent", "socket_mode")) {
+		char *end;
+		unsigned long m;
+
+		errno = 0;
+		m = strtoul(value, &end, 8);
+		if (errno || end == value || *end || m > 0777 || (m & 0111))
+			return BAD("expected octal permission bits such as 0660 (no execute bits)");
+		c->socket_mode = (uint32_t)m;
+		return 0;
+	}
 	if (IS("agent", "state_dir"))
 		return *value == '/' ? set_str(&c->state_dir, value)
 				     : BAD("expected an absolute path");

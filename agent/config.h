@@ -16,6 +16,8 @@ struct agent_config {
 	/* [agent] */
 	char *node;
 	char *socket_path;
+	char *socket_group;   /* may connect to the socket (besides root); NULL/"": root only */
+	uint32_t socket_mode; /* permission bits of the socket (default 0660) */
 	char *state_dir;
 	/* live-task files (tasks/, ended/): need to survive an agent restart, not a reboot;
 	 * NULL: state_dir. A tmpfs (/run/corral) makes them cheap. agent_runtime_dir() */

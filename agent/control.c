@@ -77,16 +77,33 @@ int control_listen(struct agent *a)
 	if (fd < 0)
 		return -errno;
 	(void)unlink(a->cfg.socket_path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
-		r = -errno;
+	/*
+	 * Who may connect: root, and the members of socket_group (mode 0660 by default); what
+	 * each may do is decided per request from SO_PEERCRED. The socket is bound with no
+	 * access for others and then opened up to its mode, so it is never wider than that.
+	 */
+	{
+		mode_t old = umask(0177);
+
+		r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ? -errno
+											    : 0;
+		umask(old);
+	}
+	if (r < 0) {
 		close(fd);
 		return r;
 	}
-	/* Everyone may connect; authorization is per request from SO_PEERCRED. */
-	(void)chmod(a->cfg.socket_path, 0666);
-	gr = a->cfg.allowed_group ? getgrnam(a->cfg.allowed_group) : NULL;
-	if (gr)
-		(void)chown(a->cfg.socket_path, 0, gr->gr_gid);
+	gr = a->cfg.socket_group && *a->cfg.socket_group ? getgrnam(a->cfg.socket_group) : NULL;
+	if (gr && chown(a->cfg.socket_path, 0, gr->gr_gid) < 0)
+		log_warning("control socket %s: chown to group %s failed: %s", a->cfg.socket_path,
+			    a->cfg.socket_group, strerror(errno));
+	if (chmod(a->cfg.socket_path, a->cfg.socket_mode) < 0)
+		log_warning("control socket %s: chmod %04o failed: %s", a->cfg.socket_path,
+			    (unsigned)a->cfg.socket_mode, strerror(errno));
+	if (!gr && a->cfg.socket_group && *a->cfg.socket_group && !(a->cfg.socket_mode & 0006))
+		log_warning("control socket %s: group \"%s\" does not exist: only root can connect "
+			    "(create it, or set [agent] socket_group)",
+			    a->cfg.socket_path, a->cfg.socket_group);
 	a->listenfd = fd;
 	a->w_listen = (struct watch){.kind = WATCH_LISTEN, .ptr = NULL};
 	return agent_watch_add(a, fd, EPOLLIN, &a->w_listen);

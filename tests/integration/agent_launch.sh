@@ -287,6 +287,12 @@ out=$(ctl run --wait --spec "$T/bigenv.json" 2>&1); rc=$?
 # --- authorization: an unprivileged user cannot run as another user -----------------------------
 id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
 chmod 755 "$T"
+# the control socket: root and [agent] socket_group (default "corral") only, mode 0660
+m=$(stat -c '%a' "$SOCK")
+out=$(setpriv --reuid corral-it-user --regid corral-it-user --clear-groups "$CORRALCTL" --socket "$SOCK" status 2>&1); rc=$?
+[ "$m" = 660 ] && [ "$rc" != 0 ] && echo "$out" | grep -qi 'permission denied' &&
+	pass "control socket mode 0660: a user outside its group cannot connect" || fail "socket mode $m: rc $rc $out"
+chmod 666 "$SOCK" # the checks below are about authorization per request
 out=$(setpriv --reuid corral-it-user --regid corral-it-user --clear-groups "$CORRALCTL" --socket "$SOCK" run --wait --workdir / --user root -- true 2>&1); rc=$?
 [ "$rc" != 0 ] && echo "$out" | grep -q 'permission denied' && pass "unprivileged user refused as root: $(echo "$out" | tail -n1)" \
 	|| fail "authz: rc $rc $out"

@@ -34,6 +34,8 @@ for u in corral-it-user corral-it-flood; do
 	id -u $u >/dev/null 2>&1 || useradd -M -r -s /bin/sh $u
 done
 cat >"$T/a.conf" <<EOF
+[agent]
+socket_mode = 0666
 [audit]
 task_rate = 1000
 task_burst = 2000
