@@ -359,7 +359,8 @@ static json_t *encode_exit(const struct acct_exit *e, int *ret)
 	if ((r = set_new(o, "status", json_string(st))) < 0 ||
 	    (r = set_new(o, "code", json_integer(e->code))) < 0 ||
 	    (r = set_new(o, "signal", json_integer(e->signal))) < 0 ||
-	    (r = set_str_opt(o, "message", e->message)) < 0)
+	    (r = set_str_opt(o, "message", e->message)) < 0 ||
+	    (e->oom_kills && (r = set_u64(o, "oom_kills", e->oom_kills)) < 0))
 		goto out_fail;
 	return o;
 out_fail:
@@ -832,7 +833,7 @@ static int decode_usage(struct dctx *c, const struct jnode *o, struct acct_usage
 
 static int decode_exit(struct dctx *c, const struct jnode *o, struct acct_exit *x)
 {
-	static const char *const names[] = {"status", "code", "signal", "message"};
+	static const char *const names[] = {"status", "code", "signal", "message", "oom_kills"};
 	const char *st;
 	int e;
 
@@ -844,7 +845,8 @@ static int decode_exit(struct dctx *c, const struct jnode *o, struct acct_exit *
 		return fail(c->err, c->errlen, "exit.status: unknown status \"%.32s\"", st);
 	if ((e = get_int(c, o, "exit", "code", &x->code)) < 0 ||
 	    (e = get_int(c, o, "exit", "signal", &x->signal)) < 0 ||
-	    (e = get_str_dup(c, o, "exit", "message", false, ACCT_MESSAGE_MAX, &x->message)) < 0)
+	    (e = get_str_dup(c, o, "exit", "message", false, ACCT_MESSAGE_MAX, &x->message)) < 0 ||
+	    (e = get_u64(c, o, "exit", "oom_kills", false, INT64_MAX, &x->oom_kills)) < 0)
 		return e;
 	if (x->signal < 0 || x->signal > 128)
 		return fail(c->err, c->errlen, "exit.signal: out of range");

@@ -122,6 +122,9 @@ struct acct_exit {
 	int code;      /* exit code for "exited", else 0 */
 	int signal;    /* terminating signal, else 0 */
 	char *message; /* optional human detail ("exec ./job: No such file or directory") */
+	/* Kernel OOM kills inside the task (any of its processes, main or not); encoded when
+	 * non-zero. A task whose main process survived them keeps its own status and code. */
+	uint64_t oom_kills;
 };
 
 struct acct_record {

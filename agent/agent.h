@@ -102,6 +102,9 @@ struct task {
 	uint64_t term_sent_mono;
 	bool kill_sent;
 	uint64_t limit_value, limit_observed; /* for audit.limit */
+	/* Kernel OOM kills in the task's cgroup: the latest count read, and how many of them an
+	 * audit.limit record has reported. */
+	uint64_t oom_kills, oom_kills_reported;
 
 	/* results */
 	bool have_exit;

@@ -59,7 +59,9 @@ static void usage(FILE *f)
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
 	    "Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal "
 	    "N;\n"
-	    "127/126 when the program could not be started; 255 when the outcome is unknown.\n");
+	    "128+N also when ended for a time or CPU-time limit (143 when it exited on SIGTERM);\n"
+	    "127/126 when the program could not be started; 255 when the outcome is "
+	    "unknown.\n");
 }
 
 _printf_(1, 2) _noreturn_ static void die(const char *fmt, ...)
@@ -179,11 +181,18 @@ static int report_end(json_t *rec)
 	const char *id = json_string_value(json_object_get(json_object_get(rec, "task"), "id"));
 	int code = (int)json_integer_value(json_object_get(ex, "code"));
 	int sig = (int)json_integer_value(json_object_get(ex, "signal"));
+	json_int_t ooms = json_integer_value(json_object_get(ex, "oom_kills"));
+	bool by_limit;
 	int rc;
 
 	if (!status)
 		status = "lost";
-	if (strcmp(status, "exited") == 0)
+	/* Ended by the agent for a limit: 128+signal even when the task caught SIGTERM and
+	 * exited on its own (what systemd-run and Slurm users expect of a kill by limit). */
+	by_limit = strcmp(status, "time_limit") == 0 || strcmp(status, "cpu_time_limit") == 0;
+	if (by_limit)
+		rc = 128 + (sig ? sig : SIGTERM);
+	else if (strcmp(status, "exited") == 0)
 		rc = code;
 	else if (strcmp(status, "launch_failed") == 0)
 		rc = code ? code : 127;
@@ -198,9 +207,19 @@ static int report_end(json_t *rec)
 	else if (sig)
 		fprintf(stderr, "corralctl: task %s: %s (signal %d, %s)%s%s\n", id ? id : "?",
 			status, sig, strsignal(sig), msg ? ": " : "", msg ? msg : "");
+	else if (by_limit)
+		fprintf(stderr,
+			"corralctl: task %s: %s (SIGTERM sent; it exited with code %d)%s%s\n",
+			id ? id : "?", status, code, msg ? ": " : "", msg ? msg : "");
 	else
 		fprintf(stderr, "corralctl: task %s: %s (code %d)%s%s\n", id ? id : "?", status,
 			code, msg ? ": " : "", msg ? msg : "");
+	if (ooms > 0 && strcmp(status, "oom_killed") != 0)
+		fprintf(
+		    stderr,
+		    "corralctl: task %s: %lld process(es) inside it were killed by the kernel's "
+		    "OOM killer (exit.oom_kills)\n",
+		    id ? id : "?", (long long)ooms);
 	return rc;
 }
 

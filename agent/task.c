@@ -440,6 +440,7 @@ void task_fill_record(struct agent *a, struct task *t, enum acct_type type, stru
 		r->exit.code = t->exit_code;
 		r->exit.signal = t->exit_signal;
 		r->exit.message = t->exit_message ? strdup(t->exit_message) : NULL;
+		r->exit.oom_kills = t->oom_kills;
 	}
 	r->extra = json_object();
 	json_object_set_new(r->extra, "start_time", json_integer((json_int_t)(t->start_ns / 1000)));
@@ -1397,6 +1398,34 @@ static void start_tick(struct agent *a, struct task *t, uint64_t now)
 }
 
 /* Decide the exit reason from the wait status, the limit that fired and the cgroup. */
+/*
+ * OOM kills the kernel made in the task's cgroup since the last report: one audit.limit record
+ * ("oom_kill") per increment observed (at a tick, or at the task's end), with the total and the
+ * new kills. A task's processes may be OOM-killed while the task goes on (a parent that
+ * restarts its workers): these records and exit.oom_kills say so.
+ */
+static void report_oom_kills(struct agent *a, struct task *t, const struct cg_stats *st)
+{
+	struct acct_record r;
+
+	if (st->oom_kills > t->oom_kills)
+		t->oom_kills = st->oom_kills;
+	if (t->oom_kills <= t->oom_kills_reported)
+		return;
+	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
+	r.event =
+	    json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "limit", "oom_kill", "action", "kernel OOM kill",
+		      "limit_value", (json_int_t)t->spec.memory_max, "observed",
+		      (json_int_t)st->memory_peak, "oom_kills", (json_int_t)t->oom_kills,
+		      "new_kills", (json_int_t)(t->oom_kills - t->oom_kills_reported));
+	(void)agent_emit_record(a, &r);
+	acct_record_clear(&r);
+	log_notice("task %s: %llu process(es) OOM-killed inside the task (%llu in all)", t->id,
+		   (unsigned long long)(t->oom_kills - t->oom_kills_reported),
+		   (unsigned long long)t->oom_kills);
+	t->oom_kills_reported = t->oom_kills;
+}
+
 static void decide_status(struct task *t, uint64_t oom_kills)
 {
 	int ws = t->exit.wait_status;
@@ -1531,6 +1560,8 @@ static void task_main_exited(struct agent *a, struct task *t)
 		t->state = TASK_ENDING;
 		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
 	}
+	if (have_st && st.oom_kills > t->oom_kills)
+		t->oom_kills = st.oom_kills;
 	if (t->status == ACCT_EXIT_OOM_KILLED) {
 		struct acct_record r;
 
@@ -1542,6 +1573,9 @@ static void task_main_exited(struct agent *a, struct task *t)
 		    (json_int_t)st.memory_peak, "oom_kills", (json_int_t)st.oom_kills);
 		(void)agent_emit_record(a, &r);
 		acct_record_clear(&r);
+		t->oom_kills_reported = t->oom_kills;
+	} else if (have_st) {
+		report_oom_kills(a, t, &st); /* kills since the last tick, the task survived them */
 	}
 	if (!empty) {
 		tsglue_snapshot(a, t); /* leftovers' exit records must find their task */
@@ -1702,6 +1736,7 @@ void task_tick(struct agent *a, uint64_t now)
 							  (double)(now - t->last_mem_sample_mono) /
 							  1e9;
 				t->last_mem_sample_mono = now;
+				report_oom_kills(a, t, &st);
 				if (t->limit_reason == ACCT_EXIT_NONE &&
 				    t->spec.cpu_time_limit_ns &&
 				    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)

@@ -43,14 +43,23 @@ run_wait --time 1 -- sleep 30
 IDT=$ID
 run_wait --memory 32M --swap 0 -- python3 -c 'b = bytearray(256 << 20)'
 IDM=$ID
+# two workers OOM-killed inside a task that goes on: an audit.limit "oom_kill" per increment
+run_wait --memory 32M --swap 0 -- sh -c 'for i in 1 2; do python3 -c "b = bytearray(256 << 20)"; done; exit 0'
+IDS=$ID
 [ "$(status_of "$IDT")" = time_limit ] && [ "$(status_of "$IDM")" = oom_killed ] &&
 	pass "limit tasks ended time_limit / oom_killed" || fail "limit tasks: $(status_of "$IDT") $(status_of "$IDM")"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM records WHERE type='task.end'")" -ge 4 ] && break; sleep 0.2; done
 lt=$(q "SELECT json_extract(body,'\$.event.limit')||' '||json_extract(body,'\$.event.action')||' '||json_extract(body,'\$.event.limit_value')||' '||(json_extract(body,'\$.event.observed') >= json_extract(body,'\$.event.limit_value')) FROM records WHERE type='audit.limit' AND task_id='$IDT'")
 [ "$lt" = "time_limit SIGTERM 1000000000 1" ] && pass "audit.limit of the time limit: $lt" || fail "audit.limit time: '$lt'"
-lm=$(q "SELECT json_extract(body,'\$.event.limit')||' '||json_extract(body,'\$.event.limit_value')||' '||(json_extract(body,'\$.event.oom_kills') >= 1) FROM records WHERE type='audit.limit' AND task_id='$IDM'")
+lm=$(q "SELECT json_extract(body,'\$.event.limit')||' '||json_extract(body,'\$.event.limit_value')||' '||(json_extract(body,'\$.event.oom_kills') >= 1) FROM records WHERE type='audit.limit' AND task_id='$IDM' AND json_extract(body,'\$.event.limit')='oom_killed'")
 [ "$lm" = "oom_killed 33554432 1" ] && pass "audit.limit of the OOM kill: $lm" || fail "audit.limit oom: '$lm'"
+for _ in $(seq 50); do [ "$(q "SELECT count(*) FROM records WHERE type='task.end' AND task_id='$IDS'")" = 1 ] && break; sleep 0.2; done
+ls_=$(q "SELECT sum(json_extract(body,'\$.event.new_kills'))||' '||max(json_extract(body,'\$.event.oom_kills')) FROM records WHERE type='audit.limit' AND task_id='$IDS' AND json_extract(body,'\$.event.limit')='oom_kill'")
+es=$(q "SELECT json_extract(body,'\$.exit.status')||' '||json_extract(body,'\$.exit.code')||' '||json_extract(body,'\$.exit.oom_kills') FROM records WHERE type='task.end' AND task_id='$IDS'")
+[ "$ls_" = "2 2" ] && [ "$es" = "exited 0 2" ] &&
+	pass "surviving task: audit.limit oom_kill records for 2 kills, task.end exited 0 with exit.oom_kills 2" ||
+	fail "surviving task: audit '$ls_', end '$es'"
 execs=$(q "SELECT json_extract(body, '\$.event.path') FROM records WHERE type='audit.exec' AND task_id='$ID1' ORDER BY time" | xargs -n1 basename | tr '\n' ' ')
 [ "$execs" = "sh ls python3 " ] && pass "exec records of task 1: $execs" || fail "exec records: '$execs'"
 c1=$(q "SELECT json_extract(body,'\$.event.verdict')||' '||json_extract(body,'\$.event.address')||':'||json_extract(body,'\$.event.port') FROM records WHERE type='audit.connect' AND task_id='$ID1'")

@@ -36,6 +36,27 @@ ready_cgroups() { # the ready ones (unknown to the agent); sets NOT_READY to the
 run_wait --memory 64M -- python3 -c 'x = b"x" * (256 << 20)'
 [ "$(status_of "$ID")" = oom_killed ] && [ "$RC" = 137 ] && pass "memory hog under 64M: oom_killed" \
 	|| fail "oom: rc $RC status $(status_of "$ID") ($REASON)"
+# OOM kills inside a task that survives them (a parent that goes on after its worker was
+# killed): the status and code stay the main process's, exit.oom_kills counts the kills (the
+# cgroup's own memory.oom_control count, read here from outside while the task waits), and
+# run --wait says it.
+mkfifo "$T/oom.fifo"
+ctl run --memory 64M --swap 0 -- sh -c 'for i in 1 2; do python3 -c "x = b\"x\" * (256 << 20)"; done
+while read -r l; do case $l in *:memory:*) echo "${l##*:}" >'"$T/oom.cg"' ;; esac; done </proc/self/cgroup
+read x <'"$T/oom.fifo"'; exit 0' >"$T/oom.id"
+for _ in $(seq 300); do [ -s "$T/oom.cg" ] && break; sleep 0.1; done
+ocg=/sys/fs/cgroup/memory$(cat "$T/oom.cg" 2>/dev/null)/memory.oom_control
+okills=$(awk '$1 == "oom_kill" {print $2}' "$ocg" 2>/dev/null)
+echo >"$T/oom.fifo"
+OID=$(head -n1 "$T/oom.id")
+ctl wait "$OID" 2>"$T/oom.err"
+ORC=$?
+orec=$(ctl show "$OID" --json)
+[ "$(echo "$orec" | jget exit.status)" = exited ] && [ "$ORC" = 0 ] &&
+	[ "$(echo "$orec" | jget exit.oom_kills)" = "${okills:-x}" ] &&
+	grep -q "2 process(es) inside it were killed by the kernel's OOM killer" "$T/oom.err" &&
+	pass "2 OOM kills inside a surviving task: exited 0, exit.oom_kills $okills (cgroup: $okills), said by wait" ||
+	fail "OOM kills in a surviving task: rc $ORC, status $(echo "$orec" | jget exit.status), oom_kills '$(echo "$orec" | jget exit.oom_kills)' vs cgroup '$okills', stderr: $(cat "$T/oom.err")"
 run_wait --memory 64M -- sh -c 'kill -KILL $$'
 [ "$(status_of "$ID")" = signaled ] && pass "plain SIGKILL under a memory limit: signaled" \
 	|| fail "plain kill: $(status_of "$ID")"
@@ -54,6 +75,13 @@ pgrep -f "sleep $SL" >/dev/null && fail "sleep left behind" || pass "no process 
 run_wait --time 1 -- sh -c 'trap "" TERM; while :; do sleep 0.1; done'
 [ "$(status_of "$ID")" = time_limit ] && [ "$RC" = 137 ] && pass "SIGTERM ignored: SIGKILL after grace" \
 	|| fail "grace kill: rc $RC status $(status_of "$ID")"
+
+# a task that exits 0 on SIGTERM at its time limit: 128+15, like systemd-run and Slurm
+run_wait --time 1 -- sh -c 'trap "exit 0" TERM; while :; do sleep 0.1; done'
+[ "$(status_of "$ID")" = time_limit ] && [ "$RC" = 143 ] &&
+	grep -q "time_limit (SIGTERM sent; it exited with code 0)" "$T/stderr" &&
+	pass "exit 0 on SIGTERM at the time limit: rc 143" ||
+	fail "exit 0 on SIGTERM: rc $RC status $(status_of "$ID") ($REASON)"
 
 # --- CPU-time limit ---------------------------------------------------------------------------
 run_wait --cpu-time 1 --time 20 -- sh -c 'while :; do :; done'

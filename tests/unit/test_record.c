@@ -55,6 +55,7 @@ static void fill_end(struct acct_record *r)
 	r->exit.status = ACCT_EXIT_SIGNALED;
 	r->exit.signal = 9;
 	r->exit.message = strdup("killed by SIGKILL");
+	r->exit.oom_kills = 3;
 }
 
 static void fill_audit(struct acct_record *r, const char *prev)
@@ -130,6 +131,7 @@ static void test_roundtrip_end(void **state)
 	assert_int_equal(d.exit.status, ACCT_EXIT_SIGNALED);
 	assert_int_equal(d.exit.signal, 9);
 	assert_string_equal(d.exit.message, "killed by SIGKILL");
+	assert_int_equal(d.exit.oom_kills, 3);
 	assert_null(d.extra);
 	assert_same(&r, &d);
 	acct_record_clear(&d);
@@ -224,6 +226,9 @@ static const struct bad_case bad_cases[] = {
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"}}", "usage: missing"},
     {HDR "\"type\":\"task.start\",\"task\":{\"id\":\"t\"}}", "request: missing"},
     {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{}}", "exit: missing"},
+    {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	 "\"exited\",\"oom_kills\":-2}}",
+     "exit.oom_kills: expected a non-negative integer"},
     {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
 	 "\"none\"}}",
      "exit.status: unknown status"},
