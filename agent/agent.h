@@ -356,6 +356,8 @@ int state_sync_audit_head(struct agent *a);
 void state_load_audit_head(struct agent *a);
 
 bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);
+int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_uid,
+		     const char *target_name, char *err, size_t errlen);
 
 /* scope.c */
 int scope_setup(struct agent *a, const char **ret_base);

@@ -203,10 +203,20 @@ static json_t *error_reply(const char *msg)
 	return json_pack("{s:b,s:s}", "ok", 0, "error", msg);
 }
 
+/*
+ * show/kill/wait/ps: the submitter, the task's user while it runs, and whoever could have run
+ * the task as its user (agent_may_act_as: the same rule as run, so a member of allowed_group
+ * sees and signals root's tasks only with allow_root_tasks=yes).
+ */
 static bool may_see(struct agent *a, struct conn *c, struct task *t)
 {
-	return agent_is_privileged(a, c->uid, c->gid) || t->submitter_uid == c->uid ||
-	       (t->uid == c->uid && t->state != TASK_ENDED);
+	char err[256];
+
+	if (c->uid == 0 || t->submitter_uid == c->uid ||
+	    (t->uid == c->uid && t->state != TASK_ENDED))
+		return true;
+	return agent_may_act_as(a, c->uid, agent_is_privileged(a, c->uid, c->gid), t->uid, t->user,
+				err, sizeof(err)) == 0;
 }
 
 static void add_waiter(struct task *t, struct conn *c)

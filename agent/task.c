@@ -290,6 +290,37 @@ bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
 	return uid == 0 || in_group(agent_users(a), a->cfg.allowed_group, uid, gid);
 }
 
+/*
+ * May a client (uid, privileged = agent_is_privileged) run a task as user (target_uid,
+ * target_name)? The one rule for run and for show/kill/wait/ps of tasks it did not submit:
+ * anyone as itself; root and members of allowed_group as users in allowed_users, members as
+ * root only with allow_root_tasks=yes. -EPERM with the reason in err.
+ */
+int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_uid,
+		     const char *target_name, char *err, size_t errlen)
+{
+	if (target_uid == uid)
+		return 0;
+	if (!privileged) {
+		snprintf(err, errlen,
+			 "permission denied: uid %u may only run tasks as itself (not as \"%s\"); "
+			 "ask an administrator to add you to group \"%s\"",
+			 uid, target_name ? target_name : "?",
+			 a->cfg.allowed_group ? a->cfg.allowed_group : "");
+		return -EPERM;
+	}
+	if (target_uid == 0 && uid != 0 && !a->cfg.allow_root_tasks) {
+		snprintf(err, errlen, "permission denied: tasks as root need allow_root_tasks=yes");
+		return -EPERM;
+	}
+	if (target_uid != 0 && !user_listed(a->cfg.allowed_users, target_name ? target_name : "")) {
+		snprintf(err, errlen, "permission denied: user \"%s\" is not in allowed_users",
+			 target_name ? target_name : "?");
+		return -EPERM;
+	}
+	return 0;
+}
+
 static int resolve_io_device(const char *dev, unsigned *maj, unsigned *min)
 {
 	struct stat st;
@@ -1010,27 +1041,10 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		if (!pw)
 			return fail(err, errlen, "user: uid %u has no passwd entry", submitter);
 	}
-	if (pw->uid != submitter) {
-		if (!privileged) {
-			a->stats.refused++;
-			return fail(
-			    err, errlen,
-			    "permission denied: uid %u may only run tasks as itself (not as "
-			    "\"%s\"); ask an administrator to add you to group \"%s\"",
-			    submitter, pw->name, a->cfg.allowed_group ? a->cfg.allowed_group : "");
-		}
-		if (pw->uid == 0 && submitter != 0 && !a->cfg.allow_root_tasks) {
-			a->stats.refused++;
-			return fail(err, errlen,
-				    "permission denied: tasks as root need "
-				    "allow_root_tasks=yes");
-		}
-		if (pw->uid != 0 && !user_listed(a->cfg.allowed_users, pw->name)) {
-			a->stats.refused++;
-			return fail(err, errlen,
-				    "permission denied: user \"%s\" is not in allowed_users",
-				    pw->name);
-		}
+	r = agent_may_act_as(a, submitter, privileged, pw->uid, pw->name, err, errlen);
+	if (r < 0) {
+		a->stats.refused++;
+		return r;
 	}
 
 	r = budget_check_spec(a, spec, privileged, msg, sizeof(msg));

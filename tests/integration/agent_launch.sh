@@ -339,6 +339,34 @@ chmod 666 "$SOCK"
 asop() { setpriv --reuid corral-it-op --regid corral-it-op --clear-groups "$CORRALCTL" --socket "$SOCK" "$@"; }
 out=$(asop run --wait --workdir / --user corral-it-user -- id -un 2>&1); rc=$?
 [ "$rc" = 0 ] && pass "allowed_group member runs a task as another user" || fail "group member: rc $rc $out"
+# show/kill/wait/ps follow the run rule: with allow_root_tasks=no a member can neither see nor
+# signal root's tasks; the process is checked from outside (kill -0 on its pid).
+rm -f "$T/rootpid"
+rootid=$(ctl run --workdir / -- sh -c "echo \$\$ > $T/rootpid; exec sleep 60")
+for _ in $(seq 100); do [ -s "$T/rootpid" ] && break; sleep 0.05; done
+rootpid=$(cat "$T/rootpid" 2>/dev/null)
+out=$(asop show "$rootid" 2>&1); rc=$?
+[ "$rc" != 0 ] && echo "$out" | grep -q "no such task" && pass "member (allow_root_tasks=no): show of root's task refused" ||
+	fail "member show of root's task: rc $rc $out"
+out=$(asop kill --signal KILL "$rootid" 2>&1); rc=$?
+[ "$rc" != 0 ] && [ -n "$rootpid" ] && kill -0 "$rootpid" 2>/dev/null &&
+	pass "member (allow_root_tasks=no): kill --signal KILL of root's task refused, pid $rootpid alive" ||
+	fail "member kill of root's task: rc $rc $out (pid '$rootpid')"
+asop ps 2>&1 | grep -q "$rootid" && fail "member's ps lists root's task" || pass "member's ps does not list root's task"
+otherid=$(ctl run --workdir / --user corral-it-user -- sleep 60)
+asop show "$otherid" >/dev/null 2>&1 && asop kill "$otherid" >/dev/null 2>&1 &&
+	pass "member may show and kill another allowed user's task (same rule as run)" ||
+	fail "member show/kill of corral-it-user's task"
+ctl kill --signal KILL "$rootid" >/dev/null; ctl wait "$rootid" >/dev/null; ctl wait "$otherid" >/dev/null
+stop_agent
+printf '[agent]\nallowed_group = corral-it-ops\nallow_root_tasks = yes\n' >"$T/group-root.conf"
+start_agent --no-bpf --config "$T/group-root.conf"
+chmod 666 "$SOCK"
+rootid=$(ctl run --workdir / -- sleep 60)
+asop show "$rootid" >/dev/null 2>&1 && asop kill --signal KILL "$rootid" >/dev/null 2>&1 &&
+	[ "$(ctl wait "$rootid" >/dev/null 2>&1; status_of "$rootid")" = signaled ] &&
+	pass "with allow_root_tasks=yes the member may show and kill root's task" ||
+	fail "allow_root_tasks=yes: member show/kill of root's task"
 gpasswd -d corral-it-op corral-it-ops >/dev/null
 out=$(asop run --wait --workdir / --user corral-it-user -- true 2>&1); rc=$?
 [ "$rc" != 0 ] && echo "$out" | grep -q 'permission denied' &&
