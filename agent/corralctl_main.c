@@ -5,6 +5,7 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -12,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -317,6 +320,49 @@ static void push_str(char ***v, size_t *n, const char *s)
 	(*v)[*n] = NULL;
 }
 
+/*
+ * A file the user names (--spec, a --seccomp path), read here with the user's own rights: a
+ * regular file of at most max bytes, opened without waiting (a FIFO or a device is refused,
+ * not read). Exits with a message naming the option.
+ */
+static char *read_user_file(const char *opt, const char *path, size_t max, size_t *ret_len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+	size_t n = 0;
+
+	if (fd < 0)
+		die("%s %s: %s", opt, path, strerror(errno));
+	if (fstat(fd, &st) < 0)
+		die("%s %s: %s", opt, path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		die("%s %s: not a regular file", opt, path);
+	if ((uint64_t)st.st_size > max)
+		die("%s %s: larger than %zu bytes", opt, path, max);
+	buf = malloc(max + 1);
+	if (!buf)
+		die("out of memory");
+	for (;;) {
+		ssize_t k = read(fd, buf + n, max + 1 - n);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			die("%s %s: %s", opt, path, strerror(errno));
+		if (k == 0)
+			break;
+		n += (size_t)k;
+		if (n > max)
+			die("%s %s: larger than %zu bytes", opt, path, max);
+	}
+	buf[n] = 0;
+	if (strlen(buf) != n)
+		die("%s %s: contains a NUL byte", opt, path);
+	*ret_len = n;
+	return buf;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct task_spec spec;
@@ -340,8 +386,7 @@ static int cmd_run(int argc, char **argv)
 		size_t len;
 		struct task_spec tmp;
 
-		if (read_file(spec_file, 1 << 20, &txt, &len) < 0)
-			die("--spec %s: %s", spec_file, strerror(errno));
+		txt = read_user_file("--spec", spec_file, 1 << 20, &len);
 		spec_init(&tmp);
 		/* A spec file may leave out the command (given after --). */
 		{
@@ -400,9 +445,32 @@ static int cmd_run(int argc, char **argv)
 			spec.pids_max = u;
 			break;
 		case OPT_IO_READ:
-		case OPT_IO_WRITE:
-			e = spec_set_io(&spec, optarg, c == OPT_IO_WRITE, err, sizeof(err));
+		case OPT_IO_WRITE: {
+			/* a device path is resolved here, as the user: the agent gets MAJ:MIN */
+			const char *eq = strrchr(optarg, '=');
+			_cleanup_free_ char *arg = NULL;
+			struct stat st;
+
+			if (optarg[0] == '/' && eq) {
+				_cleanup_free_ char *dev = strndup(optarg, (size_t)(eq - optarg));
+
+				if (!dev)
+					die("out of memory");
+				if (stat(dev, &st) < 0)
+					die("--io-%s-bps %s: %s",
+					    c == OPT_IO_WRITE ? "write" : "read", dev,
+					    strerror(errno));
+				if (!S_ISBLK(st.st_mode))
+					die("--io-%s-bps %s: not a block device",
+					    c == OPT_IO_WRITE ? "write" : "read", dev);
+				if (asprintf(&arg, "%u:%u%s", major(st.st_rdev), minor(st.st_rdev),
+					     eq) < 0)
+					die("out of memory");
+			}
+			e = spec_set_io(&spec, arg ? arg : optarg, c == OPT_IO_WRITE, err,
+					sizeof(err));
 			break;
+		}
 		case OPT_TIME:
 			if (parse_duration_ns(optarg, &spec.time_limit_ns) < 0 ||
 			    !spec.time_limit_ns)
@@ -494,6 +562,13 @@ static int cmd_run(int argc, char **argv)
 			die("out of memory");
 	} else if (!spec_file || (spec.argc == 1 && strcmp(spec.argv[0], "-") == 0)) {
 		die("run: missing command (corralctl run [OPTIONS] -- CMD [ARGS...])");
+	}
+	/* A profile path is read here, with the user's rights; the agent gets its content. */
+	if (spec.seccomp && strchr(spec.seccomp, '/') && !spec.seccomp_profile) {
+		size_t plen;
+
+		spec.seccomp_profile =
+		    read_user_file("--seccomp", spec.seccomp, SPEC_PROFILE_MAX, &plen);
 	}
 	if (!spec.workdir) {
 		char cwd[4096];

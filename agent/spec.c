@@ -53,6 +53,7 @@ void spec_clear(struct task_spec *s)
 	free(s->stdout_path);
 	free(s->stderr_path);
 	free(s->seccomp);
+	free(s->seccomp_profile);
 	free(s->gpu_list);
 	for (size_t i = 0; i < s->n_io; i++)
 		free(s->io[i].device);
@@ -526,6 +527,9 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			r = get_string(v, "stderr", &s->stderr_path, err, errlen);
 		else if (strcmp(k, "seccomp") == 0)
 			r = get_string(v, "seccomp", &s->seccomp, err, errlen);
+		else if (strcmp(k, "seccomp_profile") == 0)
+			r = get_string_any(v, "seccomp_profile", true, &s->seccomp_profile, err,
+					   errlen);
 		else if (strcmp(k, "limits") == 0)
 			r = parse_limits(s, v, err, errlen);
 		else if (strcmp(k, "allow_net") == 0)
@@ -604,6 +608,7 @@ json_t *spec_to_json(const struct task_spec *s)
 	set_str(o, "stdout", s->stdout_path);
 	set_str(o, "stderr", s->stderr_path);
 	set_str(o, "seccomp", s->seccomp);
+	set_str(o, "seccomp_profile", s->seccomp_profile);
 	lim = json_object();
 	if (s->memory_max)
 		json_object_set_new(lim, "memory", json_integer((json_int_t)s->memory_max));

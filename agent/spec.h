@@ -13,11 +13,12 @@
 
 #include <jansson.h>
 
-#define SPEC_ARGS_MAX	4096
-#define SPEC_ENV_MAX	1024
-#define SPEC_LABELS_MAX 64
-#define SPEC_STR_MAX	4096
-#define SPEC_IO_MAX	8
+#define SPEC_ARGS_MAX	 4096
+#define SPEC_ENV_MAX	 1024
+#define SPEC_LABELS_MAX	 64
+#define SPEC_STR_MAX	 4096
+#define SPEC_IO_MAX	 8
+#define SPEC_PROFILE_MAX (256 * 1024)
 
 struct spec_io {
 	char *device; /* path ("/dev/sda") or "MAJ:MIN" */
@@ -37,6 +38,8 @@ struct task_spec {
 	size_t n_labels;
 	char *stdout_path, *stderr_path; /* NULL: /dev/null */
 	char *seccomp;			 /* profile name or path; NULL: agent default */
+	char *seccomp_profile; /* the profile's JSON as the client read it (then seccomp only
+				* names it); at most SPEC_PROFILE_MAX bytes */
 
 	uint64_t memory_max; /* 0 = none */
 	uint64_t memory_high;

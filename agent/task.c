@@ -321,14 +321,22 @@ int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_u
 	return 0;
 }
 
-static int resolve_io_device(const char *dev, unsigned *maj, unsigned *min)
+/*
+ * A device path from a client other than root must name a node under /dev (which every user
+ * can list) without "..": the agent resolves it as root, so anywhere else the answer would
+ * tell whether a path the client cannot see exists. corralctl sends MAJ:MIN it resolved itself.
+ */
+static int resolve_io_device(const char *dev, uid_t client, unsigned *maj, unsigned *min)
 {
 	struct stat st;
 
 	if (sscanf(dev, "%u:%u", maj, min) == 2)
 		return 0;
+	if (client != 0 && (strncmp(dev, "/dev/", 5) != 0 || strstr(dev, "/../") ||
+			    strcmp(dev + strlen(dev) - 3, "/..") == 0))
+		return -EPERM;
 	if (stat(dev, &st) < 0)
-		return -errno;
+		return client != 0 ? -ENOTBLK : -errno;
 	if (!S_ISBLK(st.st_mode))
 		return -ENOTBLK;
 	*maj = major(st.st_rdev);
@@ -925,8 +933,17 @@ static int profile_stat(struct agent *a, const char *name, struct stat *st)
 {
 	char path[4096];
 
-	if (strchr(name, '/'))
-		return stat(name, st) < 0 ? -errno : 0;
+	if (strchr(name, '/')) {
+		/* root's own path (others send the content): a regular file, opened without
+		 * waiting for a FIFO's writer or a device */
+		_cleanup_close_ int fd = open(name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+		if (fd < 0)
+			return -errno;
+		if (fstat(fd, st) < 0)
+			return -errno;
+		return S_ISREG(st->st_mode) ? 0 : -EBADFD;
+	}
 	snprintf(path, sizeof(path), "%s/%s.json", a->cfg.seccomp_dir, name);
 	if (stat(path, st) == 0)
 		return 0;
@@ -934,19 +951,40 @@ static int profile_stat(struct agent *a, const char *name, struct stat *st)
 	return 0;
 }
 
-static int profile_filter(struct agent *a, const char *name, unsigned int flags,
-			  const struct sbx_filter **ret, char *err, size_t errlen)
+/* Cache key of a profile sent as content: FNV-1a of the text and its length. */
+static void content_key(const char *text, char *buf, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t n = 0;
+
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++, n++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	snprintf(buf, len, "#%016llx-%zu", (unsigned long long)h, n);
+}
+
+/* content: the profile's JSON as the client sent it (name is then only its label). */
+static int profile_filter(struct agent *a, const char *name, const char *content,
+			  unsigned int flags, const struct sbx_filter **ret, char *err,
+			  size_t errlen)
 {
 	struct profile_cache_entry *e = NULL;
 	struct sbx_filter *f = NULL;
-	struct stat st;
+	struct stat st = {0};
+	char key[64];
 	int r;
 
 	err[0] = 0;
-	r = profile_stat(a, name, &st);
-	if (r < 0) {
-		snprintf(err, errlen, "%s", strerror(-r)); /* the caller names the profile */
-		return r;
+	if (content) {
+		content_key(content, key, sizeof(key));
+		name = key;
+	} else {
+		r = profile_stat(a, name, &st);
+		if (r < 0) {
+			/* the caller names the profile */
+			snprintf(err, errlen, "%s",
+				 r == -EBADFD ? "not a regular file" : strerror(-r));
+			return r;
+		}
 	}
 	for (size_t i = 0; i < PROFILE_CACHE_MAX; i++) {
 		struct profile_cache_entry *c = &profile_cache[i];
@@ -961,7 +999,10 @@ static int profile_filter(struct agent *a, const char *name, unsigned int flags,
 			break;
 		}
 	}
-	r = sbx_profile_load_flags(name, a->cfg.seccomp_dir, flags, &f, err, errlen);
+	if (content)
+		r = sbx_profile_compile_flags(content, strlen(content), flags, &f, err, errlen);
+	else
+		r = sbx_profile_load_flags(name, a->cfg.seccomp_dir, flags, &f, err, errlen);
 	if (r < 0)
 		return r;
 	if (err[0]) /* a notice: allowed names this libseccomp does not know, skipped */
@@ -1074,9 +1115,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 			    "%.2f reserved, %.2f requested by running tasks)",
 			    spec->cpus, a->ncpus, a->cfg.reserve_cpus, cpus_used);
 	}
-	if (spec->workdir && (stat(spec->workdir, &st) < 0 || !S_ISDIR(st.st_mode)))
-		return fail(err, errlen, "workdir: %s: %s", spec->workdir,
-			    errno ? strerror(errno) : "not a directory");
+	/* workdir is not looked at here, as root: the child changes to it after it became the
+	 * task's user, and a failure comes back as "chdir DIR: <error>" seen with the user's
+	 * rights (an agent-side stat told any user whether a path it could not see exists). */
 
 	/* Limits. */
 	lim.memory_max = spec->memory_max;
@@ -1089,10 +1130,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	lim.block_stats = !a->meter && !tsglue_active(a); /* the IO source then */
 	lim.devices = a->gpu != NULL;			  /* GPU device policy */
 	for (size_t i = 0; i < spec->n_io; i++) {
-		r = resolve_io_device(spec->io[i].device, &lim.io[i].major, &lim.io[i].minor);
+		r = resolve_io_device(spec->io[i].device, submitter, &lim.io[i].major,
+				      &lim.io[i].minor);
 		if (r < 0)
 			return fail(err, errlen, "io: device \"%.64s\": %s", spec->io[i].device,
-				    r == -ENOTBLK ? "not a block device" : strerror(-r));
+				    r == -EPERM	    ? "give a block device under /dev or MAJ:MIN"
+				    : r == -ENOTBLK ? "not a block device"
+						    : strerror(-r));
 		lim.io[i].rbps = spec->io[i].rbps;
 		lim.io[i].wbps = spec->io[i].wbps;
 		lim.n_io++;
@@ -1105,23 +1149,36 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 
 	/* Seccomp, compiled before fork (cached per profile, see profile_filter). With audit,
-	 * the variant that notifies the shim of denied calls. */
-	r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, sc_flags,
-			   &filter, perr, sizeof(perr));
-	if (r < 0 && sc_flags) {
-		char nerr[sizeof(perr)];
+	 * the variant that notifies the shim of denied calls. A profile path is read by the
+	 * client, with its own rights, and sent as seccomp_profile (corralctl does): the agent
+	 * opens a path only for root, so it never reads, quotes or waits on a file for a user. */
+	{
+		const char *pname = spec->seccomp ? spec->seccomp : a->cfg.seccomp_default;
+		const char *content = spec->seccomp_profile;
 
-		snprintf(nerr, sizeof(nerr), "%s", perr[0] ? perr : strerror(-r));
-		r = profile_filter(a, spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, 0,
-				   &filter, perr, sizeof(perr));
-		if (r == 0)
-			log_warning("seccomp profile \"%s\": denied calls cannot be audited: %s",
-				    spec->seccomp ? spec->seccomp : a->cfg.seccomp_default, nerr);
+		if (!content && spec->seccomp && strchr(spec->seccomp, '/') && submitter != 0) {
+			a->stats.refused++;
+			return fail(err, errlen,
+				    "seccomp: a profile path is read by the client: send the "
+				    "profile's JSON in seccomp_profile (corralctl --seccomp PATH "
+				    "does)");
+		}
+		r = profile_filter(a, pname, content, sc_flags, &filter, perr, sizeof(perr));
+		if (r < 0 && sc_flags) {
+			char nerr[sizeof(perr)];
+
+			snprintf(nerr, sizeof(nerr), "%s", perr[0] ? perr : strerror(-r));
+			r = profile_filter(a, pname, content, 0, &filter, perr, sizeof(perr));
+			if (r == 0)
+				log_warning(
+				    "seccomp profile \"%s\": denied calls cannot be audited: "
+				    "%s",
+				    pname, nerr);
+		}
+		if (r < 0)
+			return fail(err, errlen, "seccomp profile \"%s\": %s", pname,
+				    perr[0] ? perr : strerror(-r));
 	}
-	if (r < 0)
-		return fail(err, errlen, "seccomp profile \"%s\": %s",
-			    spec->seccomp ? spec->seccomp : a->cfg.seccomp_default,
-			    perr[0] ? perr : strerror(-r));
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {

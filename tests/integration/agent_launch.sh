@@ -17,7 +17,7 @@ run_wait -- /nonexistent/job
 	|| fail "launch_failed: rc $RC ($REASON)"
 [ "$(status_of "$ID")" = launch_failed ] && pass "record says launch_failed" || fail "launch_failed record"
 run_wait --workdir /nonexistent -- true
-[ "$RC" != 0 ] && echo "$REASON" | grep -q workdir && pass "bad workdir refused" || fail "workdir: $RC $REASON"
+[ "$RC" = 126 ] && echo "$REASON" | grep -q "chdir /nonexistent: No such file" && pass "bad workdir: launch_failed, chdir as the user" || fail "workdir: $RC $REASON"
 
 # Cgroups made ahead for tasks not launched yet (agent/cgpool.c) are named with task ids the
 # agent knows nothing of: READY lists those, NOT_READY counts the others.
