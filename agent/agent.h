@@ -43,7 +43,8 @@ enum watch_kind {
 	WATCH_AUDIT,
 	WATCH_AUDIT_ADDRS, /* rtnetlink: the node's addresses changed (network policy) */
 	WATCH_TASKSTATS,
-	WATCH_SYNC, /* the spool syncer finished a generation */
+	WATCH_SYNC,	      /* the spool syncer finished a generation */
+	WATCH_TASK_CPU_TIMER, /* a task's CPU-time limit check is due */
 };
 
 struct watch {
@@ -105,6 +106,12 @@ struct task {
 	/* Kernel OOM kills in the task's cgroup: the latest count read, and how many of them an
 	 * audit.limit record has reported. */
 	uint64_t oom_kills, oom_kills_reported;
+	/* --cpu-time: a timerfd armed from the remaining budget divided by the CPUs the task can
+	 * use, so the check comes when the budget can first be spent (not only at the tick). */
+	int cpu_timer_fd;
+	bool have_cpu_timer;
+	struct watch w_cpu_timer;
+	uint64_t cpu_check_last_usage, cpu_check_idle_ns;
 
 	/* results */
 	bool have_exit;
@@ -257,6 +264,8 @@ struct users *agent_users(struct agent *a);
 void agent_spawner_start(struct agent *a);
 int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w);
 void agent_watch_del(struct agent *a, int fd);
+/* The CPU-time check of a task is due (WATCH_TASK_CPU_TIMER). */
+void task_on_cpu_timer(struct agent *a, struct task *t);
 
 /* task.c */
 /*

@@ -518,6 +518,9 @@ int main(int argc, char **argv)
 			case WATCH_TASK_PIDFD:
 				task_on_pidfd(&a, w->ptr);
 				break;
+			case WATCH_TASK_CPU_TIMER:
+				task_on_cpu_timer(&a, w->ptr);
+				break;
 			case WATCH_AUDIT:
 				audit_glue_poll(&a);
 				break;

@@ -26,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,6 +146,8 @@ void task_free(struct task *t)
 	}
 	closep(&t->shim_pidfd);
 	closep(&t->status_fd);
+	if (t->have_cpu_timer)
+		closep(&t->cpu_timer_fd);
 	free(t->exit_message);
 	json_decref(t->usage_detail);
 	json_decref(t->gpu_alloc);
@@ -1563,9 +1566,29 @@ static bool meter_settled(struct agent *a, struct task *t, bool give_up)
 	return give_up;
 }
 
+static void cpu_timer_stop(struct agent *a, struct task *t)
+{
+	if (!t->have_cpu_timer)
+		return;
+	agent_watch_del(a, t->cpu_timer_fd);
+	closep(&t->cpu_timer_fd);
+	t->have_cpu_timer = false;
+}
+
 static void task_finalize(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	collect_usage(a, t, pre);
+	cpu_timer_stop(a, t);
+	/* How far past its CPU-time limit a task killed for it ran (exact: the final figures). */
+	if (t->status == ACCT_EXIT_CPU_TIME_LIMIT && t->usage_detail) {
+		uint64_t used = t->usage.cpu_user_ns + t->usage.cpu_system_ns;
+
+		json_object_set_new(
+		    t->usage_detail, "cpu_time_limit_overshoot_ns",
+		    json_integer(used > t->spec.cpu_time_limit_ns
+				     ? (json_int_t)(used - t->spec.cpu_time_limit_ns)
+				     : 0));
+	}
 	if (t->status_fd >= 0) {
 		agent_watch_del(a, t->status_fd);
 		closep(&t->status_fd);
@@ -1775,6 +1798,86 @@ static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status wh
 	acct_record_clear(&r);
 }
 
+/*
+ * --cpu-time between ticks. The task cannot use more than P CPUs (the node's online CPUs, or
+ * --cpus when lower), so its budget cannot run out before remaining / P: the check is armed
+ * for then (at least CPU_CHECK_MIN_NS ahead), and each check re-arms from what is left, which
+ * converges on the moment the budget is spent. A task that used nothing since the last check
+ * backs off (doubling up to the tick) instead of being polled every millisecond near its
+ * limit. Beyond the tick, the tick's own check suffices. Overshoot: at most P *
+ * CPU_CHECK_MIN_NS plus the check's latency (the idle back-off aside).
+ */
+#define CPU_CHECK_MIN_NS (1000 * 1000ULL)
+#define CPU_CHECK_MAX_NS (250 * 1000 * 1000ULL)
+static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
+{
+	static long ncpus;
+	struct itimerspec its = {0};
+	uint64_t left, delay;
+	double p;
+
+	if (!t->spec.cpu_time_limit_ns || t->limit_reason != ACCT_EXIT_NONE ||
+	    usage >= t->spec.cpu_time_limit_ns)
+		return;
+	if (!ncpus)
+		ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	p = ncpus > 0 ? (double)ncpus : 1.0;
+	if (t->spec.cpus > 0 && t->spec.cpus < p)
+		p = t->spec.cpus;
+	left = t->spec.cpu_time_limit_ns - usage;
+	delay = (uint64_t)((double)left / p);
+	if (usage == t->cpu_check_last_usage) {
+		t->cpu_check_idle_ns =
+		    t->cpu_check_idle_ns ? t->cpu_check_idle_ns * 2 : CPU_CHECK_MIN_NS;
+		if (t->cpu_check_idle_ns > CPU_CHECK_MAX_NS)
+			t->cpu_check_idle_ns = CPU_CHECK_MAX_NS;
+		if (delay < t->cpu_check_idle_ns)
+			delay = t->cpu_check_idle_ns;
+	} else {
+		t->cpu_check_idle_ns = 0;
+	}
+	t->cpu_check_last_usage = usage;
+	if (delay < CPU_CHECK_MIN_NS)
+		delay = CPU_CHECK_MIN_NS;
+	if (delay > CPU_CHECK_MAX_NS)
+		return; /* the tick checks first */
+	if (!t->have_cpu_timer) {
+		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		t->cpu_timer_fd = fd;
+		t->have_cpu_timer = true;
+		t->w_cpu_timer = (struct watch){.kind = WATCH_TASK_CPU_TIMER, .ptr = t};
+		if (agent_watch_add(a, fd, EPOLLIN, &t->w_cpu_timer) < 0) {
+			closep(&t->cpu_timer_fd);
+			t->have_cpu_timer = false;
+			return;
+		}
+	}
+	its.it_value.tv_sec = (time_t)(delay / NSEC_PER_SEC);
+	its.it_value.tv_nsec = (long)(delay % NSEC_PER_SEC);
+	(void)timerfd_settime(t->cpu_timer_fd, 0, &its, NULL);
+}
+
+void task_on_cpu_timer(struct agent *a, struct task *t)
+{
+	struct cg_stats st;
+	uint64_t exp;
+
+	if (!t->have_cpu_timer)
+		return;
+	(void)!read(t->cpu_timer_fd, &exp, sizeof(exp));
+	if (t->state != TASK_RUNNING || !t->cg || t->limit_reason != ACCT_EXIT_NONE ||
+	    cg_task_stats(t->cg, &st) < 0)
+		return;
+	if (st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
+		fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now_ns(CLOCK_MONOTONIC),
+			   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
+	else
+		cpu_timer_arm(a, t, st.cpu_usage_ns);
+}
+
 void task_tick(struct agent *a, uint64_t now)
 {
 	for (struct task *t = a->tasks, *next; t; t = next) {
@@ -1813,6 +1916,8 @@ void task_tick(struct agent *a, uint64_t now)
 				    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
 					fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now,
 						   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
+				else
+					cpu_timer_arm(a, t, st.cpu_usage_ns);
 			}
 		}
 		gpu_glue_tick(a, t);

@@ -120,5 +120,39 @@ sleep 1
 measured_start small 'for i in $(seq 200); do /bin/true; done'
 measured_end small
 measured_end noisy
+# --cpu-time 1 with 1 and 2 busy threads: the CPU the task's cgroup counted when the limit's
+# SIGTERM ended the burner (read by this script while the task's shell, which survives it,
+# waits) is the limit plus the overshoot; the record's usage_detail.cpu_time_limit_overshoot_ns
+# must be right too. Bound: 50 ms (it was 80-470 ms with the check at the 250 ms tick only).
+for n in 1 2; do
+	rm -f "$T/ct$n.cg" "$T/ct$n.cg.tmp"
+	mkfifo "$T/ct$n.fifo"
+	ctl run --cpu-time 1 --time 30 -- bash -c "trap : TERM; $W burn $n 10"'
+while read -r l; do case $l in '"$CGPAT"') echo "${l##*:}" >'"$T/ct$n.cg"'.tmp ;; esac
+done </proc/self/cgroup; : >'"$T/ct$n.cg"'; read -r x <'"$T/ct$n.fifo"'; exit 0' |
+		head -n1 >"$T/ct$n.id"
+	for _ in $(seq 300); do [ -e "$T/ct$n.cg" ] && break; sleep 0.1; done
+	cg=$(head -n1 "$T/ct$n.cg.tmp" 2>/dev/null)
+	if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+		truth=$(awk '$1 == "usage_usec" {print $2 * 1000}' "/sys/fs/cgroup$cg/cpu.stat")
+	else
+		truth=$(cat "/sys/fs/cgroup/cpuacct$cg/cpuacct.usage")
+	fi
+	echo >"$T/ct$n.fifo"
+	id=$(cat "$T/ct$n.id")
+	ctl wait "$id" >/dev/null 2>&1
+	wrc=$?
+	rec=$(ctl show "$id" --json)
+	if echo "$rec" | python3 -c "
+import sys, json
+r = json.load(sys.stdin); st = r['exit']['status']; o = r['usage_detail'].get('cpu_time_limit_overshoot_ns', -1)
+truth = ${truth:-0}; over = truth - 10**9
+print('--cpu-time 1, $n thread(s): status %s, rc $wrc, cgroup %d ns at the kill: overshoot %.1f ms (record: %.1f ms)' % (st, truth, over / 1e6, o / 1e6))
+sys.exit(0 if st == 'cpu_time_limit' and $wrc == 143 and 0 <= over <= 50 * 10**6 and abs(o - over) <= 10**7 else 1)"; then
+		pass "--cpu-time 1 with $n busy thread(s): killed within 50 ms of CPU past the limit"
+	else
+		fail "--cpu-time 1 with $n busy thread(s) (cgroup ${cg:-?})"
+	fi
+done
 [ "$helper_fails" -eq 0 ] || fail "$helper_fails meter library case(s) failed"
 finish
