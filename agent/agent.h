@@ -156,6 +156,8 @@ struct agent_stats {
 	uint64_t tasks_adopted, tasks_lost;
 	/* record budget and policy drops (agent/budget.c) */
 	uint64_t audit_summarized, audit_summaries, audit_shed, audit_gaps;
+	uint64_t conns_refused;	  /* control connections refused (limits, agent/control.c) */
+	uint64_t conns_timed_out; /* closed by the agent: idle, timeouts, replies unread */
 };
 
 struct pending_record {
@@ -380,3 +382,5 @@ void control_task_ended(struct agent *a, struct task *t);
 /* The starting task exec'd (err NULL) or failed to launch (err says why). */
 void control_task_started(struct agent *a, struct task *t, const char *err);
 void control_close_all(struct agent *a);
+/* Closes the connections marked dead and those past their timeouts. */
+void control_tick(struct agent *a, uint64_t now_mono);

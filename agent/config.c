@@ -50,6 +50,10 @@ void config_init_defaults(struct agent_config *c)
 	c->batch_records = 500;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->spool_max_bytes = 1ULL << 30;
+	c->conn_per_uid = 32;
+	c->idle_timeout_ns = 60 * NSEC_PER_SEC;
+	c->request_timeout_ns = 10 * NSEC_PER_SEC;
+	c->send_timeout_ns = 30 * NSEC_PER_SEC;
 }
 
 void config_free(struct agent_config *c)
@@ -190,6 +194,22 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 		    strcmp(value, "warning") && strcmp(value, "err"))
 			return BAD("expected debug|info|notice|warning|err");
 		return set_str(&c->log_level, value);
+	}
+	if (IS("control", "max_connections_per_uid")) {
+		if (parse_u64(value, &u) < 0 || u < 1 || u > CONTROL_CONN_PER_UID_MAX)
+			return BAD("expected an integer 1-240");
+		c->conn_per_uid = (uint32_t)u;
+		return 0;
+	}
+	if (IS("control", "idle_timeout") || IS("control", "request_timeout") ||
+	    IS("control", "send_timeout")) {
+		if (parse_duration_ns(value, &u) < 0 || u < NSEC_PER_SEC / 10 ||
+		    u > 86400 * NSEC_PER_SEC)
+			return BAD("expected a duration from 100ms to 24h");
+		*(key[0] == 'i'	  ? &c->idle_timeout_ns
+		  : key[0] == 'r' ? &c->request_timeout_ns
+				  : &c->send_timeout_ns) = u;
+		return 0;
 	}
 	if (IS("metering", "bpf")) {
 		if (strcmp(value, "auto") == 0)

@@ -12,6 +12,12 @@ enum bpf_mode {
 	BPF_MODE_RAW_TP,
 };
 
+/* Control socket connections: at most CONTROL_CONN_MAX, of which the last
+ * CONTROL_CONN_RESERVED only root and the agent's group may take (agent/control.c). */
+#define CONTROL_CONN_MAX	 256
+#define CONTROL_CONN_RESERVED	 16
+#define CONTROL_CONN_PER_UID_MAX 240
+
 struct agent_config {
 	/* [agent] */
 	char *node;
@@ -67,6 +73,11 @@ struct agent_config {
 	/* [spool] */
 	uint64_t spool_max_bytes;
 	uint64_t spool_billing_reserve; /* only task.start/task.end may use it; 0 = max/10 */
+	/* [control] (agent/control.c) */
+	uint32_t conn_per_uid;	     /* connections one non-root uid may hold */
+	uint64_t idle_timeout_ns;    /* nothing asked, nothing owed: closed after this */
+	uint64_t request_timeout_ns; /* a request line must be complete within this */
+	uint64_t send_timeout_ns;    /* replies not read for this long: closed */
 };
 
 void config_init_defaults(struct agent_config *c);

@@ -10,6 +10,14 @@
  *   {"op":"wait","task":ID}                -> {"ok":true,"event":"ended","record":{...}}
  *   {"op":"status"}                        -> {"ok":true,"agent":{...}}
  * Errors: {"ok":false,"error":"message"}.
+ *
+ * Bounds, so that no local user can stall or lock out the agent (docs/design.md "Control
+ * socket bounds"): a connection whose unsent replies pass OUT_HIGH is not read (its pipelined
+ * requests wait) until they drain, and is closed past OUT_MAX or when its replies make no
+ * progress for send_timeout; a request line must be complete within request_timeout; a
+ * connection that asks nothing and is owed nothing is closed after idle_timeout. Each non-root
+ * uid holds at most conn_per_uid connections, and the last CONTROL_CONN_RESERVED of the
+ * CONTROL_CONN_MAX are only for root and the agent's group.
  */
 #include "accounting/spool.h"
 #include "agent/agent.h"
@@ -34,8 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONN_MAX 256
 #define REQ_MAX	 (1 << 20)
+#define OUT_HIGH (256u << 10) /* unsent bytes above which no request is read */
+#define OUT_MAX	 (16u << 20)  /* unsent bytes past which the connection is closed */
 
 struct conn {
 	int fd;
@@ -47,8 +56,14 @@ struct conn {
 	size_t in_len;
 	char *out;
 	size_t out_len, out_off;
-	bool closing;	  /* close after the output drains */
-	unsigned waiting; /* number of tasks this connection waits for */
+	bool closing;	      /* close after the output drains */
+	bool privileged;      /* root or the agent's group, at connect time */
+	bool paused;	      /* replies over OUT_HIGH: requests are not read */
+	bool dead;	      /* to be closed by control_tick (why: in log) */
+	unsigned waiting;     /* number of tasks this connection waits for */
+	uint64_t active_mono; /* last request or reply byte */
+	uint64_t req_mono;    /* first byte of the incomplete request in `in`, 0: none */
+	uint64_t out_mono;    /* last progress sending, while replies are pending */
 	struct conn *next;
 };
 
@@ -148,7 +163,8 @@ void control_close_all(struct agent *a)
 
 static void conn_update_events(struct agent *a, struct conn *c)
 {
-	struct epoll_event ev = {.events = EPOLLIN | (c->out_len > c->out_off ? EPOLLOUT : 0),
+	struct epoll_event ev = {.events = (c->paused || c->dead ? 0 : EPOLLIN) |
+					   (c->out_len > c->out_off ? EPOLLOUT : 0),
 				 .data.ptr = &c->w};
 
 	(void)epoll_ctl(a->epfd, EPOLL_CTL_MOD, c->fd, &ev);
@@ -167,6 +183,7 @@ static int conn_flush(struct agent *a, struct conn *c)
 			return -errno;
 		}
 		c->out_off += (size_t)n;
+		c->out_mono = c->active_mono = now_ns(CLOCK_MONOTONIC);
 	}
 	if (c->out_off == c->out_len) {
 		c->out_off = c->out_len = 0;
@@ -182,9 +199,24 @@ static void conn_send(struct agent *a, struct conn *c, json_t *reply)
 	char *nb;
 
 	json_decref(reply);
-	if (!txt)
+	if (!txt || c->dead) {
+		free(txt);
 		return;
+	}
 	n = strlen(txt);
+	if (c->out_len - c->out_off + n + 1 > OUT_MAX) {
+		/* not read while it asked for more: closed at the next tick, reply dropped */
+		a->stats.conns_timed_out++;
+		log_warning("control: closing the connection of uid %u pid %d: %zu bytes of "
+			    "replies unread (limit %u)",
+			    c->uid, (int)c->pid, c->out_len - c->out_off + n + 1, OUT_MAX);
+		free(txt);
+		c->dead = true;
+		conn_update_events(a, c);
+		return;
+	}
+	if (c->out_len == c->out_off)
+		c->out_mono = now_ns(CLOCK_MONOTONIC);
 	nb = realloc(c->out, c->out_len + n + 1);
 	if (!nb) {
 		free(txt);
@@ -390,6 +422,11 @@ static json_t *handle_status(struct agent *a)
 				    json_integer((json_int_t)a->stats.audit_shed));
 		json_object_set_new(ag, "audit_gaps",
 				    json_integer((json_int_t)a->stats.audit_gaps));
+		json_object_set_new(ag, "connections", json_integer(a->n_conns));
+		json_object_set_new(ag, "connections_refused",
+				    json_integer((json_int_t)a->stats.conns_refused));
+		json_object_set_new(ag, "connections_closed",
+				    json_integer((json_int_t)a->stats.conns_timed_out));
 	}
 	return j;
 }
@@ -486,22 +523,55 @@ void control_task_ended(struct agent *a, struct task *t)
 	}
 }
 
+/* Why a new connection of this peer is refused (NULL: it is served). */
+static const char *refusal(struct agent *a, uid_t uid, bool privileged, char *buf, size_t len)
+{
+	uint32_t mine = 0;
+
+	if (a->n_conns >= CONTROL_CONN_MAX)
+		return "agent busy: too many connections";
+	if (!privileged && a->n_conns >= CONTROL_CONN_MAX - CONTROL_CONN_RESERVED)
+		return "agent busy: too many connections (the rest are kept for root and the "
+		       "agent's group)";
+	if (uid == 0)
+		return NULL;
+	for (struct conn *c = a->conns; c; c = c->next)
+		mine += c->uid == uid;
+	if (mine >= a->cfg.conn_per_uid) {
+		snprintf(buf, len,
+			 "agent busy: uid %u already holds %u connections (the limit per user)",
+			 uid, mine);
+		return buf;
+	}
+	return NULL;
+}
+
 void control_on_accept(struct agent *a)
 {
 	for (;;) {
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
 		struct conn *c;
+		const char *why;
+		char buf[128];
+		bool privileged;
 		int fd = accept4(a->listenfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (fd < 0)
 			return;
-		if (a->n_conns >= CONN_MAX ||
-		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-			static const char busy[] = "{\"ok\":false,\"error\":\"agent busy: too many "
-						   "connections\"}\n";
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+			close(fd);
+			continue;
+		}
+		privileged = agent_is_privileged(a, cred.uid, cred.gid);
+		why = refusal(a, cred.uid, privileged, buf, sizeof(buf));
+		if (why) {
+			char line[256];
+			int n =
+			    snprintf(line, sizeof(line), "{\"ok\":false,\"error\":\"%s\"}\n", why);
 
-			(void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL);
+			a->stats.conns_refused++;
+			(void)!send(fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
 			continue;
 		}
@@ -514,6 +584,8 @@ void control_on_accept(struct agent *a)
 		c->uid = cred.uid;
 		c->gid = cred.gid;
 		c->pid = cred.pid;
+		c->privileged = privileged;
+		c->active_mono = now_ns(CLOCK_MONOTONIC);
 		c->w = (struct watch){.kind = WATCH_CONN, .ptr = c};
 		c->next = a->conns;
 		a->conns = c;
@@ -523,20 +595,53 @@ void control_on_accept(struct agent *a)
 	}
 }
 
+/* Handle the complete request lines read so far, while the replies stay under OUT_HIGH. */
+static void conn_process(struct agent *a, struct conn *c)
+{
+	char *nl;
+
+	while (!c->dead && c->out_len - c->out_off <= OUT_HIGH &&
+	       (nl = memchr(c->in, '\n', c->in_len))) {
+		size_t l = (size_t)(nl - c->in);
+
+		handle_line(a, c, c->in, l);
+		memmove(c->in, nl + 1, c->in_len - l - 1);
+		c->in_len -= l + 1;
+		c->active_mono = now_ns(CLOCK_MONOTONIC);
+		c->req_mono = c->in_len ? c->active_mono : 0;
+	}
+	c->paused = c->out_len - c->out_off > OUT_HIGH;
+	conn_update_events(a, c);
+}
+
 void control_on_conn(struct agent *a, struct conn *c, uint32_t events)
 {
+	/* marked while answering (safe to free only here, outside the waiter lists), or gone
+	 * while its replies wait: they cannot be delivered */
+	if (c->dead || (c->paused && (events & (EPOLLHUP | EPOLLERR)))) {
+		conn_free(a, c);
+		return;
+	}
 	if (events & EPOLLOUT) {
 		if (conn_flush(a, c) < 0) {
 			conn_free(a, c);
 			return;
 		}
+		/* drained enough: the requests read meanwhile, then reading again (the time the
+		 * agent did not read is not the client's to count against request_timeout) */
+		if (c->paused && c->out_len - c->out_off <= OUT_HIGH) {
+			c->req_mono = c->in_len ? now_ns(CLOCK_MONOTONIC) : 0;
+			conn_process(a, c);
+			if (c->paused)
+				return;
+		}
 	}
-	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+	if (!c->paused && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
 		char buf[65536];
 
-		for (;;) {
+		while (!c->paused && !c->dead) {
 			ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
-			char *nl, *nb;
+			char *nb;
 
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -556,16 +661,49 @@ void control_on_conn(struct agent *a, struct conn *c, uint32_t events)
 				conn_free(a, c);
 				return;
 			}
+			if (!c->in_len)
+				c->req_mono = now_ns(CLOCK_MONOTONIC);
 			c->in = nb;
 			memcpy(c->in + c->in_len, buf, (size_t)n);
 			c->in_len += (size_t)n;
-			while ((nl = memchr(c->in, '\n', c->in_len))) {
-				size_t l = (size_t)(nl - c->in);
+			conn_process(a, c);
+		}
+	}
+}
 
-				handle_line(a, c, c->in, l);
-				memmove(c->in, nl + 1, c->in_len - l - 1);
-				c->in_len -= l + 1;
-			}
+/* Every tick: close what control_on_conn marked, and what timed out. */
+void control_tick(struct agent *a, uint64_t now)
+{
+	struct conn *next;
+
+	for (struct conn *c = a->conns; c; c = next) {
+		char msg[160];
+
+		next = c->next;
+		if (c->dead) {
+			conn_free(a, c);
+		} else if (c->out_len > c->out_off && now - c->out_mono >= a->cfg.send_timeout_ns) {
+			a->stats.conns_timed_out++;
+			log_notice("control: closing the connection of uid %u pid %d: its replies "
+				   "were not read for %.1fs",
+				   c->uid, (int)c->pid, (double)a->cfg.send_timeout_ns / 1e9);
+			conn_free(a, c);
+		} else if (c->req_mono && c->out_len == c->out_off &&
+			   now - c->req_mono >= a->cfg.request_timeout_ns) {
+			a->stats.conns_timed_out++;
+			snprintf(
+			    msg, sizeof(msg),
+			    "{\"ok\":false,\"error\":\"request: not complete within %.1fs\"}\n",
+			    (double)a->cfg.request_timeout_ns / 1e9);
+			(void)!send(c->fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+			log_notice("control: closing the connection of uid %u pid %d: request not "
+				   "complete within %.1fs",
+				   c->uid, (int)c->pid, (double)a->cfg.request_timeout_ns / 1e9);
+			conn_free(a, c);
+		} else if (c->out_len == c->out_off && !c->in_len && !c->waiting &&
+			   now - c->active_mono >= a->cfg.idle_timeout_ns) {
+			a->stats.conns_timed_out++;
+			conn_free(a, c);
 		}
 	}
 }

@@ -134,6 +134,14 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	  "in audit.gap records).",
 	  a->stats.audit_shed);
 	C("corral_audit_gaps_total", "audit.gap records emitted.", a->stats.audit_gaps);
+	G("corral_control_connections", "Control socket connections open.", a->n_conns);
+	C("corral_control_connections_refused_total",
+	  "Control connections refused (per-user limit, slots kept for root and the agent's "
+	  "group).",
+	  a->stats.conns_refused);
+	C("corral_control_connections_closed_total",
+	  "Control connections the agent closed (idle, request or send timeout, replies unread).",
+	  a->stats.conns_timed_out);
 	G("corral_bpf_loaded", "1 if the BPF metering programs are attached.", a->meter ? 1 : 0);
 	if (gpu_glue_stats(a, &gs)) {
 		G("corral_gpus", "GPUs found via NVML.", gs.gpus);

@@ -282,6 +282,21 @@ static void test_config(void **state)
 			 -EINVAL);
 	assert_non_null(strstr(err, "cpu_accounting"));
 	assert_non_null(strstr(err, "exit|switch"));
+	/* [control] bounds: defaults, values, errors naming the key */
+	assert_int_equal(c.conn_per_uid, 32);
+	assert_int_equal(c.idle_timeout_ns, 60 * NSEC_PER_SEC);
+	assert_int_equal(
+	    config_set(&c, "control", "max_connections_per_uid", "8", err, sizeof(err)), 0);
+	assert_int_equal(c.conn_per_uid, 8);
+	assert_int_equal(
+	    config_set(&c, "control", "max_connections_per_uid", "241", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "max_connections_per_uid"));
+	assert_int_equal(config_set(&c, "control", "request_timeout", "2s", err, sizeof(err)), 0);
+	assert_int_equal(c.request_timeout_ns, 2 * NSEC_PER_SEC);
+	assert_int_equal(config_set(&c, "control", "send_timeout", "500ms", err, sizeof(err)), 0);
+	assert_int_equal(c.send_timeout_ns, NSEC_PER_SEC / 2);
+	assert_int_equal(config_set(&c, "control", "idle_timeout", "0", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "idle_timeout"));
 	unlink(path);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -ENOENT);
 	config_free(&c);

@@ -1,0 +1,188 @@
+#!/bin/bash
+# Hostile local clients against corrald's control socket (agent/control.c bounds):
+#  1. a client pipelining {"op":"ps","all":true} that never reads: the agent stops reading it
+#     (what the client manages to send stays bounded), the agent's memory stays bounded, other
+#     clients are served, and the connection is closed after send_timeout;
+#  2. 300 idle connections from one non-root user: max_connections_per_uid of them held, the
+#     rest refused at once; root's status and run are served; the idle ones are closed after
+#     idle_timeout;
+#  3. an incomplete request line: answered with an error and closed after request_timeout;
+#  4. eight users holding every unreserved slot: a ninth user is refused, root still served.
+# "Served" means answered within LAT_MAX seconds (a generous bound on this shared host; the
+# figures printed are the measured ones).
+. "$(dirname "$0")/lib.sh"
+need_root
+LAT_MAX=2
+# (socket_mode 0666: every local user may connect, the widest exposure)
+cat >"$T/ctl.conf" <<CONF
+[agent]
+socket_mode = 0666
+[control]
+idle_timeout = 3s
+request_timeout = 2s
+send_timeout = 4s
+max_connections_per_uid = 32
+CONF
+start_agent --no-bpf --config "$T/ctl.conf"
+# ended tasks, so that each ps --all answer is large (about 100 KB)
+"$O/tests/bench/helper_launch_bench" 300 throughput "$SOCK" 8 >/dev/null || fail "launching 300 tasks"
+
+# timed CMD...: runs it, prints the seconds it took; fails the check past LAT_MAX
+timed() {
+	local t0 t1 s
+	t0=$(date +%s%N)
+	"$@" >/dev/null 2>"$T/timed.err" || { echo "failed: $(cat "$T/timed.err")"; return 1; }
+	t1=$(date +%s%N)
+	s=$(awk -v d=$((t1 - t0)) 'BEGIN{printf "%.3f", d / 1e9}')
+	echo "$s"
+	awk -v s="$s" -v m=$LAT_MAX 'BEGIN{exit !(s < m)}'
+}
+rss_kb() { awk '/^VmRSS/{print $2}' /proc/$AGENT_PID/status; }
+# waits until FILE has a line starting with WORD
+wait_line() { for _ in $(seq 150); do grep -q "^$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+PY=$T/clients.py
+cat >"$PY" <<'PYEOF'
+import os, select, socket, sys, time
+sock, mode = sys.argv[1], sys.argv[2]
+
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    return s
+
+def drain_to_eof(s, limit):
+    """Reads until EOF or limit seconds; returns (bytes, eof)."""
+    s.setblocking(True)
+    s.settimeout(0.5)
+    got, end = b"", time.time() + limit
+    while time.time() < end:
+        try:
+            d = s.recv(1 << 20)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return got, True
+        if not d:
+            return got, True
+        got += d
+    return got, False
+
+if mode == "hog":
+    # pipelines ps --all for `secs` seconds, never reading; then waits for the agent to close
+    secs = float(sys.argv[3])
+    s = conn()
+    s.setblocking(False)
+    req = b'{"op":"ps","all":true}\n' * 64
+    sent, end = 0, time.time() + secs
+    while time.time() < end:
+        try:
+            sent += s.send(req)
+        except BlockingIOError:
+            select.select([], [s], [], 0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    print("sent", sent, flush=True)
+    got, eof = drain_to_eof(s, 15)
+    print("read", len(got), "eof", int(eof), flush=True)
+elif mode == "idle":
+    # as uid: n connections held idle; counts the refused ones, then waits for the closes
+    uid, n = int(sys.argv[3]), int(sys.argv[4])
+    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+    cs = [conn() for _ in range(n)]
+    time.sleep(0.5)
+    held, refused, why = [], 0, ""
+    for s in cs:
+        r, _, _ = select.select([s], [], [], 0)
+        if r:
+            d = s.recv(4096)
+            if b"agent busy" in d:
+                refused += 1
+                why = d.decode().strip()
+                s.close()
+                continue
+        held.append(s)
+    print("held", len(held), "refused", refused, "why", why, flush=True)
+    # every held connection is closed by the agent once idle_timeout has passed
+    closed = 0
+    end = time.time() + 15
+    for s in held:
+        _, eof = drain_to_eof(s, max(0.1, end - time.time()))
+        closed += eof
+    print("closed", closed, flush=True)
+elif mode == "partial":
+    s = conn()
+    s.sendall(b'{"op":')
+    t0 = time.time()
+    got, eof = drain_to_eof(s, 15)
+    print("eof", int(eof), "after %.1f" % (time.time() - t0), got.decode().strip(), flush=True)
+PYEOF
+
+# --- 1. pipelining ps --all, never reading ----------------------------------------------------
+rss0=$(rss_kb)
+python3 "$PY" "$SOCK" hog 8 >"$T/hog.out" 2>&1 &
+HOG=$!
+lat=
+for _ in $(seq 5); do
+	l=$(timed ctl status) || fail "status while a client pipelines ps --all: $l"
+	lat="$lat $l"
+	sleep 1
+done
+wait_line "$T/hog.out" sent
+rss1=$(rss_kb)
+sent=$(awk '/^sent/{print $2}' "$T/hog.out")
+# (under AddressSanitizer freed memory sits in its quarantine: resident size says nothing)
+grow_max=16384
+grep -q __asan_init "$CORRALD" && grow_max=1000000000
+[ "${sent:-0}" -lt $((4 << 20)) ] && [ $((rss1 - rss0)) -lt $grow_max ] \
+	&& pass "a client pipelining ps --all without reading for 8 s: it could send $sent bytes, its resident memory grew $((rss1 - rss0)) kB" \
+	|| fail "pipelining: the client sent $sent bytes, the agent grew from $rss0 to $rss1 kB"
+pass "status during it answered in:$lat s (each < $LAT_MAX s)"
+wait $HOG
+grep -q "eof 1" "$T/hog.out" && grep -q "replies were not read" "$T/agent.log" \
+	&& pass "the non-reading client was closed after send_timeout (logged)" \
+	|| fail "non-reading client not closed: $(cat "$T/hog.out")"
+
+# --- 2. 300 idle connections from one user ---------------------------------------------------
+python3 "$PY" "$SOCK" idle 65534 300 >"$T/idle.out" 2>&1 &
+IDLE=$!
+wait_line "$T/idle.out" held
+read -r _ held _ refused _ <"$T/idle.out"
+conns=$(ctl status | jget connections)
+ls=$(timed ctl status) || fail "root's status with 300 idle connections of uid 65534: $ls"
+lr=$(timed ctl run --wait -- /bin/true) || fail "root's run with 300 idle connections of uid 65534: $lr"
+[ "$held" = 32 ] && [ "$refused" = 268 ] && [ "$conns" = 33 ] \
+	&& pass "300 idle connections of uid 65534: 32 held, 268 refused ($(sed -n 's/.*why //p' "$T/idle.out" | sed 's/.*"error":"//; s/"}$//')); root's status ${ls}s, run --wait ${lr}s" \
+	|| fail "idle flood: held $held refused $refused, agent counts $conns connections"
+wait $IDLE
+grep -q "^closed 32" "$T/idle.out" && [ "$(ctl status | jget connections)" = 1 ] \
+	&& pass "the 32 idle connections were closed after idle_timeout" \
+	|| fail "idle connections: $(tail -n1 "$T/idle.out"), agent has $(ctl status | jget connections)"
+
+# --- 3. an incomplete request ----------------------------------------------------------------
+python3 "$PY" "$SOCK" partial >"$T/partial.out" 2>&1
+grep -q 'eof 1 .*request: not complete within 2.0s' "$T/partial.out" \
+	&& pass "an incomplete request is answered and closed after request_timeout: $(cat "$T/partial.out")" \
+	|| fail "incomplete request: $(cat "$T/partial.out")"
+
+# --- 4. eight users fill every unreserved slot -------------------------------------------------
+# (idle_timeout back to its default: the slots must stay taken while they are counted)
+stop_agent
+printf '[agent]\nsocket_mode = 0666\n' >"$T/open.conf"
+start_agent --no-bpf --config "$T/open.conf"
+P=()
+for k in $(seq 8); do
+	python3 "$PY" "$SOCK" idle $((60000 + k)) 30 >"$T/fill$k.out" 2>&1 &
+	P+=($!)
+	wait_line "$T/fill$k.out" held
+done
+python3 "$PY" "$SOCK" idle 60100 1 >"$T/ninth.out" 2>&1 &
+P+=($!)
+wait_line "$T/ninth.out" held
+total=$(cat "$T"/fill*.out | awk '/^held/{s+=$2} END{print s}')
+ls=$(timed ctl status) || fail "root's status with every unreserved slot taken: $ls"
+grep -q "refused 1 why .*kept for root" "$T/ninth.out" && [ "$total" = 240 ] \
+	&& pass "8 users hold all 240 unreserved connections: a ninth user is refused, root's status ${ls}s" \
+	|| fail "slots: held $total, ninth: $(cat "$T/ninth.out")"
+kill "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null
+finish
