@@ -72,6 +72,10 @@ struct spool {
 	bool cur_valid;
 
 	struct spool_stats st;
+
+	/* damaged regions not yet handed to spool_take_damage */
+	struct spool_damage damage[SPOOL_DAMAGE_QUEUE];
+	size_t n_damage;
 };
 
 /* ---- CRC32C (Castagnoli), table driven -------------------------------------------------- */
@@ -223,6 +227,67 @@ static int dir_sync(struct spool *s)
 	return fsync(s->dfd) < 0 ? -errno : 0;
 }
 
+/* ---- damaged regions -------------------------------------------------------------------- */
+
+/*
+ * A region that did not verify: keep its bytes in damaged/ (O_EXCL: a region an earlier open
+ * already kept is not new, so each is reported and counted once) and queue the report.
+ */
+static void note_damage(struct spool *s, uint64_t seg, uint64_t off, const unsigned char *bytes,
+			size_t len, uint64_t next_seq, bool torn)
+{
+	struct spool_damage d = {
+	    .segment = seg, .offset = off, .length = len, .next_seq = next_seq, .torn = torn};
+	size_t keep = MIN(len, (size_t)SPOOL_DAMAGE_KEEP_MAX);
+	char path[96];
+	int fd;
+
+	snprintf(d.file, sizeof(d.file), "seg-%020" PRIu64 "-at-%" PRIu64 "%s.bin", seg, off,
+		 torn ? "-torn" : "");
+	snprintf(path, sizeof(path), "damaged/%s", d.file);
+	if (mkdirat(s->dfd, "damaged", 0700) < 0 && errno != EEXIST) {
+		d.keep_error = -errno;
+	} else {
+		fd = openat(s->dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			    0600);
+		if (fd < 0 && errno == EEXIST)
+			return; /* kept and reported before */
+		if (fd < 0) {
+			d.keep_error = -errno;
+		} else {
+			if (write(fd, bytes, keep) != (ssize_t)keep)
+				d.keep_error = -EIO;
+			else if (!s->no_fsync && fsync(fd) < 0)
+				d.keep_error = -errno;
+			close(fd);
+		}
+	}
+	if (d.keep_error)
+		d.file[0] = 0;
+	if (!torn)
+		s->st.corrupt_frames++;
+	if (s->n_damage < SPOOL_DAMAGE_QUEUE)
+		s->damage[s->n_damage++] = d;
+}
+
+size_t spool_take_damage(struct spool *s, struct spool_damage *ret, size_t max)
+{
+	size_t n = MIN(max, s->n_damage);
+
+	memcpy(ret, s->damage, n * sizeof(*ret));
+	memmove(s->damage, s->damage + n, (s->n_damage - n) * sizeof(*ret));
+	s->n_damage -= n;
+	return n;
+}
+
+/* seq of the valid entry at buf[pos..n), 0 if none */
+static uint64_t seq_at(const unsigned char *buf, size_t n, size_t pos)
+{
+	struct hdr h;
+
+	return entry_valid_at(buf, n, pos, 0, &h) ? h.seq : 0;
+}
+
 /* ---- open / recovery --------------------------------------------------------------------- */
 
 /*
@@ -271,6 +336,7 @@ static int scan_segment(struct spool *s, struct segment *g, bool last, uint64_t 
 		next = resync(buf, n, pos, min_seq);
 		if (next == n && last) {
 			/* torn tail: a crash mid-append; drop it so appends continue cleanly */
+			note_damage(s, g->name_seq, pos, buf + pos, n - pos, 0, true);
 			if (ftruncate(fd, (off_t)pos) < 0)
 				return -errno;
 			if (!s->no_fsync && fsync(fd) < 0)
@@ -281,6 +347,8 @@ static int scan_segment(struct spool *s, struct segment *g, bool last, uint64_t 
 		}
 		s->st.corrupt_entries_skipped++;
 		s->st.corrupt_bytes_skipped += next - pos;
+		note_damage(s, g->name_seq, pos, buf + pos, next - pos, seq_at(buf, n, next),
+			    false);
 		g->damaged = true;
 		pos = next;
 	}
@@ -843,6 +911,8 @@ static int read_entry(struct spool *s, int fd, const struct segment *g, uint64_t
 			if (r < 0)
 				return r == -ENODATA ? -EIO : r;
 			next = resync(tmp, rest, 0, min_seq);
+			note_damage(s, g->name_seq, *off, tmp, next, seq_at(tmp, rest, next),
+				    false);
 			*off += next;
 		}
 	}

@@ -39,6 +39,9 @@ struct spool_stats {
 	uint64_t torn_bytes_truncated;
 	uint64_t corrupt_entries_skipped; /* damaged regions skipped in the middle of segments */
 	uint64_t corrupt_bytes_skipped;
+	/* damaged regions (middle of a segment, at open or found later) seen for the first time:
+	 * each is kept in damaged/ and reported once by spool_take_damage */
+	uint64_t corrupt_frames;
 	uint64_t segments;
 	uint64_t acked_upto; /* highest acked sequence number (persisted) */
 	uint64_t next_seq;   /* sequence number the next append gets */
@@ -89,3 +92,24 @@ bool spool_fits(const struct spool *s, size_t n, uint64_t payload_bytes, enum sp
 /* Lowest unacked sequence number (0 if empty). */
 uint64_t spool_first_unacked(const struct spool *s);
 void spool_get_stats(const struct spool *s, struct spool_stats *ret);
+
+/*
+ * A region of a segment that did not verify (bad magic, length, sequence or CRC) and was
+ * skipped (corrupt) or, at the end of the last segment at open, truncated (torn). Its bytes
+ * (at most SPOOL_DAMAGE_KEEP_MAX) are kept in <dir>/damaged/<file> for inspection; a region
+ * whose file already exists (seen by an earlier open) is not reported again.
+ */
+#define SPOOL_DAMAGE_KEEP_MAX (1024 * 1024)
+struct spool_damage {
+	uint64_t segment; /* the segment's name seq (seg-<20 digits>.log) */
+	uint64_t offset;  /* first byte of the region */
+	uint64_t length;
+	uint64_t next_seq; /* seq of the first valid entry after it, 0 if none */
+	bool torn;	   /* truncated tail of the last segment (a crash mid-append) */
+	char file[64];	   /* name under damaged/, "" if it could not be kept */
+	int keep_error;	   /* -errno of keeping it, 0 if kept */
+};
+/* Hands out the regions found since the last call (at most max); returns their number.
+ * Beyond SPOOL_DAMAGE_QUEUE of them unreported, the rest are only counted. */
+#define SPOOL_DAMAGE_QUEUE 64
+size_t spool_take_damage(struct spool *s, struct spool_damage *ret, size_t max);

@@ -191,6 +191,9 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		G("corral_spool_pending_records", "Records waiting for the collector's ack.",
 		  ss.entries_pending);
 		G("corral_spool_bytes", "Bytes of spool on disk.", ss.bytes_on_disk);
+		C("corral_spool_corrupt_frames_total",
+		  "Damaged spool regions skipped (each logged once and kept in spool/damaged/).",
+		  ss.corrupt_frames);
 		C("corral_spool_torn_bytes_truncated_total", "Torn tail bytes truncated at open.",
 		  ss.torn_bytes_truncated);
 	}
@@ -351,6 +354,40 @@ static int metrics_start(struct agent *a)
 }
 
 /* Acked entries leave the spool: the audit chain head must be durable first (state.c). */
+/* Each damaged region of the spool, once: what was lost, where its bytes are kept. */
+static void spool_report_damage(struct agent *a)
+{
+	struct spool_damage d[8];
+	size_t n;
+
+	while (a->spool && (n = spool_take_damage(a->spool, d, ARRAY_SIZE(d))) > 0)
+		for (size_t i = 0; i < n; i++) {
+			char next[64] = "";
+
+			if (d[i].next_seq)
+				snprintf(next, sizeof(next), "; delivery goes on at entry %llu",
+					 (unsigned long long)d[i].next_seq);
+			if (d[i].torn)
+				log_warning(
+				    "spool: segment %020llu: torn tail of %llu bytes at offset "
+				    "%llu (a write cut short by a crash) truncated%s%s%s",
+				    (unsigned long long)d[i].segment,
+				    (unsigned long long)d[i].length,
+				    (unsigned long long)d[i].offset,
+				    d[i].file[0] ? "; kept in damaged/" : "", d[i].file, next);
+			else
+				log_error(
+				    "spool: segment %020llu: %llu damaged bytes at offset %llu "
+				    "do not verify (CRC, header or sequence): the record(s) in "
+				    "them are lost; %s%s%s",
+				    (unsigned long long)d[i].segment,
+				    (unsigned long long)d[i].length,
+				    (unsigned long long)d[i].offset,
+				    d[i].file[0] ? "kept in damaged/" : "could not be kept: ",
+				    d[i].file[0] ? d[i].file : strerror(-d[i].keep_error), next);
+		}
+}
+
 /* A record id the collector holds with another body: not stored, set aside, said loudly. */
 static void upl_on_conflict(void *ud, const char *record_id, uint64_t spool_seq)
 {
@@ -396,6 +433,7 @@ int agent_hooks_init(struct agent *a)
 		log_error("spool %s: %s", dir, strerror(-r));
 		return r;
 	}
+	spool_report_damage(a);
 	r = syncer_start(&a->syncer);
 	if (r < 0)
 		log_warning("spool: no syncer thread (%s): the loop waits for each fdatasync",
@@ -454,6 +492,7 @@ int agent_hooks_init(struct agent *a)
 void agent_hooks_tick(struct agent *a, uint64_t now)
 {
 	(void)now;
+	spool_report_damage(a);
 	if (a->upl) {
 		struct upl_stats us;
 		static char last_err[UPL_ERROR_MAX];

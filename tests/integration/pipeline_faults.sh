@@ -6,7 +6,9 @@
 #  4. the agent restarted with an empty state directory on the same boot: every record arrives
 #     (record ids carry the state directory's instance id), none is answered duplicate;
 #  5. a record id the collector holds with another body: answered conflict, kept with both
-#     bodies, counted, logged and set aside by the agent, and the stream goes on.
+#     bodies, counted, logged and set aside by the agent, and the stream goes on;
+#  6. a flipped byte in a spool segment while the agent is down: that frame logged once,
+#     counted, kept in spool/damaged/, every other record delivered.
 . "$(dirname "$0")/lib.sh"
 need_root
 N=${PIPELINE_N:-1000}
@@ -156,4 +158,50 @@ dl=$(grep -c '"status":"conflict"' "$STATE/dead-letter.ndjson" 2>/dev/null)
 [ "$dl" = 1 ] && [ "$am" = 1 ] && grep -q "record $rid .*CONFLICTS" "$T/agent.log" \
 	&& pass "agent set it aside (dead-letter, corral_upload_conflicts_total $am) and logged it" \
 	|| fail "agent: dead-letter lines $dl, metric $am, log: $(grep -c CONFLICTS "$T/agent.log")"
+stop_agent
+
+# --- 6. a flipped byte in the spool -------------------------------------------------------------
+stop_collector
+rm -rf "$STATE"
+run_fresh
+stop_agent
+# Truth from the segment file itself: its frames (24-byte header, length at 4), and the
+# record_id of the 10th, whose payload gets one byte flipped in its middle.
+read -r frames lost < <(python3 - "$STATE"/spool/seg-*.log <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+b = bytearray(open(path, "rb").read())
+pos, frames, lost = 0, 0, None
+while pos + 24 <= len(b):
+    (n,) = struct.unpack_from("<I", b, pos + 4)
+    frames += 1
+    if frames == 10:
+        lost = json.loads(bytes(b[pos + 24:pos + 24 + n]))["record_id"]
+        b[pos + 24 + n // 2] ^= 0x20
+    pos += 24 + n
+open(path, "r+b").write(b)
+print(frames, lost)
+PY
+)
+# started twice before the collector is back: the damage is found at each open, reported once
+start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
+	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
+cf1=$(metric $MPORT corral_spool_corrupt_frames_total)
+stop_agent
+start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
+	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
+start_collector
+before=$(q "SELECT count(*) FROM records")
+drained >/dev/null
+stored=$(($(q "SELECT count(*) FROM records") - before))
+gone=$(q "SELECT count(*) FROM records WHERE record_id = '$lost'")
+cf=$(metric $MPORT corral_spool_corrupt_frames_total)
+logged=$(grep -c 'damaged bytes at offset' "$T/agent.log")
+kept=$(cat "$STATE"/spool/damaged/*.bin 2>/dev/null | grep -c "$lost")
+[ "$stored" = $((frames - 1)) ] && [ "$gone" = 0 ] \
+	&& pass "flipped byte in the spool: $stored of $frames records delivered, only the damaged one ($lost) missing" \
+	|| fail "flipped byte: $stored of $frames delivered (want $((frames - 1))), damaged one stored: $gone"
+[ "$logged" = 1 ] && [ "$kept" = 1 ] && [ "$cf1" = 1 ] && [ "$cf" = 0 ] \
+	&& pass "the damaged frame: logged once over two starts, counted (corral_spool_corrupt_frames_total $cf1 by the start that found it), kept in spool/damaged/" \
+	|| fail "damaged frame: logged $logged, kept $kept, metric $cf1 then $cf (want 1 then 0: reported before)"
 finish

@@ -258,8 +258,10 @@ static void test_corrupt_crc(void **state)
 	/* 2 entries of 24+4 bytes per segment */
 	struct spool *s = open_spool(t, 0, 2 * (HDR + 4), 0);
 	struct spool_stats st;
+	struct spool_damage dmg[8];
 	struct got g = {0};
-	char path[128], buf[8];
+	char path[128], buf[8], kept[256];
+	struct stat sb;
 
 	for (int i = 1; i <= 6; i++) {
 		snprintf(buf, sizeof(buf), "e%03d", i);
@@ -283,6 +285,22 @@ static void test_corrupt_crc(void **state)
 	assert_int_equal(spool_peek(s, 1, 100, SIZE_MAX, collect, &g), 4);
 	assert_string_equal(g.data[0], "e002");
 	assert_string_equal(g.data[3], "e005");
+	/* each region reported once, its bytes kept in damaged/ */
+	assert_int_equal(st.corrupt_frames, 1);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 2);
+	assert_int_equal(dmg[0].segment, 1);
+	assert_int_equal(dmg[0].offset, 0);
+	assert_int_equal(dmg[0].length, HDR + 4);
+	assert_int_equal(dmg[0].next_seq, 2);
+	assert_false(dmg[0].torn);
+	assert_string_equal(dmg[0].file, "seg-00000000000000000001-at-0.bin");
+	snprintf(kept, sizeof(kept), "%s/damaged/%s", t->dir, dmg[0].file);
+	assert_int_equal(stat(kept, &sb), 0);
+	assert_int_equal(sb.st_size, HDR + 4);
+	assert_true(dmg[1].torn);
+	assert_int_equal(dmg[1].segment, 5);
+	assert_int_equal(dmg[1].offset, HDR + 4);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 0);
 	/* acking through the damaged segment works and deletes it */
 	assert_int_equal(spool_ack(s, 2), 0);
 	spool_get_stats(s, &st);
@@ -294,6 +312,21 @@ static void test_corrupt_crc(void **state)
 	memset(&g, 0, sizeof(g));
 	assert_int_equal(spool_peek(s, 3, 100, SIZE_MAX, collect, &g), 2);
 	assert_string_equal(g.data[0], "e004");
+	assert_int_equal(spool_take_damage(s, dmg, 8), 1);
+	assert_int_equal(dmg[0].segment, 3);
+	assert_int_equal(dmg[0].next_seq, 4);
+	memset(&g, 0, sizeof(g));
+	assert_int_equal(spool_peek(s, 3, 100, SIZE_MAX, collect, &g), 2);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 0); /* read again: not new */
+	spool_get_stats(s, &st);
+	assert_int_equal(st.corrupt_frames, 2);
+	spool_close(s);
+	/* the next open skips it again, but it was reported: not again */
+	s = open_spool(t, 0, 2 * (HDR + 4), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.corrupt_entries_skipped, 1);
+	assert_int_equal(st.corrupt_frames, 0);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 0);
 	spool_close(s);
 }
 
