@@ -803,12 +803,45 @@ void task_collect_usage(struct agent *a, struct task *t)
 	collect_usage(a, t, NULL);
 }
 
+/*
+ * usage_detail.block_read_bytes / block_write_bytes: storage bytes the task caused. With the
+ * BPF meter, the kernel's per-task IO accounting (task->ioac read_bytes, write_bytes minus
+ * cancelled: what /proc/PID/io shows, direct IO included, buffered writes counted when dirtied);
+ * else the cgroup's block counters where they are kept. Where neither measures them, the
+ * fields are absent and block_bytes_source says "not_measured": never a 0 that means unknown.
+ */
+static void block_bytes(struct task *t, const struct meter_usage *mu, const struct cg_stats *st)
+{
+	json_t *d = t->usage_detail;
+	const char *src = "not_measured";
+	uint64_t rd = 0, wr = 0;
+
+	if (mu && mu->blk_measured) {
+		rd = mu->blk_read_bytes;
+		wr = mu->blk_write_bytes;
+		src = "ebpf";
+	} else if (st && st->io_measured) {
+		rd = st->io_read_bytes;
+		wr = st->io_write_bytes;
+		src = "cgroup";
+	}
+	json_object_set_new(d, "block_bytes_source", json_string(src));
+	if (strcmp(src, "not_measured") == 0) {
+		json_object_del(d, "block_read_bytes");
+		json_object_del(d, "block_write_bytes");
+		return;
+	}
+	json_object_set_new(d, "block_read_bytes", json_integer((json_int_t)rd));
+	json_object_set_new(d, "block_write_bytes", json_integer((json_int_t)wr));
+}
+
 /* pre: the cgroup's stats, read after it was found empty (final), or NULL to read them. */
 static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	struct cg_stats st = {0};
 	uint64_t end = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
-	bool have;
+	struct meter_usage mu;
+	bool have, have_mu = false;
 	json_t *d;
 
 	t->usage.wall_ns = end > t->start_ns ? end - t->start_ns : 0;
@@ -838,25 +871,28 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 			t->usage.memory_peak_bytes = st.memory_peak;
 			t->sources[ACCT_U_MEMORY_PEAK_BYTES] = ACCT_SRC_CGROUP;
 		}
-		t->usage.io_read_bytes = st.io_read_bytes;
-		t->usage.io_write_bytes = st.io_write_bytes;
-		t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_CGROUP;
-		t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_CGROUP;
+		if (st.io_measured) {
+			t->usage.io_read_bytes = st.io_read_bytes;
+			t->usage.io_write_bytes = st.io_write_bytes;
+			t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_CGROUP;
+			t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_CGROUP;
+		}
 		t->usage.memory_byte_seconds = t->mem_byte_seconds_cg;
 		t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_CGROUP;
 		json_object_set_new(d, "cgroup_cpu_ns", json_integer((json_int_t)st.cpu_usage_ns));
 		json_object_set_new(d, "cgroup_memory_peak_bytes",
 				    json_integer((json_int_t)st.memory_peak));
 		json_object_set_new(d, "cgroup_oom_kills", json_integer((json_int_t)st.oom_kills));
-		json_object_set_new(d, "block_read_bytes",
-				    json_integer((json_int_t)st.io_read_bytes));
-		json_object_set_new(d, "block_write_bytes",
-				    json_integer((json_int_t)st.io_write_bytes));
+		if (st.io_measured) {
+			json_object_set_new(d, "cgroup_block_read_bytes",
+					    json_integer((json_int_t)st.io_read_bytes));
+			json_object_set_new(d, "cgroup_block_write_bytes",
+					    json_integer((json_int_t)st.io_write_bytes));
+		}
 	}
 	if (a->meter && !t->adopted) {
-		struct meter_usage mu;
-
 		if (meter_read(a->meter, t->key, &mu) == 0) {
+			have_mu = true;
 			/*
 			 * Threads whose CPU is not all in the BPF figure (a full map, or final
 			 * figures that never came): the cgroup's counter, exact, stays the CPU
@@ -914,6 +950,7 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 	}
 	if (!a->meter)
 		tsglue_usage(a, t);
+	block_bytes(t, have_mu ? &mu : NULL, have ? &st : NULL);
 	gpu_glue_usage(a, t);
 }
 

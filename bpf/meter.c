@@ -743,6 +743,7 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.blk_write_bytes = sl.blk_write_bytes > sl.blk_cancelled_bytes
 				? sl.blk_write_bytes - sl.blk_cancelled_bytes
 				: 0;
+	u.blk_measured = !m->io_from_syscalls;
 	u.blk_issued_read_bytes = mt.rq_read_bytes;
 	u.blk_issued_write_bytes = mt.rq_write_bytes;
 	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;

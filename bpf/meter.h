@@ -47,6 +47,7 @@ struct meter_usage {
 	 * writes are counted when pages are dirtied). 0 with io_from_syscalls. */
 	uint64_t blk_read_bytes;
 	uint64_t blk_write_bytes;
+	bool blk_measured; /* false with io_from_syscalls: blk_* are then not measured */
 	uint64_t net_rx_bytes, net_tx_bytes; /* cgroup_skb, 0 without a unified cgroup */
 	uint64_t net_rx_packets, net_tx_packets;
 	uint32_t procs_alive; /* tracked processes still alive */

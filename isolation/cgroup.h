@@ -56,6 +56,9 @@ struct cg_stats {
 	uint64_t oom_events;	/* memory.events oom (limit hit) */
 	uint64_t io_read_bytes; /* io.stat rbytes / blkio.throttle.io_service_bytes Read */
 	uint64_t io_write_bytes;
+	/* The two above were read (v2 io.stat; v1: the task has a blkio group, whose counters the
+	 * kernel keeps only for devices that have a throttle rule). False: not measured. */
+	bool io_measured;
 	uint64_t pids_current;
 };
 

@@ -350,6 +350,7 @@ static int v1_stats(const struct cg_task *t, struct cg_stats *s)
 		r = cg_parse_blkio_bytes(buf, &s->io_read_bytes, &s->io_write_bytes);
 		if (r < 0)
 			return r;
+		s->io_measured = true;
 		free(TAKE_PTR(buf));
 	}
 	fd = cg_task_ctrl_fd(t, CG_C_PIDS);

@@ -276,6 +276,7 @@ static int v2_stats(const struct cg_task *t, struct cg_stats *s)
 		r = cg_parse_io_stat(buf, &s->io_read_bytes, &s->io_write_bytes);
 		if (r < 0)
 			return r;
+		s->io_measured = true;
 		free(TAKE_PTR(buf));
 	}
 	(void)read_u64_file_at(fd, "pids.current", &s->pids_current);

@@ -154,5 +154,27 @@ sys.exit(0 if st == 'cpu_time_limit' and $wrc == 143 and 0 <= over <= 50 * 10**6
 		fail "--cpu-time 1 with $n busy thread(s) (cgroup ${cg:-?})"
 	fi
 done
+# Block IO bytes with BPF on (no blkio group without an IO limit): 32 MiB written with
+# O_DIRECT, 16 MiB buffered + fsync, then the 32 MiB read back with O_DIRECT, to a file on
+# the disk. Truth: what dd moved. block_bytes_source says where the figures came from.
+bdir=$(mktemp -d /var/tmp/corral-blk.XXXXXX)
+chmod 777 "$bdir"
+id=$(ctl run -- sh -c "dd if=/dev/zero of=$bdir/d bs=1M count=32 oflag=direct status=none &&
+dd if=/dev/zero of=$bdir/b bs=1M count=16 conv=fsync status=none &&
+dd if=$bdir/d of=/dev/null bs=1M iflag=direct status=none" | head -n1)
+ctl wait "$id" >/dev/null 2>&1
+brec=$(ctl show "$id" --json)
+rm -rf "$bdir"
+if echo "$brec" | python3 -c "
+import sys, json
+d = json.load(sys.stdin)['usage_detail']; M = 1 << 20
+src, rd, wr = d.get('block_bytes_source'), d.get('block_read_bytes', -1), d.get('block_write_bytes', -1)
+print('block IO: source %s, read %d (dd: %d), write %d (dd: %d), cgroup blkio: %s/%s' % (src, rd, 32 * M, wr, 48 * M,
+      d.get('cgroup_block_read_bytes', 'absent'), d.get('cgroup_block_write_bytes', 'absent')))
+sys.exit(0 if src == 'ebpf' and 32 * M <= rd <= 33 * M and 48 * M <= wr <= 49 * M else 1)"; then
+	pass "block bytes with BPF on: O_DIRECT and buffered writes, O_DIRECT reads, exact to 1 MiB"
+else
+	fail "block bytes with BPF on"
+fi
 [ "$helper_fails" -eq 0 ] || fail "$helper_fails meter library case(s) failed"
 finish
