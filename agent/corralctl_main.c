@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* corralctl: the command-line client of corrald's control socket. */
 #include "agent/spec.h"
+#include "common/escape.h"
 #include "common/macro.h"
 #include "common/util.h"
 
@@ -67,13 +68,46 @@ static void usage(FILE *f)
 	    "unknown.\n");
 }
 
+/*
+ * Everything printed for a person goes through here: the text is escaped (common/escape.h)
+ * except one trailing newline, so what a task or another user chose (a command, a job name, an
+ * exit message) can neither move the cursor, retitle the window, write the clipboard nor forge
+ * a line of output.
+ */
+_printf_(2, 0) static void vput(FILE *f, const char *fmt, va_list ap)
+{
+	char buf[8192];
+	_cleanup_free_ char *e = NULL;
+	size_t n;
+	bool nl;
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	nl = n && buf[n - 1] == '\n';
+	if (nl)
+		buf[n - 1] = 0;
+	e = esc_dup(buf);
+	fputs(e ? e : "(out of memory)", f);
+	if (nl)
+		fputc('\n', f);
+}
+
+_printf_(2, 3) static void eprintf(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vput(f, fmt, ap);
+	va_end(ap);
+}
+
 _printf_(1, 2) _noreturn_ static void die(const char *fmt, ...)
 {
 	va_list ap;
 
 	fputs("corralctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vput(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(2);
@@ -206,19 +240,19 @@ static int report_end(json_t *rec)
 	else
 		rc = code ? code : 1;
 	if (strcmp(status, "exited") == 0)
-		fprintf(stderr, "corralctl: task %s: exited with code %d\n", id ? id : "?", code);
+		eprintf(stderr, "corralctl: task %s: exited with code %d\n", id ? id : "?", code);
 	else if (sig)
-		fprintf(stderr, "corralctl: task %s: %s (signal %d, %s)%s%s\n", id ? id : "?",
+		eprintf(stderr, "corralctl: task %s: %s (signal %d, %s)%s%s\n", id ? id : "?",
 			status, sig, strsignal(sig), msg ? ": " : "", msg ? msg : "");
 	else if (by_limit)
-		fprintf(stderr,
+		eprintf(stderr,
 			"corralctl: task %s: %s (SIGTERM sent; it exited with code %d)%s%s\n",
 			id ? id : "?", status, code, msg ? ": " : "", msg ? msg : "");
 	else
-		fprintf(stderr, "corralctl: task %s: %s (code %d)%s%s\n", id ? id : "?", status,
+		eprintf(stderr, "corralctl: task %s: %s (code %d)%s%s\n", id ? id : "?", status,
 			code, msg ? ": " : "", msg ? msg : "");
 	if (ooms > 0 && strcmp(status, "oom_killed") != 0)
-		fprintf(
+		eprintf(
 		    stderr,
 		    "corralctl: task %s: %lld process(es) inside it were killed by the kernel's "
 		    "OOM killer (exit.oom_kills)\n",
@@ -374,6 +408,30 @@ static int cmd_run(int argc, char **argv)
 	double d;
 	int c, fd, rc;
 
+	/* Commands, environment, job, account and labels travel as JSON text: bytes that are
+	 * not UTF-8 are refused here, with the argument named, never dropped or changed. */
+	for (int k = 1, cmd = 0; k < argc; k++) {
+		ssize_t at = utf8_invalid_at(argv[k]);
+
+		if (cmd)
+			cmd++;
+		if (at >= 0) {
+			if (cmd)
+				die("command argument %d (\"%s\"): not valid UTF-8 (byte 0x%02x at "
+				    "offset %zd); corral carries commands as UTF-8 text",
+				    cmd - 2, argv[k], (unsigned char)argv[k][at], at);
+			die("%s%s\"%s\": not valid UTF-8 (byte 0x%02x at offset %zd); corral "
+			    "carries "
+			    "arguments, environment, job, account and labels as UTF-8 text",
+			    k > 1 && argv[k - 1][0] == '-' && !strchr(argv[k - 1], '=')
+				? argv[k - 1]
+				: "",
+			    k > 1 && argv[k - 1][0] == '-' ? " " : "", argv[k],
+			    (unsigned char)argv[k][at], at);
+		}
+		if (!cmd && strcmp(argv[k], "--") == 0)
+			cmd = 1;
+	}
 	spec_init(&spec);
 	/* The spec file first, so that flags override it. */
 	optind = 1;
@@ -594,19 +652,19 @@ static int cmd_run(int argc, char **argv)
 	if (!json_is_true(json_object_get(r, "ok"))) {
 		const char *id = json_string_value(json_object_get(r, "task"));
 
-		fprintf(stderr, "corralctl: %s%s%s%s\n", id ? "task " : "", id ? id : "",
+		eprintf(stderr, "corralctl: %s%s%s%s\n", id ? "task " : "", id ? id : "",
 			id ? ": launch_failed: " : "",
 			json_string_value(json_object_get(r, "error")) ?: "request failed");
 		rc = 1;
 		if (id) {
 			rc = (int)json_integer_value(json_object_get(r, "exit_code"));
-			printf("%s\n", id);
+			eprintf(stdout, "%s\n", id);
 			rc = wait ? (rc ? rc : 127) : 1;
 		}
 		json_decref(r);
 		return rc;
 	}
-	printf("%s\n", json_string_value(json_object_get(r, "task")));
+	eprintf(stdout, "%s\n", json_string_value(json_object_get(r, "task")));
 	fflush(stdout);
 	json_decref(r);
 	if (!wait)
@@ -643,13 +701,13 @@ static int cmd_ps(int argc, char **argv)
 	check_ok(r);
 	tasks = json_object_get(r, "tasks");
 	if (as_json) {
-		json_dumpf(tasks, stdout, JSON_INDENT(2));
+		json_dumpf(tasks, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 		putchar('\n');
 		json_decref(r);
 		return 0;
 	}
-	printf("%-26s %-8s %-10s %8s %-19s %s\n", "ID", "STATE", "USER", "PID", "STARTED",
-	       "COMMAND");
+	eprintf(stdout, "%-26s %-8s %-10s %8s %-19s %s\n", "ID", "STATE", "USER", "PID", "STARTED",
+		"COMMAND");
 	json_array_foreach(tasks, i, t)
 	{
 		char when[32] = "-";
@@ -657,12 +715,12 @@ static int cmd_ps(int argc, char **argv)
 
 		if (st)
 			fmt_time(st, when, sizeof(when));
-		printf("%-26s %-8s %-10s %8lld %-19s %s\n",
-		       json_string_value(json_object_get(t, "id")),
-		       json_string_value(json_object_get(t, "state")),
-		       json_string_value(json_object_get(t, "user")) ?: "",
-		       (long long)json_integer_value(json_object_get(t, "pid")), when,
-		       json_string_value(json_object_get(t, "command")) ?: "");
+		eprintf(stdout, "%-26s %-8s %-10s %8lld %-19s %s\n",
+			json_string_value(json_object_get(t, "id")),
+			json_string_value(json_object_get(t, "state")),
+			json_string_value(json_object_get(t, "user")) ?: "",
+			(long long)json_integer_value(json_object_get(t, "pid")), when,
+			json_string_value(json_object_get(t, "command")) ?: "");
 	}
 	json_decref(r);
 	return 0;
@@ -688,7 +746,7 @@ static int cmd_show(int argc, char **argv)
 	check_ok(r);
 	rec = json_object_get(r, "record");
 	if (as_json) {
-		json_dumpf(rec, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		json_dumpf(rec, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 		putchar('\n');
 		json_decref(r);
 		return 0;
@@ -696,34 +754,37 @@ static int cmd_show(int argc, char **argv)
 	task = json_object_get(rec, "task");
 	u = json_object_get(rec, "usage");
 	ex = json_object_get(rec, "exit");
-	printf("Task:     %s\n", json_string_value(json_object_get(task, "id")));
-	printf("State:    %s\n", json_string_value(json_object_get(rec, "state")) ?: "ended");
-	printf("User:     %s (uid %lld)\n", json_string_value(json_object_get(task, "user")) ?: "",
-	       (long long)json_integer_value(json_object_get(task, "uid")));
+	eprintf(stdout, "Task:     %s\n", json_string_value(json_object_get(task, "id")));
+	eprintf(stdout, "State:    %s\n",
+		json_string_value(json_object_get(rec, "state")) ?: "ended");
+	eprintf(stdout, "User:     %s (uid %lld)\n",
+		json_string_value(json_object_get(task, "user")) ?: "",
+		(long long)json_integer_value(json_object_get(task, "uid")));
 	if (json_object_get(task, "account"))
-		printf("Account:  %s\n", json_string_value(json_object_get(task, "account")));
+		eprintf(stdout, "Account:  %s\n",
+			json_string_value(json_object_get(task, "account")));
 	if (json_object_get(task, "job"))
-		printf("Job:      %s\n", json_string_value(json_object_get(task, "job")));
+		eprintf(stdout, "Job:      %s\n", json_string_value(json_object_get(task, "job")));
 	if (ex && json_object_get(ex, "status"))
-		printf("Exit:     %s code %lld signal %lld%s%s\n",
-		       json_string_value(json_object_get(ex, "status")),
-		       (long long)json_integer_value(json_object_get(ex, "code")),
-		       (long long)json_integer_value(json_object_get(ex, "signal")),
-		       json_object_get(ex, "message") ? " — " : "",
-		       json_string_value(json_object_get(ex, "message")) ?: "");
-	printf("Wall:     %.3f s\n",
-	       (double)json_integer_value(json_object_get(u, "wall_ns")) / 1e9);
-	printf("CPU:      user %.3f s, system %.3f s\n",
-	       (double)json_integer_value(json_object_get(u, "cpu_user_ns")) / 1e9,
-	       (double)json_integer_value(json_object_get(u, "cpu_system_ns")) / 1e9);
-	printf("Memory:   peak %.1f MiB\n",
-	       (double)json_integer_value(json_object_get(u, "memory_peak_bytes")) / 1048576.0);
-	printf("IO:       read %lld B, written %lld B\n",
-	       (long long)json_integer_value(json_object_get(u, "io_read_bytes")),
-	       (long long)json_integer_value(json_object_get(u, "io_write_bytes")));
-	printf("Network:  rx %lld B, tx %lld B\n",
-	       (long long)json_integer_value(json_object_get(u, "net_rx_bytes")),
-	       (long long)json_integer_value(json_object_get(u, "net_tx_bytes")));
+		eprintf(stdout, "Exit:     %s code %lld signal %lld%s%s\n",
+			json_string_value(json_object_get(ex, "status")),
+			(long long)json_integer_value(json_object_get(ex, "code")),
+			(long long)json_integer_value(json_object_get(ex, "signal")),
+			json_object_get(ex, "message") ? " — " : "",
+			json_string_value(json_object_get(ex, "message")) ?: "");
+	eprintf(stdout, "Wall:     %.3f s\n",
+		(double)json_integer_value(json_object_get(u, "wall_ns")) / 1e9);
+	eprintf(stdout, "CPU:      user %.3f s, system %.3f s\n",
+		(double)json_integer_value(json_object_get(u, "cpu_user_ns")) / 1e9,
+		(double)json_integer_value(json_object_get(u, "cpu_system_ns")) / 1e9);
+	eprintf(stdout, "Memory:   peak %.1f MiB\n",
+		(double)json_integer_value(json_object_get(u, "memory_peak_bytes")) / 1048576.0);
+	eprintf(stdout, "IO:       read %lld B, written %lld B\n",
+		(long long)json_integer_value(json_object_get(u, "io_read_bytes")),
+		(long long)json_integer_value(json_object_get(u, "io_write_bytes")));
+	eprintf(stdout, "Network:  rx %lld B, tx %lld B\n",
+		(long long)json_integer_value(json_object_get(u, "net_rx_bytes")),
+		(long long)json_integer_value(json_object_get(u, "net_tx_bytes")));
 	json_decref(r);
 	return 0;
 }
@@ -773,7 +834,7 @@ static int cmd_status(void)
 	json_t *r = call(json_pack("{s:s}", "op", "status"));
 
 	check_ok(r);
-	json_dumpf(json_object_get(r, "agent"), stdout, JSON_INDENT(2));
+	json_dumpf(json_object_get(r, "agent"), stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 	putchar('\n');
 	json_decref(r);
 	return 0;
@@ -817,7 +878,7 @@ int main(int argc, char **argv)
 		return cmd_wait(argc, argv);
 	if (strcmp(argv[0], "status") == 0)
 		return cmd_status();
-	fprintf(stderr, "corralctl: unknown command \"%s\"\n", argv[0]);
+	eprintf(stderr, "corralctl: unknown command \"%s\"\n", argv[0]);
 	usage(stderr);
 	return 2;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/spec.h"
+#include "common/escape.h"
 #include "common/macro.h"
 #include "common/util.h"
 
@@ -102,14 +103,10 @@ static bool valid_label_key(const char *k)
 	return true;
 }
 
+/* Valid UTF-8 without C0, DEL or C1 controls (U+0080..U+009F), at most max bytes. */
 static bool printable(const char *s, size_t max)
 {
-	size_t n = 0;
-
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++, n++)
-		if (*p < 0x20 || *p == 0x7f)
-			return false;
-	return n <= max;
+	return strlen(s) <= max && text_printable(s);
 }
 
 static int add_label(struct task_spec *s, const char *k, const char *v, const char *field,

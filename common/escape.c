@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* Terminal- and log-safe text: see common/escape.h. */
+#include "common/escape.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at p (1..4), its code point in *cp; 0 when invalid. */
+static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
+{
+	uint32_t c = p[0], min;
+	size_t n;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if ((c & 0xe0) == 0xc0) {
+		n = 2;
+		c &= 0x1f;
+		min = 0x80;
+	} else if ((c & 0xf0) == 0xe0) {
+		n = 3;
+		c &= 0x0f;
+		min = 0x800;
+	} else if ((c & 0xf8) == 0xf0) {
+		n = 4;
+		c &= 0x07;
+		min = 0x10000;
+	} else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80) /* also stops at the NUL */
+			return 0;
+		c = (c << 6) | (p[i] & 0x3f);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return n;
+}
+
+ssize_t utf8_invalid_at(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+
+	while (*p) {
+		size_t n = utf8_seq(p, &cp);
+
+		if (!n)
+			return (ssize_t)(p - (const unsigned char *)s);
+		p += n;
+	}
+	return -1;
+}
+
+bool text_printable(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+
+	while (*p) {
+		size_t n = utf8_seq(p, &cp);
+
+		if (!n || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
+			return false;
+		p += n;
+	}
+	return true;
+}
+
+size_t esc_text(const char *s, char *buf, size_t len)
+{
+	static const char ctl[] = "\a\b\t\n\v\f\r", name[] = "abtnvfr";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t need = 0, used = 0;
+	bool cut = false;
+
+	while (*p) {
+		char tmp[16];
+		const char *c;
+		size_t k = 0, n;
+		uint32_t cp;
+
+		n = utf8_seq(p, &cp);
+		if (n == 1 && cp == '\\') {
+			memcpy(tmp, "\\\\", 2);
+			k = 2;
+		} else if (n == 1 && cp >= 0x20 && cp != 0x7f) {
+			tmp[0] = (char)cp;
+			k = 1;
+		} else if (n == 1 && (c = memchr(ctl, (int)cp, sizeof(ctl) - 1))) {
+			tmp[0] = '\\';
+			tmp[1] = name[c - ctl];
+			k = 2;
+		} else if (n > 1 && !(cp >= 0x80 && cp <= 0x9f)) {
+			memcpy(tmp, p, n);
+			k = n;
+		} else {
+			/* another C0, DEL, C1 (both bytes), or one byte of invalid UTF-8 */
+			if (!n)
+				n = 1;
+			for (size_t i = 0; i < n; i++)
+				k += (size_t)snprintf(tmp + k, sizeof(tmp) - k, "\\x%02x", p[i]);
+		}
+		if (buf && !cut && used + k < len) {
+			memcpy(buf + used, tmp, k);
+			used += k;
+		} else
+			cut = true;
+		need += k;
+		p += n;
+	}
+	if (buf && len)
+		buf[used] = 0;
+	return need;
+}
+
+char *esc_dup(const char *s)
+{
+	size_t n = esc_text(s, NULL, 0);
+	char *b = malloc(n + 1);
+
+	if (b)
+		esc_text(s, b, n + 1);
+	return b;
+}
