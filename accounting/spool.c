@@ -72,6 +72,8 @@ struct spool {
 	bool cur_valid;
 
 	struct spool_stats st;
+	int (*free_space)(void *ud);
+	void *free_space_ud;
 
 	/* damaged regions not yet handed to spool_take_damage */
 	struct spool_damage damage[SPOOL_DAMAGE_QUEUE];
@@ -463,6 +465,8 @@ int spool_open(const struct spool_opts *opts, struct spool **ret)
 	s->segment_bytes = opts->segment_bytes ? opts->segment_bytes : DEFAULT_SEGMENT_BYTES;
 	s->keep_reserve = opts->keep_reserve ? opts->keep_reserve : s->max_bytes / 10;
 	s->no_fsync = opts->no_fsync;
+	s->free_space = opts->free_space;
+	s->free_space_ud = opts->free_space_ud;
 	r = -EINVAL;
 	if (s->keep_reserve >= s->max_bytes || s->segment_bytes < HDR_SIZE)
 		goto out_free;
@@ -1070,6 +1074,8 @@ int spool_ack(struct spool *s, uint64_t upto_seq)
 		return -ENOMEM;
 	/* the ack must be durable before any segment goes away */
 	r = write_file_atomic(path, buf, strlen(buf), 0600);
+	if ((r == -ENOSPC || r == -EDQUOT) && s->free_space && s->free_space(s->free_space_ud) == 0)
+		r = write_file_atomic(path, buf, strlen(buf), 0600);
 	if (r < 0)
 		return r;
 	s->acked = upto_seq;

@@ -27,6 +27,11 @@ struct spool_opts {
 	uint64_t segment_bytes; /* roll-over size, 0 = default 16 MiB */
 	uint64_t keep_reserve;	/* bytes only KEEP (billing) entries may use, 0 = max/10 */
 	bool no_fsync;		/* tests/bench only */
+	/* Called when persisting an ack fails for want of space (ENOSPC, EDQUOT): returns 0 if
+	 * it freed some (the write is tried once more), <0 if not. NULL = none. An ack that
+	 * cannot be persisted deletes nothing, so a full disk would keep the spool full. */
+	int (*free_space)(void *ud);
+	void *free_space_ud;
 };
 
 struct spool_stats {

@@ -172,7 +172,8 @@ struct pending_record {
 	uint64_t time_ns;
 };
 
-#define STATE_INSTANCE_HEX 12
+#define STATE_INSTANCE_HEX  12
+#define STATE_RESERVE_BYTES (1u << 20)
 
 struct agent {
 	struct agent_config cfg;
@@ -185,6 +186,10 @@ struct agent {
 	/* random, made when the state directory's counters are first written (or found lost):
 	 * part of every record id, so ids never repeat whatever happens to state_dir */
 	char instance_id[STATE_INSTANCE_HEX + 1];
+	/* the state filesystem is full (agent/state.c "full state filesystem") */
+	bool degraded;
+	char degraded_why[160];
+	uint64_t degraded_retry_mono;
 	struct cg_root *cg;
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
@@ -358,6 +363,11 @@ int state_save_ended(struct agent *a, struct task *t);
 int state_load(struct agent *a);
 int state_next_record_id(struct agent *a, char *buf, size_t len);
 int state_init_counters(struct agent *a);
+/* Full state filesystem: degraded mode (logged once), the reserve given up (spool_opts
+ * free_space), and every few seconds in state_tick a try to leave it. */
+void state_set_degraded(struct agent *a, int err, const char *what);
+int state_free_space(void *ud);
+void state_tick(struct agent *a, uint64_t now_mono);
 uint64_t state_next_task_seq(struct agent *a);
 /* A new task id, t-<unix time, hex>-<seq, hex> (ids are unique per node); returns the seq. */
 uint64_t state_next_task_id(struct agent *a, char *id, size_t len);

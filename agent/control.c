@@ -278,6 +278,13 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 	struct task *t = NULL;
 	int r;
 
+	if (a->degraded) {
+		snprintf(err, sizeof(err),
+			 "agent degraded: %s: no new task until space returns (running tasks are "
+			 "kept)",
+			 a->degraded_why);
+		return error_reply(err);
+	}
 	spec_init(&spec);
 	r = spec_from_json(json_object_get(req, "spec"), &spec, err, sizeof(err));
 	if (r < 0) {
@@ -422,6 +429,9 @@ static json_t *handle_status(struct agent *a)
 				    json_integer((json_int_t)a->stats.audit_shed));
 		json_object_set_new(ag, "audit_gaps",
 				    json_integer((json_int_t)a->stats.audit_gaps));
+		json_object_set_new(ag, "degraded", json_boolean(a->degraded));
+		if (a->degraded)
+			json_object_set_new(ag, "degraded_reason", json_string(a->degraded_why));
 		json_object_set_new(ag, "connections", json_integer(a->n_conns));
 		json_object_set_new(ag, "connections_refused",
 				    json_integer((json_int_t)a->stats.conns_refused));

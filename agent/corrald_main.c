@@ -500,6 +500,7 @@ int main(int argc, char **argv)
 				audit_glue_addrs_tick(&a);
 				agent_hooks_tick(&a, now_ns(CLOCK_MONOTONIC));
 				control_tick(&a, now_ns(CLOCK_MONOTONIC));
+				state_tick(&a, now_ns(CLOCK_MONOTONIC));
 				if (a.watchdog)
 					sd_notify(0, "WATCHDOG=1");
 				break;

@@ -134,6 +134,9 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	  "in audit.gap records).",
 	  a->stats.audit_shed);
 	C("corral_audit_gaps_total", "audit.gap records emitted.", a->stats.audit_gaps);
+	G("corral_agent_degraded",
+	  "1 while the state filesystem is full (no new task; see corralctl status).",
+	  a->degraded ? 1 : 0);
 	G("corral_control_connections", "Control socket connections open.", a->n_conns);
 	C("corral_control_connections_refused_total",
 	  "Control connections refused (per-user limit, slots kept for root and the agent's "
@@ -424,6 +427,8 @@ int agent_hooks_init(struct agent *a)
 	so.dir = dir;
 	so.max_bytes = a->cfg.spool_max_bytes;
 	so.keep_reserve = a->cfg.spool_billing_reserve;
+	so.free_space = state_free_space;
+	so.free_space_ud = a;
 	if (so.keep_reserve >= so.max_bytes) {
 		log_error("[spool] billing_reserve must be smaller than max_bytes");
 		return -EINVAL;

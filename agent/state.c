@@ -38,6 +38,116 @@
 
 #define RECORD_SEQ_BLOCK 4096
 
+/* ---- full state filesystem ---------------------------------------------------------------- */
+
+/*
+ * state_dir/reserve: STATE_RESERVE_BYTES held while there is room, given up when a write that
+ * must not fail (counters, the audit chain head, the spool's ack) finds the filesystem full.
+ * Those writes then go through, the agent runs degraded (no new task; records it cannot store
+ * are refused and counted), and state_tick makes the reserve again once space is back.
+ */
+static void reserve_path(const struct agent *a, char *buf, size_t len, const char *suffix)
+{
+	snprintf(buf, len, "%s/reserve%s", a->cfg.state_dir, suffix);
+}
+
+static int reserve_make(struct agent *a)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	int fd, r = 0;
+
+	reserve_path(a, path, sizeof(path), "");
+	if (access(path, F_OK) == 0)
+		return 0;
+	reserve_path(a, tmp, sizeof(tmp), ".tmp");
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	if ((r = posix_fallocate(fd, 0, STATE_RESERVE_BYTES)) != 0 || fsync(fd) < 0) {
+		r = r ? -r : -errno;
+		close(fd);
+		(void)unlink(tmp);
+		return r;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		(void)unlink(tmp);
+	}
+	return r;
+}
+
+void state_set_degraded(struct agent *a, int err, const char *what)
+{
+	if (a->degraded)
+		return;
+	a->degraded = true;
+	snprintf(a->degraded_why, sizeof(a->degraded_why), "state filesystem full (%s: %s)", what,
+		 strerror(-err));
+	log_error("%s at %s: running degraded: tasks are kept and the spool is uploaded and "
+		  "trimmed, no new task is started, records that cannot be stored are refused "
+		  "and counted; back to normal by itself when space returns",
+		  a->degraded_why, a->cfg.state_dir);
+}
+
+int state_free_space(void *ud)
+{
+	struct agent *a = ud;
+	char path[PATH_MAX];
+
+	state_set_degraded(a, -ENOSPC, "spool ack");
+	reserve_path(a, path, sizeof(path), "");
+	if (unlink(path) < 0)
+		return -errno;
+	log_warning("state filesystem full: the reserve %s (%u KiB) given up", path,
+		    STATE_RESERVE_BYTES >> 10);
+	return 0;
+}
+
+/* write_file_replace/_atomic, giving up the reserve once if the filesystem is full */
+static int state_write(struct agent *a, const char *path, const char *buf, bool atomic)
+{
+	size_t len = strlen(buf);
+	int r = atomic ? write_file_atomic(path, buf, len, 0600)
+		       : write_file_replace(path, buf, len, 0600);
+
+	if (r != -ENOSPC && r != -EDQUOT)
+		return r;
+	state_set_degraded(a, r, path);
+	if (state_free_space(a) < 0)
+		return r;
+	return atomic ? write_file_atomic(path, buf, len, 0600)
+		      : write_file_replace(path, buf, len, 0600);
+}
+
+static int save_counters(struct agent *a);
+
+void state_tick(struct agent *a, uint64_t now)
+{
+	int r;
+
+	if (!a->degraded || now < a->degraded_retry_mono)
+		return;
+	a->degraded_retry_mono = now + 2 * NSEC_PER_SEC;
+	r = reserve_make(a);
+	if (r < 0)
+		return;
+	a->record_seq_reserved = a->next_record_seq + RECORD_SEQ_BLOCK;
+	a->task_seq_reserved = a->next_task_seq + RECORD_SEQ_BLOCK;
+	r = save_counters(a);
+	if (r == 0)
+		r = state_sync_audit_head(a);
+	if (r < 0) {
+		a->record_seq_reserved = a->next_record_seq;
+		return;
+	}
+	a->degraded = false;
+	a->degraded_why[0] = 0;
+	log_notice("state filesystem %s has space again (reserve of %u KiB made): leaving "
+		   "degraded mode",
+		   a->cfg.state_dir, STATE_RESERVE_BYTES >> 10);
+}
+
 static int save_counters(struct agent *a)
 {
 	_cleanup_free_ char *path = NULL, *txt = NULL;
@@ -55,7 +165,7 @@ static int save_counters(struct agent *a)
 	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
-	return write_file_replace(path, txt, strlen(txt), 0600);
+	return state_write(a, path, txt, false);
 }
 
 static bool valid_instance(const char *s)
@@ -85,6 +195,7 @@ int state_init_counters(struct agent *a)
 	json_t *j, *v;
 	json_error_t e;
 	bool loaded;
+	int r;
 
 	if (asprintf(&dir, "%s/tasks", agent_runtime_dir(a)) < 0 || mkdir_p(dir, 0700) < 0)
 		return -errno ? -errno : -ENOMEM;
@@ -118,8 +229,7 @@ int state_init_counters(struct agent *a)
 	/* No instance id (a new or wiped state directory, lost or older counters): a new one,
 	 * so no record id of an earlier life of this node can come again. */
 	if (!a->instance_id[0]) {
-		int r = new_instance(a);
-
+		r = new_instance(a);
 		if (r < 0)
 			return r;
 		/* Task ids (t-<seconds>-<sequence>, and so the ids of task.start/task.end records)
@@ -134,7 +244,18 @@ int state_init_counters(struct agent *a)
 	/* Task ids embed the time, the sequence only disambiguates within a second. */
 	a->record_seq_reserved = a->next_record_seq + RECORD_SEQ_BLOCK;
 	a->task_seq_reserved = a->next_task_seq + RECORD_SEQ_BLOCK;
-	return save_counters(a);
+	r = reserve_make(a);
+	if (r == -ENOSPC || r == -EDQUOT)
+		state_set_degraded(a, r, "reserve");
+	r = save_counters(a);
+	if (r == -ENOSPC || r == -EDQUOT) {
+		/* not even the reserve: no record id may be handed out (none is persisted), the
+		 * agent starts degraded anyway so that the spool can drain */
+		a->record_seq_reserved = a->next_record_seq;
+		state_set_degraded(a, r, "counters.json");
+		return 0;
+	}
+	return r;
 }
 
 uint64_t state_next_task_seq(struct agent *a)
@@ -163,8 +284,10 @@ int state_next_record_id(struct agent *a, char *buf, size_t len)
 
 		a->record_seq_reserved = a->next_record_seq + RECORD_SEQ_BLOCK;
 		r = save_counters(a);
-		if (r < 0)
+		if (r < 0) { /* not persisted: no id of the block may be used */
+			a->record_seq_reserved = a->next_record_seq;
 			return r;
+		}
 	}
 	/* at most 80 + 1 + 12 + 1 + 12 + 1 + 20 = 127 bytes: fits ACCT_ID_MAX */
 	snprintf(buf, len, "%.80s/%.12s/%s-%llu", a->cfg.node, a->boot_id, a->instance_id,
@@ -663,7 +786,7 @@ int state_save_audit_head(struct agent *a)
 	char path[512];
 
 	snprintf(path, sizeof(path), "%s/audit-chain", a->cfg.state_dir);
-	return write_file_atomic(path, a->audit_head, strlen(a->audit_head), 0600);
+	return state_write(a, path, a->audit_head, true);
 }
 
 static int replay_cb(uint64_t seq, const void *data, size_t len, void *userdata)

@@ -519,8 +519,10 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 			 r->task.id, r->type == ACCT_TASK_START ? "start" : "end");
 	else {
 		rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
-		if (rr < 0)
+		if (rr < 0) { /* no id can be persisted (full state filesystem): refused, counted */
+			a->stats.records_spool_refused++;
 			return rr;
+		}
 	}
 	if (audit) {
 		snprintf(r->prev_hash, sizeof(r->prev_hash), "%s", a->audit_head);

@@ -8,7 +8,10 @@
 #  5. a record id the collector holds with another body: answered conflict, kept with both
 #     bodies, counted, logged and set aside by the agent, and the stream goes on;
 #  6. a flipped byte in a spool segment while the agent is down: that frame logged once,
-#     counted, kept in spool/damaged/, every other record delivered.
+#     counted, kept in spool/damaged/, every other record delivered;
+#  7. a full state filesystem (a tmpfs of fixed size, filled): the audit chain head is saved at
+#     SIGTERM, the agent starts degraded (tasks re-adopted, spool uploaded and trimmed, no new
+#     task), says so in status and /metrics, and recovers by itself when space returns.
 . "$(dirname "$0")/lib.sh"
 need_root
 N=${PIPELINE_N:-1000}
@@ -28,7 +31,8 @@ start_collector() {
 	echo "collector did not start"; cat "$T/collector.log"; exit 1
 }
 stop_collector() { [ -n "$COLL" ] && kill "$COLL" 2>/dev/null && wait "$COLL" 2>/dev/null; COLL=; }
-trap 'stop_collector; cleanup' EXIT
+FS=
+trap 'stop_collector; stop_agent; [ -n "$FS" ] && umount -l "$FS"; cleanup' EXIT
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 wait_count() { # wait_count SQL WANT SECONDS
 	local i n
@@ -204,4 +208,62 @@ kept=$(cat "$STATE"/spool/damaged/*.bin 2>/dev/null | grep -c "$lost")
 [ "$logged" = 1 ] && [ "$kept" = 1 ] && [ "$cf1" = 1 ] && [ "$cf" = 0 ] \
 	&& pass "the damaged frame: logged once over two starts, counted (corral_spool_corrupt_frames_total $cf1 by the start that found it), kept in spool/damaged/" \
 	|| fail "damaged frame: logged $logged, kept $kept, metric $cf1 then $cf (want 1 then 0: reported before)"
+stop_agent
+
+# --- 7. full state filesystem -------------------------------------------------------------------
+stop_collector
+FS=$T/fs
+mkdir -p "$FS"
+mount -t tmpfs -o size=6m tmpfs "$FS" || skip "cannot mount a tmpfs"
+STATE=$FS/state
+start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+l1=$(ctl run -- sleep 300); l2=$(ctl run -- sleep 300)
+"$H" 20 throughput "$SOCK" 8 >/dev/null || fail "launching 20 tasks"
+ctl run --wait --time 1 -- sleep 30 >/dev/null 2>&1 # an audit.limit record: the chain has a head
+dd if=/dev/zero of="$FS/fill" bs=4k >/dev/null 2>&1
+stop_agent
+# Truth from the spool itself: its frames, and the hash of the last audit record in it.
+read -r frames head < <(python3 - "$STATE"/spool/seg-*.log <<'PY'
+import json, struct, sys
+frames, head = 0, "-"
+for path in sys.argv[1:]:
+    b, pos = open(path, "rb").read(), 0
+    while pos + 24 <= len(b):
+        (n,) = struct.unpack_from("<I", b, pos + 4)
+        r = json.loads(b[pos + 24:pos + 24 + n])
+        frames += 1
+        if r["type"].startswith("audit."):
+            head = r["hash"]
+        pos += 24 + n
+print(frames, head)
+PY
+)
+[ "$(cat "$STATE/audit-chain" 2>/dev/null)" = "$head" ] && ! grep -q 'audit chain head' "$T/agent.log" \
+	&& pass "state filesystem full at SIGTERM: the audit chain head saved (the last audit record's hash in the spool)" \
+	|| fail "audit chain head on a full disk: file '$(cat "$STATE/audit-chain" 2>/dev/null)', spool's $head; log: $(grep 'audit chain head' "$T/agent.log")"
+start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
+	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
+ctl status >"$T/st.json"
+live=$(jget tasks_live <"$T/st.json"); deg=$(jget degraded <"$T/st.json")
+ctl run -- /bin/true >/dev/null 2>"$T/run.err" && fail "a task started on a full state filesystem"
+[ "$deg" = True ] && [ "$live" = 2 ] && [ "$(metric $MPORT corral_agent_degraded)" = 1 ] \
+	&& grep -q 'agent degraded: state filesystem full' "$T/run.err" \
+	&& pass "started on a full state filesystem: degraded in status ($(jget degraded_reason <"$T/st.json")) and /metrics, 2 tasks re-adopted, run refused: $(cat "$T/run.err")" \
+	|| fail "full disk start: degraded $deg, live $live, metric $(metric $MPORT corral_agent_degraded), run: $(cat "$T/run.err")"
+rm -f "$DB" "$DB"-*
+start_collector
+drained >/dev/null
+stored=$(q "SELECT count(*) FROM records")
+segs=$(ls "$STATE"/spool/seg-*.log 2>/dev/null | wc -l)
+[ "$stored" = "$frames" ] && [ "$segs" = 0 ] \
+	&& pass "the spool drained on the full disk: all $frames records stored, the spool trimmed" \
+	|| fail "full disk drain: $stored of $frames stored, $segs segments left"
+rm -f "$FS/fill"
+for _ in $(seq 50); do [ "$(ctl status | jget degraded)" = False ] && break; sleep 0.2; done
+ctl run --wait -- /bin/true >/dev/null 2>&1 && ctl kill "$l1" >/dev/null && ctl kill "$l2" >/dev/null \
+	|| fail "after space returned: run or kill failed"
+n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end' AND task_id IN ('$l1','$l2')" 2 30)
+[ "$(ctl status | jget degraded)" = False ] && [ "$n" = 2 ] && grep -q 'has space again' "$T/agent.log" \
+	&& pass "space back: degraded mode left by itself, tasks run again, the re-adopted tasks' ends stored" \
+	|| fail "recovery: degraded $(ctl status | jget degraded), ends stored $n"
 finish
