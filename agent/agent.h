@@ -195,6 +195,8 @@ struct agent {
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
 	struct audit *audit;
 	struct watch w_audit, w_audit_addrs;
+	/* NULL: tasks get their mount namespace; else why the node cannot (sandbox_probe) */
+	const char *sandbox_unsupported;
 	struct ts_glue *tsglue;		 /* taskstats fallback meter, NULL unless in use */
 	struct users *users;		 /* passwd/group cache (agent_users) */
 	struct launch_spawner *spawner;	 /* forks the shims (NULL: the agent forks them) */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/config.h"
+#include "agent/spec.h"
 #include "agent/audit_glue.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -35,6 +36,9 @@ void config_init_defaults(struct agent_config *c)
 	c->seccomp_dir = strdup("/etc/corral/seccomp");
 	c->log_level = strdup("info");
 	c->ended_keep = 1000;
+	c->sandbox_mount_ns = true;
+	c->sandbox_tmp_size = strdup("25%");
+	c->sandbox_protect_system = true;
 	c->bpf = BPF_MODE_AUTO;
 	c->taskstats = true;
 	c->audit = true;
@@ -69,6 +73,7 @@ void config_free(struct agent_config *c)
 	free(c->seccomp_default);
 	free(c->seccomp_dir);
 	free(c->log_level);
+	free(c->sandbox_tmp_size);
 	free(c->metrics_listen);
 	free(c->collector_url);
 	free(c->token_file);
@@ -236,6 +241,31 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			return BAD("expected yes or no");
 		c->taskstats = b;
 		return 0;
+	}
+	if (strcmp(section, "sandbox") == 0) {
+		bool *bp = NULL;
+
+		if (strcmp(key, "tmp_size") == 0) {
+			if (spec_tmp_size_check(value) < 0)
+				return BAD("expected a size (K, M, G, T) or a percentage of RAM");
+			return set_str(&c->sandbox_tmp_size, value);
+		}
+		if (strcmp(key, "mount_namespace") == 0)
+			bp = &c->sandbox_mount_ns;
+		else if (strcmp(key, "private_tmp") == 0)
+			bp = &c->sandbox_private_tmp;
+		else if (strcmp(key, "protect_system") == 0)
+			bp = &c->sandbox_protect_system;
+		else if (strcmp(key, "ipc_namespace") == 0)
+			bp = &c->sandbox_ipc_ns;
+		else if (strcmp(key, "uts_namespace") == 0)
+			bp = &c->sandbox_uts_ns;
+		if (bp) {
+			if (parse_bool(value, &b) < 0)
+				return BAD("expected yes or no");
+			*bp = b;
+			return 0;
+		}
 	}
 	if (IS("audit", "enable")) {
 		if (parse_bool(value, &b) < 0)

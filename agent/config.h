@@ -61,6 +61,12 @@ struct agent_config {
 	uint64_t audit_task_bytes_max;	    /* ... limits.audit_bytes */
 	uint64_t audit_summary_interval_ns; /* audit.summary period while over budget */
 	uint32_t audit_summary_sample;	    /* events kept whole in each summary */
+	/* [sandbox] defaults of each task's sandbox (docs/sandbox.md) */
+	bool sandbox_mount_ns;	     /* own mount namespace: /sys read-only, agent files hidden */
+	bool sandbox_private_tmp;    /* private /tmp and /dev/shm (tmpfs) */
+	char *sandbox_tmp_size;	     /* tmpfs size= option: bytes with K/M/G/T or N% of RAM */
+	bool sandbox_protect_system; /* /usr, /etc, /boot read-only */
+	bool sandbox_ipc_ns, sandbox_uts_ns;
 	/* [metrics] */
 	char *metrics_listen;
 	/* [collector] */
@@ -81,6 +87,7 @@ struct agent_config {
 };
 
 void config_init_defaults(struct agent_config *c);
+
 void config_free(struct agent_config *c);
 /*
  * Load an INI file over the current values. Missing file: -ENOENT (callers decide whether the

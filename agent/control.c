@@ -22,6 +22,7 @@
 #include "accounting/spool.h"
 #include "agent/agent.h"
 #include "agent/users.h"
+#include "agent/sandbox.h"
 #include "agent/log.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
@@ -437,6 +438,7 @@ static json_t *handle_status(struct agent *a)
 				    json_integer((json_int_t)a->stats.conns_refused));
 		json_object_set_new(ag, "connections_closed",
 				    json_integer((json_int_t)a->stats.conns_timed_out));
+		json_object_set_new(ag, "sandbox", sandbox_status_json(a));
 	}
 	return j;
 }

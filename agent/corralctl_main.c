@@ -60,6 +60,13 @@ static void usage(FILE *f)
 	    "  --audit-rate N, --audit-bytes SIZE   the task's audit record budget (records/s, "
 	    "volume);\n"
 	    "                       past it events are counted in audit.summary records\n"
+	    "sandbox (defaults in the agent's [sandbox]; see docs/sandbox.md):\n"
+	    "  --no-sandbox         no mount namespace (root only, for a task running as root)\n"
+	    "  --private-tmp, --no-private-tmp   own /tmp and /dev/shm (tmpfs, gone at the end);\n"
+	    "                       --tmp-size SIZE|N%% (charged to the task's memory)\n"
+	    "  --no-protect-system  /usr, /etc, /boot stay writable (as the permissions allow)\n"
+	    "  --read-only PATH, --inaccessible PATH, --bind SRC:DST[:ro]   (repeatable)\n"
+	    "  --ipc-ns, --uts-ns   own IPC (SysV, POSIX queues) and hostname namespaces\n"
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
 	    "Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal "
 	    "N;\n"
@@ -305,37 +312,58 @@ enum {
 	OPT_ALLOW_NET,
 	OPT_DENY_NET,
 	OPT_SPEC,
+	OPT_NO_SANDBOX,
+	OPT_NO_PRIVATE_TMP,
+	OPT_PRIVATE_TMP,
+	OPT_TMP_SIZE,
+	OPT_NO_PROTECT_SYSTEM,
+	OPT_READ_ONLY,
+	OPT_INACCESSIBLE,
+	OPT_BIND,
+	OPT_IPC_NS,
+	OPT_UTS_NS,
 };
 
-static const struct option run_opts[] = {{"wait", no_argument, NULL, OPT_WAIT},
-					 {"memory", required_argument, NULL, OPT_MEMORY},
-					 {"memory-high", required_argument, NULL, OPT_MEMORY_HIGH},
-					 {"swap", required_argument, NULL, OPT_SWAP},
-					 {"cpus", required_argument, NULL, OPT_CPUS},
-					 {"cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT},
-					 {"pids", required_argument, NULL, OPT_PIDS},
-					 {"io-read-bps", required_argument, NULL, OPT_IO_READ},
-					 {"io-write-bps", required_argument, NULL, OPT_IO_WRITE},
-					 {"time", required_argument, NULL, OPT_TIME},
-					 {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
-					 {"gpus", required_argument, NULL, OPT_GPUS},
-					 {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
-					 {"audit-rate", required_argument, NULL, OPT_AUDIT_RATE},
-					 {"audit-bytes", required_argument, NULL, OPT_AUDIT_BYTES},
-					 {"user", required_argument, NULL, OPT_USER},
-					 {"account", required_argument, NULL, OPT_ACCOUNT},
-					 {"job", required_argument, NULL, OPT_JOB},
-					 {"label", required_argument, NULL, OPT_LABEL},
-					 {"workdir", required_argument, NULL, OPT_WORKDIR},
-					 {"env", required_argument, NULL, OPT_ENV},
-					 {"stdout", required_argument, NULL, OPT_STDOUT},
-					 {"stderr", required_argument, NULL, OPT_STDERR},
-					 {"seccomp", required_argument, NULL, OPT_SECCOMP},
-					 {"allow-net", required_argument, NULL, OPT_ALLOW_NET},
-					 {"deny-net", required_argument, NULL, OPT_DENY_NET},
-					 {"spec", required_argument, NULL, OPT_SPEC},
-					 {"help", no_argument, NULL, 'h'},
-					 {}};
+static const struct option run_opts[] = {
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"memory-high", required_argument, NULL, OPT_MEMORY_HIGH},
+    {"swap", required_argument, NULL, OPT_SWAP},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"cpu-weight", required_argument, NULL, OPT_CPU_WEIGHT},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"io-read-bps", required_argument, NULL, OPT_IO_READ},
+    {"io-write-bps", required_argument, NULL, OPT_IO_WRITE},
+    {"time", required_argument, NULL, OPT_TIME},
+    {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
+    {"gpus", required_argument, NULL, OPT_GPUS},
+    {"gpu-memory", required_argument, NULL, OPT_GPU_MEMORY},
+    {"audit-rate", required_argument, NULL, OPT_AUDIT_RATE},
+    {"audit-bytes", required_argument, NULL, OPT_AUDIT_BYTES},
+    {"user", required_argument, NULL, OPT_USER},
+    {"account", required_argument, NULL, OPT_ACCOUNT},
+    {"job", required_argument, NULL, OPT_JOB},
+    {"label", required_argument, NULL, OPT_LABEL},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"stdout", required_argument, NULL, OPT_STDOUT},
+    {"stderr", required_argument, NULL, OPT_STDERR},
+    {"seccomp", required_argument, NULL, OPT_SECCOMP},
+    {"allow-net", required_argument, NULL, OPT_ALLOW_NET},
+    {"deny-net", required_argument, NULL, OPT_DENY_NET},
+    {"spec", required_argument, NULL, OPT_SPEC},
+    {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
+    {"no-private-tmp", no_argument, NULL, OPT_NO_PRIVATE_TMP},
+    {"private-tmp", no_argument, NULL, OPT_PRIVATE_TMP},
+    {"tmp-size", required_argument, NULL, OPT_TMP_SIZE},
+    {"no-protect-system", no_argument, NULL, OPT_NO_PROTECT_SYSTEM},
+    {"read-only", required_argument, NULL, OPT_READ_ONLY},
+    {"inaccessible", required_argument, NULL, OPT_INACCESSIBLE},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"ipc-ns", no_argument, NULL, OPT_IPC_NS},
+    {"uts-ns", no_argument, NULL, OPT_UTS_NS},
+    {"help", no_argument, NULL, 'h'},
+    {}};
 
 static void set_str(char **dst, const char *v)
 {
@@ -604,6 +632,43 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_DENY_NET:
 			push_str(&spec.net_deny, &spec.n_net_deny, optarg);
+			break;
+		case OPT_NO_SANDBOX:
+			spec.sb_mount_ns = 0;
+			break;
+		case OPT_NO_PRIVATE_TMP:
+			spec.sb_private_tmp = 0;
+			break;
+		case OPT_PRIVATE_TMP:
+			spec.sb_private_tmp = 1;
+			break;
+		case OPT_TMP_SIZE:
+			if (spec_tmp_size_check(optarg) < 0)
+				die("--tmp-size: expected a size (512M, 2G) or a percentage of RAM "
+				    "(10%%), got \"%s\"",
+				    optarg);
+			set_str(&spec.sb_tmp_size, optarg);
+			break;
+		case OPT_NO_PROTECT_SYSTEM:
+			spec.sb_protect_system = 0;
+			break;
+		case OPT_READ_ONLY:
+			e = spec_sandbox_path_check(optarg, "read-only", err, sizeof(err));
+			push_str(&spec.sb_read_only, &spec.n_sb_read_only, optarg);
+			break;
+		case OPT_INACCESSIBLE:
+			e = spec_sandbox_path_check(optarg, "inaccessible", err, sizeof(err));
+			push_str(&spec.sb_inaccessible, &spec.n_sb_inaccessible, optarg);
+			break;
+		case OPT_BIND:
+			e = spec_sandbox_bind_check(optarg, "bind", err, sizeof(err));
+			push_str(&spec.sb_bind, &spec.n_sb_bind, optarg);
+			break;
+		case OPT_IPC_NS:
+			spec.sb_ipc_ns = 1;
+			break;
+		case OPT_UTS_NS:
+			spec.sb_uts_ns = 1;
 			break;
 		case 'h':
 			usage(stdout);

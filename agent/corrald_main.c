@@ -6,6 +6,7 @@
  */
 #include "agent/agent.h"
 #include "agent/users.h"
+#include "agent/sandbox.h"
 #include "isolation/launch.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
@@ -406,6 +407,15 @@ static int setup(struct agent *a)
 	r = audit_glue_init(a);
 	if (r < 0)
 		return r;
+	if (a->cfg.sandbox_mount_ns) {
+		a->sandbox_unsupported = sandbox_probe();
+		if (a->sandbox_unsupported)
+			log_warning(
+			    "sandbox: tasks cannot have their own mount namespace here: %s; "
+			    "tasks that ask for it (the default) are refused until [sandbox] "
+			    "mount_namespace = no",
+			    a->sandbox_unsupported);
+	}
 	attach_cgroup_root(a);
 	r = gpu_glue_init(a);
 	if (r < 0)

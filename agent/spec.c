@@ -28,6 +28,8 @@ void spec_init(struct task_spec *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->swap_max = UINT64_MAX;
+	s->sb_mount_ns = s->sb_private_tmp = s->sb_protect_system = -1;
+	s->sb_ipc_ns = s->sb_uts_ns = -1;
 }
 
 static void strv_free(char **v, size_t n)
@@ -47,6 +49,10 @@ void spec_clear(struct task_spec *s)
 	strv_free(s->label_values, s->n_labels);
 	strv_free(s->net_allow, s->n_net_allow);
 	strv_free(s->net_deny, s->n_net_deny);
+	strv_free(s->sb_read_only, s->n_sb_read_only);
+	strv_free(s->sb_inaccessible, s->n_sb_inaccessible);
+	strv_free(s->sb_bind, s->n_sb_bind);
+	free(s->sb_tmp_size);
 	free(s->workdir);
 	free(s->user);
 	free(s->account);
@@ -346,6 +352,139 @@ static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***
 	return 0;
 }
 
+int spec_tmp_size_check(const char *v)
+{
+	uint64_t u;
+	size_t n = strlen(v);
+
+	if (n > 1 && n < 8 && v[n - 1] == '%') {
+		char num[8];
+
+		memcpy(num, v, n - 1);
+		num[n - 1] = 0;
+		return parse_u64(num, &u) == 0 && u >= 1 && u <= 100 ? 0 : -EINVAL;
+	}
+	return parse_size(v, &u) == 0 && u >= 4096 ? 0 : -EINVAL;
+}
+
+/* An absolute, normalized path: no "." or ".." component, no "//", not "/" itself. */
+int spec_sandbox_path_check(const char *p, const char *field, char *err, size_t errlen)
+{
+	const char *c = p;
+
+	if (p[0] != '/' || p[1] == 0)
+		return fail(err, errlen, "%s: \"%.64s\": expected an absolute path other than /",
+			    field, p);
+	if (strlen(p) >= 4096)
+		return fail(err, errlen, "%s: path too long", field);
+	while (*c) {
+		const char *n = strchr(c + 1, '/');
+		size_t len = n ? (size_t)(n - c - 1) : strlen(c + 1);
+
+		if (len == 0 || (len == 1 && c[1] == '.') ||
+		    (len == 2 && c[1] == '.' && c[2] == '.'))
+			return fail(
+			    err, errlen,
+			    "%s: \"%.64s\": not a normalized path (empty, . or .. component)",
+			    field, p);
+		c = n ? n : c + 1 + len;
+	}
+	return 0;
+}
+
+/* "SRC:DST" or "SRC:DST:ro", both paths as spec_sandbox_path_check wants. */
+int spec_sandbox_bind_check(const char *b, const char *field, char *err, size_t errlen)
+{
+	char buf[8200], *dst, *mode;
+	int r;
+
+	if (strlen(b) >= sizeof(buf))
+		return fail(err, errlen, "%s: too long", field);
+	strcpy(buf, b);
+	dst = strchr(buf, ':');
+	if (!dst)
+		return fail(err, errlen, "%s: \"%.64s\": expected SRC:DST or SRC:DST:ro", field, b);
+	*dst++ = 0;
+	mode = strchr(dst, ':');
+	if (mode) {
+		*mode++ = 0;
+		if (strcmp(mode, "ro") != 0 && strcmp(mode, "rw") != 0)
+			return fail(err, errlen, "%s: \"%.64s\": mode must be ro or rw", field, b);
+	}
+	r = spec_sandbox_path_check(buf, field, err, errlen);
+	if (r < 0)
+		return r;
+	return spec_sandbox_path_check(dst, field, err, errlen);
+}
+
+static int get_tristate(json_t *v, const char *field, int8_t *ret, char *err, size_t errlen)
+{
+	if (!json_is_boolean(v))
+		return fail(err, errlen, "%s: expected true or false", field);
+	*ret = json_is_true(v) ? 1 : 0;
+	return 0;
+}
+
+static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	int r = 0;
+
+	if (!json_is_object(obj))
+		return fail(err, errlen, "sandbox: expected an object");
+	json_object_foreach(obj, k, v)
+	{
+		if (strcmp(k, "mount_namespace") == 0)
+			r = get_tristate(v, "sandbox.mount_namespace", &s->sb_mount_ns, err,
+					 errlen);
+		else if (strcmp(k, "private_tmp") == 0)
+			r = get_tristate(v, "sandbox.private_tmp", &s->sb_private_tmp, err, errlen);
+		else if (strcmp(k, "protect_system") == 0)
+			r = get_tristate(v, "sandbox.protect_system", &s->sb_protect_system, err,
+					 errlen);
+		else if (strcmp(k, "ipc_namespace") == 0)
+			r = get_tristate(v, "sandbox.ipc_namespace", &s->sb_ipc_ns, err, errlen);
+		else if (strcmp(k, "uts_namespace") == 0)
+			r = get_tristate(v, "sandbox.uts_namespace", &s->sb_uts_ns, err, errlen);
+		else if (strcmp(k, "tmp_size") == 0) {
+			free(s->sb_tmp_size);
+			s->sb_tmp_size = NULL;
+			r = get_string(v, "sandbox.tmp_size", &s->sb_tmp_size, err, errlen);
+			if (r == 0 && spec_tmp_size_check(s->sb_tmp_size) < 0)
+				r = fail(
+				    err, errlen,
+				    "sandbox.tmp_size: \"%.64s\": expected a size (K, M, G, T) or "
+				    "a percentage of RAM",
+				    s->sb_tmp_size);
+		} else if (strcmp(k, "read_only_paths") == 0 ||
+			   strcmp(k, "inaccessible_paths") == 0 || strcmp(k, "bind") == 0) {
+			bool bind = k[0] == 'b';
+			char ***vp = bind	   ? &s->sb_bind
+				     : k[0] == 'r' ? &s->sb_read_only
+						   : &s->sb_inaccessible;
+			size_t *np = bind	   ? &s->n_sb_bind
+				     : k[0] == 'r' ? &s->n_sb_read_only
+						   : &s->n_sb_inaccessible;
+			char field[48];
+
+			snprintf(field, sizeof(field), "sandbox.%s", k);
+			r = get_strv(v, field, SPEC_SANDBOX_PATHS_MAX, false, vp, np, err, errlen);
+			for (size_t i = 0; r == 0 && i < *np; i++) {
+				char fi[96];
+
+				snprintf(fi, sizeof(fi), "%s[%zu]", field, i);
+				r = bind ? spec_sandbox_bind_check((*vp)[i], fi, err, errlen)
+					 : spec_sandbox_path_check((*vp)[i], fi, err, errlen);
+			}
+		} else
+			return fail(err, errlen, "sandbox: unknown key \"%.40s\"", k);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int parse_io_obj(struct task_spec *s, json_t *v, bool write, char *err, size_t errlen)
 {
 	const char *field = write ? "limits.io_write_bps" : "limits.io_read_bps";
@@ -535,6 +674,8 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 		else if (strcmp(k, "deny_net") == 0)
 			r = get_strv(v, "deny_net", 256, false, &s->net_deny, &s->n_net_deny, err,
 				     errlen);
+		else if (strcmp(k, "sandbox") == 0)
+			r = parse_sandbox(s, v, err, errlen);
 		else
 			return fail(err, errlen, "spec: unknown key \"%.40s\"", k);
 		if (r < 0)
@@ -663,6 +804,38 @@ json_t *spec_to_json(const struct task_spec *s)
 		for (size_t i = 0; i < s->n_net_deny; i++)
 			json_array_append_new(a, json_string(s->net_deny[i]));
 		json_object_set_new(o, "deny_net", a);
+	}
+	{
+		json_t *sb = json_object();
+		static const char *const names[] = {"mount_namespace", "private_tmp",
+						    "protect_system", "ipc_namespace",
+						    "uts_namespace"};
+		const int8_t vals[] = {s->sb_mount_ns, s->sb_private_tmp, s->sb_protect_system,
+				       s->sb_ipc_ns, s->sb_uts_ns};
+		struct {
+			const char *name;
+			char **v;
+			size_t n;
+		} lists[] = {{"read_only_paths", s->sb_read_only, s->n_sb_read_only},
+			     {"inaccessible_paths", s->sb_inaccessible, s->n_sb_inaccessible},
+			     {"bind", s->sb_bind, s->n_sb_bind}};
+
+		for (size_t i = 0; i < 5; i++)
+			if (vals[i] >= 0)
+				json_object_set_new(sb, names[i], json_boolean(vals[i]));
+		set_str(sb, "tmp_size", s->sb_tmp_size);
+		for (size_t i = 0; i < 3; i++) {
+			if (!lists[i].n)
+				continue;
+			a = json_array();
+			for (size_t k = 0; k < lists[i].n; k++)
+				json_array_append_new(a, json_string(lists[i].v[k]));
+			json_object_set_new(sb, lists[i].name, a);
+		}
+		if (json_object_size(sb))
+			json_object_set_new(o, "sandbox", sb);
+		else
+			json_decref(sb);
 	}
 	return o;
 }

@@ -61,7 +61,14 @@ struct task_spec {
 	size_t n_net_allow;
 	char **net_deny;
 	size_t n_net_deny;
+	/* "sandbox": each layer -1 = the agent's [sandbox] default, 0 off, 1 on */
+	int8_t sb_mount_ns, sb_private_tmp, sb_protect_system, sb_ipc_ns, sb_uts_ns;
+	char *sb_tmp_size;
+	char **sb_read_only, **sb_inaccessible, **sb_bind; /* absolute paths; "SRC:DST[:ro]" */
+	size_t n_sb_read_only, n_sb_inaccessible, n_sb_bind;
 };
+
+#define SPEC_SANDBOX_PATHS_MAX 16
 
 void spec_init(struct task_spec *s);
 void spec_clear(struct task_spec *s);
@@ -76,3 +83,7 @@ int spec_set_label(struct task_spec *s, const char *kv, char *err, size_t errlen
 int spec_set_env(struct task_spec *s, const char *kv, char *err, size_t errlen);
 int spec_set_io(struct task_spec *s, const char *dev_eq_bps, bool write, char *err, size_t errlen);
 int spec_set_argv(struct task_spec *s, char *const *argv, size_t argc);
+/* A tmpfs size ([sandbox] tmp_size, sandbox.tmp_size): bytes with K/M/G/T or "N%" of RAM. */
+int spec_tmp_size_check(const char *v);
+int spec_sandbox_path_check(const char *p, const char *field, char *err, size_t errlen);
+int spec_sandbox_bind_check(const char *b, const char *field, char *err, size_t errlen);

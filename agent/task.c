@@ -2,6 +2,7 @@
 /* Task lifecycle: authorize, prepare, launch, enforce limits, collect usage, end. */
 #include "agent/agent.h"
 #include "agent/users.h"
+#include "agent/sandbox.h"
 #include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
@@ -47,9 +48,10 @@ _printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
 /* A launch in progress (TASK_STARTING). */
 struct task_start {
 	struct launch_handle h;
-	char *workdir;	/* as the child uses it, for messages */
-	bool announced; /* state file and task.start written (at go) */
-	bool pid_wait;	/* counted in a->n_pid_wait: the child's pid is not known yet */
+	char *workdir;		/* as the child uses it, for messages */
+	struct sandbox_plan sb; /* the mounts the child applies (and names in its errors) */
+	bool announced;		/* state file and task.start written (at go) */
+	bool pid_wait;		/* counted in a->n_pid_wait: the child's pid is not known yet */
 };
 
 static void pid_wait_end(struct agent *a, struct task_start *st)
@@ -67,6 +69,7 @@ static void pid_wait_end(struct agent *a, struct task_start *st)
 static void task_start_free(struct task *t)
 {
 	launch_handle_close(&t->start->h);
+	sandbox_plan_free(&t->start->sb);
 	free(t->start->workdir);
 	free(t->start);
 	t->start = NULL;
@@ -1326,6 +1329,12 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = -ENOMEM;
 		goto out_cg;
 	}
+	r = sandbox_plan_build(a, &t->spec, submitter, pw->uid, &t->start->sb, msg, sizeof(msg));
+	if (r < 0)
+		goto out_cg;
+	plan.ns_flags = t->start->sb.ns_flags;
+	plan.n_mounts = t->start->sb.n;
+	plan.mounts = t->start->sb.m;
 	r = spawn_shim(a, &plan, &t->start->h);
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "starting the task failed: %s", strerror(-r));
@@ -1492,6 +1501,9 @@ void task_on_exec(struct agent *a, struct task *t)
 	plan.workdir = t->start->workdir;
 	plan.stdout_path = t->spec.stdout_path;
 	plan.stderr_path = t->spec.stderr_path;
+	plan.ns_flags = t->start->sb.ns_flags;
+	plan.n_mounts = t->start->sb.n;
+	plan.mounts = t->start->sb.m;
 	launch_format_error(&plan, step, -r, msg, sizeof(msg));
 	start_done(a, t, step == LAUNCH_STEP_EXEC && r == -ENOENT ? -ENOENT : -EIO, msg);
 }

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -40,6 +42,8 @@ static const char *const step_names[_LAUNCH_STEP_MAX] = {
     [LAUNCH_STEP_CLONE] = "clone",
     [LAUNCH_STEP_CGROUP] = "join cgroup",
     [LAUNCH_STEP_SYNC] = "wait for agent",
+    [LAUNCH_STEP_NAMESPACES] = "unshare namespaces",
+    [LAUNCH_STEP_MOUNT] = "mount",
     [LAUNCH_STEP_SETSID] = "setsid",
     [LAUNCH_STEP_SIGNALS] = "reset signals",
     [LAUNCH_STEP_RLIMIT] = "setrlimit",
@@ -67,6 +71,7 @@ void launch_plan_set_cgroup(struct launch_plan *p, const struct cg_task *cg)
 
 const char *launch_step_to_string(enum launch_step s)
 {
+	s = LAUNCH_STEP_BASE(s);
 	if ((unsigned)s >= _LAUNCH_STEP_MAX)
 		return "unknown step";
 	return step_names[s];
@@ -75,8 +80,40 @@ const char *launch_step_to_string(enum launch_step s)
 void launch_format_error(const struct launch_plan *plan, enum launch_step step, int err, char *buf,
 			 size_t len)
 {
+	static const char *const mount_what[_LAUNCH_MOUNT_MAX] = {
+	    [LAUNCH_MOUNT_TMPFS] = "private tmpfs",
+	    [LAUNCH_MOUNT_READ_ONLY] = "read-only",
+	    [LAUNCH_MOUNT_HIDE] = "hide",
+	    [LAUNCH_MOUNT_BIND] = "bind",
+	};
 	const char *what = NULL;
+	int idx = LAUNCH_STEP_INDEX(step);
 
+	step = LAUNCH_STEP_BASE(step);
+	if (step == LAUNCH_STEP_MOUNT && idx >= 0 && (size_t)idx < plan->n_mounts) {
+		const struct launch_mount *m = &plan->mounts[idx];
+		const char *hint = "";
+
+		if (err == ENOSYS && m->op == LAUNCH_MOUNT_READ_ONLY)
+			hint = " (read-only mounts need mount_setattr, Linux 5.12)";
+		else if (err == EPERM || err == EACCES)
+			hint =
+			    " (the agent needs CAP_SYS_ADMIN; set [sandbox] mount_namespace = no "
+			    "to run without)";
+		snprintf(buf, len, "mount namespace: %s %s%s%s: %s%s",
+			 (unsigned)m->op < _LAUNCH_MOUNT_MAX ? mount_what[m->op] : "?", m->path,
+			 m->src ? " from " : "", m->src ? m->src : "", strerror(err), hint);
+		return;
+	}
+	if (step == LAUNCH_STEP_NAMESPACES) {
+		snprintf(buf, len, "unshare namespaces (%s%s%s): %s%s",
+			 plan->ns_flags & LAUNCH_NS_MOUNT ? "mount " : "",
+			 plan->ns_flags & LAUNCH_NS_IPC ? "ipc " : "",
+			 plan->ns_flags & LAUNCH_NS_UTS ? "uts" : "", strerror(err),
+			 err == EINVAL ? " (kernel without CONFIG_NAMESPACES for one of them)"
+				       : "");
+		return;
+	}
 	switch (step) {
 	case LAUNCH_STEP_EXEC:
 		what = plan->argv ? plan->argv[0] : NULL;
@@ -115,6 +152,94 @@ _noreturn_ static void child_fail(int err_fd, enum launch_step step, int err)
 {
 	launch_report_error(err_fd, step, err);
 	_exit(127);
+}
+
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+struct launch_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+/* The mount at path and every mount below it read-only (one mount_setattr(2)). */
+static int mount_read_only(const char *path)
+{
+	struct launch_mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
+
+	if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) < 0)
+		return -errno;
+	return 0;
+}
+
+/* One planned mount, in the task's mount namespace. Raw system calls only. */
+static int apply_mount(const struct launch_mount *m)
+{
+	struct stat st;
+
+	if (m->optional && stat(m->path, &st) < 0 && errno == ENOENT)
+		return 0;
+	switch (m->op) {
+	case LAUNCH_MOUNT_TMPFS:
+		if (mount("tmpfs", m->path, "tmpfs", MS_NOSUID | MS_NODEV, m->data) < 0)
+			return -errno;
+		return 0;
+	case LAUNCH_MOUNT_READ_ONLY:
+		/* A bind of itself first: /usr may be no mount point of its own. */
+		if (mount(m->path, m->path, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return -errno;
+		return mount_read_only(m->path);
+	case LAUNCH_MOUNT_HIDE:
+		if (stat(m->path, &st) < 0)
+			return -errno;
+		if (S_ISDIR(st.st_mode)) {
+			if (mount("tmpfs", m->path, "tmpfs",
+				  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+				  "size=4k,nr_inodes=1,mode=000") < 0)
+				return -errno;
+			return 0;
+		}
+		if (mount("/dev/null", m->path, NULL, MS_BIND, NULL) < 0)
+			return -errno;
+		return mount_read_only(m->path);
+	case LAUNCH_MOUNT_BIND:
+		if (mount(m->src, m->path, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return -errno;
+		if (m->data && strcmp(m->data, "ro") == 0)
+			return mount_read_only(m->path);
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* The task's namespaces and its view of the file system (plan->ns_flags, plan->mounts). */
+static void apply_namespaces(const struct launch_plan *p, int err_fd)
+{
+	int flags = 0, r;
+
+	if (p->ns_flags & LAUNCH_NS_MOUNT)
+		flags |= CLONE_NEWNS;
+	if (p->ns_flags & LAUNCH_NS_IPC)
+		flags |= CLONE_NEWIPC;
+	if (p->ns_flags & LAUNCH_NS_UTS)
+		flags |= CLONE_NEWUTS;
+	if (!flags)
+		return;
+	if (syscall(SYS_unshare, flags) < 0)
+		child_fail(err_fd, LAUNCH_STEP_NAMESPACES, errno);
+	if (!(flags & CLONE_NEWNS))
+		return;
+	/* Nothing done here may reach the node's mount table; the node's changes still come. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		child_fail(err_fd, LAUNCH_STEP_NAMESPACES, errno);
+	for (size_t i = 0; i < p->n_mounts; i++) {
+		r = apply_mount(&p->mounts[i]);
+		if (r < 0)
+			child_fail(err_fd, LAUNCH_STEP_CODE(LAUNCH_STEP_MOUNT, i), -r);
+	}
 }
 
 static int open_stdio(const char *path, int target, int flags)
@@ -309,14 +434,20 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 			child_fail(err_fd, LAUNCH_STEP_CAPBSET, -r);
 		if (setgroups(p->n_groups, p->groups) < 0)
 			child_fail(err_fd, LAUNCH_STEP_SETGROUPS, errno);
-		if (setresgid(p->gid, p->gid, p->gid) < 0)
-			child_fail(err_fd, LAUNCH_STEP_SETGID, errno);
-		if (setresuid(p->uid, p->uid, p->uid) < 0)
-			child_fail(err_fd, LAUNCH_STEP_SETUID, errno);
 	}
-
-	if (chdir(p->workdir ? p->workdir : "/") < 0)
-		child_fail(err_fd, LAUNCH_STEP_CHDIR, errno);
+	/*
+	 * stdio in the node's view (the task's mounts may hide or replace its directory), with the
+	 * task user's rights: the file-system ids switched (the kernel drops the file capabilities
+	 * with them), the groups set just above; back to root for the mounts.
+	 */
+	if (p->switch_user) {
+		(void)setfsgid(p->gid);
+		(void)setfsuid(p->uid);
+	}
+	/* Relative stdio paths are relative to the workdir (which the task's view may lack:
+	 * the chdir that counts comes after the mounts). */
+	if (p->n_mounts)
+		(void)chdir(p->workdir ? p->workdir : "/");
 	r = open_stdio(NULL, STDIN_FILENO, O_RDONLY);
 	if (r < 0)
 		child_fail(err_fd, LAUNCH_STEP_STDIN, -r);
@@ -326,6 +457,21 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 	r = open_stdio(p->stderr_path, STDERR_FILENO, O_WRONLY | O_CREAT | O_APPEND);
 	if (r < 0)
 		child_fail(err_fd, LAUNCH_STEP_STDERR, -r);
+	if (p->switch_user) {
+		(void)setfsuid(0);
+		(void)setfsgid(0);
+	}
+	apply_namespaces(p, err_fd);
+
+	if (p->switch_user) {
+		if (setresgid(p->gid, p->gid, p->gid) < 0)
+			child_fail(err_fd, LAUNCH_STEP_SETGID, errno);
+		if (setresuid(p->uid, p->uid, p->uid) < 0)
+			child_fail(err_fd, LAUNCH_STEP_SETUID, errno);
+	}
+
+	if (chdir(p->workdir ? p->workdir : "/") < 0)
+		child_fail(err_fd, LAUNCH_STEP_CHDIR, errno);
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(err_fd, LAUNCH_STEP_NO_NEW_PRIVS, errno);

@@ -39,6 +39,8 @@ enum launch_step {
 	LAUNCH_STEP_CLONE,
 	LAUNCH_STEP_CGROUP,
 	LAUNCH_STEP_SYNC,
+	LAUNCH_STEP_NAMESPACES, /* unshare of the task's mount/IPC/UTS namespaces */
+	LAUNCH_STEP_MOUNT,	/* one of plan->mounts (index in the error code, see below) */
 	LAUNCH_STEP_SETSID,
 	LAUNCH_STEP_SIGNALS,
 	LAUNCH_STEP_RLIMIT,
@@ -57,6 +59,37 @@ enum launch_step {
 	LAUNCH_STEP_EXEC,
 	_LAUNCH_STEP_MAX,
 };
+
+/*
+ * The task's own mount namespace (docs/sandbox.md). The agent plans every mount before fork;
+ * the child unshares, makes "/" a slave (nothing propagates back to the node) and applies the
+ * list in order, as root, before it drops privileges.
+ */
+enum launch_mount_op {
+	LAUNCH_MOUNT_TMPFS,	/* a fresh tmpfs at path, options data ("size=...,mode=1777") */
+	LAUNCH_MOUNT_READ_ONLY, /* path bound onto itself with its submounts, all read-only */
+	LAUNCH_MOUNT_HIDE,	/* directory: an empty read-only tmpfs, mode 000; else /dev/null */
+	LAUNCH_MOUNT_BIND,	/* src bound at path (recursive); data "ro": read-only */
+	_LAUNCH_MOUNT_MAX,
+};
+
+#define LAUNCH_MOUNTS_MAX 64
+struct launch_mount {
+	enum launch_mount_op op;
+	const char *path;
+	const char *src;  /* LAUNCH_MOUNT_BIND */
+	const char *data; /* LAUNCH_MOUNT_TMPFS options; LAUNCH_MOUNT_BIND "ro" or NULL */
+	bool optional;	  /* a path that does not exist is skipped (protect_system's /boot) */
+};
+
+#define LAUNCH_NS_MOUNT (1U << 0)
+#define LAUNCH_NS_IPC	(1U << 1)
+#define LAUNCH_NS_UTS	(1U << 2)
+
+/* A mount step's error code: the step, and the mount's index + 1 in the upper 16 bits. */
+#define LAUNCH_STEP_CODE(step, idx) ((enum launch_step)((int)(step) | (((idx) + 1) << 16)))
+#define LAUNCH_STEP_BASE(code)	    ((enum launch_step)((int)(code)&0xffff))
+#define LAUNCH_STEP_INDEX(code)	    ((((int)(code) >> 16) & 0xffff) - 1)
 
 #define LAUNCH_RLIMITS_MAX 8
 #define LAUNCH_JOIN_MAX	   16
@@ -91,6 +124,9 @@ struct launch_plan {
 	const char *exit_file;	   /* where the shim records the wait status (atomic rename) */
 	const char *syscalls_file; /* audit of denied calls (needs a notifying filter); NULL: off */
 	uint64_t syscalls_max;	   /* call lines written at most; beyond, only counted */
+	unsigned int ns_flags;	   /* LAUNCH_NS_*: namespaces the child unshares */
+	size_t n_mounts;	   /* applied in order in the mount namespace */
+	const struct launch_mount *mounts;
 };
 
 struct launch_handle {

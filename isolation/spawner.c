@@ -7,7 +7,8 @@
  * corral-spawn is a small program the agent starts once; it receives each launch's plan over a
  * SOCK_SEQPACKET socket (the fds by SCM_RIGHTS) and forks the shim from itself.
  *
- * Message: "CRSP" version 2 (version 1 also carried cap_last_cap), then the plan's fields in
+ * Message: "CRSP" version 3 (version 1 also carried cap_last_cap; 3 added the namespaces and
+ * mounts after syscalls_max), then the plan's fields in
  * order (u32/u64, strings as u32 length with the NUL or 0xffffffff for none, string vectors as
  * u32 count + strings), the compiled filter (sbx_filter_pack), and the index in the passed fds
  * of each fd the shim needs.
@@ -32,7 +33,7 @@
 #include <unistd.h>
 
 #define SPAWN_MAGIC   0x50535243u /* "CRSP" */
-#define SPAWN_VERSION 2u
+#define SPAWN_VERSION 3u
 #define SPAWN_MSG_MAX (1024 * 1024)
 #define NO_STR	      0xffffffffu
 
@@ -121,6 +122,15 @@ static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, st
 	put_str(b, p->exit_file);
 	put_str(b, p->syscalls_file);
 	put_u64(b, p->syscalls_max);
+	put_u32(b, p->ns_flags);
+	put_u32(b, (uint32_t)p->n_mounts);
+	for (size_t i = 0; i < p->n_mounts; i++) {
+		put_u32(b, (uint32_t)p->mounts[i].op);
+		put_str(b, p->mounts[i].path);
+		put_str(b, p->mounts[i].src);
+		put_str(b, p->mounts[i].data);
+		put_u32(b, p->mounts[i].optional);
+	}
 	fl = p->filter ? sbx_filter_pack(p->filter, NULL, 0) : 0;
 	put_u32(b, (uint32_t)fl);
 	if (fl) {
@@ -246,6 +256,7 @@ struct launch_wire {
 	char **argv, **env, **paths;
 	gid_t *groups;
 	struct sbx_filter *filter;
+	struct launch_mount mounts[LAUNCH_MOUNTS_MAX];
 };
 
 void launch_wire_free(struct launch_wire *u)
@@ -302,6 +313,24 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 	p->exit_file = get_str(b);
 	p->syscalls_file = get_str(b);
 	p->syscalls_max = get_u64(b);
+	p->ns_flags = get_u32(b);
+	n = get_u32(b);
+	if (b->bad || n > LAUNCH_MOUNTS_MAX ||
+	    (p->ns_flags & ~(LAUNCH_NS_MOUNT | LAUNCH_NS_IPC | LAUNCH_NS_UTS)))
+		return -EPROTO;
+	p->n_mounts = n;
+	p->mounts = u->mounts;
+	for (uint32_t i = 0; i < n; i++) {
+		u->mounts[i].op = (enum launch_mount_op)get_u32(b);
+		u->mounts[i].path = get_str(b);
+		u->mounts[i].src = get_str(b);
+		u->mounts[i].data = get_str(b);
+		u->mounts[i].optional = get_u32(b) != 0;
+		if (b->bad || (unsigned)u->mounts[i].op >= _LAUNCH_MOUNT_MAX ||
+		    !u->mounts[i].path ||
+		    (u->mounts[i].op == LAUNCH_MOUNT_BIND && !u->mounts[i].src))
+			return -EPROTO;
+	}
 	fl = get_u32(b);
 	if (fl) {
 		const void *d = get(b, fl);

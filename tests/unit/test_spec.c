@@ -146,6 +146,67 @@ static void test_spec_errors(void **state)
 	expect_spec_error("{\"command\":[\"x\"],\"workdir\":\"relative\"}", "workdir");
 	expect_spec_error("{\"command\":[\"x\"],\"user\":\"a\\nb\"}", "user");
 	expect_spec_error("{\"command\":[\"x\"],\"command\":[\"y\"]}", "invalid JSON");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":[]}", "sandbox: expected an object");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"nope\":1}}", "sandbox: unknown key");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"private_tmp\":1}}",
+			  "sandbox.private_tmp: expected true or false");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"tmp_size\":\"lots\"}}",
+			  "sandbox.tmp_size: \"lots\"");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"tmp_size\":\"101%\"}}",
+			  "sandbox.tmp_size");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"read_only_paths\":[\"rel\"]}}",
+			  "sandbox.read_only_paths[0]: \"rel\": expected an absolute path");
+	expect_spec_error(
+	    "{\"command\":[\"x\"],\"sandbox\":{\"inaccessible_paths\":[\"/a/../b\"]}}",
+	    "sandbox.inaccessible_paths[0]: \"/a/../b\": not a normalized path");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"read_only_paths\":[\"/\"]}}",
+			  "other than /");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"bind\":[\"/a\"]}}",
+			  "sandbox.bind[0]: \"/a\": expected SRC:DST");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"bind\":[\"/a:/b:rx\"]}}",
+			  "mode must be ro or rw");
+	expect_spec_error("{\"command\":[\"x\"],\"sandbox\":{\"bind\":[\"/a:b\"]}}",
+			  "\"b\": expected an absolute path");
+}
+
+static void test_spec_sandbox(void **state)
+{
+	const char *json =
+	    "{\"command\":[\"x\"],\"sandbox\":{\"mount_namespace\":true,"
+	    "\"private_tmp\":true,\"tmp_size\":\"10%\",\"protect_system\":false,"
+	    "\"read_only_paths\":[\"/data\"],\"inaccessible_paths\":[\"/home/a/.ssh\"],"
+	    "\"bind\":[\"/scratch/a:/scratch:ro\"],\"ipc_namespace\":true}}";
+	struct task_spec s, s2;
+	char err[256];
+	json_t *j;
+
+	(void)state;
+	spec_init(&s);
+	assert_int_equal(s.sb_uts_ns, -1);
+	assert_int_equal(spec_parse(json, strlen(json), &s, err, sizeof(err)), 0);
+	assert_int_equal(s.sb_mount_ns, 1);
+	assert_int_equal(s.sb_private_tmp, 1);
+	assert_int_equal(s.sb_protect_system, 0);
+	assert_int_equal(s.sb_ipc_ns, 1);
+	assert_int_equal(s.sb_uts_ns, -1);
+	assert_string_equal(s.sb_tmp_size, "10%");
+	assert_int_equal(s.n_sb_read_only, 1);
+	assert_string_equal(s.sb_inaccessible[0], "/home/a/.ssh");
+	assert_string_equal(s.sb_bind[0], "/scratch/a:/scratch:ro");
+	j = spec_to_json(&s);
+	spec_init(&s2);
+	assert_int_equal(spec_from_json(j, &s2, err, sizeof(err)), 0);
+	json_decref(j);
+	assert_int_equal(s2.sb_protect_system, 0);
+	assert_int_equal(s2.sb_uts_ns, -1);
+	assert_string_equal(s2.sb_bind[0], s.sb_bind[0]);
+	assert_string_equal(s2.sb_tmp_size, "10%");
+	assert_int_equal(spec_tmp_size_check("1M"), 0);
+	assert_int_equal(spec_tmp_size_check("100%"), 0);
+	assert_int_equal(spec_tmp_size_check("0%"), -EINVAL);
+	assert_int_equal(spec_tmp_size_check("1K"), -EINVAL); /* under a page */
+	spec_clear(&s);
+	spec_clear(&s2);
 }
 
 static void test_spec_roundtrip(void **state)
@@ -333,7 +394,8 @@ int main(void)
 	    cmocka_unit_test(test_parse_size),	   cmocka_unit_test(test_parse_misc),
 	    cmocka_unit_test(test_rfc3339),	   cmocka_unit_test(test_spec_errors),
 	    cmocka_unit_test(test_spec_roundtrip), cmocka_unit_test(test_spec_flags),
-	    cmocka_unit_test(test_config),	   cmocka_unit_test(test_files),
+	    cmocka_unit_test(test_spec_sandbox),   cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_files),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,115 @@
+#!/bin/bash
+# The task sandbox (docs/sandbox.md), through corrald on this host's cgroups (v1 hybrid):
+# every escape a root task (uid 0, no capabilities) once made must fail, for a root and a
+# non-root task, each checked from outside (the cgroup files as the host reads them, the spool
+# directory, /etc); private /tmp and /dev/shm (not shared between tasks nor with the node, sized,
+# charged to the task's memory cgroup, gone with the task); read_only_paths, inaccessible_paths,
+# bind; a clear error when a layer cannot be set up; corralctl status names the layers.
+. "$(dirname "$0")/lib.sh"
+need_root
+start_agent --no-bpf
+
+st=$(ctl status)
+for l in mount_namespace sys_read_only agent_files_hidden protect_system; do
+	v=$(echo "$st" | jget "sandbox.$l")
+	[ "$v" = on ] && pass "status: $l on" || fail "status: $l is '$v'"
+done
+
+id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
+mkdir -p "$STATE/spool"
+# The escapes of a task that runs as root, each printing NAME:ok (refused) or NAME:ESCAPED.
+cat >"$T/escape.sh" <<'SH'
+cg=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+ucg=$(sed -n 's/^0:://p' /proc/self/cgroup)
+parent=${cg%/*}
+try() { name=$1; shift; if ( "$@" ) 2>/dev/null; then echo "$name:ESCAPED"; else echo "$name:ok"; fi; }
+try limit sh -c "echo 2147483648 > /sys/fs/cgroup/memory$cg/memory.limit_in_bytes"
+try move_procs sh -c "echo $$ > /sys/fs/cgroup/memory$parent/cgroup.procs"
+try move_tasks sh -c "echo $$ > /sys/fs/cgroup/memory$parent/tasks"
+try move_unified sh -c "echo $$ > /sys/fs/cgroup/unified/cgroup.procs"
+try move_unified_parent sh -c "echo $$ > /sys/fs/cgroup/unified${ucg%/*}/cgroup.procs"
+try subcgroup mkdir "/sys/fs/cgroup/memory$cg/escape"
+try spool sh -c "echo x > $STATE_DIR/spool/escape"
+try state_listed sh -c "ls $STATE_DIR | grep -q spool"
+try etc touch /etc/corral-it-escape-$MARK
+try usr touch /usr/corral-it-escape-$MARK
+try sysctl sh -c "cat /proc/sys/kernel/domainname > /proc/sys/kernel/domainname"
+try socket python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])" "$SOCK_PATH"
+echo "pid $$ cg $cg"
+echo done
+exec sleep 60
+SH
+chmod 755 "$T/escape.sh"
+
+escapes() { # WHO: run the escape script as WHO (root or corral-it-user), check from outside
+	local who=$1 out=$T/escape-$1.out id pid cg lim
+	rm -f "$out"
+	: >"$out"
+	: >"$T/escape-$who.err"
+	chown "$who" "$out" "$T/escape-$who.err"
+	id=$(ctl run --user "$who" --memory 100M --workdir / --stdout "$out" --stderr "$T/escape-$who.err" \
+		--env STATE_DIR="$STATE" --env SOCK_PATH="$SOCK" --env MARK=$$ -- /bin/sh "$T/escape.sh")
+	for _ in $(seq 200); do grep -q '^done' "$out" 2>/dev/null && break; sleep 0.05; done
+	grep -q '^done' "$out" || { fail "$who: escape script did not finish: $(cat "$out" "$T/escape-$who.err")"; return; }
+	for n in limit move_procs move_tasks move_unified move_unified_parent subcgroup spool state_listed etc usr sysctl socket; do
+		grep -q "^$n:ok$" "$out" && pass "$who task: $n refused" || fail "$who task: $n: $(grep "^$n:" "$out")"
+	done
+	pid=$(awk '/^pid/ {print $2}' "$out")
+	cg=$(awk '/^pid/ {print $4}' "$out")
+	# the truth from outside
+	grep -qx "$pid" "/sys/fs/cgroup/memory$cg/cgroup.procs" &&
+		pass "$who task: still in its memory cgroup (host view)" || fail "$who task: pid $pid left $cg"
+	lim=$(cat "/sys/fs/cgroup/memory$cg/memory.limit_in_bytes")
+	[ "$lim" = 104857600 ] && pass "$who task: memory limit still 100M (host view)" || fail "$who task: limit $lim"
+	[ ! -e "/sys/fs/cgroup/memory$cg/escape" ] && [ ! -e "$STATE/spool/escape" ] &&
+		[ ! -e "/etc/corral-it-escape-$$" ] && [ ! -e "/usr/corral-it-escape-$$" ] &&
+		pass "$who task: no sub-cgroup, spool file, /etc or /usr file (host view)" ||
+		fail "$who task: something was written"
+	rm -f "/etc/corral-it-escape-$$" "/usr/corral-it-escape-$$" "$STATE/spool/escape"
+	ctl kill --signal KILL "$id" >/dev/null
+	ctl wait "$id" >/dev/null 2>&1
+}
+escapes root
+escapes corral-it-user
+
+# --- private /tmp and /dev/shm --------------------------------------------------------------
+M=corral-it-mark-$$
+a=$(ctl run --private-tmp --memory 200M --stdout "$T/a.out" -- sh -c \
+	"echo a > /tmp/$M && echo a > /dev/shm/$M && head -c 50000000 /dev/zero > /tmp/fill && sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup && echo ready; exec sleep 60")
+for _ in $(seq 200); do grep -q ready "$T/a.out" 2>/dev/null && break; sleep 0.05; done
+grep -q ready "$T/a.out" && pass "private /tmp: a task writes /tmp and /dev/shm" || fail "private tmp task: $(cat "$T/a.out")"
+[ ! -e "/tmp/$M" ] && [ ! -e "/dev/shm/$M" ] && pass "private /tmp: the node does not see the task's files" ||
+	fail "private /tmp: the node sees /tmp/$M"
+run_wait --private-tmp --stdout "$T/b.out" -- sh -c "test -e /tmp/$M || test -e /dev/shm/$M && echo seen || echo unseen"
+[ "$(cat "$T/b.out")" = unseen ] && pass "private /tmp: another task does not see them" || fail "other task: $(cat "$T/b.out")"
+cg=$(head -n1 "$T/a.out")
+use=$(cat "/sys/fs/cgroup/memory$cg/memory.usage_in_bytes" 2>/dev/null || echo 0)
+[ "${use:-0}" -ge 50000000 ] && pass "private /tmp: 50 MB in /tmp charged to the task's memory cgroup ($use bytes)" ||
+	fail "tmpfs charge: usage $use of $cg"
+ctl kill --signal KILL "$a" >/dev/null; ctl wait "$a" >/dev/null 2>&1
+run_wait --private-tmp --tmp-size 1M --stdout "$T/c.out" -- sh -c 'head -c 2000000 /dev/zero > /tmp/big 2>/dev/null && echo fits || echo full'
+[ "$(cat "$T/c.out")" = full ] && pass "--tmp-size 1M: 2 MB do not fit" || fail "tmp size: $(cat "$T/c.out")"
+run_wait --stdout "$T/d.out" -- sh -c "test -e /tmp/$M && echo seen || echo unseen"
+[ "$(cat "$T/d.out")" = unseen ] && pass "after the task: its /tmp is gone with its namespace" || fail "leftover: $(cat "$T/d.out")"
+
+# --- read_only_paths, inaccessible_paths, bind ---------------------------------------------
+mkdir -p "$T/ro" "$T/bsrc"
+echo secret >"$T/secret"
+echo bound >"$T/bsrc/f"
+chmod 777 "$T/ro"
+run_wait --read-only "$T/ro" --inaccessible "$T/secret" --bind "$T/bsrc:/mnt:ro" --stdout "$T/e.out" -- sh -c \
+	"touch $T/ro/x 2>/dev/null && echo ro:no || echo ro:ok; cat $T/secret 2>/dev/null | grep -q secret && echo hidden:no || echo hidden:ok; cat /mnt/f; touch /mnt/g 2>/dev/null && echo bindro:no || echo bindro:ok"
+grep -q ro:ok "$T/e.out" && [ ! -e "$T/ro/x" ] && pass "--read-only: write refused" || fail "read-only: $(cat "$T/e.out")"
+grep -q hidden:ok "$T/e.out" && pass "--inaccessible: file not readable" || fail "inaccessible: $(cat "$T/e.out")"
+grep -q '^bound$' "$T/e.out" && grep -q bindro:ok "$T/e.out" && pass "--bind SRC:/mnt:ro: visible, read-only" || fail "bind: $(cat "$T/e.out")"
+
+# --- a layer that cannot be set up: a clear error, the task launch_failed ------------------
+run_wait --bind /nonexistent-corral:/mnt -- true
+[ "$RC" = 126 ] && echo "$REASON" | grep -q 'mount namespace: bind /mnt from /nonexistent-corral: No such file' &&
+	pass "a failing mount is named: $(echo "$REASON" | sed 's/.*launch_failed: //')" || fail "bind error: $RC $REASON"
+out=$(ctl run --read-only relative/path -- true 2>&1)
+echo "$out" | grep -q 'read-only: "relative/path": expected an absolute path' && pass "bad path refused: $out" || fail "bad path: $out"
+# root may turn the sandbox off (then the node's /tmp is shared)
+run_wait --no-sandbox --stdout "$T/f.out" -- sh -c "grep -c ' /sys ro\| /sys .*ro,' /proc/self/mountinfo"
+[ "$RC" = 1 ] || [ "$(cat "$T/f.out")" = 0 ] && pass "--no-sandbox by root: /sys as the node has it" || fail "no-sandbox: $(cat "$T/f.out")"
+finish
