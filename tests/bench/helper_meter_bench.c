@@ -9,7 +9,10 @@
  * tracked; the same with accounting at every sched_switch (meter_opts.cpu_at_switch).
  * Workloads:
  *   sched: two processes ping-pong one byte over two pipes (like `perf bench sched pipe`);
- *   syscall: one process write(2)s one byte to /dev/null WRITE_ITERS times.
+ *   syscall: one process write(2)s one byte to /dev/null WRITE_ITERS times;
+ *   exit: one process forks children that exit at once, 10,000 a second (METER_BENCH_EXITS
+ *   of them, default 15,000): the cost per process exit.
+ * METER_BENCH_QUICK=1: the rounds only (the A/B of metering_overhead.sh).
  * Prints ops/s per round, the medians and the ratios metering/off, switch/off, empty/off and
  * switch/empty. Then the average run time per switch of the switch-mode and the empty program
  * from the kernel's BPF statistics, and finally tracks IDLE_TASKS sleeping processes and
@@ -76,6 +79,34 @@ static void writes(long iters)
 			_exit(1);
 }
 
+/*
+ * EXIT_RATE processes a second fork and exit at once (the parent paces itself, waiting for each
+ * child), iters of them: the cost of the exit programs per process exit at that rate.
+ */
+#define EXIT_RATE 10000
+static void exits(long iters)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	for (long i = 0; i < iters; i++) {
+		uint64_t due = t0 + (uint64_t)i * (NSEC_PER_SEC / EXIT_RATE), now;
+		pid_t p;
+
+		while ((now = now_ns(CLOCK_MONOTONIC)) < due) {
+			struct timespec ts = {0, (long)(due - now)};
+
+			nanosleep(&ts, NULL);
+		}
+		p = fork();
+		if (p < 0)
+			_exit(1);
+		if (p == 0)
+			_exit(0);
+		if (waitpid(p, NULL, 0) != p)
+			_exit(1);
+	}
+}
+
 static double cpu_s(int who)
 {
 	struct rusage ru;
@@ -90,7 +121,8 @@ static double cpu_s(int who)
  * ops[1]: ops per CPU second of the workload's processes (less sensitive to other load on a
  * shared host). Returns 0 or -1.
  */
-static int run(struct meter *m, uint64_t key, bool sched, long iters, double ops[2])
+enum { WL_SCHED, WL_WRITE, WL_EXIT, WLS };
+static int run(struct meter *m, uint64_t key, int wl, long iters, double ops[2])
 {
 	int go[2], res[2], st, ret = 0;
 	cpu_set_t cpus;
@@ -114,10 +146,12 @@ static int run(struct meter *m, uint64_t key, bool sched, long iters, double ops
 		if (read(go[0], &ch, 1) != 1)
 			_exit(1);
 		t0 = now_ns(CLOCK_MONOTONIC);
-		if (sched)
+		if (wl == WL_SCHED)
 			pingpong(iters);
-		else
+		else if (wl == WL_WRITE)
 			writes(iters);
+		else
+			exits(iters);
 		r[0] = (double)iters * 1e9 / (double)(now_ns(CLOCK_MONOTONIC) - t0);
 		r[1] = (double)iters / (cpu_s(RUSAGE_SELF) + cpu_s(RUSAGE_CHILDREN));
 		if (write(res[1], r, sizeof(r)) != sizeof(r))
@@ -314,7 +348,7 @@ static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
 		p = floor_prog(fl, btf);
 		if (corral ? meter_switch_stats(m, &r0, &t0) : prog_stats(p, &r0, &t0))
 			r0 = t0 = 0;
-		if (run(m, 1, true, iters, o) < 0 ||
+		if (run(m, 1, WL_SCHED, iters, o) < 0 ||
 		    (corral ? meter_switch_stats(m, &r1, &t1) : prog_stats(p, &r1, &t1)) ||
 		    r1 <= r0) {
 			meter_free(m);
@@ -343,21 +377,90 @@ static void stats_phase(struct switch_floor_bpf *fl, bool btf, long iters)
 	       c, f, c - f, c / f);
 }
 
+/* Run time (BPF statistics) of every BPF program this process holds an fd of. */
+static uint64_t own_prog_ns(void)
+{
+	_cleanup_closedir_ DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	uint64_t total = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		struct bpf_prog_info info = {};
+		uint32_t len = sizeof(info);
+		int fd = atoi(de->d_name);
+		_cleanup_free_ char *s = NULL;
+		char path[300];
+
+		if (de->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", de->d_name);
+		if (read_file(path, 65536, &s, NULL) < 0 || !strstr(s, "prog_tag:"))
+			continue; /* not a program */
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			total += info.run_time_ns;
+	}
+	return total;
+}
+
+/*
+ * BPF time per process exit: the run time of all metering programs (fork, exit, and whatever
+ * they call) while the exit workload runs tracked at 10,000 exits/s, divided by the exits;
+ * median of 3 runs, with accounting at exit (the default). A count of the programs' own work,
+ * which other load on the host disturbs far less than the CPU-time ratio.
+ */
+static double exit_phase(long iters)
+{
+	static const char path[] = "/proc/sys/kernel/bpf_stats_enabled";
+	double ns[3];
+	char old = '0';
+	int fd, n = 0;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || read(fd, &old, 1) != 1 || pwrite(fd, "1", 1, 0) != 1) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	for (int i = 0; i < 3; i++) {
+		struct meter *m = NULL;
+		uint64_t t0, t1;
+		double o[2];
+
+		if (meter_open(NULL, &m) < 0)
+			break;
+		t0 = own_prog_ns();
+		if (run(m, 9, WL_EXIT, iters, o) < 0) {
+			meter_free(m);
+			break;
+		}
+		t1 = own_prog_ns();
+		meter_free(m);
+		ns[n++] = (double)(t1 - t0) / (double)iters;
+	}
+	(void)!pwrite(fd, &old, 1, 0);
+	close(fd);
+	return n ? bench_median(ns, n) : -1;
+}
+
 enum { ARM_OFF, ARM_FLOOR, ARM_METER, ARM_SWITCH, ARMS };
 #define NRATIOS 4
 
 int main(int argc, char **argv)
 {
 	/* [workload][arm][wall/cpu][round] */
-	static double v[2][ARMS][2][MAX_ROUNDS], ratio[NRATIOS][2][2][MAX_ROUNDS];
-	static const char *const wl[2] = {"sched pipe ping-pong", "1-byte write /dev/null"};
+	static double v[WLS][ARMS][2][MAX_ROUNDS], ratio[NRATIOS][WLS][2][MAX_ROUNDS];
+	static const char *const wl[WLS] = {"sched pipe ping-pong", "1-byte write /dev/null",
+					    "fork+exit, 10k/s"};
+	const bool quick = getenv("METER_BENCH_QUICK") && *getenv("METER_BENCH_QUICK") == '1';
 	static const char *const rname[NRATIOS] = {"metering/off", "switch/off", "empty/off",
 						   "switch/empty"};
 	const char *acct = "?";
 	struct switch_floor_bpf *fl;
 	const char *mode = "?";
 	int rounds, nidle;
-	long iters[2];
+	long iters[WLS];
 	bool btf;
 
 	if (argc != 5) {
@@ -368,9 +471,11 @@ int main(int argc, char **argv)
 	rounds = atoi(argv[1]);
 	iters[0] = atol(argv[2]);
 	iters[1] = atol(argv[3]);
+	/* 1.5 s of exits at 10k/s (METER_BENCH_EXITS) */
+	iters[2] = getenv("METER_BENCH_EXITS") ? atol(getenv("METER_BENCH_EXITS")) : 15000;
 	nidle = atoi(argv[4]);
-	if (rounds < 1 || rounds > MAX_ROUNDS || iters[0] < 1 || iters[1] < 1 || nidle < 0 ||
-	    nidle > 4000)
+	if (rounds < 1 || rounds > MAX_ROUNDS || iters[0] < 1 || iters[1] < 1 || iters[2] < 1 ||
+	    nidle < 0 || nidle > 4000)
 		return 2;
 	{
 		struct meter *m = NULL;
@@ -396,14 +501,14 @@ int main(int argc, char **argv)
 	 * the empty sched_switch program (the floor: what any program there costs), the
 	 * metering programs with the workload tracked.
 	 */
-	printf("%-6s %-8s %14s %14s %14s %14s\n", "round", "programs", "sched/s", "sched/cpu-s",
-	       "write/s", "write/cpu-s");
+	printf("%-6s %-8s %14s %14s %14s %14s %14s %14s\n", "round", "programs", "sched/s",
+	       "sched/cpu-s", "write/s", "write/cpu-s", "exit/s", "exit/cpu-s");
 	for (int r = 0; r < rounds; r++) {
 		for (int k = 0; k < ARMS; k++) {
 			int arm = (r + k) % ARMS;
 			struct meter *m = NULL;
 			struct bpf_link *l = NULL;
-			double o[2][2];
+			double o[WLS][2];
 
 			if (arm == ARM_METER || arm == ARM_SWITCH) {
 				struct meter_opts so = {.cpu_at_switch = arm == ARM_SWITCH};
@@ -418,8 +523,8 @@ int main(int argc, char **argv)
 				fprintf(stderr, "cannot attach the empty sched_switch program\n");
 				return 1;
 			}
-			for (int w = 0; w < 2; w++)
-				if (run(m, 1 + (uint64_t)w, w == 0, iters[w], o[w]) < 0) {
+			for (int w = 0; w < WLS; w++)
+				if (run(m, 1 + (uint64_t)w, w, iters[w], o[w]) < 0) {
 					fprintf(stderr, "workload failed\n");
 					meter_free(m);
 					bpf_link__destroy(l);
@@ -427,17 +532,17 @@ int main(int argc, char **argv)
 				}
 			meter_free(m);
 			bpf_link__destroy(l);
-			for (int w = 0; w < 2; w++)
+			for (int w = 0; w < WLS; w++)
 				for (int c = 0; c < 2; c++)
 					v[w][arm][c][r] = o[w][c];
-			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f\n", r,
+			printf("%-6d %-8s %14.0f %14.0f %14.0f %14.0f %14.0f %14.0f\n", r,
 			       arm == ARM_METER	   ? acct
 			       : arm == ARM_SWITCH ? "switch"
 			       : arm == ARM_FLOOR  ? "empty"
 						   : "off",
-			       o[0][0], o[0][1], o[1][0], o[1][1]);
+			       o[0][0], o[0][1], o[1][0], o[1][1], o[2][0], o[2][1]);
 		}
-		for (int w = 0; w < 2; w++)
+		for (int w = 0; w < WLS; w++)
 			for (int c = 0; c < 2; c++) {
 				ratio[0][w][c][r] = v[w][ARM_METER][c][r] / v[w][ARM_OFF][c][r];
 				ratio[1][w][c][r] = v[w][ARM_SWITCH][c][r] / v[w][ARM_OFF][c][r];
@@ -449,7 +554,7 @@ int main(int argc, char **argv)
 	       rounds);
 	printf("%-24s %-7s %10s %10s %10s %10s  %-14s %9s %9s\n", "workload", "per", "off", "empty",
 	       "switch", "metering", "ratio", "", "overhead");
-	for (int w = 0; w < 2; w++)
+	for (int w = 0; w < WLS; w++)
 		for (int c = 0; c < 2; c++)
 			for (int q = 0; q < NRATIOS; q++) {
 				double x = bench_median(ratio[q][w][c], rounds);
@@ -467,8 +572,41 @@ int main(int argc, char **argv)
 				printf("  %-14s %9.4f %8.2f%%\n", rname[q], x, (1 - x) * 100);
 			}
 	printf("attach mode: %s; metering = CPU and IO accounted at %s (corrald's default), switch "
-	       "= at every sched_switch\n\n",
+	       "= at every sched_switch\n",
 	       mode, acct);
+	/* CPU per exit (the forking parent and its children, exit programs included). */
+	{
+		double off = bench_median(v[WL_EXIT][ARM_OFF][1], rounds);
+		double met = bench_median(v[WL_EXIT][ARM_METER][1], rounds);
+		double sw = bench_median(v[WL_EXIT][ARM_SWITCH][1], rounds);
+
+		printf("cost per process exit at %d exits/s (CPU of fork+exit+wait, medians): off "
+		       "%.2f us, %s %.2f us (+%.2f us), switch %.2f us (+%.2f us)\n",
+		       EXIT_RATE, 1e6 / off, acct, 1e6 / met, 1e6 / met - 1e6 / off, 1e6 / sw,
+		       1e6 / sw - 1e6 / off);
+	}
+	{
+		double e = exit_phase(iters[WL_EXIT]);
+
+		if (e >= 0)
+			printf("BPF run time per process exit at %d exits/s "
+			       "(kernel.bpf_stats_enabled, "
+			       "all metering programs, median of 3): %.0f ns\n",
+			       EXIT_RATE, e);
+		printf("RESULT_EXIT_NS %.1f\n", e);
+	}
+	/* Machine-readable lines for metering_overhead.sh's A/B against another build. */
+	for (int w = 0; w < WLS; w++)
+		for (int c = 0; c < 2; c++)
+			for (int arm = 0; arm < ARMS; arm++)
+				for (int r = 0; r < rounds; r++)
+					printf("RESULT %d %d %d %.3f\n", w, c, arm,
+					       v[w][arm][c][r]);
+	printf("\n");
+	if (quick) {
+		switch_floor_bpf__destroy(fl);
+		return 0;
+	}
 	stats_phase(fl, btf, iters[0] / 2);
 	switch_floor_bpf__destroy(fl);
 	return nidle ? idle_tasks(nidle) : 0;
