@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,8 @@ struct options {
 	uint64_t db_connections; /* 0 = default: 1 for SQLite, 4 for PostgreSQL */
 	uint64_t fold_delay_ms;
 	bool fold_delay_set;
+	/* [server] connection handling, 0 = defaults (server.h) */
+	uint64_t threads, max_connections, connections_per_ip, connection_timeout;
 	bool no_rollups;
 	/* dump */
 	const char *type, *node, *task;
@@ -102,6 +105,22 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 				 "[server] max_records: expected 1..10000000, got '%s'", value);
 			return 0;
 		}
+	} else if (strcmp(section, "server") == 0 &&
+		   (strcmp(name, "threads") == 0 || strcmp(name, "max_connections") == 0 ||
+		    strcmp(name, "max_connections_per_ip") == 0 ||
+		    strcmp(name, "connection_timeout") == 0)) {
+		uint64_t v, max = name[0] == 't' ? 256 : name[0] == 'c' ? 3600 : 1000000;
+
+		if (parse_u64(value, &v) < 0 || v == 0 || v > max) {
+			snprintf(o->err, sizeof(o->err),
+				 "[server] %s: expected 1..%" PRIu64 "%s, got '%s'", name, max,
+				 name[0] == 'c' ? " (seconds)" : "", value);
+			return 0;
+		}
+		*(name[0] == 't'			 ? &o->threads
+		  : name[0] == 'c'			 ? &o->connection_timeout
+		  : strcmp(name, "max_connections") == 0 ? &o->max_connections
+							 : &o->connections_per_ip) = v;
 	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
 		r = set_str(&o->db, value);
 	else if (strcmp(section, "storage") == 0 && strcmp(name, "connections") == 0) {
@@ -391,7 +410,12 @@ static int cmd_serve(struct options *o)
 	    .max_body = o->max_body ?: COLL_DEFAULT_MAX_BODY,
 	    .max_records = o->max_records ?: COLL_DEFAULT_MAX_RECORDS,
 	    .log = log_stderr,
+	    .threads = (unsigned)o->threads,
+	    .max_connections = (unsigned)o->max_connections,
+	    .connections_per_ip = (unsigned)o->connections_per_ip,
+	    .connection_timeout = (unsigned)o->connection_timeout,
 	};
+	struct rlimit rl;
 	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;
 	struct coll_server *srv = NULL;
@@ -403,6 +427,11 @@ static int cmd_serve(struct options *o)
 	int sig, r;
 
 	tune_malloc();
+	/* one descriptor per client connection: the soft limit up to the hard one */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	/* Signals are taken synchronously by this thread; server threads inherit the mask. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -354,10 +355,16 @@ int coll_server_add_ingest_store(struct coll_server *srv, struct coll_store *st)
 
 struct request {
 	bool started;
-	bool too_big;
+	bool too_big;	  /* the body is read and dropped, then answered 413 */
+	uint64_t dropped; /* bytes of it dropped so far */
 	char *buf;
 	size_t len, cap;
 };
+
+/* An oversized body is read and dropped up to this many times max_body, so that a client that
+ * does not wait for "100 Continue" reads a 413 instead of a reset; beyond, the connection is
+ * closed. */
+#define TOO_BIG_DRAIN_FACTOR 16
 
 /* ---- small output helpers ---- */
 
@@ -1367,11 +1374,22 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 			uint64_t v;
 
 			if (cl && parse_u64(cl, &v) == 0) {
-				if (v > s->max_body)
+				const char *ex = MHD_lookup_connection_value(
+				    c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+
+				/* a client waiting for "100 Continue" reads the answer now; any
+				 * other is sending the body: it is read, dropped and answered */
+				if (v > s->max_body &&
+				    ((ex && strcasecmp(ex, "100-continue") == 0) ||
+				     v / TOO_BIG_DRAIN_FACTOR > s->max_body))
 					return reply_error(s, c, 413,
 							   "body of %" PRIu64
 							   " bytes exceeds max_body %" PRIu64,
 							   v, s->max_body);
+				if (v > s->max_body) {
+					rq->too_big = true;
+					return MHD_YES;
+				}
 				rq->buf = malloc(v + 1);
 				if (!rq->buf)
 					return reply_error(s, c, 500, "out of memory");
@@ -1387,7 +1405,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 		*upload_data_size = 0;
 		if (rq->too_big || rq->len + n > s->max_body) {
 			rq->too_big = true;
-			return MHD_YES;
+			rq->dropped += n;
+			/* a body without end: not read forever */
+			return rq->dropped / TOO_BIG_DRAIN_FACTOR > s->max_body ? MHD_NO : MHD_YES;
 		}
 		if (rq->len + n + 1 > rq->cap) {
 			size_t nc = MAX(rq->cap * 2, rq->len + n + 1);
@@ -1407,7 +1427,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 
 	/* whole body received */
 	if (rq->too_big)
-		return reply_error(s, c, 413, "body exceeds max_body %" PRIu64, s->max_body);
+		return reply_error(s, c, 413, "body of %" PRIu64 " bytes exceeds max_body %" PRIu64,
+				   rq->len + rq->dropped, s->max_body);
 	if (rq->len == 0)
 		return reply_error(s, c, 400, "empty body");
 	tok = authenticate(s, c);
@@ -1484,8 +1505,13 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	struct sockaddr_storage ss;
 	unsigned sslen = 0;
 	struct coll_server *s;
-	unsigned flags =
-	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC;
+	/* epoll, a pool of threads: a slow client holds a socket, not a thread */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+	unsigned threads = cfg->threads ?: COLL_DEFAULT_THREADS,
+		 maxconn = cfg->max_connections ?: COLL_DEFAULT_MAX_CONNECTIONS,
+		 per_ip = cfg->connections_per_ip ?: COLL_DEFAULT_CONNECTIONS_PER_IP,
+		 timeout = cfg->connection_timeout ?: COLL_DEFAULT_CONNECTION_TIMEOUT;
+	struct rlimit rl;
 
 	if (coll_parse_listen(cfg->listen, &ss, &sslen) < 0) {
 		snprintf(err, errlen, "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
@@ -1510,11 +1536,20 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	s->max_records = cfg->max_records ?: COLL_DEFAULT_MAX_RECORDS;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	/* every connection is a descriptor: stay below the limit, keeping some for the database,
+	 * the pool's epoll and event descriptors and the files a report opens */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < (rlim_t)maxconn + 64 + 4 * threads)
+		maxconn = rl.rlim_cur > 64 + 4 * threads + 16
+			      ? (unsigned)(rl.rlim_cur - 64 - 4 * threads)
+			      : 16;
 	s->daemon = MHD_start_daemon(
 	    flags, 0, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)COLL_MAX_CONNECTIONS,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+	    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, maxconn,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)COLL_CONNECTION_MEMORY,
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+	    (unsigned)1, MHD_OPTION_END);
 	if (!s->daemon) {
 		int r = errno ? -errno : -EADDRINUSE;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * corral-collector HTTP server (libmicrohttpd, one thread per connection, bounded).
+ * corral-collector HTTP server (libmicrohttpd: epoll in a pool of threads, bounded).
  *   POST /v1/records   NDJSON batch, node token    -> 200 / 422 / 401 / 403 / 413 / 400 / 503
  *   GET  /v1/records   ?type=&node=&task=&limit=   reader token -> NDJSON (no audit records)
  *   GET  /v1/audit     ?node=&task=&job=&user=&from=&to=&type=&limit=&after=   auditor token
@@ -20,15 +20,25 @@
 #define COLL_DEFAULT_LISTEN	 "127.0.0.1:8470"
 #define COLL_DEFAULT_MAX_BODY	 (16u * 1024 * 1024)
 #define COLL_DEFAULT_MAX_RECORDS 100000
-#define COLL_MAX_CONNECTIONS	 64
-#define COLL_QUERY_LIMIT_DEFAULT 1000
-#define COLL_QUERY_LIMIT_MAX	 100000
+/* Connection handling (docs/collector.md "Slow and hostile clients"): epoll in a pool of
+ * threads, so an open connection costs a socket and a little memory, not a thread. */
+#define COLL_DEFAULT_THREADS		8
+#define COLL_DEFAULT_MAX_CONNECTIONS	10000 /* less when RLIMIT_NOFILE is lower */
+#define COLL_DEFAULT_CONNECTIONS_PER_IP 256
+#define COLL_DEFAULT_CONNECTION_TIMEOUT 30	    /* s without a byte from the client */
+#define COLL_CONNECTION_MEMORY		(64u << 10) /* header buffer per connection */
+#define COLL_QUERY_LIMIT_DEFAULT	1000
+#define COLL_QUERY_LIMIT_MAX		100000
 
 struct coll_server_config {
 	const char *listen;	      /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0 = any */
 	uint64_t max_body;	      /* bytes of one request body (413 beyond) */
 	size_t max_records;	      /* lines of one batch (413 beyond) */
 	void (*log)(const char *msg); /* the program's logger (audit chain breaks); NULL = none */
+	unsigned threads;	      /* 0 = COLL_DEFAULT_THREADS */
+	unsigned max_connections;     /* 0 = COLL_DEFAULT_MAX_CONNECTIONS */
+	unsigned connections_per_ip;  /* 0 = COLL_DEFAULT_CONNECTIONS_PER_IP */
+	unsigned connection_timeout;  /* s, 0 = COLL_DEFAULT_CONNECTION_TIMEOUT */
 };
 
 struct coll_server;

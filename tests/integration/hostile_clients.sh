@@ -7,7 +7,11 @@
 #     rest refused at once; root's status and run are served; the idle ones are closed after
 #     idle_timeout;
 #  3. an incomplete request line: answered with an error and closed after request_timeout;
-#  4. eight users holding every unreserved slot: a ninth user is refused, root still served.
+#  4. eight users holding every unreserved slot: a ninth user is refused, root still served;
+#  5. corral-collector under 1,200 slowloris connections (24 addresses, one header line every
+#     2 s): /healthz and node uploads served, figures side by side with no attack, nothing
+#     lost; one address opening 400 is held to max_connections_per_ip; a body over max_body
+#     sent without waiting for "100 Continue" reads a 413 with its reason.
 # "Served" means answered within LAT_MAX seconds (a generous bound on this shared host; the
 # figures printed are the measured ones).
 . "$(dirname "$0")/lib.sh"
@@ -185,4 +189,93 @@ grep -q "refused 1 why .*kept for root" "$T/ninth.out" && [ "$total" = 240 ] \
 	&& pass "8 users hold all 240 unreserved connections: a ninth user is refused, root's status ${ls}s" \
 	|| fail "slots: held $total, ninth: $(cat "$T/ninth.out")"
 kill "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null
+
+# --- 5. collector: slow and hostile HTTP clients -------------------------------------------------
+COLL=$O/corral-collector
+CPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+TOKEN=hc-node-token-0123456789abcdef
+printf 'node n1 %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"
+printf '[server]\nmax_connections_per_ip = 100\n' >"$T/coll.conf"
+"$COLL" serve --config "$T/coll.conf" --listen 127.0.0.1:$CPORT --db "sqlite:$T/c.db" \
+	--tokens "$T/tokens" --max-body 1M >>"$T/collector.log" 2>&1 &
+CPID=$!
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$CPORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+cat >"$T/slow.py" <<'PYEOF'
+import socket, sys, time
+port, mode = int(sys.argv[1]), sys.argv[2]
+if mode == "healthz":  # n sequential GET /healthz on fresh connections: max and median seconds
+    n, ts = int(sys.argv[3]), []
+    for _ in range(n):
+        t0 = time.time()
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        d = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            d += b
+        s.close()
+        assert d.startswith(b"HTTP/1.1 200"), d[:80]
+        ts.append(time.time() - t0)
+    ts.sort()
+    print("max %.4f median %.4f" % (ts[-1], ts[len(ts) // 2]), flush=True)
+elif mode == "slow":  # addrs x per connections, one header line every 2 s for secs seconds
+    addrs, per, secs = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    cs = []
+    for a in range(addrs):
+        for _ in range(per):
+            s = socket.socket()
+            s.bind(("127.0.1.%d" % (a + 1), 0))
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"POST /v1/records HTTP/1.1\r\nHost: x\r\n")
+            cs.append(s)
+    print("opened", len(cs), flush=True)
+    end, k = time.time() + secs, 0
+    while time.time() < end:
+        time.sleep(2)
+        k += 1
+        for s in list(cs):
+            try:
+                s.sendall(b"X-Slow-%d: %d\r\n" % (k, k))
+            except OSError:
+                cs.remove(s)
+    print("open", len(cs), flush=True)  # still open after secs: the server kept them
+elif mode == "oversize":  # 2 MiB body, no Expect: the answer must be readable
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    body = b"x" * (2 << 20)
+    s.sendall(b"POST /v1/records HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+              sys.argv[3].encode() + b"\r\nContent-Type: application/x-ndjson\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    print(s.recv(4096).decode(errors="replace").replace("\r\n", " | "), flush=True)
+PYEOF
+post() { "$O/tests/bench/helper_ingest_load" post --url "http://127.0.0.1:$CPORT/v1/records" --token "$TOKEN" \
+	--node n1 --count 5000 --batch 250 --start "$1" | sed -n 's/.*rate=\([0-9]*\).*/\1/p'; }
+h0=$(python3 "$T/slow.py" $CPORT healthz 20); r0=$(post 0)
+python3 "$T/slow.py" $CPORT slow 24 50 12 >"$T/slow.out" 2>&1 &
+SL=$!
+wait_line "$T/slow.out" opened
+h1=$(python3 "$T/slow.py" $CPORT healthz 20); r1=$(post 100000)
+wait $SL
+held=$(awk '$1 == "open" {print $2}' "$T/slow.out")
+stored=$(sqlite3 "$T/c.db" "SELECT count(*) FROM records")
+ok=$(awk -v a="${r0:-0}" -v b="${r1:-0}" -v h="$h1" -v m=$LAT_MAX 'BEGIN{split(h, x, " "); exit !(a > 0 && b >= a / 3 && x[2] < m)}'; echo $?)
+[ "$held" = 1200 ] && [ "$stored" = 10000 ] && [ "$ok" = 0 ] \
+	&& pass "collector with 1200 slow connections open (24 addresses, a header line every 2 s): /healthz $h1 s (no attack: $h0 s), uploads $r1 records/s (no attack: $r0; ratio $(awk -v a="$r0" -v b="$r1" 'BEGIN{printf "%.2f", b / a}')), all 10000 records stored" \
+	|| fail "slowloris: $held of 1200 held, healthz $h1 (before $h0), uploads $r1/s (before $r0), stored $stored"
+python3 "$T/slow.py" $CPORT slow 1 400 3 >"$T/slow1.out" 2>&1
+held=$(awk '$1 == "open" {print $2}' "$T/slow1.out")
+h2=$(python3 "$T/slow.py" $CPORT healthz 5)
+[ "${held:-0}" -le 100 ] && [ "${held:-0}" -gt 0 ] && [ -n "$h2" ] \
+	&& pass "one address opening 400 connections: $held kept (max_connections_per_ip 100), /healthz $h2 s" \
+	|| fail "per-address limit: $held of 400 kept, healthz '$h2'"
+big=$(python3 "$T/slow.py" $CPORT oversize "$TOKEN")
+echo "$big" | grep -q '^HTTP/1.1 413 .*exceeds max_body 1048576' \
+	&& pass "2 MiB body without Expect: $(echo "$big" | grep -o '{.*}')" \
+	|| fail "oversized body: '$big'"
+kill $CPID; wait $CPID 2>/dev/null
+printf '[server]\nmax_connections_per_ip = 0\n' >"$T/bad.conf"
+"$COLL" serve --config "$T/bad.conf" --db "sqlite:$T/c.db" --tokens "$T/tokens" 2>"$T/bad.err" \
+	&& fail "collector started with max_connections_per_ip = 0"
+grep -q 'max_connections_per_ip: expected 1..1000000' "$T/bad.err" || fail "bad config: $(cat "$T/bad.err")"
 finish
