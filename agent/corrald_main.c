@@ -464,6 +464,7 @@ int main(int argc, char **argv)
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
 	r = setup(&a);
 	if (r < 0) {
+		log_error("corrald could not start (%s, see above): exiting", strerror(-r));
 		sd_notifyf(0, "STATUS=Failed to start: %s\nERRNO=%d", strerror(-r), -r);
 		return 1;
 	}

@@ -18,6 +18,7 @@
 #include "isolation/cgroup.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -297,6 +298,71 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
 	return ret;
 }
 
+/* The process listening on TCP port (from /proc/net/tcp{,6} and /proc/PID/fd), "" if none
+ * is found (another network namespace, no permission). */
+static void port_owner(uint32_t port, char *buf, size_t len)
+{
+	static const char *const tables[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+	unsigned long inode = 0;
+	_cleanup_closedir_ DIR *proc = NULL;
+	struct dirent *de;
+
+	buf[0] = 0;
+	for (size_t t = 0; t < ARRAY_SIZE(tables) && !inode; t++) {
+		_cleanup_fclose_ FILE *f = fopen(tables[t], "re");
+		char line[512];
+
+		while (f && fgets(line, sizeof(line), f)) {
+			unsigned lport, st;
+			unsigned long ino;
+
+			/* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+			if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*s %x %*s %*s %*s %*u %*u %lu",
+				   &lport, &st, &ino) == 3 &&
+			    lport == port && st == 0x0A /* LISTEN */ && ino) {
+				inode = ino;
+				break;
+			}
+		}
+	}
+	if (!inode || !(proc = opendir("/proc")))
+		return;
+	while ((de = readdir(proc)) && !buf[0]) {
+		char path[300], want[64], target[64], comm[64] = "";
+		_cleanup_closedir_ DIR *fds = NULL;
+		struct dirent *fe;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/fd", de->d_name);
+		if (!(fds = opendir(path)))
+			continue;
+		snprintf(want, sizeof(want), "socket:[%lu]", inode);
+		while ((fe = readdir(fds))) {
+			char link[600];
+			ssize_t n;
+
+			snprintf(link, sizeof(link), "%s/%s", path, fe->d_name);
+			n = readlink(link, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			if (strcmp(target, want) != 0)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
+			{
+				_cleanup_fclose_ FILE *cf = fopen(path, "re");
+
+				if (cf && fgets(comm, sizeof(comm), cf))
+					comm[strcspn(comm, "\n")] = 0;
+			}
+			snprintf(buf, len, " (held by %.32s, pid %.16s)", comm[0] ? comm : "?",
+				 de->d_name);
+			break;
+		}
+	}
+}
+
 static int metrics_start(struct agent *a)
 {
 	struct sockaddr_in sin = {.sin_family = AF_INET};
@@ -337,11 +403,36 @@ static int metrics_start(struct agent *a)
 		log_error("[metrics] listen: \"%s\" is not an IP address", host);
 		return -EINVAL;
 	}
+	/* bound once here first: libmicrohttpd does not say why it could not listen */
+	{
+		int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, r = 0;
+
+		if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		    bind(fd, sa, sa->sa_family == AF_INET ? sizeof(sin) : sizeof(sin6)) < 0 ||
+		    listen(fd, 1) < 0)
+			r = -errno;
+		if (fd >= 0)
+			close(fd);
+		if (r < 0) {
+			char owner[128] = "";
+
+			if (r == -EADDRINUSE)
+				port_owner(port, owner, sizeof(owner));
+			log_error(
+			    "metrics: cannot listen on %s: %s%s; corrald is exiting (set "
+			    "--metrics-listen or [metrics] listen in %s to a free address, or "
+			    "leave it empty to serve no metrics)",
+			    a->cfg.metrics_listen, strerror(-r), owner, a->config_path);
+			return r;
+		}
+	}
 	d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, a, MHD_OPTION_SOCK_ADDR,
 			     sa, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
 			     10u, MHD_OPTION_END);
 	if (!d) {
-		log_error("metrics: cannot listen on %s", a->cfg.metrics_listen);
+		log_error("metrics: cannot listen on %s: the HTTP server did not start; corrald is "
+			  "exiting",
+			  a->cfg.metrics_listen);
 		return -EADDRINUSE;
 	}
 	info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);

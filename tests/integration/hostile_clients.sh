@@ -11,7 +11,8 @@
 #  5. corral-collector under 1,200 slowloris connections (24 addresses, one header line every
 #     2 s): /healthz and node uploads served, figures side by side with no attack, nothing
 #     lost; one address opening 400 is held to max_connections_per_ip; a body over max_body
-#     sent without waiting for "100 Continue" reads a 413 with its reason.
+#     sent without waiting for "100 Continue" reads a 413 with its reason;
+#  6. corrald whose --metrics-listen port is taken says why it exits, and who holds the port.
 # "Served" means answered within LAT_MAX seconds (a generous bound on this shared host; the
 # figures printed are the measured ones).
 . "$(dirname "$0")/lib.sh"
@@ -278,4 +279,19 @@ printf '[server]\nmax_connections_per_ip = 0\n' >"$T/bad.conf"
 "$COLL" serve --config "$T/bad.conf" --db "sqlite:$T/c.db" --tokens "$T/tokens" 2>"$T/bad.err" \
 	&& fail "collector started with max_connections_per_ip = 0"
 grep -q 'max_connections_per_ip: expected 1..1000000' "$T/bad.err" || fail "bad config: $(cat "$T/bad.err")"
+
+# --- 6. the metrics port taken -------------------------------------------------------------------
+stop_agent
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True); time.sleep(30)' >"$T/holder.port" &
+HOLDER=$!
+for _ in $(seq 50); do [ -s "$T/holder.port" ] && break; sleep 0.1; done
+"$CORRALD" --socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE" --node it-node \
+	--no-bpf --metrics-listen "127.0.0.1:$(cat "$T/holder.port")" >"$T/taken.log" 2>&1
+rc=$?
+kill $HOLDER 2>/dev/null; wait $HOLDER 2>/dev/null
+[ "$rc" = 1 ] && grep -q "metrics: cannot listen on 127.0.0.1:$(cat "$T/holder.port"): Address already in use (held by python3, pid $HOLDER); corrald is exiting" "$T/taken.log" \
+	&& pass "metrics port taken: exit 1 and: $(grep -o 'metrics: cannot.*' "$T/taken.log" | head -c 200)" \
+	|| fail "metrics port taken: rc $rc, log: $(tail -n 3 "$T/taken.log")"
 finish
