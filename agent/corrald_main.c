@@ -379,6 +379,12 @@ static int setup(struct agent *a)
 					.cpu_at_switch = a->cfg.cpu_at_switch};
 		static char why[128];
 
+		/* Tests only: a 16-entry map of exited threads that nothing drains before a task's
+		 * end, to check that its overflow makes the record take its CPU from the cgroup. */
+		if (getenv("CORRAL_TEST_METER_NO_DRAIN")) {
+			mo.max_dying = 16;
+			mo.no_drain = true;
+		}
 		r = meter_open(&mo, &a->meter);
 		if (r < 0) {
 			snprintf(why, sizeof(why), "failed: %s", strerror(-r));

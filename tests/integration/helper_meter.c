@@ -539,9 +539,8 @@ static bool stress_finish(struct meter *m, struct sctx *c, struct stask *t, cons
 	return ok;
 }
 
-static int run_stress(const char *cs, const char *work)
+static int run_stress(const char *cs, const char *work, struct meter_opts opts)
 {
-	struct meter_opts opts = {};
 	struct stask ts[2] = {{.go = -1, .ok = true}, {.go = -1, .ok = true}};
 	struct sctx c = {.ts = ts, .n = 2};
 	struct meter *m = NULL;
@@ -549,18 +548,29 @@ static int run_stress(const char *cs, const char *work)
 	bool ok = true, two = false, overflow = false;
 	int r;
 
+	/* CORRAL_METER_STRESS_DIV=N divides the counts (the VM tier runs under emulation). */
+	const char *dv = getenv("CORRAL_METER_STRESS_DIV");
+	long div = dv && atol(dv) > 0 ? atol(dv) : 1;
+	char n3000[24], n2000[24], n4000[24], n200[24], n1500[24], secs[24];
+
+	snprintf(n3000, sizeof(n3000), "%ld", 3000 / div);
+	snprintf(n2000, sizeof(n2000), "%ld", 2000 / div);
+	snprintf(n4000, sizeof(n4000), "%ld", 4000 / div);
+	snprintf(n200, sizeof(n200), "%ld", 200 / div > 100 ? 200 / div : 100);
+	snprintf(n1500, sizeof(n1500), "%ld", 1500 / div);
+	snprintf(secs, sizeof(secs), "%.2f", 3.0 / (double)div);
 	if (!strcmp(cs, "spawn")) {
-		a[1] = "spawn", a[2] = "3000";
+		a[1] = "spawn", a[2] = n3000;
 	} else if (!strcmp(cs, "threads")) {
-		a[1] = "threads", a[2] = "2000", a[3] = "200";
+		a[1] = "threads", a[2] = n2000, a[3] = "200";
 	} else if (!strcmp(cs, "forkstorm")) {
-		a[1] = "forkstorm", a[2] = "4", a[3] = "3";
+		a[1] = "forkstorm", a[2] = "4", a[3] = secs;
 	} else if (!strcmp(cs, "neighbour")) {
-		a[1] = "spawn", a[2] = "4000";
-		b[1] = "spawn", b[2] = "200";
+		a[1] = "spawn", a[2] = n4000;
+		b[1] = "spawn", b[2] = n200;
 		two = true;
 	} else if (!strcmp(cs, "overflow")) {
-		a[1] = "spawn", a[2] = "1500";
+		a[1] = "spawn", a[2] = n1500;
 		opts.max_dying = 16;
 		opts.no_drain = true;
 		overflow = true;
@@ -588,8 +598,8 @@ static int run_stress(const char *cs, const char *work)
 		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
 		/* The neighbour starts once the noisy task has done 1500 exits (its forks). */
-		while (meter_read(m, ts[0].key, &u) == 0 && u.forks < 1500 && !ts[0].exited &&
-		       now_ns(CLOCK_MONOTONIC) - t0 < 60 * NSEC_PER_SEC)
+		while (meter_read(m, ts[0].key, &u) == 0 && u.forks < (uint64_t)(1500 / div) &&
+		       !ts[0].exited && now_ns(CLOCK_MONOTONIC) - t0 < 60 * NSEC_PER_SEC)
 			stress_pump(m, &c, 20);
 		printf("neighbour starts after %" PRIu64 " exits of the noisy task\n", u.forks);
 		r = stress_start(m, &ts[1], 1, b);
@@ -599,8 +609,8 @@ static int run_stress(const char *cs, const char *work)
 			goto out;
 		}
 		stress_go(&ts[1]);
-		ok &= stress_finish(m, &c, &ts[1], "neighbour (200 exits)", false);
-		ok &= stress_finish(m, &c, &ts[0], "noisy task (4000 exits)", false);
+		ok &= stress_finish(m, &c, &ts[1], "neighbour (small task)", false);
+		ok &= stress_finish(m, &c, &ts[0], "noisy task", false);
 	} else {
 		ok &= stress_finish(m, &c, &ts[0], cs, overflow);
 	}
@@ -646,7 +656,7 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	if (argc == ai + 3 && !strcmp(argv[ai], "stress"))
-		return run_stress(argv[ai + 1], argv[ai + 2]);
+		return run_stress(argv[ai + 1], argv[ai + 2], opts);
 	if (argc != ai + 2) {
 		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
 				"cpu|mem|io|net|fork WORK\n");

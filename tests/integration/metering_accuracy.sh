@@ -54,8 +54,10 @@ for mode in --sys "--raw --sys"; do
 done
 echo "--- taskstats fallback"
 if timeout 120 "$H" taskstats "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
+# Outside the source tree (the VM tier, under emulation) the stress counts are divided by 10.
+[ -f tests/integration/lib.sh ] || export CORRAL_METER_STRESS_DIV=${CORRAL_METER_STRESS_DIV:-10}
 for c in spawn threads forkstorm neighbour overflow; do
-	echo "--- stress $c (accounting at exit)"
+	echo "--- stress $c (accounting at exit where the kernel allows it)"
 	timeout 180 "$H" stress "$c" "$W"
 	case $? in
 	0) pass=$((pass+1)) ;;
@@ -89,6 +91,7 @@ while read -r l; do case $l in '"$CGPAT"') echo "${l##*:}" >'"$T/$1.cg"'.tmp ;; 
 done </proc/self/cgroup; echo >>'"$T/$1.cg"'.tmp; : >'"$T/$1.cg"'; read -r x <'"$T/$1.fifo" |
 		head -n1 >"$T/$1.id"
 }
+# measured_end NAME [SOURCE]: the record's CPU within 1% of the cgroup's, from SOURCE (ebpf)
 measured_end() {
 	local cg truth id rec cpu src
 	for _ in $(seq 1200); do [ -e "$T/$1.cg" ] && break; sleep 0.1; done
@@ -109,7 +112,7 @@ measured_end() {
 	else
 		fail "$1: CPU '$cpu' vs cgroup '${truth:-?}' (cgroup ${cg:-?})"
 	fi
-	[ "$src" = ebpf ] && pass "$1: sources.cpu_user_ns = ebpf" || fail "$1: source '$src'"
+	[ "$src" = "${2:-ebpf}" ] && pass "$1: sources.cpu_user_ns = $src" || fail "$1: source '$src'"
 }
 measured_start spawn3000 'for i in $(seq 3000); do /bin/true; done'
 measured_end spawn3000
@@ -176,5 +179,18 @@ sys.exit(0 if src == 'ebpf' and 32 * M <= rd <= 33 * M and 48 * M <= wr <= 49 * 
 else
 	fail "block bytes with BPF on"
 fi
+# An overflow of the map of exited threads (forced: CORRAL_TEST_METER_NO_DRAIN gives the agent
+# a 16-entry map that nothing drains before a task's end): the task's record must take its CPU
+# from the cgroup, say so in sources, and be exact.
+stop_agent
+CORRAL_TEST_METER_NO_DRAIN=1 start_agent
+measured_start overflow 'for i in $(seq 500); do /bin/true; done'
+measured_end overflow cgroup
+orec=$(ctl show "$(cat "$T/overflow.id")" --json)
+lost=$(echo "$orec" | jget usage_detail.ebpf_threads_lost)
+osrc=$(echo "$orec" | jget sources.cpu_user_ns)
+[ "$osrc" = cgroup ] && [ "${lost:-0}" -gt 0 ] &&
+	pass "overflowed map: CPU from the cgroup (sources cgroup, ebpf_threads_lost $lost)" ||
+	fail "overflowed map: source '$osrc', ebpf_threads_lost '$lost'"
 [ "$helper_fails" -eq 0 ] || fail "$helper_fails meter library case(s) failed"
 finish
