@@ -54,6 +54,9 @@ void config_init_defaults(struct agent_config *c)
 	c->batch_records = 500;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->spool_max_bytes = 1ULL << 30;
+	c->metrics_tasks = METRICS_TASKS_OFF;
+	c->metrics_max_conns = 4096;
+	c->metrics_timeout_s = 5;
 	c->conn_per_uid = 32;
 	c->idle_timeout_ns = 60 * NSEC_PER_SEC;
 	c->request_timeout_ns = 10 * NSEC_PER_SEC;
@@ -326,6 +329,29 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	}
 	if (IS("metrics", "listen"))
 		return set_str(&c->metrics_listen, value);
+	if (IS("metrics", "tasks")) {
+		if (strcmp(value, "off") == 0)
+			c->metrics_tasks = METRICS_TASKS_OFF;
+		else if (strcmp(value, "account") == 0)
+			c->metrics_tasks = METRICS_TASKS_ACCOUNT;
+		else if (strcmp(value, "task") == 0)
+			c->metrics_tasks = METRICS_TASKS_TASK;
+		else
+			return BAD("expected off, account or task");
+		return 0;
+	}
+	if (IS("metrics", "max_connections")) {
+		if (parse_u64(value, &u) < 0 || u < 4 || u > 65536)
+			return BAD("expected 4-65536");
+		c->metrics_max_conns = (uint32_t)u;
+		return 0;
+	}
+	if (IS("metrics", "timeout")) {
+		if (parse_duration_ns(value, &u) < 0 || u < NSEC_PER_SEC || u > 600 * NSEC_PER_SEC)
+			return BAD("expected a duration of 1s-10m");
+		c->metrics_timeout_s = (uint32_t)(u / NSEC_PER_SEC);
+		return 0;
+	}
 	if (IS("collector", "url")) {
 		if (*value && strncmp(value, "http://", 7) && strncmp(value, "https://", 8))
 			return BAD("expected an http:// or https:// URL");

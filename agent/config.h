@@ -6,6 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum metrics_tasks {
+	METRICS_TASKS_OFF,     /* node-wide series only (default) */
+	METRICS_TASKS_ACCOUNT, /* running tasks summed per account: account names, nothing else */
+	METRICS_TASKS_TASK,    /* one series per running task: task, user, account, job labels */
+};
+
 enum bpf_mode {
 	BPF_MODE_AUTO,
 	BPF_MODE_OFF,
@@ -68,7 +74,10 @@ struct agent_config {
 	bool sandbox_protect_system; /* /usr, /etc, /boot read-only */
 	bool sandbox_ipc_ns, sandbox_uts_ns;
 	/* [metrics] */
-	char *metrics_listen;
+	char *metrics_listen;	    /* ADDR:PORT or PORT (= 127.0.0.1:PORT); NULL: off */
+	int metrics_tasks;	    /* METRICS_TASKS_*: per-task series (privacy, see docs) */
+	uint32_t metrics_max_conns; /* concurrent connections */
+	uint32_t metrics_timeout_s; /* idle connection timeout */
 	/* [collector] */
 	char *collector_url;
 	char *token_file;

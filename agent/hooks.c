@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 
 int agent_hooks_init(struct agent *a);
@@ -221,10 +222,57 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	}
 #undef G
 #undef C
-	/* Per task. */
-	bprintf(&b, "# HELP corral_task_cpu_seconds_total CPU time of the task.\n"
-		    "# TYPE corral_task_cpu_seconds_total counter\n");
-	for (struct task *t = a->tasks; t; t = t->next) {
+	/* Per task: only as configured ([metrics] tasks), because whoever can reach the port
+	 * reads them, whether or not it may see those tasks through the control socket. */
+	if (a->cfg.metrics_tasks == METRICS_TASKS_ACCOUNT) {
+		struct acct_sum {
+			const char *account;
+			uint64_t tasks;
+			double cpu;
+			uint64_t mem;
+		} *sums = calloc(a->n_live ? a->n_live : 1, sizeof(*sums));
+		size_t n = 0;
+
+		for (struct task *t = a->tasks; sums && t; t = t->next) {
+			const char *acct = t->spec.account ? t->spec.account : "";
+			size_t i;
+
+			if (t->state != TASK_RUNNING)
+				continue;
+			task_collect_usage(a, t);
+			for (i = 0; i < n && strcmp(sums[i].account, acct); i++)
+				;
+			if (i == n) {
+				if (n == (a->n_live ? a->n_live : 1))
+					continue;
+				sums[n++].account = acct;
+			}
+			sums[i].tasks++;
+			sums[i].cpu +=
+			    (double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9;
+			sums[i].mem += t->usage.memory_peak_bytes;
+		}
+		bprintf(&b, "# HELP corral_account_tasks_running Running tasks per account.\n"
+			    "# TYPE corral_account_tasks_running gauge\n");
+		for (size_t i = 0; i < n; i++) {
+			char acct[256];
+
+			esc(sums[i].account, acct, sizeof(acct));
+			bprintf(&b, "corral_account_tasks_running{account=\"%s\"} %llu\n", acct,
+				(unsigned long long)sums[i].tasks);
+			bprintf(&b, "corral_account_running_cpu_seconds{account=\"%s\"} %.6f\n",
+				acct, sums[i].cpu);
+			bprintf(&b,
+				"corral_account_running_memory_peak_bytes{account=\"%s\"} %llu\n",
+				acct, (unsigned long long)sums[i].mem);
+		}
+		free(sums);
+	}
+	if (a->cfg.metrics_tasks == METRICS_TASKS_TASK)
+		bprintf(&b, "# HELP corral_task_cpu_seconds_total CPU time of the task.\n"
+			    "# TYPE corral_task_cpu_seconds_total counter\n");
+	for (struct task *t = a->cfg.metrics_tasks == METRICS_TASKS_TASK ? a->tasks : NULL; t;
+	     t = t->next) {
 		char user[128], acct[256], job[256];
 
 		if (t->state != TASK_RUNNING)
@@ -378,6 +426,14 @@ static int metrics_start(struct agent *a)
 	if (!host)
 		return -ENOMEM;
 	colon = strrchr(host, ':');
+	if (!colon && parse_u32(host, &port) == 0) { /* a bare port */
+		free(host);
+		if (asprintf(&host, ":%u", port) < 0) {
+			host = NULL;
+			return -ENOMEM;
+		}
+		colon = host;
+	}
 	if (!colon || parse_u32(colon + 1, &port) < 0 || port == 0 || port > 65535) {
 		log_error("[metrics] listen: expected ADDRESS:PORT, got \"%s\"",
 			  a->cfg.metrics_listen);
@@ -392,7 +448,8 @@ static int metrics_start(struct agent *a)
 		host[l - 1] = 0;
 		memmove(host, host + 1, l - 1);
 	}
-	if (inet_pton(AF_INET, *host ? host : "0.0.0.0", &sin.sin_addr) == 1) {
+	/* no address: localhost (listening on every interface must be asked for: 0.0.0.0) */
+	if (inet_pton(AF_INET, *host ? host : "127.0.0.1", &sin.sin_addr) == 1) {
 		sin.sin_port = htons((uint16_t)port);
 		sa = (struct sockaddr *)&sin;
 	} else if (inet_pton(AF_INET6, host, &sin6.sin6_addr) == 1) {
@@ -426,9 +483,31 @@ static int metrics_start(struct agent *a)
 			return r;
 		}
 	}
-	d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_http, a, MHD_OPTION_SOCK_ADDR,
-			     sa, MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
-			     10u, MHD_OPTION_END);
+	/*
+	 * Slow clients: every connection idle for timeout seconds is closed, a request's headers
+	 * live in a small pool, and the connection limit is far above what a scraper needs, so a
+	 * local user's pile of half-open requests does not lock out the scrape (with the file
+	 * limit to match; the unit sets LimitNOFILE=65536).
+	 */
+	{
+		struct rlimit rl;
+		unsigned conns = a->cfg.metrics_max_conns;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur < (rlim_t)conns + 256) {
+			unsigned fit = rl.rlim_cur > 320 ? (unsigned)rl.rlim_cur - 256 : 64;
+
+			log_warning(
+			    "metrics: max_connections %u lowered to %u (open file limit %llu)",
+			    conns, fit, (unsigned long long)rl.rlim_cur);
+			conns = fit;
+		}
+		d = MHD_start_daemon(
+		    flags, (uint16_t)port, NULL, NULL, on_http, a, MHD_OPTION_SOCK_ADDR, sa,
+		    MHD_OPTION_CONNECTION_LIMIT, conns, MHD_OPTION_CONNECTION_TIMEOUT,
+		    (unsigned)a->cfg.metrics_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		    (size_t)16384, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+	}
 	if (!d) {
 		log_error("metrics: cannot listen on %s: the HTTP server did not start; corrald is "
 			  "exiting",
