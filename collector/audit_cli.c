@@ -14,6 +14,7 @@
 #include "collector/audit_chain.h"
 #include "collector/audit_query.h"
 #include "collector/store.h"
+#include "common/escape.h"
 #include "common/macro.h"
 #include "common/util.h"
 
@@ -44,9 +45,15 @@ static int row_cb(const struct coll_row *row, void *ud)
 	}
 	j = json_loads(row->body, 0, NULL);
 	ev = j ? json_object_get(j, "event") : NULL;
-	evs = ev ? json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	printf("%-27s %-14s %-22s %-10s %s\n", row->time, row->type,
-	       row->task_id ? row->task_id : "", row->user ? row->user : "", evs ? evs : "");
+	/* names and events come from agents and tasks: escaped for the terminal */
+	evs = ev ? json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII) : NULL;
+	{
+		_cleanup_free_ char *task = esc_dup(row->task_id ? row->task_id : "");
+		_cleanup_free_ char *user = esc_dup(row->user ? row->user : "");
+
+		printf("%-27s %-14s %-22s %-10s %s\n", row->time, row->type, task ? task : "?",
+		       user ? user : "?", evs ? evs : "");
+	}
 	free(evs);
 	json_decref(j);
 	return 0;
@@ -56,7 +63,10 @@ static int break_cb(const struct coll_audit_break *b, void *ud)
 {
 	size_t *n = ud;
 
-	printf("%-27s %-12s %-8s %s\n", b->detected, b->node, b->kind, b->reason);
+	_cleanup_free_ char *node = esc_dup(b->node), *reason = esc_dup(b->reason);
+
+	printf("%-27s %-12s %-8s %s\n", b->detected, node ? node : "?", b->kind,
+	       reason ? reason : "?");
 	(*n)++;
 	return 0;
 }
