@@ -580,6 +580,13 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
  * the fold still reads them. */
 #define ROLLUP_IN_FIELDS (2 + _COLL_KEY_MAX + _COLL_SUM_MAX)
 
+/* The queued rows of those collectors had the sums of their time: up to the kill counts (the
+ * no-request count came with schema v6, after the compact form), 29 fields. Their layout is
+ * that count; the sums they lack are 0. */
+#define ROLLUP_IN_LEGACY_SUMS	COLL_SUM_NO_REQUEST_TASKS
+#define ROLLUP_IN_LEGACY_FIELDS (2 + _COLL_KEY_MAX + ROLLUP_IN_LEGACY_SUMS)
+_Static_assert(ROLLUP_IN_LEGACY_FIELDS == 29, "the layout older collectors wrote");
+
 /* Bucketed deltas as rows of a binary COPY into rollup_in, appended to c; *present gets the
  * bit 1u << table of each table among them. */
 static void deltas_rows(struct pgcopy *c, const struct coll_delta *d, size_t nd, unsigned *present)
@@ -736,7 +743,7 @@ static uint32_t be32(const unsigned char *p)
 }
 
 /* The fewest bytes a rollup_in row takes: field count, a length word per field, tbl, sums. */
-#define ROLLUP_IN_ROW_MIN (2 + 4 * ROLLUP_IN_FIELDS + 4 + 8 * _COLL_SUM_MAX)
+#define ROLLUP_IN_ROW_MIN (2 + 4 * ROLLUP_IN_LEGACY_FIELDS + 4 + 8 * ROLLUP_IN_LEGACY_SUMS)
 
 /*
  * The rows of one queued batch appended to d as deltas (room for len / ROLLUP_IN_ROW_MIN more
@@ -752,10 +759,10 @@ static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *
 	while (o < len) {
 		struct coll_delta x = {0};
 
-		if (len - o < 2 || (p[o] << 8 | p[o + 1]) != ROLLUP_IN_FIELDS)
+		if (len - o < 2 || (p[o] << 8 | p[o + 1]) != ROLLUP_IN_LEGACY_FIELDS)
 			return -EBADMSG;
 		o += 2;
-		for (int f = 0; f < ROLLUP_IN_FIELDS; f++) {
+		for (int f = 0; f < ROLLUP_IN_LEGACY_FIELDS; f++) {
 			uint32_t flen;
 
 			if (len - o < 4)
@@ -830,12 +837,13 @@ static int fold_once(struct pg_store *st, bool wait)
 		/* the compact form; or rollup_in rows, queued by a collector before it */
 		if (layout == COLL_PENDING_LAYOUT_COMPACT
 			? coll_pending_decode(p, plen, d, &nd, &ap) < 0
-			: layout != ROLLUP_IN_FIELDS || pending_parse(p, plen, d, &nd, &ap) < 0) {
+			: layout != ROLLUP_IN_LEGACY_FIELDS ||
+			      pending_parse(p, plen, d, &nd, &ap) < 0) {
 			snprintf(
 			    st->base.errmsg, sizeof(st->base.errmsg),
 			    "postgresql: rollup_pending: a queued batch (layout %d) is neither "
 			    "the compact form (layout %d) nor %d-field rollup_in rows",
-			    layout, COLL_PENDING_LAYOUT_COMPACT, ROLLUP_IN_FIELDS);
+			    layout, COLL_PENDING_LAYOUT_COMPACT, ROLLUP_IN_LEGACY_FIELDS);
 			r = -EBADMSG;
 		}
 	}
