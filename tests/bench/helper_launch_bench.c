@@ -4,7 +4,12 @@
  *   bare                fork + execve + waitpid of /bin/true (the baseline)
  *   bwrap               fork + exec of `bwrap --ro-bind / / /bin/true`
  *   ctl SOCKET          fork + exec of `corralctl --socket SOCKET run --wait -- /bin/true`
- *   api SOCKET          the control API directly: one connection per task, run + wait
+ *   bwrap_sb            fork + exec of `bwrap --unshare-pid --tmpfs /tmp --ro-bind / /
+ *                       /bin/true` (the sandbox peer)
+ *   api SOCKET          the control API directly: one connection per task, run + wait (the
+ *                       agent's default sandbox); api_nosb: with sandbox.mount_namespace false;
+ *                       api_tmp: private /tmp and /dev/shm too; api_ns: and IPC + UTS
+ *                       namespaces
  *   throughput SOCKET K keeps K API requests in flight for N tasks; prints launches/s
  *   bare_throughput K   the baseline of throughput: K children of fork + execve of /bin/true
  *                       in flight (one reaped, the next forked) for N; prints launches/s
@@ -120,11 +125,12 @@ static int inflight_read(int fd, struct inflight *f)
 	return 0;
 }
 
-static int api_once(const char *sock)
+static int api_once(const char *sock, const char *req)
 {
 	int fd = api_connect(sock), r;
+	ssize_t len = (ssize_t)strlen(req);
 
-	if (write(fd, REQ, sizeof(REQ) - 1) != (ssize_t)(sizeof(REQ) - 1))
+	if (write(fd, req, (size_t)len) != len)
 		return -1;
 	r = api_wait_end(fd);
 	close(fd);
@@ -282,8 +288,39 @@ int main(int argc, char **argv)
 					   NULL};
 
 			r = run_argv(a);
+		} else if (strcmp(mode, "bwrap_sb") == 0) {
+			char *const a[] = {(char *)"/usr/bin/bwrap",
+					   (char *)"--unshare-pid",
+					   (char *)"--tmpfs",
+					   (char *)"/tmp",
+					   (char *)"--ro-bind",
+					   (char *)"/",
+					   (char *)"/",
+					   (char *)"/bin/true",
+					   NULL};
+
+			r = run_argv(a);
 		} else if (strcmp(mode, "api") == 0 && argc >= 4) {
-			r = api_once(argv[3]);
+			r = api_once(argv[3], REQ);
+		} else if (strncmp(mode, "api_", 4) == 0 && argc >= 4) {
+			static const struct {
+				const char *mode, *sandbox;
+			} v[] = {{"api_nosb", "{\"mount_namespace\":false}"},
+				 {"api_tmp", "{\"private_tmp\":true}"},
+				 {"api_ns", "{\"private_tmp\":true,\"ipc_namespace\":true,"
+					    "\"uts_namespace\":true}"}};
+			char req[512];
+
+			r = -1;
+			for (size_t k = 0; k < ARRAY_SIZE(v); k++)
+				if (strcmp(mode, v[k].mode) == 0) {
+					snprintf(
+					    req, sizeof(req),
+					    "{\"op\":\"run\",\"wait\":true,\"spec\":{\"command\":"
+					    "[\"/bin/true\"],\"workdir\":\"/\",\"sandbox\":%s}}\n",
+					    v[k].sandbox);
+					r = api_once(argv[3], req);
+				}
 		} else {
 			fprintf(stderr, "unknown mode %s\n", mode);
 			return 2;

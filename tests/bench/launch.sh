@@ -21,7 +21,7 @@ start() { # start SOCKET_DIR [corrald args]
 	"$O/corrald" --socket "$1/s" --state-dir "$1/state" --cgroup-subtree "$SUB" --node bench \
 		--log-level warning "${@:2}" >>"$1/log" 2>&1 &
 	A=$!
-	for _ in $(seq 100); do [ -S "$1/s" ] && break; sleep 0.05; done
+	for _ in $(seq 600); do [ -S "$1/s" ] && break; sleep 0.05; done # BPF loads slowly on a busy host
 }
 trap 'kill $A 2>/dev/null; wait $A 2>/dev/null; for h in /sys/fs/cgroup/*/$SUB /sys/fs/cgroup/unified/$SUB; do [ -d $h ] && find $h -depth -type d -exec rmdir {} \; 2>/dev/null; done; rm -rf $D $RT' EXIT
 H=$O/tests/bench/helper_launch_bench
@@ -31,7 +31,15 @@ for round in $(seq "$R"); do
 	o=$({
 		$H "$N" bare
 		$H "$N" bwrap
+		# The sandbox rows: the peer (bwrap with a PID namespace, a private /tmp, / read-only),
+		# the agent's default sandbox (api), without a mount namespace (api_nosb: the launch
+		# as it was before the sandbox), with a private /tmp and /dev/shm, and with IPC + UTS
+		# namespaces as well; each against bare fork+exec in the table.
+		$H "$N" bwrap_sb
 		$H "$N" api "$D/s"
+		$H "$N" api_nosb "$D/s"
+		$H "$N" api_tmp "$D/s"
+		$H "$N" api_ns "$D/s"
 		$H "$N" ctl "$D/s" "$O/corralctl"
 		$H $((N * 2)) throughput "$D/s" 8
 		# Its baseline: bare fork+execs of /bin/true, 8 in flight (what this host's process
@@ -76,7 +84,7 @@ for l in sys.stdin:
     elif m: d["tput"]=int(m.group(1))
 rs=[rounds[k] for k in sorted(rounds)]
 med=lambda f: statistics.median(f(d) for d in rs)
-rows={k:(med(lambda d:d[k][0]),med(lambda d:d[k][1])) for k in ("bare","bwrap","api","ctl","bare_gap","api_gap","gpu_api")}
+rows={k:(med(lambda d:d[k][0]),med(lambda d:d[k][1])) for k in ("bare","bwrap","bwrap_sb","api","api_nosb","api_tmp","api_ns","ctl","bare_gap","api_gap","gpu_api")}
 tput=med(lambda d:d["tput"]); tput_disk=med(lambda d:d["tput_disk"]); tput_bare=med(lambda d:d["tput_bare"])
 b=rows["bare"]
 print()
@@ -85,6 +93,12 @@ print("%-10s %10s %10s %14s %12s" % ("path","median_us","p99_us","median/bare","
 for k in ("bare","bwrap","api","ctl"):
     m,p=rows[k]
     print("%-10s %10d %10d %14.2f %12.3f" % (k,m,p,m/b[0],(m-b[0])/1000))
+print("sandbox (ratio to bare; last column: to the launch without a mount namespace)")
+nosb=rows["api_nosb"][0]
+for k,what in (("bwrap_sb","bwrap --unshare-pid --tmpfs /tmp --ro-bind / /"),("api_nosb","API, no mount namespace"),("api","API, default sandbox"),("api_tmp","API, + private /tmp, /dev/shm"),("api_ns","API, + IPC, UTS namespaces")):
+    m,p=rows[k]
+    print("%-10s %10d %10d %14.2f %12.3f   %.2f  %s" % (k,m,p,m/b[0],(m-b[0])/1000,m/nosb,what))
+print("sandbox cost: default %.3f ms, with private /tmp %.3f ms over no mount namespace; default sandbox vs the bwrap peer: %.2f" % ((rows["api"][0]-nosb)/1000,(rows["api_tmp"][0]-nosb)/1000,rows["api"][0]/rows["bwrap_sb"][0]))
 g=rows["bare_gap"]
 m,p=rows["api_gap"]
 print("%-10s %10d %10d %14.2f %12.3f   (100 ms apart, vs bare_gap %d us)" % ("api_gap",m,p,m/g[0],(m-g[0])/1000,g[0]))

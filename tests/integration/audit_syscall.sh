@@ -75,6 +75,9 @@ run_wait --stdout "$T/cap.out" -- "$H" 1700
 ID3=$ID
 [ "$RC" = 0 ] && [ "$(cat "$T/cap.out")" = 1700 ] && pass "1700 denied calls, all EPERM" || fail "1700 calls: rc $RC"
 wait_rows "SELECT count(*) FROM records WHERE type='task.end' AND task_id='$ID3'" 1 || fail "task.end of $ID3 not stored"
+# the batches may bring task.end before the last audit records: wait for those as well
+wait_rows "SELECT count(*) FROM records WHERE type='audit.lost' AND task_id='$ID3'" 1
+wait_rows "SELECT count(*) FROM records WHERE type='audit.syscall' AND task_id='$ID3'" 1000
 n=$(q "SELECT count(DISTINCT json_extract(body,'\$.event.seq')) FROM records WHERE type='audit.syscall' AND task_id='$ID3'")
 lost=$(q "SELECT json_extract(body,'\$.event.kind')||' '||json_extract(body,'\$.event.lost')||' '||json_extract(body,'\$.event.total') FROM records WHERE type='audit.lost' AND task_id='$ID3'")
 [ "$(nsys "$ID3")" = 1000 ] && [ "$n" = 1000 ] && [ "$lost" = "syscall 700 1700" ] \
