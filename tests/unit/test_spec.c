@@ -316,6 +316,26 @@ static void test_config(void **state)
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "max_tasks"));
 	assert_non_null(strstr(err, path));
+	/* [sandbox]: defaults, values, a bad size named */
+	assert_true(c.sandbox_mount_ns && c.sandbox_protect_system && !c.sandbox_private_tmp);
+	f = fopen(path, "w");
+	fprintf(f, "[sandbox]\nmount_namespace = no\nprivate_tmp = yes\ntmp_size = 512M\n"
+		   "ipc_namespace = yes\n");
+	fclose(f);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+	assert_false(c.sandbox_mount_ns);
+	assert_true(c.sandbox_private_tmp && c.sandbox_ipc_ns && !c.sandbox_uts_ns);
+	assert_string_equal(c.sandbox_tmp_size, "512M");
+	f = fopen(path, "w");
+	fprintf(f, "[sandbox]\ntmp_size = huge\n");
+	fclose(f);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "[sandbox] tmp_size"));
+	f = fopen(path, "w");
+	fprintf(f, "[sandbox]\nprotect_system = maybe\n");
+	fclose(f);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "protect_system"));
 	f = fopen(path, "w");
 	fprintf(f, "[agent]\nnot_a_key = 1\n");
 	fclose(f);
