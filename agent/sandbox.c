@@ -186,6 +186,10 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 
 			if (!own[i] || own[i][0] != '/' || stat(own[i], &st) < 0)
 				continue;
+			/* A top-level directory ("/var", "/run") would hide far more than the
+			 * agent's files: such a layout is not hidden (docs/sandbox.md). */
+			if (S_ISDIR(st.st_mode) && !strchr(own[i] + 1, '/'))
+				continue;
 			if ((r = add(p, LAUNCH_MOUNT_HIDE, own[i], NULL, NULL, true)) < 0)
 				goto out_toomany;
 		}
