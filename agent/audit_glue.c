@@ -177,6 +177,37 @@ static json_t *event_json(const void *ctx)
 	return audit_event_to_json(ctx);
 }
 
+/* "path" of an exec, "address:port verdict" of a connect ([v6]:port); no printf: it runs for
+ * every event of a task past its budget. */
+static void event_dest(const struct audit_event *ev, char *buf, size_t len)
+{
+	const char *parts[6];
+	char port[8];
+	size_t n = 0, o = 0;
+
+	if (ev->type == AUDIT_EV_EXEC) {
+		parts[n++] = ev->exec.path ? ev->exec.path : "";
+	} else {
+		unsigned p = ev->connect.port, k = sizeof(port) - 1;
+
+		port[k] = 0;
+		do
+			port[--k] = (char)('0' + p % 10);
+		while ((p /= 10) && k);
+		if (ev->connect.family == AF_INET6)
+			parts[n++] = "[";
+		parts[n++] = ev->connect.address;
+		parts[n++] = ev->connect.family == AF_INET6 ? "]:" : ":";
+		parts[n++] = port + k;
+		parts[n++] = " ";
+		parts[n++] = audit_net_action_to_string(ev->connect.verdict);
+	}
+	for (size_t i = 0; i < n; i++)
+		for (const char *q = parts[i]; q && *q && o + 1 < len; q++)
+			buf[o++] = *q;
+	buf[o] = 0;
+}
+
 static void on_event(const struct audit_event *ev, void *userdata)
 {
 	struct agent *a = userdata;
@@ -197,16 +228,12 @@ static void on_event(const struct audit_event *ev, void *userdata)
 		return;
 	/* its last summary is written: a straggler is recorded as it is */
 	straggler = t->state == TASK_ENDED;
-	if (ev->type == AUDIT_EV_EXEC)
-		snprintf(dest, sizeof(dest), "%s", ev->exec.path ? ev->exec.path : "");
-	else
-		snprintf(dest, sizeof(dest), "%s%s%s:%u %s",
-			 ev->connect.family == AF_INET6 ? "[" : "", ev->connect.address,
-			 ev->connect.family == AF_INET6 ? "]" : "", ev->connect.port,
-			 audit_net_action_to_string(ev->connect.verdict));
 	/* past the task's budget: counted into its next audit.summary, nothing else built */
-	if (!straggler && !budget_admit(a, t, kind, dest, event_json, ev))
+	if (!straggler && !budget_take(t)) {
+		event_dest(ev, dest, sizeof(dest));
+		budget_count(a, t, kind, dest, event_json, ev);
 		return;
+	}
 	task_fill_record(a, t, kind, &r);
 	r.event = audit_event_to_json(ev);
 	if (ev->time_ns)

@@ -117,8 +117,7 @@ static void count(struct agent *a, struct task *t, enum acct_type kind, const ch
 	}
 }
 
-bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
-		  json_t *(*make_event)(const void *ctx), const void *ctx)
+bool budget_take(struct task *t)
 {
 	struct task_budget *b = &t->budget;
 	const char *over = NULL;
@@ -142,6 +141,20 @@ bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const ch
 		    "in audit.summary records",
 		    t->id, over);
 	b->over = over;
+	return false;
+}
+
+void budget_count(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
+		  json_t *(*make_event)(const void *ctx), const void *ctx)
+{
+	count(a, t, kind, dest, make_event, ctx);
+}
+
+bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
+		  json_t *(*make_event)(const void *ctx), const void *ctx)
+{
+	if (budget_take(t))
+		return true;
 	count(a, t, kind, dest, make_event, ctx);
 	return false;
 }

@@ -82,6 +82,11 @@ int budget_check_spec(const struct agent *a, const struct task_spec *s, bool pri
  */
 bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
 		  json_t *(*make_event)(const void *ctx), const void *ctx);
+/* The same in two steps, so that a caller builds dest only for an event it must count:
+ * budget_take takes a token (true: record it), budget_count counts the event. */
+bool budget_take(struct task *t);
+void budget_count(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
+		  json_t *(*make_event)(const void *ctx), const void *ctx);
 /* Bytes of an admitted record, after it was queued for the spool. */
 void budget_note_bytes(struct task *t, uint64_t len);
 /* Emit the task's audit.summary when its period is due (or now, when final). */
