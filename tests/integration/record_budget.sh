@@ -10,7 +10,9 @@
 #  3. collector down, a flood with a large budget granted by root: the spool fills up to its
 #     billing reserve, audit records are shed; the ordinary task next to it still gets its
 #     task.start and task.end, the flood its own too; the shed records are declared by an
-#     audit.gap record and `audit verify` says the chain is intact with N records shed.
+#     audit.gap record.
+#  4. the same with the collector up (the flood outruns the upload); at the end every billing
+#     record is stored and `audit verify` says the chain is intact with N records shed.
 . "$(dirname "$0")/lib.sh"
 need_root
 PORT=$((22000 + RANDOM % 20000))
@@ -139,8 +141,25 @@ gap=$(q "SELECT sum(json_extract(body,'\$.event.shed')) FROM records WHERE type=
 d3=$(q "SELECT count(*) FROM records WHERE task_id='$O3' AND type='audit.exec'")
 g3=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.tasks.\"$O3\"')),0) FROM records WHERE type='audit.gap'")
 [ $((d3 + g3)) = 3 ] && pass "its 3 exec records: $d3 delivered, $g3 declared shed in audit.gap" || fail "ordinary task 3 execs: $d3 delivered + $g3 declared != 3"
+
+# ---- 4. collector up, the same audit-heavy flood: it outruns the upload, the spool fills to
+# the reserve while records are being delivered, and the task next to it is still billed
+gaps0=$(grep -c "spool full for audit records" "$T/agent.log")
+N=150000 flood root "$T/out/f5" --audit-rate 1000000 --audit-bytes 64M
+ordinary corral-it-user; O4=$OID
+wait $FPID; F4=$(head -n1 "$T/out/f5.id")
+[ "$(grep -c "spool full for audit records" "$T/agent.log")" -gt "$gaps0" ] && pass "collector up: the flood filled the spool up to the reserve" ||
+	fail "collector up: the spool did not fill"
+drained || fail "spool did not drain (4)"
+for _ in $(seq 100); do [ "$(st audit_gaps)" -ge 2 ] && break; sleep 0.1; done
+drained || fail "spool did not drain (4b)"
+r=$(rows "$O4")
+echo "$r" | grep -q "task.end:1 task.start:1" && pass "collector up: billing records of the task next to the flood: $r" || fail "ordinary task 4: '$r'"
+[ "$(rows "$F4" | grep -c 'task.end:1.*task.start:1')" = 1 ] && pass "flood 4's task.start and task.end are there" || fail "flood 4 rows: $(rows "$F4")"
+gap=$(q "SELECT sum(json_extract(body,'\$.event.shed')) FROM records WHERE type='audit.gap'")
 miss=$(q "SELECT count(*) FROM records WHERE type IN ('task.start','task.end')")
-[ "$miss" = 12 ] && pass "all 12 billing records of the 6 tasks reached the collector" || fail "billing records: $miss of 12"
+[ "$miss" = 16 ] && pass "all 16 billing records of the 8 tasks reached the collector" || fail "billing records: $miss of 16"
+[ "$(st records_spool_refused)" = 0 ] && pass "the spool refused no billing record" || fail "refused: $(st records_spool_refused)"
 out=$("$O/corral-collector" audit verify --db "sqlite:$DB" --node it-node); rc=$?
 [ "$rc" = 0 ] && echo "$out" | grep -q "$gap records shed by policy at" && pass "audit verify: $(echo "$out" | tr '\n' ' ')" ||
 	fail "verify: rc $rc $out"
