@@ -263,6 +263,8 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			bp = &c->sandbox_ipc_ns;
 		else if (strcmp(key, "uts_namespace") == 0)
 			bp = &c->sandbox_uts_ns;
+		else if (strcmp(key, "pid_namespace") == 0)
+			bp = &c->sandbox_pid_ns;
 		if (bp) {
 			if (parse_bool(value, &b) < 0)
 				return BAD("expected yes or no");

@@ -72,7 +72,7 @@ struct agent_config {
 	bool sandbox_private_tmp;    /* private /tmp and /dev/shm (tmpfs) */
 	char *sandbox_tmp_size;	     /* tmpfs size= option: bytes with K/M/G/T or N% of RAM */
 	bool sandbox_protect_system; /* /usr, /etc, /boot read-only */
-	bool sandbox_ipc_ns, sandbox_uts_ns;
+	bool sandbox_ipc_ns, sandbox_uts_ns, sandbox_pid_ns;
 	/* [metrics] */
 	char *metrics_listen;	    /* ADDR:PORT or PORT (= 127.0.0.1:PORT); NULL: off */
 	int metrics_tasks;	    /* METRICS_TASKS_*: per-task series (privacy, see docs) */

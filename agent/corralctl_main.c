@@ -67,6 +67,7 @@ static void usage(FILE *f)
 	    "  --no-protect-system  /usr, /etc, /boot stay writable (as the permissions allow)\n"
 	    "  --read-only PATH, --inaccessible PATH, --bind SRC:DST[:ro]   (repeatable)\n"
 	    "  --ipc-ns, --uts-ns   own IPC (SysV, POSIX queues) and hostname namespaces\n"
+	    "  --pid-ns             own PID namespace (the task is its PID 1) and /proc\n"
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
 	    "Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal "
 	    "N;\n"
@@ -322,6 +323,7 @@ enum {
 	OPT_BIND,
 	OPT_IPC_NS,
 	OPT_UTS_NS,
+	OPT_PID_NS,
 };
 
 static const struct option run_opts[] = {
@@ -362,6 +364,7 @@ static const struct option run_opts[] = {
     {"bind", required_argument, NULL, OPT_BIND},
     {"ipc-ns", no_argument, NULL, OPT_IPC_NS},
     {"uts-ns", no_argument, NULL, OPT_UTS_NS},
+    {"pid-ns", no_argument, NULL, OPT_PID_NS},
     {"help", no_argument, NULL, 'h'},
     {}};
 
@@ -669,6 +672,9 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_UTS_NS:
 			spec.sb_uts_ns = 1;
+			break;
+		case OPT_PID_NS:
+			spec.sb_pid_ns = 1;
 			break;
 		case 'h':
 			usage(stdout);

@@ -97,7 +97,7 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 {
 	const struct agent_config *c = &a->cfg;
 	bool may_relax = submitter == 0 || task_uid != 0;
-	bool mount_ns, private_tmp, protect, ipc, uts;
+	bool mount_ns, private_tmp, protect, ipc, uts, pid;
 	char opts[96];
 	int r;
 
@@ -111,13 +111,15 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 	    (r = layer(s->sb_ipc_ns, c->sandbox_ipc_ns, may_relax, "ipc_namespace", &ipc, err,
 		       errlen)) < 0 ||
 	    (r = layer(s->sb_uts_ns, c->sandbox_uts_ns, may_relax, "uts_namespace", &uts, err,
+		       errlen)) < 0 ||
+	    (r = layer(s->sb_pid_ns, c->sandbox_pid_ns, may_relax, "pid_namespace", &pid, err,
 		       errlen)) < 0)
 		return r;
 	if (!mount_ns && (s->n_sb_read_only || s->n_sb_inaccessible || s->n_sb_bind ||
-			  s->sb_private_tmp > 0 || s->sb_protect_system > 0)) {
+			  s->sb_private_tmp > 0 || s->sb_protect_system > 0 || pid)) {
 		snprintf(err, errlen,
-			 "sandbox: read_only_paths, inaccessible_paths, bind, private_tmp and "
-			 "protect_system need mount_namespace");
+			 "sandbox: read_only_paths, inaccessible_paths, bind, private_tmp, "
+			 "protect_system and pid_namespace need mount_namespace");
 		return -EINVAL;
 	}
 	if (ipc)
@@ -133,6 +135,12 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 	}
 	p->ns_flags |= LAUNCH_NS_MOUNT;
 	p->private_tmp = private_tmp;
+	/* 0. a PID namespace: its own /proc first, so that what follows applies to that one */
+	if (pid) {
+		p->ns_flags |= LAUNCH_NS_PID;
+		if ((r = add(p, LAUNCH_MOUNT_PROC, "/proc", NULL, NULL, false)) < 0)
+			goto out_toomany;
+	}
 	p->protect_system = protect;
 
 	/* 1. private /tmp and /dev/shm: a tmpfs each, gone with the namespace */
@@ -242,7 +250,10 @@ json_t *sandbox_status_json(const struct agent *a)
 	json_object_set_new(o, "tmp_size", json_string(c->sandbox_tmp_size));
 	json_object_set_new(o, "ipc_namespace", json_string(c->sandbox_ipc_ns ? "on" : "off"));
 	json_object_set_new(o, "uts_namespace", json_string(c->sandbox_uts_ns ? "on" : "off"));
-	json_object_set_new(o, "pid_namespace", json_string("not implemented"));
+	json_object_set_new(o, "pid_namespace",
+			    json_string(strcmp(mns, "on")   ? "off"
+					: c->sandbox_pid_ns ? "on"
+							    : "off"));
 	json_object_set_new(o, "landlock", json_string("not implemented"));
 	return o;
 }

@@ -29,7 +29,7 @@ void spec_init(struct task_spec *s)
 	memset(s, 0, sizeof(*s));
 	s->swap_max = UINT64_MAX;
 	s->sb_mount_ns = s->sb_private_tmp = s->sb_protect_system = -1;
-	s->sb_ipc_ns = s->sb_uts_ns = -1;
+	s->sb_ipc_ns = s->sb_uts_ns = s->sb_pid_ns = -1;
 }
 
 static void strv_free(char **v, size_t n)
@@ -447,6 +447,8 @@ static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t err
 			r = get_tristate(v, "sandbox.ipc_namespace", &s->sb_ipc_ns, err, errlen);
 		else if (strcmp(k, "uts_namespace") == 0)
 			r = get_tristate(v, "sandbox.uts_namespace", &s->sb_uts_ns, err, errlen);
+		else if (strcmp(k, "pid_namespace") == 0)
+			r = get_tristate(v, "sandbox.pid_namespace", &s->sb_pid_ns, err, errlen);
 		else if (strcmp(k, "tmp_size") == 0) {
 			free(s->sb_tmp_size);
 			s->sb_tmp_size = NULL;
@@ -808,10 +810,10 @@ json_t *spec_to_json(const struct task_spec *s)
 	{
 		json_t *sb = json_object();
 		static const char *const names[] = {"mount_namespace", "private_tmp",
-						    "protect_system", "ipc_namespace",
-						    "uts_namespace"};
+						    "protect_system",  "ipc_namespace",
+						    "uts_namespace",   "pid_namespace"};
 		const int8_t vals[] = {s->sb_mount_ns, s->sb_private_tmp, s->sb_protect_system,
-				       s->sb_ipc_ns, s->sb_uts_ns};
+				       s->sb_ipc_ns,   s->sb_uts_ns,	  s->sb_pid_ns};
 		struct {
 			const char *name;
 			char **v;
@@ -820,7 +822,7 @@ json_t *spec_to_json(const struct task_spec *s)
 			     {"inaccessible_paths", s->sb_inaccessible, s->n_sb_inaccessible},
 			     {"bind", s->sb_bind, s->n_sb_bind}};
 
-		for (size_t i = 0; i < 5; i++)
+		for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
 			if (vals[i] >= 0)
 				json_object_set_new(sb, names[i], json_boolean(vals[i]));
 		set_str(sb, "tmp_size", s->sb_tmp_size);

@@ -85,6 +85,7 @@ void launch_format_error(const struct launch_plan *plan, enum launch_step step, 
 	    [LAUNCH_MOUNT_READ_ONLY] = "read-only",
 	    [LAUNCH_MOUNT_HIDE] = "hide",
 	    [LAUNCH_MOUNT_BIND] = "bind",
+	    [LAUNCH_MOUNT_PROC] = "procfs of the PID namespace at",
 	};
 	const char *what = NULL;
 	int idx = LAUNCH_STEP_INDEX(step);
@@ -209,6 +210,10 @@ static int apply_mount(const struct launch_mount *m)
 			return -errno;
 		if (m->data && strcmp(m->data, "ro") == 0)
 			return mount_read_only(m->path);
+		return 0;
+	case LAUNCH_MOUNT_PROC:
+		if (mount("proc", m->path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			return -errno;
 		return 0;
 	default:
 		return -EINVAL;
@@ -802,13 +807,16 @@ static long clone_child(struct child_ctx *ctx)
 {
 	const struct launch_plan *p = ctx->p;
 	bool into = p->clone_cgroup_fd >= 0;
-	struct clone_args ca = {.exit_signal = SIGCHLD};
+	/* A PID namespace of its own: the child is its PID 1 (cloned into it, not unshared). */
+	uint64_t newpid = p->ns_flags & LAUNCH_NS_PID ? CLONE_NEWPID : 0;
+	struct clone_args ca = {.flags = newpid, .exit_signal = SIGCHLD};
 	long c;
 
 #ifdef HAVE_CLONE3_RUN
 	void *stack = MAP_FAILED;
 
-	if (ctx->audit_sock < 0 || child_handoff_safe(ctx))
+	/* shared_vm: the child reports getpid(), which is 1 in a new PID namespace */
+	if (!newpid && (ctx->audit_sock < 0 || child_handoff_safe(ctx)))
 		stack = mmap(NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
 	if (stack != MAP_FAILED) {
@@ -829,7 +837,7 @@ static long clone_child(struct child_ctx *ctx)
 			return c;
 		ctx->shared_vm = false;
 	}
-	ca = (struct clone_args){.exit_signal = SIGCHLD};
+	ca = (struct clone_args){.flags = newpid, .exit_signal = SIGCHLD};
 #endif
 	if (into) {
 		into_cgroup(ctx, &ca, true);
@@ -839,7 +847,7 @@ static long clone_child(struct child_ctx *ctx)
 	}
 	/* Kernels without clone3/CLONE_INTO_CGROUP, or v1 only: plain fork, then join. */
 	into_cgroup(ctx, &ca, false);
-	c = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	c = syscall(SYS_clone, SIGCHLD | (unsigned long)newpid, 0, 0, 0, 0);
 	return c < 0 ? -errno : c;
 }
 

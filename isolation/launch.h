@@ -70,6 +70,7 @@ enum launch_mount_op {
 	LAUNCH_MOUNT_READ_ONLY, /* path bound onto itself with its submounts, all read-only */
 	LAUNCH_MOUNT_HIDE,	/* directory: an empty read-only tmpfs, mode 000; else /dev/null */
 	LAUNCH_MOUNT_BIND,	/* src bound at path (recursive); data "ro": read-only */
+	LAUNCH_MOUNT_PROC,	/* a procfs of the task's PID namespace at path */
 	_LAUNCH_MOUNT_MAX,
 };
 
@@ -85,6 +86,7 @@ struct launch_mount {
 #define LAUNCH_NS_MOUNT (1U << 0)
 #define LAUNCH_NS_IPC	(1U << 1)
 #define LAUNCH_NS_UTS	(1U << 2)
+#define LAUNCH_NS_PID	(1U << 3) /* the child is cloned into a new PID namespace (its PID 1) */
 
 /* A mount step's error code: the step, and the mount's index + 1 in the upper 16 bits. */
 #define LAUNCH_STEP_CODE(step, idx) ((enum launch_step)((int)(step) | (((idx) + 1) << 16)))

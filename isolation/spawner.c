@@ -316,7 +316,7 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 	p->ns_flags = get_u32(b);
 	n = get_u32(b);
 	if (b->bad || n > LAUNCH_MOUNTS_MAX ||
-	    (p->ns_flags & ~(LAUNCH_NS_MOUNT | LAUNCH_NS_IPC | LAUNCH_NS_UTS)))
+	    (p->ns_flags & ~(LAUNCH_NS_MOUNT | LAUNCH_NS_IPC | LAUNCH_NS_UTS | LAUNCH_NS_PID)))
 		return -EPROTO;
 	p->n_mounts = n;
 	p->mounts = u->mounts;

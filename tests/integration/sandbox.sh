@@ -92,6 +92,15 @@ run_wait --private-tmp --tmp-size 1M --stdout "$T/c.out" -- sh -c 'head -c 20000
 run_wait --stdout "$T/d.out" -- sh -c "test -e /tmp/$M && echo seen || echo unseen"
 [ "$(cat "$T/d.out")" = unseen ] && pass "after the task: its /tmp is gone with its namespace" || fail "leftover: $(cat "$T/d.out")"
 
+# --- PID namespace: the task is PID 1, /proc shows its processes, its leftovers die with it ---
+run_wait --pid-ns --stdout "$T/p.out" -- sh -c 'echo "pid $$"; ls /proc | grep -c "^[0-9]"; (exec -a corral-it-left-'$$' sleep 100 &); echo x > /proc/sys/kernel/domainname 2>/dev/null && echo sysctl:no || echo sysctl:ok'
+[ "$(sed -n 1p "$T/p.out")" = "pid 1" ] && pass "--pid-ns: the task is PID 1" || fail "pid-ns: $(cat "$T/p.out")"
+n=$(sed -n 2p "$T/p.out")
+[ -n "$n" ] && [ "$n" -le 4 ] && pass "--pid-ns: /proc shows the task's $n processes" || fail "pid-ns /proc: $n"
+grep -q sysctl:ok "$T/p.out" && pass "--pid-ns: /proc/sys of the new /proc read-only" || fail "pid-ns sysctl: $(cat "$T/p.out")"
+pgrep -f "corral-it-left-$$" >/dev/null && fail "--pid-ns: a background process outlived PID 1" ||
+	pass "--pid-ns: a background process does not outlive the task"
+
 # --- read_only_paths, inaccessible_paths, bind ---------------------------------------------
 mkdir -p "$T/ro" "$T/bsrc"
 echo secret >"$T/secret"

@@ -175,7 +175,8 @@ static void test_spec_sandbox(void **state)
 	    "{\"command\":[\"x\"],\"sandbox\":{\"mount_namespace\":true,"
 	    "\"private_tmp\":true,\"tmp_size\":\"10%\",\"protect_system\":false,"
 	    "\"read_only_paths\":[\"/data\"],\"inaccessible_paths\":[\"/home/a/.ssh\"],"
-	    "\"bind\":[\"/scratch/a:/scratch:ro\"],\"ipc_namespace\":true}}";
+	    "\"bind\":[\"/scratch/a:/scratch:ro\"],\"ipc_namespace\":true,"
+	    "\"pid_namespace\":true}}";
 	struct task_spec s, s2;
 	char err[256];
 	json_t *j;
@@ -199,6 +200,7 @@ static void test_spec_sandbox(void **state)
 	json_decref(j);
 	assert_int_equal(s2.sb_protect_system, 0);
 	assert_int_equal(s2.sb_uts_ns, -1);
+	assert_int_equal(s2.sb_pid_ns, 1);
 	assert_string_equal(s2.sb_bind[0], s.sb_bind[0]);
 	assert_string_equal(s2.sb_tmp_size, "10%");
 	assert_int_equal(spec_tmp_size_check("1M"), 0);
