@@ -254,7 +254,16 @@ json_t *sandbox_status_json(const struct agent *a)
 			    json_string(strcmp(mns, "on")   ? "off"
 					: c->sandbox_pid_ns ? "on"
 							    : "off"));
-	json_object_set_new(o, "landlock", json_string("not implemented"));
+	{
+		/* Honest about the kernel: Landlock's ABI version if it offers one; not used. */
+		long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1U /* _VERSION */);
+
+		if (abi > 0)
+			snprintf(why, sizeof(why), "not used (kernel offers ABI %ld)", abi);
+		else
+			snprintf(why, sizeof(why), "not used (kernel: %s)", strerror(errno));
+		json_object_set_new(o, "landlock", json_string(why));
+	}
 	return o;
 }
 
