@@ -472,6 +472,18 @@ int main(int argc, char **argv)
 	if (r < 0) {
 		log_error("corrald could not start (%s, see above): exiting", strerror(-r));
 		sd_notifyf(0, "STATUS=Failed to start: %s\nERRNO=%d", strerror(-r), -r);
+		/* what setup made so far (each part tolerates not being there) */
+		agent_hooks_fini(&a);
+		gpu_glue_fini(&a);
+		audit_glue_fini(&a);
+		tsglue_fini(&a);
+		if (a.meter)
+			meter_free(a.meter);
+		users_free(a.users);
+		launch_spawner_free(a.spawner);
+		free(a.spawner_path);
+		cg_root_free(a.cg);
+		config_free(&a.cfg);
 		return 1;
 	}
 	agent_flush_records(&a);

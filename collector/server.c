@@ -665,6 +665,14 @@ static bool same_record(const char *stored, const struct coll_item *it)
 	same = acct_record_canonical(&old, &a, &al) == 0 &&
 	       acct_record_canonical(it->rec, &b, &bl) == 0 && al == bl && memcmp(a, b, al) == 0 &&
 	       strcmp(old.hash, it->rec->hash) == 0;
+	/* A task.start or task.end made again by a restarted agent (it re-adopted the task and
+	 * cannot know whether the first copy left: "adopted":true) is the same fact observed
+	 * later: the same record for the task, the first copy is kept. */
+	if (!same && (it->rec->type == ACCT_TASK_START || it->rec->type == ACCT_TASK_END) &&
+	    old.type == it->rec->type && json_is_true(json_object_get(it->rec->extra, "adopted")) &&
+	    old.node && it->rec->node && strcmp(old.node, it->rec->node) == 0 &&
+	    strcmp(old.task.id, it->rec->task.id) == 0)
+		same = true;
 	acct_record_clear(&old);
 	return same;
 }

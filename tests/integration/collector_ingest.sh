@@ -97,7 +97,15 @@ r0, r1 = json.loads(lines[0]), json.loads(lines[1])
 open(sys.argv[3], "w").write(json.dumps(dict(reversed(list(r0.items()))), indent=None) + "\n")
 r1["usage"]["wall_ns"] += 1
 open(sys.argv[2], "w").write("\n".join(json.dumps(x) for x in (r1, r0, r1)) + "\n")
+# the task's end made again by a restarted agent: later, other figures, "adopted"
+r2 = json.loads(lines[2]); r2["time"] = "2026-12-31T00:00:00Z"; r2["usage"]["wall_ns"] += 7
+r2["adopted"] = True
+open(sys.argv[3] + ".adopted", "w").write(json.dumps(r2) + "\n")
 PY
+	post "$T/bsame.adopted" "$N1" "$port"
+	[ "$CODE" = 200 ] && [ "$(jget 'd["duplicate"]')" = 1 ] \
+		&& ok "$name: a task.end made again (later, other figures) by a restarted agent (adopted) is a duplicate" \
+		|| fail "$name: re-made task.end: $CODE $BODY"
 	post "$T/bsame" "$N1" "$port"
 	[ "$CODE" = 200 ] && [ "$(jget 'd["duplicate"]')" = 1 ] && ok "$name: a reformatted resend is a duplicate" \
 		|| fail "$name: reformatted resend: $CODE $BODY"

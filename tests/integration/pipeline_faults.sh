@@ -194,8 +194,8 @@ cf1=$(metric $MPORT corral_spool_corrupt_frames_total)
 stop_agent
 start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
 	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
+before=$(q "SELECT count(*) FROM records") # (the collector is down: nothing arrives meanwhile)
 start_collector
-before=$(q "SELECT count(*) FROM records")
 drained >/dev/null
 stored=$(($(q "SELECT count(*) FROM records") - before))
 gone=$(q "SELECT count(*) FROM records WHERE record_id = '$lost'")
@@ -255,9 +255,10 @@ start_collector
 drained >/dev/null
 stored=$(q "SELECT count(*) FROM records")
 segs=$(ls "$STATE"/spool/seg-*.log 2>/dev/null | wc -l)
-[ "$stored" = "$frames" ] && [ "$segs" = 0 ] \
-	&& pass "the spool drained on the full disk: all $frames records stored, the spool trimmed" \
-	|| fail "full disk drain: $stored of $frames stored, $segs segments left"
+conf=$(q "SELECT count(*) FROM conflicts")
+[ "$stored" = "$frames" ] && [ "$segs" = 0 ] && [ "$conf" = 0 ] \
+	&& pass "the spool drained on the full disk: all $frames records stored, the spool trimmed (the re-adopted tasks' task.start, emitted again, no conflict)" \
+	|| fail "full disk drain: $stored of $frames stored, $segs segments left, $conf conflicts"
 rm -f "$FS/fill"
 for _ in $(seq 50); do [ "$(ctl status | jget degraded)" = False ] && break; sleep 0.2; done
 ctl run --wait -- /bin/true >/dev/null 2>&1 && ctl kill "$l1" >/dev/null && ctl kill "$l2" >/dev/null \
