@@ -120,6 +120,10 @@ double report_cpu_eff(const struct report_row *row);
 double report_mem_eff(const struct report_row *row);
 double report_gpu_eff(const struct report_row *row);
 
+/* A double in 17 significant digits, %.17g's notation, that reads back as the same double
+ * (whole numbers as integers); len >= 32. Exposed for tests. */
+void report_num_full(char *buf, size_t len, double v);
+
 /* CSV cell text: quoted when needed, and a text a spreadsheet would read as a formula
  * (starting with =, +, -, @, tab or CR) prefixed with a ' (written to f). */
 void report_csv_field(FILE *f, const char *s);

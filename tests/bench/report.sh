@@ -69,10 +69,19 @@ now() { date +%s.%N; }
 ttfb() { local t0 t1; t0=$(now); "$@" | { IFS= read -r _; t1=$(now); cat >/dev/null; echo "$t1 - $t0" | bc -l; }; }
 total() { local t0; t0=$(now); "$@" > "$T/out"; echo "$(now) - $t0" | bc -l; }
 best() { sort -n | head -1; }
+# instructions a command executes (valgrind's callgrind, with BENCH_INSTR=1; "-" otherwise):
+# unlike times, not moved by other work on the machine; SQLite only (on PostgreSQL the work
+# is the server's). About 50 times slower than the command.
+instr() {
+	[ "${BENCH_INSTR:-0}" = 1 ] && command -v valgrind >/dev/null || { echo -; return; }
+	valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" >/dev/null 2>"$T/vg" ||
+		{ echo -; return; }
+	sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$T/vg" | head -1
+}
 results=()
 # bench NAME DBURI BY PERIOD BASELINE-COMMAND...
 bench() {
-	local name=$1 uri=$2 by=$3 period=$4 rt bt rf bf rl bl rows; shift 4
+	local name=$1 uri=$2 by=$3 period=$4 rt bt rf bf rl bl ri bi; shift 4
 	rep() { "$COLL" report --db "$uri" --prices "$T/p.ini" --from 2026-09-01 --to 2026-12-01 \
 		--by "$by" --period "$period" --format csv; }
 	rt=$(for _ in 1 2 3; do total rep; done | best)
@@ -82,8 +91,14 @@ bench() {
 	bl=$(wc -l < "$T/out")
 	rf=$(for _ in 1 2 3; do ttfb rep; done | best)
 	bf=$(for _ in 1 2 3; do ttfb "$@"; done | best)
+	ri=- bi=-
+	case $name in sqlite*)
+		ri=$(instr "$COLL" report --db "$uri" --prices "$T/p.ini" --from 2026-09-01 \
+			--to 2026-12-01 --by "$by" --period "$period" --format csv)
+		bi=$(instr "$@") ;;
+	esac
 	[ $((rl - 2)) = "$bl" ] || { echo "FAIL: $name report has $rl lines, baseline $bl"; return 1; }
-	results+=("$name $rt $bt $rf $bf $bl")
+	results+=("$name $rt $bt $rf $bf $bl $ri $bi")
 }
 bench sqlite "sqlite:$DB" account day sqlite3 "$DB" "$Q" || exit 1
 bench sqlite-jn "sqlite:$DB" job,node month sqlite3 "$DB" "$QJN" || exit 1
@@ -125,8 +140,9 @@ a, b = (list(csv.DictReader(open(p))) for p in sys.argv[1:])
 assert len(a) == len(b)
 for x, y in zip(a, b):
     for k in x:
-        if k.endswith("cost") or k in ("waste", "tasks", "period", "account", "job", "node",
-                                       "oom_killed"):
+        if k.endswith("cost") or k in ("waste", "tasks", "period", "first_day", "last_day",
+                                       "account", "job", "node", "oom_killed",
+                                       "tasks_without_request", "running_tasks"):
             assert x[k] == y[k], (k, x, y)
         else:
             assert abs(float(x[k]) - float(y[k])) <= 1e-3 * max(1.0, abs(float(x[k]))), (k, x, y)
@@ -142,10 +158,14 @@ printf 'rollups at ingest (helper_rollup_load, batches of 50000): sqlite %s task
 echo
 printf 'reports over %s rollup_day rows (%s tasks; by job,node per month: + %s rollup_job_month rows, not the %s of rollup_job_day), best of 3, %s CPUs:\n' \
 	"$ROWS" "$N" "$JROWS" "$JDROWS" "$(nproc)"
-printf '%-14s %8s %8s %6s %8s %8s %6s %7s %s\n' backend total base ratio "1st byte" base ratio groups target
+printf '%-14s %8s %8s %6s %8s %8s %6s %7s %8s %8s %6s %s\n' backend total base ratio "1st byte" base \
+	ratio groups "Minstr" base ratio target
 for r in "${results[@]}"; do
 	set -- $r
-	printf '%-14s %7.3fs %7.3fs %6.2f %7.3fs %7.3fs %6.2f %7s %s\n' "$1" "$2" "$3" \
+	printf '%-14s %7.3fs %7.3fs %6.2f %7.3fs %7.3fs %6.2f %7s %8s %8s %6s %s\n' "$1" "$2" "$3" \
 		"$(echo "$2 / $3" | bc -l)" "$4" "$5" "$(echo "$4 / $5" | bc -l)" "$6" \
+		"$(awk -v i="$7" 'BEGIN { print (i == "-") ? "-" : sprintf("%.0f", i / 1e6) }')" \
+		"$(awk -v i="$8" 'BEGIN { print (i == "-") ? "-" : sprintf("%.0f", i / 1e6) }')" \
+		"$(awk -v a="$7" -v b="$8" 'BEGIN { print (a == "-" || b == "-") ? "-" : sprintf("%.2f", a / b) }')" \
 		"$(awk -v t="$2" 'BEGIN { print (t <= 2.0) ? "met (<= 2 s)" : "above 2 s" }')"
 done

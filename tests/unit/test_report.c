@@ -1191,12 +1191,72 @@ static void test_csv_neutralised(void **state)
 		acct_record_clear(&recs[i]);
 }
 
+/* report_num_full: every value reads back as the same double, in %.17g's notation */
+static void test_num_full(void **state)
+{
+	static const double edge[] = {0,
+				      1,
+				      -1,
+				      0.1,
+				      0.5,
+				      0.25,
+				      1e-5,
+				      1e-4,
+				      0.00055555555555555556,
+				      9.9999999999999995e-5,
+				      99999999999999999.0,
+				      1e16,
+				      1e17,
+				      1e22,
+				      1e23,
+				      123456789012345678.0,
+				      9007199254740993.0,
+				      4.9406564584124654e-324,
+				      2.2250738585072014e-308,
+				      1.7976931348623157e308,
+				      0.30000000000000004,
+				      2.0 / 3600,
+				      1.0 / 3};
+	char buf[40], ref[40];
+	uint64_t s = 88172645463325252ULL;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(edge) + 500000; i++) {
+		double v;
+
+		if (i < ARRAY_SIZE(edge))
+			v = edge[i];
+		else {
+			/* xorshift: random bit patterns (finite ones), and random decimals */
+			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+			if (i % 2) {
+				memcpy(&v, &s, sizeof(v));
+				if (!isfinite(v))
+					continue;
+			} else
+				v = (double)(s % 1000000007) / pow(10, (double)(s % 23)) *
+				    (s % 3 ? 1 : 3600);
+		}
+		report_num_full(buf, sizeof(buf), v);
+		if (strtod(buf, NULL) != v)
+			fail_msg("%.17g printed as %s", v, buf);
+		/* the notation of %.17g: same exponent style, no trailing zeros */
+		snprintf(ref, sizeof(ref), "%.17g", v);
+		if ((strchr(buf, 'e') != NULL) != (strchr(ref, 'e') != NULL) &&
+		    !(v == trunc(v) && fabs(v) < 9007199254740992.0))
+			fail_msg("%.17g: %s vs %s", v, buf, ref);
+		if (strchr(buf, '.') && !strchr(buf, 'e') && buf[strlen(buf) - 1] == '0')
+			fail_msg("trailing zero: %s", buf);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_prices_ok),
 	    cmocka_unit_test(test_prices_errors),
 	    cmocka_unit_test(test_apportion),
+	    cmocka_unit_test(test_num_full),
 	    cmocka_unit_test(test_spec_errors),
 	    cmocka_unit_test_setup_teardown(test_report_exact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_week_period, setup, teardown),
