@@ -22,7 +22,7 @@
 #define COLL_DEFAULT_MAX_RECORDS 100000
 /* Connection handling (docs/collector.md "Slow and hostile clients"): epoll in a pool of
  * threads, so an open connection costs a socket and a little memory, not a thread. */
-#define COLL_DEFAULT_THREADS		8
+#define COLL_DEFAULT_THREADS		32
 #define COLL_DEFAULT_MAX_CONNECTIONS	10000 /* less when RLIMIT_NOFILE is lower */
 #define COLL_DEFAULT_CONNECTIONS_PER_IP 256
 #define COLL_DEFAULT_CONNECTION_TIMEOUT 30	    /* s without a byte from the client */
