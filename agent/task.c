@@ -911,6 +911,16 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 						    json_integer((json_int_t)mu.threads_lost));
 				json_object_set_new(d, "ebpf_threads_unsettled",
 						    json_integer((json_int_t)mu.threads_unsettled));
+				/*
+				 * A lost thread may have been one that got no entry at all
+				 * (procs or task storage full): its read/write bytes and RSS
+				 * are then missing too, and no other source has them on
+				 * every node. Said, not hidden: these figures are lower
+				 * bounds.
+				 */
+				json_object_set_new(d, "ebpf_lower_bounds",
+						    json_string("io_read_bytes,io_write_bytes,"
+								"memory_byte_seconds"));
 			}
 			if (short_cpu && have) {
 				/* cpu_user_ns / cpu_system_ns from the cgroup (above) */

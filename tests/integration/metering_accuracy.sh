@@ -222,8 +222,12 @@ measured_end overflow cgroup
 orec=$(ctl show "$(cat "$T/overflow.id")" --json)
 lost=$(echo "$orec" | jget usage_detail.ebpf_threads_lost)
 osrc=$(echo "$orec" | jget sources.cpu_user_ns)
+lb=$(echo "$orec" | jget usage_detail.ebpf_lower_bounds)
 [ "$osrc" = cgroup ] && [ "${lost:-0}" -gt 0 ] &&
 	pass "overflowed map: CPU from the cgroup (sources cgroup, ebpf_threads_lost $lost)" ||
 	fail "overflowed map: source '$osrc', ebpf_threads_lost '$lost'"
+[ "$lb" = "io_read_bytes,io_write_bytes,memory_byte_seconds" ] &&
+	pass "overflowed map: the eBPF-only figures are marked lower bounds ($lb)" ||
+	fail "overflowed map: usage_detail.ebpf_lower_bounds '$lb'"
 [ "$helper_fails" -eq 0 ] || fail "$helper_fails meter library case(s) failed"
 finish
