@@ -74,20 +74,21 @@ escapes corral-it-user
 
 # --- private /tmp and /dev/shm --------------------------------------------------------------
 M=corral-it-mark-$$
-a=$(ctl run --private-tmp --memory 200M --stdout "$T/a.out" -- sh -c \
+# (--workdir /: the current directory may be under the node's /tmp, which these tasks do not see)
+a=$(ctl run --private-tmp --workdir / --memory 200M --stdout "$T/a.out" -- sh -c \
 	"echo a > /tmp/$M && echo a > /dev/shm/$M && head -c 50000000 /dev/zero > /tmp/fill && sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup && echo ready; exec sleep 60")
 for _ in $(seq 200); do grep -q ready "$T/a.out" 2>/dev/null && break; sleep 0.05; done
 grep -q ready "$T/a.out" && pass "private /tmp: a task writes /tmp and /dev/shm" || fail "private tmp task: $(cat "$T/a.out")"
 [ ! -e "/tmp/$M" ] && [ ! -e "/dev/shm/$M" ] && pass "private /tmp: the node does not see the task's files" ||
 	fail "private /tmp: the node sees /tmp/$M"
-run_wait --private-tmp --stdout "$T/b.out" -- sh -c "test -e /tmp/$M || test -e /dev/shm/$M && echo seen || echo unseen"
+run_wait --private-tmp --workdir / --stdout "$T/b.out" -- sh -c "test -e /tmp/$M || test -e /dev/shm/$M && echo seen || echo unseen"
 [ "$(cat "$T/b.out")" = unseen ] && pass "private /tmp: another task does not see them" || fail "other task: $(cat "$T/b.out")"
 cg=$(head -n1 "$T/a.out")
-use=$(cat "/sys/fs/cgroup/memory$cg/memory.usage_in_bytes" 2>/dev/null || echo 0)
+use=0; [ -n "$cg" ] && [ "$cg" != / ] && use=$(cat "/sys/fs/cgroup/memory$cg/memory.usage_in_bytes" 2>/dev/null || echo 0)
 [ "${use:-0}" -ge 50000000 ] && pass "private /tmp: 50 MB in /tmp charged to the task's memory cgroup ($use bytes)" ||
 	fail "tmpfs charge: usage $use of $cg"
 ctl kill --signal KILL "$a" >/dev/null; ctl wait "$a" >/dev/null 2>&1
-run_wait --private-tmp --tmp-size 1M --stdout "$T/c.out" -- sh -c 'head -c 2000000 /dev/zero > /tmp/big 2>/dev/null && echo fits || echo full'
+run_wait --private-tmp --workdir / --tmp-size 1M --stdout "$T/c.out" -- sh -c 'head -c 2000000 /dev/zero > /tmp/big 2>/dev/null && echo fits || echo full'
 [ "$(cat "$T/c.out")" = full ] && pass "--tmp-size 1M: 2 MB do not fit" || fail "tmp size: $(cat "$T/c.out")"
 run_wait --stdout "$T/d.out" -- sh -c "test -e /tmp/$M && echo seen || echo unseen"
 [ "$(cat "$T/d.out")" = unseen ] && pass "after the task: its /tmp is gone with its namespace" || fail "leftover: $(cat "$T/d.out")"
