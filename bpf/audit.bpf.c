@@ -318,27 +318,56 @@ static __always_inline bool is_any(const __u32 a[4], __u8 family, bool mapped)
 	return a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0;
 }
 
-/* A node address (IPv4 also as ::ffff:a.b.c.d). */
-static __always_inline bool is_node_addr(const __u32 a[4], __u8 family, bool mapped)
+struct node_addr_walk {
+	__u32 a[4];
+	__u8 family;
+	bool mapped;
+	bool found;
+};
+
+/*
+ * bpf_loop callback over node_addrs: stop (1) at the first that equals w->a (IPv4 also as
+ * ::ffff:a.b.c.d). A callback, not an inlined loop: the verifier checks its body once, where a
+ * 64-times unrolled comparison inside each sock_addr program made older verifiers give up
+ * (E2BIG on Linux 6.1).
+ */
+static long match_node_addr(__u32 i, void *data)
 {
-	__u32 n = node_addr_count;
+	struct node_addr_walk *w = data;
+	const struct audit_bpf_addr *na;
 
-	for (__u32 i = 0; i < AUDIT_MAX_NODE_ADDRS; i++) {
-		const struct audit_bpf_addr *na;
-
-		if (i >= n)
-			break;
-		na = &node_addrs[i];
-		if (na->family == 4 && (family == 4 || mapped)) {
-			if (na->addr[0] == (family == 4 ? a[0] : a[3]))
-				return true;
-		} else if (na->family == 6 && family == 6 && !mapped) {
-			if (na->addr[0] == a[0] && na->addr[1] == a[1] && na->addr[2] == a[2] &&
-			    na->addr[3] == a[3])
-				return true;
-		}
+	if (i >= AUDIT_MAX_NODE_ADDRS || i >= node_addr_count)
+		return 1;
+	na = &node_addrs[i];
+	if (na->family == 4 && (w->family == 4 || w->mapped)) {
+		if (na->addr[0] != (w->family == 4 ? w->a[0] : w->a[3]))
+			return 0;
+	} else if (na->family == 6 && w->family == 6 && !w->mapped) {
+		if (na->addr[0] != w->a[0] || na->addr[1] != w->a[1] || na->addr[2] != w->a[2] ||
+		    na->addr[3] != w->a[3])
+			return 0;
+	} else {
+		return 0;
 	}
-	return false;
+	w->found = true;
+	return 1;
+}
+
+/*
+ * A node address (IPv4 also as ::ffff:a.b.c.d); fam_mapped: family | mapped << 8. A global
+ * function: the verifier checks it once, on its own, instead of once per state of each
+ * sock_addr program that reaches it (with the walk below, that made Linux 6.1's verifier run
+ * for minutes and give up with E2BIG).
+ */
+__noinline int node_addr_match(__u32 a0, __u32 a1, __u32 a2, __u32 a3, __u32 fam_mapped)
+{
+	struct node_addr_walk w = {.a = {a0, a1, a2, a3},
+				   .family = (__u8)(fam_mapped & 0xff),
+				   .mapped = (fam_mapped >> 8) != 0,
+				   .found = false};
+
+	bpf_loop(AUDIT_MAX_NODE_ADDRS, match_node_addr, &w, 0);
+	return w.found ? 1 : 0;
 }
 
 struct local_walk {
@@ -374,6 +403,16 @@ static long deny_any_node_addr(__u32 i, void *data)
 		return 1;
 	}
 	return 0;
+}
+
+/* The rule number (1-based) of the first node address the task's policy denies for port, 0
+ * when none is denied. A global function, for the same reason as node_addr_match. */
+__noinline int node_deny_rule(__u64 key, __u32 port)
+{
+	struct local_walk w = {.key = key, .port = (__u16)port, .rule = 0};
+
+	bpf_loop(AUDIT_MAX_NODE_ADDRS, deny_any_node_addr, &w, 0);
+	return w.rule;
 }
 
 /*
@@ -445,19 +484,19 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 	if (is_any(a, family, mapped))
 		resolve_any(ctx, a, family, mapped);
 	loopback = is_loopback(a, family) || (mapped && (bpf_ntohl(a[3]) >> 24) == 127);
-	local = loopback || is_node_addr(a, family, mapped);
+	local = loopback ||
+		node_addr_match(a[0], a[1], a[2], a[3], family | (mapped ? 1u << 8 : 0u)) != 0;
 
 	pol = bpf_map_lookup_elem(&policies, &key);
 	if (pol)
 		verdict = first_match(pol, a, family, mapped, port, &rule);
 	if (local && pol && verdict != AUDIT_BPF_DENY) {
 		/* The node is one destination: denied if any of its addresses is. */
-		struct local_walk w = {.key = key, .port = port, .rule = 0};
+		int r = node_deny_rule(key, port);
 
-		bpf_loop(AUDIT_MAX_NODE_ADDRS, deny_any_node_addr, &w, 0);
-		if (w.rule) {
+		if (r > 0) {
 			verdict = AUDIT_BPF_DENY;
-			rule = w.rule;
+			rule = (__u8)r;
 		}
 	}
 	if (!verdict) {
