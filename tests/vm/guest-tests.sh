@@ -620,9 +620,70 @@ CONF
 	echo "DETAIL: 2 GPUs (stand-in NVML) under systemd: GPU 1's node EPERM for a GPU 0 task, GPU 0's for a task without GPUs; 2 device programs loaded for 6 tasks"
 }
 
+# The task sandbox (docs/sandbox.md) on cgroup v2 under systemd (Delegate=yes): every write a
+# task once made to leave its limits must fail, for a root and a non-root task, each checked
+# from outside (memory.max, cgroup.procs, the spool, /etc/passwd as the node reads them); and no
+# process of a task outlives `corralctl kill`.
+case_sandbox_v2() {
+	need_agent || return 1
+	local who id out cg pid left=$((900000 + $$)) u=corral-vm-user
+	[ "$(corralctl status 2>/dev/null | json_get 'd["sandbox"]["mount_namespace"]')" = on ] ||
+		fail "corralctl status: sandbox.mount_namespace is not on: $(corralctl status | json_get 'd.get("sandbox")')"
+	id -u $u >/dev/null 2>&1 || useradd -M -r -s /bin/sh $u || fail "useradd $u"
+	local passwd0
+	passwd0=$(sha256sum </etc/passwd)
+	cat >/run/corral-vm/escape.sh <<'SH'
+cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
+try() { name=$1; shift; if ( "$@" ) 2>/dev/null; then echo "$name:ESCAPED"; else echo "$name:ok"; fi; }
+try limit sh -c "echo 2147483648 > /sys/fs/cgroup$cg/memory.max"
+try move_parent sh -c "echo $$ > /sys/fs/cgroup${cg%/*}/cgroup.procs"
+try move_root sh -c "echo $$ > /sys/fs/cgroup/cgroup.procs"
+try subcgroup mkdir "/sys/fs/cgroup$cg/escape"
+try spool sh -c "echo x > /var/lib/corral/spool/escape"
+try passwd sh -c ": >> /etc/passwd"
+echo "pid $$ cg $cg"
+# a process of its own session, that would outlive the task if it left the cgroup
+setsid sleep "$LEFT" </dev/null >/dev/null 2>&1 &
+echo done
+exec sleep 1000
+SH
+	chmod 755 /run/corral-vm/escape.sh
+	mkdir -p /var/lib/corral/spool
+	for who in root $u; do
+		out=/run/corral-vm/escape-$who.out
+		: >"$out"
+		chown $who "$out"
+		id=$(corralctl run --user $who --memory 100M --workdir / --stdout "$out" \
+			--env LEFT=$left -- /bin/sh /run/corral-vm/escape.sh) || fail "$who: run failed"
+		wait_for 30 grep -q '^done' "$out" || fail "$who: escape script did not finish: $(cat "$out")"
+		cat "$out"
+		for n in limit move_parent move_root subcgroup spool passwd; do
+			grep -qx "$n:ok" "$out" || fail "$who task: $n: $(grep "^$n:" "$out")"
+		done
+		pid=$(awk '/^pid/ {print $2}' "$out")
+		cg=/sys/fs/cgroup$(awk '/^pid/ {print $4}' "$out")
+		# the truth from outside
+		grep -qx "$pid" "$cg/cgroup.procs" || fail "$who task: pid $pid left $cg"
+		[ "$(cat "$cg/memory.max")" = 104857600 ] || fail "$who task: memory.max $(cat "$cg/memory.max")"
+		[ ! -e "$cg/escape" ] || fail "$who task: sub-cgroup $cg/escape made"
+		[ ! -e /var/lib/corral/spool/escape ] || fail "$who task: wrote the spool"
+		wait_for 10 pgrep -fx "sleep $left" || fail "$who task: its background process did not start"
+		grep -qx "$(pgrep -fx "sleep $left")" "$cg/cgroup.procs" ||
+			fail "$who task: its background process is not in $cg"
+		corralctl kill "$id" >/dev/null || fail "$who: kill failed"
+		timeout 30 corralctl wait "$id" >/dev/null
+		[ "$(task_status "$id")" != running ] || fail "$who task still running 30 s after kill"
+		wait_for 10 sh -c "! pgrep -fx 'sleep $left'" ||
+			fail "$who task: a process outlived corralctl kill: $(pgrep -afx "sleep $left")"
+		left=$((left + 1))
+	done
+	[ "$(sha256sum </etc/passwd)" = "$passwd0" ] || fail "/etc/passwd changed"
+	echo "DETAIL: root and non-root task: memory.max, cgroup.procs (parent, root), mkdir, spool, /etc/passwd refused; memory.max 100M and pid in place from outside; nothing outlived kill"
+}
+
 cases="boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
-	collector_ingest metering_v2 gpu_v2"
+	collector_ingest metering_v2 gpu_v2 sandbox_v2"
 echo "CORRAL-VM-CASES:" $cases
 for c in $cases; do
 	run_case "$c"
