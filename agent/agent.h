@@ -197,8 +197,9 @@ struct agent {
 	struct watch w_audit, w_audit_addrs;
 	/* NULL: tasks get their mount namespace; else why the node cannot (sandbox_probe) */
 	const char *sandbox_unsupported;
-	struct ts_glue *tsglue;		 /* taskstats fallback meter, NULL unless in use */
-	struct users *users;		 /* passwd/group cache (agent_users) */
+	int landlock_abi;	/* > 0: the kernel's Landlock ABI (probed at start); else -errno */
+	struct ts_glue *tsglue; /* taskstats fallback meter, NULL unless in use */
+	struct users *users;	/* passwd/group cache (agent_users) */
 	struct launch_spawner *spawner;	 /* forks the shims (NULL: the agent forks them) */
 	char *spawner_path;		 /* corral-spawn found beside corrald, or NULL */
 	uint64_t spawner_restarted_mono; /* last restart (spawn_shim), 0: none yet */

@@ -265,6 +265,8 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			bp = &c->sandbox_uts_ns;
 		else if (strcmp(key, "pid_namespace") == 0)
 			bp = &c->sandbox_pid_ns;
+		else if (strcmp(key, "landlock") == 0)
+			bp = &c->sandbox_landlock;
 		if (bp) {
 			if (parse_bool(value, &b) < 0)
 				return BAD("expected yes or no");

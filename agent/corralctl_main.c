@@ -68,6 +68,8 @@ static void usage(FILE *f)
 	    "  --read-only PATH, --inaccessible PATH, --bind SRC:DST[:ro]   (repeatable)\n"
 	    "  --ipc-ns, --uts-ns   own IPC (SysV, POSIX queues) and hostname namespaces\n"
 	    "  --pid-ns             own PID namespace (the task is its PID 1) and /proc\n"
+	    "  --landlock, --no-landlock   read-only and inaccessible paths also by Landlock\n"
+	    "                       rules (whatever path reaches them)\n"
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
 	    "Exit codes of run --wait / wait: the task's exit code; 128+N when killed by signal "
 	    "N;\n"
@@ -324,6 +326,8 @@ enum {
 	OPT_IPC_NS,
 	OPT_UTS_NS,
 	OPT_PID_NS,
+	OPT_LANDLOCK,
+	OPT_NO_LANDLOCK,
 };
 
 static const struct option run_opts[] = {
@@ -365,6 +369,8 @@ static const struct option run_opts[] = {
     {"ipc-ns", no_argument, NULL, OPT_IPC_NS},
     {"uts-ns", no_argument, NULL, OPT_UTS_NS},
     {"pid-ns", no_argument, NULL, OPT_PID_NS},
+    {"landlock", no_argument, NULL, OPT_LANDLOCK},
+    {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
     {"help", no_argument, NULL, 'h'},
     {}};
 
@@ -675,6 +681,10 @@ static int cmd_run(int argc, char **argv)
 			break;
 		case OPT_PID_NS:
 			spec.sb_pid_ns = 1;
+			break;
+		case OPT_LANDLOCK:
+		case OPT_NO_LANDLOCK:
+			spec.sb_landlock = c == OPT_LANDLOCK;
 			break;
 		case 'h':
 			usage(stdout);

@@ -422,6 +422,12 @@ static int setup(struct agent *a)
 			    "mount_namespace = no",
 			    a->sandbox_unsupported);
 	}
+	a->landlock_abi = launch_landlock_abi();
+	if (a->cfg.sandbox_landlock && a->landlock_abi < 0)
+		log_warning(
+		    "sandbox: [sandbox] landlock = yes, but the kernel offers no Landlock (%s): "
+		    "tasks that ask for it are refused",
+		    strerror(-a->landlock_abi));
 	attach_cgroup_root(a);
 	r = gpu_glue_init(a);
 	if (r < 0)

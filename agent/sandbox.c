@@ -75,6 +75,66 @@ static int add(struct sandbox_plan *p, enum launch_mount_op op, const char *path
 	return 0;
 }
 
+static const char *landlock_why(int abi)
+{
+	switch (-abi) {
+	case ENOSYS:
+		return "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK)";
+	case EOPNOTSUPP:
+		return "Landlock is not enabled at boot (lsm=...,landlock)";
+	default:
+		return abi > 0 ? "available" : strerror(-abi);
+	}
+}
+
+/* path equal to or below dir */
+static bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+/*
+ * Landlock: every read-only path (but procfs's, whose per-process entries come and go) and
+ * every hidden one also protected by inode. A bind of a directory below one of them is
+ * protected like it: its source becomes a target of its own (the child finds the bind by its
+ * inode). docs/sandbox.md says what the rules cost.
+ */
+static int plan_landlock(struct sandbox_plan *p)
+{
+	size_t n = p->n;
+	int r;
+
+	p->ns_flags |= LAUNCH_NS_LANDLOCK;
+	for (size_t i = 0; i < n; i++) {
+		struct launch_mount *m = &p->m[i];
+
+		if (m->op == LAUNCH_MOUNT_READ_ONLY && !path_under(m->path, "/proc"))
+			m->landlock = LAUNCH_LANDLOCK_READ_ONLY;
+		else if (m->op == LAUNCH_MOUNT_HIDE)
+			m->landlock = LAUNCH_LANDLOCK_DENY;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct launch_mount *b = &p->m[i];
+
+		if (b->op != LAUNCH_MOUNT_BIND)
+			continue;
+		for (size_t j = 0; j < n; j++) {
+			const struct launch_mount *t = &p->m[j];
+
+			if (t->landlock == LAUNCH_LANDLOCK_NONE || strcmp(b->src, t->path) == 0 ||
+			    !path_under(b->src, t->path))
+				continue;
+			if ((r = add(p, LAUNCH_MOUNT_NONE, b->src, NULL, NULL, true)) < 0)
+				return r;
+			p->m[p->n - 1].landlock = t->landlock;
+			break;
+		}
+	}
+	return 0;
+}
+
 /* A layer: the spec's choice, else the default; only root may turn one off for a root task. */
 static int layer(int8_t spec, bool def, bool may_relax, const char *name, bool *ret, char *err,
 		 size_t errlen)
@@ -97,7 +157,7 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 {
 	const struct agent_config *c = &a->cfg;
 	bool may_relax = submitter == 0 || task_uid != 0;
-	bool mount_ns, private_tmp, protect, ipc, uts, pid;
+	bool mount_ns, private_tmp, protect, ipc, uts, pid, landlock;
 	char opts[96];
 	int r;
 
@@ -113,13 +173,16 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 	    (r = layer(s->sb_uts_ns, c->sandbox_uts_ns, may_relax, "uts_namespace", &uts, err,
 		       errlen)) < 0 ||
 	    (r = layer(s->sb_pid_ns, c->sandbox_pid_ns, may_relax, "pid_namespace", &pid, err,
+		       errlen)) < 0 ||
+	    (r = layer(s->sb_landlock, c->sandbox_landlock, may_relax, "landlock", &landlock, err,
 		       errlen)) < 0)
 		return r;
-	if (!mount_ns && (s->n_sb_read_only || s->n_sb_inaccessible || s->n_sb_bind ||
-			  s->sb_private_tmp > 0 || s->sb_protect_system > 0 || pid)) {
+	if (!mount_ns &&
+	    (s->n_sb_read_only || s->n_sb_inaccessible || s->n_sb_bind || s->sb_private_tmp > 0 ||
+	     s->sb_protect_system > 0 || pid || s->sb_landlock > 0)) {
 		snprintf(err, errlen,
 			 "sandbox: read_only_paths, inaccessible_paths, bind, private_tmp, "
-			 "protect_system and pid_namespace need mount_namespace");
+			 "protect_system, pid_namespace and landlock need mount_namespace");
 		return -EINVAL;
 	}
 	if (ipc)
@@ -131,6 +194,11 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 	if (a->sandbox_unsupported) {
 		snprintf(err, errlen, "sandbox: %s (set [sandbox] mount_namespace = no)",
 			 a->sandbox_unsupported);
+		return -EOPNOTSUPP;
+	}
+	if (landlock && a->landlock_abi <= 0) {
+		snprintf(err, errlen, "sandbox.landlock: %s (set [sandbox] landlock = no)",
+			 landlock_why(a->landlock_abi));
 		return -EOPNOTSUPP;
 	}
 	p->ns_flags |= LAUNCH_NS_MOUNT;
@@ -205,6 +273,8 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 	for (size_t i = 0; i < s->n_sb_inaccessible; i++)
 		if ((r = add(p, LAUNCH_MOUNT_HIDE, s->sb_inaccessible[i], NULL, NULL, true)) < 0)
 			goto out_toomany;
+	if (landlock && (r = plan_landlock(p)) < 0)
+		goto out_toomany;
 	return 0;
 
 out_toomany:
@@ -254,16 +324,14 @@ json_t *sandbox_status_json(const struct agent *a)
 			    json_string(strcmp(mns, "on")   ? "off"
 					: c->sandbox_pid_ns ? "on"
 							    : "off"));
-	{
-		/* Honest about the kernel: Landlock's ABI version if it offers one; not used. */
-		long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1U /* _VERSION */);
-
-		if (abi > 0)
-			snprintf(why, sizeof(why), "not used (kernel offers ABI %ld)", abi);
-		else
-			snprintf(why, sizeof(why), "not used (kernel: %s)", strerror(errno));
-		json_object_set_new(o, "landlock", json_string(why));
-	}
+	/* Honest about the kernel: the ABI it offers (probed at start), or why none. */
+	if (a->landlock_abi <= 0)
+		snprintf(why, sizeof(why), "unavailable: %s", landlock_why(a->landlock_abi));
+	else if (c->sandbox_landlock && !strcmp(mns, "on"))
+		snprintf(why, sizeof(why), "on (ABI %d)", a->landlock_abi);
+	else
+		snprintf(why, sizeof(why), "off (kernel offers ABI %d)", a->landlock_abi);
+	json_object_set_new(o, "landlock", json_string(why));
 	return o;
 }
 

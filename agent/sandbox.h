@@ -38,6 +38,7 @@ const char *sandbox_probe(void);
  * corralctl status: each layer, whether it is on by default and enforced on this node
  * {"mount_namespace": "on"|"off"|"unavailable: why", "sys_read_only", "agent_files_hidden",
  *  "private_tmp", "tmp_size", "protect_system", "ipc_namespace", "uts_namespace",
- *  "pid_namespace", "landlock": "not used (kernel offers ABI N)"}. New reference.
+ *  "pid_namespace", "landlock": "on (ABI N)"|"off (kernel offers ABI N)"|"unavailable: why"}.
+ * New reference.
  */
 json_t *sandbox_status_json(const struct agent *a);

@@ -29,7 +29,7 @@ void spec_init(struct task_spec *s)
 	memset(s, 0, sizeof(*s));
 	s->swap_max = UINT64_MAX;
 	s->sb_mount_ns = s->sb_private_tmp = s->sb_protect_system = -1;
-	s->sb_ipc_ns = s->sb_uts_ns = s->sb_pid_ns = -1;
+	s->sb_ipc_ns = s->sb_uts_ns = s->sb_pid_ns = s->sb_landlock = -1;
 }
 
 static void strv_free(char **v, size_t n)
@@ -449,6 +449,8 @@ static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t err
 			r = get_tristate(v, "sandbox.uts_namespace", &s->sb_uts_ns, err, errlen);
 		else if (strcmp(k, "pid_namespace") == 0)
 			r = get_tristate(v, "sandbox.pid_namespace", &s->sb_pid_ns, err, errlen);
+		else if (strcmp(k, "landlock") == 0)
+			r = get_tristate(v, "sandbox.landlock", &s->sb_landlock, err, errlen);
 		else if (strcmp(k, "tmp_size") == 0) {
 			free(s->sb_tmp_size);
 			s->sb_tmp_size = NULL;
@@ -809,11 +811,12 @@ json_t *spec_to_json(const struct task_spec *s)
 	}
 	{
 		json_t *sb = json_object();
-		static const char *const names[] = {"mount_namespace", "private_tmp",
-						    "protect_system",  "ipc_namespace",
-						    "uts_namespace",   "pid_namespace"};
+		static const char *const names[] = {
+		    "mount_namespace", "private_tmp",	"protect_system", "ipc_namespace",
+		    "uts_namespace",   "pid_namespace", "landlock"};
 		const int8_t vals[] = {s->sb_mount_ns, s->sb_private_tmp, s->sb_protect_system,
-				       s->sb_ipc_ns,   s->sb_uts_ns,	  s->sb_pid_ns};
+				       s->sb_ipc_ns,   s->sb_uts_ns,	  s->sb_pid_ns,
+				       s->sb_landlock};
 		struct {
 			const char *name;
 			char **v;

@@ -63,6 +63,7 @@ struct task_spec {
 	size_t n_net_deny;
 	/* "sandbox": each layer -1 = the agent's [sandbox] default, 0 off, 1 on */
 	int8_t sb_mount_ns, sb_private_tmp, sb_protect_system, sb_ipc_ns, sb_uts_ns, sb_pid_ns;
+	int8_t sb_landlock;
 	char *sb_tmp_size;
 	char **sb_read_only, **sb_inaccessible, **sb_bind; /* absolute paths; "SRC:DST[:ro]" */
 	size_t n_sb_read_only, n_sb_inaccessible, n_sb_bind;

@@ -60,6 +60,7 @@ static const char *const step_names[_LAUNCH_STEP_MAX] = {
     [LAUNCH_STEP_CLOSE_FDS] = "close file descriptors",
     [LAUNCH_STEP_SECCOMP] = "install seccomp filter",
     [LAUNCH_STEP_EXEC] = "exec",
+    [LAUNCH_STEP_LANDLOCK] = "landlock",
 };
 
 void launch_plan_set_cgroup(struct launch_plan *p, const struct cg_task *cg)
@@ -86,6 +87,7 @@ void launch_format_error(const struct launch_plan *plan, enum launch_step step, 
 	    [LAUNCH_MOUNT_HIDE] = "hide",
 	    [LAUNCH_MOUNT_BIND] = "bind",
 	    [LAUNCH_MOUNT_PROC] = "procfs of the PID namespace at",
+	    [LAUNCH_MOUNT_NONE] = "landlock target",
 	};
 	const char *what = NULL;
 	int idx = LAUNCH_STEP_INDEX(step);
@@ -104,6 +106,15 @@ void launch_format_error(const struct launch_plan *plan, enum launch_step step, 
 		snprintf(buf, len, "mount namespace: %s %s%s%s: %s%s",
 			 (unsigned)m->op < _LAUNCH_MOUNT_MAX ? mount_what[m->op] : "?", m->path,
 			 m->src ? " from " : "", m->src ? m->src : "", strerror(err), hint);
+		return;
+	}
+	if (step == LAUNCH_STEP_LANDLOCK) {
+		snprintf(buf, len, "landlock: %s%s", strerror(err),
+			 err == ENOSYS ? " (kernel without Landlock; set [sandbox] landlock = no)"
+			 : err == EOPNOTSUPP ? " (Landlock not enabled at boot: lsm=...,landlock; "
+					       "set [sandbox] landlock = no)"
+			 : err == ENOSPC     ? " (more protected paths than the launch can track)"
+					     : "");
 		return;
 	}
 	if (step == LAUNCH_STEP_NAMESPACES) {
@@ -215,14 +226,239 @@ static int apply_mount(const struct launch_mount *m)
 		if (mount("proc", m->path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 			return -errno;
 		return 0;
+	case LAUNCH_MOUNT_NONE:
+		return 0;
 	default:
 		return -EINVAL;
 	}
 }
 
+/* ---- Landlock (docs/sandbox.md) ----------------------------------------------------------- */
+
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH	  1
+#define LL_EXECUTE		  (1ULL << 0)
+#define LL_WRITE_FILE		  (1ULL << 1)
+#define LL_READ_FILE		  (1ULL << 2)
+#define LL_READ_DIR		  (1ULL << 3)
+#define LL_TRUNCATE		  (1ULL << 14)
+#define LL_IOCTL_DEV		  (1ULL << 15)
+#define LL_FILE_RIGHTS		  (LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV)
+#define LL_READ_ONLY		  (LL_EXECUTE | LL_READ_FILE | LL_READ_DIR)
+#define LL_IDS_MAX		  512
+#define LL_DEPTH_MAX		  32
+
+struct ll_path_beneath {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+/* An inode the rules care about: a protected path (its launch_landlock) or an ancestor. */
+struct ll_id {
+	dev_t dev;
+	ino_t ino;
+	uint8_t kind; /* LL_K_* bits */
+};
+#define LL_K_READ_ONLY 1
+#define LL_K_DENY      2
+#define LL_K_ANCESTOR  4
+
+struct ll_ids {
+	size_t n;
+	struct ll_id v[LL_IDS_MAX];
+};
+
+int launch_landlock_abi(void)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+
+	return abi > 0 ? (int)abi : -errno;
+}
+
+/* Every file-system right the kernel's ABI knows. */
+static uint64_t ll_fs_all(int abi)
+{
+	uint64_t r = (1ULL << 13) - 1; /* ABI 1: EXECUTE .. MAKE_SYM */
+
+	if (abi >= 2)
+		r |= 1ULL << 13; /* REFER */
+	if (abi >= 3)
+		r |= LL_TRUNCATE;
+	if (abi >= 5)
+		r |= LL_IOCTL_DEV;
+	return r;
+}
+
+static uint8_t ll_kind(const struct ll_ids *ids, const struct stat *st)
+{
+	uint8_t k = 0;
+
+	for (size_t i = 0; i < ids->n; i++)
+		if (ids->v[i].dev == st->st_dev && ids->v[i].ino == st->st_ino)
+			k |= ids->v[i].kind;
+	return k;
+}
+
+static int ll_note(struct ll_ids *ids, const struct stat *st, uint8_t kind)
+{
+	for (size_t i = 0; i < ids->n; i++)
+		if (ids->v[i].dev == st->st_dev && ids->v[i].ino == st->st_ino) {
+			ids->v[i].kind |= kind;
+			return 0;
+		}
+	if (ids->n == LL_IDS_MAX)
+		return -ENOSPC;
+	ids->v[ids->n++] = (struct ll_id){st->st_dev, st->st_ino, kind};
+	return 0;
+}
+
+/*
+ * Before the mounts (a hidden directory's own inode is out of reach after them): the inode of
+ * each protected path, and of each directory above it up to "/" (".." crosses mounts).
+ */
+static int ll_collect(const struct launch_plan *p, struct ll_ids *ids)
+{
+	for (size_t i = 0; i < p->n_mounts; i++) {
+		const struct launch_mount *m = &p->mounts[i];
+		struct stat st, pst;
+		int fd, pfd, r;
+
+		if (m->landlock == LAUNCH_LANDLOCK_NONE)
+			continue;
+		fd = open(m->path, O_PATH | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT && (m->optional || m->op == LAUNCH_MOUNT_HIDE))
+				continue;
+			return -errno;
+		}
+		r = fstat(fd, &st) < 0
+			? -errno
+			: ll_note(ids, &st,
+				  m->landlock == LAUNCH_LANDLOCK_DENY ? LL_K_DENY : LL_K_READ_ONLY);
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
+		for (int d = 0; d < 4 * LL_DEPTH_MAX; d++) {
+			pfd = openat(fd, "..", O_PATH | O_CLOEXEC);
+			close(fd);
+			fd = pfd;
+			if (fd < 0 || fstat(fd, &pst) < 0)
+				break;
+			if (pst.st_dev == st.st_dev && pst.st_ino == st.st_ino)
+				break; /* "/" is its own parent */
+			if ((r = ll_note(ids, &pst, LL_K_ANCESTOR)) < 0) {
+				close(fd);
+				return r;
+			}
+			st = pst;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return 0;
+}
+
+static int ll_rule(int ruleset, int fd, uint64_t rights)
+{
+	struct ll_path_beneath pb = {.allowed_access = rights, .parent_fd = fd};
+
+	if (!rights)
+		return 0;
+	if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &pb, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The entries of an ancestor directory: each its rights (see enum launch_landlock). */
+static int ll_walk(int ruleset, int dfd, uint64_t rights, const struct ll_ids *ids, int depth)
+{
+	char buf[2048];
+	long n;
+	int r = 0;
+
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			struct {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *de = (void *)(buf + off);
+			struct stat st;
+			uint64_t er = rights;
+			uint8_t k;
+			int fd;
+
+			off += de->reclen;
+			if (de->name[0] == '.' &&
+			    (de->name[1] == 0 || (de->name[1] == '.' && de->name[2] == 0)))
+				continue;
+			if (fstatat(dfd, de->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			    S_ISLNK(st.st_mode))
+				continue; /* gone meanwhile; a link's target has its own rules */
+			k = ll_kind(ids, &st);
+			if (k & LL_K_DENY)
+				continue;
+			if (k & LL_K_READ_ONLY)
+				er &= LL_READ_ONLY;
+			if (!S_ISDIR(st.st_mode))
+				er &= LL_FILE_RIGHTS;
+			fd = openat(dfd, de->name,
+				    (k & LL_K_ANCESTOR && S_ISDIR(st.st_mode)
+					 ? O_RDONLY | O_DIRECTORY
+					 : O_PATH) |
+					O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			if (k & LL_K_ANCESTOR && S_ISDIR(st.st_mode) && depth < LL_DEPTH_MAX) {
+				r = ll_rule(ruleset, fd, er & LL_READ_DIR);
+				if (r == 0)
+					r = ll_walk(ruleset, fd, er, ids, depth + 1);
+			} else {
+				r = ll_rule(ruleset, fd, er);
+			}
+			close(fd);
+			if (r < 0)
+				return r;
+		}
+	}
+	return n < 0 ? -errno : 0;
+}
+
+/* In the task's view, after the mounts: the ruleset, enforced on this process from now on. */
+static int ll_apply(const struct ll_ids *ids)
+{
+	int abi = launch_landlock_abi(), ruleset, root, r;
+	uint64_t all;
+
+	if (abi < 0)
+		return abi;
+	all = ll_fs_all(abi);
+	ruleset = (int)syscall(SYS_landlock_create_ruleset, &all, sizeof(all), 0);
+	if (ruleset < 0)
+		return -errno;
+	root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		r = -errno;
+		close(ruleset);
+		return r;
+	}
+	r = ll_rule(ruleset, root, LL_READ_DIR);
+	if (r == 0)
+		r = ll_walk(ruleset, root, all, ids, 0);
+	close(root);
+	if (r == 0 && syscall(SYS_landlock_restrict_self, ruleset, 0) < 0)
+		r = -errno;
+	close(ruleset);
+	return r;
+}
+
 /* The task's namespaces and its view of the file system (plan->ns_flags, plan->mounts). */
 static void apply_namespaces(const struct launch_plan *p, int err_fd)
 {
+	struct ll_ids ids;
 	int flags = 0, r;
 
 	if (p->ns_flags & LAUNCH_NS_MOUNT)
@@ -240,11 +476,18 @@ static void apply_namespaces(const struct launch_plan *p, int err_fd)
 	/* Nothing done here may reach the node's mount table; the node's changes still come. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		child_fail(err_fd, LAUNCH_STEP_NAMESPACES, errno);
+	if (p->ns_flags & LAUNCH_NS_LANDLOCK) {
+		ids.n = 0;
+		if ((r = ll_collect(p, &ids)) < 0)
+			child_fail(err_fd, LAUNCH_STEP_LANDLOCK, -r);
+	}
 	for (size_t i = 0; i < p->n_mounts; i++) {
 		r = apply_mount(&p->mounts[i]);
 		if (r < 0)
 			child_fail(err_fd, LAUNCH_STEP_CODE(LAUNCH_STEP_MOUNT, i), -r);
 	}
+	if (p->ns_flags & LAUNCH_NS_LANDLOCK && (r = ll_apply(&ids)) < 0)
+		child_fail(err_fd, LAUNCH_STEP_LANDLOCK, -r);
 }
 
 static int open_stdio(const char *path, int target, int flags)

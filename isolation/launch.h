@@ -57,6 +57,7 @@ enum launch_step {
 	LAUNCH_STEP_CLOSE_FDS,
 	LAUNCH_STEP_SECCOMP,
 	LAUNCH_STEP_EXEC,
+	LAUNCH_STEP_LANDLOCK, /* the Landlock ruleset of the plan's protected paths */
 	_LAUNCH_STEP_MAX,
 };
 
@@ -71,7 +72,21 @@ enum launch_mount_op {
 	LAUNCH_MOUNT_HIDE,	/* directory: an empty read-only tmpfs, mode 000; else /dev/null */
 	LAUNCH_MOUNT_BIND,	/* src bound at path (recursive); data "ro": read-only */
 	LAUNCH_MOUNT_PROC,	/* a procfs of the task's PID namespace at path */
+	LAUNCH_MOUNT_NONE,	/* no mount: only a Landlock target (a bind source below one) */
 	_LAUNCH_MOUNT_MAX,
+};
+
+/*
+ * Landlock (LAUNCH_NS_LANDLOCK, docs/sandbox.md): a mount's path is also protected by inode,
+ * whatever path reaches it (another bind, an undone mount). The child notes the inodes of the
+ * protected paths and of their ancestors before it mounts anything, then, in the task's view,
+ * grants every other entry of those ancestors full rights, the read-only ones read and
+ * execute, the denied ones nothing, and the ancestors themselves only listing.
+ */
+enum launch_landlock {
+	LAUNCH_LANDLOCK_NONE,
+	LAUNCH_LANDLOCK_READ_ONLY,
+	LAUNCH_LANDLOCK_DENY,
 };
 
 #define LAUNCH_MOUNTS_MAX 64
@@ -81,12 +96,16 @@ struct launch_mount {
 	const char *src;  /* LAUNCH_MOUNT_BIND */
 	const char *data; /* LAUNCH_MOUNT_TMPFS options; LAUNCH_MOUNT_BIND "ro" or NULL */
 	bool optional;	  /* a path that does not exist is skipped (protect_system's /boot) */
+	uint8_t landlock; /* enum launch_landlock, with LAUNCH_NS_LANDLOCK */
 };
 
-#define LAUNCH_NS_MOUNT (1U << 0)
-#define LAUNCH_NS_IPC	(1U << 1)
-#define LAUNCH_NS_UTS	(1U << 2)
-#define LAUNCH_NS_PID	(1U << 3) /* the child is cloned into a new PID namespace (its PID 1) */
+#define LAUNCH_NS_MOUNT	   (1U << 0)
+#define LAUNCH_NS_IPC	   (1U << 1)
+#define LAUNCH_NS_UTS	   (1U << 2)
+#define LAUNCH_NS_PID	   (1U << 3) /* the child is cloned into a new PID namespace (its PID 1) */
+#define LAUNCH_NS_LANDLOCK (1U << 4) /* Landlock rules for the mounts' landlock targets */
+#define LAUNCH_NS_ALL                                                                              \
+	(LAUNCH_NS_MOUNT | LAUNCH_NS_IPC | LAUNCH_NS_UTS | LAUNCH_NS_PID | LAUNCH_NS_LANDLOCK)
 
 /* A mount step's error code: the step, and the mount's index + 1 in the upper 16 bits. */
 #define LAUNCH_STEP_CODE(step, idx) ((enum launch_step)((int)(step) | (((idx) + 1) << 16)))
@@ -151,6 +170,8 @@ struct launch_exit {
 };
 
 const char *launch_step_to_string(enum launch_step s);
+/* The Landlock ABI the kernel offers (> 0), else -errno (ENOSYS, EOPNOTSUPP: not enabled). */
+int launch_landlock_abi(void);
 /* Report a failed step on a launch's error pipe (err 0: EIO); async-signal-safe. */
 void launch_report_error(int err_fd, enum launch_step step, int err);
 /* Fill the plan's cgroup fields from the task's cgroup (its fds stay owned by cg). */

@@ -129,7 +129,7 @@ static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, st
 		put_str(b, p->mounts[i].path);
 		put_str(b, p->mounts[i].src);
 		put_str(b, p->mounts[i].data);
-		put_u32(b, p->mounts[i].optional);
+		put_u32(b, (uint32_t)p->mounts[i].optional | (uint32_t)p->mounts[i].landlock << 1);
 	}
 	fl = p->filter ? sbx_filter_pack(p->filter, NULL, 0) : 0;
 	put_u32(b, (uint32_t)fl);
@@ -274,7 +274,7 @@ void launch_wire_free(struct launch_wire *u)
 static int unpack(struct rbuf *b, struct launch_wire *u)
 {
 	struct launch_plan *p = &u->p;
-	uint32_t n, fl;
+	uint32_t n, fl, ov;
 
 	*u = (struct launch_wire){.f = LAUNCH_SHIM_FDS_INIT};
 	if (get_u32(b) != SPAWN_MAGIC || get_u32(b) != SPAWN_VERSION)
@@ -315,8 +315,7 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 	p->syscalls_max = get_u64(b);
 	p->ns_flags = get_u32(b);
 	n = get_u32(b);
-	if (b->bad || n > LAUNCH_MOUNTS_MAX ||
-	    (p->ns_flags & ~(LAUNCH_NS_MOUNT | LAUNCH_NS_IPC | LAUNCH_NS_UTS | LAUNCH_NS_PID)))
+	if (b->bad || n > LAUNCH_MOUNTS_MAX || (p->ns_flags & ~LAUNCH_NS_ALL))
 		return -EPROTO;
 	p->n_mounts = n;
 	p->mounts = u->mounts;
@@ -325,9 +324,11 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 		u->mounts[i].path = get_str(b);
 		u->mounts[i].src = get_str(b);
 		u->mounts[i].data = get_str(b);
-		u->mounts[i].optional = get_u32(b) != 0;
+		ov = get_u32(b);
+		u->mounts[i].optional = ov & 1;
+		u->mounts[i].landlock = (uint8_t)(ov >> 1);
 		if (b->bad || (unsigned)u->mounts[i].op >= _LAUNCH_MOUNT_MAX ||
-		    !u->mounts[i].path ||
+		    ov >> 1 > LAUNCH_LANDLOCK_DENY || !u->mounts[i].path ||
 		    (u->mounts[i].op == LAUNCH_MOUNT_BIND && !u->mounts[i].src))
 			return -EPROTO;
 	}

@@ -208,12 +208,68 @@ static void test_minimal(void **state)
 	free(buf);
 }
 
+/* The sandbox's mounts and namespaces, Landlock targets included, cross intact; an unknown
+ * Landlock kind or namespace bit is refused. */
+static void test_mounts(void **state)
+{
+	struct launch_mount m[] = {
+	    {.op = LAUNCH_MOUNT_TMPFS, .path = "/tmp", .data = "size=1M,mode=1777"},
+	    {.op = LAUNCH_MOUNT_READ_ONLY,
+	     .path = "/boot",
+	     .optional = true,
+	     .landlock = LAUNCH_LANDLOCK_READ_ONLY},
+	    {.op = LAUNCH_MOUNT_BIND, .path = "/mnt", .src = "/data", .data = "ro"},
+	    {.op = LAUNCH_MOUNT_NONE, .path = "/data/x", .landlock = LAUNCH_LANDLOCK_DENY},
+	};
+	struct launch_plan p = {.argv = argv_,
+				.env = env_,
+				.exec_paths = paths_,
+				.clone_cgroup_fd = -1,
+				.exit_file = "/x.exit",
+				.ns_flags = LAUNCH_NS_MOUNT | LAUNCH_NS_PID | LAUNCH_NS_LANDLOCK,
+				.n_mounts = 4,
+				.mounts = m};
+	struct launch_shim_fds f = {.status_w = 3, .err_w = 4, .sync_r = 5, .sc_fd = -1};
+	const struct launch_plan *q;
+	struct launch_wire *w = NULL;
+	char *buf = NULL;
+	size_t len = 0, nfds = 0;
+	int fds[LAUNCH_WIRE_FDS_MAX];
+
+	(void)state;
+	assert_int_equal(launch_wire_pack(&p, &f, &buf, &len, fds, &nfds), 0);
+	assert_int_equal(launch_wire_unpack(buf, len, fds, nfds, &w), 0);
+	q = launch_wire_plan(w);
+	assert_int_equal(q->ns_flags, p.ns_flags);
+	assert_int_equal(q->n_mounts, 4);
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(q->mounts[i].op, m[i].op);
+		assert_string_equal(q->mounts[i].path, m[i].path);
+		assert_int_equal(q->mounts[i].optional, m[i].optional);
+		assert_int_equal(q->mounts[i].landlock, m[i].landlock);
+	}
+	assert_string_equal(q->mounts[2].src, "/data");
+	assert_string_equal(q->mounts[2].data, "ro");
+	launch_wire_free(w);
+	free(buf);
+	p.ns_flags |= 1U << 20;
+	assert_int_equal(launch_wire_pack(&p, &f, &buf, &len, fds, &nfds), 0);
+	assert_int_equal(launch_wire_unpack(buf, len, fds, nfds, &w), -EPROTO);
+	free(buf);
+	p.ns_flags &= ~(1U << 20);
+	m[3].landlock = 3;
+	assert_int_equal(launch_wire_pack(&p, &f, &buf, &len, fds, &nfds), 0);
+	assert_int_equal(launch_wire_unpack(buf, len, fds, nfds, &w), -EPROTO);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 	    cmocka_unit_test(test_minimal),
+	    cmocka_unit_test(test_mounts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -176,7 +176,7 @@ static void test_spec_sandbox(void **state)
 	    "\"private_tmp\":true,\"tmp_size\":\"10%\",\"protect_system\":false,"
 	    "\"read_only_paths\":[\"/data\"],\"inaccessible_paths\":[\"/home/a/.ssh\"],"
 	    "\"bind\":[\"/scratch/a:/scratch:ro\"],\"ipc_namespace\":true,"
-	    "\"pid_namespace\":true}}";
+	    "\"pid_namespace\":true,\"landlock\":true}}";
 	struct task_spec s, s2;
 	char err[256];
 	json_t *j;
@@ -201,6 +201,7 @@ static void test_spec_sandbox(void **state)
 	assert_int_equal(s2.sb_protect_system, 0);
 	assert_int_equal(s2.sb_uts_ns, -1);
 	assert_int_equal(s2.sb_pid_ns, 1);
+	assert_int_equal(s2.sb_landlock, 1);
 	assert_string_equal(s2.sb_bind[0], s.sb_bind[0]);
 	assert_string_equal(s2.sb_tmp_size, "10%");
 	assert_int_equal(spec_tmp_size_check("1M"), 0);
@@ -320,14 +321,16 @@ static void test_config(void **state)
 	assert_non_null(strstr(err, path));
 	/* [sandbox]: defaults, values, a bad size named */
 	assert_true(c.sandbox_mount_ns && c.sandbox_protect_system && !c.sandbox_private_tmp);
+	assert_false(c.sandbox_landlock);
 	f = fopen(path, "w");
 	fprintf(f, "[sandbox]\nmount_namespace = no\nprivate_tmp = yes\ntmp_size = 512M\n"
-		   "ipc_namespace = yes\n");
+		   "ipc_namespace = yes\nlandlock = yes\n");
 	fclose(f);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
 	assert_false(c.sandbox_mount_ns);
 	assert_true(c.sandbox_private_tmp && c.sandbox_ipc_ns && !c.sandbox_uts_ns);
 	assert_string_equal(c.sandbox_tmp_size, "512M");
+	assert_true(c.sandbox_landlock);
 	f = fopen(path, "w");
 	fprintf(f, "[sandbox]\ntmp_size = huge\n");
 	fclose(f);
