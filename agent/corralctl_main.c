@@ -67,7 +67,7 @@ static void usage(FILE *f)
 	    "  --no-protect-system  /usr, /etc, /boot stay writable (as the permissions allow)\n"
 	    "  --read-only PATH, --inaccessible PATH, --bind SRC:DST[:ro]   (repeatable)\n"
 	    "  --ipc-ns, --uts-ns   own IPC (SysV, POSIX queues) and hostname namespaces\n"
-	    "  --pid-ns             own PID namespace (the task is its PID 1) and /proc\n"
+	    "  --pid-ns             own PID namespace and /proc (a minimal init is its PID 1)\n"
 	    "  --landlock, --no-landlock   read-only and inaccessible paths also by Landlock\n"
 	    "                       rules (whatever path reaches them)\n"
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"

@@ -518,6 +518,7 @@ struct child_ctx {
 	int err_fd, sync_fd;
 	int status_w;	/* shared_vm: the child reports its own pid here ("P <pid>") */
 	int audit_sock; /* >= 0: hand the seccomp listener to the shim */
+	int init_w;	/* LAUNCH_NS_PID: the init's end of the main process's wait status */
 	bool need_join, unified_done;
 	bool shared_vm;	    /* CLONE_VM|CLONE_VFORK: the shim is suspended until we exec or exit */
 	bool sigs_default;  /* every disposition is SIG_DFL already (launch_shim_prepare) */
@@ -634,6 +635,84 @@ static bool child_handoff_safe(const struct child_ctx *cx)
 }
 
 /*
+ * LAUNCH_NS_PID: the child is PID 1 of the task's PID namespace. It forks the task's main
+ * process (which goes on to its exec) and stays as a minimal init (docs/sandbox.md): it
+ * forwards the signals a job is ended or told things with to the main process, reaps every
+ * process the namespace reparents to it, and once the main process has ended kills the rest,
+ * hands the main process's exact wait status to the shim (the exit status of a namespace's
+ * init cannot carry a signal) and exits.
+ */
+static const int pid1_forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+_noreturn_ static void pid1_run(pid_t main_pid, int status_fd)
+{
+	struct signalfd_siginfo si;
+	sigset_t m;
+	int sfd, st = 0;
+
+	(void)prctl(PR_SET_NAME, "corral-init", 0, 0, 0);
+	/* Nothing of the task's (stdio, pipes to the agent, the audit socket) stays open here. */
+	(void)syscall(SYS_close_range, 0U, (unsigned)status_fd - 1, 0U);
+	(void)syscall(SYS_close_range, (unsigned)status_fd + 1, ~0U, 0U);
+	sigemptyset(&m);
+	for (size_t i = 0; i < ARRAY_SIZE(pid1_forwarded); i++)
+		sigaddset(&m, pid1_forwarded[i]);
+	sigaddset(&m, SIGCHLD);
+	sfd = signalfd(-1, &m, SFD_CLOEXEC);
+	for (;;) {
+		pid_t w;
+
+		if (sfd >= 0) {
+			ssize_t n = read(sfd, &si, sizeof(si));
+
+			if (n != sizeof(si))
+				continue;
+			if (si.ssi_signo != SIGCHLD) {
+				(void)kill(main_pid, (int)si.ssi_signo);
+				continue;
+			}
+		}
+		while ((w = waitpid(-1, &st, sfd >= 0 ? WNOHANG : 0)) > 0 && w != main_pid)
+			;
+		if (w == main_pid)
+			break;
+		if (w < 0 && errno == ECHILD)
+			break; /* cannot happen while main_pid lives */
+	}
+	/* The rest of the namespace ends with its main process (as it would with the init's
+	 * exit; here before the status leaves, so that nothing of the task outlives it). */
+	(void)kill(-1, SIGKILL);
+	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+		;
+	(void)!write(status_fd, &st, sizeof(st));
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* In the task child, privileges dropped: returns in the main process; the init stays. */
+static void pid1_split(const struct child_ctx *cx)
+{
+	sigset_t m, old;
+	long pid;
+
+	sigemptyset(&m);
+	for (size_t i = 0; i < ARRAY_SIZE(pid1_forwarded); i++)
+		sigaddset(&m, pid1_forwarded[i]);
+	sigaddset(&m, SIGCHLD);
+	/* blocked before the fork: what arrives before the init listens stays pending */
+	if (sigprocmask(SIG_BLOCK, &m, &old) < 0)
+		child_fail(cx->err_fd, LAUNCH_STEP_CLONE, errno);
+	pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid < 0)
+		child_fail(cx->err_fd, LAUNCH_STEP_CLONE, errno);
+	if (pid == 0) {
+		(void)sigprocmask(SIG_SETMASK, &old, NULL);
+		close(cx->init_w);
+		return;
+	}
+	pid1_run((pid_t)pid, cx->init_w);
+}
+
+/*
  * The task child. Only async-signal-safe calls from here on: it is cloned with a raw clone3 (or
  * clone) by the shim, no atfork handlers ran, and with shared_vm it runs in the shim's memory
  * (own stack; it writes nothing else but errno, and the shim is suspended meanwhile).
@@ -732,6 +811,9 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 		for (int fd = 3; fd < 65536; fd++)
 			(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 	}
+
+	if (cx->init_w >= 0)
+		pid1_split(cx);
 
 	if (p->filter) {
 		/* With audit: nothing but the handoff runs between the filter and execve. */
@@ -1122,6 +1204,16 @@ static void close_all_except(int *keep, size_t n)
  * usable). report_pid: first say "S <pid>" on the status pipe (the spawner's shims: the agent
  * did not fork them).
  */
+/* The task's status: the main process's, from its namespace's init when it handed one over. */
+static int pid1_status(int init_r, int status)
+{
+	int st;
+
+	if (init_r >= 0 && read(init_r, &st, sizeof(st)) == (ssize_t)sizeof(st))
+		return st;
+	return status;
+}
+
 _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r,
 				int sc_fd, bool report_pid)
 {
@@ -1129,7 +1221,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	struct shim_audit au = {.file = -1, .listener = -1, .max = p->syscalls_max};
 	struct rusage ru;
 	char line[160];
-	int status = 0, null_fd, sock[2] = {-1, -1}, keep[3];
+	int status = 0, null_fd, sock[2] = {-1, -1}, init[2] = {-1, -1}, keep[4];
 	pid_t child;
 	long c;
 
@@ -1145,6 +1237,11 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		launch_report_error(err_w, LAUNCH_STEP_SECCOMP, errno);
 		_exit(1);
 	}
+	/* A PID namespace: its init hands over the main process's wait status on this pipe. */
+	if (p->ns_flags & LAUNCH_NS_PID && pipe2(init, O_CLOEXEC | O_NONBLOCK) < 0) {
+		launch_report_error(err_w, LAUNCH_STEP_CLONE, errno);
+		_exit(1);
+	}
 	/*
 	 * Drop the agent's fds before cloning: the shim may wait long for the child's exec (its
 	 * stdout a FIFO nobody reads yet), and must not hold the agent's client connections,
@@ -1152,7 +1249,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	 * dies). What the child needs stays: its pipes, the audit socket, its cgroup fds.
 	 */
 	{
-		int hold[7 + LAUNCH_JOIN_MAX];
+		int hold[9 + LAUNCH_JOIN_MAX];
 		size_t nk = 0;
 
 		hold[nk++] = status_w;
@@ -1161,6 +1258,8 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		hold[nk++] = sc_fd;
 		hold[nk++] = sock[0];
 		hold[nk++] = sock[1];
+		hold[nk++] = init[0];
+		hold[nk++] = init[1];
 		hold[nk++] = p->clone_cgroup_fd;
 		for (size_t i = 0; i < p->n_join && nk < ARRAY_SIZE(hold); i++)
 			hold[nk++] = p->join_fd[i];
@@ -1171,6 +1270,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 				 .sync_fd = sync_r,
 				 .status_w = status_w,
 				 .audit_sock = sock[1],
+				 .init_w = init[1],
 				 .need_join = true,
 				 .sigs_default = shim_prepared,
 				 .capbset_empty = shim_capbset_empty};
@@ -1184,6 +1284,8 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	child = (pid_t)c;
 	if (sock[1] >= 0)
 		close(sock[1]); /* EOF on sock[0] once the child exits or execs without a handoff */
+	if (init[1] >= 0)
+		close(init[1]);
 
 	/* Drop every inherited fd of the agent except the status pipe (and the audit's fds). */
 	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -1195,11 +1297,13 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	keep[0] = status_w;
 	keep[1] = sock[0];
 	keep[2] = sc_fd;
-	if (keep_fds(keep, 3) < 0)
+	keep[3] = init[0];
+	if (keep_fds(keep, 4) < 0)
 		_exit(1);
 	status_w = keep[0];
 	sock[0] = keep[1];
 	au.file = keep[2];
+	init[0] = keep[3];
 
 	if (!ctx.shared_vm) {
 		snprintf(line, sizeof(line), "P %d\n", (int)child);
@@ -1222,6 +1326,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		pid_t d;
 
 		shim_wait_serving(&au, child, &status, &ru);
+		status = pid1_status(init[0], status);
 		/* The kernel's kill-process action would have left SIGSYS (the shim had to use
 		 * SIGKILL, which cannot be caught). */
 		if (au.killed_child && status != -1 && WIFSIGNALED(status) &&
@@ -1259,6 +1364,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 			break;
 		}
 	}
+	status = pid1_status(init[0], status);
 	if (au.file >= 0)
 		shim_audit_end(&au);
 	shim_report_exit(p, status_w, status, &ru);

@@ -96,11 +96,31 @@ run_wait --private-tmp --workdir / --tmp-size 1M --stdout "$T/c.out" -- sh -c 'h
 run_wait --stdout "$T/d.out" -- sh -c "test -e /tmp/$M && echo seen || echo unseen"
 [ "$(cat "$T/d.out")" = unseen ] && pass "after the task: its /tmp is gone with its namespace" || fail "leftover: $(cat "$T/d.out")"
 
-# --- PID namespace: the task is PID 1, /proc shows its processes, its leftovers die with it ---
-run_wait --pid-ns --stdout "$T/p.out" -- sh -c 'echo "pid $$"; ls /proc | grep -c "^[0-9]"; (exec -a corral-it-left-'$$' sleep 100 &); echo x > /proc/sys/kernel/domainname 2>/dev/null && echo sysctl:no || echo sysctl:ok'
-[ "$(sed -n 1p "$T/p.out")" = "pid 1" ] && pass "--pid-ns: the task is PID 1" || fail "pid-ns: $(cat "$T/p.out")"
-n=$(sed -n 2p "$T/p.out")
-[ -n "$n" ] && [ "$n" -le 4 ] && pass "--pid-ns: /proc shows the task's $n processes" || fail "pid-ns /proc: $n"
+# --- PID namespace: an init is PID 1, /proc shows the task's processes, its leftovers die with
+# it, signals reach the main process, orphans are reaped, the exit status is the main's ------
+run_wait --pid-ns --stdout "$T/p.out" -- sh -c 'echo "pid $$"; cat /proc/1/comm; ls /proc | grep -c "^[0-9]"; (exec -a corral-it-left-'$$' sleep 100 &); echo x > /proc/sys/kernel/domainname 2>/dev/null && echo sysctl:no || echo sysctl:ok; exit 3'
+[ "$(sed -n 1,2p "$T/p.out" | tr '\n' ' ')" = "pid 2 corral-init " ] && pass "--pid-ns: the task is PID 2, corral-init PID 1" || fail "pid-ns: $(cat "$T/p.out")"
+n=$(sed -n 3p "$T/p.out")
+[ -n "$n" ] && [ "$n" -le 5 ] && pass "--pid-ns: /proc shows the task's $n processes" || fail "pid-ns /proc: $n"
+[ "$RC" = 3 ] && [ "$(status_of "$ID")" = exited ] && pass "--pid-ns: exit code 3 of the main process is the task's" || fail "pid-ns exit: rc $RC $(status_of "$ID")"
+run_wait --pid-ns -- sh -c 'kill -USR1 $$; sleep 5'
+[ "$RC" = 138 ] && [ "$(ctl show "$ID" --json | jget exit.signal)" = 10 ] && pass "--pid-ns: a main process killed by SIGUSR1 is reported so (signal 10)" ||
+	fail "pid-ns signal status: rc $RC $(ctl show "$ID" --json | jget exit)"
+# corralctl kill (SIGTERM) ends a program that does not catch it: the init forwards it
+id=$(ctl run --pid-ns -- sleep 100)
+ctl kill "$id" >/dev/null
+timeout 20 "$CORRALCTL" --socket "$SOCK" wait "$id" >/dev/null 2>&1
+[ "$(ctl show "$id" --json | jget exit.signal)" = 15 ] && [ "$(status_of "$id")" = signaled ] &&
+	pass "--pid-ns: corralctl kill (TERM) ends sleep, signaled 15" || fail "pid-ns kill: $(ctl show "$id" --json | jget exit)"
+id=$(ctl run --pid-ns --stdout "$T/h.out" -- sh -c 'trap "exit 9" HUP; echo ready; sleep 100 & wait')
+for _ in $(seq 200); do grep -q ready "$T/h.out" 2>/dev/null && break; sleep 0.05; done
+ctl kill --signal HUP "$id" >/dev/null
+timeout 20 "$CORRALCTL" --socket "$SOCK" wait "$id" >/dev/null 2>&1
+[ "$(ctl show "$id" --json | jget exit.code)" = 9 ] && pass "--pid-ns: HUP forwarded to the main process's handler (exit 9)" ||
+	fail "pid-ns HUP: $(ctl show "$id" --json | jget exit)"
+# orphans that end are reaped by the init: no zombie in the namespace
+run_wait --pid-ns --stdout "$T/z.out" -- sh -c 'for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 1; cat /proc/[0-9]*/stat | grep -c ") Z " ; true'
+[ "$(cat "$T/z.out")" = 0 ] && pass "--pid-ns: five orphans reaped (no zombie)" || fail "pid-ns zombies: $(cat "$T/z.out")"
 grep -q sysctl:ok "$T/p.out" && pass "--pid-ns: /proc/sys of the new /proc read-only" || fail "pid-ns sysctl: $(cat "$T/p.out")"
 pgrep -f "corral-it-left-$$" >/dev/null && fail "--pid-ns: a background process outlived PID 1" ||
 	pass "--pid-ns: a background process does not outlive the task"
