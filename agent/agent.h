@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * corrald internals: the agent object, the task table, the event loop's watch kinds.
- * Single-threaded: everything runs from one epoll loop (agent/loop.c).
+ * corrald internals: the agent object and the task table.
+ * Single-threaded: everything runs from one epoll loop (agent/loop.h).
  */
 #pragma once
 
@@ -28,29 +28,7 @@ struct gpu_task;
 struct audit;
 struct ts_glue;
 struct ts_task;
-
-enum watch_kind {
-	WATCH_SIGNAL,
-	WATCH_TICK,
-	WATCH_LISTEN,
-	WATCH_CONN,
-	WATCH_TASK_STATUS, /* shim status pipe */
-	WATCH_TASK_EXEC,   /* a starting task's exec result (close-on-exec error pipe) */
-	WATCH_TASK_PIDFD,  /* shim pidfd (adopted tasks, or status pipe lost) */
-	WATCH_METER,
-	WATCH_UPLOADER,
-	WATCH_METRICS,
-	WATCH_AUDIT,
-	WATCH_AUDIT_ADDRS, /* rtnetlink: the node's addresses changed (network policy) */
-	WATCH_TASKSTATS,
-	WATCH_SYNC,	      /* the spool syncer finished a generation */
-	WATCH_TASK_CPU_TIMER, /* a task's CPU-time limit check is due */
-};
-
-struct watch {
-	enum watch_kind kind;
-	void *ptr;
-};
+struct loop;
 
 enum task_state {
 	TASK_STARTING, /* shim forked: waiting for the child's pid, then for its exec */
@@ -67,6 +45,7 @@ struct waiter {
 };
 
 struct task {
+	struct agent *agent; /* owner: the loop's handlers get only the task */
 	char id[40];
 	uint64_t key; /* numeric key for BPF maps */
 	struct task_spec spec;
@@ -86,7 +65,6 @@ struct task {
 	uint64_t shim_start; /* /proc start time, guards against pid reuse */
 	int shim_pidfd;
 	int status_fd;
-	struct watch w_status, w_pidfd, w_exec;
 	struct task_start *start; /* TASK_STARTING: the launch in progress (agent/task.c) */
 	bool legacy_files; /* started before runtime_dir was set: its files are in state_dir */
 	uint64_t starting_since_mono;
@@ -110,7 +88,6 @@ struct task {
 	 * use, so the check comes when the budget can first be spent (not only at the tick). */
 	int cpu_timer_fd;
 	bool have_cpu_timer;
-	struct watch w_cpu_timer;
 	uint64_t cpu_check_last_usage, cpu_check_idle_ns;
 
 	/* results */
@@ -178,9 +155,8 @@ struct pending_record {
 struct agent {
 	struct agent_config cfg;
 	const char *config_path;
-	int epfd;
+	struct loop *loop;
 	int sigfd, tickfd, listenfd;
-	struct watch w_sig, w_tick, w_listen, w_meter, w_upl, w_metrics;
 	bool quit;
 	char boot_id[37];
 	/* random, made when the state directory's counters are first written (or found lost):
@@ -194,7 +170,6 @@ struct agent {
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
 	struct audit *audit;
-	struct watch w_audit, w_audit_addrs;
 	/* NULL: tasks get their mount namespace; else why the node cannot (sandbox_probe) */
 	const char *sandbox_unsupported;
 	int landlock_abi;	/* > 0: the kernel's Landlock ABI (probed at start); else -errno */
@@ -237,7 +212,6 @@ struct agent {
 	/* The spool's fdatasync runs on the syncer thread (NULL: in the loop). State files of
 	 * ended tasks wait for the sync that makes their end record durable. */
 	struct syncer *syncer;
-	struct watch w_sync;
 	struct sync_wait {
 		uint64_t gen;
 		char *stem;
@@ -266,16 +240,11 @@ struct agent {
 	uint32_t n_conns;
 };
 
-/* loop.c */
 /* The passwd/group cache, made on first use and refreshed once per control request
  * (NULL when out of memory). */
 struct users *agent_users(struct agent *a);
 /* Start the launch spawner, if corral-spawn is installed (restarts: see spawn_shim). */
 void agent_spawner_start(struct agent *a);
-int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w);
-void agent_watch_del(struct agent *a, int fd);
-/* The CPU-time check of a task is due (WATCH_TASK_CPU_TIMER). */
-void task_on_cpu_timer(struct agent *a, struct task *t);
 
 /* task.c */
 /*
@@ -286,8 +255,9 @@ void task_on_cpu_timer(struct agent *a, struct task *t);
  */
 int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, gid_t sub_gid,
 		bool privileged, struct task **ret, char *err, size_t errlen);
-void task_on_status(struct agent *a, struct task *t);
-void task_on_exec(struct agent *a, struct task *t);
+/* An adopted task: watch its shim's pidfd (t->shim_pidfd) for the shim's exit. */
+int task_watch_pidfd(struct agent *a, struct task *t);
+/* An adopted task's shim exited (its pidfd readable, or found gone): read its exit file. */
 void task_on_pidfd(struct agent *a, struct task *t);
 /* BPF accounting at exit: the task's last thread got its final figures (METER_EV_SETTLED). */
 void task_on_meter_settled(struct agent *a, uint64_t task_key);
@@ -306,7 +276,7 @@ void task_free(struct task *t);
 void task_collect_usage(struct agent *a, struct task *t);
 int agent_emit_record(struct agent *a, struct acct_record *r);
 void agent_flush_records(struct agent *a);
-/* The syncer reported (WATCH_SYNC): remove what waited for it. */
+/* The syncer reported (its fd readable): remove what waited for it. */
 void agent_sync_done(struct agent *a);
 /* Shutdown: wait for every sync, then stop the syncer thread. */
 void agent_sync_stop(struct agent *a);
@@ -326,10 +296,7 @@ int audit_glue_init(struct agent *a);
 void audit_glue_fini(struct agent *a);
 int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen);
 int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen);
-void audit_glue_poll(struct agent *a);
-/* The node's addresses changed (rtnetlink readable), or the tick without rtnetlink: re-read
- * them for the network policy. */
-void audit_glue_addrs_changed(struct agent *a);
+/* The tick without rtnetlink: re-read the node's addresses for the network policy. */
 void audit_glue_addrs_tick(struct agent *a);
 void audit_glue_task_end(struct agent *a, struct task *t);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
@@ -339,7 +306,6 @@ void task_fill_record(struct agent *a, struct task *t, enum acct_type type, stru
 int tsglue_init(struct agent *a);
 void tsglue_fini(struct agent *a);
 bool tsglue_active(const struct agent *a);
-void tsglue_poll(struct agent *a);
 void tsglue_track(struct agent *a, struct task *t);
 /* The processes now in the task's cgroup join its set (tick, and before killing leftovers). */
 void tsglue_snapshot(struct agent *a, struct task *t);
@@ -389,8 +355,6 @@ int scope_adopt_shim(struct agent *a, pid_t pid);
 
 /* control.c */
 int control_listen(struct agent *a);
-void control_on_accept(struct agent *a);
-void control_on_conn(struct agent *a, struct conn *c, uint32_t events);
 void control_task_ended(struct agent *a, struct task *t);
 /* The starting task exec'd (err NULL) or failed to launch (err says why). */
 void control_task_started(struct agent *a, struct task *t, const char *err);

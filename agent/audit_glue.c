@@ -10,6 +10,7 @@
 #include "agent/audit_glue.h"
 #include "agent/agent.h"
 #include "agent/log.h"
+#include "agent/loop.h"
 #include "bpf/audit.h"
 #include "common/macro.h"
 #include "isolation/cgroup.h"
@@ -28,6 +29,15 @@
 
 #define NET_RULES_MAX 32
 
+static void addrs_changed(struct agent *a);
+static void on_audit_fd(void *data, int fd, uint32_t events);
+
+/* rtnetlink readable: the node's addresses changed. */
+static void on_addrs_fd(void *data, int fd, uint32_t events)
+{
+	addrs_changed(data);
+}
+
 int audit_glue_init(struct agent *a)
 {
 	struct audit_opts o = {.max_tasks = a->cfg.max_tasks,
@@ -45,28 +55,27 @@ int audit_glue_init(struct agent *a)
 		a->audit = NULL;
 		return 0;
 	}
-	a->w_audit = (struct watch){.kind = WATCH_AUDIT};
-	agent_watch_add(a, audit_fd(a->audit), EPOLLIN, &a->w_audit);
+	loop_add(a->loop, audit_fd(a->audit), EPOLLIN, on_audit_fd, a);
 	if (audit_addr_fd(a->audit) >= 0) {
-		a->w_audit_addrs = (struct watch){.kind = WATCH_AUDIT_ADDRS};
-		agent_watch_add(a, audit_addr_fd(a->audit), EPOLLIN, &a->w_audit_addrs);
+		loop_add(a->loop, audit_addr_fd(a->audit), EPOLLIN, on_addrs_fd, a);
 	} else {
 		log_warning("network policy: no rtnetlink socket (%s): the node's addresses are "
 			    "re-read on each tick instead of on change",
 			    strerror(-audit_addr_fd(a->audit)));
 	}
 	log_info("audit trail loaded (%s)", audit_attach_mode(a->audit));
-	audit_glue_addrs_changed(a);
+	addrs_changed(a);
 	return 0;
 }
 
 void audit_glue_addrs_tick(struct agent *a)
 {
 	if (a->audit && audit_addr_fd(a->audit) < 0)
-		audit_glue_addrs_changed(a);
+		addrs_changed(a);
 }
 
-void audit_glue_addrs_changed(struct agent *a)
+/* Re-read the node's addresses for the network policy. */
+static void addrs_changed(struct agent *a)
 {
 	static size_t last_dropped;
 	size_t dropped = 0;
@@ -90,8 +99,11 @@ void audit_glue_addrs_changed(struct agent *a)
 
 void audit_glue_fini(struct agent *a)
 {
-	if (a->audit)
+	if (a->audit) {
+		loop_del(a->loop, audit_fd(a->audit));
+		loop_del(a->loop, audit_addr_fd(a->audit));
 		audit_free(a->audit);
+	}
 	a->audit = NULL;
 }
 
@@ -243,8 +255,10 @@ static void on_event(const struct audit_event *ev, void *userdata)
 	acct_record_clear(&r);
 }
 
-void audit_glue_poll(struct agent *a)
+static void on_audit_fd(void *data, int fd, uint32_t events)
 {
+	struct agent *a = data;
+
 	if (a->audit)
 		(void)audit_poll(a->audit, on_event, a);
 }

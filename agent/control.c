@@ -24,6 +24,7 @@
 #include "agent/users.h"
 #include "agent/sandbox.h"
 #include "agent/log.h"
+#include "agent/loop.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -48,8 +49,8 @@
 #define OUT_MAX	 (16u << 20)  /* unsent bytes past which the connection is closed */
 
 struct conn {
+	struct agent *a;
 	int fd;
-	struct watch w;
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -67,6 +68,9 @@ struct conn {
 	uint64_t out_mono;    /* last progress sending, while replies are pending */
 	struct conn *next;
 };
+
+static void on_listen(void *data, int fd, uint32_t events);
+static void on_conn(void *data, int fd, uint32_t events);
 
 int control_listen(struct agent *a)
 {
@@ -121,8 +125,7 @@ int control_listen(struct agent *a)
 			    "(create it, or set [agent] socket_group)",
 			    a->cfg.socket_path, a->cfg.socket_group);
 	a->listenfd = fd;
-	a->w_listen = (struct watch){.kind = WATCH_LISTEN, .ptr = NULL};
-	return agent_watch_add(a, fd, EPOLLIN, &a->w_listen);
+	return loop_add(a->loop, fd, EPOLLIN, on_listen, a);
 }
 
 static void conn_free(struct agent *a, struct conn *c)
@@ -148,7 +151,7 @@ static void conn_free(struct agent *a, struct conn *c)
 			*pp = c->next;
 			break;
 		}
-	agent_watch_del(a, c->fd);
+	loop_del(a->loop, c->fd);
 	close(c->fd);
 	free(c->in);
 	free(c->out);
@@ -164,11 +167,9 @@ void control_close_all(struct agent *a)
 
 static void conn_update_events(struct agent *a, struct conn *c)
 {
-	struct epoll_event ev = {.events = (c->paused || c->dead ? 0 : EPOLLIN) |
-					   (c->out_len > c->out_off ? EPOLLOUT : 0),
-				 .data.ptr = &c->w};
-
-	(void)epoll_ctl(a->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+	(void)loop_mod(a->loop, c->fd,
+		       (c->paused || c->dead ? 0 : EPOLLIN) |
+			   (c->out_len > c->out_off ? EPOLLOUT : 0));
 }
 
 static int conn_flush(struct agent *a, struct conn *c)
@@ -558,8 +559,11 @@ static const char *refusal(struct agent *a, uid_t uid, bool privileged, char *bu
 	return NULL;
 }
 
-void control_on_accept(struct agent *a)
+/* The listening socket is readable: accept every waiting connection. */
+static void on_listen(void *data, int fd_listen, uint32_t events)
 {
+	struct agent *a = data;
+
 	for (;;) {
 		struct ucred cred;
 		socklen_t len = sizeof(cred);
@@ -592,17 +596,17 @@ void control_on_accept(struct agent *a)
 			close(fd);
 			continue;
 		}
+		c->a = a;
 		c->fd = fd;
 		c->uid = cred.uid;
 		c->gid = cred.gid;
 		c->pid = cred.pid;
 		c->privileged = privileged;
 		c->active_mono = now_ns(CLOCK_MONOTONIC);
-		c->w = (struct watch){.kind = WATCH_CONN, .ptr = c};
 		c->next = a->conns;
 		a->conns = c;
 		a->n_conns++;
-		if (agent_watch_add(a, fd, EPOLLIN, &c->w) < 0)
+		if (loop_add(a->loop, fd, EPOLLIN, on_conn, c) < 0)
 			conn_free(a, c);
 	}
 }
@@ -626,8 +630,11 @@ static void conn_process(struct agent *a, struct conn *c)
 	conn_update_events(a, c);
 }
 
-void control_on_conn(struct agent *a, struct conn *c, uint32_t events)
+static void on_conn(void *data, int fd, uint32_t events)
 {
+	struct conn *c = data;
+	struct agent *a = c->a;
+
 	/* marked while answering (safe to free only here, outside the waiter lists), or gone
 	 * while its replies wait: they cannot be delivered */
 	if (c->dead || (c->paused && (events & (EPOLLHUP | EPOLLERR)))) {

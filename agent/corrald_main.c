@@ -9,7 +9,9 @@
 #include "agent/sandbox.h"
 #include "isolation/launch.h"
 #include "agent/gpu_glue.h"
+#include "agent/hooks.h"
 #include "agent/log.h"
+#include "agent/loop.h"
 #include "accounting/spool.h"
 #include "bpf/audit.h"
 #include "bpf/meter.h"
@@ -35,28 +37,6 @@
 
 #define TICK_NS	       (250 * 1000 * 1000ULL)
 #define DEFAULT_CONFIG "/etc/corral/corrald.conf"
-
-int agent_hooks_init(struct agent *a);
-void agent_hooks_tick(struct agent *a, uint64_t now);
-void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events);
-void agent_hooks_fini(struct agent *a);
-
-int agent_watch_add(struct agent *a, int fd, uint32_t events, struct watch *w)
-{
-	struct epoll_event ev = {.events = events, .data.ptr = w};
-
-	if (fd < 0)
-		return -EBADF;
-	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
-		return -errno;
-	return 0;
-}
-
-void agent_watch_del(struct agent *a, int fd)
-{
-	if (fd >= 0)
-		(void)epoll_ctl(a->epfd, EPOLL_CTL_DEL, fd, NULL);
-}
 
 static void usage(FILE *f)
 {
@@ -222,8 +202,9 @@ static void reap_children(void)
 		;
 }
 
-static void on_signal(struct agent *a)
+static void on_signal(void *data, int fd, uint32_t events)
 {
+	struct agent *a = data;
 	struct signalfd_siginfo si;
 
 	while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
@@ -265,6 +246,42 @@ static void on_signal(struct agent *a)
 	}
 }
 
+static void on_meter_event(const struct meter_event *ev, void *userdata)
+{
+	/* Exits are reported by the shim; a task waiting for its threads' final figures may end
+	 * now. */
+	if (ev->type == METER_EV_SETTLED)
+		task_on_meter_settled(userdata, ev->task_key);
+}
+
+static void on_meter_fd(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+
+	if (a->meter)
+		(void)meter_poll(a->meter, on_meter_event, a);
+}
+
+/* Every TICK_NS: limits, samples, timeouts, the watchdog. */
+static void on_tick(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+	uint64_t exp;
+
+	(void)!read(a->tickfd, &exp, sizeof(exp));
+	/* exit events come without a wakeup (meter.h) */
+	if (a->meter)
+		(void)meter_poll(a->meter, on_meter_event, a);
+	task_tick(a, now_ns(CLOCK_MONOTONIC));
+	budget_tick(a, now_ns(CLOCK_MONOTONIC));
+	audit_glue_addrs_tick(a);
+	agent_hooks_tick(a, now_ns(CLOCK_MONOTONIC));
+	control_tick(a, now_ns(CLOCK_MONOTONIC));
+	state_tick(a, now_ns(CLOCK_MONOTONIC));
+	if (a->watchdog)
+		sd_notify(0, "WATCHDOG=1");
+}
+
 /*
  * The network programs (metering, audit policy) go once on the parent of every task cgroup
  * instead of on each task's: that saves six program attaches per launch. On failure the
@@ -296,9 +313,9 @@ static int setup(struct agent *a)
 	int r;
 
 	a->listenfd = a->sigfd = a->tickfd = -1;
-	a->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (a->epfd < 0)
-		return -errno;
+	r = loop_new(&a->loop);
+	if (r < 0)
+		return r;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
@@ -310,10 +327,8 @@ static int setup(struct agent *a)
 	a->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (a->sigfd < 0 || a->tickfd < 0 || timerfd_settime(a->tickfd, 0, &its, NULL) < 0)
 		return -errno;
-	a->w_sig = (struct watch){.kind = WATCH_SIGNAL};
-	a->w_tick = (struct watch){.kind = WATCH_TICK};
-	agent_watch_add(a, a->sigfd, EPOLLIN, &a->w_sig);
-	agent_watch_add(a, a->tickfd, EPOLLIN, &a->w_tick);
+	loop_add(a->loop, a->sigfd, EPOLLIN, on_signal, a);
+	loop_add(a->loop, a->tickfd, EPOLLIN, on_tick, a);
 
 	if (read_boot_id(a->boot_id) < 0)
 		snprintf(a->boot_id, sizeof(a->boot_id), "unknown-boot-id-000000000000000000");
@@ -394,8 +409,7 @@ static int setup(struct agent *a)
 			a->meter = NULL;
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
-			a->w_meter = (struct watch){.kind = WATCH_METER};
-			agent_watch_add(a, meter_fd(a->meter), EPOLLIN, &a->w_meter);
+			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
 			log_info("BPF metering loaded (%s, CPU and IO accounted at %s)",
 				 a->meter_state, meter_cpu_accounting(a->meter));
 			if (!a->cfg.cpu_at_switch && strcmp(meter_cpu_accounting(a->meter), "exit"))
@@ -449,14 +463,6 @@ static int setup(struct agent *a)
 	return 0;
 }
 
-static void on_meter_event(const struct meter_event *ev, void *userdata)
-{
-	/* Exits are reported by the shim; a task waiting for its threads' final figures may end
-	 * now. */
-	if (ev->type == METER_EV_SETTLED)
-		task_on_meter_settled(userdata, ev->task_key);
-}
-
 int main(int argc, char **argv)
 {
 	struct agent a = {0};
@@ -489,6 +495,7 @@ int main(int argc, char **argv)
 		launch_spawner_free(a.spawner);
 		free(a.spawner_path);
 		cg_root_free(a.cg);
+		loop_free(a.loop);
 		config_free(&a.cfg);
 		return 1;
 	}
@@ -503,82 +510,18 @@ int main(int argc, char **argv)
 		   a.meter_state ? a.meter_state : "off");
 
 	while (!a.quit) {
-		struct epoll_event evs[64];
 		/* idle work (agent/cgpool.c) runs only when no event is waiting */
-		int n = epoll_wait(a.epfd, evs, (int)ARRAY_SIZE(evs),
-				   agent_has_idle_work(&a) ? 0 : 1000);
+		bool idle = agent_has_idle_work(&a);
+		int n = loop_run_once(a.loop, idle ? 0 : 1000);
 
+		if (n == -EINTR)
+			continue;
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			log_error("epoll_wait: %s", strerror(errno));
+			log_error("epoll_wait: %s", strerror(-n));
 			break;
 		}
 		if (n == 0 && agent_has_idle_work(&a))
 			agent_idle_work(&a);
-		for (int i = 0; i < n; i++) {
-			struct watch *w = evs[i].data.ptr;
-
-			switch (w->kind) {
-			case WATCH_SIGNAL:
-				on_signal(&a);
-				break;
-			case WATCH_TICK: {
-				uint64_t exp;
-
-				(void)!read(a.tickfd, &exp, sizeof(exp));
-				/* exit events come without a wakeup (meter.h) */
-				if (a.meter)
-					(void)meter_poll(a.meter, on_meter_event, &a);
-				task_tick(&a, now_ns(CLOCK_MONOTONIC));
-				budget_tick(&a, now_ns(CLOCK_MONOTONIC));
-				audit_glue_addrs_tick(&a);
-				agent_hooks_tick(&a, now_ns(CLOCK_MONOTONIC));
-				control_tick(&a, now_ns(CLOCK_MONOTONIC));
-				state_tick(&a, now_ns(CLOCK_MONOTONIC));
-				if (a.watchdog)
-					sd_notify(0, "WATCHDOG=1");
-				break;
-			}
-			case WATCH_LISTEN:
-				control_on_accept(&a);
-				break;
-			case WATCH_CONN:
-				control_on_conn(&a, w->ptr, evs[i].events);
-				break;
-			case WATCH_TASK_STATUS:
-				task_on_status(&a, w->ptr);
-				break;
-			case WATCH_TASK_EXEC:
-				task_on_exec(&a, w->ptr);
-				break;
-			case WATCH_TASK_PIDFD:
-				task_on_pidfd(&a, w->ptr);
-				break;
-			case WATCH_TASK_CPU_TIMER:
-				task_on_cpu_timer(&a, w->ptr);
-				break;
-			case WATCH_AUDIT:
-				audit_glue_poll(&a);
-				break;
-			case WATCH_AUDIT_ADDRS:
-				audit_glue_addrs_changed(&a);
-				break;
-			case WATCH_TASKSTATS:
-				tsglue_poll(&a);
-				break;
-			case WATCH_SYNC:
-				agent_sync_done(&a);
-				break;
-			case WATCH_METER:
-				if (a.meter)
-					(void)meter_poll(a.meter, on_meter_event, &a);
-				break;
-			default:
-				agent_hooks_event(&a, w, evs[i].events);
-				break;
-			}
-		}
 		agent_flush_records(&a);
 	}
 	agent_flush_records(&a);
@@ -614,6 +557,7 @@ int main(int argc, char **argv)
 	launch_spawner_free(a.spawner);
 	free(a.spawner_path);
 	cg_root_free(a.cg);
+	loop_free(a.loop);
 	(void)unlink(a.cfg.socket_path);
 	config_free(&a.cfg);
 	return 0;

@@ -7,6 +7,8 @@
  */
 #include "agent/agent.h"
 #include "agent/gpu_glue.h"
+#include "agent/hooks.h"
+#include "agent/loop.h"
 #include "agent/log.h"
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
@@ -28,11 +30,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/epoll.h>
-
-int agent_hooks_init(struct agent *a);
-void agent_hooks_tick(struct agent *a, uint64_t now);
-void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events);
-void agent_hooks_fini(struct agent *a);
 
 struct buf {
 	char *p;
@@ -411,6 +408,28 @@ static void port_owner(uint32_t port, char *buf, size_t len)
 	}
 }
 
+static void on_metrics(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+
+	if (a->metrics)
+		(void)MHD_run(a->metrics);
+}
+
+static void on_upl(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+
+	if (a->upl)
+		(void)upl_dispatch(a->upl);
+}
+
+/* The syncer finished a generation: remove what waited for it. */
+static void on_sync(void *data, int fd, uint32_t events)
+{
+	agent_sync_done(data);
+}
+
 static int metrics_start(struct agent *a)
 {
 	struct sockaddr_in sin = {.sin_family = AF_INET};
@@ -520,8 +539,7 @@ static int metrics_start(struct agent *a)
 		return -ENOTSUP;
 	}
 	a->metrics = d;
-	a->w_metrics = (struct watch){.kind = WATCH_METRICS};
-	agent_watch_add(a, info->epoll_fd, EPOLLIN, &a->w_metrics);
+	loop_add(a->loop, info->epoll_fd, EPOLLIN, on_metrics, a);
 	log_info("metrics: serving /metrics on %s", a->cfg.metrics_listen);
 	return 0;
 }
@@ -614,8 +632,7 @@ int agent_hooks_init(struct agent *a)
 		log_warning("spool: no syncer thread (%s): the loop waits for each fdatasync",
 			    strerror(-r));
 	else {
-		a->w_sync = (struct watch){.kind = WATCH_SYNC};
-		r = agent_watch_add(a, syncer_fd(a->syncer), EPOLLIN, &a->w_sync);
+		r = loop_add(a->loop, syncer_fd(a->syncer), EPOLLIN, on_sync, a);
 		if (r < 0) {
 			syncer_stop(a->syncer);
 			a->syncer = NULL;
@@ -657,8 +674,7 @@ int agent_hooks_init(struct agent *a)
 			log_error("uploader for %s: %s", a->cfg.collector_url, strerror(-r));
 			return r;
 		}
-		a->w_upl = (struct watch){.kind = WATCH_UPLOADER};
-		agent_watch_add(a, upl_fd(a->upl), EPOLLIN, &a->w_upl);
+		loop_add(a->loop, upl_fd(a->upl), EPOLLIN, on_upl, a);
 		log_info("uploading records to %s", a->cfg.collector_url);
 	}
 	return 0;
@@ -687,15 +703,6 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 		}
 	}
 	if (a->metrics)
-		(void)MHD_run(a->metrics);
-}
-
-void agent_hooks_event(struct agent *a, struct watch *w, uint32_t events)
-{
-	(void)events;
-	if (w->kind == WATCH_UPLOADER && a->upl)
-		(void)upl_dispatch(a->upl);
-	else if (w->kind == WATCH_METRICS && a->metrics)
 		(void)MHD_run(a->metrics);
 }
 

@@ -437,12 +437,13 @@ static bool valid_task_id(const char *s)
 	return true;
 }
 
-static struct task *task_alloc(void)
+static struct task *task_alloc(struct agent *a)
 {
 	struct task *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
+	t->agent = a;
 	t->shim_pidfd = t->status_fd = -1;
 	spec_init(&t->spec);
 	return t;
@@ -479,7 +480,7 @@ static void load_ended_dir(struct agent *a, const char *base, bool legacy)
 			json_decref(j);
 			continue;
 		}
-		t = task_alloc();
+		t = task_alloc(a);
 		if (!t) {
 			json_decref(j);
 			return;
@@ -563,7 +564,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 	uint64_t start;
 	int r;
 
-	t = task_alloc();
+	t = task_alloc(a);
 	if (!t)
 		return -ENOMEM;
 	t->legacy_files = legacy;
@@ -661,8 +662,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		t->shim_pidfd = -1;
 	}
 	if (t->shim_pidfd >= 0) {
-		t->w_pidfd = (struct watch){.kind = WATCH_TASK_PIDFD, .ptr = t};
-		r = agent_watch_add(a, t->shim_pidfd, EPOLLIN, &t->w_pidfd);
+		r = task_watch_pidfd(a, t);
 		if (r < 0)
 			return r;
 		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,

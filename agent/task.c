@@ -6,6 +6,7 @@
 #include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
+#include "agent/loop.h"
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
 #include "bpf/meter.h"
@@ -31,6 +32,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+static void on_status_fd(void *data, int fd, uint32_t events);
+static void on_exec_fd(void *data, int fd, uint32_t events);
+static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
 
 #define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 #define ENDING_MAX_NS (10 * NSEC_PER_SEC)
@@ -769,7 +774,7 @@ void agent_sync_stop(struct agent *a)
 {
 	if (!a->syncer)
 		return;
-	agent_watch_del(a, syncer_fd(a->syncer));
+	loop_del(a->loop, syncer_fd(a->syncer));
 	syncer_stop(a->syncer);
 	a->syncer = NULL;
 	remove_synced(a, UINT64_MAX); /* every generation is done now */
@@ -1239,6 +1244,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (!t) {
 		return -ENOMEM;
 	}
+	t->agent = a;
 	t->shim_pidfd = t->status_fd = -1;
 	spec_init(&t->spec);
 	{
@@ -1358,8 +1364,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	a->n_live++;
 	t->start->pid_wait = true;
 	a->n_pid_wait++;
-	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
-	agent_watch_add(a, t->start->h.status_fd, EPOLLIN, &t->w_status);
+	loop_add(a->loop, t->start->h.status_fd, EPOLLIN, on_status_fd, t);
 	*ret = t;
 	return 0;
 
@@ -1384,12 +1389,11 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	bool announced = st->announced;
 
 	pid_wait_end(a, st);
-	agent_watch_del(a, st->h.err_fd);
-	agent_watch_del(a, st->h.status_fd);
+	loop_del(a->loop, st->h.err_fd);
+	loop_del(a->loop, st->h.status_fd);
 	t->shim_pidfd = TAKE_FD(st->h.shim_pidfd);
 	t->status_fd = TAKE_FD(st->h.status_fd);
 	task_start_free(t);
-	t->w_status = (struct watch){.kind = WATCH_TASK_STATUS, .ptr = t};
 	if (r < 0) {
 		t->status = ACCT_EXIT_LAUNCH_FAILED;
 		t->exit_code = r == -ENOENT ? 127 : 126;
@@ -1400,7 +1404,7 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 		a->stats.launch_failed++;
 		(void)state_save_task(a, t);
 		if (t->status_fd >= 0)
-			agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
+			loop_add(a->loop, t->status_fd, EPOLLIN, on_status_fd, t);
 		if (!announced)
 			emit(a, t, ACCT_TASK_START);
 		log_notice("task %s (%s, user %s): launch failed: %s", t->id, t->spec.argv[0],
@@ -1410,7 +1414,7 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	}
 	t->state = TASK_RUNNING;
 	a->stats.tasks_started++;
-	agent_watch_add(a, t->status_fd, EPOLLIN, &t->w_status);
+	loop_add(a->loop, t->status_fd, EPOLLIN, on_status_fd, t);
 	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
 		 cg_task_path(t->cg), t->spec.argv[0]);
 	control_task_started(a, t, NULL);
@@ -1441,7 +1445,7 @@ static void start_on_pid(struct agent *a, struct task *t)
 	}
 	pid_wait_end(a, st);
 	/* The status pipe says nothing more before the exec result (and is read after it). */
-	agent_watch_del(a, st->h.status_fd);
+	loop_del(a->loop, st->h.status_fd);
 	t->pid = st->h.task_pid;
 	t->shim_pid = st->h.shim_pid; /* a spawner's shim said it on the status pipe */
 	r = scope_adopt_shim(a, t->shim_pid);
@@ -1486,12 +1490,14 @@ static void start_on_pid(struct agent *a, struct task *t)
 			  t->id, strerror(-r));
 	emit(a, t, ACCT_TASK_START);
 	st->announced = true;
-	t->w_exec = (struct watch){.kind = WATCH_TASK_EXEC, .ptr = t};
-	agent_watch_add(a, st->h.err_fd, EPOLLIN, &t->w_exec);
+	loop_add(a->loop, st->h.err_fd, EPOLLIN, on_exec_fd, t);
 }
 
-void task_on_exec(struct agent *a, struct task *t)
+/* A starting task's close-on-exec error pipe: the child exec'd, or says why it did not. */
+static void on_exec_fd(void *data, int fd, uint32_t events)
 {
+	struct task *t = data;
+	struct agent *a = t->agent;
 	enum launch_step step = LAUNCH_STEP_NONE;
 	struct launch_plan plan = {0};
 	char msg[512];
@@ -1631,7 +1637,7 @@ static void cpu_timer_stop(struct agent *a, struct task *t)
 {
 	if (!t->have_cpu_timer)
 		return;
-	agent_watch_del(a, t->cpu_timer_fd);
+	loop_del(a->loop, t->cpu_timer_fd);
 	closep(&t->cpu_timer_fd);
 	t->have_cpu_timer = false;
 }
@@ -1651,13 +1657,13 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 				     : 0));
 	}
 	if (t->status_fd >= 0) {
-		agent_watch_del(a, t->status_fd);
+		loop_del(a->loop, t->status_fd);
 		closep(&t->status_fd);
 		t->status_fd = -1;
 	}
 	if (t->shim_pidfd >= 0) {
 		if (t->adopted)
-			agent_watch_del(a, t->shim_pidfd);
+			loop_del(a->loop, t->shim_pidfd);
 		closep(&t->shim_pidfd);
 		t->shim_pidfd = -1;
 	}
@@ -1748,8 +1754,11 @@ static void task_main_exited(struct agent *a, struct task *t)
 		collect_usage(a, t, empty && have_st ? &st : NULL);
 }
 
-void task_on_status(struct agent *a, struct task *t)
+/* The shim's status pipe: the child's pid while starting, then its exit (or EOF). */
+static void on_status_fd(void *data, int fd, uint32_t events)
 {
+	struct task *t = data;
+	struct agent *a = t->agent;
 	struct launch_exit ex;
 	char path[512];
 	int r;
@@ -1762,7 +1771,7 @@ void task_on_status(struct agent *a, struct task *t)
 	r = launch_read_status(t->status_fd, &ex);
 	if (r == 0)
 		return;
-	agent_watch_del(a, t->status_fd);
+	loop_del(a->loop, t->status_fd);
 	closep(&t->status_fd);
 	t->status_fd = -1;
 	if (r == 1) {
@@ -1788,7 +1797,7 @@ void task_on_pidfd(struct agent *a, struct task *t)
 	struct launch_exit ex;
 	char path[512];
 
-	agent_watch_del(a, t->shim_pidfd);
+	loop_del(a->loop, t->shim_pidfd);
 	closep(&t->shim_pidfd);
 	t->shim_pidfd = -1;
 	state_task_path(a, t, "tasks", ".exit", path, sizeof(path));
@@ -1802,6 +1811,18 @@ void task_on_pidfd(struct agent *a, struct task *t)
 		a->stats.tasks_lost++;
 	}
 	task_main_exited(a, t);
+}
+
+static void on_pidfd(void *data, int fd, uint32_t events)
+{
+	struct task *t = data;
+
+	task_on_pidfd(t->agent, t);
+}
+
+int task_watch_pidfd(struct agent *a, struct task *t)
+{
+	return loop_add(a->loop, t->shim_pidfd, EPOLLIN, on_pidfd, t);
 }
 
 /*
@@ -1909,8 +1930,7 @@ static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 			return;
 		t->cpu_timer_fd = fd;
 		t->have_cpu_timer = true;
-		t->w_cpu_timer = (struct watch){.kind = WATCH_TASK_CPU_TIMER, .ptr = t};
-		if (agent_watch_add(a, fd, EPOLLIN, &t->w_cpu_timer) < 0) {
+		if (loop_add(a->loop, fd, EPOLLIN, on_cpu_timer_fd, t) < 0) {
 			closep(&t->cpu_timer_fd);
 			t->have_cpu_timer = false;
 			return;
@@ -1921,8 +1941,11 @@ static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 	(void)timerfd_settime(t->cpu_timer_fd, 0, &its, NULL);
 }
 
-void task_on_cpu_timer(struct agent *a, struct task *t)
+/* The CPU-time check of a task is due. */
+static void on_cpu_timer_fd(void *data, int fd, uint32_t events)
 {
+	struct task *t = data;
+	struct agent *a = t->agent;
 	struct cg_stats st;
 	uint64_t exp;
 

@@ -26,6 +26,7 @@
 
 #include "agent/agent.h"
 #include "agent/log.h"
+#include "agent/loop.h"
 #include "bpf/taskstats.h"
 #include "common/macro.h"
 #include "common/util.h"
@@ -50,7 +51,6 @@ struct ts_pending {
 
 struct ts_glue {
 	struct taskstats_listener *l;
-	struct watch w;
 	struct ts_pending *pend; /* ring buffer */
 	size_t head, n;
 	uint64_t expired, dropped;
@@ -189,6 +189,13 @@ static void on_exit_record(const struct taskstats_usage *u, void *userdata)
 	push_pending(g, u, now_ns(CLOCK_MONOTONIC));
 }
 
+static void tsglue_poll(struct agent *a);
+
+static void on_listener(void *data, int fd, uint32_t events)
+{
+	tsglue_poll(data);
+}
+
 int tsglue_init(struct agent *a)
 {
 	struct ts_glue *g;
@@ -212,8 +219,7 @@ int tsglue_init(struct agent *a)
 		free(g);
 		return 0;
 	}
-	g->w = (struct watch){.kind = WATCH_TASKSTATS};
-	r = agent_watch_add(a, taskstats_listener_fd(g->l), EPOLLIN, &g->w);
+	r = loop_add(a->loop, taskstats_listener_fd(g->l), EPOLLIN, on_listener, a);
 	if (r < 0) {
 		taskstats_listener_free(g->l);
 		free(g->pend);
@@ -231,7 +237,7 @@ void tsglue_fini(struct agent *a)
 
 	if (!g)
 		return;
-	agent_watch_del(a, taskstats_listener_fd(g->l));
+	loop_del(a->loop, taskstats_listener_fd(g->l));
 	taskstats_listener_free(g->l);
 	free(g->pend);
 	free(g);
@@ -243,7 +249,7 @@ bool tsglue_active(const struct agent *a)
 	return a->tsglue != NULL;
 }
 
-void tsglue_poll(struct agent *a)
+static void tsglue_poll(struct agent *a)
 {
 	struct ts_glue *g = a->tsglue;
 	int r;
