@@ -12,6 +12,7 @@
 
 #include <yajl/yajl_parse.h>
 
+#include "common/error.h"
 #include "common/macro.h"
 
 struct jarena_chunk {
@@ -308,8 +309,7 @@ int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t 
 		if (p->nomem) {
 			r = -ENOMEM;
 		} else if (st == yajl_status_client_canceled) {
-			snprintf(err, errlen, "at byte %zu: %s", at, p->msg);
-			r = -EINVAL;
+			r = err_set(err, errlen, -EINVAL, "at byte %zu: %s", at, p->msg);
 		} else {
 			unsigned char *m = yajl_get_error(h, 0, NULL, 0);
 			const char *s = m ? (const char *)m : "syntax error";
@@ -321,8 +321,7 @@ int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t 
 			r = -EINVAL;
 		}
 	} else if (!t->root) {
-		snprintf(err, errlen, "at byte 0: no value");
-		r = -EINVAL;
+		r = err_set(err, errlen, -EINVAL, "at byte 0: no value");
 	}
 	yajl_free(h);
 	return r;

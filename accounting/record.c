@@ -11,7 +11,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +18,9 @@
 #include <openssl/evp.h>
 
 #include "accounting/jtree.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 #define ACCT_MESSAGE_MAX 4096
 
@@ -593,18 +593,6 @@ int acct_record_verify_hash(const struct acct_record *r)
 
 /* ---- decode ------------------------------------------------------------------------------ */
 
-_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
 struct dctx {
 	char *err;
 	size_t errlen;
@@ -617,16 +605,18 @@ static int get_u64(struct dctx *c, const struct jnode *o, const char *obj, const
 
 	if (!v) {
 		if (required)
-			return fail(c->err, c->errlen, "%s%s%s: missing", obj, *obj ? "." : "",
-				    key);
+			return err_set(c->err, c->errlen, -EINVAL, "%s%s%s: missing", obj,
+				       *obj ? "." : "", key);
 		*ret = 0;
 		return 0;
 	}
 	if (v->type != JT_INT || v->i < 0)
-		return fail(c->err, c->errlen, "%s%s%s: expected a non-negative integer", obj,
-			    *obj ? "." : "", key);
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "%s%s%s: expected a non-negative integer", obj, *obj ? "." : "",
+			       key);
 	if ((uint64_t)v->i > max)
-		return fail(c->err, c->errlen, "%s%s%s: out of range", obj, *obj ? "." : "", key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s%s%s: out of range", obj,
+			       *obj ? "." : "", key);
 	*ret = (uint64_t)v->i;
 	return 0;
 }
@@ -640,9 +630,9 @@ static int get_int(struct dctx *c, const struct jnode *o, const char *obj, const
 	if (!v)
 		return 0;
 	if (v->type != JT_INT)
-		return fail(c->err, c->errlen, "%s.%s: expected an integer", obj, key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s.%s: expected an integer", obj, key);
 	if (v->i < -2147483647LL - 1 || v->i > 2147483647LL)
-		return fail(c->err, c->errlen, "%s.%s: out of range", obj, key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s.%s: out of range", obj, key);
 	*ret = (int)v->i;
 	return 0;
 }
@@ -657,10 +647,12 @@ static int get_double(struct dctx *c, const struct jnode *o, const char *obj, co
 	if (!v)
 		return 0;
 	if (!jtree_is_number(v))
-		return fail(c->err, c->errlen, "%s.%s: expected a non-negative number", obj, key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s.%s: expected a non-negative number",
+			       obj, key);
 	d = jtree_number(v);
 	if (!isfinite(d) || d < 0)
-		return fail(c->err, c->errlen, "%s.%s: expected a non-negative number", obj, key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s.%s: expected a non-negative number",
+			       obj, key);
 	*ret = d;
 	return 0;
 }
@@ -675,16 +667,19 @@ static int get_str(struct dctx *c, const struct jnode *o, const char *obj, const
 	*ret = NULL;
 	if (!v || v->type == JT_NULL) {
 		if (required)
-			return fail(c->err, c->errlen, "%s%s%s: missing", obj, dot, key);
+			return err_set(c->err, c->errlen, -EINVAL, "%s%s%s: missing", obj, dot,
+				       key);
 		return 0;
 	}
 	if (v->type != JT_STRING)
-		return fail(c->err, c->errlen, "%s%s%s: expected a string", obj, dot, key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s%s%s: expected a string", obj, dot,
+			       key);
 	if (v->str.len >= max)
-		return fail(c->err, c->errlen, "%s%s%s: longer than %zu bytes", obj, dot, key,
-			    max - 1);
+		return err_set(c->err, c->errlen, -EINVAL, "%s%s%s: longer than %zu bytes", obj,
+			       dot, key, max - 1);
 	if (required && v->str.len == 0)
-		return fail(c->err, c->errlen, "%s%s%s: must not be empty", obj, dot, key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s%s%s: must not be empty", obj, dot,
+			       key);
 	*ret = v->str.s;
 	return 0;
 }
@@ -709,7 +704,8 @@ static int check_members(struct dctx *c, const struct jnode *o, const char *obj,
 {
 	for (const struct jnode *k = o->kids.first; k; k = k->next)
 		if (lookup(names, n, k->key) < 0)
-			return fail(c->err, c->errlen, "%s.%.64s: unknown field", obj, k->key);
+			return err_set(c->err, c->errlen, -EINVAL, "%s.%.64s: unknown field", obj,
+				       k->key);
 	return 0;
 }
 
@@ -721,11 +717,11 @@ static int get_object(struct dctx *c, const struct jnode *root, const char *key,
 	*ret = NULL;
 	if (!v) {
 		if (required)
-			return fail(c->err, c->errlen, "%s: missing", key);
+			return err_set(c->err, c->errlen, -EINVAL, "%s: missing", key);
 		return 0;
 	}
 	if (v->type != JT_OBJECT)
-		return fail(c->err, c->errlen, "%s: expected an object", key);
+		return err_set(c->err, c->errlen, -EINVAL, "%s: expected an object", key);
 	*ret = v;
 	return 0;
 }
@@ -753,18 +749,20 @@ static int decode_task(struct dctx *c, const struct jnode *o, struct acct_task *
 	if (!labels)
 		return 0;
 	if (labels->type != JT_OBJECT)
-		return fail(c->err, c->errlen, "task.labels: expected an object");
+		return err_set(c->err, c->errlen, -EINVAL, "task.labels: expected an object");
 	if (labels->kids.n > ACCT_LABELS_MAX)
-		return fail(c->err, c->errlen, "task.labels: more than %d labels", ACCT_LABELS_MAX);
+		return err_set(c->err, c->errlen, -EINVAL, "task.labels: more than %d labels",
+			       ACCT_LABELS_MAX);
 	for (const struct jnode *v = labels->kids.first; v; v = v->next) {
 		if (v->type != JT_STRING)
-			return fail(c->err, c->errlen, "task.labels.%.64s: expected a string",
-				    v->key);
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "task.labels.%.64s: expected a string", v->key);
 		e = acct_task_add_label(t, v->key, v->str.s);
 		if (e == -ENOMEM)
 			return e;
 		if (e < 0)
-			return fail(c->err, c->errlen, "task.labels.%.64s: invalid label", v->key);
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "task.labels.%.64s: invalid label", v->key);
 	}
 	return 0;
 }
@@ -842,14 +840,15 @@ static int decode_exit(struct dctx *c, const struct jnode *o, struct acct_exit *
 		return e;
 	x->status = acct_exit_status_from_string(st);
 	if (x->status == _ACCT_EXIT_INVALID || x->status == ACCT_EXIT_NONE)
-		return fail(c->err, c->errlen, "exit.status: unknown status \"%.32s\"", st);
+		return err_set(c->err, c->errlen, -EINVAL, "exit.status: unknown status \"%.32s\"",
+			       st);
 	if ((e = get_int(c, o, "exit", "code", &x->code)) < 0 ||
 	    (e = get_int(c, o, "exit", "signal", &x->signal)) < 0 ||
 	    (e = get_str_dup(c, o, "exit", "message", false, ACCT_MESSAGE_MAX, &x->message)) < 0 ||
 	    (e = get_u64(c, o, "exit", "oom_kills", false, INT64_MAX, &x->oom_kills)) < 0)
 		return e;
 	if (x->signal < 0 || x->signal > 128)
-		return fail(c->err, c->errlen, "exit.signal: out of range");
+		return err_set(c->err, c->errlen, -EINVAL, "exit.signal: out of range");
 	return 0;
 }
 
@@ -860,14 +859,15 @@ static int decode_sources(struct dctx *c, const struct jnode *o, enum acct_sourc
 		enum acct_source s;
 
 		if (f < 0)
-			return fail(c->err, c->errlen, "sources.%.64s: unknown usage field",
-				    v->key);
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "sources.%.64s: unknown usage field", v->key);
 		if (v->type != JT_STRING)
-			return fail(c->err, c->errlen, "sources.%s: expected a string", v->key);
+			return err_set(c->err, c->errlen, -EINVAL, "sources.%s: expected a string",
+				       v->key);
 		s = acct_source_from_string(v->str.s);
 		if (s == _ACCT_SRC_INVALID || s == ACCT_SRC_NONE)
-			return fail(c->err, c->errlen, "sources.%s: unknown source \"%.32s\"",
-				    v->key, v->str.s);
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "sources.%s: unknown source \"%.32s\"", v->key, v->str.s);
 		src[f] = s;
 	}
 	return 0;
@@ -887,12 +887,13 @@ static int decode_time(struct dctx *c, const char *s, uint64_t *ret)
 	}
 	year = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
 	if (year < 1970 || year > 2500)
-		return fail(c->err, c->errlen, "time: out of range");
+		return err_set(c->err, c->errlen, -EINVAL, "time: out of range");
 	if (parse_rfc3339(s, ret) < 0)
 		goto out_bad;
 	return 0;
 out_bad:
-	return fail(c->err, c->errlen, "time: expected RFC 3339 UTC (2026-12-02T15:04:05.123456Z)");
+	return err_set(c->err, c->errlen, -EINVAL,
+		       "time: expected RFC 3339 UTC (2026-12-02T15:04:05.123456Z)");
 }
 
 static int from_tree(const struct jnode *root, struct acct_record *ret, char *err, size_t errlen)
@@ -907,18 +908,19 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 	if (err && errlen)
 		err[0] = '\0';
 	if (root->type != JT_OBJECT)
-		return fail(err, errlen, "record: expected a JSON object");
+		return err_set(err, errlen, -EINVAL, "record: expected a JSON object");
 
 	if ((e = get_str(&c, root, "", "schema", true, 64, &s)) < 0)
 		return e;
 	if (strcmp(s, ACCT_SCHEMA) != 0)
-		return fail(err, errlen, "schema: unsupported schema \"%.64s\" (expected \"%s\")",
-			    s, ACCT_SCHEMA);
+		return err_set(err, errlen, -EINVAL,
+			       "schema: unsupported schema \"%.64s\" (expected \"%s\")", s,
+			       ACCT_SCHEMA);
 	if ((e = get_str(&c, root, "", "type", true, 64, &s)) < 0)
 		return e;
 	rec.type = acct_type_from_string(s);
 	if (rec.type == _ACCT_TYPE_INVALID)
-		return fail(err, errlen, "type: unknown record type \"%.64s\"", s);
+		return err_set(err, errlen, -EINVAL, "type: unknown record type \"%.64s\"", s);
 	audit = acct_type_is_audit(rec.type);
 
 	if ((e = get_str(&c, root, "", "record_id", true, ACCT_ID_MAX, &s)) < 0)
@@ -946,7 +948,7 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 	if ((e = get_object(&c, root, "exit", rec.type == ACCT_TASK_END, &o)) < 0)
 		goto out_clear;
 	if (o && rec.type != ACCT_TASK_END) {
-		e = fail(err, errlen, "exit: only allowed on task.end records");
+		e = err_set(err, errlen, -EINVAL, "exit: only allowed on task.end records");
 		goto out_clear;
 	}
 	if (o && (e = decode_exit(&c, o, &rec.exit)) < 0)
@@ -955,7 +957,7 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 	if ((e = get_object(&c, root, "event", audit, &o)) < 0)
 		goto out_clear;
 	if (o && !audit) {
-		e = fail(err, errlen, "event: only allowed on audit records");
+		e = err_set(err, errlen, -EINVAL, "event: only allowed on audit records");
 		goto out_clear;
 	}
 	if (o && !(rec.event = jtree_to_json(o))) {
@@ -966,7 +968,8 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 		if ((e = get_str(&c, root, "", "prev_hash", false, ACCT_HASH_HEX, &s)) < 0)
 			goto out_clear;
 		if (s && *s && !valid_hex64(s)) {
-			e = fail(err, errlen, "prev_hash: expected 64 lowercase hex digits");
+			e = err_set(err, errlen, -EINVAL,
+				    "prev_hash: expected 64 lowercase hex digits");
 			goto out_clear;
 		}
 		if (s)
@@ -974,12 +977,12 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 		if ((e = get_str(&c, root, "", "hash", true, ACCT_HASH_HEX, &s)) < 0)
 			goto out_clear;
 		if (!valid_hex64(s)) {
-			e = fail(err, errlen, "hash: expected 64 lowercase hex digits");
+			e = err_set(err, errlen, -EINVAL, "hash: expected 64 lowercase hex digits");
 			goto out_clear;
 		}
 		strcpy(rec.hash, s);
 	} else if (jtree_get(root, "prev_hash") || jtree_get(root, "hash")) {
-		e = fail(err, errlen, "hash: only allowed on audit records");
+		e = err_set(err, errlen, -EINVAL, "hash: only allowed on audit records");
 		goto out_clear;
 	}
 
@@ -1016,10 +1019,11 @@ int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, cha
 	if (err && errlen)
 		err[0] = '\0';
 	if (len > ACCT_RECORD_MAX_BYTES)
-		return fail(err, errlen, "record: longer than %d bytes", ACCT_RECORD_MAX_BYTES);
+		return err_set(err, errlen, -EINVAL, "record: longer than %d bytes",
+			       ACCT_RECORD_MAX_BYTES);
 	e = jtree_parse(&t, buf, len, jerr, sizeof(jerr));
 	if (e == -EINVAL)
-		e = fail(err, errlen, "record: invalid JSON %s", jerr);
+		e = err_set(err, errlen, -EINVAL, "record: invalid JSON %s", jerr);
 	else if (e == 0)
 		e = from_tree(t.root, ret, err, errlen);
 	jtree_free(&t);

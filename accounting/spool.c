@@ -30,7 +30,8 @@
 #include <unistd.h>
 
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 
 #define SPOOL_MAGIC	      0x31505343U /* "CSP1" little endian */
 #define HDR_SIZE	      24

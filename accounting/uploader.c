@@ -29,7 +29,8 @@
 
 #include "accounting/record.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 
 #define DEFAULT_BATCH_RECORDS 500
 #define DEFAULT_BATCH_BYTES   (4u * 1024 * 1024)

@@ -7,7 +7,7 @@
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>

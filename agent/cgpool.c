@@ -19,7 +19,7 @@
  */
 #include "agent/agent.h"
 #include "agent/log.h"
-#include "common/util.h"
+#include "common/clock.h"
 #include "isolation/cgroup.h"
 
 #include <errno.h>

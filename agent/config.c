@@ -2,12 +2,12 @@
 #include "agent/config.h"
 #include "agent/spec.h"
 #include "agent/audit_glue.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <ini.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,16 +85,6 @@ void config_free(struct agent_config *c)
 	memset(c, 0, sizeof(*c));
 }
 
-_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static int set_str(char **dst, const char *v)
 {
 	char *d = strdup(v);
@@ -114,7 +104,7 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	bool b;
 
 #define IS(s, k)  (strcmp(section, s) == 0 && strcmp(key, k) == 0)
-#define BAD(what) fail(err, errlen, "[%s] %s: %s \"%.64s\"", section, key, what, value)
+#define BAD(what) err_set(err, errlen, -EINVAL, "[%s] %s: %s \"%.64s\"", section, key, what, value)
 	if (IS("agent", "node")) {
 		if (!*value || strlen(value) > 253)
 			return BAD("invalid node name");
@@ -393,7 +383,7 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	}
 #undef IS
 #undef BAD
-	return fail(err, errlen, "[%s] %s: unknown key", section, key);
+	return err_set(err, errlen, -EINVAL, "[%s] %s: unknown key", section, key);
 }
 
 struct load_ctx {

@@ -27,7 +27,8 @@
 #include "agent/loop.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 #include "isolation/cgroup.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
 #include "agent/spec.h"
 #include "common/escape.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>

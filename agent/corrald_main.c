@@ -16,7 +16,9 @@
 #include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/proc.h"
 #include "isolation/cgroup.h"
 
 #include <errno.h>

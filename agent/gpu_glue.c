@@ -9,7 +9,7 @@
 #include "agent/log.h"
 #include "bpf/cuda.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 #include "isolation/cgroup.h"
 #include "isolation/devices.h"
 #include "isolation/gpu.h"

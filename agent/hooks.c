@@ -15,8 +15,9 @@
 #include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
-#include "common/syncer.h"
-#include "common/util.h"
+#include "accounting/syncer.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 #include "isolation/cgroup.h"
 
 #include <arpa/inet.h>

@@ -4,6 +4,7 @@
  * unshares and the mounts it applies, in order, from the agent's [sandbox] defaults and the
  * spec's "sandbox" object. The child only applies (isolation/launch.c apply_namespaces).
  */
+#include "common/error.h"
 #include "agent/sandbox.h"
 #include "agent/agent.h"
 #include "common/macro.h"
@@ -18,12 +19,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, const char *msg)
-{
-	snprintf(err, errlen, "%s", msg);
-	return -EPERM;
-}
 
 static const char *keep(struct sandbox_plan *p, const char *s)
 {
@@ -147,7 +142,7 @@ static int layer(int8_t spec, bool def, bool may_relax, const char *name, bool *
 			 "sandbox.%s: only root may turn this layer off for a task that runs as "
 			 "root",
 			 name);
-		return fail(err, errlen, m);
+		return err_set(err, errlen, -EPERM, "%s", m);
 	}
 	return 0;
 }

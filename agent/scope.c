@@ -17,7 +17,7 @@
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>

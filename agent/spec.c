@@ -1,28 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/spec.h"
+#include "common/error.h"
 #include "common/escape.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 void spec_init(struct task_spec *s)
 {
@@ -122,11 +110,12 @@ static int add_label(struct task_spec *s, const char *k, const char *v, const ch
 	size_t n;
 
 	if (!valid_label_key(k))
-		return fail(err, errlen,
-			    "%s: invalid label key \"%.64s\" (1-63 of [A-Za-z0-9._-/])", field, k);
+		return err_set(err, errlen, -EINVAL,
+			       "%s: invalid label key \"%.64s\" (1-63 of [A-Za-z0-9._-/])", field,
+			       k);
 	if (!printable(v, 256))
-		return fail(err, errlen, "%s.%s: label value must be printable, at most 256 bytes",
-			    field, k);
+		return err_set(err, errlen, -EINVAL,
+			       "%s.%s: label value must be printable, at most 256 bytes", field, k);
 	for (size_t i = 0; i < s->n_labels; i++)
 		if (strcmp(s->label_keys[i], k) == 0) {
 			dv = strdup(v);
@@ -137,7 +126,8 @@ static int add_label(struct task_spec *s, const char *k, const char *v, const ch
 			return 0;
 		}
 	if (s->n_labels >= SPEC_LABELS_MAX)
-		return fail(err, errlen, "%s: at most %d labels", field, SPEC_LABELS_MAX);
+		return err_set(err, errlen, -EINVAL, "%s: at most %d labels", field,
+			       SPEC_LABELS_MAX);
 	dk = strdup(k);
 	dv = strdup(v);
 	if (!dk || !dv) {
@@ -163,7 +153,8 @@ int spec_set_label(struct task_spec *s, const char *kv, char *err, size_t errlen
 	const char *eq = strchr(kv, '=');
 
 	if (!eq)
-		return fail(err, errlen, "label: expected KEY=VALUE, got \"%.64s\"", kv);
+		return err_set(err, errlen, -EINVAL, "label: expected KEY=VALUE, got \"%.64s\"",
+			       kv);
 	k = strndup(kv, (size_t)(eq - kv));
 	if (!k)
 		return -ENOMEM;
@@ -176,9 +167,9 @@ static int add_env(struct task_spec *s, const char *k, const char *v, char *err,
 	size_t kl = strlen(k);
 
 	if (kl == 0 || strchr(k, '=') || !printable(k, 256))
-		return fail(err, errlen, "env: invalid variable name \"%.64s\"", k);
+		return err_set(err, errlen, -EINVAL, "env: invalid variable name \"%.64s\"", k);
 	if (strlen(v) > 65536)
-		return fail(err, errlen, "env.%.64s: value longer than 64 KiB", k);
+		return err_set(err, errlen, -EINVAL, "env.%.64s: value longer than 64 KiB", k);
 	if (asprintf(&e, "%s=%s", k, v) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < s->envc; i++)
@@ -189,7 +180,7 @@ static int add_env(struct task_spec *s, const char *k, const char *v, char *err,
 		}
 	if (s->envc >= SPEC_ENV_MAX) {
 		free(e);
-		return fail(err, errlen, "env: at most %d variables", SPEC_ENV_MAX);
+		return err_set(err, errlen, -EINVAL, "env: at most %d variables", SPEC_ENV_MAX);
 	}
 	return strv_push(&s->env, &s->envc, e);
 }
@@ -200,7 +191,7 @@ int spec_set_env(struct task_spec *s, const char *kv, char *err, size_t errlen)
 	const char *eq = strchr(kv, '=');
 
 	if (!eq)
-		return fail(err, errlen, "env: expected KEY=VALUE, got \"%.64s\"", kv);
+		return err_set(err, errlen, -EINVAL, "env: expected KEY=VALUE, got \"%.64s\"", kv);
 	k = strndup(kv, (size_t)(eq - kv));
 	if (!k)
 		return -ENOMEM;
@@ -213,15 +204,16 @@ static int add_io(struct task_spec *s, const char *dev, uint64_t bps, bool write
 	struct spec_io *io = NULL;
 
 	if (!*dev || !printable(dev, 256))
-		return fail(err, errlen, "%s: invalid device \"%.64s\"", field, dev);
+		return err_set(err, errlen, -EINVAL, "%s: invalid device \"%.64s\"", field, dev);
 	if (bps == 0)
-		return fail(err, errlen, "%s: bytes per second must be > 0", field);
+		return err_set(err, errlen, -EINVAL, "%s: bytes per second must be > 0", field);
 	for (size_t i = 0; i < s->n_io; i++)
 		if (strcmp(s->io[i].device, dev) == 0)
 			io = &s->io[i];
 	if (!io) {
 		if (s->n_io >= SPEC_IO_MAX)
-			return fail(err, errlen, "%s: at most %d devices", field, SPEC_IO_MAX);
+			return err_set(err, errlen, -EINVAL, "%s: at most %d devices", field,
+				       SPEC_IO_MAX);
 		io = &s->io[s->n_io];
 		io->device = strdup(dev);
 		if (!io->device)
@@ -243,10 +235,11 @@ int spec_set_io(struct task_spec *s, const char *dev_eq_bps, bool write, char *e
 	uint64_t bps;
 
 	if (!eq)
-		return fail(err, errlen, "%s: expected DEVICE=BYTES_PER_SECOND, got \"%.64s\"",
-			    field, dev_eq_bps);
+		return err_set(err, errlen, -EINVAL,
+			       "%s: expected DEVICE=BYTES_PER_SECOND, got \"%.64s\"", field,
+			       dev_eq_bps);
 	if (parse_size(eq + 1, &bps) < 0)
-		return fail(err, errlen, "%s: invalid rate \"%.32s\"", field, eq + 1);
+		return err_set(err, errlen, -EINVAL, "%s: invalid rate \"%.32s\"", field, eq + 1);
 	dev = strndup(dev_eq_bps, (size_t)(eq - dev_eq_bps));
 	if (!dev)
 		return -ENOMEM;
@@ -262,15 +255,15 @@ static int get_string_any(json_t *v, const char *field, bool any, char **ret, ch
 	const char *s;
 
 	if (!json_is_string(v))
-		return fail(err, errlen, "%s: expected a string", field);
+		return err_set(err, errlen, -EINVAL, "%s: expected a string", field);
 	s = json_string_value(v);
 	if (strlen(s) != json_string_length(v))
-		return fail(err, errlen, "%s: contains a NUL byte", field);
+		return err_set(err, errlen, -EINVAL, "%s: contains a NUL byte", field);
 	if (any && json_string_length(v) > 256 * 1024)
-		return fail(err, errlen, "%s: longer than 256 KiB", field);
+		return err_set(err, errlen, -EINVAL, "%s: longer than 256 KiB", field);
 	if (!any && !printable(s, SPEC_STR_MAX))
-		return fail(err, errlen, "%s: must be printable and at most %d bytes", field,
-			    SPEC_STR_MAX);
+		return err_set(err, errlen, -EINVAL, "%s: must be printable and at most %d bytes",
+			       field, SPEC_STR_MAX);
 	free(*ret);
 	*ret = strdup(s);
 	return *ret ? 0 : -ENOMEM;
@@ -286,7 +279,7 @@ static int get_size(json_t *v, const char *field, uint64_t *ret, char *err, size
 {
 	if (json_is_integer(v)) {
 		if (json_integer_value(v) < 0)
-			return fail(err, errlen, "%s: must not be negative", field);
+			return err_set(err, errlen, -EINVAL, "%s: must not be negative", field);
 		*ret = (uint64_t)json_integer_value(v);
 		return 0;
 	}
@@ -294,14 +287,17 @@ static int get_size(json_t *v, const char *field, uint64_t *ret, char *err, size
 		int r = parse_size(json_string_value(v), ret);
 
 		if (r == -ERANGE)
-			return fail(err, errlen, "%s: size \"%.32s\" too large (at most 8 EiB)",
-				    field, json_string_value(v));
+			return err_set(err, errlen, -EINVAL,
+				       "%s: size \"%.32s\" too large (at most 8 EiB)", field,
+				       json_string_value(v));
 		if (r < 0)
-			return fail(err, errlen, "%s: invalid size \"%.32s\" (e.g. 512M, 2G)",
-				    field, json_string_value(v));
+			return err_set(err, errlen, -EINVAL,
+				       "%s: invalid size \"%.32s\" (e.g. 512M, 2G)", field,
+				       json_string_value(v));
 		return 0;
 	}
-	return fail(err, errlen, "%s: expected a size (bytes, or a string like \"2G\")", field);
+	return err_set(err, errlen, -EINVAL, "%s: expected a size (bytes, or a string like \"2G\")",
+		       field);
 }
 
 /* Durations: number of seconds or a string ("90", "1.5", "2m", "1h"). */
@@ -311,18 +307,20 @@ static int get_duration(json_t *v, const char *field, uint64_t *ret_ns, char *er
 		double d = json_number_value(v);
 
 		if (!isfinite(d) || d < 0 || d > 1e10)
-			return fail(err, errlen, "%s: seconds must be between 0 and 1e10", field);
+			return err_set(err, errlen, -EINVAL,
+				       "%s: seconds must be between 0 and 1e10", field);
 		*ret_ns = (uint64_t)(d * 1e9);
 		return 0;
 	}
 	if (json_is_string(v)) {
 		if (parse_duration_ns(json_string_value(v), ret_ns) < 0)
-			return fail(err, errlen,
-				    "%s: invalid duration \"%.32s\" (e.g. 90, 1.5, 2m, 1h)", field,
-				    json_string_value(v));
+			return err_set(err, errlen, -EINVAL,
+				       "%s: invalid duration \"%.32s\" (e.g. 90, 1.5, 2m, 1h)",
+				       field, json_string_value(v));
 		return 0;
 	}
-	return fail(err, errlen, "%s: expected seconds (number) or a duration string", field);
+	return err_set(err, errlen, -EINVAL, "%s: expected seconds (number) or a duration string",
+		       field);
 }
 
 static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***ret, size_t *ret_n,
@@ -332,9 +330,9 @@ static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***
 	json_t *e;
 
 	if (!json_is_array(v))
-		return fail(err, errlen, "%s: expected an array of strings", field);
+		return err_set(err, errlen, -EINVAL, "%s: expected an array of strings", field);
 	if (json_array_size(v) > max)
-		return fail(err, errlen, "%s: at most %zu entries", field, max);
+		return err_set(err, errlen, -EINVAL, "%s: at most %zu entries", field, max);
 	json_array_foreach(v, i, e)
 	{
 		char f[64];
@@ -373,18 +371,18 @@ int spec_sandbox_path_check(const char *p, const char *field, char *err, size_t 
 	const char *c = p;
 
 	if (p[0] != '/' || p[1] == 0)
-		return fail(err, errlen, "%s: \"%.64s\": expected an absolute path other than /",
-			    field, p);
+		return err_set(err, errlen, -EINVAL,
+			       "%s: \"%.64s\": expected an absolute path other than /", field, p);
 	if (strlen(p) >= 4096)
-		return fail(err, errlen, "%s: path too long", field);
+		return err_set(err, errlen, -EINVAL, "%s: path too long", field);
 	while (*c) {
 		const char *n = strchr(c + 1, '/');
 		size_t len = n ? (size_t)(n - c - 1) : strlen(c + 1);
 
 		if (len == 0 || (len == 1 && c[1] == '.') ||
 		    (len == 2 && c[1] == '.' && c[2] == '.'))
-			return fail(
-			    err, errlen,
+			return err_set(
+			    err, errlen, -EINVAL,
 			    "%s: \"%.64s\": not a normalized path (empty, . or .. component)",
 			    field, p);
 		c = n ? n : c + 1 + len;
@@ -399,17 +397,19 @@ int spec_sandbox_bind_check(const char *b, const char *field, char *err, size_t 
 	int r;
 
 	if (strlen(b) >= sizeof(buf))
-		return fail(err, errlen, "%s: too long", field);
+		return err_set(err, errlen, -EINVAL, "%s: too long", field);
 	strcpy(buf, b);
 	dst = strchr(buf, ':');
 	if (!dst)
-		return fail(err, errlen, "%s: \"%.64s\": expected SRC:DST or SRC:DST:ro", field, b);
+		return err_set(err, errlen, -EINVAL,
+			       "%s: \"%.64s\": expected SRC:DST or SRC:DST:ro", field, b);
 	*dst++ = 0;
 	mode = strchr(dst, ':');
 	if (mode) {
 		*mode++ = 0;
 		if (strcmp(mode, "ro") != 0 && strcmp(mode, "rw") != 0)
-			return fail(err, errlen, "%s: \"%.64s\": mode must be ro or rw", field, b);
+			return err_set(err, errlen, -EINVAL, "%s: \"%.64s\": mode must be ro or rw",
+				       field, b);
 	}
 	r = spec_sandbox_path_check(buf, field, err, errlen);
 	if (r < 0)
@@ -420,7 +420,7 @@ int spec_sandbox_bind_check(const char *b, const char *field, char *err, size_t 
 static int get_tristate(json_t *v, const char *field, int8_t *ret, char *err, size_t errlen)
 {
 	if (!json_is_boolean(v))
-		return fail(err, errlen, "%s: expected true or false", field);
+		return err_set(err, errlen, -EINVAL, "%s: expected true or false", field);
 	*ret = json_is_true(v) ? 1 : 0;
 	return 0;
 }
@@ -432,7 +432,7 @@ static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t err
 	int r = 0;
 
 	if (!json_is_object(obj))
-		return fail(err, errlen, "sandbox: expected an object");
+		return err_set(err, errlen, -EINVAL, "sandbox: expected an object");
 	json_object_foreach(obj, k, v)
 	{
 		if (strcmp(k, "mount_namespace") == 0)
@@ -456,8 +456,8 @@ static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t err
 			s->sb_tmp_size = NULL;
 			r = get_string(v, "sandbox.tmp_size", &s->sb_tmp_size, err, errlen);
 			if (r == 0 && spec_tmp_size_check(s->sb_tmp_size) < 0)
-				r = fail(
-				    err, errlen,
+				r = err_set(
+				    err, errlen, -EINVAL,
 				    "sandbox.tmp_size: \"%.64s\": expected a size (K, M, G, T) or "
 				    "a percentage of RAM",
 				    s->sb_tmp_size);
@@ -482,7 +482,7 @@ static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t err
 					 : spec_sandbox_path_check((*vp)[i], fi, err, errlen);
 			}
 		} else
-			return fail(err, errlen, "sandbox: unknown key \"%.40s\"", k);
+			return err_set(err, errlen, -EINVAL, "sandbox: unknown key \"%.40s\"", k);
 		if (r < 0)
 			return r;
 	}
@@ -496,8 +496,8 @@ static int parse_io_obj(struct task_spec *s, json_t *v, bool write, char *err, s
 	json_t *e;
 
 	if (!json_is_object(v))
-		return fail(err, errlen, "%s: expected an object {\"DEVICE\": BYTES_PER_SECOND}",
-			    field);
+		return err_set(err, errlen, -EINVAL,
+			       "%s: expected an object {\"DEVICE\": BYTES_PER_SECOND}", field);
 	json_object_foreach(v, k, e)
 	{
 		char f[96];
@@ -522,7 +522,7 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 	int r = 0;
 
 	if (!json_is_object(lim))
-		return fail(err, errlen, "limits: expected an object");
+		return err_set(err, errlen, -EINVAL, "limits: expected an object");
 	json_object_foreach(lim, k, v)
 	{
 		char f[64];
@@ -537,20 +537,22 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 		else if (strcmp(k, "cpus") == 0) {
 			if (!json_is_number(v) || json_number_value(v) < 0 ||
 			    json_number_value(v) > 4096)
-				return fail(err, errlen, "%s: expected a number of cores (0-4096)",
-					    f);
+				return err_set(err, errlen, -EINVAL,
+					       "%s: expected a number of cores (0-4096)", f);
 			s->cpus = json_number_value(v);
 			if (s->cpus > 0 && s->cpus < 0.01)
-				return fail(err, errlen, "%s: at least 0.01", f);
+				return err_set(err, errlen, -EINVAL, "%s: at least 0.01", f);
 		} else if (strcmp(k, "cpu_weight") == 0) {
 			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 			    json_integer_value(v) > 10000)
-				return fail(err, errlen, "%s: expected an integer 1-10000", f);
+				return err_set(err, errlen, -EINVAL,
+					       "%s: expected an integer 1-10000", f);
 			s->cpu_weight = (uint32_t)json_integer_value(v);
 		} else if (strcmp(k, "pids") == 0) {
 			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 			    json_integer_value(v) > 4194304)
-				return fail(err, errlen, "%s: expected an integer 1-4194304", f);
+				return err_set(err, errlen, -EINVAL,
+					       "%s: expected an integer 1-4194304", f);
 			s->pids_max = (uint64_t)json_integer_value(v);
 		} else if (strcmp(k, "io_read_bps") == 0)
 			r = parse_io_obj(s, v, false, err, errlen);
@@ -563,19 +565,21 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 		else if (strcmp(k, "gpus") == 0) {
 			if (json_is_integer(v)) {
 				if (json_integer_value(v) < 0 || json_integer_value(v) > 64)
-					return fail(err, errlen, "%s: expected 0-64", f);
+					return err_set(err, errlen, -EINVAL, "%s: expected 0-64",
+						       f);
 				s->gpus = (uint32_t)json_integer_value(v);
 			} else if (json_is_string(v)) {
 				const char *g = json_string_value(v);
 
 				for (const char *p = g; *p; p++)
 					if (!isdigit((unsigned char)*p) && *p != ',')
-						return fail(
-						    err, errlen,
+						return err_set(
+						    err, errlen, -EINVAL,
 						    "%s: expected a count or a list like \"0,2\"",
 						    f);
 				if (!*g)
-					return fail(err, errlen, "%s: empty GPU list", f);
+					return err_set(err, errlen, -EINVAL, "%s: empty GPU list",
+						       f);
 				free(s->gpu_list);
 				s->gpu_list = strdup(g);
 				if (!s->gpu_list)
@@ -584,26 +588,27 @@ static int parse_limits(struct task_spec *s, json_t *lim, char *err, size_t errl
 				for (const char *p = g; *p; p++)
 					s->gpus += *p == ',';
 			} else
-				return fail(err, errlen,
-					    "%s: expected a count or a list like \"0,2\"", f);
+				return err_set(err, errlen, -EINVAL,
+					       "%s: expected a count or a list like \"0,2\"", f);
 		} else if (strcmp(k, "gpu_memory") == 0)
 			r = get_size(v, f, &s->gpu_memory_max, err, errlen);
 		else if (strcmp(k, "audit_rate") == 0) {
 			if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 			    json_integer_value(v) > 100000000)
-				return fail(
-				    err, errlen,
+				return err_set(
+				    err, errlen, -EINVAL,
 				    "%s: expected an integer 1-100000000 (records per second)", f);
 			s->audit_rate = (uint64_t)json_integer_value(v);
 		} else if (strcmp(k, "audit_bytes") == 0)
 			r = get_size(v, f, &s->audit_bytes, err, errlen);
 		else
-			return fail(err, errlen, "limits: unknown key \"%.40s\"", k);
+			return err_set(err, errlen, -EINVAL, "limits: unknown key \"%.40s\"", k);
 		if (r < 0)
 			return r;
 	}
 	if (s->memory_high && s->memory_max && s->memory_high > s->memory_max)
-		return fail(err, errlen, "limits.memory_high: larger than limits.memory");
+		return err_set(err, errlen, -EINVAL,
+			       "limits.memory_high: larger than limits.memory");
 	return 0;
 }
 
@@ -614,7 +619,7 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 	int r = 0;
 
 	if (!json_is_object(obj))
-		return fail(err, errlen, "spec: expected a JSON object");
+		return err_set(err, errlen, -EINVAL, "spec: expected a JSON object");
 	json_object_foreach(obj, k, v)
 	{
 		if (strcmp(k, "command") == 0) {
@@ -628,12 +633,13 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			json_t *ev;
 
 			if (!json_is_object(v))
-				return fail(err, errlen, "env: expected an object of strings");
+				return err_set(err, errlen, -EINVAL,
+					       "env: expected an object of strings");
 			json_object_foreach(v, ek, ev)
 			{
 				if (!json_is_string(ev))
-					return fail(err, errlen, "env.%.40s: expected a string",
-						    ek);
+					return err_set(err, errlen, -EINVAL,
+						       "env.%.40s: expected a string", ek);
 				r = add_env(s, ek, json_string_value(ev), err, errlen);
 				if (r < 0)
 					return r;
@@ -643,12 +649,13 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			json_t *lv;
 
 			if (!json_is_object(v))
-				return fail(err, errlen, "labels: expected an object of strings");
+				return err_set(err, errlen, -EINVAL,
+					       "labels: expected an object of strings");
 			json_object_foreach(v, lk, lv)
 			{
 				if (!json_is_string(lv))
-					return fail(err, errlen, "labels.%.40s: expected a string",
-						    lk);
+					return err_set(err, errlen, -EINVAL,
+						       "labels.%.40s: expected a string", lk);
 				r = add_label(s, lk, json_string_value(lv), "labels", err, errlen);
 				if (r < 0)
 					return r;
@@ -681,20 +688,21 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 		else if (strcmp(k, "sandbox") == 0)
 			r = parse_sandbox(s, v, err, errlen);
 		else
-			return fail(err, errlen, "spec: unknown key \"%.40s\"", k);
+			return err_set(err, errlen, -EINVAL, "spec: unknown key \"%.40s\"", k);
 		if (r < 0)
 			return r;
 	}
 	if (s->argc == 0)
-		return fail(err, errlen, "command: missing or empty (the program to run)");
+		return err_set(err, errlen, -EINVAL,
+			       "command: missing or empty (the program to run)");
 	if (s->argv[0][0] == 0)
-		return fail(err, errlen, "command[0]: empty program name");
+		return err_set(err, errlen, -EINVAL, "command[0]: empty program name");
 	if (s->workdir && s->workdir[0] != '/')
-		return fail(err, errlen, "workdir: must be an absolute path");
+		return err_set(err, errlen, -EINVAL, "workdir: must be an absolute path");
 	if (s->account && strlen(s->account) > 255)
-		return fail(err, errlen, "account: at most 255 bytes");
+		return err_set(err, errlen, -EINVAL, "account: at most 255 bytes");
 	if (s->job && strlen(s->job) > 255)
-		return fail(err, errlen, "job: at most 255 bytes");
+		return err_set(err, errlen, -EINVAL, "job: at most 255 bytes");
 	return 0;
 }
 
@@ -706,8 +714,8 @@ int spec_parse(const char *text, size_t len, struct task_spec *ret, char *err, s
 
 	obj = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!obj)
-		return fail(err, errlen, "spec: invalid JSON at line %d column %d: %s", jerr.line,
-			    jerr.column, jerr.text);
+		return err_set(err, errlen, -EINVAL, "spec: invalid JSON at line %d column %d: %s",
+			       jerr.line, jerr.column, jerr.text);
 	r = spec_from_json(obj, ret, err, errlen);
 	json_decref(obj);
 	return r;

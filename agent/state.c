@@ -18,7 +18,9 @@
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/proc.h"
 #include "isolation/cgroup.h"
 #include "accounting/spool.h"
 

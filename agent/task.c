@@ -10,9 +10,12 @@
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
 #include "bpf/meter.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/syncer.h"
-#include "common/util.h"
+#include "accounting/syncer.h"
+#include "common/clock.h"
+#include "common/parse.h"
+#include "common/proc.h"
 #include "isolation/cgroup.h"
 #include "isolation/seccomp.h"
 
@@ -21,7 +24,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,16 +41,6 @@ static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
 
 #define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 #define ENDING_MAX_NS (10 * NSEC_PER_SEC)
-
-_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 /* A launch in progress (TASK_STARTING). */
 struct task_start {
@@ -1119,14 +1111,14 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 	if (a->n_live >= a->cfg.max_tasks) {
 		a->stats.refused++;
-		return fail(err, errlen,
-			    "refused: the node runs its maximum of %u tasks (max_tasks)",
-			    a->cfg.max_tasks);
+		return err_set(err, errlen, -EINVAL,
+			       "refused: the node runs its maximum of %u tasks (max_tasks)",
+			       a->cfg.max_tasks);
 	}
 
 	/* Who runs it. */
 	if (!users)
-		return fail(err, errlen, "out of memory");
+		return err_set(err, errlen, -EINVAL, "out of memory");
 	if (spec->user) {
 		pw = users_by_name(users, spec->user);
 		if (!pw) {
@@ -1136,11 +1128,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 				pw = users_by_uid(users, u);
 		}
 		if (!pw)
-			return fail(err, errlen, "user: no such user \"%.64s\"", spec->user);
+			return err_set(err, errlen, -EINVAL, "user: no such user \"%.64s\"",
+				       spec->user);
 	} else {
 		pw = users_by_uid(users, submitter);
 		if (!pw)
-			return fail(err, errlen, "user: uid %u has no passwd entry", submitter);
+			return err_set(err, errlen, -EINVAL, "user: uid %u has no passwd entry",
+				       submitter);
 	}
 	r = agent_may_act_as(a, submitter, privileged, pw->uid, pw->name, err, errlen);
 	if (r < 0) {
@@ -1151,7 +1145,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	r = budget_check_spec(a, spec, privileged, msg, sizeof(msg));
 	if (r < 0) {
 		a->stats.refused++;
-		return fail(err, errlen, "%s", msg);
+		return err_set(err, errlen, -EINVAL, "%s", msg);
 	}
 
 	/* Node safety: refuse what does not fit, never queue silently. */
@@ -1159,8 +1153,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (spec->memory_max && a->mem_total &&
 	    mem_used + spec->memory_max + a->cfg.reserve_memory > a->mem_total) {
 		a->stats.refused++;
-		return fail(
-		    err, errlen,
+		return err_set(
+		    err, errlen, -EINVAL,
 		    "refused: memory request %llu MiB exceeds what is left on the node "
 		    "(%llu MiB total, %llu MiB reserved, %llu MiB requested by running tasks)",
 		    (unsigned long long)(spec->memory_max >> 20),
@@ -1170,10 +1164,11 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 	if (spec->cpus > 0 && cpus_used + spec->cpus + a->cfg.reserve_cpus > (double)a->ncpus) {
 		a->stats.refused++;
-		return fail(err, errlen,
-			    "refused: cpus request %.2f exceeds what is left on the node (%u cpus, "
-			    "%.2f reserved, %.2f requested by running tasks)",
-			    spec->cpus, a->ncpus, a->cfg.reserve_cpus, cpus_used);
+		return err_set(
+		    err, errlen, -EINVAL,
+		    "refused: cpus request %.2f exceeds what is left on the node (%u cpus, "
+		    "%.2f reserved, %.2f requested by running tasks)",
+		    spec->cpus, a->ncpus, a->cfg.reserve_cpus, cpus_used);
 	}
 	/* workdir is not looked at here, as root: the child changes to it after it became the
 	 * task's user, and a failure comes back as "chdir DIR: <error>" seen with the user's
@@ -1193,10 +1188,11 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = resolve_io_device(spec->io[i].device, submitter, &lim.io[i].major,
 				      &lim.io[i].minor);
 		if (r < 0)
-			return fail(err, errlen, "io: device \"%.64s\": %s", spec->io[i].device,
-				    r == -EPERM	    ? "give a block device under /dev or MAJ:MIN"
-				    : r == -ENOTBLK ? "not a block device"
-						    : strerror(-r));
+			return err_set(err, errlen, -EINVAL, "io: device \"%.64s\": %s",
+				       spec->io[i].device,
+				       r == -EPERM     ? "give a block device under /dev or MAJ:MIN"
+				       : r == -ENOTBLK ? "not a block device"
+						       : strerror(-r));
 		lim.io[i].rbps = spec->io[i].rbps;
 		lim.io[i].wbps = spec->io[i].wbps;
 		lim.n_io++;
@@ -1205,7 +1201,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	r = audit_glue_check_rules(a, spec, perr, sizeof(perr));
 	if (r < 0) {
 		a->stats.refused++;
-		return fail(err, errlen, "%s", perr);
+		return err_set(err, errlen, -EINVAL, "%s", perr);
 	}
 
 	/* Seccomp, compiled before fork (cached per profile, see profile_filter). With audit,
@@ -1218,10 +1214,11 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 		if (!content && spec->seccomp && strchr(spec->seccomp, '/') && submitter != 0) {
 			a->stats.refused++;
-			return fail(err, errlen,
-				    "seccomp: a profile path is read by the client: send the "
-				    "profile's JSON in seccomp_profile (corralctl --seccomp PATH "
-				    "does)");
+			return err_set(
+			    err, errlen, -EINVAL,
+			    "seccomp: a profile path is read by the client: send the "
+			    "profile's JSON in seccomp_profile (corralctl --seccomp PATH "
+			    "does)");
 		}
 		r = profile_filter(a, pname, content, sc_flags, &filter, perr, sizeof(perr));
 		if (r < 0 && sc_flags) {
@@ -1236,8 +1233,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 				    pname, nerr);
 		}
 		if (r < 0)
-			return fail(err, errlen, "seccomp profile \"%s\": %s", pname,
-				    perr[0] ? perr : strerror(-r));
+			return err_set(err, errlen, -EINVAL, "seccomp profile \"%s\": %s", pname,
+				       perr[0] ? perr : strerror(-r));
 	}
 
 	t = calloc(1, sizeof(*t));
@@ -1254,7 +1251,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		json_decref(j);
 		if (r < 0) {
 			task_free(t);
-			return fail(err, errlen, "internal: spec copy failed: %s", perr);
+			return err_set(err, errlen, -EINVAL, "internal: spec copy failed: %s",
+				       perr);
 		}
 	}
 	budget_init(a, t);
@@ -1277,7 +1275,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		agent_cg_release(a, pool_cg);
 		task_free(t);
 		a->stats.refused++;
-		return fail(err, errlen, "%s", perr);
+		return err_set(err, errlen, -EINVAL, "%s", perr);
 	}
 	if (pool_cg) {
 		r = cg_task_apply(pool_cg, &lim);
@@ -1290,7 +1288,8 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	if (r < 0) {
 		gpu_glue_release(a, t);
 		task_free(t);
-		return fail(err, errlen, "creating the task's cgroup failed: %s", strerror(-r));
+		return err_set(err, errlen, -EINVAL, "creating the task's cgroup failed: %s",
+			       strerror(-r));
 	}
 	r = gpu_glue_apply_devices(a, t, perr, sizeof(perr));
 	if (r < 0) {
@@ -1375,7 +1374,7 @@ out_cg:
 	(void)cg_task_destroy(t->cg);
 	gpu_glue_release(a, t);
 	task_free(t);
-	return fail(err, errlen, "%s", r == -ENOMEM ? "out of memory" : msg);
+	return err_set(err, errlen, -EINVAL, "%s", r == -ENOMEM ? "out of memory" : msg);
 }
 
 /*

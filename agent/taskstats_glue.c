@@ -29,7 +29,7 @@
 #include "agent/loop.h"
 #include "bpf/taskstats.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 #include "isolation/cgroup.h"
 
 #define PENDING_MAX	   16384

@@ -26,7 +26,8 @@
 #include "bpf/audit.h"
 #include "bpf/audit_types.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/parse.h"
 #include "audit.skel.h"
 
 #define AUDIT_DEFAULT_TASKS   1024u

@@ -13,7 +13,7 @@
 
 #include "collector/audit_chain.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 #define CHAIN_DEFAULT_MAX 10000000u
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "accounting/record.h"
-#include "common/util.h"
+#include "common/clock.h"
 #include "collector/store.h"
 
 /*

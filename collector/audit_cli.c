@@ -16,7 +16,6 @@
 #include "collector/store.h"
 #include "common/escape.h"
 #include "common/macro.h"
-#include "common/util.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -9,8 +9,11 @@
 #include <string.h>
 
 #include "collector/audit_query.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/escape.h"
+#include "common/parse.h"
 
 #define FILTER_VALUE_MAX 255
 
@@ -19,8 +22,8 @@ static const char *const audit_types[] = {"exec", "connect", "syscall", "limit",
 
 static int bad(char *err, size_t errlen, const char *key, const char *want, const char *value)
 {
-	snprintf(err, errlen, "%s: expected %s, got '%.64s'", key, want, value ?: "");
-	return -EINVAL;
+	return err_set(err, errlen, -EINVAL, "%s: expected %s, got '%.64s'", key, want,
+		       value ?: "");
 }
 
 static int set_time(uint64_t *dst, const char *key, const char *value, char *err, size_t errlen)
@@ -74,9 +77,9 @@ int coll_audit_filter_set(struct coll_audit_filter *f, const char *key, const ch
 		if (r < 0)
 			return r;
 		if (f->from_ns && f->to_ns && f->from_ns >= f->to_ns) {
-			snprintf(err, errlen, "%s: must be %s than %s (the range is empty)", key,
-				 from ? "earlier" : "later", from ? "to" : "from");
-			return -EINVAL;
+			return err_set(err, errlen, -EINVAL,
+				       "%s: must be %s than %s (the range is empty)", key,
+				       from ? "earlier" : "later", from ? "to" : "from");
 		}
 		return 0;
 	}
@@ -95,8 +98,7 @@ int coll_audit_filter_set(struct coll_audit_filter *f, const char *key, const ch
 		f->has_after = true;
 		return 0;
 	}
-	snprintf(err, errlen, "unknown parameter '%.64s'", key);
-	return -EINVAL;
+	return err_set(err, errlen, -EINVAL, "unknown parameter '%.64s'", key);
 }
 
 void coll_audit_filter_query(const struct coll_audit_filter *f, struct coll_query *ret)

@@ -29,7 +29,7 @@
 #include "collector/store.h"
 #include "collector/tokens.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/parse.h"
 
 #define DEFAULT_DB	"sqlite:/var/lib/corral/collector.db"
 #define DEFAULT_TOKENS	"/etc/corral/collector.tokens"

@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/growbuf.h"
 
 struct pgcopy {
 	struct growbuf b;

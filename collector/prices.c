@@ -7,8 +7,10 @@
 #include <ini.h>
 
 #include "collector/prices.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 
 static const char *const unit_names[_PRICE_MAX] = {
     [PRICE_CPU_CORE_HOUR] = "cpu_core_hour", [PRICE_MEMORY_GIB_HOUR] = "memory_gib_hour",
@@ -37,7 +39,7 @@ static int find_unit(const char *name)
 	return -1;
 }
 
-/* "label:KEY=VALUE" -> override slot index, creating it; -1 with err set. */
+/* "label:KEY=VALUE" -> override slot index, creating it; -EINVAL with c->err set. */
 static int override_slot(struct parse_ctx *c, const char *section)
 {
 	struct price_sheet *ps = c->ps;
@@ -45,42 +47,36 @@ static int override_slot(struct parse_ctx *c, const char *section)
 	const char *eq = strchr(kv, '=');
 	size_t kl, vl;
 
-	if (!eq || eq == kv || !eq[1]) {
-		snprintf(c->err, sizeof(c->err), "[%s]: expected [label:KEY=VALUE]", section);
-		return -1;
-	}
+	if (!eq || eq == kv || !eq[1])
+		return err_set(c->err, sizeof(c->err), -EINVAL, "[%s]: expected [label:KEY=VALUE]",
+			       section);
 	kl = (size_t)(eq - kv);
 	vl = strlen(eq + 1);
-	if (kl >= PRICE_LABEL_MAX || vl >= PRICE_LABEL_MAX) {
-		snprintf(c->err, sizeof(c->err), "[%.64s...]: label key/value too long", section);
-		return -1;
-	}
+	if (kl >= PRICE_LABEL_MAX || vl >= PRICE_LABEL_MAX)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%.64s...]: label key/value too long", section);
 	if (!ps->override_key[0]) {
 		memcpy(ps->override_key, kv, kl);
 		ps->override_key[kl] = 0;
-	} else if (strlen(ps->override_key) != kl || strncmp(ps->override_key, kv, kl) != 0) {
-		snprintf(c->err, sizeof(c->err),
-			 "[%s]: all overrides must use one label key (first was '%s')", section,
-			 ps->override_key);
-		return -1;
-	}
+	} else if (strlen(ps->override_key) != kl || strncmp(ps->override_key, kv, kl) != 0)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%s]: all overrides must use one label key (first was '%s')",
+			       section, ps->override_key);
 	for (size_t i = 0; i < ps->n_overrides; i++)
 		if (strcmp(ps->ov[i].value, eq + 1) == 0)
 			return (int)i;
-	if (ps->n_overrides >= PRICE_OVERRIDES_MAX) {
-		snprintf(c->err, sizeof(c->err), "[%s]: more than %d overrides", section,
-			 PRICE_OVERRIDES_MAX);
-		return -1;
-	}
+	if (ps->n_overrides >= PRICE_OVERRIDES_MAX)
+		return err_set(c->err, sizeof(c->err), -EINVAL, "[%s]: more than %d overrides",
+			       section, PRICE_OVERRIDES_MAX);
 	memcpy(ps->ov[ps->n_overrides].value, eq + 1, vl + 1);
 	for (int u = 0; u < _PRICE_MAX; u++)
 		ps->ov[ps->n_overrides].set.p[u] = -1; /* inherit, resolved after parsing */
 	return (int)ps->n_overrides++;
 }
 
-static int ini_cb(void *user, const char *section, const char *name, const char *value)
+/* One key of the sheet: 0, or -EINVAL with c->err set. */
+static int set_key(struct parse_ctx *c, const char *section, const char *name, const char *value)
 {
-	struct parse_ctx *c = user;
 	struct price_sheet *ps = c->ps;
 	bool *set;
 	double *dst;
@@ -90,62 +86,57 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 		if (strcmp(name, "currency") == 0) {
 			size_t l = strlen(value);
 
-			if (c->currency_set) {
-				snprintf(c->err, sizeof(c->err), "[prices] currency: set twice");
-				return 0;
-			}
-			if (l == 0 || l >= sizeof(ps->currency)) {
-				snprintf(c->err, sizeof(c->err),
-					 "[prices] currency: expected 1..%zu characters",
-					 sizeof(ps->currency) - 1);
-				return 0;
-			}
+			if (c->currency_set)
+				return err_set(c->err, sizeof(c->err), -EINVAL,
+					       "[prices] currency: set twice");
+			if (l == 0 || l >= sizeof(ps->currency))
+				return err_set(c->err, sizeof(c->err), -EINVAL,
+					       "[prices] currency: expected 1..%zu characters",
+					       sizeof(ps->currency) - 1);
 			for (size_t i = 0; i < l; i++)
 				if (value[i] <= ' ' || value[i] > '~' || value[i] == '"' ||
 				    value[i] == '<' || value[i] == '>' || value[i] == '&' ||
-				    value[i] == '\\' || value[i] == ',') {
-					snprintf(c->err, sizeof(c->err),
-						 "[prices] currency: invalid character");
-					return 0;
-				}
+				    value[i] == '\\' || value[i] == ',')
+					return err_set(c->err, sizeof(c->err), -EINVAL,
+						       "[prices] currency: invalid character");
 			memcpy(ps->currency, value, l + 1);
 			c->currency_set = true;
-			return 1;
-		}
-		u = find_unit(name);
-		if (u < 0) {
-			snprintf(c->err, sizeof(c->err), "unknown key [prices] %s", name);
 			return 0;
 		}
+		u = find_unit(name);
+		if (u < 0)
+			return err_set(c->err, sizeof(c->err), -EINVAL, "unknown key [prices] %s",
+				       name);
 		set = &c->base_set[u];
 		dst = &ps->base.p[u];
 	} else if (strncmp(section, "label:", 6) == 0) {
 		slot = override_slot(c, section);
 		if (slot < 0)
-			return 0;
+			return slot;
 		u = find_unit(name);
-		if (u < 0) {
-			snprintf(c->err, sizeof(c->err), "unknown key [%s] %s", section, name);
-			return 0;
-		}
+		if (u < 0)
+			return err_set(c->err, sizeof(c->err), -EINVAL, "unknown key [%s] %s",
+				       section, name);
 		set = &c->ov_set[slot][u];
 		dst = &ps->ov[slot].set.p[u];
 	} else {
-		snprintf(c->err, sizeof(c->err), "unknown section [%s] (key %s)", section, name);
-		return 0;
+		return err_set(c->err, sizeof(c->err), -EINVAL, "unknown section [%s] (key %s)",
+			       section, name);
 	}
-	if (*set) {
-		snprintf(c->err, sizeof(c->err), "[%s] %s: set twice", section, name);
-		return 0;
-	}
-	if (parse_double(value, dst) < 0 || *dst > 1e9) {
-		snprintf(c->err, sizeof(c->err),
-			 "[%s] %s: expected a price >= 0 and <= 1e9, got '%.64s'", section, name,
-			 value);
-		return 0;
-	}
+	if (*set)
+		return err_set(c->err, sizeof(c->err), -EINVAL, "[%s] %s: set twice", section,
+			       name);
+	if (parse_double(value, dst) < 0 || *dst > 1e9)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%s] %s: expected a price >= 0 and <= 1e9, got '%.64s'", section,
+			       name, value);
 	*set = true;
-	return 1;
+	return 0;
+}
+
+static int ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+	return set_key(user, section, name, value) == 0;
 }
 
 int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size_t errlen)
@@ -155,15 +146,12 @@ int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size
 
 	memset(ret, 0, sizeof(*ret));
 	r = ini_parse_string(text, ini_cb, &c);
-	if (r != 0) {
-		snprintf(err, errlen, "line %d: %s", r, c.err[0] ? c.err : "syntax error");
-		return -EINVAL;
-	}
+	if (r != 0)
+		return err_set(err, errlen, -EINVAL, "line %d: %s", r,
+			       c.err[0] ? c.err : "syntax error");
 	for (int u = 0; u < _PRICE_MAX; u++)
-		if (!c.base_set[u]) {
-			snprintf(err, errlen, "[prices] %s: missing", unit_names[u]);
-			return -EINVAL;
-		}
+		if (!c.base_set[u])
+			return err_set(err, errlen, -EINVAL, "[prices] %s: missing", unit_names[u]);
 	if (!c.currency_set)
 		strcpy(ret->currency, "EUR");
 	for (size_t i = 0; i < ret->n_overrides; i++)
@@ -180,14 +168,10 @@ int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_
 	int r;
 
 	r = read_file(path, 1 << 20, &buf, &len);
-	if (r < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
-		return r;
-	}
-	if (strlen(buf) != len) {
-		snprintf(err, errlen, "%s: contains a NUL byte", path);
-		return -EINVAL;
-	}
+	if (r < 0)
+		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
+	if (strlen(buf) != len)
+		return err_set(err, errlen, -EINVAL, "%s: contains a NUL byte", path);
 	r = price_sheet_parse(buf, ret, err, errlen);
 	if (r == 0) {
 		const char *b = strrchr(path, '/');

@@ -9,7 +9,8 @@
 #include <time.h>
 
 #include "collector/report.h"
-#include "common/util.h"
+#include "common/error.h"
+#include "common/escape.h"
 #include "common/macro.h"
 
 #define GIB	 1073741824.0
@@ -46,16 +47,13 @@ int report_spec_init(struct report_spec *spec, const char *from, const char *to,
 	spec->n_dims = 1;
 	spec->dims[0] = REPORT_DIM_ACCOUNT;
 	if (!from || !valid_day(from)) {
-		snprintf(err, errlen, "from: expected a date YYYY-MM-DD");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "from: expected a date YYYY-MM-DD");
 	}
 	if (!to || !valid_day(to)) {
-		snprintf(err, errlen, "to: expected a date YYYY-MM-DD");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "to: expected a date YYYY-MM-DD");
 	}
 	if (strcmp(from, to) >= 0) {
-		snprintf(err, errlen, "to: must be after from (to is exclusive)");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "to: must be after from (to is exclusive)");
 	}
 	memcpy(spec->from, from, 11);
 	memcpy(spec->to, to, 11);
@@ -75,8 +73,8 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 		size_t l = (size_t)(e - p);
 
 		if (spec->n_dims >= REPORT_DIMS_MAX) {
-			snprintf(err, errlen, "by: at most %d dimensions", REPORT_DIMS_MAX);
-			return -EINVAL;
+			return err_set(err, errlen, -EINVAL, "by: at most %d dimensions",
+				       REPORT_DIMS_MAX);
 		}
 		if (l == 7 && strncmp(p, "account", 7) == 0)
 			spec->dims[spec->n_dims++] = REPORT_DIM_ACCOUNT;
@@ -88,39 +86,34 @@ int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size
 			spec->parts = true;
 		} else if (l > 6 && strncmp(p, "label:", 6) == 0) {
 			if (have_label) {
-				snprintf(err, errlen, "by: at most one label: dimension");
-				return -EINVAL;
+				return err_set(err, errlen, -EINVAL,
+					       "by: at most one label: dimension");
 			}
 			if (l - 6 >= PRICE_LABEL_MAX) {
-				snprintf(err, errlen, "by: label key too long");
-				return -EINVAL;
+				return err_set(err, errlen, -EINVAL, "by: label key too long");
 			}
 			memcpy(spec->label_key, p + 6, l - 6);
 			spec->label_key[l - 6] = 0;
 			have_label = true;
 			spec->dims[spec->n_dims++] = REPORT_DIM_LABEL;
 		} else {
-			snprintf(err, errlen,
-				 "by: expected account, user, job, node or label:KEY "
-				 "(comma-separated), "
-				 "got '%.*s'",
-				 (int)MIN(l, (size_t)64), p);
-			return -EINVAL;
+			return err_set(err, errlen, -EINVAL,
+				       "by: expected account, user, job, node or label:KEY "
+				       "(comma-separated), "
+				       "got '%.*s'",
+				       (int)MIN(l, (size_t)64), p);
 		}
 		for (size_t i = 0; i + 1 < spec->n_dims; i++)
 			if (spec->dims[i] == spec->dims[spec->n_dims - 1]) {
-				snprintf(err, errlen, "by: dimension repeated");
-				return -EINVAL;
+				return err_set(err, errlen, -EINVAL, "by: dimension repeated");
 			}
 		p = *e ? e + 1 : e;
 		if (*e && !*p) {
-			snprintf(err, errlen, "by: trailing comma");
-			return -EINVAL;
+			return err_set(err, errlen, -EINVAL, "by: trailing comma");
 		}
 	}
 	if (spec->n_dims == 0) {
-		snprintf(err, errlen, "by: empty");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "by: empty");
 	}
 	return 0;
 }
@@ -134,8 +127,7 @@ int report_spec_set_period(struct report_spec *spec, const char *period, char *e
 			spec->period = (enum report_period)i;
 			return 0;
 		}
-	snprintf(err, errlen, "period: expected day, week, month or all");
-	return -EINVAL;
+	return err_set(err, errlen, -EINVAL, "period: expected day, week, month or all");
 }
 
 int report_format_from_string(const char *s, enum report_format *ret)

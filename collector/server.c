@@ -23,8 +23,11 @@
 #include "collector/audit_query.h"
 #include "collector/report.h"
 #include "collector/server.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/escape.h"
+#include "common/parse.h"
 
 static const unsigned metric_codes[] = {200, 400, 401, 403, 404, 405, 413, 422, 500, 503};
 static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -1522,9 +1525,9 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	struct rlimit rl;
 
 	if (coll_parse_listen(cfg->listen, &ss, &sslen) < 0) {
-		snprintf(err, errlen, "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
-			 cfg->listen ?: "");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL,
+			       "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
+			       cfg->listen ?: "");
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s)

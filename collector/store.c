@@ -7,8 +7,9 @@
 #include <time.h>
 
 #include "collector/store.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 static const char *const sum_names[_COLL_SUM_MAX] = {
     [COLL_SUM_TASKS] = "tasks",
@@ -695,19 +696,17 @@ int coll_store_open(const char *uri, unsigned flags, struct coll_store **ret, ch
 	if (errlen)
 		err[0] = 0;
 	if (!uri || !*uri) {
-		snprintf(err, errlen, "empty database URI");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "empty database URI");
 	}
 	if (has_prefix(uri, "sqlite:"))
 		ops = &coll_store_sqlite_ops;
 	else if (has_prefix(uri, "postgresql:") || has_prefix(uri, "postgres:"))
 		ops = &coll_store_pg_ops;
 	else {
-		snprintf(err, errlen,
-			 "unknown database URI scheme in '%.64s' (want sqlite:/path or "
-			 "postgresql://...)",
-			 uri);
-		return -EPROTONOSUPPORT;
+		return err_set(err, errlen, -EPROTONOSUPPORT,
+			       "unknown database URI scheme in '%.64s' (want sqlite:/path or "
+			       "postgresql://...)",
+			       uri);
 	}
 	r = ops->open(uri, flags, &s, err, errlen);
 	if (r < 0)

@@ -24,6 +24,7 @@
 #include "collector/pending.h"
 #include "collector/pgcopy.h"
 #include "collector/store.h"
+#include "common/error.h"
 #include "common/macro.h"
 
 #define MIGRATION_LOCK_KEY 0x636f7272616cLL /* "corral" */
@@ -124,10 +125,9 @@ static int migrate(struct pg_store *st)
 	version = atoi(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	if (version > COLL_SCHEMA_VERSION) {
-		snprintf(st->base.errmsg, sizeof(st->base.errmsg),
-			 "database schema version %d is newer than this collector (%d)", version,
-			 COLL_SCHEMA_VERSION);
-		r = -EPROTO;
+		r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EPROTO,
+			    "database schema version %d is newer than this collector (%d)", version,
+			    COLL_SCHEMA_VERSION);
 		goto out_rollback;
 	}
 	if (version < 1) {
@@ -612,9 +612,8 @@ static int copy_in(struct pg_store *st, const char *sql, const char *data, size_
 	int r = 0;
 
 	if (len > INT_MAX) {
-		snprintf(st->base.errmsg, sizeof(st->base.errmsg), "postgresql: %s: %zu bytes", sql,
-			 len);
-		return -E2BIG;
+		return err_set(st->base.errmsg, sizeof(st->base.errmsg), -E2BIG,
+			       "postgresql: %s: %zu bytes", sql, len);
 	}
 	res = PQexec(st->conn, sql);
 	if (PQresultStatus(res) != PGRES_COPY_IN)

@@ -37,6 +37,7 @@
 
 #include "collector/pending.h"
 #include "collector/store.h"
+#include "common/error.h"
 #include "common/macro.h"
 
 /* A checkpoint once the WAL holds this much (in pages of the database's size) */
@@ -215,10 +216,9 @@ static int migrate(struct sqlite_store *st)
 	sqlite3_finalize(stmt);
 
 	if (version > COLL_SCHEMA_VERSION) {
-		snprintf(st->base.errmsg, sizeof(st->base.errmsg),
-			 "database schema version %d is newer than this collector (%d)", version,
-			 COLL_SCHEMA_VERSION);
-		r = -EPROTO;
+		r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EPROTO,
+			    "database schema version %d is newer than this collector (%d)", version,
+			    COLL_SCHEMA_VERSION);
 		goto out_rollback;
 	}
 	if (version < 1) {
@@ -557,8 +557,7 @@ static int sqlite_open(const char *uri, unsigned flags, struct coll_store **ret,
 	if (strncmp(path, "//", 2) == 0)
 		path += 2;
 	if (!*path) {
-		snprintf(err, errlen, "sqlite: empty path");
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "sqlite: empty path");
 	}
 	st = calloc(1, sizeof(*st));
 	if (!st)
@@ -946,11 +945,10 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 
 		if (layout != COLL_PENDING_LAYOUT_COMPACT ||
 		    coll_pending_decode(p, plen, d, &nd, &ap) < 0) {
-			snprintf(st->base.errmsg, sizeof(st->base.errmsg),
-				 "sqlite: rollup_pending: a queued batch (layout %d) is not the "
-				 "compact form (layout %d)",
-				 layout, COLL_PENDING_LAYOUT_COMPACT);
-			r = -EBADMSG;
+			r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EBADMSG,
+				    "sqlite: rollup_pending: a queued batch (layout %d) is not the "
+				    "compact form (layout %d)",
+				    layout, COLL_PENDING_LAYOUT_COMPACT);
 			goto out_rollback;
 		}
 		nbatch++;
@@ -989,11 +987,11 @@ static int sqlite_insert_batch(struct coll_store *s, struct coll_item *items, si
 	int r = atomic_load(&st->sync_err);
 
 	if (r < 0) {
-		snprintf(s->errmsg, sizeof(s->errmsg),
-			 "sqlite: an fsync of the WAL failed earlier (%s): nothing more is stored "
-			 "until the collector is restarted",
-			 strerror(-r));
-		return -EIO;
+		return err_set(
+		    s->errmsg, sizeof(s->errmsg), -EIO,
+		    "sqlite: an fsync of the WAL failed earlier (%s): nothing more is stored "
+		    "until the collector is restarted",
+		    strerror(-r));
 	}
 	r = step_done(st, st->begin);
 	if (r < 0)

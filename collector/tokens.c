@@ -8,8 +8,9 @@
 #include <sys/stat.h>
 
 #include "collector/tokens.h"
+#include "common/error.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
 
 #define TOKENS_FILE_MAX (16 * 1024 * 1024)
 
@@ -186,28 +187,23 @@ int coll_tokens_load(const char *path, struct coll_tokens *ret, char *err, size_
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
-		return r;
+		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
 	}
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
-		return r;
+		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
 	}
 	if (!S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "%s: not a regular file", path);
-		return -EINVAL;
+		return err_set(err, errlen, -EINVAL, "%s: not a regular file", path);
 	}
 	if (st.st_mode & 077) {
-		snprintf(err, errlen,
-			 "%s: mode %04o gives group/other access to secrets (chmod 600 it)", path,
-			 (unsigned)(st.st_mode & 07777));
-		return -EPERM;
+		return err_set(err, errlen, -EPERM,
+			       "%s: mode %04o gives group/other access to secrets (chmod 600 it)",
+			       path, (unsigned)(st.st_mode & 07777));
 	}
 	r = read_file(path, TOKENS_FILE_MAX, &buf, &len);
 	if (r < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(-r));
-		return r;
+		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
 	}
 	r = coll_tokens_parse(buf, len, ret, err, errlen);
 	explicit_bzero(buf, len);

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Escape s into buf (always NUL-terminated when len > 0, cut at an escape or character
@@ -22,3 +23,7 @@ char *esc_dup(const char *s);
 ssize_t utf8_invalid_at(const char *s);
 /* Valid UTF-8 without C0, DEL or C1 controls. */
 bool text_printable(const char *s);
+
+/* s as a JSON string literal: quotes, backslash and control characters escaped (UTF-8
+ * passes through). */
+void fputs_json_string(FILE *f, const char *s);

@@ -7,7 +7,8 @@
 #include "isolation/cgroup.h"
 #include "isolation/cgroup_internal.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 
 #include <ctype.h>
 #include <errno.h>

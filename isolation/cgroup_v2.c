@@ -8,7 +8,8 @@
 #include "isolation/cgroup.h"
 #include "isolation/cgroup_internal.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>

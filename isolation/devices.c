@@ -13,7 +13,8 @@
 
 #include "bpf/devices_types.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 #include "devices.skel.h"
 
 #define PROC_DEVICES_MAX (64 * 1024)

@@ -26,7 +26,8 @@
 #include <string.h>
 
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/parse.h"
 
 /* ---- NVML declarations ------------------------------------------------------------------ */
 

@@ -3,7 +3,9 @@
 #include "isolation/cgroup.h"
 #include "isolation/seccomp.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,6 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,8 @@
 #include <unistd.h>
 
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/error.h"
+#include "common/fileio.h"
 
 /* Bounds on everything a profile controls. */
 #define SBX_PROFILE_MAX_BYTES	(1024 * 1024)
@@ -72,18 +72,6 @@ __asm__(".pushsection .rodata\n"
 	".popsection\n");
 extern const char sbx_profile_default_json[];
 extern const char sbx_profile_strict_json[];
-
-_printf_(3, 4) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 /* A user string made safe to quote in a message: printable ASCII, at most SBX_NAME_MAX. */
 static const char *quote_user(const char *s, char buf[static SBX_NAME_MAX + 4])
@@ -145,8 +133,8 @@ static int check_keys(const json_t *obj, const char *path, const char *const *al
 			if (strcmp(key, allowed[i]) == 0)
 				ok = true;
 		if (!ok)
-			return fail(err, errlen, "%s%s%s: unknown key", path, *path ? "." : "",
-				    quote_user(key, q));
+			return err_set(err, errlen, -EINVAL, "%s%s%s: unknown key", path,
+				       *path ? "." : "", quote_user(key, q));
 	}
 	return 0;
 }
@@ -162,7 +150,8 @@ static int want_type(const json_t *v, json_type t, const char *path, char *err, 
 
 	if (json_typeof(v) == t)
 		return 0;
-	return fail(err, errlen, "%s: must be %s, not %s", path, names[t], type_name(v));
+	return err_set(err, errlen, -EINVAL, "%s: must be %s, not %s", path, names[t],
+		       type_name(v));
 }
 
 static int want_array(const json_t *v, size_t max, const char *path, char *err, size_t errlen)
@@ -172,8 +161,8 @@ static int want_array(const json_t *v, size_t max, const char *path, char *err, 
 	if (r < 0)
 		return r;
 	if (json_array_size(v) > max)
-		return fail(err, errlen, "%s: too many entries (%zu, at most %zu)", path,
-			    json_array_size(v), max);
+		return err_set(err, errlen, -EINVAL, "%s: too many entries (%zu, at most %zu)",
+			       path, json_array_size(v), max);
 	return 0;
 }
 
@@ -232,8 +221,8 @@ static int parse_errno(const json_t *num, const char *num_path, const json_t *na
 			return r;
 		e = json_integer_value(num);
 		if (e < 0 || e > SBX_MAX_ERRNO)
-			return fail(err, errlen, "%s: %lld out of range 0..%d", num_path,
-				    (long long)e, SBX_MAX_ERRNO);
+			return err_set(err, errlen, -EINVAL, "%s: %lld out of range 0..%d",
+				       num_path, (long long)e, SBX_MAX_ERRNO);
 	}
 	if (name) {
 		int n;
@@ -243,11 +232,12 @@ static int parse_errno(const json_t *num, const char *num_path, const json_t *na
 			return r;
 		n = errno_by_name(json_string_value(name));
 		if (n < 0)
-			return fail(err, errlen, "%s: unknown errno name \"%s\"", name_path,
-				    quote_user(json_string_value(name), q));
+			return err_set(err, errlen, -EINVAL, "%s: unknown errno name \"%s\"",
+				       name_path, quote_user(json_string_value(name), q));
 		if (num && e != n)
-			return fail(err, errlen, "%s: \"%s\" (%d) disagrees with %s (%lld)",
-				    name_path, json_string_value(name), n, num_path, (long long)e);
+			return err_set(err, errlen, -EINVAL,
+				       "%s: \"%s\" (%d) disagrees with %s (%lld)", name_path,
+				       json_string_value(name), n, num_path, (long long)e);
 		e = n;
 	}
 	if (num || name)
@@ -277,18 +267,20 @@ static int parse_action(const json_t *v, const char *path, const json_t *errno_v
 		if (strcmp(s, action_names[i].name) == 0)
 			act = action_names[i].act;
 	if (strcmp(s, "SCMP_ACT_NOTIFY") == 0)
-		return fail(err, errlen,
-			    "%s: action \"SCMP_ACT_NOTIFY\" is not supported (no listener)", path);
+		return err_set(err, errlen, -EINVAL,
+			       "%s: action \"SCMP_ACT_NOTIFY\" is not supported (no listener)",
+			       path);
 	if (act == _SBX_ACT_INVALID)
-		return fail(err, errlen, "%s: unknown action \"%s\"", path, quote_user(s, q));
+		return err_set(err, errlen, -EINVAL, "%s: unknown action \"%s\"", path,
+			       quote_user(s, q));
 
 	if (act == SBX_ACT_TRACE)
 		e = 0;
 	if (errno_v || errname_v) {
 		if (act != SBX_ACT_ERRNO && act != SBX_ACT_TRACE)
-			return fail(err, errlen,
-				    "%s: only valid with SCMP_ACT_ERRNO or SCMP_ACT_TRACE",
-				    errno_v ? errno_path : errname_path);
+			return err_set(err, errlen, -EINVAL,
+				       "%s: only valid with SCMP_ACT_ERRNO or SCMP_ACT_TRACE",
+				       errno_v ? errno_path : errname_path);
 		r = parse_errno(errno_v, errno_path, errname_v, errname_path, &e, err, errlen);
 		if (r < 0)
 			return r;
@@ -381,7 +373,8 @@ static int parse_arch(const json_t *v, const char *path, bool aliases, uint32_t 
 								       : arch_names[i].token;
 			return 0;
 		}
-	return fail(err, errlen, "%s: unknown architecture \"%s\"", path, quote_user(s, q));
+	return err_set(err, errlen, -EINVAL, "%s: unknown architecture \"%s\"", path,
+		       quote_user(s, q));
 }
 
 static int add_arch(scmp_filter_ctx ctx, uint32_t token, const char *path, char *err, size_t errlen)
@@ -392,8 +385,9 @@ static int add_arch(scmp_filter_ctx ctx, uint32_t token, const char *path, char 
 		return 0; /* not this node's: no syscall can arrive through it */
 	r = seccomp_arch_add(ctx, token);
 	if (r < 0 && r != -EEXIST)
-		return fail(err, errlen, "%s: architecture not supported by libseccomp: %s", path,
-			    strerror(-r));
+		return err_set(err, errlen, -EINVAL,
+			       "%s: architecture not supported by libseccomp: %s", path,
+			       strerror(-r));
 	return 0;
 }
 
@@ -502,7 +496,8 @@ static int eval_filter(const json_t *v, const char *path, bool *ret_match, bool 
 			return r;
 		want = kernel_version_code(json_string_value(a));
 		if (want < 0)
-			return fail(err, errlen, "%s: not a kernel version like \"5.8\"", p);
+			return err_set(err, errlen, -EINVAL,
+				       "%s: not a kernel version like \"5.8\"", p);
 		have = running_kernel_code();
 		empty = false;
 		match = match && have >= want;
@@ -549,11 +544,11 @@ static int parse_arg(const json_t *v, const char *path, struct scmp_arg_cmp *ret
 	val2 = jget(v, "valueTwo");
 	op = jget(v, "op");
 	if (!idx)
-		return fail(err, errlen, "%s.index: missing", path);
+		return err_set(err, errlen, -EINVAL, "%s.index: missing", path);
 	if (!val)
-		return fail(err, errlen, "%s.value: missing", path);
+		return err_set(err, errlen, -EINVAL, "%s.value: missing", path);
 	if (!op)
-		return fail(err, errlen, "%s.op: missing", path);
+		return err_set(err, errlen, -EINVAL, "%s.op: missing", path);
 
 	snprintf(p, sizeof(p), "%s.index", path);
 	r = want_type(idx, JSON_INTEGER, p, err, errlen);
@@ -561,8 +556,8 @@ static int parse_arg(const json_t *v, const char *path, struct scmp_arg_cmp *ret
 		return r;
 	i = json_integer_value(idx);
 	if (i < 0 || i >= SBX_MAX_ARGS)
-		return fail(err, errlen, "%s: argument index %lld out of range 0..%d", p,
-			    (long long)i, SBX_MAX_ARGS - 1);
+		return err_set(err, errlen, -EINVAL, "%s: argument index %lld out of range 0..%d",
+			       p, (long long)i, SBX_MAX_ARGS - 1);
 	snprintf(p, sizeof(p), "%s.value", path);
 	r = want_type(val, JSON_INTEGER, p, err, errlen);
 	if (r < 0)
@@ -583,12 +578,13 @@ static int parse_arg(const json_t *v, const char *path, struct scmp_arg_cmp *ret
 		if (strcmp(json_string_value(op), op_names[k].name) == 0)
 			ret->op = op_names[k].op;
 	if (ret->op == _SCMP_CMP_MIN)
-		return fail(err, errlen, "%s: unknown operator \"%s\"", p,
-			    quote_user(json_string_value(op), q));
+		return err_set(err, errlen, -EINVAL, "%s: unknown operator \"%s\"", p,
+			       quote_user(json_string_value(op), q));
 	ret->datum_a = (scmp_datum_t)json_integer_value(val);
 	ret->datum_b = val2 ? (scmp_datum_t)json_integer_value(val2) : 0;
 	if (ret->op != SCMP_CMP_MASKED_EQ && ret->datum_b != 0)
-		return fail(err, errlen, "%s.valueTwo: only used with SCMP_CMP_MASKED_EQ", path);
+		return err_set(err, errlen, -EINVAL,
+			       "%s.valueTwo: only used with SCMP_CMP_MASKED_EQ", path);
 	return 0;
 }
 
@@ -671,7 +667,7 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 
 	v = jget(e, "action");
 	if (!v)
-		return fail(err, errlen, "%s.action: missing", path);
+		return err_set(err, errlen, -EINVAL, "%s.action: missing", path);
 	snprintf(p, sizeof(p), "%s.action", path);
 	{
 		char pe[96];
@@ -728,16 +724,16 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 	names = jget(e, "names");
 	name = jget(e, "name");
 	if (names && name)
-		return fail(err, errlen, "%s: both \"names\" and \"name\" given", path);
+		return err_set(err, errlen, -EINVAL, "%s: both \"names\" and \"name\" given", path);
 	if (!names && !name)
-		return fail(err, errlen, "%s.names: missing", path);
+		return err_set(err, errlen, -EINVAL, "%s.names: missing", path);
 	if (names) {
 		snprintf(p, sizeof(p), "%s.names", path);
 		r = want_array(names, SBX_MAX_NAMES_PER_ENTRY, p, err, errlen);
 		if (r < 0)
 			return r;
 		if (json_array_size(names) == 0)
-			return fail(err, errlen, "%s: empty", p);
+			return err_set(err, errlen, -EINVAL, "%s: empty", p);
 	}
 
 	for (size_t i = 0; i < (names ? json_array_size(names) : 1); i++) {
@@ -768,25 +764,27 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 					note_skipped(st, s);
 				continue;
 			}
-			return fail(err, errlen, "%s: unknown syscall \"%s\"", p, quote_user(s, q));
+			return err_set(err, errlen, -EINVAL, "%s: unknown syscall \"%s\"", p,
+				       quote_user(s, q));
 		}
 		if (!match || action == st->default_action)
 			continue; /* OCI: a rule equal to the default is a no-op */
 		if (++st->nrules > SBX_MAX_RULES)
-			return fail(err, errlen, "%s: too many rules (at most %d)", p,
-				    SBX_MAX_RULES);
+			return err_set(err, errlen, -EINVAL, "%s: too many rules (at most %d)", p,
+				       SBX_MAX_RULES);
 		r = seccomp_rule_add_array(st->ctx, action, nr, nargs, cmps);
 		if (r < 0)
-			return fail(err, errlen, "%s: rule for \"%s\" rejected by libseccomp: %s",
-				    p, s, strerror(-r));
+			return err_set(err, errlen, -EINVAL,
+				       "%s: rule for \"%s\" rejected by libseccomp: %s", p, s,
+				       strerror(-r));
 		if (st->nctx && notify_action(action) != st->ndefault) {
 			r = seccomp_rule_add_array(st->nctx, notify_action(action), nr, nargs,
 						   cmps);
 			if (r < 0)
-				return fail(err, errlen,
-					    "%s: rule for \"%s\" rejected by libseccomp (audit "
-					    "variant): %s",
-					    p, s, strerror(-r));
+				return err_set(err, errlen, -EINVAL,
+					       "%s: rule for \"%s\" rejected by libseccomp (audit "
+					       "variant): %s",
+					       p, s, strerror(-r));
 		}
 	}
 	return 0;
@@ -809,19 +807,20 @@ static int export_prog(scmp_filter_ctx ctx, struct sock_filter **ret, size_t *re
 		return -errno;
 	r = seccomp_export_bpf(ctx, fd);
 	if (r < 0) {
-		fail(err, errlen, "exporting the BPF program failed: %s", strerror(-r));
-		return r;
+		return err_set(err, errlen, r, "exporting the BPF program failed: %s",
+			       strerror(-r));
 	}
 	if (fstat(fd, &stb) < 0)
 		return -errno;
 	size = (size_t)stb.st_size;
 	if (size == 0 || size % sizeof(struct sock_filter) != 0)
-		return fail(err, errlen, "exported BPF program has a bad size (%zu bytes)", size);
+		return err_set(err, errlen, -EINVAL,
+			       "exported BPF program has a bad size (%zu bytes)", size);
 	n = size / sizeof(struct sock_filter);
 	if (n > BPF_MAXINSNS) {
-		fail(err, errlen, "profile compiles to %zu BPF instructions (kernel limit %d)", n,
-		     BPF_MAXINSNS);
-		return -E2BIG;
+		return err_set(err, errlen, -E2BIG,
+			       "profile compiles to %zu BPF instructions (kernel limit %d)", n,
+			       BPF_MAXINSNS);
 	}
 	insns = malloc(size);
 	if (!insns)
@@ -928,8 +927,8 @@ static int parse_flags(const json_t *v, unsigned int *ret, char *err, size_t err
 				found = true;
 			}
 		if (!found)
-			return fail(err, errlen, "%s: unknown flag \"%s\"", p,
-				    quote_user(json_string_value(e), q));
+			return err_set(err, errlen, -EINVAL, "%s: unknown flag \"%s\"", p,
+				       quote_user(json_string_value(e), q));
 	}
 	return 0;
 }
@@ -977,14 +976,13 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 	if (!json || !ret || (flags & ~SBX_COMPILE_NOTIFY))
 		return -EINVAL;
 	if (len > SBX_PROFILE_MAX_BYTES) {
-		fail(err, errlen, "profile too large (%zu bytes, at most %d)", len,
-		     SBX_PROFILE_MAX_BYTES);
-		return -E2BIG;
+		return err_set(err, errlen, -E2BIG, "profile too large (%zu bytes, at most %d)",
+			       len, SBX_PROFILE_MAX_BYTES);
 	}
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return fail(err, errlen, "line %d column %d: %s", jerr.line, jerr.column,
-			    jerr.text);
+		return err_set(err, errlen, -EINVAL, "line %d column %d: %s", jerr.line,
+			       jerr.column, jerr.text);
 	r = want_type(root, JSON_OBJECT, "profile", err, errlen);
 	if (r < 0)
 		return r;
@@ -1000,7 +998,7 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 	}
 	v = jget(root, "defaultAction");
 	if (!v)
-		return fail(err, errlen, "defaultAction: missing");
+		return err_set(err, errlen, -EINVAL, "defaultAction: missing");
 	r = parse_action(v, "defaultAction", jget(root, "defaultErrnoRet"), "defaultErrnoRet",
 			 jget(root, "defaultErrno"), "defaultErrno", &st.default_action, err,
 			 errlen);
@@ -1044,14 +1042,14 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 		st.ndefault = notify_action(st.default_action);
 		nctx = seccomp_init(st.ndefault);
 		if (!nctx) {
-			fail(err, errlen, "seccomp user notification is not supported here");
-			return -EOPNOTSUPP;
+			return err_set(err, errlen, -EOPNOTSUPP,
+				       "seccomp user notification is not supported here");
 		}
 		r = seccomp_attr_set(nctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_NOTIFY);
 		if (r < 0) {
-			fail(err, errlen, "seccomp user notification is not supported here: %s",
-			     strerror(-r));
-			return -EOPNOTSUPP;
+			return err_set(err, errlen, -EOPNOTSUPP,
+				       "seccomp user notification is not supported here: %s",
+				       strerror(-r));
 		}
 		st.nctx = nctx;
 	}
@@ -1097,7 +1095,7 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 				return r;
 			a = jget(m, "architecture");
 			if (!a)
-				return fail(err, errlen, "%s.architecture: missing", p);
+				return err_set(err, errlen, -EINVAL, "%s.architecture: missing", p);
 			snprintf(ps, sizeof(ps), "%s.architecture", p);
 			r = parse_arch(a, ps, false, &tok, err, errlen);
 			if (r < 0)
@@ -1209,14 +1207,15 @@ int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned i
 			return -ENOMEM;
 	} else {
 		if (!profile_name_valid(name_or_path))
-			return fail(err, errlen, "seccomp profile \"%s\": not a valid name",
-				    quote_user(name_or_path, q));
+			return err_set(err, errlen, -EINVAL,
+				       "seccomp profile \"%s\": not a valid name",
+				       quote_user(name_or_path, q));
 		if (!dir) {
-			fail(err, errlen,
-			     "seccomp profile \"%s\": unknown (built-in: default, strict, "
-			     "unconfined)",
-			     name_or_path);
-			return -ENOENT;
+			return err_set(
+			    err, errlen, -ENOENT,
+			    "seccomp profile \"%s\": unknown (built-in: default, strict, "
+			    "unconfined)",
+			    name_or_path);
 		}
 		if (asprintf(&path, "%s/%s.json", dir, name_or_path) < 0)
 			return -ENOMEM;
@@ -1228,15 +1227,16 @@ int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned i
 	r = read_file(path, SBX_PROFILE_MAX_BYTES, &text, &len);
 	if (r < 0) {
 		if (r == -EFBIG)
-			fail(err, errlen, "%s%slarger than %d bytes", pfx, *pfx ? ": " : "",
-			     SBX_PROFILE_MAX_BYTES);
+			err_set(err, errlen, -EINVAL, "%s%slarger than %d bytes", pfx,
+				*pfx ? ": " : "", SBX_PROFILE_MAX_BYTES);
 		else
-			fail(err, errlen, "%s%s%s", pfx, *pfx ? ": " : "", strerror(-r));
+			err_set(err, errlen, -EINVAL, "%s%s%s", pfx, *pfx ? ": " : "",
+				strerror(-r));
 		return r;
 	}
 	r = sbx_profile_compile_flags(text, len, flags, ret, sub, sizeof(sub));
 	if (r < 0 || sub[0])
-		fail(err, errlen, "%s%s%s", pfx, *pfx ? ": " : "", sub);
+		err_set(err, errlen, -EINVAL, "%s%s%s", pfx, *pfx ? ": " : "", sub);
 	return r;
 }
 

@@ -17,7 +17,7 @@
 #include "isolation/launch.h"
 #include "isolation/seccomp.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/growbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>

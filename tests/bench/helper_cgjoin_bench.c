@@ -6,7 +6,7 @@
  * writer then waits for an RCU grace period). Rounds alternate; prints the median per mode
  * and the ratio.
  */
-#include "common/util.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,7 +27,7 @@
 #include "accounting/record.h"
 #include "collector/store.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/parse.h"
 
 static const char *const accounts[] = {"physics", "chem", "bio", "astro", "ml", "geo"};
 static const char *const users[] = {"alice", "bob",   "carol", "dave", "erin",

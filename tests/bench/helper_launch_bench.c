@@ -16,7 +16,7 @@
  * Prints: mode n median_us p99_us mean_us (or launches/s).
  */
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -38,7 +38,8 @@
 
 #include "bpf/meter.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 #include "tests/bench/bench_stats.h"
 #include "switch_floor.skel.h"
 

@@ -18,7 +18,9 @@
 
 #include "accounting/spool.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 #include "tests/bench/bench_stats.h"
 
 #define FRAME 24 /* spool entry header, so the baseline writes the same number of bytes */

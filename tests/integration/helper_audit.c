@@ -36,7 +36,8 @@
 
 #include "bpf/audit.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/parse.h"
 
 #define TASK_KEY 0xa0d17001ULL
 

@@ -23,7 +23,7 @@
 
 #include "accounting/record.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/parse.h"
 
 #define T0_NS (1772323200ULL * NSEC_PER_SEC) /* 2026-03-01T00:00:00Z */
 

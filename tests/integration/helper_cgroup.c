@@ -19,7 +19,8 @@
 #include <libcgroup.h>
 
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 #include "isolation/cgroup.h"
 
 static int failures;

@@ -28,7 +28,9 @@
 
 #include "bpf/cuda.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 #include "isolation/devices.h"
 #include "isolation/gpu.h"
 

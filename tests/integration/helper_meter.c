@@ -38,7 +38,9 @@
 #include "bpf/meter.h"
 #include "bpf/taskstats.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 
 #define TASK_KEY 0xc0ffee01ULL
 

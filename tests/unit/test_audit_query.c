@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "collector/audit_query.h"
-#include "common/util.h"
+#include "common/clock.h"
 
 static void expect_bad(const char *key, const char *value, const char *in_err)
 {

@@ -24,7 +24,7 @@
 #include <linux/magic.h>
 
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/fileio.h"
 #include "isolation/cgroup.h"
 #include "isolation/cgroup_internal.h"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Job spec, agent config and the checked parsers of common/util. */
+/* Job spec, agent config and the checked parsers of common/parse. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,9 @@
 #include "agent/config.h"
 #include "agent/spec.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>

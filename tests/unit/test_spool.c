@@ -18,7 +18,7 @@
 
 #include "accounting/spool.h"
 #include "common/macro.h"
-#include "common/syncer.h"
+#include "accounting/syncer.h"
 
 #define HDR 24
 

@@ -30,7 +30,8 @@
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
 #include "common/macro.h"
-#include "common/util.h"
+#include "common/clock.h"
+#include "common/fileio.h"
 
 #define MAX_IDS 4096
 

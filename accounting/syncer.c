@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "common/syncer.h"
+#include "accounting/syncer.h"
 
 #include <errno.h>
 #include <pthread.h>

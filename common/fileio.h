@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* Whole-file reads and writes, atomic replace, mkdir -p. All return 0 or a negative errno. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Read a whole file (at most max bytes; -EFBIG beyond), NUL-terminated. */
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len);
+/* Read a file holding one unsigned integer (trailing newline allowed). */
+int read_u64_file_at(int dirfd, const char *name, uint64_t *ret);
+/* Write a string to an existing file (cgroupfs style: one write). */
+int write_file_at(int dirfd, const char *name, const char *s);
+/* Write tmp + fsync + rename + fsync(dir). */
+int write_file_atomic(const char *path, const void *buf, size_t len, mode_t mode);
+/*
+ * Write tmp + rename, no fsync: atomic against a crash of the process (readers see the old or
+ * the new content), not against power loss. For state that is void after a reboot anyway.
+ */
+int write_file_replace(const char *path, const void *buf, size_t len, mode_t mode);
+/* mkdir -p with mode. */
+int mkdir_p(const char *path, mode_t mode);
