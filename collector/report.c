@@ -612,6 +612,7 @@ static int open_cb(const struct coll_open_row *row, void *ud)
 		for (int s = 0; s < _COLL_SUM_MAX; s++)
 			o->v[s] = coll_sum_is_count(s) ? 0 : row->v[s] * frac;
 		o->v[REPORT_Q_RUNNING] = last ? 1 : 0;
+		o->v[COLL_SUM_CARRIED_TASKS] = last ? 0 : 1; /* runs on into the next day */
 		o->account = intern(&rd->strs, row->account);
 		o->user = intern(&rd->strs, row->user);
 		o->job = intern(&rd->strs, row->job);
@@ -687,6 +688,8 @@ static int mcells_build(struct reader *rd)
 			return -ENOMEM;
 		mc = &rd->mcells[rd->nm++];
 		*mc = *c;
+		if (!coll_day_is_month_end(c->day)) /* the month's last day's only */
+			mc->v[COLL_SUM_CARRIED_TASKS] = 0;
 		snprintf(month, sizeof(month), "%.7s", c->day);
 		mc->day = intern(&rd->strs, month);
 		if (!mc->day)
@@ -712,7 +715,12 @@ static int open_parts(struct reader *rd)
 		if (!c || !pc)
 			return -EIO; /* cannot happen: a cell was added for every share */
 		if (rd->spec->parts) {
-			r = part_add(rd, pc, PART_JOB, NULL, NULL, o->job, o->node, o->v,
+			double v[REPORT_Q_MAX];
+
+			memcpy(v, o->v, sizeof(v));
+			if (pc != c && !coll_day_is_month_end(o->day)) /* a month part */
+				v[COLL_SUM_CARRIED_TASKS] = 0;
+			r = part_add(rd, pc, PART_JOB, NULL, NULL, o->job, o->node, v,
 				     REPORT_Q_MAX);
 			if (r < 0)
 				return r;
@@ -783,51 +791,52 @@ static int64_t to_cents(double money)
 	return (int64_t)c;
 }
 
-void report_apportion(int64_t total, const double *w, size_t n, int64_t *out)
+int64_t report_weight(double money)
 {
-	double sum = 0;
+	const double u = round(money * 10000.0);
+
+	if (!(u > 0))
+		return 0;
+	return u > 1e18 ? (int64_t)1e18 : (int64_t)u;
+}
+
+void report_apportion(int64_t total, const int64_t *w, size_t n, int64_t *out)
+{
+	__int128 sum = 0;
 	int64_t given = 0;
 
 	if (n == 0)
 		return;
 	for (size_t i = 0; i < n; i++)
 		sum += w[i] > 0 ? w[i] : 0;
-	if (!(sum > 0)) {
-		memset(out, 0, n * sizeof(*out));
-		out[n - 1] = total;
+	memset(out, 0, n * sizeof(*out));
+	if (sum == 0 || total <= 0) {
+		out[0] = total;
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		double share = w[i] > 0 ? (double)total * (w[i] / sum) : 0;
-
-		out[i] = (int64_t)floor(share);
-		if (out[i] < 0)
-			out[i] = 0;
+		out[i] = (int64_t)((__int128)total * (w[i] > 0 ? w[i] : 0) / sum);
 		given += out[i];
 	}
-	/* hand out the rest one cent at a time, largest fractional part first */
+	/* fewer than n cents left: one each to the largest remainders (total * w mod sum) among
+	 * the parts that have none yet, ties to the lower index */
 	while (given < total) {
-		size_t best = n - 1;
-		double bestf = -1;
+		__int128 best_rem = -1;
+		size_t best = 0;
 
 		for (size_t i = 0; i < n; i++) {
-			double share = w[i] > 0 ? (double)total * (w[i] / sum) : 0;
-			double f = share - (double)out[i];
+			const __int128 p = (__int128)total * (w[i] > 0 ? w[i] : 0);
 
-			if (f > bestf) {
-				bestf = f;
+			if (out[i] > (int64_t)(p / sum))
+				continue; /* had its cent */
+			if (p % sum > best_rem) {
+				best_rem = p % sum;
 				best = i;
 			}
 		}
 		out[best]++;
 		given++;
 	}
-	/* floating error the other way (cannot normally happen) */
-	for (size_t i = 0; given > total && i < n; i++)
-		while (out[i] > 0 && given > total) {
-			out[i]--;
-			given--;
-		}
 }
 
 /* ---- grouping ---- */
@@ -843,6 +852,8 @@ struct group {
 
 struct groups {
 	size_t n_dims;
+	bool carry; /* the cells added now end on their period's last day: their carried count
+		     * is the period's */
 	struct group *v;
 	size_t n, cap;
 	size_t *slot; /* index + 1 into v, 0 = free */
@@ -915,7 +926,8 @@ static int group_add(struct groups *g, const char *period, const char *day, cons
 		g->slot[j] = ++g->n;
 	}
 	for (int s = 0; s < REPORT_Q_MAX; s++)
-		x->q[s] += q[s];
+		if (s != COLL_SUM_CARRIED_TASKS || g->carry)
+			x->q[s] += q[s];
 	for (int k = 0; k < _REPORT_COST_MAX; k++)
 		x->cents[k] += cents[k];
 	return 0;
@@ -971,7 +983,8 @@ static void cell_cents(const struct reader *rd, const struct cell *c, int64_t ce
 struct emit {
 	struct reader *rd;
 	struct groups *g;
-	const char *none; /* interned NONE_VAL */
+	const char *none;      /* interned NONE_VAL */
+	const char *carry_day; /* the day (or month) g->carry was set for */
 };
 
 /* The value of dimension d for a part; an empty or missing value (no account, a blank label,
@@ -1014,10 +1027,29 @@ static void rest_clean(double *rest, const double *whole)
 			rest[s] = 0;
 }
 
+struct key_sort {
+	const char *const (*keys)[REPORT_DIMS_MAX];
+	size_t n_dims;
+};
+
+static int key_sort_cmp(const void *x, const void *y, void *ud)
+{
+	const struct key_sort *ks = ud;
+	const size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	int r = 0;
+
+	for (size_t d = 0; !r && d < ks->n_dims; d++)
+		r = strcmp(ks->keys[a][d], ks->keys[b][d]);
+	return r ? r : (a > b) - (a < b);
+}
+
 /*
- * Splits cell c (cents already rounded) into n parts: parts[i] quantities q[i], keyed by
- * label[i] / part[i]. The cents of each component are apportioned by the parts' unrounded
- * money at price set p[i], so the parts sum to the cell exactly.
+ * Splits cell c (cents already rounded) into its report rows: parts[i] has quantities q[i],
+ * keyed by label[i] / part[i]; the parts of one key (row) are taken together. The cents of
+ * each component are apportioned to the keys by report_apportion, weighted by the keys'
+ * money (report_weight of the sum of their parts' money at price set p[i]), the keys in
+ * ascending order (ties to the lowest key), so the rows sum to the cell exactly and anyone
+ * can compute the same cents from the same quantities.
  */
 static int emit_parts(const struct emit *e, const struct cell *c, const char *period,
 		      const int64_t cents[], size_t n, const double *const *q,
@@ -1025,35 +1057,56 @@ static int emit_parts(const struct emit *e, const struct cell *c, const char *pe
 		      const struct lcell *const *part)
 {
 	const struct report_spec *spec = e->rd->spec;
-	_cleanup_free_ double *w = calloc(n * _REPORT_COST_MAX, sizeof(double));
+	_cleanup_free_ const char *(*keys)[REPORT_DIMS_MAX] = calloc(n, sizeof(*keys));
+	_cleanup_free_ size_t *idx = calloc(n, sizeof(size_t)), *kof = calloc(n, sizeof(size_t));
+	_cleanup_free_ double *mk = calloc(n * _REPORT_COST_MAX, sizeof(double));
+	_cleanup_free_ int64_t *w = calloc(n * _REPORT_COST_MAX, sizeof(int64_t));
 	_cleanup_free_ int64_t *out = calloc(n * _REPORT_COST_MAX, sizeof(int64_t));
+	struct key_sort ks = {.keys = (const char *const(*)[REPORT_DIMS_MAX])keys,
+			      .n_dims = spec->n_dims};
 	double m[_REPORT_COST_MAX];
+	size_t nk = 0;
 
-	if (!w || !out)
+	if (!keys || !idx || !kof || !mk || !w || !out)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
+		idx[i] = i;
+		for (size_t d = 0; d < spec->n_dims; d++)
+			keys[i][d] =
+			    dim_value(e, d, c, label ? label[i] : NULL, part ? part[i] : NULL);
+	}
+	qsort_r(idx, n, sizeof(*idx), key_sort_cmp, &ks);
+	for (size_t j = 0; j < n; j++) {
+		const size_t i = idx[j];
+
+		/* keys are interned: equal keys are equal pointers */
+		if (j == 0 || memcmp(keys[i], keys[idx[j - 1]], spec->n_dims * sizeof(char *)))
+			nk++;
+		kof[i] = nk - 1;
 		price_quantities(q[i], p[i], m);
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
-			w[(size_t)k * n + i] = m[k];
+			mk[kof[i] * _REPORT_COST_MAX + (size_t)k] += m[k];
 	}
+	for (size_t j = 0; j < nk; j++)
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			w[(size_t)k * nk + j] = report_weight(mk[j * _REPORT_COST_MAX + (size_t)k]);
 	for (int k = 0; k < _REPORT_COST_MAX; k++)
 		if (k != REPORT_COST_TOTAL)
-			report_apportion(cents[k], &w[(size_t)k * n], n, &out[(size_t)k * n]);
-	for (size_t i = 0; i < n; i++) {
-		const char *key[REPORT_DIMS_MAX];
+			report_apportion(cents[k], &w[(size_t)k * nk], nk, &out[(size_t)k * nk]);
+	for (size_t j = 0; j < n; j++) {
+		const size_t i = idx[j], key = kof[i];
+		const bool first = j == 0 || kof[idx[j - 1]] != key;
 		int64_t pc[_REPORT_COST_MAX] = {0};
 		int r;
 
-		for (size_t d = 0; d < spec->n_dims; d++)
-			key[d] = dim_value(e, d, c, label ? label[i] : NULL, part ? part[i] : NULL);
-		for (int k = 0; k < _REPORT_COST_MAX; k++) {
+		for (int k = 0; first && k < _REPORT_COST_MAX; k++) {
 			if (k == REPORT_COST_TOTAL)
 				continue;
-			pc[k] = out[(size_t)k * n + i];
+			pc[k] = out[(size_t)k * nk + key];
 			if (k < REPORT_COST_TOTAL)
 				pc[REPORT_COST_TOTAL] += pc[k];
 		}
-		r = group_add(e->g, period, c->day, key, q[i], pc);
+		r = group_add(e->g, period, c->day, keys[i], q[i], pc);
 		if (r < 0)
 			return r;
 	}
@@ -1149,7 +1202,7 @@ static int emit_job_label(const struct emit *e, const struct cell *c, const char
 }
 
 /* Groups the parts of cell c (a day cell, or a month cell) with its cents. */
-static int emit_cell(const struct emit *e, const struct cell *c, const int64_t cents[])
+static int emit_cell(struct emit *e, const struct cell *c, const int64_t cents[])
 {
 	const struct reader *rd = e->rd;
 	const struct report_spec *spec = rd->spec;
@@ -1162,6 +1215,19 @@ static int emit_cell(const struct emit *e, const struct cell *c, const int64_t c
 	period = intern(&e->rd->strs, pbuf);
 	if (!period)
 		return -ENOMEM;
+	if (c->day != e->carry_day) { /* cells come sorted by day (then month) */
+		char first[11], last[11], cday[11];
+
+		period_days(spec, rd->to_last, c->day, first, last);
+		if (strlen(c->day) == 7) { /* a whole month: its last day */
+			day_add(c->day, 31, cday);
+			snprintf(cday + 7, 4, "-01");
+			day_add(cday, -1, cday);
+		} else
+			snprintf(cday, sizeof(cday), "%s", c->day);
+		e->carry_day = c->day;
+		e->g->carry = strcmp(cday, last) == 0;
+	}
 
 	if (spec->parts && c->first_part >= 0 && spec->label_key[0])
 		return emit_job_label(e, c, period, cents);
@@ -1429,7 +1495,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
 			ret->days[ret->n_days - 1].cents[k] += cents[k];
 		for (int q = 0; q < REPORT_Q_MAX; q++)
-			ret->total.q[q] += c->v[q];
+			if (q != COLL_SUM_CARRIED_TASKS || strcmp(c->day, rd.to_last) == 0)
+				ret->total.q[q] += c->v[q];
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
 			ret->total.cents[k] += cents[k];
 		if (in_full_month(&rd, c->day)) {
@@ -1477,6 +1544,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 			}
 		}
 		memcpy(row->q, g.v[i].q, sizeof(row->q));
+		row->q[REPORT_Q_ACTIVE] = report_row_active(row);
 		memcpy(row->cents, g.v[i].cents, sizeof(row->cents));
 	}
 	if (spec->top && ret->n > spec->top) {
@@ -1487,6 +1555,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		ret->n = spec->top;
 	} else if (spec->top)
 		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
+	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);
 	memcpy(ret->total.period, "total", 6);
 	memcpy(ret->total.first_day, spec->from, 11);
 	day_add(spec->to, -1, ret->total.last_day);
@@ -1528,6 +1597,11 @@ static double eff(double used, double charged)
 	e = used / charged;
 	/* used <= charged per task; sums of parts (a label's rest) may differ by a rounding */
 	return e > 1 ? 1 : e > 0 ? e : 0;
+}
+
+double report_row_active(const struct report_row *row)
+{
+	return row->q[COLL_SUM_TASKS] + row->q[REPORT_Q_RUNNING] + row->q[COLL_SUM_CARRIED_TASKS];
 }
 
 double report_cpu_eff(const struct report_row *row)
@@ -1698,7 +1772,8 @@ static const struct {
 	const char *name;
 	int q;
 } count_cols[] = {
-    {"tasks", COLL_SUM_TASKS},
+    {"tasks_ended", COLL_SUM_TASKS},
+    {"tasks_active", REPORT_Q_ACTIVE},
     {"tasks_without_request", COLL_SUM_NO_REQUEST_TASKS},
     {"running_tasks", REPORT_Q_RUNNING},
     {"failed_tasks", COLL_SUM_FAILED_TASKS},
@@ -1843,8 +1918,10 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 
 static const char *const period_names[] = {"day", "week", "month", "all"};
 static const char note_limits[] =
-    "tasks counts the tasks that ended in the period, running_tasks those still running at its "
-    "end (charged from their latest sample); usage and cost are split over the days a task ran; "
+    "tasks_ended counts the tasks that ended in the period, running_tasks those still running at "
+    "its end (charged from their latest sample), tasks_active those that ran at least partly in "
+    "it (ended, running, or running on past its last day; not additive over periods); usage and "
+    "cost are split over the days a task ran; "
     "failed_tasks did not exit 0, oom_killed and the other limits count the tasks killed by it";
 static const char note_eff[] =
     "efficiency = used / charged, where a task is charged max(requested, used): a task without "
@@ -1919,9 +1996,9 @@ static void write_table(const struct report *r, FILE *f)
 		fputc(' ', f);
 		term_str(f, h, kw[d]);
 	}
-	fprintf(f, " %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %6s %6s %6s\n", "TASKS", "NO_REQ",
-		"RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST", "CPU_COST", "WASTE", "CPU_EF",
-		"MEM_EF", "GPU_EF");
+	fprintf(f, " %7s %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %6s %6s %6s\n", "ENDED",
+		"ACTIVE", "NO_REQ", "RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST", "CPU_COST",
+		"WASTE", "CPU_EF", "MEM_EF", "GPU_EF");
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 		double cols[_COL_MAX];
@@ -1936,14 +2013,16 @@ static void write_table(const struct report *r, FILE *f)
 			fputc(' ', f);
 			term_str(f, i < r->n ? row->key[d] : "", kw[d]);
 		}
-		fprintf(f,
-			" %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %5.1f%% %5.1f%% "
-			"%5.1f%%\n",
-			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_NO_REQUEST_TASKS],
-			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_FAILED_TASKS],
-			row->q[COLL_SUM_OOM_KILLED], q[0], q[1], m[REPORT_COST_TOTAL],
-			m[REPORT_COST_CPU], m[REPORT_COST_WASTE], report_cpu_eff(row) * 100,
-			report_mem_eff(row) * 100, report_gpu_eff(row) * 100);
+		fprintf(
+		    f,
+		    " %7.0f %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %5.1f%% %5.1f%% "
+		    "%5.1f%%\n",
+		    row->q[COLL_SUM_TASKS], row->q[REPORT_Q_ACTIVE],
+		    row->q[COLL_SUM_NO_REQUEST_TASKS], row->q[REPORT_Q_RUNNING],
+		    row->q[COLL_SUM_FAILED_TASKS], row->q[COLL_SUM_OOM_KILLED], q[0], q[1],
+		    m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_WASTE],
+		    report_cpu_eff(row) * 100, report_mem_eff(row) * 100,
+		    report_gpu_eff(row) * 100);
 	}
 	fprintf(f, "(amounts in %s; %zu rollup rows read)\n(%s)\n(%s)\n", r->currency, r->cells,
 		note_eff, note_limits);
@@ -2007,10 +2086,20 @@ static struct hgroup *html_groups(const struct report *r, size_t *ret_n)
 
 		if (!n || key_cmp(&g[n - 1].row, &idx[i], (void *)r) != 0)
 			g[n++] = (struct hgroup){.row = idx[i], .n = 1};
+		/* the carried count of the range's last day: the group's tasks active in the
+		 * range are those ended in it, running, or carried past its end */
 		for (int q = 0; q < REPORT_Q_MAX; q++)
-			g[n - 1].q[q] += row->q[q];
+			if (q != COLL_SUM_CARRIED_TASKS ||
+			    strcmp(row->last_day, r->total.last_day) == 0)
+				g[n - 1].q[q] += row->q[q];
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
 			g[n - 1].cents[k] += row->cents[k];
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct report_row tmp = {0};
+
+		memcpy(tmp.q, g[i].q, sizeof(tmp.q));
+		g[i].q[REPORT_Q_ACTIVE] = report_row_active(&tmp);
 	}
 	qsort(g, n, sizeof(*g), hgroup_cost_cmp);
 	*ret_n = n;
@@ -2276,7 +2365,9 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 			fputs(" / ", f);
 		html_str(f, h);
 	}
-	fputs("</th><th>tasks</th><th>without request</th><th>running</th>", f);
+	fputs("</th><th>tasks ended</th><th>tasks active</th><th>without request</th>"
+	      "<th>running</th>",
+	      f);
 	for (int k = 0; k < 5; k++)
 		fprintf(f, "<th>%s</th>", comp_label[k]);
 	fputs("<th>cost</th><th>waste</th><th>CPU eff</th><th>mem eff</th><th>GPU eff</th></tr>\n",
@@ -2293,7 +2384,8 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 		      f);
 		if (!total)
 			html_key(f, r, &g[i]);
-		fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>", tmp.q[COLL_SUM_TASKS],
+		fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>",
+			tmp.q[COLL_SUM_TASKS], tmp.q[REPORT_Q_ACTIVE],
 			tmp.q[COLL_SUM_NO_REQUEST_TASKS], tmp.q[REPORT_Q_RUNNING]);
 		for (int k = 0; k <= REPORT_COST_WASTE; k++) {
 			fprintf(f, "<td class=\"%s\">", cost_names[k]);
@@ -2320,7 +2412,8 @@ static void html_rows_table(FILE *f, const struct report *r)
 		html_str(f, h);
 		fputs("</th>", f);
 	}
-	fputs("<th>tasks</th><th>without request</th><th>running</th><th>failed</th>"
+	fputs("<th>tasks ended</th><th>tasks active</th><th>without request</th><th>running</th>"
+	      "<th>failed</th>"
 	      "<th>OOM-killed</th><th>time limit</th><th>core-h</th><th>GiB-h</th><th>cost</th>"
 	      "<th>waste</th><th>CPU eff</th><th>mem eff</th></tr>\n",
 	      f);
@@ -2341,10 +2434,11 @@ static void html_rows_table(FILE *f, const struct report *r)
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
 		fprintf(f,
 			"<td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
-			"<td>%.0f</td><td>%s</td><td>%s</td><td class=\"cost\">",
-			row->q[COLL_SUM_TASKS], row->q[COLL_SUM_NO_REQUEST_TASKS],
-			row->q[REPORT_Q_RUNNING], row->q[COLL_SUM_FAILED_TASKS],
-			row->q[COLL_SUM_OOM_KILLED], row->q[COLL_SUM_TIME_LIMIT], q[0], q[1]);
+			"<td>%.0f</td><td>%.0f</td><td>%s</td><td>%s</td><td class=\"cost\">",
+			row->q[COLL_SUM_TASKS], row->q[REPORT_Q_ACTIVE],
+			row->q[COLL_SUM_NO_REQUEST_TASKS], row->q[REPORT_Q_RUNNING],
+			row->q[COLL_SUM_FAILED_TASKS], row->q[COLL_SUM_OOM_KILLED],
+			row->q[COLL_SUM_TIME_LIMIT], q[0], q[1]);
 		html_money(f, r, row->cents[REPORT_COST_TOTAL]);
 		fputs("</td><td class=\"waste\">", f);
 		html_money(f, r, row->cents[REPORT_COST_WASTE]);
@@ -2491,10 +2585,11 @@ static void write_html(const struct report *r, FILE *f)
 		"</b></div><div><span>CPU efficiency</span><b>%.1f%%</b></div>"
 		"<div><span>memory efficiency</span><b>%.1f%%</b></div>"
 		"<div><span>tasks ended</span><b>%.0f</b></div>"
+		"<div><span>tasks active</span><b>%.0f</b></div>"
 		"<div><span>without request</span><b>%.0f</b></div>"
 		"<div><span>running</span><b>%.0f</b></div></div>\n",
 		report_cpu_eff(&tot) * 100, report_mem_eff(&tot) * 100, tot.q[COLL_SUM_TASKS],
-		tot.q[COLL_SUM_NO_REQUEST_TASKS], tot.q[REPORT_Q_RUNNING]);
+		tot.q[REPORT_Q_ACTIVE], tot.q[COLL_SUM_NO_REQUEST_TASKS], tot.q[REPORT_Q_RUNNING]);
 
 	fputs("<h2>Cost per day, by component</h2>\n", f);
 	html_days_chart(f, r);

@@ -41,9 +41,13 @@ enum report_cost {
 #define REPORT_DIMS_MAX 5 /* account, user, job, node and one label */
 
 /* Quantities of a report row: the rollup sums, then tasks still running (charged from their
- * latest task.sample; counted in the last day of the report they ran in). */
+ * latest task.sample; counted in the last day of the report they ran in), then the tasks
+ * active in the row's period (ended in it, running, or carried past its last day: see
+ * report_row_active). A row's COLL_SUM_CARRIED_TASKS is that of the last day of its period
+ * (inside the range) only. */
 #define REPORT_Q_RUNNING _COLL_SUM_MAX
-#define REPORT_Q_MAX	 (_COLL_SUM_MAX + 1)
+#define REPORT_Q_ACTIVE	 (_COLL_SUM_MAX + 1)
+#define REPORT_Q_MAX	 (_COLL_SUM_MAX + 2)
 
 struct report_spec {
 	char from[11], to[11]; /* YYYY-MM-DD, from <= day < to */
@@ -106,9 +110,17 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 void report_free(struct report *r);
 int report_write(const struct report *r, enum report_format f, FILE *out);
 
-/* Split total (>= 0) into n parts proportional to w[] (>= 0) by largest remainder; the parts
- * sum to total exactly. All weight zero: everything goes to the last part. Exposed for tests. */
-void report_apportion(int64_t total, const double *w, size_t n, int64_t *out);
+/*
+ * Split total (>= 0) into n parts proportional to the integer weights w[] (>= 0) by largest
+ * remainder, in exact integer arithmetic: part i gets floor(total * w[i] / sum) and the cents
+ * left go one each to the parts with the largest remainders (total * w[i] mod sum), a tie to
+ * the lower index. The parts sum to total exactly. All weight zero: everything goes to part
+ * 0. Exposed for tests.
+ */
+void report_apportion(int64_t total, const int64_t *w, size_t n, int64_t *out);
+/* The apportioning weight of an amount of money (currency units): whole hundredths of a cent
+ * (llround(money * 10000)), 0 for nothing or less. */
+int64_t report_weight(double money);
 
 /*
  * Efficiency of a row, one rule everywhere (docs/reports.md): used / charged reservation,
@@ -117,6 +129,10 @@ void report_apportion(int64_t total, const double *w, size_t n, int64_t *out);
  * so 0 <= efficiency <= 1; 1 when nothing was charged (nothing reserved, nothing wasted).
  */
 double report_cpu_eff(const struct report_row *row);
+/* Tasks that ran at least partly in the row's period (inside the range): those that ended in
+ * it, those still running in it, and those that ran on its last day and ended after it. Not
+ * additive over periods (a task running for a week is active in each of its days). */
+double report_row_active(const struct report_row *row);
 double report_mem_eff(const struct report_row *row);
 double report_gpu_eff(const struct report_row *row);
 

@@ -2,6 +2,7 @@
 /* Backend dispatch and the parts both backends share: record columns and rollup deltas. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,7 @@ static const char *const sum_names[_COLL_SUM_MAX] = {
     [COLL_SUM_CPU_TIME_LIMIT] = "cpu_time_limit",
     [COLL_SUM_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
     [COLL_SUM_NO_REQUEST_TASKS] = "no_request_tasks",
+    [COLL_SUM_CARRIED_TASKS] = "carried_tasks",
 };
 
 const char *coll_sum_name(enum coll_sum s)
@@ -50,6 +52,7 @@ bool coll_sum_is_count(enum coll_sum s)
 	case COLL_SUM_CPU_TIME_LIMIT:
 	case COLL_SUM_GPU_MEMORY_LIMIT:
 	case COLL_SUM_NO_REQUEST_TASKS:
+	case COLL_SUM_CARRIED_TASKS:
 		return true;
 	default:
 		return false;
@@ -477,6 +480,16 @@ static void task_span(const struct acct_record *r, struct span *sp)
 		sp->h0 = sp->h1;
 }
 
+bool coll_day_is_month_end(const char *day)
+{
+	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	int y, m, dd;
+
+	if (sscanf(day, "%4d-%2d-%2d", &y, &m, &dd) != 3 || m < 1 || m > 12)
+		return false;
+	return dd == mdays[m - 1] + (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
+}
+
 static void day_of(uint64_t hour, char out[16])
 {
 	time_t secs = (time_t)(hour * 3600);
@@ -550,6 +563,8 @@ static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_re
 				day[s] += v[s] * frac;
 		}
 		if (h == sp.h1 || (h + 1) % 24 == 0) {
+			/* a day before the last one: the task goes on into the next */
+			day[COLL_SUM_CARRIED_TASKS] = h != sp.h1;
 			day_of(h, bucket);
 			push_day(d, nd, r, bucket, day);
 			memset(day, 0, sizeof(day));
@@ -638,6 +653,9 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 		if (d[i].table == COLL_ROLLUP_JOB_DAY) {
 			m[nm] = d[i];
 			m[nm].table = COLL_ROLLUP_JOB_MONTH;
+			/* the carried count of the month's last day only (not additive) */
+			if (!coll_day_is_month_end(d[i].bucket))
+				m[nm].v[COLL_SUM_CARRIED_TASKS] = 0;
 			m[nm++].bucket[7] = 0;
 		}
 	months = coll_deltas_merge(m, nm);

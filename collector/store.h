@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 7
+#define COLL_SCHEMA_VERSION 8
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -50,11 +50,17 @@ enum coll_sum {
 	COLL_SUM_GPU_MEMORY_LIMIT,
 	COLL_SUM_NO_REQUEST_TASKS, /* tasks that requested no CPUs or no memory (schema v6):
 				    * their charged reservation of it is what they used */
+	/* tasks that ran on this day and on into the next one: started on or before it, last
+	 * running instant after it (schema v8). Not additive over days: a report takes it from
+	 * the last day of a period only (tasks active in a period = tasks ended in it + those
+	 * carried past its last day + running ones). rollup_job_month keeps the month's last
+	 * day's. */
+	COLL_SUM_CARRIED_TASKS,
 	_COLL_SUM_MAX,
 };
 const char *coll_sum_name(enum coll_sum s);
-/* Counts (tasks, failed, kills) go wholly to the bucket of the task's end; every other sum is
- * a quantity, spread over the hours the task ran. */
+/* Counts (tasks, failed, kills) go wholly to the bucket of the task's end (the carried count
+ * to each day before it); every other sum is a quantity, spread over the hours the task ran. */
 bool coll_sum_is_count(enum coll_sum s);
 
 enum coll_rollup_table {
@@ -380,3 +386,5 @@ void coll_delta_set_key(struct coll_delta *d, enum coll_key k, const char *v);
 size_t coll_deltas_keep(struct coll_delta *d, size_t n, unsigned mask);
 /* Sums one task.end record contributes (exposed for tests). */
 void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX]);
+/* Whether day (YYYY-MM-DD) is the last day of its month. */
+bool coll_day_is_month_end(const char *day);

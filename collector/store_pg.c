@@ -201,17 +201,19 @@ static int migrate(struct pg_store *st)
 		if (r < 0)
 			goto out_rollback;
 	}
-	if (version >= 2 && version < 6) {
-		/* v6: no_request_tasks (see store_sqlite.c): every rollup rebuilt, the queued
-		 * deltas dropped (the rebuild covers their records) */
+	if (version >= 2 && version < 8) {
+		/* v6: no_request_tasks, v8: carried_tasks (see store_sqlite.c): every rollup
+		 * rebuilt, the queued deltas dropped (the rebuild covers their records) */
 		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
 			const char *name = coll_rollup_table_name(t);
-			char sql[256];
+			char sql[384];
 
 			snprintf(sql, sizeof(sql),
 				 "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s DOUBLE PRECISION"
-				 " NOT NULL DEFAULT 0; DELETE FROM %s",
-				 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS), name);
+				 " NOT NULL DEFAULT 0; ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s"
+				 " DOUBLE PRECISION NOT NULL DEFAULT 0; DELETE FROM %s",
+				 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS), name,
+				 coll_sum_name(COLL_SUM_CARRIED_TASKS), name);
 			r = exec_cmd(st, sql);
 			if (r < 0)
 				goto out_rollback;

@@ -291,28 +291,38 @@ static int migrate(struct sqlite_store *st)
 			goto out_rollback;
 	}
 	/* v6: no_request_tasks, a count of the tasks that requested no CPUs or no memory (the
-	 * reports' tasks_without_request). Older rollups lack it: every rollup is rebuilt from
+	 * reports' tasks_without_request); v8: carried_tasks, the tasks that ran on into the next
+	 * day (the reports' tasks_active). Older rollups lack them: every rollup is rebuilt from
 	 * the stored records, in this transaction; the queued deltas are dropped (the rebuild
 	 * covers their records). A v1 database was rebuilt with the v2 tables above. */
-	if (version >= 2 && version < 6) {
+	if (version >= 2 && version < 8) {
+		static const enum coll_sum added[] = {COLL_SUM_NO_REQUEST_TASKS,
+						      COLL_SUM_CARRIED_TASKS};
+
 		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
 			const char *name = coll_rollup_table_name(t);
 			char sql[256];
-			int64_t have = 0;
 
-			snprintf(sql, sizeof(sql),
-				 "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
-				 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS));
-			r = single_int(st, sql, &have);
-			if (r < 0)
-				goto out_rollback;
-			if (have)
-				snprintf(sql, sizeof(sql), "DELETE FROM %s;", name);
-			else
+			for (size_t a = 0; a < ARRAY_SIZE(added); a++) {
+				int64_t have = 0;
+
 				snprintf(sql, sizeof(sql),
-					 "ALTER TABLE %s ADD COLUMN %s REAL NOT NULL DEFAULT 0;"
-					 " DELETE FROM %s;",
-					 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS), name);
+					 "SELECT count(*) FROM pragma_table_info('%s')"
+					 " WHERE name = '%s'",
+					 name, coll_sum_name(added[a]));
+				r = single_int(st, sql, &have);
+				if (r < 0)
+					goto out_rollback;
+				if (have)
+					continue;
+				snprintf(sql, sizeof(sql),
+					 "ALTER TABLE %s ADD COLUMN %s REAL NOT NULL DEFAULT 0;",
+					 name, coll_sum_name(added[a]));
+				r = exec(st, sql);
+				if (r < 0)
+					goto out_rollback;
+			}
+			snprintf(sql, sizeof(sql), "DELETE FROM %s;", name);
 			r = exec(st, sql);
 			if (r < 0)
 				goto out_rollback;
@@ -338,6 +348,11 @@ static int migrate(struct sqlite_store *st)
 			 " received_body TEXT NOT NULL, received_sha256 TEXT NOT NULL,"
 			 " PRIMARY KEY (record_id, received_sha256));"
 			 "DELETE FROM schema_version; INSERT INTO schema_version VALUES (7);");
+		if (r < 0)
+			goto out_rollback;
+	}
+	if (version < 8) {
+		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (8);");
 		if (r < 0)
 			goto out_rollback;
 	}

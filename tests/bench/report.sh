@@ -140,7 +140,7 @@ a, b = (list(csv.DictReader(open(p))) for p in sys.argv[1:])
 assert len(a) == len(b)
 for x, y in zip(a, b):
     for k in x:
-        if k.endswith("cost") or k in ("waste", "tasks", "period", "first_day", "last_day",
+        if k.endswith("cost") or k in ("waste", "tasks_ended", "tasks_active", "period", "first_day", "last_day",
                                        "account", "job", "node", "oom_killed",
                                        "tasks_without_request", "running_tasks"):
             assert x[k] == y[k], (k, x, y)

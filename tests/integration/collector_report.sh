@@ -310,9 +310,9 @@ got = {(r["label:project"], r["job"], r["node"]): r for r in csv.DictReader(open
 bad = 0
 for k, (tasks, running, core_h) in want.items():
     r = got.get(k)
-    if r is None or int(r["tasks"]) != tasks or int(r["running_tasks"]) != running or \
+    if r is None or int(r["tasks_ended"]) != tasks or int(r["running_tasks"]) != running or \
             abs(float(r["cpu_core_h"]) - core_h) > 1e-5 * max(1, core_h):
-        print("mismatch", k, (tasks, running, core_h), r and (r["tasks"], r["running_tasks"], r["cpu_core_h"]))
+        print("mismatch", k, (tasks, running, core_h), r and (r["tasks_ended"], r["running_tasks"], r["cpu_core_h"]))
         bad += 1
 extra = [k for k in got if k not in want and float(got[k]["cost"]) != 0]
 print("%d (project, job, node) groups, %d mismatches, %d unexpected" % (len(want), bad, len(extra)))
@@ -399,17 +399,17 @@ pre_reports() { # DB WHAT
 	done
 }
 # (a version 2 database also had rollup_hour, which version 4 drops, and no conflicts table,
-# which version 7 adds; version 7 is current)
+# which version 7 adds; version 8 is current: every rollup rebuilt with carried_tasks)
 DOWNGRADE="DROP TABLE rollup_job_label_day; DROP TABLE rollup_job_month; DROP TABLE conflicts; UPDATE schema_version SET version = 2;
 CREATE TABLE rollup_hour (bucket TEXT NOT NULL, account TEXT NOT NULL, \"user\" TEXT NOT NULL, tasks REAL NOT NULL DEFAULT 0, PRIMARY KEY (bucket, account, \"user\"));"
 if command -v sqlite3 >/dev/null; then
 	pre_reports "$DB" sqlite
 	sqlite3 "$T/c.db" "$DOWNGRADE" || fail "sqlite downgrade"
 	"$COLL" migrate --db "$DB" >/dev/null || fail "sqlite migrate"
-	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = 7 ] || fail "sqlite schema version"
+	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = 8 ] || fail "sqlite schema version"
 	[ "$(sqlite3 "$T/c.db" 'SELECT count(*) FROM conflicts')" = 0 ] || fail "sqlite: no conflicts table after the migration"
 	[ "$(sqlite3 "$T/c.db" "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_hour'")" = 0 ] ||
-		fail "sqlite: rollup_hour still there after the migration to version 7"
+		fail "sqlite: rollup_hour still there after the migration to version 8"
 	migrated_same "$DB" sqlite && ok "sqlite: a version 2 database migrated gives the same reports"
 else
 	echo "skip: sqlite3 CLI missing, migration of a version 2 database not checked"
@@ -438,7 +438,7 @@ import csv, sys
 a, b = ({r["account"] or r["period"]: r for r in csv.DictReader(open(p))} for p in sys.argv[1:])
 assert a.keys() == b.keys(), (a.keys(), b.keys())
 for k in a:
-    for col in ("tasks", "oom_killed", "time_limit", "running_tasks"):
+    for col in ("tasks_ended", "tasks_active", "oom_killed", "time_limit", "running_tasks"):
         assert a[k][col] == b[k][col], (k, col, a[k][col], b[k][col])
     # float summation order may move a cell across a half cent: 1 cent per account
     lim = len(a) if k == "total" else 1
@@ -453,7 +453,8 @@ import csv, sys
 a, b = ([r for r in csv.DictReader(open(p))] for p in sys.argv[1:])
 assert len(a) == len(b), (len(a), len(b))
 for x, y in zip(a, b):
-    for col in ("period", "label:project", "job", "node", "tasks", "running_tasks", "oom_killed"):
+    for col in ("period", "label:project", "job", "node", "tasks_ended", "tasks_active",
+                "running_tasks", "oom_killed"):
         assert x[col] == y[col], (col, x, y)
     # float summation order may move a cell across a half cent
     assert abs(round(float(x["cost"]) * 100) - round(float(y["cost"]) * 100)) <= (len(a) if x["period"] == "total" else 1), (x, y)
@@ -465,10 +466,10 @@ PY
 	pre_reports "$PDB" postgresql
 	"$PSQL" -q "$PDB" -c "$DOWNGRADE" >/dev/null || fail "postgresql downgrade"
 	"$COLL" migrate --db "$PDB" >/dev/null || fail "postgresql migrate"
-	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = 7 ] || fail "postgresql schema version"
+	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = 8 ] || fail "postgresql schema version"
 	[ "$("$PSQL" -At "$PDB" -c 'SELECT count(*) FROM conflicts')" = 0 ] || fail "postgresql: no conflicts table after the migration"
 	[ "$("$PSQL" -At "$PDB" -c "SELECT to_regclass('rollup_hour') IS NULL")" = t ] ||
-		fail "postgresql: rollup_hour still there after the migration to version 7"
+		fail "postgresql: rollup_hour still there after the migration to version 8"
 	migrated_same "$PDB" postgresql && ok "postgresql: a version 2 database migrated gives the same reports"
 else
 	echo "skip: no PostgreSQL server binaries in $PGBIN"

@@ -128,9 +128,15 @@ for r in rep["rows"]:
     g = groups[" / ".join(r[d] for d in dims)]
     for c in COMP:
         g[c] += cents(r[c])
-    for c in ("tasks", "tasks_without_request", "running_tasks", "cpu_core_h", "cpu_used_core_h",
+    for c in ("tasks_ended", "tasks_without_request", "running_tasks", "cpu_core_h", "cpu_used_core_h",
               "mem_gib_h", "mem_used_gib_h", "gpu_h", "gpu_used_h"):
         g[c] += float(r[c])
+    # active over the range: ended + running + those running on past the range's last day
+    # (the last day's row: its active count less its ended and running ones)
+    if r["last_day"] == tot["last_day"]:
+        g["carried"] += int(r["tasks_active"]) - int(r["tasks_ended"]) - int(r["running_tasks"])
+for g in groups.values():
+    g["tasks_active"] = g["tasks_ended"] + g["running_tasks"] + g["carried"]
 # re-parse the groups table alone, row by row
 src = open(sys.argv[1]).read()
 gt = src[src.index('<table id="groups"'):]
@@ -143,8 +149,8 @@ for tr in re.findall(r'<tr class="(group|other|total)">(.*?)</tr>', gt, re.S):
     td = [re.sub(r"<[^>]+>", "", x) for x in re.findall(r"<td[^>]*>(.*?)</td>", body, re.S)]
     td = [x.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&#39;", "'") for x in td]
     key, nums = td[0], td[1:]
-    money_cells = dict(zip(COMP[:5] + ["cost", "waste"], [amt(x) for x in nums[3:10]]))
-    effs = [float(x.rstrip("%")) for x in nums[10:13]]
+    money_cells = dict(zip(COMP[:5] + ["cost", "waste"], [amt(x) for x in nums[4:11]]))
+    effs = [float(x.rstrip("%")) for x in nums[11:14]]
     check(all(0 <= e <= 100 for e in effs), "%s: efficiency %s" % (key, effs))
     if cls == "group":
         g = groups.get(key)
@@ -155,8 +161,10 @@ for tr in re.findall(r'<tr class="(group|other|total)">(.*?)</tr>', gt, re.S):
         for c, v in money_cells.items():
             check(v == g[c], "%s %s: %d cents, JSON %d" % (key, c, v, g[c]))
             sum_top[c] += v
-        check(int(nums[0]) == g["tasks"] and int(nums[1]) == g["tasks_without_request"]
-              and int(nums[2]) == g["running_tasks"], "%s counts" % key)
+        check(int(nums[0]) == g["tasks_ended"] and int(nums[1]) == g["tasks_active"]
+              and int(nums[2]) == g["tasks_without_request"]
+              and int(nums[3]) == g["running_tasks"], "%s counts" % key)
+        check(g["cost"] == 0 or g["tasks_active"] > 0, "%s: cost without an active task" % key)
         for i, (u, ch) in enumerate((("cpu_used_core_h", "cpu_core_h"), ("mem_used_gib_h", "mem_gib_h"),
                                      ("gpu_used_h", "gpu_h"))):
             want = 100 * (g[u] / g[ch] if g[ch] > 0 else 1)

@@ -125,7 +125,7 @@ def money(q):
 
 COMPONENTS = ["cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost", "waste"]
 QKEYS = ["cpu_ch", "cpu", "mem_ch", "mem", "gpu_ch", "gpu", "io_r", "io_w", "net"]
-COUNTS = ["tasks", "tasks_without_request", "running_tasks", "failed_tasks", "oom_killed",
+COUNTS = ["tasks_ended", "tasks_active", "tasks_without_request", "running_tasks", "failed_tasks", "oom_killed",
           "time_limit"]
 
 
@@ -209,6 +209,35 @@ def cents(x):
     return int(math.floor(x * 100 + 0.5))
 
 
+def weight(money):
+    """collector: report_weight, hundredths of a cent, half away from zero"""
+    return max(0, int(math.floor(money * 10000 + 0.5)))
+
+
+def apportion(total, w):
+    """Largest remainder in integers, ties to the lower index (docs/reports.md)."""
+    s = sum(w)
+    if s == 0 or total <= 0:
+        return [total] + [0] * (len(w) - 1)
+    out = [total * x // s for x in w]
+    rem = [total * x % s for x in w]
+    for i in sorted(range(len(w)), key=lambda i: (-rem[i], i))[:total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def month_mode(dims, p, frm, to):
+    """The whole months read from rollup_job_month: by job or node, no label, per month/all."""
+    if not any(d in ("job", "node") for d in dims) or any(d.startswith("label:") for d in dims) \
+            or p not in ("month", "all"):
+        return None
+    y, m = int(frm[:4]), int(frm[5:7])
+    if frm[8:] != "01":
+        y, m = (y + 1, 1) if m == 12 else (y, m + 1)
+    lo, hi = "%04d-%02d" % (y, m), to[:7]
+    return (lo, hi) if lo < hi else None
+
+
 def check(dir_, frm, to, outdir):
     ends = [json.loads(l) for l in open(os.path.join(dir_, "ends.ndjson"))]
     samples = [json.loads(l) for l in open(os.path.join(dir_, "samples.ndjson"))]
@@ -222,13 +251,40 @@ def check(dir_, frm, to, outdir):
             c[k] += q[k] * f
     cellc = {k: {m: cents(v) for m, v in money(c).items()} for k, c in cellq.items()}
     grand = sum(cc[m] for cc in cellc.values() for m in COMPONENTS[:5])
+    active_all = len({(r["node"], r["task"]["id"], r["type"]) for _, _, r, _, _ in sh})
     fails = checked = rows_total = 0
     for name in sorted(os.listdir(outdir)):
         by, p = name[:-4].split("@")
         dims = by.split(",")
         exact = all(d in ("account", "user") for d in dims)
+        # cents: each cell's (day, account, user; a whole month's in month mode) cents per
+        # component apportioned to the report's keys in it by their money, exactly
+        mm = month_mode(dims, p, frm, to)
+        cellk = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
+        for day, f, r, _, _ in sh:
+            unit = day[:7] if mm and mm[0] <= day[:7] < mm[1] else day
+            q = quantities(r)
+            ck = cellk[(unit, r["task"].get("account", ""), r["task"].get("user", ""))]
+            kq = ck[tuple(dim(r, d) for d in dims)]
+            for k in QKEYS:
+                kq[k] += q[k] * f
+        unitc = defaultdict(lambda: defaultdict(int))
+        for (day, acc, usr), cc in cellc.items():
+            unit = day[:7] if mm and mm[0] <= day[:7] < mm[1] else day
+            for m in COMPONENTS:
+                unitc[(unit, acc, usr)][m] += cc[m]
+        expc = defaultdict(lambda: defaultdict(int))
+        for cid, ck in cellk.items():
+            keys = sorted(ck)
+            day0 = cid[0] if len(cid[0]) == 10 else cid[0] + "-01"
+            lab = period(p, max(day0, frm), frm, to)[0]
+            monies = [money(ck[k]) for k in keys]
+            for m in COMPONENTS:
+                for k, c in zip(keys, apportion(unitc[cid][m], [weight(x[m]) for x in monies])):
+                    expc[(lab,) + k][m] += c
         exp = defaultdict(lambda: {"q": defaultdict(float), "n": defaultdict(int),
-                                   "cells": set(), "parts": set(), "first": None, "last": None})
+                                   "cells": set(), "parts": set(), "first": None, "last": None,
+                                   "active": set()})
         for day, f, r, counted, running in sh:
             lab, first, last = period(p, day, frm, to)
             key = (lab,) + tuple(dim(r, d) for d in dims)
@@ -237,9 +293,11 @@ def check(dir_, frm, to, outdir):
             q = quantities(r)
             for k in QKEYS:
                 e["q"][k] += q[k] * f
+            # active: the tasks with a share of a day of the period (ran at least partly in it)
+            e["active"].add((r["node"], r["task"]["id"], r["type"]))
             if counted:
                 st = r["exit"]["status"]
-                e["n"]["tasks"] += 1
+                e["n"]["tasks_ended"] += 1
                 e["n"]["tasks_without_request"] += (r["request"]["cpus"] <= 0 or
                                                     r["request"]["memory_bytes"] == 0)
                 e["n"]["failed_tasks"] += not (st == "exited" and r["exit"]["code"] == 0)
@@ -252,7 +310,9 @@ def check(dir_, frm, to, outdir):
                                    json.dumps(r["task"].get("labels", {}))) +
                            ((r["task"]["id"],) if r["type"] == "task.sample" else ()))
         exp = {k: e for k, e in exp.items()
-               if any(v > 0 for v in e["q"].values()) or any(e["n"].values())}
+               if any(v > 0 for v in e["q"].values()) or any(e["n"].values()) or e["active"]}
+        for e in exp.values():
+            e["n"]["tasks_active"] = len(e["active"])
         got = {}
         total = None
         for row in csv.DictReader(open(os.path.join(outdir, name))):
@@ -266,6 +326,7 @@ def check(dir_, frm, to, outdir):
                 fails += 1
             got[key] = row
         want = {(k[0],) + tuple(csv_text(v) for v in k[1:]): e for k, e in exp.items()}
+        exp_raw_key = {(k[0],) + tuple(csv_text(v) for v in k[1:]): k[1:] for k in exp}
         if set(got) != set(want):
             print("FAIL %s: rows differ: only in report %s, only expected %s" % (
                 name, sorted(set(got) - set(want))[:5], sorted(set(want) - set(got))[:5]))
@@ -294,19 +355,24 @@ def check(dir_, frm, to, outdir):
                 x = float(row[col])
                 if not (0 <= x <= 1) or abs(x - min(v, 1.0)) > 1e-9:
                     bad.append("%s %s, expected %.12f" % (col, row[col], v))
-            # costs: where no part is apportioned, each cell's cents summed: exact. Else each
-            # part's cents are within 1.5 of its unrounded money (half a cent of the cell's
-            # rounding, below a cent of the largest remainder), summed exactly below.
+            # costs, every component to the cent: the cells' cents (account and user rows: the
+            # cells' own), apportioned as above; and within 1.5 cents per part of the row's
+            # unrounded money (half a cent of the cell's rounding, below a cent of the largest
+            # remainder)
             m = money(q)
+            ek = (key[0],) + tuple(exp_raw_key[key])
             for comp in COMPONENTS:
                 rc = int(round(float(row[comp]) * 100))
-                if exact:
-                    ec = sum(cellc[c][comp] for c in e["cells"])
-                    if rc != ec:
-                        bad.append("%s %s, expected %d cents" % (comp, row[comp], ec))
-                elif abs(rc - m[comp] * 100) > 1.5 * len(e["parts"]) + 1e-6:
-                    bad.append("%s %s, expected %.4f within %.1f cents" % (
-                        comp, row[comp], m[comp], 1.5 * len(e["parts"])))
+                ec = expc[ek][comp]
+                if exact and ec != sum(cellc[c][comp] for c in e["cells"]):
+                    bad.append("model: %s apportioned %d != cells' cents" % (comp, ec))
+                if rc != ec:
+                    bad.append("%s %s, expected %d cents" % (comp, row[comp], ec))
+                if abs(rc - m[comp] * 100) > 1.5 * len(e["parts"]) + 1e-6:
+                    bad.append("%s %s, not within %.1f cents of %.4f" % (
+                        comp, row[comp], 1.5 * len(e["parts"]), m[comp]))
+            if int(row["tasks_active"]) < 1:
+                bad.append("a row with no active task")
             cost = sum(int(round(float(row[c]) * 100)) for c in COMPONENTS[:5])
             if cost != int(round(float(row["cost"]) * 100)):
                 bad.append("cost %s is not the sum of its components" % row["cost"])
@@ -321,11 +387,16 @@ def check(dir_, frm, to, outdir):
             print("FAIL %s: total %s, rows sum to %d cents, expected %d" % (
                 name, total and total["cost"], gsum, grand))
             fails += 1
-        for c in ("tasks", "tasks_without_request", "running_tasks"):
+        for c in ("tasks_ended", "tasks_without_request", "running_tasks"):
             s = sum(int(r[c]) for r in got.values())
             if total is None or int(total[c]) != s:
                 print("FAIL %s: total %s != rows' %d" % (name, c, s))
                 fails += 1
+        # active over the whole range: every task with a share of a day of it, once
+        if total is None or int(total["tasks_active"]) != active_all:
+            print("FAIL %s: total tasks_active %s, expected %d" % (
+                name, total and total["tasks_active"], active_all))
+            fails += 1
     print("%s..%s: %d reports, %d rows checked, grand total %d cents, %d failures" % (
         frm, to, len(os.listdir(outdir)), checked, grand, fails))
     return fails

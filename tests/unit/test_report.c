@@ -86,25 +86,40 @@ static void test_prices_errors(void **state)
 
 static void test_apportion(void **state)
 {
-	int64_t out[8];
-	double w[8];
+	int64_t out[8], w[8];
 
-	report_apportion(100, (double[]){1, 1, 1}, 3, out);
-	assert_int_equal(out[0] + out[1] + out[2], 100);
-	assert_true(out[0] >= 33 && out[0] <= 34);
-	report_apportion(7, (double[]){0, 0}, 2, out);
-	assert_int_equal(out[0], 0);
-	assert_int_equal(out[1], 7);
+	report_apportion(100, (int64_t[]){1, 1, 1}, 3, out);
+	/* 33 each and one left: the remainders tie, the lowest index gets it */
+	assert_int_equal(out[0], 34);
+	assert_int_equal(out[1], 33);
+	assert_int_equal(out[2], 33);
+	report_apportion(7, (int64_t[]){0, 0}, 2, out);
+	assert_int_equal(out[0], 7);
+	assert_int_equal(out[1], 0);
+	/* 10 x (1, 2, 4) / 7 = 1.43, 2.86, 5.71: floors 1, 2, 5, the two cents left to the
+	 * largest remainders (6/7, 5/7) */
+	report_apportion(10, (int64_t[]){1, 2, 4}, 3, out);
+	assert_int_equal(out[0], 1);
+	assert_int_equal(out[1], 3);
+	assert_int_equal(out[2], 6);
+	assert_int_equal(report_weight(0.12345), 1235); /* hundredths of a cent */
+	assert_int_equal(report_weight(-1), 0);
 	srand(7);
 	for (int it = 0; it < 2000; it++) {
-		int64_t total = rand() % 100000, sum = 0;
+		int64_t total = rand() % 100000, sum = 0, wsum = 0;
 		size_t n = 1 + (size_t)(rand() % 8);
 
-		for (size_t i = 0; i < n; i++)
-			w[i] = rand() % 3 == 0 ? 0 : (double)rand() / RAND_MAX;
+		for (size_t i = 0; i < n; i++) {
+			w[i] = rand() % 3 == 0 ? 0 : rand() % 1000000;
+			wsum += w[i];
+		}
 		report_apportion(total, w, n, out);
 		for (size_t i = 0; i < n; i++) {
 			assert_true(out[i] >= 0);
+			/* within one cent of the exact share */
+			if (wsum)
+				assert_true(fabs((double)out[i] - (double)total * (double)w[i] /
+								      (double)wsum) < 1.0);
 			sum += out[i];
 		}
 		assert_int_equal(sum, total);
@@ -223,10 +238,10 @@ static void test_report_exact(void **state)
 	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
 	assert_int_equal(fclose(f), 0);
 	/* counts, quantities in full precision, cents, efficiency (no memory request: 100 %) */
-	assert_non_null(strstr(buf, "\n2026-12-02,2026-12-02,2026-12-02,alice,1,1,0,0,0,0,0,0,"
+	assert_non_null(strstr(buf, "\n2026-12-02,2026-12-02,2026-12-02,alice,1,1,1,0,0,0,0,0,0,"
 				    "2,0.5,0,0,0,0,0,0,0.20,0.00,0.00,0.00,0.00,0.20,0.15,"
 				    "0.25,1,1\n"));
-	assert_non_null(strstr(buf, "\ntotal,2026-11-01,2027-01-31,,2,2,"));
+	assert_non_null(strstr(buf, "\ntotal,2026-11-01,2027-01-31,,2,2,2,"));
 	report_free(&rep);
 
 	/* by the override label: the spot part is priced at the spot rate */
@@ -638,9 +653,17 @@ static void test_straddle_and_kills(void **state)
 	assert_int_equal(a.n, 1);
 	assert_string_equal(a.rows[0].key[0], "a");
 	assert_int_equal(a.rows[0].cents[REPORT_COST_CPU], 120);
-	assert_float_equal(a.rows[0].q[COLL_SUM_TASKS], 0, 1e-9); /* it ended on 12-02 */
+	assert_float_equal(a.rows[0].q[COLL_SUM_TASKS], 0, 1e-9);  /* it ended on 12-02 */
+	assert_float_equal(a.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9); /* and ran on 12-01 */
 	assert_int_equal(b.rows[0].cents[REPORT_COST_CPU], 120);
 	assert_float_equal(b.rows[0].q[COLL_SUM_TASKS], 1, 1e-9);
+	assert_float_equal(b.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9);
+	/* per day: active on both days, ended on the second; over both days: once */
+	assert_string_equal(rep.rows[0].key[0], "a");
+	assert_float_equal(rep.rows[0].q[COLL_SUM_TASKS], 0, 1e-9);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_ACTIVE], 1, 1e-9);
+	assert_float_equal(rep.total.q[REPORT_Q_ACTIVE], 4, 1e-9);
 	assert_int_equal(a.total.cents[REPORT_COST_TOTAL] + b.total.cents[REPORT_COST_TOTAL],
 			 rep.total.cents[REPORT_COST_TOTAL]);
 	assert_int_equal(rep.total.cents[REPORT_COST_CPU], 240 + 30);
@@ -657,6 +680,28 @@ static void test_straddle_and_kills(void **state)
 	assert_float_equal(rep.rows[1].q[COLL_SUM_OOM_KILLED], 2, 1e-9);
 	assert_float_equal(rep.rows[1].q[COLL_SUM_TIME_LIMIT], 1, 1e-9);
 	assert_float_equal(rep.rows[0].q[COLL_SUM_OOM_KILLED], 0, 1e-9);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_ACTIVE], 3, 1e-9);
+	report_free(&rep);
+	/* 12-01 alone: the long task ran on it, by job too (day and month rows) */
+	build_range(fx, "2026-12-01", "2026-12-02", "job,node", "day", &rep);
+	assert_int_equal(rep.n, 1);
+	assert_float_equal(rep.rows[0].q[COLL_SUM_TASKS], 0, 1e-9);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9);
+	assert_float_equal(rep.total.q[REPORT_Q_ACTIVE], 1, 1e-9);
+	report_free(&rep);
+	/* a whole month (rollup_job_month) */
+	build_range(fx, "2026-12-01", "2027-01-01", "job,node", "month", &rep);
+	assert_int_equal(rep.n, 4);
+	assert_string_equal(rep.rows[0].key[0], "j1");
+	assert_float_equal(rep.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9);
+	assert_float_equal(rep.total.q[REPORT_Q_ACTIVE], 4, 1e-9);
+	report_free(&rep);
+	build(fx, "job", "week", &rep);
+	assert_float_equal(rep.total.q[REPORT_Q_ACTIVE], 4, 1e-9);
+	for (size_t i = 0; i < rep.n; i++)
+		assert_float_equal(rep.rows[i].q[REPORT_Q_ACTIVE], rep.rows[i].q[COLL_SUM_TASKS],
+				   1e-9);
 	report_free(&rep);
 	build(fx, "job", "all", &rep);
 	assert_int_equal(rep.n, 3);
@@ -712,9 +757,12 @@ static void test_running_tasks(void **state)
 	assert_string_equal(rep.rows[0].period, "2026-12-01");
 	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
 	assert_float_equal(rep.rows[0].q[REPORT_Q_RUNNING], 0, 1e-9);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9); /* ran on into 12-02 */
 	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 20);
 	assert_float_equal(rep.rows[1].q[REPORT_Q_RUNNING], 1, 1e-9);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_ACTIVE], 1, 1e-9);
 	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 0, 1e-9);
+	assert_float_equal(rep.total.q[REPORT_Q_ACTIVE], 1, 1e-9);
 	report_free(&rep);
 	/* up to the report's end only, and counted running there */
 	build_range(fx, "2026-11-01", "2026-12-02", "account", "all", &rep);
@@ -750,7 +798,9 @@ static void test_running_tasks(void **state)
 	build(fx, "account", "day", &rep);
 	assert_int_equal(rep.n, 2);
 	assert_int_equal(rep.rows[0].cents[REPORT_COST_CPU], 10);
+	assert_float_equal(rep.rows[0].q[REPORT_Q_ACTIVE], 1, 1e-9);
 	assert_int_equal(rep.rows[1].cents[REPORT_COST_CPU], 40);
+	assert_float_equal(rep.rows[1].q[REPORT_Q_ACTIVE], 1, 1e-9);
 	assert_int_equal(rep.total.cents[REPORT_COST_TOTAL], 50);
 	assert_float_equal(rep.total.q[REPORT_Q_RUNNING], 0, 1e-9);
 	assert_float_equal(rep.total.q[COLL_SUM_TASKS], 1, 1e-9);
