@@ -299,6 +299,8 @@ int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err
 /* The tick without rtnetlink: re-read the node's addresses for the network policy. */
 void audit_glue_addrs_tick(struct agent *a);
 void audit_glue_task_end(struct agent *a, struct task *t);
+/* Fold the events the kernel counted past the task's budget into its summary. */
+void audit_glue_budget_poll(struct agent *a, struct task *t);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 

@@ -3,8 +3,10 @@
  * Audit trail in the agent: the BPF audit programs (bpf/audit.h) report every exec and every
  * connect/sendmsg decision of tracked tasks; each event becomes an audit.exec / audit.connect
  * record in the per-node hash chain. Per-task network policy (--allow-net / --deny-net, default
- * from [audit] net_default) is enforced in cgroup/connect4|6 and sendmsg4|6. Events the ring
- * buffer could not take are counted per task in BPF and reported as an audit.lost record.
+ * from [audit] net_default) is enforced in cgroup/connect4|6 and sendmsg4|6. The task's record
+ * budget (agent/budget.h) is kept in BPF too: events past it are counted there and folded into
+ * its audit.summary records. Events the ring buffer could not take are counted per task in BPF
+ * and reported as an audit.lost record.
  * Calls the seccomp profile denied become audit.syscall records (see agent/audit_glue.h).
  */
 #include "agent/audit_glue.h"
@@ -159,10 +161,26 @@ int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err
 	return 0;
 }
 
+/* The kernel side of the task's record budget: the same bucket, the summary's sample. */
+static void audit_glue_budget_of(const struct agent *a, const struct task *t,
+				 struct audit_budget *kb)
+{
+	const struct task_budget *b = &t->budget;
+
+	*kb = (struct audit_budget){
+	    .rate = b->rate,
+	    .burst = b->burst,
+	    .sample_max = a->cfg.audit_summary_sample,
+	    .sample_period_ns = a->cfg.audit_summary_interval_ns,
+	    .closed = b->kernel_closed,
+	};
+}
+
 int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
 {
 	struct audit_net_rule rules[NET_RULES_MAX];
 	struct audit_net_policy p;
+	struct audit_budget kb;
 	int r;
 
 	if (!a->audit)
@@ -170,7 +188,9 @@ int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
 	r = build_policy(a, &t->spec, rules, &p, err, errlen);
 	if (r < 0)
 		return r;
-	r = audit_track(a->audit, t->key, t->pid, t->cg ? cg_task_unified_fd(t->cg) : -1, &p);
+	audit_glue_budget_of(a, t, &kb);
+	r = audit_track_budget(a->audit, t->key, t->pid, t->cg ? cg_task_unified_fd(t->cg) : -1, &p,
+			       &kb);
 	if (r < 0) {
 		if (p.n_rules || p.default_action == AUDIT_NET_DENY) {
 			snprintf(err, errlen, "network policy could not be attached: %s",
@@ -181,7 +201,38 @@ int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
 		return 0;
 	}
 	t->audit_tracked = true;
+	t->budget.kernel = true;
 	return 0;
+}
+
+void audit_glue_budget_poll(struct agent *a, struct task *t)
+{
+	struct audit_budget_state st;
+	uint64_t totals[BUDGET_KERNEL_KINDS];
+
+	if (!a->audit || !t->audit_tracked || !t->budget.kernel ||
+	    audit_budget_state(a->audit, t->key, &st) < 0)
+		return;
+	totals[BUDGET_K_EXEC] = st.over_exec;
+	totals[BUDGET_K_CONNECT_ALLOW] = st.over_connect_allow;
+	totals[BUDGET_K_CONNECT_DENY] = st.over_connect_deny;
+	budget_count_kernel(a, t, totals);
+	if (st.tokens >= 0)
+		t->budget.tokens = st.tokens;
+}
+
+/* The task's byte budget is spent: the kernel counts every further event. */
+static void close_kernel_budget(struct agent *a, struct task *t)
+{
+	struct audit_budget kb;
+	int r;
+
+	t->budget.kernel_closed = true;
+	audit_glue_budget_of(a, t, &kb);
+	r = audit_set_budget(a->audit, t->key, &kb);
+	if (r < 0)
+		log_warning("task %s: closing its audit budget in the kernel failed: %s", t->id,
+			    strerror(-r));
 }
 
 static json_t *event_json(const void *ctx)
@@ -240,8 +291,14 @@ static void on_event(const struct audit_event *ev, void *userdata)
 		return;
 	/* its last summary is written: a straggler is recorded as it is */
 	straggler = t->state == TASK_ENDED;
-	/* past the task's budget: counted into its next audit.summary, nothing else built */
-	if (!straggler && !budget_take(t)) {
+	/* past the task's budget (the kernel's sample of such events, or its bytes spent):
+	 * counted into its next audit.summary, nothing else built */
+	if (!straggler && (ev->over_budget || !budget_take(t))) {
+		if (!ev->over_budget && t->budget.kernel && !t->budget.kernel_closed &&
+		    t->budget.bytes && t->budget.audit_bytes >= t->budget.bytes)
+			close_kernel_budget(a, t);
+		if (ev->over_budget && !t->budget.over)
+			t->budget.over = t->budget.kernel_closed ? "bytes" : "rate";
 		event_dest(ev, dest, sizeof(dest));
 		budget_count(a, t, kind, dest, event_json, ev);
 		return;
@@ -271,6 +328,7 @@ void audit_glue_task_end(struct agent *a, struct task *t)
 	if (!a->audit || !t->audit_tracked)
 		return;
 	(void)audit_poll(a->audit, on_event, a);
+	audit_glue_budget_poll(a, t);
 	budget_flush_summary(a, t, 0, true);
 	if (audit_lost(a->audit, t->key, &lost) == 0 && lost > t->audit_lost_reported) {
 		struct acct_record r;

@@ -124,7 +124,7 @@ bool budget_take(struct task *t)
 
 	if (b->bytes && b->audit_bytes >= b->bytes)
 		over = "bytes";
-	else if (b->rate) {
+	else if (b->rate && !b->kernel) {
 		refill(b, now_ns(CLOCK_MONOTONIC));
 		if (b->tokens < 1.0)
 			over = "rate";
@@ -159,6 +159,56 @@ bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const ch
 	return false;
 }
 
+static const char *const kernel_kind_names[BUDGET_KERNEL_KINDS] = {
+    [BUDGET_K_EXEC] = "exec",
+    [BUDGET_K_CONNECT_ALLOW] = "connect_allow",
+    [BUDGET_K_CONNECT_DENY] = "connect_deny",
+};
+
+void budget_count_kernel(struct agent *a, struct task *t, const uint64_t totals[])
+{
+	struct task_budget *b = &t->budget;
+	uint64_t n = 0, d[BUDGET_KERNEL_KINDS];
+
+	for (int k = 0; k < BUDGET_KERNEL_KINDS; k++) {
+		d[k] = totals[k] > b->kernel_seen[k] ? totals[k] - b->kernel_seen[k] : 0;
+		b->kernel_seen[k] = totals[k];
+		n += d[k];
+	}
+	if (!n)
+		return;
+	uint64_t now = now_ns(CLOCK_REALTIME);
+
+	if (!b->win_count) {
+		b->win_first_ns = now;
+		b->win_due_mono = now_ns(CLOCK_MONOTONIC) + a->cfg.audit_summary_interval_ns;
+	}
+	if (!b->summarized)
+		log_notice(
+		    "task %s: audit records past its budget (%s): further events are counted "
+		    "in audit.summary records",
+		    t->id, b->kernel_closed ? "bytes" : "rate");
+	if (!b->over)
+		b->over = b->kernel_closed ? "bytes" : "rate";
+	for (int k = 0; k < BUDGET_KERNEL_KINDS; k++) {
+		b->win_kernel[k] += d[k];
+		b->kernel_total[k] += d[k];
+	}
+	b->win_count += n;
+	b->win_last_ns = now;
+	b->summarized += n;
+	a->stats.audit_summarized += n;
+}
+
+static json_t *kernel_json(const uint64_t v[])
+{
+	json_t *o = json_object();
+
+	for (int k = 0; o && k < BUDGET_KERNEL_KINDS; k++)
+		json_object_set_new(o, kernel_kind_names[k], json_integer((json_int_t)v[k]));
+	return o;
+}
+
 void budget_note_bytes(struct task *t, uint64_t len)
 {
 	t->budget.audit_bytes += len;
@@ -175,6 +225,16 @@ void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bo
 		return;
 	dests = json_array();
 	kinds = json_object();
+	for (int k = 0; k < BUDGET_KERNEL_KINDS; k++) {
+		const char *name =
+		    acct_type_to_string(k == BUDGET_K_EXEC ? ACCT_AUDIT_EXEC : ACCT_AUDIT_CONNECT);
+		json_t *o = json_object_get(kinds, name);
+
+		if (b->win_kernel[k])
+			json_object_set_new(kinds, name,
+					    json_integer((o ? json_integer_value(o) : 0) +
+							 (json_int_t)b->win_kernel[k]));
+	}
 	for (size_t i = 0; i < b->n_agg; i++) {
 		const char *k = acct_type_to_string(b->agg[i].kind);
 		json_t *o = json_object_get(kinds, k);
@@ -200,6 +260,9 @@ void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bo
 		json_object_set_new(r.event, "budget",
 				    json_pack("{s:I,s:I,s:I}", "rate", (json_int_t)b->rate, "burst",
 					      (json_int_t)b->burst, "bytes", (json_int_t)b->bytes));
+		/* counted in the kernel: no destination known (not in `destinations`) */
+		if (b->kernel)
+			json_object_set_new(r.event, "in_kernel", kernel_json(b->win_kernel));
 		(void)agent_emit_record(a, &r);
 		b->summaries++;
 		a->stats.audit_summaries++;
@@ -210,13 +273,16 @@ void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bo
 	b->n_agg = 0;
 	b->agg_other = 0;
 	b->win_count = 0;
+	memset(b->win_kernel, 0, sizeof(b->win_kernel));
 	b->over = NULL;
 }
 
 void budget_tick(struct agent *a, uint64_t now_mono)
 {
-	for (struct task *t = a->tasks; t; t = t->next)
+	for (struct task *t = a->tasks; t; t = t->next) {
+		audit_glue_budget_poll(a, t);
 		budget_flush_summary(a, t, now_mono, false);
+	}
 	if (a->gap.count)
 		(void)budget_gap_emit(a);
 }
@@ -224,12 +290,15 @@ void budget_tick(struct agent *a, uint64_t now_mono)
 json_t *budget_end_json(const struct task *t)
 {
 	const struct task_budget *b = &t->budget;
+	json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I}}", "recorded",
+			      (json_int_t)b->recorded, "summarized", (json_int_t)b->summarized,
+			      "summaries", (json_int_t)b->summaries, "bytes",
+			      (json_int_t)b->audit_bytes, "budget", "rate", (json_int_t)b->rate,
+			      "burst", (json_int_t)b->burst, "bytes", (json_int_t)b->bytes);
 
-	return json_pack("{s:I,s:I,s:I,s:I,s:{s:I,s:I,s:I}}", "recorded", (json_int_t)b->recorded,
-			 "summarized", (json_int_t)b->summarized, "summaries",
-			 (json_int_t)b->summaries, "bytes", (json_int_t)b->audit_bytes, "budget",
-			 "rate", (json_int_t)b->rate, "burst", (json_int_t)b->burst, "bytes",
-			 (json_int_t)b->bytes);
+	if (o && b->kernel)
+		json_object_set_new(o, "in_kernel", kernel_json(b->kernel_total));
+	return o;
 }
 
 void budget_free(struct task *t)

@@ -33,6 +33,9 @@ struct task;
 #define BUDGET_DEST_MAX	 96
 #define BUDGET_GAP_TASKS 16 /* tasks named in an audit.gap record */
 
+/* Kinds the kernel counts past the budget (audit_budget_state). */
+enum { BUDGET_K_EXEC, BUDGET_K_CONNECT_ALLOW, BUDGET_K_CONNECT_DENY, BUDGET_KERNEL_KINDS };
+
 struct budget_agg {
 	enum acct_type kind;
 	char dest[BUDGET_DEST_MAX];
@@ -48,6 +51,11 @@ struct task_budget {
 	uint64_t summarized;  /* events counted in summaries instead */
 	uint64_t summaries;   /* audit.summary records emitted */
 	const char *over;     /* NULL, "rate" or "bytes": why the current period summarizes */
+	/* the rate is enforced in the kernel (bpf/audit.h, audit_track_budget): events past it
+	 * are counted there and folded in here (budget_count_kernel) */
+	bool kernel, kernel_closed;
+	uint64_t kernel_seen[BUDGET_KERNEL_KINDS]; /* the kernel's counts folded so far */
+	uint64_t kernel_total[BUDGET_KERNEL_KINDS], win_kernel[BUDGET_KERNEL_KINDS];
 	/* the period being summarized */
 	uint64_t win_count, win_first_ns, win_last_ns, win_due_mono;
 	size_t n_agg;
@@ -87,6 +95,9 @@ bool budget_admit(struct agent *a, struct task *t, enum acct_type kind, const ch
 bool budget_take(struct task *t);
 void budget_count(struct agent *a, struct task *t, enum acct_type kind, const char *dest,
 		  json_t *(*make_event)(const void *ctx), const void *ctx);
+/* Events the kernel counted past the budget, as its running totals (kind: BUDGET_K_*): the
+ * difference since the last call is counted into the current summary. */
+void budget_count_kernel(struct agent *a, struct task *t, const uint64_t totals[]);
 /* Bytes of an admitted record, after it was queued for the spool. */
 void budget_note_bytes(struct task *t, uint64_t len);
 /* Emit the task's audit.summary when its period is due (or now, when final). */

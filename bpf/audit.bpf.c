@@ -10,8 +10,10 @@
  * the task's default. A destination that reaches the node itself (a wildcard address, loopback,
  * any of the node's addresses) is one destination: it is denied when the policy denies any
  * address of the node, and the event names the address the kernel connects to (the wildcard
- * resolved). Every decision is an event. Events that do not fit in the ring buffer
- * are counted per task (tasks[key].lost), so the agent can report the exact number lost.
+ * resolved). Every decision is an event. Events past the task's record budget (budgets[key], a
+ * token bucket) are counted per task and kind instead of being sent, a sample of them sent
+ * flagged; events that do not fit in the ring buffer are counted per task (tasks[key].lost),
+ * so the agent can report the exact number of each.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -57,6 +59,14 @@ struct {
 	__type(value, struct audit_bpf_policy);
 } policies SEC(".maps");
 
+/* Per-task record budget, written by user space (audit_set_budget). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct audit_bpf_budget);
+} budgets SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1024 * 1024);
@@ -100,6 +110,53 @@ static __always_inline void count_sent(__u64 key)
 
 	if (t)
 		__sync_fetch_and_add(&t->events, 1);
+}
+
+/* ---- record budget ----------------------------------------------------------------------- */
+
+enum { BUDGET_SEND, BUDGET_SAMPLE, BUDGET_COUNT };
+
+/*
+ * Is an event of the task within its record budget? BUDGET_SEND: yes, send it; BUDGET_SAMPLE:
+ * no, but send it flagged as one of the period's sample; BUDGET_COUNT: no, the caller counts it
+ * in the task's entry. A token bucket as a GCRA over one word (tat), without a lock (tracing
+ * programs cannot take bpf_spin_lock) and without a loop: under concurrent events of one task
+ * the bucket may let a few more through than the rate; each event is sent or counted exactly.
+ */
+static __always_inline int budget_check(__u64 key, struct audit_task *t, __u64 now)
+{
+	struct audit_bpf_budget *b;
+	__u64 step, old, period;
+
+	if (!t)
+		return BUDGET_SEND;
+	b = bpf_map_lookup_elem(&budgets, &key);
+	if (!b)
+		return BUDGET_SEND;
+	step = b->interval_ns;
+	if (!b->closed) {
+		if (!step)
+			return BUDGET_SEND;
+		old = __sync_fetch_and_add(&t->tat, step);
+		if (old <= now) {
+			/* the bucket was full: the next arrival is one step from now */
+			__sync_val_compare_and_swap(&t->tat, old + step, now + step);
+			return BUDGET_SEND;
+		}
+		if (old - now <= b->tau_ns)
+			return BUDGET_SEND;
+		__sync_fetch_and_add(&t->tat, -step); /* not taken: give the step back */
+	}
+	if (!b->sample_max || !b->sample_period_ns)
+		return BUDGET_COUNT;
+	period = now / b->sample_period_ns;
+	if (t->sample_period != period) {
+		t->sample_period = period;
+		t->sample_used = 0;
+	}
+	if (__sync_fetch_and_add(&t->sample_used, 1) < b->sample_max)
+		return BUDGET_SAMPLE;
+	return BUDGET_COUNT;
 }
 
 /* ---- process lifetime --------------------------------------------------------------------- */
@@ -198,21 +255,33 @@ static __always_inline void read_cwd(struct task_struct *task, struct audit_bpf_
 static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *bprm)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, len, total;
-	__u64 *key, uidgid, start, end;
+	__u64 *key, k, uidgid, start, end, now;
 	struct audit_bpf_exec *e;
+	struct audit_task *t;
 	struct mm_struct *mm;
+	int verdict;
 	long r;
 
 	key = bpf_map_lookup_elem(&procs, &tgid);
 	if (!key)
 		return;
+	k = *key;
+	now = bpf_ktime_get_ns();
+	t = bpf_map_lookup_elem(&tasks, &k);
+	verdict = budget_check(k, t, now);
+	if (verdict == BUDGET_COUNT) {
+		if (t)
+			__sync_fetch_and_add(&t->over_exec, 1);
+		return;
+	}
 	e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e)
 		return;
 	e->h.type = AUDIT_BPF_EV_EXEC;
+	e->h.flags = verdict == BUDGET_SAMPLE ? AUDIT_BPF_F_OVER : 0;
 	e->h.pid = tgid;
-	e->h.task_key = *key;
-	e->h.ktime_ns = bpf_ktime_get_ns();
+	e->h.task_key = k;
+	e->h.ktime_ns = now;
 	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
 	uidgid = bpf_get_current_uid_gid();
 	e->uid = (__u32)uidgid;
@@ -245,9 +314,9 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	if (len > AUDIT_ARGV_CAP)
 		len = AUDIT_ARGV_CAP;
 	if (bpf_ringbuf_output(&events, e, offsetof(struct audit_bpf_exec, argv) + len, 0))
-		count_lost(*key);
+		count_lost(k);
 	else
-		count_sent(*key);
+		count_sent(k);
 }
 
 /* ---- network policy ----------------------------------------------------------------------- */
@@ -463,9 +532,11 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 	struct audit_bpf_net *ev;
 	__u32 a[4] = {};
 	__u8 verdict = 0, rule = 0;
-	__u64 *keyp, key;
+	__u64 *keyp, key, now;
+	struct audit_task *t;
 	__u16 port;
 	bool mapped, loopback, local;
+	int send;
 
 	keyp = task_of_current();
 	if (!keyp)
@@ -508,12 +579,22 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 			verdict = AUDIT_BPF_ALLOW;
 	}
 
+	now = bpf_ktime_get_ns();
+	t = bpf_map_lookup_elem(&tasks, &key);
+	send = budget_check(key, t, now);
+	if (send == BUDGET_COUNT) {
+		if (t)
+			__sync_fetch_and_add(
+			    verdict == AUDIT_BPF_DENY ? &t->over_net_deny : &t->over_net_allow, 1);
+		return verdict == AUDIT_BPF_DENY ? 0 : 1;
+	}
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (ev) {
 		ev->h.type = AUDIT_BPF_EV_NET;
+		ev->h.flags = send == BUDGET_SAMPLE ? AUDIT_BPF_F_OVER : 0;
 		ev->h.pid = bpf_get_current_pid_tgid() >> 32;
 		ev->h.task_key = key;
-		ev->h.ktime_ns = bpf_ktime_get_ns();
+		ev->h.ktime_ns = now;
 		ev->addr[0] = a[0];
 		ev->addr[1] = a[1];
 		ev->addr[2] = a[2];
@@ -526,9 +607,12 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 		ev->rule = rule;
 		__builtin_memset(ev->_pad, 0, sizeof(ev->_pad));
 		bpf_ringbuf_submit(ev, 0);
-		count_sent(key);
+		if (t)
+			__sync_fetch_and_add(&t->events, 1);
+	} else if (t) {
+		__sync_fetch_and_add(&t->lost, 1);
 	} else {
-		count_lost(key);
+		__sync_fetch_and_add(&lost_untracked, 1);
 	}
 	return verdict == AUDIT_BPF_DENY ? 0 : 1;
 }

@@ -249,6 +249,8 @@ static int load_variant(struct audit *a, bool btf, uint32_t rb_bytes, struct aud
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.policies, a->max_tasks);
 	if (!r)
+		r = bpf_map__set_max_entries(s->maps.budgets, a->max_tasks);
+	if (!r)
 		r = bpf_map__set_max_entries(s->maps.procs, a->max_pids);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.events, rb_bytes);
@@ -344,6 +346,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	ev.task_key = h->task_key;
 	ev.pid = h->pid;
+	ev.over_budget = (h->flags & AUDIT_BPF_F_OVER) != 0;
 	ev.time_ns = (uint64_t)((int64_t)h->ktime_ns + a->mono_to_real);
 	if (h->type == AUDIT_BPF_EV_EXEC && size >= offsetof(struct audit_bpf_exec, argv))
 		decode_exec(a, data, size, &ev);
@@ -668,19 +671,65 @@ static int add_proc(struct audit *a, uint64_t key, pid_t tgid)
 	return 0;
 }
 
+static int read_task(struct audit *a, uint64_t task_key, struct audit_task *ret);
+
+static int budget_to_bpf(const struct audit_budget *b, struct audit_bpf_budget *bb)
+{
+	uint64_t burst;
+
+	if (b->rate > 1000000000ull || (b->sample_max && !b->sample_period_ns))
+		return -EINVAL;
+	burst = b->burst ? b->burst : 1;
+	*bb = (struct audit_bpf_budget){
+	    .interval_ns = b->rate ? 1000000000ull / b->rate : 0,
+	    .sample_period_ns = b->sample_period_ns,
+	    .sample_max = b->sample_max,
+	    .closed = b->closed,
+	};
+	if (bb->interval_ns && burst - 1 > UINT64_MAX / 2 / bb->interval_ns)
+		return -EINVAL;
+	bb->tau_ns = (burst - 1) * bb->interval_ns;
+	return 0;
+}
+
+/* tat for a bucket holding `tokens` of the budget's burst at ktime now (see audit_types.h). */
+static uint64_t tat_for(const struct audit_budget *b, const struct audit_bpf_budget *bb,
+			uint64_t now)
+{
+	double missing;
+
+	if (!bb->interval_ns || !b->restore || b->tokens >= (double)(b->burst ? b->burst : 1))
+		return 0; /* full */
+	missing = (double)(b->burst ? b->burst : 1) - (b->tokens > 0 ? b->tokens : 0);
+	return now + (uint64_t)(missing * (double)bb->interval_ns);
+}
+
 int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
 		const struct audit_net_policy *policy)
+{
+	return audit_track_budget(a, task_key, tgid, cgroup_fd, policy, NULL);
+}
+
+int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
+		       const struct audit_net_policy *policy, const struct audit_budget *budget)
 {
 	struct audit_bpf *s = a->skel;
 	struct bpf_program *progs[N_NET_PROGS] = {s->progs.audit_connect4, s->progs.audit_connect6,
 						  s->progs.audit_sendmsg4, s->progs.audit_sendmsg6};
 	struct audit_bpf_policy bp = {.default_action = AUDIT_BPF_ALLOW};
 	struct audit_task at = {.procs_alive = 1}; /* the first process, added below */
+	struct audit_bpf_budget bb;
 	struct tracked *t = NULL;
 	int tfd = bpf_map__fd(s->maps.tasks), r;
 
 	if (tgid <= 0)
 		return -EINVAL;
+	if (budget) {
+		r = budget_to_bpf(budget, &bb);
+		if (r < 0)
+			return r;
+		at.tat = tat_for(budget, &bb, now_ns(CLOCK_MONOTONIC));
+	}
 	if (policy) {
 		if (policy->n_rules > AUDIT_MAX_RULES)
 			return -E2BIG;
@@ -715,6 +764,11 @@ int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
 
 	if (bpf_map_update_elem(tfd, &task_key, &at, BPF_NOEXIST) < 0)
 		return errno == E2BIG ? -ENOSPC : -errno;
+	if (budget &&
+	    bpf_map_update_elem(bpf_map__fd(s->maps.budgets), &task_key, &bb, BPF_ANY) < 0) {
+		r = -errno;
+		goto out_task;
+	}
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.policies), &task_key, &bp, BPF_ANY) < 0) {
 		r = -errno;
 		goto out_task;
@@ -750,9 +804,52 @@ out_detach:
 out_policy:
 	bpf_map_delete_elem(bpf_map__fd(s->maps.policies), &task_key);
 out_task:
+	bpf_map_delete_elem(bpf_map__fd(s->maps.budgets), &task_key);
 	bpf_map_delete_elem(tfd, &task_key);
 	*t = (struct tracked){};
 	return r;
+}
+
+int audit_set_budget(struct audit *a, uint64_t task_key, const struct audit_budget *budget)
+{
+	struct audit_bpf_budget bb;
+	int r;
+
+	if (!find_tracked(a, task_key))
+		return -ENOENT;
+	r = budget_to_bpf(budget, &bb);
+	if (r < 0)
+		return r;
+	if (bpf_map_update_elem(bpf_map__fd(a->skel->maps.budgets), &task_key, &bb, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int audit_budget_state(struct audit *a, uint64_t task_key, struct audit_budget_state *ret)
+{
+	struct audit_bpf_budget bb;
+	struct audit_task t;
+	uint64_t now;
+	int r = read_task(a, task_key, &t);
+
+	if (r < 0)
+		return r;
+	*ret = (struct audit_budget_state){
+	    .over_exec = t.over_exec,
+	    .over_connect_allow = t.over_net_allow,
+	    .over_connect_deny = t.over_net_deny,
+	    .tokens = -1,
+	};
+	if (bpf_map_lookup_elem(bpf_map__fd(a->skel->maps.budgets), &task_key, &bb) == 0 &&
+	    bb.interval_ns) {
+		double burst = (double)(bb.tau_ns / bb.interval_ns + 1), tok;
+
+		now = now_ns(CLOCK_MONOTONIC);
+		/* tokens = burst - (tat - now) / interval, within [0, burst] */
+		tok = t.tat <= now ? burst : burst - (double)(t.tat - now) / (double)bb.interval_ns;
+		ret->tokens = tok < 0 ? 0 : tok > burst ? burst : tok;
+	}
+	return 0;
 }
 
 int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid)
@@ -826,6 +923,7 @@ int audit_forget(struct audit *a, uint64_t task_key)
 	if (t->has_cgroup)
 		bpf_map_delete_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.policies), &task_key);
+	bpf_map_delete_elem(bpf_map__fd(s->maps.budgets), &task_key);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
 	*t = (struct tracked){};
 	return r;

@@ -105,6 +105,7 @@ struct audit_event {
 	uint64_t task_key;
 	uint32_t pid;
 	uint64_t time_ns; /* CLOCK_REALTIME */
+	bool over_budget; /* past the task's record budget: one of the period's sample */
 	union {
 		struct audit_exec_event exec;
 		struct audit_connect_event connect;
@@ -137,6 +138,31 @@ int audit_poll(struct audit *a, audit_event_fn fn, void *userdata);
  */
 int audit_track(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
 		const struct audit_net_policy *policy);
+/*
+ * Record budget in the kernel: a token bucket of `rate` events/s, `burst` deep, per task. An
+ * event past it is not sent: it is counted in the task's entry by kind (audit_budget_state),
+ * except the first sample_max of each sample_period_ns, sent with over_budget set. closed: every
+ * event is past the budget. rate 0 and not closed: no bound. restore: the bucket starts with
+ * `tokens` (a budget carried over an agent restart) instead of full.
+ */
+struct audit_budget {
+	uint64_t rate, burst;
+	uint32_t sample_max;
+	uint64_t sample_period_ns;
+	bool closed;
+	bool restore;
+	double tokens;
+};
+struct audit_budget_state {
+	double tokens; /* in the bucket now; -1 when there is no rate bound */
+	uint64_t over_exec, over_connect_allow, over_connect_deny; /* counted, not sent */
+};
+/* audit_track with a budget (NULL: none, every event is sent). */
+int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgroup_fd,
+		       const struct audit_net_policy *policy, const struct audit_budget *budget);
+/* Change a tracked task's budget (its bucket's level and counts stay; `restore` is ignored). */
+int audit_set_budget(struct audit *a, uint64_t task_key, const struct audit_budget *budget);
+int audit_budget_state(struct audit *a, uint64_t task_key, struct audit_budget_state *ret);
 /* Re-adopt after an agent restart: track another process of a tracked task. */
 int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid);
 /*

@@ -22,6 +22,13 @@ enum {
 	AUDIT_BPF_EV_NET = 2,
 };
 
+/* audit_bpf_head.flags */
+enum {
+	/* past the task's record budget, delivered as one of the period's sample (the agent
+	 * counts it into the task's audit.summary, not as a record of its own) */
+	AUDIT_BPF_F_OVER = 1,
+};
+
 enum {
 	AUDIT_BPF_ALLOW = 1,
 	AUDIT_BPF_DENY = 2,
@@ -32,13 +39,33 @@ enum {
 	AUDIT_BPF_OP_SENDMSG = 2,
 };
 
-/* Per-task entry (map "tasks", key: __u64 task_key). */
+/* Per-task entry (map "tasks", key: __u64 task_key). Written by BPF (atomics) once created. */
 struct audit_task {
 	__u64 lost; /* events not delivered: ring buffer full (atomic adds) */
 	__u64 events;
 	/* "procs" entries pointing to the task: set to 1 by user space with the first one, then
 	 * kept by BPF (whoever creates or deletes an entry); audit_forget sweeps only if not 0 */
 	__s64 procs_alive;
+	/* Record budget (GCRA): the theoretical arrival time of the next event, ktime ns. An
+	 * event is within the budget when tat - now <= budget.tau_ns; it moves tat on by
+	 * budget.interval_ns. Set by user space at creation (a full bucket: 0; restored: later). */
+	__u64 tat;
+	/* events past the budget counted here instead of being sent (sampled ones not included) */
+	__u64 over_exec, over_net_allow, over_net_deny;
+	/* over-budget events delivered in the current sample period (AUDIT_BPF_F_OVER) */
+	__u64 sample_period, sample_used;
+};
+
+/*
+ * Per-task record budget (map "budgets", key: __u64 task_key). Written by user space only, as
+ * a whole; read by BPF. No entry: no budget in the kernel (every event is sent).
+ */
+struct audit_bpf_budget {
+	__u64 interval_ns;	/* 1e9 / rate: ns per token; 0 = no rate bound */
+	__u64 tau_ns;		/* (burst - 1) * interval_ns */
+	__u64 sample_period_ns; /* 0 = no sample */
+	__u32 sample_max;	/* over-budget events delivered per sample period */
+	__u32 closed;		/* 1: every event is past the budget (its bytes are spent) */
 };
 
 /* One network rule. Address and mask in network byte order; port in host order, 0 = any. */
@@ -65,7 +92,8 @@ struct audit_bpf_policy {
 
 /* Common head of every ring buffer record. */
 struct audit_bpf_head {
-	__u32 type;
+	__u16 type;
+	__u16 flags; /* AUDIT_BPF_F_* */
 	__u32 pid;
 	__u64 task_key;
 	__u64 ktime_ns; /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */

@@ -4,7 +4,9 @@
 #  1. collector up: an unprivileged flood next to another user's ordinary task. Every record of
 #     the ordinary task reaches the collector; the flood's connects are all accounted for, one
 #     by one or counted in audit.summary records (recorded + summarized + ring-buffer lost ==
-#     connects made, from the raw rows); its task.end says how many were summarized.
+#     connects made, from the raw rows); its task.end says how many were summarized. The budget
+#     is kept in the kernel: events past it are counted there, not sent through the ring
+#     buffer, so none is lost (audit.lost 0) and the kernel's count is in the summaries.
 #  2. collector down: the same again; the per-task budget keeps the flood from filling the
 #     spool, so the ordinary task's records all arrive once the collector is back.
 #  3. collector down, a flood with a large budget granted by root: the spool fills up to its
@@ -105,6 +107,13 @@ lost=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.lost')),0) FROM record
 es=$(q "SELECT json_extract(body,'\$.audit.summarized') FROM records WHERE task_id='$F1' AND type='task.end'")
 [ "$es" = "$sum" ] && pass "flood 1's task.end says $es events were summarized" || fail "task.end audit.summarized '$es' vs $sum"
 [ "$(rows "$F1" | grep -o 'task.start:1 ')" ] && pass "flood 1's own task.start and task.end are there" || fail "flood 1 rows: $(rows "$F1")"
+[ "$lost" = 0 ] && pass "flood 1: no event lost in the ring buffer" || fail "flood 1: $lost events lost"
+kin=$(q "SELECT json_extract(body,'\$.audit.in_kernel.connect_allow') FROM records WHERE task_id='$F1' AND type='task.end'")
+ksum=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.in_kernel.connect_allow')),0) FROM records WHERE task_id='$F1' AND type='audit.summary'")
+seen=$(q "SELECT coalesce(sum(json_array_length(body,'\$.event.sample')),0) FROM records WHERE task_id='$F1' AND type='audit.summary'")
+[ "${kin:-0}" -gt $((C1 / 2)) ] && [ "$kin" = "$ksum" ] &&
+	pass "flood 1: $kin events counted in the kernel (task.end and the summaries agree), $seen sent as samples" ||
+	fail "flood 1: in_kernel task.end '$kin' summaries '$ksum'"
 
 # ---- 2. collector down: the budget keeps the spool from filling
 coll_stop
@@ -117,6 +126,12 @@ drained || fail "spool did not drain (2)"
 r=$(rows "$O2")
 [ "$r" = "audit.exec:3 task.end:1 task.start:1 " ] && pass "ordinary task next to the flood, collector down: $r" || fail "ordinary task 2: '$r'"
 [ "$(rows "$F2" | grep -c 'task.end:1.*task.start:1')" = 1 ] && pass "flood 2's task.start and task.end are there" || fail "flood 2 rows: $(rows "$F2")"
+C2=$(cat "$T/out/f2")
+rec=$(q "SELECT count(*) FROM records WHERE task_id='$F2' AND type='audit.connect'")
+sum=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.by_type.\"audit.connect\"')),0) FROM records WHERE task_id='$F2' AND type='audit.summary'")
+lost=$(q "SELECT count(*) FROM records WHERE task_id='$F2' AND type='audit.lost'")
+[ $((rec + sum)) = "$C2" ] && [ "$lost" = 0 ] && pass "flood 2: $rec recorded + $sum summarized = $C2 made, none lost" ||
+	fail "flood 2: $rec recorded + $sum summarized vs $C2, $lost audit.lost"
 shed2=$(st audit_shed)
 [ "${shed2:-0}" = 0 ] && pass "no audit record shed while the budget held" || fail "shed while within budget: $shed2"
 

@@ -287,6 +287,9 @@ case_agent_ready() {
 	grep -q memory "$TASKS_CG/tasks/cgroup.subtree_control" ||
 		fail "memory controller not enabled for task cgroups"
 	corralctl ps || fail "corralctl ps failed"
+	# The audit programs (record budget, network policy) pass this kernel's verifier.
+	journalctl -u corrald.service --no-pager | grep -q 'audit trail loaded' ||
+		fail "audit trail not loaded: $(journalctl -u corrald.service --no-pager | grep -i audit | tail -n3)"
 	# The installed launch spawner forks the supervisors (the agent's own fork is the
 	# fallback): a task's shim is a child of corral-spawn, a child of the agent.
 	local sp shim tid
