@@ -301,6 +301,9 @@ void audit_glue_addrs_tick(struct agent *a);
 void audit_glue_task_end(struct agent *a, struct task *t);
 /* Fold the events the kernel counted past the task's budget into its summary. */
 void audit_glue_budget_poll(struct agent *a, struct task *t);
+/* Read the events in the ring buffer (its fd's handler; the tick, for events sent without a
+ * wakeup). */
+void audit_glue_poll(struct agent *a);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 

@@ -312,12 +312,15 @@ static void on_event(const struct audit_event *ev, void *userdata)
 	acct_record_clear(&r);
 }
 
-static void on_audit_fd(void *data, int fd, uint32_t events)
+void audit_glue_poll(struct agent *a)
 {
-	struct agent *a = data;
-
 	if (a->audit)
 		(void)audit_poll(a->audit, on_event, a);
+}
+
+static void on_audit_fd(void *data, int fd, uint32_t events)
+{
+	audit_glue_poll(data);
 }
 
 void audit_glue_task_end(struct agent *a, struct task *t)

@@ -279,6 +279,8 @@ void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bo
 
 void budget_tick(struct agent *a, uint64_t now_mono)
 {
+	/* events of tasks held to their rate come without a wakeup (bpf/audit.bpf.c) */
+	audit_glue_poll(a);
 	for (struct task *t = a->tasks; t; t = t->next) {
 		audit_glue_budget_poll(a, t);
 		budget_flush_summary(a, t, now_mono, false);

@@ -114,10 +114,27 @@ static __always_inline void count_sent(__u64 key)
 
 /* ---- record budget ----------------------------------------------------------------------- */
 
-enum { BUDGET_SEND, BUDGET_SAMPLE, BUDGET_COUNT };
+enum { BUDGET_SEND, BUDGET_SEND_QUIET, BUDGET_SAMPLE, BUDGET_COUNT };
 
 /*
- * Is an event of the task within its record budget? BUDGET_SEND: yes, send it; BUDGET_SAMPLE:
+ * Ring buffer bytes below which an event of a task running on its bucket (or a sampled one)
+ * is submitted without waking the agent (BPF_RB_NO_WAKEUP): the agent reads it at its next
+ * wakeup or tick (250 ms), with others, instead of once per event (set by the loader: a
+ * quarter of the ring buffer).
+ */
+const volatile __u32 quiet_bytes = 256 * 1024;
+
+static __always_inline __u64 wake_flags(int verdict)
+{
+	if (verdict == BUDGET_SEND)
+		return 0;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < quiet_bytes ? BPF_RB_NO_WAKEUP : 0;
+}
+
+/*
+ * Is an event of the task within its record budget? BUDGET_SEND: yes, send it;
+ * BUDGET_SEND_QUIET: yes, and the task has used more than half its burst (a flood held to the
+ * rate: no wakeup per event, see wake_flags); BUDGET_SAMPLE:
  * no, but send it flagged as one of the period's sample; BUDGET_COUNT: no, the caller counts it
  * in the task's entry. A token bucket as a GCRA over one word (tat), without a lock (tracing
  * programs cannot take bpf_spin_lock) and without a loop: under concurrent events of one task
@@ -144,7 +161,7 @@ static __always_inline int budget_check(__u64 key, struct audit_task *t, __u64 n
 			return BUDGET_SEND;
 		}
 		if (old - now <= b->tau_ns)
-			return BUDGET_SEND;
+			return old - now > b->tau_ns / 2 ? BUDGET_SEND_QUIET : BUDGET_SEND;
 		__sync_fetch_and_add(&t->tat, -step); /* not taken: give the step back */
 	}
 	if (!b->sample_max || !b->sample_period_ns)
@@ -313,7 +330,8 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	barrier_var(len);
 	if (len > AUDIT_ARGV_CAP)
 		len = AUDIT_ARGV_CAP;
-	if (bpf_ringbuf_output(&events, e, offsetof(struct audit_bpf_exec, argv) + len, 0))
+	if (bpf_ringbuf_output(&events, e, offsetof(struct audit_bpf_exec, argv) + len,
+			       wake_flags(verdict)))
 		count_lost(k);
 	else
 		count_sent(k);
@@ -606,7 +624,7 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 		ev->op = op;
 		ev->rule = rule;
 		__builtin_memset(ev->_pad, 0, sizeof(ev->_pad));
-		bpf_ringbuf_submit(ev, 0);
+		bpf_ringbuf_submit(ev, wake_flags(send));
 		if (t)
 			__sync_fetch_and_add(&t->events, 1);
 	} else if (t) {

@@ -257,6 +257,7 @@ static int load_variant(struct audit *a, bool btf, uint32_t rb_bytes, struct aud
 	if (r)
 		goto out_destroy;
 	s->rodata->argv_max = a->argv_max;
+	s->rodata->quiet_bytes = rb_bytes / 4;
 	set_variant(s, btf);
 	r = audit_bpf__load(s);
 	if (r)
