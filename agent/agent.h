@@ -29,6 +29,7 @@ struct audit;
 struct ts_glue;
 struct ts_task;
 struct loop;
+struct profile_cache;
 
 enum task_state {
 	TASK_STARTING, /* shim forked: waiting for the child's pid, then for its exec */
@@ -175,6 +176,7 @@ struct agent {
 	int landlock_abi;	/* > 0: the kernel's Landlock ABI (probed at start); else -errno */
 	struct ts_glue *tsglue; /* taskstats fallback meter, NULL unless in use */
 	struct users *users;	/* passwd/group cache (agent_users) */
+	struct profile_cache *profiles;	 /* compiled seccomp filters (agent/profiles.h) */
 	struct launch_spawner *spawner;	 /* forks the shims (NULL: the agent forks them) */
 	char *spawner_path;		 /* corral-spawn found beside corrald, or NULL */
 	uint64_t spawner_restarted_mono; /* last restart (spawn_shim), 0: none yet */

@@ -12,6 +12,7 @@
 #include "agent/hooks.h"
 #include "agent/log.h"
 #include "agent/loop.h"
+#include "agent/profiles.h"
 #include "accounting/spool.h"
 #include "bpf/audit.h"
 #include "bpf/meter.h"
@@ -494,6 +495,7 @@ int main(int argc, char **argv)
 		if (a.meter)
 			meter_free(a.meter);
 		users_free(a.users);
+		profile_cache_free(a.profiles);
 		launch_spawner_free(a.spawner);
 		free(a.spawner_path);
 		cg_root_free(a.cg);
@@ -556,6 +558,7 @@ int main(int argc, char **argv)
 	if (a.meter)
 		meter_free(a.meter);
 	users_free(a.users);
+	profile_cache_free(a.profiles);
 	launch_spawner_free(a.spawner);
 	free(a.spawner_path);
 	cg_root_free(a.cg);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Task lifecycle: authorize, prepare, launch, enforce limits, collect usage, end. */
 #include "agent/agent.h"
+#include "agent/admission.h"
 #include "agent/users.h"
 #include "agent/sandbox.h"
 #include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
+#include "agent/profiles.h"
 #include "agent/loop.h"
 #include "accounting/spool.h"
 #include "accounting/uploader.h"
@@ -163,44 +165,6 @@ void task_free(struct task *t)
 	free(t);
 }
 
-/* Is uid a member of the group (by name), per the peer's process groups or the passwd db? */
-static bool in_group(struct users *users, const char *group, uid_t uid, gid_t gid)
-{
-	const struct user_info *u;
-	struct group *gr;
-
-	if (!group || !*group)
-		return false;
-	gr = getgrnam(group);
-	if (!gr)
-		return false;
-	if (gid == gr->gr_gid)
-		return true;
-	u = users ? users_by_uid(users, uid) : NULL;
-	if (!u)
-		return false;
-	for (int i = 0; i < u->n_groups; i++)
-		if (u->groups[i] == gr->gr_gid)
-			return true;
-	return false;
-}
-
-static bool user_listed(const char *list, const char *user)
-{
-	_cleanup_free_ char *dup = NULL;
-	char *save = NULL;
-
-	if (!list || strcmp(list, "*") == 0)
-		return true;
-	dup = strdup(list);
-	if (!dup)
-		return false;
-	for (char *tok = strtok_r(dup, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
-		if (strcmp(tok, user) == 0)
-			return true;
-	return false;
-}
-
 /* corral-spawn beside corrald (build tree) or in ../lib/corral (installed), or NULL. */
 static char *find_spawner(void)
 {
@@ -288,40 +252,26 @@ struct users *agent_users(struct agent *a)
 	return a->users;
 }
 
-bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
+static struct admission_policy agent_policy(const struct agent *a)
 {
-	return uid == 0 || in_group(agent_users(a), a->cfg.allowed_group, uid, gid);
+	return (struct admission_policy){.allowed_group = a->cfg.allowed_group,
+					 .allowed_users = a->cfg.allowed_users,
+					 .allow_root_tasks = a->cfg.allow_root_tasks};
 }
 
-/*
- * May a client (uid, privileged = agent_is_privileged) run a task as user (target_uid,
- * target_name)? The one rule for run and for show/kill/wait/ps of tasks it did not submit:
- * anyone as itself; root and members of allowed_group as users in allowed_users, members as
- * root only with allow_root_tasks=yes. -EPERM with the reason in err.
- */
+bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
+{
+	struct admission_policy p = agent_policy(a);
+
+	return admission_is_privileged(&p, agent_users(a), uid, gid);
+}
+
 int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_uid,
 		     const char *target_name, char *err, size_t errlen)
 {
-	if (target_uid == uid)
-		return 0;
-	if (!privileged) {
-		snprintf(err, errlen,
-			 "permission denied: uid %u may only run tasks as itself (not as \"%s\"); "
-			 "ask an administrator to add you to group \"%s\"",
-			 uid, target_name ? target_name : "?",
-			 a->cfg.allowed_group ? a->cfg.allowed_group : "");
-		return -EPERM;
-	}
-	if (target_uid == 0 && uid != 0 && !a->cfg.allow_root_tasks) {
-		snprintf(err, errlen, "permission denied: tasks as root need allow_root_tasks=yes");
-		return -EPERM;
-	}
-	if (target_uid != 0 && !user_listed(a->cfg.allowed_users, target_name ? target_name : "")) {
-		snprintf(err, errlen, "permission denied: user \"%s\" is not in allowed_users",
-			 target_name ? target_name : "?");
-		return -EPERM;
-	}
-	return 0;
+	struct admission_policy p = agent_policy(a);
+
+	return admission_may_act_as(&p, uid, privileged, target_uid, target_name, err, errlen);
 }
 
 /*
@@ -966,121 +916,41 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 	gpu_glue_usage(a, t);
 }
 
-/*
- * Compiled filters are cached by profile name: compiling the JSON profile with libseccomp costs
- * about a millisecond, paid once per profile instead of once per launch. A cached entry is
- * reused while the profile file's mtime and size are unchanged (built-ins never change).
- */
-#define PROFILE_CACHE_MAX 16
-struct profile_cache_entry {
-	char *name;
-	unsigned int flags; /* SBX_COMPILE_* */
-	struct timespec mtime;
-	off_t size;
-	struct sbx_filter *filter;
-};
-static struct profile_cache_entry profile_cache[PROFILE_CACHE_MAX];
-
-static int profile_stat(struct agent *a, const char *name, struct stat *st)
+/* The compiled seccomp filter of a launch (see task_launch). */
+static int launch_filter(struct agent *a, const struct task_spec *spec, uid_t submitter,
+			 unsigned int sc_flags, const struct sbx_filter **filter, char *err,
+			 size_t errlen)
 {
-	char path[4096];
-
-	if (strchr(name, '/')) {
-		/* root's own path (others send the content): a regular file, opened without
-		 * waiting for a FIFO's writer or a device */
-		_cleanup_close_ int fd = open(name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-
-		if (fd < 0)
-			return -errno;
-		if (fstat(fd, st) < 0)
-			return -errno;
-		return S_ISREG(st->st_mode) ? 0 : -EBADFD;
-	}
-	snprintf(path, sizeof(path), "%s/%s.json", a->cfg.seccomp_dir, name);
-	if (stat(path, st) == 0)
-		return 0;
-	memset(st, 0, sizeof(*st)); /* built-in */
-	return 0;
-}
-
-/* Cache key of a profile sent as content: FNV-1a of the text and its length. */
-static void content_key(const char *text, char *buf, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t n = 0;
-
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++, n++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	snprintf(buf, len, "#%016llx-%zu", (unsigned long long)h, n);
-}
-
-/* content: the profile's JSON as the client sent it (name is then only its label). */
-static int profile_filter(struct agent *a, const char *name, const char *content,
-			  unsigned int flags, const struct sbx_filter **ret, char *err,
-			  size_t errlen)
-{
-	struct profile_cache_entry *e = NULL;
-	struct sbx_filter *f = NULL;
-	struct stat st = {0};
-	char key[64];
+	const char *pname = spec->seccomp ? spec->seccomp : a->cfg.seccomp_default;
+	const char *content = spec->seccomp_profile;
+	char perr[512], notice[512];
 	int r;
 
-	err[0] = 0;
-	if (content) {
-		content_key(content, key, sizeof(key));
-		name = key;
-	} else {
-		r = profile_stat(a, name, &st);
-		if (r < 0) {
-			/* the caller names the profile */
-			snprintf(err, errlen, "%s",
-				 r == -EBADFD ? "not a regular file" : strerror(-r));
-			return r;
-		}
+	if (!content && spec->seccomp && strchr(spec->seccomp, '/') && submitter != 0) {
+		a->stats.refused++;
+		return err_set(err, errlen, -EINVAL,
+			       "seccomp: a profile path is read by the client: send the "
+			       "profile's JSON in seccomp_profile (corralctl --seccomp PATH does)");
 	}
-	for (size_t i = 0; i < PROFILE_CACHE_MAX; i++) {
-		struct profile_cache_entry *c = &profile_cache[i];
+	if (!a->profiles && profile_cache_new(&a->profiles) < 0)
+		return err_set(err, errlen, -EINVAL, "out of memory");
+	r = profile_cache_get(a->profiles, a->cfg.seccomp_dir, pname, content, sc_flags, filter,
+			      perr, sizeof(perr), notice, sizeof(notice));
+	if (r < 0 && sc_flags) {
+		char nerr[sizeof(perr)];
 
-		if (c->name && strcmp(c->name, name) == 0 && c->flags == flags) {
-			if (c->mtime.tv_sec == st.st_mtim.tv_sec &&
-			    c->mtime.tv_nsec == st.st_mtim.tv_nsec && c->size == st.st_size) {
-				*ret = c->filter;
-				return 0;
-			}
-			e = c;
-			break;
-		}
+		snprintf(nerr, sizeof(nerr), "%s", perr[0] ? perr : strerror(-r));
+		r = profile_cache_get(a->profiles, a->cfg.seccomp_dir, pname, content, 0, filter,
+				      perr, sizeof(perr), notice, sizeof(notice));
+		if (r == 0)
+			log_warning("seccomp profile \"%s\": denied calls cannot be audited: %s",
+				    pname, nerr);
 	}
-	if (content)
-		r = sbx_profile_compile_flags(content, strlen(content), flags, &f, err, errlen);
-	else
-		r = sbx_profile_load_flags(name, a->cfg.seccomp_dir, flags, &f, err, errlen);
+	if (notice[0])
+		log_info("seccomp profile \"%s\": %s", pname, notice);
 	if (r < 0)
-		return r;
-	if (err[0]) /* a notice: allowed names this libseccomp does not know, skipped */
-		log_info("seccomp profile \"%s\": %s", name, err);
-	err[0] = 0;
-	if (!e) {
-		e = &profile_cache[0];
-		for (size_t i = 0; i < PROFILE_CACHE_MAX; i++)
-			if (!profile_cache[i].name) {
-				e = &profile_cache[i];
-				break;
-			}
-	}
-	free(e->name);
-	sbx_filter_free(e->filter);
-	e->name = strdup(name);
-	e->flags = flags;
-	e->filter = f;
-	e->mtime = st.st_mtim;
-	e->size = st.st_size;
-	if (!e->name) {
-		sbx_filter_free(f);
-		e->filter = NULL;
-		return -ENOMEM;
-	}
-	*ret = f;
+		return err_set(err, errlen, -EINVAL, "seccomp profile \"%s\": %s", pname,
+			       perr[0] ? perr : strerror(-r));
 	return 0;
 }
 
@@ -1104,38 +974,28 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	struct task *t;
 	char exit_file[512], sc_file[512], msg[512], perr[512];
 	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
-	uint64_t mem_used;
-	double cpus_used;
+	struct admission_node node;
 	struct stat st;
 	int r;
 
-	if (a->n_live >= a->cfg.max_tasks) {
+	node = (struct admission_node){.max_tasks = a->cfg.max_tasks,
+				       .n_live = a->n_live,
+				       .mem_total = a->mem_total,
+				       .reserve_memory = a->cfg.reserve_memory,
+				       .ncpus = a->ncpus,
+				       .reserve_cpus = a->cfg.reserve_cpus};
+	r = admission_check_slots(&node, err, errlen);
+	if (r < 0) {
 		a->stats.refused++;
-		return err_set(err, errlen, -EINVAL,
-			       "refused: the node runs its maximum of %u tasks (max_tasks)",
-			       a->cfg.max_tasks);
+		return -EINVAL;
 	}
 
 	/* Who runs it. */
 	if (!users)
 		return err_set(err, errlen, -EINVAL, "out of memory");
-	if (spec->user) {
-		pw = users_by_name(users, spec->user);
-		if (!pw) {
-			uint32_t u;
-
-			if (parse_u32(spec->user, &u) == 0)
-				pw = users_by_uid(users, u);
-		}
-		if (!pw)
-			return err_set(err, errlen, -EINVAL, "user: no such user \"%.64s\"",
-				       spec->user);
-	} else {
-		pw = users_by_uid(users, submitter);
-		if (!pw)
-			return err_set(err, errlen, -EINVAL, "user: uid %u has no passwd entry",
-				       submitter);
-	}
+	r = admission_resolve_user(users, spec->user, submitter, &pw, err, errlen);
+	if (r < 0)
+		return -EINVAL;
 	r = agent_may_act_as(a, submitter, privileged, pw->uid, pw->name, err, errlen);
 	if (r < 0) {
 		a->stats.refused++;
@@ -1149,26 +1009,11 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	}
 
 	/* Node safety: refuse what does not fit, never queue silently. */
-	live_requests(a, &mem_used, &cpus_used);
-	if (spec->memory_max && a->mem_total &&
-	    mem_used + spec->memory_max + a->cfg.reserve_memory > a->mem_total) {
+	live_requests(a, &node.mem_used, &node.cpus_used);
+	r = admission_check_reserve(&node, spec, err, errlen);
+	if (r < 0) {
 		a->stats.refused++;
-		return err_set(
-		    err, errlen, -EINVAL,
-		    "refused: memory request %llu MiB exceeds what is left on the node "
-		    "(%llu MiB total, %llu MiB reserved, %llu MiB requested by running tasks)",
-		    (unsigned long long)(spec->memory_max >> 20),
-		    (unsigned long long)(a->mem_total >> 20),
-		    (unsigned long long)(a->cfg.reserve_memory >> 20),
-		    (unsigned long long)(mem_used >> 20));
-	}
-	if (spec->cpus > 0 && cpus_used + spec->cpus + a->cfg.reserve_cpus > (double)a->ncpus) {
-		a->stats.refused++;
-		return err_set(
-		    err, errlen, -EINVAL,
-		    "refused: cpus request %.2f exceeds what is left on the node (%u cpus, "
-		    "%.2f reserved, %.2f requested by running tasks)",
-		    spec->cpus, a->ncpus, a->cfg.reserve_cpus, cpus_used);
+		return -EINVAL;
 	}
 	/* workdir is not looked at here, as root: the child changes to it after it became the
 	 * task's user, and a failure comes back as "chdir DIR: <error>" seen with the user's
@@ -1204,38 +1049,13 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		return err_set(err, errlen, -EINVAL, "%s", perr);
 	}
 
-	/* Seccomp, compiled before fork (cached per profile, see profile_filter). With audit,
+	/* Seccomp, compiled before fork (cached per profile, agent/profiles.h). With audit,
 	 * the variant that notifies the shim of denied calls. A profile path is read by the
 	 * client, with its own rights, and sent as seccomp_profile (corralctl does): the agent
 	 * opens a path only for root, so it never reads, quotes or waits on a file for a user. */
-	{
-		const char *pname = spec->seccomp ? spec->seccomp : a->cfg.seccomp_default;
-		const char *content = spec->seccomp_profile;
-
-		if (!content && spec->seccomp && strchr(spec->seccomp, '/') && submitter != 0) {
-			a->stats.refused++;
-			return err_set(
-			    err, errlen, -EINVAL,
-			    "seccomp: a profile path is read by the client: send the "
-			    "profile's JSON in seccomp_profile (corralctl --seccomp PATH "
-			    "does)");
-		}
-		r = profile_filter(a, pname, content, sc_flags, &filter, perr, sizeof(perr));
-		if (r < 0 && sc_flags) {
-			char nerr[sizeof(perr)];
-
-			snprintf(nerr, sizeof(nerr), "%s", perr[0] ? perr : strerror(-r));
-			r = profile_filter(a, pname, content, 0, &filter, perr, sizeof(perr));
-			if (r == 0)
-				log_warning(
-				    "seccomp profile \"%s\": denied calls cannot be audited: "
-				    "%s",
-				    pname, nerr);
-		}
-		if (r < 0)
-			return err_set(err, errlen, -EINVAL, "seccomp profile \"%s\": %s", pname,
-				       perr[0] ? perr : strerror(-r));
-	}
+	r = launch_filter(a, spec, submitter, sc_flags, &filter, err, errlen);
+	if (r < 0)
+		return r;
 
 	t = calloc(1, sizeof(*t));
 	if (!t) {
