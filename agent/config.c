@@ -39,6 +39,8 @@ void config_init_defaults(struct agent_config *c)
 	c->sandbox_mount_ns = true;
 	c->sandbox_tmp_size = strdup("25%");
 	c->sandbox_protect_system = true;
+	c->sandbox_private_dev = true;
+	c->sandbox_dev_paths = strdup("infiniband fuse");
 	c->bpf = BPF_MODE_AUTO;
 	c->taskstats = true;
 	c->audit = true;
@@ -77,6 +79,7 @@ void config_free(struct agent_config *c)
 	free(c->seccomp_dir);
 	free(c->log_level);
 	free(c->sandbox_tmp_size);
+	free(c->sandbox_dev_paths);
 	free(c->metrics_listen);
 	free(c->collector_url);
 	free(c->token_file);
@@ -243,8 +246,17 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 				return BAD("expected a size (K, M, G, T) or a percentage of RAM");
 			return set_str(&c->sandbox_tmp_size, value);
 		}
+		if (strcmp(key, "dev_paths") == 0) {
+			if (spec_dev_paths_check(value) < 0)
+				return BAD(
+				    "expected names under /dev separated by spaces (at most 32, "
+				    "no \"..\", none starting with /)");
+			return set_str(&c->sandbox_dev_paths, value);
+		}
 		if (strcmp(key, "mount_namespace") == 0)
 			bp = &c->sandbox_mount_ns;
+		else if (strcmp(key, "private_dev") == 0)
+			bp = &c->sandbox_private_dev;
 		else if (strcmp(key, "private_tmp") == 0)
 			bp = &c->sandbox_private_tmp;
 		else if (strcmp(key, "protect_system") == 0)

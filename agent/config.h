@@ -73,7 +73,9 @@ struct agent_config {
 	char *sandbox_tmp_size;	     /* tmpfs size= option: bytes with K/M/G/T or N% of RAM */
 	bool sandbox_protect_system; /* /usr, /etc, /boot read-only */
 	bool sandbox_ipc_ns, sandbox_uts_ns, sandbox_pid_ns;
-	bool sandbox_landlock; /* protected paths also by Landlock rules (inode, any path) */
+	bool sandbox_landlock;	  /* protected paths also by Landlock rules (inode, any path) */
+	bool sandbox_private_dev; /* a private /dev: the usual nodes, the task's GPUs, dev_paths */
+	char *sandbox_dev_paths;  /* more names under /dev for it, space-separated */
 	/* [metrics] */
 	char *metrics_listen;	    /* ADDR:PORT or PORT (= 127.0.0.1:PORT); NULL: off */
 	int metrics_tasks;	    /* METRICS_TASKS_*: per-task series (privacy, see docs) */

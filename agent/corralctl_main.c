@@ -68,6 +68,8 @@ static void usage(FILE *f)
 	    "  --read-only PATH, --inaccessible PATH, --bind SRC:DST[:ro]   (repeatable)\n"
 	    "  --ipc-ns, --uts-ns   own IPC (SysV, POSIX queues) and hostname namespaces\n"
 	    "  --pid-ns             own PID namespace and /proc (a minimal init is its PID 1)\n"
+	    "  --private-dev, --no-private-dev   own /dev: null, zero, random, tty, pts, shm...\n"
+	    "                       and the task's GPUs only (default: yes)\n"
 	    "  --landlock, --no-landlock   read-only and inaccessible paths also by Landlock\n"
 	    "                       rules (whatever path reaches them)\n"
 	    "  --spec FILE          JSON job spec (same fields); flags override it\n\n"
@@ -328,6 +330,8 @@ enum {
 	OPT_PID_NS,
 	OPT_LANDLOCK,
 	OPT_NO_LANDLOCK,
+	OPT_PRIVATE_DEV,
+	OPT_NO_PRIVATE_DEV,
 };
 
 static const struct option run_opts[] = {
@@ -371,6 +375,8 @@ static const struct option run_opts[] = {
     {"pid-ns", no_argument, NULL, OPT_PID_NS},
     {"landlock", no_argument, NULL, OPT_LANDLOCK},
     {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
+    {"private-dev", no_argument, NULL, OPT_PRIVATE_DEV},
+    {"no-private-dev", no_argument, NULL, OPT_NO_PRIVATE_DEV},
     {"help", no_argument, NULL, 'h'},
     {}};
 
@@ -685,6 +691,10 @@ static int cmd_run(int argc, char **argv)
 		case OPT_LANDLOCK:
 		case OPT_NO_LANDLOCK:
 			spec.sb_landlock = c == OPT_LANDLOCK;
+			break;
+		case OPT_PRIVATE_DEV:
+		case OPT_NO_PRIVATE_DEV:
+			spec.sb_private_dev = c == OPT_PRIVATE_DEV;
 			break;
 		case 'h':
 			usage(stdout);

@@ -228,6 +228,28 @@ int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, cha
 	return 0;
 }
 
+void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+	struct devices_policy p;
+	size_t off = 0;
+
+	if (len)
+		buf[0] = 0;
+	if (!gt || !gpus_on(a) || !gt->alloc.mask)
+		return;
+	devices_policy_init(&p, g->uvm_major);
+	if (devices_policy_allow_gpus(&p, g->inv, &gt->alloc) < 0)
+		return;
+	for (unsigned m = 0; m <= DEVICES_GPU_MINOR_MAX; m++)
+		if (devices_policy_allows(&p, 195, m) && off < len)
+			off += (size_t)snprintf(buf + off, len - off, "nvidia%u ", m);
+	if (off < len)
+		snprintf(buf + off, len - off,
+			 "nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset nvidia-caps");
+}
+
 int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen)
 {
 	struct gpu_state *g = a->gpu;

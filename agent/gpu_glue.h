@@ -18,6 +18,9 @@ int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, cha
 		     size_t errlen);
 /* Before fork, after the cgroup exists: device policy (v1 devices cgroup and/or BPF). */
 int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen);
+/* The task's GPU device nodes for its private /dev: "nvidia0 nvidiactl nvidia-uvm ..." ("" with
+ * no GPU). */
+void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len);
 /* Between fork and exec: uprobe tracking and NVML meter. */
 void gpu_glue_started(struct agent *a, struct task *t);
 void gpu_glue_tick(struct agent *a, struct task *t);

@@ -148,11 +148,11 @@ static int layer(int8_t spec, bool def, bool may_relax, const char *name, bool *
 }
 
 int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitter, uid_t task_uid,
-		       struct sandbox_plan *p, char *err, size_t errlen)
+		       const char *gpu_devs, struct sandbox_plan *p, char *err, size_t errlen)
 {
 	const struct agent_config *c = &a->cfg;
 	bool may_relax = submitter == 0 || task_uid != 0;
-	bool mount_ns, private_tmp, protect, ipc, uts, pid, landlock;
+	bool mount_ns, private_tmp, protect, ipc, uts, pid, landlock, pdev;
 	char opts[96];
 	int r;
 
@@ -170,14 +170,17 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 	    (r = layer(s->sb_pid_ns, c->sandbox_pid_ns, may_relax, "pid_namespace", &pid, err,
 		       errlen)) < 0 ||
 	    (r = layer(s->sb_landlock, c->sandbox_landlock, may_relax, "landlock", &landlock, err,
-		       errlen)) < 0)
+		       errlen)) < 0 ||
+	    (r = layer(s->sb_private_dev, c->sandbox_private_dev, may_relax, "private_dev", &pdev,
+		       err, errlen)) < 0)
 		return r;
 	if (!mount_ns &&
 	    (s->n_sb_read_only || s->n_sb_inaccessible || s->n_sb_bind || s->sb_private_tmp > 0 ||
-	     s->sb_protect_system > 0 || pid || s->sb_landlock > 0)) {
+	     s->sb_protect_system > 0 || pid || s->sb_landlock > 0 || s->sb_private_dev > 0)) {
 		snprintf(err, errlen,
 			 "sandbox: read_only_paths, inaccessible_paths, bind, private_tmp, "
-			 "protect_system, pid_namespace and landlock need mount_namespace");
+			 "protect_system, pid_namespace, landlock and private_dev need "
+			 "mount_namespace");
 		return -EINVAL;
 	}
 	if (ipc)
@@ -205,6 +208,17 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 			goto out_toomany;
 	}
 	p->protect_system = protect;
+
+	/* 0b. a private /dev: the usual nodes, the task's GPUs, the site's dev_paths */
+	if (pdev) {
+		char names[2048];
+
+		snprintf(names, sizeof(names), "%s %s",
+			 c->sandbox_dev_paths ? c->sandbox_dev_paths : "",
+			 gpu_devs ? gpu_devs : "");
+		if ((r = add(p, LAUNCH_MOUNT_DEV, "/dev", NULL, names, false)) < 0)
+			goto out_toomany;
+	}
 
 	/* 1. private /tmp and /dev/shm: a tmpfs each, gone with the namespace */
 	if (private_tmp) {
@@ -311,6 +325,7 @@ json_t *sandbox_status_json(const struct agent *a)
 	LAYER("agent_files_hidden", true);
 	LAYER("private_tmp", c->sandbox_private_tmp);
 	LAYER("protect_system", c->sandbox_protect_system);
+	LAYER("private_dev", c->sandbox_private_dev);
 #undef LAYER
 	json_object_set_new(o, "tmp_size", json_string(c->sandbox_tmp_size));
 	json_object_set_new(o, "ipc_namespace", json_string(c->sandbox_ipc_ns ? "on" : "off"));

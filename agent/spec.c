@@ -17,7 +17,7 @@ void spec_init(struct task_spec *s)
 	memset(s, 0, sizeof(*s));
 	s->swap_max = UINT64_MAX;
 	s->sb_mount_ns = s->sb_private_tmp = s->sb_protect_system = -1;
-	s->sb_ipc_ns = s->sb_uts_ns = s->sb_pid_ns = s->sb_landlock = -1;
+	s->sb_ipc_ns = s->sb_uts_ns = s->sb_pid_ns = s->sb_landlock = s->sb_private_dev = -1;
 }
 
 static void strv_free(char **v, size_t n)
@@ -350,6 +350,29 @@ static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***
 	return 0;
 }
 
+int spec_dev_paths_check(const char *v)
+{
+	size_t n = 0;
+
+	for (const char *x = v; *x;) {
+		size_t len;
+
+		while (*x == ' ')
+			x++;
+		if (!*x)
+			break;
+		len = strcspn(x, " ");
+		if (*x == '/' || len >= 64 || ++n > 32)
+			return -EINVAL;
+		for (size_t i = 0; i < len; i++)
+			if (!(isalnum((unsigned char)x[i]) || strchr("._-+/", x[i])) ||
+			    (x[i] == '.' && i + 1 < len && x[i + 1] == '.'))
+				return -EINVAL;
+		x += len;
+	}
+	return 0;
+}
+
 int spec_tmp_size_check(const char *v)
 {
 	uint64_t u;
@@ -451,6 +474,8 @@ static int parse_sandbox(struct task_spec *s, json_t *obj, char *err, size_t err
 			r = get_tristate(v, "sandbox.pid_namespace", &s->sb_pid_ns, err, errlen);
 		else if (strcmp(k, "landlock") == 0)
 			r = get_tristate(v, "sandbox.landlock", &s->sb_landlock, err, errlen);
+		else if (strcmp(k, "private_dev") == 0)
+			r = get_tristate(v, "sandbox.private_dev", &s->sb_private_dev, err, errlen);
 		else if (strcmp(k, "tmp_size") == 0) {
 			free(s->sb_tmp_size);
 			s->sb_tmp_size = NULL;
@@ -821,10 +846,10 @@ json_t *spec_to_json(const struct task_spec *s)
 		json_t *sb = json_object();
 		static const char *const names[] = {
 		    "mount_namespace", "private_tmp",	"protect_system", "ipc_namespace",
-		    "uts_namespace",   "pid_namespace", "landlock"};
+		    "uts_namespace",   "pid_namespace", "landlock",	  "private_dev"};
 		const int8_t vals[] = {s->sb_mount_ns, s->sb_private_tmp, s->sb_protect_system,
 				       s->sb_ipc_ns,   s->sb_uts_ns,	  s->sb_pid_ns,
-				       s->sb_landlock};
+				       s->sb_landlock, s->sb_private_dev};
 		struct {
 			const char *name;
 			char **v;

@@ -63,7 +63,7 @@ struct task_spec {
 	size_t n_net_deny;
 	/* "sandbox": each layer -1 = the agent's [sandbox] default, 0 off, 1 on */
 	int8_t sb_mount_ns, sb_private_tmp, sb_protect_system, sb_ipc_ns, sb_uts_ns, sb_pid_ns;
-	int8_t sb_landlock;
+	int8_t sb_landlock, sb_private_dev;
 	char *sb_tmp_size;
 	char **sb_read_only, **sb_inaccessible, **sb_bind; /* absolute paths; "SRC:DST[:ro]" */
 	size_t n_sb_read_only, n_sb_inaccessible, n_sb_bind;
@@ -86,5 +86,7 @@ int spec_set_io(struct task_spec *s, const char *dev_eq_bps, bool write, char *e
 int spec_set_argv(struct task_spec *s, char *const *argv, size_t argc);
 /* A tmpfs size ([sandbox] tmp_size, sandbox.tmp_size): bytes with K/M/G/T or "N%" of RAM. */
 int spec_tmp_size_check(const char *v);
+/* [sandbox] dev_paths: names under /dev, space-separated; -EINVAL for "..", "/x", > 32. */
+int spec_dev_paths_check(const char *v);
 int spec_sandbox_path_check(const char *p, const char *field, char *err, size_t errlen);
 int spec_sandbox_bind_check(const char *b, const char *field, char *err, size_t errlen);

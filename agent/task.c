@@ -1164,7 +1164,9 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 		r = -ENOMEM;
 		goto out_cg;
 	}
-	r = sandbox_plan_build(a, &t->spec, submitter, pw->uid, &t->start->sb, msg, sizeof(msg));
+	gpu_glue_dev_names(a, t, perr, sizeof(perr));
+	r = sandbox_plan_build(a, &t->spec, submitter, pw->uid, perr, &t->start->sb, msg,
+			       sizeof(msg));
 	if (r < 0)
 		goto out_cg;
 	plan.ns_flags = t->start->sb.ns_flags;

@@ -90,6 +90,7 @@ void launch_format_error(const struct launch_plan *plan, enum launch_step step, 
 	    [LAUNCH_MOUNT_BIND] = "bind",
 	    [LAUNCH_MOUNT_PROC] = "procfs of the PID namespace at",
 	    [LAUNCH_MOUNT_NONE] = "landlock target",
+	    [LAUNCH_MOUNT_DEV] = "private /dev at",
 	};
 	const char *what = NULL;
 	int idx = LAUNCH_STEP_INDEX(step);
@@ -188,6 +189,144 @@ static int mount_read_only(const char *path)
 	return 0;
 }
 
+/*
+ * A private /dev (like systemd's PrivateDevices= or bwrap --dev): a small tmpfs with the usual
+ * nodes bound from the node's /dev (bind mounts keep the node's device numbers without
+ * CAP_MKNOD), the node's /dev/shm and /dev/hugepages, a devpts instance of its own, the /proc
+ * links, and the names in extra (the task's GPU nodes, a site's dev_paths). What the node's
+ * /dev lacks is skipped. The tmpfs itself is read-only once filled.
+ */
+#define DEV_ENTRIES_MAX 48
+static int mount_private_dev(const char *path, const char *extra)
+{
+	static const char *const base[] = {"null", "zero", "full",	"random", "urandom",
+					   "tty",  "shm",  "hugepages", "log"};
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+					       {"stdin", "/proc/self/fd/0"},
+					       {"stdout", "/proc/self/fd/1"},
+					       {"stderr", "/proc/self/fd/2"},
+					       {"ptmx", "pts/ptmx"}};
+	struct {
+		char name[64];
+		char target[108]; /* a symbolic link's */
+		int fd;
+		mode_t mode;
+	} e[DEV_ENTRIES_MAX];
+	size_t n = 0;
+	char p[256];
+	const char *x = extra ? extra : "";
+	int dfd, r = 0;
+
+	dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	/* Before the tmpfs hides them: an O_PATH fd of each of the node's entries. */
+	for (size_t i = 0; n < DEV_ENTRIES_MAX; i++) {
+		const char *name;
+		size_t len;
+		struct stat st;
+
+		if (i < ARRAY_SIZE(base)) {
+			name = base[i];
+			len = strlen(name);
+		} else {
+			while (*x == ' ')
+				x++;
+			if (!*x)
+				break;
+			name = x;
+			len = strcspn(x, " ");
+			x += len;
+		}
+		if (len == 0 || len >= sizeof(e[n].name))
+			continue;
+		memcpy(e[n].name, name, len);
+		e[n].name[len] = 0;
+		/* names below /dev only: no "..", no absolute path */
+		if (e[n].name[0] == '/' || strstr(e[n].name, ".."))
+			continue;
+		if (fstatat(dfd, e[n].name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		e[n].mode = st.st_mode;
+		e[n].fd = -1;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t l =
+			    readlinkat(dfd, e[n].name, e[n].target, sizeof(e[n].target) - 1);
+
+			if (l <= 0)
+				continue;
+			e[n].target[l] = 0;
+		} else if ((e[n].fd = openat(dfd, e[n].name, O_PATH | O_NOFOLLOW | O_CLOEXEC)) <
+			   0) {
+			continue;
+		}
+		n++;
+	}
+	close(dfd);
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NOEXEC | MS_STRICTATIME,
+		  "mode=755,size=64k,nr_inodes=256") < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (size_t i = 0; i < n && r == 0; i++) {
+		char src[40];
+		int fd;
+
+		if (snprintf(p, sizeof(p), "%s/%s", path, e[i].name) >= (int)sizeof(p))
+			continue;
+		/* parents of a nested name ("dri/renderD128") */
+		for (char *s = strchr(p + strlen(path) + 1, '/'); s; s = strchr(s + 1, '/')) {
+			*s = 0;
+			(void)mkdir(p, 0755);
+			*s = '/';
+		}
+		if (S_ISLNK(e[i].mode)) {
+			if (symlink(e[i].target, p) < 0 && errno != EEXIST)
+				r = -errno;
+			continue;
+		}
+		if (S_ISDIR(e[i].mode)) {
+			if (mkdir(p, 0755) < 0 && errno != EEXIST)
+				r = -errno;
+		} else {
+			fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			if (fd < 0)
+				r = -errno;
+			else
+				close(fd);
+		}
+		snprintf(src, sizeof(src), "/proc/self/fd/%d", e[i].fd);
+		if (r == 0 && mount(src, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+			r = -errno;
+	}
+	if (r < 0)
+		goto out;
+	snprintf(p, sizeof(p), "%s/pts", path);
+	if (mkdir(p, 0755) < 0 || mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
+					"newinstance,ptmxmode=0666,mode=620") < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		snprintf(p, sizeof(p), "%s/%s", path, links[i][0]);
+		if (symlink(links[i][1], p) < 0 && errno != EEXIST) {
+			r = -errno;
+			goto out;
+		}
+	}
+	{
+		struct launch_mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY};
+
+		if (syscall(SYS_mount_setattr, AT_FDCWD, path, 0, &a, sizeof(a)) < 0)
+			r = -errno;
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		if (e[i].fd >= 0)
+			close(e[i].fd);
+	return r;
+}
+
 /* One planned mount, in the task's mount namespace. Raw system calls only. */
 static int apply_mount(const struct launch_mount *m)
 {
@@ -230,6 +369,8 @@ static int apply_mount(const struct launch_mount *m)
 		return 0;
 	case LAUNCH_MOUNT_NONE:
 		return 0;
+	case LAUNCH_MOUNT_DEV:
+		return mount_private_dev(m->path, m->data);
 	default:
 		return -EINVAL;
 	}

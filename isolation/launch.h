@@ -73,6 +73,8 @@ enum launch_mount_op {
 	LAUNCH_MOUNT_BIND,	/* src bound at path (recursive); data "ro": read-only */
 	LAUNCH_MOUNT_PROC,	/* a procfs of the task's PID namespace at path */
 	LAUNCH_MOUNT_NONE,	/* no mount: only a Landlock target (a bind source below one) */
+	LAUNCH_MOUNT_DEV,	/* a private /dev at path: a few of the node's nodes bound, devpts;
+				 * data: more names under /dev, space-separated (bound if present) */
 	_LAUNCH_MOUNT_MAX,
 };
 

@@ -10,7 +10,7 @@ need_root
 start_agent --no-bpf
 
 st=$(ctl status)
-for l in mount_namespace sys_read_only agent_files_hidden protect_system; do
+for l in mount_namespace sys_read_only agent_files_hidden protect_system private_dev; do
 	v=$(echo "$st" | jget "sandbox.$l")
 	[ "$v" = on ] && pass "status: $l on" || fail "status: $l is '$v'"
 done
@@ -74,6 +74,45 @@ escapes root
 escapes corral-it-user
 # and with the Landlock rules on top (the mounts and the rules must not conflict)
 case $(ctl status | jget sandbox.landlock) in "off (kernel offers"*) escapes root --landlock ;; esac
+
+# --- private /dev: a root task cannot see or open the node's disks or consoles ---------------
+# (uid 0 without capabilities opens a root-owned 0600 node: loop and zram disks, the console,
+# the virtual consoles' screens, wherever the device cgroup allows them)
+devs=$(find /dev -maxdepth 1 -type b | tr '\n' ' ')
+devs="$devs /dev/console /dev/vcs /dev/tty1"
+cat >"$T/opendev.py" <<'PY'
+import os, sys
+for p in sys.argv[1:]:
+    try:
+        os.close(os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY))
+        print("opened", p)
+    except OSError:
+        pass
+PY
+M=corral-it-shm-$$
+run_wait --workdir / --stdout "$T/dev.out" -- sh -c "
+	python3 $T/opendev.py $devs
+	for d in $devs; do test -e \$d && echo seen \$d; done
+	ls /dev | tr '\n' ' '; echo
+	echo x > /dev/null && head -c 4 /dev/urandom | wc -c | grep -qx 4 && echo nodes:ok
+	python3 -c 'import pty; pty.openpty(); print(\"pty:ok\")'
+	echo x > /dev/shm/$M && echo shm:ok
+	touch /dev/corral-it-$$ 2>/dev/null && echo devfs:written || echo devfs:ro"
+echo "private /dev: $(tr '\n' ' ' <"$T/dev.out")"
+grep -q '^opened\|^seen' "$T/dev.out" && fail "private /dev: $(grep '^opened\|^seen' "$T/dev.out" | tr '\n' ' ')" ||
+	pass "private /dev: a root task neither sees nor opens the node's $(echo $devs | wc -w) disks and consoles"
+grep -q nodes:ok "$T/dev.out" && grep -q pty:ok "$T/dev.out" && grep -q devfs:ro "$T/dev.out" &&
+	pass "private /dev: null, urandom, a pty work; the /dev tmpfs is read-only" || fail "private /dev nodes: $(cat "$T/dev.out")"
+grep -q shm:ok "$T/dev.out" && [ -e "/dev/shm/$M" ] && pass "private /dev without private_tmp: /dev/shm is the node's" ||
+	fail "private /dev shm: $(cat "$T/dev.out")"
+rm -f "/dev/shm/$M"
+# without it (root may turn it off) they open: the check above can fail
+run_wait --no-private-dev --workdir / --stdout "$T/dev2.out" -- python3 "$T/opendev.py" $devs
+n=$(grep -c '^opened' "$T/dev2.out")
+[ "$n" -gt 0 ] && pass "--no-private-dev: a root task opens $n of them ($(sed -n 's/^opened //p' "$T/dev2.out" | head -n3 | tr '\n' ' ')...)" ||
+	echo "note: no node of $devs opens for a root task here even without a private /dev"
+run_wait --user corral-it-user --no-private-dev -- true
+[ "$RC" = 0 ] && pass "--no-private-dev for a non-root task: allowed" || fail "non-root no-private-dev: $RC $REASON"
 
 # --- private /tmp and /dev/shm --------------------------------------------------------------
 M=corral-it-mark-$$
@@ -177,7 +216,7 @@ x" ] && pass "--landlock: the read-only directory is as it was (node view)" ||
 		fail "--landlock: the node sees a write: $(ls "$L/llro" "$L/llro/sub"; cat "$L/llro/old")"
 	rm -rf "$L"
 	run_wait --landlock --no-sandbox -- true
-	grep -q 'landlock need mount_namespace' "$T/stderr" && pass "--landlock without the mount namespace: refused ($(cat "$T/stderr"))" ||
+	grep -q 'landlock.* need mount_namespace' "$T/stderr" && pass "--landlock without the mount namespace: refused ($(cat "$T/stderr"))" ||
 		fail "landlock without mount ns: $RC $(cat "$T/stderr")"
 	;;
 "unavailable: "*) echo "note: Landlock not tested: $ll" ;;

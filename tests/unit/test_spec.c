@@ -178,7 +178,7 @@ static void test_spec_sandbox(void **state)
 	    "\"private_tmp\":true,\"tmp_size\":\"10%\",\"protect_system\":false,"
 	    "\"read_only_paths\":[\"/data\"],\"inaccessible_paths\":[\"/home/a/.ssh\"],"
 	    "\"bind\":[\"/scratch/a:/scratch:ro\"],\"ipc_namespace\":true,"
-	    "\"pid_namespace\":true,\"landlock\":true}}";
+	    "\"pid_namespace\":true,\"landlock\":true,\"private_dev\":false}}";
 	struct task_spec s, s2;
 	char err[256];
 	json_t *j;
@@ -204,6 +204,7 @@ static void test_spec_sandbox(void **state)
 	assert_int_equal(s2.sb_uts_ns, -1);
 	assert_int_equal(s2.sb_pid_ns, 1);
 	assert_int_equal(s2.sb_landlock, 1);
+	assert_int_equal(s2.sb_private_dev, 0);
 	assert_string_equal(s2.sb_bind[0], s.sb_bind[0]);
 	assert_string_equal(s2.sb_tmp_size, "10%");
 	assert_int_equal(spec_tmp_size_check("1M"), 0);
@@ -324,20 +325,33 @@ static void test_config(void **state)
 	/* [sandbox]: defaults, values, a bad size named */
 	assert_true(c.sandbox_mount_ns && c.sandbox_protect_system && !c.sandbox_private_tmp);
 	assert_false(c.sandbox_landlock);
+	assert_true(c.sandbox_private_dev);
+	assert_string_equal(c.sandbox_dev_paths, "infiniband fuse");
 	f = fopen(path, "w");
 	fprintf(f, "[sandbox]\nmount_namespace = no\nprivate_tmp = yes\ntmp_size = 512M\n"
-		   "ipc_namespace = yes\nlandlock = yes\n");
+		   "ipc_namespace = yes\nlandlock = yes\nprivate_dev = no\n"
+		   "dev_paths = kvm dri/renderD128\n");
 	fclose(f);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
 	assert_false(c.sandbox_mount_ns);
 	assert_true(c.sandbox_private_tmp && c.sandbox_ipc_ns && !c.sandbox_uts_ns);
 	assert_string_equal(c.sandbox_tmp_size, "512M");
 	assert_true(c.sandbox_landlock);
+	assert_false(c.sandbox_private_dev);
+	assert_string_equal(c.sandbox_dev_paths, "kvm dri/renderD128");
 	f = fopen(path, "w");
 	fprintf(f, "[sandbox]\ntmp_size = huge\n");
 	fclose(f);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "[sandbox] tmp_size"));
+	f = fopen(path, "w");
+	fprintf(f, "[sandbox]\ndev_paths = ../sda\n");
+	fclose(f);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "[sandbox] dev_paths"));
+	assert_int_equal(spec_dev_paths_check("/dev/sda"), -EINVAL);
+	assert_int_equal(spec_dev_paths_check("a b\tc"), -EINVAL);
+	assert_int_equal(spec_dev_paths_check("  infiniband  nvidia-caps "), 0);
 	f = fopen(path, "w");
 	fprintf(f, "[sandbox]\nprotect_system = maybe\n");
 	fclose(f);

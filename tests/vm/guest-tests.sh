@@ -572,14 +572,14 @@ for l in urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=5).read
     if len(f) == 2 and f[0] == sys.argv[1]: print(f[1])' "$1"
 }
 gpu_restore() {
-	rm -rf /run/systemd/system/corrald.service.d /dev/corral-vm-gpu
+	rm -rf /run/systemd/system/corrald.service.d /dev/corral-vm-gpu /dev/nvidia0 /dev/nvidia1
 	systemctl daemon-reload
 	systemctl restart corrald.service
 	wait_for 60 agent_active
 }
 case_gpu_v2() {
 	need_agent || return 1
-	local d=/run/systemd/system/corrald.service.d dev=/dev/corral-vm-gpu out loads
+	local d=/run/systemd/system/corrald.service.d dev=/dev out loads
 	local uuid0=GPU-11111111-2222-3333-4444-555555555555 ids=() id
 	mkdir -p "$d" "$dev"
 	cat >"$d/gpu.conf" <<CONF
@@ -593,12 +593,25 @@ CONF
 	wait_for 60 agent_active || fail "agent not back after the restart with GPUs"
 	[ "$(gpu_metric corral_gpus)" = 2 ] ||
 		fail "corral_gpus '$(gpu_metric corral_gpus)'; journal: $(journalctl -b -u corrald --no-pager | grep -i gpu | tail -n 5)"
-	# on devtmpfs: /run is mounted nodev (EACCES for any device node there)
+	# on devtmpfs: /run is mounted nodev (EACCES for any device node there); at the usual
+	# names, which a task's private /dev binds for its GPUs
 	mknod "$dev/nvidia0" c 195 0
 	mknod "$dev/nvidia1" c 195 1
-	chmod 666 "$dev"/nvidia*
-	# the stand-in hands out GPU 0 (minor 0) first: it reaches the (absent) driver, GPU 1 not
-	corralctl run --wait --gpus 1 --stdout /run/corral-vm/gpu1.out -- sh -c \
+	chmod 666 "$dev"/nvidia0 "$dev"/nvidia1
+	# the private /dev (the default) has the task's GPU node only
+	corralctl run --wait --gpus 1 --stdout /run/corral-vm/gpu1p.out -- sh -c \
+		"ls /dev; cat $dev/nvidia0 2>&1; cat $dev/nvidia1 2>&1; true" ||
+		fail "--gpus 1 task (private /dev) failed"
+	out=$(cat /run/corral-vm/gpu1p.out)
+	echo "$out"
+	grep -q 'nvidia0.*No such device or address' <<<"$out" && grep -q 'nvidia1.*No such file or directory' <<<"$out" ||
+		fail "private /dev with GPU 0: $out"
+	corralctl run --wait --stdout /run/corral-vm/gpu0p.out -- sh -c "ls /dev | grep -c nvidia; true" ||
+		fail "task without GPUs (private /dev) failed"
+	[ "$(cat /run/corral-vm/gpu0p.out)" = 0 ] || fail "private /dev without GPUs: $(cat /run/corral-vm/gpu0p.out) nvidia nodes"
+	# the device policy on the node's /dev: the stand-in hands out GPU 0 (minor 0) first: it
+	# reaches the (absent) driver, GPU 1 not
+	corralctl run --wait --no-private-dev --gpus 1 --stdout /run/corral-vm/gpu1.out -- sh -c \
 		"echo \$CUDA_VISIBLE_DEVICES; cat $dev/nvidia0 2>&1; cat $dev/nvidia1 2>&1; true" ||
 		fail "--gpus 1 task failed"
 	out=$(cat /run/corral-vm/gpu1.out)
@@ -606,7 +619,7 @@ CONF
 	grep -qx "$uuid0" <<<"$out" || fail "CUDA_VISIBLE_DEVICES: $out"
 	grep -q 'nvidia0.*No such device or address' <<<"$out" && grep -q 'nvidia1.*Operation not permitted' <<<"$out" ||
 		fail "device policy with GPU 0: $out"
-	corralctl run --wait --stdout /run/corral-vm/gpu0.out -- sh -c "cat $dev/nvidia0 2>&1; true" ||
+	corralctl run --wait --no-private-dev --stdout /run/corral-vm/gpu0.out -- sh -c "cat $dev/nvidia0 2>&1; true" ||
 		fail "task without GPUs failed"
 	out=$(cat /run/corral-vm/gpu0.out)
 	grep -q 'nvidia0.*Operation not permitted' <<<"$out" || fail "device policy without GPUs: $out"
@@ -620,7 +633,7 @@ CONF
 	for id in "${ids[@]}"; do corralctl wait "$id" >/dev/null 2>&1; done
 	# policies used: GPU 0, none: two loads for six tasks
 	[ "$loads" = 2 ] || fail "device programs loaded: '$loads', want 2 (GPU 0 and none) for 6 tasks"
-	echo "DETAIL: 2 GPUs (stand-in NVML) under systemd: GPU 1's node EPERM for a GPU 0 task, GPU 0's for a task without GPUs; 2 device programs loaded for 6 tasks"
+	echo "DETAIL: 2 GPUs (stand-in NVML) under systemd: a GPU 0 task's private /dev has nvidia0 only, a task without GPUs none; on the node's /dev GPU 1's node EPERM for a GPU 0 task, GPU 0's for a task without GPUs; 2 device programs loaded for 6 tasks"
 }
 
 # The task sandbox (docs/sandbox.md) on cgroup v2 under systemd (Delegate=yes): every write a
