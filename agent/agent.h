@@ -306,6 +306,10 @@ void audit_glue_budget_poll(struct agent *a, struct task *t);
 /* Read the events in the ring buffer (its fd's handler; the tick, for events sent without a
  * wakeup). */
 void audit_glue_poll(struct agent *a);
+/* A task re-adopted after a restart: track it again, its saved budget restored. */
+void audit_glue_readopt(struct agent *a, struct task *t);
+/* The agent stops (tasks keep running): summaries out, budgets into the state files. */
+void audit_glue_stop(struct agent *a);
 void task_emit(struct agent *a, struct task *t, enum acct_type type);
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 

@@ -173,6 +173,8 @@ static void audit_glue_budget_of(const struct agent *a, const struct task *t,
 	    .sample_max = a->cfg.audit_summary_sample,
 	    .sample_period_ns = a->cfg.audit_summary_interval_ns,
 	    .closed = b->kernel_closed,
+	    .restore = b->restored,
+	    .tokens = b->tokens,
 	};
 }
 
@@ -203,6 +205,81 @@ int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
 	t->audit_tracked = true;
 	t->budget.kernel = true;
 	return 0;
+}
+
+/*
+ * Re-adoption after an agent restart: the programs were loaded anew, so the task is tracked
+ * again (its network policy enforced again, its processes' execs audited) with its budget as
+ * it was saved (budget_restore). Processes are taken from its cgroup (twice: a process forked
+ * in between by one not yet tracked is caught by the second pass; after it, fork tracking
+ * covers the children).
+ */
+void audit_glue_readopt(struct agent *a, struct task *t)
+{
+	struct audit_net_rule rules[NET_RULES_MAX];
+	struct audit_net_policy p;
+	struct audit_budget kb;
+	char err[256];
+	size_t more = 0;
+	pid_t first = 0;
+	int r;
+
+	if (!a->audit || !t->cg || t->audit_tracked)
+		return;
+	if (build_policy(a, &t->spec, rules, &p, err, sizeof(err)) < 0) {
+		log_warning("task %s: not audited after the restart: %s", t->id, err);
+		return;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		_cleanup_free_ pid_t *pids = NULL;
+		size_t n = 0;
+
+		if (cg_task_pids(t->cg, &pids, &n) < 0)
+			break;
+		for (size_t i = 0; !first && i < n; i++)
+			if (pids[i] == t->pid)
+				first = pids[i];
+		for (size_t i = 0; !first && i < n; i++)
+			if (pids[i] != t->shim_pid)
+				first = pids[i];
+		if (!first)
+			break;
+		if (!t->audit_tracked) {
+			audit_glue_budget_of(a, t, &kb);
+			r = audit_track_budget(a->audit, t->key, first, cg_task_unified_fd(t->cg),
+					       &p, &kb);
+			if (r < 0) {
+				log_warning("task %s: not audited after the restart: %s", t->id,
+					    strerror(-r));
+				return;
+			}
+			t->audit_tracked = true;
+			t->budget.kernel = true;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (pids[i] != first && pids[i] != t->shim_pid &&
+			    audit_track_more(a->audit, t->key, pids[i]) == 0)
+				more++;
+	}
+	if (t->audit_tracked)
+		log_info("task %s: audit tracking resumed (%zu process(es))%s", t->id, more + 1,
+			 t->budget.restored ? ", its record budget carried over" : "");
+}
+
+void audit_glue_stop(struct agent *a)
+{
+	if (!a->audit)
+		return;
+	audit_glue_poll(a);
+	for (struct task *t = a->tasks; t; t = t->next) {
+		if (!t->audit_tracked || t->state != TASK_RUNNING)
+			continue;
+		/* what the kernel counted goes with this instance of the programs: into a
+		 * summary now, and the bucket's level into the state file */
+		audit_glue_budget_poll(a, t);
+		budget_flush_summary(a, t, 0, true);
+		t->budget.dirty = true;
+	}
 }
 
 void audit_glue_budget_poll(struct agent *a, struct task *t)
@@ -492,11 +569,14 @@ bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up)
 void audit_glue_syscalls_flushed(struct agent *a)
 {
 	for (struct task *t = a->tasks; t; t = t->next) {
-		if (!t->syscall_audit || t->syscalls_seq == t->syscalls_seq_saved)
+		bool seq = t->syscall_audit && t->syscalls_seq != t->syscalls_seq_saved;
+
+		if (!seq && !t->budget.dirty)
 			continue;
 		t->syscalls_seq_saved = t->syscalls_seq;
+		t->budget.dirty = false;
 		/* An ended task's state file goes away in this flush (the spool has its seq). */
 		if (t->state != TASK_ENDED && state_save_task(a, t) < 0)
-			log_error("task %s: saving its audit.syscall position failed", t->id);
+			log_error("task %s: saving its audit position failed", t->id);
 	}
 }

@@ -282,8 +282,16 @@ void budget_tick(struct agent *a, uint64_t now_mono)
 	/* events of tasks held to their rate come without a wakeup (bpf/audit.bpf.c) */
 	audit_glue_poll(a);
 	for (struct task *t = a->tasks; t; t = t->next) {
+		struct task_budget *b = &t->budget;
+
 		audit_glue_budget_poll(a, t);
 		budget_flush_summary(a, t, now_mono, false);
+		/* kept with the task's state, so that a restarted agent continues it */
+		if (b->recorded + b->summarized != b->saved_sum && now_mono >= b->next_save_mono) {
+			b->dirty = true;
+			b->saved_sum = b->recorded + b->summarized;
+			b->next_save_mono = now_mono + a->cfg.audit_summary_interval_ns;
+		}
 	}
 	if (a->gap.count)
 		(void)budget_gap_emit(a);
@@ -301,6 +309,51 @@ json_t *budget_end_json(const struct task *t)
 	if (o && b->kernel)
 		json_object_set_new(o, "in_kernel", kernel_json(b->kernel_total));
 	return o;
+}
+
+json_t *budget_state_json(const struct task *t)
+{
+	const struct task_budget *b = &t->budget;
+	json_t *k = json_array();
+
+	for (int i = 0; k && i < BUDGET_KERNEL_KINDS; i++)
+		json_array_append_new(k, json_integer((json_int_t)b->kernel_total[i]));
+	return json_pack("{s:f,s:I,s:I,s:I,s:I,s:I,s:b,s:o*}", "tokens", b->tokens, "at",
+			 (json_int_t)now_ns(CLOCK_REALTIME), "recorded", (json_int_t)b->recorded,
+			 "summarized", (json_int_t)b->summarized, "summaries",
+			 (json_int_t)b->summaries, "bytes", (json_int_t)b->audit_bytes, "closed",
+			 b->kernel_closed, "in_kernel", k);
+}
+
+void budget_restore(struct task *t, const json_t *j)
+{
+	struct task_budget *b = &t->budget;
+	uint64_t at, now = now_ns(CLOCK_REALTIME);
+	json_t *k;
+
+	if (!json_is_object(j))
+		return; /* a state file from before budgets were kept: a fresh one */
+	b->recorded = (uint64_t)json_integer_value(json_object_get(j, "recorded"));
+	b->summarized = (uint64_t)json_integer_value(json_object_get(j, "summarized"));
+	b->summaries = (uint64_t)json_integer_value(json_object_get(j, "summaries"));
+	b->audit_bytes = (uint64_t)json_integer_value(json_object_get(j, "bytes"));
+	b->kernel_closed = json_is_true(json_object_get(j, "closed"));
+	k = json_object_get(j, "in_kernel");
+	for (size_t i = 0; i < BUDGET_KERNEL_KINDS && i < json_array_size(k); i++)
+		b->kernel_total[i] = (uint64_t)json_integer_value(json_array_get(k, i));
+	b->saved_sum = b->recorded + b->summarized;
+	/* the bucket as it would be had it run on: refilled at the rate for the time between */
+	if (json_is_number(json_object_get(j, "tokens")) && b->rate) {
+		double tok = json_number_value(json_object_get(j, "tokens"));
+
+		at = (uint64_t)json_integer_value(json_object_get(j, "at"));
+		if (tok < 0)
+			tok = 0;
+		if (now > at)
+			tok += (double)(now - at) * (double)b->rate / 1e9;
+		b->tokens = tok > (double)b->burst ? (double)b->burst : tok;
+		b->restored = true;
+	}
 }
 
 void budget_free(struct task *t)

@@ -56,6 +56,12 @@ struct task_budget {
 	bool kernel, kernel_closed;
 	uint64_t kernel_seen[BUDGET_KERNEL_KINDS]; /* the kernel's counts folded so far */
 	uint64_t kernel_total[BUDGET_KERNEL_KINDS], win_kernel[BUDGET_KERNEL_KINDS];
+	/* carried over an agent restart (budget_restore): the bucket starts at `tokens` */
+	bool restored;
+	/* the state file is rewritten when the figures changed, at most once per
+	 * summary_interval (agent/audit_glue.c, after the records are spooled) */
+	bool dirty;
+	uint64_t saved_sum, next_save_mono;
 	/* the period being summarized */
 	uint64_t win_count, win_first_ns, win_last_ns, win_due_mono;
 	size_t n_agg;
@@ -107,6 +113,10 @@ void budget_tick(struct agent *a, uint64_t now_mono);
 /* The "audit" member of the task's end record (new reference). */
 json_t *budget_end_json(const struct task *t);
 void budget_free(struct task *t);
+/* The budget's figures for the task's state file (new reference), and back at re-adoption:
+ * the bucket refilled for the time between, the totals continued. */
+json_t *budget_state_json(const struct task *t);
+void budget_restore(struct task *t, const json_t *j);
 
 /* Chain side (called from agent_emit_record). */
 void budget_gap_note(struct agent *a, const struct acct_record *r, uint64_t count);

@@ -528,6 +528,7 @@ int main(int argc, char **argv)
 			agent_idle_work(&a);
 		agent_flush_records(&a);
 	}
+	audit_glue_stop(&a);
 	agent_flush_records(&a);
 	agent_cg_pool_fini(&a);
 	if (state_sync_audit_head(&a) < 0)

@@ -359,6 +359,8 @@ int state_save_task(struct agent *a, struct task *t)
 		json_object_set_new(j, "syscalls_max", json_integer((json_int_t)t->syscalls_max));
 	}
 	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
+	if (a->audit)
+		json_object_set_new(j, "audit_budget", budget_state_json(t));
 	txt = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!txt)
@@ -582,7 +584,8 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		task_free(t);
 		return r;
 	}
-	budget_init(a, t); /* the budget starts over: its figures are not persisted */
+	budget_init(a, t);
+	budget_restore(t, json_object_get(j, "audit_budget")); /* carried over */
 	t->key = (uint64_t)json_integer_value(json_object_get(j, "key"));
 	t->user = strdup(json_string_value(json_object_get(j, "user")) ?: "");
 	t->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));
@@ -667,6 +670,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		r = task_watch_pidfd(a, t);
 		if (r < 0)
 			return r;
+		audit_glue_readopt(a, t);
 		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
 			 (int)t->shim_pid);
 		return 0;

@@ -15,6 +15,11 @@
 #     audit.gap record.
 #  4. the same with the collector up (the flood outruns the upload); at the end every billing
 #     record is stored and `audit verify` says the chain is intact with N records shed.
+#  5. the agent restarts in the middle of a flood (the flood stopped with SIGSTOP meanwhile, so
+#     that no event falls between two agents): the re-adopted task is audited again, with its
+#     budget as it was (no second burst: fewer records one by one after the restart than the
+#     burst, though the flood made far more events) and its totals continued (its task.end
+#     counts the events of both agents; recorded + summarized == connects made).
 . "$(dirname "$0")/lib.sh"
 need_root
 PORT=$((22000 + RANDOM % 20000))
@@ -179,4 +184,38 @@ out=$("$O/corral-collector" audit verify --db "sqlite:$DB" --node it-node); rc=$
 [ "$rc" = 0 ] && echo "$out" | grep -q "$gap records shed by policy at" && pass "audit verify: $(echo "$out" | tr '\n' ' ')" ||
 	fail "verify: rc $rc $out"
 echo "$out" | grep -q BROKEN && fail "verify says BROKEN"
+
+# ---- 5. agent restart in the middle of a flood
+before=$(st audit_summarized)
+F6=$(as corral-it-flood run --workdir / --stdout "$T/out/f6" --audit-rate 20 --audit-bytes 64M -- "$FLOOD" 400000 9)
+FP=$(ctl show "$F6" --json | jget pid)
+for _ in $(seq 300); do [ "$(st audit_summarized)" -gt $((before + 5000)) ] && break; sleep 0.05; done
+kill -STOP "$FP"
+AGENT_LOG_LINES=$(wc -l <"$T/agent.log")
+stop_agent
+T_RESTART=$(date +%s%N)
+start_agent --config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+kill -CONT "$FP"
+ctl wait "$F6" >/dev/null 2>&1
+C6=$(cat "$T/out/f6")
+tail -n +"$AGENT_LOG_LINES" "$T/agent.log" | grep -q "task $F6: audit tracking resumed.*budget carried over" &&
+	pass "flood 5: audit tracking resumed after the restart, its budget carried over" ||
+	fail "flood 5: not re-tracked: $(tail -n +"$AGENT_LOG_LINES" "$T/agent.log" | grep "$F6" | head -3)"
+drained || fail "spool did not drain (5)"
+for _ in $(seq 100); do [ -n "$(q "SELECT 1 FROM records WHERE task_id='$F6' AND type='task.end'")" ] && break; sleep 0.1; done
+rec=$(q "SELECT count(*) FROM records WHERE task_id='$F6' AND type='audit.connect'")
+after=$(q "SELECT count(*) FROM records WHERE task_id='$F6' AND type='audit.connect' AND time_ns >= $T_RESTART")
+sum=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.by_type.\"audit.connect\"')),0) FROM records WHERE task_id='$F6' AND type='audit.summary'")
+sum_after=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.by_type.\"audit.connect\"')),0) FROM records WHERE task_id='$F6' AND type='audit.summary' AND time_ns >= $T_RESTART")
+lost=$(q "SELECT count(*) FROM records WHERE task_id='$F6' AND type='audit.lost'")
+es=$(q "SELECT json_extract(body,'\$.audit.summarized') || ' ' || json_extract(body,'\$.audit.recorded') FROM records WHERE task_id='$F6' AND type='task.end'")
+[ "$C6" -ge 400000 ] && [ $((rec + sum)) = "$C6" ] && [ "$lost" = 0 ] &&
+	pass "flood 5 across the restart: $rec recorded + $sum summarized = $C6 made, none lost" ||
+	fail "flood 5: $rec recorded + $sum summarized vs '$C6' made, $lost audit.lost"
+all=$(q "SELECT count(*) FROM records WHERE task_id='$F6' AND type IN ('audit.connect','audit.exec')")
+[ "$es" = "$sum $all" ] && pass "flood 5's task.end counts both agents' events: summarized $sum, recorded $all (its exec too)" ||
+	fail "flood 5 task.end audit '$es' vs summarized $sum recorded $all"
+[ "$after" -lt 2000 ] && [ "$sum_after" -gt 2000 ] &&
+	pass "flood 5: $after records one by one after the restart (burst 2000, no second one), $sum_after events summarized after it" ||
+	fail "flood 5: $after records after the restart, $sum_after summarized after it"
 finish
