@@ -466,9 +466,8 @@ static int cmd_serve(struct options *o)
 		fprintf(stderr, "corral-collector: --listen / [server] listen: %s\n", err);
 		goto out;
 	}
-	/* SQLite has one writer: more connections would only queue on its lock. */
-	nconn = o->db_connections ?: strcmp(store->ops->name, "sqlite") == 0 ? 1 : 4;
-	if (nconn > 1 && strcmp(store->ops->name, "sqlite") == 0) {
+	nconn = o->db_connections ?: coll_store_default_connections(store);
+	if (nconn > 1 && coll_store_single_writer(store)) {
 		fprintf(stderr, "corral-collector: --db-connections / [storage] connections: "
 				"SQLite has a single writer, use 1\n");
 		r = -EINVAL;

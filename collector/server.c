@@ -322,7 +322,7 @@ int coll_server_set_fold_store(struct coll_server *srv, struct coll_store *st, u
 	pthread_condattr_t ca;
 	int r;
 
-	if (srv->fold_started || !st->ops->fold)
+	if (srv->fold_started)
 		return -EINVAL;
 	srv->fold_store = st;
 	srv->fold_delay_ms = delay_ms;

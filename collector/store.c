@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Backend dispatch and the parts both backends share: record columns and rollup deltas. */
+/* Backend dispatch and the parts both backends share: record columns, rollup keys, DDL and
+ * the records query (the rollup deltas of records are in billing.c). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,407 +298,6 @@ void coll_item_scratch_free(struct coll_item_scratch *sc)
 	sc->labels = NULL;
 }
 
-void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
-{
-	double wall = (double)r->usage.wall_ns / 1e9;
-	double cpu = (double)(r->usage.cpu_user_ns + r->usage.cpu_system_ns) / 1e9;
-	double cpu_req = r->request.cpus * wall;
-	double mem_req = (double)r->request.memory_bytes * wall;
-	double gpu_req = (double)r->request.gpus * wall;
-
-	memset(v, 0, sizeof(double) * _COLL_SUM_MAX);
-	v[COLL_SUM_TASKS] = 1;
-	v[COLL_SUM_FAILED_TASKS] =
-	    !(r->exit.status == ACCT_EXIT_EXITED && r->exit.code == 0) ? 1 : 0;
-	v[COLL_SUM_WALL_S] = wall;
-	v[COLL_SUM_CPU_S] = cpu;
-	v[COLL_SUM_CPU_REQ_CORE_S] = cpu_req;
-	v[COLL_SUM_CPU_CHARGED_CORE_S] = MAX(cpu_req, cpu);
-	v[COLL_SUM_MEM_BYTE_S] = r->usage.memory_byte_seconds;
-	v[COLL_SUM_MEM_REQ_BYTE_S] = mem_req;
-	v[COLL_SUM_MEM_CHARGED_BYTE_S] = MAX(mem_req, r->usage.memory_byte_seconds);
-	v[COLL_SUM_GPU_S] = r->usage.gpu_seconds;
-	v[COLL_SUM_GPU_REQ_S] = gpu_req;
-	v[COLL_SUM_GPU_CHARGED_S] = MAX(gpu_req, r->usage.gpu_seconds);
-	v[COLL_SUM_IO_READ_BYTES] = (double)r->usage.io_read_bytes;
-	v[COLL_SUM_IO_WRITE_BYTES] = (double)r->usage.io_write_bytes;
-	v[COLL_SUM_NET_RX_BYTES] = (double)r->usage.net_rx_bytes;
-	v[COLL_SUM_NET_TX_BYTES] = (double)r->usage.net_tx_bytes;
-	v[COLL_SUM_OOM_KILLED] = r->exit.status == ACCT_EXIT_OOM_KILLED;
-	v[COLL_SUM_TIME_LIMIT] = r->exit.status == ACCT_EXIT_TIME_LIMIT;
-	v[COLL_SUM_CPU_TIME_LIMIT] = r->exit.status == ACCT_EXIT_CPU_TIME_LIMIT;
-	v[COLL_SUM_GPU_MEMORY_LIMIT] = r->exit.status == ACCT_EXIT_GPU_MEMORY_LIMIT;
-	v[COLL_SUM_NO_REQUEST_TASKS] = !(r->request.cpus > 0) || r->request.memory_bytes == 0;
-}
-
-/* Deltas are ordered by table, then (OPEN) set before del, bucket and the table's key columns
- * in primary key order: the order in which the backends take their row locks. */
-static int delta_cmp(const void *a, const void *b)
-{
-	const struct coll_delta *x = a, *y = b;
-	const struct coll_rollup_def *def;
-	int c;
-
-	if (x->table != y->table)
-		return x->table < y->table ? -1 : 1;
-	if (x->del != y->del)
-		return x->del ? 1 : -1;
-	if ((c = strcmp(x->bucket, y->bucket)))
-		return c;
-	def = coll_rollup_def(x->table);
-	for (size_t k = 0; k < def->n_keys; k++)
-		if ((c = strcmp(coll_delta_key(x, def->keys[k]), coll_delta_key(y, def->keys[k]))))
-			return c;
-	return 0;
-}
-
-struct delta_slot {
-	bool used;
-	uint64_t hash;
-	size_t idx;
-};
-
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-	return (h ^ 0xff) * 0x100000001b3ULL; /* separator: "ab","c" differs from "a","bc" */
-}
-
-/* Hash of exactly what delta_cmp compares. */
-static uint64_t delta_hash(const struct coll_delta *d)
-{
-	const struct coll_rollup_def *def = coll_rollup_def(d->table);
-	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)d->table << 1 | d->del);
-
-	h = fnv1a(h, d->bucket);
-	for (size_t k = 0; k < def->n_keys; k++)
-		h = fnv1a(h, coll_delta_key(d, def->keys[k]));
-	return h;
-}
-
-static void merge_into(struct coll_delta *prev, const struct coll_delta *d)
-{
-	if (prev->table != COLL_ROLLUP_OPEN)
-		for (int s = 0; s < _COLL_SUM_MAX; s++)
-			prev->v[s] += d->v[s];
-	else if (!prev->del && d->sample_ns > prev->sample_ns)
-		*prev = *d; /* the newest sample of a task */
-}
-
-/*
- * d[0..n) with equal keys merged (sums added, the newest sample of a task kept), sorted: the
- * fixed order in which the backends take row locks; the merged count. Merging goes through a
- * hash table first (a batch has many deltas per key), so only the distinct ones are sorted.
- */
-size_t coll_deltas_merge(struct coll_delta *d, size_t n)
-{
-	_cleanup_free_ struct delta_slot *slot = NULL;
-	size_t nslots = 16, o = 0;
-
-	if (n == 0)
-		return 0;
-	while (nslots < 2 * n)
-		nslots *= 2;
-	slot = calloc(nslots, sizeof(*slot));
-	if (!slot) { /* no memory for the table: merge by sorting alone */
-		qsort(d, n, sizeof(*d), delta_cmp);
-		for (size_t i = 0; i < n; i++) {
-			if (o > 0 && delta_cmp(&d[o - 1], &d[i]) == 0) {
-				merge_into(&d[o - 1], &d[i]);
-				continue;
-			}
-			if (o != i)
-				d[o] = d[i];
-			o++;
-		}
-		return o;
-	}
-	for (size_t i = 0; i < n; i++) {
-		uint64_t h = delta_hash(&d[i]);
-		size_t k = (size_t)h & (nslots - 1);
-
-		for (; slot[k].used; k = (k + 1) & (nslots - 1))
-			if (slot[k].hash == h && delta_cmp(&d[slot[k].idx], &d[i]) == 0)
-				break;
-		if (slot[k].used) {
-			merge_into(&d[slot[k].idx], &d[i]);
-			continue;
-		}
-		slot[k] = (struct delta_slot){.used = true, .hash = h, .idx = o};
-		if (o != i)
-			d[o] = d[i];
-		o++;
-	}
-	qsort(d, o, sizeof(*d), delta_cmp);
-	return o;
-}
-
-size_t coll_deltas_merge_runs(const struct coll_deltas *runs, size_t k, struct coll_delta *out)
-{
-	size_t pos[COLL_DELTA_RUNS_MAX] = {0}, o = 0;
-
-	if (k > COLL_DELTA_RUNS_MAX)
-		return SIZE_MAX;
-	for (;;) {
-		const struct coll_delta *min = NULL;
-		size_t mi = 0;
-
-		for (size_t i = 0; i < k; i++) {
-			const struct coll_delta *h = pos[i] < runs[i].n ? &runs[i].d[pos[i]] : NULL;
-
-			if (h && (!min || delta_cmp(h, min) < 0)) {
-				min = h;
-				mi = i;
-			}
-		}
-		if (!min)
-			return o;
-		pos[mi]++;
-		if (o > 0 && delta_cmp(&out[o - 1], min) == 0)
-			merge_into(&out[o - 1], min);
-		else
-			out[o++] = *min;
-	}
-}
-
-#define HOUR_NS (3600ULL * NSEC_PER_SEC)
-
-/* The hours a task.end spreads over: [start, end] with the end's hour being the hour of its
- * last running instant (end - 1 ns), so a task ending at 13:00:00 belongs to 12:00. */
-struct span {
-	uint64_t start, end, h0, h1;
-};
-
-static void task_span(const struct acct_record *r, struct span *sp)
-{
-	uint64_t wall = MIN(r->usage.wall_ns, COLL_SPREAD_MAX_S * NSEC_PER_SEC);
-
-	sp->end = r->time_ns;
-	sp->start = sp->end - MIN(wall, sp->end);
-	sp->h0 = sp->start / HOUR_NS;
-	sp->h1 = (sp->end > sp->start ? sp->end - 1 : sp->end) / HOUR_NS;
-	if (sp->h0 > sp->h1)
-		sp->h0 = sp->h1;
-}
-
-bool coll_day_is_month_end(const char *day)
-{
-	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-	int y, m, dd;
-
-	if (sscanf(day, "%4d-%2d-%2d", &y, &m, &dd) != 3 || m < 1 || m > 12)
-		return false;
-	return dd == mdays[m - 1] + (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
-}
-
-static void day_of(uint64_t hour, char out[16])
-{
-	time_t secs = (time_t)(hour * 3600);
-	struct tm tm;
-
-	gmtime_r(&secs, &tm);
-	strftime(out, 16, "%Y-%m-%d", &tm);
-}
-
-static struct coll_delta *delta_push(struct coll_delta *d, size_t *nd, enum coll_rollup_table t,
-				     const struct acct_record *r)
-{
-	struct coll_delta *x = &d[(*nd)++];
-
-	memset(x, 0, sizeof(*x));
-	x->table = t;
-	x->account = r->task.account ?: "";
-	x->user = r->task.user ?: "";
-	x->label_key = x->label_value = x->job = x->node = x->task_id = "";
-	return x;
-}
-
-/* Day-level deltas of one task.end for one day: day, job_day, and per label one label_day and
- * one job_label_day. (The job_month deltas are made from the batch's merged job_day ones.) */
-static void push_day(struct coll_delta *d, size_t *nd, const struct acct_record *r, const char *day,
-		     const double v[_COLL_SUM_MAX])
-{
-	for (size_t k = 0; k < 2 + 2 * r->task.n_labels; k++) {
-		const size_t l = k >= 2 ? (k - 2) / 2 : 0;
-		const bool per_job = k == 1 || (k >= 2 && k % 2 == 1);
-		struct coll_delta *x = delta_push(d, nd,
-						  k == 0    ? COLL_ROLLUP_DAY
-						  : k == 1  ? COLL_ROLLUP_JOB_DAY
-						  : per_job ? COLL_ROLLUP_JOB_LABEL_DAY
-							    : COLL_ROLLUP_LABEL_DAY,
-						  r);
-
-		snprintf(x->bucket, sizeof(x->bucket), "%s", day);
-		if (per_job) {
-			x->job = r->task.job ?: "";
-			x->node = r->node ?: "";
-		}
-		if (k >= 2) {
-			x->label_key = r->task.labels[l].key;
-			x->label_value = r->task.labels[l].value ?: "";
-		}
-		memcpy(x->v, v, sizeof(x->v));
-	}
-}
-
-static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_record *r)
-{
-	double v[_COLL_SUM_MAX], day[_COLL_SUM_MAX] = {0};
-	struct span sp;
-	char bucket[16];
-
-	coll_record_sums(r, v);
-	task_span(r, &sp);
-	/* the day's share is the sum of its hours' shares */
-	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
-		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
-		double frac = 1;
-
-		if (sp.end > sp.start)
-			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
-			       (double)(sp.end - sp.start);
-		for (int s = 0; s < _COLL_SUM_MAX; s++) {
-			if (coll_sum_is_count(s))
-				day[s] += h == sp.h1 ? v[s] : 0;
-			else
-				day[s] += v[s] * frac;
-		}
-		if (h == sp.h1 || (h + 1) % 24 == 0) {
-			/* a day before the last one: the task goes on into the next */
-			day[COLL_SUM_CARRIED_TASKS] = h != sp.h1;
-			day_of(h, bucket);
-			push_day(d, nd, r, bucket, day);
-			memset(day, 0, sizeof(day));
-		}
-	}
-	if (r->task.id[0]) {
-		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
-
-		x->del = true;
-		x->account = x->user = "";
-		x->node = r->node ?: "";
-		x->task_id = r->task.id;
-	}
-}
-
-static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
-{
-	struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
-
-	x->job = r->task.job ?: "";
-	x->node = r->node ?: "";
-	x->task_id = r->task.id;
-	x->rec = r;
-	x->sample_ns = r->time_ns;
-	x->start_ns = r->time_ns - MIN(r->usage.wall_ns, r->time_ns);
-	coll_record_sums(r, x->v);
-	for (int s = 0; s < _COLL_SUM_MAX; s++)
-		if (coll_sum_is_count(s))
-			x->v[s] = 0;
-}
-
-/* Deltas of one record (upper bound, for the allocation; a job_month delta per day counted). */
-static size_t record_deltas(const struct acct_record *r)
-{
-	struct span sp;
-
-	if (r->type == ACCT_TASK_SAMPLE)
-		return r->task.id[0] ? 1 : 0;
-	if (r->type != ACCT_TASK_END)
-		return 0;
-	task_span(r, &sp);
-	return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (3 + 2 * r->task.n_labels) + 1;
-}
-
-int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
-		      size_t *ret_n)
-{
-	_cleanup_free_ struct coll_delta *d = NULL, *m = NULL;
-	size_t cap = 0, nd = 0, out, nm, open, months;
-
-	for (size_t i = 0; i < n; i++)
-		if (items[i].is_new)
-			cap += record_deltas(items[i].rec);
-	if (cap == 0) {
-		*ret = NULL;
-		*ret_n = 0;
-		return 0;
-	}
-	if (cap > COLL_DELTAS_MAX)
-		return -E2BIG;
-	d = calloc(cap, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-
-	for (size_t i = 0; i < n; i++) {
-		const struct acct_record *r = items[i].rec;
-
-		if (!items[i].is_new)
-			continue;
-		if (r->type == ACCT_TASK_END)
-			push_task_end(d, &nd, r);
-		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
-			push_sample(d, &nd, r);
-	}
-	out = coll_deltas_merge(d, nd);
-	/* job_month: the merged job_day deltas per month, merged again, placed after the tables
-	 * before it (rollup_open, last, moves behind them; the capacity counts them) */
-	nm = 0;
-	for (size_t i = 0; i < out; i++)
-		nm += d[i].table == COLL_ROLLUP_JOB_DAY;
-	m = malloc(MAX(nm, (size_t)1) * sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	nm = 0;
-	for (size_t i = 0; i < out; i++)
-		if (d[i].table == COLL_ROLLUP_JOB_DAY) {
-			m[nm] = d[i];
-			m[nm].table = COLL_ROLLUP_JOB_MONTH;
-			/* the carried count of the month's last day only (not additive) */
-			if (!coll_day_is_month_end(d[i].bucket))
-				m[nm].v[COLL_SUM_CARRIED_TASKS] = 0;
-			m[nm++].bucket[7] = 0;
-		}
-	months = coll_deltas_merge(m, nm);
-	for (open = 0; open < out && d[open].table < COLL_ROLLUP_JOB_MONTH;)
-		open++;
-	memmove(d + open + months, d + open, (out - open) * sizeof(*d));
-	memcpy(d + open, m, months * sizeof(*d));
-	*ret_n = out + months;
-	*ret = TAKE_PTR(d);
-	return 0;
-}
-
-int coll_deltas_of_new(const struct coll_item *items, size_t n, const struct coll_deltas *pre,
-		       const struct coll_delta **ret, size_t *ret_n, struct coll_delta **owned)
-{
-	bool all_new = true;
-	int r;
-
-	*owned = NULL;
-	for (size_t i = 0; i < n && all_new; i++)
-		all_new = items[i].is_new;
-	if (pre && all_new) {
-		*ret = pre->d;
-		*ret_n = pre->n;
-		return 0;
-	}
-	r = coll_deltas_build(items, n, owned, ret_n);
-	*ret = *owned;
-	return r;
-}
-
-size_t coll_deltas_keep(struct coll_delta *d, size_t n, unsigned mask)
-{
-	size_t out = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (mask & (1u << d[i].table))
-			d[out++] = d[i];
-	return out;
-}
-
 /* ---- dispatch ---- */
 
 static bool has_prefix(const char *s, const char *p)
@@ -798,7 +399,7 @@ bool coll_store_defers_rollups(const struct coll_store *s)
 
 int coll_store_fold(struct coll_store *s, bool wait)
 {
-	if (!s->ops->fold || s->no_rollups)
+	if (s->no_rollups)
 		return 0;
 	return LOCKED(s, s->ops->fold(s, wait));
 }
@@ -811,6 +412,16 @@ int coll_store_sync(struct coll_store *s)
 bool coll_store_syncs(const struct coll_store *s)
 {
 	return s->defers_sync;
+}
+
+bool coll_store_single_writer(const struct coll_store *s)
+{
+	return s->ops->single_writer;
+}
+
+unsigned coll_store_default_connections(const struct coll_store *s)
+{
+	return s->ops->default_connections;
 }
 
 int coll_store_count(struct coll_store *s, uint64_t *ret)
@@ -917,4 +528,174 @@ char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const cha
 		return NULL;
 	}
 	return buf;
+}
+
+int coll_query_sql(const struct coll_sql_dialect *d, const struct coll_query *q, char **ret_sql,
+		   struct coll_sql_param params[COLL_QUERY_PARAMS_MAX], int *ret_n)
+{
+	const struct {
+		const char *col, *val;
+	} eq[] = {
+	    {"type", q->type}, {"node", q->node},     {"task_id", q->task_id},
+	    {"job", q->job},   {"\"user\"", q->user}, {d->hash_expr, q->hash},
+	};
+	char *sql = NULL;
+	size_t len = 0;
+	int n = 0;
+	FILE *f = open_memstream(&sql, &len);
+
+	if (!f)
+		return -ENOMEM;
+	fputs(d->select, f);
+	for (size_t k = 0; k < ARRAY_SIZE(eq); k++)
+		if (eq[k].val) {
+			params[n++] = (struct coll_sql_param){.s = eq[k].val};
+			fprintf(f, " AND %s = %c%d", eq[k].col, d->param, n);
+		}
+	if (q->audit == COLL_QUERY_AUDIT_ONLY || q->hash)
+		fputs(" AND substr(type, 1, 6) = 'audit.'", f);
+	else if (q->audit == COLL_QUERY_NO_AUDIT)
+		fputs(" AND substr(type, 1, 6) <> 'audit.'", f);
+	if (q->hash && d->hash_guard)
+		fprintf(f, " AND %s", d->hash_guard);
+	if (q->from_ns) {
+		params[n++] = (struct coll_sql_param){.i = coll_clamp_i64(q->from_ns)};
+		fprintf(f, " AND time_ns >= %c%d%s", d->param, n, d->int_cast);
+	}
+	if (q->to_ns) {
+		params[n++] = (struct coll_sql_param){.i = coll_clamp_i64(q->to_ns)};
+		fprintf(f, " AND time_ns < %c%d%s", d->param, n, d->int_cast);
+	}
+	if (q->after_id) {
+		params[n++] = (struct coll_sql_param){.i = coll_clamp_i64(q->after_time_ns)};
+		params[n++] = (struct coll_sql_param){.s = q->after_id};
+		if (d->row_values)
+			fprintf(f, " AND (time_ns, record_id) > (%c%d%s, %c%d%s)", d->param, n - 1,
+				d->int_cast, d->param, n, d->text_cast);
+		else
+			fprintf(f, " AND (time_ns > %c%d OR (time_ns = %c%d AND record_id > %c%d))",
+				d->param, n - 1, d->param, n - 1, d->param, n);
+	}
+	fputs(" ORDER BY time_ns, record_id", f);
+	if (q->limit) {
+		params[n++] = (struct coll_sql_param){.i = coll_clamp_i64(q->limit)};
+		fprintf(f, " LIMIT %c%d%s", d->param, n, d->int_cast);
+	}
+	if (fclose(f) != 0) {
+		free(sql);
+		return -ENOMEM;
+	}
+	*ret_sql = sql;
+	*ret_n = n;
+	return 0;
+}
+
+/* v2: rollups spread over the hours a task ran, kill counts, job/node and open tasks. The v1
+ * rollups cannot be converted (they lack the spread): they are rebuilt from the stored
+ * records. v3: rollup_job_label_day (labels per job and node) and rollup_job_month (job rows
+ * per month, for month reports by job or node); filled by the v6 rebuild. */
+static int migrate_rollup_tables(const struct coll_migration *m, int version)
+{
+	static const enum coll_rollup_table v3[] = {COLL_ROLLUP_JOB_LABEL_DAY,
+						    COLL_ROLLUP_JOB_MONTH};
+	int r;
+
+	if (version == 1) {
+		r = m->exec(m->db, "DROP TABLE rollup_hour; DROP TABLE rollup_day;"
+				   " DROP TABLE rollup_label_day;");
+		if (r < 0)
+			return r;
+	}
+	for (int i = 0; i < (version == 2 ? (int)ARRAY_SIZE(v3) : _COLL_ROLLUP_MAX); i++) {
+		_cleanup_free_ char *ddl = coll_rollup_ddl(
+		    version == 2 ? v3[i] : (enum coll_rollup_table)i, m->real_type, m->int_type);
+
+		if (!ddl)
+			return -ENOMEM;
+		r = m->exec(m->db, ddl);
+		if (r < 0)
+			return r;
+	}
+	return version == 1 ? m->rebuild_rollups(m->db) : 0;
+}
+
+/* v6: no_request_tasks, a count of the tasks that requested no CPUs or no memory (the
+ * reports' tasks_without_request); v8: carried_tasks, the tasks that ran on into the next day
+ * (the reports' tasks_active). Older rollups lack them: every rollup is rebuilt from the
+ * stored records; the queued deltas are dropped (the rebuild covers their records). */
+static int migrate_added_sums(const struct coll_migration *m)
+{
+	static const enum coll_sum added[] = {COLL_SUM_NO_REQUEST_TASKS, COLL_SUM_CARRIED_TASKS};
+	int r;
+
+	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+		const char *name = coll_rollup_table_name(t);
+		char sql[256];
+
+		for (size_t a = 0; a < ARRAY_SIZE(added); a++) {
+			const char *col = coll_sum_name(added[a]);
+			bool have = false;
+
+			if (m->has_column) {
+				r = m->has_column(m->db, name, col, &have);
+				if (r < 0)
+					return r;
+			}
+			if (have)
+				continue;
+			snprintf(sql, sizeof(sql),
+				 "ALTER TABLE %s ADD COLUMN %s%s %s NOT NULL DEFAULT 0", name,
+				 m->has_column ? "" : "IF NOT EXISTS ", col, m->real_type);
+			r = m->exec(m->db, sql);
+			if (r < 0)
+				return r;
+		}
+		snprintf(sql, sizeof(sql), "DELETE FROM %s", name);
+		r = m->exec(m->db, sql);
+		if (r < 0)
+			return r;
+	}
+	r = m->exec(m->db, "DELETE FROM rollup_pending");
+	return r < 0 ? r : m->rebuild_rollups(m->db);
+}
+
+int coll_migrate(const struct coll_migration *m)
+{
+	int version = 0, r;
+
+	r = m->exec(m->db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
+	if (r >= 0)
+		r = m->version(m->db, &version);
+	if (r < 0)
+		return r;
+	if (version > COLL_SCHEMA_VERSION)
+		return err_set(m->errmsg, m->errlen, -EPROTO,
+			       "database schema version %d is newer than this collector (%d)",
+			       version, COLL_SCHEMA_VERSION);
+	if (version < 1)
+		r = m->exec(m->db, m->records_ddl);
+	if (r >= 0 && version < 3)
+		r = migrate_rollup_tables(m, version);
+	/* v4: rollup_hour goes. No report read it (they work in days, whose shares are summed
+	 * from the hours in memory) and it was three quarters of the rollup rows written. */
+	if (r >= 0 && version < 4)
+		r = m->exec(m->db, "DROP TABLE IF EXISTS rollup_hour");
+	/* v4 (PostgreSQL), v5 (SQLite): ingest queues its bucketed rollup deltas for a fold */
+	if (r >= 0 && version < 5)
+		r = m->exec(m->db, m->pending_ddl);
+	if (r >= 0 && version >= 2 && version < 8)
+		r = migrate_added_sums(m);
+	/* v7: a record id received again with another body is kept aside with both bodies
+	 * (docs/pipeline.md "Record ids and conflicts") */
+	if (r >= 0 && version < 7)
+		r = m->exec(m->db, m->conflicts_ddl);
+	if (r >= 0 && version < COLL_SCHEMA_VERSION) {
+		char sql[96];
+
+		snprintf(sql, sizeof(sql),
+			 "DELETE FROM schema_version; INSERT INTO schema_version VALUES (%d)",
+			 COLL_SCHEMA_VERSION);
+		r = m->exec(m->db, sql);
+	}
+	return r < 0 ? r : m->exec(m->db, m->audit_ddl);
 }

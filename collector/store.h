@@ -193,7 +193,11 @@ struct coll_store;
 struct coll_deltas;
 
 struct coll_store_ops {
-	const char *name;
+	const char *name; /* for messages only: callers choose by the capabilities below */
+	/* One writer at a time: more ingest connections would only queue on its lock. */
+	bool single_writer;
+	/* Ingest connections of `serve` unless configured ([storage] connections). */
+	unsigned default_connections;
 	/* Opens the database and runs the migrations up to COLL_SCHEMA_VERSION; flags as
 	 * coll_store_open's. */
 	int (*open)(const char *uri, unsigned flags, struct coll_store **ret, char *err,
@@ -216,7 +220,7 @@ struct coll_store_ops {
 	/* Applies every rollup delta queued in rollup_pending (by handles that queue them, see
 	 * queues_rollups) and committed so far, in one transaction. wait: wait for a fold in
 	 * progress elsewhere, else -EBUSY (PostgreSQL; SQLite always waits for its writer lock).
-	 * Returns the number of queued batches applied. */
+	 * Returns the number of queued batches applied. Every backend has one. */
 	int (*fold)(struct coll_store *s, bool wait);
 	int (*count)(struct coll_store *s, uint64_t *ret);
 	int (*ping)(struct coll_store *s);
@@ -294,8 +298,60 @@ const char *coll_store_errmsg(struct coll_store *s);
 int coll_store_sync(struct coll_store *s);
 /* Whether s leaves its commits' durability to coll_store_sync. */
 bool coll_store_syncs(const struct coll_store *s);
+/* The backend's capabilities (coll_store_ops). */
+bool coll_store_single_writer(const struct coll_store *s);
+unsigned coll_store_default_connections(const struct coll_store *s);
 
 /* ---- shared by the backends (store.c) ---- */
+
+/* How a backend's SQL differs where coll_query_sql writes a records query. */
+struct coll_sql_dialect {
+	const char *select;	/* "SELECT" the coll_row columns "FROM records WHERE" a true term */
+	const char *hash_expr;	/* the body's "hash" member */
+	const char *hash_guard; /* a condition that hash_expr needs, or NULL */
+	char param;		/* parameter mark, followed by its number: '?' or '$' */
+	const char *int_cast;	/* after an integer parameter: "" or "::bigint" */
+	const char *text_cast;	/* after a text parameter in a row comparison */
+	bool row_values;	/* (a, b) > (x, y) compares rows */
+};
+/* The schema migrations, one driver for both backends: what differs is DDL text and a few
+ * operations on the backend's connection (db). */
+struct coll_migration {
+	void *db;
+	const char *real_type, *int_type; /* rollup columns */
+	const char *records_ddl;	  /* version 1 */
+	const char *pending_ddl;	  /* version 5: rollup_pending (IF NOT EXISTS) */
+	const char *conflicts_ddl;	  /* version 7 (IF NOT EXISTS) */
+	const char *audit_ddl;		  /* every open (IF NOT EXISTS) */
+	int (*exec)(void *db, const char *sql);
+	/* max(version) of schema_version, 0 when empty */
+	int (*version)(void *db, int *ret);
+	/* Whether table has column; NULL where ALTER TABLE .. ADD COLUMN IF NOT EXISTS works. */
+	int (*has_column)(void *db, const char *table, const char *column, bool *ret);
+	/* Every rollup rebuilt from the stored records. */
+	int (*rebuild_rollups)(void *db);
+	char *errmsg; /* the handle's message buffer */
+	size_t errlen;
+};
+/* Runs the migrations up to COLL_SCHEMA_VERSION in the transaction the caller began (and
+ * commits or rolls back after it). */
+int coll_migrate(const struct coll_migration *m);
+
+/* A count as an SQL integer (bigint), at most INT64_MAX. */
+static inline int64_t coll_clamp_i64(uint64_t v)
+{
+	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+#define COLL_QUERY_PARAMS_MAX 16
+struct coll_sql_param {
+	const char *s; /* NULL: the integer i */
+	int64_t i;
+};
+/* The SELECT of coll_store_query for q in dialect d (malloc'd in *ret_sql) and its
+ * parameters, to bind as 1..*ret_n. Only the filters that are set become conditions, so the
+ * planner can pick an index. */
+int coll_query_sql(const struct coll_sql_dialect *d, const struct coll_query *q, char **ret_sql,
+		   struct coll_sql_param params[COLL_QUERY_PARAMS_MAX], int *ret_n);
 
 /* Columns of the records table, in the order the backends bind them. */
 enum coll_col_kind {
@@ -354,6 +410,11 @@ char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const cha
 char *coll_rollup_pk(enum coll_rollup_table t);
 /* The task's labels as a JSON object (sorted keys), malloc'd; NULL on -ENOMEM. */
 char *coll_labels_json(const struct acct_record *r);
+
+/* ---- the billing split (billing.c) ---- */
+
+/* The rollup deltas of items (new ones only, by is_new), each task's usage spread over the
+ * hours it ran; sorted, equal keys merged; malloc'd in *ret. */
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n);
 /* Deltas built ahead of an insert (coll_deltas_build of the items, every one taken as new). */

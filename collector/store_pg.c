@@ -106,153 +106,75 @@ static int begin_locked(struct pg_store *st, long long key, bool wait)
 	return r;
 }
 
+static int migration_exec(void *db, const char *sql)
+{
+	return exec_cmd(db, sql);
+}
+
+static int migration_version(void *db, int *ret)
+{
+	struct pg_store *st = db;
+	PGresult *res = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM schema_version");
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "schema_version", res);
+	*ret = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+static int migration_rebuild(void *db)
+{
+	return rebuild_rollups(db, COLL_ROLLUP_ALL);
+}
+
 static int migrate(struct pg_store *st)
 {
-	PGresult *res;
-	int version = 0, r;
+	const struct coll_migration m = {
+	    .db = st,
+	    .real_type = "DOUBLE PRECISION",
+	    .int_type = "BIGINT",
+	    .records_ddl =
+		"CREATE TABLE records ("
+		" record_id TEXT PRIMARY KEY, type TEXT NOT NULL,"
+		" time TIMESTAMPTZ NOT NULL, time_ns BIGINT NOT NULL, node TEXT NOT NULL,"
+		" task_id TEXT, job TEXT, \"user\" TEXT, account TEXT, labels JSONB,"
+		" req_cpus DOUBLE PRECISION, req_memory_bytes BIGINT, req_gpus BIGINT,"
+		" req_time_limit_s BIGINT, wall_ns BIGINT, cpu_user_ns BIGINT,"
+		" cpu_system_ns BIGINT, memory_peak_bytes BIGINT,"
+		" memory_byte_seconds DOUBLE PRECISION, io_read_bytes BIGINT,"
+		" io_write_bytes BIGINT, net_rx_bytes BIGINT, net_tx_bytes BIGINT,"
+		" gpu_seconds DOUBLE PRECISION, exit_status TEXT, body JSON NOT NULL);"
+		"CREATE INDEX records_type_time ON records(type, time_ns);"
+		"CREATE INDEX records_task ON records(task_id);",
+	    /* no index: the fold takes every row; stored uncompressed: written once, read once */
+	    .pending_ddl = "CREATE TABLE IF NOT EXISTS rollup_pending (layout INTEGER NOT NULL,"
+			   " deltas BYTEA NOT NULL);"
+			   "ALTER TABLE rollup_pending ALTER COLUMN deltas SET STORAGE EXTERNAL",
+	    .conflicts_ddl =
+		"CREATE TABLE IF NOT EXISTS conflicts (seq BIGSERIAL,"
+		" record_id TEXT NOT NULL, node TEXT NOT NULL, detected TEXT NOT NULL,"
+		" stored_body TEXT NOT NULL, received_body TEXT NOT NULL,"
+		" received_sha256 TEXT NOT NULL, PRIMARY KEY (record_id, received_sha256))",
+	    .audit_ddl = audit_ddl,
+	    .exec = migration_exec,
+	    .version = migration_version,
+	    .has_column = NULL, /* ADD COLUMN IF NOT EXISTS */
+	    .rebuild_rollups = migration_rebuild,
+	    .errmsg = st->base.errmsg,
+	    .errlen = sizeof(st->base.errmsg),
+	};
+	int r;
 
 	r = begin_locked(st, MIGRATION_LOCK_KEY, true);
 	if (r < 0)
 		return r;
-	r = exec_cmd(st, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)");
-	if (r < 0)
-		goto out_rollback;
-	res = PQexec(st->conn, "SELECT coalesce(max(version), 0) FROM schema_version");
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		r = res_err(st, "schema_version", res);
-		goto out_rollback;
+	r = coll_migrate(&m);
+	if (r < 0) {
+		PQclear(PQexec(st->conn, "ROLLBACK"));
+		return r;
 	}
-	version = atoi(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	if (version > COLL_SCHEMA_VERSION) {
-		r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EPROTO,
-			    "database schema version %d is newer than this collector (%d)", version,
-			    COLL_SCHEMA_VERSION);
-		goto out_rollback;
-	}
-	if (version < 1) {
-		r = exec_cmd(
-		    st, "CREATE TABLE records ("
-			" record_id TEXT PRIMARY KEY, type TEXT NOT NULL,"
-			" time TIMESTAMPTZ NOT NULL, time_ns BIGINT NOT NULL, node TEXT NOT NULL,"
-			" task_id TEXT, job TEXT, \"user\" TEXT, account TEXT, labels JSONB,"
-			" req_cpus DOUBLE PRECISION, req_memory_bytes BIGINT, req_gpus BIGINT,"
-			" req_time_limit_s BIGINT, wall_ns BIGINT, cpu_user_ns BIGINT,"
-			" cpu_system_ns BIGINT, memory_peak_bytes BIGINT,"
-			" memory_byte_seconds DOUBLE PRECISION, io_read_bytes BIGINT,"
-			" io_write_bytes BIGINT, net_rx_bytes BIGINT, net_tx_bytes BIGINT,"
-			" gpu_seconds DOUBLE PRECISION, exit_status TEXT, body JSON NOT NULL);"
-			"CREATE INDEX records_type_time ON records(type, time_ns);"
-			"CREATE INDEX records_task ON records(task_id);");
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version < 2) {
-		/* v2 rollups (see store_sqlite.c): the v1 ones are rebuilt from the records */
-		if (version == 1) {
-			r = exec_cmd(st, "DROP TABLE rollup_hour, rollup_day, rollup_label_day");
-			if (r < 0)
-				goto out_rollback;
-		}
-		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-			_cleanup_free_ char *ddl = coll_rollup_ddl(t, "DOUBLE PRECISION", "BIGINT");
-
-			if (!ddl) {
-				r = -ENOMEM;
-				goto out_rollback;
-			}
-			r = exec_cmd(st, ddl);
-			if (r < 0)
-				goto out_rollback;
-		}
-		if (version == 1) {
-			r = rebuild_rollups(st, COLL_ROLLUP_ALL);
-			if (r < 0)
-				goto out_rollback;
-		}
-	} else if (version == 2) {
-		/* v3: rollup_job_label_day, rollup_job_month (see store_sqlite.c) */
-		static const enum coll_rollup_table v3[] = {COLL_ROLLUP_JOB_LABEL_DAY,
-							    COLL_ROLLUP_JOB_MONTH};
-
-		for (size_t i = 0; i < ARRAY_SIZE(v3); i++) {
-			_cleanup_free_ char *ddl =
-			    coll_rollup_ddl(v3[i], "DOUBLE PRECISION", "BIGINT");
-
-			if (!ddl) {
-				r = -ENOMEM;
-				goto out_rollback;
-			}
-			r = exec_cmd(st, ddl);
-			if (r < 0)
-				goto out_rollback;
-		}
-		/* filled by the v6 rebuild below */
-	}
-	if (version < 4) {
-		/* v4: ingest queues its rollup deltas (queue_deltas, pg_fold); no index, the
-		 * fold takes every row; stored uncompressed: written once, read once.
-		 * rollup_hour goes (see store_sqlite.c) */
-		r = exec_cmd(st,
-			     "CREATE TABLE IF NOT EXISTS rollup_pending (layout INTEGER NOT NULL,"
-			     " deltas BYTEA NOT NULL);"
-			     "ALTER TABLE rollup_pending ALTER COLUMN deltas SET STORAGE EXTERNAL;"
-			     "DROP TABLE IF EXISTS rollup_hour");
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version >= 2 && version < 8) {
-		/* v6: no_request_tasks, v8: carried_tasks (see store_sqlite.c): every rollup
-		 * rebuilt, the queued deltas dropped (the rebuild covers their records) */
-		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-			const char *name = coll_rollup_table_name(t);
-			char sql[384];
-
-			snprintf(sql, sizeof(sql),
-				 "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s DOUBLE PRECISION"
-				 " NOT NULL DEFAULT 0; ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s"
-				 " DOUBLE PRECISION NOT NULL DEFAULT 0; DELETE FROM %s",
-				 name, coll_sum_name(COLL_SUM_NO_REQUEST_TASKS), name,
-				 coll_sum_name(COLL_SUM_CARRIED_TASKS), name);
-			r = exec_cmd(st, sql);
-			if (r < 0)
-				goto out_rollback;
-		}
-		r = exec_cmd(st, "DELETE FROM rollup_pending");
-		if (r >= 0)
-			r = rebuild_rollups(st, COLL_ROLLUP_ALL);
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version < 7) {
-		/* v7: conflicts (see store_sqlite.c) */
-		r = exec_cmd(
-		    st,
-		    "CREATE TABLE IF NOT EXISTS conflicts (seq BIGSERIAL,"
-		    " record_id TEXT NOT NULL, node TEXT NOT NULL, detected TEXT NOT NULL,"
-		    " stored_body TEXT NOT NULL, received_body TEXT NOT NULL,"
-		    " received_sha256 TEXT NOT NULL, PRIMARY KEY (record_id, received_sha256))");
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version < COLL_SCHEMA_VERSION) {
-		char sql[96];
-
-		snprintf(sql, sizeof(sql),
-			 "DELETE FROM schema_version; INSERT INTO schema_version VALUES (%d)",
-			 COLL_SCHEMA_VERSION);
-		r = exec_cmd(st, sql);
-		if (r < 0)
-			goto out_rollback;
-	}
-	r = exec_cmd(st, audit_ddl);
-	if (r < 0)
-		goto out_rollback;
 	return exec_cmd(st, "COMMIT");
-
-out_rollback:
-	PQclear(PQexec(st->conn, "ROLLBACK"));
-	return r;
 }
 
 /* Bucketed rollup deltas travel by COPY into this temp table, then one INSERT .. SELECT ..
@@ -1130,71 +1052,40 @@ static int pg_insert_batch(struct coll_store *s, struct coll_item *items, size_t
 	return r;
 }
 
-/* Only the filters that are set become conditions, so the planner can pick an index. */
+static const struct coll_sql_dialect pg_dialect = {
+    .select = "SELECT record_id, type,"
+	      " to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+	      " node, coalesce(task_id, ''), coalesce(account, ''),"
+	      " coalesce(\"user\", ''), body, time_ns FROM records WHERE true",
+    .hash_expr = "(body->>'hash')",
+    .hash_guard = NULL,
+    .param = '$',
+    .int_cast = "::bigint",
+    .text_cast = "::text",
+    .row_values = true,
+};
+
 static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud)
 {
 	struct pg_store *st = (struct pg_store *)s;
-	const struct {
-		const char *col, *val;
-	} eq[] = {
-	    {"type", q->type}, {"node", q->node},     {"task_id", q->task_id},
-	    {"job", q->job},   {"\"user\"", q->user}, {"(body->>'hash')", q->hash},
-	};
-	char nums[4][DECIMAL_STR_MAX(uint64_t)];
-	const char *params[16];
+	struct coll_sql_param args[COLL_QUERY_PARAMS_MAX];
+	char nums[COLL_QUERY_PARAMS_MAX][DECIMAL_STR_MAX(int64_t)];
+	const char *params[COLL_QUERY_PARAMS_MAX];
 	_cleanup_free_ char *sql = NULL;
-	size_t len = 0;
-	int np = 0, nn = 0, r;
+	int np = 0, r;
 	PGresult *res;
-	FILE *f;
 
 	r = ensure_conn(st);
 	if (r < 0)
 		return r;
-	f = open_memstream(&sql, &len);
-	if (!f)
-		return -ENOMEM;
-	fputs("SELECT record_id, type,"
-	      " to_char(time AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-	      " node, coalesce(task_id, ''), coalesce(account, ''),"
-	      " coalesce(\"user\", ''), body, time_ns FROM records WHERE true",
-	      f);
-	for (size_t k = 0; k < ARRAY_SIZE(eq); k++)
-		if (eq[k].val) {
-			params[np++] = eq[k].val;
-			fprintf(f, " AND %s = $%d", eq[k].col, np);
-		}
-	if (q->audit == COLL_QUERY_AUDIT_ONLY || q->hash)
-		fputs(" AND substr(type, 1, 6) = 'audit.'", f);
-	else if (q->audit == COLL_QUERY_NO_AUDIT)
-		fputs(" AND substr(type, 1, 6) <> 'audit.'", f);
-#define NUM_PARAM(v)                                                                               \
-	do {                                                                                       \
-		snprintf(nums[nn], sizeof(nums[nn]), "%" PRIu64,                                   \
-			 MIN((uint64_t)(v), (uint64_t)INT64_MAX));                                 \
-		params[np++] = nums[nn++];                                                         \
-	} while (0)
-	if (q->from_ns) {
-		NUM_PARAM(q->from_ns);
-		fprintf(f, " AND time_ns >= $%d::bigint", np);
+	r = coll_query_sql(&pg_dialect, q, &sql, args, &np);
+	if (r < 0)
+		return r;
+	for (int k = 0; k < np; k++) {
+		if (!args[k].s)
+			snprintf(nums[k], sizeof(nums[k]), "%" PRId64, args[k].i);
+		params[k] = args[k].s ?: nums[k];
 	}
-	if (q->to_ns) {
-		NUM_PARAM(q->to_ns);
-		fprintf(f, " AND time_ns < $%d::bigint", np);
-	}
-	if (q->after_id) {
-		NUM_PARAM(q->after_time_ns);
-		params[np++] = q->after_id;
-		fprintf(f, " AND (time_ns, record_id) > ($%d::bigint, $%d::text)", np - 1, np);
-	}
-	fputs(" ORDER BY time_ns, record_id", f);
-	if (q->limit) {
-		NUM_PARAM(q->limit);
-		fprintf(f, " LIMIT $%d::bigint", np);
-	}
-#undef NUM_PARAM
-	if (fclose(f) != 0)
-		return -ENOMEM;
 	res = PQexecParams(st->conn, sql, np, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return res_err(st, "query", res);
@@ -1217,25 +1108,33 @@ static int pg_query(struct coll_store *s, const struct coll_query *q, coll_row_f
 	return r < 0 ? r : 0;
 }
 
-static int pg_break_add(struct coll_store *s, const struct coll_audit_break *b)
+/* One INSERT .. ON CONFLICT DO NOTHING of n texts bound as $1..$n: 1 if a row was added, 0 if
+ * it was there. what names the table in a message. */
+static int insert_texts(struct pg_store *st, const char *what, const char *sql,
+			const char *const *v, int n)
 {
-	struct pg_store *st = (struct pg_store *)s;
-	const char *params[] = {b->record_id, b->node, b->kind, b->reason, b->detected};
 	PGresult *res;
 	int r;
 
 	r = ensure_conn(st);
 	if (r < 0)
 		return r;
-	res = PQexecParams(st->conn,
-			   "INSERT INTO audit_breaks (record_id, node, kind, reason, detected)"
-			   " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (record_id) DO NOTHING",
-			   (int)ARRAY_SIZE(params), NULL, params, NULL, NULL, 0);
+	res = PQexecParams(st->conn, sql, n, NULL, v, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		return res_err(st, "audit_breaks insert", res);
+		return res_err(st, what, res);
 	r = strcmp(PQcmdTuples(res), "0") != 0 ? 1 : 0;
 	PQclear(res);
 	return r;
+}
+
+static int pg_break_add(struct coll_store *s, const struct coll_audit_break *b)
+{
+	const char *v[] = {b->record_id, b->node, b->kind, b->reason, b->detected};
+
+	return insert_texts((struct pg_store *)s, "audit_breaks insert",
+			    "INSERT INTO audit_breaks (record_id, node, kind, reason, detected)"
+			    " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (record_id) DO NOTHING",
+			    v, (int)ARRAY_SIZE(v));
 }
 
 static int pg_body_get(struct coll_store *s, const char *record_id, char **ret)
@@ -1264,25 +1163,14 @@ static int pg_body_get(struct coll_store *s, const char *record_id, char **ret)
 
 static int pg_conflict_add(struct coll_store *s, const struct coll_conflict *c)
 {
-	struct pg_store *st = (struct pg_store *)s;
-	const char *params[] = {c->record_id,	c->node,	  c->detected,
-				c->stored_body, c->received_body, c->received_sha256};
-	PGresult *res;
-	int r;
+	const char *v[] = {c->record_id,   c->node,	     c->detected,
+			   c->stored_body, c->received_body, c->received_sha256};
 
-	r = ensure_conn(st);
-	if (r < 0)
-		return r;
-	res = PQexecParams(st->conn,
-			   "INSERT INTO conflicts (record_id, node, detected, stored_body,"
-			   " received_body, received_sha256) VALUES ($1, $2, $3, $4, $5, $6)"
-			   " ON CONFLICT DO NOTHING",
-			   (int)ARRAY_SIZE(params), NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		return res_err(st, "conflicts insert", res);
-	r = strcmp(PQcmdTuples(res), "0") != 0 ? 1 : 0;
-	PQclear(res);
-	return r;
+	return insert_texts((struct pg_store *)s, "conflicts insert",
+			    "INSERT INTO conflicts (record_id, node, detected, stored_body,"
+			    " received_body, received_sha256) VALUES ($1, $2, $3, $4, $5, $6)"
+			    " ON CONFLICT DO NOTHING",
+			    v, (int)ARRAY_SIZE(v));
 }
 
 static int pg_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
@@ -1487,6 +1375,8 @@ static int pg_schema_version(struct coll_store *s, int *ret)
 
 const struct coll_store_ops coll_store_pg_ops = {
     .name = "postgresql",
+    .single_writer = false,
+    .default_connections = 4,
     .open = pg_open,
     .close = pg_close,
     .insert_batch = pg_insert_batch,

@@ -197,173 +197,78 @@ static int prepare_rollups(struct sqlite_store *st);
 static int single_int(struct sqlite_store *st, const char *sql, int64_t *ret);
 static int rebuild_rollups(struct sqlite_store *st, unsigned only);
 
-static int migrate(struct sqlite_store *st)
+static int migration_exec(void *db, const char *sql)
 {
-	sqlite3_stmt *stmt = NULL;
-	int version = 0, r;
+	return exec(db, sql);
+}
 
-	r = exec(st, "BEGIN IMMEDIATE;"
-		     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);");
+static int migration_version(void *db, int *ret)
+{
+	struct sqlite_store *st = db;
+	sqlite3_stmt *stmt = NULL;
+
+	if (sqlite3_prepare_v2(st->db, "SELECT max(version) FROM schema_version", -1, &stmt,
+			       NULL) != SQLITE_OK)
+		return map_err(st, sqlite3_errcode(st->db));
+	if (sqlite3_step(stmt) == SQLITE_ROW)
+		*ret = sqlite3_column_int(stmt, 0);
+	sqlite3_finalize(stmt);
+	return 0;
+}
+
+static int migration_has_column(void *db, const char *table, const char *column, bool *ret)
+{
+	char sql[256];
+	int64_t have = 0;
+	int r;
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+		 table, column);
+	r = single_int(db, sql, &have);
 	if (r < 0)
 		return r;
-	if (sqlite3_prepare_v2(st->db, "SELECT max(version) FROM schema_version", -1, &stmt,
-			       NULL) != SQLITE_OK) {
-		r = map_err(st, sqlite3_errcode(st->db));
-		goto out_rollback;
-	}
-	if (sqlite3_step(stmt) == SQLITE_ROW)
-		version = sqlite3_column_int(stmt, 0);
-	sqlite3_finalize(stmt);
+	*ret = have > 0;
+	return 0;
+}
 
-	if (version > COLL_SCHEMA_VERSION) {
-		r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EPROTO,
-			    "database schema version %d is newer than this collector (%d)", version,
-			    COLL_SCHEMA_VERSION);
-		goto out_rollback;
-	}
-	if (version < 1) {
-		r = exec(st, records_ddl);
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version < 2) {
-		/* v2: rollups spread over the hours a task ran, kill counts, job/node and open
-		 * tasks. The v1 rollups cannot be converted (they lack the spread): they are
-		 * rebuilt from the stored records, in this transaction. */
-		if (version == 1) {
-			r = exec(st, "DROP TABLE rollup_hour; DROP TABLE rollup_day;"
-				     " DROP TABLE rollup_label_day;");
-			if (r < 0)
-				goto out_rollback;
-		}
-		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-			_cleanup_free_ char *ddl = coll_rollup_ddl(t, "REAL", "INTEGER");
+static int migration_rebuild(void *db)
+{
+	return rebuild_rollups(db, COLL_ROLLUP_ALL);
+}
 
-			if (!ddl) {
-				r = -ENOMEM;
-				goto out_rollback;
-			}
-			r = exec(st, ddl);
-			if (r < 0)
-				goto out_rollback;
-		}
-		if (version == 1) {
-			r = rebuild_rollups(st, COLL_ROLLUP_ALL);
-			if (r < 0)
-				goto out_rollback;
-		}
-	} else if (version == 2) {
-		/* v3: rollup_job_label_day (labels per job and node) and rollup_job_month (job
-		 * rows per month, for month reports by job or node); the v2 block above creates
-		 * them with the others. Filled from the stored records, in this transaction. */
-		static const enum coll_rollup_table v3[] = {COLL_ROLLUP_JOB_LABEL_DAY,
-							    COLL_ROLLUP_JOB_MONTH};
+static int migrate(struct sqlite_store *st)
+{
+	const struct coll_migration m = {
+	    .db = st,
+	    .real_type = "REAL",
+	    .int_type = "INTEGER",
+	    .records_ddl = records_ddl,
+	    .pending_ddl = "CREATE TABLE IF NOT EXISTS rollup_pending (id INTEGER PRIMARY KEY,"
+			   " layout INTEGER NOT NULL, deltas BLOB NOT NULL)",
+	    .conflicts_ddl =
+		"CREATE TABLE IF NOT EXISTS conflicts (record_id TEXT NOT NULL,"
+		" node TEXT NOT NULL, detected TEXT NOT NULL, stored_body TEXT NOT NULL,"
+		" received_body TEXT NOT NULL, received_sha256 TEXT NOT NULL,"
+		" PRIMARY KEY (record_id, received_sha256))",
+	    .audit_ddl = audit_ddl,
+	    .exec = migration_exec,
+	    .version = migration_version,
+	    .has_column = migration_has_column,
+	    .rebuild_rollups = migration_rebuild,
+	    .errmsg = st->base.errmsg,
+	    .errlen = sizeof(st->base.errmsg),
+	};
+	int r;
 
-		for (size_t i = 0; i < ARRAY_SIZE(v3); i++) {
-			_cleanup_free_ char *ddl = coll_rollup_ddl(v3[i], "REAL", "INTEGER");
-
-			if (!ddl) {
-				r = -ENOMEM;
-				goto out_rollback;
-			}
-			r = exec(st, ddl);
-			if (r < 0)
-				goto out_rollback;
-		}
-		/* filled by the v6 rebuild below */
-	}
-	/* v4: rollup_hour goes. No report read it (they work in days, whose shares are summed
-	 * from the hours in memory) and it was three quarters of the rollup rows written. The rest
-	 * of v4 is PostgreSQL's (rollup_pending). */
-	if (version < 4) {
-		r = exec(st, "DROP TABLE IF EXISTS rollup_hour;"
-			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (4);");
-		if (r < 0)
-			goto out_rollback;
-	}
-	/* v5: serve's ingest queues its bucketed rollup deltas, as on PostgreSQL (the one writer
-	 * then spends its time on the records; a fold applies many batches' deltas merged) */
-	if (version < 5) {
-		r = exec(st, "CREATE TABLE IF NOT EXISTS rollup_pending (id INTEGER PRIMARY KEY,"
-			     " layout INTEGER NOT NULL, deltas BLOB NOT NULL);"
-			     "DELETE FROM schema_version; INSERT INTO schema_version VALUES (5);");
-		if (r < 0)
-			goto out_rollback;
-	}
-	/* v6: no_request_tasks, a count of the tasks that requested no CPUs or no memory (the
-	 * reports' tasks_without_request); v8: carried_tasks, the tasks that ran on into the next
-	 * day (the reports' tasks_active). Older rollups lack them: every rollup is rebuilt from
-	 * the stored records, in this transaction; the queued deltas are dropped (the rebuild
-	 * covers their records). A v1 database was rebuilt with the v2 tables above. */
-	if (version >= 2 && version < 8) {
-		static const enum coll_sum added[] = {COLL_SUM_NO_REQUEST_TASKS,
-						      COLL_SUM_CARRIED_TASKS};
-
-		for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-			const char *name = coll_rollup_table_name(t);
-			char sql[256];
-
-			for (size_t a = 0; a < ARRAY_SIZE(added); a++) {
-				int64_t have = 0;
-
-				snprintf(sql, sizeof(sql),
-					 "SELECT count(*) FROM pragma_table_info('%s')"
-					 " WHERE name = '%s'",
-					 name, coll_sum_name(added[a]));
-				r = single_int(st, sql, &have);
-				if (r < 0)
-					goto out_rollback;
-				if (have)
-					continue;
-				snprintf(sql, sizeof(sql),
-					 "ALTER TABLE %s ADD COLUMN %s REAL NOT NULL DEFAULT 0;",
-					 name, coll_sum_name(added[a]));
-				r = exec(st, sql);
-				if (r < 0)
-					goto out_rollback;
-			}
-			snprintf(sql, sizeof(sql), "DELETE FROM %s;", name);
-			r = exec(st, sql);
-			if (r < 0)
-				goto out_rollback;
-		}
-		r = exec(st, "DELETE FROM rollup_pending;");
-		if (r < 0)
-			goto out_rollback;
-		r = rebuild_rollups(st, COLL_ROLLUP_ALL);
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version < 6) {
-		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (6);");
-		if (r < 0)
-			goto out_rollback;
-	}
-	/* v7: a record id received again with another body is kept aside with both bodies
-	 * (docs/pipeline.md "Record ids and conflicts") */
-	if (version < 7) {
-		r = exec(st,
-			 "CREATE TABLE IF NOT EXISTS conflicts (record_id TEXT NOT NULL,"
-			 " node TEXT NOT NULL, detected TEXT NOT NULL, stored_body TEXT NOT NULL,"
-			 " received_body TEXT NOT NULL, received_sha256 TEXT NOT NULL,"
-			 " PRIMARY KEY (record_id, received_sha256));"
-			 "DELETE FROM schema_version; INSERT INTO schema_version VALUES (7);");
-		if (r < 0)
-			goto out_rollback;
-	}
-	if (version < 8) {
-		r = exec(st, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (8);");
-		if (r < 0)
-			goto out_rollback;
-	}
-	r = exec(st, audit_ddl);
+	r = exec(st, "BEGIN IMMEDIATE");
 	if (r < 0)
-		goto out_rollback;
+		return r;
+	r = coll_migrate(&m);
+	if (r < 0) {
+		sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+		return r;
+	}
 	return exec(st, "COMMIT");
-
-out_rollback:
-	sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-	return r;
 }
 
 static int prepare(struct sqlite_store *st, const char *sql, sqlite3_stmt **ret)
@@ -1044,72 +949,29 @@ static const char *col_text(sqlite3_stmt *s, int i)
 	return t ? (const char *)t : "";
 }
 
-struct sql_arg {
-	const char *s; /* NULL: integer i */
-	int64_t i;
+static const struct coll_sql_dialect sqlite_dialect = {
+    .select = "SELECT record_id, type, time, node, task_id, account, \"user\", body, time_ns"
+	      " FROM records WHERE 1",
+    .hash_expr = "json_extract(body, '$.hash')",
+    /* the index's condition: json_extract fails on a body that is not JSON */
+    .hash_guard = "json_valid(body)",
+    .param = '?',
+    .int_cast = "",
+    .text_cast = "",
+    .row_values = false,
 };
 
-static int64_t clamp_i64(uint64_t v)
-{
-	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
-}
-
-/* Only the filters that are set become conditions, so the planner can pick an index. */
 static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
-	const struct {
-		const char *col, *val;
-	} eq[] = {
-	    {"type", q->type}, {"node", q->node},     {"task_id", q->task_id},
-	    {"job", q->job},   {"\"user\"", q->user}, {"json_extract(body, '$.hash')", q->hash},
-	};
-	struct sql_arg args[16];
+	struct coll_sql_param args[COLL_QUERY_PARAMS_MAX];
 	sqlite3_stmt *stmt = NULL;
 	char *sql = NULL;
-	size_t len = 0;
-	int na = 0, rc, r = 0;
-	FILE *f = open_memstream(&sql, &len);
+	int na = 0, rc, r;
 
-	if (!f)
-		return -ENOMEM;
-	fputs("SELECT record_id, type, time, node, task_id, account, \"user\", body, time_ns"
-	      " FROM records WHERE 1",
-	      f);
-	for (size_t k = 0; k < ARRAY_SIZE(eq); k++)
-		if (eq[k].val) {
-			fprintf(f, " AND %s = ?%d", eq[k].col, na + 1);
-			args[na++] = (struct sql_arg){.s = eq[k].val};
-		}
-	if (q->audit == COLL_QUERY_AUDIT_ONLY || q->hash)
-		fputs(" AND substr(type, 1, 6) = 'audit.'", f);
-	else if (q->audit == COLL_QUERY_NO_AUDIT)
-		fputs(" AND substr(type, 1, 6) <> 'audit.'", f);
-	if (q->hash) /* the index's condition: json_extract fails on a body that is not JSON */
-		fputs(" AND json_valid(body)", f);
-	if (q->from_ns) {
-		fprintf(f, " AND time_ns >= ?%d", na + 1);
-		args[na++] = (struct sql_arg){.i = clamp_i64(q->from_ns)};
-	}
-	if (q->to_ns) {
-		fprintf(f, " AND time_ns < ?%d", na + 1);
-		args[na++] = (struct sql_arg){.i = clamp_i64(q->to_ns)};
-	}
-	if (q->after_id) {
-		fprintf(f, " AND (time_ns > ?%d OR (time_ns = ?%d AND record_id > ?%d))", na + 1,
-			na + 1, na + 2);
-		args[na++] = (struct sql_arg){.i = clamp_i64(q->after_time_ns)};
-		args[na++] = (struct sql_arg){.s = q->after_id};
-	}
-	fputs(" ORDER BY time_ns, record_id", f);
-	if (q->limit) {
-		fprintf(f, " LIMIT ?%d", na + 1);
-		args[na++] = (struct sql_arg){.i = clamp_i64(q->limit)};
-	}
-	if (fclose(f) != 0) {
-		free(sql);
-		return -ENOMEM;
-	}
+	r = coll_query_sql(&sqlite_dialect, q, &sql, args, &na);
+	if (r < 0)
+		return r;
 	rc = sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL);
 	free(sql);
 	if (rc != SQLITE_OK)
@@ -1141,26 +1003,33 @@ static int sqlite_query(struct coll_store *s, const struct coll_query *q, coll_r
 	return r < 0 ? r : 0;
 }
 
-static int sqlite_break_add(struct coll_store *s, const struct coll_audit_break *b)
+/* One INSERT .. ON CONFLICT DO NOTHING of n texts bound as ?1..?n: 1 if a row was added, 0 if
+ * it was there. */
+static int insert_texts(struct sqlite_store *st, const char *sql, const char *const *v, int n)
 {
-	struct sqlite_store *st = (struct sqlite_store *)s;
-	const char *v[] = {b->record_id, b->node, b->kind, b->reason, b->detected};
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	rc = sqlite3_prepare_v2(st->db,
-				"INSERT INTO audit_breaks (record_id, node, kind, reason, detected)"
-				" VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (record_id) DO NOTHING",
-				-1, &stmt, NULL);
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL);
 	if (rc != SQLITE_OK)
 		return map_err(st, rc);
-	for (int k = 0; k < (int)ARRAY_SIZE(v); k++)
+	for (int k = 0; k < n; k++)
 		sqlite3_bind_text(stmt, k + 1, v[k], -1, SQLITE_STATIC);
 	rc = sqlite3_step(stmt);
 	sqlite3_finalize(stmt);
 	if (rc != SQLITE_DONE)
 		return map_err(st, rc);
 	return sqlite3_changes(st->db) > 0 ? 1 : 0;
+}
+
+static int sqlite_break_add(struct coll_store *s, const struct coll_audit_break *b)
+{
+	const char *v[] = {b->record_id, b->node, b->kind, b->reason, b->detected};
+
+	return insert_texts((struct sqlite_store *)s,
+			    "INSERT INTO audit_breaks (record_id, node, kind, reason, detected)"
+			    " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (record_id) DO NOTHING",
+			    v, (int)ARRAY_SIZE(v));
 }
 
 static int sqlite_body_get(struct coll_store *s, const char *record_id, char **ret)
@@ -1187,26 +1056,14 @@ static int sqlite_body_get(struct coll_store *s, const char *record_id, char **r
 
 static int sqlite_conflict_add(struct coll_store *s, const struct coll_conflict *c)
 {
-	struct sqlite_store *st = (struct sqlite_store *)s;
 	const char *v[] = {c->record_id,   c->node,	     c->detected,
 			   c->stored_body, c->received_body, c->received_sha256};
-	sqlite3_stmt *stmt = NULL;
-	int rc;
 
-	rc = sqlite3_prepare_v2(st->db,
-				"INSERT INTO conflicts (record_id, node, detected, stored_body,"
-				" received_body, received_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-				" ON CONFLICT DO NOTHING",
-				-1, &stmt, NULL);
-	if (rc != SQLITE_OK)
-		return map_err(st, rc);
-	for (int k = 0; k < (int)ARRAY_SIZE(v); k++)
-		sqlite3_bind_text(stmt, k + 1, v[k], -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	sqlite3_finalize(stmt);
-	if (rc != SQLITE_DONE)
-		return map_err(st, rc);
-	return sqlite3_changes(st->db) > 0 ? 1 : 0;
+	return insert_texts((struct sqlite_store *)s,
+			    "INSERT INTO conflicts (record_id, node, detected, stored_body,"
+			    " received_body, received_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+			    " ON CONFLICT DO NOTHING",
+			    v, (int)ARRAY_SIZE(v));
 }
 
 static int sqlite_break_query(struct coll_store *s, const char *node, size_t limit,
@@ -1224,7 +1081,7 @@ static int sqlite_break_query(struct coll_store *s, const char *node, size_t lim
 		return map_err(st, rc);
 	if (node)
 		sqlite3_bind_text(stmt, 1, node, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 2, limit ? clamp_i64(limit) : -1);
+	sqlite3_bind_int64(stmt, 2, limit ? coll_clamp_i64(limit) : -1);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		struct coll_audit_break b = {
 		    .record_id = col_text(stmt, 0),
@@ -1423,6 +1280,8 @@ static int sqlite_schema_version(struct coll_store *s, int *ret)
 
 const struct coll_store_ops coll_store_sqlite_ops = {
     .name = "sqlite",
+    .single_writer = true,
+    .default_connections = 1,
     .open = sqlite_open,
     .close = sqlite_close,
     .insert_batch = sqlite_insert_batch,
