@@ -252,10 +252,12 @@ void agent_spawner_start(struct agent *a);
 /*
  * Start a task: everything that can be refused is checked and prepared here (errors go to
  * err, nothing is left behind); on success the shim is forked and *ret is TASK_STARTING. The
- * rest runs from the event loop (task_on_status for the child's pid, task_on_exec for its
- * exec), which calls control_task_started with the outcome.
+ * rest runs from the event loop (the shim's status pipe for the child's pid, its error pipe
+ * for the exec), which calls control_task_started with the outcome. Once the launch is
+ * admitted the spec's contents move into the task (spec is left empty): the caller clears
+ * spec in every case.
  */
-int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, gid_t sub_gid,
+int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t sub_gid,
 		bool privileged, struct task **ret, char *err, size_t errlen);
 /* An adopted task: watch its shim's pidfd (t->shim_pidfd) for the shim's exit. */
 int task_watch_pidfd(struct agent *a, struct task *t);

@@ -307,10 +307,90 @@ static void attach_cgroup_root(struct agent *a)
 			    strerror(-r));
 }
 
-static int setup(struct agent *a)
+/* The agent's cgroup subtree. Under systemd with Delegate=yes on v2 the agent's own cgroup is
+ * the delegated one. */
+static int setup_cgroups(struct agent *a)
 {
 	struct cg_root_opts cgo = {.subtree = a->cfg.cgroup_subtree,
 				   .force_mode = _CG_MODE_INVALID};
+	_cleanup_free_ char *self = NULL;
+	const char *scope = NULL;
+	char *line;
+	int r;
+
+	r = scope_setup(a, &scope);
+	if (r < 0)
+		return r;
+	if (scope) {
+		cgo.v2_base = scope;
+		cgo.subtree = "tasks";
+	} else if (read_file("/proc/self/cgroup", 1 << 16, &self, NULL) == 0 &&
+		   (line = strstr(self, "0::/")) && getenv("INVOCATION_ID")) {
+		char *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = 0;
+		cgo.v2_base = line + 3;
+	}
+	r = cg_root_open(&cgo, &a->cg);
+	if (r < 0) {
+		log_error("cgroups: cannot set up the agent's subtree \"%s\": %s (is the "
+			  "cgroup filesystem mounted and writable, and Delegate=yes set?)",
+			  a->cfg.cgroup_subtree, strerror(-r));
+		return r;
+	}
+	if (cgo.v2_base && !scope && cg_root_mode(a->cg) == CG_MODE_V2) {
+		r = cg_root_move_self(a->cg, "agent");
+		if (r < 0)
+			log_warning("cgroups: could not move the agent into its own leaf: %s",
+				    strerror(-r));
+	}
+	log_info("cgroups: %s mode%s", cg_mode_to_string(cg_root_mode(a->cg)),
+		 cg_root_has_unified(a->cg) ? ", unified hierarchy available for BPF" : "");
+	return 0;
+}
+
+/* The BPF meter, unless [metering] bpf = off; its failure leaves the cgroup files. */
+static void setup_meter(struct agent *a)
+{
+	int r;
+
+	if (a->cfg.bpf != BPF_MODE_OFF) {
+		struct meter_opts mo = {.max_tasks = a->cfg.max_tasks,
+					.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP,
+					.cpu_at_switch = a->cfg.cpu_at_switch};
+		static char why[128];
+
+		/* Tests only: a 16-entry map of exited threads that nothing drains before a task's
+		 * end, to check that its overflow makes the record take its CPU from the cgroup. */
+		if (getenv("CORRAL_TEST_METER_NO_DRAIN")) {
+			mo.max_dying = 16;
+			mo.no_drain = true;
+		}
+		r = meter_open(&mo, &a->meter);
+		if (r < 0) {
+			snprintf(why, sizeof(why), "failed: %s", strerror(-r));
+			a->meter_state = why;
+			log_warning("BPF metering unavailable (%s): metering from cgroup files%s",
+				    strerror(-r), a->cfg.taskstats ? " and taskstats" : "");
+			a->meter = NULL;
+		} else {
+			a->meter_state = meter_attach_mode(a->meter);
+			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
+			log_info("BPF metering loaded (%s, CPU and IO accounted at %s)",
+				 a->meter_state, meter_cpu_accounting(a->meter));
+			if (!a->cfg.cpu_at_switch && strcmp(meter_cpu_accounting(a->meter), "exit"))
+				log_notice("BPF metering: accounting at exit needs tp_btf programs "
+					   "with task kfuncs (Linux 6.2+); CPU is accounted at "
+					   "every context switch instead");
+		}
+	} else {
+		a->meter_state = "off";
+	}
+}
+
+static int setup(struct agent *a)
+{
 	struct itimerspec its = {.it_interval = {0, (long)TICK_NS}, .it_value = {0, (long)TICK_NS}};
 	sigset_t mask;
 	int r;
@@ -350,79 +430,13 @@ static int setup(struct agent *a)
 		return r;
 	}
 
-	/* Under systemd with Delegate=yes on v2 the agent's own cgroup is the delegated one. */
-	{
-		_cleanup_free_ char *self = NULL;
-		char *line;
-
-		const char *scope = NULL;
-
-		r = scope_setup(a, &scope);
-		if (r < 0)
-			return r;
-		if (scope) {
-			cgo.v2_base = scope;
-			cgo.subtree = "tasks";
-		} else if (read_file("/proc/self/cgroup", 1 << 16, &self, NULL) == 0 &&
-			   (line = strstr(self, "0::/")) && getenv("INVOCATION_ID")) {
-			char *nl = strchr(line, '\n');
-
-			if (nl)
-				*nl = 0;
-			cgo.v2_base = line + 3;
-		}
-		r = cg_root_open(&cgo, &a->cg);
-		if (r < 0) {
-			log_error("cgroups: cannot set up the agent's subtree \"%s\": %s (is the "
-				  "cgroup filesystem mounted and writable, and Delegate=yes set?)",
-				  a->cfg.cgroup_subtree, strerror(-r));
-			return r;
-		}
-		if (cgo.v2_base && !scope && cg_root_mode(a->cg) == CG_MODE_V2) {
-			r = cg_root_move_self(a->cg, "agent");
-			if (r < 0)
-				log_warning(
-				    "cgroups: could not move the agent into its own leaf: %s",
-				    strerror(-r));
-		}
-		log_info("cgroups: %s mode%s", cg_mode_to_string(cg_root_mode(a->cg)),
-			 cg_root_has_unified(a->cg) ? ", unified hierarchy available for BPF" : "");
-	}
+	r = setup_cgroups(a);
+	if (r < 0)
+		return r;
 	/* After the cgroup move: the spawner and its shims start in the agent's leaf. */
 	agent_spawner_start(a);
 
-	if (a->cfg.bpf != BPF_MODE_OFF) {
-		struct meter_opts mo = {.max_tasks = a->cfg.max_tasks,
-					.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP,
-					.cpu_at_switch = a->cfg.cpu_at_switch};
-		static char why[128];
-
-		/* Tests only: a 16-entry map of exited threads that nothing drains before a task's
-		 * end, to check that its overflow makes the record take its CPU from the cgroup. */
-		if (getenv("CORRAL_TEST_METER_NO_DRAIN")) {
-			mo.max_dying = 16;
-			mo.no_drain = true;
-		}
-		r = meter_open(&mo, &a->meter);
-		if (r < 0) {
-			snprintf(why, sizeof(why), "failed: %s", strerror(-r));
-			a->meter_state = why;
-			log_warning("BPF metering unavailable (%s): metering from cgroup files%s",
-				    strerror(-r), a->cfg.taskstats ? " and taskstats" : "");
-			a->meter = NULL;
-		} else {
-			a->meter_state = meter_attach_mode(a->meter);
-			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
-			log_info("BPF metering loaded (%s, CPU and IO accounted at %s)",
-				 a->meter_state, meter_cpu_accounting(a->meter));
-			if (!a->cfg.cpu_at_switch && strcmp(meter_cpu_accounting(a->meter), "exit"))
-				log_notice("BPF metering: accounting at exit needs tp_btf programs "
-					   "with task kfuncs (Linux 6.2+); CPU is accounted at "
-					   "every context switch instead");
-		}
-	} else {
-		a->meter_state = "off";
-	}
+	setup_meter(a);
 
 	r = tsglue_init(a);
 	if (r < 0)

@@ -787,6 +787,111 @@ static void block_bytes(struct task *t, const struct meter_usage *mu, const stru
 	json_object_set_new(d, "block_write_bytes", json_integer((json_int_t)wr));
 }
 
+/* The cgroup's figures (cgroup files: exact CPU, peak memory, block IO where measured). */
+static void usage_from_cgroup(struct task *t, const struct cg_stats *st, json_t *d)
+{
+	uint64_t tot = st->cpu_user_ns + st->cpu_system_ns;
+
+	/* The cgroup's usage is exact (ns); its user/system split comes in ticks, so the
+	 * exact total is divided in the ratio of the tick counts. */
+	if (tot > 0) {
+		t->usage.cpu_user_ns =
+		    (uint64_t)((double)st->cpu_usage_ns * (double)st->cpu_user_ns / (double)tot);
+		t->usage.cpu_system_ns = st->cpu_usage_ns - t->usage.cpu_user_ns;
+	} else {
+		t->usage.cpu_user_ns = st->cpu_usage_ns;
+		t->usage.cpu_system_ns = 0;
+	}
+	t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_CGROUP;
+	t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_CGROUP;
+	if (st->memory_peak >= t->usage.memory_peak_bytes) {
+		t->usage.memory_peak_bytes = st->memory_peak;
+		t->sources[ACCT_U_MEMORY_PEAK_BYTES] = ACCT_SRC_CGROUP;
+	}
+	if (st->io_measured) {
+		t->usage.io_read_bytes = st->io_read_bytes;
+		t->usage.io_write_bytes = st->io_write_bytes;
+		t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_CGROUP;
+		t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_CGROUP;
+	}
+	t->usage.memory_byte_seconds = t->mem_byte_seconds_cg;
+	t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_CGROUP;
+	json_object_set_new(d, "cgroup_cpu_ns", json_integer((json_int_t)st->cpu_usage_ns));
+	json_object_set_new(d, "cgroup_memory_peak_bytes",
+			    json_integer((json_int_t)st->memory_peak));
+	json_object_set_new(d, "cgroup_oom_kills", json_integer((json_int_t)st->oom_kills));
+	if (st->io_measured) {
+		json_object_set_new(d, "cgroup_block_read_bytes",
+				    json_integer((json_int_t)st->io_read_bytes));
+		json_object_set_new(d, "cgroup_block_write_bytes",
+				    json_integer((json_int_t)st->io_write_bytes));
+	}
+}
+
+/* The eBPF meter's figures over the cgroup's (st, have: read). */
+static void usage_from_ebpf(struct agent *a, struct task *t, const struct meter_usage *mu,
+			    const struct cg_stats *st, bool have, json_t *d)
+{
+	/*
+	 * Threads whose CPU is not all in the BPF figure (a full map, or final
+	 * figures that never came): the cgroup's counter, exact, stays the CPU
+	 * figure and the sources say so. Never a silently short bill.
+	 */
+	bool short_cpu = mu->threads_lost > 0 || (t->meter_gave_up && mu->threads_unsettled > 0);
+
+	if (short_cpu) {
+		json_object_set_new(d, "ebpf_threads_lost",
+				    json_integer((json_int_t)mu->threads_lost));
+		json_object_set_new(d, "ebpf_threads_unsettled",
+				    json_integer((json_int_t)mu->threads_unsettled));
+		/*
+		 * A lost thread may have been one that got no entry at all
+		 * (procs or task storage full): its read/write bytes and RSS
+		 * are then missing too, and no other source has them on
+		 * every node. Said, not hidden: these figures are lower
+		 * bounds.
+		 */
+		json_object_set_new(d, "ebpf_lower_bounds",
+				    json_string("io_read_bytes,io_write_bytes,"
+						"memory_byte_seconds"));
+	}
+	if (short_cpu && have) {
+		/* cpu_user_ns / cpu_system_ns from the cgroup (above) */
+	} else if (mu->cpu_split_known) {
+		t->usage.cpu_user_ns = mu->cpu_user_ns;
+		t->usage.cpu_system_ns = mu->cpu_system_ns;
+	} else {
+		/* exact total from eBPF, split in the cgroup's user/system ratio */
+		uint64_t tot = st->cpu_user_ns + st->cpu_system_ns;
+		double uf = tot ? (double)st->cpu_user_ns / (double)tot : 1.0;
+
+		t->usage.cpu_user_ns = (uint64_t)((double)mu->cpu_ns * uf);
+		t->usage.cpu_system_ns = mu->cpu_ns - t->usage.cpu_user_ns;
+	}
+	if (!(short_cpu && have)) {
+		t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
+		t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
+	}
+	t->usage.io_read_bytes = mu->io_read_bytes;
+	t->usage.io_write_bytes = mu->io_write_bytes;
+	t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_EBPF;
+	t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_EBPF;
+	t->usage.memory_byte_seconds = mu->memory_byte_seconds;
+	t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_EBPF;
+	if (mu->net_metered) {
+		t->usage.net_rx_bytes = mu->net_rx_bytes;
+		t->usage.net_tx_bytes = mu->net_tx_bytes;
+		t->sources[ACCT_U_NET_RX_BYTES] = ACCT_SRC_EBPF;
+		t->sources[ACCT_U_NET_TX_BYTES] = ACCT_SRC_EBPF;
+	}
+	json_object_set_new(d, "ebpf_cpu_ns", json_integer((json_int_t)mu->cpu_ns));
+	json_object_set_new(d, "ebpf_cpu_accounting", json_string(meter_cpu_accounting(a->meter)));
+	json_object_set_new(d, "ebpf_rss_peak_bytes", json_integer((json_int_t)mu->rss_peak_bytes));
+	json_object_set_new(d, "net_rx_packets", json_integer((json_int_t)mu->net_rx_packets));
+	json_object_set_new(d, "net_tx_packets", json_integer((json_int_t)mu->net_tx_packets));
+	json_object_set_new(d, "forks", json_integer((json_int_t)mu->forks));
+}
+
 /* pre: the cgroup's stats, read after it was found empty (final), or NULL to read them. */
 static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
@@ -804,111 +909,11 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 	if (pre)
 		st = *pre;
 	have = pre ? true : t->cg && cg_task_stats(t->cg, &st) == 0;
-	if (have) {
-		uint64_t tot = st.cpu_user_ns + st.cpu_system_ns;
-
-		/* The cgroup's usage is exact (ns); its user/system split comes in ticks, so the
-		 * exact total is divided in the ratio of the tick counts. */
-		if (tot > 0) {
-			t->usage.cpu_user_ns = (uint64_t)((double)st.cpu_usage_ns *
-							  (double)st.cpu_user_ns / (double)tot);
-			t->usage.cpu_system_ns = st.cpu_usage_ns - t->usage.cpu_user_ns;
-		} else {
-			t->usage.cpu_user_ns = st.cpu_usage_ns;
-			t->usage.cpu_system_ns = 0;
-		}
-		t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_CGROUP;
-		t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_CGROUP;
-		if (st.memory_peak >= t->usage.memory_peak_bytes) {
-			t->usage.memory_peak_bytes = st.memory_peak;
-			t->sources[ACCT_U_MEMORY_PEAK_BYTES] = ACCT_SRC_CGROUP;
-		}
-		if (st.io_measured) {
-			t->usage.io_read_bytes = st.io_read_bytes;
-			t->usage.io_write_bytes = st.io_write_bytes;
-			t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_CGROUP;
-			t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_CGROUP;
-		}
-		t->usage.memory_byte_seconds = t->mem_byte_seconds_cg;
-		t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_CGROUP;
-		json_object_set_new(d, "cgroup_cpu_ns", json_integer((json_int_t)st.cpu_usage_ns));
-		json_object_set_new(d, "cgroup_memory_peak_bytes",
-				    json_integer((json_int_t)st.memory_peak));
-		json_object_set_new(d, "cgroup_oom_kills", json_integer((json_int_t)st.oom_kills));
-		if (st.io_measured) {
-			json_object_set_new(d, "cgroup_block_read_bytes",
-					    json_integer((json_int_t)st.io_read_bytes));
-			json_object_set_new(d, "cgroup_block_write_bytes",
-					    json_integer((json_int_t)st.io_write_bytes));
-		}
-	}
-	if (a->meter && !t->adopted) {
-		if (meter_read(a->meter, t->key, &mu) == 0) {
-			have_mu = true;
-			/*
-			 * Threads whose CPU is not all in the BPF figure (a full map, or final
-			 * figures that never came): the cgroup's counter, exact, stays the CPU
-			 * figure and the sources say so. Never a silently short bill.
-			 */
-			bool short_cpu =
-			    mu.threads_lost > 0 || (t->meter_gave_up && mu.threads_unsettled > 0);
-
-			if (short_cpu) {
-				json_object_set_new(d, "ebpf_threads_lost",
-						    json_integer((json_int_t)mu.threads_lost));
-				json_object_set_new(d, "ebpf_threads_unsettled",
-						    json_integer((json_int_t)mu.threads_unsettled));
-				/*
-				 * A lost thread may have been one that got no entry at all
-				 * (procs or task storage full): its read/write bytes and RSS
-				 * are then missing too, and no other source has them on
-				 * every node. Said, not hidden: these figures are lower
-				 * bounds.
-				 */
-				json_object_set_new(d, "ebpf_lower_bounds",
-						    json_string("io_read_bytes,io_write_bytes,"
-								"memory_byte_seconds"));
-			}
-			if (short_cpu && have) {
-				/* cpu_user_ns / cpu_system_ns from the cgroup (above) */
-			} else if (mu.cpu_split_known) {
-				t->usage.cpu_user_ns = mu.cpu_user_ns;
-				t->usage.cpu_system_ns = mu.cpu_system_ns;
-			} else {
-				/* exact total from eBPF, split in the cgroup's user/system ratio */
-				uint64_t tot = st.cpu_user_ns + st.cpu_system_ns;
-				double uf = tot ? (double)st.cpu_user_ns / (double)tot : 1.0;
-
-				t->usage.cpu_user_ns = (uint64_t)((double)mu.cpu_ns * uf);
-				t->usage.cpu_system_ns = mu.cpu_ns - t->usage.cpu_user_ns;
-			}
-			if (!(short_cpu && have)) {
-				t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
-				t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
-			}
-			t->usage.io_read_bytes = mu.io_read_bytes;
-			t->usage.io_write_bytes = mu.io_write_bytes;
-			t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_EBPF;
-			t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_EBPF;
-			t->usage.memory_byte_seconds = mu.memory_byte_seconds;
-			t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_EBPF;
-			if (mu.net_metered) {
-				t->usage.net_rx_bytes = mu.net_rx_bytes;
-				t->usage.net_tx_bytes = mu.net_tx_bytes;
-				t->sources[ACCT_U_NET_RX_BYTES] = ACCT_SRC_EBPF;
-				t->sources[ACCT_U_NET_TX_BYTES] = ACCT_SRC_EBPF;
-			}
-			json_object_set_new(d, "ebpf_cpu_ns", json_integer((json_int_t)mu.cpu_ns));
-			json_object_set_new(d, "ebpf_cpu_accounting",
-					    json_string(meter_cpu_accounting(a->meter)));
-			json_object_set_new(d, "ebpf_rss_peak_bytes",
-					    json_integer((json_int_t)mu.rss_peak_bytes));
-			json_object_set_new(d, "net_rx_packets",
-					    json_integer((json_int_t)mu.net_rx_packets));
-			json_object_set_new(d, "net_tx_packets",
-					    json_integer((json_int_t)mu.net_tx_packets));
-			json_object_set_new(d, "forks", json_integer((json_int_t)mu.forks));
-		}
+	if (have)
+		usage_from_cgroup(t, &st, d);
+	if (a->meter && !t->adopted && meter_read(a->meter, t->key, &mu) == 0) {
+		have_mu = true;
+		usage_from_ebpf(a, t, &mu, &st, have, d);
 	}
 	if (!a->meter)
 		tsglue_usage(a, t);
@@ -959,55 +964,43 @@ static void free_strvp(char ***p)
 	strv_free(*p);
 }
 
-int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, gid_t sub_gid,
-		bool privileged, struct task **ret, char *err, size_t errlen)
+/* Admission (agent/admission.h): a slot, the user, the client's right, the record budget,
+ * the node reserve. *ret_pw is the task's user. */
+static int launch_admit(struct agent *a, const struct task_spec *spec, uid_t submitter,
+			bool privileged, const struct user_info **ret_pw, char *err, size_t errlen)
 {
-	_cleanup_(free_strvp) char **env = NULL;
-	_cleanup_(free_strvp) char **paths = NULL;
-	_cleanup_(free_strvp) char **gpu_env = NULL;
-	const struct sbx_filter *filter = NULL;
-	struct launch_plan plan = {0};
-	struct cg_limits lim = {0};
-	struct cg_task *pool_cg = NULL;
 	struct users *users = agent_users(a);
-	const struct user_info *pw;
-	struct task *t;
-	char exit_file[512], sc_file[512], msg[512], perr[512];
-	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
-	struct admission_node node;
-	struct stat st;
+	struct admission_node node = {.max_tasks = a->cfg.max_tasks,
+				      .n_live = a->n_live,
+				      .mem_total = a->mem_total,
+				      .reserve_memory = a->cfg.reserve_memory,
+				      .ncpus = a->ncpus,
+				      .reserve_cpus = a->cfg.reserve_cpus};
+	char msg[512];
 	int r;
 
-	node = (struct admission_node){.max_tasks = a->cfg.max_tasks,
-				       .n_live = a->n_live,
-				       .mem_total = a->mem_total,
-				       .reserve_memory = a->cfg.reserve_memory,
-				       .ncpus = a->ncpus,
-				       .reserve_cpus = a->cfg.reserve_cpus};
 	r = admission_check_slots(&node, err, errlen);
 	if (r < 0) {
 		a->stats.refused++;
 		return -EINVAL;
 	}
-
 	/* Who runs it. */
 	if (!users)
 		return err_set(err, errlen, -EINVAL, "out of memory");
-	r = admission_resolve_user(users, spec->user, submitter, &pw, err, errlen);
+	r = admission_resolve_user(users, spec->user, submitter, ret_pw, err, errlen);
 	if (r < 0)
 		return -EINVAL;
-	r = agent_may_act_as(a, submitter, privileged, pw->uid, pw->name, err, errlen);
+	r = agent_may_act_as(a, submitter, privileged, (*ret_pw)->uid, (*ret_pw)->name, err,
+			     errlen);
 	if (r < 0) {
 		a->stats.refused++;
 		return r;
 	}
-
 	r = budget_check_spec(a, spec, privileged, msg, sizeof(msg));
 	if (r < 0) {
 		a->stats.refused++;
 		return err_set(err, errlen, -EINVAL, "%s", msg);
 	}
-
 	/* Node safety: refuse what does not fit, never queue silently. */
 	live_requests(a, &node.mem_used, &node.cpus_used);
 	r = admission_check_reserve(&node, spec, err, errlen);
@@ -1018,66 +1011,58 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	/* workdir is not looked at here, as root: the child changes to it after it became the
 	 * task's user, and a failure comes back as "chdir DIR: <error>" seen with the user's
 	 * rights (an agent-side stat told any user whether a path it could not see exists). */
+	return 0;
+}
 
-	/* Limits. */
-	lim.memory_max = spec->memory_max;
-	lim.memory_high = spec->memory_high;
-	lim.swap_max = spec->swap_max;
-	lim.cpus = spec->cpus;
-	lim.cpu_weight = spec->cpu_weight;
-	lim.pids_max = spec->pids_max;
+/* The cgroup limits of a spec (IO devices resolved for the client). */
+static int launch_limits(struct agent *a, const struct task_spec *spec, uid_t submitter,
+			 struct cg_limits *lim, char *err, size_t errlen)
+{
+	*lim = (struct cg_limits){.memory_max = spec->memory_max,
+				  .memory_high = spec->memory_high,
+				  .swap_max = spec->swap_max,
+				  .cpus = spec->cpus,
+				  .cpu_weight = spec->cpu_weight,
+				  .pids_max = spec->pids_max};
 	/* v1: hierarchies joined only when needed (each join costs about 0.5 ms). */
-	lim.block_stats = !a->meter && !tsglue_active(a); /* the IO source then */
-	lim.devices = a->gpu != NULL;			  /* GPU device policy */
+	lim->block_stats = !a->meter && !tsglue_active(a); /* the IO source then */
+	lim->devices = a->gpu != NULL;			   /* GPU device policy */
 	for (size_t i = 0; i < spec->n_io; i++) {
-		r = resolve_io_device(spec->io[i].device, submitter, &lim.io[i].major,
-				      &lim.io[i].minor);
+		int r = resolve_io_device(spec->io[i].device, submitter, &lim->io[i].major,
+					  &lim->io[i].minor);
+
 		if (r < 0)
 			return err_set(err, errlen, -EINVAL, "io: device \"%.64s\": %s",
 				       spec->io[i].device,
 				       r == -EPERM     ? "give a block device under /dev or MAJ:MIN"
 				       : r == -ENOTBLK ? "not a block device"
 						       : strerror(-r));
-		lim.io[i].rbps = spec->io[i].rbps;
-		lim.io[i].wbps = spec->io[i].wbps;
-		lim.n_io++;
+		lim->io[i].rbps = spec->io[i].rbps;
+		lim->io[i].wbps = spec->io[i].wbps;
+		lim->n_io++;
 	}
+	return 0;
+}
 
-	r = audit_glue_check_rules(a, spec, perr, sizeof(perr));
-	if (r < 0) {
-		a->stats.refused++;
-		return err_set(err, errlen, -EINVAL, "%s", perr);
-	}
+/*
+ * A new task for an admitted launch: the spec's contents are moved into it (spec is left
+ * empty), its id from a ready cgroup that fits lim (then *pool_cg) or a new one.
+ */
+static struct task *launch_task_new(struct agent *a, struct task_spec *spec,
+				    const struct user_info *pw, uid_t submitter,
+				    const struct cg_limits *lim, struct cg_task **pool_cg)
+{
+	struct task *t = calloc(1, sizeof(*t));
 
-	/* Seccomp, compiled before fork (cached per profile, agent/profiles.h). With audit,
-	 * the variant that notifies the shim of denied calls. A profile path is read by the
-	 * client, with its own rights, and sent as seccomp_profile (corralctl does): the agent
-	 * opens a path only for root, so it never reads, quotes or waits on a file for a user. */
-	r = launch_filter(a, spec, submitter, sc_flags, &filter, err, errlen);
-	if (r < 0)
-		return r;
-
-	t = calloc(1, sizeof(*t));
-	if (!t) {
-		return -ENOMEM;
-	}
+	if (!t)
+		return NULL;
 	t->agent = a;
 	t->shim_pidfd = t->status_fd = -1;
-	spec_init(&t->spec);
-	{
-		json_t *j = spec_to_json(spec);
-
-		r = j ? spec_from_json(j, &t->spec, perr, sizeof(perr)) : -ENOMEM;
-		json_decref(j);
-		if (r < 0) {
-			task_free(t);
-			return err_set(err, errlen, -EINVAL, "internal: spec copy failed: %s",
-				       perr);
-		}
-	}
+	t->spec = *spec;
+	spec_init(spec);
 	budget_init(a, t);
 	/* a cgroup made ahead comes with the task id it was made for (agent/cgpool.c) */
-	if (!agent_cg_pool_take(a, &lim, &t->key, t->id, sizeof(t->id), &pool_cg))
+	if (!agent_cg_pool_take(a, lim, &t->key, t->id, sizeof(t->id), pool_cg))
 		t->key = state_next_task_id(a, t->id, sizeof(t->id));
 	t->user = strdup(pw->name);
 	t->uid = pw->uid;
@@ -1088,46 +1073,55 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	t->start_mono_ns = now_ns(CLOCK_MONOTONIC);
 	t->next_sample_mono = t->start_mono_ns + a->cfg.sample_interval_ns;
 	t->last_mem_sample_mono = t->start_mono_ns;
-	(void)sub_gid;
+	return t;
+}
 
-	r = gpu_glue_prepare(a, t, &gpu_env, perr, sizeof(perr));
+/* The task's cgroup: the ready one (limits written now) or a new one; GPU devices. */
+static int launch_cgroup(struct agent *a, struct task *t, const struct cg_limits *lim,
+			 struct cg_task *pool_cg, char **gpu_env_ret[], char *err, size_t errlen)
+{
+	char perr[512];
+	int r;
+
+	r = gpu_glue_prepare(a, t, gpu_env_ret, perr, sizeof(perr));
 	if (r < 0) {
 		agent_cg_release(a, pool_cg);
-		task_free(t);
 		a->stats.refused++;
 		return err_set(err, errlen, -EINVAL, "%s", perr);
 	}
 	if (pool_cg) {
-		r = cg_task_apply(pool_cg, &lim);
+		r = cg_task_apply(pool_cg, lim);
 		if (r < 0)
 			agent_cg_release(a, pool_cg);
 		else
 			t->cg = pool_cg;
 	} else
-		r = cg_task_create(a->cg, t->cg_name, &lim, &t->cg);
+		r = cg_task_create(a->cg, t->cg_name, lim, &t->cg);
 	if (r < 0) {
 		gpu_glue_release(a, t);
-		task_free(t);
 		return err_set(err, errlen, -EINVAL, "creating the task's cgroup failed: %s",
 			       strerror(-r));
 	}
-	r = gpu_glue_apply_devices(a, t, perr, sizeof(perr));
-	if (r < 0) {
-		snprintf(msg, sizeof(msg), "%s", perr);
-		goto out_cg;
-	}
+	return 0;
+}
 
-	env = build_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
-	paths = env ? build_exec_paths(t->spec.argv[0], env) : NULL;
-	if (!env || !paths) {
-		r = -ENOMEM;
-		goto out_cg;
-	}
-	state_task_path(a, t, "tasks", ".exit", exit_file, sizeof(exit_file));
-	audit_glue_syscalls_path(a, t, sc_file, sizeof(sc_file));
+/* The launch's files: where the shim writes the exit status and the denied calls. */
+struct launch_files {
+	char exit_file[512], sc_file[512];
+};
+
+/* What the shim and the child do (isolation/launch.h): argv, env, user, files, filter. */
+static void launch_plan_fill(struct agent *a, struct task *t, const struct user_info *pw,
+			     char **env, char **paths, const struct sbx_filter *filter,
+			     struct launch_files *f, struct launch_plan *plan)
+{
+	struct stat st;
+
+	state_task_path(a, t, "tasks", ".exit", f->exit_file, sizeof(f->exit_file));
+	audit_glue_syscalls_path(a, t, f->sc_file, sizeof(f->sc_file));
 	t->syscall_audit = sbx_filter_notifies(filter);
 	t->syscalls_max = a->cfg.audit_syscalls_max;
-	plan = (struct launch_plan){
+	*plan = (struct launch_plan){
 	    .argv = t->spec.argv,
 	    .env = env,
 	    .exec_paths = paths,
@@ -1140,27 +1134,94 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 	    .stdout_path = t->spec.stdout_path,
 	    .stderr_path = t->spec.stderr_path,
 	    .filter = filter,
-	    .exit_file = exit_file,
-	    .syscalls_file = t->syscall_audit ? sc_file : NULL,
+	    .exit_file = f->exit_file,
+	    .syscalls_file = t->syscall_audit ? f->sc_file : NULL,
 	    .syscalls_max = a->cfg.audit_syscalls_max,
 	};
-	launch_plan_set_cgroup(&plan, t->cg);
+	launch_plan_set_cgroup(plan, t->cg);
 	if (!t->spec.workdir && stat(pw->dir, &st) < 0)
-		plan.workdir = "/";
+		plan->workdir = "/";
+}
 
-	t->start = calloc(1, sizeof(*t->start));
-	if (!t->start) {
+static struct task_start *task_start_new(const char *workdir)
+{
+	struct task_start *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return NULL;
+	st->h = (struct launch_handle){.shim_pid = -1,
+				       .shim_pidfd = -1,
+				       .task_pid = -1,
+				       .status_fd = -1,
+				       .err_fd = -1,
+				       .sync_fd = -1};
+	st->workdir = strdup(workdir);
+	if (!st->workdir) {
+		free(st);
+		return NULL;
+	}
+	return st;
+}
+
+int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t sub_gid,
+		bool privileged, struct task **ret, char *err, size_t errlen)
+{
+	_cleanup_(free_strvp) char **env = NULL;
+	_cleanup_(free_strvp) char **paths = NULL;
+	_cleanup_(free_strvp) char **gpu_env = NULL;
+	const struct sbx_filter *filter = NULL;
+	struct launch_plan plan = {0};
+	struct launch_files files;
+	struct cg_limits lim;
+	struct cg_task *pool_cg = NULL;
+	const struct user_info *pw;
+	struct task *t;
+	char msg[512], perr[512];
+	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
+	int r;
+
+	(void)sub_gid;
+	r = launch_admit(a, spec, submitter, privileged, &pw, err, errlen);
+	if (r < 0)
+		return r;
+	r = launch_limits(a, spec, submitter, &lim, err, errlen);
+	if (r < 0)
+		return r;
+	r = audit_glue_check_rules(a, spec, perr, sizeof(perr));
+	if (r < 0) {
+		a->stats.refused++;
+		return err_set(err, errlen, -EINVAL, "%s", perr);
+	}
+	/* Seccomp, compiled before fork (cached per profile, agent/profiles.h). With audit,
+	 * the variant that notifies the shim of denied calls. A profile path is read by the
+	 * client, with its own rights, and sent as seccomp_profile (corralctl does): the agent
+	 * opens a path only for root, so it never reads, quotes or waits on a file for a user. */
+	r = launch_filter(a, spec, submitter, sc_flags, &filter, err, errlen);
+	if (r < 0)
+		return r;
+
+	t = launch_task_new(a, spec, pw, submitter, &lim, &pool_cg);
+	if (!t)
+		return -ENOMEM;
+	r = launch_cgroup(a, t, &lim, pool_cg, &gpu_env, err, errlen);
+	if (r < 0) {
+		task_free(t);
+		return r;
+	}
+	r = gpu_glue_apply_devices(a, t, perr, sizeof(perr));
+	if (r < 0) {
+		snprintf(msg, sizeof(msg), "%s", perr);
+		goto out_cg;
+	}
+	env = build_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
+	paths = env ? build_exec_paths(t->spec.argv[0], env) : NULL;
+	if (!env || !paths) {
 		r = -ENOMEM;
 		goto out_cg;
 	}
-	t->start->h = (struct launch_handle){.shim_pid = -1,
-					     .shim_pidfd = -1,
-					     .task_pid = -1,
-					     .status_fd = -1,
-					     .err_fd = -1,
-					     .sync_fd = -1};
-	t->start->workdir = strdup(plan.workdir);
-	if (!t->start->workdir) {
+	launch_plan_fill(a, t, pw, env, paths, filter, &files, &plan);
+	t->start = task_start_new(plan.workdir);
+	if (!t->start) {
 		r = -ENOMEM;
 		goto out_cg;
 	}
@@ -1191,7 +1252,7 @@ int task_launch(struct agent *a, const struct task_spec *spec, uid_t submitter, 
 
 out_cg:
 	if (t->syscall_audit)
-		(void)unlink(sc_file);
+		(void)unlink(files.sc_file);
 	(void)cg_task_kill(t->cg, SIGKILL);
 	(void)cg_task_destroy(t->cg);
 	gpu_glue_release(a, t);
