@@ -176,7 +176,7 @@ integration: all
 # agent_gpu) or that count a task's forks, which that tracer adds to (metering_accuracy).
 ASAN_INTEGRATION = agent_launch agent_audit agent_metering audit_events cgroup_v1 \
 	collector_audit collector_ingest collector_report pipeline_faults seccomp_workloads \
-	metering_fallback gpu_limits hostile_clients sandbox
+	metering_fallback gpu_limits hostile_clients sandbox report_escape
 integration-asan:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 all
 	$(Q)tests/run-asan-integration $(O)/asan \

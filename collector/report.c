@@ -1803,8 +1803,62 @@ void report_csv_field(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void html_str(FILE *f, const char *s)
+/* Invisible format characters that reorder or hide text: the bidi marks, embeddings,
+ * overrides and isolates, zero-width characters, the line and paragraph separators, the
+ * byte order mark, interlinear annotations. */
+static bool format_char(uint32_t c)
 {
+	return c == 0x061c || c == 0x180e || (c >= 0x200b && c <= 0x200f) ||
+	       (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x206f) || c == 0xfeff ||
+	       (c >= 0xfff9 && c <= 0xfffb);
+}
+
+char *report_shown(const char *s)
+{
+	_cleanup_free_ char *e = esc_dup(s);
+	char *out, *o;
+
+	if (!e)
+		return NULL;
+	/* esc_dup's text is valid UTF-8; a format character of 2 bytes (U+061C) or 3 becomes
+	 * 6 bytes */
+	out = o = malloc(3 * strlen(e) + 1);
+	if (!out)
+		return NULL;
+	for (const unsigned char *p = (const unsigned char *)e; *p;) {
+		uint32_t c = *p;
+		int n = 1;
+
+		if (*p >= 0xf0) {
+			c = (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 |
+			    (uint32_t)(p[2] & 0x3f) << 6 | (p[3] & 0x3f);
+			n = 4;
+		} else if (*p >= 0xe0) {
+			c = (uint32_t)(p[0] & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 |
+			    (p[2] & 0x3f);
+			n = 3;
+		} else if (*p >= 0xc0) {
+			c = (uint32_t)(p[0] & 0x1f) << 6 | (p[1] & 0x3f);
+			n = 2;
+		}
+		if (format_char(c))
+			o += sprintf(o, "\\u%04x", (unsigned)c);
+		else {
+			memcpy(o, p, (size_t)n);
+			o += n;
+		}
+		p += n;
+	}
+	*o = 0;
+	return out;
+}
+
+/* Text for HTML: shown as report_shown does, then markup escaped. */
+static void html_str(FILE *f, const char *text)
+{
+	_cleanup_free_ char *shown = report_shown(text);
+	const char *s = shown ?: "?";
+
 	for (; *s; s++) {
 		switch (*s) {
 		case '<':
@@ -1877,6 +1931,17 @@ static void write_csv(const struct report *r, FILE *f)
 	}
 }
 
+/* A JSON string of a key: as it is, or, where it is not valid UTF-8 (a database written by
+ * other means: ingest refuses it), escaped as common/escape.h does, so the JSON stays valid. */
+static void json_text(FILE *f, const char *s)
+{
+	_cleanup_free_ char *e = NULL;
+
+	if (utf8_invalid_at(s) >= 0)
+		e = esc_dup(s);
+	fputs_json_string(f, e ?: s);
+}
+
 static void json_row(const struct report *r, const struct report_row *row, bool is_total, FILE *f)
 {
 	char m[32], h[PRICE_LABEL_MAX + 8];
@@ -1895,7 +1960,7 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 			fputc(',', f);
 			fputs_json_string(f, h);
 			fputc(':', f);
-			fputs_json_string(f, row->key[d]);
+			json_text(f, row->key[d]);
 		}
 	for (size_t c = 0; c < ARRAY_SIZE(count_cols); c++)
 		fprintf(f, ",\"%s\":%.0f", count_cols[c].name, row->q[count_cols[c].q]);
@@ -1960,21 +2025,46 @@ static void write_json(const struct report *r, FILE *f)
 	fprintf(f, ",\"notes\":[\"%s\",\"%s\",\"%s\"]}\n", note_limits, note_eff, note_none);
 }
 
-/* Text for a terminal: control bytes as \xNN */
-static void term_str(FILE *f, const char *s, int width)
+/* Columns text takes on a terminal once shown (report_shown): its UTF-8 lead bytes. */
+static int term_width(const char *text)
 {
+	_cleanup_free_ char *shown = report_shown(text);
 	int n = 0;
 
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			n += fprintf(f, "\\x%02x", *p);
-		else {
-			fputc(*p, f);
-			n += (*p & 0xc0) != 0x80; /* columns: UTF-8 lead bytes */
-		}
-	}
-	for (; n < width; n++)
+	for (const unsigned char *p = (const unsigned char *)(shown ?: "?"); *p; p++)
+		n += (*p & 0xc0) != 0x80;
+	return n;
+}
+
+static void html_money(FILE *f, const struct report *r, int64_t cents);
+
+/*
+ * One cell of the table format or of an HTML table. Table (html false): a space, then text
+ * shown as report_shown does, padded to width columns. HTML: <tag class="cls">, then text
+ * shown and markup-escaped, or (text NULL) the amount cents with the report's currency, then
+ * </tag>.
+ */
+static void put_cell(FILE *f, const struct report *r, bool html, const char *tag, const char *cls,
+		     const char *text, int64_t cents, int width)
+{
+	if (!html) {
+		_cleanup_free_ char *shown = report_shown(text);
+
 		fputc(' ', f);
+		fputs(shown ?: "?", f);
+		for (int n = term_width(text); n < width; n++)
+			fputc(' ', f);
+		return;
+	}
+	fprintf(f, "<%s", tag);
+	if (cls)
+		fprintf(f, " class=\"%s\"", cls);
+	fputc('>', f);
+	if (text)
+		html_str(f, text);
+	else
+		html_money(f, r, cents);
+	fprintf(f, "</%s>", tag);
 }
 
 static void write_table(const struct report *r, FILE *f)
@@ -1986,15 +2076,14 @@ static void write_table(const struct report *r, FILE *f)
 		pw = MAX(pw, (int)strlen(r->rows[i].period));
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		dim_header(r, d, h, sizeof(h));
-		kw[d] = MIN(MAX(8, (int)strlen(h)), 24);
-		for (size_t i = 0; i < r->n; i++)
-			kw[d] = MIN(MAX(kw[d], (int)strlen(r->rows[i].key[d])), 24);
+		kw[d] = MIN(MAX(8, term_width(h)), 24);
+		for (size_t i = 0; i < r->n && kw[d] < 24; i++)
+			kw[d] = MIN(MAX(kw[d], term_width(r->rows[i].key[d])), 24);
 	}
 	fprintf(f, "%-*s", pw, "PERIOD");
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		dim_header(r, d, h, sizeof(h));
-		fputc(' ', f);
-		term_str(f, h, kw[d]);
+		put_cell(f, r, false, NULL, NULL, h, 0, kw[d]);
 	}
 	fprintf(f, " %7s %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %6s %6s %6s\n", "ENDED",
 		"ACTIVE", "NO_REQ", "RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST", "CPU_COST",
@@ -2009,10 +2098,8 @@ static void write_table(const struct report *r, FILE *f)
 		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
 		fprintf(f, "%-*s", pw, i < r->n ? row->period : "TOTAL");
-		for (size_t d = 0; d < r->spec.n_dims; d++) {
-			fputc(' ', f);
-			term_str(f, i < r->n ? row->key[d] : "", kw[d]);
-		}
+		for (size_t d = 0; d < r->spec.n_dims; d++)
+			put_cell(f, r, false, NULL, NULL, i < r->n ? row->key[d] : "", 0, kw[d]);
 		fprintf(
 		    f,
 		    " %7.0f %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %5.1f%% %5.1f%% "
@@ -2387,11 +2474,8 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 		fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>",
 			tmp.q[COLL_SUM_TASKS], tmp.q[REPORT_Q_ACTIVE],
 			tmp.q[COLL_SUM_NO_REQUEST_TASKS], tmp.q[REPORT_Q_RUNNING]);
-		for (int k = 0; k <= REPORT_COST_WASTE; k++) {
-			fprintf(f, "<td class=\"%s\">", cost_names[k]);
-			html_money(f, r, tmp.cents[k]);
-			fputs("</td>", f);
-		}
+		for (int k = 0; k <= REPORT_COST_WASTE; k++)
+			put_cell(f, r, true, "td", cost_names[k], NULL, tmp.cents[k], 0);
 		html_pct(f, report_cpu_eff(&tmp));
 		html_pct(f, report_mem_eff(&tmp));
 		html_pct(f, report_gpu_eff(&tmp));
@@ -2408,9 +2492,7 @@ static void html_rows_table(FILE *f, const struct report *r)
 	fputs("<table id=\"report\"><tr><th class=\"k\">period</th>", f);
 	for (size_t d = 0; d < r->spec.n_dims; d++) {
 		dim_header(r, d, h, sizeof(h));
-		fputs("<th class=\"k\">", f);
-		html_str(f, h);
-		fputs("</th>", f);
+		put_cell(f, r, true, "th", "k", h, 0, 0);
 	}
 	fputs("<th>tasks ended</th><th>tasks active</th><th>without request</th><th>running</th>"
 	      "<th>failed</th>"
@@ -2421,28 +2503,22 @@ static void html_rows_table(FILE *f, const struct report *r)
 		const struct report_row *row = &r->rows[i];
 		double cols[_COL_MAX];
 
-		fputs("<tr><td class=\"k\">", f);
-		html_str(f, row->period);
-		fputs("</td>", f);
-		for (size_t d = 0; d < r->spec.n_dims; d++) {
-			fputs("<td class=\"k\">", f);
-			html_str(f, row->key[d]);
-			fputs("</td>", f);
-		}
+		fputs("<tr>", f);
+		put_cell(f, r, true, "td", "k", row->period, 0, 0);
+		for (size_t d = 0; d < r->spec.n_dims; d++)
+			put_cell(f, r, true, "td", "k", row->key[d], 0, 0);
 		row_cols(row, cols);
 		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
 		fprintf(f,
 			"<td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"
-			"<td>%.0f</td><td>%.0f</td><td>%s</td><td>%s</td><td class=\"cost\">",
+			"<td>%.0f</td><td>%.0f</td><td>%s</td><td>%s</td>",
 			row->q[COLL_SUM_TASKS], row->q[REPORT_Q_ACTIVE],
 			row->q[COLL_SUM_NO_REQUEST_TASKS], row->q[REPORT_Q_RUNNING],
 			row->q[COLL_SUM_FAILED_TASKS], row->q[COLL_SUM_OOM_KILLED],
 			row->q[COLL_SUM_TIME_LIMIT], q[0], q[1]);
-		html_money(f, r, row->cents[REPORT_COST_TOTAL]);
-		fputs("</td><td class=\"waste\">", f);
-		html_money(f, r, row->cents[REPORT_COST_WASTE]);
-		fputs("</td>", f);
+		put_cell(f, r, true, "td", "cost", NULL, row->cents[REPORT_COST_TOTAL], 0);
+		put_cell(f, r, true, "td", "waste", NULL, row->cents[REPORT_COST_WASTE], 0);
 		html_pct(f, report_cpu_eff(row));
 		html_pct(f, report_mem_eff(row));
 		fputs("</tr>\n", f);

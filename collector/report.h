@@ -140,6 +140,13 @@ double report_gpu_eff(const struct report_row *row);
  * (whole numbers as integers); len >= 32. Exposed for tests. */
 void report_num_full(char *buf, size_t len, double v);
 
+/* Text a task chose (an account, user, job, node, label) as the table format and HTML show
+ * it: common/escape.h's escapes (a backslash, C0 and C1 controls, DEL, bytes that are not
+ * UTF-8 as \xHH) and the invisible format characters that reorder or hide text (bidi marks,
+ * embeddings, overrides and isolates, zero-width characters, U+2028/U+2029, the BOM) as
+ * \uXXXX. One line of valid UTF-8 (malloc'd; NULL when out of memory). */
+char *report_shown(const char *s);
+
 /* CSV cell text: quoted when needed, and a text a spreadsheet would read as a formula
  * (starting with =, +, -, @, tab or CR) prefixed with a ' (written to f). */
 void report_csv_field(FILE *f, const char *s);

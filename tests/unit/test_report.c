@@ -1195,6 +1195,35 @@ static void test_efficiency_property(void **state)
 
 /* CSV cells a spreadsheet would evaluate are neutralised with a leading quote; the table
  * shows a small quantity as nonzero. */
+/* Names as the table and HTML show them: controls, backslash, bytes that are not UTF-8 and
+ * the format characters that reorder or hide text escaped; other text kept. */
+static void test_shown(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+	    {"plain", "plain"},
+	    {"caf\xc3\xa9", "caf\xc3\xa9"},		      /* é kept */
+	    {"a\x01\n\\", "a\\x01\\n\\\\"},		      /* controls, backslash */
+	    {"x\xe2\x80\xaey", "x\\u202ey"},		      /* RIGHT-TO-LEFT OVERRIDE */
+	    {"\xe2\x81\xa6i\xe2\x81\xa9", "\\u2066i\\u2069"}, /* isolates */
+	    {"\xef\xbb\xbf\xe2\x80\xa8", "\\ufeff\\u2028"},   /* BOM, line separator */
+	    {"\xc2\x85", "\\xc2\\x85"},			      /* C1 NEL */
+	    {"\xd8\x9c", "\\u061c"},			      /* ARABIC LETTER MARK: 2 bytes */
+	    {"b\xff", "b\\xff"},			      /* not UTF-8 */
+	    {"\xe2\x80\xaf", "\xe2\x80\xaf"},		      /* narrow no-break space kept */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *s = report_shown(cases[i].in);
+
+		assert_non_null(s);
+		assert_string_equal(s, cases[i].out);
+		free(s);
+	}
+}
+
 static void test_csv_neutralised(void **state)
 {
 	struct fixture *fx = *state;
@@ -1307,6 +1336,7 @@ int main(void)
 	    cmocka_unit_test(test_prices_errors),
 	    cmocka_unit_test(test_apportion),
 	    cmocka_unit_test(test_num_full),
+	    cmocka_unit_test(test_shown),
 	    cmocka_unit_test(test_spec_errors),
 	    cmocka_unit_test_setup_teardown(test_report_exact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_week_period, setup, teardown),
