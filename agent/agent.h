@@ -179,7 +179,7 @@ struct agent {
 	struct profile_cache *profiles;	 /* compiled seccomp filters (agent/profiles.h) */
 	struct launch_spawner *spawner;	 /* forks the shims (NULL: the agent forks them) */
 	char *spawner_path;		 /* corral-spawn found beside corrald, or NULL */
-	uint64_t spawner_restarted_mono; /* last restart (spawn_shim), 0: none yet */
+	uint64_t spawner_restarted_mono; /* last restart (agent_spawn_shim), 0: none yet */
 	struct spool *spool;
 	struct upl *upl;
 	void *metrics; /* metrics HTTP server */
@@ -245,8 +245,6 @@ struct agent {
 /* The passwd/group cache, made on first use and refreshed once per control request
  * (NULL when out of memory). */
 struct users *agent_users(struct agent *a);
-/* Start the launch spawner, if corral-spawn is installed (restarts: see spawn_shim). */
-void agent_spawner_start(struct agent *a);
 
 /* task.c */
 /*
@@ -278,6 +276,7 @@ json_t *task_final_record(const struct task *t);
 json_t *task_record_json(struct agent *a, struct task *t);
 void task_free(struct task *t);
 void task_collect_usage(struct agent *a, struct task *t);
+/* emit.c: record ids, the audit chain, the group commit queue, the spool's syncer. */
 int agent_emit_record(struct agent *a, struct acct_record *r);
 void agent_flush_records(struct agent *a);
 /* The syncer reported (its fd readable): remove what waited for it. */

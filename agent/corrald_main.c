@@ -13,6 +13,7 @@
 #include "agent/log.h"
 #include "agent/loop.h"
 #include "agent/profiles.h"
+#include "agent/spawner.h"
 #include "accounting/spool.h"
 #include "bpf/audit.h"
 #include "bpf/meter.h"

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record emission: each record gets its id (derived from the task id for task.start and
+ * task.end, so a re-emission after a crash deduplicates; else the next sequence number), its
+ * place in the audit chain, and waits in the group commit queue; agent_flush_records appends
+ * the queue to the spool (billing first) with one sync, and the state files of ended tasks
+ * are removed once the sync that made their end record durable is done.
+ */
+#include "agent/agent.h"
+#include "agent/audit_glue.h"
+#include "agent/log.h"
+#include "agent/loop.h"
+#include "accounting/spool.h"
+#include "accounting/syncer.h"
+#include "accounting/uploader.h"
+#include "common/clock.h"
+#include "common/macro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int agent_emit_record(struct agent *a, struct acct_record *r)
+{
+	_cleanup_free_ char *buf = NULL;
+	bool audit = acct_type_is_audit(r->type);
+	enum spool_prio prio;
+	size_t len;
+	int rr;
+
+	/* A pending audit.gap goes into the chain before the next audit record. */
+	if (audit && r->type != ACCT_AUDIT_GAP && a->gap.count && a->spool &&
+	    budget_gap_emit(a) < 0) {
+		budget_gap_note(a, r, 1);
+		return -ENOSPC;
+	}
+	/*
+	 * Records that exist once per task get ids derived from the task id, so that re-emitting
+	 * one after a crash (the agent died between spooling task.end and removing the task's
+	 * state file) is deduplicated by the collector instead of counted twice. Others take the
+	 * next sequence number.
+	 */
+	if (r->type == ACCT_TASK_START || r->type == ACCT_TASK_END)
+		snprintf(r->record_id, sizeof(r->record_id), "%.60s/%.40s/%s", a->cfg.node,
+			 r->task.id, r->type == ACCT_TASK_START ? "start" : "end");
+	else {
+		rr = state_next_record_id(a, r->record_id, sizeof(r->record_id));
+		if (rr < 0) { /* no id can be persisted (full state filesystem): refused, counted */
+			a->stats.records_spool_refused++;
+			return rr;
+		}
+	}
+	if (audit) {
+		snprintf(r->prev_hash, sizeof(r->prev_hash), "%s", a->audit_head);
+		rr = acct_record_compute_hash(r);
+		if (rr < 0)
+			return rr;
+	}
+	if (!a->spool) {
+		if (audit) {
+			snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
+			(void)state_save_audit_head(a);
+		}
+		return 0;
+	}
+	rr = acct_record_encode(r, &buf, &len);
+	if (rr < 0) {
+		log_error("encoding %s record of task %s failed: %s", acct_type_to_string(r->type),
+			  r->task.id, strerror(-rr));
+		return rr;
+	}
+	prio = r->type == ACCT_TASK_SAMPLE ? SPOOL_PRIO_SHED
+	       : audit			   ? SPOOL_PRIO_AUDIT
+					   : SPOOL_PRIO_KEEP;
+	/*
+	 * An audit record the spool would refuse (it is full up to the billing reserve) is not
+	 * chained: the head stays, the record is counted into the next audit.gap.
+	 */
+	if (audit &&
+	    !spool_fits(a->spool, a->n_pend_kept + 1, a->pend_kept_bytes + len, SPOOL_PRIO_AUDIT)) {
+		if (r->type != ACCT_AUDIT_GAP)
+			budget_gap_note(a, r, 1);
+		return -ENOSPC;
+	}
+	/* Group commit: appended (one fdatasync) at the end of this loop iteration. */
+	if (a->n_pend == a->cap_pend) {
+		size_t nc = a->cap_pend ? a->cap_pend * 2 : 64;
+		struct pending_record *np = realloc(a->pend, nc * sizeof(*np));
+
+		if (!np)
+			return -ENOMEM;
+		a->pend = np;
+		a->cap_pend = nc;
+	}
+	a->pend[a->n_pend] = (struct pending_record){
+	    .buf = TAKE_PTR(buf),
+	    .len = len,
+	    .prio = prio,
+	    .type = r->type,
+	    .time_ns = r->time_ns,
+	};
+	if (prio != SPOOL_PRIO_SHED) {
+		a->n_pend_kept++;
+		a->pend_kept_bytes += len;
+	}
+	if (audit) {
+		struct pending_record *p = &a->pend[a->n_pend];
+		json_t *shed = json_object_get(r->event, "shed");
+
+		memcpy(p->prev_hash, r->prev_hash, sizeof(p->prev_hash));
+		memcpy(p->hash, r->hash, sizeof(p->hash));
+		snprintf(p->task_id, sizeof(p->task_id), "%s", r->task.id);
+		if (r->type == ACCT_AUDIT_GAP && json_is_integer(shed))
+			p->gap_carried = (uint64_t)json_integer_value(shed);
+		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r->hash);
+		a->audit_dirty = true;
+	}
+	a->n_pend++;
+	a->last_emit_len = len;
+	return 0;
+}
+
+/*
+ * The spool refused audit records that were already chained in memory (it filled between
+ * their admission and the flush): the head goes back to the last one written, and they are
+ * declared by the next audit.gap with the hashes they had.
+ */
+static void audit_refused(struct agent *a, size_t first_refused)
+{
+	bool head_reset = false;
+
+	for (size_t i = first_refused; i < a->n_pend; i++) {
+		struct pending_record *p = &a->pend[i];
+		struct acct_record k = {.type = p->type, .time_ns = p->time_ns};
+
+		if (p->prio != SPOOL_PRIO_AUDIT)
+			continue;
+		if (!head_reset) {
+			snprintf(a->audit_head, sizeof(a->audit_head), "%s", p->prev_hash);
+			head_reset = true;
+		}
+		snprintf(k.task.id, sizeof(k.task.id), "%s", p->task_id);
+		if (p->type == ACCT_AUDIT_GAP) {
+			/* its count is pending again; the gap record itself is no loss */
+			k.type = _ACCT_TYPE_INVALID;
+			budget_gap_note(a, &k, p->gap_carried);
+			continue;
+		}
+		budget_gap_note(a, &k, 1);
+		if (!a->gap.skipped_first[0])
+			memcpy(a->gap.skipped_first, p->hash, sizeof(p->hash));
+		memcpy(a->gap.skipped_last, p->hash, sizeof(p->hash));
+	}
+}
+
+static void flush_prio(struct agent *a, enum spool_prio prio)
+{
+	const void *bufs[256];
+	size_t lens[256], idx[256], n = 0;
+	int r;
+
+	for (size_t i = 0; i <= a->n_pend; i++) {
+		if (i < a->n_pend && a->pend[i].prio == (int)prio) {
+			bufs[n] = a->pend[i].buf;
+			lens[n] = a->pend[i].len;
+			idx[n] = i;
+			n++;
+		}
+		if (n == ARRAY_SIZE(bufs) || (i == a->n_pend && n > 0)) {
+			r = spool_append_many(a->spool, bufs, lens, n, prio);
+			if (r < 0 || (size_t)r < n) {
+				size_t lost = r < 0 ? n : n - (size_t)r;
+
+				a->stats.records_spooled += r < 0 ? 0 : (uint64_t)r;
+				if (prio == SPOOL_PRIO_AUDIT) {
+					/* the rest of this class is refused too: declared */
+					audit_refused(a, idx[n - lost]);
+					return;
+				}
+				a->stats.records_spool_refused += lost;
+				if (a->stats.records_spool_refused_logged++ == 0)
+					log_error(
+					    "spool refused %zu record(s): %s (counted in "
+					    "corral_spool_refused_total; further refusals are not "
+					    "logged)",
+					    lost, strerror(r < 0 ? -r : ENOSPC));
+			} else
+				a->stats.records_spooled += n;
+			n = 0;
+		}
+	}
+}
+
+/*
+ * Write the records of this loop iteration to the spool and make them durable: one fdatasync
+ * for the whole group, run by the syncer thread (in the loop when there is none), so the loop
+ * does not wait for the disk. What must wait for that waits for the sync's generation: the
+ * state files of ended tasks (a crash before it re-finalizes them; their records have fixed
+ * ids, so the collector keeps one copy). The audit chain head is saved before acks
+ * (state_sync_audit_head). The uploader is woken at once: an entry acked before its sync is on
+ * the collector, and the spool never reuses a seq at or below the acked one.
+ */
+void agent_flush_records(struct agent *a)
+{
+	uint64_t gen = 0;
+
+	if (a->n_pend && a->spool) {
+		int r;
+
+		spool_group_begin(a->spool);
+		flush_prio(a, SPOOL_PRIO_KEEP);
+		flush_prio(a, SPOOL_PRIO_AUDIT);
+		flush_prio(a, SPOOL_PRIO_SHED);
+		if (a->syncer) {
+			int fd;
+
+			r = spool_group_end(a->spool, &fd);
+			if (fd >= 0)
+				gen = syncer_submit(a->syncer, fd);
+		} else
+			r = spool_group_commit(a->spool);
+		if (r < 0)
+			log_error("spool fdatasync failed: %s", strerror(-r));
+	}
+	for (size_t i = 0; i < a->n_pend; i++)
+		free(a->pend[i].buf);
+	a->n_pend = 0;
+	a->n_pend_kept = 0;
+	a->pend_kept_bytes = 0;
+	/* the saved positions matter after an agent restart, when the written records are
+	 * there whether synced or not */
+	audit_glue_syscalls_flushed(a);
+	if (a->syncer && a->n_unlink) {
+		/* the end records are durable with this sync, or with the last one submitted */
+		if (!gen)
+			gen = syncer_submitted(a->syncer);
+		for (size_t i = 0; i < a->n_unlink && gen > a->sync_done_gen; i++) {
+			if (a->n_sync_wait == a->cap_sync_wait) {
+				size_t nc = a->cap_sync_wait ? a->cap_sync_wait * 2 : 32;
+				struct sync_wait *nw = realloc(a->sync_wait, nc * sizeof(*nw));
+
+				if (!nw)
+					break; /* the rest is removed now, as without a syncer */
+				a->sync_wait = nw;
+				a->cap_sync_wait = nc;
+			}
+			a->sync_wait[a->n_sync_wait++] =
+			    (struct sync_wait){.gen = gen, .stem = TAKE_PTR(a->unlink_stems[i])};
+		}
+	}
+	for (size_t i = 0; i < a->n_unlink; i++) {
+		if (!a->unlink_stems[i])
+			continue;
+		state_remove_task_files(a->unlink_stems[i]);
+		free(a->unlink_stems[i]);
+	}
+	a->n_unlink = 0;
+	if (a->upl)
+		upl_kick(a->upl);
+}
+
+/* The state files that waited for generations up to done go. */
+static void remove_synced(struct agent *a, uint64_t done)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < a->n_sync_wait; i++) {
+		if (a->sync_wait[i].gen <= done) {
+			state_remove_task_files(a->sync_wait[i].stem);
+			free(a->sync_wait[i].stem);
+		} else
+			a->sync_wait[o++] = a->sync_wait[i];
+	}
+	a->n_sync_wait = o;
+}
+
+void agent_sync_done(struct agent *a)
+{
+	uint64_t done;
+	int err;
+
+	if (!a->syncer)
+		return;
+	done = syncer_done(a->syncer, &err);
+	a->sync_done_gen = done;
+	if (err < 0)
+		log_error("spool fdatasync failed: %s", strerror(-err));
+	remove_synced(a, done);
+}
+
+void agent_sync_stop(struct agent *a)
+{
+	if (!a->syncer)
+		return;
+	loop_del(a->loop, syncer_fd(a->syncer));
+	syncer_stop(a->syncer);
+	a->syncer = NULL;
+	remove_synced(a, UINT64_MAX); /* every generation is done now */
+	free(a->sync_wait);
+	a->sync_wait = NULL;
+}
