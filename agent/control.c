@@ -21,6 +21,7 @@
  */
 #include "accounting/spool.h"
 #include "agent/agent.h"
+#include "common/escape.h"
 #include "agent/users.h"
 #include "agent/sandbox.h"
 #include "agent/log.h"
@@ -340,6 +341,9 @@ void control_task_started(struct agent *a, struct task *t, const char *err)
 
 static json_t *ps_row(struct task *t)
 {
+	/* a program name that is not UTF-8 is shown escaped (JSON strings are UTF-8) */
+	const char *prog = t->spec.argc ? t->spec.argv[0] : "";
+	_cleanup_free_ char *esc = utf8_invalid_at(prog) >= 0 ? esc_dup(prog) : NULL;
 	json_t *o =
 	    json_pack("{s:s,s:s,s:i,s:i,s:s,s:s?,s:s?,s:I,s:s}", "id", t->id, "user",
 		      t->user ? t->user : "", "uid", (int)t->uid, "pid", (int)t->pid, "state",
@@ -348,7 +352,7 @@ static json_t *ps_row(struct task *t)
 		      : t->state == TASK_ENDING	 ? "ending"
 						 : "ended",
 		      "job", t->spec.job, "account", t->spec.account, "start_ns",
-		      (json_int_t)t->start_ns, "command", t->spec.argc ? t->spec.argv[0] : "");
+		      (json_int_t)t->start_ns, "command", esc ? esc : prog);
 
 	json_t *rec = o && t->state == TASK_ENDED ? task_final_record(t) : NULL;
 

@@ -451,29 +451,34 @@ static int cmd_run(int argc, char **argv)
 	double d;
 	int c, fd, rc;
 
-	/* Commands, environment, job, account and labels travel as JSON text: bytes that are
-	 * not UTF-8 are refused here, with the argument named, never dropped or changed. */
-	for (int k = 1, cmd = 0; k < argc; k++) {
-		ssize_t at = utf8_invalid_at(argv[k]);
+	/* The command's arguments and environment values are carried as bytes (spec_to_json:
+	 * {"b64": ...} for those that are not UTF-8). Job, account, labels, variable names and
+	 * the other options travel as JSON text: bytes that are not UTF-8 are refused here, with
+	 * the argument named, never dropped or changed. */
+	for (int k = 1; k < argc; k++) {
+		_cleanup_free_ char *name = NULL;
+		const char *arg = argv[k];
+		ssize_t at;
 
-		if (cmd)
-			cmd++;
-		if (at >= 0) {
-			if (cmd)
-				die("command argument %d (\"%s\"): not valid UTF-8 (byte 0x%02x at "
-				    "offset %zd); corral carries commands as UTF-8 text",
-				    cmd - 2, argv[k], (unsigned char)argv[k][at], at);
+		if (strcmp(arg, "--") == 0)
+			break;
+		if (k > 1 && strcmp(argv[k - 1], "--env") == 0)
+			arg = name = strndup(arg, strcspn(arg, "="));
+		else if (strncmp(arg, "--env=", 6) == 0)
+			arg = name = strndup(arg, 6 + strcspn(arg + 6, "="));
+		if (!arg)
+			die("out of memory");
+		at = utf8_invalid_at(arg);
+		if (at >= 0)
 			die("%s%s\"%s\": not valid UTF-8 (byte 0x%02x at offset %zd); corral "
-			    "carries "
-			    "arguments, environment, job, account and labels as UTF-8 text",
+			    "carries job, account, labels, variable names and options as UTF-8 "
+			    "text "
+			    "(command arguments and environment values may be any bytes)",
 			    k > 1 && argv[k - 1][0] == '-' && !strchr(argv[k - 1], '=')
 				? argv[k - 1]
 				: "",
 			    k > 1 && argv[k - 1][0] == '-' ? " " : "", argv[k],
-			    (unsigned char)argv[k][at], at);
-		}
-		if (!cmd && strcmp(argv[k], "--") == 0)
-			cmd = 1;
+			    (unsigned char)arg[at], at);
 	}
 	spec_init(&spec);
 	/* The spec file first, so that flags override it. */

@@ -274,6 +274,60 @@ static int get_string(json_t *v, const char *field, char **ret, char *err, size_
 	return get_string_any(v, field, false, ret, err, errlen);
 }
 
+/*
+ * A command argument or environment value: a JSON string (UTF-8 text), or {"b64": "..."} for
+ * bytes that are not UTF-8 (docs/api.md, "Bytes that are not UTF-8"). Any byte but NUL, at
+ * most max bytes.
+ */
+static int get_bytes(json_t *v, const char *field, size_t max, char **ret, char *err, size_t errlen)
+{
+	json_t *b = json_object_get(v, "b64");
+	char *d = NULL;
+	size_t n = 0;
+	int r;
+
+	if (json_is_string(v)) {
+		if (json_string_length(v) > max)
+			return err_set(err, errlen, -EINVAL, "%s: longer than %zu bytes", field,
+				       max);
+		return get_string_any(v, field, true, ret, err, errlen);
+	}
+	if (!json_is_object(v) || json_object_size(v) != 1 || !json_is_string(b))
+		return err_set(err, errlen, -EINVAL,
+			       "%s: expected a string, or {\"b64\": \"...\"} for bytes that are "
+			       "not UTF-8",
+			       field);
+	r = b64_decode(json_string_value(b), &d, &n);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return err_set(err, errlen, -EINVAL, "%s.b64: not base64 (RFC 4648, with padding)",
+			       field);
+	if (strlen(d) != n) {
+		free(d);
+		return err_set(err, errlen, -EINVAL, "%s.b64: contains a NUL byte", field);
+	}
+	if (n > max) {
+		free(d);
+		return err_set(err, errlen, -EINVAL, "%s: longer than %zu bytes", field, max);
+	}
+	free(*ret);
+	*ret = d;
+	return 0;
+}
+
+/* The other way: a string when s is UTF-8, else {"b64": ...}. */
+static json_t *bytes_json(const char *s)
+{
+	_cleanup_free_ char *b = NULL;
+	json_t *j = json_string(s);
+
+	if (j || !s)
+		return j;
+	b = b64_encode(s, strlen(s));
+	return b ? json_pack("{s:s}", "b64", b) : NULL;
+}
+
 /* Sizes: non-negative integer (bytes) or a string with a unit ("2G"). */
 static int get_size(json_t *v, const char *field, uint64_t *ret, char *err, size_t errlen)
 {
@@ -340,7 +394,8 @@ static int get_strv(json_t *v, const char *field, size_t max, bool any, char ***
 		int r;
 
 		snprintf(f, sizeof(f), "%s[%zu]", field, i);
-		r = get_string_any(e, f, any, &d, err, errlen);
+		r = any ? get_bytes(e, f, 256 * 1024, &d, err, errlen)
+			: get_string_any(e, f, false, &d, err, errlen);
 		if (r < 0)
 			return r;
 		r = strv_push(ret, ret_n, d);
@@ -662,10 +717,14 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 					       "env: expected an object of strings");
 			json_object_foreach(v, ek, ev)
 			{
-				if (!json_is_string(ev))
-					return err_set(err, errlen, -EINVAL,
-						       "env.%.40s: expected a string", ek);
-				r = add_env(s, ek, json_string_value(ev), err, errlen);
+				_cleanup_free_ char *val = NULL;
+				char f[64];
+
+				snprintf(f, sizeof(f), "env.%.40s", ek);
+				r = get_bytes(ev, f, 65536, &val, err, errlen);
+				if (r < 0)
+					return r;
+				r = add_env(s, ek, val, err, errlen);
 				if (r < 0)
 					return r;
 			}
@@ -760,7 +819,7 @@ json_t *spec_to_json(const struct task_spec *s)
 		return NULL;
 	a = json_array();
 	for (size_t i = 0; i < s->argc; i++)
-		json_array_append_new(a, json_string(s->argv[i]));
+		json_array_append_new(a, bytes_json(s->argv[i]));
 	json_object_set_new(o, "command", a);
 	env = json_object();
 	for (size_t i = 0; i < s->envc; i++) {
@@ -768,7 +827,7 @@ json_t *spec_to_json(const struct task_spec *s)
 		char *k = strndup(s->env[i], (size_t)(eq - s->env[i]));
 
 		if (k)
-			json_object_set_new(env, k, json_string(eq + 1));
+			json_object_set_new(env, k, bytes_json(eq + 1));
 		free(k);
 	}
 	json_object_set_new(o, "env", env);

@@ -25,6 +25,7 @@
 
 #include "bpf/audit.h"
 #include "bpf/audit_types.h"
+#include "common/escape.h"
 #include "common/macro.h"
 #include "common/clock.h"
 #include "common/parse.h"
@@ -973,21 +974,24 @@ uint64_t audit_lost_untracked(const struct audit *a)
 
 /* ---- JSON --------------------------------------------------------------------------------- */
 
-/* jansson refuses invalid UTF-8: such bytes (argv is arbitrary) become '?'. */
-static json_t *string_lossy(const char *s)
+/*
+ * argv, path and cwd are bytes: one that is not UTF-8 (JSON strings must be) is written
+ * escaped as common/escape.h does (a backslash as \\, controls and the bytes that are not
+ * UTF-8 as \xHH), and its name is added to the event's "escaped" list, so that a reader knows
+ * to unescape it; the others are exact.
+ */
+static json_t *string_or_escaped(const char *s, json_t *escaped, const char *name)
 {
+	_cleanup_free_ char *e = NULL;
 	json_t *j = json_string(s);
-	_cleanup_free_ char *c = NULL;
 
 	if (j || !s)
 		return j;
-	c = strdup(s);
-	if (!c)
-		return NULL;
-	for (char *p = c; *p; p++)
-		if ((unsigned char)*p >= 0x80)
-			*p = '?';
-	return json_string(c);
+	e = esc_dup(s);
+	j = e ? json_string(e) : NULL;
+	if (j)
+		json_array_append_new(escaped, json_string(name));
+	return j;
 }
 
 static const char *proto_name(int p)
@@ -997,7 +1001,7 @@ static const char *proto_name(int p)
 
 json_t *audit_event_to_json(const struct audit_event *ev)
 {
-	json_t *o = json_object(), *argv;
+	json_t *o = json_object(), *argv, *escaped;
 	int e = 0;
 
 	if (!o)
@@ -1006,20 +1010,33 @@ json_t *audit_event_to_json(const struct audit_event *ev)
 		const struct audit_exec_event *x = &ev->exec;
 
 		argv = json_array();
-		if (!argv)
+		escaped = json_array();
+		if (!argv || !escaped) {
+			json_decref(argv);
+			json_decref(escaped);
 			goto out_fail;
-		for (size_t i = 0; i < x->argc; i++)
-			e |= json_array_append_new(argv, string_lossy(x->argv[i]));
-		e |= json_object_set_new(o, "path", string_lossy(x->path));
+		}
+		for (size_t i = 0; i < x->argc; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "argv[%zu]", i);
+			e |= json_array_append_new(argv,
+						   string_or_escaped(x->argv[i], escaped, name));
+		}
+		e |= json_object_set_new(o, "path", string_or_escaped(x->path, escaped, "path"));
 		e |= json_object_set_new(o, "argv", argv);
 		e |= json_object_set_new(o, "argv_truncated", json_boolean(x->argv_truncated));
 		e |= json_object_set_new(o, "pid", json_integer(ev->pid));
 		e |= json_object_set_new(o, "ppid", json_integer(x->ppid));
 		e |= json_object_set_new(o, "uid", json_integer(x->uid));
 		e |= json_object_set_new(o, "gid", json_integer(x->gid));
-		e |= json_object_set_new(o, "cwd", string_lossy(x->cwd));
+		e |= json_object_set_new(o, "cwd", string_or_escaped(x->cwd, escaped, "cwd"));
 		if (x->cwd_truncated)
 			e |= json_object_set_new(o, "cwd_truncated", json_true());
+		if (json_array_size(escaped))
+			e |= json_object_set_new(o, "escaped", escaped);
+		else
+			json_decref(escaped);
 	} else if (ev->type == AUDIT_EV_CONNECT) {
 		const struct audit_connect_event *c = &ev->connect;
 

@@ -2,6 +2,7 @@
 /* Terminal- and log-safe text: see common/escape.h. */
 #include "common/escape.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,4 +142,75 @@ void fputs_json_string(FILE *f, const char *s)
 			fputc(*p, f);
 	}
 	fputc('"', f);
+}
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *b64_encode(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+
+		if (i + 1 < len)
+			v |= (uint32_t)p[i + 1] << 8;
+		if (i + 2 < len)
+			v |= p[i + 2];
+		*o++ = b64_alphabet[(v >> 18) & 63];
+		*o++ = b64_alphabet[(v >> 12) & 63];
+		*o++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < len ? b64_alphabet[v & 63] : '=';
+	}
+	*o = 0;
+	return out;
+}
+
+static int b64_value(char c)
+{
+	const char *p = c ? strchr(b64_alphabet, c) : NULL;
+
+	return p ? (int)(p - b64_alphabet) : -1;
+}
+
+int b64_decode(const char *s, char **ret, size_t *ret_len)
+{
+	size_t n = strlen(s), o = 0;
+	char *out;
+
+	if (n % 4)
+		return -EINVAL;
+	out = malloc(n / 4 * 3 + 1);
+	if (!out)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		bool last = i + 4 == n;
+
+		for (int k = 0; k < 4; k++) {
+			v[k] = b64_value(s[i + k]);
+			/* '=' only as the last one or two characters of the text */
+			if (v[k] < 0 &&
+			    !(s[i + k] == '=' && last && k >= 2 && (k == 3 || s[i + 3] == '='))) {
+				free(out);
+				return -EINVAL;
+			}
+		}
+		uint32_t x = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
+			     (uint32_t)(v[2] < 0 ? 0 : v[2]) << 6 | (uint32_t)(v[3] < 0 ? 0 : v[3]);
+
+		out[o++] = (char)(x >> 16);
+		if (v[2] >= 0)
+			out[o++] = (char)(x >> 8);
+		if (v[3] >= 0)
+			out[o++] = (char)x;
+	}
+	out[o] = 0;
+	*ret = out;
+	*ret_len = o;
+	return 0;
 }

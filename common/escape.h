@@ -27,3 +27,10 @@ bool text_printable(const char *s);
 /* s as a JSON string literal: quotes, backslash and control characters escaped (UTF-8
  * passes through). */
 void fputs_json_string(FILE *f, const char *s);
+
+/* Bytes that need not be text (an argument that is not UTF-8) in JSON: standard base64 with
+ * padding (RFC 4648 section 4). b64_encode returns a malloc'd string (NULL: out of memory);
+ * b64_decode a malloc'd, NUL-terminated copy of the bytes and their number, or -EINVAL for a
+ * text that is not canonical base64, -ENOMEM. */
+char *b64_encode(const void *data, size_t len);
+int b64_decode(const char *s, char **ret, size_t *ret_len);

@@ -46,6 +46,9 @@ IDM=$ID
 # two workers OOM-killed inside a task that goes on: an audit.limit "oom_kill" per increment
 run_wait --memory 32M --swap 0 -- sh -c 'for i in 1 2; do python3 -c "b = bytearray(256 << 20)"; done; exit 0'
 IDS=$ID
+# an argument that is not UTF-8 reaches the task exactly and its audit.exec escaped, named
+run_wait --workdir / -- /bin/sh -c 'printf %s "$0" >"$1"' $'\xff\xfe\\x' "$T/bytes.out"
+IDB=$ID
 [ "$(status_of "$IDT")" = time_limit ] && [ "$(status_of "$IDM")" = oom_killed ] &&
 	pass "limit tasks ended time_limit / oom_killed" || fail "limit tasks: $(status_of "$IDT") $(status_of "$IDM")"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
@@ -60,6 +63,11 @@ es=$(q "SELECT json_extract(body,'\$.exit.status')||' '||json_extract(body,'\$.e
 [ "$ls_" = "2 2" ] && [ "$es" = "exited 0 2" ] &&
 	pass "surviving task: audit.limit oom_kill records for 2 kills, task.end exited 0 with exit.oom_kills 2" ||
 	fail "surviving task: audit '$ls_', end '$es'"
+for _ in $(seq 50); do [ -n "$(q "SELECT 1 FROM records WHERE type='audit.exec' AND task_id='$IDB'")" ] && break; sleep 0.2; done
+eb=$(q "SELECT json_extract(body,'\$.event.argv[3]')||' '||json_extract(body,'\$.event.escaped') FROM records WHERE type='audit.exec' AND task_id='$IDB'")
+[ "$(od -An -tx1 "$T/bytes.out" | tr -d ' \n')" = fffe5c78 ] && [ "$eb" = '\xff\xfe\\x ["argv[3]"]' ] &&
+	pass "argument \$'\\xff\\xfe\\\\x': exact in the task, escaped in audit.exec: $eb" ||
+	fail "bytes argument: task got $(od -An -tx1 "$T/bytes.out"), audit.exec '$eb'"
 execs=$(q "SELECT json_extract(body, '\$.event.path') FROM records WHERE type='audit.exec' AND task_id='$ID1' ORDER BY time" | xargs -n1 basename | tr '\n' ' ')
 [ "$execs" = "sh ls python3 " ] && pass "exec records of task 1: $execs" || fail "exec records: '$execs'"
 c1=$(q "SELECT json_extract(body,'\$.event.verdict')||' '||json_extract(body,'\$.event.address')||':'||json_extract(body,'\$.event.port') FROM records WHERE type='audit.connect' AND task_id='$ID1'")

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every byte 0x00-0xff in argv, env, job, account and labels: carried exactly (the task itself
-# writes what it got), or refused with a message naming the field (NUL, bytes that are not
-# UTF-8, controls in job/account/labels), never dropped; and whatever was carried reaches
+# writes what it got; argv and env values also when not UTF-8), or refused with a message
+# naming the field (NUL, bytes that are not UTF-8 in job/account/labels/names, controls in
+# job/account/labels), never dropped; and whatever was carried reaches
 # ps, show, run --wait's stderr and the agent log escaped: no C0 but the line ends, no DEL, no
 # C1, valid UTF-8, one log entry per line (a program whose path holds a newline, a fake ps row
 # and OSC 52 / OSC 0 sequences, an exit message with CSI 2J).
@@ -54,24 +55,45 @@ done
 [ "$bad" = 0 ] && pass "bytes 0x01-0x7f: argv and env carried exactly, job/account/label exact or refused by name ($refused refusals)" ||
 	fail "bytes 0x01-0x7f: $bad problem(s)"
 
-# --- 0x80..0xff alone are not UTF-8: refused by corralctl in every field, naming it
+# --- 0x80..0xff alone are not UTF-8: carried exactly in argv and env values (one task, one
+# argument and one variable per byte, each written back by the task); refused by corralctl in
+# job, account, label and a variable name, naming the argument
 bad=0
+args=() envs=()
 for b in $(seq 128 255); do
 	v=$(printf "a\\x$(printf %02x "$b")z")
-	for args in "--job" "--account" "--label k=" "--env V=" "--"; do
-		set -- $args
-		if [ "$1" = -- ]; then out=$(ctl run -- /bin/true "$v" 2>&1); rc=$?
+	args+=("$v") envs+=(--env "V$b=$v")
+	for args2 in "--job" "--account" "--label k=" "--env" ; do
+		set -- $args2
+		if [ "$1" = --env ]; then out=$(ctl run --env "$v=1" -- true 2>&1); rc=$?
 		elif [ $# = 2 ]; then out=$(ctl run "$1" "$2$v" -- true 2>&1); rc=$?
 		else out=$(ctl run "$1" "$v" -- true 2>&1); rc=$?; fi
-		name=$1; [ "$name" = -- ] && name="command argument 1"
-		{ [ "$rc" = 2 ] && echo "$out" | grep -q 'not valid UTF-8' && echo "$out" | grep -q -- "$name"; } ||
+		{ [ "$rc" = 2 ] && echo "$out" | grep -q 'not valid UTF-8' && echo "$out" | grep -q -- "$1"; } ||
 			{ bad=$((bad + 1)); echo "byte $b $1: rc $rc $out"; }
 	done
 done
-[ "$bad" = 0 ] && pass "bytes 0x80-0xff: refused in argv, env, job, account and label with a message naming the argument" ||
-	fail "bytes 0x80-0xff: $bad problem(s)"
-out=$(ctl run --wait -- /bin/echo $'\xff\xfe\xc3' 2>&1); rc=$?
-[ "$rc" = 2 ] && echo "$out" | grep -q 'command argument 1' && pass "run -- /bin/echo \$'\\xff\\xfe\\xc3': refused, not run without it" || fail "echo: rc $rc $out"
+[ "$bad" = 0 ] && pass "bytes 0x80-0xff: refused in job, account, label and variable names with a message naming the argument" ||
+	fail "bytes 0x80-0xff refusals: $bad problem(s)"
+mkdir -m 777 "$T/hi"
+ctl run --wait --workdir / "${envs[@]}" -- /bin/sh -c 'i=127; for a; do i=$((i + 1)); printf %s "$a" >"$0/a$i"; eval "printf %s \"\$V$i\"" >"$0/e$i"; done' \
+	"$T/hi" "${args[@]}" >/dev/null 2>"$T/hi.err" || fail "high bytes task: $(cat "$T/hi.err")"
+bad=0
+for b in $(seq 128 255); do
+	printf "a\\x$(printf %02x "$b")z" >"$T/o/want"
+	w=$(hex "$T/o/want")
+	[ "$(hex "$T/hi/a$b" 2>/dev/null)" = "$w" ] && [ "$(hex "$T/hi/e$b" 2>/dev/null)" = "$w" ] ||
+		{ bad=$((bad + 1)); echo "byte $b: argv $(hex "$T/hi/a$b" 2>/dev/null) env $(hex "$T/hi/e$b" 2>/dev/null) want $w"; }
+done
+[ "$bad" = 0 ] && pass "bytes 0x80-0xff: each carried exactly in argv and in an environment value" || fail "bytes 0x80-0xff: $bad not carried"
+# every byte 0x01-0xff in one argument and one environment value
+ALL=$(python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(1, 256)))')
+python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(1, 256)))' >"$T/o/want"
+ctl run --wait --workdir / --env "ALL=$ALL" -- /bin/sh -c 'printf %s "$1" >"$2"; printf %s "$ALL" >"$3"' sh "$ALL" "$T/o/all.a" "$T/o/all.e" >/dev/null 2>"$T/all.err"
+[ "$(hex "$T/o/all.a")" = "$(hex "$T/o/want")" ] && [ "$(hex "$T/o/all.e")" = "$(hex "$T/o/want")" ] &&
+	pass "every byte 0x01-0xff in one argument and one environment value: carried exactly (255 bytes)" ||
+	fail "all bytes: argv $(hex "$T/o/all.a" | cut -c1-80)... env $(hex "$T/o/all.e" | cut -c1-80)... $(cat "$T/all.err")"
+ctl run --wait --workdir / --stdout "$T/o/pf.out" -- printf '%s' $'\xff\xfe' >/dev/null
+[ "$(hex "$T/o/pf.out")" = fffe ] && pass "run -- printf '%s' \$'\\xff\\xfe': the task printed ff fe" || fail "printf: $(hex "$T/o/pf.out")"
 # --- 0x00 through the API: refused by field
 for f in job account; do
 	out=$(python3 -c 'import socket,sys,json
@@ -92,7 +114,9 @@ printf '#!/bin/sh\nsleep 30\n' >"$EVIL"; chmod 755 "$EVIL"
 id=$(ctl run --workdir / --job $'job\xc2\xa0ok' -- "$EVIL" $'arg\e[2J' $'\xc2\x9b31m')
 ctl ps >"$T/ps.out"; ctl ps --all --json >"$T/psj.out"; ctl show "$id" >"$T/show.out"
 ctl kill "$id" >/dev/null
-out=$(ctl run --wait -- $'/nonexistent/evil\e[2Jcmd' 2>"$T/run.err"); ctl show "$(echo "$out" | head -n1)" >"$T/show2.out"
+out=$(ctl run --wait -- $'/nonexistent/evil\e[2Jcmd' 2>"$T/run.err")
+ctl wait "$(echo "$out" | head -n1)" >/dev/null 2>&1 # --wait may return while it is still ending
+ctl show "$(echo "$out" | head -n1)" >"$T/show2.out"
 for f in ps.out psj.out show.out show2.out run.err agent.log; do
 	safe "$T/$f" && pass "$f: no control byte, no C1, valid UTF-8" || fail "$f carries raw controls: $(od -c "$T/$f" | head -5)"
 done

@@ -114,7 +114,7 @@ static void test_open_rejects_bad_options(void **state)
 
 static void test_exec_json(void **state)
 {
-	const char *const argv[] = {"ls", "-l", "bad\xff", NULL};
+	const char *const argv[] = {"ls", "-l", "bad\xff\\x", NULL};
 	struct audit_event ev = {.type = AUDIT_EV_EXEC, .task_key = 1, .pid = 42};
 	json_t *j;
 	char *s;
@@ -130,10 +130,10 @@ static void test_exec_json(void **state)
 	j = audit_event_to_json(&ev);
 	assert_non_null(j);
 	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-	assert_string_equal(s,
-			    "{\"argv\":[\"ls\",\"-l\",\"bad?\"],\"argv_truncated\":true,"
-			    "\"cwd\":\"/home/u\",\"gid\":100,\"path\":\"/usr/bin/ls\",\"pid\":42,"
-			    "\"ppid\":41,\"uid\":1000}");
+	assert_string_equal(
+	    s, "{\"argv\":[\"ls\",\"-l\",\"bad\\\\xff\\\\\\\\x\"],\"argv_truncated\":true,"
+	       "\"cwd\":\"/home/u\",\"escaped\":[\"argv[2]\"],\"gid\":100,"
+	       "\"path\":\"/usr/bin/ls\",\"pid\":42,\"ppid\":41,\"uid\":1000}");
 	free(s);
 	json_decref(j);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* common/escape.c: terminal- and log-safe text, checked byte by byte. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,10 +88,52 @@ static void test_truncation(void **state)
 	assert_int_equal(esc_text("abc", NULL, 0), 3);
 }
 
+/* Base64: RFC 4648's vectors, every byte value and length round trip, bad texts refused. */
+static void test_base64(void **state)
+{
+	static const char *const vec[][2] = {{"", ""},
+					     {"f", "Zg=="},
+					     {"fo", "Zm8="},
+					     {"foo", "Zm9v"},
+					     {"foob", "Zm9vYg=="},
+					     {"fooba", "Zm9vYmE="},
+					     {"foobar", "Zm9vYmFy"}};
+	unsigned char all[256];
+	char *e, *d;
+	size_t n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(vec) / sizeof(vec[0]); i++) {
+		e = b64_encode(vec[i][0], strlen(vec[i][0]));
+		assert_string_equal(e, vec[i][1]);
+		assert_int_equal(b64_decode(e, &d, &n), 0);
+		assert_int_equal(n, strlen(vec[i][0]));
+		assert_string_equal(d, vec[i][0]);
+		free(e);
+		free(d);
+	}
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)(255 - i);
+	for (size_t len = 0; len <= sizeof(all); len++) {
+		e = b64_encode(all, len);
+		assert_non_null(e);
+		assert_int_equal(b64_decode(e, &d, &n), 0);
+		assert_int_equal(n, len);
+		assert_memory_equal(d, all, len);
+		free(e);
+		free(d);
+	}
+	static const char *const bad[] = {"Zg=",  "Zg",	  "Z===",   "Zg=a", "Zm9v!",
+					  "Zm 9", "=Zm9", "Zm9v\n", "Z=g="};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(b64_decode(bad[i], &d, &n), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_byte),
+	    cmocka_unit_test(test_base64),
 	    cmocka_unit_test(test_utf8),
 	    cmocka_unit_test(test_truncation),
 	};

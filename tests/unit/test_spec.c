@@ -429,6 +429,60 @@ static void test_files(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* Command arguments and environment values that are not UTF-8: {"b64": ...} both ways, every
+ * byte 0x01-0xff exact; bad forms refused by name. */
+static void test_spec_bytes(void **state)
+{
+	char all[256], err[256], *txt;
+	const char *args[] = {"printf", "%s", "\xff\xfe", all};
+	struct task_spec s, s2;
+	json_t *j;
+
+	(void)state;
+	for (int i = 1; i < 256; i++)
+		all[i - 1] = (char)i;
+	all[255] = 0;
+	spec_init(&s);
+	assert_int_equal(spec_set_argv(&s, (char *const *)args, 4), 0);
+	assert_int_equal(spec_set_env(&s, "V=a\xc3(z", err, sizeof(err)), 0);
+	j = spec_to_json(&s);
+	assert_non_null(j);
+	txt = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	assert_non_null(strstr(txt, "\"command\":[\"printf\",\"%s\",{\"b64\":\"//4=\"},{\"b64\":"));
+	assert_non_null(strstr(txt, "\"env\":{\"V\":{\"b64\":\"YcMoeg==\"}}"));
+	spec_init(&s2);
+	assert_int_equal(spec_parse(txt, strlen(txt), &s2, err, sizeof(err)), 0);
+	free(txt);
+	assert_int_equal(s2.argc, 4);
+	assert_string_equal(s2.argv[2], "\xff\xfe");
+	assert_int_equal(strlen(s2.argv[3]), 255);
+	assert_memory_equal(s2.argv[3], all, 255);
+	assert_string_equal(s2.env[0], "V=a\xc3(z");
+	spec_clear(&s);
+	spec_clear(&s2);
+
+	expect_spec_error("{\"command\":[\"x\",{\"b64\":\"//4\"}]}", "command[1].b64: not base64");
+	expect_spec_error("{\"command\":[\"x\",{\"b64\":\"YQBi\"}]}",
+			  "command[1].b64: contains a NUL");
+	expect_spec_error("{\"command\":[\"x\",{\"b64\":1}]}", "command[1]: expected a string, or");
+	expect_spec_error("{\"command\":[\"x\",{\"b64\":\"YQ==\",\"y\":1}]}", "command[1]");
+	expect_spec_error("{\"command\":[\"x\"],\"env\":{\"V\":{\"hex\":\"ff\"}}}", "env.V");
+	expect_spec_error("{\"command\":[\"x\"],\"env\":{\"V\":{\"b64\":\"AA==\"}}}",
+			  "env.V.b64: contains a NUL");
+	expect_spec_error("{\"command\":[\"x\"],\"job\":{\"b64\":\"//4=\"}}", "job");
+	/* text stays text: a spec without such bytes is written as before */
+	const char *text = "{\"command\":[\"a\",{\"b64\":\"w6k=\"}]}";
+
+	spec_init(&s);
+	assert_int_equal(spec_parse(text, strlen(text), &s, err, sizeof(err)), 0);
+	j = spec_to_json(&s);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "command"), 1)),
+			    "\xc3\xa9");
+	json_decref(j);
+	spec_clear(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,7 +490,7 @@ int main(void)
 	    cmocka_unit_test(test_rfc3339),	   cmocka_unit_test(test_spec_errors),
 	    cmocka_unit_test(test_spec_roundtrip), cmocka_unit_test(test_spec_flags),
 	    cmocka_unit_test(test_spec_sandbox),   cmocka_unit_test(test_config),
-	    cmocka_unit_test(test_files),
+	    cmocka_unit_test(test_files),	   cmocka_unit_test(test_spec_bytes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
