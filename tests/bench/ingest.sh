@@ -12,36 +12,23 @@
 # ingest queues the rollup deltas and a folder applies them, the last of them at exit.
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
+. tests/integration/collector_lib.sh
 LOAD=$O/tests/bench/helper_ingest_load
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 N=${BENCH_RECORDS:-50000}
 B=500
 K=${BENCH_CONNECTIONS:-4}
 R=${BENCH_ROUNDS:-3}
-for b in "$COLL" "$LOAD"; do [ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }; done
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing"; exit 1; }
-
-T=$(mktemp -d /tmp/bench_ingest.XXXXXX)
-chmod 755 "$T"
-CPID=
-PGDATA=
-cleanup() {
-	[ -n "$CPID" ] && kill -9 "$CPID" 2>/dev/null
-	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
-	rm -rf "$T"
-}
-trap cleanup EXIT
-TOK=tok-bench-node-0123456789abcdef
-printf 'node bench %s\n' "$TOK" > "$T/tokens"; chmod 600 "$T/tokens"
+coll_init bench_ingest "$LOAD"
+coll_tokens bench
+TOK=$(node_token bench)
 now() { date +%s.%N; }
 rate() { python3 -c "import sys; print('%.0f' % ($N / (float(sys.argv[2]) - float(sys.argv[1]))))" "$1" "$2"; }
 
 # collector_rate DB CONNECTIONS [serve args] -> records/s of the helper (generation untimed)
 collector_rate() {
 	local db=$1 k=$2 port out; shift 2
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	port=$(free_port)
 	"$COLL" migrate --db "$db" >/dev/null || return 1
 	"$COLL" serve --listen "127.0.0.1:$port" --db "$db" --tokens "$T/tokens" "$@" 2>>"$T/coll.log" &
 	CPID=$!
@@ -65,17 +52,13 @@ collector_rate() {
 # so a slow minute of the host shows in one round, not in one backend.
 : > "$T/rounds"
 PG_OK=
-if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
-	mkdir -p "$T/pg" && chown postgres "$T/pg"
-	PGDATA=$T/pg/data
-	su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
-		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p 5432 -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null" \
-		|| { echo "FAIL: PostgreSQL did not start"; exit 1; }
-	PG_OK=1
-	pg() { echo "postgresql://postgres@/$1?host=$T/pg&port=5432"; }
-else
-	echo "postgresql: SKIP: no server binaries in $PGBIN"
-fi
+pg_start
+case $? in
+0) PG_OK=1 ;;
+1) echo "postgresql: SKIP: no server binaries in $PGBIN" ;;
+*) echo "FAIL: PostgreSQL did not start"; exit 1 ;;
+esac
+pg() { pg_uri "$1"; }
 for round in $(seq "$R"); do
 	# ---- SQLite ----
 	rm -f "$T"/*.db "$T"/*.db-wal "$T"/*.db-shm
@@ -94,7 +77,7 @@ for round in $(seq "$R"); do
 	# ---- PostgreSQL ----
 	[ -n "$PG_OK" ] || continue
 	su postgres -s /bin/sh -c "for d in direct coll1 coll norollup; do
-		$PGBIN/dropdb --if-exists -h $T/pg -p 5432 \$d 2>/dev/null && $PGBIN/createdb -h $T/pg -p 5432 \$d || exit 1; done" ||
+		$PGBIN/dropdb --if-exists -h $T/pg -p $PGPORT \$d 2>/dev/null && $PGBIN/createdb -h $T/pg -p $PGPORT \$d || exit 1; done" ||
 		{ echo "FAIL: PostgreSQL databases not made"; exit 1; }
 	"$COLL" migrate --db "$(pg direct)" >/dev/null
 	t0=$(now)

@@ -17,34 +17,16 @@
 # Needs sqlite3 and bc. About 4 minutes on 2 shared cores.
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
+. tests/integration/collector_lib.sh
 LOAD=$O/tests/bench/helper_rollup_load
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 N=${BENCH_TASKS:-10000000}
 NPG=${BENCH_PG_TASKS:-1000000}
 PGDAYS=$(( 90 * NPG / N > 0 ? 90 * NPG / N : 1 ))
-for b in "$COLL" "$LOAD"; do [ -x "$b" ] || { echo "FAIL: $b not built"; exit 1; }; done
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 CLI missing"; exit 1; }
 command -v bc >/dev/null || { echo "FAIL: bc missing"; exit 1; }
-T=$(mktemp -d /tmp/bench_report.XXXXXX)
-chmod 755 "$T"
-PGDATA=
-cleanup() {
-	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
-	rm -rf "$T"
-}
-trap cleanup EXIT
+coll_init bench_report "$LOAD"
 DB=$T/r.db
-cat > "$T/p.ini" <<'INI'
-[prices]
-cpu_core_hour = 0.031
-memory_gib_hour = 0.0043
-gpu_hour = 1.70
-io_read_gib = 0.0011
-io_write_gib = 0.0023
-net_gib = 0.013
-INI
+coll_prices "$T/p.ini"
 rate() { sed -n 's/.*seconds=\([0-9.]*\) rate=\([0-9]*\).*/\1 \2/p'; }
 read -r sq_s sq_rate < <("$LOAD" --db "sqlite:$DB" --tasks "$N" --accounts 1000 --days 90 \
 	--batch 50000 | rate) || { echo "FAIL: rollup load"; exit 1; }
@@ -108,13 +90,8 @@ JDROWS=$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_job_day')
 
 # ---- PostgreSQL ----
 if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/dev/null; then
-	mkdir -p "$T/pg" && chown postgres "$T/pg"
-	PGDATA=$T/pg/data
-	su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
-		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p 5432 -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
-		$PGBIN/createdb -h $T/pg -p 5432 rep && $PGBIN/createdb -h $T/pg -p 5432 load" \
-		|| { echo "FAIL: PostgreSQL did not start"; exit 1; }
-	pg() { echo "postgresql://postgres@/$1?host=$T/pg&port=5432"; }
+	pg_start rep load || { echo "FAIL: PostgreSQL did not start"; exit 1; }
+	pg() { pg_uri "$1"; }
 	read -r pg_s pg_rate < <("$LOAD" --db "$(pg load)" --tasks "$NPG" --accounts 1000 --days "$PGDAYS" \
 		--batch 50000 | rate) || { echo "FAIL: PostgreSQL rollup load"; exit 1; }
 	echo "postgresql: rollups of $NPG tasks ($PGDAYS days) made in $pg_s s"

@@ -9,54 +9,11 @@
 # Skips the PostgreSQL half only without its binaries.
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
+. tests/integration/collector_lib.sh
 GEN=$O/tests/integration/helper_audit_chain
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-for b in "$COLL" "$GEN"; do
-	[ -x "$b" ] || { echo "FAIL: $b not built (make O=$O all)"; exit 1; }
-done
-for t in curl python3 sqlite3; do
-	command -v $t >/dev/null || { echo "FAIL: $t missing"; exit 1; }
-done
-
-T=$(mktemp -d /tmp/collector_audit.XXXXXX)
-chmod 755 "$T"
-PIDS=()
-PGDATA=
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-
-N1=tok-node-n1-0123456789abcdef
-N2=tok-node-n2-0123456789abcdef
-RD=tok-reader-0123456789abcdef
-AU=tok-auditor-0123456789abcdef
-printf 'node n1 %s\nnode n2 %s\nreader ops %s\nauditor sec %s\n' "$N1" "$N2" "$RD" "$AU" > "$T/tokens"
-chmod 600 "$T/tokens"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-start_collector() {
-	local db=$1 port=$2
-	"$COLL" serve --listen "127.0.0.1:$port" --db "$db" --tokens "$T/tokens" \
-		>>"$T/collector-$port.log" 2>&1 &
-	CPID=$!
-	PIDS+=("$CPID")
-	for _ in $(seq 200); do
-		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && return 0
-		kill -0 "$CPID" 2>/dev/null || break
-		sleep 0.05
-	done
-	echo "collector did not come up:"; cat "$T/collector-$port.log"
-	return 1
-}
+command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 missing"; exit 1; }
+coll_init collector_audit "$GEN"
+coll_tokens --reader --auditor n1 n2
 
 # post FILE TOKEN PORT -> CODE, $T/resp
 post() {
@@ -251,19 +208,12 @@ PY
 SQ="sqlite:$T/sqlite.db"
 run_suite "$SQ" sqlite
 
-if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
-	mkdir -p "$T/pg" && chown postgres "$T/pg"
-	PGDATA=$T/pg/data
-	if su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
-		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p 5432 -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
-		$PGBIN/createdb -h $T/pg -p 5432 corral"; then
-		run_suite "postgresql://postgres@/corral?host=$T/pg&port=5432" postgresql
-	else
-		fail "could not start PostgreSQL: $(tail -5 "$T/pg/initdb.log" "$T/pg/log" 2>/dev/null)"
-	fi
-else
-	echo "postgresql: SKIP: PostgreSQL server binaries not found in $PGBIN"
-fi
+pg_start corral
+case $? in
+0) run_suite "$(pg_uri corral)" postgresql ;;
+1) echo "postgresql: SKIP: PostgreSQL server binaries not found in $PGBIN" ;;
+*) fail "could not start PostgreSQL" ;;
+esac
 
 if [ "$fails" -gt 0 ]; then
 	echo "collector_audit: $fails failure(s)"

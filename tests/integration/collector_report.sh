@@ -8,39 +8,11 @@
 # part is skipped with a message).
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
-[ -x "$COLL" ] || { echo "FAIL: $COLL not built (make O=$O all)"; exit 1; }
-command -v curl >/dev/null || { echo "FAIL: curl(1) missing"; exit 1; }
-T=$(mktemp -d /tmp/collector_report.XXXXXX)
-CPID=
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-PGDATA=
-cleanup() {
-	[ -n "$CPID" ] && { kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null; }
-	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-
-N1=tok-node-n1-0123456789abcdef
-RD=tok-reader-0123456789abcdef
+. tests/integration/collector_lib.sh
+coll_init collector_report
 NODES="n1 n2 n3"
-{ for n in $NODES; do echo "node $n tok-node-$n-0123456789abcdef"; done; echo "reader ops $RD"; } > "$T/tokens"
-chmod 600 "$T/tokens"
-cat > "$T/prices.ini" <<'INI'
-[prices]
-currency = EUR
-cpu_core_hour = 0.031
-memory_gib_hour = 0.0043
-gpu_hour = 1.70
-io_read_gib = 0.0011
-io_write_gib = 0.0023
-net_gib = 0.013
-INI
+coll_tokens --reader $NODES
+coll_prices "$T/prices.ini"
 
 # generated records: 2000 tasks over 10 days, 7 accounts, 4 users, a project label, 10 jobs on
 # 3 nodes (each node's records written with its own token); then 30
@@ -105,18 +77,9 @@ with open(sys.argv[1], "w") as f:
                     f3.write(json.dumps(run) + "\n")
 PY
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 DB="sqlite:$T/c.db"
-"$COLL" serve --listen "127.0.0.1:$PORT" --db "$DB" --tokens "$T/tokens" \
-	--prices "$T/prices.ini" >"$T/log" 2>&1 &
-CPID=$!
-up=0
-for _ in $(seq 200); do
-	curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && { up=1; break; }
-	kill -0 "$CPID" 2>/dev/null || break
-	sleep 0.05
-done
-[ $up = 1 ] || { cat "$T/log"; echo "FAIL: collector did not come up"; exit 1; }
+start_collector "$DB" "$PORT" --prices "$T/prices.ini" || { echo "FAIL: collector did not come up"; exit 1; }
 
 # post FILE: its records, one batch per node with that node's token; 0 if all answered 200
 post() {
@@ -363,7 +326,7 @@ fi
 
 # A version 2 database (before rollup_job_label_day and rollup_job_month) is migrated on open:
 # the new tables are filled from the stored records, and the reports are the same
-kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+stop_collector
 MIGR_BY="label:project,job,node:day job,node:month account,node,label:project:all"
 migrated_same() { # DB WHAT
 	local spec by period
@@ -418,16 +381,9 @@ fi
 # PostgreSQL: the same batches through a collector on a server this test starts; the
 # report (rollups, open tasks, kill counts) must equal SQLite's to the cent per account
 if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
-	chmod 755 "$T"; mkdir -p "$T/pg" && chown postgres "$T/pg"
-	PGDATA=$T/pg/data
-	PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
-		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p $PGPORT -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
-		$PGBIN/createdb -h $T/pg -p $PGPORT rep" || fail "PostgreSQL did not start"
-	PDB="postgresql://postgres@/rep?host=$T/pg&port=$PGPORT"
-	"$COLL" serve --listen "127.0.0.1:$PORT" --db "$PDB" --tokens "$T/tokens" >"$T/log" 2>&1 &
-	CPID=$!
-	for _ in $(seq 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.05; done
+	pg_start rep || fail "PostgreSQL did not start"
+	PDB=$(pg_uri rep)
+	start_collector "$PDB" "$PORT" || fail "collector on PostgreSQL did not come up"
 	for b in recs samples ends; do
 		post "$T/$b.ndjson" || fail "postgresql ingest $b"
 	done
@@ -445,7 +401,7 @@ for k in a:
     assert abs(round(float(a[k]["cost"]) * 100) - round(float(b[k]["cost"]) * 100)) <= lim, k
 print("accounts %d, total %s / %s" % (len(a) - 1, a["total"]["cost"], b["total"]["cost"]))
 PY
-	kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+	stop_collector
 	"$COLL" report --db "$PDB" --prices "$T/prices.ini" --from 2026-11-01 --to 2026-12-01 \
 		--by label:project,job,node --format csv > "$T/pg-ljn.csv" || fail "postgresql report label,job,node"
 	python3 - "$T/ljn.csv" "$T/pg-ljn.csv" <<'PY' && ok "PostgreSQL label:project,job,node report equals SQLite's" || fail "PostgreSQL label,job,node vs SQLite"
@@ -476,5 +432,5 @@ else
 fi
 
 [ $fails = 0 ] && { echo "PASS"; exit 0; }
-echo "$fails failure(s)"; grep -i error "$T/log" | head
+echo "$fails failure(s)"; grep -i error "$T"/collector-*.log | head
 exit 1

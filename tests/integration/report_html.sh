@@ -11,38 +11,15 @@
 # Skipped (77) without chromium.
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
-[ -x "$COLL" ] || { echo "FAIL: $COLL not built (make O=$O all)"; exit 1; }
+. tests/integration/collector_lib.sh
 CHROME=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$CHROME" ] || { echo "SKIP: chromium not installed (apt-get install chromium)"; exit 77; }
-T=$(mktemp -d /tmp/report_html.XXXXXX)
-CPID=
-cleanup() {
-	[ -n "$CPID" ] && { kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null; }
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-{ for n in n1 n2 n3; do echo "node $n tok-node-$n-0123456789abcdef"; done; } > "$T/tokens"
-chmod 600 "$T/tokens"
-cat > "$T/prices.ini" <<'INI'
-[prices]
-currency = EUR
-cpu_core_hour = 0.031
-memory_gib_hour = 0.0043
-gpu_hour = 1.70
-io_read_gib = 0.0011
-io_write_gib = 0.0023
-net_gib = 0.013
-INI
+coll_init report_html
+coll_tokens n1 n2 n3
+coll_prices "$T/prices.ini"
 python3 tests/integration/report_reconcile.py gen "$T" || { echo "FAIL: generating the fleet"; exit 1; }
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$COLL" serve --listen "127.0.0.1:$PORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/log" 2>&1 &
-CPID=$!
-for _ in $(seq 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.05; done
+PORT=$(free_port)
+start_collector "sqlite:$T/c.db" "$PORT" || fail "collector did not come up"
 for f in ends samples; do
 	for n in n1 n2 n3; do
 		grep -F "\"node\": \"$n\"" "$T/$f.ndjson" | split -l 500 - "$T/batch."
@@ -55,7 +32,7 @@ for f in ends samples; do
 		done
 	done
 done
-kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+stop_collector
 mkdir -p "$O/test-artifacts"
 for by in account account,user,job,node,label:project account,job; do
 	R=(--db "sqlite:$T/c.db" --prices "$T/prices.ini" --from 2026-11-25 --to 2026-12-08 --by "$by" --period day)

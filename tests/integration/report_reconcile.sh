@@ -11,53 +11,17 @@
 # parts within their rounding bound, summing exactly to the grand total).
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
-[ -x "$COLL" ] || { echo "FAIL: $COLL not built (make O=$O all)"; exit 1; }
-command -v curl >/dev/null || { echo "FAIL: curl(1) missing"; exit 1; }
-T=$(mktemp -d /tmp/report_reconcile.XXXXXX)
-CPID=
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-PGDATA=
-cleanup() {
-	[ -n "$CPID" ] && { kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null; }
-	[ -n "$PGDATA" ] && su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m immediate stop" >/dev/null 2>&1
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
+. tests/integration/collector_lib.sh
+coll_init report_reconcile
 MODEL=tests/integration/report_reconcile.py
 NODES="n1 n2 n3"
-RD=tok-reader-0123456789abcdef
-{ for n in $NODES; do echo "node $n tok-node-$n-0123456789abcdef"; done; echo "reader ops $RD"; } > "$T/tokens"
-chmod 600 "$T/tokens"
-cat > "$T/prices.ini" <<'INI'
-[prices]
-currency = EUR
-cpu_core_hour = 0.031
-memory_gib_hour = 0.0043
-gpu_hour = 1.70
-io_read_gib = 0.0011
-io_write_gib = 0.0023
-net_gib = 0.013
-INI
+coll_tokens --reader $NODES
+coll_prices "$T/prices.ini"
 python3 "$MODEL" gen "$T" || { echo "FAIL: generating the fleet"; exit 1; }
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 
 # serve DB: a collector on PORT
-serve() {
-	"$COLL" serve --listen "127.0.0.1:$PORT" --db "$1" --tokens "$T/tokens" >"$T/log" 2>&1 &
-	CPID=$!
-	for _ in $(seq 200); do
-		curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && return 0
-		kill -0 "$CPID" 2>/dev/null || break
-		sleep 0.05
-	done
-	cat "$T/log"
-	return 1
-}
+serve() { start_collector "$1" "$PORT"; }
 # post FILE: its records per node with that node's token, 500 a batch
 post() {
 	local n code rc=0
@@ -99,21 +63,16 @@ reconcile() {
 serve "sqlite:$T/c.db" || { echo "FAIL: collector did not come up"; exit 1; }
 post "$T/ends.ndjson" && post "$T/samples.ndjson" && ok "sqlite: $(cat "$T"/*.ndjson | wc -l) records ingested" ||
 	fail "sqlite ingest"
-kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+stop_collector
 reconcile "sqlite:$T/c.db" sqlite || fail "sqlite: reports differ from the model"
 
 if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
-	chmod 755 "$T"; mkdir -p "$T/pg" && chown postgres "$T/pg"
-	PGDATA=$T/pg/data
-	PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-	su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
-		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p $PGPORT -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
-		$PGBIN/createdb -h $T/pg -p $PGPORT rep" || fail "PostgreSQL did not start"
-	PDB="postgresql://postgres@/rep?host=$T/pg&port=$PGPORT"
+	pg_start rep || fail "PostgreSQL did not start"
+	PDB=$(pg_uri rep)
 	serve "$PDB" || fail "collector on PostgreSQL did not come up"
 	post "$T/ends.ndjson" && post "$T/samples.ndjson" && ok "postgresql: records ingested" ||
 		fail "postgresql ingest"
-	kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+	stop_collector
 	reconcile "$PDB" postgresql || fail "postgresql: reports differ from the model"
 else
 	echo "skip: no PostgreSQL server binaries in $PGBIN"
