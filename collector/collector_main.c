@@ -199,6 +199,149 @@ enum {
 	OPT_TOP
 };
 
+/* One command-line option: into o, or into cli where a config file may set it too. */
+static int parse_option(int c, struct options *o, struct options *cli)
+{
+	int r = 0;
+
+	switch (c) {
+	case 'c':
+		r = set_str(&cli->config, optarg);
+		break;
+	case 'l':
+		r = set_str(&cli->listen, optarg);
+		break;
+	case 'd':
+		r = set_str(&cli->db, optarg);
+		break;
+	case 't':
+		r = set_str(&cli->tokens, optarg);
+		break;
+	case 'b':
+		if (parse_size(optarg, &cli->max_body) < 0 || cli->max_body == 0) {
+			fprintf(stderr,
+				"corral-collector: --max-body: expected a size "
+				"(\"16M\"), got '%s'\n",
+				optarg);
+			r = -EINVAL;
+		}
+		break;
+	case OPT_MAX_RECORDS:
+		if (parse_u64(optarg, &cli->max_records) < 0 || cli->max_records == 0 ||
+		    cli->max_records > 10000000) {
+			fprintf(stderr,
+				"corral-collector: --max-records: expected 1..10000000, "
+				"got '%s'\n",
+				optarg);
+			r = -EINVAL;
+		}
+		break;
+	case OPT_NO_ROLLUPS:
+		o->no_rollups = true;
+		break;
+	case OPT_DB_CONNECTIONS:
+		if (parse_u64(optarg, &cli->db_connections) < 0 || cli->db_connections == 0 ||
+		    cli->db_connections > COLL_INGEST_POOL_MAX) {
+			fprintf(stderr,
+				"corral-collector: --db-connections: expected 1..%d, got "
+				"'%s'\n",
+				COLL_INGEST_POOL_MAX, optarg);
+			r = -EINVAL;
+		}
+		break;
+	case OPT_FOLD_DELAY:
+		if (parse_u64(optarg, &cli->fold_delay_ms) < 0 ||
+		    cli->fold_delay_ms > FOLD_DELAY_MAX) {
+			fprintf(stderr,
+				"corral-collector: --fold-delay: expected 0..%d "
+				"milliseconds, got '%s'\n",
+				FOLD_DELAY_MAX, optarg);
+			r = -EINVAL;
+		}
+		cli->fold_delay_set = true;
+		break;
+	case 'T':
+		o->type = optarg;
+		break;
+	case 'N':
+		o->node = optarg;
+		break;
+	case 'K':
+		o->task = optarg;
+		break;
+	case 'L':
+		if (parse_u64(optarg, &o->limit) < 0) {
+			fprintf(stderr, "corral-collector: --limit: expected a number, got '%s'\n",
+				optarg);
+			r = -EINVAL;
+		}
+		break;
+	case 'F':
+		o->format = optarg; /* checked by the command */
+		break;
+	case OPT_PRICES:
+		r = set_str(&cli->prices, optarg);
+		break;
+	case OPT_FROM:
+		o->from = optarg;
+		break;
+	case OPT_TO:
+		o->to = optarg;
+		break;
+	case OPT_BY:
+		o->by = optarg;
+		break;
+	case OPT_PERIOD:
+		o->period = optarg;
+		break;
+	case OPT_TOP:
+		if (parse_u64(optarg, &o->top) < 0 || o->top > 1000000) {
+			fprintf(stderr, "corral-collector: --top: expected 0..1000000, got '%s'\n",
+				optarg);
+			r = -EINVAL;
+		}
+		break;
+	case 'h':
+		usage(0);
+	default:
+		usage(2);
+	}
+	return r;
+}
+
+/* The config file (--config) first, then the flags in cli override it. */
+static int apply_cli(struct options *o, const struct options *cli)
+{
+	int r = 0;
+
+	if (cli->config) {
+		r = set_str(&o->config, cli->config);
+		if (r >= 0)
+			r = load_config(o, cli->config);
+		if (r < 0)
+			return r;
+	}
+	if (cli->listen)
+		r = set_str(&o->listen, cli->listen);
+	if (r >= 0 && cli->db)
+		r = set_str(&o->db, cli->db);
+	if (r >= 0 && cli->tokens)
+		r = set_str(&o->tokens, cli->tokens);
+	if (r >= 0 && cli->prices)
+		r = set_str(&o->prices, cli->prices);
+	if (cli->max_body)
+		o->max_body = cli->max_body;
+	if (cli->max_records)
+		o->max_records = cli->max_records;
+	if (cli->db_connections)
+		o->db_connections = cli->db_connections;
+	if (cli->fold_delay_set) {
+		o->fold_delay_ms = cli->fold_delay_ms;
+		o->fold_delay_set = true;
+	}
+	return r;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -228,141 +371,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 	struct options cli = {0};
 	int c, r = 0;
 
-	while ((c = getopt_long(argc, argv, "c:l:d:t:b:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c':
-			r = set_str(&cli.config, optarg);
-			break;
-		case 'l':
-			r = set_str(&cli.listen, optarg);
-			break;
-		case 'd':
-			r = set_str(&cli.db, optarg);
-			break;
-		case 't':
-			r = set_str(&cli.tokens, optarg);
-			break;
-		case 'b':
-			if (parse_size(optarg, &cli.max_body) < 0 || cli.max_body == 0) {
-				fprintf(stderr,
-					"corral-collector: --max-body: expected a size "
-					"(\"16M\"), got '%s'\n",
-					optarg);
-				r = -EINVAL;
-			}
-			break;
-		case OPT_MAX_RECORDS:
-			if (parse_u64(optarg, &cli.max_records) < 0 || cli.max_records == 0 ||
-			    cli.max_records > 10000000) {
-				fprintf(stderr,
-					"corral-collector: --max-records: expected 1..10000000, "
-					"got '%s'\n",
-					optarg);
-				r = -EINVAL;
-			}
-			break;
-		case OPT_NO_ROLLUPS:
-			o->no_rollups = true;
-			break;
-		case OPT_DB_CONNECTIONS:
-			if (parse_u64(optarg, &cli.db_connections) < 0 || cli.db_connections == 0 ||
-			    cli.db_connections > COLL_INGEST_POOL_MAX) {
-				fprintf(stderr,
-					"corral-collector: --db-connections: expected 1..%d, got "
-					"'%s'\n",
-					COLL_INGEST_POOL_MAX, optarg);
-				r = -EINVAL;
-			}
-			break;
-		case OPT_FOLD_DELAY:
-			if (parse_u64(optarg, &cli.fold_delay_ms) < 0 ||
-			    cli.fold_delay_ms > FOLD_DELAY_MAX) {
-				fprintf(stderr,
-					"corral-collector: --fold-delay: expected 0..%d "
-					"milliseconds, got '%s'\n",
-					FOLD_DELAY_MAX, optarg);
-				r = -EINVAL;
-			}
-			cli.fold_delay_set = true;
-			break;
-		case 'T':
-			o->type = optarg;
-			break;
-		case 'N':
-			o->node = optarg;
-			break;
-		case 'K':
-			o->task = optarg;
-			break;
-		case 'L':
-			if (parse_u64(optarg, &o->limit) < 0) {
-				fprintf(stderr,
-					"corral-collector: --limit: expected a number, got '%s'\n",
-					optarg);
-				r = -EINVAL;
-			}
-			break;
-		case 'F':
-			o->format = optarg; /* checked by the command */
-			break;
-		case OPT_PRICES:
-			r = set_str(&cli.prices, optarg);
-			break;
-		case OPT_FROM:
-			o->from = optarg;
-			break;
-		case OPT_TO:
-			o->to = optarg;
-			break;
-		case OPT_BY:
-			o->by = optarg;
-			break;
-		case OPT_PERIOD:
-			o->period = optarg;
-			break;
-		case OPT_TOP:
-			if (parse_u64(optarg, &o->top) < 0 || o->top > 1000000) {
-				fprintf(stderr,
-					"corral-collector: --top: expected 0..1000000, got '%s'\n",
-					optarg);
-				r = -EINVAL;
-			}
-			break;
-		case 'h':
-			usage(0);
-		default:
-			usage(2);
-		}
-		if (r < 0)
-			goto out;
-	}
-	/* config file first, then flags override it */
-	if (cli.config) {
-		r = set_str(&o->config, cli.config);
-		if (r >= 0)
-			r = load_config(o, cli.config);
-		if (r < 0)
-			goto out;
-	}
-	if (cli.listen)
-		r = set_str(&o->listen, cli.listen);
-	if (r >= 0 && cli.db)
-		r = set_str(&o->db, cli.db);
-	if (r >= 0 && cli.tokens)
-		r = set_str(&o->tokens, cli.tokens);
-	if (r >= 0 && cli.prices)
-		r = set_str(&o->prices, cli.prices);
-	if (cli.max_body)
-		o->max_body = cli.max_body;
-	if (cli.max_records)
-		o->max_records = cli.max_records;
-	if (cli.db_connections)
-		o->db_connections = cli.db_connections;
-	if (cli.fold_delay_set) {
-		o->fold_delay_ms = cli.fold_delay_ms;
-		o->fold_delay_set = true;
-	}
-out:
+	while (r >= 0 && (c = getopt_long(argc, argv, "c:l:d:t:b:h", longopts, NULL)) != -1)
+		r = parse_option(c, o, &cli);
+	if (r >= 0)
+		r = apply_cli(o, &cli);
 	options_free(&cli);
 	return r;
 }

@@ -365,6 +365,62 @@ static void mark_new(struct coll_item **sorted, size_t n, const char *id)
 
 /* rollup_open: one multi-row statement per run of deltas of the same operation, at most 1000
  * rows each (also able to apply bucketed tables this way). */
+/* The statement before the VALUES rows of upsert_values: a DELETE of rollup_open rows, an
+ * INSERT of rollup_open rows (from a VALUES list, skipped where the task has ended) or an
+ * INSERT of rollup deltas. */
+static void upsert_head(FILE *f, const struct coll_rollup_def *def, const char *pk, bool open,
+			bool del)
+{
+	if (open && del)
+		fprintf(f, "DELETE FROM %s WHERE (node, task_id) IN (VALUES ", def->name);
+	else if (open) {
+		fprintf(f,
+			"INSERT INTO %s (%s, account, \"user\", job, labels, start_ns,"
+			" sample_ns",
+			def->name, pk);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, ", %s", coll_sum_name(k));
+		fputs(") SELECT * FROM (VALUES ", f);
+	} else {
+		fprintf(f, "INSERT INTO %s (%s", def->name, pk);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, ", %s", coll_sum_name(k));
+		fputs(") VALUES ", f);
+	}
+}
+
+/* ... and after them: the conflict clauses (deltas added, open rows replaced by a newer
+ * sample). */
+static void upsert_tail(FILE *f, const struct coll_rollup_def *def, const char *pk, bool open,
+			bool del)
+{
+	if (open && del)
+		fputc(')', f);
+	else if (open) {
+		fputs(") AS v (node, task_id, account, \"user\", job, labels, start_ns,"
+		      " sample_ns",
+		      f);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, ", %s", coll_sum_name(k));
+		fputs(") WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = "
+		      "v.task_id"
+		      " AND r.node = v.node AND r.type = 'task.end')"
+		      " ON CONFLICT (node, task_id) DO UPDATE SET account = excluded.account,"
+		      " \"user\" = excluded.\"user\", job = excluded.job,"
+		      " labels = excluded.labels, start_ns = excluded.start_ns,"
+		      " sample_ns = excluded.sample_ns",
+		      f);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, ", %s = excluded.%s", coll_sum_name(k), coll_sum_name(k));
+		fputs(" WHERE excluded.sample_ns > rollup_open.sample_ns", f);
+	} else {
+		fprintf(f, " ON CONFLICT (%s) DO UPDATE SET ", pk);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "", coll_sum_name(k),
+				def->name, coll_sum_name(k), coll_sum_name(k));
+	}
+}
+
 static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
 	for (size_t start = 0; start < nd;) {
@@ -393,22 +449,7 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 		f = open_memstream(&sql, &sqllen);
 		if (!f)
 			return -ENOMEM;
-		if (open && del)
-			fprintf(f, "DELETE FROM %s WHERE (node, task_id) IN (VALUES ", def->name);
-		else if (open) {
-			fprintf(f,
-				"INSERT INTO %s (%s, account, \"user\", job, labels, start_ns,"
-				" sample_ns",
-				def->name, pk);
-			for (int k = 0; k < _COLL_SUM_MAX; k++)
-				fprintf(f, ", %s", coll_sum_name(k));
-			fputs(") SELECT * FROM (VALUES ", f);
-		} else {
-			fprintf(f, "INSERT INTO %s (%s", def->name, pk);
-			for (int k = 0; k < _COLL_SUM_MAX; k++)
-				fprintf(f, ", %s", coll_sum_name(k));
-			fputs(") VALUES ", f);
-		}
+		upsert_head(f, def, pk, open, del);
 		for (size_t i = start; i < end; i++) {
 			char *num = nums + (i - start) * (size_t)(nsum + 2) * 32;
 
@@ -452,34 +493,7 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 								 : "::text");
 			fputc(')', f);
 		}
-		if (open && del)
-			fputc(')', f);
-		else if (open) {
-			fputs(") AS v (node, task_id, account, \"user\", job, labels, start_ns,"
-			      " sample_ns",
-			      f);
-			for (int k = 0; k < _COLL_SUM_MAX; k++)
-				fprintf(f, ", %s", coll_sum_name(k));
-			fputs(
-			    ") WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = "
-			    "v.task_id"
-			    " AND r.node = v.node AND r.type = 'task.end')"
-			    " ON CONFLICT (node, task_id) DO UPDATE SET account = excluded.account,"
-			    " \"user\" = excluded.\"user\", job = excluded.job,"
-			    " labels = excluded.labels, start_ns = excluded.start_ns,"
-			    " sample_ns = excluded.sample_ns",
-			    f);
-			for (int k = 0; k < _COLL_SUM_MAX; k++)
-				fprintf(f, ", %s = excluded.%s", coll_sum_name(k),
-					coll_sum_name(k));
-			fputs(" WHERE excluded.sample_ns > rollup_open.sample_ns", f);
-		} else {
-			fprintf(f, " ON CONFLICT (%s) DO UPDATE SET ", pk);
-			for (int k = 0; k < _COLL_SUM_MAX; k++)
-				fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "",
-					coll_sum_name(k), def->name, coll_sum_name(k),
-					coll_sum_name(k));
-		}
+		upsert_tail(f, def, pk, open, del);
 		if (fclose(f) != 0)
 			r = -ENOMEM;
 		if (r >= 0) {
