@@ -9,7 +9,9 @@
  *   api SOCKET          the control API directly: one connection per task, run + wait (the
  *                       agent's default sandbox); api_nosb: with sandbox.mount_namespace false;
  *                       api_tmp: private /tmp and /dev/shm too; api_ns: and IPC + UTS
- *                       namespaces
+ *                       namespaces; api_nodev: without the private /dev; api_pid: a PID
+ *                       namespace (and its init); api_paths: a read-only path, an
+ *                       inaccessible one and a bind; api_landlock: those with Landlock
  *   throughput SOCKET K keeps K API requests in flight for N tasks; prints launches/s
  *   bare_throughput K   the baseline of throughput: K children of fork + execve of /bin/true
  *                       in flight (one reaped, the next forked) for N; prints launches/s
@@ -308,7 +310,16 @@ int main(int argc, char **argv)
 			} v[] = {{"api_nosb", "{\"mount_namespace\":false}"},
 				 {"api_tmp", "{\"private_tmp\":true}"},
 				 {"api_ns", "{\"private_tmp\":true,\"ipc_namespace\":true,"
-					    "\"uts_namespace\":true}"}};
+					    "\"uts_namespace\":true}"},
+				 {"api_nodev", "{\"private_dev\":false}"},
+				 {"api_pid", "{\"pid_namespace\":true}"},
+				 {"api_paths", "{\"read_only_paths\":[\"/srv\"],"
+					       "\"inaccessible_paths\":[\"/root\"],"
+					       "\"bind\":[\"/srv:/mnt:ro\"]}"},
+				 {"api_landlock",
+				  "{\"read_only_paths\":[\"/srv\"],"
+				  "\"inaccessible_paths\":[\"/root\"],"
+				  "\"bind\":[\"/srv:/mnt:ro\"],\"landlock\":true}"}};
 			char req[512];
 
 			r = -1;
