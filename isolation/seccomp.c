@@ -636,17 +636,106 @@ static uint32_t notify_action(uint32_t action)
 	return action;
 }
 
+/* Whether an entry's includes/excludes let it apply here (*ret). Both filters are validated
+ * before either decides, so errors never hide. */
+static int entry_matches(const json_t *e, const char *path, bool *ret, char *err, size_t errlen)
+{
+	char p[96];
+	const json_t *v;
+	bool match, empty;
+	int r;
+
+	match = true;
+	v = jget(e, "includes");
+	if (v) {
+		bool m;
+
+		snprintf(p, sizeof(p), "%s.includes", path);
+		r = eval_filter(v, p, &m, &empty, err, errlen);
+		if (r < 0)
+			return r;
+		if (!empty)
+			match = match && m;
+	}
+	v = jget(e, "excludes");
+	if (v) {
+		bool m;
+
+		snprintf(p, sizeof(p), "%s.excludes", path);
+		r = eval_filter(v, p, &m, &empty, err, errlen);
+		if (r < 0)
+			return r;
+		if (!empty && m)
+			match = false;
+	}
+	*ret = match;
+	return 0;
+}
+
+/* The rule of one syscall name n (at path p) of an entry, added to the filters where the entry
+ * applies here (match) and differs from the default action. */
+static int add_name_rule(struct compile_state *st, const json_t *n, const char *p, uint32_t action,
+			 bool match, unsigned int nargs, struct scmp_arg_cmp *cmps, char *err,
+			 size_t errlen)
+{
+	char q[SBX_NAME_MAX + 4];
+	const char *s;
+	int nr, r;
+
+	r = want_type(n, JSON_STRING, p, err, errlen);
+	if (r < 0)
+		return r;
+	s = json_string_value(n);
+	/*
+	 * Names are checked even for rules that do not apply here: a typo is a typo. A
+	 * name this libseccomp does not know (a call newer than its tables: moby allows
+	 * "mseal", "listmount") is skipped in an allow or log rule, as runc and crun do:
+	 * the call keeps the default action, which is never more permissive. A rule
+	 * meant to deny it cannot be honoured, so that stays an error.
+	 */
+	nr = strlen(s) <= SBX_NAME_MAX ? seccomp_syscall_resolve_name(s) : __NR_SCMP_ERROR;
+	if (nr == __NR_SCMP_ERROR) {
+		if (syscall_name_shaped(s) &&
+		    (action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG)) {
+			if (match && action != st->default_action)
+				note_skipped(st, s);
+			return 0;
+		}
+		return err_set(err, errlen, -EINVAL, "%s: unknown syscall \"%s\"", p,
+			       quote_user(s, q));
+	}
+	if (!match || action == st->default_action)
+		return 0; /* OCI: a rule equal to the default is a no-op */
+	if (++st->nrules > SBX_MAX_RULES)
+		return err_set(err, errlen, -EINVAL, "%s: too many rules (at most %d)", p,
+			       SBX_MAX_RULES);
+	r = seccomp_rule_add_array(st->ctx, action, nr, nargs, cmps);
+	if (r < 0)
+		return err_set(err, errlen, -EINVAL,
+			       "%s: rule for \"%s\" rejected by libseccomp: %s", p, s,
+			       strerror(-r));
+	if (st->nctx && notify_action(action) != st->ndefault) {
+		r = seccomp_rule_add_array(st->nctx, notify_action(action), nr, nargs, cmps);
+		if (r < 0)
+			return err_set(err, errlen, -EINVAL,
+				       "%s: rule for \"%s\" rejected by libseccomp (audit "
+				       "variant): %s",
+				       p, s, strerror(-r));
+	}
+	return 0;
+}
+
 static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t index, char *err,
 			       size_t errlen)
 {
 	static const char *const keys[] = {"names", "name",    "action",   "errnoRet", "errno",
 					   "args",  "comment", "includes", "excludes", NULL};
 	struct scmp_arg_cmp cmps[SBX_MAX_ARGS];
-	char path[48], p[96], q[SBX_NAME_MAX + 4];
+	char path[48], p[96];
 	const json_t *names, *name, *args, *v;
 	unsigned int nargs = 0;
 	uint32_t action;
-	bool match, empty;
+	bool match;
 	int r;
 
 	snprintf(path, sizeof(path), "syscalls[%zu]", index);
@@ -696,30 +785,9 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 		}
 	}
 
-	/* Both filters are validated before either decides, so errors never hide. */
-	match = true;
-	v = jget(e, "includes");
-	if (v) {
-		bool m;
-
-		snprintf(p, sizeof(p), "%s.includes", path);
-		r = eval_filter(v, p, &m, &empty, err, errlen);
-		if (r < 0)
-			return r;
-		if (!empty)
-			match = match && m;
-	}
-	v = jget(e, "excludes");
-	if (v) {
-		bool m;
-
-		snprintf(p, sizeof(p), "%s.excludes", path);
-		r = eval_filter(v, p, &m, &empty, err, errlen);
-		if (r < 0)
-			return r;
-		if (!empty && m)
-			match = false;
-	}
+	r = entry_matches(e, path, &match, err, errlen);
+	if (r < 0)
+		return r;
 
 	names = jget(e, "names");
 	name = jget(e, "name");
@@ -738,54 +806,14 @@ static int parse_syscall_entry(struct compile_state *st, const json_t *e, size_t
 
 	for (size_t i = 0; i < (names ? json_array_size(names) : 1); i++) {
 		const json_t *n = names ? json_array_get(names, i) : name;
-		const char *s;
-		int nr;
 
 		if (names)
 			snprintf(p, sizeof(p), "%s.names[%zu]", path, i);
 		else
 			snprintf(p, sizeof(p), "%s.name", path);
-		r = want_type(n, JSON_STRING, p, err, errlen);
+		r = add_name_rule(st, n, p, action, match, nargs, cmps, err, errlen);
 		if (r < 0)
 			return r;
-		s = json_string_value(n);
-		/*
-		 * Names are checked even for rules that do not apply here: a typo is a typo. A
-		 * name this libseccomp does not know (a call newer than its tables: moby allows
-		 * "mseal", "listmount") is skipped in an allow or log rule, as runc and crun do:
-		 * the call keeps the default action, which is never more permissive. A rule
-		 * meant to deny it cannot be honoured, so that stays an error.
-		 */
-		nr = strlen(s) <= SBX_NAME_MAX ? seccomp_syscall_resolve_name(s) : __NR_SCMP_ERROR;
-		if (nr == __NR_SCMP_ERROR) {
-			if (syscall_name_shaped(s) &&
-			    (action == SCMP_ACT_ALLOW || action == SCMP_ACT_LOG)) {
-				if (match && action != st->default_action)
-					note_skipped(st, s);
-				continue;
-			}
-			return err_set(err, errlen, -EINVAL, "%s: unknown syscall \"%s\"", p,
-				       quote_user(s, q));
-		}
-		if (!match || action == st->default_action)
-			continue; /* OCI: a rule equal to the default is a no-op */
-		if (++st->nrules > SBX_MAX_RULES)
-			return err_set(err, errlen, -EINVAL, "%s: too many rules (at most %d)", p,
-				       SBX_MAX_RULES);
-		r = seccomp_rule_add_array(st->ctx, action, nr, nargs, cmps);
-		if (r < 0)
-			return err_set(err, errlen, -EINVAL,
-				       "%s: rule for \"%s\" rejected by libseccomp: %s", p, s,
-				       strerror(-r));
-		if (st->nctx && notify_action(action) != st->ndefault) {
-			r = seccomp_rule_add_array(st->nctx, notify_action(action), nr, nargs,
-						   cmps);
-			if (r < 0)
-				return err_set(err, errlen, -EINVAL,
-					       "%s: rule for \"%s\" rejected by libseccomp (audit "
-					       "variant): %s",
-					       p, s, strerror(-r));
-		}
 	}
 	return 0;
 }
@@ -949,110 +977,12 @@ int sbx_profile_compile(const char *json, size_t len, struct sbx_filter **ret, c
 	return sbx_profile_compile_flags(json, len, 0, ret, err, errlen);
 }
 
-int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
-			      struct sbx_filter **ret, char *err, size_t errlen)
+/* architectures: each named ABI added to the filters. */
+static int parse_architectures(struct compile_state *st, const json_t *root, char *err,
+			       size_t errlen)
 {
-	static const char *const keys[] = {"defaultAction",
-					   "defaultErrnoRet",
-					   "architectures",
-					   "archMap",
-					   "syscalls",
-					   "comment",
-					   "defaultErrno",
-					   "flags",
-					   "listenerPath",
-					   "listenerMetadata",
-					   NULL};
-	_cleanup_(json_decrefp) json_t *root = NULL;
-	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL, nctx = NULL;
-	struct compile_state st = {0};
-	unsigned int seccomp_flags = 0;
 	const json_t *v;
-	json_error_t jerr;
 	int r;
-
-	if (err && errlen)
-		err[0] = 0;
-	if (!json || !ret || (flags & ~SBX_COMPILE_NOTIFY))
-		return -EINVAL;
-	if (len > SBX_PROFILE_MAX_BYTES) {
-		return err_set(err, errlen, -E2BIG, "profile too large (%zu bytes, at most %d)",
-			       len, SBX_PROFILE_MAX_BYTES);
-	}
-	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return err_set(err, errlen, -EINVAL, "line %d column %d: %s", jerr.line,
-			       jerr.column, jerr.text);
-	r = want_type(root, JSON_OBJECT, "profile", err, errlen);
-	if (r < 0)
-		return r;
-	r = check_keys(root, "", keys, err, errlen);
-	if (r < 0)
-		return r;
-
-	v = jget(root, "comment");
-	if (v) {
-		r = want_type(v, JSON_STRING, "comment", err, errlen);
-		if (r < 0)
-			return r;
-	}
-	v = jget(root, "defaultAction");
-	if (!v)
-		return err_set(err, errlen, -EINVAL, "defaultAction: missing");
-	r = parse_action(v, "defaultAction", jget(root, "defaultErrnoRet"), "defaultErrnoRet",
-			 jget(root, "defaultErrno"), "defaultErrno", &st.default_action, err,
-			 errlen);
-	if (r < 0)
-		return r;
-
-	r = parse_flags(jget(root, "flags"), &seccomp_flags, err, errlen);
-	if (r < 0)
-		return r;
-	/*
-	 * listenerPath/listenerMetadata (OCI): where a runtime would send a seccomp agent the
-	 * listener for SCMP_ACT_NOTIFY rules. Corral's shim holds the task's listener itself
-	 * (audit of denied calls) and SCMP_ACT_NOTIFY stays refused, so a profile that would
-	 * need the agent fails on its action; the members are type-checked and ignored.
-	 */
-	v = jget(root, "listenerPath");
-	if (v) {
-		r = want_type(v, JSON_STRING, "listenerPath", err, errlen);
-		if (r < 0)
-			return r;
-	}
-	v = jget(root, "listenerMetadata");
-	if (v) {
-		r = want_type(v, JSON_STRING, "listenerMetadata", err, errlen);
-		if (r < 0)
-			return r;
-	}
-
-	ctx = seccomp_init(st.default_action);
-	if (!ctx)
-		return -ENOMEM;
-	st.ctx = ctx;
-	/*
-	 * Any ABI the profile does not name (i386 via int 0x80, x32 syscall numbers) kills the
-	 * process: rules written for native syscall numbers say nothing about another ABI's.
-	 */
-	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	if (r < 0)
-		return r;
-	if (flags & SBX_COMPILE_NOTIFY) {
-		st.ndefault = notify_action(st.default_action);
-		nctx = seccomp_init(st.ndefault);
-		if (!nctx) {
-			return err_set(err, errlen, -EOPNOTSUPP,
-				       "seccomp user notification is not supported here");
-		}
-		r = seccomp_attr_set(nctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_NOTIFY);
-		if (r < 0) {
-			return err_set(err, errlen, -EOPNOTSUPP,
-				       "seccomp user notification is not supported here: %s",
-				       strerror(-r));
-		}
-		st.nctx = nctx;
-	}
 
 	v = jget(root, "architectures");
 	if (v) {
@@ -1067,13 +997,20 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 			r = parse_arch(json_array_get(v, i), p, false, &tok, err, errlen);
 			if (r < 0)
 				return r;
-			r = add_arch_all(&st, tok, p, err, errlen);
+			r = add_arch_all(st, tok, p, err, errlen);
 			if (r < 0)
 				return r;
 		}
 	}
+	return 0;
+}
 
-	/* archMap (Docker): an entry for the native architecture adds its subArchitectures. */
+/* archMap (Docker): an entry for the native architecture adds its subArchitectures. */
+static int parse_arch_map(struct compile_state *st, const json_t *root, char *err, size_t errlen)
+{
+	const json_t *v;
+	int r;
+
 	v = jget(root, "archMap");
 	if (v) {
 		static const char *const mkeys[] = {"architecture", "subArchitectures", NULL};
@@ -1118,12 +1055,135 @@ int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
 					return r;
 				if (tok != seccomp_arch_native())
 					continue;
-				r = add_arch_all(&st, sub, pk, err, errlen);
+				r = add_arch_all(st, sub, pk, err, errlen);
 				if (r < 0)
 					return r;
 			}
 		}
 	}
+	return 0;
+}
+
+/* An optional member that must be a string when present. */
+static int want_optional_string(const json_t *root, const char *key, char *err, size_t errlen)
+{
+	const json_t *v = jget(root, key);
+
+	return v ? want_type(v, JSON_STRING, key, err, errlen) : 0;
+}
+
+/* The second filter, of the audit of denied calls: what the profile denies goes to the
+ * shim's listener instead (st->ndefault, st->nctx; *ret owns it). */
+static int notify_filter_init(struct compile_state *st, scmp_filter_ctx *ret, char *err,
+			      size_t errlen)
+{
+	scmp_filter_ctx nctx;
+	int r;
+
+	st->ndefault = notify_action(st->default_action);
+	nctx = seccomp_init(st->ndefault);
+	if (!nctx)
+		return err_set(err, errlen, -EOPNOTSUPP,
+			       "seccomp user notification is not supported here");
+	*ret = nctx;
+	r = seccomp_attr_set(nctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_NOTIFY);
+	if (r < 0)
+		return err_set(err, errlen, -EOPNOTSUPP,
+			       "seccomp user notification is not supported here: %s", strerror(-r));
+	st->nctx = nctx;
+	return 0;
+}
+
+int sbx_profile_compile_flags(const char *json, size_t len, unsigned int flags,
+			      struct sbx_filter **ret, char *err, size_t errlen)
+{
+	static const char *const keys[] = {"defaultAction",
+					   "defaultErrnoRet",
+					   "architectures",
+					   "archMap",
+					   "syscalls",
+					   "comment",
+					   "defaultErrno",
+					   "flags",
+					   "listenerPath",
+					   "listenerMetadata",
+					   NULL};
+	_cleanup_(json_decrefp) json_t *root = NULL;
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL, nctx = NULL;
+	struct compile_state st = {0};
+	unsigned int seccomp_flags = 0;
+	const json_t *v;
+	json_error_t jerr;
+	int r;
+
+	if (err && errlen)
+		err[0] = 0;
+	if (!json || !ret || (flags & ~SBX_COMPILE_NOTIFY))
+		return -EINVAL;
+	if (len > SBX_PROFILE_MAX_BYTES) {
+		return err_set(err, errlen, -E2BIG, "profile too large (%zu bytes, at most %d)",
+			       len, SBX_PROFILE_MAX_BYTES);
+	}
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return err_set(err, errlen, -EINVAL, "line %d column %d: %s", jerr.line,
+			       jerr.column, jerr.text);
+	r = want_type(root, JSON_OBJECT, "profile", err, errlen);
+	if (r < 0)
+		return r;
+	r = check_keys(root, "", keys, err, errlen);
+	if (r < 0)
+		return r;
+
+	r = want_optional_string(root, "comment", err, errlen);
+	if (r < 0)
+		return r;
+	v = jget(root, "defaultAction");
+	if (!v)
+		return err_set(err, errlen, -EINVAL, "defaultAction: missing");
+	r = parse_action(v, "defaultAction", jget(root, "defaultErrnoRet"), "defaultErrnoRet",
+			 jget(root, "defaultErrno"), "defaultErrno", &st.default_action, err,
+			 errlen);
+	if (r < 0)
+		return r;
+
+	r = parse_flags(jget(root, "flags"), &seccomp_flags, err, errlen);
+	if (r < 0)
+		return r;
+	/*
+	 * listenerPath/listenerMetadata (OCI): where a runtime would send a seccomp agent the
+	 * listener for SCMP_ACT_NOTIFY rules. Corral's shim holds the task's listener itself
+	 * (audit of denied calls) and SCMP_ACT_NOTIFY stays refused, so a profile that would
+	 * need the agent fails on its action; the members are type-checked and ignored.
+	 */
+	r = want_optional_string(root, "listenerPath", err, errlen);
+	if (r >= 0)
+		r = want_optional_string(root, "listenerMetadata", err, errlen);
+	if (r < 0)
+		return r;
+
+	ctx = seccomp_init(st.default_action);
+	if (!ctx)
+		return -ENOMEM;
+	st.ctx = ctx;
+	/*
+	 * Any ABI the profile does not name (i386 via int 0x80, x32 syscall numbers) kills the
+	 * process: rules written for native syscall numbers say nothing about another ABI's.
+	 */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (r < 0)
+		return r;
+	if (flags & SBX_COMPILE_NOTIFY) {
+		r = notify_filter_init(&st, &nctx, err, errlen);
+		if (r < 0)
+			return r;
+	}
+
+	r = parse_architectures(&st, root, err, errlen);
+	if (r >= 0)
+		r = parse_arch_map(&st, root, err, errlen);
+	if (r < 0)
+		return r;
 
 	v = jget(root, "syscalls");
 	if (v) {
@@ -1332,6 +1392,58 @@ bool sbx_filter_notifies(const struct sbx_filter *f)
  * struct seccomp_data, immediates, scratch memory, ALU, jumps, returns, TAX/TXA. Anything else
  * (never emitted by libseccomp) and running off the end kill, as an unknown action does.
  */
+enum bpf_step { BPF_STEP_OK, BPF_STEP_RET0, BPF_STEP_INVALID };
+
+/* One classic BPF ALU instruction on the accumulator a. */
+static enum bpf_step bpf_alu(uint16_t code, uint32_t *a, uint32_t src)
+{
+	uint32_t A = *a;
+
+	switch (BPF_OP(code)) {
+	case BPF_ADD:
+		A += src;
+		break;
+	case BPF_SUB:
+		A -= src;
+		break;
+	case BPF_MUL:
+		A *= src;
+		break;
+	case BPF_DIV:
+		if (src == 0)
+			return BPF_STEP_RET0;
+		A /= src;
+		break;
+	case BPF_MOD:
+		if (src == 0)
+			return BPF_STEP_RET0;
+		A %= src;
+		break;
+	case BPF_OR:
+		A |= src;
+		break;
+	case BPF_AND:
+		A &= src;
+		break;
+	case BPF_XOR:
+		A ^= src;
+		break;
+	case BPF_LSH:
+		A = src < 32 ? A << src : 0;
+		break;
+	case BPF_RSH:
+		A = src < 32 ? A >> src : 0;
+		break;
+	case BPF_NEG:
+		A = -A;
+		break;
+	default:
+		return BPF_STEP_INVALID;
+	}
+	*a = A;
+	return BPF_STEP_OK;
+}
+
 static uint32_t bpf_run(const struct sock_fprog *p, const struct seccomp_data *d)
 {
 	uint32_t A = 0, X = 0, M[BPF_MEMWORDS] = {0};
@@ -1382,44 +1494,11 @@ static uint32_t bpf_run(const struct sock_fprog *p, const struct seccomp_data *d
 			break;
 		case BPF_ALU:
 			src = BPF_SRC(in->code) == BPF_X ? X : k;
-			switch (BPF_OP(in->code)) {
-			case BPF_ADD:
-				A += src;
+			switch (bpf_alu(in->code, &A, src)) {
+			case BPF_STEP_OK:
 				break;
-			case BPF_SUB:
-				A -= src;
-				break;
-			case BPF_MUL:
-				A *= src;
-				break;
-			case BPF_DIV:
-				if (src == 0)
-					return 0; /* classic BPF: the program returns 0 */
-				A /= src;
-				break;
-			case BPF_MOD:
-				if (src == 0)
-					return 0;
-				A %= src;
-				break;
-			case BPF_OR:
-				A |= src;
-				break;
-			case BPF_AND:
-				A &= src;
-				break;
-			case BPF_XOR:
-				A ^= src;
-				break;
-			case BPF_LSH:
-				A = src < 32 ? A << src : 0;
-				break;
-			case BPF_RSH:
-				A = src < 32 ? A >> src : 0;
-				break;
-			case BPF_NEG:
-				A = -A;
-				break;
+			case BPF_STEP_RET0:
+				return 0; /* classic BPF: division by zero returns 0 */
 			default:
 				return SECCOMP_RET_KILL_PROCESS;
 			}
