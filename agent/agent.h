@@ -327,6 +327,9 @@ void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_u
 
 /* state.c */
 int state_save_task(struct agent *a, struct task *t);
+/* A task's state file as JSON (new reference, NULL when out of memory), and back. */
+json_t *state_task_encode(struct agent *a, struct task *t);
+int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen);
 /* runtime_dir, or state_dir when none is configured. */
 const char *agent_runtime_dir(const struct agent *a);
 /* A file of the task (sub "tasks" or "ended", ext ".json", ".exit", ".syscalls"): in

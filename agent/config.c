@@ -99,15 +99,19 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
-int config_set(struct agent_config *c, const char *section, const char *key, const char *value,
-	       char *err, size_t errlen)
-{
-	uint64_t u;
-	double d;
-	bool b;
+/* The setters of config_set, by section: each returns CONFIG_UNKNOWN for a key it does not know. */
+#define CONFIG_UNKNOWN 1
+#define IS(s, k)       (strcmp(section, s) == 0 && strcmp(key, k) == 0)
+#define BAD(what)      err_set(err, errlen, -EINVAL, "[%s] %s: %s \"%.64s\"", section, key, what, value)
 
-#define IS(s, k)  (strcmp(section, s) == 0 && strcmp(key, k) == 0)
-#define BAD(what) err_set(err, errlen, -EINVAL, "[%s] %s: %s \"%.64s\"", section, key, what, value)
+/* [agent] */
+static int config_set_agent(struct agent_config *c, const char *section, const char *key,
+			    const char *value, char *err, size_t errlen)
+{
+	_unused_ uint64_t u;
+	_unused_ double d;
+	_unused_ bool b;
+
 	if (IS("agent", "node")) {
 		if (!*value || strlen(value) > 253)
 			return BAD("invalid node name");
@@ -196,6 +200,18 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			return BAD("expected debug|info|notice|warning|err");
 		return set_str(&c->log_level, value);
 	}
+	return CONFIG_UNKNOWN;
+}
+
+/* [control], [metering], [sandbox] */
+static int config_set_control_metering_sandbox(struct agent_config *c, const char *section,
+					       const char *key, const char *value, char *err,
+					       size_t errlen)
+{
+	_unused_ uint64_t u;
+	_unused_ double d;
+	_unused_ bool b;
+
 	if (IS("control", "max_connections_per_uid")) {
 		if (parse_u64(value, &u) < 0 || u < 1 || u > CONTROL_CONN_PER_UID_MAX)
 			return BAD("expected an integer 1-240");
@@ -276,6 +292,17 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 			return 0;
 		}
 	}
+	return CONFIG_UNKNOWN;
+}
+
+/* [audit] */
+static int config_set_audit(struct agent_config *c, const char *section, const char *key,
+			    const char *value, char *err, size_t errlen)
+{
+	_unused_ uint64_t u;
+	_unused_ double d;
+	_unused_ bool b;
+
 	if (IS("audit", "enable")) {
 		if (parse_bool(value, &b) < 0)
 			return BAD("expected yes or no");
@@ -333,6 +360,18 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 		c->audit_summary_sample = (uint32_t)u;
 		return 0;
 	}
+	return CONFIG_UNKNOWN;
+}
+
+/* [metrics], [collector], [spool] */
+static int config_set_metrics_collector_spool(struct agent_config *c, const char *section,
+					      const char *key, const char *value, char *err,
+					      size_t errlen)
+{
+	_unused_ uint64_t u;
+	_unused_ double d;
+	_unused_ bool b;
+
 	if (IS("metrics", "listen"))
 		return set_str(&c->metrics_listen, value);
 	if (IS("metrics", "tasks")) {
@@ -393,8 +432,26 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 		c->spool_billing_reserve = u;
 		return 0;
 	}
+	return CONFIG_UNKNOWN;
+}
+
 #undef IS
 #undef BAD
+
+int config_set(struct agent_config *c, const char *section, const char *key, const char *value,
+	       char *err, size_t errlen)
+{
+	static int (*const setters[])(struct agent_config *, const char *, const char *,
+				      const char *, char *, size_t) = {
+	    config_set_agent, config_set_control_metering_sandbox, config_set_audit,
+	    config_set_metrics_collector_spool};
+
+	for (size_t i = 0; i < ARRAY_SIZE(setters); i++) {
+		int r = setters[i](c, section, key, value, err, errlen);
+
+		if (r != CONFIG_UNKNOWN)
+			return r;
+	}
 	return err_set(err, errlen, -EINVAL, "[%s] %s: unknown key", section, key);
 }
 

@@ -84,27 +84,18 @@ static void esc(const char *s, char *out, size_t len)
 	out[o] = 0;
 }
 
-static char *render_metrics(struct agent *a, size_t *ret_len)
-{
-	struct buf b = {0};
-	struct spool_stats ss = {0};
-	struct upl_stats us = {0};
-	struct gpu_glue_stats gs;
-	char node[256];
-
-	esc(a->cfg.node, node, sizeof(node));
-	bprintf(
-	    &b,
-	    "# HELP corral_agent_info Agent identity and modes.\n# TYPE corral_agent_info gauge\n");
-	bprintf(&b, "corral_agent_info{node=\"%s\",cgroup_mode=\"%s\",metering=\"%s\"} 1\n", node,
-		cg_mode_to_string(cg_root_mode(a->cg)),
-		a->meter ? meter_attach_mode(a->meter) : "off");
 #define G(name, help, val)                                                                         \
-	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %llu\n",            \
+	bprintf(b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %llu\n",             \
 		(unsigned long long)(val))
 #define C(name, help, val)                                                                         \
-	bprintf(&b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",          \
+	bprintf(b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n",           \
 		(unsigned long long)(val))
+
+/* The agent's own gauges and counters: tasks, control, GPU, BPF metering. */
+static void metrics_agent(struct buf *b, struct agent *a)
+{
+	struct gpu_glue_stats gs;
+
 	G("corral_tasks_live", "Tasks running now.", a->n_live);
 	G("corral_tasks_max", "Configured max_tasks.", a->cfg.max_tasks);
 	C("corral_tasks_started_total", "Tasks started.", a->stats.tasks_started);
@@ -177,16 +168,23 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  "Drains of the map of exited threads (accounting at exit).",
 		  meter_drains(a->meter));
 	}
+}
+
+/* The BPF map sweeps, the spool and the uploader. */
+static void metrics_pipeline(struct buf *b, struct agent *a)
+{
+	struct spool_stats ss = {0};
+	struct upl_stats us = {0};
+
 	if (a->meter || a->audit) {
-		bprintf(&b,
-			"# HELP corral_bpf_map_sweeps_total Whole BPF map walks at a task's end "
-			"(needed only when the programs left entries of the task behind).\n"
-			"# TYPE corral_bpf_map_sweeps_total counter\n");
+		bprintf(b, "# HELP corral_bpf_map_sweeps_total Whole BPF map walks at a task's end "
+			   "(needed only when the programs left entries of the task behind).\n"
+			   "# TYPE corral_bpf_map_sweeps_total counter\n");
 		if (a->meter)
-			bprintf(&b, "corral_bpf_map_sweeps_total{programs=\"metering\"} %llu\n",
+			bprintf(b, "corral_bpf_map_sweeps_total{programs=\"metering\"} %llu\n",
 				(unsigned long long)meter_sweeps(a->meter));
 		if (a->audit)
-			bprintf(&b, "corral_bpf_map_sweeps_total{programs=\"audit\"} %llu\n",
+			bprintf(b, "corral_bpf_map_sweeps_total{programs=\"audit\"} %llu\n",
 				(unsigned long long)audit_sweeps(a->audit));
 	}
 	if (a->spool) {
@@ -218,11 +216,14 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		  (uint64_t)us.last_http_status);
 		G("corral_upload_backoff_ms", "Current backoff delay.", us.backoff_ms);
 	}
+}
 #undef G
 #undef C
-	/* Per task: only as configured ([metrics] tasks), because whoever can reach the port
-	 * reads them, whether or not it may see those tasks through the control socket. */
-	if (a->cfg.metrics_tasks == METRICS_TASKS_ACCOUNT) {
+
+/* [metrics] tasks = account: running tasks, CPU and peak memory per account. */
+static void metrics_accounts(struct buf *b, struct agent *a)
+{
+	{
 		struct acct_sum {
 			const char *account;
 			uint64_t tasks;
@@ -250,25 +251,30 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 			    (double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9;
 			sums[i].mem += t->usage.memory_peak_bytes;
 		}
-		bprintf(&b, "# HELP corral_account_tasks_running Running tasks per account.\n"
-			    "# TYPE corral_account_tasks_running gauge\n");
+		bprintf(b, "# HELP corral_account_tasks_running Running tasks per account.\n"
+			   "# TYPE corral_account_tasks_running gauge\n");
 		for (size_t i = 0; i < n; i++) {
 			char acct[256];
 
 			esc(sums[i].account, acct, sizeof(acct));
-			bprintf(&b, "corral_account_tasks_running{account=\"%s\"} %llu\n", acct,
+			bprintf(b, "corral_account_tasks_running{account=\"%s\"} %llu\n", acct,
 				(unsigned long long)sums[i].tasks);
-			bprintf(&b, "corral_account_running_cpu_seconds{account=\"%s\"} %.6f\n",
+			bprintf(b, "corral_account_running_cpu_seconds{account=\"%s\"} %.6f\n",
 				acct, sums[i].cpu);
-			bprintf(&b,
+			bprintf(b,
 				"corral_account_running_memory_peak_bytes{account=\"%s\"} %llu\n",
 				acct, (unsigned long long)sums[i].mem);
 		}
 		free(sums);
 	}
+}
+
+/* [metrics] tasks = task: the figures of each running task. */
+static void metrics_tasks(struct buf *b, struct agent *a)
+{
 	if (a->cfg.metrics_tasks == METRICS_TASKS_TASK)
-		bprintf(&b, "# HELP corral_task_cpu_seconds_total CPU time of the task.\n"
-			    "# TYPE corral_task_cpu_seconds_total counter\n");
+		bprintf(b, "# HELP corral_task_cpu_seconds_total CPU time of the task.\n"
+			   "# TYPE corral_task_cpu_seconds_total counter\n");
 	for (struct task *t = a->cfg.metrics_tasks == METRICS_TASKS_TASK ? a->tasks : NULL; t;
 	     t = t->next) {
 		char user[128], acct[256], job[256];
@@ -280,28 +286,50 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 		esc(t->spec.account, acct, sizeof(acct));
 		esc(t->spec.job, job, sizeof(job));
 #define L "{task=\"%s\",user=\"%s\",account=\"%s\",job=\"%s\"}"
-		bprintf(&b, "corral_task_cpu_seconds_total" L " %.6f\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_cpu_seconds_total" L " %.6f\n", t->id, user, acct, job,
 			(double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9);
-		bprintf(&b, "corral_task_memory_peak_bytes" L " %llu\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_memory_peak_bytes" L " %llu\n", t->id, user, acct, job,
 			(unsigned long long)t->usage.memory_peak_bytes);
-		bprintf(&b, "corral_task_io_read_bytes_total" L " %llu\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_io_read_bytes_total" L " %llu\n", t->id, user, acct, job,
 			(unsigned long long)t->usage.io_read_bytes);
-		bprintf(&b, "corral_task_io_write_bytes_total" L " %llu\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_io_write_bytes_total" L " %llu\n", t->id, user, acct, job,
 			(unsigned long long)t->usage.io_write_bytes);
-		bprintf(&b, "corral_task_net_rx_bytes_total" L " %llu\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_net_rx_bytes_total" L " %llu\n", t->id, user, acct, job,
 			(unsigned long long)t->usage.net_rx_bytes);
-		bprintf(&b, "corral_task_net_tx_bytes_total" L " %llu\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_net_tx_bytes_total" L " %llu\n", t->id, user, acct, job,
 			(unsigned long long)t->usage.net_tx_bytes);
-		bprintf(&b, "corral_task_wall_seconds" L " %.3f\n", t->id, user, acct, job,
+		bprintf(b, "corral_task_wall_seconds" L " %.3f\n", t->id, user, acct, job,
 			(double)t->usage.wall_ns / 1e9);
 		if (t->spec.memory_max)
-			bprintf(&b, "corral_task_memory_limit_bytes" L " %llu\n", t->id, user, acct,
+			bprintf(b, "corral_task_memory_limit_bytes" L " %llu\n", t->id, user, acct,
 				job, (unsigned long long)t->spec.memory_max);
 		if (t->spec.cpus > 0)
-			bprintf(&b, "corral_task_cpu_limit_cores" L " %.3f\n", t->id, user, acct,
+			bprintf(b, "corral_task_cpu_limit_cores" L " %.3f\n", t->id, user, acct,
 				job, t->spec.cpus);
 #undef L
 	}
+}
+
+static char *render_metrics(struct agent *a, size_t *ret_len)
+{
+	struct buf b = {0};
+	char node[256];
+
+	esc(a->cfg.node, node, sizeof(node));
+	bprintf(
+	    &b,
+	    "# HELP corral_agent_info Agent identity and modes.\n# TYPE corral_agent_info gauge\n");
+	bprintf(&b, "corral_agent_info{node=\"%s\",cgroup_mode=\"%s\",metering=\"%s\"} 1\n", node,
+		cg_mode_to_string(cg_root_mode(a->cg)),
+		a->meter ? meter_attach_mode(a->meter) : "off");
+	metrics_agent(&b, a);
+	metrics_pipeline(&b, a);
+	/* Per task: only as configured ([metrics] tasks), because whoever can reach the port
+	 * reads them, whether or not it may see those tasks through the control socket. */
+	if (a->cfg.metrics_tasks == METRICS_TASKS_ACCOUNT)
+		metrics_accounts(&b, a);
+	if (a->cfg.metrics_tasks == METRICS_TASKS_TASK)
+		metrics_tasks(&b, a);
 	*ret_len = b.len;
 	return b.p;
 }

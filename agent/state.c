@@ -319,12 +319,9 @@ void state_task_path(const struct agent *a, const struct task *t, const char *su
 	snprintf(buf, len, "%s/%s/%s%s", task_base(a, t), sub, t->id, ext);
 }
 
-int state_save_task(struct agent *a, struct task *t)
+json_t *state_task_encode(struct agent *a, struct task *t)
 {
-	char path[512];
-	_cleanup_free_ char *txt = NULL;
 	json_t *j, *v;
-	int r;
 
 	j = json_pack(
 	    "{s:i,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:s,s:i,s:I,s:i,s:I,s:I,s:s,s:s,s:I,s:I}", "version",
@@ -336,7 +333,7 @@ int state_save_task(struct agent *a, struct task *t)
 	    "limit_reason", acct_exit_status_to_string(t->limit_reason), "limit_value",
 	    (json_int_t)t->limit_value, "limit_observed", (json_int_t)t->limit_observed);
 	if (!j)
-		return -ENOMEM;
+		return NULL;
 	if (t->limit_reason != ACCT_EXIT_NONE)
 		json_object_set_new(
 		    j, "term_sent_ago_ns",
@@ -361,13 +358,23 @@ int state_save_task(struct agent *a, struct task *t)
 	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
 	if (a->audit)
 		json_object_set_new(j, "audit_budget", budget_state_json(t));
+	return j;
+}
+
+int state_save_task(struct agent *a, struct task *t)
+{
+	char path[512];
+	_cleanup_free_ char *txt = NULL;
+	json_t *j = state_task_encode(a, t);
+
+	if (!j)
+		return -ENOMEM;
 	txt = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
 	state_task_path(a, t, "tasks", ".json", path, sizeof(path));
-	r = write_file_replace(path, txt, strlen(txt), 0600);
-	return r;
+	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
 void state_remove_task_after_flush(struct agent *a, struct task *t)
@@ -559,33 +566,26 @@ static uint64_t spooled_seq_of(const char *id)
 	return 0;
 }
 
-static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
+/*
+ * Persistence: the fields a task's state file keeps (state_task_encode), decoded into t (a
+ * task as task_alloc made it). No side effects: the live part of a re-adoption (the shim's
+ * pidfd, the cgroup, the meters) is adopt_one's. -EINVAL for a bad id (err empty) or spec
+ * (err names the field).
+ */
+int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen)
 {
-	char err[256];
-	struct task *t;
-	json_t *v;
 	const char *s;
-	uint64_t start;
+	json_t *v;
 	int r;
 
-	t = task_alloc(a);
-	if (!t)
-		return -ENOMEM;
-	t->legacy_files = legacy;
+	err[0] = 0;
 	s = json_string_value(json_object_get(j, "id"));
-	if (!s || !valid_task_id(s)) {
-		task_free(t);
+	if (!s || !valid_task_id(s))
 		return -EINVAL;
-	}
 	snprintf(t->id, sizeof(t->id), "%.39s", s);
-	r = spec_from_json(json_object_get(j, "spec"), &t->spec, err, sizeof(err));
-	if (r < 0) {
-		log_error("%s: %s", path, err);
-		task_free(t);
+	r = spec_from_json(json_object_get(j, "spec"), &t->spec, err, errlen);
+	if (r < 0)
 		return r;
-	}
-	budget_init(a, t);
-	budget_restore(t, json_object_get(j, "audit_budget")); /* carried over */
 	t->key = (uint64_t)json_integer_value(json_object_get(j, "key"));
 	t->user = strdup(json_string_value(json_object_get(j, "user")) ?: "");
 	t->uid = (uid_t)json_integer_value(json_object_get(j, "uid"));
@@ -615,6 +615,30 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 			      ? (uint32_t)json_integer_value(json_object_get(j, "syscalls_max"))
 			      : AUDIT_SYSCALLS_MAX; /* state written before the option existed */
 	t->syscalls_seq = (uint64_t)json_integer_value(json_object_get(j, "syscalls_seq"));
+	return 0;
+}
+
+static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
+{
+	char err[256];
+	struct task *t;
+	json_t *v;
+	uint64_t start;
+	int r;
+
+	t = task_alloc(a);
+	if (!t)
+		return -ENOMEM;
+	t->legacy_files = legacy;
+	r = state_task_decode(j, t, err, sizeof(err));
+	if (r < 0) {
+		if (err[0]) /* a bad spec; a bad id is said by the caller */
+			log_error("%s: %s", path, err);
+		task_free(t);
+		return r;
+	}
+	budget_init(a, t);
+	budget_restore(t, json_object_get(j, "audit_budget")); /* carried over */
 	if (spooled_seq_of(t->id) > t->syscalls_seq)
 		t->syscalls_seq = spooled_seq_of(t->id);
 	t->syscalls_seq_saved = t->syscalls_seq;
