@@ -33,6 +33,8 @@ static const unsigned metric_codes[] = {200, 400, 401, 403, 404, 405, 413, 422, 
 static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 					0.1,   0.25,   0.5,   1,    2.5,   10};
 
+struct post_work;
+
 struct coll_server {
 	struct MHD_Daemon *daemon;
 	struct coll_store *store;
@@ -68,6 +70,16 @@ struct coll_server {
 	bool fold_wanted, fold_stop;
 	unsigned fold_delay_ms;
 	atomic_uint_fast64_t folds, folded_batches, fold_busy, fold_errors, fold_us;
+	/* Ingest workers: a batch's database work, its connection suspended meanwhile
+	 * (struct post_work). */
+	pthread_mutex_t work_lock;
+	pthread_cond_t work_cond;
+	struct post_work *work_head, *work_tail;
+	size_t work_queued;
+	bool work_stop;
+	pthread_t *workers;
+	unsigned nworkers;
+	atomic_uint_fast64_t inline_batches;
 };
 
 /*
@@ -362,6 +374,7 @@ struct request {
 	uint64_t dropped; /* bytes of it dropped so far */
 	char *buf;
 	size_t len, cap;
+	struct post_work *post; /* a batch at an ingest worker (its connection suspended) */
 };
 
 /* An oversized body is read and dropped up to this many times max_body, so that a client that
@@ -732,147 +745,151 @@ static int find_conflicts(struct coll_server *s, const struct coll_item *items, 
 	return found;
 }
 
-static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection *c,
-				   const struct coll_token *tok, struct request *rq)
-{
-	struct batch b = {0};
-	_cleanup_free_ struct coll_item *items = NULL;
-	_cleanup_free_ bool *conflict = NULL;
-	struct coll_deltas pre = {0};
-	bool have_pre = false;
-	char *body = NULL;
-	size_t blen = 0, accepted = 0, dup = 0, nconf = 0;
+/*
+ * A batch between its parse and its answer. Its database work (group commit, chain check,
+ * conflicts) runs on an ingest worker while its connection is suspended
+ * (MHD_suspend_connection), so the server thread goes on serving its other connections, and
+ * several batches that arrived on one server thread commit together; the worker resumes the
+ * connection, and the server thread answers.
+ */
+struct post_work {
+	struct MHD_Connection *c;
+	struct batch b;
+	struct coll_item *items;
+	bool *conflict;
+	struct coll_deltas pre;
+	bool have_pre;
 	struct timespec t0;
+	int r;	       /* ingest: < 0 nothing stored */
+	int rc;	       /* find_conflicts: < 0 the check failed */
+	char why[256]; /* the store's message when r or rc < 0 */
+	struct post_work *next;
+};
+
+static void post_work_free(struct post_work *pw)
+{
+	if (!pw)
+		return;
+	free(pw->pre.d);
+	free(pw->items);
+	free(pw->conflict);
+	batch_free(&pw->b);
+	free(pw);
+}
+
+/* The database part of a POST: on an ingest worker, or inline when none is free. */
+static void post_store(struct coll_server *s, struct post_work *pw)
+{
+	pw->r =
+	    ingest(s, pw->items, pw->b.n, pw->have_pre ? &pw->pre : NULL, pw->why, sizeof(pw->why));
+	if (pw->r < 0)
+		return;
+	check_audit_chain(s, pw->items, pw->b.n);
+	pw->rc = find_conflicts(s, pw->items, pw->b.n, pw->conflict);
+	if (pw->rc < 0)
+		snprintf(pw->why, sizeof(pw->why), "%s",
+			 pw->rc == -ENOMEM ? strerror(ENOMEM) : coll_store_errmsg(s->store));
+}
+
+static void *ingest_worker(void *arg)
+{
+	struct coll_server *s = arg;
+
+	pthread_mutex_lock(&s->work_lock);
+	for (;;) {
+		struct post_work *pw;
+		struct MHD_Connection *c;
+
+		while (!s->work_head && !s->work_stop)
+			pthread_cond_wait(&s->work_cond, &s->work_lock);
+		if (!s->work_head) /* stopping, and every queued batch is answered */
+			break;
+		pw = s->work_head;
+		s->work_head = pw->next;
+		if (!s->work_head)
+			s->work_tail = NULL;
+		s->work_queued--;
+		pthread_mutex_unlock(&s->work_lock);
+		c = pw->c;
+		post_store(s, pw);
+		/* from here pw is the server thread's: it answers and frees it */
+		MHD_resume_connection(c);
+		pthread_mutex_lock(&s->work_lock);
+	}
+	pthread_mutex_unlock(&s->work_lock);
+	return NULL;
+}
+
+/* Hands pw to an ingest worker and suspends its connection; false: none can take it now (no
+ * workers, or INGEST_QUEUE_PER_WORKER batches per worker queued already), run it inline. */
+#define INGEST_QUEUE_PER_WORKER 4
+static bool post_submit(struct coll_server *s, struct post_work *pw)
+{
+	pthread_mutex_lock(&s->work_lock);
+	if (s->nworkers == 0 || s->work_stop ||
+	    s->work_queued >= INGEST_QUEUE_PER_WORKER * s->nworkers) {
+		pthread_mutex_unlock(&s->work_lock);
+		atomic_fetch_add(&s->inline_batches, 1);
+		return false;
+	}
+	/* suspended before a worker can resume it */
+	MHD_suspend_connection(pw->c);
+	pw->next = NULL;
+	if (s->work_tail)
+		s->work_tail->next = pw;
+	else
+		s->work_head = pw;
+	s->work_tail = pw;
+	s->work_queued++;
+	pthread_cond_signal(&s->work_cond);
+	pthread_mutex_unlock(&s->work_lock);
+	return true;
+}
+
+/* The answer to a stored batch (takes pw). */
+static enum MHD_Result post_answer(struct coll_server *s, struct MHD_Connection *c,
+				   struct post_work *pw)
+{
+	size_t accepted = 0, dup = 0, nconf = 0, blen = 0;
+	const struct batch *b = &pw->b;
 	enum MHD_Result ret;
+	char *body = NULL;
 	FILE *f;
-	int r;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	b.n = acct_batch_count_lines(rq->buf, rq->len);
-	if (b.n > s->max_records)
-		return reply_error(s, c, 413, "batch of %zu records exceeds max_records %zu", b.n,
-				   s->max_records);
-	b.lines = calloc(b.n, sizeof(*b.lines));
-	b.recs = calloc(b.n, sizeof(*b.recs));
-	b.errors = calloc(b.n, sizeof(*b.errors));
-	items = calloc(b.n, sizeof(*items));
-	conflict = calloc(b.n ? b.n : 1, sizeof(*conflict));
-	if (!b.lines || !b.recs || !b.errors || !items || !conflict) {
-		ret = reply_error(s, c, 500, "out of memory");
+	if (pw->r < 0) {
+		atomic_fetch_add(&s->db_errors, 1);
+		ret = reply_error(s, c, pw->r == -ENOMEM ? 500 : 503,
+				  "database unavailable, nothing stored: %s", pw->why);
 		goto out;
 	}
-	split_lines(rq->buf, rq->len, b.lines, b.n);
-	r = parse_parallel(&b, rq->buf, rq->len, s->max_records);
-	if (r < 0) {
-		ret = reply_error(s, c, r == -E2BIG ? 413 : 500, "batch parse: %s", strerror(-r));
+	if (pw->rc < 0) {
+		atomic_fetch_add(&s->db_errors, 1);
+		ret =
+		    reply_error(s, c, pw->rc == -ENOMEM ? 500 : 503,
+				"database unavailable while checking resent records: %s", pw->why);
 		goto out;
 	}
-
-	/* Authorisation first: a node token writes only its own node's records. */
-	for (size_t i = 0; i < b.n; i++) {
-		if (b.errors[i])
-			continue;
-		if (tok->role != COLL_ROLE_NODE || !b.recs[i].node ||
-		    strcmp(b.recs[i].node, tok->name) != 0) {
-			atomic_fetch_add(&s->rec_rejected, b.n);
-			ret = reply_error(s, c, 403,
-					  "record %zu (%s): node '%s' may not be written with "
-					  "the %s token of '%s'",
-					  i, b.recs[i].record_id, b.recs[i].node ?: "",
-					  coll_role_to_string(tok->role), tok->name);
-			goto out;
-		}
-	}
-
 	f = open_memstream(&body, &blen);
 	if (!f) {
 		ret = reply_error(s, c, 500, "out of memory");
 		goto out;
 	}
-	if (b.n_bad > 0) {
-		fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[",
-			b.n_bad);
-		for (size_t i = 0; i < b.n; i++) {
-			fprintf(f, "%s{\"i\":%zu", i ? "," : "", i);
-			if (b.errors[i]) {
-				_cleanup_free_ char *id = guess_record_id(&b.lines[i]);
-
-				if (id) {
-					fputs(",\"record_id\":", f);
-					fputs_json_string(f, id);
-				}
-				fputs(",\"status\":\"rejected\",\"reason\":", f);
-				fputs_json_string(f, b.errors[i]);
-			} else {
-				fputs(",\"record_id\":", f);
-				fputs_json_string(f, b.recs[i].record_id);
-				fputs(",\"status\":\"valid\"", f);
-			}
-			fputc('}', f);
-		}
-		fputs("]}\n", f);
-		if (fclose(f) != 0) {
-			free(body);
-			ret = MHD_NO;
-			goto out;
-		}
-		atomic_fetch_add(&s->rec_rejected, b.n_bad);
-		ret = reply(s, c, 422, "application/json", body, blen);
-		goto out;
-	}
-
-	for (size_t i = 0; i < b.n; i++)
-		items[i] = (struct coll_item){.rec = &b.recs[i],
-					      .json = b.lines[i].p,
-					      .json_len = b.lines[i].len,
-					      .is_new = true};
-	/*
-	 * The rollup deltas, built here in the request's thread with every record taken as new:
-	 * with SQLite's one writer, building them under the store's lock had them in series
-	 * (docs/collector.md). No memory or too many: the store builds them itself.
-	 */
-	if (!s->store->no_rollups && coll_deltas_build(items, b.n, &pre.d, &pre.n) == 0)
-		have_pre = true;
-	{
-		char why[256];
-
-		r = ingest(s, items, b.n, have_pre ? &pre : NULL, why, sizeof(why));
-		if (r < 0) {
-			fclose(f);
-			free(body);
-			atomic_fetch_add(&s->db_errors, 1);
-			ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
-					  "database unavailable, nothing stored: %s", why);
-			goto out;
-		}
-	}
-	check_audit_chain(s, items, b.n);
-	r = find_conflicts(s, items, b.n, conflict);
-	if (r < 0) {
-		fclose(f);
-		free(body);
-		atomic_fetch_add(&s->db_errors, 1);
-		ret = reply_error(s, c, r == -ENOMEM ? 500 : 503,
-				  "database unavailable while checking resent records: %s",
-				  r == -ENOMEM ? strerror(ENOMEM) : coll_store_errmsg(s->store));
-		goto out;
-	}
-	for (size_t i = 0; i < b.n; i++)
-		items[i].is_new ? accepted++ : conflict[i] ? nconf++ : dup++;
+	for (size_t i = 0; i < b->n; i++)
+		pw->items[i].is_new ? accepted++ : pw->conflict[i] ? nconf++ : dup++;
 	fprintf(f,
 		"{\"accepted\":%zu,\"duplicate\":%zu,\"conflict\":%zu,\"rejected\":0,"
 		"\"results\":[",
 		accepted, dup, nconf);
-	for (size_t i = 0; i < b.n; i++) {
+	for (size_t i = 0; i < b->n; i++) {
 		fprintf(f, "%s{\"i\":%zu,\"record_id\":", i ? "," : "", i);
-		fputs_json_string(f, b.recs[i].record_id);
-		if (conflict[i])
+		fputs_json_string(f, b->recs[i].record_id);
+		if (pw->conflict[i])
 			fputs(",\"status\":\"conflict\",\"reason\":\"record_id already stored with "
 			      "another body (kept in the collector's conflicts table)\"}",
 			      f);
 		else
 			fprintf(f, ",\"status\":\"%s\"}",
-				items[i].is_new ? "accepted" : "duplicate");
+				pw->items[i].is_new ? "accepted" : "duplicate");
 	}
 	fputs("]}\n", f);
 	if (fclose(f) != 0) {
@@ -883,11 +900,126 @@ static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection 
 	atomic_fetch_add(&s->rec_accepted, accepted);
 	atomic_fetch_add(&s->rec_duplicate, dup);
 	atomic_fetch_add(&s->rec_conflict, nconf);
-	observe_latency(s, elapsed_s(&t0));
+	observe_latency(s, elapsed_s(&pw->t0));
 	ret = reply(s, c, 200, "application/json", body, blen);
 out:
-	free(pre.d);
-	batch_free(&b);
+	post_work_free(pw);
+	return ret;
+}
+
+static enum MHD_Result handle_post(struct coll_server *s, struct MHD_Connection *c,
+				   const struct coll_token *tok, struct request *rq)
+{
+	struct post_work *pw = calloc(1, sizeof(*pw));
+	struct batch *b;
+	char *body = NULL;
+	size_t blen = 0;
+	enum MHD_Result ret;
+	FILE *f;
+	int r;
+
+	if (!pw)
+		return reply_error(s, c, 500, "out of memory");
+	b = &pw->b;
+	pw->c = c;
+	clock_gettime(CLOCK_MONOTONIC, &pw->t0);
+	b->n = acct_batch_count_lines(rq->buf, rq->len);
+	if (b->n > s->max_records) {
+		ret = reply_error(s, c, 413, "batch of %zu records exceeds max_records %zu", b->n,
+				  s->max_records);
+		goto out;
+	}
+	b->lines = calloc(b->n, sizeof(*b->lines));
+	b->recs = calloc(b->n, sizeof(*b->recs));
+	b->errors = calloc(b->n, sizeof(*b->errors));
+	pw->items = calloc(b->n, sizeof(*pw->items));
+	pw->conflict = calloc(b->n ? b->n : 1, sizeof(*pw->conflict));
+	if (!b->lines || !b->recs || !b->errors || !pw->items || !pw->conflict) {
+		ret = reply_error(s, c, 500, "out of memory");
+		goto out;
+	}
+	split_lines(rq->buf, rq->len, b->lines, b->n);
+	r = parse_parallel(b, rq->buf, rq->len, s->max_records);
+	if (r < 0) {
+		ret = reply_error(s, c, r == -E2BIG ? 413 : 500, "batch parse: %s", strerror(-r));
+		goto out;
+	}
+
+	/* Authorisation first: a node token writes only its own node's records. */
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->errors[i])
+			continue;
+		if (tok->role != COLL_ROLE_NODE || !b->recs[i].node ||
+		    strcmp(b->recs[i].node, tok->name) != 0) {
+			atomic_fetch_add(&s->rec_rejected, b->n);
+			ret = reply_error(s, c, 403,
+					  "record %zu (%s): node '%s' may not be written with "
+					  "the %s token of '%s'",
+					  i, b->recs[i].record_id, b->recs[i].node ?: "",
+					  coll_role_to_string(tok->role), tok->name);
+			goto out;
+		}
+	}
+
+	if (b->n_bad > 0) {
+		f = open_memstream(&body, &blen);
+		if (!f) {
+			ret = reply_error(s, c, 500, "out of memory");
+			goto out;
+		}
+		fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[",
+			b->n_bad);
+		for (size_t i = 0; i < b->n; i++) {
+			fprintf(f, "%s{\"i\":%zu", i ? "," : "", i);
+			if (b->errors[i]) {
+				_cleanup_free_ char *id = guess_record_id(&b->lines[i]);
+
+				if (id) {
+					fputs(",\"record_id\":", f);
+					fputs_json_string(f, id);
+				}
+				fputs(",\"status\":\"rejected\",\"reason\":", f);
+				fputs_json_string(f, b->errors[i]);
+			} else {
+				fputs(",\"record_id\":", f);
+				fputs_json_string(f, b->recs[i].record_id);
+				fputs(",\"status\":\"valid\"", f);
+			}
+			fputc('}', f);
+		}
+		fputs("]}\n", f);
+		if (fclose(f) != 0) {
+			free(body);
+			ret = MHD_NO;
+			goto out;
+		}
+		atomic_fetch_add(&s->rec_rejected, b->n_bad);
+		ret = reply(s, c, 422, "application/json", body, blen);
+		goto out;
+	}
+
+	for (size_t i = 0; i < b->n; i++)
+		pw->items[i] = (struct coll_item){.rec = &b->recs[i],
+						  .json = b->lines[i].p,
+						  .json_len = b->lines[i].len,
+						  .is_new = true};
+	/*
+	 * The rollup deltas, built here in the request's thread with every record taken as new:
+	 * with SQLite's one writer, building them under the store's lock had them in series
+	 * (docs/collector.md). No memory or too many: the store builds them itself.
+	 */
+	if (!s->store->no_rollups &&
+	    coll_deltas_build(pw->items, b->n, &pw->pre.d, &pw->pre.n) == 0)
+		pw->have_pre = true;
+	/* the body (rq->buf, which the items point into) stays until the request completes */
+	rq->post = pw;
+	if (post_submit(s, pw))
+		return MHD_YES; /* answered when the worker resumes the connection */
+	rq->post = NULL;
+	post_store(s, pw);
+	return post_answer(s, c, pw);
+out:
+	post_work_free(pw);
 	return ret;
 }
 
@@ -1241,9 +1373,13 @@ static enum MHD_Result handle_metrics(struct coll_server *s, struct MHD_Connecti
 		"WAL after a commit (SQLite); after one the collector stores nothing until "
 		"restarted.\n"
 		"# TYPE corral_collector_db_sync_errors_total counter\n"
-		"corral_collector_db_sync_errors_total %" PRIuFAST64 "\n",
+		"corral_collector_db_sync_errors_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_ingest_inline_total Batches stored by the server thread "
+		"that received them, every ingest worker being busy with a full queue.\n"
+		"# TYPE corral_collector_ingest_inline_total counter\n"
+		"corral_collector_ingest_inline_total %" PRIuFAST64 "\n",
 		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups),
-		atomic_load(&s->sync_errors));
+		atomic_load(&s->sync_errors), atomic_load(&s->inline_batches));
 	if (s->fold_started)
 		fprintf(
 		    f,
@@ -1410,6 +1546,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 		return MHD_YES;
 	}
 
+	if (rq->post) { /* resumed: the worker has stored the batch */
+		struct post_work *pw = rq->post;
+
+		rq->post = NULL;
+		return post_answer(s, c, pw);
+	}
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 
@@ -1456,6 +1598,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 	if (!rq)
 		return;
+	post_work_free(rq->post);
 	free(rq->buf);
 	free(rq);
 	*con_cls = NULL;
@@ -1509,6 +1652,19 @@ int coll_parse_listen(const char *s, void *ret_ss, unsigned *ret_len)
 	return 0;
 }
 
+static void stop_workers(struct coll_server *s)
+{
+	pthread_mutex_lock(&s->work_lock);
+	s->work_stop = true;
+	pthread_cond_broadcast(&s->work_cond);
+	pthread_mutex_unlock(&s->work_lock);
+	for (unsigned i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	s->nworkers = 0;
+	free(s->workers);
+	s->workers = NULL;
+}
+
 int coll_server_start(const struct coll_server_config *cfg, struct coll_store *store,
 		      const struct coll_tokens *tokens, struct coll_server **ret, char *err,
 		      size_t errlen)
@@ -1517,7 +1673,8 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	unsigned sslen = 0;
 	struct coll_server *s;
 	/* epoll, a pool of threads: a slow client holds a socket, not a thread */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	unsigned threads = cfg->threads ?: COLL_DEFAULT_THREADS,
 		 maxconn = cfg->max_connections ?: COLL_DEFAULT_MAX_CONNECTIONS,
 		 per_ip = cfg->connections_per_ip ?: COLL_DEFAULT_CONNECTIONS_PER_IP,
@@ -1543,6 +1700,16 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 		free(s);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&s->work_lock, NULL);
+	pthread_cond_init(&s->work_cond, NULL);
+	/* as many ingest workers as server threads: as many batches at the database at once as
+	 * when each server thread waited for its own batch */
+	s->workers = calloc(threads, sizeof(*s->workers));
+	for (unsigned i = 0; s->workers && i < threads; i++) {
+		if (pthread_create(&s->workers[i], NULL, ingest_worker, s) != 0)
+			break; /* fewer workers; with none, batches are stored inline */
+		s->nworkers++;
+	}
 	s->max_body = cfg->max_body ?: COLL_DEFAULT_MAX_BODY;
 	s->max_records = cfg->max_records ?: COLL_DEFAULT_MAX_RECORDS;
 	if (ss.ss_family == AF_INET6)
@@ -1566,6 +1733,7 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 
 		snprintf(err, errlen, "listen %s: cannot start HTTP server: %s", cfg->listen,
 			 strerror(-r));
+		stop_workers(s);
 		coll_chain_heads_free(s->heads);
 		free(s);
 		return r;
@@ -1593,6 +1761,9 @@ void coll_server_stop(struct coll_server *s, unsigned timeout_ms)
 	/* in-flight batches commit and answer; then the daemon is stopped */
 	for (unsigned waited = 0; atomic_load(&s->active) > 0 && waited < timeout_ms; waited += 20)
 		poll(NULL, 0, 20);
+	/* the workers store what is queued and resume those connections: none is suspended when
+	 * the daemon stops */
+	stop_workers(s);
 	MHD_stop_daemon(s->daemon);
 	if (s->fold_started) {
 		pthread_mutex_lock(&s->fold_lock);
