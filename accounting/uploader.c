@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -784,9 +785,13 @@ static void count_dups(struct upl *u, const unsigned char *status)
 			u->st.duplicates++;
 }
 
-/* 422 (or another 4xx with results): dead-letter the rejected, resend the rest. */
-static int handle_rejections(struct upl *u, long code, const unsigned char *status,
-			     const char **reasons)
+/*
+ * The batch's records whose result is `want` (3 rejected, 4 conflict) go to the dead-letter
+ * file with the collector's reason (dflt where it gave none) and are marked dead. Returns how
+ * many, or a negative errno.
+ */
+static int dead_letter_status(struct upl *u, long code, const unsigned char *status,
+			      const char **reasons, unsigned char want, const char *dflt)
 {
 	_cleanup_free_ size_t *idx = calloc(u->n_body ? u->n_body : 1, sizeof(*idx));
 	_cleanup_free_ const char **why = calloc(u->n_body ? u->n_body : 1, sizeof(*why));
@@ -796,31 +801,44 @@ static int handle_rejections(struct upl *u, long code, const unsigned char *stat
 	if (!idx || !why)
 		return -ENOMEM;
 	for (size_t i = 0; i < u->n_body; i++)
-		if (status[i] == 3) {
+		if (status[i] == want) {
 			idx[n] = u->body_map[i];
-			why[n] = reasons[i];
+			why[n] = reasons[i] ? reasons[i] : dflt;
 			n++;
 		}
 	if (n == 0)
+		return 0;
+	r = dead_letter(u, idx, why, n, code, want == 4);
+	if (r < 0)
+		return r;
+	for (size_t k = 0; k < n; k++)
+		u->ents[idx[k]].dead = true;
+	return (int)MIN(n, (size_t)INT_MAX);
+}
+
+/* 422 (or another 4xx with results): dead-letter the rejected, resend the rest. */
+static int handle_rejections(struct upl *u, long code, const unsigned char *status,
+			     const char **reasons)
+{
+	int r = dead_letter_status(u, code, status, reasons, 3, "");
+
+	if (r == 0)
 		return -EBADMSG; /* a 4xx that rejects nothing: cannot make progress by resending */
-	r = dead_letter(u, idx, why, n, code, false);
 	if (r < 0) {
 		set_error(u, "dead-letter write: %s", strerror(-r));
 		return r;
 	}
-	for (size_t k = 0; k < n; k++)
-		u->ents[idx[k]].dead = true;
 	/* dead_seen guards against re-dead-lettering after a crash before the ack */
-	for (size_t k = 0; k < n; k++) {
+	for (size_t i = 0; i < u->n_body && u->n_dead_seen < DEAD_SEEN_MAX; i++) {
 		uint64_t *p;
 
-		if (u->n_dead_seen >= DEAD_SEEN_MAX)
-			break;
+		if (status[i] != 3)
+			continue;
 		p = realloc(u->dead_seen, (u->n_dead_seen + 1) * sizeof(*p));
 		if (!p)
 			return -ENOMEM;
 		u->dead_seen = p;
-		u->dead_seen[u->n_dead_seen++] = u->ents[idx[k]].seq;
+		u->dead_seen[u->n_dead_seen++] = u->ents[u->body_map[i]].seq;
 	}
 	/* nothing was stored: resend the rest now (no backoff) */
 	return 0;
@@ -834,27 +852,9 @@ static int handle_rejections(struct upl *u, long code, const unsigned char *stat
 static int set_conflicts_aside(struct upl *u, long code, const unsigned char *status,
 			       const char **reasons)
 {
-	_cleanup_free_ size_t *idx = calloc(u->n_body ? u->n_body : 1, sizeof(*idx));
-	_cleanup_free_ const char **why = calloc(u->n_body ? u->n_body : 1, sizeof(*why));
-	size_t n = 0;
-	int r;
+	int r = dead_letter_status(u, code, status, reasons, 4, "record_id conflict");
 
-	if (!idx || !why)
-		return -ENOMEM;
-	for (size_t i = 0; i < u->n_body; i++)
-		if (status[i] == 4) {
-			idx[n] = u->body_map[i];
-			why[n] = reasons[i] ? reasons[i] : "record_id conflict";
-			n++;
-		}
-	if (n == 0)
-		return 0;
-	r = dead_letter(u, idx, why, n, code, true);
-	if (r < 0)
-		return r;
-	for (size_t k = 0; k < n; k++)
-		u->ents[idx[k]].dead = true;
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 static void handle_done(struct upl *u, CURLcode cc)
