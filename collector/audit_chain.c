@@ -53,6 +53,7 @@ int coll_chain_verify(const struct acct_record *recs, size_t n, size_t *ret_firs
 }
 
 struct collect {
+	size_t n_stored; /* recs[n_stored..n) are records held as conflicts */
 	uint64_t gaps, shed, summaries, summarized;
 	char first_gap[RFC3339_MAX];
 	struct acct_record *recs;
@@ -109,6 +110,56 @@ static int on_row(const struct coll_row *row, void *userdata)
 		    (uint64_t)json_integer_value(json_object_get(c->recs[c->n].event, "count"));
 	}
 	c->n++;
+	return 0;
+}
+
+/*
+ * A conflict's received body: kept as a link of the chain when it is an audit record whose
+ * hash matches its content, that a stored record names as its predecessor, and whose hash no
+ * stored record has (then it is the one missing link, not a second copy).
+ */
+static int on_held(const struct coll_conflict *cf, void *userdata)
+{
+	struct collect *c = userdata;
+	struct acct_record rec = {0};
+	char err[160];
+	bool wanted = false;
+	int r;
+
+	r = acct_record_decode(cf->received_body, strlen(cf->received_body), &rec, err,
+			       sizeof(err));
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return 0;
+	if (acct_type_is_audit(rec.type) && rec.node && strcmp(rec.node, cf->node) == 0 &&
+	    acct_record_verify_hash(&rec) == 0) {
+		wanted = true;
+		for (size_t i = 0; i < c->n && wanted; i++)
+			if (strcmp(c->recs[i].hash, rec.hash) == 0)
+				wanted = false; /* stored, or held twice */
+		if (wanted) {
+			wanted = false;
+			for (size_t i = 0; i < c->n_stored && !wanted; i++)
+				wanted = strcmp(c->recs[i].prev_hash, rec.hash) == 0;
+		}
+	}
+	if (!wanted) {
+		acct_record_clear(&rec);
+		return 0;
+	}
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? c->cap * 2 : 256;
+		struct acct_record *nr = realloc(c->recs, nc * sizeof(*nr));
+
+		if (!nr) {
+			acct_record_clear(&rec);
+			return -ENOMEM;
+		}
+		c->recs = nr;
+		c->cap = nc;
+	}
+	c->recs[c->n++] = rec;
 	return 0;
 }
 
@@ -193,6 +244,12 @@ int coll_chain_verify_node(struct coll_store *s, const char *node, size_t max_re
 	r = coll_store_query(s, &q, on_row, &c);
 	if (r < 0)
 		goto out_free;
+	c.n_stored = c.n;
+	if (!c.decode_failed && c.n > 0) {
+		r = coll_store_conflict_query(s, node, on_held, &c);
+		if (r < 0)
+			goto out_free;
+	}
 	res.checked = c.seen;
 	res.gaps = c.gaps;
 	res.shed = c.shed;
@@ -230,6 +287,15 @@ int coll_chain_verify_node(struct coll_store *s, const char *node, size_t max_re
 		goto out_done;
 	}
 	r = coll_chain_verify(ordered, c.n, &bad, res.why, sizeof(res.why));
+	for (size_t i = 0; i < c.n; i++) {
+		size_t l = strlen(res.held_ids);
+
+		if (order[i] < c.n_stored || (r == -EBADMSG && i >= bad))
+			continue;
+		if (res.held++ < COLL_CHAIN_HELD_IDS)
+			snprintf(res.held_ids + l, sizeof(res.held_ids) - l, "%s%s", l ? ", " : "",
+				 ordered[i].record_id);
+	}
 	if (r == -EBADMSG) {
 		res.intact = false;
 		snprintf(res.first_bad, sizeof(res.first_bad), "%s", ordered[bad].record_id);
@@ -346,9 +412,45 @@ static bool checked_here(const struct coll_item *it)
 	return it->is_new && acct_type_is_audit(it->rec->type) && it->rec->node;
 }
 
+struct held_find {
+	const char *hash;
+	bool found;
+};
+
+static int held_cb(const struct coll_conflict *cf, void *userdata)
+{
+	struct held_find *hf = userdata;
+	struct acct_record rec = {0};
+	char err[160];
+	int r;
+
+	if (hf->found)
+		return 0;
+	r = acct_record_decode(cf->received_body, strlen(cf->received_body), &rec, err,
+			       sizeof(err));
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return 0;
+	hf->found = acct_type_is_audit(rec.type) && strcmp(rec.hash, hf->hash) == 0 &&
+		    acct_record_verify_hash(&rec) == 0;
+	acct_record_clear(&rec);
+	return 0;
+}
+
+/* Whether the node's record of that hash is held as a conflict: 1 yes, 0 no, -errno. */
+static int held_link(struct coll_store *s, const char *node, const char *hash)
+{
+	struct held_find hf = {.hash = hash};
+	int r = coll_store_conflict_query(s, node, held_cb, &hf);
+
+	return r < 0 ? r : hf.found;
+}
+
 /*
- * Link check of one record whose head is unknown or different: 1 linked, 0 a break (kind and
- * why set), -errno when the store cannot tell.
+ * Link check of one record whose head is unknown or different: 1 linked (to a stored record,
+ * or to one held as a conflict), 0 a break (kind and why set), -errno when the store cannot
+ * tell.
  */
 static int link_lookup(struct coll_store *s, const struct coll_item *items, size_t n,
 		       const struct acct_record *r, const struct head *cur,
@@ -392,6 +494,9 @@ static int link_lookup(struct coll_store *s, const struct coll_item *items, size
 		return ret;
 	if (found)
 		return 1;
+	ret = held_link(s, r->node, r->prev_hash);
+	if (ret != 0)
+		return ret;
 	b->kind = COLL_BREAK_LINK;
 	snprintf(b->why, sizeof(b->why),
 		 "record %s: prev_hash %.12s... is not the hash of any stored audit record of "

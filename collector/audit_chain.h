@@ -24,6 +24,7 @@
 int coll_chain_verify(const struct acct_record *recs, size_t n, size_t *ret_first_bad, char *why,
 		      size_t whylen);
 
+#define COLL_CHAIN_HELD_IDS 8
 struct coll_chain_result {
 	uint64_t checked;		 /* audit records of the node examined */
 	bool intact;			 /* no break found */
@@ -33,6 +34,10 @@ struct coll_chain_result {
 	 * audit.summary records (events past a task's budget, counted) */
 	uint64_t gaps, shed, summaries, summarized;
 	char first_gap[RFC3339_MAX]; /* "from" of the earliest gap, "" when none */
+	/* links of the chain that are records held as conflicts (table conflicts: the id was
+	 * stored with another body, so this one was kept aside, not stored): not a break */
+	uint64_t held;
+	char held_ids[COLL_CHAIN_HELD_IDS * ACCT_ID_MAX + 16]; /* the first of them, ", " */
 };
 
 /*
@@ -41,8 +46,12 @@ struct coll_chain_result {
  * (following prev_hash links from the earliest stored record, falling back to the store's
  * time order where a link is missing), requires the first record to start a chain (empty
  * prev_hash), then runs coll_chain_verify. A body that does not decode is the first bad
- * record. At most max_records records are held in memory (-E2BIG beyond; 0 = 10 million).
- * Returns 0 with *ret filled (intact or not), or -errno when the store cannot be read.
+ * record. A record held as a conflict (coll_store_conflict_query: received, not stored, its id
+ * holding another body) takes its place in the chain when a stored record names it as its
+ * predecessor and no stored record has its hash; it is counted in held, not a break (its
+ * hash and both links are checked as any record's). At most max_records records are held in memory
+ * (-E2BIG beyond; 0 = 10 million). Returns 0 with *ret filled (intact or not), or -errno when the
+ * store cannot be read.
  */
 int coll_chain_verify_node(struct coll_store *s, const char *node, size_t max_records,
 			   struct coll_chain_result *ret);

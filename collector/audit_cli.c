@@ -97,6 +97,12 @@ static int cmd_verify(struct coll_store *store, const char *node, bool json)
 	else if (res.intact) {
 		printf("node %s: audit chain intact (%llu records)\n", node,
 		       (unsigned long long)res.checked);
+		if (res.held)
+			printf("node %s: %llu record%s held as a conflict (received with an id "
+			       "stored under another body; kept in table conflicts, links of the "
+			       "chain): %s%s\n",
+			       node, (unsigned long long)res.held, res.held == 1 ? "" : "s",
+			       res.held_ids, res.held > COLL_CHAIN_HELD_IDS ? ", ..." : "");
 		if (res.gaps)
 			printf(
 			    "node %s: %llu records shed by policy at %s and later (%llu audit.gap "

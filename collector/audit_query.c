@@ -232,6 +232,11 @@ int coll_chain_result_write_json(FILE *out, const char *node, const struct coll_
 		fputs(",\"first_gap\":", out);
 		fputs_json_string(out, r->first_gap);
 	}
+	fprintf(out, ",\"held_as_conflict\":%" PRIu64, r->held);
+	if (r->held) {
+		fputs(",\"held_ids\":", out);
+		fputs_json_string(out, r->held_ids);
+	}
 	if (!r->intact) {
 		fputs(",\"first_bad\":", out);
 		fputs_json_string(out, r->first_bad);

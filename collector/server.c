@@ -784,11 +784,13 @@ static void post_store(struct coll_server *s, struct post_work *pw)
 	    ingest(s, pw->items, pw->b.n, pw->have_pre ? &pw->pre : NULL, pw->why, sizeof(pw->why));
 	if (pw->r < 0)
 		return;
-	check_audit_chain(s, pw->items, pw->b.n);
+	/* conflicts first: a record held as one is a link of its node's audit chain (the chain
+	 * is checked whatever the outcome: a resend finds the records stored, not new) */
 	pw->rc = find_conflicts(s, pw->items, pw->b.n, pw->conflict);
 	if (pw->rc < 0)
 		snprintf(pw->why, sizeof(pw->why), "%s",
 			 pw->rc == -ENOMEM ? strerror(ENOMEM) : coll_store_errmsg(s->store));
+	check_audit_chain(s, pw->items, pw->b.n);
 }
 
 static void *ingest_worker(void *arg)

@@ -459,6 +459,13 @@ int coll_store_conflict_add(struct coll_store *s, const struct coll_conflict *c)
 	return LOCKED(s, s->ops->conflict_add(s, c));
 }
 
+int coll_store_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn, void *ud)
+{
+	if (!node)
+		return -EINVAL;
+	return LOCKED(s, s->ops->conflict_query(s, node, fn, ud));
+}
+
 int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud)
 {

@@ -188,6 +188,7 @@ typedef int (*coll_row_fn)(const struct coll_row *row, void *userdata);
 typedef int (*coll_rollup_fn)(const struct coll_rollup_row *row, void *userdata);
 typedef int (*coll_open_fn)(const struct coll_open_row *row, void *userdata);
 typedef int (*coll_break_fn)(const struct coll_audit_break *b, void *userdata);
+typedef int (*coll_conflict_fn)(const struct coll_conflict *c, void *userdata);
 
 struct coll_store;
 struct coll_deltas;
@@ -234,6 +235,9 @@ struct coll_store_ops {
 	int (*body_get)(struct coll_store *s, const char *record_id, char **ret);
 	/* Keep a conflict; 1 if new, 0 if that body was already kept for that id. */
 	int (*conflict_add)(struct coll_store *s, const struct coll_conflict *c);
+	/* The kept conflicts of one node, in detection order. */
+	int (*conflict_query)(struct coll_store *s, const char *node, coll_conflict_fn fn,
+			      void *ud);
 	/* Makes every transaction committed through s so far durable. Called without the
 	 * store's lock, concurrently with other calls on s. NULL where COMMIT itself is durable
 	 * (PostgreSQL; SQLite handles other than ingest ones). */
@@ -289,6 +293,8 @@ int coll_store_schema_version(struct coll_store *s, int *ret);
 int coll_store_break_add(struct coll_store *s, const struct coll_audit_break *b);
 int coll_store_body_get(struct coll_store *s, const char *record_id, char **ret);
 int coll_store_conflict_add(struct coll_store *s, const struct coll_conflict *c);
+int coll_store_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn,
+			      void *ud);
 int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud);
 const char *coll_store_errmsg(struct coll_store *s);

@@ -1187,6 +1187,38 @@ static int pg_conflict_add(struct coll_store *s, const struct coll_conflict *c)
 			    v, (int)ARRAY_SIZE(v));
 }
 
+static int pg_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn, void *ud)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	const char *params[] = {node};
+	PGresult *res;
+	int r;
+
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	res = PQexecParams(st->conn,
+			   "SELECT record_id, node, detected, stored_body, received_body,"
+			   " received_sha256 FROM conflicts WHERE node = $1 ORDER BY seq",
+			   1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "conflicts query", res);
+	r = 0;
+	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
+		struct coll_conflict c = {
+		    .record_id = PQgetvalue(res, i, 0),
+		    .node = PQgetvalue(res, i, 1),
+		    .detected = PQgetvalue(res, i, 2),
+		    .stored_body = PQgetvalue(res, i, 3),
+		    .received_body = PQgetvalue(res, i, 4),
+		    .received_sha256 = PQgetvalue(res, i, 5),
+		};
+		r = fn(&c, ud);
+	}
+	PQclear(res);
+	return r < 0 ? r : 0;
+}
+
 static int pg_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			  void *ud)
 {
@@ -1406,4 +1438,5 @@ const struct coll_store_ops coll_store_pg_ops = {
     .break_query = pg_break_query,
     .body_get = pg_body_get,
     .conflict_add = pg_conflict_add,
+    .conflict_query = pg_conflict_query,
 };

@@ -1066,6 +1066,39 @@ static int sqlite_conflict_add(struct coll_store *s, const struct coll_conflict 
 			    v, (int)ARRAY_SIZE(v));
 }
 
+static int sqlite_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn,
+				 void *ud)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	sqlite3_stmt *stmt = NULL;
+	int rc, r = 0;
+
+	rc = sqlite3_prepare_v2(st->db,
+				"SELECT record_id, node, detected, stored_body, received_body,"
+				" received_sha256 FROM conflicts WHERE node = ?1 ORDER BY rowid",
+				-1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	sqlite3_bind_text(stmt, 1, node, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		struct coll_conflict c = {
+		    .record_id = col_text(stmt, 0),
+		    .node = col_text(stmt, 1),
+		    .detected = col_text(stmt, 2),
+		    .stored_body = col_text(stmt, 3),
+		    .received_body = col_text(stmt, 4),
+		    .received_sha256 = col_text(stmt, 5),
+		};
+		r = fn(&c, ud);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = map_err(st, rc);
+	sqlite3_finalize(stmt);
+	return r < 0 ? r : 0;
+}
+
 static int sqlite_break_query(struct coll_store *s, const char *node, size_t limit,
 			      coll_break_fn fn, void *ud)
 {
@@ -1297,5 +1330,6 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .break_query = sqlite_break_query,
     .body_get = sqlite_body_get,
     .conflict_add = sqlite_conflict_add,
+    .conflict_query = sqlite_conflict_query,
     .sync = sqlite_sync,
 };

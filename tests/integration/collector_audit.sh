@@ -5,7 +5,9 @@
 # verification at ingest: a missing record, a tampered one and a restarted chain are flagged
 # (metric, log, GET /v1/audit/breaks) while every record is stored; resent duplicates and a
 # collector restart, or a second collector on the same database, flag nothing; an edited row
-# makes GET /v1/audit/verify and `audit verify` fail naming it.
+# makes GET /v1/audit/verify and `audit verify` fail naming it. An audit record whose id was
+# stored with another body (a conflict: kept in table conflicts, not stored) is a link of the
+# chain, named by verify, not a break; a row deleted after it, or the kept body edited, are.
 # Skips the PostgreSQL half only without its binaries.
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,7 +15,8 @@ cd "$(dirname "$0")/../.."
 GEN=$O/tests/integration/helper_audit_chain
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 missing"; exit 1; }
 coll_init collector_audit "$GEN"
-coll_tokens --reader --auditor n1 n2
+coll_tokens --reader --auditor n1 n2 n3
+N3=$(node_token n3)
 
 # post FILE TOKEN PORT -> CODE, $T/resp
 post() {
@@ -165,6 +168,44 @@ PY
 	[ "$(jget 'd["intact"], d["first_bad"]')" = "(False, 'n2-a9')" ] || fail "$name: verify n2: $(cat "$T/resp")"
 	"$COLL" audit breaks --db "$db" --node n2 | grep -q 'n2-a12 *hash\|hash *record n2-a12' \
 		|| fail "$name: audit breaks CLI: $("$COLL" audit breaks --db "$db" --node n2)"
+
+	# n3: record 4's id was stored before with another body (a task.end of an earlier life of
+	# the node): the audit record is a conflict, held in table conflicts; the chain goes
+	# through it, at ingest and in verify, and verify names it
+	python3 - > "$T/other" <<'PY'
+import json
+print(json.dumps({"schema": "corral.record/v1", "record_id": "n3-a4", "type": "task.end",
+    "time": "2026-02-01T00:00:00Z", "node": "n3", "task": {"id": "old-t1", "user": "alice"},
+    "usage": {"wall_ns": 1000000000}, "exit": {"status": "exited", "code": 0}}))
+PY
+	post "$T/other" "$N3" "$port"; [ "$CODE" = 200 ] || fail "$name: n3 other body: $CODE $(cat "$T/resp")"
+	local breaks0 out rc
+	breaks0=$(metric corral_collector_audit_chain_breaks_total "$port")
+	gen --node n3 --from 0 --to 10; post "$T/batch" "$N3" "$port"
+	[ "$CODE" = 200 ] && [ "$(jget 'd["accepted"], d["conflict"]')" = "(9, 1)" ] \
+		|| fail "$name: n3 chain: $CODE $(head -c 300 "$T/resp")"
+	get "/v1/audit/breaks?node=n3" "$AU" "$port"
+	[ "$(jget 'd["count"]')" = 0 ] && [ "$(metric corral_collector_audit_chain_breaks_total "$port")" = "$breaks0" ] \
+		|| fail "$name: n3: a break flagged at ingest: $(cat "$T/resp")"
+	get "/v1/audit/verify?node=n3" "$AU" "$port"
+	out=$("$COLL" audit verify --db "$db" --node n3); rc=$?
+	[ "$(jget 'd["intact"], d["checked"], d["held_as_conflict"], d["held_ids"]')" = "(True, 9, 1, 'n3-a4')" ] \
+		&& [ "$rc" = 0 ] && echo "$out" | grep -q "1 record held as a conflict.*: n3-a4" \
+		&& ok "$name: a record held as a conflict is a link of the chain: no break at ingest, verify intact and names it" \
+		|| fail "$name: n3 verify: $(cat "$T/resp") / rc $rc $out"
+	# a stored record missing after it is still a break
+	sql "$db" "DELETE FROM records WHERE record_id = 'n3-a7'" >/dev/null
+	get "/v1/audit/verify?node=n3" "$AU" "$port"
+	[ "$(jget 'd["intact"], d["first_bad"]')" = "(False, 'n3-a8')" ] \
+		|| fail "$name: n3 with a7 deleted: $(cat "$T/resp")"
+	# the held body edited: it no longer links, the chain breaks at the record after it
+	sql "$db" "UPDATE conflicts SET received_body = replace(received_body, '\"prog4\"', '\"cat\"') WHERE record_id = 'n3-a4'" >/dev/null
+	get "/v1/audit/verify?node=n3" "$AU" "$port"
+	out=$("$COLL" audit verify --db "$db" --node n3); rc=$?
+	[ "$(jget 'd["intact"], d["first_bad"], d["held_as_conflict"]')" = "(False, 'n3-a5', 0)" ] \
+		&& [ "$rc" = 1 ] && echo "$out" | grep -q "BROKEN at record n3-a5" \
+		&& ok "$name: a deleted record after the held one, and the held body edited: breaks" \
+		|| fail "$name: n3 tampered conflict: $(cat "$T/resp") / rc $rc $out"
 
 	# restart: the head comes from the database, no false break; breaks are still listed
 	kill -TERM "$pid"; wait "$pid" 2>/dev/null

@@ -248,6 +248,74 @@ static void test_store_garbled_row(void **state)
 	assert_non_null(strstr(res.why, "does not decode"));
 }
 
+/* Record i of the stored chain taken out of records and kept as a conflict instead (its id
+ * stored with another body), its received body possibly edited. */
+static void add_conflict(struct fx *fx, const struct acct_record *rec, bool edit)
+{
+	char *json, sha[ACCT_HASH_HEX];
+	size_t len;
+
+	assert_int_equal(acct_record_encode(rec, &json, &len), 0);
+	if (edit) {
+		char *p = strstr(json, "10.0.0.1");
+
+		assert_non_null(p);
+		p[7] = '9';
+	}
+	assert_int_equal(acct_sha256_hex(json, len, sha), 0);
+	assert_int_equal(coll_store_conflict_add(
+			     fx->store, &(struct coll_conflict){.record_id = rec->record_id,
+								.node = "n1",
+								.detected = "2026-01-01T00:00:00Z",
+								.stored_body = "{}",
+								.received_body = json,
+								.received_sha256 = sha}),
+			 1);
+	free(json);
+}
+
+static void hold_as_conflict(struct fx *fx, size_t i, bool edit)
+{
+	char q[256];
+
+	snprintf(q, sizeof(q), "DELETE FROM records WHERE record_id = '%s'", fx->recs[i].record_id);
+	sql(fx, q);
+	add_conflict(fx, &fx->recs[i], edit);
+}
+
+static void test_store_held_conflict(void **state)
+{
+	struct fx *fx = *state;
+	struct coll_chain_result res;
+
+	hold_as_conflict(fx, 3, false);
+	assert_int_equal(coll_chain_verify_node(fx->store, "n1", 0, &res), 0);
+	assert_true(res.intact);
+	assert_int_equal(res.checked, N - 1);
+	assert_int_equal(res.held, 1);
+	assert_string_equal(res.held_ids, "n1/boot/3");
+	/* a stored record missing after it is still a break */
+	sql(fx, "DELETE FROM records WHERE record_id = 'n1/boot/5'");
+	assert_int_equal(coll_chain_verify_node(fx->store, "n1", 0, &res), 0);
+	assert_false(res.intact);
+	/* the record after the gap in store order: 7 (6 and 7 are stored out of time order) */
+	assert_string_equal(res.first_bad, "n1/boot/7");
+	assert_int_equal(res.held, 1);
+}
+
+static void test_store_held_edited(void **state)
+{
+	struct fx *fx = *state;
+	struct coll_chain_result res;
+
+	/* the kept body does not match its hash: not a link, the gap is a break */
+	hold_as_conflict(fx, 3, true);
+	assert_int_equal(coll_chain_verify_node(fx->store, "n1", 0, &res), 0);
+	assert_false(res.intact);
+	assert_string_equal(res.first_bad, "n1/boot/4");
+	assert_int_equal(res.held, 0);
+}
+
 /* ---- verification at ingest ---- */
 
 struct seen {
@@ -320,6 +388,29 @@ static void test_ingest_continues_stored_chain(void **state)
 	ingest(fx, h, recs, N + 1, N + 6, SIZE_MAX, &seen, &st);
 	assert_int_equal(st.checked, 0);
 	assert_int_equal(seen.n, 0);
+	coll_chain_heads_free(h);
+	free_chain(recs, N + 6);
+}
+
+/* A record held as a conflict links the next one at ingest; a lost one does not. */
+static void test_ingest_held_link(void **state)
+{
+	struct fx *fx = *state;
+	struct acct_record recs[N + 6];
+	struct coll_chain_heads *h;
+	struct coll_chain_ingest_stats st;
+	struct seen seen = {0};
+
+	make_chain_tail(recs, N + 6, "n1", N);
+	add_conflict(fx, &recs[N], false);
+	assert_int_equal(coll_chain_heads_new(&h), 0);
+	ingest(fx, h, recs, N, N + 3, N, &seen, &st);
+	assert_int_equal(st.checked, 2);
+	assert_int_equal(seen.n, 0);
+	ingest(fx, h, recs, N + 3, N + 6, N + 4, &seen, &st);
+	assert_int_equal(seen.n, 1);
+	assert_string_equal(seen.ids[0], "n1/boot/13");
+	assert_int_equal(seen.kinds[0], COLL_BREAK_LINK);
 	coll_chain_heads_free(h);
 	free_chain(recs, N + 6);
 }
@@ -402,7 +493,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_store_deleted_row, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_deleted_first, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_store_garbled_row, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_held_conflict, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_store_held_edited, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ingest_continues_stored_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ingest_held_link, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ingest_breaks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ingest_new_node, setup, teardown),
 	};
