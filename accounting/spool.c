@@ -6,8 +6,17 @@
  *   0  u32 magic "CSP1"        4  u32 payload length     8  u64 seq
  *   16 u8 prio, 3 bytes zero   20 u32 CRC32C of bytes 4..20 and the payload
  *   24 payload
- * (little endian), plus <dir>/acked (decimal, highest acked seq, replaced atomically) and
+ * (little endian), plus <dir>/acked (the spool's state, written in place: below) and
  * <dir>/lock (flock'd while open).
+ *
+ * <dir>/acked holds two slots of STATE_SLOT bytes, each one line
+ *   "CSPS gen=<20 digits> acked=<20> corrupt=<20> dropped=<20> crc=<8 hex>\n"
+ * (gen: a write counter; acked: the highest acked seq; corrupt: damaged regions found over the
+ * spool's life; dropped: kept copies of them removed for want of room; crc: CRC32C of the line
+ * before " crc="). A write goes to the slot the valid one with the higher gen is not, in place
+ * (pwrite + fdatasync), so recording an ack needs no new space on the filesystem once the file
+ * exists, and a torn write leaves the other slot. An older spool's file (the decimal seq alone)
+ * is read as acked and rewritten in the slot form within the block it already has.
  *
  * Appends go to the last segment with O_APPEND and are fdatasync'd before returning, so an
  * entry is either complete on disk or is a torn tail that open() truncates. Acks are persisted
@@ -52,6 +61,9 @@ struct segment {
 struct spool {
 	int dfd;
 	int lock_fd;
+	int state_fd; /* <dir>/acked, O_RDWR; -1 when it could not be made (full filesystem) */
+	uint64_t state_gen;
+	uint64_t damaged_max; /* bytes of damaged/ copies kept */
 	int wfd; /* last segment, O_APPEND; -1 until the first append after open/rollover */
 	char *dir;
 	uint64_t max_bytes, segment_bytes, keep_reserve;
@@ -76,6 +88,8 @@ struct spool {
 	int (*free_space)(void *ud);
 	void *free_space_ud;
 
+	uint64_t state_saved_corrupt, state_saved_dropped;
+	bool state_loaded; /* spool_open is done scanning */
 	/* damaged regions not yet handed to spool_take_damage */
 	struct spool_damage damage[SPOOL_DAMAGE_QUEUE];
 	size_t n_damage;
@@ -230,7 +244,206 @@ static int dir_sync(struct spool *s)
 	return fsync(s->dfd) < 0 ? -errno : 0;
 }
 
+/* ---- state file -------------------------------------------------------------------------- */
+
+#define STATE_SLOT   128
+#define STATE_CRC_AT 114 /* the line's bytes before " crc=" */
+
+static void state_format(const struct spool *s, uint64_t gen, uint64_t acked,
+			 char out[STATE_SLOT + 1])
+{
+	int n = snprintf(out, STATE_SLOT + 1,
+			 "CSPS gen=%020" PRIu64 " acked=%020" PRIu64 " corrupt=%020" PRIu64
+			 " dropped=%020" PRIu64,
+			 gen, acked, s->st.corrupt_frames, s->st.damaged_dropped);
+
+	snprintf(out + n, (size_t)(STATE_SLOT + 1 - n), " crc=%08x\n", crc32c(0, out, (size_t)n));
+}
+
+static bool state_parse(const char *slot, uint64_t v[4])
+{
+	char line[STATE_SLOT + 1];
+	unsigned crc;
+
+	memcpy(line, slot, STATE_SLOT);
+	line[STATE_SLOT] = 0;
+	if (memcmp(line, "CSPS gen=", 9) != 0 || line[STATE_SLOT - 1] != '\n' ||
+	    strlen(line) != STATE_SLOT)
+		return false;
+	if (sscanf(line,
+		   "CSPS gen=%20" SCNu64 " acked=%20" SCNu64 " corrupt=%20" SCNu64
+		   " dropped=%20" SCNu64 " crc=%8x",
+		   &v[0], &v[1], &v[2], &v[3], &crc) != 5)
+		return false;
+	return crc == crc32c(0, line, STATE_CRC_AT);
+}
+
+/* Reads <dir>/acked (either form); a missing one is an empty spool's. */
+static int state_load(struct spool *s)
+{
+	char buf[2 * STATE_SLOT + 1];
+	bool found = false;
+	uint64_t v[4];
+	ssize_t n;
+	int fd;
+
+	s->acked = 0;
+	fd = openat(s->dfd, "acked", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	s->state_fd = fd;
+	n = pread(fd, buf, 2 * STATE_SLOT, 0);
+	if (n < 0)
+		return -errno;
+	for (size_t k = 0; k < 2; k++)
+		if ((size_t)n >= (k + 1) * STATE_SLOT && state_parse(buf + k * STATE_SLOT, v) &&
+		    (!found || v[0] > s->state_gen)) {
+			found = true;
+			s->state_gen = v[0];
+			s->acked = v[1];
+			s->st.corrupt_frames = v[2];
+			s->st.damaged_dropped = v[3];
+		}
+	if (!found) {
+		/* an older spool's: the decimal seq; empty or zeros (made on a full disk, or its
+		 * first write torn): nothing acked yet that is known, everything is sent again */
+		char *end;
+
+		buf[n] = 0;
+		if (n > 0 && buf[0]) {
+			errno = 0;
+			s->acked = strtoull(buf, &end, 10);
+			if (errno || end == buf || (*end && *end != '\n'))
+				return -EBADMSG;
+		}
+	}
+	s->state_saved_corrupt = s->st.corrupt_frames;
+	s->state_saved_dropped = s->st.damaged_dropped;
+	return 0;
+}
+
+/* Writes the state with acked in place (the file is made if missing: that needs space once). */
+static int state_save(struct spool *s, uint64_t acked)
+{
+	char line[STATE_SLOT + 1];
+	uint64_t gen = s->state_gen + 1;
+	ssize_t w;
+	int r;
+
+	if (s->state_fd < 0) {
+		s->state_fd =
+		    openat(s->dfd, "acked", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (s->state_fd < 0)
+			return -errno;
+		r = dir_sync(s);
+		if (r < 0)
+			return r;
+	}
+	state_format(s, gen, acked, line);
+	w = pwrite(s->state_fd, line, STATE_SLOT, (off_t)(gen % 2) * STATE_SLOT);
+	if (w < 0)
+		return -errno;
+	if (w != STATE_SLOT)
+		return -ENOSPC; /* a short write: no room for the block */
+	if (!s->no_fsync && fdatasync(s->state_fd) < 0)
+		return -errno;
+	s->state_gen = gen;
+	s->state_saved_corrupt = s->st.corrupt_frames;
+	s->state_saved_dropped = s->st.damaged_dropped;
+	return 0;
+}
+
 /* ---- damaged regions -------------------------------------------------------------------- */
+
+struct dcopy {
+	char name[64];
+	uint64_t size;
+	struct timespec mtime;
+};
+
+static int dcopy_cmp(const void *a, const void *b)
+{
+	const struct dcopy *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static void queue_damage(struct spool *s, const struct spool_damage *d)
+{
+	if (s->n_damage < SPOOL_DAMAGE_QUEUE)
+		s->damage[s->n_damage++] = *d;
+}
+
+/*
+ * damaged/ kept under damaged_max bytes: the oldest copies are emptied first (each counted in
+ * damaged_dropped and reported). An emptied copy keeps its name, so that the region is not
+ * reported again while its segment exists; once the segment is gone the name goes too.
+ */
+static void damaged_trim(struct spool *s)
+{
+	_cleanup_free_ struct dcopy *c = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0, first_seg = s->n_segs ? s->segs[0].name_seq : UINT64_MAX;
+	struct dirent *de;
+	int fd = openat(s->dfd, "damaged", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		unsigned long long seg;
+		struct stat st;
+
+		if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(c->name) ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (st.st_size == 0) {
+			if (sscanf(de->d_name, "seg-%20llu-", &seg) == 1 && seg < first_seg)
+				(void)unlinkat(fd, de->d_name, 0);
+			continue;
+		}
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct dcopy *p = realloc(c, nc * sizeof(*c));
+
+			if (!p)
+				break;
+			c = p;
+			cap = nc;
+		}
+		snprintf(c[n].name, sizeof(c[n].name), "%s", de->d_name);
+		c[n].size = (uint64_t)st.st_size;
+		c[n].mtime = st.st_mtim;
+		total += c[n].size;
+		n++;
+	}
+	if (total > s->damaged_max && n > 0) {
+		qsort(c, n, sizeof(*c), dcopy_cmp);
+		for (size_t i = 0; i < n && total > s->damaged_max; i++) {
+			int tfd =
+			    openat(fd, c[i].name, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+			struct spool_damage dr = {.length = c[i].size, .dropped = true};
+
+			if (tfd < 0)
+				continue;
+			close(tfd);
+			total -= c[i].size;
+			s->st.damaged_dropped++;
+			snprintf(dr.file, sizeof(dr.file), "%s", c[i].name);
+			(void)sscanf(c[i].name, "seg-%20" SCNu64 "-at-%20" SCNu64, &dr.segment,
+				     &dr.offset);
+			queue_damage(s, &dr);
+		}
+	}
+	closedir(d);
+}
 
 /*
  * A region that did not verify: keep its bytes in damaged/ (O_EXCL: a region an earlier open
@@ -269,8 +482,12 @@ static void note_damage(struct spool *s, uint64_t seg, uint64_t off, const unsig
 		d.file[0] = 0;
 	if (!torn)
 		s->st.corrupt_frames++;
-	if (s->n_damage < SPOOL_DAMAGE_QUEUE)
-		s->damage[s->n_damage++] = d;
+	queue_damage(s, &d);
+	if (!d.keep_error)
+		damaged_trim(s);
+	/* found after open: the count is made durable now (at open: once the scan is done) */
+	if (s->state_loaded)
+		(void)state_save(s, s->acked);
 }
 
 size_t spool_take_damage(struct spool *s, struct spool_damage *ret, size_t max)
@@ -405,8 +622,9 @@ static int unlink_segment(struct spool *s, size_t i)
 	return 0;
 }
 
-/* Delete every segment whose entries are all acked (the last one too: appends recreate). */
-static int gc_segments(struct spool *s)
+/* Delete every segment whose entries are all acked (the last one too: appends recreate, unless
+ * keep_last: it holds the sequence's floor when the ack could not be made durable). */
+static int gc_segments(struct spool *s, bool keep_last)
 {
 	bool removed = false, last_removed = false;
 	int r;
@@ -418,7 +636,7 @@ static int gc_segments(struct spool *s)
 		if (g->n_entries > 0 && g->last_seq > s->acked)
 			break;
 		/* an empty last segment is kept: it is where appends go */
-		if (last && g->n_entries == 0 && !g->damaged)
+		if (last && ((g->n_entries == 0 && !g->damaged) || keep_last))
 			break;
 		if (last)
 			last_removed = true;
@@ -438,17 +656,6 @@ static int gc_segments(struct spool *s)
 	return 0;
 }
 
-static int read_acked(struct spool *s)
-{
-	int r = read_u64_file_at(s->dfd, "acked", &s->acked);
-
-	if (r == -ENOENT) {
-		s->acked = 0;
-		return 0;
-	}
-	return r;
-}
-
 int spool_open(const struct spool_opts *opts, struct spool **ret)
 {
 	struct spool *s;
@@ -461,7 +668,8 @@ int spool_open(const struct spool_opts *opts, struct spool **ret)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->dfd = s->lock_fd = s->wfd = -1;
+	s->dfd = s->lock_fd = s->wfd = s->state_fd = -1;
+	s->damaged_max = opts->damaged_max_bytes ?: SPOOL_DEFAULT_DAMAGED_MAX;
 	s->max_bytes = opts->max_bytes ? opts->max_bytes : DEFAULT_MAX_BYTES;
 	s->segment_bytes = opts->segment_bytes ? opts->segment_bytes : DEFAULT_SEGMENT_BYTES;
 	s->keep_reserve = opts->keep_reserve ? opts->keep_reserve : s->max_bytes / 10;
@@ -492,7 +700,7 @@ int spool_open(const struct spool_opts *opts, struct spool **ret)
 		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto out_free;
 	}
-	r = read_acked(s);
+	r = state_load(s);
 	if (r < 0)
 		goto out_free;
 	r = load_segments(s);
@@ -508,9 +716,22 @@ int spool_open(const struct spool_opts *opts, struct spool **ret)
 	}
 	s->next_seq =
 	    MAX(MAX(s->acked, min_seq) + 1, s->n_segs ? s->segs[s->n_segs - 1].name_seq : 1);
-	r = gc_segments(s);
+	r = gc_segments(s, false);
 	if (r < 0)
 		goto out_free;
+	damaged_trim(s);
+	/*
+	 * The state file in its slot form from the start, so that no ack needs new space: an
+	 * older spool's is rewritten within its block; a missing one is made (on a full
+	 * filesystem that waits for the first ack: see spool_ack). New damage is counted.
+	 */
+	s->state_loaded = true;
+	if (s->state_gen == 0 || s->st.corrupt_frames != s->state_saved_corrupt ||
+	    s->st.damaged_dropped != s->state_saved_dropped) {
+		r = state_save(s, s->acked);
+		if (r < 0 && r != -ENOSPC && r != -EDQUOT)
+			goto out_free;
+	}
 	*ret = s;
 	return 0;
 
@@ -525,6 +746,8 @@ void spool_close(struct spool *s)
 		return;
 	if (s->wfd >= 0)
 		close(s->wfd);
+	if (s->state_fd >= 0)
+		close(s->state_fd);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	if (s->dfd >= 0)
@@ -1054,8 +1277,6 @@ static int count_range(struct spool *s, const struct segment *g, uint64_t lo, ui
 
 int spool_ack(struct spool *s, uint64_t upto_seq)
 {
-	char buf[DECIMAL_STR_MAX(uint64_t) + 1];
-	_cleanup_free_ char *path = NULL;
 	uint64_t acked = 0;
 	int r;
 
@@ -1070,20 +1291,37 @@ int spool_ack(struct spool *s, uint64_t upto_seq)
 			return r;
 		acked += n;
 	}
-	snprintf(buf, sizeof(buf), "%" PRIu64 "\n", upto_seq);
-	if (asprintf(&path, "%s/acked", s->dir) < 0)
-		return -ENOMEM;
 	/* the ack must be durable before any segment goes away */
-	r = write_file_atomic(path, buf, strlen(buf), 0600);
+	r = state_save(s, upto_seq);
 	if ((r == -ENOSPC || r == -EDQUOT) && s->free_space && s->free_space(s->free_space_ud) == 0)
-		r = write_file_atomic(path, buf, strlen(buf), 0600);
-	if (r < 0)
+		r = state_save(s, upto_seq);
+	if (r < 0 && r != -ENOSPC && r != -EDQUOT)
 		return r;
 	s->acked = upto_seq;
 	s->pending -= MIN(acked, s->pending);
 	if (s->cur_valid && s->cur_seq <= s->acked)
 		s->cur_valid = false;
-	return gc_segments(s);
+	if (r == 0)
+		return gc_segments(s, false);
+	/*
+	 * No room even for the state file (made on a full filesystem, no reserve to give up):
+	 * the acked segments go all the same, first all but the last (it holds the sequence's
+	 * floor), then, if that left no room, the last too, and the ack is written into the room
+	 * they leave. Until it is, a restart resends what followed the last durable ack (the
+	 * collector answers "duplicate"); one between the last segment's removal and the write
+	 * would number new entries from that ack on again (docs/pipeline.md "Full disk").
+	 */
+	s->st.acks_not_durable++;
+	r = gc_segments(s, true);
+	if (r < 0)
+		return r;
+	if (state_save(s, upto_seq) == 0)
+		return 0;
+	r = gc_segments(s, false);
+	if (r < 0)
+		return r;
+	(void)state_save(s, upto_seq);
+	return 0;
 }
 
 uint64_t spool_first_unacked(const struct spool *s)

@@ -32,7 +32,11 @@ struct spool_opts {
 	 * cannot be persisted deletes nothing, so a full disk would keep the spool full. */
 	int (*free_space)(void *ud);
 	void *free_space_ud;
+	/* bytes of copies of damaged regions kept in <dir>/damaged/; beyond, the oldest are
+	 * emptied (spool_damage.dropped). 0 = SPOOL_DEFAULT_DAMAGED_MAX */
+	uint64_t damaged_max_bytes;
 };
+#define SPOOL_DEFAULT_DAMAGED_MAX (64ULL << 20)
 
 struct spool_stats {
 	uint64_t entries_pending;
@@ -46,7 +50,11 @@ struct spool_stats {
 	uint64_t corrupt_bytes_skipped;
 	/* damaged regions (middle of a segment, at open or found later) seen for the first time:
 	 * each is kept in damaged/ and reported once by spool_take_damage */
-	uint64_t corrupt_frames;
+	uint64_t corrupt_frames;  /* over the spool's life (kept in its state file) */
+	uint64_t damaged_dropped; /* copies in damaged/ emptied for room (kept likewise) */
+	/* acks that could not be made durable (no room at all): the acked segments went, a
+	 * restart before the next durable ack resends entries the collector has */
+	uint64_t acks_not_durable;
 	uint64_t segments;
 	uint64_t acked_upto; /* highest acked sequence number (persisted) */
 	uint64_t next_seq;   /* sequence number the next append gets */
@@ -113,6 +121,8 @@ struct spool_damage {
 	bool torn;	   /* truncated tail of the last segment (a crash mid-append) */
 	char file[64];	   /* name under damaged/, "" if it could not be kept */
 	int keep_error;	   /* -errno of keeping it, 0 if kept */
+	/* not a region: the kept copy file (length bytes) emptied, damaged/ over its cap */
+	bool dropped;
 };
 /* Hands out the regions found since the last call (at most max); returns their number.
  * Beyond SPOOL_DAMAGE_QUEUE of them unreported, the rest are only counted. */

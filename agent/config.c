@@ -426,6 +426,12 @@ static int config_set_metrics_collector_spool(struct agent_config *c, const char
 		c->spool_max_bytes = u;
 		return 0;
 	}
+	if (IS("spool", "damaged_max_bytes")) {
+		if (parse_size(value, &u) < 0 || u < (64 << 10))
+			return BAD("expected a size of at least 64K");
+		c->spool_damaged_max = u;
+		return 0;
+	}
 	if (IS("spool", "billing_reserve")) {
 		if (parse_size(value, &u) < 0 || u < (64 << 10))
 			return BAD("expected a size of at least 64K");

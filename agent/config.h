@@ -91,6 +91,7 @@ struct agent_config {
 	/* [spool] */
 	uint64_t spool_max_bytes;
 	uint64_t spool_billing_reserve; /* only task.start/task.end may use it; 0 = max/10 */
+	uint64_t spool_damaged_max;	/* bytes of spool/damaged/ copies; 0 = 64 MiB */
 	/* [control] (agent/control.c) */
 	uint32_t conn_per_uid;	     /* connections one non-root uid may hold */
 	uint64_t idle_timeout_ns;    /* nothing asked, nothing owed: closed after this */

@@ -193,10 +193,18 @@ static void metrics_pipeline(struct buf *b, struct agent *a)
 		  ss.entries_pending);
 		G("corral_spool_bytes", "Bytes of spool on disk.", ss.bytes_on_disk);
 		C("corral_spool_corrupt_frames_total",
-		  "Damaged spool regions skipped (each logged once and kept in spool/damaged/).",
+		  "Damaged spool regions found over the spool's life (each logged once, kept in "
+		  "spool/damaged/; the count is kept in the spool's state file).",
 		  ss.corrupt_frames);
 		C("corral_spool_torn_bytes_truncated_total", "Torn tail bytes truncated at open.",
 		  ss.torn_bytes_truncated);
+		C("corral_spool_damaged_copies_dropped_total",
+		  "Copies in spool/damaged/ emptied to keep it under [spool] damaged_max_bytes.",
+		  ss.damaged_dropped);
+		C("corral_spool_acks_not_durable_total",
+		  "Acks that found no room at all on the state filesystem (the acked segments "
+		  "were removed first; a restart before the next durable ack resends).",
+		  ss.acks_not_durable);
 	}
 	if (a->upl) {
 		upl_get_stats(a->upl, &us);
@@ -587,7 +595,13 @@ static void spool_report_damage(struct agent *a)
 			if (d[i].next_seq)
 				snprintf(next, sizeof(next), "; delivery goes on at entry %llu",
 					 (unsigned long long)d[i].next_seq);
-			if (d[i].torn)
+			if (d[i].dropped)
+				log_warning(
+				    "spool: damaged/%s (%llu bytes) emptied: damaged/ holds "
+				    "at most [spool] damaged_max_bytes, the oldest copies "
+				    "go first",
+				    d[i].file, (unsigned long long)d[i].length);
+			else if (d[i].torn)
 				log_warning(
 				    "spool: segment %020llu: torn tail of %llu bytes at offset "
 				    "%llu (a write cut short by a crash) truncated%s%s%s",
@@ -644,6 +658,7 @@ int agent_hooks_init(struct agent *a)
 	so.dir = dir;
 	so.max_bytes = a->cfg.spool_max_bytes;
 	so.keep_reserve = a->cfg.spool_billing_reserve;
+	so.damaged_max_bytes = a->cfg.spool_damaged_max;
 	so.free_space = state_free_space;
 	so.free_space_ud = a;
 	if (so.keep_reserve >= so.max_bytes) {

@@ -8,10 +8,14 @@
 #  5. a record id the collector holds with another body: answered conflict, kept with both
 #     bodies, counted, logged and set aside by the agent, and the stream goes on;
 #  6. a flipped byte in a spool segment while the agent is down: that frame logged once,
-#     counted, kept in spool/damaged/, every other record delivered;
+#     counted (the count survives restarts), kept in spool/damaged/, every other record
+#     delivered;
 #  7. a full state filesystem (a tmpfs of fixed size, filled): the audit chain head is saved at
 #     SIGTERM, the agent starts degraded (tasks re-adopted, spool uploaded and trimmed, no new
-#     task), says so in status and /metrics, and recovers by itself when space returns.
+#     task), says so in status and /metrics, and recovers by itself when space returns;
+#  8. a state filesystem full before the agent's first start on an older state directory (no
+#     reserve file, no spool state file: nothing was ever acked): the acks find no room and no
+#     reserve, the acked segments make it; every record stored, the spool emptied.
 . "$(dirname "$0")/lib.sh"
 need_root
 N=${PIPELINE_N:-1000}
@@ -205,9 +209,9 @@ kept=$(cat "$STATE"/spool/damaged/*.bin 2>/dev/null | grep -c "$lost")
 [ "$stored" = $((frames - 1)) ] && [ "$gone" = 0 ] \
 	&& pass "flipped byte in the spool: $stored of $frames records delivered, only the damaged one ($lost) missing" \
 	|| fail "flipped byte: $stored of $frames delivered (want $((frames - 1))), damaged one stored: $gone"
-[ "$logged" = 1 ] && [ "$kept" = 1 ] && [ "$cf1" = 1 ] && [ "$cf" = 0 ] \
-	&& pass "the damaged frame: logged once over two starts, counted (corral_spool_corrupt_frames_total $cf1 by the start that found it), kept in spool/damaged/" \
-	|| fail "damaged frame: logged $logged, kept $kept, metric $cf1 then $cf (want 1 then 0: reported before)"
+[ "$logged" = 1 ] && [ "$kept" = 1 ] && [ "$cf1" = 1 ] && [ "$cf" = 1 ] \
+	&& pass "the damaged frame: logged once over two starts, counted once (corral_spool_corrupt_frames_total $cf1, then $cf after a restart), kept in spool/damaged/" \
+	|| fail "damaged frame: logged $logged, kept $kept, metric $cf1 then $cf (want 1 then 1: counted once, kept across restarts)"
 stop_agent
 
 # --- 7. full state filesystem -------------------------------------------------------------------
@@ -267,4 +271,40 @@ n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end' AND task_id I
 [ "$(ctl status | jget degraded)" = False ] && [ "$n" = 2 ] && grep -q 'has space again' "$T/agent.log" \
 	&& pass "space back: degraded mode left by itself, tasks run again, the re-adopted tasks' ends stored" \
 	|| fail "recovery: degraded $(ctl status | jget degraded), ends stored $n"
+
+# --- 8. full before the first start, on an older state directory --------------------------------
+stop_agent
+stop_collector
+umount -l "$FS"
+mount -t tmpfs -o size=6m tmpfs "$FS" || skip "cannot mount a tmpfs"
+STATE=$FS/state
+start_agent --no-bpf --config "$T/batch.conf"
+"$H" 30 throughput "$SOCK" 8 >/dev/null || fail "launching 30 tasks"
+stop_agent
+# as an older agent left it: no reserve, and no spool state file (it never acked)
+rm -f "$STATE/reserve" "$STATE/spool/acked"
+dd if=/dev/zero of="$FS/fill" bs=4k >/dev/null 2>&1
+frames=$(python3 - "$STATE"/spool/seg-*.log <<'PY'
+import struct, sys
+frames = 0
+for path in sys.argv[1:]:
+    b, pos = open(path, "rb").read(), 0
+    while pos + 24 <= len(b):
+        frames += 1
+        pos += 24 + struct.unpack_from("<I", b, pos + 4)[0]
+print(frames)
+PY
+)
+rm -f "$DB" "$DB"-*
+start_collector
+start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
+	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
+drained >/dev/null
+stored=$(q "SELECT count(*) FROM records")
+segs=$(ls "$STATE"/spool/seg-*.log 2>/dev/null | wc -l)
+nd=$(metric $MPORT corral_spool_acks_not_durable_total)
+[ "$stored" = "$frames" ] && [ "$frames" -ge 60 ] && [ "$segs" = 0 ] && [ "${nd:-0}" -ge 1 ] \
+	&& [ "$(tr -d '\000' <"$STATE/spool/acked" 2>/dev/null | grep -c '^CSPS gen=.* acked=0*'"$frames"' ')" = 1 ] \
+	&& pass "full before the first start, no reserve, never acked: all $stored spooled records stored, the spool emptied, the ack made durable in the room the acked segments left ($nd ack(s) first without it)" \
+	|| fail "full before the first start: $stored stored of $frames, $segs segments left, acks not durable $nd, state file '$(tr -d '\000' <"$STATE/spool/acked" 2>/dev/null)'"
 finish

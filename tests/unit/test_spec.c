@@ -399,6 +399,13 @@ static void test_config(void **state)
 	assert_int_equal(c.send_timeout_ns, NSEC_PER_SEC / 2);
 	assert_int_equal(config_set(&c, "control", "idle_timeout", "0", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "idle_timeout"));
+	/* [spool] damaged_max_bytes: 0 (the spool's default) unless set, a bad size named */
+	assert_int_equal(c.spool_damaged_max, 0);
+	assert_int_equal(config_set(&c, "spool", "damaged_max_bytes", "8M", err, sizeof(err)), 0);
+	assert_int_equal(c.spool_damaged_max, 8ULL << 20);
+	assert_int_equal(config_set(&c, "spool", "damaged_max_bytes", "1k", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "damaged_max_bytes"));
 	unlink(path);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -ENOENT);
 	config_free(&c);

@@ -325,9 +325,128 @@ static void test_corrupt_crc(void **state)
 	s = open_spool(t, 0, 2 * (HDR + 4), 0);
 	spool_get_stats(s, &st);
 	assert_int_equal(st.corrupt_entries_skipped, 1);
-	assert_int_equal(st.corrupt_frames, 0);
+	assert_int_equal(st.corrupt_frames, 2); /* the spool's life: kept in its state file */
 	assert_int_equal(spool_take_damage(s, dmg, 8), 0);
 	spool_close(s);
+}
+
+static off_t file_size(struct tctx *t, const char *name)
+{
+	char p[128];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/%s", t->dir, name);
+	if (stat(p, &sb) < 0)
+		return -1;
+	return sb.st_size;
+}
+
+/* damaged/ held under damaged_max_bytes: the oldest copy emptied, counted, reported; the
+ * counts survive a reopen; an emptied copy's name goes with its segment. */
+static void test_damaged_cap(void **state)
+{
+	struct tctx *t = *state;
+	struct spool_opts o = {
+	    .dir = t->dir, .segment_bytes = 2 * (HDR + 4), .damaged_max_bytes = 2 * (HDR + 4)};
+	struct spool *s = open_spool(t, 0, 2 * (HDR + 4), 0);
+	struct spool_damage dmg[8];
+	struct spool_stats st;
+	char path[128], buf[8];
+
+	for (int i = 1; i <= 8; i++) {
+		snprintf(buf, sizeof(buf), "e%03d", i);
+		append_str(s, buf, SPOOL_PRIO_KEEP, (uint64_t)i);
+	}
+	spool_close(s);
+	for (uint64_t seg = 1; seg <= 5; seg += 2) {
+		seg_path(t, seg, path, sizeof(path));
+		flip_byte(path, HDR + 1);
+	}
+	assert_int_equal(spool_open(&o, &s), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.corrupt_frames, 3);
+	assert_int_equal(st.damaged_dropped, 1);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 4);
+	assert_false(dmg[0].dropped || dmg[1].dropped || dmg[2].dropped);
+	assert_true(dmg[3].dropped);
+	assert_string_equal(dmg[3].file, "seg-00000000000000000001-at-0.bin");
+	assert_int_equal(dmg[3].length, HDR + 4);
+	assert_int_equal(file_size(t, "damaged/seg-00000000000000000001-at-0.bin"), 0);
+	assert_int_equal(file_size(t, "damaged/seg-00000000000000000003-at-0.bin"), HDR + 4);
+	assert_int_equal(file_size(t, "damaged/seg-00000000000000000005-at-0.bin"), HDR + 4);
+	spool_close(s);
+	/* reopened: nothing new to report (the emptied copy still names its region), counts kept */
+	assert_int_equal(spool_open(&o, &s), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.corrupt_frames, 3);
+	assert_int_equal(st.damaged_dropped, 1);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 0);
+	/* segments 1 and 3 acked away: the emptied copy of segment 1 goes at the next open */
+	assert_int_equal(spool_ack(s, 4), 0);
+	spool_close(s);
+	assert_int_equal(spool_open(&o, &s), 0);
+	assert_int_equal(file_size(t, "damaged/seg-00000000000000000001-at-0.bin"), -1);
+	assert_int_equal(file_size(t, "damaged/seg-00000000000000000003-at-0.bin"), HDR + 4);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.corrupt_frames, 3);
+	assert_int_equal(spool_take_damage(s, dmg, 8), 0);
+	spool_close(s);
+}
+
+/* The state file: an older spool's decimal "acked" read and rewritten in place in slot form;
+ * a torn newest slot leaves the other. */
+static void test_state_file(void **state)
+{
+	struct tctx *t = *state;
+	struct spool *s = open_spool(t, 0, 0, 0);
+	struct spool_stats st;
+	char path[128];
+	FILE *f;
+
+	for (int i = 1; i <= 6; i++)
+		append_str(s, "abcd", SPOOL_PRIO_KEEP, (uint64_t)i);
+	spool_close(s);
+	snprintf(path, sizeof(path), "%s/acked", t->dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("3\n", f);
+	fclose(f);
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.acked_upto, 3);
+	assert_int_equal(st.entries_pending, 3);
+	assert_int_equal(file_size(t, "acked"), 256); /* slot 1 written after the old line */
+	assert_int_equal(spool_ack(s, 5), 0);	      /* slot 0, over the old line */
+	spool_close(s);
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.acked_upto, 5);
+	spool_close(s);
+	/* the newest slot (0) torn: the older one (ack 3) holds */
+	flip_byte(path, 20);
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.acked_upto, 3);
+	assert_int_equal(st.entries_pending, 3);
+	spool_close(s);
+	/* zeros (the file made on a full disk, its first write torn): nothing known acked */
+	assert_int_equal(truncate(path, 0), 0);
+	assert_int_equal(truncate(path, 256), 0);
+	s = open_spool(t, 0, 0, 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.acked_upto, 0);
+	assert_int_equal(st.entries_pending, 6);
+	spool_close(s);
+	/* neither form: refused, not read as 0 */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("garbage\n", f);
+	fclose(f);
+	{
+		struct spool_opts o = {.dir = t->dir};
+
+		assert_int_equal(spool_open(&o, &s), -EBADMSG);
+	}
 }
 
 static void test_full_sheds_samples_first(void **state)
@@ -560,6 +679,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_seq_monotonic_across_reopen, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_torn_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_corrupt_crc, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_damaged_cap, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_state_file, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_full_sheds_samples_first, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rollover_and_delete, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
