@@ -20,9 +20,13 @@ enum bpf_mode {
 
 /* Control socket connections: at most CONTROL_CONN_MAX, of which the last
  * CONTROL_CONN_RESERVED only root and the agent's group may take (agent/control.c). */
-#define CONTROL_CONN_MAX	 256
-#define CONTROL_CONN_RESERVED	 16
-#define CONTROL_CONN_PER_UID_MAX 240
+#define CONTROL_CONN_MAX      256
+#define CONTROL_CONN_RESERVED 16
+/* of the reserved: a member of the group takes one only while it holds fewer than
+ * CONTROL_CONN_RESERVED_PER_MEMBER connections, and the last CONTROL_CONN_ROOT_ONLY are root's */
+#define CONTROL_CONN_RESERVED_PER_MEMBER 2
+#define CONTROL_CONN_ROOT_ONLY		 4
+#define CONTROL_CONN_PER_UID_MAX	 240
 
 struct agent_config {
 	/* [agent] */

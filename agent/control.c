@@ -16,8 +16,11 @@
  * requests wait) until they drain, and is closed past OUT_MAX or when its replies make no
  * progress for send_timeout; a request line must be complete within request_timeout; a
  * connection that asks nothing and is owed nothing is closed after idle_timeout. Each non-root
- * uid holds at most conn_per_uid connections, and the last CONTROL_CONN_RESERVED of the
- * CONTROL_CONN_MAX are only for root and the agent's group.
+ * uid holds at most conn_per_uid connections, members of the agent's group included (a runaway
+ * script of one of them must not lock out the others); the last CONTROL_CONN_RESERVED of the
+ * CONTROL_CONN_MAX are only for root and the group: a member takes one only while it holds
+ * fewer than CONTROL_CONN_RESERVED_PER_MEMBER connections, and the last CONTROL_CONN_ROOT_ONLY
+ * are root's alone.
  */
 #include "accounting/spool.h"
 #include "agent/agent.h"
@@ -548,13 +551,23 @@ static const char *refusal(struct agent *a, uid_t uid, bool privileged, char *bu
 
 	if (a->n_conns >= CONTROL_CONN_MAX)
 		return "agent busy: too many connections";
+	if (uid == 0)
+		return NULL;
+	if (a->n_conns >= CONTROL_CONN_MAX - CONTROL_CONN_ROOT_ONLY)
+		return "agent busy: too many connections (the rest are kept for root)";
 	if (!privileged && a->n_conns >= CONTROL_CONN_MAX - CONTROL_CONN_RESERVED)
 		return "agent busy: too many connections (the rest are kept for root and the "
 		       "agent's group)";
-	if (uid == 0)
-		return NULL;
 	for (struct conn *c = a->conns; c; c = c->next)
 		mine += c->uid == uid;
+	if (a->n_conns >= CONTROL_CONN_MAX - CONTROL_CONN_RESERVED &&
+	    mine >= CONTROL_CONN_RESERVED_PER_MEMBER) {
+		snprintf(buf, len,
+			 "agent busy: uid %u holds %u connections; the rest are kept for root and "
+			 "the agent's group, %u each",
+			 uid, mine, CONTROL_CONN_RESERVED_PER_MEMBER);
+		return buf;
+	}
 	if (mine >= a->cfg.conn_per_uid) {
 		snprintf(buf, len,
 			 "agent busy: uid %u already holds %u connections (the limit per user)",

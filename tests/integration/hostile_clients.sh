@@ -8,6 +8,8 @@
 #     idle_timeout;
 #  3. an incomplete request line: answered with an error and closed after request_timeout;
 #  4. eight users holding every unreserved slot: a ninth user is refused, root still served;
+#     members of the agent's group share the reserved slots (two each: a second member is
+#     served while the first tries for more) and are held to the per-uid limit like any user;
 #  5. corral-collector under 1,200 slowloris connections (24 addresses, one header line every
 #     2 s): /healthz and node uploads served, figures side by side with no attack, nothing
 #     lost; one address opening 400 is held to max_connections_per_ip; a body over max_body
@@ -93,7 +95,8 @@ if mode == "hog":
 elif mode == "idle":
     # as uid: n connections held idle; counts the refused ones, then waits for the closes
     uid, n = int(sys.argv[3]), int(sys.argv[4])
-    os.setgroups([]); os.setgid(uid); os.setuid(uid)
+    gid = int(sys.argv[5]) if len(sys.argv) > 5 else uid
+    os.setgroups([]); os.setgid(gid); os.setuid(uid)
     cs = [conn() for _ in range(n)]
     time.sleep(0.5)
     held, refused, why = [], 0, ""
@@ -173,7 +176,9 @@ grep -q 'eof 1 .*request: not complete within 2.0s' "$T/partial.out" \
 # --- 4. eight users fill every unreserved slot -------------------------------------------------
 # (idle_timeout back to its default: the slots must stay taken while they are counted)
 stop_agent
-printf '[agent]\nsocket_mode = 0666\n' >"$T/open.conf"
+getent group corral-it-ops >/dev/null || groupadd -r corral-it-ops
+OPS=$(getent group corral-it-ops | cut -d: -f3)
+printf '[agent]\nsocket_mode = 0666\nallowed_group = corral-it-ops\n' >"$T/open.conf"
 start_agent --no-bpf --config "$T/open.conf"
 P=()
 for k in $(seq 8); do
@@ -189,6 +194,27 @@ ls=$(timed ctl status) || fail "root's status with every unreserved slot taken: 
 grep -q "refused 1 why .*kept for root" "$T/ninth.out" && [ "$total" = 240 ] \
 	&& pass "8 users hold all 240 unreserved connections: a ninth user is refused, root's status ${ls}s" \
 	|| fail "slots: held $total, ninth: $(cat "$T/ninth.out")"
+# two members of the agent's group (primary gid corral-it-ops) ask for 6 each: 2 each
+for k in 1 2; do
+	python3 "$PY" "$SOCK" idle $((60200 + k)) 6 "$OPS" >"$T/ops$k.out" 2>&1 &
+	P+=($!)
+	wait_line "$T/ops$k.out" held
+done
+ls=$(timed ctl status) || fail "root's status with the reserved slots shared: $ls"
+grep -q "^held 2 refused 4 why .*kept for root and the agent's group, 2 each" "$T/ops1.out" \
+	&& grep -q "^held 2 refused 4" "$T/ops2.out" \
+	&& pass "group members share the reserved slots: 2 each for two members asking 6, root's status ${ls}s" \
+	|| fail "reserved slots: member 1 $(head -1 "$T/ops1.out"), member 2 $(head -1 "$T/ops2.out")"
+kill "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null
+# with the slots free (the closes seen: status's own connection alone), a member is held to
+# max_connections_per_uid (32) like anyone
+for _ in $(seq 100); do [ "$(ctl status | jget connections)" = 1 ] && break; sleep 0.1; done
+python3 "$PY" "$SOCK" idle 60203 40 "$OPS" >"$T/ops3.out" 2>&1 &
+P=($!)
+wait_line "$T/ops3.out" held
+grep -q "^held 32 refused 8 why .*uid 60203 already holds 32" "$T/ops3.out" \
+	&& pass "a group member is held to the per-uid limit: 32 of 40" \
+	|| fail "member per-uid limit: $(head -1 "$T/ops3.out")"
 kill "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null
 
 # --- 5. collector: slow and hostile HTTP clients -------------------------------------------------
