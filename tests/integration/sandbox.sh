@@ -164,6 +164,22 @@ grep -q sysctl:ok "$T/p.out" && pass "--pid-ns: /proc/sys of the new /proc read-
 pgrep -f "corral-it-left-$$" >/dev/null && fail "--pid-ns: a background process outlived PID 1" ||
 	pass "--pid-ns: a background process does not outlive the task"
 
+# --- IPC namespace: a message queue a task makes is not the node's ----------------------------
+if command -v ipcmk >/dev/null && command -v ipcs >/dev/null; then
+	# the queue is told apart by its mode (0601)
+	q601() { ipcs -q | awk '$4 == 601' | wc -l; }
+	before=$(q601)
+	run_wait --ipc-ns --uts-ns --stdout "$T/ipc.out" -- sh -c "ipcmk -Q -p 0601 >/dev/null && ipcs -q | awk '\$4 == 601' | wc -l"
+	[ "$(cat "$T/ipc.out")" = 1 ] && [ "$(q601)" = "$before" ] &&
+		pass "--ipc-ns: the task's System V queue is not in the node's IPC namespace" ||
+		fail "ipc-ns: task sees $(cat "$T/ipc.out"), node $(q601) (before $before)"
+	run_wait --stdout "$T/ipc2.out" -- sh -c "ipcmk -Q -p 0601"
+	id=$(sed -n 's/.*id: *//p' "$T/ipc2.out")
+	[ "$(q601)" = $((before + 1)) ] && pass "without --ipc-ns the node sees it (control)" ||
+		fail "ipc control: $(cat "$T/ipc2.out"), node $(q601)"
+	[ -n "$id" ] && ipcrm -q "$id" 2>/dev/null
+fi
+
 # --- read_only_paths, inaccessible_paths, bind ---------------------------------------------
 mkdir -p "$T/ro" "$T/bsrc"
 echo secret >"$T/secret"
