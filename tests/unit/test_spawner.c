@@ -263,6 +263,27 @@ static void test_mounts(void **state)
 	free(buf);
 }
 
+/* The messages of the sandbox's steps name the layer and what to do about it. */
+static void test_sandbox_errors(void **state)
+{
+	const struct launch_mount m[] = {
+	    {.op = LAUNCH_MOUNT_DEV, .path = "/dev", .data = "infiniband"},
+	};
+	struct launch_plan p = {.argv = argv_, .n_mounts = 1, .mounts = m};
+	char buf[512];
+
+	(void)state;
+	launch_format_error(&p, LAUNCH_STEP_LANDLOCK, EOPNOTSUPP, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "landlock: "));
+	assert_non_null(strstr(buf, "not enabled at boot"));
+	assert_non_null(strstr(buf, "[sandbox] landlock = no"));
+	launch_format_error(&p, LAUNCH_STEP_LANDLOCK, ENOSYS, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "kernel without Landlock"));
+	launch_format_error(&p, LAUNCH_STEP_CODE(LAUNCH_STEP_MOUNT, 0), EPERM, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "mount namespace: private /dev at /dev: "));
+	assert_non_null(strstr(buf, "CAP_SYS_ADMIN"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +291,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
 	    cmocka_unit_test(test_minimal),
 	    cmocka_unit_test(test_mounts),
+	    cmocka_unit_test(test_sandbox_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
