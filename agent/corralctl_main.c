@@ -440,17 +440,206 @@ static char *read_user_file(const char *opt, const char *path, size_t max, size_
 	return buf;
 }
 
-static int cmd_run(int argc, char **argv)
+/* run: a limit flag (--memory ... --audit-bytes) into the spec; false if c is not one. */
+static bool run_limit_flag(struct task_spec *sp, int c, int *e, char *err, size_t errlen)
 {
-	struct task_spec spec;
-	char err[1024];
-	bool wait = false;
-	const char *spec_file = NULL;
-	json_t *req, *r, *sj;
 	uint64_t u;
 	double d;
-	int c, fd, rc;
 
+	switch (c) {
+	case OPT_MEMORY:
+		if (parse_size(optarg, &sp->memory_max) < 0 || sp->memory_max == 0)
+			die("--memory: invalid size \"%s\" (e.g. 512M, 2G)", optarg);
+		break;
+	case OPT_MEMORY_HIGH:
+		if (parse_size(optarg, &sp->memory_high) < 0)
+			die("--memory-high: invalid size \"%s\"", optarg);
+		break;
+	case OPT_SWAP:
+		if (parse_size(optarg, &sp->swap_max) < 0)
+			die("--swap: invalid size \"%s\"", optarg);
+		break;
+	case OPT_CPUS:
+		if (parse_double(optarg, &d) < 0 || d < 0.01 || d > 4096)
+			die("--cpus: expected a number of cores between 0.01 and 4096, got "
+			    "\"%s\"",
+			    optarg);
+		sp->cpus = d;
+		break;
+	case OPT_CPU_WEIGHT:
+		if (parse_u64(optarg, &u) < 0 || u < 1 || u > 10000)
+			die("--cpu-weight: expected 1-10000, got \"%s\"", optarg);
+		sp->cpu_weight = (uint32_t)u;
+		break;
+	case OPT_PIDS:
+		if (parse_u64(optarg, &u) < 0 || u < 1 || u > 4194304)
+			die("--pids: expected 1-4194304, got \"%s\"", optarg);
+		sp->pids_max = u;
+		break;
+	case OPT_IO_READ:
+	case OPT_IO_WRITE: {
+		/* a device path is resolved here, as the user: the agent gets MAJ:MIN */
+		const char *eq = strrchr(optarg, '=');
+		_cleanup_free_ char *arg = NULL;
+		struct stat st;
+
+		if (optarg[0] == '/' && eq) {
+			_cleanup_free_ char *dev = strndup(optarg, (size_t)(eq - optarg));
+
+			if (!dev)
+				die("out of memory");
+			if (stat(dev, &st) < 0)
+				die("--io-%s-bps %s: %s", c == OPT_IO_WRITE ? "write" : "read", dev,
+				    strerror(errno));
+			if (!S_ISBLK(st.st_mode))
+				die("--io-%s-bps %s: not a block device",
+				    c == OPT_IO_WRITE ? "write" : "read", dev);
+			if (asprintf(&arg, "%u:%u%s", major(st.st_rdev), minor(st.st_rdev), eq) < 0)
+				die("out of memory");
+		}
+		*e = spec_set_io(sp, arg ? arg : optarg, c == OPT_IO_WRITE, err, errlen);
+		break;
+	}
+	case OPT_TIME:
+		if (parse_duration_ns(optarg, &sp->time_limit_ns) < 0 || !sp->time_limit_ns)
+			die("--time: invalid duration \"%s\" (seconds, or 90s, 5m, 2h)", optarg);
+		break;
+	case OPT_CPU_TIME:
+		if (parse_duration_ns(optarg, &sp->cpu_time_limit_ns) < 0 || !sp->cpu_time_limit_ns)
+			die("--cpu-time: invalid duration \"%s\"", optarg);
+		break;
+	case OPT_GPUS:
+		if (parse_u64(optarg, &u) == 0) {
+			if (u > 64)
+				die("--gpus: at most 64");
+			sp->gpus = (uint32_t)u;
+			free(sp->gpu_list);
+			sp->gpu_list = NULL;
+		} else {
+			for (const char *p = optarg; *p; p++)
+				if ((*p < '0' || *p > '9') && *p != ',')
+					die("--gpus: expected a count or a list like 0,2");
+			set_str(&sp->gpu_list, optarg);
+			sp->gpus = 1;
+			for (const char *p = optarg; *p; p++)
+				sp->gpus += *p == ',';
+		}
+		break;
+	case OPT_GPU_MEMORY:
+		if (parse_size(optarg, &sp->gpu_memory_max) < 0)
+			die("--gpu-memory: invalid size \"%s\"", optarg);
+		break;
+	case OPT_AUDIT_RATE:
+		if (parse_u64(optarg, &sp->audit_rate) < 0 || sp->audit_rate < 1 ||
+		    sp->audit_rate > 100000000)
+			die("--audit-rate: expected 1-100000000 records per second, got "
+			    "\"%s\"",
+			    optarg);
+		break;
+	case OPT_AUDIT_BYTES:
+		if (parse_size(optarg, &sp->audit_bytes) < 0 || !sp->audit_bytes)
+			die("--audit-bytes: invalid size \"%s\"", optarg);
+		break;
+	default:
+		return false;
+	}
+	return true;
+}
+
+/* run: the other flags (user, files, network, sandbox) into the spec; false if c is none. */
+static bool run_other_flag(struct task_spec *sp, int c, int *e, char *err, size_t errlen)
+{
+	switch (c) {
+	case OPT_USER:
+		set_str(&sp->user, optarg);
+		break;
+	case OPT_ACCOUNT:
+		set_str(&sp->account, optarg);
+		break;
+	case OPT_JOB:
+		set_str(&sp->job, optarg);
+		break;
+	case OPT_LABEL:
+		*e = spec_set_label(sp, optarg, err, errlen);
+		break;
+	case OPT_WORKDIR:
+		set_str(&sp->workdir, optarg);
+		break;
+	case OPT_ENV:
+		*e = spec_set_env(sp, optarg, err, errlen);
+		break;
+	case OPT_STDOUT:
+		set_str(&sp->stdout_path, optarg);
+		break;
+	case OPT_STDERR:
+		set_str(&sp->stderr_path, optarg);
+		break;
+	case OPT_SECCOMP:
+		set_str(&sp->seccomp, optarg);
+		break;
+	case OPT_ALLOW_NET:
+		push_str(&sp->net_allow, &sp->n_net_allow, optarg);
+		break;
+	case OPT_DENY_NET:
+		push_str(&sp->net_deny, &sp->n_net_deny, optarg);
+		break;
+	case OPT_NO_SANDBOX:
+		sp->sb_mount_ns = 0;
+		break;
+	case OPT_NO_PRIVATE_TMP:
+		sp->sb_private_tmp = 0;
+		break;
+	case OPT_PRIVATE_TMP:
+		sp->sb_private_tmp = 1;
+		break;
+	case OPT_TMP_SIZE:
+		if (spec_tmp_size_check(optarg) < 0)
+			die("--tmp-size: expected a size (512M, 2G) or a percentage of RAM "
+			    "(10%%), got \"%s\"",
+			    optarg);
+		set_str(&sp->sb_tmp_size, optarg);
+		break;
+	case OPT_NO_PROTECT_SYSTEM:
+		sp->sb_protect_system = 0;
+		break;
+	case OPT_READ_ONLY:
+		*e = spec_sandbox_path_check(optarg, "read-only", err, errlen);
+		push_str(&sp->sb_read_only, &sp->n_sb_read_only, optarg);
+		break;
+	case OPT_INACCESSIBLE:
+		*e = spec_sandbox_path_check(optarg, "inaccessible", err, errlen);
+		push_str(&sp->sb_inaccessible, &sp->n_sb_inaccessible, optarg);
+		break;
+	case OPT_BIND:
+		*e = spec_sandbox_bind_check(optarg, "bind", err, errlen);
+		push_str(&sp->sb_bind, &sp->n_sb_bind, optarg);
+		break;
+	case OPT_IPC_NS:
+		sp->sb_ipc_ns = 1;
+		break;
+	case OPT_UTS_NS:
+		sp->sb_uts_ns = 1;
+		break;
+	case OPT_PID_NS:
+		sp->sb_pid_ns = 1;
+		break;
+	case OPT_LANDLOCK:
+	case OPT_NO_LANDLOCK:
+		sp->sb_landlock = c == OPT_LANDLOCK;
+		break;
+	case OPT_PRIVATE_DEV:
+	case OPT_NO_PRIVATE_DEV:
+		sp->sb_private_dev = c == OPT_PRIVATE_DEV;
+		break;
+	default:
+		return false;
+	}
+	return true;
+}
+
+/* run: refuse options that are not UTF-8 (see cmd_run). */
+static void run_check_utf8(int argc, char **argv)
+{
 	/* The command's arguments and environment values are carried as bytes (spec_to_json:
 	 * {"b64": ...} for those that are not UTF-8). Job, account, labels, variable names and
 	 * the other options travel as JSON text: bytes that are not UTF-8 are refused here, with
@@ -480,6 +669,42 @@ static int cmd_run(int argc, char **argv)
 			    k > 1 && argv[k - 1][0] == '-' ? " " : "", argv[k],
 			    (unsigned char)arg[at], at);
 	}
+}
+
+/* run --spec FILE: the spec it holds (a spec file may leave out the command). */
+static void run_read_spec_file(const char *spec_file, struct task_spec *ret)
+{
+	_cleanup_free_ char *txt = NULL;
+	struct task_spec tmp;
+	char err[1024];
+	json_error_t e;
+	size_t len;
+	json_t *j;
+
+	txt = read_user_file("--spec", spec_file, 1 << 20, &len);
+	spec_init(&tmp);
+	j = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &e);
+	if (!j)
+		die("--spec %s: invalid JSON at line %d column %d: %s", spec_file, e.line, e.column,
+		    e.text);
+	if (!json_object_get(j, "command") && json_is_object(j))
+		json_object_set_new(j, "command", json_pack("[s]", "-"));
+	if (spec_from_json(j, &tmp, err, sizeof(err)) < 0)
+		die("--spec %s: %s", spec_file, err);
+	json_decref(j);
+	*ret = tmp;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	struct task_spec spec;
+	char err[1024];
+	bool wait = false;
+	const char *spec_file = NULL;
+	json_t *req, *r, *sj;
+	int c, fd, rc;
+
+	run_check_utf8(argc, argv);
 	spec_init(&spec);
 	/* The spec file first, so that flags override it. */
 	optind = 1;
@@ -487,219 +712,24 @@ static int cmd_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1)
 		if (c == OPT_SPEC)
 			spec_file = optarg;
-	if (spec_file) {
-		_cleanup_free_ char *txt = NULL;
-		size_t len;
-		struct task_spec tmp;
-
-		txt = read_user_file("--spec", spec_file, 1 << 20, &len);
-		spec_init(&tmp);
-		/* A spec file may leave out the command (given after --). */
-		{
-			json_error_t e;
-			json_t *j = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &e);
-
-			if (!j)
-				die("--spec %s: invalid JSON at line %d column %d: %s", spec_file,
-				    e.line, e.column, e.text);
-			if (!json_object_get(j, "command") && json_is_object(j))
-				json_object_set_new(j, "command", json_pack("[s]", "-"));
-			if (spec_from_json(j, &tmp, err, sizeof(err)) < 0)
-				die("--spec %s: %s", spec_file, err);
-			json_decref(j);
-		}
-		spec = tmp;
-	}
+	if (spec_file)
+		run_read_spec_file(spec_file, &spec);
 	optind = 1;
 	opterr = 1;
 	while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1) {
 		int e = 0;
 
+		if (run_limit_flag(&spec, c, &e, err, sizeof(err)) ||
+		    run_other_flag(&spec, c, &e, err, sizeof(err))) {
+			if (e < 0)
+				die("--%s", err);
+			continue;
+		}
 		switch (c) {
 		case OPT_WAIT:
 			wait = true;
 			break;
 		case OPT_SPEC:
-			break;
-		case OPT_MEMORY:
-			if (parse_size(optarg, &spec.memory_max) < 0 || spec.memory_max == 0)
-				die("--memory: invalid size \"%s\" (e.g. 512M, 2G)", optarg);
-			break;
-		case OPT_MEMORY_HIGH:
-			if (parse_size(optarg, &spec.memory_high) < 0)
-				die("--memory-high: invalid size \"%s\"", optarg);
-			break;
-		case OPT_SWAP:
-			if (parse_size(optarg, &spec.swap_max) < 0)
-				die("--swap: invalid size \"%s\"", optarg);
-			break;
-		case OPT_CPUS:
-			if (parse_double(optarg, &d) < 0 || d < 0.01 || d > 4096)
-				die("--cpus: expected a number of cores between 0.01 and 4096, got "
-				    "\"%s\"",
-				    optarg);
-			spec.cpus = d;
-			break;
-		case OPT_CPU_WEIGHT:
-			if (parse_u64(optarg, &u) < 0 || u < 1 || u > 10000)
-				die("--cpu-weight: expected 1-10000, got \"%s\"", optarg);
-			spec.cpu_weight = (uint32_t)u;
-			break;
-		case OPT_PIDS:
-			if (parse_u64(optarg, &u) < 0 || u < 1 || u > 4194304)
-				die("--pids: expected 1-4194304, got \"%s\"", optarg);
-			spec.pids_max = u;
-			break;
-		case OPT_IO_READ:
-		case OPT_IO_WRITE: {
-			/* a device path is resolved here, as the user: the agent gets MAJ:MIN */
-			const char *eq = strrchr(optarg, '=');
-			_cleanup_free_ char *arg = NULL;
-			struct stat st;
-
-			if (optarg[0] == '/' && eq) {
-				_cleanup_free_ char *dev = strndup(optarg, (size_t)(eq - optarg));
-
-				if (!dev)
-					die("out of memory");
-				if (stat(dev, &st) < 0)
-					die("--io-%s-bps %s: %s",
-					    c == OPT_IO_WRITE ? "write" : "read", dev,
-					    strerror(errno));
-				if (!S_ISBLK(st.st_mode))
-					die("--io-%s-bps %s: not a block device",
-					    c == OPT_IO_WRITE ? "write" : "read", dev);
-				if (asprintf(&arg, "%u:%u%s", major(st.st_rdev), minor(st.st_rdev),
-					     eq) < 0)
-					die("out of memory");
-			}
-			e = spec_set_io(&spec, arg ? arg : optarg, c == OPT_IO_WRITE, err,
-					sizeof(err));
-			break;
-		}
-		case OPT_TIME:
-			if (parse_duration_ns(optarg, &spec.time_limit_ns) < 0 ||
-			    !spec.time_limit_ns)
-				die("--time: invalid duration \"%s\" (seconds, or 90s, 5m, 2h)",
-				    optarg);
-			break;
-		case OPT_CPU_TIME:
-			if (parse_duration_ns(optarg, &spec.cpu_time_limit_ns) < 0 ||
-			    !spec.cpu_time_limit_ns)
-				die("--cpu-time: invalid duration \"%s\"", optarg);
-			break;
-		case OPT_GPUS:
-			if (parse_u64(optarg, &u) == 0) {
-				if (u > 64)
-					die("--gpus: at most 64");
-				spec.gpus = (uint32_t)u;
-				free(spec.gpu_list);
-				spec.gpu_list = NULL;
-			} else {
-				for (const char *p = optarg; *p; p++)
-					if ((*p < '0' || *p > '9') && *p != ',')
-						die("--gpus: expected a count or a list like 0,2");
-				set_str(&spec.gpu_list, optarg);
-				spec.gpus = 1;
-				for (const char *p = optarg; *p; p++)
-					spec.gpus += *p == ',';
-			}
-			break;
-		case OPT_GPU_MEMORY:
-			if (parse_size(optarg, &spec.gpu_memory_max) < 0)
-				die("--gpu-memory: invalid size \"%s\"", optarg);
-			break;
-		case OPT_AUDIT_RATE:
-			if (parse_u64(optarg, &spec.audit_rate) < 0 || spec.audit_rate < 1 ||
-			    spec.audit_rate > 100000000)
-				die("--audit-rate: expected 1-100000000 records per second, got "
-				    "\"%s\"",
-				    optarg);
-			break;
-		case OPT_AUDIT_BYTES:
-			if (parse_size(optarg, &spec.audit_bytes) < 0 || !spec.audit_bytes)
-				die("--audit-bytes: invalid size \"%s\"", optarg);
-			break;
-		case OPT_USER:
-			set_str(&spec.user, optarg);
-			break;
-		case OPT_ACCOUNT:
-			set_str(&spec.account, optarg);
-			break;
-		case OPT_JOB:
-			set_str(&spec.job, optarg);
-			break;
-		case OPT_LABEL:
-			e = spec_set_label(&spec, optarg, err, sizeof(err));
-			break;
-		case OPT_WORKDIR:
-			set_str(&spec.workdir, optarg);
-			break;
-		case OPT_ENV:
-			e = spec_set_env(&spec, optarg, err, sizeof(err));
-			break;
-		case OPT_STDOUT:
-			set_str(&spec.stdout_path, optarg);
-			break;
-		case OPT_STDERR:
-			set_str(&spec.stderr_path, optarg);
-			break;
-		case OPT_SECCOMP:
-			set_str(&spec.seccomp, optarg);
-			break;
-		case OPT_ALLOW_NET:
-			push_str(&spec.net_allow, &spec.n_net_allow, optarg);
-			break;
-		case OPT_DENY_NET:
-			push_str(&spec.net_deny, &spec.n_net_deny, optarg);
-			break;
-		case OPT_NO_SANDBOX:
-			spec.sb_mount_ns = 0;
-			break;
-		case OPT_NO_PRIVATE_TMP:
-			spec.sb_private_tmp = 0;
-			break;
-		case OPT_PRIVATE_TMP:
-			spec.sb_private_tmp = 1;
-			break;
-		case OPT_TMP_SIZE:
-			if (spec_tmp_size_check(optarg) < 0)
-				die("--tmp-size: expected a size (512M, 2G) or a percentage of RAM "
-				    "(10%%), got \"%s\"",
-				    optarg);
-			set_str(&spec.sb_tmp_size, optarg);
-			break;
-		case OPT_NO_PROTECT_SYSTEM:
-			spec.sb_protect_system = 0;
-			break;
-		case OPT_READ_ONLY:
-			e = spec_sandbox_path_check(optarg, "read-only", err, sizeof(err));
-			push_str(&spec.sb_read_only, &spec.n_sb_read_only, optarg);
-			break;
-		case OPT_INACCESSIBLE:
-			e = spec_sandbox_path_check(optarg, "inaccessible", err, sizeof(err));
-			push_str(&spec.sb_inaccessible, &spec.n_sb_inaccessible, optarg);
-			break;
-		case OPT_BIND:
-			e = spec_sandbox_bind_check(optarg, "bind", err, sizeof(err));
-			push_str(&spec.sb_bind, &spec.n_sb_bind, optarg);
-			break;
-		case OPT_IPC_NS:
-			spec.sb_ipc_ns = 1;
-			break;
-		case OPT_UTS_NS:
-			spec.sb_uts_ns = 1;
-			break;
-		case OPT_PID_NS:
-			spec.sb_pid_ns = 1;
-			break;
-		case OPT_LANDLOCK:
-		case OPT_NO_LANDLOCK:
-			spec.sb_landlock = c == OPT_LANDLOCK;
-			break;
-		case OPT_PRIVATE_DEV:
-		case OPT_NO_PRIVATE_DEV:
-			spec.sb_private_dev = c == OPT_PRIVATE_DEV;
 			break;
 		case 'h':
 			usage(stdout);
@@ -708,8 +738,6 @@ static int cmd_run(int argc, char **argv)
 			usage(stderr);
 			exit(2);
 		}
-		if (e < 0)
-			die("--%s", err);
 	}
 	if (optind < argc) {
 		if (spec_set_argv(&spec, argv + optind, (size_t)(argc - optind)) < 0)

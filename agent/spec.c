@@ -811,39 +811,13 @@ static void set_str(json_t *o, const char *k, const char *v)
 		json_object_set_new(o, k, json_string(v));
 }
 
-json_t *spec_to_json(const struct task_spec *s)
+/* The spec's "limits" object. */
+static json_t *limits_json(const struct task_spec *s)
 {
-	json_t *o = json_object(), *a, *lim, *env, *labels;
+	json_t *lim = json_object();
 
-	if (!o)
+	if (!lim)
 		return NULL;
-	a = json_array();
-	for (size_t i = 0; i < s->argc; i++)
-		json_array_append_new(a, bytes_json(s->argv[i]));
-	json_object_set_new(o, "command", a);
-	env = json_object();
-	for (size_t i = 0; i < s->envc; i++) {
-		const char *eq = strchr(s->env[i], '=');
-		char *k = strndup(s->env[i], (size_t)(eq - s->env[i]));
-
-		if (k)
-			json_object_set_new(env, k, bytes_json(eq + 1));
-		free(k);
-	}
-	json_object_set_new(o, "env", env);
-	labels = json_object();
-	for (size_t i = 0; i < s->n_labels; i++)
-		json_object_set_new(labels, s->label_keys[i], json_string(s->label_values[i]));
-	json_object_set_new(o, "labels", labels);
-	set_str(o, "workdir", s->workdir);
-	set_str(o, "user", s->user);
-	set_str(o, "account", s->account);
-	set_str(o, "job", s->job);
-	set_str(o, "stdout", s->stdout_path);
-	set_str(o, "stderr", s->stderr_path);
-	set_str(o, "seccomp", s->seccomp);
-	set_str(o, "seccomp_profile", s->seccomp_profile);
-	lim = json_object();
 	if (s->memory_max)
 		json_object_set_new(lim, "memory", json_integer((json_int_t)s->memory_max));
 	if (s->memory_high)
@@ -888,6 +862,76 @@ json_t *spec_to_json(const struct task_spec *s)
 		json_object_set_new(lim, "audit_rate", json_integer((json_int_t)s->audit_rate));
 	if (s->audit_bytes)
 		json_object_set_new(lim, "audit_bytes", json_integer((json_int_t)s->audit_bytes));
+	return lim;
+}
+
+/* The spec's "sandbox" object (new reference; empty when every layer is the default). */
+static json_t *sandbox_json(const struct task_spec *s)
+{
+	json_t *a;
+	json_t *sb = json_object();
+	static const char *const names[] = {"mount_namespace", "private_tmp",	"protect_system",
+					    "ipc_namespace",   "uts_namespace", "pid_namespace",
+					    "landlock",	       "private_dev"};
+	const int8_t vals[] = {s->sb_mount_ns, s->sb_private_tmp, s->sb_protect_system,
+			       s->sb_ipc_ns,   s->sb_uts_ns,	  s->sb_pid_ns,
+			       s->sb_landlock, s->sb_private_dev};
+	struct {
+		const char *name;
+		char **v;
+		size_t n;
+	} lists[] = {{"read_only_paths", s->sb_read_only, s->n_sb_read_only},
+		     {"inaccessible_paths", s->sb_inaccessible, s->n_sb_inaccessible},
+		     {"bind", s->sb_bind, s->n_sb_bind}};
+
+	for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
+		if (vals[i] >= 0)
+			json_object_set_new(sb, names[i], json_boolean(vals[i]));
+	set_str(sb, "tmp_size", s->sb_tmp_size);
+	for (size_t i = 0; i < 3; i++) {
+		if (!lists[i].n)
+			continue;
+		a = json_array();
+		for (size_t k = 0; k < lists[i].n; k++)
+			json_array_append_new(a, json_string(lists[i].v[k]));
+		json_object_set_new(sb, lists[i].name, a);
+	}
+	return sb;
+}
+
+json_t *spec_to_json(const struct task_spec *s)
+{
+	json_t *o = json_object(), *a, *lim, *env, *labels;
+
+	if (!o)
+		return NULL;
+	a = json_array();
+	for (size_t i = 0; i < s->argc; i++)
+		json_array_append_new(a, bytes_json(s->argv[i]));
+	json_object_set_new(o, "command", a);
+	env = json_object();
+	for (size_t i = 0; i < s->envc; i++) {
+		const char *eq = strchr(s->env[i], '=');
+		char *k = strndup(s->env[i], (size_t)(eq - s->env[i]));
+
+		if (k)
+			json_object_set_new(env, k, bytes_json(eq + 1));
+		free(k);
+	}
+	json_object_set_new(o, "env", env);
+	labels = json_object();
+	for (size_t i = 0; i < s->n_labels; i++)
+		json_object_set_new(labels, s->label_keys[i], json_string(s->label_values[i]));
+	json_object_set_new(o, "labels", labels);
+	set_str(o, "workdir", s->workdir);
+	set_str(o, "user", s->user);
+	set_str(o, "account", s->account);
+	set_str(o, "job", s->job);
+	set_str(o, "stdout", s->stdout_path);
+	set_str(o, "stderr", s->stderr_path);
+	set_str(o, "seccomp", s->seccomp);
+	set_str(o, "seccomp_profile", s->seccomp_profile);
+	lim = limits_json(s);
 	json_object_set_new(o, "limits", lim);
 	if (s->n_net_allow) {
 		a = json_array();
@@ -902,33 +946,8 @@ json_t *spec_to_json(const struct task_spec *s)
 		json_object_set_new(o, "deny_net", a);
 	}
 	{
-		json_t *sb = json_object();
-		static const char *const names[] = {
-		    "mount_namespace", "private_tmp",	"protect_system", "ipc_namespace",
-		    "uts_namespace",   "pid_namespace", "landlock",	  "private_dev"};
-		const int8_t vals[] = {s->sb_mount_ns, s->sb_private_tmp, s->sb_protect_system,
-				       s->sb_ipc_ns,   s->sb_uts_ns,	  s->sb_pid_ns,
-				       s->sb_landlock, s->sb_private_dev};
-		struct {
-			const char *name;
-			char **v;
-			size_t n;
-		} lists[] = {{"read_only_paths", s->sb_read_only, s->n_sb_read_only},
-			     {"inaccessible_paths", s->sb_inaccessible, s->n_sb_inaccessible},
-			     {"bind", s->sb_bind, s->n_sb_bind}};
+		json_t *sb = sandbox_json(s);
 
-		for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
-			if (vals[i] >= 0)
-				json_object_set_new(sb, names[i], json_boolean(vals[i]));
-		set_str(sb, "tmp_size", s->sb_tmp_size);
-		for (size_t i = 0; i < 3; i++) {
-			if (!lists[i].n)
-				continue;
-			a = json_array();
-			for (size_t k = 0; k < lists[i].n; k++)
-				json_array_append_new(a, json_string(lists[i].v[k]));
-			json_object_set_new(sb, lists[i].name, a);
-		}
 		if (json_object_size(sb))
 			json_object_set_new(o, "sandbox", sb);
 		else
