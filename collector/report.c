@@ -1391,6 +1391,82 @@ static int report_nodes(struct coll_store *s, const struct report_spec *spec,
 	return r < 0 ? r : 0;
 }
 
+/* The rollups of the job parts of a report (job, node): job_day, and job_month for the whole
+ * months of a month report; job_label_day where a label splits the jobs. */
+static int read_job_parts(struct coll_store *s, const struct report_spec *spec, struct reader *rd)
+{
+	int r = 0;
+
+	if (spec->parts && rd->month_mode) {
+		char a[11], b[11];
+
+		snprintf(a, sizeof(a), "%s-01", rd->full_from);
+		snprintf(b, sizeof(b), "%s-01", rd->full_to);
+		if (strcmp(spec->from, a) < 0)
+			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, a, job_cb,
+						    rd);
+		if (r >= 0)
+			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_MONTH, rd->full_from,
+						    rd->full_to, job_cb, rd);
+		if (r >= 0 && strcmp(b, spec->to) < 0)
+			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, b, spec->to, job_cb,
+						    rd);
+		if (r < 0)
+			return r;
+	} else if (spec->parts) {
+		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, job_cb,
+					    rd);
+		if (r < 0)
+			return r;
+	}
+	if (split_job_label(spec)) {
+		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_LABEL_DAY, spec->from, spec->to,
+					    job_label_cb, rd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The report's rows: its groups sorted by period then key, empty ones left out, cut to the top
+ * spec->top by waste. */
+static int rows_from_groups(const struct report_spec *spec, const struct reader *rd,
+			    struct groups *g, struct report *ret)
+{
+	if (g->n) {
+		qsort_r(g->v, g->n, sizeof(*g->v), group_cmp, &g->n_dims);
+		ret->rows = calloc(g->n, sizeof(*ret->rows));
+		if (!ret->rows)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < g->n; i++) {
+		struct report_row *row;
+
+		if (group_empty(&g->v[i]))
+			continue;
+		row = &ret->rows[ret->n++];
+		snprintf(row->period, sizeof(row->period), "%s", g->v[i].period);
+		period_days(spec, rd->to_last, g->v[i].day, row->first_day, row->last_day);
+		for (size_t d = 0; d < spec->n_dims; d++) {
+			row->key[d] = strdup(g->v[i].key[d]);
+			if (!row->key[d])
+				return -ENOMEM;
+		}
+		memcpy(row->q, g->v[i].q, sizeof(row->q));
+		row->q[REPORT_Q_ACTIVE] = report_row_active(row);
+		memcpy(row->cents, g->v[i].cents, sizeof(row->cents));
+	}
+	if (spec->top && ret->n > spec->top) {
+		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
+		for (size_t i = spec->top; i < ret->n; i++)
+			for (size_t d = 0; d < REPORT_DIMS_MAX; d++)
+				free(ret->rows[i].key[d]);
+		ret->n = spec->top;
+	} else if (spec->top)
+		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
+	return 0;
+}
+
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret)
 {
@@ -1439,34 +1515,9 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		if (r < 0)
 			goto out;
 	}
-	if (spec->parts && rd.month_mode) {
-		char a[11], b[11];
-
-		snprintf(a, sizeof(a), "%s-01", rd.full_from);
-		snprintf(b, sizeof(b), "%s-01", rd.full_to);
-		if (strcmp(spec->from, a) < 0)
-			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, a, job_cb,
-						    &rd);
-		if (r >= 0)
-			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_MONTH, rd.full_from,
-						    rd.full_to, job_cb, &rd);
-		if (r >= 0 && strcmp(b, spec->to) < 0)
-			r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, b, spec->to, job_cb,
-						    &rd);
-		if (r < 0)
-			goto out;
-	} else if (spec->parts) {
-		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, job_cb,
-					    &rd);
-		if (r < 0)
-			goto out;
-	}
-	if (split_job_label(spec)) {
-		r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_LABEL_DAY, spec->from, spec->to,
-					    job_label_cb, &rd);
-		if (r < 0)
-			goto out;
-	}
+	r = read_job_parts(s, spec, &rd);
+	if (r < 0)
+		goto out;
 	ret->cells += rd.nl + rd.open_rows;
 	if (spec->nodes) {
 		r = report_nodes(s, spec, &rd, ret);
@@ -1519,42 +1570,9 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		if (r < 0)
 			goto out;
 	}
-	/* the groups, sorted by period then key */
-	if (g.n) {
-		qsort_r(g.v, g.n, sizeof(*g.v), group_cmp, &g.n_dims);
-		ret->rows = calloc(g.n, sizeof(*ret->rows));
-		if (!ret->rows) {
-			r = -ENOMEM;
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < g.n; i++) {
-		struct report_row *row;
-
-		if (group_empty(&g.v[i]))
-			continue;
-		row = &ret->rows[ret->n++];
-		snprintf(row->period, sizeof(row->period), "%s", g.v[i].period);
-		period_days(spec, rd.to_last, g.v[i].day, row->first_day, row->last_day);
-		for (size_t d = 0; d < spec->n_dims; d++) {
-			row->key[d] = strdup(g.v[i].key[d]);
-			if (!row->key[d]) {
-				r = -ENOMEM;
-				goto out;
-			}
-		}
-		memcpy(row->q, g.v[i].q, sizeof(row->q));
-		row->q[REPORT_Q_ACTIVE] = report_row_active(row);
-		memcpy(row->cents, g.v[i].cents, sizeof(row->cents));
-	}
-	if (spec->top && ret->n > spec->top) {
-		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
-		for (size_t i = spec->top; i < ret->n; i++)
-			for (size_t d = 0; d < REPORT_DIMS_MAX; d++)
-				free(ret->rows[i].key[d]);
-		ret->n = spec->top;
-	} else if (spec->top)
-		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
+	r = rows_from_groups(spec, &rd, &g, ret);
+	if (r < 0)
+		goto out;
 	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);
 	memcpy(ret->total.period, "total", 6);
 	memcpy(ret->total.first_day, spec->from, 11);
@@ -2532,64 +2550,15 @@ static void html_rows_table(FILE *f, const struct report *r)
 		    r->n - n);
 }
 
-static void write_html(const struct report *r, FILE *f)
+/* The report's header: window, generation time, price sheet, nodes, grouping and the notes. */
+static void html_header(FILE *f, const struct report *r, const char *last, const char *now,
+			int ndays, size_t ng)
 {
 	static const char *const price_label[_PRICE_MAX][2] = {
 	    {"CPU", "core-h"},	{"memory", "GiB-h"}, {"GPU", "GPU-h"},
 	    {"IO read", "GiB"}, {"IO write", "GiB"}, {"network", "GiB"}};
-	char last[11], now[32], h[PRICE_LABEL_MAX + 8];
-	const time_t t = time(NULL);
-	struct tm tm;
-	size_t ng = 0, shown;
-	struct hgroup *g = html_groups(r, &ng);
-	struct report_row tot = r->total;
-	int ndays;
+	char h[PRICE_LABEL_MAX + 8];
 
-	gmtime_r(&t, &tm);
-	strftime(now, sizeof(now), "%Y-%m-%d %H:%M:%S UTC", &tm);
-	day_add(r->spec.to, -1, last);
-	ndays = (int)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
-	/* the top groups, then one "other" bucket holding the rest (its cents sum exactly) */
-	shown = ng;
-	if (g && ng > HTML_TOP + 1) {
-		struct hgroup *o = &g[HTML_TOP];
-
-		for (size_t i = HTML_TOP + 1; i < ng; i++) {
-			for (int q = 0; q < REPORT_Q_MAX; q++)
-				o->q[q] += g[i].q[q];
-			for (int k = 0; k < _REPORT_COST_MAX; k++)
-				o->cents[k] += g[i].cents[k];
-			o->n += g[i].n;
-		}
-		o->row = SIZE_MAX;
-		shown = HTML_TOP + 1;
-	}
-
-	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-	      "<title>Corral showback ",
-	      f);
-	html_str(f, r->spec.from);
-	fputs(" to ", f);
-	html_str(f, last);
-	fputs("</title>\n<style>"
-	      "body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}"
-	      "h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}"
-	      "dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:0}"
-	      "dt{color:#666}dd{margin:0}"
-	      ".kpi{display:flex;gap:12px;flex-wrap:wrap;margin:1em 0}"
-	      ".kpi div{border:1px solid #ccc;border-radius:4px;padding:8px 14px;min-width:120px}"
-	      ".kpi b{display:block;font-size:1.5em}.kpi b b{display:inline;font-size:1em}"
-	      ".kpi span{color:#666;font-size:.85em}"
-	      "table{border-collapse:collapse;font-size:.85em}"
-	      "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right;"
-	      "white-space:nowrap}td.k,th.k{text-align:left}"
-	      "tr.total td,tr.other td{font-weight:bold}tr.other td{font-style:italic}"
-	      "svg text{font-size:11px}.note{color:#666;font-size:.85em}"
-	      "</style></head><body>\n<h1>Showback ",
-	      f);
-	html_str(f, r->spec.from);
-	fputs(" to ", f);
-	html_str(f, last);
 	fputs("</h1>\n<dl id=\"header\"><dt>window</dt><dd id=\"window\">", f);
 	html_str(f, r->spec.from);
 	fputs(" 00:00 UTC to ", f);
@@ -2644,6 +2613,64 @@ static void write_html(const struct report *r, FILE *f)
 	fputs("</dd><dt>blank values</dt><dd>", f);
 	html_str(f, note_none);
 	fputs("</dd></dl>\n", f);
+}
+
+static void write_html(const struct report *r, FILE *f)
+{
+	char last[11], now[32];
+	const time_t t = time(NULL);
+	struct tm tm;
+	size_t ng = 0, shown;
+	struct hgroup *g = html_groups(r, &ng);
+	struct report_row tot = r->total;
+	int ndays;
+
+	gmtime_r(&t, &tm);
+	strftime(now, sizeof(now), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	day_add(r->spec.to, -1, last);
+	ndays = (int)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
+	/* the top groups, then one "other" bucket holding the rest (its cents sum exactly) */
+	shown = ng;
+	if (g && ng > HTML_TOP + 1) {
+		struct hgroup *o = &g[HTML_TOP];
+
+		for (size_t i = HTML_TOP + 1; i < ng; i++) {
+			for (int q = 0; q < REPORT_Q_MAX; q++)
+				o->q[q] += g[i].q[q];
+			for (int k = 0; k < _REPORT_COST_MAX; k++)
+				o->cents[k] += g[i].cents[k];
+			o->n += g[i].n;
+		}
+		o->row = SIZE_MAX;
+		shown = HTML_TOP + 1;
+	}
+
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	      "<title>Corral showback ",
+	      f);
+	html_str(f, r->spec.from);
+	fputs(" to ", f);
+	html_str(f, last);
+	fputs("</title>\n<style>"
+	      "body{font-family:sans-serif;margin:2em;color:#222;max-width:1200px}"
+	      "h1{margin-bottom:.2em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}"
+	      "dl{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:0}"
+	      "dt{color:#666}dd{margin:0}"
+	      ".kpi{display:flex;gap:12px;flex-wrap:wrap;margin:1em 0}"
+	      ".kpi div{border:1px solid #ccc;border-radius:4px;padding:8px 14px;min-width:120px}"
+	      ".kpi b{display:block;font-size:1.5em}.kpi b b{display:inline;font-size:1em}"
+	      ".kpi span{color:#666;font-size:.85em}"
+	      "table{border-collapse:collapse;font-size:.85em}"
+	      "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right;"
+	      "white-space:nowrap}td.k,th.k{text-align:left}"
+	      "tr.total td,tr.other td{font-weight:bold}tr.other td{font-style:italic}"
+	      "svg text{font-size:11px}.note{color:#666;font-size:.85em}"
+	      "</style></head><body>\n<h1>Showback ",
+	      f);
+	html_str(f, r->spec.from);
+	fputs(" to ", f);
+	html_str(f, last);
+	html_header(f, r, last, now, ndays, ng);
 
 	/* headline figures (total-cost: the number alone, for scripts) */
 	fputs("<div class=\"kpi\"><div><span>total cost</span><b><b id=\"total-cost\">", f);
