@@ -12,23 +12,10 @@
 # exactly, a leading = + - @ neutralised.
 set -u
 cd "$(dirname "$0")/../.."
-O=${CORRAL_O:-.output}
-COLL=$O/corral-collector
-[ -x "$COLL" ] || { echo "FAIL: $COLL not built (make O=$O all)"; exit 1; }
-command -v curl >/dev/null || { echo "FAIL: curl(1) missing"; exit 1; }
+. tests/integration/collector_lib.sh
 command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 CLI missing"; exit 77; }
-T=$(mktemp -d /tmp/report_escape.XXXXXX)
-CPID=
-cleanup() {
-	[ -n "$CPID" ] && { kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null; }
-	rm -rf "$T"
-}
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
-ok() { echo "ok: $*"; }
-echo "node n1 tok-node-n1-0123456789abcdef" > "$T/tokens"
-chmod 600 "$T/tokens"
+coll_init report_escape
+coll_tokens n1
 cat > "$T/prices.ini" <<'INI'
 [prices]
 cpu_core_hour = 0.10
@@ -64,15 +51,13 @@ with open(sys.argv[1], "w") as f:
         rec["task"] = dict(rec["task"], id="f%d" % i, account=name)
         f.write(json.dumps(rec) + "\n")
 PY
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$COLL" serve --listen "127.0.0.1:$PORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/log" 2>&1 &
-CPID=$!
-for _ in $(seq 200); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.05; done
+PORT=$(free_port)
+start_collector "sqlite:$T/c.db" "$PORT" || fail "collector did not come up"
 code=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer tok-node-n1-0123456789abcdef" \
 	-H 'Content-Type: application/x-ndjson' --data-binary "@$T/recs.ndjson" "http://127.0.0.1:$PORT/v1/records")
 [ "$code" = 200 ] && ok "$(wc -l < "$T/recs.ndjson") records with every code point in their names ingested" ||
 	fail "ingest: $code $(head -c 300 "$T/resp")"
-kill "$CPID"; wait "$CPID" 2>/dev/null; CPID=
+stop_collector
 # raw bytes 0x01..0xff (0x80..0xff alone are not UTF-8) in a day row and its job row
 {
 	echo "BEGIN;"
