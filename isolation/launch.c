@@ -197,6 +197,48 @@ static int mount_read_only(const char *path)
  * /dev lacks is skipped. The tmpfs itself is read-only once filled.
  */
 #define DEV_ENTRIES_MAX 48
+/* One entry of the node's /dev, taken before the private one hides it: an O_PATH fd of it, or
+ * a symbolic link's target. */
+struct dev_entry {
+	char name[64];
+	char target[108]; /* a symbolic link's */
+	int fd;
+	mode_t mode;
+};
+
+/* The entry placed in the private /dev at path: the same symbolic link, or a node or directory
+ * bind-mounted from the node's. */
+static int dev_entry_place(const char *path, const struct dev_entry *e)
+{
+	char p[256], src[40];
+	int fd, r = 0;
+
+	if (snprintf(p, sizeof(p), "%s/%s", path, e->name) >= (int)sizeof(p))
+		return 0;
+	/* parents of a nested name ("dri/renderD128") */
+	for (char *s = strchr(p + strlen(path) + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = 0;
+		(void)mkdir(p, 0755);
+		*s = '/';
+	}
+	if (S_ISLNK(e->mode))
+		return symlink(e->target, p) < 0 && errno != EEXIST ? -errno : 0;
+	if (S_ISDIR(e->mode)) {
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			r = -errno;
+	} else {
+		fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			r = -errno;
+		else
+			close(fd);
+	}
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", e->fd);
+	if (r == 0 && mount(src, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+		r = -errno;
+	return r;
+}
+
 static int mount_private_dev(const char *path, const char *extra)
 {
 	static const char *const base[] = {"null", "zero", "full",	"random", "urandom",
@@ -206,12 +248,7 @@ static int mount_private_dev(const char *path, const char *extra)
 					       {"stdout", "/proc/self/fd/1"},
 					       {"stderr", "/proc/self/fd/2"},
 					       {"ptmx", "pts/ptmx"}};
-	struct {
-		char name[64];
-		char target[108]; /* a symbolic link's */
-		int fd;
-		mode_t mode;
-	} e[DEV_ENTRIES_MAX];
+	struct dev_entry e[DEV_ENTRIES_MAX];
 	size_t n = 0;
 	char p[256];
 	const char *x = extra ? extra : "";
@@ -268,37 +305,8 @@ static int mount_private_dev(const char *path, const char *extra)
 		r = -errno;
 		goto out;
 	}
-	for (size_t i = 0; i < n && r == 0; i++) {
-		char src[40];
-		int fd;
-
-		if (snprintf(p, sizeof(p), "%s/%s", path, e[i].name) >= (int)sizeof(p))
-			continue;
-		/* parents of a nested name ("dri/renderD128") */
-		for (char *s = strchr(p + strlen(path) + 1, '/'); s; s = strchr(s + 1, '/')) {
-			*s = 0;
-			(void)mkdir(p, 0755);
-			*s = '/';
-		}
-		if (S_ISLNK(e[i].mode)) {
-			if (symlink(e[i].target, p) < 0 && errno != EEXIST)
-				r = -errno;
-			continue;
-		}
-		if (S_ISDIR(e[i].mode)) {
-			if (mkdir(p, 0755) < 0 && errno != EEXIST)
-				r = -errno;
-		} else {
-			fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-			if (fd < 0)
-				r = -errno;
-			else
-				close(fd);
-		}
-		snprintf(src, sizeof(src), "/proc/self/fd/%d", e[i].fd);
-		if (r == 0 && mount(src, p, NULL, MS_BIND | MS_REC, NULL) < 0)
-			r = -errno;
-	}
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = dev_entry_place(path, &e[i]);
 	if (r < 0)
 		goto out;
 	snprintf(p, sizeof(p), "%s/pts", path);
@@ -856,6 +864,38 @@ static void pid1_split(const struct child_ctx *cx)
 }
 
 /*
+ * stdio in the node's view (the task's mounts may hide or replace its directory), with the
+ * task user's rights: the file-system ids switched (the kernel drops the file capabilities
+ * with them), the groups run_child set before; back to root for the mounts.
+ */
+static void child_open_stdio(const struct launch_plan *p, int err_fd)
+{
+	int r;
+
+	if (p->switch_user) {
+		(void)setfsgid(p->gid);
+		(void)setfsuid(p->uid);
+	}
+	/* Relative stdio paths are relative to the workdir (which the task's view may lack:
+	 * the chdir that counts comes after the mounts). */
+	if (p->n_mounts)
+		(void)chdir(p->workdir ? p->workdir : "/");
+	r = open_stdio(NULL, STDIN_FILENO, O_RDONLY);
+	if (r < 0)
+		child_fail(err_fd, LAUNCH_STEP_STDIN, -r);
+	r = open_stdio(p->stdout_path, STDOUT_FILENO, O_WRONLY | O_CREAT | O_APPEND);
+	if (r < 0)
+		child_fail(err_fd, LAUNCH_STEP_STDOUT, -r);
+	r = open_stdio(p->stderr_path, STDERR_FILENO, O_WRONLY | O_CREAT | O_APPEND);
+	if (r < 0)
+		child_fail(err_fd, LAUNCH_STEP_STDERR, -r);
+	if (p->switch_user) {
+		(void)setfsuid(0);
+		(void)setfsgid(0);
+	}
+}
+
+/*
  * The task child. Only async-signal-safe calls from here on: it is cloned with a raw clone3 (or
  * clone) by the shim, no atfork handlers ran, and with shared_vm it runs in the shim's memory
  * (own stack; it writes nothing else but errno, and the shim is suspended meanwhile).
@@ -905,32 +945,7 @@ _noreturn_ static void run_child(const struct child_ctx *cx)
 		if (setgroups(p->n_groups, p->groups) < 0)
 			child_fail(err_fd, LAUNCH_STEP_SETGROUPS, errno);
 	}
-	/*
-	 * stdio in the node's view (the task's mounts may hide or replace its directory), with the
-	 * task user's rights: the file-system ids switched (the kernel drops the file capabilities
-	 * with them), the groups set just above; back to root for the mounts.
-	 */
-	if (p->switch_user) {
-		(void)setfsgid(p->gid);
-		(void)setfsuid(p->uid);
-	}
-	/* Relative stdio paths are relative to the workdir (which the task's view may lack:
-	 * the chdir that counts comes after the mounts). */
-	if (p->n_mounts)
-		(void)chdir(p->workdir ? p->workdir : "/");
-	r = open_stdio(NULL, STDIN_FILENO, O_RDONLY);
-	if (r < 0)
-		child_fail(err_fd, LAUNCH_STEP_STDIN, -r);
-	r = open_stdio(p->stdout_path, STDOUT_FILENO, O_WRONLY | O_CREAT | O_APPEND);
-	if (r < 0)
-		child_fail(err_fd, LAUNCH_STEP_STDOUT, -r);
-	r = open_stdio(p->stderr_path, STDERR_FILENO, O_WRONLY | O_CREAT | O_APPEND);
-	if (r < 0)
-		child_fail(err_fd, LAUNCH_STEP_STDERR, -r);
-	if (p->switch_user) {
-		(void)setfsuid(0);
-		(void)setfsgid(0);
-	}
+	child_open_stdio(p, err_fd);
 	apply_namespaces(p, err_fd);
 
 	if (p->switch_user) {
@@ -1357,6 +1372,64 @@ static int pid1_status(int init_r, int status)
 	return status;
 }
 
+/* Every fd the shim inherited from the agent closed but the child's: its pipes, the audit
+ * socket (sock), the PID namespace init's pipe (init), its cgroup fds. */
+static void shim_close_agent_fds(const struct launch_plan *p, int status_w, int err_w, int sync_r,
+				 int sc_fd, const int sock[2], const int init[2])
+{
+	int hold[9 + LAUNCH_JOIN_MAX];
+	size_t nk = 0;
+
+	hold[nk++] = status_w;
+	hold[nk++] = err_w;
+	hold[nk++] = sync_r;
+	hold[nk++] = sc_fd;
+	hold[nk++] = sock[0];
+	hold[nk++] = sock[1];
+	hold[nk++] = init[0];
+	hold[nk++] = init[1];
+	hold[nk++] = p->clone_cgroup_fd;
+	for (size_t i = 0; i < p->n_join && nk < ARRAY_SIZE(hold); i++)
+		hold[nk++] = p->join_fd[i];
+	close_all_except(hold, nk);
+}
+
+/* The child's exit with audit of denied calls: the shim answers the listener until the main
+ * process has exited, reports it, and leaves the task's other processes to a forked copy. */
+_noreturn_ static void shim_serve_and_exit(const struct launch_plan *p, struct shim_audit *au,
+					   pid_t child, int status_w, int init_r)
+{
+	struct rusage ru;
+	int status = 0;
+	pid_t d;
+
+	shim_wait_serving(au, child, &status, &ru);
+	status = pid1_status(init_r, status);
+	/* The kernel's kill-process action would have left SIGSYS (the shim had to use
+	 * SIGKILL, which cannot be caught). */
+	if (au->killed_child && status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		status = SIGSYS;
+	if (au->listener < 0 || shim_drain(au, 0)) {
+		shim_audit_end(au);
+		shim_report_exit(p, status_w, status, &ru);
+		_exit(0);
+	}
+	/*
+	 * Other processes of the task still hold the filter (the agent kills them now
+	 * that the main process is gone). Report the exit at once and leave answering
+	 * them to a forked copy that ends with the last of them.
+	 */
+	shim_report_exit(p, status_w, status, &ru);
+	d = fork();
+	if (d == 0 || d < 0) {
+		if (d == 0)
+			close(status_w);
+		(void)shim_drain(au, -1);
+		shim_audit_end(au);
+	}
+	_exit(0);
+}
+
 _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int err_w, int sync_r,
 				int sc_fd, bool report_pid)
 {
@@ -1391,23 +1464,7 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 	 * listening socket or spool meanwhile (a client would never see EOF when the agent
 	 * dies). What the child needs stays: its pipes, the audit socket, its cgroup fds.
 	 */
-	{
-		int hold[9 + LAUNCH_JOIN_MAX];
-		size_t nk = 0;
-
-		hold[nk++] = status_w;
-		hold[nk++] = err_w;
-		hold[nk++] = sync_r;
-		hold[nk++] = sc_fd;
-		hold[nk++] = sock[0];
-		hold[nk++] = sock[1];
-		hold[nk++] = init[0];
-		hold[nk++] = init[1];
-		hold[nk++] = p->clone_cgroup_fd;
-		for (size_t i = 0; i < p->n_join && nk < ARRAY_SIZE(hold); i++)
-			hold[nk++] = p->join_fd[i];
-		close_all_except(hold, nk);
-	}
+	shim_close_agent_fds(p, status_w, err_w, sync_r, sc_fd, sock, init);
 	ctx = (struct child_ctx){.p = p,
 				 .err_fd = err_w,
 				 .sync_fd = sync_r,
@@ -1465,36 +1522,8 @@ _noreturn_ static void run_shim(const struct launch_plan *p, int status_w, int e
 		}
 		au.had_listener = au.listener >= 0;
 	}
-	if (au.listener >= 0) {
-		pid_t d;
-
-		shim_wait_serving(&au, child, &status, &ru);
-		status = pid1_status(init[0], status);
-		/* The kernel's kill-process action would have left SIGSYS (the shim had to use
-		 * SIGKILL, which cannot be caught). */
-		if (au.killed_child && status != -1 && WIFSIGNALED(status) &&
-		    WTERMSIG(status) == SIGKILL)
-			status = SIGSYS;
-		if (au.listener < 0 || shim_drain(&au, 0)) {
-			shim_audit_end(&au);
-			shim_report_exit(p, status_w, status, &ru);
-			_exit(0);
-		}
-		/*
-		 * Other processes of the task still hold the filter (the agent kills them now
-		 * that the main process is gone). Report the exit at once and leave answering
-		 * them to a forked copy that ends with the last of them.
-		 */
-		shim_report_exit(p, status_w, status, &ru);
-		d = fork();
-		if (d == 0 || d < 0) {
-			if (d == 0)
-				close(status_w);
-			(void)shim_drain(&au, -1);
-			shim_audit_end(&au);
-		}
-		_exit(0);
-	}
+	if (au.listener >= 0)
+		shim_serve_and_exit(p, &au, child, status_w, init[0]);
 
 	for (;;) {
 		pid_t w = wait4(child, &status, 0, &ru);
