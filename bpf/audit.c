@@ -25,6 +25,7 @@
 
 #include "bpf/audit.h"
 #include "bpf/audit_types.h"
+#include "common/error.h"
 #include "common/escape.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -114,18 +115,6 @@ enum audit_net_action audit_net_action_from_string(const char *s)
 	return _AUDIT_NET_ACTION_INVALID;
 }
 
-_printf_(3, 4) static int rule_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
 int audit_net_rule_parse(const char *s, enum audit_net_action action, struct audit_net_rule *ret,
 			 char *err, size_t errlen)
 {
@@ -135,12 +124,12 @@ int audit_net_rule_parse(const char *s, enum audit_net_action action, struct aud
 	size_t n;
 
 	if (!s || !*s)
-		return rule_fail(err, errlen, "empty network rule");
+		return err_set(err, errlen, -EINVAL, "empty network rule");
 	if (action < 0 || action >= _AUDIT_NET_ACTION_MAX)
-		return rule_fail(err, errlen, "invalid action");
+		return err_set(err, errlen, -EINVAL, "invalid action");
 	n = strlen(s);
 	if (n >= sizeof(buf))
-		return rule_fail(err, errlen, "network rule too long: '%.64s...'", s);
+		return err_set(err, errlen, -EINVAL, "network rule too long: '%.64s...'", s);
 	memcpy(buf, s, n + 1);
 	addr = buf;
 
@@ -148,24 +137,26 @@ int audit_net_rule_parse(const char *s, enum audit_net_action action, struct aud
 		char *close = strchr(buf, ']');
 
 		if (!close)
-			return rule_fail(err, errlen, "missing ']' in '%s'", s);
+			return err_set(err, errlen, -EINVAL, "missing ']' in '%s'", s);
 		*close = '\0';
 		addr = buf + 1;
 		if (close[1] == ':')
 			port = close + 2;
 		else if (close[1])
-			return rule_fail(err, errlen, "expected ':PORT' after ']' in '%s'", s);
+			return err_set(err, errlen, -EINVAL, "expected ':PORT' after ']' in '%s'",
+				       s);
 		if (!strchr(addr, ':'))
-			return rule_fail(err, errlen, "brackets are for IPv6 addresses: '%s'", s);
+			return err_set(err, errlen, -EINVAL,
+				       "brackets are for IPv6 addresses: '%s'", s);
 	} else if (strchr(buf, ':') && strchr(buf, ':') == strrchr(buf, ':')) {
 		/* One ':' : IPv4 with a port (IPv6 has at least two, and needs brackets then). */
 		char *c = strchr(buf, ':');
 
 		if (!strchr(buf, '.'))
-			return rule_fail(err, errlen,
-					 "bad address in '%s' (want CIDR[:PORT]; IPv6 with a port "
-					 "as [ADDR/LEN]:PORT)",
-					 s);
+			return err_set(err, errlen, -EINVAL,
+				       "bad address in '%s' (want CIDR[:PORT]; IPv6 with a port "
+				       "as [ADDR/LEN]:PORT)",
+				       s);
 		*c = '\0';
 		port = c + 1;
 	}
@@ -178,12 +169,13 @@ int audit_net_rule_parse(const char *s, enum audit_net_action action, struct aud
 	} else if (inet_pton(AF_INET6, addr, r.addr) == 1) {
 		r.family = AF_INET6;
 	} else {
-		return rule_fail(err, errlen, "bad address '%s' in '%s' (want CIDR[:PORT])", addr,
-				 s);
+		return err_set(err, errlen, -EINVAL, "bad address '%s' in '%s' (want CIDR[:PORT])",
+			       addr, s);
 	}
 	if (slash) {
 		if (parse_u32(slash, &plen) < 0 || plen > (r.family == AF_INET ? 32u : 128u))
-			return rule_fail(err, errlen, "bad prefix length '/%s' in '%s'", slash, s);
+			return err_set(err, errlen, -EINVAL, "bad prefix length '/%s' in '%s'",
+				       slash, s);
 	} else {
 		plen = r.family == AF_INET ? 32 : 128;
 	}
@@ -196,7 +188,8 @@ int audit_net_rule_parse(const char *s, enum audit_net_action action, struct aud
 	}
 	if (port) {
 		if (parse_u32(port, &pv) < 0 || pv == 0 || pv > 65535)
-			return rule_fail(err, errlen, "bad port '%s' in '%s' (1-65535)", port, s);
+			return err_set(err, errlen, -EINVAL, "bad port '%s' in '%s' (1-65535)",
+				       port, s);
 		r.port = (uint16_t)pv;
 	}
 	*ret = r;
