@@ -257,10 +257,18 @@ struct users *agent_users(struct agent *a);
  */
 int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t sub_gid,
 		bool privileged, struct task **ret, char *err, size_t errlen);
-/* An adopted task: watch its shim's pidfd (t->shim_pidfd) for the shim's exit. */
-int task_watch_pidfd(struct agent *a, struct task *t);
-/* An adopted task's shim exited (its pidfd readable, or found gone): read its exit file. */
-void task_on_pidfd(struct agent *a, struct task *t);
+/* What a task's state file says of its start, for its re-adoption. */
+struct task_adopt_info {
+	bool same_boot;	    /* written since the node's last boot */
+	bool launch_failed; /* the launch had failed (exit_code: 126 or 127) */
+	int exit_code;
+};
+/*
+ * Re-adoption, the live part: a task read back from its state file (state_task_decode, the
+ * persisted fields) joins the table; its task.start is emitted again (fixed id); its shim's
+ * pidfd is watched, or, the shim gone, its exit file read. Lost after a reboot.
+ */
+int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *info);
 /* BPF accounting at exit: the task's last thread got its final figures (METER_EV_SETTLED). */
 void task_on_meter_settled(struct agent *a, uint64_t task_key);
 void task_tick(struct agent *a, uint64_t now_mono);

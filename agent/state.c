@@ -622,8 +622,8 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 {
 	char err[256];
 	struct task *t;
+	struct task_adopt_info info;
 	json_t *v;
-	uint64_t start;
 	int r;
 
 	t = task_alloc(a);
@@ -654,54 +654,12 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		if (t->limit_reason != ACCT_EXIT_NONE)
 			t->term_sent_mono = now_m - (uint64_t)json_integer_value(v);
 	}
-	t->state = TASK_RUNNING;
-	t->next = a->tasks;
-	a->tasks = t;
-	a->n_live++;
-	a->stats.tasks_adopted++;
-	/* Its task.start may not have reached the spool before the crash: emit it again (fixed
-	 * record id, so the collector keeps one copy). */
-	task_emit(a, t, ACCT_TASK_START);
-
-	if (strcmp(json_string_value(json_object_get(j, "boot_id")) ?: "", a->boot_id) != 0) {
-		t->status = ACCT_EXIT_LOST;
-		free(t->exit_message);
-		t->exit_message = strdup("the node rebooted while the task ran");
-		a->stats.tasks_lost++;
-		t->state = TASK_ENDING;
-		t->ending_since_mono = 0;
-		return 0;
-	}
-	gpu_glue_adopt(a, t);
-	r = cg_task_open(a->cg, t->cg_name, &t->cg);
-	if (r < 0)
-		log_warning("task %s: its cgroup %s is gone (%s); usage will be partial", t->id,
-			    t->cg_name, strerror(-r));
-	if (json_is_true(json_object_get(j, "launch_failed"))) {
-		t->status = ACCT_EXIT_LAUNCH_FAILED;
-		t->exit_code = (int)json_integer_value(json_object_get(j, "exit_code"));
-		t->state = TASK_ENDING;
-		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
-		return 0;
-	}
-	t->shim_pidfd = (int)syscall(SYS_pidfd_open, t->shim_pid, 0);
-	if (t->shim_pidfd >= 0 &&
-	    (proc_start_time(t->shim_pid, &start) < 0 || start != t->shim_start)) {
-		closep(&t->shim_pidfd);
-		t->shim_pidfd = -1;
-	}
-	if (t->shim_pidfd >= 0) {
-		r = task_watch_pidfd(a, t);
-		if (r < 0)
-			return r;
-		audit_glue_readopt(a, t);
-		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
-			 (int)t->shim_pid);
-		return 0;
-	}
-	/* The supervisor is gone: the exit file says how the task ended. */
-	task_on_pidfd(a, t);
-	return 0;
+	info = (struct task_adopt_info){
+	    .same_boot =
+		strcmp(json_string_value(json_object_get(j, "boot_id")) ?: "", a->boot_id) == 0,
+	    .launch_failed = json_is_true(json_object_get(j, "launch_failed")),
+	    .exit_code = (int)json_integer_value(json_object_get(j, "exit_code"))};
+	return task_adopt(a, t, &info);
 }
 
 /* Re-adopt the live tasks of one tasks/ directory (a task already known is skipped). */

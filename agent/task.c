@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -1311,8 +1312,9 @@ static void on_status_fd(void *data, int fd, uint32_t events)
 	task_main_exited(a, t);
 }
 
-/* Adopted tasks: the shim's pidfd became readable (it exited): read its exit file. */
-void task_on_pidfd(struct agent *a, struct task *t)
+/* Adopted tasks: the shim's pidfd became readable (it exited), or the shim was found gone:
+ * read its exit file. */
+static void shim_exited(struct agent *a, struct task *t)
 {
 	struct launch_exit ex;
 	char path[512];
@@ -1337,12 +1339,62 @@ static void on_pidfd(void *data, int fd, uint32_t events)
 {
 	struct task *t = data;
 
-	task_on_pidfd(t->agent, t);
+	shim_exited(t->agent, t);
 }
 
-int task_watch_pidfd(struct agent *a, struct task *t)
+int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *info)
 {
-	return loop_add(a->loop, t->shim_pidfd, EPOLLIN, on_pidfd, t);
+	uint64_t start;
+	int r;
+
+	t->state = TASK_RUNNING;
+	t->next = a->tasks;
+	a->tasks = t;
+	a->n_live++;
+	a->stats.tasks_adopted++;
+	/* Its task.start may not have reached the spool before the crash: emit it again (fixed
+	 * record id, so the collector keeps one copy). */
+	emit(a, t, ACCT_TASK_START);
+
+	if (!info->same_boot) {
+		t->status = ACCT_EXIT_LOST;
+		free(t->exit_message);
+		t->exit_message = strdup("the node rebooted while the task ran");
+		a->stats.tasks_lost++;
+		t->state = TASK_ENDING;
+		t->ending_since_mono = 0;
+		return 0;
+	}
+	gpu_glue_adopt(a, t);
+	r = cg_task_open(a->cg, t->cg_name, &t->cg);
+	if (r < 0)
+		log_warning("task %s: its cgroup %s is gone (%s); usage will be partial", t->id,
+			    t->cg_name, strerror(-r));
+	if (info->launch_failed) {
+		t->status = ACCT_EXIT_LAUNCH_FAILED;
+		t->exit_code = info->exit_code;
+		t->state = TASK_ENDING;
+		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
+		return 0;
+	}
+	t->shim_pidfd = (int)syscall(SYS_pidfd_open, t->shim_pid, 0);
+	if (t->shim_pidfd >= 0 &&
+	    (proc_start_time(t->shim_pid, &start) < 0 || start != t->shim_start)) {
+		closep(&t->shim_pidfd);
+		t->shim_pidfd = -1;
+	}
+	if (t->shim_pidfd >= 0) {
+		r = loop_add(a->loop, t->shim_pidfd, EPOLLIN, on_pidfd, t);
+		if (r < 0)
+			return r;
+		audit_glue_readopt(a, t);
+		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
+			 (int)t->shim_pid);
+		return 0;
+	}
+	/* The supervisor is gone: the exit file says how the task ended. */
+	shim_exited(a, t);
+	return 0;
 }
 
 /*
