@@ -251,6 +251,12 @@ chmod 666 "$T/fifo2"
 ctl run --stdout "$T/fifo2" -- sh -c 'echo late; exit 9' >/dev/null 2>&1 &
 CLI=$!
 sid=$(starting_id)
+# Killed once the child is on its way to execve (its pid known, so the task's state is saved in
+# the same step); killed before that, the launch is abandoned and no task exists to re-adopt.
+for _ in $(seq 100); do
+	[ "$(ctl show "$sid" --json 2>/dev/null | python3 -c 'import sys,json; print(json.load(sys.stdin).get("pid",0))' 2>/dev/null)" -gt 0 ] 2>/dev/null && break
+	sleep 0.05
+done
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 # the client hears of it (no supervisor holds the agent's connections)
 for _ in $(seq 100); do kill -0 $CLI 2>/dev/null || break; sleep 0.05; done
