@@ -202,11 +202,18 @@ static void task_span(const struct acct_record *r, struct span *sp)
 bool coll_day_is_month_end(const char *day)
 {
 	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-	int y, m, dd;
+	int y, m, d;
 
-	if (sscanf(day, "%4d-%2d-%2d", &y, &m, &dd) != 3 || m < 1 || m > 12)
+	/* YYYY-MM-DD by hand: this runs for every day row of ingest and of some reports */
+	for (int i = 0; i < 10; i++)
+		if (i == 4 || i == 7 ? day[i] != '-' : (unsigned)(day[i] - '0') > 9)
+			return false; /* also at a NUL: the loop stops there */
+	y = (day[0] - '0') * 1000 + (day[1] - '0') * 100 + (day[2] - '0') * 10 + (day[3] - '0');
+	m = (day[5] - '0') * 10 + (day[6] - '0');
+	d = (day[8] - '0') * 10 + (day[9] - '0');
+	if (m < 1 || m > 12)
 		return false;
-	return dd == mdays[m - 1] + (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
+	return d == mdays[m - 1] + (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
 }
 
 static void day_of(uint64_t hour, char out[16])

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Report output a task's names cannot subvert: task.end records whose account, user, job and
-# label value hold each code point U+0001..U+00FF (C0 and C1 controls, DEL, backslash, markup
+# label value hold each code point U+0001..U+00FF (U+0000 is refused at ingest, checked) (C0 and C1 controls, DEL, backslash, markup
 # and quote characters) and the invisible format characters (bidi overrides and isolates,
 # zero-width, line separator, BOM) are POSTed to a collector; then rollup rows whose account,
 # user and job hold each raw byte 0x01..0xff (bytes that are not UTF-8 included: ingest refuses
@@ -57,6 +57,12 @@ code=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer tok-node
 	-H 'Content-Type: application/x-ndjson' --data-binary "@$T/recs.ndjson" "http://127.0.0.1:$PORT/v1/records")
 [ "$code" = 200 ] && ok "$(wc -l < "$T/recs.ndjson") records with every code point in their names ingested" ||
 	fail "ingest: $code $(head -c 300 "$T/resp")"
+# U+0000 cannot be in a name: the record is refused, naming it (the others of the batch are not)
+sed -n 1p "$T/recs.ndjson" | sed 's/"x-0"/"nul-0"/; s/"a\\u0001z"/"a\\u0000z"/' > "$T/nul.ndjson"
+code=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer tok-node-n1-0123456789abcdef" \
+	-H 'Content-Type: application/x-ndjson' --data-binary "@$T/nul.ndjson" "http://127.0.0.1:$PORT/v1/records")
+grep -q 'a\\u0000z' "$T/nul.ndjson" && [ "$code" = 422 ] && grep -q 'NUL byte' "$T/resp" &&
+	ok "a name with U+0000 refused: $(head -c 200 "$T/resp")" || fail "U+0000: $code $(head -c 300 "$T/resp")"
 stop_collector
 # raw bytes 0x01..0xff (0x80..0xff alone are not UTF-8) in a day row and its job row
 {

@@ -1224,6 +1224,22 @@ static void test_shown(void **state)
 	}
 }
 
+static void test_month_end(void **state)
+{
+	(void)state;
+	assert_true(coll_day_is_month_end("2026-11-30"));
+	assert_false(coll_day_is_month_end("2026-11-29"));
+	assert_true(coll_day_is_month_end("2026-12-31"));
+	assert_true(coll_day_is_month_end("2026-02-28"));
+	assert_false(coll_day_is_month_end("2024-02-28"));
+	assert_true(coll_day_is_month_end("2024-02-29"));
+	assert_true(coll_day_is_month_end("2000-02-29"));
+	assert_true(coll_day_is_month_end("2100-02-28"));
+	assert_false(coll_day_is_month_end("2026-11"));
+	assert_false(coll_day_is_month_end("2026-13-31"));
+	assert_false(coll_day_is_month_end(""));
+}
+
 static void test_csv_neutralised(void **state)
 {
 	struct fixture *fx = *state;
@@ -1337,6 +1353,7 @@ int main(void)
 	    cmocka_unit_test(test_apportion),
 	    cmocka_unit_test(test_num_full),
 	    cmocka_unit_test(test_shown),
+	    cmocka_unit_test(test_month_end),
 	    cmocka_unit_test(test_spec_errors),
 	    cmocka_unit_test_setup_teardown(test_report_exact, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_week_period, setup, teardown),
