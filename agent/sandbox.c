@@ -147,6 +147,71 @@ static int layer(int8_t spec, bool def, bool may_relax, const char *name, bool *
 	return 0;
 }
 
+/* Steps 2 to 5 of sandbox_plan_build: the task's binds, the read-only control files and
+ * system directories, the agent's own files and the task's inaccessible paths. */
+static int plan_paths(struct agent *a, const struct task_spec *s, bool protect,
+		      struct sandbox_plan *p)
+{
+	const struct agent_config *c = &a->cfg;
+	int r;
+
+	/* 2. the task's own binds (before anything is made read-only or hidden) */
+	for (size_t i = 0; i < s->n_sb_bind; i++) {
+		char src[4096], *dst, *mode;
+
+		snprintf(src, sizeof(src), "%s", s->sb_bind[i]);
+		dst = strchr(src, ':');
+		if (!dst)
+			continue; /* validated by the spec parser */
+		*dst++ = 0;
+		mode = strchr(dst, ':');
+		if (mode)
+			*mode++ = 0;
+		r = add(p, LAUNCH_MOUNT_BIND, dst, src,
+			mode && strcmp(mode, "ro") == 0 ? "ro" : NULL, false);
+		if (r < 0)
+			return r;
+	}
+	/* 3. the kernel's and cgroups' control files: /sys (with /sys/fs/cgroup), /proc/sys */
+	if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, "/sys", NULL, NULL, false)) < 0 ||
+	    (r = add(p, LAUNCH_MOUNT_READ_ONLY, "/proc/sys", NULL, NULL, true)) < 0 ||
+	    (r = add(p, LAUNCH_MOUNT_READ_ONLY, "/proc/sysrq-trigger", NULL, NULL, true)) < 0)
+		return r;
+	/* 4. protect_system */
+	if (protect) {
+		static const char *const sys[] = {"/usr", "/etc", "/boot", "/efi"};
+
+		for (size_t i = 0; i < 4; i++)
+			if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, sys[i], NULL, NULL, true)) < 0)
+				return r;
+	}
+	for (size_t i = 0; i < s->n_sb_read_only; i++)
+		if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, s->sb_read_only[i], NULL, NULL, false)) < 0)
+			return r;
+	/* 5. the agent's own files, then the task's inaccessible paths */
+	{
+		const char *own[] = {c->state_dir, agent_runtime_dir(a), c->socket_path,
+				     c->token_file, a->config_path};
+
+		for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
+			struct stat st;
+
+			if (!own[i] || own[i][0] != '/' || stat(own[i], &st) < 0)
+				continue;
+			/* A top-level directory ("/var", "/run") would hide far more than the
+			 * agent's files: such a layout is not hidden (docs/sandbox.md). */
+			if (S_ISDIR(st.st_mode) && !strchr(own[i] + 1, '/'))
+				continue;
+			if ((r = add(p, LAUNCH_MOUNT_HIDE, own[i], NULL, NULL, true)) < 0)
+				return r;
+		}
+	}
+	for (size_t i = 0; i < s->n_sb_inaccessible; i++)
+		if ((r = add(p, LAUNCH_MOUNT_HIDE, s->sb_inaccessible[i], NULL, NULL, true)) < 0)
+			return r;
+	return 0;
+}
+
 int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitter, uid_t task_uid,
 		       const char *gpu_devs, struct sandbox_plan *p, char *err, size_t errlen)
 {
@@ -228,60 +293,9 @@ int sandbox_plan_build(struct agent *a, const struct task_spec *s, uid_t submitt
 		    (r = add(p, LAUNCH_MOUNT_TMPFS, "/dev/shm", NULL, opts, true)) < 0)
 			goto out_toomany;
 	}
-	/* 2. the task's own binds (before anything is made read-only or hidden) */
-	for (size_t i = 0; i < s->n_sb_bind; i++) {
-		char src[4096], *dst, *mode;
-
-		snprintf(src, sizeof(src), "%s", s->sb_bind[i]);
-		dst = strchr(src, ':');
-		if (!dst)
-			continue; /* validated by the spec parser */
-		*dst++ = 0;
-		mode = strchr(dst, ':');
-		if (mode)
-			*mode++ = 0;
-		r = add(p, LAUNCH_MOUNT_BIND, dst, src,
-			mode && strcmp(mode, "ro") == 0 ? "ro" : NULL, false);
-		if (r < 0)
-			goto out_toomany;
-	}
-	/* 3. the kernel's and cgroups' control files: /sys (with /sys/fs/cgroup), /proc/sys */
-	if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, "/sys", NULL, NULL, false)) < 0 ||
-	    (r = add(p, LAUNCH_MOUNT_READ_ONLY, "/proc/sys", NULL, NULL, true)) < 0 ||
-	    (r = add(p, LAUNCH_MOUNT_READ_ONLY, "/proc/sysrq-trigger", NULL, NULL, true)) < 0)
+	/* 2.-5. binds, read-only and hidden paths */
+	if ((r = plan_paths(a, s, protect, p)) < 0)
 		goto out_toomany;
-	/* 4. protect_system */
-	if (protect) {
-		static const char *const sys[] = {"/usr", "/etc", "/boot", "/efi"};
-
-		for (size_t i = 0; i < 4; i++)
-			if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, sys[i], NULL, NULL, true)) < 0)
-				goto out_toomany;
-	}
-	for (size_t i = 0; i < s->n_sb_read_only; i++)
-		if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, s->sb_read_only[i], NULL, NULL, false)) < 0)
-			goto out_toomany;
-	/* 5. the agent's own files, then the task's inaccessible paths */
-	{
-		const char *own[] = {c->state_dir, agent_runtime_dir(a), c->socket_path,
-				     c->token_file, a->config_path};
-
-		for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
-			struct stat st;
-
-			if (!own[i] || own[i][0] != '/' || stat(own[i], &st) < 0)
-				continue;
-			/* A top-level directory ("/var", "/run") would hide far more than the
-			 * agent's files: such a layout is not hidden (docs/sandbox.md). */
-			if (S_ISDIR(st.st_mode) && !strchr(own[i] + 1, '/'))
-				continue;
-			if ((r = add(p, LAUNCH_MOUNT_HIDE, own[i], NULL, NULL, true)) < 0)
-				goto out_toomany;
-		}
-	}
-	for (size_t i = 0; i < s->n_sb_inaccessible; i++)
-		if ((r = add(p, LAUNCH_MOUNT_HIDE, s->sb_inaccessible[i], NULL, NULL, true)) < 0)
-			goto out_toomany;
 	if (landlock && (r = plan_landlock(p)) < 0)
 		goto out_toomany;
 	return 0;
