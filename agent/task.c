@@ -570,7 +570,10 @@ static int launch_filter(struct agent *a, const struct task_spec *spec, uid_t su
 	char perr[512], notice[512];
 	int r;
 
-	if (!content && spec->seccomp && strchr(spec->seccomp, '/') && submitter != 0) {
+	/* Never opened by the agent, not even for root: a file on a filesystem that does not
+	 * answer (a hung FUSE or NFS mount) would stop the event loop in open(). */
+	(void)submitter;
+	if (!content && spec->seccomp && strchr(spec->seccomp, '/')) {
 		a->stats.refused++;
 		return err_set(err, errlen, -EINVAL,
 			       "seccomp: a profile path is read by the client: send the "
@@ -1056,7 +1059,9 @@ static void start_tick(struct agent *a, struct task *t, uint64_t now)
 			   "pid within 10s");
 	else if (have_pid && now - t->starting_since_mono > START_EXEC_MAX_NS)
 		start_fail(a, t, -ETIMEDOUT,
-			   "starting the task failed: the task did not reach execve within 30s");
+			   "starting the task failed: the task did not reach execve within 30s "
+			   "(its working directory, output files or sandbox paths may be on a "
+			   "filesystem that does not answer)");
 }
 
 /* Decide the exit reason from the wait status, the limit that fired and the cgroup. */

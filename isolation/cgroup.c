@@ -545,7 +545,25 @@ static int task_finish_open(struct cg_task *t)
 	return 0;
 }
 
-/* rmdir the task's directory in hierarchy i, retrying EBUSY briefly (exiting processes). */
+/* Does the directory still list a process? (An unreadable list counts as one.) */
+static bool has_procs(int dirfd)
+{
+	_cleanup_free_ char *buf = NULL;
+
+	if (dirfd < 0 || read_file_at(dirfd, "cgroup.procs", CG_FILE_MAX, &buf, NULL) < 0)
+		return dirfd >= 0;
+	for (const char *p = buf; *p; p++)
+		if (*p >= '0' && *p <= '9')
+			return true;
+	return false;
+}
+
+/*
+ * rmdir the task's directory in hierarchy i, retrying EBUSY briefly while processes finish
+ * exiting; at once -EBUSY when it still lists a process (one that cannot be killed, waiting
+ * in the kernel on a filesystem that does not answer, would otherwise cost a second of
+ * sleeping per directory and attempt).
+ */
 static int task_rmdir(struct cg_task *t, size_t i)
 {
 	struct cg_hier *h = &t->root->hier[i];
@@ -555,6 +573,8 @@ static int task_rmdir(struct cg_task *t, size_t i)
 			return 0;
 		if (errno != EBUSY || tries >= CG_RMDIR_TRIES)
 			return -errno;
+		if (has_procs(t->dir_fd[i]))
+			return -EBUSY;
 		cg_sleep_ms(CG_RMDIR_SLEEP_MS);
 	}
 }
