@@ -151,6 +151,30 @@ int cg_signal_procs(int dirfd, int sig, size_t *ret_n)
 	return r;
 }
 
+bool cg_procs_stuck(int dirfd)
+{
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_free_ pid_t *pids = NULL;
+	size_t n = 0;
+
+	if (read_file_at(dirfd, "cgroup.procs", CG_FILE_MAX, &buf, NULL) < 0 ||
+	    cg_parse_pids(buf, &pids, &n) < 0 || n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *st = NULL;
+		char path[64];
+		const char *p;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pids[i]);
+		if (read_file_at(AT_FDCWD, path, 4096, &st, NULL) < 0)
+			continue; /* gone */
+		p = strrchr(st, ')');
+		if (!p || p[1] != ' ' || p[2] != 'D')
+			return false;
+	}
+	return true;
+}
+
 /* ---- parsers ---- */
 
 int cg_parse_keyed(const char *buf, const char *key, uint64_t *ret)

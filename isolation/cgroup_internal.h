@@ -104,6 +104,12 @@ int cg_write_u64(int dirfd, const char *name, uint64_t v);
 int cg_signal_procs(int dirfd, int sig, size_t *ret_n);
 /* Sleep ms milliseconds (bounded polling of cgroupfs state). */
 void cg_sleep_ms(unsigned ms);
+/*
+ * Is every process the directory lists in uninterruptible sleep (state D)? Such a process
+ * neither freezes nor dies before the kernel lets it go (a call waiting on a filesystem that
+ * does not answer): a kill does not wait for it.
+ */
+bool cg_procs_stuck(int dirfd);
 
 /* ---- parsers (pure, unit-tested) ---- */
 /* "key value" lines (cpu.stat, memory.events, cpuacct.stat, memory.oom_control):

@@ -404,6 +404,11 @@ static int v1_kill(const struct cg_task *t, int sig)
 	for (;;) {
 		int r = 0, q;
 
+		/* signalled (pending until they leave the kernel), not waited for */
+		if (sig == SIGKILL && cg_procs_stuck(t->dir_fd[t->root->main_hier])) {
+			r = cg_signal_procs(pfd, sig, NULL);
+			return r < 0 ? r : -EBUSY;
+		}
 		if (ffd >= 0) {
 			r = v1_freeze(ffd);
 			if (r < 0 && r != -ETIMEDOUT)

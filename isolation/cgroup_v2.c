@@ -316,6 +316,11 @@ static int v2_kill(const struct cg_task *t, int sig)
 	for (;;) {
 		int r = 0, q;
 
+		/* signalled (pending until they leave the kernel), not waited for */
+		if (sig == SIGKILL && cg_procs_stuck(fd)) {
+			r = cg_signal_procs(fd, sig, NULL);
+			return r < 0 ? r : -EBUSY;
+		}
 		if (freezer) {
 			r = v2_freeze(fd, true);
 			if (r < 0 && r != -ETIMEDOUT)

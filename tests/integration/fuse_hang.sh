@@ -70,7 +70,13 @@ kill -0 "${PIDS[6]}" 2>/dev/null && pass "a user's corralctl reading --seccomp t
 # their processes cannot die while the mount holds them (the kernel waits uninterruptibly for
 # the directory another lookup holds): the tasks are ended after the ending wait and their
 # cgroups left for later, without the agent sleeping on them
-for _ in $(seq 300); do [ "$(ctl ps --json | python3 -c 'import sys,json; print(len(json.load(sys.stdin)))')" = 0 ] && break; sleep 0.1; done
+slow=0
+for _ in $(seq 300); do
+	j=$(timeout -s KILL 2 "$CORRALCTL" --socket "$SOCK" ps --json) || slow=$((slow + 1))
+	[ "$(echo "$j" | python3 -c 'import sys,json; print(len(json.load(sys.stdin)))' 2>/dev/null)" = 0 ] && break
+	sleep 0.1
+done
+[ "$slow" = 0 ] && pass "ps answered within 2 s every 0.1 s while the tasks were ending" || fail "ps not answered within 2 s $slow time(s) while the tasks were ending"
 left=$(ctl ps --json | python3 -c 'import sys,json; print(len(json.load(sys.stdin)))')
 [ "$left" = 0 ] && pass "no task left starting or ending" || fail "tasks left: $(ctl ps)"
 served "after the tasks ended"
