@@ -626,12 +626,36 @@ void *srv_ingest_worker(void *arg)
 	return NULL;
 }
 
-/* Hands pw to an ingest worker and suspends its connection; false: none can take it now (no
- * workers, or INGEST_QUEUE_PER_WORKER batches per worker queued already), run it inline. */
+/*
+ * Open connections of the calling server thread: MHD_OPTION_NOTIFY_CONNECTION runs in the
+ * pool thread that accepted the connection, which is the one that serves it.
+ */
+static _Thread_local unsigned thread_conns;
+
+void srv_notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			   enum MHD_ConnectionNotificationCode toe)
+{
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		thread_conns++;
+	else if (thread_conns > 0)
+		thread_conns--;
+}
+
+/*
+ * Hands pw to an ingest worker and suspends its connection; false: run it inline, on this
+ * server thread, which then serves nothing else until the batch is stored. That is done when
+ * the connection is the thread's only one (no one waits behind it, and the handoff's two
+ * wakeups are saved), or when no worker can take it (none started, or INGEST_QUEUE_PER_WORKER
+ * batches per worker queued already).
+ */
 #define INGEST_QUEUE_PER_WORKER 4
 
 static bool post_submit(struct coll_server *s, struct post_work *pw)
 {
+	if (thread_conns <= 1) {
+		atomic_fetch_add(&s->alone_batches, 1);
+		return false;
+	}
 	pthread_mutex_lock(&s->work_lock);
 	if (s->nworkers == 0 || s->work_stop ||
 	    s->work_queued >= INGEST_QUEUE_PER_WORKER * s->nworkers) {

@@ -80,9 +80,15 @@ static void write_store_metrics(struct coll_server *s, FILE *f)
 		"# HELP corral_collector_ingest_inline_total Batches stored by the server thread "
 		"that received them, every ingest worker being busy with a full queue.\n"
 		"# TYPE corral_collector_ingest_inline_total counter\n"
-		"corral_collector_ingest_inline_total %" PRIuFAST64 "\n",
+		"corral_collector_ingest_inline_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_ingest_alone_total Batches stored by the server thread "
+		"that received them, their connection being its only one (the others go to an "
+		"ingest worker, the connection suspended meanwhile).\n"
+		"# TYPE corral_collector_ingest_alone_total counter\n"
+		"corral_collector_ingest_alone_total %" PRIuFAST64 "\n",
 		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups),
-		atomic_load(&s->sync_errors), atomic_load(&s->inline_batches));
+		atomic_load(&s->sync_errors), atomic_load(&s->inline_batches),
+		atomic_load(&s->alone_batches));
 	if (s->fold_started)
 		fprintf(
 		    f,

@@ -665,8 +665,9 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, maxconn,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)COLL_CONNECTION_MEMORY,
-	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-	    (unsigned)1, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+	    srv_notify_connection, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+	    MHD_OPTION_END);
 	if (!s->daemon) {
 		int r = errno ? -errno : -EADDRINUSE;
 

@@ -68,7 +68,7 @@ struct coll_server {
 	bool work_stop;
 	pthread_t *workers;
 	unsigned nworkers;
-	atomic_uint_fast64_t inline_batches;
+	atomic_uint_fast64_t inline_batches, alone_batches;
 };
 
 struct request {
@@ -100,6 +100,9 @@ enum MHD_Result srv_post_answer(struct coll_server *s, struct MHD_Connection *c,
 void *srv_fold_main(void *arg);
 void *srv_ingest_worker(void *arg);
 void srv_stop_workers(struct coll_server *s);
+/* MHD_OPTION_NOTIFY_CONNECTION: counts the calling server thread's connections */
+void srv_notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			   enum MHD_ConnectionNotificationCode toe);
 void srv_post_work_free(struct post_work *pw);
 /* metrics.c */
 void srv_count_code(struct coll_server *s, unsigned code);
