@@ -272,17 +272,19 @@ ctl wait "$sid" 2>/dev/null; rc=$?
 # --- runtime_dir: live-task files apart from the state dir; older tasks' files still found ------
 # A task started by an agent without runtime_dir (its files in state_dir) and one started after
 # runtime_dir is set: both survive kill -9 + restart and report their exits.
-idold=$(ctl run -- sh -c "sleep 1.$$; exit 11")
+# Both tasks wait for $T/go (made after the second restart), so a slow restart cannot end them early.
+idold=$(ctl run -- sh -c "while [ ! -e '$T/go' ]; do sleep 0.05; done; exit 11")
 stop_agent_kill() { kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=; }
 stop_agent_kill
 RT=$T/run
 start_agent --no-bpf --runtime-dir "$RT"
-idnew=$(ctl run -- sh -c "sleep 1.$$; exit 12")
+idnew=$(ctl run -- sh -c "while [ ! -e '$T/go' ]; do sleep 0.05; done; exit 12")
 [ -e "$RT/tasks/$idnew.json" ] && [ ! -e "$STATE/tasks/$idnew.json" ] && [ -e "$STATE/tasks/$idold.json" ] &&
 	pass "runtime_dir holds the new task's state file, the older task's stays in state_dir" ||
 	fail "runtime_dir files: $(ls "$RT/tasks" "$STATE/tasks" 2>&1 | tr '\n' ' ')"
 stop_agent_kill
 start_agent --no-bpf --runtime-dir "$RT"
+touch "$T/go"
 ctl wait "$idold" 2>/dev/null; rc1=$?
 ctl wait "$idnew" 2>/dev/null; rc2=$?
 [ "$rc1" = 11 ] && [ "$rc2" = 12 ] && pass "both re-adopted across restarts, exits 11 and 12" ||
