@@ -139,8 +139,12 @@ static __always_inline __u64 wake_flags(int verdict)
  * in the task's entry. A token bucket as a GCRA over one word (tat), without a lock (tracing
  * programs cannot take bpf_spin_lock) and without a loop: under concurrent events of one task
  * the bucket may let a few more through than the rate; each event is sent or counted exactly.
+ * t: the task's entry, or NULL. A global function: the verifier checks it once, on its own;
+ * inlined, its outcomes multiplied the states of each program that reaches it (with the cwd
+ * walk after it in the exec programs, Linux 6.1's verifier ran for minutes: see
+ * docs/audit.md, "Verifier cost").
  */
-static __always_inline int budget_check(__u64 key, struct audit_task *t, __u64 now)
+__noinline int budget_check(struct audit_task *t, __u64 key, __u64 now)
 {
 	struct audit_bpf_budget *b;
 	__u64 step, old, period;
@@ -227,46 +231,81 @@ static __always_inline void on_exit(struct task_struct *p)
 
 /* ---- exec --------------------------------------------------------------------------------- */
 
-/*
- * Working directory, innermost component first, by walking d_parent and crossing mount points
- * (struct mount). bpf_d_path is not allowed in tracepoint programs. Stops at the root of the
- * mount namespace (a chroot's root is not recognised: the path is then the global one).
- */
-static __always_inline void read_cwd(struct task_struct *task, struct audit_bpf_exec *e)
-{
-	struct dentry *d, *parent, *mnt_root;
-	struct vfsmount *vfsmnt;
-	struct mount *mnt, *mnt_parent;
-	__u32 depth = 0;
+struct cwd_walk {
+	__u64 d, vfsmnt, mnt; /* struct dentry *, struct vfsmount *, struct mount * */
+	__u32 depth;
+	__u32 truncated;
+};
 
-	d = BPF_CORE_READ(task, fs, pwd.dentry);
-	vfsmnt = BPF_CORE_READ(task, fs, pwd.mnt);
-	if (!d || !vfsmnt)
-		return;
-	mnt = container_of(vfsmnt, struct mount, mnt);
-	e->cwd_truncated = 1;
-	for (int i = 0; i < AUDIT_CWD_DEPTH + 8; i++) {
-		mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
-		parent = BPF_CORE_READ(d, d_parent);
-		if (d == mnt_root || d == parent) {
-			mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
-			if (d != mnt_root || mnt_parent == mnt) {
-				e->cwd_truncated = 0; /* reached the root */
-				break;
-			}
-			d = BPF_CORE_READ(mnt, mnt_mountpoint);
-			mnt = mnt_parent;
-			vfsmnt = &mnt->mnt;
-			continue;
+/*
+ * bpf_loop callback: one step of the walk up from the working directory: cross a mount point,
+ * or record one component into the exec record being built (scratch), innermost first; stop
+ * (1) at the root of the mount namespace or when the record has no room left.
+ */
+static long cwd_step(__u32 i, void *data)
+{
+	struct cwd_walk *w = data;
+	struct dentry *d = (struct dentry *)w->d, *parent, *mnt_root;
+	struct vfsmount *vfsmnt = (struct vfsmount *)w->vfsmnt;
+	struct mount *mnt = (struct mount *)w->mnt, *mnt_parent;
+	struct audit_bpf_exec *e;
+	__u32 zero = 0, depth = w->depth;
+
+	/* depth is checked and used from one register: reloaded from *w for the use (as clang
+	 * does without this), its bound is lost for Linux 6.1's verifier */
+	barrier_var(depth);
+	mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
+	parent = BPF_CORE_READ(d, d_parent);
+	if (d == mnt_root || d == parent) {
+		mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
+		if (d != mnt_root || mnt_parent == mnt) {
+			w->truncated = 0; /* reached the root */
+			return 1;
 		}
-		if (depth >= AUDIT_CWD_DEPTH)
-			break;
-		bpf_probe_read_kernel_str(e->cwd[depth], AUDIT_CWD_NAME_CAP,
-					  BPF_CORE_READ(d, d_name.name));
-		depth++;
-		d = parent;
+		w->d = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+		w->mnt = (__u64)mnt_parent;
+		w->vfsmnt = (__u64)&mnt_parent->mnt;
+		return 0;
 	}
-	e->cwd_depth = depth;
+	if (depth >= AUDIT_CWD_DEPTH)
+		return 1;
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 1;
+	bpf_probe_read_kernel_str(e->cwd[depth], AUDIT_CWD_NAME_CAP, BPF_CORE_READ(d, d_name.name));
+	w->depth = depth + 1;
+	w->d = (__u64)parent;
+	return 0;
+}
+
+/*
+ * Working directory of the exec record in scratch, innermost component first, by walking
+ * d_parent and crossing mount points (struct mount), from the task's fs->pwd (dentry,
+ * vfsmount). bpf_d_path is not allowed in tracepoint programs. Stops at the root of the mount
+ * namespace (a chroot's root is not recognised: the path is then the global one). A global
+ * function and a bpf_loop callback: the verifier checks the walk once; inlined (20 unrolled
+ * steps) in the exec programs, it was checked once per state that reaches it, which made Linux
+ * 6.1's verifier run for minutes (docs/audit.md, "Verifier cost"). The kernel pointers come as
+ * scalars: a global function takes no BTF pointer.
+ */
+__noinline int read_cwd(__u64 dentry, __u64 vfsmount)
+{
+	struct cwd_walk w = {.d = dentry, .vfsmnt = vfsmount, .depth = 0, .truncated = 1};
+	struct audit_bpf_exec *e;
+	__u32 zero = 0;
+
+	e = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e)
+		return 0;
+	e->cwd_depth = 0;
+	e->cwd_truncated = 0;
+	if (!dentry || !vfsmount)
+		return 0;
+	w.mnt = (__u64)container_of((struct vfsmount *)vfsmount, struct mount, mnt);
+	bpf_loop(AUDIT_CWD_DEPTH + 8, cwd_step, &w, 0);
+	e->cwd_depth = w.depth;
+	e->cwd_truncated = w.truncated;
+	return 0;
 }
 
 static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *bprm)
@@ -285,7 +324,7 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	k = *key;
 	now = bpf_ktime_get_ns();
 	t = bpf_map_lookup_elem(&tasks, &k);
-	verdict = budget_check(k, t, now);
+	verdict = budget_check(t, k, now);
 	if (verdict == BUDGET_COUNT) {
 		if (t)
 			__sync_fetch_and_add(&t->over_exec, 1);
@@ -308,7 +347,7 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	e->_pad = 0;
 	e->path[0] = '\0';
 	bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
-	read_cwd(p, e);
+	read_cwd((__u64)BPF_CORE_READ(p, fs, pwd.dentry), (__u64)BPF_CORE_READ(p, fs, pwd.mnt));
 
 	mm = BPF_CORE_READ(p, mm);
 	start = BPF_CORE_READ(mm, arg_start);
@@ -381,19 +420,47 @@ static __always_inline bool rule_match(const struct audit_bpf_rule *r, const __u
 	       (a[2] & r->mask[2]) == r->addr[2] && (a[3] & r->mask[3]) == r->addr[3];
 }
 
+/* A destination as the rules see it (family 4 or 6; mapped: ::ffff:a.b.c.d). */
+struct dest {
+	__u32 a[4];
+	__u16 port;
+	__u8 family;
+	__u8 mapped;
+};
+
+/*
+ * Rules in order, first match: AUDIT_BPF_ALLOW / AUDIT_BPF_DENY | the rule's number (1-based)
+ * << 8, 0 when none matches (or pol is NULL). A global function: the verifier checks the walk
+ * over the rules once, instead of once per state of each sock_addr program (and of the
+ * callback below) that reaches it (docs/audit.md, "Verifier cost").
+ */
+__noinline int policy_match(const struct audit_bpf_policy *pol, const struct dest *q)
+{
+	if (!pol || !q)
+		return 0;
+	for (__u32 i = 0; i < AUDIT_MAX_RULES; i++) {
+		if (i >= pol->n_rules)
+			break;
+		if (rule_match(&pol->rules[i], q->a, q->family, q->mapped, q->port))
+			return pol->rules[i].action | (int)(i + 1) << 8;
+	}
+	return 0;
+}
+
 /* Rules in order, first match: AUDIT_BPF_ALLOW / AUDIT_BPF_DENY, 0 when none matches. */
 static __always_inline __u8 first_match(const struct audit_bpf_policy *pol, const __u32 a[4],
 					__u8 family, bool mapped, __u16 port, __u8 *rule)
 {
-	for (__u32 i = 0; i < AUDIT_MAX_RULES; i++) {
-		if (i >= pol->n_rules)
-			break;
-		if (rule_match(&pol->rules[i], a, family, mapped, port)) {
-			*rule = (__u8)(i + 1);
-			return pol->rules[i].action;
-		}
-	}
-	return 0;
+	struct dest q = {.a = {a[0], a[1], a[2], a[3]},
+			 .port = port,
+			 .family = family,
+			 .mapped = mapped ? 1 : 0};
+	int m = policy_match(pol, &q);
+
+	if (!m)
+		return 0;
+	*rule = (__u8)(m >> 8);
+	return (__u8)(m & 0xff);
 }
 
 static __always_inline bool is_any(const __u32 a[4], __u8 family, bool mapped)
@@ -599,7 +666,7 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 
 	now = bpf_ktime_get_ns();
 	t = bpf_map_lookup_elem(&tasks, &key);
-	send = budget_check(key, t, now);
+	send = budget_check(t, key, now);
 	if (send == BUDGET_COUNT) {
 		if (t)
 			__sync_fetch_and_add(

@@ -302,6 +302,20 @@ case_agent_ready() {
 	echo "DETAIL: MainPID $pid in $cg; spawner $sp forked shim $shim; tasks in $TASKS_CG/tasks${st:+; status: $st}"
 }
 
+# The audit programs, each loaded alone by the helper, within a budget of the verifier's
+# work on this kernel (Linux 6.1: an older verifier that prunes less than the build host's);
+# see docs/audit.md, "Verifier cost". The figures are in the case's log.
+case_bpf_verify() {
+	local h=/usr/lib/corral-vm/o/tests/integration/helper_bpf_verify out r
+	out=$("$h" --max-insns "${CORRAL_VM_BPF_MAX_INSNS:-50000}" --max-ms 20000 2>&1)
+	r=$?
+	echo "$out"
+	[ "$r" = 0 ] || fail "$(grep -E 'FAIL' <<<"$out" | head -n3 | tr '\n' ';')"
+	echo "DETAIL: $(awk '/verified_insns=/ { split($3, v, "="); split($7, l, "=");
+		if (v[2] + 0 > mi) { mi = v[2] + 0; pi = $1 } if (l[2] + 0 > ml) { ml = l[2] + 0; pl = $1 } }
+		END { printf "most verified insns %d (%s), longest load %.0f ms (%s)", mi, pi, ml, pl }' <<<"$out")"
+}
+
 case_oom_killed() {
 	need_agent || return 1
 	local out r
@@ -697,7 +711,7 @@ SH
 	echo "DETAIL: root and non-root task: memory.max, cgroup.procs (parent, root), mkdir, spool, /etc/passwd refused; memory.max 100M and pid in place from outside; nothing outlived kill"
 }
 
-cases="boot_cgroup_v2 systemd_scope_restart agent_ready oom_killed cgroup_limits
+cases="boot_cgroup_v2 systemd_scope_restart agent_ready bpf_verify oom_killed cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
 	collector_ingest metering_v2 gpu_v2 sandbox_v2"
 echo "CORRAL-VM-CASES:" $cases
