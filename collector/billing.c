@@ -15,6 +15,44 @@
 #include "common/clock.h"
 #include "common/macro.h"
 
+/* A delta's key columns (here, beside the hot loops that compare and hash them). */
+static const char **delta_key_slot(struct coll_delta *d, enum coll_key k)
+{
+	switch (k) {
+	case COLL_KEY_ACCOUNT:
+		return &d->account;
+	case COLL_KEY_USER:
+		return &d->user;
+	case COLL_KEY_LABEL_KEY:
+		return &d->label_key;
+	case COLL_KEY_LABEL_VALUE:
+		return &d->label_value;
+	case COLL_KEY_JOB:
+		return &d->job;
+	case COLL_KEY_NODE:
+		return &d->node;
+	case COLL_KEY_TASK_ID:
+		return &d->task_id;
+	default:
+		return NULL;
+	}
+}
+
+const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
+{
+	const char **slot = delta_key_slot((struct coll_delta *)d, k);
+
+	return slot ? *slot : "";
+}
+
+void coll_delta_set_key(struct coll_delta *d, enum coll_key k, const char *v)
+{
+	const char **slot = delta_key_slot(d, k);
+
+	if (slot)
+		*slot = v;
+}
+
 void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 {
 	double wall = (double)r->usage.wall_ns / 1e9;

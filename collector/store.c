@@ -61,7 +61,7 @@ bool coll_sum_is_count(enum coll_sum s)
 	}
 }
 
-static const struct coll_rollup_def rollup_defs[_COLL_ROLLUP_MAX] = {
+const struct coll_rollup_def coll_rollup_defs[_COLL_ROLLUP_MAX] = {
     [COLL_ROLLUP_DAY] = {"rollup_day", 2, {COLL_KEY_ACCOUNT, COLL_KEY_USER}},
     [COLL_ROLLUP_LABEL_DAY] = {"rollup_label_day",
 			       4,
@@ -80,14 +80,9 @@ static const struct coll_rollup_def rollup_defs[_COLL_ROLLUP_MAX] = {
     [COLL_ROLLUP_OPEN] = {"rollup_open", 2, {COLL_KEY_NODE, COLL_KEY_TASK_ID}},
 };
 
-const struct coll_rollup_def *coll_rollup_def(enum coll_rollup_table t)
-{
-	return (unsigned)t < _COLL_ROLLUP_MAX ? &rollup_defs[t] : NULL;
-}
-
 const char *coll_rollup_table_name(enum coll_rollup_table t)
 {
-	return (unsigned)t < _COLL_ROLLUP_MAX ? rollup_defs[t].name : NULL;
+	return (unsigned)t < _COLL_ROLLUP_MAX ? coll_rollup_defs[t].name : NULL;
 }
 
 static const char *const key_columns[_COLL_KEY_MAX] = {
@@ -103,43 +98,6 @@ static const char *const key_columns[_COLL_KEY_MAX] = {
 const char *coll_key_column(enum coll_key k)
 {
 	return (unsigned)k < _COLL_KEY_MAX ? key_columns[k] : NULL;
-}
-
-static const char **delta_key_slot(struct coll_delta *d, enum coll_key k)
-{
-	switch (k) {
-	case COLL_KEY_ACCOUNT:
-		return &d->account;
-	case COLL_KEY_USER:
-		return &d->user;
-	case COLL_KEY_LABEL_KEY:
-		return &d->label_key;
-	case COLL_KEY_LABEL_VALUE:
-		return &d->label_value;
-	case COLL_KEY_JOB:
-		return &d->job;
-	case COLL_KEY_NODE:
-		return &d->node;
-	case COLL_KEY_TASK_ID:
-		return &d->task_id;
-	default:
-		return NULL;
-	}
-}
-
-const char *coll_delta_key(const struct coll_delta *d, enum coll_key k)
-{
-	const char **slot = delta_key_slot((struct coll_delta *)d, k);
-
-	return slot ? *slot : "";
-}
-
-void coll_delta_set_key(struct coll_delta *d, enum coll_key k, const char *v)
-{
-	const char **slot = delta_key_slot(d, k);
-
-	if (slot)
-		*slot = v;
 }
 
 static char *put_json_str(char *o, const char *s)

@@ -97,7 +97,12 @@ struct coll_rollup_def {
 	size_t n_keys;
 	enum coll_key keys[COLL_ROLLUP_KEYS_MAX];
 };
-const struct coll_rollup_def *coll_rollup_def(enum coll_rollup_table t);
+extern const struct coll_rollup_def coll_rollup_defs[_COLL_ROLLUP_MAX];
+/* Inline: the billing split's sort and hash call it for every delta. */
+static inline const struct coll_rollup_def *coll_rollup_def(enum coll_rollup_table t)
+{
+	return (unsigned)t < _COLL_ROLLUP_MAX ? &coll_rollup_defs[t] : NULL;
+}
 const char *coll_key_column(enum coll_key k); /* quoted where needed ("user") */
 
 /* Spread of a task over time: its interval is [end - wall, end], clipped to this much. */
