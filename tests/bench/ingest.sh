@@ -34,7 +34,8 @@ collector_rate() {
 	"$COLL" migrate --db "$db" >/dev/null || return 1
 	"$COLL" serve --listen "127.0.0.1:$port" --db "$db" --tokens "$T/tokens" "$@" 2>>"$T/coll.log" &
 	CPID=$!
-	for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
+	# up to 30 s: a collector on PostgreSQL can start slowly on a loaded host
+	for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
 	out=$("$LOAD" post --url "http://127.0.0.1:$port/v1/records" --token "$TOK" --node bench \
 		--count "$N" --batch "$B" --connections "$k") ||
 		{ echo "post failed: $out" >&2; kill "$CPID"; return 1; }

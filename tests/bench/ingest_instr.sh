@@ -1,0 +1,47 @@
+#!/bin/bash
+# Collector CPU instructions per ingested record (valgrind's callgrind, every thread of
+# `corral-collector serve` from its start to its exit after SIGTERM), SQLite, one uploading
+# connection, BENCH_RECORDS (default 5000) task.end records in batches of 500. Instruction
+# counts do not depend on the host's load, so two builds can be compared on a busy host:
+# INGEST_AB_BASE=DIR (another build's output directory, as for ingest_ab.sh) adds that build's
+# figure and the ratio this / base. Skips without valgrind.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/integration/collector_lib.sh
+LOAD=$O/tests/bench/helper_ingest_load
+N=${BENCH_RECORDS:-5000}
+BASE=${INGEST_AB_BASE:-}
+command -v valgrind >/dev/null || { echo "SKIP: valgrind not installed"; exit 77; }
+coll_init bench_ingest_instr "$LOAD"
+coll_tokens bench
+
+# instructions BUILD_DIR -> the collector's instructions for N records (one line)
+instructions() {
+	local o=$1 port out pid
+	port=$(free_port)
+	rm -f "$T/i.db"*
+	"$o/corral-collector" migrate --db "sqlite:$T/i.db" >/dev/null || return 1
+	valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+		"$o/corral-collector" serve --listen "127.0.0.1:$port" --db "sqlite:$T/i.db" \
+		--tokens "$T/tokens" >/dev/null 2>"$T/vg" &
+	pid=$!
+	PIDS+=("$pid")
+	for _ in $(seq 1200); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+	out=$("$o/tests/bench/helper_ingest_load" post --url "http://127.0.0.1:$port/v1/records" \
+		--token "$(node_token bench)" --node bench --count "$N" --batch 500 --connections 1) ||
+		{ echo "post failed: $out" >&2; return 1; }
+	kill -TERM "$pid"
+	wait "$pid" 2>/dev/null
+	echo "$out" | grep -q "accepted=$N " || { echo "not all accepted: $out" >&2; return 1; }
+	sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$T/vg" | head -1
+}
+
+this=$(instructions "$O") || { echo "FAIL: this build"; exit 1; }
+echo "ingest_instr: $N records, SQLite, 1 connection, collector instructions (callgrind)"
+printf '%-6s %14s %12s\n' build instructions per_record
+printf '%-6s %14s %12.0f\n' this "$this" "$(echo "$this / $N" | bc -l)"
+if [ -n "$BASE" ]; then
+	base=$(instructions "$BASE") || { echo "FAIL: base build"; exit 1; }
+	printf '%-6s %14s %12.0f\n' base "$base" "$(echo "$base / $N" | bc -l)"
+	printf 'ratio this/base: %.3f\n' "$(echo "$this / $base" | bc -l)"
+fi
