@@ -23,7 +23,7 @@ for w in $(cat /proc/cmdline); do
 	corral.selftest_hang=*) selftest_hang=${w#corral.selftest_hang=} ;;
 	esac
 done
-CASE_TIMEOUT=${CASE_TIMEOUT:-150}
+CASE_TIMEOUT=${CASE_TIMEOUT:-900}
 UNIT_CG=/sys/fs/cgroup/system.slice/corrald.service
 # Tasks live in a delegated transient scope of their own (agent/scope.c).
 TASKS_CG=/sys/fs/cgroup/corral.slice/corral-tasks.scope
@@ -568,6 +568,8 @@ sys.exit(0 if ok else 1)' || fail "agent record accuracy out of bounds"
 		>/run/corral-vm/accuracy.log 2>&1
 	local r=$?
 	grep -E "ratio|diff=|forks=|attach mode|passed|FAIL|SKIP" /run/corral-vm/accuracy.log | head -n 60
+	# failures first in full (the summary above is cut at 60 lines)
+	grep -iE -B3 "fail" /run/corral-vm/accuracy.log | grep -v "^ok" | head -n 60 | sed 's/^/FAILED-LINE: /'
 	[ "$r" = 0 ] || fail "metering_accuracy.sh on v2: rc $r"
 	echo "DETAIL: $(tail -n 1 /run/corral-vm/accuracy.log); $(awk '
 		/attach mode:/ { mode = $3; sub(/,/, "", mode) }
