@@ -114,6 +114,28 @@ static int on_row(const struct coll_row *row, void *userdata)
 }
 
 /*
+ * Decodes a conflict's received body as an audit record of its node whose hash matches its
+ * content: 1 when it is one (rec filled, the caller clears it), 0 when it is not (rec
+ * cleared), -ENOMEM.
+ */
+static int held_decode(const struct coll_conflict *cf, struct acct_record *rec)
+{
+	char err[160];
+	int r;
+
+	r = acct_record_decode(cf->received_body, strlen(cf->received_body), rec, err, sizeof(err));
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return 0;
+	if (acct_type_is_audit(rec->type) && rec->node && strcmp(rec->node, cf->node) == 0 &&
+	    acct_record_verify_hash(rec) == 0)
+		return 1;
+	acct_record_clear(rec);
+	return 0;
+}
+
+/*
  * A conflict's received body: kept as a link of the chain when it is an audit record whose
  * hash matches its content, that a stored record names as its predecessor, and whose hash no
  * stored record has (then it is the one missing link, not a second copy).
@@ -122,27 +144,19 @@ static int on_held(const struct coll_conflict *cf, void *userdata)
 {
 	struct collect *c = userdata;
 	struct acct_record rec = {0};
-	char err[160];
-	bool wanted = false;
+	bool wanted = true;
 	int r;
 
-	r = acct_record_decode(cf->received_body, strlen(cf->received_body), &rec, err,
-			       sizeof(err));
-	if (r == -ENOMEM)
+	r = held_decode(cf, &rec);
+	if (r <= 0)
 		return r;
-	if (r < 0)
-		return 0;
-	if (acct_type_is_audit(rec.type) && rec.node && strcmp(rec.node, cf->node) == 0 &&
-	    acct_record_verify_hash(&rec) == 0) {
-		wanted = true;
-		for (size_t i = 0; i < c->n && wanted; i++)
-			if (strcmp(c->recs[i].hash, rec.hash) == 0)
-				wanted = false; /* stored, or held twice */
-		if (wanted) {
-			wanted = false;
-			for (size_t i = 0; i < c->n_stored && !wanted; i++)
-				wanted = strcmp(c->recs[i].prev_hash, rec.hash) == 0;
-		}
+	for (size_t i = 0; i < c->n && wanted; i++)
+		if (strcmp(c->recs[i].hash, rec.hash) == 0)
+			wanted = false; /* stored, or held twice */
+	if (wanted) {
+		wanted = false;
+		for (size_t i = 0; i < c->n_stored && !wanted; i++)
+			wanted = strcmp(c->recs[i].prev_hash, rec.hash) == 0;
 	}
 	if (!wanted) {
 		acct_record_clear(&rec);
@@ -421,19 +435,14 @@ static int held_cb(const struct coll_conflict *cf, void *userdata)
 {
 	struct held_find *hf = userdata;
 	struct acct_record rec = {0};
-	char err[160];
 	int r;
 
 	if (hf->found)
 		return 0;
-	r = acct_record_decode(cf->received_body, strlen(cf->received_body), &rec, err,
-			       sizeof(err));
-	if (r == -ENOMEM)
+	r = held_decode(cf, &rec);
+	if (r <= 0)
 		return r;
-	if (r < 0)
-		return 0;
-	hf->found = acct_type_is_audit(rec.type) && strcmp(rec.hash, hf->hash) == 0 &&
-		    acct_record_verify_hash(&rec) == 0;
+	hf->found = strcmp(rec.hash, hf->hash) == 0;
 	acct_record_clear(&rec);
 	return 0;
 }

@@ -424,6 +424,35 @@ int coll_store_conflict_query(struct coll_store *s, const char *node, coll_confl
 	return LOCKED(s, s->ops->conflict_query(s, node, fn, ud));
 }
 
+int coll_conflict_from_text(const char *const *cols, void *sink)
+{
+	const struct coll_text_sink *k = sink;
+	struct coll_conflict c = {
+	    .record_id = cols[0],
+	    .node = cols[1],
+	    .detected = cols[2],
+	    .stored_body = cols[3],
+	    .received_body = cols[4],
+	    .received_sha256 = cols[5],
+	};
+
+	return k->conflict(&c, k->userdata);
+}
+
+int coll_break_from_text(const char *const *cols, void *sink)
+{
+	const struct coll_text_sink *k = sink;
+	struct coll_audit_break b = {
+	    .record_id = cols[0],
+	    .node = cols[1],
+	    .kind = cols[2],
+	    .reason = cols[3],
+	    .detected = cols[4],
+	};
+
+	return k->brk(&b, k->userdata);
+}
+
 int coll_store_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			   void *ud)
 {

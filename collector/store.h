@@ -195,6 +195,25 @@ typedef int (*coll_open_fn)(const struct coll_open_row *row, void *userdata);
 typedef int (*coll_break_fn)(const struct coll_audit_break *b, void *userdata);
 typedef int (*coll_conflict_fn)(const struct coll_conflict *c, void *userdata);
 
+/*
+ * The backends' row loops hand each row of a query as text columns (valid during the call) to
+ * a coll_text_row_fn. Conflicts and breaks are selected in the column order below and turned
+ * into their structs by one function each; sink is a struct coll_text_sink.
+ */
+typedef int (*coll_text_row_fn)(const char *const *cols, void *sink);
+#define COLL_CONFLICT_COLUMNS                                                                      \
+	"record_id, node, detected, stored_body, received_body, received_sha256"
+#define COLL_CONFLICT_NCOLS 6
+#define COLL_BREAK_COLUMNS  "record_id, node, kind, reason, detected"
+#define COLL_BREAK_NCOLS    5
+struct coll_text_sink {
+	coll_conflict_fn conflict;
+	coll_break_fn brk;
+	void *userdata;
+};
+int coll_conflict_from_text(const char *const *cols, void *sink);
+int coll_break_from_text(const char *const *cols, void *sink);
+
 struct coll_store;
 struct coll_deltas;
 

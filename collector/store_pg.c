@@ -12,6 +12,7 @@
  *  - migrations run under a transaction-scoped advisory lock.
  * A broken connection is reset on the next call; until it comes back calls return -EIO.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -1187,9 +1188,27 @@ static int pg_conflict_add(struct coll_store *s, const struct coll_conflict *c)
 			    v, (int)ARRAY_SIZE(v));
 }
 
+/* Hands each row of res (a PGRES_TUPLES_OK result) as ncols text columns to fn, and clears
+ * it. */
+static int each_text_row(PGresult *res, int ncols, coll_text_row_fn fn, void *sink)
+{
+	const char *cols[8];
+	int r = 0;
+
+	assert(ncols <= (int)ARRAY_SIZE(cols));
+	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
+		for (int c = 0; c < ncols; c++)
+			cols[c] = PQgetvalue(res, i, c);
+		r = fn(cols, sink);
+	}
+	PQclear(res);
+	return r < 0 ? r : 0;
+}
+
 static int pg_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn, void *ud)
 {
 	struct pg_store *st = (struct pg_store *)s;
+	struct coll_text_sink sink = {.conflict = fn, .userdata = ud};
 	const char *params[] = {node};
 	PGresult *res;
 	int r;
@@ -1198,31 +1217,19 @@ static int pg_conflict_query(struct coll_store *s, const char *node, coll_confli
 	if (r < 0)
 		return r;
 	res = PQexecParams(st->conn,
-			   "SELECT record_id, node, detected, stored_body, received_body,"
-			   " received_sha256 FROM conflicts WHERE node = $1 ORDER BY seq",
+			   "SELECT " COLL_CONFLICT_COLUMNS
+			   " FROM conflicts WHERE node = $1 ORDER BY seq",
 			   1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return res_err(st, "conflicts query", res);
-	r = 0;
-	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
-		struct coll_conflict c = {
-		    .record_id = PQgetvalue(res, i, 0),
-		    .node = PQgetvalue(res, i, 1),
-		    .detected = PQgetvalue(res, i, 2),
-		    .stored_body = PQgetvalue(res, i, 3),
-		    .received_body = PQgetvalue(res, i, 4),
-		    .received_sha256 = PQgetvalue(res, i, 5),
-		};
-		r = fn(&c, ud);
-	}
-	PQclear(res);
-	return r < 0 ? r : 0;
+	return each_text_row(res, COLL_CONFLICT_NCOLS, coll_conflict_from_text, &sink);
 }
 
 static int pg_break_query(struct coll_store *s, const char *node, size_t limit, coll_break_fn fn,
 			  void *ud)
 {
 	struct pg_store *st = (struct pg_store *)s;
+	struct coll_text_sink sink = {.brk = fn, .userdata = ud};
 	char lim[DECIMAL_STR_MAX(size_t)];
 	const char *params[2] = {node, NULL};
 	PGresult *res;
@@ -1236,24 +1243,12 @@ static int pg_break_query(struct coll_store *s, const char *node, size_t limit, 
 		params[1] = lim;
 	}
 	res = PQexecParams(st->conn,
-			   "SELECT record_id, node, kind, reason, detected FROM audit_breaks"
+			   "SELECT " COLL_BREAK_COLUMNS " FROM audit_breaks"
 			   " WHERE ($1::text IS NULL OR node = $1) ORDER BY seq LIMIT $2::bigint",
 			   2, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return res_err(st, "audit_breaks query", res);
-	r = 0;
-	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
-		struct coll_audit_break b = {
-		    .record_id = PQgetvalue(res, i, 0),
-		    .node = PQgetvalue(res, i, 1),
-		    .kind = PQgetvalue(res, i, 2),
-		    .reason = PQgetvalue(res, i, 3),
-		    .detected = PQgetvalue(res, i, 4),
-		};
-		r = fn(&b, ud);
-	}
-	PQclear(res);
-	return r < 0 ? r : 0;
+	return each_text_row(res, COLL_BREAK_NCOLS, coll_break_from_text, &sink);
 }
 
 /* The key columns of struct coll_rollup_row, '' where table t has none. */

@@ -22,6 +22,7 @@
  * What is durable when a batch is answered is what synchronous=FULL makes durable: its
  * frames in the WAL, synced (docs/collector.md, "Commit, then fsync beside the writer").
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1066,30 +1067,19 @@ static int sqlite_conflict_add(struct coll_store *s, const struct coll_conflict 
 			    v, (int)ARRAY_SIZE(v));
 }
 
-static int sqlite_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn,
-				 void *ud)
+/* Steps stmt (prepared and bound), hands each row's first ncols columns as text to fn, and
+ * finalizes it. */
+static int each_text_row(struct sqlite_store *st, sqlite3_stmt *stmt, int ncols,
+			 coll_text_row_fn fn, void *sink)
 {
-	struct sqlite_store *st = (struct sqlite_store *)s;
-	sqlite3_stmt *stmt = NULL;
+	const char *cols[8];
 	int rc, r = 0;
 
-	rc = sqlite3_prepare_v2(st->db,
-				"SELECT record_id, node, detected, stored_body, received_body,"
-				" received_sha256 FROM conflicts WHERE node = ?1 ORDER BY rowid",
-				-1, &stmt, NULL);
-	if (rc != SQLITE_OK)
-		return map_err(st, rc);
-	sqlite3_bind_text(stmt, 1, node, -1, SQLITE_STATIC);
+	assert(ncols <= (int)ARRAY_SIZE(cols));
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		struct coll_conflict c = {
-		    .record_id = col_text(stmt, 0),
-		    .node = col_text(stmt, 1),
-		    .detected = col_text(stmt, 2),
-		    .stored_body = col_text(stmt, 3),
-		    .received_body = col_text(stmt, 4),
-		    .received_sha256 = col_text(stmt, 5),
-		};
-		r = fn(&c, ud);
+		for (int i = 0; i < ncols; i++)
+			cols[i] = col_text(stmt, i);
+		r = fn(cols, sink);
 		if (r < 0)
 			break;
 	}
@@ -1099,15 +1089,34 @@ static int sqlite_conflict_query(struct coll_store *s, const char *node, coll_co
 	return r < 0 ? r : 0;
 }
 
+static int sqlite_conflict_query(struct coll_store *s, const char *node, coll_conflict_fn fn,
+				 void *ud)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	struct coll_text_sink sink = {.conflict = fn, .userdata = ud};
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(st->db,
+				"SELECT " COLL_CONFLICT_COLUMNS
+				" FROM conflicts WHERE node = ?1 ORDER BY rowid",
+				-1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	sqlite3_bind_text(stmt, 1, node, -1, SQLITE_STATIC);
+	return each_text_row(st, stmt, COLL_CONFLICT_NCOLS, coll_conflict_from_text, &sink);
+}
+
 static int sqlite_break_query(struct coll_store *s, const char *node, size_t limit,
 			      coll_break_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
+	struct coll_text_sink sink = {.brk = fn, .userdata = ud};
 	sqlite3_stmt *stmt = NULL;
-	int rc, r = 0;
+	int rc;
 
 	rc = sqlite3_prepare_v2(st->db,
-				"SELECT record_id, node, kind, reason, detected FROM audit_breaks"
+				"SELECT " COLL_BREAK_COLUMNS " FROM audit_breaks"
 				" WHERE (?1 IS NULL OR node = ?1) ORDER BY rowid LIMIT ?2",
 				-1, &stmt, NULL);
 	if (rc != SQLITE_OK)
@@ -1115,22 +1124,7 @@ static int sqlite_break_query(struct coll_store *s, const char *node, size_t lim
 	if (node)
 		sqlite3_bind_text(stmt, 1, node, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(stmt, 2, limit ? coll_clamp_i64(limit) : -1);
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		struct coll_audit_break b = {
-		    .record_id = col_text(stmt, 0),
-		    .node = col_text(stmt, 1),
-		    .kind = col_text(stmt, 2),
-		    .reason = col_text(stmt, 3),
-		    .detected = col_text(stmt, 4),
-		};
-		r = fn(&b, ud);
-		if (r < 0)
-			break;
-	}
-	if (r >= 0 && rc != SQLITE_DONE)
-		r = map_err(st, rc);
-	sqlite3_finalize(stmt);
-	return r < 0 ? r : 0;
+	return each_text_row(st, stmt, COLL_BREAK_NCOLS, coll_break_from_text, &sink);
 }
 
 /* The key columns of struct coll_rollup_row, '' where table t has none. */
