@@ -47,6 +47,7 @@ struct options {
 	bool fold_delay_set;
 	/* [server] connection handling, 0 = defaults (server.h) */
 	uint64_t threads, max_connections, connections_per_ip, connection_timeout;
+	bool reuse_port;
 	bool no_rollups;
 	/* dump */
 	const char *type, *node, *task;
@@ -121,6 +122,12 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 		  : name[0] == 'c'			 ? &o->connection_timeout
 		  : strcmp(name, "max_connections") == 0 ? &o->max_connections
 							 : &o->connections_per_ip) = v;
+	} else if (strcmp(section, "server") == 0 && strcmp(name, "reuse_port") == 0) {
+		if (parse_bool(value, &o->reuse_port) < 0) {
+			snprintf(o->err, sizeof(o->err),
+				 "[server] reuse_port: expected true or false, got '%s'", value);
+			return 0;
+		}
 	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
 		r = set_str(&o->db, value);
 	else if (strcmp(section, "storage") == 0 && strcmp(name, "connections") == 0) {
@@ -426,6 +433,7 @@ static int cmd_serve(struct options *o)
 	    .max_connections = (unsigned)o->max_connections,
 	    .connections_per_ip = (unsigned)o->connections_per_ip,
 	    .connection_timeout = (unsigned)o->connection_timeout,
+	    .reuse_port = o->reuse_port,
 	};
 	struct rlimit rl;
 	struct coll_tokens tokens = {0};

@@ -604,6 +604,52 @@ int coll_parse_listen(const char *s, void *ret_ss, unsigned *ret_len)
 	return 0;
 }
 
+/*
+ * The listening socket, bound here rather than by libmicrohttpd so that a port in use is an
+ * error with its own message: SO_REUSEADDR (a restart binds while old connections linger in
+ * TIME_WAIT) but SO_REUSEPORT only when asked, since with it a second collector started by
+ * mistake would share the port and the kernel would split the nodes between the two.
+ */
+static int listen_socket(const struct coll_server_config *cfg, const struct sockaddr_storage *ss,
+			 unsigned sslen, char *err, size_t errlen)
+{
+	int fd, one = 1, r;
+
+	fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return err_set(err, errlen, -errno, "listen %s: socket: %s", cfg->listen,
+			       strerror(errno));
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    (cfg->reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) ||
+	    (ss->ss_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)) {
+		r = -errno;
+		close(fd);
+		return err_set(err, errlen, r, "listen %s: setsockopt: %s", cfg->listen,
+			       strerror(-r));
+	}
+	if (bind(fd, (const struct sockaddr *)ss, sslen) < 0) {
+		r = -errno;
+		close(fd);
+		if (r == -EADDRINUSE)
+			return err_set(err, errlen, r,
+				       "listen %s: address already in use (another process "
+				       "listens there%s)",
+				       cfg->listen,
+				       cfg->reuse_port
+					   ? " without SO_REUSEPORT"
+					   : "; several collectors share a port only with [server] "
+					     "reuse_port = true in each");
+		return err_set(err, errlen, r, "listen %s: bind: %s", cfg->listen, strerror(-r));
+	}
+	if (listen(fd, SOMAXCONN) < 0) {
+		r = -errno;
+		close(fd);
+		return err_set(err, errlen, r, "listen %s: %s", cfg->listen, strerror(-r));
+	}
+	return fd;
+}
+
 int coll_server_start(const struct coll_server_config *cfg, struct coll_store *store,
 		      const struct coll_tokens *tokens, struct coll_server **ret, char *err,
 		      size_t errlen)
@@ -619,15 +665,21 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 		 per_ip = cfg->connections_per_ip ?: COLL_DEFAULT_CONNECTIONS_PER_IP,
 		 timeout = cfg->connection_timeout ?: COLL_DEFAULT_CONNECTION_TIMEOUT;
 	struct rlimit rl;
+	int lfd;
 
 	if (coll_parse_listen(cfg->listen, &ss, &sslen) < 0) {
 		return err_set(err, errlen, -EINVAL,
 			       "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
 			       cfg->listen ?: "");
 	}
+	lfd = listen_socket(cfg, &ss, sslen, err, errlen);
+	if (lfd < 0)
+		return lfd;
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		close(lfd);
 		return -ENOMEM;
+	}
 	s->store = store;
 	pthread_mutex_init(&s->pool_lock, NULL);
 	pthread_cond_init(&s->pool_free, NULL);
@@ -661,15 +713,16 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 			      ? (unsigned)(rl.rlim_cur - 64 - 4 * threads)
 			      : 16;
 	s->daemon = MHD_start_daemon(
-	    flags, 0, NULL, NULL, access_handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    flags, 0, NULL, NULL, access_handler, s, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd,
 	    MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, maxconn,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)COLL_CONNECTION_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-	    srv_notify_connection, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-	    MHD_OPTION_END);
+	    srv_notify_connection, s, MHD_OPTION_END);
 	if (!s->daemon) {
-		int r = errno ? -errno : -EADDRINUSE;
+		int r = errno ? -errno : -EIO;
+
+		close(lfd);
 
 		snprintf(err, errlen, "listen %s: cannot start HTTP server: %s", cfg->listen,
 			 strerror(-r));

@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,9 @@ struct coll_server_config {
 	unsigned max_connections;     /* 0 = COLL_DEFAULT_MAX_CONNECTIONS */
 	unsigned connections_per_ip;  /* 0 = COLL_DEFAULT_CONNECTIONS_PER_IP */
 	unsigned connection_timeout;  /* s, 0 = COLL_DEFAULT_CONNECTION_TIMEOUT */
+	/* SO_REUSEPORT: several collectors on this host share the port, the kernel spreads the
+	 * connections (local scale-out). Off: a port in use is an error (-EADDRINUSE). */
+	bool reuse_port;
 };
 
 struct coll_server;
