@@ -8,6 +8,12 @@
 # of the metering vs the empty program (BPF statistics); then the loader's own cost with 500
 # idle tracked tasks. Targets: <= 3% sched, <= 5% syscall (reported, not enforced: the host is
 # shared and noisy).
+# Then process and thread storms (tests/bench/helper_storm_bench.c): fork+exec, fork+exit and
+# thread create+join as fast as they go, with nothing loaded, with the hooks corrald loads by
+# default (meter and audit trail) and the workload outside any task, and with it inside a task,
+# as ratios hooks/off in interleaved rounds (METER_BENCH_STORM_ROUNDS, default 5); then the
+# run time of each program per operation (BPF statistics): where the time goes. Target: <= 3%
+# inside a task. METER_BENCH_FORKEXEC / _FORKEXIT / _THREADS: operations per workload and round.
 #
 # METER_BENCH_BASE=DIR: A/B against another build. DIR is a source tree built with make (say
 # of an older commit: git worktree add /tmp/base REV && make -C /tmp/base all); this tree's
@@ -20,8 +26,18 @@ B=$O/tests/bench/helper_meter_bench
 [ -x "$B" ] || { echo "missing $B"; exit 1; }
 ROUNDS=${METER_BENCH_ROUNDS:-7}
 BASE=${METER_BENCH_BASE:-}
+S=$O/tests/bench/helper_storm_bench
+[ -x "$S" ] || { echo "missing $S"; exit 1; }
+SROUNDS=${METER_BENCH_STORM_ROUNDS:-5}
+STORM_ARGS="${METER_BENCH_FORKEXEC:-1500} ${METER_BENCH_FORKEXIT:-5000} ${METER_BENCH_THREADS:-10000}"
 if [ -z "$BASE" ]; then
-	exec "$B" "$ROUNDS" "${METER_BENCH_PINGPONG:-200000}" "${METER_BENCH_WRITES:-2000000}" 500
+	"$B" "$ROUNDS" "${METER_BENCH_PINGPONG:-200000}" "${METER_BENCH_WRITES:-2000000}" 500
+	rc=$?
+	[ $rc -eq 0 ] || exit $rc
+	echo
+	# shellcheck disable=SC2086
+	"$S" "$SROUNDS" $STORM_ARGS | grep -v '^STORM '
+	exit "${PIPESTATUS[0]}"
 fi
 
 [ -f "$BASE/.output/libcorral.a" ] || { echo "no $BASE/.output/libcorral.a (make -C $BASE all)"; exit 1; }
@@ -33,6 +49,11 @@ cc -std=gnu11 -O2 -D_GNU_SOURCE -I"$BASE" -I"$BASE/.output" -I"$BASE/.output/bpf
 	$(pkg-config --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz -lm -ldl -lpthread \
 	-ljansson -lcgroup -lnl-genl-3 -lnl-3 -lsystemd -lseccomp 2>"$T/cc.log" ||
 	{ cat "$T/cc.log"; echo "cannot build the bench against $BASE"; exit 1; }
+cc -std=gnu11 -O2 -D_GNU_SOURCE -I"$BASE" -I"$BASE/.output" -I"$BASE/.output/bpf" -I. -I"$O" \
+	-I"$O/bpf" tests/bench/helper_storm_bench.c -o "$T/storm_base" "$BASE/.output/libcorral.a" \
+	$(pkg-config --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz -lm -ldl -lpthread \
+	-ljansson -lcgroup -lnl-genl-3 -lnl-3 -lsystemd -lseccomp -lcrypto 2>"$T/cc.log" ||
+	{ cat "$T/cc.log"; echo "cannot build the storm bench against $BASE"; exit 1; }
 R=${METER_BENCH_AB_ROUNDS:-5}
 for r in $(seq "$R"); do
 	for b in base this; do
@@ -43,6 +64,11 @@ for r in $(seq "$R"); do
 		awk -v b=$b '$1 == "RESULT" { print b, $2, $3, $4, $5 }
 			$1 == "RESULT_EXIT_NS" { print b, "exit_ns", $2, 0, 0 }' "$T/out" >>"$T/results"
 		grep -q "^attach mode" "$T/out" && [ $b = this ] && grep "^attach mode" "$T/out" | tail -n1 >"$T/mode"
+		bin=$S; [ $b = base ] && bin=$T/storm_base
+		# shellcheck disable=SC2086
+		METER_BENCH_QUICK=1 "$bin" 1 $STORM_ARGS >"$T/out" 2>&1 ||
+			{ cat "$T/out"; echo "storm bench failed ($b)"; exit 1; }
+		awk -v b=$b '$1 == "STORM" { print b, $2, $3, $4, $5 }' "$T/out" >>"$T/storms"
 	done
 done
 python3 - "$T/results" "$R" "$(cat "$T/mode" 2>/dev/null)" <<'PY'
@@ -80,4 +106,22 @@ for b in ("this", "base"):
 t, bb = statistics.median(ens.get("this", [-1])), statistics.median(ens.get("base", [-1]))
 if t > 0 and bb > 0:
     print("BPF run time per exit: this %.0f ns, base %.0f ns, ratio %.3f" % (t, bb, t / bb))
+PY
+python3 - "$T/storms" "$R" <<'PY'
+import sys, statistics
+v = {}
+for line in open(sys.argv[1]):
+    b, w, c, arm, x = line.split()
+    v.setdefault((b, int(w), int(c), int(arm)), []).append(float(x))
+print("\nprocess/thread storms A/B: %s alternating rounds of each build; ratio = median over"
+      " rounds of hooks/off in the same round (1 = no cost)" % sys.argv[2])
+names = ["fork+exec", "fork+exit", "thread create+join"]
+print("%-20s %-7s %-8s %10s %10s" % ("workload", "per", "task", "this", "base"))
+for w in range(3):
+    for c, per in ((1, "cpu-s"), (0, "wall-s")):
+        for arm, an in ((1, "outside"), (2, "inside")):
+            r = {}
+            for b in ("this", "base"):
+                r[b] = statistics.median([h / o for h, o in zip(v[(b, w, c, arm)], v[(b, w, c, 0)])])
+            print("%-20s %-7s %-8s %10.4f %10.4f" % (names[w], per, an, r["this"], r["base"]))
 PY
