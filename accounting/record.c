@@ -30,6 +30,7 @@ static const char *const type_names[_ACCT_TYPE_MAX] = {
     [ACCT_AUDIT_CONNECT] = "audit.connect", [ACCT_AUDIT_SYSCALL] = "audit.syscall",
     [ACCT_AUDIT_LIMIT] = "audit.limit",	    [ACCT_AUDIT_LOST] = "audit.lost",
     [ACCT_AUDIT_SUMMARY] = "audit.summary", [ACCT_AUDIT_GAP] = "audit.gap",
+    [ACCT_NODE_SAMPLE] = "node.sample",
 };
 
 static const char *const exit_names[_ACCT_EXIT_MAX] = {
@@ -117,12 +118,22 @@ const char *acct_usage_field_name(enum acct_usage_field f)
 
 bool acct_type_is_audit(enum acct_type t)
 {
-	return t >= ACCT_AUDIT_EXEC && t < _ACCT_TYPE_MAX;
+	return t >= ACCT_AUDIT_EXEC && t <= ACCT_AUDIT_GAP;
 }
+
+/* Members a node.sample defines (on other records they are ordinary extra members). */
+static const char *const node_top[] = {"period_ns", "price_class", "labels",
+				       "capacity",  "allocated",   "used"};
 
 static bool is_reserved_top(const char *key)
 {
 	return lookup(reserved_top, ARRAY_SIZE(reserved_top), key) >= 0;
+}
+
+static bool is_reserved_for(enum acct_type t, const char *key)
+{
+	return is_reserved_top(key) ||
+	       (t == ACCT_NODE_SAMPLE && lookup(node_top, ARRAY_SIZE(node_top), key) >= 0);
 }
 
 /* ---- memory ------------------------------------------------------------------------------ */
@@ -139,10 +150,96 @@ static void task_clear(struct acct_task *t)
 	free(t->labels);
 }
 
+static void node_sample_free(struct acct_node_sample *ns)
+{
+	if (!ns)
+		return;
+	free(ns->price_class);
+	for (size_t i = 0; i < ns->n_labels; i++) {
+		free(ns->labels[i].key);
+		free(ns->labels[i].value);
+	}
+	free(ns->labels);
+	for (size_t i = 0; i < ns->n_gpu_models; i++)
+		free(ns->gpu_models[i]);
+	free(ns->gpu_models);
+	free(ns);
+}
+
+int acct_record_node_sample(struct acct_record *r)
+{
+	if (!r->ns)
+		r->ns = calloc(1, sizeof(*r->ns));
+	return r->ns ? 0 : -ENOMEM;
+}
+
+int acct_node_add_label(struct acct_node_sample *ns, const char *key, const char *value)
+{
+	struct acct_task t = {.n_labels = ns->n_labels, .labels = ns->labels};
+	int r = acct_task_add_label(&t, key, value);
+
+	ns->labels = t.labels;
+	ns->n_labels = t.n_labels;
+	return r;
+}
+
+int acct_node_add_gpu_model(struct acct_node_sample *ns, const char *model)
+{
+	char **n, *m;
+
+	if (!model || strlen(model) >= ACCT_NAME_MAX)
+		return -EINVAL;
+	if (ns->n_gpu_models >= ACCT_NODE_GPU_MODELS_MAX)
+		return -E2BIG;
+	n = realloc(ns->gpu_models, (ns->n_gpu_models + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	ns->gpu_models = n;
+	m = strdup(model);
+	if (!m)
+		return -ENOMEM;
+	ns->gpu_models[ns->n_gpu_models++] = m;
+	return 0;
+}
+
+static int node_sample_copy(struct acct_node_sample **dst, const struct acct_node_sample *src)
+{
+	struct acct_node_sample *c;
+	int r = -ENOMEM;
+
+	*dst = NULL;
+	if (!src)
+		return 0;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	*c = *src;
+	c->price_class = NULL;
+	c->labels = NULL;
+	c->n_labels = 0;
+	c->gpu_models = NULL;
+	c->n_gpu_models = 0;
+	if (src->price_class && !(c->price_class = strdup(src->price_class)))
+		goto out_free;
+	for (size_t i = 0; i < src->n_labels; i++)
+		if ((r = acct_node_add_label(c, src->labels[i].key, src->labels[i].value)) < 0)
+			goto out_free;
+	for (size_t i = 0; i < src->n_gpu_models; i++)
+		if ((r = acct_node_add_gpu_model(c, src->gpu_models[i])) < 0)
+			goto out_free;
+	*dst = c;
+	return 0;
+
+out_free:
+	node_sample_free(c);
+	return r;
+}
+
 void acct_record_clear(struct acct_record *r)
 {
 	if (!r)
 		return;
+	node_sample_free(r->ns);
 	free(r->node);
 	task_clear(&r->task);
 	free(r->exit.message);
@@ -203,6 +300,7 @@ int acct_record_copy(struct acct_record *dst, const struct acct_record *src)
 	c.exit.message = NULL;
 	c.extra = NULL;
 	c.event = NULL;
+	c.ns = NULL;
 
 	if ((r = dup_opt(&c.node, src->node)) < 0 ||
 	    (r = dup_opt(&c.task.job, src->task.job)) < 0 ||
@@ -230,6 +328,8 @@ int acct_record_copy(struct acct_record *dst, const struct acct_record *src)
 			goto out_clear;
 		}
 	}
+	if ((r = node_sample_copy(&c.ns, src->ns)) < 0)
+		goto out_clear;
 	*dst = c;
 	return 0;
 
@@ -395,6 +495,64 @@ out_fail:
 	return NULL;
 }
 
+static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
+{
+	json_t *cap = json_object(), *alloc = json_object(), *used = json_object();
+	json_t *labels = json_object(), *models = json_array();
+	int e = -ENOMEM;
+
+	if (!cap || !alloc || !used || !labels || !models)
+		goto out_fail;
+	for (size_t i = 0; i < ns->n_labels; i++)
+		if ((e = set_new(labels, ns->labels[i].key, json_string(ns->labels[i].value))) < 0)
+			goto out_fail;
+	for (size_t i = 0; i < ns->n_gpu_models; i++)
+		if (json_array_append_new(models, json_string(ns->gpu_models[i])) < 0) {
+			e = -ENOMEM;
+			goto out_fail;
+		}
+	if ((e = set_double(cap, "cpus", ns->cap_cpus)) < 0 ||
+	    (e = set_u64(cap, "memory_bytes", ns->cap_memory_bytes)) < 0 ||
+	    (e = set_u64(cap, "gpus", ns->cap_gpus)) < 0 ||
+	    (e = set_double(alloc, "cpus", ns->alloc_cpus)) < 0 ||
+	    (e = set_u64(alloc, "memory_bytes", ns->alloc_memory_bytes)) < 0 ||
+	    (e = set_u64(alloc, "gpus", ns->alloc_gpus)) < 0 ||
+	    (e = set_u64(alloc, "tasks", ns->alloc_tasks)) < 0 ||
+	    (e = set_u64(used, "cpu_ns", ns->used_cpu_ns)) < 0 ||
+	    (e = set_u64(used, "memory_bytes", ns->used_memory_bytes)) < 0)
+		goto out_fail;
+	e = set_new(cap, "gpu_models", models);
+	models = NULL;
+	if (e < 0 || (e = set_u64(o, "period_ns", ns->period_ns)) < 0 ||
+	    (e = set_str_opt(o, "price_class", ns->price_class)) < 0)
+		goto out_fail;
+	e = set_new(o, "labels", labels);
+	labels = NULL;
+	if (e < 0)
+		goto out_fail;
+	e = set_new(o, "capacity", cap);
+	cap = NULL;
+	if (e < 0)
+		goto out_fail;
+	e = set_new(o, "allocated", alloc);
+	alloc = NULL;
+	if (e < 0)
+		goto out_fail;
+	e = set_new(o, "used", used);
+	used = NULL;
+	if (e < 0)
+		goto out_fail;
+	return 0;
+
+out_fail:
+	json_decref(cap);
+	json_decref(alloc);
+	json_decref(used);
+	json_decref(labels);
+	json_decref(models);
+	return e;
+}
+
 static bool valid_id(const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
@@ -421,8 +579,13 @@ static int to_json(const struct acct_record *r, bool include_hash, json_t **ret)
 	bool audit = acct_type_is_audit(r->type);
 	int e = 0;
 
-	if (!type || !valid_id(r->record_id, ACCT_ID_MAX) || !valid_id(r->task.id, ACCT_ID_MAX) ||
-	    !r->node || !*r->node || strlen(r->node) >= ACCT_NAME_MAX)
+	bool node = r->type == ACCT_NODE_SAMPLE;
+
+	if (!type || !valid_id(r->record_id, ACCT_ID_MAX) ||
+	    (!node && !valid_id(r->task.id, ACCT_ID_MAX)) || !r->node || !*r->node ||
+	    strlen(r->node) >= ACCT_NAME_MAX)
+		return -EINVAL;
+	if (node != (r->ns != NULL))
 		return -EINVAL;
 	if (audit && !r->event)
 		return -EINVAL;
@@ -442,6 +605,11 @@ static int to_json(const struct acct_record *r, bool include_hash, json_t **ret)
 	    (e = set_new(o, "node", json_string(r->node))) < 0)
 		goto out_fail;
 
+	if (node) {
+		if ((e = encode_node_sample(o, r->ns)) < 0)
+			goto out_fail;
+		goto out_extra;
+	}
 	sub = encode_task(&r->task, &e);
 	if ((e = sub ? set_new(o, "task", sub) : e) < 0)
 		goto out_fail;
@@ -477,6 +645,7 @@ static int to_json(const struct acct_record *r, bool include_hash, json_t **ret)
 				goto out_fail;
 		}
 	}
+out_extra:
 	if (r->extra) {
 		const char *key;
 		json_t *v;
@@ -484,7 +653,7 @@ static int to_json(const struct acct_record *r, bool include_hash, json_t **ret)
 		json_object_foreach(r->extra, key, v)
 		{
 			e = -EINVAL;
-			if (is_reserved_top(key))
+			if (is_reserved_for(r->type, key))
 				goto out_fail;
 			if ((e = set_new(o, key, json_incref(v))) < 0)
 				goto out_fail;
@@ -873,6 +1042,97 @@ static int decode_sources(struct dctx *c, const struct jnode *o, enum acct_sourc
 	return 0;
 }
 
+/* The node.sample members (node_top); capacity is required, the rest may be absent (0). */
+static int decode_node_sample(struct dctx *c, const struct jnode *root, struct acct_record *rec)
+{
+	static const char *const cap_names[] = {"cpus", "memory_bytes", "gpus", "gpu_models"};
+	static const char *const alloc_names[] = {"cpus", "memory_bytes", "gpus", "tasks"};
+	static const char *const used_names[] = {"cpu_ns", "memory_bytes"};
+	const struct jnode *o, *v;
+	struct acct_node_sample *ns;
+	const char *s;
+	uint64_t u;
+	int e;
+
+	if ((e = acct_record_node_sample(rec)) < 0)
+		return e;
+	ns = rec->ns;
+	if ((e = get_u64(c, root, "", "period_ns", false, INT64_MAX, &ns->period_ns)) < 0 ||
+	    (e = get_str(c, root, "", "price_class", false, ACCT_NAME_MAX, &s)) < 0)
+		return e;
+	if (s && *s && !(ns->price_class = strdup(s)))
+		return -ENOMEM;
+	if ((e = get_object(c, root, "labels", false, &o)) < 0)
+		return e;
+	if (o && o->kids.n > ACCT_LABELS_MAX)
+		return err_set(c->err, c->errlen, -EINVAL, "labels: more than %d labels",
+			       ACCT_LABELS_MAX);
+	for (v = o ? o->kids.first : NULL; v; v = v->next) {
+		if (v->type != JT_STRING)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "labels.%.64s: expected a string", v->key);
+		e = acct_node_add_label(ns, v->key, v->str.s);
+		if (e == -ENOMEM)
+			return e;
+		if (e < 0)
+			return err_set(c->err, c->errlen, -EINVAL, "labels.%.64s: invalid label",
+				       v->key);
+	}
+
+	if ((e = get_object(c, root, "capacity", true, &o)) < 0 ||
+	    (e = check_members(c, o, "capacity", cap_names, ARRAY_SIZE(cap_names))) < 0 ||
+	    (e = get_double(c, o, "capacity", "cpus", &ns->cap_cpus)) < 0 ||
+	    (e = get_u64(c, o, "capacity", "memory_bytes", false, INT64_MAX,
+			 &ns->cap_memory_bytes)) < 0 ||
+	    (e = get_u64(c, o, "capacity", "gpus", false, UINT32_MAX, &u)) < 0)
+		return e;
+	ns->cap_gpus = (uint32_t)u;
+	v = jtree_get(o, "gpu_models");
+	if (v && v->type != JT_ARRAY)
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "capacity.gpu_models: expected an array");
+	if (v && v->kids.n > ACCT_NODE_GPU_MODELS_MAX)
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "capacity.gpu_models: more than %d entries",
+			       ACCT_NODE_GPU_MODELS_MAX);
+	for (v = v ? v->kids.first : NULL; v; v = v->next) {
+		if (v->type != JT_STRING)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "capacity.gpu_models: expected strings");
+		e = acct_node_add_gpu_model(ns, v->str.s);
+		if (e == -ENOMEM)
+			return e;
+		if (e < 0)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "capacity.gpu_models: a model name longer than %d bytes",
+				       ACCT_NAME_MAX - 1);
+	}
+
+	if ((e = get_object(c, root, "allocated", false, &o)) < 0)
+		return e;
+	if (o) {
+		if ((e = check_members(c, o, "allocated", alloc_names, ARRAY_SIZE(alloc_names))) <
+			0 ||
+		    (e = get_double(c, o, "allocated", "cpus", &ns->alloc_cpus)) < 0 ||
+		    (e = get_u64(c, o, "allocated", "memory_bytes", false, INT64_MAX,
+				 &ns->alloc_memory_bytes)) < 0 ||
+		    (e = get_u64(c, o, "allocated", "gpus", false, UINT32_MAX, &u)) < 0)
+			return e;
+		ns->alloc_gpus = (uint32_t)u;
+		if ((e = get_u64(c, o, "allocated", "tasks", false, UINT32_MAX, &u)) < 0)
+			return e;
+		ns->alloc_tasks = (uint32_t)u;
+	}
+	if ((e = get_object(c, root, "used", false, &o)) < 0)
+		return e;
+	if (o && ((e = check_members(c, o, "used", used_names, ARRAY_SIZE(used_names))) < 0 ||
+		  (e = get_u64(c, o, "used", "cpu_ns", false, INT64_MAX, &ns->used_cpu_ns)) < 0 ||
+		  (e = get_u64(c, o, "used", "memory_bytes", false, INT64_MAX,
+			       &ns->used_memory_bytes)) < 0))
+		return e;
+	return 0;
+}
+
 /* Strict "YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)", years 1970..2500 (fits in uint64 ns). */
 static int decode_time(struct dctx *c, const char *s, uint64_t *ret)
 {
@@ -932,6 +1192,20 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 	if ((e = get_str_dup(&c, root, "", "node", true, ACCT_NAME_MAX, &rec.node)) < 0)
 		goto out_clear;
 
+	if (rec.type == ACCT_NODE_SAMPLE) {
+		static const char *const not_node[] = {"task",	  "request", "usage",	  "exit",
+						       "sources", "event",   "prev_hash", "hash"};
+
+		for (size_t i = 0; i < ARRAY_SIZE(not_node); i++)
+			if (jtree_get(root, not_node[i])) {
+				e = err_set(err, errlen, -EINVAL,
+					    "%s: not allowed on node.sample records", not_node[i]);
+				goto out_clear;
+			}
+		if ((e = decode_node_sample(&c, root, &rec)) < 0)
+			goto out_clear;
+		goto out_extra;
+	}
 	if ((e = get_object(&c, root, "task", true, &o)) < 0 ||
 	    (e = decode_task(&c, o, &rec.task)) < 0)
 		goto out_clear;
@@ -986,8 +1260,9 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 		goto out_clear;
 	}
 
+out_extra:
 	for (const struct jnode *v = root->kids.first; v; v = v->next) {
-		if (is_reserved_top(v->key))
+		if (is_reserved_for(rec.type, v->key))
 			continue;
 		if (!rec.extra) {
 			rec.extra = json_object();

@@ -30,6 +30,7 @@ enum acct_type {
 	ACCT_AUDIT_LOST,
 	ACCT_AUDIT_SUMMARY, /* events past a task's record budget, counted (agent/budget.h) */
 	ACCT_AUDIT_GAP,	    /* records the spool could not take, shed by policy */
+	ACCT_NODE_SAMPLE,   /* the node's capacity, allocation and use (no task) */
 	_ACCT_TYPE_MAX,
 	_ACCT_TYPE_INVALID = -1,
 };
@@ -127,6 +128,37 @@ struct acct_exit {
 	uint64_t oom_kills;
 };
 
+#define ACCT_NODE_GPU_MODELS_MAX 64
+
+/*
+ * A node.sample record (docs/pipeline.md "Node records"): what the node had, what its running
+ * tasks requested and what it used. period_ns is the time since the agent's previous
+ * node.sample (0 for the first one after a start): the record stands for the interval
+ * [time - period_ns, time], over which the capacity is taken as constant, the allocation as
+ * at the record's time and used_cpu_ns as measured.
+ */
+struct acct_node_sample {
+	uint64_t period_ns;
+	char *price_class; /* [node] price_class; NULL: none ("default" in reports) */
+	size_t n_labels;   /* [node] labels */
+	struct acct_label *labels;
+	/* capacity */
+	double cap_cpus;
+	uint64_t cap_memory_bytes;
+	uint32_t cap_gpus;
+	size_t n_gpu_models;
+	char **gpu_models; /* one per GPU, in index order */
+	/* allocated: the requests of the running tasks, at the record's time */
+	double alloc_cpus;
+	uint64_t alloc_memory_bytes;
+	uint32_t alloc_gpus;
+	uint32_t alloc_tasks;
+	/* used: CPU time of the whole node over the period (all processes), memory in use at the
+	 * record's time (MemTotal - MemAvailable) */
+	uint64_t used_cpu_ns;
+	uint64_t used_memory_bytes;
+};
+
 struct acct_record {
 	char record_id[ACCT_ID_MAX];
 	enum acct_type type;
@@ -139,6 +171,7 @@ struct acct_record {
 	enum acct_source sources[_ACCT_U_MAX];
 	json_t *extra; /* additional top-level fields (e.g. usage_detail), owned; may be NULL */
 	json_t *event; /* audit records: the event object, owned; NULL otherwise */
+	struct acct_node_sample *ns; /* node.sample records: owned; NULL otherwise */
 	char prev_hash[ACCT_HASH_HEX];
 	char hash[ACCT_HASH_HEX];
 };
@@ -190,3 +223,7 @@ int acct_record_compute_hash(struct acct_record *r);
 int acct_record_verify_hash(const struct acct_record *r);
 /* True for audit.* types (records that carry event/prev_hash/hash). */
 bool acct_type_is_audit(enum acct_type t);
+/* A node.sample's parts (malloc'd, zeroed) on r->ns; -ENOMEM. */
+int acct_record_node_sample(struct acct_record *r);
+int acct_node_add_label(struct acct_node_sample *ns, const char *key, const char *value);
+int acct_node_add_gpu_model(struct acct_node_sample *ns, const char *model);

@@ -30,6 +30,7 @@ struct ts_glue;
 struct ts_task;
 struct loop;
 struct profile_cache;
+struct node_sampler;
 
 enum task_state {
 	TASK_STARTING, /* shim forked: waiting for the child's pid, then for its exec */
@@ -240,6 +241,7 @@ struct agent {
 	uint32_t n_pid_wait;
 	struct conn *conns;
 	uint32_t n_conns;
+	struct node_sampler *node_sampler; /* node.sample records (agent/node_sample.c) */
 };
 
 /* The passwd/group cache, made on first use and refreshed once per control request

@@ -6,6 +6,7 @@
 #include "common/macro.h"
 #include "common/parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <ini.h>
 #include <stdio.h>
@@ -78,6 +79,8 @@ void config_free(struct agent_config *c)
 	free(c->seccomp_default);
 	free(c->seccomp_dir);
 	free(c->log_level);
+	free(c->node_price_class);
+	free(c->node_labels);
 	free(c->sandbox_tmp_size);
 	free(c->sandbox_dev_paths);
 	free(c->metrics_listen);
@@ -441,6 +444,56 @@ static int config_set_metrics_collector_spool(struct agent_config *c, const char
 	return CONFIG_UNKNOWN;
 }
 
+/* A node label list: "k=v" pairs, comma separated, keys non-empty and distinct, names of
+ * printable ASCII without '=' or ',' (a value may be empty). */
+static bool node_labels_valid(const char *v)
+{
+	_cleanup_free_ char *dup = strdup(v);
+	char *save = NULL, *seen[64];
+	size_t n = 0;
+
+	if (!dup)
+		return false;
+	for (const char *p = v; *p; p++)
+		if (*p <= ' ' || *p > '~')
+			return false;
+	for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+
+		if (!eq || eq == kv || strchr(eq + 1, '=') || eq - kv >= 128 || strlen(eq) > 128 ||
+		    n == ARRAY_SIZE(seen))
+			return false;
+		*eq = 0;
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(seen[i], kv) == 0)
+				return false;
+		seen[n++] = kv;
+	}
+	return true;
+}
+
+static int config_set_node(struct agent_config *c, const char *section, const char *key,
+			   const char *value, char *err, size_t errlen)
+{
+	if (IS("node", "price_class")) {
+		size_t len = strlen(value);
+
+		if (len == 0 || len > 63)
+			return BAD("expected 1-63 characters");
+		for (const char *p = value; *p; p++)
+			if (!(isalnum((unsigned char)*p) || strchr("._-", *p)))
+				return BAD("expected letters, digits, '.', '_' or '-'");
+		return set_str(&c->node_price_class, value);
+	}
+	if (IS("node", "labels")) {
+		if (!node_labels_valid(value))
+			return BAD("expected key=value pairs separated by commas (distinct keys, "
+				   "no spaces, at most 64)");
+		return set_str(&c->node_labels, value);
+	}
+	return CONFIG_UNKNOWN;
+}
+
 #undef IS
 #undef BAD
 
@@ -450,7 +503,7 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	static int (*const setters[])(struct agent_config *, const char *, const char *,
 				      const char *, char *, size_t) = {
 	    config_set_agent, config_set_control_metering_sandbox, config_set_audit,
-	    config_set_metrics_collector_spool};
+	    config_set_metrics_collector_spool, config_set_node};
 
 	for (size_t i = 0; i < ARRAY_SIZE(setters); i++) {
 		int r = setters[i](c, section, key, value, err, errlen);

@@ -46,6 +46,10 @@ struct agent_config {
 	double reserve_cpus;
 	uint64_t kill_grace_ns;
 	uint64_t sample_interval_ns;
+	/* [node] (agent/node_sample.c): the node's price class and labels ("k=v,k=v", checked),
+	 * carried by its node.sample records; NULL: none */
+	char *node_price_class;
+	char *node_labels;
 	char *cgroup_subtree;
 	char *seccomp_default;
 	char *seccomp_dir;

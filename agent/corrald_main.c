@@ -11,6 +11,7 @@
 #include "agent/gpu_glue.h"
 #include "agent/hooks.h"
 #include "agent/log.h"
+#include "agent/node_sample.h"
 #include "agent/loop.h"
 #include "agent/profiles.h"
 #include "agent/spawner.h"
@@ -282,6 +283,7 @@ static void on_tick(void *data, int fd, uint32_t events)
 	agent_hooks_tick(a, now_ns(CLOCK_MONOTONIC));
 	control_tick(a, now_ns(CLOCK_MONOTONIC));
 	state_tick(a, now_ns(CLOCK_MONOTONIC));
+	node_sample_tick(a, now_ns(CLOCK_MONOTONIC));
 	if (a->watchdog)
 		sd_notify(0, "WATCHDOG=1");
 }
@@ -518,6 +520,8 @@ int main(int argc, char **argv)
 		config_free(&a.cfg);
 		return 1;
 	}
+	if (node_sample_start(&a, now_ns(CLOCK_MONOTONIC)) == -ENOMEM)
+		log_error("node.sample: out of memory");
 	agent_flush_records(&a);
 	if (sd_watchdog_enabled(0, &usec) > 0) {
 		a.watchdog = true;
@@ -544,6 +548,7 @@ int main(int argc, char **argv)
 		agent_flush_records(&a);
 	}
 	audit_glue_stop(&a);
+	node_sample_stop(&a);
 	agent_flush_records(&a);
 	agent_cg_pool_fini(&a);
 	if (state_sync_audit_head(&a) < 0)

@@ -563,3 +563,19 @@ bool gpu_glue_stats(const struct agent *a, struct gpu_glue_stats *ret)
 	};
 	return true;
 }
+
+size_t gpu_glue_models(struct agent *a, const char **ret, size_t max)
+{
+	struct gpu_state *g = a->gpu;
+	size_t n = 0;
+
+	if (!g || !gpu_enabled(g->inv))
+		return 0;
+	for (size_t i = 0; i < gpu_count(g->inv) && n < max; i++) {
+		const struct gpu_device *d = gpu_device(g->inv, i);
+
+		if (d)
+			ret[n++] = d->name;
+	}
+	return n;
+}

@@ -31,6 +31,10 @@ void gpu_glue_adopt(struct agent *a, struct task *t);
 /* The task's GPU meter for its state file (new reference), or NULL. */
 json_t *gpu_glue_state_json(struct agent *a, struct task *t);
 
+/* The node's GPU model names in index order (valid while the agent runs), at most max; the
+ * number written (0 without GPUs). */
+size_t gpu_glue_models(struct agent *a, const char **ret, size_t max);
+
 /* For /metrics; false when GPU features are off. */
 struct gpu_glue_stats {
 	size_t gpus, gpus_allocated;

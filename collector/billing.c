@@ -86,6 +86,26 @@ void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_NO_REQUEST_TASKS] = !(r->request.cpus > 0) || r->request.memory_bytes == 0;
 }
 
+void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
+{
+	const struct acct_node_sample *ns = r->ns;
+	double p = (double)(ns ? ns->period_ns : 0) / 1e9;
+
+	memset(v, 0, sizeof(double) * _COLL_SUM_MAX);
+	if (!ns)
+		return;
+	v[COLL_SUM_TASKS] = 1;
+	v[COLL_SUM_WALL_S] = p;
+	v[COLL_SUM_CPU_S] = (double)ns->used_cpu_ns / 1e9;
+	v[COLL_SUM_CPU_REQ_CORE_S] = ns->alloc_cpus * p;
+	v[COLL_SUM_CPU_CHARGED_CORE_S] = ns->cap_cpus * p;
+	v[COLL_SUM_MEM_BYTE_S] = (double)ns->used_memory_bytes * p;
+	v[COLL_SUM_MEM_REQ_BYTE_S] = (double)ns->alloc_memory_bytes * p;
+	v[COLL_SUM_MEM_CHARGED_BYTE_S] = (double)ns->cap_memory_bytes * p;
+	v[COLL_SUM_GPU_REQ_S] = (double)ns->alloc_gpus * p;
+	v[COLL_SUM_GPU_CHARGED_S] = (double)ns->cap_gpus * p;
+}
+
 /* Deltas are ordered by table, then (OPEN) set before del, bucket and the table's key columns
  * in primary key order: the order in which the backends take their row locks. */
 static int delta_cmp(const void *a, const void *b)
@@ -237,6 +257,19 @@ static void task_span(const struct acct_record *r, struct span *sp)
 		sp->h0 = sp->h1;
 }
 
+/* The hours of a node.sample: [time - period, time], the period clipped like a task's. */
+static void node_span(const struct acct_record *r, struct span *sp)
+{
+	uint64_t p = MIN(r->ns->period_ns, COLL_SPREAD_MAX_S * NSEC_PER_SEC);
+
+	sp->end = r->time_ns;
+	sp->start = sp->end - MIN(p, sp->end);
+	sp->h0 = sp->start / HOUR_NS;
+	sp->h1 = (sp->end > sp->start ? sp->end - 1 : sp->end) / HOUR_NS;
+	if (sp->h0 > sp->h1)
+		sp->h0 = sp->h1;
+}
+
 bool coll_day_is_month_end(const char *day)
 {
 	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -344,6 +377,40 @@ static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_re
 	}
 }
 
+/* A node.sample's sums spread over the hours of [time - period, time] in proportion (the
+ * record count to the hour of its last instant), summed per day: one node_day delta a day. */
+static void push_node_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+{
+	double v[_COLL_SUM_MAX], day[_COLL_SUM_MAX] = {0};
+	struct span sp;
+	char bucket[16];
+
+	coll_node_sums(r, v);
+	node_span(r, &sp);
+	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
+		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
+		double frac = 1;
+
+		if (sp.end > sp.start)
+			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
+			       (double)(sp.end - sp.start);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			day[s] += coll_sum_is_count(s) ? (h == sp.h1 ? v[s] : 0) : v[s] * frac;
+		if (h == sp.h1 || (h + 1) % 24 == 0) {
+			struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_NODE_DAY, r);
+
+			day_of(h, bucket);
+			snprintf(x->bucket, sizeof(x->bucket), "%s", bucket);
+			x->account = x->user = "";
+			x->node = r->node ?: "";
+			x->label_key = COLL_NODE_CLASS_KEY;
+			x->label_value = r->ns->price_class ?: "";
+			memcpy(x->v, day, sizeof(x->v));
+			memset(day, 0, sizeof(day));
+		}
+	}
+}
+
 static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
 {
 	struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
@@ -367,6 +434,12 @@ static size_t record_deltas(const struct acct_record *r)
 
 	if (r->type == ACCT_TASK_SAMPLE)
 		return r->task.id[0] ? 1 : 0;
+	if (r->type == ACCT_NODE_SAMPLE) {
+		if (!r->ns)
+			return 0;
+		node_span(r, &sp);
+		return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1);
+	}
 	if (r->type != ACCT_TASK_END)
 		return 0;
 	task_span(r, &sp);
@@ -402,6 +475,8 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 			push_task_end(d, &nd, r);
 		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
 			push_sample(d, &nd, r);
+		else if (r->type == ACCT_NODE_SAMPLE && r->ns)
+			push_node_sample(d, &nd, r);
 	}
 	out = coll_deltas_merge(d, nd);
 	/* job_month: the merged job_day deltas per month, merged again, placed after the tables

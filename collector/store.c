@@ -77,6 +77,9 @@ const struct coll_rollup_def coll_rollup_defs[_COLL_ROLLUP_MAX] = {
     [COLL_ROLLUP_JOB_MONTH] = {"rollup_job_month",
 			       4,
 			       {COLL_KEY_ACCOUNT, COLL_KEY_USER, COLL_KEY_JOB, COLL_KEY_NODE}},
+    [COLL_ROLLUP_NODE_DAY] = {"rollup_node_day",
+			      3,
+			      {COLL_KEY_NODE, COLL_KEY_LABEL_KEY, COLL_KEY_LABEL_VALUE}},
     [COLL_ROLLUP_OPEN] = {"rollup_open", 2, {COLL_KEY_NODE, COLL_KEY_TASK_ID}},
 };
 
@@ -677,6 +680,18 @@ int coll_migrate(const struct coll_migration *m)
 	/* v4 (PostgreSQL), v5 (SQLite): ingest queues its bucketed rollup deltas for a fold */
 	if (r >= 0 && version < 5)
 		r = m->exec(m->db, m->pending_ddl);
+	/* v9: rollup_node_day (node.sample records, none stored before) */
+	if (r >= 0 && version >= 2 && version < 9) {
+		_cleanup_free_ char *ddl =
+		    coll_rollup_ddl(COLL_ROLLUP_NODE_DAY, m->real_type, m->int_type);
+		_cleanup_free_ char *sql = NULL;
+
+		/* IF NOT EXISTS: a database set back to an older version by hand may keep it */
+		if (ddl && asprintf(&sql, "CREATE TABLE IF NOT EXISTS %s",
+				    ddl + strlen("CREATE TABLE ")) < 0)
+			sql = NULL;
+		r = sql ? m->exec(m->db, sql) : -ENOMEM;
+	}
 	if (r >= 0 && version >= 2 && version < 8)
 		r = migrate_added_sums(m);
 	/* v7: a record id received again with another body is kept aside with both bodies

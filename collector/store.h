@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 8
+#define COLL_SCHEMA_VERSION 9
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -62,6 +62,9 @@ const char *coll_sum_name(enum coll_sum s);
 /* Counts (tasks, failed, kills) go wholly to the bucket of the task's end (the carried count
  * to each day before it); every other sum is a quantity, spread over the hours the task ran. */
 bool coll_sum_is_count(enum coll_sum s);
+/* What a node.sample adds to rollup_node_day over its whole period (see COLL_ROLLUP_NODE_DAY). */
+void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX]);
+#define COLL_NODE_CLASS_KEY "price_class"
 
 enum coll_rollup_table {
 	/* rollup_hour (bucket "YYYY-MM-DDTHH", key (account, user)) until schema v4: never read,
@@ -74,6 +77,12 @@ enum coll_rollup_table {
 				    * user, job, node): labels per job and node (schema v3) */
 	COLL_ROLLUP_JOB_MONTH,	   /* bucket "YYYY-MM", key (account, user, job, node): the
 				    * job_day rows summed per UTC month (schema v3) */
+	/* bucket "YYYY-MM-DD", key (node, label_key, label_value): node.sample records (schema
+	 * v9), label_key "price_class" and label_value the node's class ("" for none). The sums
+	 * take node meanings (coll_node_sums): tasks = records, wall_s = seconds covered,
+	 * cpu_charged_core_s / mem_charged_byte_s / gpu_charged_s = capacity,
+	 * cpu_req_core_s / mem_req_byte_s / gpu_req_s = allocated, cpu_s / mem_byte_s = used */
+	COLL_ROLLUP_NODE_DAY,
 	COLL_ROLLUP_OPEN, /* no bucket: latest sample of each running task, key (node, task_id);
 			   * read with coll_store_open_query() */
 	_COLL_ROLLUP_MAX,

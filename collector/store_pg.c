@@ -875,7 +875,7 @@ static int rebuild_rollups(struct pg_store *st, unsigned only)
 	if (r < 0)
 		return r;
 	r = exec_cmd(st, "DECLARE corral_rebuild NO SCROLL CURSOR FOR SELECT record_id, body"
-			 " FROM records WHERE type IN ('task.end', 'task.sample')"
+			 " FROM records WHERE type IN ('task.end', 'task.sample', 'node.sample')"
 			 " ORDER BY time_ns, record_id");
 	if (r < 0)
 		return r;

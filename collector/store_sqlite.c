@@ -725,10 +725,11 @@ static int rebuild_rollups(struct sqlite_store *st, unsigned only)
 	r = prepare_rollups(st);
 	if (r < 0)
 		return r;
-	rc = sqlite3_prepare_v2(st->db,
-				"SELECT record_id, body FROM records"
-				" WHERE type IN ('task.end', 'task.sample') ORDER BY rowid",
-				-1, &sel, NULL);
+	rc = sqlite3_prepare_v2(
+	    st->db,
+	    "SELECT record_id, body FROM records"
+	    " WHERE type IN ('task.end', 'task.sample', 'node.sample') ORDER BY rowid",
+	    -1, &sel, NULL);
 	if (rc != SQLITE_OK)
 		return map_err(st, rc);
 	for (;;) {

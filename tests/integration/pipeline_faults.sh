@@ -154,7 +154,7 @@ before=$(q "SELECT count(*) FROM records")
 run_fresh
 a3=$(drained)
 stored=$(q "SELECT count(*) FROM records")
-kept=$(q "SELECT count(*) FROM conflicts WHERE record_id='$rid' AND json_extract(stored_body, '\$.task.id')='squatter' AND json_extract(received_body, '\$.task.id') != 'squatter'")
+kept=$(q "SELECT count(*) FROM conflicts WHERE record_id='$rid' AND json_extract(stored_body, '\$.task.id')='squatter' AND coalesce(json_extract(received_body, '\$.task.id'), '') != 'squatter'")
 cm=$(metric $PORT 'corral_collector_records_total{status="conflict"}')
 am=$(metric $MPORT corral_upload_conflicts_total)
 dl=$(grep -c '"status":"conflict"' "$STATE/dead-letter.ndjson" 2>/dev/null)
@@ -173,8 +173,9 @@ stop_collector
 rm -rf "$STATE"
 run_fresh
 stop_agent
-# Truth from the segment file itself: its frames (24-byte header, length at 4), and the
-# record_id of the 10th, whose payload gets one byte flipped in its middle.
+# Truth from the segment file itself: its frames (24-byte header, length at 4) but node.sample
+# ones (each start of the agent below adds one), and the record_id of the 10th, whose payload
+# gets one byte flipped in its middle.
 read -r frames lost < <(python3 - "$STATE"/spool/seg-*.log <<'PY'
 import json, struct, sys
 path = sys.argv[1]
@@ -182,10 +183,11 @@ b = bytearray(open(path, "rb").read())
 pos, frames, lost = 0, 0, None
 while pos + 24 <= len(b):
     (n,) = struct.unpack_from("<I", b, pos + 4)
-    frames += 1
-    if frames == 10:
-        lost = json.loads(bytes(b[pos + 24:pos + 24 + n]))["record_id"]
-        b[pos + 24 + n // 2] ^= 0x20
+    if json.loads(bytes(b[pos + 24:pos + 24 + n]))["type"] != "node.sample":
+        frames += 1
+        if frames == 10:
+            lost = json.loads(bytes(b[pos + 24:pos + 24 + n]))["record_id"]
+            b[pos + 24 + n // 2] ^= 0x20
     pos += 24 + n
 open(path, "r+b").write(b)
 print(frames, lost)
@@ -198,10 +200,10 @@ cf1=$(metric $MPORT corral_spool_corrupt_frames_total)
 stop_agent
 start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
 	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
-before=$(q "SELECT count(*) FROM records") # (the collector is down: nothing arrives meanwhile)
+before=$(q "SELECT count(*) FROM records WHERE type != 'node.sample'") # (the collector is down: nothing arrives meanwhile)
 start_collector
 drained >/dev/null
-stored=$(($(q "SELECT count(*) FROM records") - before))
+stored=$(($(q "SELECT count(*) FROM records WHERE type != 'node.sample'") - before))
 gone=$(q "SELECT count(*) FROM records WHERE record_id = '$lost'")
 cf=$(metric $MPORT corral_spool_corrupt_frames_total)
 logged=$(grep -c 'damaged bytes at offset' "$T/agent.log")
@@ -235,7 +237,7 @@ for path in sys.argv[1:]:
     while pos + 24 <= len(b):
         (n,) = struct.unpack_from("<I", b, pos + 4)
         r = json.loads(b[pos + 24:pos + 24 + n])
-        frames += 1
+        frames += r["type"] != "node.sample" # (the next start adds one)
         if r["type"].startswith("audit."):
             head = r["hash"]
         pos += 24 + n
@@ -257,7 +259,7 @@ ctl run -- /bin/true >/dev/null 2>"$T/run.err" && fail "a task started on a full
 rm -f "$DB" "$DB"-*
 start_collector
 drained >/dev/null
-stored=$(q "SELECT count(*) FROM records")
+stored=$(q "SELECT count(*) FROM records WHERE type != 'node.sample'")
 segs=$(ls "$STATE"/spool/seg-*.log 2>/dev/null | wc -l)
 conf=$(q "SELECT count(*) FROM conflicts")
 [ "$stored" = "$frames" ] && [ "$segs" = 0 ] && [ "$conf" = 0 ] \

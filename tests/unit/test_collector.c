@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "collector/pgcopy.h"
 #include "collector/server.h"
@@ -412,6 +413,135 @@ static void test_rollup_sums_queued(void **state)
 	coll_store_close(ing);
 }
 
+/* A node.sample of node n1 (class cls) at time t (s) standing for the period p (s) before. */
+static void make_node(struct acct_record *r, char **json, size_t *len, const char *id,
+		      const char *cls, uint64_t t, uint64_t p, double cap, double alloc,
+		      uint64_t used_cpu_s)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->record_id, sizeof(r->record_id), "%s", id);
+	r->type = ACCT_NODE_SAMPLE;
+	r->time_ns = t * NSEC_PER_SEC;
+	r->node = strdup("n1");
+	assert_int_equal(acct_record_node_sample(r), 0);
+	r->ns->period_ns = p * NSEC_PER_SEC;
+	r->ns->price_class = cls ? strdup(cls) : NULL;
+	r->ns->cap_cpus = cap;
+	r->ns->cap_memory_bytes = 1000;
+	r->ns->cap_gpus = 2;
+	r->ns->alloc_cpus = alloc;
+	r->ns->alloc_memory_bytes = 400;
+	r->ns->alloc_gpus = 1;
+	r->ns->used_cpu_ns = used_cpu_s * NSEC_PER_SEC;
+	r->ns->used_memory_bytes = 100;
+	assert_int_equal(acct_record_encode(r, json, len), 0);
+}
+
+struct node_rows {
+	size_t n;
+	char key[8][64];
+	double v[8][_COLL_SUM_MAX];
+};
+
+static int collect_node(const struct coll_rollup_row *row, void *ud)
+{
+	struct node_rows *rs = ud;
+
+	if (rs->n >= ARRAY_SIZE(rs->key))
+		return -E2BIG;
+	snprintf(rs->key[rs->n], sizeof(rs->key[0]), "%s %s %s=%s", row->bucket, row->node,
+		 row->label_key, row->label_value);
+	memcpy(rs->v[rs->n], row->v, sizeof(row->v));
+	rs->n++;
+	return 0;
+}
+
+/* The figures worked out by hand from the records of test_node_rollup. */
+static void check_node_days(struct coll_store *s)
+{
+	struct node_rows rs = {0};
+
+	assert_int_equal(
+	    coll_store_rollup_query(s, COLL_ROLLUP_NODE_DAY, NULL, NULL, collect_node, &rs), 0);
+	assert_int_equal(rs.n, 3);
+	/* 12-02, class std: the first record (period 0) counts once and covers nothing; the
+	 * second 3600 s x 4 cores; the third's first 900 s (23:45..24:00) of 1800 s */
+	assert_string_equal(rs.key[0], "2026-12-02 n1 price_class=");
+	assert_float_equal(rs.v[0][COLL_SUM_TASKS], 0, 1e-12); /* no record ended in it */
+	assert_float_equal(rs.v[0][COLL_SUM_WALL_S], 900, 1e-9);
+	assert_string_equal(rs.key[1], "2026-12-02 n1 price_class=std");
+	assert_float_equal(rs.v[1][COLL_SUM_TASKS], 2, 1e-12);
+	assert_float_equal(rs.v[1][COLL_SUM_WALL_S], 3600, 1e-9);
+	assert_float_equal(rs.v[1][COLL_SUM_CPU_CHARGED_CORE_S], 4 * 3600, 1e-9);
+	assert_float_equal(rs.v[1][COLL_SUM_CPU_REQ_CORE_S], 2 * 3600, 1e-9);
+	assert_float_equal(rs.v[1][COLL_SUM_CPU_S], 1000, 1e-9);
+	assert_float_equal(rs.v[1][COLL_SUM_MEM_CHARGED_BYTE_S], 1000.0 * 3600, 1e-6);
+	assert_float_equal(rs.v[1][COLL_SUM_MEM_REQ_BYTE_S], 400.0 * 3600, 1e-6);
+	assert_float_equal(rs.v[1][COLL_SUM_MEM_BYTE_S], 100.0 * 3600, 1e-6);
+	assert_float_equal(rs.v[1][COLL_SUM_GPU_CHARGED_S], 2 * 3600, 1e-9);
+	assert_float_equal(rs.v[1][COLL_SUM_GPU_REQ_S], 3600, 1e-9);
+	/* 12-03, no class: the third record's last 900 s, 8 cores */
+	assert_string_equal(rs.key[2], "2026-12-03 n1 price_class=");
+	assert_float_equal(rs.v[2][COLL_SUM_TASKS], 1, 1e-12);
+	assert_float_equal(rs.v[2][COLL_SUM_WALL_S], 900, 1e-9);
+	assert_float_equal(rs.v[2][COLL_SUM_CPU_CHARGED_CORE_S], 8 * 900, 1e-9);
+	assert_float_equal(rs.v[2][COLL_SUM_CPU_S], 300, 1e-9);
+	assert_float_equal(rs.v[0][COLL_SUM_CPU_CHARGED_CORE_S] +
+			       rs.v[2][COLL_SUM_CPU_CHARGED_CORE_S],
+			   8 * 1800, 1e-9);
+}
+
+/* node.sample records: rollup_node_day per node, class and day, the period spread over the
+ * days it covers; the same sums applied at once, queued and folded, resent, and rebuilt by a
+ * migration from the stored records. */
+static void test_node_rollup(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record recs[3];
+	struct coll_item items[3];
+	char *json[3], err[256], path[128];
+	struct coll_store *ing = NULL;
+	size_t len[3];
+	sqlite3 *db;
+	int v;
+
+	make_node(&recs[0], &json[0], &len[0], "n1/x/1", "std", T0 - 1800, 0, 4, 2, 0);
+	make_node(&recs[1], &json[1], &len[1], "n1/x/2", "std", T0 + 1800, 3600, 4, 2, 1000);
+	/* 2026-12-03T00:15Z, 1800 s, no class */
+	make_node(&recs[2], &json[2], &len[2], "n1/x/3", NULL, T0 + 12 * 3600 + 900, 1800, 8, 0,
+		  600);
+	for (int i = 0; i < 3; i++)
+		items[i] = (struct coll_item){.rec = &recs[i], .json = json[i], .json_len = len[i]};
+	assert_int_equal(coll_store_open(fx->uri, COLL_STORE_INGEST, &ing, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_insert_batch(ing, items, 2), 0);
+	assert_int_equal(coll_store_sync(ing), 0);
+	assert_int_equal(coll_store_insert_batch(fx->store, items, 3), 0);
+	assert_int_equal(coll_store_insert_batch(ing, items, 3), 0); /* all resent */
+	assert_int_equal(coll_store_sync(ing), 0);
+	coll_store_close(ing);
+	check_node_days(fx->store);
+	coll_store_close(fx->store);
+	fx->store = NULL;
+
+	/* set back to version 7 without the node table: the migration makes it and rebuilds */
+	snprintf(path, sizeof(path), "%s/c.db", fx->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "DROP TABLE rollup_node_day; UPDATE schema_version SET "
+				      "version = 7;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
+	assert_int_equal(v, COLL_SCHEMA_VERSION);
+	check_node_days(fx->store);
+	for (int i = 0; i < 3; i++) {
+		acct_record_clear(&recs[i]);
+		free(json[i]);
+	}
+}
+
 /* Deltas built ahead of the insert (the collector's request threads), every item taken as new. */
 static struct coll_deltas pre_of(struct coll_item *items, size_t n)
 {
@@ -611,6 +741,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_queued, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_node_rollup, setup_store, teardown_store),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

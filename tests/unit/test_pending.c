@@ -61,6 +61,12 @@ static size_t sample(struct coll_delta *d)
 					"two-bytes-of-varint-to-be-written-out-in-full"
 				      : "x";
 			}
+			if (t == COLL_ROLLUP_NODE_DAY) {
+				x->account = x->user = "";
+				x->label_key = "price_class";
+				x->label_value = j ? "gpu-h100" : "";
+				x->node = "node-7";
+			}
 			if (t == COLL_ROLLUP_JOB_DAY || t == COLL_ROLLUP_JOB_LABEL_DAY ||
 			    t == COLL_ROLLUP_JOB_MONTH) {
 				x->job = "job-42";

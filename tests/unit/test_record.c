@@ -281,10 +281,100 @@ static const struct bad_case bad_cases[] = {
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\",\"labels\":{\"a\":\"1\","
 	 "\"a\":\"2\"}},\"usage\":{}}",
      "record: invalid JSON"}, /* duplicate key in a nested object */
+    {HDR "\"type\":\"node.sample\",\"period_ns\":1}", "capacity: missing"},
+    {HDR "\"type\":\"node.sample\",\"task\":{\"id\":\"t\"},\"capacity\":{}}",
+     "task: not allowed on node.sample records"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{\"cpus\":-1}}",
+     "capacity.cpus: expected a non-negative number"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{\"cores\":4}}", "capacity.cores: unknown field"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{\"gpu_models\":\"H100\"}}",
+     "capacity.gpu_models: expected an array"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{\"gpu_models\":[1]}}",
+     "capacity.gpu_models: expected strings"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"allocated\":{\"gpus\":1.5}}",
+     "allocated.gpus: expected a non-negative integer"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"used\":{\"cpu_ns\":-3}}",
+     "used.cpu_ns: expected a non-negative integer"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"period_ns\":\"30s\"}",
+     "period_ns: expected a non-negative integer"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"labels\":{\"rack\":7}}",
+     "labels.rack: expected a string"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"price_class\":5}",
+     "price_class: expected a string"},
     {"{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
      "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
      "record_id: expected a string"},
 };
+
+static void test_node_sample(void **state)
+{
+	struct acct_record r = {0}, d, c;
+	_cleanup_free_ char *buf = NULL, *buf2 = NULL, *buf3 = NULL;
+	const char *task_extra = HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},"
+				     "\"usage\":{},\"capacity\":{\"x\":1}}";
+	char err[256];
+	size_t len, len2;
+
+	(void)state;
+	strcpy(r.record_id, "n1/abc/7");
+	r.type = ACCT_NODE_SAMPLE;
+	r.time_ns = T0;
+	r.node = strdup("n1");
+	/* no task id, no ns: refused */
+	assert_int_equal(acct_record_encode(&r, &buf, &len), -EINVAL);
+	assert_int_equal(acct_record_node_sample(&r), 0);
+	r.ns->period_ns = 30 * NSEC_PER_SEC;
+	r.ns->price_class = strdup("gpu-h100");
+	assert_int_equal(acct_node_add_label(r.ns, "rack", "r7"), 0);
+	assert_int_equal(acct_node_add_label(r.ns, "rack", "r8"), -EEXIST);
+	r.ns->cap_cpus = 62.5;
+	r.ns->cap_memory_bytes = 1ULL << 40;
+	r.ns->cap_gpus = 2;
+	assert_int_equal(acct_node_add_gpu_model(r.ns, "NVIDIA H100 80GB HBM3"), 0);
+	assert_int_equal(acct_node_add_gpu_model(r.ns, "NVIDIA H100 80GB HBM3"), 0);
+	r.ns->alloc_cpus = 12.25;
+	r.ns->alloc_memory_bytes = 1ULL << 35;
+	r.ns->alloc_gpus = 1;
+	r.ns->alloc_tasks = 3;
+	r.ns->used_cpu_ns = 123456789012ULL;
+	r.ns->used_memory_bytes = 987654321;
+	assert_int_equal(acct_record_encode(&r, &buf, &len), 0);
+	assert_null(strstr(buf, "\"task\""));
+	assert_non_null(strstr(buf, "\"type\":\"node.sample\""));
+	assert_int_equal(acct_record_decode(buf, len, &d, err, sizeof(err)), 0);
+	assert_int_equal(d.type, ACCT_NODE_SAMPLE);
+	assert_non_null(d.ns);
+	assert_null(d.extra);
+	assert_string_equal(d.ns->price_class, "gpu-h100");
+	assert_int_equal(d.ns->n_labels, 1);
+	assert_string_equal(d.ns->labels[0].value, "r7");
+	assert_int_equal(d.ns->n_gpu_models, 2);
+	assert_true(d.ns->cap_cpus == 62.5 && d.ns->alloc_cpus == 12.25);
+	assert_int_equal(d.ns->cap_memory_bytes, 1ULL << 40);
+	assert_int_equal(d.ns->cap_gpus, 2);
+	assert_int_equal(d.ns->alloc_memory_bytes, 1ULL << 35);
+	assert_int_equal(d.ns->alloc_gpus, 1);
+	assert_int_equal(d.ns->alloc_tasks, 3);
+	assert_int_equal(d.ns->used_cpu_ns, 123456789012ULL);
+	assert_int_equal(d.ns->used_memory_bytes, 987654321);
+	assert_int_equal(d.ns->period_ns, 30 * NSEC_PER_SEC);
+	/* copy and re-encode: the same bytes */
+	assert_int_equal(acct_record_copy(&c, &d), 0);
+	assert_int_equal(acct_record_encode(&c, &buf2, &len2), 0);
+	assert_int_equal(len, len2);
+	assert_memory_equal(buf, buf2, len);
+	acct_record_clear(&c);
+	acct_record_clear(&d);
+	acct_record_clear(&r);
+	/* on a task record, "capacity" stays an ordinary extra member */
+	assert_int_equal(acct_record_decode(task_extra, strlen(task_extra), &d, err, sizeof(err)),
+			 0);
+	assert_null(d.ns);
+	assert_non_null(json_object_get(d.extra, "capacity"));
+	assert_int_equal(acct_record_encode(&d, &buf3, &len), 0);
+	assert_non_null(strstr(buf3, "\"capacity\":{\"x\":1}"));
+	acct_record_clear(&d);
+}
 
 static void test_bad(void **state)
 {
@@ -441,6 +531,7 @@ int main(void)
 	    cmocka_unit_test(test_roundtrip_start_sample),
 	    cmocka_unit_test(test_extra_survives),
 	    cmocka_unit_test(test_bad),
+	    cmocka_unit_test(test_node_sample),
 	    cmocka_unit_test(test_oversize),
 	    cmocka_unit_test(test_tree_limits),
 	    cmocka_unit_test(test_audit_chain),
