@@ -22,7 +22,7 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-PKGS := libseccomp jansson yajl inih libsystemd libcurl libmicrohttpd sqlite3 libpq \
+PKGS := libseccomp jansson yajl inih libsystemd libcurl libmicrohttpd gnutls sqlite3 libpq \
 	libnl-3.0 libnl-genl-3.0 libbpf libcgroup
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)

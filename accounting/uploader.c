@@ -51,7 +51,12 @@ struct upl {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
-	char *post_url;
+	char *post_url; /* post_urls[cur] */
+	char *post_urls[UPL_URLS_MAX];
+	char *base_urls[UPL_URLS_MAX];
+	size_t n_urls, cur;
+	unsigned url_fails, failover_after;
+	uint64_t failback_ms, failback_at; /* monotonic ns, 0 = none */
 	char *dead_path;
 	struct spool *spool;
 	int epfd, tfd;
@@ -219,6 +224,38 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 static int load_dead_seen(struct upl *u);
 
+/* The base URLs of o->url (space-separated) and their POST URLs; u->post_url the first. */
+static int parse_urls(struct upl *u, const char *list)
+{
+	const char *p = list;
+
+	while (*p) {
+		size_t len;
+
+		p += strspn(p, " \t");
+		len = strcspn(p, " \t");
+		if (!len)
+			break;
+		if (u->n_urls == UPL_URLS_MAX)
+			return -E2BIG;
+		u->base_urls[u->n_urls] = strndup(p, len);
+		if (!u->base_urls[u->n_urls])
+			return -ENOMEM;
+		if (asprintf(&u->post_urls[u->n_urls], "%s%sv1/records", u->base_urls[u->n_urls],
+			     p[len - 1] == '/' ? "" : "/") < 0) {
+			u->post_urls[u->n_urls] = NULL;
+			free(u->base_urls[u->n_urls]);
+			return -ENOMEM;
+		}
+		u->n_urls++;
+		p += len;
+	}
+	if (!u->n_urls)
+		return -EINVAL;
+	u->post_url = u->post_urls[0];
+	return 0;
+}
+
 int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 {
 	struct upl *u;
@@ -253,12 +290,12 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	if (!u->rng)
 		u->rng = 0x9e3779b97f4a7c15ULL;
 
-	r = -ENOMEM;
-	if (asprintf(&u->post_url, "%s%sv1/records", o->url,
-		     o->url[strlen(o->url) - 1] == '/' ? "" : "/") < 0) {
-		u->post_url = NULL;
+	u->failover_after = o->failover_after ? o->failover_after : UPL_DEFAULT_FAILOVER_AFTER;
+	u->failback_ms = o->failback_ms ? o->failback_ms : UPL_DEFAULT_FAILBACK_MS;
+	r = parse_urls(u, o->url);
+	if (r < 0)
 		goto out_free;
-	}
+	r = -ENOMEM;
 	if (asprintf(&u->dead_path, "%s/" DEAD_LETTER_NAME, o->state_dir) < 0) {
 		u->dead_path = NULL;
 		goto out_free;
@@ -323,6 +360,14 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 		SETOPT(CURLOPT_CAINFO, o->ca_file);
 	if (o->pinned_pubkey)
 		SETOPT(CURLOPT_PINNEDPUBLICKEY, o->pinned_pubkey);
+	if (o->client_cert) {
+		SETOPT(CURLOPT_SSLCERT, o->client_cert);
+		SETOPT(CURLOPT_SSLCERTTYPE, "PEM");
+	}
+	if (o->client_key) {
+		SETOPT(CURLOPT_SSLKEY, o->client_key);
+		SETOPT(CURLOPT_SSLKEYTYPE, "PEM");
+	}
 #undef SETOPT
 
 	r = mkdir_p(o->state_dir, 0700);
@@ -366,7 +411,10 @@ void upl_free(struct upl *u)
 	free(u->body_map);
 	free(u->resp);
 	free(u->dead_seen);
-	free(u->post_url);
+	for (size_t i = 0; i < u->n_urls; i++) {
+		free(u->post_urls[i]);
+		free(u->base_urls[i]);
+	}
 	free(u->dead_path);
 	if (u->tfd >= 0)
 		close(u->tfd);
@@ -629,6 +677,20 @@ static int ack_batch(struct upl *u)
 	return 0;
 }
 
+/* Batches go to URL i from now on (no transfer in flight). */
+static void use_url(struct upl *u, size_t i)
+{
+	if (i == u->cur)
+		return;
+	if (curl_easy_setopt(u->easy, CURLOPT_URL, u->post_urls[i]) != CURLE_OK)
+		return; /* stays where it is */
+	u->cur = i;
+	u->post_url = u->post_urls[i];
+	u->url_fails = 0;
+	u->failback_at = 0;
+	u->st.failovers++;
+}
+
 /* Read a fresh batch from the spool (or keep the current one) and POST it. */
 static int maybe_start(struct upl *u, bool force)
 {
@@ -638,6 +700,8 @@ static int maybe_start(struct upl *u, bool force)
 
 	if (u->in_flight)
 		return 0;
+	if (u->failback_at && now >= u->failback_at)
+		use_url(u, 0);
 	if (u->backoff_until) {
 		if (now < u->backoff_until)
 			return 0;
@@ -857,6 +921,42 @@ static int set_conflicts_aside(struct upl *u, long code, const unsigned char *st
 	return r < 0 ? r : 0;
 }
 
+/*
+ * An attempt at the current URL got no answer or a 5xx/429: after failover_after in a row,
+ * the next URL (the batch goes there whole: ids make a batch the first collector committed
+ * but could not answer a duplicate, never a double). The backoff starts again from its
+ * minimum, so the move costs at most failover_after short waits.
+ */
+static void note_failure(struct upl *u)
+{
+	size_t from = u->cur;
+
+	if (u->n_urls < 2 || ++u->url_fails < u->failover_after)
+		return;
+	use_url(u, (u->cur + 1) % u->n_urls);
+	if (u->cur == from)
+		return;
+	u->attempt = 0;
+	{
+		size_t l = strlen(u->st.last_error);
+
+		snprintf(u->st.last_error + l, sizeof(u->st.last_error) - l,
+			 "; %u failures in a row, moving to %s", u->failover_after,
+			 u->base_urls[u->cur]);
+	}
+}
+
+/* A batch committed: away from the first URL, the way back is timed from the first one. */
+static void note_success(struct upl *u)
+{
+	u->url_fails = 0;
+	if (u->cur != 0 && !u->failback_at) {
+		uint64_t ms = u->failback_ms / 2 + rnd(u) % (u->failback_ms + 1);
+
+		u->failback_at = mono_ns() + ms * 1000000ULL;
+	}
+}
+
 static void handle_done(struct upl *u, CURLcode cc)
 {
 	_cleanup_free_ unsigned char *status = NULL;
@@ -870,6 +970,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 	if (cc != CURLE_OK) {
 		u->st.last_http_status = 0;
 		set_error(u, "POST %s: %s", u->post_url, curl_easy_strerror(cc));
+		note_failure(u);
 		backoff(u, false);
 		return;
 	}
@@ -917,6 +1018,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 		u->st.backoff_ceiling_ms = 0;
 		u->st.last_error[0] = 0;
 		u->drain = true;
+		note_success(u);
 		return;
 	}
 	if (code == 413) {
@@ -959,7 +1061,9 @@ static void handle_done(struct upl *u, CURLcode cc)
 		set_error(u, "HTTP %ld: records dead-lettered, resending the rest", code);
 		return;
 	}
-	set_error(u, "HTTP %ld from collector", code);
+	set_error(u, "HTTP %ld from %s", code, u->post_url);
+	if (code >= 500 || code == 429)
+		note_failure(u);
 	backoff(u, false);
 }
 
@@ -1045,4 +1149,6 @@ void upl_get_stats(const struct upl *u, struct upl_stats *ret)
 	*ret = u->st;
 	ret->batch_limit = u->batch_limit;
 	ret->in_flight = u->in_flight;
+	ret->url = u->base_urls[u->cur];
+	ret->url_index = (unsigned)u->cur;
 }

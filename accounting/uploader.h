@@ -17,11 +17,23 @@
 
 #define UPL_ERROR_MAX 256
 
+#define UPL_URLS_MAX		   16
+#define UPL_DEFAULT_FAILOVER_AFTER 3
+#define UPL_DEFAULT_FAILBACK_MS	   300000
+
 struct upl_opts {
-	const char *url;	     /* collector base URL ("https://collector:8443"), required */
-	const char *token;	     /* bearer token, required */
-	const char *ca_file;	     /* optional CA bundle for TLS */
-	const char *pinned_pubkey;   /* optional CURLOPT_PINNEDPUBLICKEY ("sha256//BASE64;...") */
+	/* collector base URL ("https://collector:8443"), required; several, space-separated,
+	 * in order of preference: batches go to one until it fails failover_after times in a row
+	 * (no answer, or a 5xx/429), then to the next; after a success on another than the first,
+	 * back to the first in failback_ms, jittered by +-50% (docs/pipeline.md "Failover") */
+	const char *url;
+	const char *token;	   /* bearer token, required */
+	const char *ca_file;	   /* optional CA bundle for TLS */
+	const char *pinned_pubkey; /* optional CURLOPT_PINNEDPUBLICKEY ("sha256//BASE64;...") */
+	const char *client_cert;   /* optional TLS client certificate (PEM), with client_key */
+	const char *client_key;
+	unsigned failover_after;     /* failures in a row before the next URL, 0 = 3 */
+	uint64_t failback_ms;	     /* back to the first URL after this, 0 = 300 s */
 	const char *state_dir;	     /* holds dead-letter.ndjson, required */
 	size_t batch_records;	     /* max records per POST, 0 = 500 */
 	size_t batch_bytes;	     /* max payload bytes per POST, 0 = 4 MiB */
@@ -57,6 +69,9 @@ struct upl_stats {
 	uint64_t spool_pending;		/* entries waiting in the spool */
 	size_t batch_limit;		/* current records-per-batch limit (halved on 413) */
 	bool in_flight;
+	const char *url;    /* base URL batches go to now (valid while the uploader lives) */
+	unsigned url_index; /* its place in the list, 0 = the first */
+	uint64_t failovers; /* moves to another URL (failover or failback) */
 };
 
 struct upl;

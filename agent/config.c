@@ -55,6 +55,8 @@ void config_init_defaults(struct agent_config *c)
 	c->audit_summary_interval_ns = 10 * NSEC_PER_SEC;
 	c->audit_summary_sample = 8;
 	c->batch_records = 500;
+	c->failover_after = 3;
+	c->failback_ns = 300 * NSEC_PER_SEC;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->spool_max_bytes = 1ULL << 30;
 	c->metrics_tasks = METRICS_TASKS_OFF;
@@ -88,6 +90,8 @@ void config_free(struct agent_config *c)
 	free(c->token_file);
 	free(c->ca_file);
 	free(c->pin);
+	free(c->client_cert);
+	free(c->client_key);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -366,6 +370,52 @@ static int config_set_audit(struct agent_config *c, const char *section, const c
 	return CONFIG_UNKNOWN;
 }
 
+/*
+ * [collector] url (one URL, added to the list: several lines make a list) and urls (the whole
+ * list, space-separated; empty: none). Each must be http:// or https://, at most
+ * COLLECTOR_URLS_MAX, none twice.
+ */
+static int config_set_urls(struct agent_config *c, bool add, const char *value, char *err,
+			   size_t errlen)
+{
+	const char *what = add ? "url" : "urls";
+	_cleanup_free_ char *all = NULL, *list = NULL;
+	char *v[COLLECTOR_URLS_MAX + 1], *save = NULL, *tok;
+	size_t n = 0, len = 0;
+
+	if (asprintf(&all, "%s %s", add && c->collector_url ? c->collector_url : "", value) < 0) {
+		all = NULL;
+		return -ENOMEM;
+	}
+	for (tok = strtok_r(all, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		if (strncmp(tok, "http://", 7) && strncmp(tok, "https://", 8))
+			return err_set(err, errlen, -EINVAL,
+				       "[collector] %s: expected http:// or https:// URLs, got "
+				       "\"%.64s\"",
+				       what, tok);
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(v[i], tok) == 0) /* a failover to itself */
+				return err_set(err, errlen, -EINVAL,
+					       "[collector] %s: \"%.64s\" is in the list twice",
+					       what, tok);
+		if (n == COLLECTOR_URLS_MAX)
+			return err_set(err, errlen, -EINVAL,
+				       "[collector] %s: more than %d collector URLs", what,
+				       COLLECTOR_URLS_MAX);
+		v[n++] = tok;
+		len += strlen(tok) + 1;
+	}
+	list = calloc(1, len + 1);
+	if (!list)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strcat(list, " ");
+		strcat(list, v[i]);
+	}
+	return set_str(&c->collector_url, list);
+}
+
 /* [metrics], [collector], [spool] */
 static int config_set_metrics_collector_spool(struct agent_config *c, const char *section,
 					      const char *key, const char *value, char *err,
@@ -400,10 +450,24 @@ static int config_set_metrics_collector_spool(struct agent_config *c, const char
 		c->metrics_timeout_s = (uint32_t)(u / NSEC_PER_SEC);
 		return 0;
 	}
-	if (IS("collector", "url")) {
-		if (*value && strncmp(value, "http://", 7) && strncmp(value, "https://", 8))
-			return BAD("expected an http:// or https:// URL");
-		return set_str(&c->collector_url, value);
+	if (IS("collector", "url") || IS("collector", "urls"))
+		return config_set_urls(c, strcmp(key, "url") == 0, value, err, errlen);
+	if (IS("collector", "client_cert"))
+		return set_str(&c->client_cert, value);
+	if (IS("collector", "client_key"))
+		return set_str(&c->client_key, value);
+	if (IS("collector", "failover_after")) {
+		if (parse_u64(value, &u) < 0 || u < 1 || u > 100)
+			return BAD("expected 1-100 failures in a row");
+		c->failover_after = (uint32_t)u;
+		return 0;
+	}
+	if (IS("collector", "failback")) {
+		if (parse_duration_ns(value, &u) < 0 || u < NSEC_PER_SEC ||
+		    u > 86400 * NSEC_PER_SEC)
+			return BAD("expected a duration of 1s-24h");
+		c->failback_ns = u;
+		return 0;
 	}
 	if (IS("collector", "token_file"))
 		return set_str(&c->token_file, value);

@@ -28,6 +28,8 @@ enum bpf_mode {
 #define CONTROL_CONN_ROOT_ONLY		 4
 #define CONTROL_CONN_PER_UID_MAX	 240
 
+#define COLLECTOR_URLS_MAX 16 /* [collector] url / urls */
+
 struct agent_config {
 	/* [agent] */
 	char *node;
@@ -90,10 +92,16 @@ struct agent_config {
 	uint32_t metrics_max_conns; /* concurrent connections */
 	uint32_t metrics_timeout_s; /* idle connection timeout */
 	/* [collector] */
+	/* collector base URLs, space-separated, in order of preference (several `url` lines
+	 * add to the list, `urls` sets it whole); the uploader sticks to one and fails over */
 	char *collector_url;
 	char *token_file;
 	char *ca_file;
 	char *pin;
+	char *client_cert; /* TLS client certificate (PEM) and its key, for tls_client_ca */
+	char *client_key;
+	uint32_t failover_after; /* failures in a row before the next URL */
+	uint64_t failback_ns;	 /* back to the first URL after this (jittered) */
 	uint32_t batch_records;
 	uint64_t batch_delay_ns;
 	/* [spool] */

@@ -55,7 +55,8 @@ static void usage(FILE *f)
 	    "      --socket PATH        control socket (default /run/corral/corrald.sock)\n"
 	    "      --state-dir DIR      state directory (default /var/lib/corral)\n"
 	    "      --runtime-dir DIR    live-task files (default: the state directory)\n"
-	    "      --collector-url URL  collector base URL (enables the uploader)\n"
+	    "      --collector-url URL  collector base URL (enables the uploader); several,\n"
+	    "                           space-separated, for failover; replaces [collector] url\n"
 	    "      --token-file FILE    bearer token for the collector\n"
 	    "      --metrics-listen A:P serve Prometheus /metrics on this address\n"
 	    "      --max-tasks N        maximum concurrent tasks\n"
@@ -128,7 +129,7 @@ static int load_config(struct agent *a, int argc, char **argv)
 			break;
 		case 'u':
 			sec = "collector";
-			key = "url";
+			key = "urls"; /* the flag replaces the file's list */
 			break;
 		case 't':
 			sec = "collector";

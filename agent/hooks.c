@@ -223,6 +223,12 @@ static void metrics_pipeline(struct buf *b, struct agent *a)
 		G("corral_upload_last_http_status", "HTTP status of the last answer (0: none).",
 		  (uint64_t)us.last_http_status);
 		G("corral_upload_backoff_ms", "Current backoff delay.", us.backoff_ms);
+		C("corral_upload_failovers_total",
+		  "Moves to another collector URL ([collector] url list: failover and failback).",
+		  us.failovers);
+		G("corral_upload_url_index",
+		  "Place in the [collector] url list of the collector uploaded to (0: the first).",
+		  (uint64_t)us.url_index);
 	}
 }
 #undef G
@@ -706,6 +712,10 @@ int agent_hooks_init(struct agent *a)
 		uo.token = token ? token : "";
 		uo.ca_file = a->cfg.ca_file;
 		uo.pinned_pubkey = a->cfg.pin;
+		uo.client_cert = a->cfg.client_cert;
+		uo.client_key = a->cfg.client_key;
+		uo.failover_after = a->cfg.failover_after;
+		uo.failback_ms = a->cfg.failback_ns / 1000000;
 		uo.state_dir = a->cfg.state_dir;
 		uo.batch_records = a->cfg.batch_records;
 		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;
@@ -731,6 +741,7 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 	if (a->upl) {
 		struct upl_stats us;
 		static char last_err[UPL_ERROR_MAX];
+		static uint64_t last_failovers;
 
 		upl_kick(a->upl);
 		(void)upl_dispatch(a->upl);
@@ -744,6 +755,11 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 			else if (last_err[0])
 				log_notice("collector: delivering again");
 			snprintf(last_err, sizeof(last_err), "%s", us.last_error);
+		}
+		if (us.failovers != last_failovers) {
+			log_notice("collector: uploading to %s (place %u in [collector] url)",
+				   us.url, us.url_index + 1);
+			last_failovers = us.failovers;
 		}
 	}
 	if (a->metrics)

@@ -27,6 +27,7 @@
 #include "collector/report.h"
 #include "collector/server.h"
 #include "collector/store.h"
+#include "collector/tls.h"
 #include "collector/tokens.h"
 #include "common/macro.h"
 #include "common/parse.h"
@@ -48,6 +49,7 @@ struct options {
 	/* [server] connection handling, 0 = defaults (server.h) */
 	uint64_t threads, max_connections, connections_per_ip, connection_timeout;
 	bool reuse_port;
+	char *tls_cert, *tls_key, *tls_client_ca; /* [server] TLS; NULL = plain HTTP */
 	bool no_rollups;
 	/* dump */
 	const char *type, *node, *task;
@@ -70,6 +72,9 @@ static void options_free(struct options *o)
 	free(o->db);
 	free(o->tokens);
 	free(o->prices);
+	free(o->tls_cert);
+	free(o->tls_key);
+	free(o->tls_client_ca);
 }
 
 static int set_str(char **dst, const char *v)
@@ -128,7 +133,13 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 				 "[server] reuse_port: expected true or false, got '%s'", value);
 			return 0;
 		}
-	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
+	} else if (strcmp(section, "server") == 0 && strcmp(name, "tls_cert") == 0)
+		r = set_str(&o->tls_cert, value);
+	else if (strcmp(section, "server") == 0 && strcmp(name, "tls_key") == 0)
+		r = set_str(&o->tls_key, value);
+	else if (strcmp(section, "server") == 0 && strcmp(name, "tls_client_ca") == 0)
+		r = set_str(&o->tls_client_ca, value);
+	else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
 		r = set_str(&o->db, value);
 	else if (strcmp(section, "storage") == 0 && strcmp(name, "connections") == 0) {
 		if (parse_u64(value, &o->db_connections) < 0 || o->db_connections == 0 ||
@@ -439,10 +450,11 @@ static int cmd_serve(struct options *o)
 	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;
 	struct coll_server *srv = NULL;
+	struct coll_tls *tls = NULL;
 	struct coll_store *extra[COLL_INGEST_POOL_MAX] = {0};
 	size_t nconn = 1, nextra = 0;
 	_cleanup_free_ struct price_sheet *prices = NULL;
-	char err[512];
+	char err[512], fp[COLL_TLS_FINGERPRINT_MAX] = "";
 	sigset_t mask;
 	int sig, r;
 
@@ -477,6 +489,14 @@ static int cmd_serve(struct options *o)
 			coll_tokens_free(&tokens);
 			return 1;
 		}
+	}
+	if (o->tls_cert || o->tls_key || o->tls_client_ca) {
+		r = coll_tls_new(o->tls_cert, o->tls_key, o->tls_client_ca, &tls, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "corral-collector: [server] %s\n", err);
+			goto out;
+		}
+		cfg.tls = tls;
 	}
 	r = open_store(o, COLL_STORE_INGEST, &store);
 	if (r < 0)
@@ -514,18 +534,34 @@ static int cmd_serve(struct options *o)
 	}
 	if (prices)
 		coll_server_set_prices(srv, prices);
+	if (tls)
+		coll_tls_fingerprint(tls, fp, sizeof(fp));
 	fprintf(stderr,
-		"corral-collector: listening on %s (port %u), %zu tokens, db %s (%zu "
+		"corral-collector: listening on %s (port %u, %s%s%s), %zu tokens, db %s (%zu "
 		"connection%s)%s\n",
-		cfg.listen, coll_server_port(srv), tokens.n, store->ops->name, nconn,
-		nconn == 1 ? "" : "s", o->no_rollups ? " (rollups off)" : "");
+		cfg.listen, coll_server_port(srv), tls ? "https, certificate " : "http",
+		tls ? fp : "", tls && o->tls_client_ca ? ", client certificates" : "", tokens.n,
+		store->ops->name, nconn, nconn == 1 ? "" : "s",
+		o->no_rollups ? " (rollups off)" : "");
 	sd_notify(0, "READY=1");
 	for (;;) {
 		if (sigwait(&mask, &sig) != 0)
 			continue;
-		if (sig == SIGHUP)
-			continue; /* tokens are read at start; restart to change them */
-		break;
+		if (sig != SIGHUP)
+			break;
+		/* tokens are read at start (restart to change them); certificates again now */
+		if (!tls)
+			continue;
+		if (coll_tls_reload(tls, err, sizeof(err)) < 0) {
+			fprintf(stderr,
+				"corral-collector: SIGHUP: [server] %s; the certificates loaded "
+				"before stay in use\n",
+				err);
+			continue;
+		}
+		coll_tls_fingerprint(tls, fp, sizeof(fp));
+		fprintf(stderr, "corral-collector: SIGHUP: TLS files read again, certificate %s\n",
+			fp);
 	}
 	sd_notify(0, "STOPPING=1");
 	fprintf(stderr, "corral-collector: %s, finishing in-flight batches\n", strsignal(sig));
@@ -538,6 +574,7 @@ out:
 	for (size_t i = 0; i < nextra; i++)
 		coll_store_close(extra[i]);
 	coll_store_close(store);
+	coll_tls_free(tls);
 	coll_tokens_free(&tokens);
 	return r < 0 ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 #include "collector/audit_query.h"
 #include "collector/report.h"
 #include "collector/server_impl.h"
+#include "collector/tls.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/parse.h"
@@ -462,6 +463,16 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 	}
 	if (tok->role != COLL_ROLE_NODE)
 		return srv_reply_error(s, c, 403, "only node tokens may write records");
+	if (s->tls && coll_tls_has_client_ca(s->tls)) {
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+		char why[256];
+
+		/* a stolen token alone is not enough: the node's certificate must come with it */
+		if (coll_tls_check_peer(s->tls, ci ? ci->tls_session : NULL, tok->name, why,
+					sizeof(why)) < 0)
+			return srv_reply_error(s, c, 403, "%s", why);
+	}
 	if (!content_type_ok(c))
 		return srv_reply_error(s, c, 400, "Content-Type must be application/x-ndjson");
 	return post_begin(s, c, rq);
@@ -665,12 +676,29 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 		 per_ip = cfg->connections_per_ip ?: COLL_DEFAULT_CONNECTIONS_PER_IP,
 		 timeout = cfg->connection_timeout ?: COLL_DEFAULT_CONNECTION_TIMEOUT;
 	struct rlimit rl;
-	int lfd;
+	struct MHD_OptionItem tls_opts[3] = {{MHD_OPTION_END, 0, NULL}};
+	int lfd, r;
 
 	if (coll_parse_listen(cfg->listen, &ss, &sslen) < 0) {
 		return err_set(err, errlen, -EINVAL,
 			       "listen: expected ADDR:PORT or [ADDR6]:PORT, got '%.64s'",
 			       cfg->listen ?: "");
+	}
+	if (cfg->tls) {
+		r = coll_tls_activate(cfg->tls);
+		if (r < 0)
+			return err_set(err, errlen, r,
+				       "TLS: another server of this process has it");
+		/* the certificate through a callback, so that a reload takes effect at once */
+		tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
+						      coll_tls_retrieve_function()};
+		/* a trust list makes the server ask for client certificates; they are verified
+		 * per request, against the CA as last reloaded (coll_tls_check_peer) */
+		if (coll_tls_client_ca_pem(cfg->tls))
+			tls_opts[1] =
+			    (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+						    (void *)coll_tls_client_ca_pem(cfg->tls)};
+		flags |= MHD_USE_TLS;
 	}
 	lfd = listen_socket(cfg, &ss, sslen, err, errlen);
 	if (lfd < 0)
@@ -680,6 +708,7 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 		close(lfd);
 		return -ENOMEM;
 	}
+	s->tls = cfg->tls;
 	s->store = store;
 	pthread_mutex_init(&s->pool_lock, NULL);
 	pthread_cond_init(&s->pool_free, NULL);
@@ -718,12 +747,11 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)COLL_CONNECTION_MEMORY,
 	    MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-	    srv_notify_connection, s, MHD_OPTION_END);
+	    srv_notify_connection, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
 	if (!s->daemon) {
-		int r = errno ? -errno : -EIO;
-
-		close(lfd);
-
+		r = errno ? -errno : -EIO;
+		/* lfd is not closed here: libmicrohttpd may have closed it on its failure path,
+		 * and closing a number another thread got meanwhile would be worse than a leak */
 		snprintf(err, errlen, "listen %s: cannot start HTTP server: %s", cfg->listen,
 			 strerror(-r));
 		srv_stop_workers(s);

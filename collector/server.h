@@ -43,6 +43,10 @@ struct coll_server_config {
 	/* SO_REUSEPORT: several collectors on this host share the port, the kernel spreads the
 	 * connections (local scale-out). Off: a port in use is an error (-EADDRINUSE). */
 	bool reuse_port;
+	/* TLS (collector/tls.h): the port speaks HTTPS only; NULL = plain HTTP. With a client CA,
+	 * a node token is taken only with a certificate naming its node. Must outlive the server.
+	 */
+	struct coll_tls *tls;
 };
 
 struct coll_server;

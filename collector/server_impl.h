@@ -28,6 +28,7 @@ struct coll_server {
 	struct MHD_Daemon *daemon;
 	struct coll_store *store;
 	const struct coll_tokens *tokens;
+	struct coll_tls *tls;			    /* NULL: plain HTTP */
 	_Atomic(const struct price_sheet *) prices; /* GET /v1/reports/showback; NULL = off */
 	uint64_t max_body;
 	size_t max_records;

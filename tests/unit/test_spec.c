@@ -406,6 +406,30 @@ static void test_config(void **state)
 	assert_int_equal(config_set(&c, "spool", "damaged_max_bytes", "1k", err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "damaged_max_bytes"));
+	/* [collector] url lines make a list, urls sets it whole; bad, repeated URLs named */
+	f = fopen(path, "w");
+	fprintf(f,
+		"[collector]\nurls =\nurl = https://a:1\nurl = https://b:1/\nfailover_after = 2\n"
+		"failback = 1m\n");
+	fclose(f);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+	assert_string_equal(c.collector_url, "https://a:1 https://b:1/");
+	assert_int_equal(c.failover_after, 2);
+	assert_int_equal(c.failback_ns, 60 * NSEC_PER_SEC);
+	assert_int_equal(
+	    config_set(&c, "collector", "urls", "http://x:1  http://y:2", err, sizeof(err)), 0);
+	assert_string_equal(c.collector_url, "http://x:1 http://y:2");
+	assert_int_equal(config_set(&c, "collector", "url", "http://x:1", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "twice"));
+	assert_int_equal(
+	    config_set(&c, "collector", "urls", "http://x:1 ftp://y", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "ftp://y"));
+	assert_string_equal(c.collector_url, "http://x:1 http://y:2");
+	assert_int_equal(config_set(&c, "collector", "urls", "", err, sizeof(err)), 0);
+	assert_null(c.collector_url);
+	assert_int_equal(config_set(&c, "collector", "failover_after", "0", err, sizeof(err)),
+			 -EINVAL);
 	unlink(path);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -ENOENT);
 	config_free(&c);

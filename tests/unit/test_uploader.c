@@ -620,6 +620,88 @@ static void test_backoff_growth(void **state)
 	assert_int_equal(check_stored_once(t), 3);
 }
 
+/* ids stored by f (each at most once); a "-<tag>-" in all of them */
+static size_t stored_ids(struct fake *f, const char *tag)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&f->mu);
+	for (size_t i = 0; i < f->n_ids; i++) {
+		assert_true(f->stored[i] <= 1);
+		if (f->stored[i]) {
+			assert_non_null(strstr(f->ids[i], tag));
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+static bool at_second(struct tctx *t)
+{
+	struct upl_stats st;
+
+	upl_get_stats(t->u, &st);
+	return st.url_index == 1 && spool_empty(t);
+}
+
+static bool back_at_first(struct tctx *t)
+{
+	struct upl_stats st;
+
+	upl_get_stats(t->u, &st);
+	return st.url_index == 0 && spool_empty(t);
+}
+
+/* Two URLs: the first answers 500 three times (failover_after), the batch goes to the second,
+ * the next batches too until the failback time, then to the first again. */
+static void test_failover(void **state)
+{
+	struct tctx *t = *state;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct fake f2 = {0};
+	const union MHD_DaemonInfo *di;
+	struct upl_stats st;
+	char urls[160];
+
+	pthread_mutex_init(&f2.mu, NULL);
+	f2.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, &f2,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_SOCK_ADDR,
+				&sa, MHD_OPTION_END);
+	assert_non_null(f2.d);
+	di = MHD_get_daemon_info(f2.d, MHD_DAEMON_INFO_BIND_PORT);
+	snprintf(urls, sizeof(urls), "%s  http://127.0.0.1:%u/", t->url, di->port);
+	t->o.url = urls;
+	t->o.failover_after = 3;
+	t->o.failback_ms = 300;
+	for (size_t i = 0; i < 3; i++)
+		t->f.script[i] = A_500;
+	t->f.n_script = 3;
+	start(t);
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.url_index, 0);
+	assert_string_equal(st.url, t->url);
+	add_records_tagged(t, 40, false, "one");
+	assert_true(run_until(t, at_second));
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.failovers, 1);
+	assert_int_equal(t->f.posts, 3);
+	assert_int_equal(stored_ids(&t->f, "-one-"), 0);
+	assert_int_equal(stored_ids(&f2, "-one-"), 40);
+	assert_non_null(strstr(st.url, "http://127.0.0.1:"));
+	assert_string_not_equal(st.url, t->url);
+	/* after the failback delay (150-450 ms), the first again */
+	assert_true(run_until(t, back_at_first));
+	add_records_tagged(t, 30, false, "two");
+	assert_true(run_until(t, spool_empty));
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.failovers, 2);
+	assert_int_equal(st.url_index, 0);
+	assert_int_equal(stored_ids(&t->f, "-two-"), 30);
+	assert_int_equal(stored_ids(&f2, "-one-"), 40); /* and none of the second lot */
+	MHD_stop_daemon(f2.d);
+}
+
 static bool got_401(struct tctx *t)
 {
 	struct upl_stats st;
@@ -773,6 +855,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conflict, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backoff_growth, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failover, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unauthorized, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_after_reopen, setup, teardown),

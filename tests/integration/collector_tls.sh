@@ -1,0 +1,177 @@
+#!/bin/bash
+# corral-collector over TLS with client certificates, against a CA and certificates made here
+# (openssl):
+#  1. corrald -> collector over HTTPS, the collector's key pinned, the node's certificate
+#     presented: every task's records stored (counted with sqlite3);
+#  2. refused: a client that trusts another CA; a node certificate from another CA; the
+#     certificate of another node with n1's token; no certificate with a node token; plain HTTP
+#     to the TLS port; nothing of these stored;
+#  3. an agent whose pin does not match: nothing stored, the error in its log;
+#  4. SIGHUP: a new certificate and key are served from then on (fingerprint read with
+#     openssl s_client), an agent pinning both keys goes on delivering; a broken file at
+#     SIGHUP keeps the loaded certificate.
+. "$(dirname "$0")/lib.sh"
+need_root
+command -v openssl >/dev/null || skip "openssl missing"
+command -v sqlite3 >/dev/null || skip "sqlite3 missing"
+H=$O/tests/bench/helper_launch_bench
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+DB=$T/records.db
+N1TOK=tls-node-n1-token-0123456789abcdef
+RDTOK=tls-reader-token-0123456789abcdef
+printf 'node n1 %s\nnode n2 tls-node-n2-token-0123456789abcdef\nreader ops %s\n' "$N1TOK" "$RDTOK" >"$T/tokens"
+chmod 600 "$T/tokens"
+echo "$N1TOK" >"$T/token"
+COLL=
+trap '[ -n "$COLL" ] && kill -9 "$COLL" 2>/dev/null; cleanup' EXIT
+q() { sqlite3 "$DB" "$1" 2>/dev/null; }
+
+# --- certificates --------------------------------------------------------------------------
+P=$T/pki
+mkdir -p "$P"
+mkca() { # mkca NAME
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj "/CN=$1" -keyout "$P/$1.key" -out "$P/$1.pem" 2>/dev/null
+}
+mkcert() { # mkcert CA NAME SAN...: NAME.pem/NAME.key signed by CA
+	local ca=$1 name=$2 san
+	shift 2
+	san=$(IFS=,; echo "$*")
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=${name%%-*}" \
+		-keyout "$P/$name.key" -out "$P/$name.csr" 2>/dev/null
+	printf 'subjectAltName=%s\n' "$san" >"$P/$name.ext"
+	openssl x509 -req -in "$P/$name.csr" -CA "$P/$ca.pem" -CAkey "$P/$ca.key" -CAcreateserial \
+		-days 2 -extfile "$P/$name.ext" -out "$P/$name.pem" 2>/dev/null
+}
+pin_of() { openssl x509 -in "$1" -pubkey -noout | openssl pkey -pubin -outform der |
+	openssl dgst -sha256 -binary | base64; }
+fp_of() { openssl x509 -in "$1" -noout -fingerprint -sha256 | cut -d= -f2; }
+served_fp() { openssl s_client -connect "127.0.0.1:$PORT" </dev/null 2>/dev/null |
+	openssl x509 -noout -fingerprint -sha256 | cut -d= -f2; }
+mkca ca
+mkca otherca
+mkcert ca server DNS:localhost IP:127.0.0.1
+mkcert ca server2 DNS:localhost IP:127.0.0.1
+mkcert ca n1 DNS:n1
+mkcert ca n2 DNS:n2
+mkcert otherca n1-other DNS:n1
+for f in ca server server2 n1 n2 n1-other; do
+	[ -s "$P/$f.pem" ] || { fail "openssl could not make $f.pem"; finish; }
+done
+cp "$P/server.pem" "$T/served.pem"
+cp "$P/server.key" "$T/served.key"
+
+cat >"$T/collector.conf" <<CONF
+[server]
+tls_cert = $T/served.pem
+tls_key = $T/served.key
+tls_client_ca = $P/ca.pem
+CONF
+"$O/corral-collector" serve --config "$T/collector.conf" --listen "127.0.0.1:$PORT" \
+	--db "sqlite:$DB" --tokens "$T/tokens" >>"$T/collector.log" 2>&1 &
+COLL=$!
+for _ in $(seq 100); do
+	curl -fs --cacert "$P/ca.pem" "https://127.0.0.1:$PORT/healthz" >/dev/null && break
+	sleep 0.1
+done
+grep -q "https, certificate sha256:" "$T/collector.log" && pass "collector serves HTTPS: $(head -1 "$T/collector.log")" \
+	|| { fail "collector did not start over TLS: $(cat "$T/collector.log")"; finish; }
+
+# --- 1. agent over TLS, pinned, with its certificate ----------------------------------------
+PIN1=$(pin_of "$P/server.pem")
+PIN2=$(pin_of "$P/server2.pem")
+cat >"$T/agent.conf" <<CONF
+[collector]
+url = https://127.0.0.1:$PORT
+ca_file = $P/ca.pem
+pin = sha256//$PIN1;sha256//$PIN2
+client_cert = $P/n1.pem
+client_key = $P/n1.key
+token_file = $T/token
+batch_delay = 200ms
+CONF
+start_agent --no-bpf --config "$T/agent.conf" --node n1
+wait_count() { # wait_count SQL WANT SECONDS
+	local n
+	for _ in $(seq $(($3 * 5))); do
+		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
+	done
+	echo "${n:-0}"
+}
+"$H" 20 throughput "$SOCK" 4 >/dev/null || fail "launching 20 tasks"
+n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end' AND node='n1'" 20 60)
+d=$(q "SELECT count(DISTINCT task_id) FROM records WHERE type='task.end'")
+[ "$n" = 20 ] && [ "$d" = 20 ] && pass "agent -> collector over TLS (pinned, client certificate): 20 task ends stored once" \
+	|| fail "over TLS: $n task.end records ($d distinct), want 20"
+stop_agent
+
+# --- 2. refusals -------------------------------------------------------------------------------
+before=$(q "SELECT count(*) FROM records")
+"$O/tests/bench/helper_ingest_load" gen --node n1 --count 3 --prefix tls- >"$T/batch"
+post() { # post CURL-ARGS... -> CODE, BODY
+	CODE=$(curl -s -o "$T/resp" -w '%{http_code}' -H 'Content-Type: application/x-ndjson' \
+		--data-binary "@$T/batch" "$@")
+	BODY=$(head -c 300 "$T/resp" 2>/dev/null)
+}
+post --cacert "$P/otherca.pem" -H "Authorization: Bearer $N1TOK" --cert "$P/n1.pem" --key "$P/n1.key" \
+	"https://127.0.0.1:$PORT/v1/records"
+[ "$CODE" = 000 ] && pass "a client trusting another CA refuses the collector" || fail "other CA: HTTP $CODE"
+post --cacert "$P/ca.pem" -H "Authorization: Bearer $N1TOK" --cert "$P/n1-other.pem" --key "$P/n1-other.key" \
+	"https://127.0.0.1:$PORT/v1/records"
+[ "$CODE" = 403 ] && echo "$BODY" | grep -q "does not verify against tls_client_ca" \
+	&& pass "node certificate of another CA: 403 $BODY" || fail "n1 certificate of another CA: $CODE $BODY"
+post --cacert "$P/ca.pem" -H "Authorization: Bearer $N1TOK" --cert "$P/n2.pem" --key "$P/n2.key" \
+	"https://127.0.0.1:$PORT/v1/records"
+[ "$CODE" = 403 ] && echo "$BODY" | grep -q "names 'n2', not node 'n1'" \
+	&& pass "n1's token with n2's certificate: 403 $BODY" || fail "n2 certificate, n1 token: $CODE $BODY"
+post --cacert "$P/ca.pem" -H "Authorization: Bearer $N1TOK" "https://127.0.0.1:$PORT/v1/records"
+[ "$CODE" = 403 ] && echo "$BODY" | grep -q "no client certificate" \
+	&& pass "node token without a certificate: 403" || fail "no certificate: $CODE $BODY"
+post -H "Authorization: Bearer $N1TOK" "http://127.0.0.1:$PORT/v1/records"
+[ "$CODE" = 000 ] && pass "plain HTTP to the TLS port: no HTTP answer" || fail "plain HTTP: $CODE $BODY"
+code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$P/ca.pem" -H "Authorization: Bearer $RDTOK" \
+	"https://127.0.0.1:$PORT/v1/records?limit=1")
+[ "$code" = 200 ] && pass "a reader token needs no client certificate" || fail "reader: HTTP $code"
+after=$(q "SELECT count(*) FROM records")
+[ "$before" = "$after" ] && pass "nothing stored by the refused requests ($after records)" \
+	|| fail "records $before -> $after after refusals"
+
+# --- 3. an agent whose pin does not match ------------------------------------------------------
+sed "s|^pin = .*|pin = sha256//$(pin_of "$P/n2.pem")|" "$T/agent.conf" >"$T/agent-badpin.conf"
+start_agent --no-bpf --config "$T/agent-badpin.conf" --node n1
+"$H" 5 throughput "$SOCK" 4 >/dev/null || fail "launching 5 tasks"
+for _ in $(seq 100); do grep -qi "pinned\|public key" "$T/agent.log" && break; sleep 0.1; done
+grep -i "pinned\|public key" "$T/agent.log" | head -1 | grep -q . \
+	&& pass "wrong pin: refused ($(grep -i "pinned\|public key" "$T/agent.log" | head -1 | cut -c1-160))" \
+	|| fail "wrong pin: no error in the agent log"
+n=$(q "SELECT count(*) FROM records WHERE type='task.end'")
+[ "$n" = 20 ] && pass "wrong pin: nothing more stored" || fail "wrong pin: $n task ends stored"
+stop_agent
+
+# --- 4. SIGHUP reload ----------------------------------------------------------------------------
+old=$(served_fp)
+[ "$old" = "$(fp_of "$P/server.pem")" ] && pass "served certificate is server.pem" || fail "served $old"
+echo garbage >"$T/served.pem"
+kill -HUP "$COLL"
+for _ in $(seq 100); do grep -q "certificates loaded before stay in use" "$T/collector.log" && break; sleep 0.05; done
+grep -q "SIGHUP: \[server\] tls_cert .*stay in use" "$T/collector.log" && [ "$(served_fp)" = "$old" ] \
+	&& pass "SIGHUP with a broken tls_cert: logged, the old certificate still served" \
+	|| fail "broken reload: $(tail -2 "$T/collector.log")"
+cp "$P/server2.pem" "$T/served.pem"
+cp "$P/server2.key" "$T/served.key"
+kill -HUP "$COLL"
+for _ in $(seq 100); do grep -q "TLS files read again" "$T/collector.log" && break; sleep 0.05; done
+new=$(served_fp)
+[ "$new" = "$(fp_of "$P/server2.pem")" ] && [ "$new" != "$old" ] \
+	&& pass "SIGHUP: the new certificate is served ($new)" || fail "after SIGHUP served $new"
+# the agent pinning both keys goes on (its spool still holds the 5 tasks of step 3)
+start_agent --no-bpf --config "$T/agent.conf" --node n1
+"$H" 5 throughput "$SOCK" 4 >/dev/null || fail "launching 5 tasks"
+n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 30 60)
+d=$(q "SELECT count(DISTINCT task_id) FROM records WHERE type='task.end'")
+[ "$n" = 30 ] && [ "$d" = 30 ] && pass "after the certificate change: 30 task ends stored once" \
+	|| fail "after reload: $n task ends ($d distinct), want 30"
+stop_agent
+kill "$COLL"; wait "$COLL"; rc=$?; COLL=
+[ $rc = 0 ] && pass "collector stopped cleanly" || fail "collector exit $rc"
+finish
