@@ -107,7 +107,7 @@ struct task {
 
 	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
 	json_t *gpu_alloc;
-	json_t *gpu_meter_saved; /* read from the state file, for gpu_glue_adopt */
+	json_t *gpu_meter_saved; /* read from the state file, for the GPU meter's adoption */
 	struct gpu_task *gpu;
 	struct ts_task *ts; /* taskstats fallback sums (agent/taskstats_glue.c) */
 	bool audit_tracked;
@@ -149,6 +149,16 @@ struct pending_record {
 	char prev_hash[ACCT_HASH_HEX], hash[ACCT_HASH_HEX];
 	char task_id[ACCT_ID_MAX];
 	uint64_t time_ns;
+};
+
+/* Ending tasks: how long the end record waits for the meters' final figures. */
+#define TASK_ENDING_MAX_NS (10 * 1000000000ULL)
+
+/* The highest audit.syscall line number of each task found in the unacked spool at start
+ * (agent/state.c, state_load_audit_head), for the re-adoption of its task (state_spooled_seq). */
+struct spooled_seq {
+	char id[ACCT_ID_MAX];
+	uint64_t seq;
 };
 
 #define STATE_INSTANCE_HEX  12
@@ -242,6 +252,13 @@ struct agent {
 	struct conn *conns;
 	uint32_t n_conns;
 	struct node_sampler *node_sampler; /* node.sample records (agent/node_sample.c) */
+	/* The control API's answers to a launch and to the waiters of a task (agent/control.c
+	 * sets them): the task table calls them and never control.c itself. NULL: none. */
+	void (*on_task_started)(struct agent *a, struct task *t, const char *err);
+	void (*on_task_ended)(struct agent *a, struct task *t);
+	/* from the spool at start, until the tasks are re-adopted (agent/adopt.c) */
+	struct spooled_seq *spooled;
+	size_t n_spooled, cap_spooled;
 };
 
 /* The passwd/group cache, made on first use and refreshed once per control request
@@ -253,7 +270,7 @@ struct users *agent_users(struct agent *a);
  * Start a task: everything that can be refused is checked and prepared here (errors go to
  * err, nothing is left behind); on success the shim is forked and *ret is TASK_STARTING. The
  * rest runs from the event loop (the shim's status pipe for the child's pid, its error pipe
- * for the exec), which calls control_task_started with the outcome. Once the launch is
+ * for the exec), which calls a->on_task_started with the outcome. Once the launch is
  * admitted the spec's contents move into the task (spec is left empty): the caller clears
  * spec in every case.
  */
@@ -261,8 +278,9 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 		bool privileged, struct task **ret, char *err, size_t errlen);
 /* What a task's state file says of its start, for its re-adoption. */
 struct task_adopt_info {
-	bool same_boot;	    /* written since the node's last boot */
-	bool launch_failed; /* the launch had failed (exit_code: 126 or 127) */
+	const json_t *state; /* the state file, for the meters' restore (agent/meters.h) */
+	bool same_boot;	     /* written since the node's last boot */
+	bool launch_failed;  /* the launch had failed (exit_code: 126 or 127) */
 	int exit_code;
 };
 /*
@@ -286,9 +304,27 @@ json_t *task_final_record(const struct task *t);
 json_t *task_record_json(struct agent *a, struct task *t);
 void task_free(struct task *t);
 void task_collect_usage(struct agent *a, struct task *t);
+/* The task's state file: its fields (state_task_encode) and each meter's. */
+int task_save(struct agent *a, struct task *t);
+/* The group commit of the loop iteration (agent_flush_records), then the state files of the
+ * tasks whose meters keep positions in them that the flush moved. */
+void task_flush_records(struct agent *a);
+void task_emit(struct agent *a, struct task *t, enum acct_type type);
+
+/* adopt.c: at start, the ended tasks and the live ones (re-adopted) from their state files;
+ * cgroups of ours no task owns are removed. */
+int adopt_load(struct agent *a);
+
 /* emit.c: record ids, the audit chain, the group commit queue, the spool's syncer. */
+/* The record's common part from the task (type, time, node, task, request; usage and sources
+ * but for task.start; exit for task.end). */
+void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 int agent_emit_record(struct agent *a, struct acct_record *r);
 void agent_flush_records(struct agent *a);
+/* The audit.gap of records the spool refused (struct audit_gap): note one, and emit the pending
+ * one ahead of the next audit record (0, or -ENOSPC). */
+void agent_gap_note(struct agent *a, const struct acct_record *r, uint64_t count);
+int agent_gap_emit(struct agent *a);
 /* The syncer reported (its fd readable): remove what waited for it. */
 void agent_sync_done(struct agent *a);
 /* Shutdown: wait for every sync, then stop the syncer thread. */
@@ -307,39 +343,40 @@ void agent_cg_pool_fini(struct agent *a);
 /* audit_glue.c */
 int audit_glue_init(struct agent *a);
 void audit_glue_fini(struct agent *a);
-int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen);
 int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen);
 /* The tick without rtnetlink: re-read the node's addresses for the network policy. */
 void audit_glue_addrs_tick(struct agent *a);
-void audit_glue_task_end(struct agent *a, struct task *t);
-/* Fold the events the kernel counted past the task's budget into its summary. */
-void audit_glue_budget_poll(struct agent *a, struct task *t);
 /* Read the events in the ring buffer (its fd's handler; the tick, for events sent without a
  * wakeup). */
 void audit_glue_poll(struct agent *a);
-/* A task re-adopted after a restart: track it again, its saved budget restored. */
-void audit_glue_readopt(struct agent *a, struct task *t);
-/* The agent stops (tasks keep running): summaries out, budgets into the state files. */
+/* The agent's tick: events sent without a wakeup, the kernel's counts folded, due summaries
+ * of every task, a pending audit.gap when the spool has room again. */
+void audit_glue_tick(struct agent *a, uint64_t now_mono);
+/* The agent stops (tasks keep running): summaries out, budgets marked for the state files
+ * (written by the next task_flush_records). */
 void audit_glue_stop(struct agent *a);
-void task_emit(struct agent *a, struct task *t, enum acct_type type);
-void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r);
 
 /* taskstats_glue.c: the fallback meter when BPF is not loaded */
 int tsglue_init(struct agent *a);
 void tsglue_fini(struct agent *a);
 bool tsglue_active(const struct agent *a);
-void tsglue_track(struct agent *a, struct task *t);
-/* The processes now in the task's cgroup join its set (tick, and before killing leftovers). */
-void tsglue_snapshot(struct agent *a, struct task *t);
-void tsglue_usage(struct agent *a, struct task *t);
-void tsglue_forget(struct task *t);
 void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_unmatched);
 
 /* state.c */
-int state_save_task(struct agent *a, struct task *t);
-/* A task's state file as JSON (new reference, NULL when out of memory), and back. */
+/* Write the task's state file (tasks/<id>.json, replaced atomically) with this content. */
+int state_write_task(struct agent *a, const struct task *t, json_t *j);
+/* A task's state file as JSON (new reference, NULL when out of memory), and back: the task's
+ * own fields; the meters add theirs (agent/meters.h, save and restore). */
 json_t *state_task_encode(struct agent *a, struct task *t);
 int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen);
+/* "t-<hex>-<hex>" (what a state file name or cgroup of ours must be). */
+bool state_valid_task_id(const char *s);
+/* Tasks an older agent started keep their files in state_dir (runtime_dir is elsewhere). */
+bool state_have_legacy_dir(const struct agent *a);
+/* The highest audit.syscall line of the task seen in the unacked spool at start (0: none),
+ * and the end of that list once the tasks are re-adopted. */
+uint64_t state_spooled_seq(const struct agent *a, const char *id);
+void state_spooled_free(struct agent *a);
 /* runtime_dir, or state_dir when none is configured. */
 const char *agent_runtime_dir(const struct agent *a);
 /* A file of the task (sub "tasks" or "ended", ext ".json", ".exit", ".syscalls"): in
@@ -354,7 +391,6 @@ void state_remove_ended(struct agent *a, const struct task *t);
 void task_prune_ended(struct agent *a);
 void state_remove_task_after_flush(struct agent *a, struct task *t);
 int state_save_ended(struct agent *a, struct task *t);
-int state_load(struct agent *a);
 int state_next_record_id(struct agent *a, char *buf, size_t len);
 int state_init_counters(struct agent *a);
 /* Full state filesystem: degraded mode (logged once), the reserve given up (spool_opts
@@ -379,10 +415,8 @@ int scope_setup(struct agent *a, const char **ret_base);
 int scope_adopt_shim(struct agent *a, pid_t pid);
 
 /* control.c */
+/* Also sets a->on_task_started and on_task_ended: the replies to launches and waiters. */
 int control_listen(struct agent *a);
-void control_task_ended(struct agent *a, struct task *t);
-/* The starting task exec'd (err NULL) or failed to launch (err says why). */
-void control_task_started(struct agent *a, struct task *t, const char *err);
 void control_close_all(struct agent *a);
 /* Closes the connections marked dead and those past their timeouts. */
 void control_tick(struct agent *a, uint64_t now_mono);

@@ -13,6 +13,7 @@
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "agent/loop.h"
+#include "agent/meters.h"
 #include "bpf/audit.h"
 #include "common/macro.h"
 #include "isolation/cgroup.h"
@@ -32,6 +33,8 @@
 #define NET_RULES_MAX 32
 
 static void addrs_changed(struct agent *a);
+static void audit_glue_budget_poll(struct agent *a, struct task *t);
+static bool audit_glue_syscalls_poll(struct agent *a, struct task *t);
 static void on_audit_fd(void *data, int fd, uint32_t events);
 
 /* rtnetlink readable: the node's addresses changed. */
@@ -178,7 +181,7 @@ static void audit_glue_budget_of(const struct agent *a, const struct task *t,
 	};
 }
 
-int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
+static int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
 {
 	struct audit_net_rule rules[NET_RULES_MAX];
 	struct audit_net_policy p;
@@ -214,7 +217,7 @@ int audit_glue_track(struct agent *a, struct task *t, char *err, size_t errlen)
  * in between by one not yet tracked is caught by the second pass; after it, fork tracking
  * covers the children).
  */
-void audit_glue_readopt(struct agent *a, struct task *t)
+static void audit_glue_readopt(struct agent *a, struct task *t)
 {
 	struct audit_net_rule rules[NET_RULES_MAX];
 	struct audit_net_policy p;
@@ -282,7 +285,7 @@ void audit_glue_stop(struct agent *a)
 	}
 }
 
-void audit_glue_budget_poll(struct agent *a, struct task *t)
+static void audit_glue_budget_poll(struct agent *a, struct task *t)
 {
 	struct audit_budget_state st;
 	uint64_t totals[BUDGET_KERNEL_KINDS];
@@ -400,7 +403,7 @@ static void on_audit_fd(void *data, int fd, uint32_t events)
 	audit_glue_poll(data);
 }
 
-void audit_glue_task_end(struct agent *a, struct task *t)
+static void audit_glue_task_end(struct agent *a, struct task *t)
 {
 	uint64_t lost = 0;
 
@@ -513,7 +516,7 @@ static void syscalls_line(struct agent *a, struct task *t, const char *s)
 			    t->id);
 }
 
-bool audit_glue_syscalls_poll(struct agent *a, struct task *t)
+static bool audit_glue_syscalls_poll(struct agent *a, struct task *t)
 {
 	static char buf[64 * 1024];
 	_cleanup_close_ int fd = -1;
@@ -554,7 +557,7 @@ bool audit_glue_syscalls_poll(struct agent *a, struct task *t)
 	return t->syscalls_done;
 }
 
-bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up)
+static bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up)
 {
 	if (audit_glue_syscalls_poll(a, t) || t->status == ACCT_EXIT_LOST)
 		return true;
@@ -566,17 +569,78 @@ bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up)
 	return give_up;
 }
 
-void audit_glue_syscalls_flushed(struct agent *a)
-{
-	for (struct task *t = a->tasks; t; t = t->next) {
-		bool seq = t->syscall_audit && t->syscalls_seq != t->syscalls_seq_saved;
+/* ---- the audit meter (agent/meters.h) ------------------------------------------------------ */
 
-		if (!seq && !t->budget.dirty)
-			continue;
-		t->syscalls_seq_saved = t->syscalls_seq;
-		t->budget.dirty = false;
-		/* An ended task's state file goes away in this flush (the spool has its seq). */
-		if (t->state != TASK_ENDED && state_save_task(a, t) < 0)
-			log_error("task %s: saving its audit position failed", t->id);
+void audit_glue_tick(struct agent *a, uint64_t now_mono)
+{
+	/* events of tasks held to their rate come without a wakeup (bpf/audit.bpf.c) */
+	audit_glue_poll(a);
+	for (struct task *t = a->tasks; t; t = t->next) {
+		audit_glue_budget_poll(a, t);
+		budget_tick_task(a, t, now_mono);
 	}
+	if (a->gap.count)
+		(void)agent_gap_emit(a);
 }
+
+static void audit_adopted(struct agent *a, struct task *t, bool live)
+{
+	if (live)
+		audit_glue_readopt(a, t);
+}
+
+static bool audit_tick(struct agent *a, struct task *t, uint64_t now_mono)
+{
+	(void)audit_glue_syscalls_poll(a, t);
+	return false;
+}
+
+static void audit_end(struct agent *a, struct task *t)
+{
+	audit_glue_task_end(a, t);
+}
+
+/* The spooled seq and the budget are kept in the state file once the records they cover are
+ * in the spool. */
+static bool audit_flushed(struct agent *a, struct task *t)
+{
+	bool seq = t->syscall_audit && t->syscalls_seq != t->syscalls_seq_saved;
+
+	if (!seq && !t->budget.dirty)
+		return false;
+	t->syscalls_seq_saved = t->syscalls_seq;
+	t->budget.dirty = false;
+	/* An ended task's state file goes away in this flush (the spool has its seq). */
+	return t->state != TASK_ENDED;
+}
+
+static void audit_save(struct agent *a, struct task *t, json_t *state)
+{
+	if (a->audit)
+		json_object_set_new(state, "audit_budget", budget_state_json(t));
+}
+
+/* The budget as saved (carried over); the syscall position as far as the spool has it. */
+static void audit_restore(struct agent *a, struct task *t, const json_t *state)
+{
+	uint64_t spooled = state_spooled_seq(a, t->id);
+
+	budget_init(a, t);
+	budget_restore(t, json_object_get(state, "audit_budget"));
+	if (spooled > t->syscalls_seq)
+		t->syscalls_seq = spooled;
+	t->syscalls_seq_saved = t->syscalls_seq;
+}
+
+const struct meter_ops meter_audit_ops = {
+    .name = "audit",
+    .started = audit_glue_track,
+    .adopted = audit_adopted,
+    .tick = audit_tick,
+    .settled = audit_glue_syscalls_settled,
+    .end = audit_end,
+    .flushed = audit_flushed,
+    .save = audit_save,
+    .restore = audit_restore,
+    .release = budget_free,
+};

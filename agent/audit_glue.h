@@ -21,13 +21,6 @@ struct task;
 /* Are denied calls audited on this node ([audit] enable)? */
 bool audit_glue_syscalls_enabled(const struct agent *a);
 void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char *buf, size_t len);
-/* Turn the new lines of the task's file into records. True once its end line was read (or the
- * task has no such file). */
-bool audit_glue_syscalls_poll(struct agent *a, struct task *t);
-/*
- * Ending tasks: may the task be finalized as far as its denied calls go? Polls; true when the
- * end line was read, the task is lost, or give_up (the agent waited long enough; logged).
- */
-bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up);
-/* After the records of a loop iteration are spooled: persist each task's spooled seq. */
-void audit_glue_syscalls_flushed(struct agent *a);
+/* The rest runs as the audit meter of the task state machine (agent/meters.h,
+ * meter_audit_ops): tracking from the child's pid, the file polled each tick, the end line
+ * awaited at the end, the spooled seq and the record budget kept in the state file. */

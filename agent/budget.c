@@ -277,24 +277,17 @@ void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bo
 	b->over = NULL;
 }
 
-void budget_tick(struct agent *a, uint64_t now_mono)
+void budget_tick_task(struct agent *a, struct task *t, uint64_t now_mono)
 {
-	/* events of tasks held to their rate come without a wakeup (bpf/audit.bpf.c) */
-	audit_glue_poll(a);
-	for (struct task *t = a->tasks; t; t = t->next) {
-		struct task_budget *b = &t->budget;
+	struct task_budget *b = &t->budget;
 
-		audit_glue_budget_poll(a, t);
-		budget_flush_summary(a, t, now_mono, false);
-		/* kept with the task's state, so that a restarted agent continues it */
-		if (b->recorded + b->summarized != b->saved_sum && now_mono >= b->next_save_mono) {
-			b->dirty = true;
-			b->saved_sum = b->recorded + b->summarized;
-			b->next_save_mono = now_mono + a->cfg.audit_summary_interval_ns;
-		}
+	budget_flush_summary(a, t, now_mono, false);
+	/* kept with the task's state, so that a restarted agent continues it */
+	if (b->recorded + b->summarized != b->saved_sum && now_mono >= b->next_save_mono) {
+		b->dirty = true;
+		b->saved_sum = b->recorded + b->summarized;
+		b->next_save_mono = now_mono + a->cfg.audit_summary_interval_ns;
 	}
-	if (a->gap.count)
-		(void)budget_gap_emit(a);
 }
 
 json_t *budget_end_json(const struct task *t)
@@ -360,94 +353,4 @@ void budget_free(struct task *t)
 {
 	json_decref(t->budget.sample);
 	t->budget.sample = NULL;
-}
-
-/* ---- audit.gap -------------------------------------------------------------------------- */
-
-void budget_gap_note(struct agent *a, const struct acct_record *r, uint64_t n)
-{
-	struct audit_gap *g = &a->gap;
-	uint64_t now = r->time_ns ? r->time_ns : now_ns(CLOCK_REALTIME);
-	size_t i;
-
-	if (!n)
-		return;
-	if (!g->count) {
-		g->first_ns = now;
-		log_warning("spool full for audit records (the billing reserve is kept): records "
-			    "are shed and declared in an audit.gap record");
-	}
-	if (!g->first_ns || now < g->first_ns)
-		g->first_ns = now;
-	if (now > g->last_ns)
-		g->last_ns = now;
-	g->count += n;
-	a->stats.audit_shed += n;
-	if ((unsigned)r->type < _ACCT_TYPE_MAX)
-		g->by_kind[r->type] += n;
-	for (i = 0; i < g->n_tasks; i++)
-		if (strcmp(g->tasks[i].id, r->task.id) == 0)
-			break;
-	if (i < g->n_tasks)
-		g->tasks[i].count += n;
-	else if (g->n_tasks < BUDGET_GAP_TASKS) {
-		snprintf(g->tasks[i].id, sizeof(g->tasks[i].id), "%s", r->task.id);
-		g->tasks[g->n_tasks++].count = n;
-	} else
-		g->tasks_other += n;
-}
-
-int budget_gap_emit(struct agent *a)
-{
-	struct audit_gap g = a->gap;
-	struct acct_record r = {0};
-	char from[RFC3339_MAX], to[RFC3339_MAX];
-	json_t *kinds, *tasks;
-	int rr;
-
-	if (!g.count)
-		return 0;
-	kinds = json_object();
-	tasks = json_object();
-	for (int k = 0; k < _ACCT_TYPE_MAX; k++)
-		if (g.by_kind[k])
-			json_object_set_new(kinds, acct_type_to_string(k),
-					    json_integer((json_int_t)g.by_kind[k]));
-	for (size_t i = 0; i < g.n_tasks; i++)
-		json_object_set_new(tasks, g.tasks[i].id,
-				    json_integer((json_int_t)g.tasks[i].count));
-	format_rfc3339_us(g.first_ns, from, sizeof(from));
-	format_rfc3339_us(g.last_ns, to, sizeof(to));
-	r.type = ACCT_AUDIT_GAP;
-	r.time_ns = now_ns(CLOCK_REALTIME);
-	r.node = strdup(a->cfg.node);
-	snprintf(r.task.id, sizeof(r.task.id), "%s", g.n_tasks ? g.tasks[0].id : "-");
-	r.event = json_pack("{s:s,s:I,s:s,s:s,s:o,s:o,s:I}", "reason", "spool_full", "shed",
-			    (json_int_t)g.count, "from", from, "to", to, "by_type", kinds, "tasks",
-			    tasks, "tasks_other", (json_int_t)g.tasks_other);
-	if (!r.node || !r.event) {
-		acct_record_clear(&r);
-		return -ENOMEM;
-	}
-	if (g.skipped_first[0])
-		json_object_set_new(
-		    r.event, "skipped_hashes",
-		    json_pack("{s:s,s:s}", "first", g.skipped_first, "last", g.skipped_last));
-	/* It is chained in place of what it declares; when it does not fit either, the count
-	 * stays pending and grows (agent_emit_record leaves a->gap alone for this type). */
-	memset(&a->gap, 0, sizeof(a->gap));
-	rr = agent_emit_record(a, &r);
-	if (rr < 0) {
-		a->gap = g;
-		if (rr != -ENOSPC)
-			log_error("audit.gap record of %" PRIu64 " shed record(s) failed: %s",
-				  g.count, strerror(-rr));
-	} else {
-		a->stats.audit_gaps++;
-		log_notice("audit: %" PRIu64 " record(s) shed while the spool was full, declared "
-			   "in audit.gap %s",
-			   g.count, r.record_id);
-	}
-	acct_record_clear(&r);
-	return rr;
 }

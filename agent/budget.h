@@ -108,8 +108,9 @@ void budget_count_kernel(struct agent *a, struct task *t, const uint64_t totals[
 void budget_note_bytes(struct task *t, uint64_t len);
 /* Emit the task's audit.summary when its period is due (or now, when final). */
 void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bool final);
-/* Tick: due summaries of every task, and a pending audit.gap when the spool has room again. */
-void budget_tick(struct agent *a, uint64_t now_mono);
+/* Tick of one task (after the kernel's counts were folded): its summary when due, its state
+ * file marked to be written when the figures changed (at most once per summary_interval). */
+void budget_tick_task(struct agent *a, struct task *t, uint64_t now_mono);
 /* The "audit" member of the task's end record (new reference). */
 json_t *budget_end_json(const struct task *t);
 void budget_free(struct task *t);
@@ -117,8 +118,3 @@ void budget_free(struct task *t);
  * the bucket refilled for the time between, the totals continued. */
 json_t *budget_state_json(const struct task *t);
 void budget_restore(struct task *t, const json_t *j);
-
-/* Chain side (called from agent_emit_record). */
-void budget_gap_note(struct agent *a, const struct acct_record *r, uint64_t count);
-/* Emit the pending audit.gap (if any) ahead of the next audit record; 0, or -ENOSPC. */
-int budget_gap_emit(struct agent *a);

@@ -76,6 +76,8 @@ struct conn {
 
 static void on_listen(void *data, int fd, uint32_t events);
 static void on_conn(void *data, int fd, uint32_t events);
+static void control_task_started(struct agent *a, struct task *t, const char *err);
+static void control_task_ended(struct agent *a, struct task *t);
 
 int control_listen(struct agent *a)
 {
@@ -85,6 +87,9 @@ int control_listen(struct agent *a)
 	struct group *gr;
 	int fd, r;
 
+	/* the task table's answers (launch outcome, task end) come back through these */
+	a->on_task_started = control_task_started;
+	a->on_task_ended = control_task_ended;
 	if (strlen(a->cfg.socket_path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, a->cfg.socket_path);
@@ -310,7 +315,8 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 	return NULL;
 }
 
-void control_task_started(struct agent *a, struct task *t, const char *err)
+/* The starting task exec'd (err NULL) or failed to launch (err says why). */
+static void control_task_started(struct agent *a, struct task *t, const char *err)
 {
 	for (struct waiter **wp = &t->waiters; *wp;) {
 		struct waiter *w = *wp;
@@ -527,7 +533,7 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 		conn_send(a, c, reply);
 }
 
-void control_task_ended(struct agent *a, struct task *t)
+static void control_task_ended(struct agent *a, struct task *t)
 {
 	while (t->waiters) {
 		struct waiter *w = t->waiters;

@@ -279,7 +279,7 @@ static void on_tick(void *data, int fd, uint32_t events)
 	if (a->meter)
 		(void)meter_poll(a->meter, on_meter_event, a);
 	task_tick(a, now_ns(CLOCK_MONOTONIC));
-	budget_tick(a, now_ns(CLOCK_MONOTONIC));
+	audit_glue_tick(a, now_ns(CLOCK_MONOTONIC));
 	audit_glue_addrs_tick(a);
 	agent_hooks_tick(a, now_ns(CLOCK_MONOTONIC));
 	control_tick(a, now_ns(CLOCK_MONOTONIC));
@@ -471,7 +471,7 @@ static int setup(struct agent *a)
 	if (r < 0)
 		return r;
 	state_load_audit_head(a);
-	r = state_load(a);
+	r = adopt_load(a);
 	if (r < 0) {
 		log_error("loading task state from %s failed: %s", a->cfg.state_dir, strerror(-r));
 		return r;
@@ -523,7 +523,7 @@ int main(int argc, char **argv)
 	}
 	if (node_sample_start(&a, now_ns(CLOCK_MONOTONIC)) == -ENOMEM)
 		log_error("node.sample: out of memory");
-	agent_flush_records(&a);
+	task_flush_records(&a);
 	if (sd_watchdog_enabled(0, &usec) > 0) {
 		a.watchdog = true;
 		a.watchdog_usec = usec;
@@ -546,11 +546,11 @@ int main(int argc, char **argv)
 		}
 		if (n == 0 && agent_has_idle_work(&a))
 			agent_idle_work(&a);
-		agent_flush_records(&a);
+		task_flush_records(&a);
 	}
 	audit_glue_stop(&a);
 	node_sample_stop(&a);
-	agent_flush_records(&a);
+	task_flush_records(&a);
 	agent_cg_pool_fini(&a);
 	if (state_sync_audit_head(&a) < 0)
 		log_error("saving the audit chain head failed");

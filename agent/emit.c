@@ -4,10 +4,10 @@
  * task.end, so a re-emission after a crash deduplicates; else the next sequence number), its
  * place in the audit chain, and waits in the group commit queue; agent_flush_records appends
  * the queue to the spool (billing first) with one sync, and the state files of ended tasks
- * are removed once the sync that made their end record durable is done.
+ * are removed once the sync that made their end record durable is done. Audit records the
+ * spool refuses are declared in the chain by an audit.gap record.
  */
 #include "agent/agent.h"
-#include "agent/audit_glue.h"
 #include "agent/log.h"
 #include "agent/loop.h"
 #include "accounting/spool.h"
@@ -17,9 +17,50 @@
 #include "common/macro.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->time_ns = now_ns(CLOCK_REALTIME);
+	r->node = strdup(a->cfg.node);
+	snprintf(r->task.id, sizeof(r->task.id), "%s", t->id);
+	r->task.job = t->spec.job ? strdup(t->spec.job) : NULL;
+	r->task.user = t->user ? strdup(t->user) : NULL;
+	r->task.uid = t->uid;
+	r->task.account = t->spec.account ? strdup(t->spec.account) : NULL;
+	for (size_t i = 0; i < t->spec.n_labels; i++)
+		acct_task_add_label(&r->task, t->spec.label_keys[i], t->spec.label_values[i]);
+	r->request.cpus = t->spec.cpus;
+	r->request.memory_bytes = t->spec.memory_max;
+	r->request.pids = t->spec.pids_max;
+	r->request.gpus = t->spec.gpus;
+	r->request.time_limit_s = t->spec.time_limit_ns / NSEC_PER_SEC;
+	r->request.cpu_time_limit_s = t->spec.cpu_time_limit_ns / NSEC_PER_SEC;
+	r->request.gpu_memory_bytes = t->spec.gpu_memory_max;
+	if (type != ACCT_TASK_START) {
+		r->usage = t->usage;
+		memcpy(r->sources, t->sources, sizeof(r->sources));
+	}
+	if (type == ACCT_TASK_END) {
+		r->exit.status = t->status;
+		r->exit.code = t->exit_code;
+		r->exit.signal = t->exit_signal;
+		r->exit.message = t->exit_message ? strdup(t->exit_message) : NULL;
+		r->exit.oom_kills = t->oom_kills;
+	}
+	r->extra = json_object();
+	json_object_set_new(r->extra, "start_time", json_integer((json_int_t)(t->start_ns / 1000)));
+	if (t->usage_detail && type != ACCT_TASK_START)
+		json_object_set(r->extra, "usage_detail", t->usage_detail);
+	if (t->adopted)
+		json_object_set_new(r->extra, "adopted", json_true());
+}
 
 int agent_emit_record(struct agent *a, struct acct_record *r)
 {
@@ -31,8 +72,8 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 
 	/* A pending audit.gap goes into the chain before the next audit record. */
 	if (audit && r->type != ACCT_AUDIT_GAP && a->gap.count && a->spool &&
-	    budget_gap_emit(a) < 0) {
-		budget_gap_note(a, r, 1);
+	    agent_gap_emit(a) < 0) {
+		agent_gap_note(a, r, 1);
 		return -ENOSPC;
 	}
 	/*
@@ -80,7 +121,7 @@ int agent_emit_record(struct agent *a, struct acct_record *r)
 	if (audit &&
 	    !spool_fits(a->spool, a->n_pend_kept + 1, a->pend_kept_bytes + len, SPOOL_PRIO_AUDIT)) {
 		if (r->type != ACCT_AUDIT_GAP)
-			budget_gap_note(a, r, 1);
+			agent_gap_note(a, r, 1);
 		return -ENOSPC;
 	}
 	/* Group commit: appended (one fdatasync) at the end of this loop iteration. */
@@ -144,10 +185,10 @@ static void audit_refused(struct agent *a, size_t first_refused)
 		if (p->type == ACCT_AUDIT_GAP) {
 			/* its count is pending again; the gap record itself is no loss */
 			k.type = _ACCT_TYPE_INVALID;
-			budget_gap_note(a, &k, p->gap_carried);
+			agent_gap_note(a, &k, p->gap_carried);
 			continue;
 		}
-		budget_gap_note(a, &k, 1);
+		agent_gap_note(a, &k, 1);
 		if (!a->gap.skipped_first[0])
 			memcpy(a->gap.skipped_first, p->hash, sizeof(p->hash));
 		memcpy(a->gap.skipped_last, p->hash, sizeof(p->hash));
@@ -228,9 +269,6 @@ void agent_flush_records(struct agent *a)
 	a->n_pend = 0;
 	a->n_pend_kept = 0;
 	a->pend_kept_bytes = 0;
-	/* the saved positions matter after an agent restart, when the written records are
-	 * there whether synced or not */
-	audit_glue_syscalls_flushed(a);
 	if (a->syncer && a->n_unlink) {
 		/* the end records are durable with this sync, or with the last one submitted */
 		if (!gen)
@@ -299,4 +337,94 @@ void agent_sync_stop(struct agent *a)
 	remove_synced(a, UINT64_MAX); /* every generation is done now */
 	free(a->sync_wait);
 	a->sync_wait = NULL;
+}
+
+/* ---- audit.gap -------------------------------------------------------------------------- */
+
+void agent_gap_note(struct agent *a, const struct acct_record *r, uint64_t n)
+{
+	struct audit_gap *g = &a->gap;
+	uint64_t now = r->time_ns ? r->time_ns : now_ns(CLOCK_REALTIME);
+	size_t i;
+
+	if (!n)
+		return;
+	if (!g->count) {
+		g->first_ns = now;
+		log_warning("spool full for audit records (the billing reserve is kept): records "
+			    "are shed and declared in an audit.gap record");
+	}
+	if (!g->first_ns || now < g->first_ns)
+		g->first_ns = now;
+	if (now > g->last_ns)
+		g->last_ns = now;
+	g->count += n;
+	a->stats.audit_shed += n;
+	if ((unsigned)r->type < _ACCT_TYPE_MAX)
+		g->by_kind[r->type] += n;
+	for (i = 0; i < g->n_tasks; i++)
+		if (strcmp(g->tasks[i].id, r->task.id) == 0)
+			break;
+	if (i < g->n_tasks)
+		g->tasks[i].count += n;
+	else if (g->n_tasks < BUDGET_GAP_TASKS) {
+		snprintf(g->tasks[i].id, sizeof(g->tasks[i].id), "%s", r->task.id);
+		g->tasks[g->n_tasks++].count = n;
+	} else
+		g->tasks_other += n;
+}
+
+int agent_gap_emit(struct agent *a)
+{
+	struct audit_gap g = a->gap;
+	struct acct_record r = {0};
+	char from[RFC3339_MAX], to[RFC3339_MAX];
+	json_t *kinds, *tasks;
+	int rr;
+
+	if (!g.count)
+		return 0;
+	kinds = json_object();
+	tasks = json_object();
+	for (int k = 0; k < _ACCT_TYPE_MAX; k++)
+		if (g.by_kind[k])
+			json_object_set_new(kinds, acct_type_to_string(k),
+					    json_integer((json_int_t)g.by_kind[k]));
+	for (size_t i = 0; i < g.n_tasks; i++)
+		json_object_set_new(tasks, g.tasks[i].id,
+				    json_integer((json_int_t)g.tasks[i].count));
+	format_rfc3339_us(g.first_ns, from, sizeof(from));
+	format_rfc3339_us(g.last_ns, to, sizeof(to));
+	r.type = ACCT_AUDIT_GAP;
+	r.time_ns = now_ns(CLOCK_REALTIME);
+	r.node = strdup(a->cfg.node);
+	snprintf(r.task.id, sizeof(r.task.id), "%s", g.n_tasks ? g.tasks[0].id : "-");
+	r.event = json_pack("{s:s,s:I,s:s,s:s,s:o,s:o,s:I}", "reason", "spool_full", "shed",
+			    (json_int_t)g.count, "from", from, "to", to, "by_type", kinds, "tasks",
+			    tasks, "tasks_other", (json_int_t)g.tasks_other);
+	if (!r.node || !r.event) {
+		acct_record_clear(&r);
+		return -ENOMEM;
+	}
+	if (g.skipped_first[0])
+		json_object_set_new(
+		    r.event, "skipped_hashes",
+		    json_pack("{s:s,s:s}", "first", g.skipped_first, "last", g.skipped_last));
+	/* It is chained in place of what it declares; when it does not fit either, the count
+	 * stays pending and grows (agent_emit_record leaves a->gap alone for this type). */
+	memset(&a->gap, 0, sizeof(a->gap));
+	rr = agent_emit_record(a, &r);
+	if (rr < 0) {
+		a->gap = g;
+		if (rr != -ENOSPC)
+			log_error("audit.gap record of %" PRIu64 " shed record(s) failed: %s",
+				  g.count, strerror(-rr));
+	} else {
+		a->stats.audit_gaps++;
+		log_notice("audit: %" PRIu64 " record(s) shed while the spool was full, declared "
+			   "in audit.gap %s",
+			   g.count, r.record_id);
+	}
+	acct_record_clear(&r);
+	return rr;
 }

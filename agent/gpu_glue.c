@@ -7,6 +7,7 @@
 #include "agent/agent.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
+#include "agent/meters.h"
 #include "bpf/cuda.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -317,7 +318,7 @@ static int meter_new(struct gpu_state *g, struct task *t, struct gpu_task *gt)
 			     t->start_ns ? t->start_ns : now_ns(CLOCK_REALTIME), &gt->meter);
 }
 
-void gpu_glue_started(struct agent *a, struct task *t)
+static void gpu_glue_started(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt = t->gpu;
@@ -337,7 +338,7 @@ void gpu_glue_started(struct agent *a, struct task *t)
 		log_warning("task %s: NVML metering unavailable: %s", t->id, strerror(-r));
 }
 
-json_t *gpu_glue_state_json(struct agent *a, struct task *t)
+static json_t *gpu_glue_state_json(struct agent *a, struct task *t)
 {
 	struct gpu_task *gt = t->gpu;
 	struct gpu_meter_state s;
@@ -416,17 +417,19 @@ static void set_overhead(struct gpu_state *g, struct task *t, struct gpu_task *g
 		log_debug("task %s: GPU memory overhead not set: %s", t->id, strerror(-r));
 }
 
-void gpu_glue_tick(struct agent *a, struct task *t)
+/* true: the state file must be written (the limit fired, or a new peak to keep) */
+static bool gpu_glue_tick(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt = t->gpu;
 	pid_t *pids = NULL;
 	size_t n = 0;
+	bool save = false;
 
 	if (!gt || !gt->meter || !t->cg)
-		return;
+		return false;
 	if (cg_task_pids(t->cg, &pids, &n) < 0)
-		return;
+		return false;
 	if (gpu_meter_sample(g->inv, gt->meter, pids, n, now_ns(CLOCK_REALTIME)) == 1 &&
 	    t->limit_reason == ACCT_EXIT_NONE) {
 		struct gpu_usage u;
@@ -441,14 +444,15 @@ void gpu_glue_tick(struct agent *a, struct task *t)
 			   t->id, (unsigned long long)u.memory_current_bytes,
 			   (unsigned long long)t->spec.gpu_memory_max);
 		(void)cg_task_kill(t->cg, SIGKILL);
-		(void)state_save_task(a, t);
+		save = true;
 	} else {
 		if (g->cuda && gt->cuda_tracked && t->spec.gpu_memory_max)
 			set_overhead(g, t, gt);
 		if (gpu_meter_peak(gt->meter) > gt->peak_saved)
-			(void)state_save_task(a, t); /* a restarted agent keeps the peak */
+			save = true; /* a restarted agent keeps the peak */
 	}
 	free(pids);
+	return save;
 }
 
 void gpu_glue_usage(struct agent *a, struct task *t)
@@ -515,7 +519,7 @@ void gpu_glue_release(struct agent *a, struct task *t)
 	t->gpu = NULL;
 }
 
-void gpu_glue_adopt(struct agent *a, struct task *t)
+static void gpu_glue_adopt(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt;
@@ -579,3 +583,44 @@ size_t gpu_glue_models(struct agent *a, const char **ret, size_t max)
 	}
 	return n;
 }
+
+/* ---- the GPU meter (agent/meters.h) -------------------------------------------------------- */
+
+static int gpu_started(struct agent *a, struct task *t, char *err, size_t errlen)
+{
+	gpu_glue_started(a, t);
+	return 0;
+}
+
+static void gpu_adopted(struct agent *a, struct task *t, bool live)
+{
+	gpu_glue_adopt(a, t);
+}
+
+static bool gpu_tick(struct agent *a, struct task *t, uint64_t now_mono)
+{
+	return gpu_glue_tick(a, t);
+}
+
+static void gpu_usage(struct agent *a, struct task *t, struct meter_merge *m)
+{
+	gpu_glue_usage(a, t);
+}
+
+static void gpu_save(struct agent *a, struct task *t, json_t *state)
+{
+	json_t *v = gpu_glue_state_json(a, t);
+
+	if (v)
+		json_object_set_new(state, "gpu_meter", v);
+}
+
+const struct meter_ops meter_gpu_ops = {
+    .name = "gpu",
+    .started = gpu_started,
+    .adopted = gpu_adopted,
+    .tick = gpu_tick,
+    .usage = gpu_usage,
+    .end = gpu_glue_release,
+    .save = gpu_save,
+};

@@ -21,15 +21,13 @@ int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t er
 /* The task's GPU device nodes for its private /dev: "nvidia0 nvidiactl nvidia-uvm ..." ("" with
  * no GPU). */
 void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len);
-/* Between fork and exec: uprobe tracking and NVML meter. */
-void gpu_glue_started(struct agent *a, struct task *t);
-void gpu_glue_tick(struct agent *a, struct task *t);
 /* Fill usage fields (and the gpu_memory_limit reason from the uprobe) into the task. */
 void gpu_glue_usage(struct agent *a, struct task *t);
+/* The task's GPUs back to the inventory (a launch that failed; at the end, the GPU meter's). */
 void gpu_glue_release(struct agent *a, struct task *t);
-void gpu_glue_adopt(struct agent *a, struct task *t);
-/* The task's GPU meter for its state file (new reference), or NULL. */
-json_t *gpu_glue_state_json(struct agent *a, struct task *t);
+/* The rest runs as the GPU meter of the task state machine (agent/meters.h, meter_gpu_ops):
+ * uprobe tracking and the NVML meter from the child's pid, sampled each tick (the
+ * gpu_memory_limit enforced), the meter kept in the state file and resumed at re-adoption. */
 
 /* The node's GPU model names in index order (valid while the agent runs), at most max; the
  * number written (0 without GPUs). */

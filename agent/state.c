@@ -15,7 +15,6 @@
  */
 #include "agent/agent.h"
 #include "agent/audit_glue.h"
-#include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -303,7 +302,7 @@ const char *agent_runtime_dir(const struct agent *a)
 }
 
 /* Live-task files of tasks started before runtime_dir was set stay in state_dir. */
-static bool have_legacy_dir(const struct agent *a)
+bool state_have_legacy_dir(const struct agent *a)
 {
 	return strcmp(agent_runtime_dir(a), a->cfg.state_dir) != 0;
 }
@@ -321,7 +320,7 @@ void state_task_path(const struct agent *a, const struct task *t, const char *su
 
 json_t *state_task_encode(struct agent *a, struct task *t)
 {
-	json_t *j, *v;
+	json_t *j;
 
 	j = json_pack(
 	    "{s:i,s:s,s:I,s:o,s:s,s:I,s:I,s:I,s:s,s:i,s:I,s:i,s:I,s:I,s:s,s:s,s:I,s:I}", "version",
@@ -346,8 +345,6 @@ json_t *state_task_encode(struct agent *a, struct task *t)
 		json_object_set_new(j, "exit_message", json_string(t->exit_message));
 	if (t->gpu_alloc)
 		json_object_set(j, "gpu_alloc", t->gpu_alloc);
-	if ((v = gpu_glue_state_json(a, t)))
-		json_object_set_new(j, "gpu_meter", v);
 	if (t->syscall_audit) {
 		/* Only what is spooled: a record still pending must be re-read after a crash. */
 		json_object_set_new(j, "syscall_audit", json_true());
@@ -356,21 +353,15 @@ json_t *state_task_encode(struct agent *a, struct task *t)
 		json_object_set_new(j, "syscalls_max", json_integer((json_int_t)t->syscalls_max));
 	}
 	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
-	if (a->audit)
-		json_object_set_new(j, "audit_budget", budget_state_json(t));
 	return j;
 }
 
-int state_save_task(struct agent *a, struct task *t)
+int state_write_task(struct agent *a, const struct task *t, json_t *j)
 {
 	char path[512];
 	_cleanup_free_ char *txt = NULL;
-	json_t *j = state_task_encode(a, t);
 
-	if (!j)
-		return -ENOMEM;
 	txt = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
 	if (!txt)
 		return -ENOMEM;
 	state_task_path(a, t, "tasks", ".json", path, sizeof(path));
@@ -438,7 +429,7 @@ int state_save_ended(struct agent *a, struct task *t)
 	return write_file_replace(path, txt, strlen(txt), 0600);
 }
 
-static bool valid_task_id(const char *s)
+bool state_valid_task_id(const char *s)
 {
 	if (strncmp(s, "t-", 2) != 0 || strlen(s) >= 40)
 		return false;
@@ -448,87 +439,13 @@ static bool valid_task_id(const char *s)
 	return true;
 }
 
-static struct task *task_alloc(struct agent *a)
-{
-	struct task *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return NULL;
-	t->agent = a;
-	t->shim_pidfd = t->status_fd = -1;
-	spec_init(&t->spec);
-	return t;
-}
-
-static void load_ended_dir(struct agent *a, const char *base, bool legacy)
-{
-	char dir[512];
-	_cleanup_closedir_ DIR *d = NULL;
-	struct dirent *de;
-
-	snprintf(dir, sizeof(dir), "%s/ended", base);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		char path[1024], id[64];
-		json_error_t e;
-		json_t *j, *rec;
-		struct task *t;
-		size_t n = strlen(de->d_name);
-
-		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0 || n - 5 >= sizeof(id))
-			continue;
-		snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
-		if (!valid_task_id(id) || task_find(a, id))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		j = json_load_file(path, 0, &e);
-		rec = j ? json_object_get(j, "record") : NULL;
-		if (!json_is_object(rec)) {
-			log_warning("%s: unreadable ended-task file, removed", path);
-			(void)unlink(path);
-			json_decref(j);
-			continue;
-		}
-		t = task_alloc(a);
-		if (!t) {
-			json_decref(j);
-			return;
-		}
-		snprintf(t->id, sizeof(t->id), "%.39s", id);
-		t->legacy_files = legacy;
-		t->state = TASK_ENDED;
-		t->final_record = json_incref(rec);
-		t->submitter_uid = (uid_t)json_integer_value(json_object_get(j, "submitter_uid"));
-		t->end_ns = (uint64_t)json_integer_value(json_object_get(j, "end_ns"));
-		task_slim(t);
-		task_add_ended(a, t);
-		json_decref(j);
-	}
-}
-
-static void load_ended(struct agent *a)
-{
-	load_ended_dir(a, agent_runtime_dir(a), false);
-	if (have_legacy_dir(a))
-		load_ended_dir(a, a->cfg.state_dir, true);
-}
-
 /*
  * The highest audit.syscall line number of each task found in the unacked spool at start.
  * The state file keeps the number only after the spool append, so a crash between the two
  * leaves it behind; the spool says how far the records really went (state_load_audit_head
- * collects, adopt_one uses, state_load frees).
+ * collects, the audit meter's restore uses, adopt_load frees).
  */
-struct spooled_seq {
-	char id[ACCT_ID_MAX];
-	uint64_t seq;
-};
-static struct spooled_seq *spooled;
-static size_t n_spooled, cap_spooled;
-
-static void spooled_note(const struct acct_record *r)
+static void spooled_note(struct agent *a, const struct acct_record *r)
 {
 	json_t *seq = json_object_get(r->event, "seq");
 	uint64_t v;
@@ -539,31 +456,39 @@ static void spooled_note(const struct acct_record *r)
 	if (!json_is_integer(seq) || json_integer_value(seq) <= 0)
 		return;
 	v = (uint64_t)json_integer_value(seq);
-	for (size_t i = 0; i < n_spooled; i++)
-		if (strcmp(spooled[i].id, r->task.id) == 0) {
-			if (v > spooled[i].seq)
-				spooled[i].seq = v;
+	for (size_t i = 0; i < a->n_spooled; i++)
+		if (strcmp(a->spooled[i].id, r->task.id) == 0) {
+			if (v > a->spooled[i].seq)
+				a->spooled[i].seq = v;
 			return;
 		}
-	if (n_spooled == cap_spooled) {
-		size_t nc = cap_spooled ? cap_spooled * 2 : 16;
-		struct spooled_seq *ns = realloc(spooled, nc * sizeof(*ns));
+	if (a->n_spooled == a->cap_spooled) {
+		size_t nc = a->cap_spooled ? a->cap_spooled * 2 : 16;
+		struct spooled_seq *ns = realloc(a->spooled, nc * sizeof(*ns));
 
 		if (!ns)
 			return;
-		spooled = ns;
-		cap_spooled = nc;
+		a->spooled = ns;
+		a->cap_spooled = nc;
 	}
-	snprintf(spooled[n_spooled].id, sizeof(spooled[n_spooled].id), "%s", r->task.id);
-	spooled[n_spooled++].seq = v;
+	snprintf(a->spooled[a->n_spooled].id, sizeof(a->spooled[a->n_spooled].id), "%s",
+		 r->task.id);
+	a->spooled[a->n_spooled++].seq = v;
 }
 
-static uint64_t spooled_seq_of(const char *id)
+uint64_t state_spooled_seq(const struct agent *a, const char *id)
 {
-	for (size_t i = 0; i < n_spooled; i++)
-		if (strcmp(spooled[i].id, id) == 0)
-			return spooled[i].seq;
+	for (size_t i = 0; i < a->n_spooled; i++)
+		if (strcmp(a->spooled[i].id, id) == 0)
+			return a->spooled[i].seq;
 	return 0;
+}
+
+void state_spooled_free(struct agent *a)
+{
+	free(a->spooled);
+	a->spooled = NULL;
+	a->n_spooled = a->cap_spooled = 0;
 }
 
 /*
@@ -580,7 +505,7 @@ int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen)
 
 	err[0] = 0;
 	s = json_string_value(json_object_get(j, "id"));
-	if (!s || !valid_task_id(s))
+	if (!s || !state_valid_task_id(s))
 		return -EINVAL;
 	snprintf(t->id, sizeof(t->id), "%.39s", s);
 	r = spec_from_json(json_object_get(j, "spec"), &t->spec, err, errlen);
@@ -615,137 +540,6 @@ int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen)
 			      ? (uint32_t)json_integer_value(json_object_get(j, "syscalls_max"))
 			      : AUDIT_SYSCALLS_MAX; /* state written before the option existed */
 	t->syscalls_seq = (uint64_t)json_integer_value(json_object_get(j, "syscalls_seq"));
-	return 0;
-}
-
-static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
-{
-	char err[256];
-	struct task *t;
-	struct task_adopt_info info;
-	json_t *v;
-	int r;
-
-	t = task_alloc(a);
-	if (!t)
-		return -ENOMEM;
-	t->legacy_files = legacy;
-	r = state_task_decode(j, t, err, sizeof(err));
-	if (r < 0) {
-		if (err[0]) /* a bad spec; a bad id is said by the caller */
-			log_error("%s: %s", path, err);
-		task_free(t);
-		return r;
-	}
-	budget_init(a, t);
-	budget_restore(t, json_object_get(j, "audit_budget")); /* carried over */
-	if (spooled_seq_of(t->id) > t->syscalls_seq)
-		t->syscalls_seq = spooled_seq_of(t->id);
-	t->syscalls_seq_saved = t->syscalls_seq;
-	t->adopted = true;
-	{
-		uint64_t now_r = now_ns(CLOCK_REALTIME), now_m = now_ns(CLOCK_MONOTONIC);
-		uint64_t age = now_r > t->start_ns ? now_r - t->start_ns : 0;
-
-		t->start_mono_ns = now_m > age ? now_m - age : 0;
-		t->next_sample_mono = now_m + a->cfg.sample_interval_ns;
-		t->last_mem_sample_mono = now_m;
-		v = json_object_get(j, "term_sent_ago_ns");
-		if (t->limit_reason != ACCT_EXIT_NONE)
-			t->term_sent_mono = now_m - (uint64_t)json_integer_value(v);
-	}
-	info = (struct task_adopt_info){
-	    .same_boot =
-		strcmp(json_string_value(json_object_get(j, "boot_id")) ?: "", a->boot_id) == 0,
-	    .launch_failed = json_is_true(json_object_get(j, "launch_failed")),
-	    .exit_code = (int)json_integer_value(json_object_get(j, "exit_code"))};
-	return task_adopt(a, t, &info);
-}
-
-/* Re-adopt the live tasks of one tasks/ directory (a task already known is skipped). */
-static int load_tasks_dir(struct agent *a, const char *base, bool legacy)
-{
-	char dir[512];
-	_cleanup_closedir_ DIR *d = NULL;
-	struct dirent *de;
-
-	snprintf(dir, sizeof(dir), "%s/tasks", base);
-	d = opendir(dir);
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		char path[1024];
-		json_error_t e;
-		json_t *j;
-		size_t n = strlen(de->d_name);
-		int r;
-
-		if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
-			continue;
-		snprintf(path, sizeof(path), "%.*s", (int)(n - 5), de->d_name);
-		if (task_find(a, path))
-			continue; /* the newer copy in runtime_dir was loaded first */
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		j = json_load_file(path, 0, &e);
-		if (!j) {
-			log_error("%s: unreadable task state (%s); moved aside as .bad", path,
-				  e.text);
-			char bad[1100];
-
-			snprintf(bad, sizeof(bad), "%s.bad", path);
-			(void)rename(path, bad);
-			continue;
-		}
-		r = adopt_one(a, j, path, legacy);
-		json_decref(j);
-		if (r < 0)
-			log_error("%s: could not re-adopt the task: %s", path, strerror(-r));
-	}
-	return 0;
-}
-
-int state_load(struct agent *a)
-{
-	char **names = NULL;
-	size_t n_names = 0;
-	int r;
-
-	load_ended(a);
-	task_prune_ended(a);
-	r = load_tasks_dir(a, agent_runtime_dir(a), false);
-	if (r < 0)
-		return r;
-	if (have_legacy_dir(a)) {
-		r = load_tasks_dir(a, a->cfg.state_dir, true);
-		if (r < 0 && r != -ENOENT)
-			log_warning("%s/tasks: %s", a->cfg.state_dir, strerror(-r));
-	}
-	free(spooled);
-	spooled = NULL;
-	n_spooled = cap_spooled = 0;
-	/* Cgroups of ours that no live task owns (a crash between create and state write). */
-	if (cg_root_list_tasks(a->cg, &names, &n_names) == 0) {
-		for (size_t i = 0; i < n_names; i++) {
-			bool owned = false;
-
-			for (struct task *t = a->tasks; t; t = t->next)
-				if (t->state != TASK_ENDED && t->cg_name &&
-				    strcmp(t->cg_name, names[i]) == 0)
-					owned = true;
-			if (!owned && valid_task_id(names[i])) {
-				struct cg_task *cg;
-
-				if (cg_task_open(a->cg, names[i], &cg) == 0) {
-					log_warning("removing orphaned task cgroup %s", names[i]);
-					(void)cg_task_kill(cg, SIGKILL);
-					(void)cg_task_destroy(cg);
-					cg_task_free(cg);
-				}
-			}
-			free(names[i]);
-		}
-		free(names);
-	}
 	return 0;
 }
 
@@ -789,7 +583,7 @@ static int replay_cb(uint64_t seq, const void *data, size_t len, void *userdata)
 	if (acct_type_is_audit(r.type) && strcmp(r.prev_hash, a->audit_head) == 0)
 		snprintf(a->audit_head, sizeof(a->audit_head), "%s", r.hash);
 	if (r.type == ACCT_AUDIT_SYSCALL || r.type == ACCT_AUDIT_LOST)
-		spooled_note(&r);
+		spooled_note(a, &r);
 	acct_record_clear(&r);
 	return 0;
 }

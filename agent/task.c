@@ -7,10 +7,10 @@
 #include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
+#include "agent/meters.h"
 #include "agent/profiles.h"
 #include "agent/spawner.h"
 #include "agent/loop.h"
-#include "bpf/meter.h"
 #include "common/error.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -40,8 +40,7 @@ static void on_status_fd(void *data, int fd, uint32_t events);
 static void on_exec_fd(void *data, int fd, uint32_t events);
 static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
 
-#define DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-#define ENDING_MAX_NS (10 * NSEC_PER_SEC)
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 /* A launch in progress (TASK_STARTING). */
 struct task_start {
@@ -136,8 +135,9 @@ void task_free(struct task *t)
 	if (!t)
 		return;
 	spec_clear(&t->spec);
-	budget_free(t);
-	tsglue_forget(t);
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->release)
+			(*m)->release(t);
 	free(t->user);
 	free(t->cg_name);
 	cg_task_free(t->cg);
@@ -322,43 +322,10 @@ static void task_link(struct agent *a, struct task *t)
 	a->tasks = t;
 }
 
-void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r)
+/* A record of the task (agent/emit.c), task.end with its audit figures. */
+static void fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->type = type;
-	r->time_ns = now_ns(CLOCK_REALTIME);
-	r->node = strdup(a->cfg.node);
-	snprintf(r->task.id, sizeof(r->task.id), "%s", t->id);
-	r->task.job = t->spec.job ? strdup(t->spec.job) : NULL;
-	r->task.user = t->user ? strdup(t->user) : NULL;
-	r->task.uid = t->uid;
-	r->task.account = t->spec.account ? strdup(t->spec.account) : NULL;
-	for (size_t i = 0; i < t->spec.n_labels; i++)
-		acct_task_add_label(&r->task, t->spec.label_keys[i], t->spec.label_values[i]);
-	r->request.cpus = t->spec.cpus;
-	r->request.memory_bytes = t->spec.memory_max;
-	r->request.pids = t->spec.pids_max;
-	r->request.gpus = t->spec.gpus;
-	r->request.time_limit_s = t->spec.time_limit_ns / NSEC_PER_SEC;
-	r->request.cpu_time_limit_s = t->spec.cpu_time_limit_ns / NSEC_PER_SEC;
-	r->request.gpu_memory_bytes = t->spec.gpu_memory_max;
-	if (type != ACCT_TASK_START) {
-		r->usage = t->usage;
-		memcpy(r->sources, t->sources, sizeof(r->sources));
-	}
-	if (type == ACCT_TASK_END) {
-		r->exit.status = t->status;
-		r->exit.code = t->exit_code;
-		r->exit.signal = t->exit_signal;
-		r->exit.message = t->exit_message ? strdup(t->exit_message) : NULL;
-		r->exit.oom_kills = t->oom_kills;
-	}
-	r->extra = json_object();
-	json_object_set_new(r->extra, "start_time", json_integer((json_int_t)(t->start_ns / 1000)));
-	if (t->usage_detail && type != ACCT_TASK_START)
-		json_object_set(r->extra, "usage_detail", t->usage_detail);
-	if (t->adopted)
-		json_object_set_new(r->extra, "adopted", json_true());
+	task_fill_record(a, t, type, r);
 	if (type == ACCT_TASK_END && a->audit)
 		json_object_set_new(r->extra, "audit", budget_end_json(t));
 }
@@ -374,7 +341,7 @@ static void emit(struct agent *a, struct task *t, enum acct_type type)
 {
 	struct acct_record r;
 
-	task_fill_record(a, t, type, &r);
+	fill_record(a, t, type, &r);
 	(void)agent_emit_record(a, &r);
 	if (type == ACCT_TASK_END) {
 		json_t *j = NULL;
@@ -401,15 +368,15 @@ void task_collect_usage(struct agent *a, struct task *t)
  * else the cgroup's block counters where they are kept. Where neither measures them, the
  * fields are absent and block_bytes_source says "not_measured": never a 0 that means unknown.
  */
-static void block_bytes(struct task *t, const struct meter_usage *mu, const struct cg_stats *st)
+static void block_bytes(struct task *t, const struct meter_merge *m, const struct cg_stats *st)
 {
 	json_t *d = t->usage_detail;
 	const char *src = "not_measured";
 	uint64_t rd = 0, wr = 0;
 
-	if (mu && mu->blk_measured) {
-		rd = mu->blk_read_bytes;
-		wr = mu->blk_write_bytes;
+	if (m->blk_measured) {
+		rd = m->blk_read_bytes;
+		wr = m->blk_write_bytes;
 		src = "ebpf";
 	} else if (st && st->io_measured) {
 		rd = st->io_read_bytes;
@@ -467,77 +434,13 @@ static void usage_from_cgroup(struct task *t, const struct cg_stats *st, json_t 
 	}
 }
 
-/* The eBPF meter's figures over the cgroup's (st, have: read). */
-static void usage_from_ebpf(struct agent *a, struct task *t, const struct meter_usage *mu,
-			    const struct cg_stats *st, bool have, json_t *d)
-{
-	/*
-	 * Threads whose CPU is not all in the BPF figure (a full map, or final
-	 * figures that never came): the cgroup's counter, exact, stays the CPU
-	 * figure and the sources say so. Never a silently short bill.
-	 */
-	bool short_cpu = mu->threads_lost > 0 || (t->meter_gave_up && mu->threads_unsettled > 0);
-
-	if (short_cpu) {
-		json_object_set_new(d, "ebpf_threads_lost",
-				    json_integer((json_int_t)mu->threads_lost));
-		json_object_set_new(d, "ebpf_threads_unsettled",
-				    json_integer((json_int_t)mu->threads_unsettled));
-		/*
-		 * A lost thread may have been one that got no entry at all
-		 * (procs or task storage full): its read/write bytes and RSS
-		 * are then missing too, and no other source has them on
-		 * every node. Said, not hidden: these figures are lower
-		 * bounds.
-		 */
-		json_object_set_new(d, "ebpf_lower_bounds",
-				    json_string("io_read_bytes,io_write_bytes,"
-						"memory_byte_seconds"));
-	}
-	if (short_cpu && have) {
-		/* cpu_user_ns / cpu_system_ns from the cgroup (above) */
-	} else if (mu->cpu_split_known) {
-		t->usage.cpu_user_ns = mu->cpu_user_ns;
-		t->usage.cpu_system_ns = mu->cpu_system_ns;
-	} else {
-		/* exact total from eBPF, split in the cgroup's user/system ratio */
-		uint64_t tot = st->cpu_user_ns + st->cpu_system_ns;
-		double uf = tot ? (double)st->cpu_user_ns / (double)tot : 1.0;
-
-		t->usage.cpu_user_ns = (uint64_t)((double)mu->cpu_ns * uf);
-		t->usage.cpu_system_ns = mu->cpu_ns - t->usage.cpu_user_ns;
-	}
-	if (!(short_cpu && have)) {
-		t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
-		t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
-	}
-	t->usage.io_read_bytes = mu->io_read_bytes;
-	t->usage.io_write_bytes = mu->io_write_bytes;
-	t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_EBPF;
-	t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_EBPF;
-	t->usage.memory_byte_seconds = mu->memory_byte_seconds;
-	t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_EBPF;
-	if (mu->net_metered) {
-		t->usage.net_rx_bytes = mu->net_rx_bytes;
-		t->usage.net_tx_bytes = mu->net_tx_bytes;
-		t->sources[ACCT_U_NET_RX_BYTES] = ACCT_SRC_EBPF;
-		t->sources[ACCT_U_NET_TX_BYTES] = ACCT_SRC_EBPF;
-	}
-	json_object_set_new(d, "ebpf_cpu_ns", json_integer((json_int_t)mu->cpu_ns));
-	json_object_set_new(d, "ebpf_cpu_accounting", json_string(meter_cpu_accounting(a->meter)));
-	json_object_set_new(d, "ebpf_rss_peak_bytes", json_integer((json_int_t)mu->rss_peak_bytes));
-	json_object_set_new(d, "net_rx_packets", json_integer((json_int_t)mu->net_rx_packets));
-	json_object_set_new(d, "net_tx_packets", json_integer((json_int_t)mu->net_tx_packets));
-	json_object_set_new(d, "forks", json_integer((json_int_t)mu->forks));
-}
-
 /* pre: the cgroup's stats, read after it was found empty (final), or NULL to read them. */
 static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	struct cg_stats st = {0};
 	uint64_t end = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
-	struct meter_usage mu;
-	bool have, have_mu = false;
+	struct meter_merge m = {.st = &st};
+	bool have;
 	json_t *d;
 
 	t->usage.wall_ns = end > t->start_ns ? end - t->start_ns : 0;
@@ -550,14 +453,11 @@ static void collect_usage(struct agent *a, struct task *t, const struct cg_stats
 	have = pre ? true : t->cg && cg_task_stats(t->cg, &st) == 0;
 	if (have)
 		usage_from_cgroup(t, &st, d);
-	if (a->meter && !t->adopted && meter_read(a->meter, t->key, &mu) == 0) {
-		have_mu = true;
-		usage_from_ebpf(a, t, &mu, &st, have, d);
-	}
-	if (!a->meter)
-		tsglue_usage(a, t);
-	block_bytes(t, have_mu ? &mu : NULL, have ? &st : NULL);
-	gpu_glue_usage(a, t);
+	m.have_st = have;
+	for (const struct meter_ops *const *mp = agent_meters; *mp; mp++)
+		if ((*mp)->usage)
+			(*mp)->usage(a, t, &m);
+	block_bytes(t, &m, have ? &st : NULL);
 }
 
 /* The compiled seccomp filter of a launch (see task_launch). */
@@ -926,14 +826,15 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 		t->state = TASK_ENDING;
 		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
 		a->stats.launch_failed++;
-		(void)state_save_task(a, t);
+		(void)task_save(a, t);
 		if (t->status_fd >= 0)
 			loop_add(a->loop, t->status_fd, EPOLLIN, on_status_fd, t);
 		if (!announced)
 			emit(a, t, ACCT_TASK_START);
 		log_notice("task %s (%s, user %s): launch failed: %s", t->id, t->spec.argv[0],
 			   t->user, msg);
-		control_task_started(a, t, msg);
+		if (a->on_task_started)
+			a->on_task_started(a, t, msg);
 		return;
 	}
 	t->state = TASK_RUNNING;
@@ -941,7 +842,8 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	loop_add(a->loop, t->status_fd, EPOLLIN, on_status_fd, t);
 	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
 		 cg_task_path(t->cg), t->spec.argv[0]);
-	control_task_started(a, t, NULL);
+	if (a->on_task_started)
+		a->on_task_started(a, t, NULL);
 }
 
 /* Abort a launch that cannot go on (before the child exec'd). */
@@ -976,18 +878,12 @@ static void start_on_pid(struct agent *a, struct task *t)
 	if (r < 0)
 		log_warning("task %s: moving its supervisor into the tasks' scope failed: %s",
 			    t->id, strerror(-r));
-	if (a->meter) {
-		r = meter_track(a->meter, t->key, t->pid, cg_task_unified_fd(t->cg));
-		if (r < 0)
-			log_warning("task %s: BPF metering unavailable for this task: %s", t->id,
-				    strerror(-r));
-	}
-	tsglue_track(a, t);
-	gpu_glue_started(a, t);
-	r = audit_glue_track(a, t, perr, sizeof(perr));
-	if (r < 0) {
-		start_fail(a, t, r, perr);
-		return;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++) {
+		r = (*m)->started ? (*m)->started(a, t, perr, sizeof(perr)) : 0;
+		if (r < 0) {
+			start_fail(a, t, r, perr);
+			return;
+		}
 	}
 	r = launch_go(&st->h);
 	if (r < 0) {
@@ -1008,7 +904,7 @@ static void start_on_pid(struct agent *a, struct task *t)
 	 * that then fails before execve ends launch_failed (or, after a restart, with the code
 	 * 126/127 it exited with).
 	 */
-	r = state_save_task(a, t);
+	r = task_save(a, t);
 	if (r < 0)
 		log_error("task %s: saving state failed: %s (it will not survive an agent restart)",
 			  t->id, strerror(-r));
@@ -1133,30 +1029,21 @@ void task_prune_ended(struct agent *a)
 	}
 }
 
-/*
- * BPF accounting at exit: a thread's final CPU and IO figures are read once it is off its CPU
- * for good, usually at once; a thread not there yet holds the task's end record until a later
- * tick or METER_EV_SETTLED, or until give_up.
- */
-static bool meter_settled(struct agent *a, struct task *t, bool give_up)
+/* Are every meter's final figures in (agent/meters.h)? */
+static bool meters_settled(struct agent *a, struct task *t, bool give_up)
 {
-	int r;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->settled && !(*m)->settled(a, t, give_up))
+			return false;
+	return true;
+}
 
-	if (!a->meter || t->adopted)
-		return true;
-	r = meter_settle(a->meter, t->key);
-	if (r < 0)
-		log_warning("task %s: reading the final BPF figures failed: %s", t->id,
-			    strerror(-r));
-	if (r != 0)
-		return true;
-	if (give_up) {
-		log_warning("task %s: some threads' final BPF figures did not come within %us; the "
-			    "record's CPU comes from the cgroup",
-			    t->id, (unsigned)(ENDING_MAX_NS / NSEC_PER_SEC));
-		t->meter_gave_up = true;
-	}
-	return give_up;
+/* What the task's leftover processes do before they are killed is measured. */
+static void meters_leftovers(struct agent *a, struct task *t)
+{
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->leftovers)
+			(*m)->leftovers(a, t);
 }
 
 static void cpu_timer_stop(struct agent *a, struct task *t)
@@ -1195,11 +1082,10 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 	}
 	if (!t->adopted)
 		(void)waitpid(t->shim_pid, NULL, WNOHANG);
-	if (a->meter)
-		(void)meter_forget(a->meter, t->key);
-	audit_glue_task_end(a, t);
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->end)
+			(*m)->end(a, t);
 	emit(a, t, ACCT_TASK_END);
-	gpu_glue_release(a, t);
 	t->state = TASK_ENDED;
 	a->n_live--;
 	for (struct task **pp = &a->tasks; *pp; pp = &(*pp)->next)
@@ -1210,7 +1096,8 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 	task_add_ended(a, t);
 	a->stats.tasks_ended++;
 	/* Waiters hear of the end as soon as the record is spooled; cleanup follows. */
-	control_task_ended(a, t);
+	if (a->on_task_ended)
+		a->on_task_ended(a, t);
 	/* the record is final: the (empty) cgroup goes when the loop is idle */
 	agent_cg_release(a, t->cg);
 	t->cg = NULL;
@@ -1265,7 +1152,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 		report_oom_kills(a, t, &st); /* kills since the last tick, the task survived them */
 	}
 	if (!empty) {
-		tsglue_snapshot(a, t); /* leftovers' exit records must find their task */
+		meters_leftovers(a, t); /* leftovers' exit records must find their task */
 		(void)cg_task_kill(t->cg, SIGKILL);
 		/* gone already: the stats read before are not final, finalize reads them */
 		if (cg_task_is_empty(t->cg) != 0) {
@@ -1274,7 +1161,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 		}
 	}
 	/* The cgroup was read once: an empty one's stats are final, the record takes them. */
-	if (empty && audit_glue_syscalls_settled(a, t, false) && meter_settled(a, t, false))
+	if (empty && meters_settled(a, t, false))
 		task_finalize(a, t, have_st ? &st : NULL);
 	else
 		collect_usage(a, t, empty && have_st ? &st : NULL);
@@ -1347,11 +1234,21 @@ static void on_pidfd(void *data, int fd, uint32_t events)
 	shim_exited(t->agent, t);
 }
 
+static void meters_adopted(struct agent *a, struct task *t, bool live)
+{
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->adopted)
+			(*m)->adopted(a, t, live);
+}
+
 int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *info)
 {
 	uint64_t start;
 	int r;
 
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->restore)
+			(*m)->restore(a, t, info->state);
 	t->state = TASK_RUNNING;
 	t->next = a->tasks;
 	a->tasks = t;
@@ -1370,12 +1267,12 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 		t->ending_since_mono = 0;
 		return 0;
 	}
-	gpu_glue_adopt(a, t);
 	r = cg_task_open(a->cg, t->cg_name, &t->cg);
 	if (r < 0)
 		log_warning("task %s: its cgroup %s is gone (%s); usage will be partial", t->id,
 			    t->cg_name, strerror(-r));
 	if (info->launch_failed) {
+		meters_adopted(a, t, false);
 		t->status = ACCT_EXIT_LAUNCH_FAILED;
 		t->exit_code = info->exit_code;
 		t->state = TASK_ENDING;
@@ -1392,12 +1289,13 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 		r = loop_add(a->loop, t->shim_pidfd, EPOLLIN, on_pidfd, t);
 		if (r < 0)
 			return r;
-		audit_glue_readopt(a, t);
+		meters_adopted(a, t, true);
 		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
 			 (int)t->shim_pid);
 		return 0;
 	}
 	/* The supervisor is gone: the exit file says how the task ended. */
+	meters_adopted(a, t, false);
 	shim_exited(a, t);
 	return 0;
 }
@@ -1409,7 +1307,7 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 static void ending_try_finalize(struct agent *a, struct task *t, bool give_up)
 {
 	if ((t->status_fd < 0 || t->status == ACCT_EXIT_LAUNCH_FAILED) &&
-	    audit_glue_syscalls_settled(a, t, give_up) && meter_settled(a, t, give_up))
+	    meters_settled(a, t, give_up))
 		task_finalize(a, t, NULL);
 }
 
@@ -1447,7 +1345,7 @@ static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status wh
 		   acct_exit_status_to_string(why), (unsigned long long)limit,
 		   (unsigned long long)observed, rr < 0 ? ", failed: " : "",
 		   rr < 0 ? strerror(-rr) : "");
-	(void)state_save_task(a, t);
+	(void)task_save(a, t);
 	/* audit.limit: the action and the values at the time. */
 	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
 	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", acct_exit_status_to_string(why),
@@ -1539,6 +1437,49 @@ static void on_cpu_timer_fd(void *data, int fd, uint32_t events)
 		cpu_timer_arm(a, t, st.cpu_usage_ns);
 }
 
+/* Every meter's tick of a running task; its state file written when one asks. */
+static void meters_tick(struct agent *a, struct task *t, uint64_t now)
+{
+	bool save = false;
+
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->tick && (*m)->tick(a, t, now))
+			save = true;
+	if (save)
+		(void)task_save(a, t);
+}
+
+int task_save(struct agent *a, struct task *t)
+{
+	json_t *j = state_task_encode(a, t);
+	int r;
+
+	if (!j)
+		return -ENOMEM;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->save)
+			(*m)->save(a, t, j);
+	r = state_write_task(a, t, j);
+	json_decref(j);
+	return r;
+}
+
+void task_flush_records(struct agent *a)
+{
+	agent_flush_records(a);
+	/* the saved positions matter after an agent restart, when the written records are
+	 * there whether synced or not */
+	for (struct task *t = a->tasks; t; t = t->next) {
+		bool save = false;
+
+		for (const struct meter_ops *const *m = agent_meters; *m; m++)
+			if ((*m)->flushed && (*m)->flushed(a, t))
+				save = true;
+		if (save && t->state != TASK_ENDED && task_save(a, t) < 0)
+			log_error("task %s: saving its audit position failed", t->id);
+	}
+}
+
 void task_tick(struct agent *a, uint64_t now)
 {
 	for (struct task *t = a->tasks, *next; t; t = next) {
@@ -1550,18 +1491,17 @@ void task_tick(struct agent *a, uint64_t now)
 		}
 		if (t->state == TASK_ENDING) {
 			if (!t->cg || cg_task_is_empty(t->cg) != 0 ||
-			    now - t->ending_since_mono > ENDING_MAX_NS) {
-				ending_try_finalize(a, t,
-						    now - t->ending_since_mono > ENDING_MAX_NS);
+			    now - t->ending_since_mono > TASK_ENDING_MAX_NS) {
+				ending_try_finalize(
+				    a, t, now - t->ending_since_mono > TASK_ENDING_MAX_NS);
 			} else {
-				tsglue_snapshot(a, t);
+				meters_leftovers(a, t);
 				(void)cg_task_kill(t->cg, SIGKILL);
 			}
 			continue;
 		}
 		if (t->state != TASK_RUNNING)
 			continue;
-		(void)audit_glue_syscalls_poll(a, t);
 		/* memory integral from the cgroup, sampled each tick */
 		if (t->cg) {
 			struct cg_stats st;
@@ -1581,8 +1521,7 @@ void task_tick(struct agent *a, uint64_t now)
 					cpu_timer_arm(a, t, st.cpu_usage_ns);
 			}
 		}
-		gpu_glue_tick(a, t);
-		tsglue_snapshot(a, t);
+		meters_tick(a, t, now);
 		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns &&
 		    now - t->start_mono_ns >= t->spec.time_limit_ns)
 			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,
@@ -1611,7 +1550,7 @@ json_t *task_record_json(struct agent *a, struct task *t)
 		return task_final_record(t);
 	if (t->state != TASK_ENDED)
 		task_collect_usage(a, t);
-	task_fill_record(a, t, t->state == TASK_ENDED ? ACCT_TASK_END : ACCT_TASK_SAMPLE, &r);
+	fill_record(a, t, t->state == TASK_ENDED ? ACCT_TASK_END : ACCT_TASK_SAMPLE, &r);
 	snprintf(r.record_id, sizeof(r.record_id), "%s/snapshot", t->id);
 	if (acct_record_to_json(&r, &j) < 0)
 		j = NULL;

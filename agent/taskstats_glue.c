@@ -27,6 +27,7 @@
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "agent/loop.h"
+#include "agent/meters.h"
 #include "bpf/taskstats.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -261,7 +262,7 @@ static void tsglue_poll(struct agent *a)
 		log_warning("taskstats: reading exit records failed: %s", strerror(-r));
 }
 
-void tsglue_track(struct agent *a, struct task *t)
+static void tsglue_track(struct agent *a, struct task *t)
 {
 	if (!a->tsglue || t->adopted || t->ts)
 		return;
@@ -273,7 +274,8 @@ void tsglue_track(struct agent *a, struct task *t)
 	join(a->tsglue, t, (uint32_t)t->pid);
 }
 
-void tsglue_snapshot(struct agent *a, struct task *t)
+/* The processes now in the task's cgroup join its set (tick, and before killing leftovers). */
+static void tsglue_snapshot(struct agent *a, struct task *t)
 {
 	_cleanup_free_ pid_t *pids = NULL;
 	size_t n = 0;
@@ -284,7 +286,7 @@ void tsglue_snapshot(struct agent *a, struct task *t)
 		join(a->tsglue, t, (uint32_t)pids[i]);
 }
 
-void tsglue_usage(struct agent *a, struct task *t)
+static void tsglue_usage(struct agent *a, struct task *t)
 {
 	struct ts_task *s = t->ts;
 
@@ -309,7 +311,7 @@ void tsglue_usage(struct agent *a, struct task *t)
 	}
 }
 
-void tsglue_forget(struct task *t)
+static void tsglue_forget(struct task *t)
 {
 	if (!t->ts)
 		return;
@@ -325,3 +327,33 @@ void tsglue_stats(const struct agent *a, uint64_t *ret_overruns, uint64_t *ret_u
 	*ret_overruns = g ? taskstats_listener_overruns(g->l) : 0;
 	*ret_unmatched = g ? g->expired + g->dropped : 0;
 }
+
+/* ---- the taskstats meter (agent/meters.h) -------------------------------------------------- */
+
+static int ts_started(struct agent *a, struct task *t, char *err, size_t errlen)
+{
+	tsglue_track(a, t);
+	return 0;
+}
+
+static bool ts_tick(struct agent *a, struct task *t, uint64_t now_mono)
+{
+	tsglue_snapshot(a, t);
+	return false;
+}
+
+/* Only without the BPF meter (then it is the IO source). */
+static void ts_usage(struct agent *a, struct task *t, struct meter_merge *m)
+{
+	if (!a->meter)
+		tsglue_usage(a, t);
+}
+
+const struct meter_ops meter_taskstats_ops = {
+    .name = "taskstats",
+    .started = ts_started,
+    .tick = ts_tick,
+    .leftovers = tsglue_snapshot,
+    .usage = ts_usage,
+    .release = tsglue_forget,
+};

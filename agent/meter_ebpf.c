@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The eBPF meter (bpf/meter.h) as a meter of the task state machine (agent/meters.h): tracked
+ * from the child's pid, its figures over the cgroup's at every usage read, its threads' final
+ * figures awaited at the end. Tasks re-adopted after a restart are not in the new programs'
+ * maps: their figures come from the cgroup.
+ */
+#include "agent/agent.h"
+#include "agent/log.h"
+#include "agent/meters.h"
+#include "bpf/meter.h"
+#include "common/clock.h"
+#include "isolation/cgroup.h"
+
+#include <string.h>
+
+static int ebpf_started(struct agent *a, struct task *t, char *err, size_t errlen)
+{
+	int r;
+
+	if (!a->meter)
+		return 0;
+	r = meter_track(a->meter, t->key, t->pid, cg_task_unified_fd(t->cg));
+	if (r < 0)
+		log_warning("task %s: BPF metering unavailable for this task: %s", t->id,
+			    strerror(-r));
+	return 0;
+}
+
+/* The eBPF meter's figures over the cgroup's (st, have: read). */
+static void usage_from_ebpf(struct agent *a, struct task *t, const struct meter_usage *mu,
+			    const struct cg_stats *st, bool have, json_t *d)
+{
+	/*
+	 * Threads whose CPU is not all in the BPF figure (a full map, or final
+	 * figures that never came): the cgroup's counter, exact, stays the CPU
+	 * figure and the sources say so. Never a silently short bill.
+	 */
+	bool short_cpu = mu->threads_lost > 0 || (t->meter_gave_up && mu->threads_unsettled > 0);
+
+	if (short_cpu) {
+		json_object_set_new(d, "ebpf_threads_lost",
+				    json_integer((json_int_t)mu->threads_lost));
+		json_object_set_new(d, "ebpf_threads_unsettled",
+				    json_integer((json_int_t)mu->threads_unsettled));
+		/*
+		 * A lost thread may have been one that got no entry at all
+		 * (procs or task storage full): its read/write bytes and RSS
+		 * are then missing too, and no other source has them on
+		 * every node. Said, not hidden: these figures are lower
+		 * bounds.
+		 */
+		json_object_set_new(d, "ebpf_lower_bounds",
+				    json_string("io_read_bytes,io_write_bytes,"
+						"memory_byte_seconds"));
+	}
+	if (short_cpu && have) {
+		/* cpu_user_ns / cpu_system_ns from the cgroup (above) */
+	} else if (mu->cpu_split_known) {
+		t->usage.cpu_user_ns = mu->cpu_user_ns;
+		t->usage.cpu_system_ns = mu->cpu_system_ns;
+	} else {
+		/* exact total from eBPF, split in the cgroup's user/system ratio */
+		uint64_t tot = st->cpu_user_ns + st->cpu_system_ns;
+		double uf = tot ? (double)st->cpu_user_ns / (double)tot : 1.0;
+
+		t->usage.cpu_user_ns = (uint64_t)((double)mu->cpu_ns * uf);
+		t->usage.cpu_system_ns = mu->cpu_ns - t->usage.cpu_user_ns;
+	}
+	if (!(short_cpu && have)) {
+		t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_EBPF;
+		t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_EBPF;
+	}
+	t->usage.io_read_bytes = mu->io_read_bytes;
+	t->usage.io_write_bytes = mu->io_write_bytes;
+	t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_EBPF;
+	t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_EBPF;
+	t->usage.memory_byte_seconds = mu->memory_byte_seconds;
+	t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_EBPF;
+	if (mu->net_metered) {
+		t->usage.net_rx_bytes = mu->net_rx_bytes;
+		t->usage.net_tx_bytes = mu->net_tx_bytes;
+		t->sources[ACCT_U_NET_RX_BYTES] = ACCT_SRC_EBPF;
+		t->sources[ACCT_U_NET_TX_BYTES] = ACCT_SRC_EBPF;
+	}
+	json_object_set_new(d, "ebpf_cpu_ns", json_integer((json_int_t)mu->cpu_ns));
+	json_object_set_new(d, "ebpf_cpu_accounting", json_string(meter_cpu_accounting(a->meter)));
+	json_object_set_new(d, "ebpf_rss_peak_bytes", json_integer((json_int_t)mu->rss_peak_bytes));
+	json_object_set_new(d, "net_rx_packets", json_integer((json_int_t)mu->net_rx_packets));
+	json_object_set_new(d, "net_tx_packets", json_integer((json_int_t)mu->net_tx_packets));
+	json_object_set_new(d, "forks", json_integer((json_int_t)mu->forks));
+}
+
+static void ebpf_usage(struct agent *a, struct task *t, struct meter_merge *m)
+{
+	struct meter_usage mu;
+
+	if (!a->meter || t->adopted || meter_read(a->meter, t->key, &mu) != 0)
+		return;
+	usage_from_ebpf(a, t, &mu, m->st, m->have_st, t->usage_detail);
+	if (mu.blk_measured) {
+		m->blk_measured = true;
+		m->blk_read_bytes = mu.blk_read_bytes;
+		m->blk_write_bytes = mu.blk_write_bytes;
+	}
+}
+
+/*
+ * BPF accounting at exit: a thread's final CPU and IO figures are read once it is off its CPU
+ * for good, usually at once; a thread not there yet holds the task's end record until a later
+ * tick or METER_EV_SETTLED, or until give_up.
+ */
+static bool ebpf_settled(struct agent *a, struct task *t, bool give_up)
+{
+	int r;
+
+	if (!a->meter || t->adopted)
+		return true;
+	r = meter_settle(a->meter, t->key);
+	if (r < 0)
+		log_warning("task %s: reading the final BPF figures failed: %s", t->id,
+			    strerror(-r));
+	if (r != 0)
+		return true;
+	if (give_up) {
+		log_warning("task %s: some threads' final BPF figures did not come within %us; the "
+			    "record's CPU comes from the cgroup",
+			    t->id, (unsigned)(TASK_ENDING_MAX_NS / NSEC_PER_SEC));
+		t->meter_gave_up = true;
+	}
+	return give_up;
+}
+
+static void ebpf_end(struct agent *a, struct task *t)
+{
+	if (a->meter)
+		(void)meter_forget(a->meter, t->key);
+}
+
+const struct meter_ops meter_ebpf_ops = {
+    .name = "ebpf",
+    .started = ebpf_started,
+    .usage = ebpf_usage,
+    .settled = ebpf_settled,
+    .end = ebpf_end,
+};

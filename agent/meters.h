@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Meters: the sources of a task's usage (the eBPF meter, the taskstats fallback, NVML for
+ * GPUs) and of its audit records (the BPF audit programs, the shim's denied calls), behind one
+ * ops table. The task state machine (agent/task.c) calls every meter's op at each step of a
+ * task's life, in the order of agent_meters; a meter never calls back into the task table or
+ * its persistence: what it needs done (the task's state file written, the end record held)
+ * it returns. Any op may be NULL.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct agent;
+struct task;
+struct cg_stats;
+
+/* What collect_usage hands each meter's usage op, and what they tell each other. */
+struct meter_merge {
+	const struct cg_stats *st; /* the cgroup's figures (zero when not read) */
+	bool have_st;		   /* ... read */
+	/* block IO measured by a meter (usage_detail.block_*; else the cgroup's, if kept) */
+	bool blk_measured;
+	uint64_t blk_read_bytes, blk_write_bytes;
+};
+
+struct meter_ops {
+	const char *name;
+	/* The child's pid is known, before it is let go: start measuring. < 0 (err says why)
+	 * aborts the launch. */
+	int (*started)(struct agent *a, struct task *t, char *err, size_t errlen);
+	/* Re-adoption after an agent restart, the task's cgroup opened: live when its supervisor
+	 * still runs (else the task ends at once). */
+	void (*adopted)(struct agent *a, struct task *t, bool live);
+	/* A running task's tick: true when its state file must be written. */
+	bool (*tick)(struct agent *a, struct task *t, uint64_t now_mono);
+	/* The task's leftover processes are about to be killed (its cgroup is not empty). */
+	void (*leftovers)(struct agent *a, struct task *t);
+	/* The meter's figures into t->usage, t->sources and t->usage_detail, over the
+	 * cgroup's (already there). */
+	void (*usage)(struct agent *a, struct task *t, struct meter_merge *m);
+	/* Ending: are the meter's final figures in? give_up: the agent waited long enough
+	 * (logged; the record says what is missing). */
+	bool (*settled)(struct agent *a, struct task *t, bool give_up);
+	/* The task is finalized (usage collected), before its task.end: stop measuring. */
+	void (*end)(struct agent *a, struct task *t);
+	/* After the records of a loop iteration are spooled: true when the task's state file
+	 * must be written (what it keeps of the meter changed). */
+	bool (*flushed)(struct agent *a, struct task *t);
+	/* The meter's part of the task's state file, and back at re-adoption. */
+	void (*save)(struct agent *a, struct task *t, json_t *state);
+	void (*restore)(struct agent *a, struct task *t, const json_t *state);
+	/* The task is freed. */
+	void (*release)(struct task *t);
+};
+
+extern const struct meter_ops meter_ebpf_ops, meter_taskstats_ops, meter_gpu_ops, meter_audit_ops;
+
+/* Every meter, in the order the task state machine calls them. NULL-terminated. */
+extern const struct meter_ops *const agent_meters[];
