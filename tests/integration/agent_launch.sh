@@ -15,6 +15,8 @@ run_wait -- /nonexistent/job
 { [ "$RC" = 127 ] && echo "$REASON" | grep -q 'exec /nonexistent/job: No such file'; } \
 	&& pass "launch failure reported exactly: $(echo "$REASON" | tail -n1)" \
 	|| fail "launch_failed: rc $RC ($REASON)"
+# the run reply comes at the exec's failure, the task.end once the supervisor is gone: wait for it
+ctl wait "$ID" >/dev/null 2>&1
 [ "$(status_of "$ID")" = launch_failed ] && pass "record says launch_failed" || fail "launch_failed record"
 run_wait --workdir /nonexistent -- true
 [ "$RC" = 126 ] && echo "$REASON" | grep -q "chdir /nonexistent: No such file" && pass "bad workdir: launch_failed, chdir as the user" || fail "workdir: $RC $REASON"
