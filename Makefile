@@ -97,6 +97,22 @@ $(O)/bpf/%.skel.h: $(O)/bpf/%.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
+# ---- version --------------------------------------------------------------------------------
+# The programs' --version and the corral_build_info metric: VERSION, followed by what git
+# describes when the tree is a checkout (a tarball gives VERSION alone). Override with
+# CORRAL_VERSION=. The header is replaced only when the text changed (cmp -s || mv).
+VERSION := 0.1.0
+GIT_DESCRIBE := $(shell git describe --always --dirty 2>/dev/null)
+CORRAL_VERSION ?= $(VERSION)$(if $(GIT_DESCRIBE),+g$(GIT_DESCRIBE))
+$(O)/corral_version.h: FORCE | $(O)
+	$(Q)printf '#define CORRAL_VERSION "%s"\n' '$(CORRAL_VERSION)' > $@.tmp
+	$(Q)cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+.PHONY: FORCE
+FORCE:
+VERSION_USERS := $(O)/agent/corrald_main.o $(O)/agent/corralctl_main.o \
+	$(O)/collector/collector_main.o $(O)/agent/hooks.o $(O)/agent/control.o
+$(VERSION_USERS): $(O)/corral_version.h
+
 # ---- C --------------------------------------------------------------------------------------
 $(O) $(O)/bpf:
 	$(Q)mkdir -p $@

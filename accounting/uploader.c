@@ -118,6 +118,7 @@ _printf_(2, 3) static void set_error(struct upl *u, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(u->st.last_error, sizeof(u->st.last_error), fmt, ap);
 	va_end(ap);
+	u->st.last_error_ns = now_ns(CLOCK_REALTIME);
 }
 
 /* ---- curl <-> epoll ---------------------------------------------------------------------- */
@@ -1017,6 +1018,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 		u->attempt = 0;
 		u->st.backoff_ceiling_ms = 0;
 		u->st.last_error[0] = 0;
+		u->st.last_success_ns = now_ns(CLOCK_REALTIME);
 		u->drain = true;
 		note_success(u);
 		return;

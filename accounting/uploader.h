@@ -64,6 +64,8 @@ struct upl_stats {
 	uint64_t requests;	/* POSTs started */
 	long last_http_status;	/* 0 = no answer (network error) */
 	char last_error[UPL_ERROR_MAX]; /* "" after a success */
+	uint64_t last_error_ns;		/* CLOCK_REALTIME of the latest failure, 0 = none */
+	uint64_t last_success_ns;	/* CLOCK_REALTIME of the latest acked batch, 0 = none */
 	uint64_t backoff_ms;		/* delay chosen for the current backoff (0 = none) */
 	uint64_t backoff_ceiling_ms;	/* current exponential ceiling */
 	uint64_t spool_pending;		/* entries waiting in the spool */

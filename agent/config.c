@@ -3,15 +3,19 @@
 #include "agent/spec.h"
 #include "agent/audit_glue.h"
 #include "common/error.h"
+#include "common/fileio.h"
+#include "common/ini_file.h"
 #include "common/macro.h"
 #include "common/parse.h"
+#include "isolation/seccomp.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <ini.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void config_init_defaults(struct agent_config *c)
@@ -578,59 +582,86 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	return err_set(err, errlen, -EINVAL, "[%s] %s: unknown key", section, key);
 }
 
-struct load_ctx {
-	struct agent_config *c;
-	const char *path;
-	char *err;
-	size_t errlen;
-	int r;
-};
-
-static int ini_cb(void *user, const char *section, const char *name, const char *value
-#if INI_HANDLER_LINENO
-		  ,
-		  int lineno
-#endif
-)
+static int config_set_cb(void *user, const char *section, const char *key, const char *value,
+			 char *err, size_t errlen)
 {
-	struct load_ctx *ctx = user;
-	char sub[512];
-	int r;
-
-	if (ctx->r < 0)
-		return 0;
-	r = config_set(ctx->c, section, name, value, sub, sizeof(sub));
-	if (r < 0) {
-		ctx->r = r;
-#if INI_HANDLER_LINENO
-		snprintf(ctx->err, ctx->errlen, "%s:%d: %s", ctx->path, lineno, sub);
-#else
-		snprintf(ctx->err, ctx->errlen, "%s: %s", ctx->path, sub);
-#endif
-		return 0;
-	}
-	return 1;
+	return config_set(user, section, key, value, err, errlen);
 }
+
+/* keys whose every line adds an item */
+const char *const config_repeatable_keys[] = {"collector.url", NULL};
 
 int config_load(struct agent_config *c, const char *path, char *err, size_t errlen)
 {
-	struct load_ctx ctx = {.c = c, .path = path, .err = err, .errlen = errlen};
-	FILE *f;
-	int r;
+	return ini_file_load(path, config_set_cb, c, config_repeatable_keys, err, errlen);
+}
 
-	f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
+/* A directory the agent creates if missing: only something else in its place is an error. */
+static int check_dir_or_absent(const char *what, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (!path || stat(path, &st) < 0) {
+		if (!path || errno == ENOENT)
+			return 0;
+		return err_set(err, errlen, -errno, "%s %s: %s", what, path, strerror(errno));
 	}
-	r = ini_parse_file(f, ini_cb, &ctx);
-	fclose(f);
-	if (ctx.r < 0)
-		return ctx.r;
-	if (r != 0) {
-		snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)",
-			 path, r);
-		return -EINVAL;
+	if (!S_ISDIR(st.st_mode))
+		return err_set(err, errlen, -ENOTDIR, "%s %s: not a directory", what, path);
+	return 0;
+}
+
+int config_check_files(const struct agent_config *c, char *err, size_t errlen)
+{
+	struct sbx_filter *f = NULL;
+	char sub[512];
+	int fd, r;
+
+	if (c->token_file) {
+		_cleanup_free_ char *token = NULL;
+		size_t len = 0;
+
+		r = read_file(c->token_file, 4096, &token, &len);
+		if (r < 0)
+			return err_set(err, errlen, r, "[collector] token_file %s: %s",
+				       c->token_file,
+				       r == -EFBIG ? "larger than 4096 bytes" : strerror(-r));
+		while (len > 0 &&
+		       (token[len - 1] == '\n' || token[len - 1] == ' ' || token[len - 1] == '\r'))
+			len--;
+		if (len == 0)
+			return err_set(err, errlen, -EINVAL, "[collector] token_file %s: empty",
+				       c->token_file);
 	}
+	{
+		const char *files[][2] = {{"ca_file", c->ca_file},
+					  {"client_cert", c->client_cert},
+					  {"client_key", c->client_key}};
+
+		for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+			if (!files[i][1])
+				continue;
+			fd = open(files[i][1], O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				return err_set(err, errlen, -errno, "[collector] %s %s: %s",
+					       files[i][0], files[i][1], strerror(errno));
+			close(fd);
+		}
+	}
+	r = check_dir_or_absent("[agent] state_dir", c->state_dir, err, errlen);
+	if (r < 0)
+		return r;
+	r = check_dir_or_absent("[agent] runtime_dir", c->runtime_dir, err, errlen);
+	if (r < 0)
+		return r;
+	r = check_dir_or_absent("[agent] seccomp_dir", c->seccomp_dir, err, errlen);
+	if (r < 0)
+		return r;
+	/* the default profile compiles, as every task without --seccomp will need it */
+	r = sbx_profile_load(c->seccomp_default, c->seccomp_dir, &f, sub, sizeof(sub));
+	if (r < 0)
+		return err_set(err, errlen, r, "[agent] seccomp_default: %s",
+			       sub[0] ? sub : strerror(-r));
+	sbx_filter_free(f);
 	return 0;
 }

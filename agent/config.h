@@ -120,9 +120,20 @@ void config_init_defaults(struct agent_config *c);
 void config_free(struct agent_config *c);
 /*
  * Load an INI file over the current values. Missing file: -ENOENT (callers decide whether the
- * default path may be absent). Bad key/value: -EINVAL with "file:line: [section] key: problem".
+ * default path may be absent). Bad key/value: -EINVAL with "file:line: [section] key: problem";
+ * a key set twice in one section: -EINVAL naming both lines.
  */
 int config_load(struct agent_config *c, const char *path, char *err, size_t errlen);
 /* Set one key ("section.key" or "key" for [agent]) from a flag; same validation. */
 int config_set(struct agent_config *c, const char *section, const char *key, const char *value,
 	       char *err, size_t errlen);
+/*
+ * Check the files the configuration names before anything is set up: the token file is
+ * readable and not empty, the CA file and the client certificate and key readable, the state,
+ * runtime and profile directories directories (or absent: they are created), the default seccomp
+ * profile found and compiled. Returns 0 or a negative errno with err = "[section] key PATH:
+ * problem".
+ */
+int config_check_files(const struct agent_config *c, char *err, size_t errlen);
+/* "section.key" of the keys that may be set on several lines (a list), NULL-terminated. */
+extern const char *const config_repeatable_keys[];

@@ -23,9 +23,12 @@
  * are root's alone.
  */
 #include "accounting/spool.h"
+#include "accounting/uploader.h"
 #include "agent/agent.h"
+#include "corral_version.h"
 #include "common/escape.h"
 #include "agent/users.h"
+#include "agent/gpu_glue.h"
 #include "agent/sandbox.h"
 #include "agent/log.h"
 #include "agent/loop.h"
@@ -417,6 +420,58 @@ static struct task *lookup(struct agent *a, struct conn *c, json_t *req, json_t 
 	return t;
 }
 
+/* The enforcement layers in force for new tasks: what each is and whether it is on. */
+static json_t *status_enforcement(const struct agent *a)
+{
+	struct gpu_glue_stats gs;
+	char ll[64], gpu[64];
+
+	if (gpu_glue_stats(a, &gs))
+		snprintf(gpu, sizeof(gpu), "on (%zu GPUs, %zu allocated)", gs.gpus,
+			 gs.gpus_allocated);
+	else
+		snprintf(gpu, sizeof(gpu), "off");
+	if (!a->cfg.sandbox_landlock)
+		snprintf(ll, sizeof(ll), "off");
+	else if (a->landlock_abi > 0)
+		snprintf(ll, sizeof(ll), "on (ABI %d)", a->landlock_abi);
+	else
+		snprintf(ll, sizeof(ll), "unavailable");
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "cgroup_limits",
+			 cg_mode_to_string(cg_root_mode(a->cg)), "seccomp_default",
+			 a->cfg.seccomp_default, "metering",
+			 a->meter_state ? a->meter_state : "off", "audit_network_policy",
+			 a->audit ? "on" : "off", "mount_namespace",
+			 !a->cfg.sandbox_mount_ns ? "off"
+			 : a->sandbox_unsupported ? "unavailable"
+						  : "on",
+			 "landlock", ll, "gpu", gpu);
+}
+
+/* Upload health: where records go, when the collector last took a batch, what failed. */
+static json_t *status_upload(const struct agent *a, const struct spool_stats *ss)
+{
+	struct upl_stats us = {0};
+	json_t *o;
+
+	if (!a->upl)
+		return json_pack("{s:b,s:I}", "configured", 0, "pending_records",
+				 (json_int_t)ss->entries_pending);
+	upl_get_stats(a->upl, &us);
+	o = json_pack("{s:b,s:s,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "configured", 1, "url",
+		      us.url		     ? us.url
+		      : a->cfg.collector_url ? a->cfg.collector_url
+					     : "",
+		      "pending_records", (json_int_t)ss->entries_pending, "last_success_ns",
+		      (json_int_t)us.last_success_ns, "last_error_ns", (json_int_t)us.last_error_ns,
+		      "last_error", us.last_error, "last_http_status",
+		      (json_int_t)us.last_http_status, "backoff_ms", (json_int_t)us.backoff_ms,
+		      "batches_sent", (json_int_t)us.batches_sent, "records_acked",
+		      (json_int_t)us.records_acked, "rejected", (json_int_t)us.rejected, "retries",
+		      (json_int_t)us.retries);
+	return o;
+}
+
 static json_t *handle_status(struct agent *a)
 {
 	struct spool_stats ss = {0};
@@ -454,6 +509,15 @@ static json_t *handle_status(struct agent *a)
 		json_object_set_new(ag, "connections_closed",
 				    json_integer((json_int_t)a->stats.conns_timed_out));
 		json_object_set_new(ag, "sandbox", sandbox_status_json(a));
+		json_object_set_new(ag, "version", json_string(CORRAL_VERSION));
+		json_object_set_new(ag, "enforcement", status_enforcement(a));
+		json_object_set_new(ag, "upload", status_upload(a, &ss));
+		json_object_set_new(ag, "spool",
+				    json_pack("{s:b,s:I,s:I,s:I,s:I}", "open", a->spool != NULL,
+					      "bytes", (json_int_t)ss.bytes_on_disk, "max_bytes",
+					      (json_int_t)a->cfg.spool_max_bytes, "pending_records",
+					      (json_int_t)ss.entries_pending, "refused",
+					      (json_int_t)ss.refused_full));
 	}
 	return j;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* corralctl: the command-line client of corrald's control socket. */
 #include "agent/spec.h"
+#include "corral_version.h"
 #include "common/escape.h"
 #include "common/macro.h"
 #include "common/parse.h"
@@ -28,14 +29,15 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: corralctl [--socket PATH] COMMAND ...\n\n"
+	    "Usage: corralctl [--socket PATH] COMMAND ...\n"
+	    "       corralctl --version\n\n"
 	    "Commands:\n"
 	    "  run [OPTIONS] -- CMD [ARGS...]  start a task, print its id\n"
 	    "  ps [--all] [--json]             list tasks (--all: include ended ones)\n"
 	    "  show ID [--json]                the task's record (schema v1)\n"
 	    "  kill ID [--signal S]            signal every process of the task (default TERM)\n"
 	    "  wait ID                         wait for the task; exit code as for run --wait\n"
-	    "  status                          agent status\n\n"
+	    "  status [--json]                 agent status: enforcement, upload health, spool\n\n"
 	    "run options:\n"
 	    "  --wait               wait for the end; exit with the task's code (128+signal when\n"
 	    "                       killed) and print the exit reason on stderr\n"
@@ -77,7 +79,10 @@ static void usage(FILE *f)
 	    "N;\n"
 	    "128+N also when ended for a time or CPU-time limit (143 when it exited on SIGTERM);\n"
 	    "127/126 when the program could not be started; 255 when the outcome is "
-	    "unknown.\n");
+	    "unknown.\n"
+	    "Other commands: 0 on success, 2 on any error (bad usage, a request the agent "
+	    "refused,\n"
+	    "the agent unreachable).\n");
 }
 
 /*
@@ -715,8 +720,7 @@ static int cmd_run(int argc, char **argv)
 	if (spec_file)
 		run_read_spec_file(spec_file, &spec);
 	optind = 1;
-	opterr = 1;
-	while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", run_opts, NULL)) != -1) {
 		int e = 0;
 
 		if (run_limit_flag(&spec, c, &e, err, sizeof(err)) ||
@@ -734,9 +738,10 @@ static int cmd_run(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case ':':
+			die("run: option %s needs an argument; try --help", argv[optind - 1]);
 		default:
-			usage(stderr);
-			exit(2);
+			die("run: unknown option %s; try --help", argv[optind - 1]);
 		}
 	}
 	if (optind < argc) {
@@ -819,7 +824,7 @@ static int cmd_ps(int argc, char **argv)
 		else if (strcmp(argv[k], "--json") == 0)
 			as_json = true;
 		else
-			die("ps: unknown option \"%s\"", argv[k]);
+			die("ps: unknown option %s; try --help", argv[k]);
 	}
 	r = call(json_pack("{s:s,s:b}", "op", "ps", "all", all));
 	check_ok(r);
@@ -953,13 +958,109 @@ static int cmd_wait(int argc, char **argv)
 	return rc;
 }
 
-static int cmd_status(void)
+/* "2026-12-06 09:12:03 (4m ago)", or "never" */
+static void fmt_when(uint64_t ns, char *buf, size_t len)
 {
-	json_t *r = call(json_pack("{s:s}", "op", "status"));
+	char when[32];
+	uint64_t now = (uint64_t)time(NULL) * NSEC_PER_SEC, ago;
 
+	if (!ns) {
+		snprintf(buf, len, "never");
+		return;
+	}
+	fmt_time(ns, when, sizeof(when));
+	ago = now > ns ? (now - ns) / NSEC_PER_SEC : 0;
+	if (ago < 120)
+		snprintf(buf, len, "%s (%llus ago)", when, (unsigned long long)ago);
+	else if (ago < 7200)
+		snprintf(buf, len, "%s (%llum ago)", when, (unsigned long long)ago / 60);
+	else
+		snprintf(buf, len, "%s (%lluh ago)", when, (unsigned long long)ago / 3600);
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+	return json_string_value(json_object_get(o, k)) ?: "-";
+}
+
+static long long jint(json_t *o, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static void status_print(json_t *ag)
+{
+	json_t *en = json_object_get(ag, "enforcement"), *up = json_object_get(ag, "upload"),
+	       *sp = json_object_get(ag, "spool");
+	char when[64];
+
+	eprintf(stdout, "Node:         %s (corrald %s)\n", jstr(ag, "node"), jstr(ag, "version"));
+	eprintf(stdout,
+		"Tasks:        %lld running of %lld; %lld started, %lld ended, %lld failed "
+		"to launch\n",
+		jint(ag, "tasks_live"), jint(ag, "max_tasks"), jint(ag, "tasks_started"),
+		jint(ag, "tasks_ended"), jint(ag, "launch_failed"));
+	if (json_is_true(json_object_get(ag, "degraded")))
+		eprintf(stdout, "DEGRADED:     %s\n", jstr(ag, "degraded_reason"));
+	eprintf(stdout, "Enforcement:\n");
+	eprintf(stdout, "  cgroup limits   %s\n", jstr(en, "cgroup_limits"));
+	eprintf(stdout, "  seccomp         default profile %s\n", jstr(en, "seccomp_default"));
+	eprintf(stdout, "  metering        %s (CPU accounted at %s)\n", jstr(en, "metering"),
+		jstr(ag, "cpu_accounting"));
+	eprintf(stdout, "  network policy  %s\n", jstr(en, "audit_network_policy"));
+	eprintf(stdout, "  mount namespace %s\n", jstr(en, "mount_namespace"));
+	eprintf(stdout, "  landlock        %s\n", jstr(en, "landlock"));
+	eprintf(stdout, "  gpu             %s\n", jstr(en, "gpu"));
+	eprintf(stdout, "Upload:\n");
+	if (!json_is_true(json_object_get(up, "configured"))) {
+		eprintf(stdout, "  collector       none configured (records wait in the spool)\n");
+	} else {
+		const char *e = jstr(up, "last_error");
+
+		eprintf(stdout, "  collector       %s\n", jstr(up, "url"));
+		eprintf(stdout, "  state           %s\n",
+			*e && strcmp(e, "-") ? "FAILING (records stay in the spool and are resent)"
+					     : "ok");
+		fmt_when((uint64_t)jint(up, "last_success_ns"), when, sizeof(when));
+		eprintf(stdout, "  last success    %s\n", when);
+		if (*e && strcmp(e, "-")) {
+			fmt_when((uint64_t)jint(up, "last_error_ns"), when, sizeof(when));
+			eprintf(stdout, "  last error      %s: %s\n", when, e);
+			eprintf(stdout, "  next retry in   %.1f s\n",
+				(double)jint(up, "backoff_ms") / 1000.0);
+		}
+		eprintf(stdout,
+			"  sent            %lld batches, %lld records acked, %lld rejected\n",
+			jint(up, "batches_sent"), jint(up, "records_acked"), jint(up, "rejected"));
+	}
+	eprintf(stdout, "  pending         %lld records\n", jint(up, "pending_records"));
+	eprintf(stdout, "Spool:         %.1f MiB of %.1f MiB (%.1f%%), %lld records refused\n",
+		(double)jint(sp, "bytes") / 1048576.0, (double)jint(sp, "max_bytes") / 1048576.0,
+		jint(sp, "max_bytes")
+		    ? 100.0 * (double)jint(sp, "bytes") / (double)jint(sp, "max_bytes")
+		    : 0.0,
+		jint(sp, "refused"));
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	bool as_json = false;
+	json_t *r;
+
+	for (int k = 1; k < argc; k++) {
+		if (strcmp(argv[k], "--json") == 0)
+			as_json = true;
+		else
+			die("status: unknown option %s; try --help", argv[k]);
+	}
+	r = call(json_pack("{s:s}", "op", "status"));
 	check_ok(r);
-	json_dumpf(json_object_get(r, "agent"), stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-	putchar('\n');
+	if (as_json) {
+		json_dumpf(json_object_get(r, "agent"), stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+		putchar('\n');
+	} else {
+		status_print(json_object_get(r, "agent"));
+	}
 	json_decref(r);
 	return 0;
 }
@@ -979,15 +1080,15 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			usage(stdout);
 			return 0;
+		} else if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+			printf("corralctl %s\n", CORRAL_VERSION);
+			return 0;
 		} else {
-			usage(stderr);
-			return 2;
+			die("unknown option %s; try --help", argv[i]);
 		}
 	}
-	if (i >= argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (i >= argc)
+		die("missing command (run, ps, show, kill, wait, status); try --help");
 	argc -= i;
 	argv += i;
 	if (strcmp(argv[0], "run") == 0)
@@ -1001,8 +1102,6 @@ int main(int argc, char **argv)
 	if (strcmp(argv[0], "wait") == 0)
 		return cmd_wait(argc, argv);
 	if (strcmp(argv[0], "status") == 0)
-		return cmd_status();
-	eprintf(stderr, "corralctl: unknown command \"%s\"\n", argv[0]);
-	usage(stderr);
-	return 2;
+		return cmd_status(argc, argv);
+	die("unknown command \"%s\"; try --help", argv[0]);
 }

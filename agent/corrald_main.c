@@ -5,6 +5,7 @@
  * pipe (or pidfd after re-adoption), the metering ring buffer, the uploader and metrics fds.
  */
 #include "agent/agent.h"
+#include "corral_version.h"
 #include "agent/users.h"
 #include "agent/sandbox.h"
 #include "isolation/launch.h"
@@ -68,122 +69,164 @@ static void usage(FILE *f)
 	    "      --cpu-accounting M   exit (default) or switch: when BPF folds each thread's "
 	    "CPU\n"
 	    "      --log-level L        debug|info|notice|warning|err\n"
-	    "  -h, --help               this help\n");
+	    "  -h, --help               this help\n"
+	    "  -V, --version            print the version and exit\n\n"
+	    "Exit status: 0 after a clean stop, 1 when it could not start, 2 on a bad option\n"
+	    "or configuration (the message names the file and line).\n");
 }
 
-static int load_config(struct agent *a, int argc, char **argv)
+static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+				     {"node", required_argument, NULL, 'n'},
+				     {"socket", required_argument, NULL, 's'},
+				     {"state-dir", required_argument, NULL, 'S'},
+				     {"runtime-dir", required_argument, NULL, 'R'},
+				     {"collector-url", required_argument, NULL, 'u'},
+				     {"token-file", required_argument, NULL, 't'},
+				     {"metrics-listen", required_argument, NULL, 'm'},
+				     {"max-tasks", required_argument, NULL, 'M'},
+				     {"cgroup-subtree", required_argument, NULL, 'g'},
+				     {"sample-interval", required_argument, NULL, 'i'},
+				     {"kill-grace", required_argument, NULL, 'k'},
+				     {"no-bpf", no_argument, NULL, 'B'},
+				     {"no-taskstats", no_argument, NULL, 'T'},
+				     {"cpu-accounting", required_argument, NULL, 'C'},
+				     {"log-level", required_argument, NULL, 'l'},
+				     {"help", no_argument, NULL, 'h'},
+				     {"version", no_argument, NULL, 'V'},
+				     {}};
+/* ':' first: a missing argument is told apart from an unknown option */
+#define OPTSTRING ":c:hV"
+
+/* The command line, kept for a reload (SIGHUP reads the file and applies the flags again). */
+static int saved_argc;
+static char **saved_argv;
+
+/* One line for a bad option (getopt's own messages are off), and a hint. */
+static void bad_option(int c, char **argv)
 {
-	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-					     {"node", required_argument, NULL, 'n'},
-					     {"socket", required_argument, NULL, 's'},
-					     {"state-dir", required_argument, NULL, 'S'},
-					     {"runtime-dir", required_argument, NULL, 'R'},
-					     {"collector-url", required_argument, NULL, 'u'},
-					     {"token-file", required_argument, NULL, 't'},
-					     {"metrics-listen", required_argument, NULL, 'm'},
-					     {"max-tasks", required_argument, NULL, 'M'},
-					     {"cgroup-subtree", required_argument, NULL, 'g'},
-					     {"sample-interval", required_argument, NULL, 'i'},
-					     {"kill-grace", required_argument, NULL, 'k'},
-					     {"no-bpf", no_argument, NULL, 'B'},
-					     {"no-taskstats", no_argument, NULL, 'T'},
-					     {"cpu-accounting", required_argument, NULL, 'C'},
-					     {"log-level", required_argument, NULL, 'l'},
-					     {"help", no_argument, NULL, 'h'},
-					     {}};
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		fprintf(stderr, "corrald: option %s needs an argument; try --help\n", arg);
+	else if (optopt)
+		fprintf(stderr, "corrald: unknown option -%c; try --help\n", optopt);
+	else
+		fprintf(stderr, "corrald: unknown option %s; try --help\n", arg);
+}
+
+/* The flag c as a config key (section, key, value); false for one that is not a key. */
+static bool flag_key(int c, const char **sec, const char **key, const char **val)
+{
+	static const struct {
+		int c;
+		const char *sec, *key, *val;
+	} map[] = {
+	    {'n', "agent", "node", NULL},
+	    {'s', "agent", "socket", NULL},
+	    {'S', "agent", "state_dir", NULL},
+	    {'R', "agent", "runtime_dir", NULL},
+	    {'u', "collector", "urls", NULL},
+	    /* replaces the file's list */ {'t', "collector", "token_file", NULL},
+	    {'m', "metrics", "listen", NULL},
+	    {'M', "agent", "max_tasks", NULL},
+	    {'g', "agent", "cgroup_subtree", NULL},
+	    {'i', "agent", "sample_interval", NULL},
+	    {'k', "agent", "kill_grace", NULL},
+	    {'B', "metering", "bpf", "off"},
+	    {'T', "metering", "taskstats", "no"},
+	    {'C', "metering", "cpu_accounting", NULL},
+	    {'l', "agent", "log_level", NULL},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (map[i].c == c) {
+			*sec = map[i].sec;
+			*key = map[i].key;
+			*val = map[i].val ? map[i].val : optarg;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * The configuration: defaults, then the file (--config, or DEFAULT_CONFIG when it exists),
+ * then the flags. Fills cfg (which the caller frees, also on failure) and *ret_path (NULL when
+ * the default file is absent). Prints its error; returns 0 or a negative errno.
+ */
+static int read_config(struct agent_config *cfg, const char **ret_path)
+{
 	char err[1024];
 	const char *config = NULL;
 	int c, r;
 
 	/* First pass: the config file, so that flags override it. */
+	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1)
+	while ((c = getopt_long(saved_argc, saved_argv, OPTSTRING, opts, NULL)) != -1)
 		if (c == 'c')
 			config = optarg;
-	opterr = 1;
 	optind = 1;
-	config_init_defaults(&a->cfg);
-	r = config_load(&a->cfg, config ? config : DEFAULT_CONFIG, err, sizeof(err));
+	config_init_defaults(cfg);
+	r = config_load(cfg, config ? config : DEFAULT_CONFIG, err, sizeof(err));
 	if (r < 0 && !(r == -ENOENT && !config)) {
 		fprintf(stderr, "corrald: %s\n", err);
 		return r;
 	}
-	a->config_path = config ? config : DEFAULT_CONFIG;
-	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-		const char *sec = "agent", *key = NULL;
+	*ret_path = r == -ENOENT ? NULL : config ? config : DEFAULT_CONFIG;
+	while ((c = getopt_long(saved_argc, saved_argv, OPTSTRING, opts, NULL)) != -1) {
+		const char *sec, *key, *val;
 
-		switch (c) {
-		case 'c':
+		if (c == 'c')
 			continue;
-		case 'n':
-			key = "node";
-			break;
-		case 's':
-			key = "socket";
-			break;
-		case 'S':
-			key = "state_dir";
-			break;
-		case 'R':
-			key = "runtime_dir";
-			break;
-		case 'u':
-			sec = "collector";
-			key = "urls"; /* the flag replaces the file's list */
-			break;
-		case 't':
-			sec = "collector";
-			key = "token_file";
-			break;
-		case 'm':
-			sec = "metrics";
-			key = "listen";
-			break;
-		case 'M':
-			key = "max_tasks";
-			break;
-		case 'g':
-			key = "cgroup_subtree";
-			break;
-		case 'i':
-			key = "sample_interval";
-			break;
-		case 'k':
-			key = "kill_grace";
-			break;
-		case 'B':
-			sec = "metering";
-			key = "bpf";
-			optarg = (char *)"off";
-			break;
-		case 'T':
-			sec = "metering";
-			key = "taskstats";
-			optarg = (char *)"no";
-			break;
-		case 'C':
-			sec = "metering";
-			key = "cpu_accounting";
-			break;
-		case 'l':
-			key = "log_level";
-			break;
-		case 'h':
+		if (c == 'h') {
 			usage(stdout);
 			exit(0);
-		default:
-			usage(stderr);
+		}
+		if (c == 'V') {
+			printf("corrald %s\n", CORRAL_VERSION);
+			exit(0);
+		}
+		if (!flag_key(c, &sec, &key, &val)) {
+			bad_option(c, saved_argv);
 			return -EINVAL;
 		}
-		r = config_set(&a->cfg, sec, key, optarg, err, sizeof(err));
+		r = config_set(cfg, sec, key, val, err, sizeof(err));
 		if (r < 0) {
-			fprintf(stderr, "corrald: %s\n", err);
+			fprintf(stderr, "corrald: --%s\n", err);
 			return r;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "corrald: unexpected argument \"%s\"\n", argv[optind]);
+	if (optind < saved_argc) {
+		fprintf(stderr, "corrald: unexpected argument \"%s\"; try --help\n",
+			saved_argv[optind]);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+static int load_config(struct agent *a, int argc, char **argv)
+{
+	static char abs_path[4096];
+	const char *path = NULL;
+	char err[1024];
+	int r;
+
+	saved_argc = argc;
+	saved_argv = argv;
+	r = read_config(&a->cfg, &path);
+	if (r < 0)
+		return r;
+	/* Absolute, so that the reload and the messages name the file in use whatever the
+	 * directory, and the sandbox can hide it from tasks. */
+	if (path && realpath(path, abs_path))
+		path = abs_path;
+	a->config_path = path;
+	/* Every file the configuration names, before anything is loaded. */
+	r = config_check_files(&a->cfg, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "corrald: %s (configuration: %s and the command line)\n", err,
+			path ? path : "defaults");
+		return r;
 	}
 	return 0;
 }
@@ -223,13 +266,18 @@ static void on_signal(void *data, int fd, uint32_t events)
 			a->quit = true;
 			break;
 		case SIGHUP: {
-			char err[1024];
 			struct agent_config nc;
+			const char *path = NULL;
+			int r;
 
-			config_init_defaults(&nc);
-			if (config_load(&nc, a->config_path, err, sizeof(err)) < 0 &&
-			    errno != ENOENT) {
-				log_error("reload: %s (keeping the running configuration)", err);
+			/* The same file and flags as at the start (read_config prints its error,
+			 * which goes to the journal too). */
+			r = read_config(&nc, &path);
+			if (r < 0) {
+				log_error("reload of %s failed: %s (keeping the running "
+					  "configuration)",
+					  a->config_path ? a->config_path : "the configuration",
+					  strerror(-r));
 				config_free(&nc);
 				break;
 			}
@@ -239,7 +287,15 @@ static void on_signal(void *data, int fd, uint32_t events)
 			a->cfg.reserve_cpus = nc.reserve_cpus;
 			a->cfg.kill_grace_ns = nc.kill_grace_ns;
 			a->cfg.sample_interval_ns = nc.sample_interval_ns;
-			log_notice("configuration reloaded from %s", a->config_path);
+			if (!a->config_path && path)
+				a->config_path = path; /* DEFAULT_CONFIG appeared */
+			if (a->config_path)
+				log_notice("configuration reloaded from %s", a->config_path);
+			else
+				log_notice(
+				    "configuration reloaded (no file: %s is absent; defaults "
+				    "and the command line)",
+				    DEFAULT_CONFIG);
 			config_free(&nc);
 			break;
 		}

@@ -541,7 +541,8 @@ static int metrics_start(struct agent *a)
 			    "metrics: cannot listen on %s: %s%s; corrald is exiting (set "
 			    "--metrics-listen or [metrics] listen in %s to a free address, or "
 			    "leave it empty to serve no metrics)",
-			    a->cfg.metrics_listen, strerror(-r), owner, a->config_path);
+			    a->cfg.metrics_listen, strerror(-r), owner,
+			    a->config_path ? a->config_path : "the configuration file");
 			return r;
 		}
 	}

@@ -147,7 +147,8 @@ int coll_cmd_audit(int argc, char **argv)
 		argv++;
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", opts, &idx)) != -1) {
 		switch (c) {
 		case 'd':
 			a.db = optarg;
@@ -158,8 +159,14 @@ int coll_cmd_audit(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case ':':
+			fprintf(stderr,
+				"corral-collector audit: option %s needs an argument; try --help\n",
+				argv[optind - 1]);
+			return 2;
 		case '?':
-			usage(stderr);
+			fprintf(stderr, "corral-collector audit: unknown option %s; try --help\n",
+				argv[optind - 1]);
 			return 2;
 		default:
 			/* the filter parameters: shared checks with GET /v1/audit */
@@ -172,8 +179,8 @@ int coll_cmd_audit(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "corral-collector audit: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "corral-collector audit: unexpected argument '%s'; try --help\n",
+			argv[optind]);
 		return 2;
 	}
 	if (format && strcmp(format, "json") == 0)

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ini.h>
 #include <systemd/sd-daemon.h>
 
+#include "accounting/record.h"
 #include "collector/audit_cli.h"
 #include "collector/prices.h"
 #include "collector/report.h"
@@ -29,7 +29,10 @@
 #include "collector/store.h"
 #include "collector/tls.h"
 #include "collector/tokens.h"
+#include "common/error.h"
+#include "common/ini_file.h"
 #include "common/macro.h"
+#include "corral_version.h"
 #include "common/parse.h"
 
 #define DEFAULT_DB	"sqlite:/var/lib/corral/collector.db"
@@ -60,7 +63,6 @@ struct options {
 	char *prices;
 	const char *from, *to, *by, *period;
 	uint64_t top;
-	char err[512];
 };
 
 #define FOLD_DELAY_MAX 3600000 /* ms */
@@ -88,8 +90,9 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
-/* inih reports the line of the first handler failure as ini_parse()'s return value. */
-static int ini_cb(void *user, const char *section, const char *name, const char *value)
+/* One config key (common/ini_file.h adds "file:line: " and refuses duplicates). */
+static int config_set(void *user, const char *section, const char *name, const char *value,
+		      char *err, size_t errlen)
 {
 	struct options *o = user;
 	int r = 0;
@@ -100,16 +103,16 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 		r = set_str(&o->tokens, value);
 	else if (strcmp(section, "server") == 0 && strcmp(name, "max_body") == 0) {
 		if (parse_size(value, &o->max_body) < 0 || o->max_body == 0) {
-			snprintf(o->err, sizeof(o->err),
-				 "[server] max_body: expected a size (\"16M\"), got '%s'", value);
-			return 0;
+			return err_set(err, errlen, -EINVAL,
+				       "[server] max_body: expected a size (\"16M\"), got '%s'",
+				       value);
 		}
 	} else if (strcmp(section, "server") == 0 && strcmp(name, "max_records") == 0) {
 		if (parse_u64(value, &o->max_records) < 0 || o->max_records == 0 ||
 		    o->max_records > 10000000) {
-			snprintf(o->err, sizeof(o->err),
-				 "[server] max_records: expected 1..10000000, got '%s'", value);
-			return 0;
+			return err_set(err, errlen, -EINVAL,
+				       "[server] max_records: expected 1..10000000, got '%s'",
+				       value);
 		}
 	} else if (strcmp(section, "server") == 0 &&
 		   (strcmp(name, "threads") == 0 || strcmp(name, "max_connections") == 0 ||
@@ -118,21 +121,19 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 		uint64_t v, max = name[0] == 't' ? 256 : name[0] == 'c' ? 3600 : 1000000;
 
 		if (parse_u64(value, &v) < 0 || v == 0 || v > max) {
-			snprintf(o->err, sizeof(o->err),
-				 "[server] %s: expected 1..%" PRIu64 "%s, got '%s'", name, max,
-				 name[0] == 'c' ? " (seconds)" : "", value);
-			return 0;
+			return err_set(err, errlen, -EINVAL,
+				       "[server] %s: expected 1..%" PRIu64 "%s, got '%s'", name,
+				       max, name[0] == 'c' ? " (seconds)" : "", value);
 		}
 		*(name[0] == 't'			 ? &o->threads
 		  : name[0] == 'c'			 ? &o->connection_timeout
 		  : strcmp(name, "max_connections") == 0 ? &o->max_connections
 							 : &o->connections_per_ip) = v;
 	} else if (strcmp(section, "server") == 0 && strcmp(name, "reuse_port") == 0) {
-		if (parse_bool(value, &o->reuse_port) < 0) {
-			snprintf(o->err, sizeof(o->err),
-				 "[server] reuse_port: expected true or false, got '%s'", value);
-			return 0;
-		}
+		if (parse_bool(value, &o->reuse_port) < 0)
+			return err_set(err, errlen, -EINVAL,
+				       "[server] reuse_port: expected true or false, got '%s'",
+				       value);
 	} else if (strcmp(section, "server") == 0 && strcmp(name, "tls_cert") == 0)
 		r = set_str(&o->tls_cert, value);
 	else if (strcmp(section, "server") == 0 && strcmp(name, "tls_key") == 0)
@@ -144,44 +145,33 @@ static int ini_cb(void *user, const char *section, const char *name, const char 
 	else if (strcmp(section, "storage") == 0 && strcmp(name, "connections") == 0) {
 		if (parse_u64(value, &o->db_connections) < 0 || o->db_connections == 0 ||
 		    o->db_connections > COLL_INGEST_POOL_MAX) {
-			snprintf(o->err, sizeof(o->err),
-				 "[storage] connections: expected 1..%d, got '%s'",
-				 COLL_INGEST_POOL_MAX, value);
-			return 0;
+			return err_set(err, errlen, -EINVAL,
+				       "[storage] connections: expected 1..%d, got '%s'",
+				       COLL_INGEST_POOL_MAX, value);
 		}
 	} else if (strcmp(section, "storage") == 0 && strcmp(name, "fold_delay_ms") == 0) {
 		if (parse_u64(value, &o->fold_delay_ms) < 0 || o->fold_delay_ms > FOLD_DELAY_MAX) {
-			snprintf(o->err, sizeof(o->err),
-				 "[storage] fold_delay_ms: expected 0..%d, got '%s'",
-				 FOLD_DELAY_MAX, value);
-			return 0;
+			return err_set(err, errlen, -EINVAL,
+				       "[storage] fold_delay_ms: expected 0..%d, got '%s'",
+				       FOLD_DELAY_MAX, value);
 		}
 		o->fold_delay_set = true;
 	} else if (strcmp(section, "report") == 0 && strcmp(name, "prices") == 0)
 		r = set_str(&o->prices, value);
 	else {
-		snprintf(o->err, sizeof(o->err), "unknown key [%s] %s", section, name);
-		return 0;
+		return err_set(err, errlen, -EINVAL, "[%s] %s: unknown key", section, name);
 	}
-	return r < 0 ? 0 : 1;
+	return r < 0 ? err_set(err, errlen, r, "[%s] %s: %s", section, name, strerror(-r)) : 0;
 }
 
 static int load_config(struct options *o, const char *path)
 {
-	int r = ini_parse(path, ini_cb, o);
+	char err[1024];
+	int r = ini_file_load(path, config_set, o, NULL, err, sizeof(err));
 
-	if (r == -1) {
-		fprintf(stderr, "corral-collector: --config %s: %m\n", path);
-		return -ENOENT;
-	}
-	if (r != 0) {
-		if (o->err[0])
-			fprintf(stderr, "corral-collector: %s: line %d: %s\n", path, r, o->err);
-		else
-			fprintf(stderr, "corral-collector: %s: line %d: syntax error\n", path, r);
-		return -EINVAL;
-	}
-	return 0;
+	if (r < 0)
+		fprintf(stderr, "corral-collector: %s%s\n", r == -ENOENT ? "--config " : "", err);
+	return r;
 }
 
 static _noreturn_ void usage(int code)
@@ -200,8 +190,26 @@ static _noreturn_ void usage(int code)
 	    "[--period day|week|month|all]\n"
 	    "                             [--top N] [--format table|csv|json|html]\n"
 	    "       (serve also takes --prices FILE for GET /v1/reports/showback)\n"
-	    "URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n");
+	    "       corral-collector audit verify|query|export ... (corral-collector audit "
+	    "--help)\n"
+	    "       corral-collector --version\n"
+	    "URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n"
+	    "Exit status: 0 success, 1 failure (database, network, file), 2 bad usage or "
+	    "configuration.\n");
 	exit(code);
+}
+
+/* One line for a bad option (getopt's own messages are off), and a hint. */
+static void bad_option(int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		fprintf(stderr, "corral-collector: option %s needs an argument; try --help\n", arg);
+	else if (optopt)
+		fprintf(stderr, "corral-collector: unknown option -%c; try --help\n", optopt);
+	else
+		fprintf(stderr, "corral-collector: unknown option %s; try --help\n", arg);
 }
 
 enum {
@@ -218,7 +226,7 @@ enum {
 };
 
 /* One command-line option: into o, or into cli where a config file may set it too. */
-static int parse_option(int c, struct options *o, struct options *cli)
+static int parse_option(int c, char **argv, struct options *o, struct options *cli)
 {
 	int r = 0;
 
@@ -321,8 +329,12 @@ static int parse_option(int c, struct options *o, struct options *cli)
 		break;
 	case 'h':
 		usage(0);
+	case 'V':
+		printf("corral-collector %s\n", CORRAL_VERSION);
+		exit(0);
 	default:
-		usage(2);
+		bad_option(c, argv);
+		r = -EINVAL;
 	}
 	return r;
 }
@@ -384,13 +396,20 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"period", required_argument, NULL, OPT_PERIOD},
 	    {"top", required_argument, NULL, OPT_TOP},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {},
 	};
 	struct options cli = {0};
 	int c, r = 0;
 
-	while (r >= 0 && (c = getopt_long(argc, argv, "c:l:d:t:b:h", longopts, NULL)) != -1)
-		r = parse_option(c, o, &cli);
+	opterr = 0;
+	while (r >= 0 && (c = getopt_long(argc, argv, ":c:l:d:t:b:hV", longopts, NULL)) != -1)
+		r = parse_option(c, argv, o, &cli);
+	if (r >= 0 && optind < argc) {
+		fprintf(stderr, "corral-collector %s: unexpected argument \"%s\"; try --help\n",
+			argv[0], argv[optind]);
+		r = -EINVAL;
+	}
 	if (r >= 0)
 		r = apply_cli(o, &cli);
 	options_free(&cli);
@@ -609,6 +628,14 @@ static int cmd_dump(struct options *o)
 		fprintf(stderr, "corral-collector dump: --db is required\n");
 		return 2;
 	}
+	if (o->type && acct_type_from_string(o->type) == _ACCT_TYPE_INVALID) {
+		fprintf(stderr, "corral-collector dump: --type: unknown record type '%s' (one of",
+			o->type);
+		for (int t = 0; t < _ACCT_TYPE_MAX; t++)
+			fprintf(stderr, "%s %s", t ? "," : "", acct_type_to_string(t));
+		fprintf(stderr, ")\n");
+		return 2;
+	}
 	if (o->format && strcmp(o->format, "json") == 0)
 		d.json = true;
 	else if (o->format && strcmp(o->format, "table") != 0) {
@@ -715,13 +742,25 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int rc;
 
-	if (argc < 2)
-		usage(2);
+	if (argc < 2) {
+		fprintf(stderr, "corral-collector: missing command (serve, dump, migrate, report, "
+				"audit); try --help\n");
+		return 2;
+	}
 	cmd = argv[1];
 	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0)
 		usage(0);
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("corral-collector %s\n", CORRAL_VERSION);
+		return 0;
+	}
 	if (strcmp(cmd, "audit") == 0)
 		return coll_cmd_audit(argc - 1, argv + 1);
+	if (strcmp(cmd, "serve") && strcmp(cmd, "dump") && strcmp(cmd, "migrate") &&
+	    strcmp(cmd, "report")) {
+		fprintf(stderr, "corral-collector: unknown command '%s'; try --help\n", cmd);
+		return 2;
+	}
 	if (parse_args(argc - 1, argv + 1, &o) < 0) {
 		options_free(&o);
 		return 2;
@@ -734,12 +773,8 @@ int main(int argc, char **argv)
 		rc = cmd_dump(&o);
 	else if (strcmp(cmd, "migrate") == 0)
 		rc = cmd_migrate(&o);
-	else if (strcmp(cmd, "report") == 0)
+	else
 		rc = cmd_report(&o);
-	else {
-		fprintf(stderr, "corral-collector: unknown command '%s'\n", cmd);
-		rc = 2;
-	}
 	options_free(&o);
 	return rc;
 }

@@ -43,7 +43,7 @@ stop() {
 trap 'stop; rm -rf "$T"' EXIT
 ctl() { "$BO/corralctl" --socket "$SOCK" "$@"; }
 BO=$O
-st() { ctl status | python3 -c 'import sys,json; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+st() { ctl status --json | python3 -c 'import sys,json; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / hz)}' "/proc/$AG/stat"; }
 now_ms() { date +%s%3N; }
 

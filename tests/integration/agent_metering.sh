@@ -101,7 +101,7 @@ sweeps=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | grep '^corral_bpf_map_swee
 	pass "22 task ends, no BPF map sweep (metering and audit)" ||
 	fail "map sweeps after 22 tasks: $(echo $sweeps)"
 # CPU accounting mode the agent runs: exit (the default from Linux 6.2) or switch
-acc=$(ctl status | jget cpu_accounting)
+acc=$(ctl status --json | jget cpu_accounting)
 # and nothing of them is left in the per-process maps (no task runs now)
 if command -v bpftool >/dev/null; then
 	left=""

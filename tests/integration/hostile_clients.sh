@@ -156,16 +156,16 @@ python3 "$PY" "$SOCK" idle 65534 300 >"$T/idle.out" 2>&1 &
 IDLE=$!
 wait_line "$T/idle.out" held
 read -r _ held _ refused _ <"$T/idle.out"
-conns=$(ctl status | jget connections)
+conns=$(ctl status --json | jget connections)
 ls=$(timed ctl status) || fail "root's status with 300 idle connections of uid 65534: $ls"
 lr=$(timed ctl run --wait -- /bin/true) || fail "root's run with 300 idle connections of uid 65534: $lr"
 [ "$held" = 32 ] && [ "$refused" = 268 ] && [ "$conns" = 33 ] \
 	&& pass "300 idle connections of uid 65534: 32 held, 268 refused ($(sed -n 's/.*why //p' "$T/idle.out" | sed 's/.*"error":"//; s/"}$//')); root's status ${ls}s, run --wait ${lr}s" \
 	|| fail "idle flood: held $held refused $refused, agent counts $conns connections"
 wait $IDLE
-grep -q "^closed 32" "$T/idle.out" && [ "$(ctl status | jget connections)" = 1 ] \
+grep -q "^closed 32" "$T/idle.out" && [ "$(ctl status --json | jget connections)" = 1 ] \
 	&& pass "the 32 idle connections were closed after idle_timeout" \
-	|| fail "idle connections: $(tail -n1 "$T/idle.out"), agent has $(ctl status | jget connections)"
+	|| fail "idle connections: $(tail -n1 "$T/idle.out"), agent has $(ctl status --json | jget connections)"
 
 # --- 3. an incomplete request ----------------------------------------------------------------
 python3 "$PY" "$SOCK" partial >"$T/partial.out" 2>&1
@@ -208,7 +208,7 @@ grep -q "^held 2 refused 4 why .*kept for root and the agent's group, 2 each" "$
 kill "${P[@]}" 2>/dev/null; wait "${P[@]}" 2>/dev/null
 # with the slots free (the closes seen: status's own connection alone), a member is held to
 # max_connections_per_uid (32) like anyone
-for _ in $(seq 100); do [ "$(ctl status | jget connections)" = 1 ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(ctl status --json | jget connections)" = 1 ] && break; sleep 0.1; done
 python3 "$PY" "$SOCK" idle 60203 40 "$OPS" >"$T/ops3.out" 2>&1 &
 P=($!)
 wait_line "$T/ops3.out" held

@@ -97,7 +97,7 @@ rm -rf "$STATE"
 start_agent --no-bpf --config "$T/small.conf" --collector-url "http://127.0.0.1:$PORT" \
 	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
 "$H" 1500 throughput "$SOCK" 8 && pass "1500 tasks ran with the spool full" || fail "tasks failed while the spool was full"
-refused=$(ctl status | jget records_spool_refused)
+refused=$(ctl status --json | jget records_spool_refused)
 metric=$(curl -fs "http://127.0.0.1:$MPORT/metrics" | awk '/^corral_spool_refused_total /{print $2}')
 [ "${refused:-0}" -gt 0 ] && [ "$metric" = "$refused" ] && pass "spool full: $refused records refused, counted in status and corral_spool_refused_total" \
 	|| fail "spool full: refused=$refused metric=$metric"
@@ -249,7 +249,7 @@ PY
 	|| fail "audit chain head on a full disk: file '$(cat "$STATE/audit-chain" 2>/dev/null)', spool's $head; log: $(grep 'audit chain head' "$T/agent.log")"
 start_agent --no-bpf --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PORT" \
 	--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
-ctl status >"$T/st.json"
+ctl status --json >"$T/st.json"
 live=$(jget tasks_live <"$T/st.json"); deg=$(jget degraded <"$T/st.json")
 ctl run -- /bin/true >/dev/null 2>"$T/run.err" && fail "a task started on a full state filesystem"
 [ "$deg" = True ] && [ "$live" = 2 ] && [ "$(metric $MPORT corral_agent_degraded)" = 1 ] \
@@ -266,13 +266,13 @@ conf=$(q "SELECT count(*) FROM conflicts")
 	&& pass "the spool drained on the full disk: all $frames records stored, the spool trimmed (the re-adopted tasks' task.start, emitted again, no conflict)" \
 	|| fail "full disk drain: $stored of $frames stored, $segs segments left, $conf conflicts"
 rm -f "$FS/fill"
-for _ in $(seq 50); do [ "$(ctl status | jget degraded)" = False ] && break; sleep 0.2; done
+for _ in $(seq 50); do [ "$(ctl status --json | jget degraded)" = False ] && break; sleep 0.2; done
 ctl run --wait -- /bin/true >/dev/null 2>&1 && ctl kill "$l1" >/dev/null && ctl kill "$l2" >/dev/null \
 	|| fail "after space returned: run or kill failed"
 n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end' AND task_id IN ('$l1','$l2')" 2 30)
-[ "$(ctl status | jget degraded)" = False ] && [ "$n" = 2 ] && grep -q 'has space again' "$T/agent.log" \
+[ "$(ctl status --json | jget degraded)" = False ] && [ "$n" = 2 ] && grep -q 'has space again' "$T/agent.log" \
 	&& pass "space back: degraded mode left by itself, tasks run again, the re-adopted tasks' ends stored" \
-	|| fail "recovery: degraded $(ctl status | jget degraded), ends stored $n"
+	|| fail "recovery: degraded $(ctl status --json | jget degraded), ends stored $n"
 
 # --- 8. full before the first start, on an older state directory --------------------------------
 stop_agent

@@ -86,7 +86,7 @@ ordinary() {
 # every record the agent spooled for a task, as the agent's own ended-task view cannot tell:
 # the collector's rows for it
 rows() { q "SELECT type FROM records WHERE task_id='$1' ORDER BY type" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}'; }
-st() { ctl status | jget "$1"; }
+st() { ctl status --json | jget "$1"; }
 drained() { # wait until the spool is empty (the collector acked everything)
 	for _ in $(seq 600); do
 		[ "$(st spool_entries_pending)" = 0 ] && return 0

@@ -9,7 +9,7 @@
 need_root
 start_agent --no-bpf
 
-st=$(ctl status)
+st=$(ctl status --json)
 for l in mount_namespace sys_read_only agent_files_hidden protect_system private_dev; do
 	v=$(echo "$st" | jget "sandbox.$l")
 	[ "$v" = on ] && pass "status: $l on" || fail "status: $l is '$v'"
@@ -73,7 +73,7 @@ escapes() { # WHO [FLAGS]: run the escape script as WHO (root or corral-it-user)
 escapes root
 escapes corral-it-user
 # and with the Landlock rules on top (the mounts and the rules must not conflict)
-case $(ctl status | jget sandbox.landlock) in "off (kernel offers"*) escapes root --landlock ;; esac
+case $(ctl status --json | jget sandbox.landlock) in "off (kernel offers"*) escapes root --landlock ;; esac
 
 # --- private /dev: a root task cannot see or open the node's disks or consoles ---------------
 # (uid 0 without capabilities opens a root-owned 0600 node: loop and zram disks, the console,
@@ -195,7 +195,7 @@ grep -q '^bound$' "$T/e.out" && grep -q bindro:ok "$T/e.out" && pass "--bind SRC
 # Binds made before the read-only mount (/mnt: the read-only directory itself, /opt: one below
 # it, /srv: the inaccessible one) are writable or readable without Landlock; with it every
 # write and read through them is refused, checked from the node; the rest of the view works.
-ll=$(ctl status | jget sandbox.landlock)
+ll=$(ctl status --json | jget sandbox.landlock)
 case $ll in
 "off (kernel offers ABI "*)
 	# (outside /tmp: the directories above a protected path are not writable under Landlock)

@@ -659,8 +659,8 @@ CONF
 case_sandbox_v2() {
 	need_agent || return 1
 	local who id out cg pid left=$((900000 + $$)) u=corral-vm-user
-	[ "$(corralctl status 2>/dev/null | json_get 'd["sandbox"]["mount_namespace"]')" = on ] ||
-		fail "corralctl status: sandbox.mount_namespace is not on: $(corralctl status | json_get 'd.get("sandbox")')"
+	[ "$(corralctl status --json 2>/dev/null | json_get 'd["sandbox"]["mount_namespace"]')" = on ] ||
+		fail "corralctl status: sandbox.mount_namespace is not on: $(corralctl status --json | json_get 'd.get("sandbox")')"
 	id -u $u >/dev/null 2>&1 || useradd -M -r -s /bin/sh $u || fail "useradd $u"
 	local passwd0
 	passwd0=$(sha256sum </etc/passwd)

@@ -1,0 +1,134 @@
+#!/bin/bash
+# The operator's surfaces of the three programs: --version; a bad option is one line and a
+# hint (exit 2); dump --type refuses an unknown type; config errors name file:line and both
+# lines of a duplicate key (agent and collector); a missing token file stops corrald before
+# anything is set up (no cgroup made); SIGHUP rereads the file in use (absolute path) and
+# keeps the flags; corralctl status reads as text (upload failing, then delivered) and as JSON.
+. "$(dirname "$0")/lib.sh"
+need_root
+COLL=$O/corral-collector
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# --version: the same version on all three
+v1=$("$CORRALD" --version) v2=$("$CORRALCTL" --version) v3=$("$COLL" --version)
+[ "${v1#corrald }" = "${v2#corralctl }" ] && [ "${v1#corrald }" = "${v3#corral-collector }" ] &&
+	echo "$v1" | grep -Eq '^corrald [0-9]+\.[0-9]+\.[0-9]+' &&
+	pass "--version: $v1 / $v2 / $v3" || fail "--version: '$v1' '$v2' '$v3'"
+
+# bad options: one line on stderr, naming the option, with a hint; exit 2; nothing on stdout
+bad() {
+	local out err rc
+	out=$("$@" 2>"$T/err"); rc=$?
+	err=$(cat "$T/err")
+	if [ "$rc" = 2 ] && [ -z "$out" ] && [ "$(wc -l <"$T/err")" = 1 ] && echo "$err" | grep -q 'try --help'; then
+		pass "${*#"$O/"}: $err"
+	else
+		fail "${*#"$O/"}: rc $rc, stdout '$out', stderr: $err"
+	fi
+}
+bad "$CORRALD" --bogus
+bad "$CORRALD" --max-tasks
+bad "$CORRALCTL" --bogus status
+bad "$CORRALCTL" status --bogus
+bad "$CORRALCTL" ps --bogus
+bad "$CORRALCTL" run --bogus -- true
+bad "$CORRALCTL" bogus
+bad "$CORRALCTL"
+bad "$COLL" serve --bogus
+bad "$COLL" dump --db "sqlite:$T/c.db" --limit
+bad "$COLL" audit --bogus
+bad "$COLL" bogus
+bad "$COLL" migrate --db "sqlite:$T/c.db" extra
+
+# dump --type: an unknown type is refused with the valid ones, before the database is opened
+"$COLL" migrate --db "sqlite:$T/c.db" >/dev/null
+out=$("$COLL" dump --db "sqlite:$T/c.db" --type task.ned 2>&1); rc=$?
+[ "$rc" = 2 ] && echo "$out" | grep -q "unknown record type 'task.ned'" && echo "$out" | grep -q 'task.end' &&
+	pass "dump --type task.ned refused: $out" || fail "dump --type task.ned: rc $rc: $out"
+out=$("$COLL" dump --db "sqlite:$T/c.db" --type task.end 2>&1); rc=$?
+[ "$rc" = 0 ] && echo "$out" | grep -q '(0 records)' && pass "dump --type task.end accepted" ||
+	fail "dump --type task.end: rc $rc: $out"
+
+# config errors: file:line, duplicate keys with both lines (agent)
+printf '[agent]\nmax_tasks = 5\n\n[metrics]\ntasks = off\n[agent]\n# again\nmax_tasks = 6\n' >"$T/dup.conf"
+out=$("$CORRALD" --config "$T/dup.conf" 2>&1); rc=$?
+[ "$rc" = 2 ] && [ "$out" = "corrald: $T/dup.conf:8: [agent] max_tasks: duplicate key (first set on line 2)" ] &&
+	pass "agent duplicate key: $out" || fail "agent duplicate key: rc $rc: $out"
+printf '[agent]\nnode = n\n[spool]\nmax_bytes = 10\n' >"$T/bad.conf"
+out=$("$CORRALD" --config "$T/bad.conf" 2>&1); rc=$?
+[ "$rc" = 2 ] && echo "$out" | grep -q "^corrald: $T/bad.conf:4: \[spool\] max_bytes: " &&
+	pass "agent bad value: $out" || fail "agent bad value: rc $rc: $out"
+# (collector)
+printf '[server]\nlisten = 127.0.0.1:1\n[storage]\ndb = sqlite:%s/c.db\n[server]\nlisten = 127.0.0.1:2\n' "$T" >"$T/cdup.conf"
+out=$("$COLL" serve --config "$T/cdup.conf" 2>&1); rc=$?
+[ "$rc" = 2 ] && [ "$out" = "corral-collector: $T/cdup.conf:6: [server] listen: duplicate key (first set on line 2)" ] &&
+	pass "collector duplicate key: $out" || fail "collector duplicate key: rc $rc: $out"
+printf '[server]\n\nmax_records = lots\n' >"$T/cbad.conf"
+out=$("$COLL" serve --config "$T/cbad.conf" 2>&1); rc=$?
+[ "$rc" = 2 ] && echo "$out" | grep -q "^corral-collector: $T/cbad.conf:3: \[server\] max_records: " &&
+	pass "collector bad value: $out" || fail "collector bad value: rc $rc: $out"
+
+# a missing token file: refused before anything is set up (no cgroup of the agent's made)
+out=$("$CORRALD" --socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE" \
+	--collector-url http://127.0.0.1:1 --token-file "$T/no-token" 2>&1); rc=$?
+made=$(ls -d /sys/fs/cgroup/*/"$SUBTREE" 2>/dev/null | wc -l)
+[ "$rc" = 2 ] && [ "$made" = 0 ] && echo "$out" | grep -q "token_file $T/no-token: No such file" &&
+	! echo "$out" | grep -qi 'bpf\|cgroups:' &&
+	pass "missing token file refused before setup: $out" || fail "missing token file: rc $rc, $made cgroups: $out"
+
+# SIGHUP: the file in use, by its absolute path, and the flags applied again
+printf '[agent]\nmax_tasks = 5\nreserve_cpus = 0\n' >"$T/a.conf"
+(cd "$T" && start_agent --config a.conf --no-bpf --kill-grace 3s)
+AGENT_PID=$(pgrep -f -- "--socket $SOCK" | head -n1)
+printf '[agent]\nmax_tasks = 9\nkill_grace = 1s\n' >"$T/a.conf"
+kill -HUP "$AGENT_PID"
+for _ in $(seq 100); do grep -q 'configuration reloaded' "$T/agent.log" && break; sleep 0.05; done
+mt=$(ctl status --json | jget max_tasks)
+grep -q "configuration reloaded from $T/a.conf\$" "$T/agent.log" && [ "$mt" = 9 ] &&
+	pass "SIGHUP: $(grep -o 'configuration reloaded.*' "$T/agent.log"), max_tasks now $mt" ||
+	fail "SIGHUP: max_tasks $mt, log: $(grep -i reload "$T/agent.log")"
+printf '[agent]\nmax_tasks = 9\nmax_tasks = 10\n' >"$T/a.conf"
+kill -HUP "$AGENT_PID"
+for _ in $(seq 100); do grep -q 'reload of' "$T/agent.log" && break; sleep 0.05; done
+grep -q "a.conf:3: \[agent\] max_tasks: duplicate key" "$T/agent.log" && grep -q "reload of $T/a.conf failed" "$T/agent.log" &&
+	[ "$(ctl status --json | jget max_tasks)" = 9 ] &&
+	pass "SIGHUP with a bad file: refused with file:line, the running configuration kept" ||
+	fail "SIGHUP with a bad file: $(grep -i 'reload\|duplicate' "$T/agent.log")"
+stop_agent
+
+# corralctl status: text by default; upload health from the uploader (failing, then delivered)
+CPORT=$(free_port)
+echo "node it-node tok-node-it-0123456789abcdef" >"$T/tokens"
+chmod 600 "$T/tokens"
+echo "tok-node-it-0123456789abcdef" >"$T/token"
+start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
+ctl run --wait -- true >/dev/null
+for _ in $(seq 100); do ctl status | grep -q FAILING && break; sleep 0.1; done
+st=$(ctl status)
+echo "$st" | grep -q "^Upload:" && echo "$st" | grep -q "state  *FAILING" && echo "$st" | grep -q "last success  *never" &&
+	echo "$st" | grep -q "last error .*127.0.0.1" && echo "$st" | grep -Eq "pending  *[1-9][0-9]* records" &&
+	echo "$st" | grep -q "^Enforcement:" && echo "$st" | grep -q "seccomp  *default profile default" &&
+	echo "$st" | grep -q "^Spool: " && pass "status, collector down: $(echo "$st" | grep -A6 '^Upload:' | tr -s ' ' | tr '\n' ';')" ||
+	fail "status with the collector down: $st"
+"$COLL" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
+CPID=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$CPORT/healthz" >/dev/null && break; sleep 0.05; done
+# the uploader's backoff may have grown long: a restart sends what the spool holds at once
+stop_agent
+start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
+ctl run --wait -- true >/dev/null
+for _ in $(seq 300); do
+	[ "$(ctl status --json | jget upload.pending_records)" = 0 ] && [ "$(ctl status --json | jget upload.last_success_ns)" != 0 ] && break
+	sleep 0.1
+done
+st=$(ctl status)
+rows=$(sqlite3 "$T/c.db" "select count(*) from records where node = 'it-node'" 2>/dev/null)
+echo "$st" | grep -q "state  *ok" && echo "$st" | grep -Eq "last success  *[0-9]{4}-" &&
+	echo "$st" | grep -q "pending  *0 records" && [ "${rows:-0}" -ge 4 ] &&
+	pass "status, delivered: $(echo "$st" | grep -A5 '^Upload:' | tr -s ' ' | tr '\n' ';') ($rows rows in the collector)" ||
+	fail "status after delivery ($rows rows): $st"
+ls=$(ctl status --json | jget upload.last_success_ns)
+[ "${ls:-0}" -gt 0 ] && ctl status --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["spool"]["max_bytes"] > 0 and "enforcement" in d' &&
+	pass "status --json: upload.last_success_ns $ls, spool and enforcement objects" || fail "status --json: $(ctl status --json)"
+kill "$CPID"; wait "$CPID" 2>/dev/null
+finish
