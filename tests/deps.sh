@@ -3,7 +3,7 @@
 set -eu
 PKGS="build-essential pkg-config clang clang-16 llvm bpftool libbpf-dev libelf-dev zlib1g-dev
  libseccomp-dev libcgroup-dev libjansson-dev libyajl-dev libinih-dev libsystemd-dev libcmocka-dev
- libcurl4-openssl-dev libmicrohttpd-dev libsqlite3-dev sqlite3 libpq-dev postgresql
+ libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev openssl libsqlite3-dev sqlite3 libpq-dev postgresql haproxy
  libnl-3-dev libnl-genl-3-dev libssl-dev bubblewrap python3 linux-perf bc
  qemu-system-x86 mmdebstrap e2fsprogs chromium curl procps iproute2 clang-format"
 missing=""

@@ -6,6 +6,8 @@
  *   helper_ingest_load copy ...same...   rows of the records table, PostgreSQL COPY text
  *   helper_ingest_load post --url U --token T --node N --count C [--batch B] [--start S]
  *                           [--connections K]
+ *       (TLS: the environment's INGEST_CACERT verifies the collector, INGEST_CERT and
+ *       INGEST_KEY are the client certificate and key)
  *       POSTs batches (HTTP/1.1 keep-alive, K connections in parallel, as K nodes uploading
  *       at once), every answer must be 200; prints
  *       "records=N accepted=A duplicate=D seconds=S rate=R connections=K start=T"
@@ -224,6 +226,12 @@ static void *post_worker(void *p)
 	curl_easy_setopt(c, CURLOPT_URL, o->url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+	if (getenv("INGEST_CACERT"))
+		curl_easy_setopt(c, CURLOPT_CAINFO, getenv("INGEST_CACERT"));
+	if (getenv("INGEST_CERT"))
+		curl_easy_setopt(c, CURLOPT_SSLCERT, getenv("INGEST_CERT"));
+	if (getenv("INGEST_KEY"))
+		curl_easy_setopt(c, CURLOPT_SSLKEY, getenv("INGEST_KEY"));
 	for (size_t k = w->id; k < w->nb; k += o->connections) {
 		char *resp = NULL;
 		size_t rlen = 0;

@@ -6,7 +6,8 @@
 # the time from the kill to the first record stored after it is printed. Then the first comes
 # back and, after the failback delay, receives batches again (its /metrics).
 # With Debian's haproxy installed, the same kill behind one haproxy address (agent -> haproxy
-# -> two collectors): nothing lost, nothing doubled.
+# -> two collectors, `balance first`): every batch at the first before the kill (its /metrics),
+# the second takes over, nothing lost, nothing doubled, the time to move printed.
 . "$(dirname "$0")/lib.sh"
 need_root
 . tests/integration/collector_lib.sh
@@ -147,13 +148,23 @@ start_agent --no-bpf --config "$T/agent-lb.conf" --node n1
 LAUNCH=$!
 PIDS+=("$LAUNCH")
 a0=$(accepted "$PA")
+b0=$(accepted "$PB")
 wait_sql "SELECT count(*) FROM records WHERE type='task.end'" $((before + 50)) 60 >/dev/null
+a1=$(accepted "$PA")
+[ "$a1" -gt "$a0" ] && [ "$(accepted "$PB")" = "$b0" ] && pass "haproxy sends every batch to A ($((a1 - a0)) records)" \
+	|| fail "haproxy: A accepted $a0 -> $a1, B $b0 -> $(accepted "$PB")"
 kill -9 "$CA"; wait "$CA" 2>/dev/null
+t0=$(now)
+c0=$(sql "SELECT count(*) FROM records")
+c1=$(wait_sql "SELECT count(*) FROM records" $((c0 + 1)) 60)
+t1=$(now)
+[ "$c1" -gt "$c0" ] && pass "$(printf 'behind haproxy, time to move: %.2f s from kill -9 of A to the first record stored after it' \
+	"$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b - a}')")" || fail "haproxy: nothing stored after the kill in 60 s"
 wait "$LAUNCH" || fail "launching $N tasks behind haproxy"
 n=$(wait_sql "SELECT count(*) FROM records WHERE type='task.end'" $((before + N)) 120)
 dups=$(sql "SELECT count(*) FROM (SELECT task_id, type FROM records WHERE type IN ('task.start','task.end') GROUP BY task_id, type HAVING count(*) > 1) d")
-[ "$n" = $((before + N)) ] && [ "$dups" = 0 ] \
-	&& pass "behind haproxy, A killed mid-stream: $N more task ends stored, none twice" \
-	|| fail "behind haproxy: $((n - before)) of $N task ends, $dups doubled"
+[ "$n" = $((before + N)) ] && [ "$dups" = 0 ] && [ "$(accepted "$PB")" -gt "$b0" ] \
+	&& pass "behind haproxy, A killed mid-stream: $N more task ends stored (B took over), none twice" \
+	|| fail "behind haproxy: $((n - before)) of $N task ends, $dups doubled, B accepted $b0 -> $(accepted "$PB")"
 stop_agent
 finish
