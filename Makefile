@@ -170,7 +170,7 @@ $(O)/tests/fuzz/%: tests/fuzz/%.c $(LIB)
 
 # ---- targets --------------------------------------------------------------------------------
 .PHONY: all programs unit-build helpers unit unit-asan integration integration-asan vm fuzz fuzz-build check clang-build \
-	bench demo deps install clean format format-check
+	bench demo deps install clean format format-check layout-check
 
 all: $(PROGRAMS) $(HELPERS) $(UNIT_TESTS) $(EXTRA_TARGETS)
 programs: $(PROGRAMS)
@@ -213,7 +213,11 @@ fuzz: fuzz-build
 clang-build:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/clang CC=$(CLANG) all
 
-check: format-check all unit unit-asan clang-build fuzz integration integration-asan vm
+# The layers of agent/: no include or call cycle, nothing uses a higher layer.
+layout-check: all
+	$(Q)tests/include_graph.py --objects $(O)
+
+check: format-check all layout-check unit unit-asan clang-build fuzz integration integration-asan vm
 
 bench: all
 	$(Q)tests/bench/run

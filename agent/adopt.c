@@ -8,6 +8,9 @@
  */
 #include "agent/agent.h"
 #include "agent/log.h"
+#include "agent/task.h"
+#include "agent/state.h"
+#include "agent/adopt.h"
 #include "common/clock.h"
 #include "common/macro.h"
 #include "isolation/cgroup.h"

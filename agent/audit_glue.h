@@ -5,18 +5,20 @@
  * runtime_dir/tasks/<id>.syscalls (isolation/launch.h); the agent turns the lines into records.
  * Each line carries a sequence number; the highest one known to be spooled is kept in the
  * task's state file (and recovered from the unacked spool at start), so a restarted agent
- * neither loses nor repeats a record. The other audit glue is declared in agent/agent.h.
+ * neither loses nor repeats a record.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct agent;
 struct task;
+struct task_spec;
 
-/* audit.syscall records per task at most; further denied calls are counted (audit.lost). */
-#define AUDIT_SYSCALLS_MAX 1000 /* default of [audit] syscalls_max */
+/* audit.syscall records per task at most: [audit] syscalls_max (AUDIT_SYSCALLS_MAX, config.h);
+ * further denied calls are counted (audit.lost). */
 
 /* Are denied calls audited on this node ([audit] enable)? */
 bool audit_glue_syscalls_enabled(const struct agent *a);
@@ -24,3 +26,19 @@ void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char 
 /* The rest runs as the audit meter of the task state machine (agent/meters.h,
  * meter_audit_ops): tracking from the child's pid, the file polled each tick, the end line
  * awaited at the end, the spooled seq and the record budget kept in the state file. */
+
+/* The audit trail of exec and connect events (BPF) and the network policy. */
+int audit_glue_init(struct agent *a);
+void audit_glue_fini(struct agent *a);
+int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen);
+/* The tick without rtnetlink: re-read the node's addresses for the network policy. */
+void audit_glue_addrs_tick(struct agent *a);
+/* Read the events in the ring buffer (its fd's handler; the tick, for events sent without a
+ * wakeup). */
+void audit_glue_poll(struct agent *a);
+/* The agent's tick: events sent without a wakeup, the kernel's counts folded, due summaries
+ * of every task, a pending audit.gap when the spool has room again. */
+void audit_glue_tick(struct agent *a, uint64_t now_mono);
+/* The agent stops (tasks keep running): summaries out, budgets marked for the state files
+ * (written by the next task_flush_records). */
+void audit_glue_stop(struct agent *a);

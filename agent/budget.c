@@ -6,6 +6,7 @@
 #include "agent/budget.h"
 #include "agent/agent.h"
 #include "agent/log.h"
+#include "agent/emit.h"
 #include "common/macro.h"
 #include "common/clock.h"
 

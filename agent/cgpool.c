@@ -19,6 +19,8 @@
  */
 #include "agent/agent.h"
 #include "agent/log.h"
+#include "agent/state.h"
+#include "agent/cgpool.h"
 #include "common/clock.h"
 #include "isolation/cgroup.h"
 

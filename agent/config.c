@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "agent/config.h"
 #include "agent/spec.h"
-#include "agent/audit_glue.h"
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/ini_file.h"

@@ -30,6 +30,9 @@ enum bpf_mode {
 
 #define COLLECTOR_URLS_MAX 16 /* [collector] url / urls */
 
+/* audit.syscall records per task at most: the default of [audit] syscalls_max. */
+#define AUDIT_SYSCALLS_MAX 1000
+
 struct agent_config {
 	/* [agent] */
 	char *node;

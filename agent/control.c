@@ -32,6 +32,8 @@
 #include "agent/sandbox.h"
 #include "agent/log.h"
 #include "agent/loop.h"
+#include "agent/task.h"
+#include "agent/control.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/clock.h"

@@ -10,6 +10,8 @@
 #include "agent/agent.h"
 #include "agent/log.h"
 #include "agent/loop.h"
+#include "agent/state.h"
+#include "agent/emit.h"
 #include "accounting/spool.h"
 #include "accounting/syncer.h"
 #include "accounting/uploader.h"

@@ -20,6 +20,7 @@
 #include "agent/agent.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
+#include "agent/emit.h"
 #include "common/clock.h"
 #include "common/macro.h"
 #include "isolation/gpu.h"

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "agent/sandbox.h"
 #include "agent/agent.h"
+#include "agent/state.h"
 #include "common/macro.h"
 
 #include <errno.h>

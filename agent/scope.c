@@ -16,6 +16,7 @@
  */
 #include "agent/agent.h"
 #include "agent/log.h"
+#include "agent/scope.h"
 #include "common/macro.h"
 #include "common/fileio.h"
 

@@ -14,8 +14,8 @@
  *                      the newest ended_keep of them
  */
 #include "agent/agent.h"
-#include "agent/audit_glue.h"
 #include "agent/log.h"
+#include "agent/state.h"
 #include "common/macro.h"
 #include "common/clock.h"
 #include "common/fileio.h"

@@ -28,6 +28,7 @@
 #include "agent/log.h"
 #include "agent/loop.h"
 #include "agent/meters.h"
+#include "agent/taskstats_glue.h"
 #include "bpf/taskstats.h"
 #include "common/macro.h"
 #include "common/clock.h"

@@ -8,6 +8,7 @@
 
 #include "agent/agent.h"
 #include "agent/audit_glue.h"
+#include "agent/state.h"
 
 #include <errno.h>
 #include <stdlib.h>

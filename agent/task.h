@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The task table and each task's state machine (agent/task.c): launch (admission and the
+ * stages beside it, then the shim), start, ticks and limits, the end and its record, the
+ * re-adoption's live part. Calls the stages and meters below it; the control API's replies
+ * go through the agent's on_task_started / on_task_ended.
+ */
+#pragma once
+
+#include "agent/agent.h"
+
+/* The passwd/group cache, made on first use and refreshed once per control request
+ * (NULL when out of memory). */
+struct users *agent_users(struct agent *a);
+
+/*
+ * Start a task: everything that can be refused is checked and prepared here (errors go to
+ * err, nothing is left behind); on success the shim is forked and *ret is TASK_STARTING. The
+ * rest runs from the event loop (the shim's status pipe for the child's pid, its error pipe
+ * for the exec), which calls a->on_task_started with the outcome. Once the launch is
+ * admitted the spec's contents move into the task (spec is left empty): the caller clears
+ * spec in every case.
+ */
+int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t sub_gid,
+		bool privileged, struct task **ret, char *err, size_t errlen);
+/* What a task's state file says of its start, for its re-adoption. */
+struct task_adopt_info {
+	const json_t *state; /* the state file, for the meters' restore (agent/meters.h) */
+	bool same_boot;	     /* written since the node's last boot */
+	bool launch_failed;  /* the launch had failed (exit_code: 126 or 127) */
+	int exit_code;
+};
+/*
+ * Re-adoption, the live part: a task read back from its state file (state_task_decode, the
+ * persisted fields) joins the table; its task.start is emitted again (fixed id); its shim's
+ * pidfd is watched, or, the shim gone, its exit file read. Lost after a reboot.
+ */
+int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *info);
+/* BPF accounting at exit: the task's last thread got its final figures (METER_EV_SETTLED). */
+void task_on_meter_settled(struct agent *a, uint64_t task_key);
+void task_tick(struct agent *a, uint64_t now_mono);
+int task_signal(struct agent *a, struct task *t, int sig);
+struct task *task_find(struct agent *a, const char *id);
+/* Append an ended task to a->ended (keeps the list in order of end). */
+void task_add_ended(struct agent *a, struct task *t);
+/* An ended task keeps only what show/wait/ps need, its final record as text. */
+void task_slim(struct task *t);
+/* An ended task's final record (new reference), NULL if none. */
+json_t *task_final_record(const struct task *t);
+/* The task's record as JSON: task.end once ended, else a live snapshot. New reference. */
+json_t *task_record_json(struct agent *a, struct task *t);
+void task_free(struct task *t);
+void task_collect_usage(struct agent *a, struct task *t);
+/* The task's state file: its fields (state_task_encode) and each meter's. */
+int task_save(struct agent *a, struct task *t);
+/* The group commit of the loop iteration (agent_flush_records), then the state files of the
+ * tasks whose meters keep positions in them that the flush moved. */
+void task_flush_records(struct agent *a);
+void task_emit(struct agent *a, struct task *t, enum acct_type type);
+
+/* Drop the oldest ended tasks (memory and ended/ files) beyond ended_keep. */
+void task_prune_ended(struct agent *a);
+bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);
+int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_uid,
+		     const char *target_name, char *err, size_t errlen);
