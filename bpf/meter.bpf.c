@@ -673,7 +673,7 @@ struct mm_struct___pre62 {
 	struct mm_rss_stat___pre62 rss_stat;
 };
 
-static __always_inline __s64 read_rss_pages(struct mm_struct *mm, int member)
+static __always_inline __s64 read_rss_pages(struct mm_struct *mm, int member, const bool btf)
 {
 	if (bpf_core_type_exists(struct mm_rss_stat___pre62)) {
 		struct mm_struct___pre62 *old = (void *)mm;
@@ -690,11 +690,11 @@ static __always_inline __s64 read_rss_pages(struct mm_struct *mm, int member)
 	}
 	switch (member) {
 	case 0:
-		return BPF_CORE_READ(mm, rss_stat[0].count);
+		return RD(btf, mm, rss_stat[0].count);
 	case 1:
-		return BPF_CORE_READ(mm, rss_stat[1].count);
+		return RD(btf, mm, rss_stat[1].count);
 	case 3:
-		return BPF_CORE_READ(mm, rss_stat[3].count);
+		return RD(btf, mm, rss_stat[3].count);
 	}
 	return 0;
 }
@@ -750,20 +750,86 @@ static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key)
 	mm_release(&mm, e);
 }
 
-static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
+#define PF_KTHREAD 0x00200000
+
+/*
+ * tp_btf fast paths, in front of on_rss_stat's general path (the event fires at every change
+ * of an mm's counters: hundreds of times per fork+exec, on every process of the node). Every
+ * thread of a tracked process has its task storage (from fork or meter_track; not so only
+ * while lazy_threads is set), so without storage:
+ * - a change of the current thread's own mm is not a tracked process's: one storage lookup;
+ * - nor is a change while the thread tears down its own mm at its exit (current->mm is NULL
+ *   then, and the thread is no kernel thread);
+ * every other change takes the general path (an untracked parent copying into its child's mm,
+ * reclaim in a kernel thread: one "mms" lookup). And a tracked thread whose mm is the one it
+ * saw last (th->mm, learnt by the general path) skips the "procs" lookup and the exec check.
+ * Returns the task's entry (and *ret_e) for the fast path; NULL with *ret_slow set for the
+ * general path, NULL with *ret_slow clear to ignore the event.
+ * A stale entry (an exited shared mm whose teardown left a residue) is no longer dropped by the
+ * first own event of an untracked process that gets the same address: meter_forget sweeps it.
+ */
+static __always_inline struct meter_task *rss_fast(struct task_struct *cur, struct mm_struct *mm,
+						   struct meter_mm **ret_e, bool *ret_slow)
 {
-	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	struct mm_struct *own = cur->mm;
+	__u64 mmkey = (__u64)mm;
+	struct meter_thread *th;
+	struct meter_mm *e;
+
+	*ret_slow = true;
+	if (lazy_threads)
+		return NULL;
+	th = bpf_task_storage_get(&tstore, cur, 0, 0);
+	if (!th) {
+		if (own == mm || (!own && !(cur->flags & PF_KTHREAD)))
+			*ret_slow = false;
+		return NULL;
+	}
+	if (th->mm != mmkey || own != mm)
+		return NULL;
+	e = bpf_map_lookup_elem(&mms, &mmkey);
+	if (!e || e->task_key != th->task_key)
+		return NULL;
+	*ret_e = e;
+	return bpf_map_lookup_elem(&tasks, &e->task_key);
+}
+
+/* A tracked thread's mm, checked by the general path: the fast path's next time. */
+static __always_inline void rss_fast_learn(struct task_struct *cur, __u64 mmkey)
+{
+	struct meter_thread *th = bpf_task_storage_get(&tstore, cur, 0, 0);
+
+	if (th)
+		th->mm = mmkey;
+}
+
+static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const bool btf)
+{
+	struct task_struct *cur;
 	__u64 mmkey = (__u64)mm, now, peak;
 	struct meter_proc *proc = NULL;
-	struct meter_task *t;
-	struct meter_mm *e;
+	struct meter_task *t = NULL;
+	struct meter_mm *e = NULL;
 	__s64 pages, old, delta, sum;
-	bool curr;
+	bool curr, slow = true;
 	__u32 tgid;
 
 	if (member != 0 && member != 1 && member != 3)
 		return; /* MM_SWAPENTS is not resident */
-	curr = (__u64)BPF_CORE_READ(cur, mm) == mmkey;
+	if (btf) {
+		cur = bpf_get_current_task_btf();
+		t = rss_fast(cur, mm, &e, &slow);
+		if (t) {
+			curr = true;
+			goto count;
+		}
+		if (!slow)
+			return;
+		curr = cur->mm == mm;
+	} else {
+		cur = (struct task_struct *)bpf_get_current_task();
+		curr = (__u64)BPF_CORE_READ(cur, mm) == mmkey;
+	}
 	/*
 	 * A vfork child (the task's first process is one until its execve) runs in its parent's
 	 * mm: those pages are the parent's (the agent's shim), not the task's. Binding that mm to
@@ -818,11 +884,14 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member)
 				mm_release(&oldmm, oe);
 			proc->mm = mmkey;
 		}
+		if (btf)
+			rss_fast_learn(cur, mmkey);
 	}
 	t = bpf_map_lookup_elem(&tasks, &e->task_key);
 	if (!t)
 		return;
-	pages = read_rss_pages(mm, member);
+count:
+	pages = read_rss_pages(mm, member, btf);
 	if (pages < 0)
 		pages = 0;
 	switch (member) {
@@ -1062,13 +1131,13 @@ int meter_live(struct bpf_iter__task *ctx)
 SEC("tp_btf/rss_stat")
 int BPF_PROG(btf_rss_stat, struct mm_struct *mm, int member)
 {
-	on_rss_stat(mm, member);
+	on_rss_stat(mm, member, true);
 	return 0;
 }
 SEC("raw_tp/rss_stat")
 int BPF_PROG(raw_rss_stat, struct mm_struct *mm, int member)
 {
-	on_rss_stat(mm, member);
+	on_rss_stat(mm, member, false);
 	return 0;
 }
 

@@ -73,6 +73,7 @@ struct meter_thread {
 	__u64 stime;
 	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
 	__u64 flags;						/* METER_TH_* */
+	__u64 mm; /* tp_btf: the process's mm at this thread's last rss_stat (its fast path) */
 };
 
 /* Entry made by user space (meter_track): take the totals at the next switch-in. */

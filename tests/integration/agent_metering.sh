@@ -108,12 +108,22 @@ if command -v bpftool >/dev/null; then
 	maps="procs mms"
 	# the map of exited threads exists with accounting at exit only
 	[ "$acc" = exit ] && maps="$maps dying"
+	# this agent's maps only (other agents on the host have maps of the same names)
+	ids=$(sed -n 's/^map_id:[[:space:]]*//p' /proc/"$AGENT_PID"/fdinfo/* 2>/dev/null | sort -u)
 	for m in $maps; do
-		n=$(bpftool -j map dump name "$m" 2>/dev/null | python3 -c '
+		n=0 seen=0
+		for id in $ids; do
+			k=$(bpftool -j map show id "$id" 2>/dev/null | python3 -c '
 import json, sys
-d = json.load(sys.stdin)  # one map: its elements; several of that name: objects with elements
-print(sum(len(x["elements"]) for x in d) if d and "elements" in d[0] else len(d))' 2>/dev/null)
-		[ "${n:-x}" = 0 ] || left="$left $m:${n:-?}"
+print(json.load(sys.stdin).get("name", ""))' 2>/dev/null)
+			[ "$k" = "$m" ] || continue
+			seen=1
+			k=$(bpftool -j map dump id "$id" 2>/dev/null |
+				python3 -c 'import json, sys; print(len(json.load(sys.stdin)))' 2>/dev/null)
+			n=$((n + ${k:-1000000}))
+		done
+		[ "$seen" = 1 ] || n="no map of the agent"
+		[ "$n" = 0 ] || left="$left $m:$n"
 	done
 	[ -z "$left" ] && pass "BPF maps $maps empty after the tasks ended" ||
 		fail "entries left after the tasks ended:$left"
