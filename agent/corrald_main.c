@@ -25,6 +25,7 @@
 #include "agent/taskstats_glue.h"
 #include "agent/audit_glue.h"
 #include "accounting/spool.h"
+#include "bpf/print.h"
 #include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
@@ -554,6 +555,7 @@ int main(int argc, char **argv)
 	uint64_t usec = 0;
 	int r, lvl;
 
+	libbpf_set_print(bpf_print_env);
 	r = load_config(&a, argc, argv);
 	if (r < 0) {
 		config_free(&a.cfg);

@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/audit.h"
+#include "bpf/track.h"
 #include "bpf/audit_types.h"
 #include "common/error.h"
 #include "common/escape.h"
@@ -45,11 +46,10 @@ _Static_assert(AUDIT_ARGV_MAX_CAP == AUDIT_ARGV_CAP, "argv capacity mismatch");
 enum { N_NET_PROGS = 4 };
 
 struct tracked {
-	uint64_t key;
+	struct track_slot s;
 	uint64_t cgroup_id;
 	struct bpf_link *net[N_NET_PROGS];
 	bool has_cgroup;
-	bool used;
 	bool sweep; /* processes added by audit_track_more: not in procs_alive */
 };
 
@@ -73,27 +73,6 @@ struct audit {
 	char cwd[AUDIT_CWD_DEPTH * AUDIT_CWD_NAME_CAP + 2];
 	char path[AUDIT_PATH_CAP + 1];
 };
-
-static int silent_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	return 0;
-}
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-static int debug_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	return vfprintf(stderr, fmt, ap);
-}
-#pragma GCC diagnostic pop
-
-/* Library code stays silent; CORRAL_BPF_DEBUG=1 shows libbpf's messages (verifier logs). */
-static void setup_print(void)
-{
-	const char *e = getenv("CORRAL_BPF_DEBUG");
-
-	libbpf_set_print(e && *e && strcmp(e, "0") ? debug_print : silent_print);
-}
 
 /* ---- network rules ------------------------------------------------------------------------ */
 
@@ -383,7 +362,6 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 		r = -ENOMEM;
 		goto out_free;
 	}
-	setup_print();
 
 	r = -EOPNOTSUPP;
 	if (!opts || !opts->force_raw_tp) {
@@ -630,40 +608,12 @@ int audit_poll(struct audit *a, audit_event_fn fn, void *userdata)
 
 static struct tracked *find_tracked(struct audit *a, uint64_t key)
 {
-	for (uint32_t i = 0; i < a->max_tasks; i++)
-		if (a->tasks[i].used && a->tasks[i].key == key)
-			return &a->tasks[i];
-	return NULL;
-}
-
-/* The cgroup id of a cgroup2 directory is its kernfs node id: the file handle's 8 bytes. */
-static int cgroup_id_of(int fd, uint64_t *ret)
-{
-	struct {
-		struct file_handle fh;
-		uint64_t id;
-	} h = {.fh.handle_bytes = sizeof(uint64_t)};
-	struct stat st;
-	int mount_id;
-
-	if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
-	    h.fh.handle_bytes == sizeof(uint64_t)) {
-		memcpy(ret, h.fh.f_handle, sizeof(uint64_t));
-		return 0;
-	}
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	*ret = st.st_ino;
-	return 0;
+	return track_find(a->tasks, sizeof(*a->tasks), a->max_tasks, key);
 }
 
 static int add_proc(struct audit *a, uint64_t key, pid_t tgid)
 {
-	uint32_t k = (uint32_t)tgid;
-
-	if (bpf_map_update_elem(bpf_map__fd(a->skel->maps.procs), &k, &key, BPF_NOEXIST) < 0)
-		return errno == EEXIST ? -EBUSY : errno == E2BIG ? -ENOSPC : -errno;
-	return 0;
+	return track_add_proc(bpf_map__fd(a->skel->maps.procs), tgid, &key);
 }
 
 static int read_task(struct audit *a, uint64_t task_key, struct audit_task *ret);
@@ -749,13 +699,13 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 	if (find_tracked(a, task_key))
 		return -EEXIST;
 	for (uint32_t i = 0; i < a->max_tasks; i++)
-		if (!a->tasks[i].used) {
+		if (!a->tasks[i].s.used) {
 			t = &a->tasks[i];
 			break;
 		}
 	if (!t)
 		return -ENOSPC;
-	*t = (struct tracked){.key = task_key};
+	*t = (struct tracked){.s.key = task_key};
 
 	if (bpf_map_update_elem(tfd, &task_key, &at, BPF_NOEXIST) < 0)
 		return errno == E2BIG ? -ENOSPC : -errno;
@@ -769,7 +719,7 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 		goto out_task;
 	}
 	if (cgroup_fd >= 0) {
-		r = cgroup_id_of(cgroup_fd, &t->cgroup_id);
+		r = track_cgroup_id(cgroup_fd, &t->cgroup_id);
 		if (r < 0)
 			goto out_policy;
 		if (bpf_map_update_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id, &task_key,
@@ -789,7 +739,7 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 	r = add_proc(a, task_key, tgid);
 	if (r < 0)
 		goto out_detach;
-	t->used = true;
+	t->s.used = true;
 	return 0;
 
 out_detach:
@@ -861,40 +811,6 @@ int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid)
 	return add_proc(a, task_key, tgid);
 }
 
-/* Deletes every procs entry that points to task_key (keys collected first: deleting while
- * iterating a hash map restarts the iteration). */
-static int delete_procs(struct audit *a, uint64_t task_key)
-{
-	int fd = bpf_map__fd(a->skel->maps.procs);
-	_cleanup_free_ uint32_t *keys = NULL;
-	size_t n = 0, cap = 0;
-	uint32_t cur = 0, next;
-	uint64_t val;
-	bool first = true;
-
-	for (uint32_t i = 0; i <= a->max_pids; i++) {
-		if (bpf_map_get_next_key(fd, first ? NULL : &cur, &next) < 0)
-			break;
-		first = false;
-		cur = next;
-		if (bpf_map_lookup_elem(fd, &cur, &val) < 0 || val != task_key)
-			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			uint32_t *nk = realloc(keys, nc * sizeof(*nk));
-
-			if (!nk)
-				return -ENOMEM;
-			keys = nk;
-			cap = nc;
-		}
-		keys[n++] = cur;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, &keys[i]);
-	return 0;
-}
-
 int audit_forget(struct audit *a, uint64_t task_key)
 {
 	struct tracked *t = find_tracked(a, task_key);
@@ -913,7 +829,8 @@ int audit_forget(struct audit *a, uint64_t task_key)
 	if (t->sweep || bpf_map_lookup_elem(bpf_map__fd(s->maps.tasks), &task_key, &at) < 0 ||
 	    at.procs_alive != 0) {
 		a->sweeps++;
-		r = delete_procs(a, task_key);
+		r = track_delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
+					 sizeof(uint64_t), task_key, a->max_pids);
 	}
 	if (t->has_cgroup)
 		bpf_map_delete_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Loader for bpf/cuda.bpf.c: open -> size maps -> load -> attach raw_tp + uprobes. */
 #include "bpf/cuda.h"
+#include "bpf/track.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -228,53 +229,16 @@ int cuda_read(struct cuda_meter *c, uint64_t task_key, struct cuda_usage *ret)
 	return 0;
 }
 
-/*
- * Delete every entry of a hash map whose value's first __u64 is task_key. Keys are collected
- * first and deleted after the walk: deleting during get_next_key restarts the walk.
- */
-static int forget_in(int fd, size_t key_size, size_t value_size, uint64_t task_key)
-{
-	_cleanup_free_ unsigned char *keys = NULL;
-	unsigned char key[32], next[32], value[64];
-	size_t n = 0, cap = 0;
-	void *prev = NULL;
-
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, key_size);
-		prev = key;
-		if (bpf_map_lookup_elem(fd, key, value) < 0)
-			continue;
-		if (memcmp(value, &task_key, sizeof(task_key)) != 0)
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			unsigned char *nk = realloc(keys, ncap * key_size);
-			if (!nk)
-				return -ENOMEM;
-			keys = nk;
-			cap = ncap;
-		}
-		memcpy(keys + n * key_size, key, key_size);
-		n++;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, keys + i * key_size);
-	(void)value_size;
-	return 0;
-}
-
 int cuda_forget(struct cuda_meter *c, uint64_t task_key)
 {
 	int r;
 
-	_Static_assert(sizeof(struct cuda_alloc_key) <= 32 && sizeof(struct cuda_alloc) <= 64 &&
-			   sizeof(struct cuda_proc) <= 64,
-		       "forget_in buffers");
-	r = forget_in(bpf_map__fd(c->skel->maps.procs), sizeof(__u32), sizeof(struct cuda_proc),
-		      task_key);
+	r = track_delete_by_task(bpf_map__fd(c->skel->maps.procs), sizeof(__u32),
+				 sizeof(struct cuda_proc), task_key, UINT32_MAX - 1);
 	if (r >= 0)
-		r = forget_in(bpf_map__fd(c->skel->maps.allocs), sizeof(struct cuda_alloc_key),
-			      sizeof(struct cuda_alloc), task_key);
+		r = track_delete_by_task(bpf_map__fd(c->skel->maps.allocs),
+					 sizeof(struct cuda_alloc_key), sizeof(struct cuda_alloc),
+					 task_key, UINT32_MAX - 1);
 	(void)bpf_map_delete_elem(bpf_map__fd(c->skel->maps.overheads), &task_key);
 	if (bpf_map_delete_elem(bpf_map__fd(c->skel->maps.tasks), &task_key) < 0 &&
 	    errno != ENOENT && r >= 0)

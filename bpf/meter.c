@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/meter.h"
+#include "bpf/track.h"
 #include "bpf/meter_types.h"
 #include "common/macro.h"
 #include "meter.skel.h"
@@ -29,10 +30,9 @@
 #define METER_MAX_PIDS	    (1u << 22)
 
 struct tracked {
-	uint64_t key;
+	struct track_slot s;
 	uint64_t cgroup_id;
 	struct bpf_link *ingress, *egress;
-	bool used;
 };
 
 struct meter {
@@ -58,27 +58,6 @@ struct meter {
 	meter_event_fn fn;			     /* set during meter_poll only */
 	void *userdata;
 };
-
-static int silent_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	return 0;
-}
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-static int debug_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	return vfprintf(stderr, fmt, ap);
-}
-#pragma GCC diagnostic pop
-
-/* Library code stays silent; CORRAL_BPF_DEBUG=1 shows libbpf's messages (verifier logs). */
-static void setup_print(void)
-{
-	const char *e = getenv("CORRAL_BPF_DEBUG");
-
-	libbpf_set_print(e && *e && strcmp(e, "0") ? debug_print : silent_print);
-}
 
 static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_exit)
 {
@@ -235,7 +214,6 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 		goto out_free_tasks;
 	}
 	m->io_from_syscalls = opts && opts->io_from_syscalls;
-	setup_print();
 
 	r = -EOPNOTSUPP;
 	if ((!opts || !opts->force_raw_tp) && !(opts && opts->cpu_at_switch)) {
@@ -367,31 +345,7 @@ int meter_poll(struct meter *m, meter_event_fn fn, void *userdata)
 
 static struct tracked *find_tracked(struct meter *m, uint64_t key)
 {
-	for (uint32_t i = 0; i < m->max_tasks; i++)
-		if (m->tasks[i].used && m->tasks[i].key == key)
-			return &m->tasks[i];
-	return NULL;
-}
-
-/* The cgroup id of a cgroup2 directory is its kernfs node id: the file handle's 8 bytes. */
-static int cgroup_id_of(int fd, uint64_t *ret)
-{
-	struct {
-		struct file_handle fh;
-		uint64_t id;
-	} h = {.fh.handle_bytes = sizeof(uint64_t)};
-	struct stat st;
-	int mount_id;
-
-	if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
-	    h.fh.handle_bytes == sizeof(uint64_t)) {
-		memcpy(ret, h.fh.f_handle, sizeof(uint64_t));
-		return 0;
-	}
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	*ret = st.st_ino;
-	return 0;
+	return track_find(m->tasks, sizeof(*m->tasks), m->max_tasks, key);
 }
 
 static bool is_btf(const struct meter *m)
@@ -486,11 +440,9 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 static int add_proc(struct meter *m, const struct tracked *t, pid_t tgid)
 {
 	uint32_t slot = slot_of(m, t), k = (uint32_t)tgid;
-	struct meter_proc p = {.task_key = t->key, .slot = slot, .gen = m->gen[slot]};
+	struct meter_proc p = {.task_key = t->s.key, .slot = slot, .gen = m->gen[slot]};
 
-	if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.procs), &k, &p, BPF_NOEXIST) < 0)
-		return errno == EEXIST ? -EBUSY : -errno;
-	return 0;
+	return track_add_proc(bpf_map__fd(m->skel->maps.procs), (pid_t)k, &p);
 }
 
 static void detach_net(struct tracked *t)
@@ -516,7 +468,7 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 	 * or reused as late as possible (a new gen: they stop at their next switch-out). */
 	for (uint32_t n = 0; n < m->max_tasks; n++) {
 		slot = (m->next_slot + n) % m->max_tasks;
-		if (!m->tasks[slot].used) {
+		if (!m->tasks[slot].s.used) {
 			t = &m->tasks[slot];
 			break;
 		}
@@ -524,12 +476,12 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 	if (!t)
 		return -ENOSPC;
 	m->next_slot = (slot + 1) % m->max_tasks;
-	*t = (struct tracked){.key = task_key};
+	*t = (struct tracked){.s.key = task_key};
 
 	if (cgroup_fd >= 0) {
 		struct meter_net zero = {};
 
-		r = cgroup_id_of(cgroup_fd, &t->cgroup_id);
+		r = track_cgroup_id(cgroup_fd, &t->cgroup_id);
 		if (r < 0)
 			return r;
 		if (bpf_map_update_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id, &zero,
@@ -569,7 +521,7 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 		mt.threads_live = 1;
 		(void)bpf_map_update_elem(tfd, &task_key, &mt, BPF_EXIST);
 	}
-	t->used = true;
+	t->s.used = true;
 	m->ntracked++;
 	return 0;
 
@@ -765,46 +717,6 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	return 0;
 }
 
-/*
- * Deletes every entry of map fd whose value starts with task_key (struct meter_proc,
- * meter_thread and meter_mm all do). Keys are collected first: deleting while iterating a
- * hash map restarts the iteration.
- */
-static int delete_by_task(int fd, size_t ksize, size_t vsize, uint64_t task_key, uint32_t max)
-{
-	_cleanup_free_ unsigned char *keys = NULL;
-	unsigned char cur[8], next[8], val[sizeof(struct meter_thread) + sizeof(struct meter_mm)];
-	size_t n = 0, cap = 0;
-	bool first = true;
-
-	if (ksize > sizeof(cur) || vsize > sizeof(val))
-		return -EINVAL;
-	for (uint32_t i = 0; i <= max; i++) {
-		if (bpf_map_get_next_key(fd, first ? NULL : cur, next) < 0)
-			break;
-		first = false;
-		memcpy(cur, next, ksize);
-		if (bpf_map_lookup_elem(fd, cur, val) < 0)
-			continue;
-		if (memcmp(val, &task_key, sizeof(task_key)))
-			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			unsigned char *nk = realloc(keys, nc * ksize);
-
-			if (!nk)
-				return -ENOMEM;
-			keys = nk;
-			cap = nc;
-		}
-		memcpy(keys + n * ksize, cur, ksize);
-		n++;
-	}
-	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(fd, keys + i * ksize);
-	return 0;
-}
-
 /* One run of the settle program for the task (force: drop its references, done or not; all:
  * every task's threads that are done). */
 static int run_settle(struct meter *m, uint64_t task_key, bool force, bool all)
@@ -848,19 +760,19 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	r = set_slot(m, slot_of(m, t), 0);
 	if (mt.procs_alive != 0) {
 		m->sweeps++;
-		q = delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
-				   sizeof(struct meter_proc), task_key, m->max_pids);
+		q = track_delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
+					 sizeof(struct meter_proc), task_key, m->max_pids);
 		if (q < 0 && !r)
 			r = q;
 	}
-	q = delete_by_task(bpf_map__fd(s->maps.threads), sizeof(uint32_t),
-			   sizeof(struct meter_thread), task_key, m->max_pids * 2);
+	q = track_delete_by_task(bpf_map__fd(s->maps.threads), sizeof(uint32_t),
+				 sizeof(struct meter_thread), task_key, m->max_pids * 2);
 	if (q < 0 && !r)
 		r = q;
 	if (mt.mms_alive != 0) {
 		m->sweeps++;
-		q = delete_by_task(bpf_map__fd(s->maps.mms), sizeof(uint64_t),
-				   sizeof(struct meter_mm), task_key, m->max_pids);
+		q = track_delete_by_task(bpf_map__fd(s->maps.mms), sizeof(uint64_t),
+					 sizeof(struct meter_mm), task_key, m->max_pids);
 		if (q < 0 && !r)
 			r = q;
 	}

@@ -36,6 +36,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bpf/print.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -464,6 +465,7 @@ int main(int argc, char **argv)
 	long iters[WLS];
 	bool btf;
 
+	libbpf_set_print(bpf_print_env);
 	if (argc != 5) {
 		fprintf(stderr,
 			"usage: helper_meter_bench ROUNDS PINGPONG_ITERS WRITE_ITERS IDLE\n");

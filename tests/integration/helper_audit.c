@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bpf/print.h"
 #include "bpf/audit.h"
 #include "common/macro.h"
 #include "common/clock.h"
@@ -184,6 +185,7 @@ int main(int argc, char **argv)
 	bool deny = false, ok = true, consume = true, no_audit = false;
 	pid_t child;
 
+	libbpf_set_print(bpf_print_env);
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
 		uint32_t v;
 

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bpf/print.h"
 #include "bpf/meter.h"
 #include "bpf/taskstats.h"
 #include "common/macro.h"
@@ -659,6 +660,7 @@ int main(int argc, char **argv)
 	uint64_t wchar = 0, t0;
 	bool ok = true, late = false;
 
+	libbpf_set_print(bpf_print_env);
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
 		if (!strcmp(argv[ai], "--raw"))
 			opts.force_raw_tp = true;

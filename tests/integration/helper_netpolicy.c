@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bpf/print.h"
 #include "bpf/audit.h"
 #include "common/macro.h"
 
@@ -205,6 +206,7 @@ int main(int argc, char **argv)
 	size_t next = 0;
 	pid_t child;
 
+	libbpf_set_print(bpf_print_env);
 	for (; ai + 1 < argc && argv[ai][0] == '-' && argv[ai][1] == '-'; ai += 2) {
 		if (!strcmp(argv[ai], "--addr4"))
 			snprintf(a4, sizeof(a4), "%s", argv[ai + 1]);

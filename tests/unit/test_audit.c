@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "bpf/print.h"
 #include "bpf/audit.h"
 
 static struct audit_net_rule parse_ok(const char *s, int family, const char *addr, unsigned plen,
@@ -174,5 +175,6 @@ int main(void)
 	    cmocka_unit_test(test_connect_json),
 	};
 
+	libbpf_set_print(bpf_print_env);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

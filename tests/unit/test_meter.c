@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "bpf/print.h"
 #include "bpf/meter.h"
 #include "bpf/taskstats.h"
 
@@ -64,5 +65,6 @@ int main(void)
 	    cmocka_unit_test(test_taskstats_query_rejects_bad_pid),
 	};
 
+	libbpf_set_print(bpf_print_env);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* Task membership helpers shared by the BPF loaders. See track.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <bpf/bpf.h>
+
+#include "bpf/track.h"
+#include "common/macro.h"
+
+void *track_find(void *table, size_t stride, uint32_t n, uint64_t key)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct track_slot *s = (struct track_slot *)((char *)table + (size_t)i * stride);
+
+		if (s->used && s->key == key)
+			return s;
+	}
+	return NULL;
+}
+
+/* The cgroup id of a cgroup2 directory is its kernfs node id: the file handle's 8 bytes. */
+int track_cgroup_id(int dirfd, uint64_t *ret)
+{
+	struct {
+		struct file_handle fh;
+		uint64_t id;
+	} h = {.fh.handle_bytes = sizeof(uint64_t)};
+	struct stat st;
+	int mount_id;
+
+	if (name_to_handle_at(dirfd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0 &&
+	    h.fh.handle_bytes == sizeof(uint64_t)) {
+		memcpy(ret, h.fh.f_handle, sizeof(uint64_t));
+		return 0;
+	}
+	if (fstat(dirfd, &st) < 0)
+		return -errno;
+	*ret = st.st_ino;
+	return 0;
+}
+
+int track_add_proc(int map_fd, pid_t tgid, const void *value)
+{
+	uint32_t k = (uint32_t)tgid;
+
+	if (bpf_map_update_elem(map_fd, &k, value, BPF_NOEXIST) < 0)
+		return errno == EEXIST ? -EBUSY : errno == E2BIG ? -ENOSPC : -errno;
+	return 0;
+}
+
+/* Keys are collected first and deleted after the walk: deleting during get_next_key restarts
+ * the walk. */
+int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_key, uint32_t max)
+{
+	_cleanup_free_ unsigned char *keys = NULL;
+	unsigned char cur[32], next[32], val[256];
+	size_t n = 0, cap = 0;
+	bool first = true;
+
+	if (ksize > sizeof(cur) || vsize > sizeof(val) || vsize < sizeof(task_key))
+		return -EINVAL;
+	for (uint32_t i = 0; i <= max; i++) {
+		if (bpf_map_get_next_key(map_fd, first ? NULL : cur, next) < 0)
+			break;
+		first = false;
+		memcpy(cur, next, ksize);
+		if (bpf_map_lookup_elem(map_fd, cur, val) < 0)
+			continue;
+		if (memcmp(val, &task_key, sizeof(task_key)))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			unsigned char *nk = realloc(keys, nc * ksize);
+
+			if (!nk)
+				return -ENOMEM;
+			keys = nk;
+			cap = nc;
+		}
+		memcpy(keys + n * ksize, cur, ksize);
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		bpf_map_delete_elem(map_fd, keys + i * ksize);
+	return 0;
+}
