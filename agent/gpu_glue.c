@@ -12,6 +12,7 @@
 #include "common/macro.h"
 #include "common/clock.h"
 #include "isolation/cgroup.h"
+#include "bpf/devices.h"
 #include "isolation/devices.h"
 #include "isolation/gpu.h"
 

@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/fileio.h"
 #include "common/parse.h"
+#include "bpf/devices.h"
 #include "isolation/devices.h"
 #include "isolation/gpu.h"
 
