@@ -217,18 +217,20 @@ clang-build:
 layout-check: all
 	$(Q)tests/include_graph.py --objects $(O)
 
-check: format-check all layout-check unit unit-asan clang-build fuzz integration integration-asan vm
+check: deps format-check all layout-check unit unit-asan clang-build fuzz integration integration-asan vm
 
 bench: all
 	$(Q)tests/bench/run
 
+# The demo installs and builds only what it runs (tests/deps.sh demo: no test-only package).
 demo:
-	$(Q)$(MAKE) --no-print-directory deps
-	$(Q)$(MAKE) --no-print-directory all
+	$(Q)tests/deps.sh demo
+	$(Q)$(MAKE) --no-print-directory programs
 	$(Q)tests/demo.sh
 
+# Everything make check needs (the demo's packages too).
 deps:
-	$(Q)tests/deps.sh
+	$(Q)tests/deps.sh test
 
 install: $(PROGRAMS)
 	$(Q)systemd/install.sh "$(DESTDIR)" "$(PREFIX)" "$(O)"
