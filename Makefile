@@ -22,7 +22,7 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-PKGS := libseccomp jansson yajl inih libsystemd libcurl libmicrohttpd gnutls sqlite3 libpq \
+PKGS := libseccomp jansson yajl inih libsystemd libcurl libmicrohttpd gnutls sqlite3 libpq libzstd \
 	libnl-3.0 libnl-genl-3.0 libbpf libcgroup
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -129,6 +129,8 @@ $(O)/%.o: %.c
 # Sources that include a generated skeleton wait for the skeletons.
 SKEL_USERS := $(patsubst %.c,$(O)/%.o,$(shell grep -l 'skel\.h' $(LIB_SRCS) 2>/dev/null))
 $(SKEL_USERS): | $(BPF_SKELS)
+# the spool dictionary is linked in with .incbin (accounting/zframe.h)
+$(O)/accounting/zframe.o: accounting/spool_dict_v1.ndjson
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -192,7 +194,7 @@ integration: all
 # agent_gpu) or that count a task's forks, which that tracer adds to (metering_accuracy).
 ASAN_INTEGRATION = agent_launch agent_audit agent_metering audit_events cgroup_v1 \
 	collector_audit collector_ingest collector_report pipeline_faults seccomp_workloads \
-	metering_fallback gpu_limits hostile_clients sandbox report_escape
+	metering_fallback gpu_limits hostile_clients sandbox report_escape compact_records
 integration-asan:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 all
 	$(Q)tests/run-asan-integration $(O)/asan \

@@ -4,8 +4,11 @@
  *
  * On disk: <dir>/seg-<first seq, 20 digits>.log segment files of entries
  *   0  u32 magic "CSP1"        4  u32 payload length     8  u64 seq
- *   16 u8 prio, 3 bytes zero   20 u32 CRC32C of bytes 4..20 and the payload
- *   24 payload
+ *   16 u8 prio   17 u8 encoding   18 2 bytes zero   20 u32 CRC32C of bytes 4..20 and the
+ *   payload   24 payload (as stored: length and CRC are of the stored bytes)
+ * Encoding (accounting/zframe.h): 0 the record as is, 1 one zstd frame against the built-in
+ * dictionary v1 (written when [spool] compress is on and it is smaller). Readers hand out the
+ * record decoded.
  * (little endian), plus <dir>/acked (the spool's state, written in place: below) and
  * <dir>/lock (flock'd while open).
  *
@@ -24,6 +27,8 @@
  * next open() deletes.
  */
 #include "accounting/spool.h"
+
+#include "accounting/zframe.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -93,6 +98,11 @@ struct spool {
 	/* damaged regions not yet handed to spool_take_damage */
 	struct spool_damage damage[SPOOL_DAMAGE_QUEUE];
 	size_t n_damage;
+
+	struct zframe *z;    /* NULL: appends stored as is (reading needs it: made on demand) */
+	bool compress;	     /* spool_opts.compress */
+	unsigned char *zbuf; /* a compressed entry (zframe_bound(SPOOL_ENTRY_MAX)) */
+	unsigned char *dbuf; /* a decoded entry (SPOOL_ENTRY_MAX + 1) */
 };
 
 /* ---- CRC32C (Castagnoli), table driven -------------------------------------------------- */
@@ -128,9 +138,10 @@ struct hdr {
 	uint32_t len;
 	uint64_t seq;
 	uint8_t prio;
+	uint8_t enc; /* enum zframe_enc */
 };
 
-static void hdr_encode(unsigned char *b, uint32_t len, uint64_t seq, uint8_t prio,
+static void hdr_encode(unsigned char *b, uint32_t len, uint64_t seq, uint8_t prio, uint8_t enc,
 		       const void *payload)
 {
 	uint32_t v32;
@@ -143,7 +154,8 @@ static void hdr_encode(unsigned char *b, uint32_t len, uint64_t seq, uint8_t pri
 	v64 = htole64(seq);
 	memcpy(b + 8, &v64, 8);
 	b[16] = prio;
-	b[17] = b[18] = b[19] = 0;
+	b[17] = enc;
+	b[18] = b[19] = 0;
 	v32 = crc32c(crc32c(0, b + 4, 16), payload, len);
 	v32 = htole32(v32);
 	memcpy(b + 20, &v32, 4);
@@ -163,10 +175,11 @@ static bool hdr_decode(const unsigned char *b, struct hdr *h, uint32_t *crc)
 	memcpy(&v64, b + 8, 8);
 	h->seq = le64toh(v64);
 	h->prio = b[16];
+	h->enc = b[17];
 	memcpy(&v32, b + 20, 4);
 	*crc = le32toh(v32);
-	return h->len <= SPOOL_ENTRY_MAX && h->prio <= 1 && h->seq > 0 && !b[17] && !b[18] &&
-	       !b[19];
+	return h->len <= SPOOL_ENTRY_MAX && h->prio <= 1 && h->seq > 0 &&
+	       h->enc < _ZFRAME_ENC_MAX && !b[18] && !b[19];
 }
 
 /* A complete, CRC-valid entry at buf[pos..n) with seq > min_seq? */
@@ -674,6 +687,7 @@ int spool_open(const struct spool_opts *opts, struct spool **ret)
 	s->segment_bytes = opts->segment_bytes ? opts->segment_bytes : DEFAULT_SEGMENT_BYTES;
 	s->keep_reserve = opts->keep_reserve ? opts->keep_reserve : s->max_bytes / 10;
 	s->no_fsync = opts->no_fsync;
+	s->compress = opts->compress;
 	s->free_space = opts->free_space;
 	s->free_space_ud = opts->free_space_ud;
 	r = -EINVAL;
@@ -754,7 +768,74 @@ void spool_close(struct spool *s)
 		close(s->dfd);
 	free(s->segs);
 	free(s->dir);
+	zframe_free(s->z);
+	free(s->zbuf);
+	free(s->dbuf);
 	free(s);
+}
+
+/* ---- encoding ---------------------------------------------------------------------------- */
+
+static int zready(struct spool *s)
+{
+	return s->z ? 0 : zframe_new(0, &s->z);
+}
+
+/*
+ * The bytes to store for a record: compressed into out (zframe_bound(len) bytes) when
+ * compression is on and that is smaller, else the record itself. 0 or -errno.
+ */
+static int encode(struct spool *s, const void *data, size_t len, unsigned char *out,
+		  const void **ret, size_t *ret_len, uint8_t *ret_enc)
+{
+	ssize_t k = 0;
+	int r;
+
+	*ret = data;
+	*ret_len = len;
+	*ret_enc = ZFRAME_ENC_RAW;
+	if (s->compress) {
+		r = zready(s);
+		if (r < 0)
+			return r;
+		k = zframe_pack(s->z, data, len, out, zframe_bound(len));
+		if (k < 0)
+			return (int)k;
+	}
+	if (k > 0) {
+		*ret = out;
+		*ret_len = (size_t)k;
+		*ret_enc = ZFRAME_ENC_DICT1;
+	}
+	return 0;
+}
+
+/* A stored payload as the record: *ret points at buf or at s->dbuf. -EBADMSG: not decodable. */
+static int decode(struct spool *s, const struct hdr *h, const unsigned char *buf, const void **ret,
+		  size_t *ret_len)
+{
+	ssize_t k;
+	int r;
+
+	*ret = buf;
+	*ret_len = h->len;
+	if (h->enc == ZFRAME_ENC_RAW)
+		return 0;
+	r = zready(s);
+	if (r < 0)
+		return r;
+	if (!s->dbuf) {
+		s->dbuf = malloc(SPOOL_ENTRY_MAX + 1);
+		if (!s->dbuf)
+			return -ENOMEM;
+	}
+	k = zframe_unpack(s->z, h->enc, buf, h->len, s->dbuf, SPOOL_ENTRY_MAX);
+	if (k < 0)
+		return k == -ENOMEM ? -ENOMEM : -EBADMSG;
+	s->dbuf[k] = 0;
+	*ret = s->dbuf;
+	*ret_len = (size_t)k;
+	return 0;
 }
 
 /* ---- append ------------------------------------------------------------------------------ */
@@ -847,7 +928,10 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 	unsigned char hdr[HDR_SIZE];
 	struct iovec iov[2];
 	struct segment *g;
-	uint64_t sz = HDR_SIZE + (uint64_t)len;
+	const void *stored;
+	size_t raw_len = len;
+	uint64_t sz;
+	uint8_t enc;
 	int old_wfd = s->wfd, r;
 	ssize_t k;
 
@@ -855,6 +939,15 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 		return -EINVAL;
 	if ((unsigned)prio >= _SPOOL_PRIO_MAX)
 		return -EINVAL;
+	if (s->compress && !s->zbuf) {
+		s->zbuf = malloc(zframe_bound(SPOOL_ENTRY_MAX));
+		if (!s->zbuf)
+			return -ENOMEM;
+	}
+	r = encode(s, data, len, s->zbuf, &stored, &len, &enc);
+	if (r < 0)
+		return r;
+	sz = HDR_SIZE + (uint64_t)len;
 	if (!fits(s, sz, prio)) {
 		count_refusal(s, prio);
 		return -ENOSPC;
@@ -871,9 +964,9 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 	if (r < 0)
 		return r;
 	g = &s->segs[s->n_segs - 1];
-	hdr_encode(hdr, (uint32_t)len, s->next_seq, disk_prio(prio), data);
+	hdr_encode(hdr, (uint32_t)len, s->next_seq, disk_prio(prio), enc, stored);
 	iov[0] = (struct iovec){.iov_base = hdr, .iov_len = HDR_SIZE};
-	iov[1] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
+	iov[1] = (struct iovec){.iov_base = (void *)stored, .iov_len = len};
 	do
 		k = writev(s->wfd, iov, 2);
 	while (k < 0 && errno == EINTR);
@@ -892,6 +985,8 @@ static int append_one(struct spool *s, const void *data, size_t len, enum spool_
 	s->bytes += sz;
 	s->pending++;
 	s->st.appended++;
+	s->st.payload_bytes += raw_len;
+	s->st.stored_bytes += len;
 	s->next_seq++;
 	return 0;
 }
@@ -924,9 +1019,22 @@ int spool_append(struct spool *s, const void *data, size_t len, enum spool_prio 
 struct stage {
 	unsigned char hdr[STAGE_MAX][HDR_SIZE];
 	struct iovec iov[2 * STAGE_MAX];
+	unsigned char *packed[STAGE_MAX]; /* compressed copies, freed at the flush */
 	size_t n;
 	uint64_t bytes;
+	uint64_t raw; /* the records' own bytes */
 };
+
+static void stage_reset(struct stage *st)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		free(st->packed[i]);
+		st->packed[i] = NULL;
+	}
+	st->n = 0;
+	st->bytes = 0;
+	st->raw = 0;
+}
 
 static int stage_flush(struct spool *s, struct stage *st)
 {
@@ -946,8 +1054,7 @@ static int stage_flush(struct spool *s, struct stage *st)
 			int r = k < 0 ? -errno : -EIO;
 
 			(void)!ftruncate(s->wfd, (off_t)g->size);
-			st->n = 0;
-			st->bytes = 0;
+			stage_reset(st);
 			return r == -EDQUOT ? -ENOSPC : r;
 		}
 		written += (uint64_t)k;
@@ -972,9 +1079,10 @@ static int stage_flush(struct spool *s, struct stage *st)
 	s->bytes += st->bytes;
 	s->pending += st->n;
 	s->st.appended += st->n;
+	s->st.payload_bytes += st->raw;
+	s->st.stored_bytes += st->bytes - (uint64_t)HDR_SIZE * st->n;
 	s->next_seq += st->n;
-	st->n = 0;
-	st->bytes = 0;
+	stage_reset(st);
 	return 0;
 }
 
@@ -993,13 +1101,28 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 	if (!st)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
-		uint64_t sz = HDR_SIZE + (uint64_t)lens[i];
+		_cleanup_free_ unsigned char *packed = NULL;
+		const void *stored;
+		size_t len;
+		uint64_t sz;
+		uint8_t enc;
 		struct segment *g;
 
 		if (!data[i] || lens[i] > SPOOL_ENTRY_MAX) {
 			r = -EINVAL;
 			break;
 		}
+		if (s->compress) {
+			packed = malloc(zframe_bound(lens[i]));
+			if (!packed) {
+				r = -ENOMEM;
+				break;
+			}
+		}
+		r = encode(s, data[i], lens[i], packed, &stored, &len, &enc);
+		if (r < 0)
+			break;
+		sz = HDR_SIZE + (uint64_t)len;
 		if (s->bytes + st->bytes + sz > class_limit(s, prio)) {
 			count_refusal(s, prio);
 			r = -ENOSPC;
@@ -1023,12 +1146,14 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			if (r < 0)
 				break;
 		}
-		hdr_encode(st->hdr[st->n], (uint32_t)lens[i], s->next_seq + st->n, disk_prio(prio),
-			   data[i]);
+		hdr_encode(st->hdr[st->n], (uint32_t)len, s->next_seq + st->n, disk_prio(prio), enc,
+			   stored);
 		st->iov[2 * st->n] =
 		    (struct iovec){.iov_base = st->hdr[st->n], .iov_len = HDR_SIZE};
-		st->iov[2 * st->n + 1] =
-		    (struct iovec){.iov_base = (void *)data[i], .iov_len = lens[i]};
+		st->iov[2 * st->n + 1] = (struct iovec){.iov_base = (void *)stored, .iov_len = len};
+		if (stored == packed)
+			st->packed[st->n] = TAKE_PTR(packed);
+		st->raw += lens[i];
 		st->n++;
 		st->bytes += sz;
 	}
@@ -1147,6 +1272,26 @@ static int read_entry(struct spool *s, int fd, const struct segment *g, uint64_t
 	return 0;
 }
 
+/* A frame at off of g whose CRC holds but whose payload does not decode: a damaged region
+ * (the whole frame kept and reported), skipped. */
+static int note_undecodable(struct spool *s, int fd, const struct segment *g, uint64_t off,
+			    const struct hdr *h)
+{
+	size_t n = HDR_SIZE + h->len;
+	_cleanup_free_ unsigned char *frame = malloc(n);
+	int r;
+
+	if (!frame)
+		return -ENOMEM;
+	r = read_all_at(fd, frame, n, off);
+	if (r < 0)
+		return r == -ENODATA ? -EIO : r;
+	s->st.corrupt_entries_skipped++;
+	s->st.corrupt_bytes_skipped += n;
+	note_damage(s, g->name_seq, off, frame, n, 0, false);
+	return 0;
+}
+
 int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes, spool_entry_fn fn,
 	       void *userdata)
 {
@@ -1194,6 +1339,8 @@ int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
 		while (count < max) {
 			struct hdr h;
 			uint64_t at = off;
+			const void *rec;
+			size_t rec_len;
 
 			r = read_entry(s, fd, g, &off, 0, &h, &buf, &cap);
 			if (r < 0)
@@ -1203,17 +1350,28 @@ int spool_peek(struct spool *s, uint64_t from_seq, size_t max, size_t max_bytes,
 			off += HDR_SIZE + h.len;
 			if (h.seq < want)
 				continue;
-			if (count > 0 && bytes + h.len > max_bytes) {
+			r = decode(s, &h, buf, &rec, &rec_len);
+			if (r == -EBADMSG) {
+				/* CRC-valid but not decodable: damaged as a bad CRC is */
+				r = note_undecodable(s, fd, g, at, &h);
+				if (r < 0)
+					return r;
+				want = h.seq + 1;
+				continue;
+			}
+			if (r < 0)
+				return r;
+			if (count > 0 && bytes + rec_len > max_bytes) {
 				off = at;
 				goto out_stop;
 			}
-			r = fn(h.seq, buf, h.len, userdata);
+			r = fn(h.seq, rec, rec_len, userdata);
 			if (r < 0) {
 				off = at;
 				goto out_stop;
 			}
 			count++;
-			bytes += h.len;
+			bytes += rec_len;
 			want = h.seq + 1;
 		}
 		if (count >= max) {

@@ -35,6 +35,9 @@ struct spool_opts {
 	/* bytes of copies of damaged regions kept in <dir>/damaged/; beyond, the oldest are
 	 * emptied (spool_damage.dropped). 0 = SPOOL_DEFAULT_DAMAGED_MAX */
 	uint64_t damaged_max_bytes;
+	/* entries compressed one by one (zstd, built-in dictionary) where that is smaller;
+	 * either way readers get the record as appended */
+	bool compress;
 };
 #define SPOOL_DEFAULT_DAMAGED_MAX (64ULL << 20)
 
@@ -58,6 +61,10 @@ struct spool_stats {
 	uint64_t segments;
 	uint64_t acked_upto; /* highest acked sequence number (persisted) */
 	uint64_t next_seq;   /* sequence number the next append gets */
+	/* since open: bytes of records appended, and the bytes they took on disk (payloads,
+	 * without frame headers) */
+	uint64_t payload_bytes;
+	uint64_t stored_bytes;
 };
 
 /* Largest payload of one entry. */

@@ -10,6 +10,8 @@
  */
 #include "accounting/uploader.h"
 
+#include "accounting/zframe.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -57,6 +59,12 @@ struct upl {
 	size_t n_urls, cur;
 	unsigned url_fails, failover_after;
 	uint64_t failback_ms, failback_at; /* monotonic ns, 0 = none */
+	struct curl_slist *headers_zstd;   /* the same and Content-Encoding: zstd */
+	struct zframe *z;		   /* NULL: bodies sent as they are */
+	bool peer_zstd;			   /* the last answer advertised Accept-Encoding: zstd */
+	bool sent_zstd;			   /* the POST in flight is compressed */
+	char *zbody;
+	size_t zbody_len;
 	char *dead_path;
 	struct spool *spool;
 	int epfd, tfd;
@@ -330,6 +338,21 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	h = h ? curl_slist_append(u->headers, "Expect:") : NULL;
 	if (!h)
 		goto out_free;
+	if (o->compress) {
+		/* compressed once a collector says it takes zstd (RFC 7694), never before */
+		r = zframe_new(0, &u->z);
+		if (r < 0)
+			goto out_free;
+		for (struct curl_slist *l = u->headers; l; l = l->next) {
+			h = curl_slist_append(u->headers_zstd, l->data);
+			if (!h)
+				goto out_free;
+			u->headers_zstd = h;
+		}
+		h = curl_slist_append(u->headers_zstd, "Content-Encoding: zstd");
+		if (!h)
+			goto out_free;
+	}
 
 	curl_multi_setopt(u->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
 	curl_multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
@@ -406,6 +429,9 @@ void upl_free(struct upl *u)
 	if (u->multi)
 		curl_multi_cleanup(u->multi);
 	curl_slist_free_all(u->headers);
+	curl_slist_free_all(u->headers_zstd);
+	zframe_free(u->z);
+	free(u->zbody);
 	batch_reset(u);
 	free(u->ents);
 	free(u->data);
@@ -631,10 +657,21 @@ static int start_transfer(struct upl *u)
 	u->resp = NULL;
 	u->resp_len = 0;
 	u->resp_truncated = false;
-	if (curl_easy_setopt(u->easy, CURLOPT_POSTFIELDS, u->body) != CURLE_OK ||
-	    curl_easy_setopt(u->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)u->body_len) !=
-		CURLE_OK)
+	free(u->zbody);
+	u->zbody = NULL;
+	u->sent_zstd = false;
+	if (u->z && u->peer_zstd &&
+	    zframe_body_pack(u->z, u->body, u->body_len, &u->zbody, &u->zbody_len) == 0)
+		u->sent_zstd = true;
+	if (curl_easy_setopt(u->easy, CURLOPT_HTTPHEADER,
+			     u->sent_zstd ? u->headers_zstd : u->headers) != CURLE_OK ||
+	    curl_easy_setopt(u->easy, CURLOPT_POSTFIELDS, u->sent_zstd ? u->zbody : u->body) !=
+		CURLE_OK ||
+	    curl_easy_setopt(u->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+			     (curl_off_t)(u->sent_zstd ? u->zbody_len : u->body_len)) != CURLE_OK)
 		return -EINVAL;
+	u->st.body_bytes += u->body_len;
+	u->st.wire_bytes += u->sent_zstd ? u->zbody_len : u->body_len;
 	if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
 		return -EIO;
 	u->in_flight = true;
@@ -688,6 +725,7 @@ static void use_url(struct upl *u, size_t i)
 	u->cur = i;
 	u->post_url = u->post_urls[i];
 	u->url_fails = 0;
+	u->peer_zstd = false; /* another collector: plain until it advertises zstd */
 	u->failback_at = 0;
 	u->st.failovers++;
 }
@@ -958,6 +996,48 @@ static void note_success(struct upl *u)
 	}
 }
 
+/* Whether the answer advertises Accept-Encoding: zstd (RFC 7694). */
+static bool answer_takes_zstd(struct upl *u)
+{
+	struct curl_header *h = NULL;
+
+	if (curl_easy_header(u->easy, "Accept-Encoding", 0, CURLH_HEADER, -1, &h) != CURLHE_OK ||
+	    !h || !h->value)
+		return false;
+	for (const char *p = h->value; (p = strcasestr(p, "zstd")); p += 4) {
+		char after = p[4];
+
+		if ((p == h->value || p[-1] == ',' || p[-1] == ' ') &&
+		    (after == 0 || after == ',' || after == ' ' || after == ';'))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A compressed POST refused by a collector that does not take zstd (415, or any other 4xx
+ * from one that does not advertise it: an older collector reads the bytes as NDJSON): the
+ * batch is sent again uncompressed, nothing dead-lettered. True when handled so.
+ */
+static bool zstd_refused(struct upl *u, long code)
+{
+	bool takes = answer_takes_zstd(u);
+
+	if (u->sent_zstd && code >= 400 && code < 500 && code != 401 && code != 403 &&
+	    code != 408 && code != 429 && (code == 415 || !takes)) {
+		u->peer_zstd = false;
+		set_error(u,
+			  "HTTP %ld to a zstd body: the collector does not take zstd, sending "
+			  "uncompressed",
+			  code);
+		batch_reset(u);
+		u->drain = true;
+		return true;
+	}
+	u->peer_zstd = takes;
+	return false;
+}
+
 static void handle_done(struct upl *u, CURLcode cc)
 {
 	_cleanup_free_ unsigned char *status = NULL;
@@ -977,6 +1057,8 @@ static void handle_done(struct upl *u, CURLcode cc)
 	}
 	curl_easy_getinfo(u->easy, CURLINFO_RESPONSE_CODE, &code);
 	u->st.last_http_status = code;
+	if (zstd_refused(u, code))
+		return;
 	status = calloc(u->n_body ? u->n_body : 1, 1);
 	reasons = calloc(u->n_body ? u->n_body : 1, sizeof(*reasons));
 	if (!status || !reasons) {
@@ -1002,7 +1084,8 @@ static void handle_done(struct upl *u, CURLcode cc)
 			}
 		}
 		if (r < 0) {
-			/* committed or not, we cannot tell: resending is safe (idempotent ids) */
+			/* committed or not, we cannot tell: resending is safe (idempotent
+			 * ids) */
 			set_error(u, "HTTP 200 with a results list that does not match the batch");
 			json_decref(root);
 			backoff(u, false);
@@ -1105,8 +1188,8 @@ int upl_dispatch(struct upl *u)
 		while ((m = curl_multi_info_read(u->multi, &left)))
 			if (m->msg == CURLMSG_DONE && m->easy_handle == u->easy)
 				handle_done(u, m->data.result);
-		/* a failure seen in this call waits at least for the next one, even with a 0 ms
-		 * jitter draw, so one dispatch never spins through several attempts */
+		/* a failure seen in this call waits at least for the next one, even with a
+		 * 0 ms jitter draw, so one dispatch never spins through several attempts */
 		if (u->st.retries == retries0) {
 			r = maybe_start(u, false);
 			if (r < 0 && !u->backoff_until)

@@ -43,6 +43,8 @@ struct upl_opts {
 	uint64_t backoff_min_ms;     /* first retry ceiling, 0 = 500 */
 	uint64_t backoff_max_ms;     /* ceiling cap, 0 = 300 s */
 	uint64_t seed;		     /* jitter PRNG seed, 0 = from getrandom() */
+	/* send bodies as zstd (Content-Encoding) once the collector advertises it */
+	bool compress;
 	/* Called before entries are acked (deleted from the spool); a negative return keeps
 	 * them (backoff, then the batch is sent again: the collector answers duplicate).
 	 * NULL = none. */
@@ -71,9 +73,11 @@ struct upl_stats {
 	uint64_t spool_pending;		/* entries waiting in the spool */
 	size_t batch_limit;		/* current records-per-batch limit (halved on 413) */
 	bool in_flight;
-	const char *url;    /* base URL batches go to now (valid while the uploader lives) */
-	unsigned url_index; /* its place in the list, 0 = the first */
-	uint64_t failovers; /* moves to another URL (failover or failback) */
+	const char *url;     /* base URL batches go to now (valid while the uploader lives) */
+	unsigned url_index;  /* its place in the list, 0 = the first */
+	uint64_t failovers;  /* moves to another URL (failover or failback) */
+	uint64_t body_bytes; /* NDJSON bytes of the POSTs started */
+	uint64_t wire_bytes; /* bytes of their bodies as sent (compressed or not) */
 };
 
 struct upl;

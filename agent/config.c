@@ -61,6 +61,8 @@ void config_init_defaults(struct agent_config *c)
 	c->failover_after = 3;
 	c->failback_ns = 300 * NSEC_PER_SEC;
 	c->batch_delay_ns = NSEC_PER_SEC;
+	c->upload_zstd = true;
+	c->spool_compress = true;
 	c->spool_max_bytes = 1ULL << 30;
 	c->metrics_tasks = METRICS_TASKS_OFF;
 	c->metrics_max_conns = 4096;
@@ -488,6 +490,18 @@ static int config_set_metrics_collector_spool(struct agent_config *c, const char
 		if (parse_duration_ns(value, &u) < 0)
 			return BAD("invalid duration");
 		c->batch_delay_ns = u;
+		return 0;
+	}
+	if (IS("collector", "compress")) {
+		if (strcmp(value, "zstd") != 0 && strcmp(value, "none") != 0)
+			return BAD("expected zstd or none");
+		c->upload_zstd = value[0] == 'z';
+		return 0;
+	}
+	if (IS("spool", "compress")) {
+		if (parse_bool(value, &b) < 0)
+			return BAD("expected true or false");
+		c->spool_compress = b;
 		return 0;
 	}
 	if (IS("spool", "max_bytes")) {

@@ -107,10 +107,12 @@ struct agent_config {
 	uint64_t failback_ns;	 /* back to the first URL after this (jittered) */
 	uint32_t batch_records;
 	uint64_t batch_delay_ns;
+	bool upload_zstd; /* compress = zstd: bodies compressed once the collector takes it */
 	/* [spool] */
 	uint64_t spool_max_bytes;
 	uint64_t spool_billing_reserve; /* only task.start/task.end may use it; 0 = max/10 */
 	uint64_t spool_damaged_max;	/* bytes of spool/damaged/ copies; 0 = 64 MiB */
+	bool spool_compress;		/* entries compressed one by one (zstd, dictionary) */
 	/* [control] (agent/control.c) */
 	uint32_t conn_per_uid;	     /* connections one non-root uid may hold */
 	uint64_t idle_timeout_ns;    /* nothing asked, nothing owed: closed after this */

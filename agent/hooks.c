@@ -669,6 +669,7 @@ int agent_hooks_init(struct agent *a)
 	so.max_bytes = a->cfg.spool_max_bytes;
 	so.keep_reserve = a->cfg.spool_billing_reserve;
 	so.damaged_max_bytes = a->cfg.spool_damaged_max;
+	so.compress = a->cfg.spool_compress;
 	so.free_space = state_free_space;
 	so.free_space_ud = a;
 	if (so.keep_reserve >= so.max_bytes) {
@@ -723,6 +724,7 @@ int agent_hooks_init(struct agent *a)
 		uo.state_dir = a->cfg.state_dir;
 		uo.batch_records = a->cfg.batch_records;
 		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;
+		uo.compress = a->cfg.upload_zstd;
 		uo.before_ack = upl_before_ack;
 		uo.before_ack_ud = a;
 		uo.on_conflict = upl_on_conflict;

@@ -9,6 +9,7 @@
 #include "collector/report.h"
 #include "collector/server_impl.h"
 #include "collector/tls.h"
+#include "accounting/zframe.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/parse.h"
@@ -28,6 +29,8 @@ enum MHD_Result srv_reply(struct coll_server *s, struct MHD_Connection *c, unsig
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	/* the request codings POST /v1/records takes (RFC 7694): agents compress after seeing it */
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_ENCODING, "zstd");
 	if (code == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	ret = MHD_queue_response(c, code, resp);
@@ -367,6 +370,50 @@ static bool content_type_ok(struct MHD_Connection *c)
 	return false;
 }
 
+/* The body's coding: none or identity (*zstd false), zstd (true); -EINVAL for any other. */
+static int content_encoding(struct MHD_Connection *c, bool *zstd)
+{
+	const char *ce =
+	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+
+	*zstd = false;
+	if (!ce || !*ce || strcasecmp(ce, "identity") == 0)
+		return 0;
+	if (strcasecmp(ce, "zstd") == 0) {
+		*zstd = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* A zstd body replaced by its decoded bytes, at most max_body of them: 0, or a reply. */
+static int body_decode(struct coll_server *s, struct MHD_Connection *c, struct request *rq,
+		       enum MHD_Result *reply)
+{
+	char *out = NULL;
+	size_t n = 0;
+	int r;
+
+	r = zframe_body_unpack(rq->buf, rq->len, s->max_body, &out, &n);
+	if (r == -E2BIG)
+		*reply = srv_reply_error(
+		    s, c, 413, "zstd body of %zu bytes decodes to more than max_body %" PRIu64,
+		    rq->len, s->max_body);
+	else if (r == -ENOMEM)
+		*reply = srv_reply_error(s, c, 500, "out of memory");
+	else if (r < 0)
+		*reply = srv_reply_error(s, c, 400, "body is not a valid zstd stream (%zu bytes)",
+					 rq->len);
+	if (r < 0)
+		return r;
+	free(rq->buf);
+	rq->buf = out;
+	rq->len = n;
+	rq->cap = n + 1;
+	rq->zstd = false;
+	return 0;
+}
+
 /* A POST's headers: a body announced beyond max_body is answered 413 now (to a client waiting
  * for "100 Continue", or one past the drain bound) or read and dropped; else its buffer. */
 static enum MHD_Result post_begin(struct coll_server *s, struct MHD_Connection *c,
@@ -405,6 +452,7 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 			     const char *url, bool is_get, bool is_post)
 {
 	const struct coll_token *tok;
+	int r;
 
 	if (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0) {
 		if (!is_get)
@@ -475,6 +523,12 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 	}
 	if (!content_type_ok(c))
 		return srv_reply_error(s, c, 400, "Content-Type must be application/x-ndjson");
+	r = content_encoding(c, &rq->zstd);
+	if (r < 0)
+		return srv_reply_error(s, c, 415,
+				       "Content-Encoding must be zstd or identity, not \"%.64s\"",
+				       MHD_lookup_connection_value(
+					   c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING));
 	return post_begin(s, c, rq);
 }
 
@@ -547,6 +601,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 				       rq->len + rq->dropped, s->max_body);
 	if (rq->len == 0)
 		return srv_reply_error(s, c, 400, "empty body");
+	if (rq->zstd) {
+		enum MHD_Result reply;
+
+		if (body_decode(s, c, rq, &reply) < 0)
+			return reply;
+		if (rq->len == 0)
+			return srv_reply_error(s, c, 400, "empty body");
+	}
 	tok = srv_authenticate(s, c);
 	if (!tok)
 		return srv_reply_error(s, c, 401, "missing or unknown bearer token");

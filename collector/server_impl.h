@@ -79,6 +79,7 @@ struct request {
 	char *buf;
 	size_t len, cap;
 	struct post_work *post; /* a batch at an ingest worker (its connection suspended) */
+	bool zstd;		/* Content-Encoding: zstd, decoded once received */
 };
 
 /* An oversized body is read and dropped up to this many times max_body, so that a client that

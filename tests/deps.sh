@@ -8,11 +8,11 @@
 set -eu
 BUILD="build-essential pkg-config clang clang-16 llvm bpftool libbpf-dev libelf-dev zlib1g-dev
  libseccomp-dev libcgroup-dev libjansson-dev libyajl-dev libinih-dev libsystemd-dev
- libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libsqlite3-dev libpq-dev libnl-3-dev libnl-genl-3-dev
+ libcurl4-openssl-dev libmicrohttpd-dev libgnutls28-dev libzstd-dev libsqlite3-dev libpq-dev libnl-3-dev libnl-genl-3-dev
  libssl-dev"
 DEMO="python3 sqlite3 curl procps"
 TEST="libcmocka-dev postgresql bubblewrap linux-perf bc valgrind qemu-system-x86 mmdebstrap
- e2fsprogs chromium iproute2 clang-format openssl haproxy prometheus mandoc"
+ e2fsprogs chromium iproute2 clang-format openssl haproxy prometheus mandoc zstd"
 case "${1:-test}" in
 build) PKGS=$BUILD ;;
 demo) PKGS="$BUILD $DEMO" ;;

@@ -32,7 +32,10 @@
 static void run_round(const char *dir, const char *path, size_t batch, size_t records,
 		      const char *rec, size_t size, double *ret_spool, double *ret_base)
 {
-	struct spool_opts o = {.dir = dir, .max_bytes = 1ULL << 34};
+	struct spool_opts o = {.dir = dir,
+			       .max_bytes = 1ULL << 34,
+			       .compress = getenv("SPOOL_BENCH_COMPRESS") &&
+					   strcmp(getenv("SPOOL_BENCH_COMPRESS"), "1") == 0};
 	const void **data = calloc(batch, sizeof(*data));
 	size_t *lens = calloc(batch, sizeof(*lens));
 	size_t blen = batch * (FRAME + size);
@@ -117,6 +120,20 @@ int main(int argc, char **argv)
 	if (!rec || !sp || !bp)
 		return 1;
 	memset(rec, 'r', size);
+	/* SPOOL_BENCH_RECORD=FILE: the record is that file's bytes, repeated or cut to size */
+	if (getenv("SPOOL_BENCH_RECORD")) {
+		FILE *f = fopen(getenv("SPOOL_BENCH_RECORD"), "r");
+		size_t k;
+
+		if (!f) {
+			perror(getenv("SPOOL_BENCH_RECORD"));
+			return 1;
+		}
+		k = fread(rec, 1, size, f);
+		fclose(f);
+		for (size_t i = k; k && i < size; i++)
+			rec[i] = rec[i % k];
+	}
 	for (uint64_t i = 0; i < repeat; i++)
 		run_round(sdir, bpath, batch, records, rec, size, &sp[i], &bp[i]);
 	qsort(sp, repeat, sizeof(*sp), bench_cmp_double);

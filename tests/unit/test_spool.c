@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <endian.h>
+#include <inttypes.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -672,6 +674,198 @@ static void test_syncer(void **state)
 	syncer_stop(NULL);
 }
 
+/* ---- compressed entries ------------------------------------------------------------------ */
+
+#define BIG_N 40
+
+struct big {
+	size_t n;
+	char *data[BIG_N];
+	size_t len[BIG_N];
+};
+
+static int collect_big(uint64_t seq, const void *data, size_t len, void *userdata)
+{
+	struct big *b = userdata;
+
+	assert_true(b->n < BIG_N);
+	b->data[b->n] = malloc(len + 1);
+	assert_non_null(b->data[b->n]);
+	memcpy(b->data[b->n], data, len);
+	b->data[b->n][len] = 0;
+	b->len[b->n] = len;
+	b->n++;
+	return 0;
+}
+
+static void big_free(struct big *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		free(b->data[i]);
+	memset(b, 0, sizeof(*b));
+}
+
+/* A task.sample-like record whose numbers and ids vary with i. */
+static size_t sample_record(char *buf, size_t cap, int i)
+{
+	int n = snprintf(
+	    buf, cap,
+	    "{\"schema\":\"corral.record/v1\",\"record_id\":\"n%d/ab%d/%d\",\"type\":"
+	    "\"task.sample\",\"time\":\"2026-12-06T09:%02d:%02d.%06dZ\",\"node\":\"n%d\",\"task\":{"
+	    "\"id\":\"t-%08x-%d\",\"user\":\"u%d\",\"uid\":%d,\"labels\":{\"team\":\"x%d\"}},"
+	    "\"request\":{\"cpus\":1.0,\"memory_bytes\":%d,\"pids\":0,\"gpus\":0,\"time_limit_s\":"
+	    "0,\"cpu_time_limit_s\":0,\"gpu_memory_bytes\":0},\"usage\":{\"wall_ns\":%d,"
+	    "\"cpu_user_ns\":%d,\"cpu_system_ns\":%d,\"memory_peak_bytes\":%d,"
+	    "\"memory_byte_seconds\":%d.25,\"io_read_bytes\":%d,\"io_write_bytes\":12,"
+	    "\"net_rx_bytes\":0,\"net_tx_bytes\":0,\"gpu_seconds\":0.0,\"gpu_memory_peak_bytes\":0,"
+	    "\"gpu_util_avg\":0.0},\"sources\":{\"wall_ns\":\"agent\",\"cpu_user_ns\":\"ebpf\","
+	    "\"cpu_system_ns\":\"ebpf\",\"memory_peak_bytes\":\"cgroup\",\"memory_byte_seconds\":"
+	    "\"ebpf\",\"io_read_bytes\":\"ebpf\",\"io_write_bytes\":\"ebpf\",\"net_rx_bytes\":"
+	    "\"ebpf\",\"net_tx_bytes\":\"ebpf\"},\"start_time\":%d}",
+	    i, i * 7, i, i % 60, (i * 13) % 60, i * 977, i % 5, 0x6b1521e0 + i, i, i, 1000 + i, i,
+	    i * 1048576, i * 1000003, i * 7919, i * 31, i * 4096, i * 123457, i * 2048,
+	    17000000 + i);
+
+	assert_true(n > 0 && (size_t)n < cap);
+	return (size_t)n;
+}
+
+static void open_opts(struct tctx *t, bool compress, struct spool **ret)
+{
+	struct spool_opts o = {.dir = t->dir, .compress = compress};
+
+	assert_int_equal(spool_open(&o, ret), 0);
+}
+
+/* CRC32C as the spool computes it, to forge a frame whose CRC holds. */
+static uint32_t crc32c_ref(uint32_t crc, const unsigned char *p, size_t n)
+{
+	crc = ~crc;
+	while (n--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0x82F63B78U & (0U - (crc & 1)));
+	}
+	return ~crc;
+}
+
+/* Entries compressed on append where smaller (records ~5x here), stored as is where not
+ * (random bytes); readers get every entry back exactly, whether the reader compresses or not,
+ * and an old uncompressed spool stays readable after compression is turned on. */
+static void test_compressed(void **state)
+{
+	struct tctx *t = *state;
+	char rec[BIG_N][2048], rnd[600];
+	const void *many[8];
+	size_t lens[8], sizes[BIG_N];
+	struct spool_stats st;
+	struct spool *s;
+	struct big b = {0};
+	int i;
+
+	for (i = 0; i < BIG_N; i++)
+		sizes[i] = sample_record(rec[i], sizeof(rec[i]), i + 1);
+	for (i = 0; i < (int)sizeof(rnd); i++)
+		rnd[i] = (char)(rand() & 0xff);
+
+	/* 1. an old spool: 4 records as is */
+	open_opts(t, false, &s);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(spool_append(s, rec[i], sizes[i], SPOOL_PRIO_KEEP, NULL), 0);
+	spool_get_stats(s, &st);
+	assert_int_equal(st.stored_bytes, st.payload_bytes);
+	spool_close(s);
+
+	/* 2. compression on: single appends, a batch, and random bytes */
+	open_opts(t, true, &s);
+	for (i = 4; i < 20; i++)
+		assert_int_equal(spool_append(s, rec[i], sizes[i], SPOOL_PRIO_SHED, NULL), 0);
+	for (i = 0; i < 8; i++) {
+		many[i] = rec[20 + i];
+		lens[i] = sizes[20 + i];
+	}
+	assert_int_equal(spool_append_many(s, many, lens, 8, SPOOL_PRIO_KEEP), 8);
+	assert_int_equal(spool_append(s, rnd, sizeof(rnd), SPOOL_PRIO_AUDIT, NULL), 0);
+	spool_get_stats(s, &st);
+	print_message("compressed: %" PRIu64 " record bytes stored in %" PRIu64 "\n",
+		      st.payload_bytes, st.stored_bytes);
+	/* 24 records at least 4x smaller; the random entry stored as it is */
+	assert_true(st.stored_bytes * 4 < st.payload_bytes - sizeof(rnd) + 4 * sizeof(rnd));
+	assert_true(st.stored_bytes >= sizeof(rnd));
+	spool_close(s);
+
+	/* 3. read back by a spool without compression: every entry exact */
+	open_opts(t, false, &s);
+	assert_int_equal(spool_peek(s, 1, BIG_N, SIZE_MAX, collect_big, &b), 29);
+	for (i = 0; i < 28; i++) {
+		assert_int_equal(b.len[i], sizes[i]);
+		assert_memory_equal(b.data[i], rec[i], sizes[i]);
+	}
+	assert_int_equal(b.len[28], sizeof(rnd));
+	assert_memory_equal(b.data[28], rnd, sizeof(rnd));
+	big_free(&b);
+	/* the batch bound counts records, not stored bytes: the first two and not a third */
+	assert_int_equal(spool_peek(s, 1, BIG_N, sizes[0] + sizes[1] + 1, collect_big, &b), 2);
+	big_free(&b);
+	spool_close(s);
+}
+
+/* A frame whose CRC holds but whose compressed payload does not decode is skipped as
+ * damaged (reported once), never handed out as garbage nor wedging the stream. */
+static void test_compressed_undecodable(void **state)
+{
+	struct tctx *t = *state;
+	unsigned char frame[HDR + 16];
+	uint32_t v32, crc;
+	uint64_t v64;
+	struct spool_damage dmg[4];
+	struct spool *s;
+	struct big b = {0};
+	char rec[2048], path[128];
+	size_t n = sample_record(rec, sizeof(rec), 3);
+	off_t off0;
+	int fd;
+
+	open_opts(t, true, &s);
+	assert_int_equal(spool_append(s, rec, n, SPOOL_PRIO_KEEP, NULL), 0);
+	spool_close(s);
+	off0 = file_size(t, "seg-00000000000000000001.log");
+	assert_true(off0 > HDR && off0 < (off_t)(HDR + n / 3));
+	/* seq 2: encoding 1, 16 bytes that are no zstd frame, a valid CRC */
+	memset(frame, 0, sizeof(frame));
+	v32 = htole32(0x31505343U);
+	memcpy(frame, &v32, 4);
+	v32 = htole32(16);
+	memcpy(frame + 4, &v32, 4);
+	v64 = htole64(2);
+	memcpy(frame + 8, &v64, 8);
+	frame[16] = 1;
+	frame[17] = 1;
+	memset(frame + HDR, 'x', 16);
+	crc = crc32c_ref(crc32c_ref(0, frame + 4, 16), frame + HDR, 16);
+	v32 = htole32(crc);
+	memcpy(frame + 20, &v32, 4);
+	seg_path(t, 1, path, sizeof(path));
+	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, frame, sizeof(frame)), (ssize_t)sizeof(frame));
+	close(fd);
+
+	open_opts(t, true, &s);
+	assert_int_equal(spool_append(s, rec, n, SPOOL_PRIO_KEEP, NULL), 0); /* seq 3 */
+	assert_int_equal(spool_peek(s, 1, BIG_N, SIZE_MAX, collect_big, &b), 2);
+	assert_memory_equal(b.data[0], rec, n);
+	assert_memory_equal(b.data[1], rec, n);
+	big_free(&b);
+	assert_int_equal(spool_take_damage(s, dmg, 4), 1);
+	assert_int_equal(dmg[0].offset, (uint64_t)off0);
+	assert_int_equal(dmg[0].length, sizeof(frame));
+	assert_int_equal(dmg[0].segment, 1);
+	/* acking past it works */
+	assert_int_equal(spool_ack(s, 3), 0);
+	spool_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -686,6 +880,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_bad_args, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_end, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_syncer, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_compressed_undecodable, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_audit_class_keeps_billing_reserve, setup,
 					    teardown),
 	};
