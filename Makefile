@@ -193,8 +193,9 @@ integration: all
 # would run LeakSanitizer's tracer under a seccomp profile that denies ptrace (audit_syscall,
 # agent_gpu) or that count a task's forks, which that tracer adds to (metering_accuracy).
 ASAN_INTEGRATION = agent_launch agent_audit agent_metering audit_events cgroup_v1 \
-	collector_audit collector_ingest collector_report pipeline_faults seccomp_workloads \
-	metering_fallback gpu_limits hostile_clients sandbox report_escape compact_records
+	collector_audit collector_ingest collector_report collector_tls collector_listen \
+	pipeline_faults seccomp_workloads metering_fallback gpu_limits hostile_clients sandbox \
+	report_escape compact_records
 integration-asan:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 all
 	$(Q)tests/run-asan-integration $(O)/asan \

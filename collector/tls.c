@@ -164,7 +164,10 @@ int coll_tls_new(const char *cert, const char *key, const char *client_ca, struc
 	int r;
 
 	if (!cert || !*cert || !key || !*key)
-		return err_set(err, errlen, -EINVAL, "tls_cert and tls_key go together");
+		return err_set(err, errlen, -EINVAL, "%s: TLS needs both tls_cert and tls_key%s",
+			       !cert || !*cert ? "tls_cert missing" : "tls_key missing",
+			       client_ca && *client_ca ? " (tls_client_ca is only used with them)"
+						       : "");
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;

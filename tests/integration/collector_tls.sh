@@ -1,6 +1,8 @@
 #!/bin/bash
 # corral-collector over TLS with client certificates, against a CA and certificates made here
 # (openssl):
+#  0. refused at start, naming the key: a key not the certificate's, tls_cert without tls_key,
+#     a tls_client_ca that holds no certificate;
 #  1. corrald -> collector over HTTPS, the collector's key pinned, the node's certificate
 #     presented: every task's records stored (counted with sqlite3);
 #  2. refused: a client that trusts another CA; a node certificate from another CA; the
@@ -60,6 +62,24 @@ for f in ca server server2 n1 n2 n1-other; do
 done
 cp "$P/server.pem" "$T/served.pem"
 cp "$P/server.key" "$T/served.key"
+
+# configuration errors, each naming the key: a key that is not the certificate's, a missing key,
+# a file that is not PEM
+bad_start() { # bad_start WANT CONF-LINES...
+	local want=$1 rc
+	shift
+	printf '[server]\n' >"$T/bad.conf"
+	printf '%s\n' "$@" >>"$T/bad.conf"
+	timeout 10 "$O/corral-collector" serve --config "$T/bad.conf" --listen 127.0.0.1:0 \
+		--db "sqlite:$T/bad.db" --tokens "$T/tokens" >"$T/bad.log" 2>&1
+	rc=$?
+	[ $rc = 1 ] && grep -q "$want" "$T/bad.log" && pass "refused at start: $(head -1 "$T/bad.log" | cut -c1-150)" \
+		|| fail "want '$want', rc $rc: $(cat "$T/bad.log")"
+}
+bad_start "does not go with tls_cert" "tls_cert = $P/server.pem" "tls_key = $P/n1.key"
+bad_start "tls_key missing" "tls_cert = $P/server.pem" "tls_client_ca = $P/ca.pem"
+bad_start "tls_client_ca .*expected PEM CA certificates" "tls_cert = $P/server.pem" \
+	"tls_key = $P/server.key" "tls_client_ca = $T/tokens"
 
 cat >"$T/collector.conf" <<CONF
 [server]
