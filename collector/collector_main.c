@@ -9,6 +9,9 @@
  *   corral-collector report  --db URI --prices FILE --from DATE --to DATE
  *                            [--by account|user|job|node|label:KEY[,...]]
  *                            [--period day|week|month|all] [--top N] [--format table|csv|json|html]
+ *                            [--idle | --share-idle proportional|by-request|to:ACCOUNT]
+ *   corral-collector capacity --db URI --prices FILE --from DATE --to DATE
+ *                            [--by node|price_class|none] [--period ...] [--format ...]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +26,7 @@
 
 #include "accounting/record.h"
 #include "collector/audit_cli.h"
+#include "collector/capacity.h"
 #include "collector/prices.h"
 #include "collector/report.h"
 #include "collector/server.h"
@@ -63,6 +67,8 @@ struct options {
 	char *prices;
 	const char *from, *to, *by, *period;
 	uint64_t top;
+	bool idle;
+	const char *share_idle;
 };
 
 #define FOLD_DELAY_MAX 3600000 /* ms */
@@ -189,6 +195,13 @@ static _noreturn_ void usage(int code)
 	    "                             [--by account|user|job|node|label:KEY[,...]] "
 	    "[--period day|week|month|all]\n"
 	    "                             [--top N] [--format table|csv|json|html]\n"
+	    "                             [--idle | --share-idle "
+	    "proportional|by-request|to:ACCOUNT]\n"
+	    "       corral-collector capacity --db URI --prices FILE --from YYYY-MM-DD --to "
+	    "YYYY-MM-DD\n"
+	    "                             [--by node|price_class|none] [--period "
+	    "day|week|month|all]\n"
+	    "                             [--format table|csv|json|html]\n"
 	    "       (serve also takes --prices FILE for GET /v1/reports/showback)\n"
 	    "       corral-collector audit verify|query|export ... (corral-collector audit "
 	    "--help)\n"
@@ -222,7 +235,9 @@ enum {
 	OPT_TO,
 	OPT_BY,
 	OPT_PERIOD,
-	OPT_TOP
+	OPT_TOP,
+	OPT_IDLE,
+	OPT_SHARE_IDLE,
 };
 
 /* One command-line option: into o, or into cli where a config file may set it too. */
@@ -327,6 +342,12 @@ static int parse_option(int c, char **argv, struct options *o, struct options *c
 			r = -EINVAL;
 		}
 		break;
+	case OPT_IDLE:
+		o->idle = true;
+		break;
+	case OPT_SHARE_IDLE:
+		o->share_idle = optarg;
+		break;
 	case 'h':
 		usage(0);
 	case 'V':
@@ -395,6 +416,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	    {"by", required_argument, NULL, OPT_BY},
 	    {"period", required_argument, NULL, OPT_PERIOD},
 	    {"top", required_argument, NULL, OPT_TOP},
+	    {"idle", no_argument, NULL, OPT_IDLE},
+	    {"share-idle", required_argument, NULL, OPT_SHARE_IDLE},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {},
@@ -703,6 +726,12 @@ static int cmd_report(struct options *o)
 		return 2;
 	}
 	spec.top = (size_t)o->top;
+	if ((o->idle && report_spec_set_idle(&spec, "row", err, sizeof(err)) < 0) ||
+	    (o->share_idle && report_spec_set_idle(&spec, o->share_idle, err, sizeof(err)) < 0) ||
+	    report_spec_check(&spec, err, sizeof(err)) < 0) {
+		fprintf(stderr, "corral-collector report: --%s\n", err);
+		return 2;
+	}
 	if (o->format && report_format_from_string(o->format, &fmt) < 0) {
 		fprintf(stderr,
 			"corral-collector report: --format: expected table, csv, json or html, "
@@ -736,6 +765,67 @@ static int cmd_report(struct options *o)
 	return 0;
 }
 
+static int cmd_capacity(struct options *o)
+{
+	_cleanup_free_ struct price_sheet *ps = calloc(1, sizeof(*ps));
+	enum report_format fmt = REPORT_FMT_TABLE;
+	enum cap_by by = CAP_BY_NODE;
+	struct coll_store *store = NULL;
+	struct report_spec spec;
+	struct cap_report rep;
+	char err[512];
+	int r;
+
+	if (!ps)
+		return 1;
+	if (!o->db || !o->prices) {
+		fprintf(stderr, "corral-collector capacity: --db and --prices are required\n");
+		return 2;
+	}
+	if (report_spec_init(&spec, o->from, o->to, err, sizeof(err)) < 0 ||
+	    (o->period && report_spec_set_period(&spec, o->period, err, sizeof(err)) < 0)) {
+		fprintf(stderr, "corral-collector capacity: --%s\n", err);
+		return 2;
+	}
+	if (o->by && cap_by_from_string(o->by, &by) < 0) {
+		fprintf(stderr,
+			"corral-collector capacity: --by: expected node, price_class or none, got "
+			"'%s'\n",
+			o->by);
+		return 2;
+	}
+	if (o->format && report_format_from_string(o->format, &fmt) < 0) {
+		fprintf(stderr,
+			"corral-collector capacity: --format: expected table, csv, json or html, "
+			"got '%s'\n",
+			o->format);
+		return 2;
+	}
+	r = price_sheet_load(o->prices, ps, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "corral-collector capacity: --prices: %s\n", err);
+		return 2;
+	}
+	r = open_store(o, 0, &store);
+	if (r < 0)
+		return 1;
+	r = cap_build(store, &spec, by, ps, &rep);
+	if (r < 0) {
+		fprintf(stderr, "corral-collector capacity: %s (%s)\n", coll_store_errmsg(store),
+			strerror(-r));
+		coll_store_close(store);
+		return 1;
+	}
+	r = cap_write(&rep, fmt, stdout);
+	cap_free(&rep);
+	coll_store_close(store);
+	if (r < 0 || fflush(stdout) != 0) {
+		fprintf(stderr, "corral-collector capacity: writing: %m\n");
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {0};
@@ -744,7 +834,7 @@ int main(int argc, char **argv)
 
 	if (argc < 2) {
 		fprintf(stderr, "corral-collector: missing command (serve, dump, migrate, report, "
-				"audit); try --help\n");
+				"capacity, audit); try --help\n");
 		return 2;
 	}
 	cmd = argv[1];
@@ -757,7 +847,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "audit") == 0)
 		return coll_cmd_audit(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") && strcmp(cmd, "dump") && strcmp(cmd, "migrate") &&
-	    strcmp(cmd, "report")) {
+	    strcmp(cmd, "report") && strcmp(cmd, "capacity")) {
 		fprintf(stderr, "corral-collector: unknown command '%s'; try --help\n", cmd);
 		return 2;
 	}
@@ -773,6 +863,8 @@ int main(int argc, char **argv)
 		rc = cmd_dump(&o);
 	else if (strcmp(cmd, "migrate") == 0)
 		rc = cmd_migrate(&o);
+	else if (strcmp(cmd, "capacity") == 0)
+		rc = cmd_capacity(&o);
 	else
 		rc = cmd_report(&o);
 	options_free(&o);

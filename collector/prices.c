@@ -28,6 +28,8 @@ struct parse_ctx {
 	bool base_set[_PRICE_MAX];
 	bool currency_set;
 	bool ov_set[PRICE_OVERRIDES_MAX][_PRICE_MAX];
+	bool class_set[PRICE_OVERRIDES_MAX][_PRICE_MAX];
+	bool node_set[PRICE_OVERRIDES_MAX][_PRICE_MAX];
 	char err[256];
 };
 
@@ -72,6 +74,28 @@ static int override_slot(struct parse_ctx *c, const char *section)
 	for (int u = 0; u < _PRICE_MAX; u++)
 		ps->ov[ps->n_overrides].set.p[u] = -1; /* inherit, resolved after parsing */
 	return (int)ps->n_overrides++;
+}
+
+/* "node_class:NAME" / "node:NAME" -> slot index in v[] (*n of them), creating it. */
+static int named_slot(struct parse_ctx *c, const char *section, const char *name,
+		      struct price_override *v, size_t *n)
+{
+	size_t l = strlen(name);
+
+	if (l == 0 || l >= PRICE_LABEL_MAX)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%.64s]: expected a name of 1..%d bytes", section,
+			       PRICE_LABEL_MAX - 1);
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp(v[i].value, name) == 0)
+			return (int)i;
+	if (*n >= PRICE_OVERRIDES_MAX)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%.64s]: more than %d such sections", section, PRICE_OVERRIDES_MAX);
+	memcpy(v[*n].value, name, l + 1);
+	for (int u = 0; u < _PRICE_MAX; u++)
+		v[*n].set.p[u] = -1;
+	return (int)(*n)++;
 }
 
 /* One key of the sheet: 0, or -EINVAL with c->err set. */
@@ -119,6 +143,19 @@ static int set_key(struct parse_ctx *c, const char *section, const char *name, c
 				       section, name);
 		set = &c->ov_set[slot][u];
 		dst = &ps->ov[slot].set.p[u];
+	} else if (strncmp(section, "node_class:", 11) == 0 || strncmp(section, "node:", 5) == 0) {
+		bool cls = section[4] == '_';
+
+		slot = cls ? named_slot(c, section, section + 11, ps->classes, &ps->n_classes)
+			   : named_slot(c, section, section + 5, ps->nodes, &ps->n_nodes);
+		if (slot < 0)
+			return slot;
+		u = find_unit(name);
+		if (u < 0)
+			return err_set(c->err, sizeof(c->err), -EINVAL, "unknown key [%s] %s",
+				       section, name);
+		set = cls ? &c->class_set[slot][u] : &c->node_set[slot][u];
+		dst = cls ? &ps->classes[slot].set.p[u] : &ps->nodes[slot].set.p[u];
 	} else {
 		return err_set(c->err, sizeof(c->err), -EINVAL, "unknown section [%s] (key %s)",
 			       section, name);
@@ -158,6 +195,14 @@ int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size
 		for (int u = 0; u < _PRICE_MAX; u++)
 			if (!c.ov_set[i][u])
 				ret->ov[i].set.p[u] = ret->base.p[u];
+	for (size_t i = 0; i < ret->n_classes; i++)
+		for (int u = 0; u < _PRICE_MAX; u++)
+			if (!c.class_set[i][u])
+				ret->classes[i].set.p[u] = ret->base.p[u];
+	for (size_t i = 0; i < ret->n_nodes; i++)
+		for (int u = 0; u < _PRICE_MAX; u++)
+			if (!c.node_set[i][u])
+				ret->nodes[i].set.p[u] = ret->base.p[u];
 	return 0;
 }
 
@@ -187,5 +232,19 @@ const struct price_set *price_sheet_for(const struct price_sheet *ps, const char
 		for (size_t i = 0; i < ps->n_overrides; i++)
 			if (strcmp(ps->ov[i].value, value) == 0)
 				return &ps->ov[i].set;
+	return &ps->base;
+}
+
+const struct price_set *price_sheet_for_node(const struct price_sheet *ps, const char *node,
+					     const char *price_class)
+{
+	if (node)
+		for (size_t i = 0; i < ps->n_nodes; i++)
+			if (strcmp(ps->nodes[i].value, node) == 0)
+				return &ps->nodes[i].set;
+	if (price_class)
+		for (size_t i = 0; i < ps->n_classes; i++)
+			if (strcmp(ps->classes[i].value, price_class) == 0)
+				return &ps->classes[i].set;
 	return &ps->base;
 }

@@ -11,6 +11,10 @@
  *     net_gib = 0.01
  *     [label:tier=spot]        ; optional overrides, all on ONE label key
  *     cpu_core_hour = 0.010
+ *     [node_class:gpu-h100]    ; optional: the capacity prices of nodes of that class
+ *     gpu_hour = 2.10          ; (node.sample price_class; see docs/reports.md "Idle")
+ *     [node:n17]               ; optional: one node's own capacity prices (before its class)
+ *     cpu_core_hour = 0.02
  * Every key of [prices] except currency is required; an override section sets any subset
  * (the rest inherit [prices]). Unknown keys/sections, duplicates, negative or non-numeric
  * prices are errors naming the key.
@@ -48,6 +52,11 @@ struct price_sheet {
 	char override_key[PRICE_LABEL_MAX]; /* "" = no overrides */
 	size_t n_overrides;
 	struct price_override ov[PRICE_OVERRIDES_MAX];
+	/* capacity prices: [node_class:NAME] and [node:NAME] (unset keys inherit [prices]; a
+	 * node section's unset keys inherit [prices] too, not its class) */
+	size_t n_classes, n_nodes;
+	struct price_override classes[PRICE_OVERRIDES_MAX];
+	struct price_override nodes[PRICE_OVERRIDES_MAX];
 };
 
 const char *price_unit_name(enum price_unit u);
@@ -57,3 +66,7 @@ int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size
 int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_t errlen);
 /* The price set for a label value of override_key (NULL/unknown value: base). */
 const struct price_set *price_sheet_for(const struct price_sheet *ps, const char *value);
+/* The capacity prices of a node: its [node:NAME] section, else its class's [node_class:NAME],
+ * else [prices]. */
+const struct price_set *price_sheet_for_node(const struct price_sheet *ps, const char *node,
+					     const char *price_class);

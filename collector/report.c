@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "collector/report.h"
+#include "collector/capacity.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/macro.h"
@@ -130,6 +131,44 @@ int report_spec_set_period(struct report_spec *spec, const char *period, char *e
 	return err_set(err, errlen, -EINVAL, "period: expected day, week, month or all");
 }
 
+int report_spec_set_idle(struct report_spec *spec, const char *rule, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		enum report_idle idle;
+	} rules[] = {{"row", REPORT_IDLE_ROW},
+		     {"proportional", REPORT_IDLE_PROPORTIONAL},
+		     {"by-request", REPORT_IDLE_BY_REQUEST}};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rules); i++)
+		if (strcmp(rule, rules[i].name) == 0) {
+			spec->idle = rules[i].idle;
+			return 0;
+		}
+	if (strncmp(rule, "to:", 3) == 0 && rule[3] &&
+	    strlen(rule + 3) < sizeof(spec->idle_account)) {
+		spec->idle = REPORT_IDLE_TO_ACCOUNT;
+		snprintf(spec->idle_account, sizeof(spec->idle_account), "%s", rule + 3);
+		return 0;
+	}
+	return err_set(err, errlen, -EINVAL,
+		       "share-idle: expected proportional, by-request or to:ACCOUNT, got '%.64s'",
+		       rule);
+}
+
+int report_spec_check(const struct report_spec *spec, char *err, size_t errlen)
+{
+	bool account = false;
+
+	for (size_t d = 0; d < spec->n_dims; d++)
+		account |= spec->dims[d] == REPORT_DIM_ACCOUNT;
+	if (spec->idle == REPORT_IDLE_TO_ACCOUNT && !account)
+		return err_set(err, errlen, -EINVAL,
+			       "share-idle: to:%s needs account among the --by dimensions",
+			       spec->idle_account);
+	return 0;
+}
+
 int report_format_from_string(const char *s, enum report_format *ret)
 {
 	static const char *const names[] = {"table", "csv", "json", "html"};
@@ -143,7 +182,7 @@ int report_format_from_string(const char *s, enum report_format *ret)
 }
 
 /* out = day + n days (YYYY-MM-DD; day may be a month YYYY-MM, taken as its first day) */
-static void day_add(const char *day, int n, char out[11])
+void report_day_add(const char *day, int n, char out[11])
 {
 	struct tm tm = {0};
 	char buf[11];
@@ -160,7 +199,7 @@ static void day_add(const char *day, int n, char out[11])
 }
 
 /* The label of the period holding day (see REPORT_PERIOD_LEN); to_last: the range's last day. */
-static void period_of(const struct report_spec *spec, const char *to_last, const char *day,
+void report_period_of(const struct report_spec *spec, const char *to_last, const char *day,
 		      char out[REPORT_PERIOD_LEN])
 {
 	struct tm tm = {0};
@@ -195,7 +234,7 @@ static void period_of(const struct report_spec *spec, const char *to_last, const
 
 /* The first and last day (inclusive) of the period holding day, clipped to the range (whose
  * last day is to_last). */
-static void period_days(const struct report_spec *spec, const char *to_last, const char *day,
+void report_period_days(const struct report_spec *spec, const char *to_last, const char *day,
 			char first[11], char last[11])
 {
 	struct tm tm = {0};
@@ -206,14 +245,14 @@ static void period_days(const struct report_spec *spec, const char *to_last, con
 		memcpy(last, first, 11);
 		break;
 	case REPORT_PERIOD_WEEK:
-		day_add(day, 0, first);
+		report_day_add(day, 0, first);
 		if (strptime(first, "%Y-%m-%d", &tm)) {
 			time_t t = timegm(&tm);
 
 			gmtime_r(&t, &tm);
-			day_add(first, -((tm.tm_wday + 6) % 7), first);
+			report_day_add(first, -((tm.tm_wday + 6) % 7), first);
 		}
-		day_add(first, 6, last);
+		report_day_add(first, 6, last);
 		break;
 	case REPORT_PERIOD_MONTH: {
 		char next[11];
@@ -225,7 +264,7 @@ static void period_days(const struct report_spec *spec, const char *to_last, con
 			y++;
 		}
 		snprintf(next, sizeof(next), "%04d-%02d-01", y, m);
-		day_add(next, -1, last);
+		report_day_add(next, -1, last);
 		break;
 	}
 	case REPORT_PERIOD_ALL:
@@ -772,6 +811,7 @@ static void price_quantities(const double *v, const struct price_set *p, double 
 	out[REPORT_COST_NET] =
 	    (v[COLL_SUM_NET_RX_BYTES] + v[COLL_SUM_NET_TX_BYTES]) / GIB * p->p[PRICE_NET_GIB];
 	out[REPORT_COST_TOTAL] = 0;
+	out[REPORT_COST_IDLE] = 0;
 	out[REPORT_COST_WASTE] =
 	    MAX(0.0, v[COLL_SUM_CPU_CHARGED_CORE_S] - v[COLL_SUM_CPU_S]) / 3600.0 *
 		p->p[PRICE_CPU_CORE_HOUR] +
@@ -1211,18 +1251,18 @@ static int emit_cell(struct emit *e, const struct cell *c, const int64_t cents[]
 	const char *period;
 	size_t n = 0, i = 0;
 
-	period_of(spec, rd->to_last, c->day, pbuf);
+	report_period_of(spec, rd->to_last, c->day, pbuf);
 	period = intern(&e->rd->strs, pbuf);
 	if (!period)
 		return -ENOMEM;
 	if (c->day != e->carry_day) { /* cells come sorted by day (then month) */
 		char first[11], last[11], cday[11];
 
-		period_days(spec, rd->to_last, c->day, first, last);
+		report_period_days(spec, rd->to_last, c->day, first, last);
 		if (strlen(c->day) == 7) { /* a whole month: its last day */
-			day_add(c->day, 31, cday);
+			report_day_add(c->day, 31, cday);
 			snprintf(cday + 7, 4, "-01");
-			day_add(cday, -1, cday);
+			report_day_add(cday, -1, cday);
 		} else
 			snprintf(cday, sizeof(cday), "%s", c->day);
 		e->carry_day = c->day;
@@ -1446,7 +1486,7 @@ static int rows_from_groups(const struct report_spec *spec, const struct reader 
 			continue;
 		row = &ret->rows[ret->n++];
 		snprintf(row->period, sizeof(row->period), "%s", g->v[i].period);
-		period_days(spec, rd->to_last, g->v[i].day, row->first_day, row->last_day);
+		report_period_days(spec, rd->to_last, g->v[i].day, row->first_day, row->last_day);
 		for (size_t d = 0; d < spec->n_dims; d++) {
 			row->key[d] = strdup(g->v[i].key[d]);
 			if (!row->key[d])
@@ -1456,6 +1496,12 @@ static int rows_from_groups(const struct report_spec *spec, const struct reader 
 		row->q[REPORT_Q_ACTIVE] = report_row_active(row);
 		memcpy(row->cents, g->v[i].cents, sizeof(row->cents));
 	}
+	return 0;
+}
+
+/* --top: the N rows with the most waste, in that order. */
+static void rows_top(const struct report_spec *spec, struct report *ret)
+{
 	if (spec->top && ret->n > spec->top) {
 		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
 		for (size_t i = spec->top; i < ret->n; i++)
@@ -1464,7 +1510,136 @@ static int rows_from_groups(const struct report_spec *spec, const struct reader 
 		ret->n = spec->top;
 	} else if (spec->top)
 		qsort(ret->rows, ret->n, sizeof(*ret->rows), waste_cmp);
-	return 0;
+}
+
+static int row_key_cmp(const void *x, const void *y, void *ud)
+{
+	const struct report_row *a = x, *b = y;
+	const size_t ndims = *(const size_t *)ud;
+	int r = strcmp(a->period, b->period);
+
+	for (size_t i = 0; !r && i < ndims; i++)
+		r = strcmp(a->key[i], b->key[i]);
+	return r;
+}
+
+/* A new row of period (its days as cap) with every key "(idle)" but account (if given). */
+static struct report_row *row_new(struct report *ret, size_t *cap, const struct cap_row *p,
+				  const char *account)
+{
+	struct report_row *row;
+
+	if (grow((void **)&ret->rows, cap, ret->n, sizeof(*ret->rows)) < 0)
+		return NULL;
+	row = &ret->rows[ret->n];
+	memset(row, 0, sizeof(*row));
+	snprintf(row->period, sizeof(row->period), "%s", p->period);
+	memcpy(row->first_day, p->first_day, sizeof(row->first_day));
+	memcpy(row->last_day, p->last_day, sizeof(row->last_day));
+	for (size_t d = 0; d < ret->spec.n_dims; d++) {
+		row->key[d] =
+		    strdup(account && ret->spec.dims[d] == REPORT_DIM_ACCOUNT ? account : "(idle)");
+		if (!row->key[d])
+			return NULL;
+	}
+	ret->n++;
+	return row;
+}
+
+/* Weight of a row's requests (CPU, memory, GPU requested) at base prices. */
+static int64_t request_weight(const struct report_row *row, const struct price_set *p)
+{
+	return report_weight(row->q[COLL_SUM_CPU_REQ_CORE_S] / 3600.0 * p->p[PRICE_CPU_CORE_HOUR] +
+			     row->q[COLL_SUM_MEM_REQ_BYTE_S] / 3600.0 / GIB *
+				 p->p[PRICE_MEMORY_GIB_HOUR] +
+			     row->q[COLL_SUM_GPU_REQ_S] / 3600.0 * p->p[PRICE_GPU_HOUR]);
+}
+
+/*
+ * The idle capacity of each period (collector/capacity.c, all nodes) into the rows, in cents:
+ * an "(idle)" row, or shared over the period's rows (or one account's) by integer largest
+ * remainder, so each period's rows gain exactly its idle cents. A period where the rule finds
+ * no row, or only rows of weight 0, keeps its idle as an "(idle)" row (for to:ACCOUNT: a row
+ * of that account).
+ */
+static int apply_idle(struct coll_store *s, const struct report_spec *spec,
+		      const struct price_sheet *ps, struct report *ret)
+{
+	struct cap_report cap;
+	size_t a_dim = 0, rows_cap = ret->n, n0;
+	int r;
+
+	if (spec->idle == REPORT_IDLE_OFF)
+		return 0;
+	for (size_t d = 0; d < spec->n_dims; d++)
+		if (spec->dims[d] == REPORT_DIM_ACCOUNT)
+			a_dim = d;
+	r = cap_build(s, spec, CAP_BY_NONE, ps, &cap);
+	if (r < 0)
+		return r;
+	n0 = ret->n;
+	for (size_t i = 0; i < cap.n; i++) {
+		const struct cap_row *p = &cap.rows[i];
+		const int64_t idle = cap_row_cents(p, CAP_PART_IDLE);
+		_cleanup_free_ size_t *idx = NULL;
+		_cleanup_free_ int64_t *w = NULL, *out = NULL;
+		struct report_row *row = NULL;
+		size_t n = 0;
+		int64_t sum = 0;
+
+		if (idle == 0)
+			continue;
+		ret->total.cents[REPORT_COST_IDLE] += idle;
+		ret->total.cents[REPORT_COST_TOTAL] += idle;
+		idx = calloc(n0 + 1, sizeof(*idx));
+		w = calloc(n0 + 1, sizeof(*w));
+		out = calloc(n0 + 1, sizeof(*out));
+		if (!idx || !w || !out) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (size_t j = 0; spec->idle != REPORT_IDLE_ROW && j < n0; j++) {
+			const struct report_row *x = &ret->rows[j];
+
+			if (strcmp(x->period, p->period) != 0)
+				continue;
+			if (spec->idle == REPORT_IDLE_TO_ACCOUNT &&
+			    strcmp(x->key[a_dim], spec->idle_account) != 0)
+				continue;
+			idx[n] = j;
+			w[n] = spec->idle == REPORT_IDLE_BY_REQUEST ? request_weight(x, &ps->base)
+								    : x->cents[REPORT_COST_TOTAL];
+			sum += w[n++];
+		}
+		if (sum == 0 && spec->idle == REPORT_IDLE_BY_REQUEST)
+			for (size_t j = 0; j < n; j++)
+				sum += w[j] = ret->rows[idx[j]].cents[REPORT_COST_TOTAL];
+		if (sum > 0) {
+			report_apportion(idle, w, n, out);
+			for (size_t j = 0; j < n; j++) {
+				ret->rows[idx[j]].cents[REPORT_COST_IDLE] += out[j];
+				ret->rows[idx[j]].cents[REPORT_COST_TOTAL] += out[j];
+			}
+			continue;
+		}
+		row = row_new(ret, &rows_cap, p,
+			      spec->idle == REPORT_IDLE_TO_ACCOUNT ? spec->idle_account : NULL);
+		if (!row) {
+			r = -ENOMEM;
+			goto out;
+		}
+		row->cents[REPORT_COST_IDLE] = idle;
+		row->cents[REPORT_COST_TOTAL] = idle;
+	}
+	if (ret->n > n0) {
+		size_t nd = spec->n_dims;
+
+		qsort_r(ret->rows, ret->n, sizeof(*ret->rows), row_key_cmp, &nd);
+	}
+	r = 0;
+out:
+	cap_free(&cap);
+	return r;
 }
 
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
@@ -1483,7 +1658,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	ret->prices = ps->base;
 	ret->n_overrides = ps->n_overrides;
 	memcpy(ret->override_key, ps->override_key, sizeof(ret->override_key));
-	day_add(spec->to, -1, rd.to_last);
+	report_day_add(spec->to, -1, rd.to_last);
 	rd.from_ns = day_start_ns(spec->from);
 	rd.to_ns = day_start_ns(spec->to);
 	e.none = intern(&rd.strs, NONE_VAL);
@@ -1573,10 +1748,14 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	r = rows_from_groups(spec, &rd, &g, ret);
 	if (r < 0)
 		goto out;
+	r = apply_idle(s, spec, ps, ret);
+	if (r < 0)
+		goto out;
+	rows_top(spec, ret);
 	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);
 	memcpy(ret->total.period, "total", 6);
 	memcpy(ret->total.first_day, spec->from, 11);
-	day_add(spec->to, -1, ret->total.last_day);
+	report_day_add(spec->to, -1, ret->total.last_day);
 	r = 0;
 out:
 	free(g.v);
@@ -1901,7 +2080,13 @@ static void html_str(FILE *f, const char *text)
 }
 
 static const char *const cost_names[_REPORT_COST_MAX] = {
-    "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost", "cost", "waste"};
+    "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost", "cost", "waste", "idle_cost"};
+
+/* The cost columns written: idle_cost only when the report has idle in it. */
+static int cost_cols(const struct report *r)
+{
+	return r->spec.idle != REPORT_IDLE_OFF ? _REPORT_COST_MAX : REPORT_COST_IDLE;
+}
 
 static void write_csv(const struct report *r, FILE *f)
 {
@@ -1917,7 +2102,7 @@ static void write_csv(const struct report *r, FILE *f)
 		fprintf(f, ",%s", count_cols[c].name);
 	for (int c = 0; c < _COL_MAX; c++)
 		fprintf(f, ",%s", col_names[c]);
-	for (int k = 0; k < _REPORT_COST_MAX; k++)
+	for (int k = 0; k < cost_cols(r); k++)
 		fprintf(f, ",%s", cost_names[k]);
 	fputs(",cpu_eff,mem_eff,gpu_eff\n", f);
 	for (size_t i = 0; i <= r->n; i++) {
@@ -1936,7 +2121,7 @@ static void write_csv(const struct report *r, FILE *f)
 			report_num_full(m, sizeof(m), cols[c]);
 			fprintf(f, ",%s", m);
 		}
-		for (int k = 0; k < _REPORT_COST_MAX; k++) {
+		for (int k = 0; k < cost_cols(r); k++) {
 			money(m, sizeof(m), row->cents[k]);
 			fprintf(f, ",%s", m);
 		}
@@ -1987,7 +2172,7 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 		report_num_full(m, sizeof(m), cols[c]);
 		fprintf(f, ",\"%s\":%s", col_names[c], m);
 	}
-	for (int k = 0; k < _REPORT_COST_MAX; k++) {
+	for (int k = 0; k < cost_cols(r); k++) {
 		money(m, sizeof(m), row->cents[k]);
 		fprintf(f, ",\"%s\":\"%s\"", cost_names[k], m);
 	}
@@ -2310,7 +2495,7 @@ static void html_days_chart(FILE *f, const struct report *r)
 		const double x = L + (double)i * bw;
 		double y = T + ph;
 
-		day_add(r->spec.from, (int)i, zero.day);
+		report_day_add(r->spec.from, (int)i, zero.day);
 		if (j < r->n_days && strcmp(r->days[j].day, zero.day) == 0)
 			d = &r->days[j++];
 		fprintf(f, "<g class=\"day\" data-day=\"%s\"><title>%s: ", d->day, d->day);
@@ -2627,7 +2812,7 @@ static void write_html(const struct report *r, FILE *f)
 
 	gmtime_r(&t, &tm);
 	strftime(now, sizeof(now), "%Y-%m-%d %H:%M:%S UTC", &tm);
-	day_add(r->spec.to, -1, last);
+	report_day_add(r->spec.to, -1, last);
 	ndays = (int)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
 	/* the top groups, then one "other" bucket holding the rest (its cents sum exactly) */
 	shown = ng;

@@ -35,6 +35,9 @@ enum report_cost {
 	REPORT_COST_NET,
 	REPORT_COST_TOTAL, /* sum of the five above */
 	REPORT_COST_WASTE, /* charged but unused CPU, memory and GPU */
+	/* the nodes' idle capacity (collector/capacity.h), in REPORT_COST_TOTAL too: an
+	 * "(idle)" row's, or a row's share of its period's (report_spec.idle); 0 otherwise */
+	REPORT_COST_IDLE,
 	_REPORT_COST_MAX,
 };
 
@@ -49,6 +52,15 @@ enum report_cost {
 #define REPORT_Q_ACTIVE	 (_COLL_SUM_MAX + 1)
 #define REPORT_Q_MAX	 (_COLL_SUM_MAX + 2)
 
+/* Idle capacity in a showback report (docs/reports.md "Idle in the showback report"). */
+enum report_idle {
+	REPORT_IDLE_OFF,
+	REPORT_IDLE_ROW,	  /* an "(idle)" row per period */
+	REPORT_IDLE_PROPORTIONAL, /* shared over the period's rows by their cost */
+	REPORT_IDLE_BY_REQUEST,	  /* ... by their requested CPU, memory and GPU at base prices */
+	REPORT_IDLE_TO_ACCOUNT,	  /* to one account's rows (by their cost) */
+};
+
 struct report_spec {
 	char from[11], to[11]; /* YYYY-MM-DD, from <= day < to */
 	size_t n_dims;
@@ -59,6 +71,8 @@ struct report_spec {
 	enum report_period period;
 	size_t top; /* 0 = all groups; else the N groups with the most waste */
 	bool nodes; /* also list the nodes in scope (the HTML header; reads rollup_job_day) */
+	enum report_idle idle;
+	char idle_account[256]; /* REPORT_IDLE_TO_ACCOUNT */
 };
 
 /* Cost of one UTC day of the range, all groups (the HTML's cost over time) */
@@ -98,12 +112,26 @@ struct report {
 	char override_key[PRICE_LABEL_MAX];
 };
 
+/* out = day + n days (YYYY-MM-DD; a month YYYY-MM is taken as its first day). */
+void report_day_add(const char *day, int n, char out[11]);
+/* The label of the period of spec holding day; to_last: the range's last day. */
+void report_period_of(const struct report_spec *spec, const char *to_last, const char *day,
+		      char out[REPORT_PERIOD_LEN]);
+/* The first and last day (inclusive) of that period, clipped to the range. */
+void report_period_days(const struct report_spec *spec, const char *to_last, const char *day,
+			char first[11], char last[11]);
+
 /* Spec setters; -EINVAL with a message naming the parameter. */
 int report_spec_init(struct report_spec *spec, const char *from, const char *to, char *err,
 		     size_t errlen);
 int report_spec_set_by(struct report_spec *spec, const char *by, char *err, size_t errlen);
 int report_spec_set_period(struct report_spec *spec, const char *period, char *err, size_t errlen);
 int report_format_from_string(const char *s, enum report_format *ret);
+/* "row" (the --idle flag), "proportional", "by-request" or "to:ACCOUNT"; to:ACCOUNT needs
+ * account among the dimensions (checked by report_spec_check). */
+int report_spec_set_idle(struct report_spec *spec, const char *rule, char *err, size_t errlen);
+/* Checks of the spec as a whole (after every setter); -EINVAL with a message. */
+int report_spec_check(const struct report_spec *spec, char *err, size_t errlen);
 
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret);

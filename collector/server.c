@@ -7,6 +7,7 @@
 
 #include "collector/audit_query.h"
 #include "collector/report.h"
+#include "collector/capacity.h"
 #include "collector/server_impl.h"
 #include "collector/tls.h"
 #include "accounting/zframe.h"
@@ -305,6 +306,8 @@ static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connect
 	const char *period = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "period");
 	const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
 	const char *top = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "top");
+	const char *idle = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "idle");
+	const char *share = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "share_idle");
 	enum report_format fmt = REPORT_FMT_JSON;
 	struct report_spec spec;
 	struct report rep;
@@ -330,6 +333,14 @@ static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connect
 			return srv_reply_error(s, c, 400, "top: expected 0..1000000");
 		spec.top = (size_t)v;
 	}
+	if (idle && strcmp(idle, "1") != 0 && strcmp(idle, "true") != 0 && strcmp(idle, "0") != 0 &&
+	    strcmp(idle, "false") != 0)
+		return srv_reply_error(s, c, 400, "idle: expected true or false");
+	if ((idle && (strcmp(idle, "1") == 0 || strcmp(idle, "true") == 0) &&
+	     report_spec_set_idle(&spec, "row", err, sizeof(err)) < 0) ||
+	    (share && report_spec_set_idle(&spec, share, err, sizeof(err)) < 0) ||
+	    report_spec_check(&spec, err, sizeof(err)) < 0)
+		return srv_reply_error(s, c, 400, "%s", err);
 	r = report_build(s->store, &spec, ps, &rep);
 	if (r < 0) {
 		if (r != -ENOMEM)
@@ -344,6 +355,57 @@ static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connect
 	}
 	r = report_write(&rep, fmt, f);
 	report_free(&rep);
+	if (fclose(f) != 0 || r < 0) {
+		free(body);
+		return srv_reply_error(s, c, 500, "out of memory");
+	}
+	return srv_reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body,
+			 len);
+}
+
+/* GET /v1/reports/capacity?from=&to=&by=node|price_class|none&period=&format=json|csv */
+static enum MHD_Result handle_capacity(struct coll_server *s, struct MHD_Connection *c)
+{
+	const struct price_sheet *ps = atomic_load(&s->prices);
+	const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
+	const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
+	const char *by = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "by");
+	const char *period = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "period");
+	const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
+	enum report_format fmt = REPORT_FMT_JSON;
+	enum cap_by cby = CAP_BY_NODE;
+	struct report_spec spec;
+	struct cap_report rep;
+	char err[256], *body = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	if (!ps)
+		return srv_reply_error(s, c, 404,
+				       "no price sheet configured (serve --prices FILE)");
+	if (report_spec_init(&spec, from, to, err, sizeof(err)) < 0 ||
+	    (period && report_spec_set_period(&spec, period, err, sizeof(err)) < 0))
+		return srv_reply_error(s, c, 400, "%s", err);
+	if (by && cap_by_from_string(by, &cby) < 0)
+		return srv_reply_error(s, c, 400, "by: expected node, price_class or none");
+	if (format && (report_format_from_string(format, &fmt) < 0 ||
+		       (fmt != REPORT_FMT_JSON && fmt != REPORT_FMT_CSV)))
+		return srv_reply_error(s, c, 400, "format: expected json or csv");
+	r = cap_build(s->store, &spec, cby, ps, &rep);
+	if (r < 0) {
+		if (r != -ENOMEM)
+			atomic_fetch_add(&s->db_errors, 1);
+		return srv_reply_error(s, c, r == -ENOMEM ? 500 : 503, "report failed: %s",
+				       coll_store_errmsg(s->store));
+	}
+	f = open_memstream(&body, &len);
+	if (!f) {
+		cap_free(&rep);
+		return srv_reply_error(s, c, 500, "out of memory");
+	}
+	r = cap_write(&rep, fmt, f);
+	cap_free(&rep);
 	if (fclose(f) != 0 || r < 0) {
 		free(body);
 		return srv_reply_error(s, c, 500, "out of memory");
@@ -481,7 +543,7 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 			return handle_audit(s, c);
 		return url[10] == 'v' ? handle_audit_verify(s, c) : handle_audit_breaks(s, c);
 	}
-	if (strcmp(url, "/v1/reports/showback") == 0) {
+	if (strcmp(url, "/v1/reports/showback") == 0 || strcmp(url, "/v1/reports/capacity") == 0) {
 		if (!is_get)
 			return srv_reply_error(s, c, 405, "%s: use GET", url);
 		tok = srv_authenticate(s, c);
@@ -491,7 +553,7 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 			return srv_reply_error(s, c, 403,
 					       "reports need a reader token, not a %s token",
 					       coll_role_to_string(tok->role));
-		return handle_showback(s, c);
+		return url[12] == 's' ? handle_showback(s, c) : handle_capacity(s, c);
 	}
 	if (strcmp(url, "/v1/records") != 0)
 		return srv_reply_error(s, c, 404, "no such endpoint: %.200s", url);

@@ -51,6 +51,20 @@ static void test_prices_ok(void **state)
 					   &ps, err, sizeof(err)),
 			 0);
 	assert_string_equal(ps.currency, "EUR");
+	/* capacity prices: a node's section, else its class's, else [prices]; unset keys of
+	 * either inherit [prices] */
+	assert_int_equal(price_sheet_parse(SHEET "[node_class:gpu]\ngpu_hour = 3\n"
+						 "[node:n7]\ncpu_core_hour = 0.2\n",
+					   &ps, err, sizeof(err)),
+			 0);
+	assert_true(fabs(price_sheet_for_node(&ps, "n1", "gpu")->p[PRICE_GPU_HOUR] - 3) < 1e-12);
+	assert_true(fabs(price_sheet_for_node(&ps, "n1", "gpu")->p[PRICE_CPU_CORE_HOUR] - 0.10) <
+		    1e-12);
+	assert_true(fabs(price_sheet_for_node(&ps, "n7", "gpu")->p[PRICE_CPU_CORE_HOUR] - 0.2) <
+		    1e-12);
+	assert_true(fabs(price_sheet_for_node(&ps, "n7", "gpu")->p[PRICE_GPU_HOUR] - 2.5) < 1e-12);
+	assert_ptr_equal(price_sheet_for_node(&ps, "n1", "cpu"), &ps.base);
+	assert_ptr_equal(price_sheet_for_node(&ps, NULL, NULL), &ps.base);
 }
 
 static void expect_error(const char *text, const char *needle)
@@ -80,6 +94,11 @@ static void test_prices_errors(void **state)
 	expect_error(SHEET "currency = \n", "currency");
 	expect_error(SHEET "currency = <b>\n", "currency");
 	expect_error("no section = 1\n", "line 1");
+	expect_error(SHEET "[node_class:]\ngpu_hour = 1\n", "[node_class:]: expected a name");
+	expect_error(SHEET "[node_class:gpu]\ngpu_hours = 1\n",
+		     "unknown key [node_class:gpu] gpu_hours");
+	expect_error(SHEET "[node:n1]\ncpu_core_hour = x\n", "[node:n1] cpu_core_hour");
+	expect_error(SHEET "[node:n1]\ncpu_core_hour = 1\ncpu_core_hour = 2\n", "set twice");
 }
 
 /* ---- apportion ---- */

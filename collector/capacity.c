@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Capacity and idle cost (docs/reports.md "Capacity and idle cost"). A unit is one
+ * (day, node, price class) of rollup_node_day: its capacity per component (CPU core-seconds,
+ * memory byte-seconds, GPU-seconds), the node's allocation that day (the charged
+ * reservations of the tasks that ran on it: rollup_job_day, and running tasks' shares of the
+ * day from their latest sample) and what those tasks used. A node that changed class during
+ * a day has a unit per class, and its allocation is split over them by their capacity.
+ * Each unit and component is priced and rounded to cents on its own:
+ *     capacity  = cents(cap x price)
+ *     allocated = cents(min(alloc, cap) x price)
+ *     used      = cents(min(used, alloc, cap) x price)
+ *     idle      = capacity - allocated
+ * so allocated + idle = capacity for every unit, and for every sum of units: per node, per
+ * period, per class, in total. Rounding is monotone, so 0 <= used <= allocated <= capacity.
+ */
+#include "collector/capacity.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "common/clock.h"
+#include "common/macro.h"
+
+#define GIB	 1073741824.0
+#define DAY_NS	 (86400ULL * NSEC_PER_SEC)
+#define NONE_VAL "(none)"
+
+static const char *const by_names[] = {"node", "price_class", "none"};
+
+int cap_by_from_string(const char *s, enum cap_by *ret)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(by_names); i++)
+		if (strcmp(s, by_names[i]) == 0) {
+			*ret = (enum cap_by)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+/* The allocation and use of one (day, node), from the task rollups. */
+struct dn {
+	char day[11];
+	char *node;
+	double alloc[_CAP_COMP_MAX], used[_CAP_COMP_MAX];
+	double cap_sum[_CAP_COMP_MAX]; /* capacity of its units (several classes in a day) */
+	bool matched;		       /* a unit took it */
+};
+
+struct unit {
+	char day[11];
+	char *node, *cls;
+	double v[_COLL_SUM_MAX];
+};
+
+struct cap_reader {
+	struct dn *dn;
+	size_t ndn, capdn;
+	struct unit *u;
+	size_t nu, capu;
+	uint64_t from_ns, to_ns;
+	int err;
+};
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *nv;
+	size_t nc;
+
+	if (n < *cap)
+		return 0;
+	nc = *cap ? *cap * 2 : 1024;
+	nv = realloc(*v, nc * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
+
+static int dn_add(struct cap_reader *rd, const char *day, const char *node, const double *alloc,
+		  const double *used)
+{
+	struct dn *d;
+
+	if (grow((void **)&rd->dn, &rd->capdn, rd->ndn, sizeof(*rd->dn)) < 0)
+		return -ENOMEM;
+	d = &rd->dn[rd->ndn];
+	memset(d, 0, sizeof(*d));
+	snprintf(d->day, sizeof(d->day), "%.10s", day);
+	d->node = strdup(node);
+	if (!d->node)
+		return -ENOMEM;
+	memcpy(d->alloc, alloc, sizeof(d->alloc));
+	memcpy(d->used, used, sizeof(d->used));
+	rd->ndn++;
+	return 0;
+}
+
+static int job_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct cap_reader *rd = ud;
+	const double alloc[] = {row->v[COLL_SUM_CPU_CHARGED_CORE_S],
+				row->v[COLL_SUM_MEM_CHARGED_BYTE_S],
+				row->v[COLL_SUM_GPU_CHARGED_S]};
+	const double used[] = {row->v[COLL_SUM_CPU_S], row->v[COLL_SUM_MEM_BYTE_S],
+			       row->v[COLL_SUM_GPU_S]};
+
+	return dn_add(rd, row->bucket, row->node, alloc, used);
+}
+
+/* A running task's share of each day of the report, like the showback report's (report.c
+ * open_cb): its latest sample's figures over [start, sample], in proportion. */
+static int open_cb(const struct coll_open_row *row, void *ud)
+{
+	struct cap_reader *rd = ud;
+	const uint64_t wall = row->sample_ns > row->start_ns ? row->sample_ns - row->start_ns : 0;
+	uint64_t a = MAX(row->start_ns, rd->from_ns), b = MIN(row->sample_ns, rd->to_ns);
+
+	if (wall == 0) {
+		if (row->sample_ns < rd->from_ns || row->sample_ns >= rd->to_ns)
+			return 0;
+		a = b = row->sample_ns;
+	} else if (b <= a)
+		return 0;
+	for (uint64_t d = a / DAY_NS * DAY_NS; d <= (b > a ? b - 1 : b); d += DAY_NS) {
+		const double frac =
+		    wall ? (double)(MIN(b, d + DAY_NS) - MAX(a, d)) / (double)wall : 1.0;
+		const double alloc[] = {row->v[COLL_SUM_CPU_CHARGED_CORE_S] * frac,
+					row->v[COLL_SUM_MEM_CHARGED_BYTE_S] * frac,
+					row->v[COLL_SUM_GPU_CHARGED_S] * frac};
+		const double used[] = {row->v[COLL_SUM_CPU_S] * frac,
+				       row->v[COLL_SUM_MEM_BYTE_S] * frac,
+				       row->v[COLL_SUM_GPU_S] * frac};
+		time_t secs = (time_t)(d / NSEC_PER_SEC);
+		char day[16];
+		struct tm tm;
+		int r;
+
+		gmtime_r(&secs, &tm);
+		strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+		r = dn_add(rd, day, row->node, alloc, used);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int node_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct cap_reader *rd = ud;
+	struct unit *u;
+
+	if (grow((void **)&rd->u, &rd->capu, rd->nu, sizeof(*rd->u)) < 0)
+		return -ENOMEM;
+	u = &rd->u[rd->nu];
+	memset(u, 0, sizeof(*u));
+	snprintf(u->day, sizeof(u->day), "%.10s", row->bucket);
+	u->node = strdup(row->node);
+	u->cls = strdup(row->label_value);
+	rd->nu++;
+	if (!u->node || !u->cls)
+		return -ENOMEM;
+	memcpy(u->v, row->v, sizeof(u->v));
+	return 0;
+}
+
+static int dn_cmp(const void *x, const void *y)
+{
+	const struct dn *a = x, *b = y;
+	int r = strcmp(a->day, b->day);
+
+	return r ? r : strcmp(a->node, b->node);
+}
+
+/* Sorted, equal (day, node) merged. */
+static void dn_merge(struct cap_reader *rd)
+{
+	size_t o = 0;
+
+	if (!rd->ndn)
+		return;
+	qsort(rd->dn, rd->ndn, sizeof(*rd->dn), dn_cmp);
+	for (size_t i = 1; i < rd->ndn; i++) {
+		if (dn_cmp(&rd->dn[o], &rd->dn[i]) == 0) {
+			for (int c = 0; c < _CAP_COMP_MAX; c++) {
+				rd->dn[o].alloc[c] += rd->dn[i].alloc[c];
+				rd->dn[o].used[c] += rd->dn[i].used[c];
+			}
+			free(rd->dn[i].node);
+			continue;
+		}
+		rd->dn[++o] = rd->dn[i];
+	}
+	rd->ndn = o + 1;
+}
+
+static struct dn *dn_find(struct cap_reader *rd, const char *day, const char *node)
+{
+	struct dn key = {.node = (char *)node};
+
+	snprintf(key.day, sizeof(key.day), "%s", day);
+	return rd->ndn ? bsearch(&key, rd->dn, rd->ndn, sizeof(*rd->dn), dn_cmp) : NULL;
+}
+
+static int64_t to_cents(double money)
+{
+	double c = round(money * 100.0);
+
+	if (!(c >= 0))
+		return 0;
+	if (c > 9e15)
+		return (int64_t)9e15;
+	return (int64_t)c;
+}
+
+/* Money per unit of each component's quantity (core-s, byte-s, GPU-s) at price set p. */
+static void unit_prices(const struct price_set *p, double out[_CAP_COMP_MAX])
+{
+	out[CAP_CPU] = p->p[PRICE_CPU_CORE_HOUR] / 3600.0;
+	out[CAP_MEM] = p->p[PRICE_MEMORY_GIB_HOUR] / 3600.0 / GIB;
+	out[CAP_GPU] = p->p[PRICE_GPU_HOUR] / 3600.0;
+}
+
+/* Display units: core-hours, GiB-hours, GPU-hours. */
+static const double comp_scale[_CAP_COMP_MAX] = {1 / 3600.0, 1 / 3600.0 / GIB, 1 / 3600.0};
+
+/* A priced unit before grouping. */
+struct punit {
+	char period[REPORT_PERIOD_LEN];
+	char day[11];
+	const char *node, *cls; /* "" when not grouped by it */
+	double q[_CAP_Q_MAX];
+	int64_t cents[_CAP_COMP_MAX][_CAP_PART_MAX];
+};
+
+static int punit_cmp(const void *x, const void *y)
+{
+	const struct punit *a = x, *b = y;
+	int r = strcmp(a->period, b->period);
+
+	if (!r)
+		r = strcmp(a->node, b->node);
+	return r ? r : strcmp(a->cls, b->cls);
+}
+
+static void price_unit(const struct unit *u, const struct dn *d, const struct price_sheet *ps,
+		       struct punit *pu)
+{
+	const struct price_set *p = price_sheet_for_node(ps, u->node, u->cls[0] ? u->cls : NULL);
+	const double cap[] = {u->v[COLL_SUM_CPU_CHARGED_CORE_S], u->v[COLL_SUM_MEM_CHARGED_BYTE_S],
+			      u->v[COLL_SUM_GPU_CHARGED_S]};
+	double up[_CAP_COMP_MAX];
+
+	unit_prices(p, up);
+	pu->q[CAP_Q_NODE_H] = u->v[COLL_SUM_WALL_S] / 3600.0;
+	pu->q[CAP_Q_RECORDS] = u->v[COLL_SUM_TASKS];
+	pu->q[CAP_Q_NODE_CPU_USED] = u->v[COLL_SUM_CPU_S] / 3600.0;
+	for (int c = 0; c < _CAP_COMP_MAX; c++) {
+		/* this unit's part of the node's allocation that day (by capacity when the node
+		 * had several classes; all of it when it had one) */
+		double share = 1, alloc, used, a, us;
+
+		if (d && d->cap_sum[c] > 0 && d->cap_sum[c] != cap[c])
+			share = cap[c] / d->cap_sum[c];
+		alloc = d ? d->alloc[c] * share : 0;
+		used = d ? d->used[c] * share : 0;
+		a = MIN(alloc, cap[c]);
+		us = MIN(used, a);
+		pu->q[CAP_QI(c, CAP_QK_CAP)] = cap[c] * comp_scale[c];
+		pu->q[CAP_QI(c, CAP_QK_ALLOC)] = a * comp_scale[c];
+		pu->q[CAP_QI(c, CAP_QK_USED)] = us * comp_scale[c];
+		pu->q[CAP_QI(c, CAP_QK_OVER)] = MAX(0.0, alloc - cap[c]) * comp_scale[c];
+		pu->cents[c][CAP_PART_CAPACITY] = to_cents(cap[c] * up[c]);
+		pu->cents[c][CAP_PART_ALLOCATED] = to_cents(a * up[c]);
+		pu->cents[c][CAP_PART_USED] = to_cents(us * up[c]);
+		pu->cents[c][CAP_PART_IDLE] =
+		    pu->cents[c][CAP_PART_CAPACITY] - pu->cents[c][CAP_PART_ALLOCATED];
+	}
+}
+
+static void row_add(struct cap_row *row, const struct punit *pu)
+{
+	for (int q = 0; q < _CAP_Q_MAX; q++)
+		row->q[q] += pu->q[q];
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_PART_MAX; k++)
+			row->cents[c][k] += pu->cents[c][k];
+}
+
+static void reader_free(struct cap_reader *rd)
+{
+	for (size_t i = 0; i < rd->ndn; i++)
+		free(rd->dn[i].node);
+	for (size_t i = 0; i < rd->nu; i++) {
+		free(rd->u[i].node);
+		free(rd->u[i].cls);
+	}
+	free(rd->dn);
+	free(rd->u);
+}
+
+static uint64_t day_start_ns(const char *day)
+{
+	struct tm tm = {0};
+
+	if (!strptime(day, "%Y-%m-%d", &tm))
+		return 0;
+	return (uint64_t)timegm(&tm) * NSEC_PER_SEC;
+}
+
+int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by by,
+	      const struct price_sheet *ps, struct cap_report *ret)
+{
+	struct cap_reader rd = {0};
+	_cleanup_free_ struct punit *pu = NULL;
+	char to_last[11];
+	size_t npu = 0;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->spec = *spec;
+	ret->by = by;
+	memcpy(ret->currency, ps->currency, sizeof(ret->currency));
+	report_day_add(spec->to, -1, to_last);
+	rd.from_ns = day_start_ns(spec->from);
+	rd.to_ns = day_start_ns(spec->to);
+
+	r = coll_store_rollup_query(s, COLL_ROLLUP_NODE_DAY, spec->from, spec->to, node_cb, &rd);
+	if (r < 0)
+		goto out;
+	ret->node_rows = rd.nu;
+	r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, job_cb, &rd);
+	if (r < 0)
+		goto out;
+	r = coll_store_open_query(s, open_cb, &rd);
+	if (r < 0)
+		goto out;
+	dn_merge(&rd);
+	for (size_t i = 0; i < rd.nu; i++) {
+		struct dn *d = dn_find(&rd, rd.u[i].day, rd.u[i].node);
+
+		if (d) {
+			d->cap_sum[CAP_CPU] += rd.u[i].v[COLL_SUM_CPU_CHARGED_CORE_S];
+			d->cap_sum[CAP_MEM] += rd.u[i].v[COLL_SUM_MEM_CHARGED_BYTE_S];
+			d->cap_sum[CAP_GPU] += rd.u[i].v[COLL_SUM_GPU_CHARGED_S];
+		}
+	}
+	/* the units, then a unit of no capacity for each (day, node) with tasks and no node
+	 * records: its allocation shows as overcommit */
+	pu = calloc(rd.nu + rd.ndn + 1, sizeof(*pu));
+	if (!pu) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < rd.nu; i++) {
+		struct dn *d = dn_find(&rd, rd.u[i].day, rd.u[i].node);
+
+		if (d)
+			d->matched = true;
+		snprintf(pu[npu].day, sizeof(pu[npu].day), "%s", rd.u[i].day);
+		pu[npu].node = rd.u[i].node;
+		pu[npu].cls = rd.u[i].cls;
+		price_unit(&rd.u[i], d, ps, &pu[npu]);
+		npu++;
+	}
+	for (size_t i = 0; i < rd.ndn; i++) {
+		struct unit none = {.node = rd.dn[i].node, .cls = ""};
+
+		if (rd.dn[i].matched)
+			continue;
+		snprintf(none.day, sizeof(none.day), "%s", rd.dn[i].day);
+		snprintf(pu[npu].day, sizeof(pu[npu].day), "%s", rd.dn[i].day);
+		pu[npu].node = rd.dn[i].node;
+		pu[npu].cls = "";
+		price_unit(&none, &rd.dn[i], ps, &pu[npu]);
+		npu++;
+	}
+	for (size_t i = 0; i < npu; i++) {
+		report_period_of(spec, to_last, pu[i].day, pu[i].period);
+		if (by != CAP_BY_NODE)
+			pu[i].node = "";
+		if (by == CAP_BY_NONE)
+			pu[i].cls = "";
+		row_add(&ret->total, &pu[i]);
+	}
+	qsort(pu, npu, sizeof(*pu), punit_cmp);
+	ret->rows = calloc(npu + 1, sizeof(*ret->rows));
+	if (!ret->rows) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < npu; i++) {
+		struct cap_row *row;
+
+		if (!ret->n || punit_cmp(&pu[i - 1], &pu[i]) != 0) {
+			row = &ret->rows[ret->n++];
+			snprintf(row->period, sizeof(row->period), "%s", pu[i].period);
+			report_period_days(spec, to_last, pu[i].day, row->first_day, row->last_day);
+			row->node = strdup(pu[i].node);
+			row->price_class = strdup(pu[i].cls);
+			if (!row->node || !row->price_class) {
+				r = -ENOMEM;
+				goto out;
+			}
+		}
+		row_add(&ret->rows[ret->n - 1], &pu[i]);
+	}
+	memcpy(ret->total.period, "total", 6);
+	memcpy(ret->total.first_day, spec->from, 11);
+	memcpy(ret->total.last_day, to_last, 11);
+	r = 0;
+out:
+	reader_free(&rd);
+	if (r < 0)
+		cap_free(ret);
+	return r;
+}
+
+void cap_free(struct cap_report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->rows[i].node);
+		free(r->rows[i].price_class);
+	}
+	free(r->rows);
+	memset(r, 0, sizeof(*r));
+}
+
+int64_t cap_row_cents(const struct cap_row *row, enum cap_part part)
+{
+	int64_t t = 0;
+
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		t += row->cents[c][part];
+	return t;
+}
+
+/* ---- output ---- */
+
+static const char *const comp_names[_CAP_COMP_MAX] = {"cpu", "mem", "gpu"};
+static const char *const comp_units[_CAP_COMP_MAX] = {"core_h", "gib_h", "h"};
+static const char *const qk_names[_CAP_QK_MAX] = {"cap", "alloc", "used", "over"};
+static const char *const part_names[_CAP_PART_MAX] = {"capacity", "allocated", "used", "idle"};
+
+static void money(char *buf, size_t len, int64_t cents)
+{
+	snprintf(buf, len, "%s%lld.%02lld", cents < 0 ? "-" : "", (long long)(llabs(cents) / 100),
+		 (long long)(llabs(cents) % 100));
+}
+
+/* The name as a report shows it: "(none)" for an empty value. */
+static const char *shown(const char *s)
+{
+	return s && *s ? s : NONE_VAL;
+}
+
+static void csv_header(const struct cap_report *r, FILE *f)
+{
+	fputs("period,first_day,last_day", f);
+	if (r->by == CAP_BY_NODE)
+		fputs(",node", f);
+	if (r->by != CAP_BY_NONE)
+		fputs(",price_class", f);
+	fputs(",node_h,records", f);
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_QK_MAX; k++)
+			fprintf(f, ",%s_%s_%s", comp_names[c], qk_names[k], comp_units[c]);
+	fputs(",node_cpu_used_core_h", f);
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_PART_MAX; k++)
+			fprintf(f, ",%s_%s_cost", comp_names[c], part_names[k]);
+	for (int k = 0; k < _CAP_PART_MAX; k++)
+		fprintf(f, ",%s_cost", part_names[k]);
+	fputs(",allocated_unused_cost\n", f);
+}
+
+static void csv_row(const struct cap_report *r, const struct cap_row *row, bool total, FILE *f)
+{
+	char num[64];
+
+	fprintf(f, "%s,%s,%s", row->period, row->first_day, row->last_day);
+	if (r->by == CAP_BY_NODE) {
+		fputc(',', f);
+		report_csv_field(f, total ? "" : shown(row->node));
+	}
+	if (r->by != CAP_BY_NONE) {
+		fputc(',', f);
+		report_csv_field(f, total ? "" : shown(row->price_class));
+	}
+	for (int q = 0; q < _CAP_Q_MAX; q++) {
+		report_num_full(num, sizeof(num), row->q[q]);
+		fprintf(f, ",%s", num);
+	}
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_PART_MAX; k++) {
+			money(num, sizeof(num), row->cents[c][k]);
+			fprintf(f, ",%s", num);
+		}
+	for (int k = 0; k < _CAP_PART_MAX; k++) {
+		money(num, sizeof(num), cap_row_cents(row, k));
+		fprintf(f, ",%s", num);
+	}
+	money(num, sizeof(num),
+	      cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED));
+	fprintf(f, ",%s\n", num);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	json_t *j = json_string(s);
+	char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+
+	fputs(t ? t : "\"\"", f);
+	free(t);
+	json_decref(j);
+}
+
+static void json_row(const struct cap_report *r, const struct cap_row *row, bool total, FILE *f)
+{
+	char num[64];
+
+	fprintf(f, "{\"period\":\"%s\",\"first_day\":\"%s\",\"last_day\":\"%s\"", row->period,
+		row->first_day, row->last_day);
+	if (r->by == CAP_BY_NODE && !total) {
+		fputs(",\"node\":", f);
+		json_str(f, shown(row->node));
+	}
+	if (r->by != CAP_BY_NONE && !total) {
+		fputs(",\"price_class\":", f);
+		json_str(f, shown(row->price_class));
+	}
+	report_num_full(num, sizeof(num), row->q[CAP_Q_NODE_H]);
+	fprintf(f, ",\"node_h\":%s", num);
+	report_num_full(num, sizeof(num), row->q[CAP_Q_RECORDS]);
+	fprintf(f, ",\"records\":%s", num);
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_QK_MAX; k++) {
+			report_num_full(num, sizeof(num), row->q[CAP_QI(c, k)]);
+			fprintf(f, ",\"%s_%s_%s\":%s", comp_names[c], qk_names[k], comp_units[c],
+				num);
+		}
+	report_num_full(num, sizeof(num), row->q[CAP_Q_NODE_CPU_USED]);
+	fprintf(f, ",\"node_cpu_used_core_h\":%s", num);
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_PART_MAX; k++) {
+			money(num, sizeof(num), row->cents[c][k]);
+			fprintf(f, ",\"%s_%s_cost\":\"%s\"", comp_names[c], part_names[k], num);
+		}
+	for (int k = 0; k < _CAP_PART_MAX; k++) {
+		money(num, sizeof(num), cap_row_cents(row, k));
+		fprintf(f, ",\"%s_cost\":\"%s\"", part_names[k], num);
+	}
+	money(num, sizeof(num),
+	      cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED));
+	fprintf(f, ",\"allocated_unused_cost\":\"%s\"}", num);
+}
+
+static void write_json(const struct cap_report *r, FILE *f)
+{
+	fprintf(f, "{\"from\":\"%s\",\"to\":\"%s\",\"by\":\"%s\",\"currency\":", r->spec.from,
+		r->spec.to, by_names[r->by]);
+	json_str(f, r->currency);
+	fputs(",\"rows\":[", f);
+	for (size_t i = 0; i < r->n; i++) {
+		if (i)
+			fputc(',', f);
+		json_row(r, &r->rows[i], false, f);
+	}
+	fputs("],\"total\":", f);
+	json_row(r, &r->total, true, f);
+	fputs("}\n", f);
+}
+
+static void num2(char *buf, size_t len, double v)
+{
+	snprintf(buf, len, v != 0 && fabs(v) < 1 ? "%.3g" : "%.2f", v);
+}
+
+static double pct(int64_t part, int64_t whole)
+{
+	return whole > 0 ? 100.0 * (double)part / (double)whole : 0;
+}
+
+static void write_table(const struct cap_report *r, FILE *f)
+{
+	char a[4][32], q[3][32];
+
+	fprintf(f, "%-24s %-20s %-14s %10s %12s %12s %12s %12s %12s %12s %7s\n", "period",
+		r->by == CAP_BY_NODE ? "node" : "", r->by != CAP_BY_NONE ? "price_class" : "",
+		"node_h", "cpu_cap_ch", "cpu_alloc_ch", "capacity", "allocated", "used", "idle",
+		"idle%");
+	for (size_t i = 0; i <= r->n; i++) {
+		const struct cap_row *row = i < r->n ? &r->rows[i] : &r->total;
+		_cleanup_free_ char *node = report_shown(i < r->n ? shown(row->node) : "");
+		_cleanup_free_ char *cls = report_shown(i < r->n ? shown(row->price_class) : "");
+
+		for (int k = 0; k < _CAP_PART_MAX; k++)
+			money(a[k], sizeof(a[k]), cap_row_cents(row, k));
+		num2(q[0], sizeof(q[0]), row->q[CAP_Q_NODE_H]);
+		num2(q[1], sizeof(q[1]), row->q[CAP_QI(CAP_CPU, CAP_QK_CAP)]);
+		num2(q[2], sizeof(q[2]), row->q[CAP_QI(CAP_CPU, CAP_QK_ALLOC)]);
+		fprintf(
+		    f, "%-24s %-20s %-14s %10s %12s %12s %12s %12s %12s %12s %6.1f%%\n",
+		    row->period, r->by == CAP_BY_NODE && node ? node : "",
+		    r->by != CAP_BY_NONE && cls ? cls : "", q[0], q[1], q[2], a[0], a[1], a[2],
+		    a[3],
+		    pct(cap_row_cents(row, CAP_PART_IDLE), cap_row_cents(row, CAP_PART_CAPACITY)));
+	}
+	fprintf(f, "(%s; capacity = allocated + idle per node and day, to the cent)\n",
+		r->currency);
+}
+
+static void html_text(FILE *f, const char *s)
+{
+	_cleanup_free_ char *e = report_shown(s);
+
+	for (const char *p = e ? e : ""; *p; p++)
+		switch (*p) {
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		default:
+			fputc(*p, f);
+		}
+}
+
+/* Periods (rows summed per period) for the chart. */
+struct hperiod {
+	const char *period;
+	int64_t used, unused, idle;
+};
+
+static void write_html(const struct cap_report *r, FILE *f)
+{
+	_cleanup_free_ struct hperiod *p = calloc(r->n + 1, sizeof(*p));
+	static const char *const colors[] = {"#2b6cb0", "#90cdf4", "#e2e8f0"};
+	static const char *const names[] = {"used", "allocated, unused", "idle"};
+	const int W = 900, H = 300, L = 90, B = 40, T = 20;
+	size_t np = 0;
+	int64_t max = 0;
+	char m[3][32];
+
+	if (!p)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		const struct cap_row *row = &r->rows[i];
+
+		if (!np || strcmp(p[np - 1].period, row->period) != 0)
+			p[np++].period = row->period;
+		p[np - 1].used += cap_row_cents(row, CAP_PART_USED);
+		p[np - 1].unused +=
+		    cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED);
+		p[np - 1].idle += cap_row_cents(row, CAP_PART_IDLE);
+	}
+	for (size_t i = 0; i < np; i++)
+		max = MAX(max, p[i].used + p[i].unused + p[i].idle);
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	      "<title>Capacity and idle cost</title><style>body{font-family:sans-serif;margin:2em}"
+	      "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
+	      "text-align:right}th{background:#f4f4f4}</style></head><body>\n",
+	      f);
+	fprintf(f, "<h1>Capacity and idle cost</h1>\n<p>%s 00:00 UTC to %s 00:00 UTC; currency ",
+		r->spec.from, r->spec.to);
+	html_text(f, r->currency);
+	fputs(". Capacity = allocated + idle, per node and day, to the cent.</p>\n", f);
+	money(m[0], sizeof(m[0]), cap_row_cents(&r->total, CAP_PART_CAPACITY));
+	money(m[1], sizeof(m[1]), cap_row_cents(&r->total, CAP_PART_ALLOCATED));
+	money(m[2], sizeof(m[2]), cap_row_cents(&r->total, CAP_PART_IDLE));
+	fprintf(f,
+		"<p>Capacity <b id=\"capacity-cost\">%s</b> = allocated <b "
+		"id=\"allocated-cost\">%s</b> + idle <b id=\"idle-cost\">%s</b></p>\n",
+		m[0], m[1], m[2]);
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n", W,
+		H + B + T);
+	for (size_t i = 0; i < np && max > 0; i++) {
+		const double bw = (double)(W - L) / (double)np;
+		const int64_t parts[3] = {p[i].used, p[i].unused, p[i].idle};
+		double y = T + H;
+
+		for (int k = 0; k < 3; k++) {
+			double h = (double)H * (double)parts[k] / (double)max;
+
+			money(m[0], sizeof(m[0]), parts[k]);
+			y -= h;
+			fprintf(f,
+				"<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+				"height=\"%.1f\" fill=\"%s\"><title>%s %s: %s</title></rect>\n",
+				k == 0	 ? "used"
+				: k == 1 ? "unused"
+					 : "idle",
+				L + (double)i * bw + bw * 0.1, y, bw * 0.8, h, colors[k],
+				p[i].period, names[k], m[0]);
+		}
+		if (np <= 12 || i % ((np + 11) / 12) == 0)
+			fprintf(f,
+				"<text x=\"%.1f\" y=\"%d\" font-size=\"10\" "
+				"text-anchor=\"middle\">%s</text>\n",
+				L + (double)i * bw + bw / 2, T + H + 15, p[i].period);
+	}
+	money(m[0], sizeof(m[0]), max);
+	fprintf(f, "<text x=\"0\" y=\"%d\" font-size=\"10\">%s</text>\n", T + 10, m[0]);
+	for (int k = 0; k < 3; k++)
+		fprintf(f,
+			"<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n",
+			L + 160 * k, T + H + 25, colors[k], L + 160 * k + 14, T + H + 34, names[k]);
+	fputs("</svg>\n<table><tr><th>period</th><th>node</th><th>class</th><th>node h</th>"
+	      "<th>capacity</th><th>allocated</th><th>used</th><th>idle</th></tr>\n",
+	      f);
+	for (size_t i = 0; i <= r->n && i <= 2000; i++) {
+		const struct cap_row *row = i < r->n && i < 2000 ? &r->rows[i] : &r->total;
+
+		fprintf(f, "<tr><td>%s</td><td>", row->period);
+		if (row != &r->total)
+			html_text(f, r->by == CAP_BY_NODE ? shown(row->node) : "");
+		fputs("</td><td>", f);
+		if (row != &r->total)
+			html_text(f, r->by != CAP_BY_NONE ? shown(row->price_class) : "");
+		num2(m[0], sizeof(m[0]), row->q[CAP_Q_NODE_H]);
+		fprintf(f, "</td><td>%s</td>", m[0]);
+		for (int k = 0; k < _CAP_PART_MAX; k++) {
+			money(m[0], sizeof(m[0]), cap_row_cents(row, k));
+			fprintf(f, "<td>%s ", m[0]);
+			html_text(f, r->currency);
+			fputs("</td>", f);
+		}
+		fputs("</tr>\n", f);
+		if (row == &r->total)
+			break;
+	}
+	fputs("</table>\n</body></html>\n", f);
+}
+
+int cap_write(const struct cap_report *r, enum report_format fmt, FILE *out)
+{
+	switch (fmt) {
+	case REPORT_FMT_CSV:
+		csv_header(r, out);
+		for (size_t i = 0; i < r->n; i++)
+			csv_row(r, &r->rows[i], false, out);
+		csv_row(r, &r->total, true, out);
+		break;
+	case REPORT_FMT_JSON:
+		write_json(r, out);
+		break;
+	case REPORT_FMT_TABLE:
+		write_table(r, out);
+		break;
+	case REPORT_FMT_HTML:
+		write_html(r, out);
+		break;
+	}
+	return ferror(out) ? -EIO : 0;
+}

@@ -1,0 +1,116 @@
+#!/bin/bash
+# Capacity and idle cost against an independent model: node.sample records of 6 nodes (one
+# changing its price class during a day, a gap, an agent restart, periods over midnight), 2,500
+# task.end records on them and on a node without node records, 60 running tasks, POSTed to a
+# collector on SQLite and on PostgreSQL; `capacity` by node, price_class and none x 4 periods
+# recomputed by capacity_reconcile.py from the raw records: every row and cost component to
+# the cent (capacity = allocated + idle, used <= allocated), every quantity to 1e-9, the
+# totals the sums of the rows; the showback report by account with --idle and --share-idle
+# proportional, by-request and to:chem: each period's rows gain exactly its idle cents,
+# apportioned as the model does, and the total is the plain report's plus the idle; the API's
+# capacity CSV byte-identical to the CLI's.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/integration/collector_lib.sh
+coll_init capacity_reconcile
+MODEL=tests/integration/capacity_reconcile.py
+NODES="n1 n2 n3 n4 n5 n6 n9"
+coll_tokens --reader $NODES
+python3 "$MODEL" gen "$T" || { echo "FAIL: generating the fleet"; exit 1; }
+PORT=$(free_port)
+FROM=2026-11-28 TO=2026-12-05
+
+post() { # post FILE: its records per node with that node's token, 500 a batch
+	local n code rc=0
+	for n in $NODES; do
+		grep -F "\"node\": \"$n\"" "$1" | split -l 500 - "$T/batch."
+		for b in "$T"/batch.*; do
+			[ -e "$b" ] || continue
+			code=$(curl -s -o "$T/resp" -w '%{http_code}' -H "Authorization: Bearer $(node_token "$n")" \
+				-H 'Content-Type: application/x-ndjson' --data-binary "@$b" "http://127.0.0.1:$PORT/v1/records")
+			[ "$code" = 200 ] || { echo "ingest $1 ($n): $code $(head -c 300 "$T/resp")"; rc=1; }
+			rm -f "$b"
+		done
+	done
+	return $rc
+}
+reconcile() { # reconcile DB NAME
+	local out=$T/$2 by p rule
+	mkdir -p "$out"
+	for p in day week month all; do
+		for by in node price_class none; do
+			"$COLL" capacity --db "$1" --prices "$T/prices.ini" --from $FROM --to $TO --by $by \
+				--period $p --format csv >"$out/cap-$by@$p.csv" || fail "$2: capacity --by $by --period $p"
+		done
+		"$COLL" report --db "$1" --prices "$T/prices.ini" --from $FROM --to $TO --by account \
+			--period $p --format csv >"$out/show-plain@$p.csv" || fail "$2: report $p"
+		"$COLL" report --db "$1" --prices "$T/prices.ini" --from $FROM --to $TO --by account \
+			--period $p --format csv --idle >"$out/show-row@$p.csv" || fail "$2: report --idle $p"
+		for rule in proportional by-request to:chem; do
+			"$COLL" report --db "$1" --prices "$T/prices.ini" --from $FROM --to $TO --by account \
+				--period $p --format csv --share-idle $rule >"$out/show-$rule@$p.csv" ||
+				fail "$2: report --share-idle $rule $p"
+		done
+	done
+	python3 "$MODEL" check "$T" $FROM $TO "$out" && ok "$2: capacity and idle reports equal the model" ||
+		fail "$2: capacity or idle reports differ from the model"
+}
+run() { # run DB NAME
+	start_collector "$1" "$PORT" --prices "$T/prices.ini" || { fail "$2: collector did not come up"; return; }
+	post "$T/nodes.ndjson" && post "$T/tasks.ndjson" && ok "$2: $(cat "$T"/*.ndjson | wc -l) records ingested" ||
+		fail "$2: ingest"
+	curl -sf -H "Authorization: Bearer $RD" \
+		"http://127.0.0.1:$PORT/v1/reports/capacity?from=$FROM&to=$TO&by=node&period=day&format=csv" >"$T/api.csv" ||
+		fail "$2: GET /v1/reports/capacity"
+	code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $RD" \
+		"http://127.0.0.1:$PORT/v1/reports/showback?from=$FROM&to=$TO&by=user&share_idle=to:chem")
+	[ "$code" = 400 ] && ok "$2: share_idle=to:ACCOUNT without account in by: 400" || fail "$2: to:chem by user: $code"
+	stop_collector
+	reconcile "$1" "$2"
+	cmp -s "$T/api.csv" "$T/$2/cap-node@day.csv" && ok "$2: the API's capacity CSV is the CLI's" ||
+		fail "$2: API capacity CSV differs from the CLI's"
+}
+
+run "sqlite:$T/c.db" sqlite
+if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
+	pg_start cap || fail "PostgreSQL did not start"
+	run "$(pg_uri cap)" postgresql
+	cmp -s "$T/sqlite/cap-node@week.csv" "$T/postgresql/cap-node@week.csv" &&
+		ok "postgresql: the capacity report by node and week equals SQLite's" ||
+		fail "postgresql and sqlite capacity reports differ"
+else
+	echo "skip: no PostgreSQL server binaries in $PGBIN"
+fi
+# the worked example of docs/reports.md "Capacity and idle cost", figure for figure
+mkdir -p "$T/ex"
+python3 - "$T/ex" <<'PY'
+import datetime, json, sys
+t0 = int(datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc).timestamp())
+ts = lambda s: datetime.datetime.fromtimestamp(s, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+G, H = 1 << 30, 3600 * 10**9
+with open(sys.argv[1] + "/recs.ndjson", "w") as out:
+    for i in range(1, 49):
+        out.write(json.dumps({"schema": "corral.record/v1", "record_id": "n1/ex/%d" % i, "type": "node.sample",
+                              "time": ts(t0 + 1800 * i), "node": "n1", "period_ns": 1800 * 10**9, "price_class": "std",
+                              "capacity": {"cpus": 16, "memory_bytes": 64 * G, "gpus": 0}}) + "\n")
+    for tid, acct, cpus, mem, used, mused in (("p1", "physics", 7, 14 * G, 42 * H, 60 * G * 3600),
+                                              ("c1", "chem", 3, 10 * G, 18 * H, 40 * G * 3600)):
+        out.write(json.dumps({"schema": "corral.record/v1", "record_id": "n1/%s/end" % tid, "type": "task.end",
+                              "time": ts(t0 + 12 * 3600), "node": "n1", "task": {"id": tid, "account": acct},
+                              "request": {"cpus": cpus, "memory_bytes": mem},
+                              "usage": {"wall_ns": 10 * H, "cpu_user_ns": used, "memory_byte_seconds": mused},
+                              "exit": {"status": "exited", "code": 0}}) + "\n")
+PY
+printf '[prices]\ncpu_core_hour = 0.031\nmemory_gib_hour = 0.0043\ngpu_hour = 1.70\nio_read_gib = 0\nio_write_gib = 0\nnet_gib = 0\n' >"$T/ex/prices.ini"
+start_collector "sqlite:$T/ex/c.db" "$PORT" && post "$T/ex/recs.ndjson" || fail "example: ingest"
+stop_collector
+ex=$("$COLL" capacity --db "sqlite:$T/ex/c.db" --prices "$T/ex/prices.ini" --from 2026-12-01 --to 2026-12-02 --format json |
+	python3 -c 'import json,sys; t=json.load(sys.stdin)["total"]; print(" ".join(t[k] for k in ("cpu_capacity_cost","mem_capacity_cost","capacity_cost","cpu_allocated_cost","mem_allocated_cost","allocated_cost","used_cost","allocated_unused_cost","cpu_idle_cost","mem_idle_cost","idle_cost")))')
+sh=$("$COLL" report --db "sqlite:$T/ex/c.db" --prices "$T/ex/prices.ini" --from 2026-12-01 --to 2026-12-02 --share-idle proportional --format json |
+	python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%s:%s+%s=%s" % (r["account"], r["idle_cost"], str(round(float(r["cost"])-float(r["idle_cost"]),2)), r["cost"]) for r in d["rows"]), d["total"]["cost"])')
+[ "$ex" = "11.90 6.60 18.50 3.10 1.03 4.13 2.29 1.84 8.80 5.57 14.37" ] && [ "$sh" = "chem:4.73+1.36=6.09 physics:9.64+2.77=12.41 18.50" ] &&
+	ok "the worked example of docs/reports.md: $ex; $sh" || fail "worked example: capacity '$ex', showback '$sh'"
+
+[ $fails = 0 ] && { echo "PASS"; exit 0; }
+echo "$fails failure(s)"
+exit 1
