@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "accounting/record.h"
+#include "accounting/retry.h"
 #include "common/macro.h"
 #include "common/clock.h"
 #include "common/fileio.h"
@@ -778,19 +779,17 @@ static int maybe_start(struct upl *u, bool force)
 	return start_transfer(u);
 }
 
-static void backoff(struct upl *u, bool max)
+/* The next try waits as acct_retry_delay() says (max: straight to the ceiling's cap, for
+ * answers that resending soon cannot change); retry_after_ms: the collector's Retry-After. */
+static void backoff_after(struct upl *u, bool max, uint64_t retry_after_ms)
 {
-	uint64_t ceil = u->backoff_min_ms;
+	struct acct_retry d = acct_retry_delay(max ? 64 : u->attempt, u->backoff_min_ms,
+					       u->backoff_max_ms, retry_after_ms, rnd(u));
 
-	for (unsigned i = 0; i < u->attempt && ceil < u->backoff_max_ms; i++)
-		ceil *= 2;
-	if (max || ceil > u->backoff_max_ms)
-		ceil = u->backoff_max_ms;
 	u->attempt++;
 	u->st.retries++;
-	u->st.backoff_ceiling_ms = ceil;
-	/* full jitter: uniform in [0, ceil] */
-	u->st.backoff_ms = rnd(u) % (ceil + 1);
+	u->st.backoff_ceiling_ms = d.ceiling_ms;
+	u->st.backoff_ms = d.delay_ms;
 	u->backoff_until = mono_ns() + u->st.backoff_ms * 1000000ULL;
 	/* the batch is re-read from the spool next time (it may have grown) unless partly done */
 	{
@@ -801,6 +800,11 @@ static void backoff(struct upl *u, bool max)
 		if (!partial)
 			batch_reset(u);
 	}
+}
+
+static void backoff(struct upl *u, bool max)
+{
+	backoff_after(u, max, 0);
 }
 
 /*
@@ -1146,10 +1150,20 @@ static void handle_done(struct upl *u, CURLcode cc)
 		set_error(u, "HTTP %ld: records dead-lettered, resending the rest", code);
 		return;
 	}
-	set_error(u, "HTTP %ld from %s", code, u->post_url);
-	if (code >= 500 || code == 429)
-		note_failure(u);
-	backoff(u, false);
+	/* 503 from a collector shedding load or without its database, 429: come back no sooner
+	 * than it asks, with jitter (acct_retry_delay) */
+	{
+		curl_off_t ra = 0;
+
+		if (curl_easy_getinfo(u->easy, CURLINFO_RETRY_AFTER, &ra) != CURLE_OK || ra < 0)
+			ra = 0;
+		u->st.retry_after_s = (uint64_t)ra;
+		set_error(u, "HTTP %ld from %s%s", code, u->post_url,
+			  ra > 0 ? " (Retry-After honoured)" : "");
+		if (code >= 500 || code == 429)
+			note_failure(u);
+		backoff_after(u, false, (uint64_t)MIN(ra, (curl_off_t)(UINT64_MAX / 2000)) * 1000);
+	}
 }
 
 int upl_dispatch(struct upl *u)

@@ -70,6 +70,7 @@ struct upl_stats {
 	uint64_t last_success_ns;	/* CLOCK_REALTIME of the latest acked batch, 0 = none */
 	uint64_t backoff_ms;		/* delay chosen for the current backoff (0 = none) */
 	uint64_t backoff_ceiling_ms;	/* current exponential ceiling */
+	uint64_t retry_after_s;		/* the last 5xx/429's Retry-After (0 = none), honoured */
 	uint64_t spool_pending;		/* entries waiting in the spool */
 	size_t batch_limit;		/* current records-per-batch limit (halved on 413) */
 	bool in_flight;

@@ -57,6 +57,7 @@ struct options {
 	uint64_t threads, max_connections, connections_per_ip, connection_timeout;
 	bool reuse_port;
 	char *tls_cert, *tls_key, *tls_client_ca; /* [server] TLS; NULL = plain HTTP */
+	uint64_t retry_after, max_queued;
 	bool no_rollups;
 	/* dump */
 	const char *type, *node, *task;
@@ -146,7 +147,16 @@ static int config_set(void *user, const char *section, const char *name, const c
 		r = set_str(&o->tls_key, value);
 	else if (strcmp(section, "server") == 0 && strcmp(name, "tls_client_ca") == 0)
 		r = set_str(&o->tls_client_ca, value);
-	else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
+	else if (strcmp(section, "server") == 0 &&
+		   (strcmp(name, "retry_after") == 0 || strcmp(name, "max_queued") == 0)) {
+		uint64_t v, max = name[0] == 'r' ? 3600 : 1000000;
+
+		if (parse_u64(value, &v) < 0 || v == 0 || v > max)
+			return err_set(err, errlen, -EINVAL,
+				       "[server] %s: expected 1..%" PRIu64 "%s, got '%s'", name,
+				       max, name[0] == 'r' ? " (seconds)" : " (batches)", value);
+		*(name[0] == 'r' ? &o->retry_after : &o->max_queued) = v;
+	} else if (strcmp(section, "storage") == 0 && strcmp(name, "db") == 0)
 		r = set_str(&o->db, value);
 	else if (strcmp(section, "storage") == 0 && strcmp(name, "connections") == 0) {
 		if (parse_u64(value, &o->db_connections) < 0 || o->db_connections == 0 ||
@@ -487,6 +497,8 @@ static int cmd_serve(struct options *o)
 	    .connections_per_ip = (unsigned)o->connections_per_ip,
 	    .connection_timeout = (unsigned)o->connection_timeout,
 	    .reuse_port = o->reuse_port,
+	    .retry_after = (unsigned)o->retry_after,
+	    .max_queued = (size_t)o->max_queued,
 	};
 	struct rlimit rl;
 	struct coll_tokens tokens = {0};

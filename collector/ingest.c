@@ -645,10 +645,21 @@ void srv_notify_connection(void *cls, struct MHD_Connection *c, void **socket_co
  * Hands pw to an ingest worker and suspends its connection; false: run it inline, on this
  * server thread, which then serves nothing else until the batch is stored. That is done when
  * the connection is the thread's only one (no one waits behind it, and the handoff's two
- * wakeups are saved), or when no worker can take it (none started, or INGEST_QUEUE_PER_WORKER
- * batches per worker queued already).
+ * wakeups are saved), or when no worker can take it (none started, or max_queued batches
+ * queued already: srv_shed answers such a POST 503 before its decode, so this is a race).
  */
-#define INGEST_QUEUE_PER_WORKER 4
+bool srv_shed(struct coll_server *s)
+{
+	size_t q;
+
+	pthread_mutex_lock(&s->work_lock);
+	q = s->work_queued;
+	pthread_mutex_unlock(&s->work_lock);
+	if (q < s->max_queued)
+		return false;
+	atomic_fetch_add(&s->shed, 1);
+	return true;
+}
 
 static bool post_submit(struct coll_server *s, struct post_work *pw)
 {
@@ -657,8 +668,7 @@ static bool post_submit(struct coll_server *s, struct post_work *pw)
 		return false;
 	}
 	pthread_mutex_lock(&s->work_lock);
-	if (s->nworkers == 0 || s->work_stop ||
-	    s->work_queued >= INGEST_QUEUE_PER_WORKER * s->nworkers) {
+	if (s->nworkers == 0 || s->work_stop || s->work_queued >= s->max_queued) {
 		pthread_mutex_unlock(&s->work_lock);
 		atomic_fetch_add(&s->inline_batches, 1);
 		return false;
@@ -751,6 +761,14 @@ enum MHD_Result srv_handle_post(struct coll_server *s, struct MHD_Connection *c,
 
 	if (!pw)
 		return srv_reply_error(s, c, 500, "out of memory");
+	/* before the decode: a shed batch costs its bytes on the wire, not its parse */
+	if (srv_shed(s)) {
+		free(pw);
+		return srv_reply_error(s, c, 503,
+				       "overloaded: %zu batches wait for the database, retry after "
+				       "%u s",
+				       s->max_queued, s->retry_after_s);
+	}
 	b = &pw->b;
 	pw->c = c;
 	clock_gettime(CLOCK_MONOTONIC, &pw->t0);

@@ -85,10 +85,14 @@ static void write_store_metrics(struct coll_server *s, FILE *f)
 		"that received them, their connection being its only one (the others go to an "
 		"ingest worker, the connection suspended meanwhile).\n"
 		"# TYPE corral_collector_ingest_alone_total counter\n"
-		"corral_collector_ingest_alone_total %" PRIuFAST64 "\n",
+		"corral_collector_ingest_alone_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_shed_total POSTs answered 503 with Retry-After because "
+		"max_queued batches were waiting for the database.\n"
+		"# TYPE corral_collector_shed_total counter\n"
+		"corral_collector_shed_total %" PRIuFAST64 "\n",
 		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups),
 		atomic_load(&s->sync_errors), atomic_load(&s->inline_batches),
-		atomic_load(&s->alone_batches));
+		atomic_load(&s->alone_batches), atomic_load(&s->shed));
 	if (s->fold_started)
 		fprintf(
 		    f,

@@ -34,6 +34,13 @@ enum MHD_Result srv_reply(struct coll_server *s, struct MHD_Connection *c, unsig
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCEPT_ENCODING, "zstd");
 	if (code == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (code ==
+	    503) { /* overloaded or no database: when to come back (the agent adds jitter) */
+		char ra[DECIMAL_STR_MAX(unsigned)];
+
+		snprintf(ra, sizeof(ra), "%u", s->retry_after_s);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+	}
 	ret = MHD_queue_response(c, code, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -856,6 +863,8 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	}
 	s->max_body = cfg->max_body ?: COLL_DEFAULT_MAX_BODY;
 	s->max_records = cfg->max_records ?: COLL_DEFAULT_MAX_RECORDS;
+	s->retry_after_s = cfg->retry_after ?: COLL_DEFAULT_RETRY_AFTER;
+	s->max_queued = cfg->max_queued ?: (size_t)COLL_QUEUE_PER_THREAD * threads;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	/* every connection is a descriptor: stay below the limit, keeping some for the database,

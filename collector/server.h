@@ -28,8 +28,12 @@
 #define COLL_DEFAULT_CONNECTIONS_PER_IP 256
 #define COLL_DEFAULT_CONNECTION_TIMEOUT 30	    /* s without a byte from the client */
 #define COLL_CONNECTION_MEMORY		(64u << 10) /* header buffer per connection */
-#define COLL_QUERY_LIMIT_DEFAULT	1000
-#define COLL_QUERY_LIMIT_MAX		100000
+/* Load shedding (docs/collector.md "Load shedding"): a POST that finds this many batches per
+ * thread waiting for the ingest workers is answered 503 with Retry-After. */
+#define COLL_QUEUE_PER_THREAD	 4
+#define COLL_DEFAULT_RETRY_AFTER 2 /* s, in every 503 */
+#define COLL_QUERY_LIMIT_DEFAULT 1000
+#define COLL_QUERY_LIMIT_MAX	 100000
 
 struct coll_server_config {
 	const char *listen;	      /* "ADDR:PORT" or "[ADDR6]:PORT"; port 0 = any */
@@ -47,6 +51,8 @@ struct coll_server_config {
 	 * a node token is taken only with a certificate naming its node. Must outlive the server.
 	 */
 	struct coll_tls *tls;
+	unsigned retry_after; /* s in a 503's Retry-After, 0 = COLL_DEFAULT_RETRY_AFTER */
+	size_t max_queued;    /* batches waiting for the database before 503, 0 = 4 x threads */
 };
 
 struct coll_server;

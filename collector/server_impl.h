@@ -70,6 +70,11 @@ struct coll_server {
 	pthread_t *workers;
 	unsigned nworkers;
 	atomic_uint_fast64_t inline_batches, alone_batches;
+	/* Load shedding: a POST that finds max_queued batches waiting for the ingest workers is
+	 * answered 503 with Retry-After (every 503 carries one: retry_after_s). */
+	size_t max_queued;
+	unsigned retry_after_s;
+	atomic_uint_fast64_t shed;
 };
 
 struct request {
@@ -106,6 +111,8 @@ void srv_stop_workers(struct coll_server *s);
 void srv_notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			   enum MHD_ConnectionNotificationCode toe);
 void srv_post_work_free(struct post_work *pw);
+/* Whether a POST is to be answered 503 now (the ingest queue is full); counts it. */
+bool srv_shed(struct coll_server *s);
 /* metrics.c */
 void srv_count_code(struct coll_server *s, unsigned code);
 double srv_elapsed_s(const struct timespec *t0);
