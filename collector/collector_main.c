@@ -148,7 +148,7 @@ static int config_set(void *user, const char *section, const char *name, const c
 	else if (strcmp(section, "server") == 0 && strcmp(name, "tls_client_ca") == 0)
 		r = set_str(&o->tls_client_ca, value);
 	else if (strcmp(section, "server") == 0 &&
-		   (strcmp(name, "retry_after") == 0 || strcmp(name, "max_queued") == 0)) {
+		 (strcmp(name, "retry_after") == 0 || strcmp(name, "max_queued") == 0)) {
 		uint64_t v, max = name[0] == 'r' ? 3600 : 1000000;
 
 		if (parse_u64(value, &v) < 0 || v == 0 || v > max)

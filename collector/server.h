@@ -26,8 +26,10 @@
 #define COLL_DEFAULT_THREADS		32
 #define COLL_DEFAULT_MAX_CONNECTIONS	10000 /* less when RLIMIT_NOFILE is lower */
 #define COLL_DEFAULT_CONNECTIONS_PER_IP 256
-#define COLL_DEFAULT_CONNECTION_TIMEOUT 30	    /* s without a byte from the client */
-#define COLL_CONNECTION_MEMORY		(64u << 10) /* header buffer per connection */
+#define COLL_DEFAULT_CONNECTION_TIMEOUT 30 /* s without a byte from the client */
+#define COLL_CONNECTION_MEMORY                                                                     \
+	(16u << 10) /* header buffer per connection (touched whole at                              \
+		     * every request: RSS per keep-alive node) */
 /* Load shedding (docs/collector.md "Load shedding"): a POST that finds this many batches per
  * thread waiting for the ingest workers is answered 503 with Retry-After. */
 #define COLL_QUEUE_PER_THREAD	 4

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
 #include "collector/tokens.h"
 #include "common/error.h"
 #include "common/macro.h"
@@ -43,8 +46,55 @@ void coll_tokens_free(struct coll_tokens *t)
 		}
 	}
 	free(t->v);
+	free(t->ix);
 	t->v = NULL;
+	t->ix = NULL;
 	t->n = 0;
+}
+
+struct coll_token_ix {
+	unsigned char h[32];
+	size_t i; /* into v */
+};
+
+static int digest(const char *tok, size_t len, unsigned char h[32])
+{
+	unsigned int hl = 0;
+
+	return EVP_Digest(tok, len, h, &hl, EVP_sha256(), NULL) == 1 && hl == 32 ? 0 : -ENOMEM;
+}
+
+static int ix_cmp(const void *a, const void *b)
+{
+	const struct coll_token_ix *x = a, *y = b;
+	int c = memcmp(x->h, y->h, sizeof(x->h));
+
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The sorted digest index of t; a token given twice is an error naming its second line. */
+static int build_index(struct coll_tokens *t, char *err, size_t errlen)
+{
+	t->ix = calloc(t->n, sizeof(*t->ix));
+	if (!t->ix)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n; i++) {
+		t->ix[i].i = i;
+		if (digest(t->v[i].token, t->v[i].token_len, t->ix[i].h) < 0)
+			return -ENOMEM;
+	}
+	qsort(t->ix, t->n, sizeof(*t->ix), ix_cmp);
+	for (size_t k = 1; k < t->n; k++) {
+		const struct coll_token *a = &t->v[t->ix[k - 1].i], *b = &t->v[t->ix[k].i];
+
+		if (memcmp(t->ix[k - 1].h, t->ix[k].h, 32) == 0 &&
+		    strcmp(a->token, b->token) == 0) {
+			snprintf(err, errlen, "line %zu: token already used by %s '%s'", b->lineno,
+				 coll_role_to_string(a->role), a->name);
+			return -EINVAL;
+		}
+	}
+	return 0;
 }
 
 static bool token_char_ok(char c)
@@ -129,12 +179,6 @@ int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char
 					 "line %zu: token has a non-printable character", lineno);
 				goto out_free;
 			}
-		for (size_t i = 0; i < t.n; i++)
-			if (strcmp(t.v[i].token, f[2]) == 0) {
-				snprintf(err, errlen, "line %zu: token already used by %s '%s'",
-					 lineno, coll_role_to_string(t.v[i].role), t.v[i].name);
-				goto out_free;
-			}
 		if (t.n >= COLL_TOKENS_MAX) {
 			snprintf(err, errlen, "line %zu: more than %d tokens", lineno,
 				 COLL_TOKENS_MAX);
@@ -156,6 +200,7 @@ int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char
 		    .name = strdup(f[1]),
 		    .token = strdup(f[2]),
 		    .token_len = strlen(f[2]),
+		    .lineno = lineno,
 		};
 		t.n++;
 		explicit_bzero(line, sizeof(line));
@@ -168,6 +213,9 @@ int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char
 		snprintf(err, errlen, "no tokens defined");
 		goto out_free;
 	}
+	r = build_index(&t, err, errlen);
+	if (r < 0)
+		goto out_free;
 	*ret = t;
 	return 0;
 
@@ -220,19 +268,28 @@ int coll_tokens_load(const char *path, struct coll_tokens *ret, char *err, size_
 const struct coll_token *coll_tokens_find(const struct coll_tokens *t, const char *token,
 					  size_t len)
 {
-	const struct coll_token *found = NULL;
+	struct coll_token_ix key;
+	size_t lo = 0, hi;
 
-	if (!token || len == 0 || len > COLL_TOKEN_MAX)
+	if (!token || len == 0 || len > COLL_TOKEN_MAX || !t->ix || digest(token, len, key.h) < 0)
 		return NULL;
-	for (size_t i = 0; i < t->n; i++) {
-		const struct coll_token *c = &t->v[i];
-		unsigned char diff = c->token_len != len;
+	hi = t->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = memcmp(t->ix[mid].h, key.h, sizeof(key.h));
 
-		/* compare every byte of every token: timing says nothing about which matched */
-		for (size_t k = 0; k < len; k++)
-			diff |= (unsigned char)(c->token[k % c->token_len] ^ token[k]);
-		if (!diff && !found)
-			found = c;
+		if (c == 0) {
+			const struct coll_token *cand = &t->v[t->ix[mid].i];
+
+			/* the digest matched; the token itself is compared in constant time */
+			return cand->token_len == len && CRYPTO_memcmp(cand->token, token, len) == 0
+				   ? cand
+				   : NULL;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
-	return found;
+	return NULL;
 }

@@ -29,11 +29,15 @@ struct coll_token {
 	char *name;
 	char *token;
 	size_t token_len;
+	size_t lineno; /* in the file it came from */
 };
+
+struct coll_token_ix; /* tokens.c: the tokens' SHA-256 digests, sorted */
 
 struct coll_tokens {
 	size_t n;
 	struct coll_token *v;
+	struct coll_token_ix *ix;
 };
 
 const char *coll_role_to_string(enum coll_role r);
@@ -45,6 +49,8 @@ int coll_tokens_parse(const char *buf, size_t len, struct coll_tokens *ret, char
 /* Load from a file, checking its type and mode first (-EPERM: group/other access). */
 int coll_tokens_load(const char *path, struct coll_tokens *ret, char *err, size_t errlen);
 void coll_tokens_free(struct coll_tokens *t);
-/* Constant-time lookup of a presented token; NULL if unknown. */
+/* Lookup of a presented token, NULL if unknown: a binary search over the SHA-256 digests of
+ * the tokens, then a constant-time comparison with the one candidate. The time taken says
+ * how the presented token's digest sorts among theirs, nothing about a token. */
 const struct coll_token *coll_tokens_find(const struct coll_tokens *t, const char *token,
 					  size_t len);

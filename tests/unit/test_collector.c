@@ -56,6 +56,39 @@ static void test_tokens_ok(void **state)
 	coll_tokens_free(&t);
 }
 
+/* A fleet's tokens file: 20,000 tokens parse at once (the duplicate check is not quadratic),
+ * each is found with its own name, a token one character off is not, and a token given twice
+ * among them is named by its second line. */
+static void test_tokens_many(void **state)
+{
+	enum { N = 20000 };
+	struct coll_tokens t = {0};
+	char *buf = malloc((size_t)N * 64 + 64), name[32], tok[48], err[256] = "";
+	size_t len = 0;
+	const struct coll_token *k;
+
+	assert_non_null(buf);
+	for (int i = 0; i < N; i++)
+		len += (size_t)sprintf(buf + len, "node fn%05d tok-fleet-%05d-0123456789abcdef\n",
+				       i, i);
+	assert_int_equal(coll_tokens_parse(buf, len, &t, err, sizeof(err)), 0);
+	assert_int_equal(t.n, N);
+	for (int i = 0; i < N; i += 7) {
+		snprintf(tok, sizeof(tok), "tok-fleet-%05d-0123456789abcdef", i);
+		snprintf(name, sizeof(name), "fn%05d", i);
+		k = coll_tokens_find(&t, tok, strlen(tok));
+		assert_non_null(k);
+		assert_string_equal(k->name, name);
+		tok[strlen(tok) - 1] = 'g';
+		assert_null(coll_tokens_find(&t, tok, strlen(tok)));
+	}
+	coll_tokens_free(&t);
+	len += (size_t)sprintf(buf + len, "reader ops tok-fleet-12345-0123456789abcdef\n");
+	assert_int_equal(coll_tokens_parse(buf, len, &t, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "line 20001: token already used by node 'fn12345'");
+	free(buf);
+}
+
 static void expect_parse_error(const char *file, const char *msg)
 {
 	struct coll_tokens t = {0};
@@ -728,6 +761,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tokens_ok),
+	    cmocka_unit_test(test_tokens_many),
 	    cmocka_unit_test(test_labels_json),
 	    cmocka_unit_test(test_pgcopy),
 	    cmocka_unit_test(test_tokens_errors),
