@@ -110,7 +110,8 @@ $(O)/corral_version.h: FORCE | $(O)
 .PHONY: FORCE
 FORCE:
 VERSION_USERS := $(O)/agent/corrald_main.o $(O)/agent/corralctl_main.o \
-	$(O)/collector/collector_main.o $(O)/agent/hooks.o $(O)/agent/control.o
+	$(O)/collector/collector_main.o $(O)/agent/hooks.o $(O)/agent/control.o \
+	$(O)/collector/metrics.o
 $(VERSION_USERS): $(O)/corral_version.h
 
 # ---- C --------------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ void config_init_defaults(struct agent_config *c)
 	c->spool_max_bytes = 1ULL << 30;
 	c->metrics_tasks = METRICS_TASKS_OFF;
 	c->metrics_max_conns = 4096;
+	c->metrics_tasks_max = 256;
 	c->metrics_timeout_s = 5;
 	c->conn_per_uid = 32;
 	c->idle_timeout_ns = 60 * NSEC_PER_SEC;
@@ -441,6 +442,12 @@ static int config_set_metrics_collector_spool(struct agent_config *c, const char
 			c->metrics_tasks = METRICS_TASKS_TASK;
 		else
 			return BAD("expected off, account or task");
+		return 0;
+	}
+	if (IS("metrics", "tasks_max")) {
+		if (parse_u64(value, &u) < 0 || u < 1 || u > 65536)
+			return BAD("expected 1-65536 (tasks or accounts with series)");
+		c->metrics_tasks_max = (uint32_t)u;
 		return 0;
 	}
 	if (IS("metrics", "max_connections")) {

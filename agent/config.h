@@ -93,6 +93,7 @@ struct agent_config {
 	char *metrics_listen;	    /* ADDR:PORT or PORT (= 127.0.0.1:PORT); NULL: off */
 	int metrics_tasks;	    /* METRICS_TASKS_*: per-task series (privacy, see docs) */
 	uint32_t metrics_max_conns; /* concurrent connections */
+	uint32_t metrics_tasks_max; /* tasks (tasks = task) or accounts (account) with series */
 	uint32_t metrics_timeout_s; /* idle connection timeout */
 	/* [collector] */
 	/* collector base URLs, space-separated, in order of preference (several `url` lines

@@ -8,6 +8,7 @@
 #include "agent/agent.h"
 #include "agent/gpu_glue.h"
 #include "agent/hooks.h"
+#include "corral_version.h"
 #include "agent/loop.h"
 #include "agent/log.h"
 #include "agent/task.h"
@@ -195,6 +196,8 @@ static void metrics_pipeline(struct buf *b, struct agent *a)
 		G("corral_spool_pending_records", "Records waiting for the collector's ack.",
 		  ss.entries_pending);
 		G("corral_spool_bytes", "Bytes of spool on disk.", ss.bytes_on_disk);
+		G("corral_spool_max_bytes", "The spool's bound ([spool] max_bytes).",
+		  a->cfg.spool_max_bytes);
 		C("corral_spool_corrupt_frames_total",
 		  "Damaged spool regions found over the spool's life (each logged once, kept in "
 		  "spool/damaged/; the count is kept in the spool's state file).",
@@ -225,7 +228,26 @@ static void metrics_pipeline(struct buf *b, struct agent *a)
 		  us.retries);
 		G("corral_upload_last_http_status", "HTTP status of the last answer (0: none).",
 		  (uint64_t)us.last_http_status);
-		G("corral_upload_backoff_ms", "Current backoff delay.", us.backoff_ms);
+		bprintf(
+		    b,
+		    "# HELP corral_upload_backoff_seconds Current backoff delay before the next "
+		    "attempt (0: none).\n# TYPE corral_upload_backoff_seconds gauge\n"
+		    "corral_upload_backoff_seconds %.3f\n",
+		    (double)us.backoff_ms / 1000.0);
+		bprintf(b,
+			"# HELP corral_upload_last_success_timestamp_seconds When the collector "
+			"last committed a batch (Unix time; 0: not since the start).\n"
+			"# TYPE corral_upload_last_success_timestamp_seconds gauge\n"
+			"corral_upload_last_success_timestamp_seconds %.3f\n",
+			(double)us.last_success_ns / 1e9);
+		bprintf(b,
+			"# HELP corral_upload_last_error_timestamp_seconds When an upload last "
+			"failed (Unix time; 0: not since the start).\n"
+			"# TYPE corral_upload_last_error_timestamp_seconds gauge\n"
+			"corral_upload_last_error_timestamp_seconds %.3f\n",
+			(double)us.last_error_ns / 1e9);
+		G("corral_upload_failing", "1 while uploads fail (records stay in the spool).",
+		  us.last_error[0] != 0);
 		C("corral_upload_failovers_total",
 		  "Moves to another collector URL ([collector] url list: failover and failback).",
 		  us.failovers);
@@ -237,94 +259,179 @@ static void metrics_pipeline(struct buf *b, struct agent *a)
 #undef G
 #undef C
 
-/* [metrics] tasks = account: running tasks, CPU and peak memory per account. */
-static void metrics_accounts(struct buf *b, struct agent *a)
+/* One metric family's header. */
+static void family(struct buf *b, const char *name, const char *type, const char *help)
 {
-	{
-		struct acct_sum {
-			const char *account;
-			uint64_t tasks;
-			double cpu;
-			uint64_t mem;
-		} *sums = calloc(a->n_live ? a->n_live : 1, sizeof(*sums));
-		size_t n = 0;
-
-		for (struct task *t = a->tasks; sums && t; t = t->next) {
-			const char *acct = t->spec.account ? t->spec.account : "";
-			size_t i;
-
-			if (t->state != TASK_RUNNING)
-				continue;
-			task_collect_usage(a, t);
-			for (i = 0; i < n && strcmp(sums[i].account, acct); i++)
-				;
-			if (i == n) {
-				if (n == (a->n_live ? a->n_live : 1))
-					continue;
-				sums[n++].account = acct;
-			}
-			sums[i].tasks++;
-			sums[i].cpu +=
-			    (double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9;
-			sums[i].mem += t->usage.memory_peak_bytes;
-		}
-		bprintf(b, "# HELP corral_account_tasks_running Running tasks per account.\n"
-			   "# TYPE corral_account_tasks_running gauge\n");
-		for (size_t i = 0; i < n; i++) {
-			char acct[256];
-
-			esc(sums[i].account, acct, sizeof(acct));
-			bprintf(b, "corral_account_tasks_running{account=\"%s\"} %llu\n", acct,
-				(unsigned long long)sums[i].tasks);
-			bprintf(b, "corral_account_running_cpu_seconds{account=\"%s\"} %.6f\n",
-				acct, sums[i].cpu);
-			bprintf(b,
-				"corral_account_running_memory_peak_bytes{account=\"%s\"} %llu\n",
-				acct, (unsigned long long)sums[i].mem);
-		}
-		free(sums);
-	}
+	bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* [metrics] tasks = task: the figures of each running task. */
-static void metrics_tasks(struct buf *b, struct agent *a)
+/* How many series [metrics] tasks_max left out (tasks or accounts past the bound). */
+static void omitted(struct buf *b, size_t n)
 {
-	if (a->cfg.metrics_tasks == METRICS_TASKS_TASK)
-		bprintf(b, "# HELP corral_task_cpu_seconds_total CPU time of the task.\n"
-			   "# TYPE corral_task_cpu_seconds_total counter\n");
-	for (struct task *t = a->cfg.metrics_tasks == METRICS_TASKS_TASK ? a->tasks : NULL; t;
-	     t = t->next) {
-		char user[128], acct[256], job[256];
+	family(b, "corral_metrics_series_omitted", "gauge",
+	       "Tasks or accounts left out of the per-task series by [metrics] tasks_max.");
+	bprintf(b, "corral_metrics_series_omitted %zu\n", n);
+}
+
+/* [metrics] tasks = account: running tasks, CPU and peak memory per account, for at most
+ * tasks_max accounts (the first met). */
+static void metrics_accounts(struct buf *b, struct agent *a)
+{
+	struct acct_sum {
+		const char *account;
+		char esc[256];
+		uint64_t tasks;
+		double cpu;
+		uint64_t mem;
+	} * sums;
+	size_t n = 0, cap = MIN((size_t)a->n_live, (size_t)a->cfg.metrics_tasks_max), left = 0;
+
+	sums = calloc(cap ? cap : 1, sizeof(*sums));
+	for (struct task *t = a->tasks; sums && t; t = t->next) {
+		const char *acct = t->spec.account ? t->spec.account : "";
+		size_t i;
 
 		if (t->state != TASK_RUNNING)
 			continue;
+		for (i = 0; i < n && strcmp(sums[i].account, acct); i++)
+			;
+		if (i == n) {
+			if (n == cap) {
+				left++;
+				continue;
+			}
+			sums[n].account = acct;
+			esc(acct, sums[n].esc, sizeof(sums[n].esc));
+			n++;
+		}
 		task_collect_usage(a, t);
-		esc(t->user, user, sizeof(user));
-		esc(t->spec.account, acct, sizeof(acct));
-		esc(t->spec.job, job, sizeof(job));
-#define L "{task=\"%s\",user=\"%s\",account=\"%s\",job=\"%s\"}"
-		bprintf(b, "corral_task_cpu_seconds_total" L " %.6f\n", t->id, user, acct, job,
-			(double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9);
-		bprintf(b, "corral_task_memory_peak_bytes" L " %llu\n", t->id, user, acct, job,
-			(unsigned long long)t->usage.memory_peak_bytes);
-		bprintf(b, "corral_task_io_read_bytes_total" L " %llu\n", t->id, user, acct, job,
-			(unsigned long long)t->usage.io_read_bytes);
-		bprintf(b, "corral_task_io_write_bytes_total" L " %llu\n", t->id, user, acct, job,
-			(unsigned long long)t->usage.io_write_bytes);
-		bprintf(b, "corral_task_net_rx_bytes_total" L " %llu\n", t->id, user, acct, job,
-			(unsigned long long)t->usage.net_rx_bytes);
-		bprintf(b, "corral_task_net_tx_bytes_total" L " %llu\n", t->id, user, acct, job,
-			(unsigned long long)t->usage.net_tx_bytes);
-		bprintf(b, "corral_task_wall_seconds" L " %.3f\n", t->id, user, acct, job,
-			(double)t->usage.wall_ns / 1e9);
-		if (t->spec.memory_max)
-			bprintf(b, "corral_task_memory_limit_bytes" L " %llu\n", t->id, user, acct,
-				job, (unsigned long long)t->spec.memory_max);
-		if (t->spec.cpus > 0)
-			bprintf(b, "corral_task_cpu_limit_cores" L " %.3f\n", t->id, user, acct,
-				job, t->spec.cpus);
-#undef L
+		sums[i].tasks++;
+		sums[i].cpu += (double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9;
+		sums[i].mem += t->usage.memory_peak_bytes;
 	}
+	family(b, "corral_account_tasks_running", "gauge", "Running tasks per account.");
+	for (size_t i = 0; i < n; i++)
+		bprintf(b, "corral_account_tasks_running{account=\"%s\"} %llu\n", sums[i].esc,
+			(unsigned long long)sums[i].tasks);
+	family(b, "corral_account_running_cpu_seconds", "gauge",
+	       "CPU time of the account's running tasks (falls when a task ends).");
+	for (size_t i = 0; i < n; i++)
+		bprintf(b, "corral_account_running_cpu_seconds{account=\"%s\"} %.6f\n", sums[i].esc,
+			sums[i].cpu);
+	family(b, "corral_account_running_memory_peak_bytes", "gauge",
+	       "Sum of the peak memory of the account's running tasks.");
+	for (size_t i = 0; i < n; i++)
+		bprintf(b, "corral_account_running_memory_peak_bytes{account=\"%s\"} %llu\n",
+			sums[i].esc, (unsigned long long)sums[i].mem);
+	omitted(b, left);
+	free(sums);
+}
+
+/* The per-task families: name, type, help, and the value of one task ("" to leave it out). */
+enum task_family {
+	TF_CPU,
+	TF_MEM_PEAK,
+	TF_IO_READ,
+	TF_IO_WRITE,
+	TF_NET_RX,
+	TF_NET_TX,
+	TF_WALL,
+	TF_MEM_LIMIT,
+	TF_CPU_LIMIT,
+	_TF_MAX,
+};
+
+static const struct {
+	const char *name, *type, *help;
+} task_families[_TF_MAX] = {
+    [TF_CPU] = {"corral_task_cpu_seconds_total", "counter", "CPU time of the task."},
+    [TF_MEM_PEAK] = {"corral_task_memory_peak_bytes", "gauge", "Peak memory of the task."},
+    [TF_IO_READ] = {"corral_task_io_read_bytes_total", "counter", "Bytes the task read."},
+    [TF_IO_WRITE] = {"corral_task_io_write_bytes_total", "counter", "Bytes the task wrote."},
+    [TF_NET_RX] = {"corral_task_net_rx_bytes_total", "counter", "Bytes the task received."},
+    [TF_NET_TX] = {"corral_task_net_tx_bytes_total", "counter", "Bytes the task sent."},
+    [TF_WALL] = {"corral_task_wall_seconds", "gauge", "Time since the task started."},
+    [TF_MEM_LIMIT] = {"corral_task_memory_limit_bytes", "gauge", "The task's memory limit."},
+    [TF_CPU_LIMIT] = {"corral_task_cpu_limit_cores", "gauge", "The task's CPU limit."},
+};
+
+static bool task_value(const struct task *t, enum task_family f, char *v, size_t len)
+{
+	const struct task_spec *s = &t->spec;
+	const struct acct_usage *u = &t->usage;
+
+	switch (f) {
+	case TF_CPU:
+		snprintf(v, len, "%.6f", (double)(u->cpu_user_ns + u->cpu_system_ns) / 1e9);
+		return true;
+	case TF_MEM_PEAK:
+		snprintf(v, len, "%llu", (unsigned long long)u->memory_peak_bytes);
+		return true;
+	case TF_IO_READ:
+		snprintf(v, len, "%llu", (unsigned long long)u->io_read_bytes);
+		return true;
+	case TF_IO_WRITE:
+		snprintf(v, len, "%llu", (unsigned long long)u->io_write_bytes);
+		return true;
+	case TF_NET_RX:
+		snprintf(v, len, "%llu", (unsigned long long)u->net_rx_bytes);
+		return true;
+	case TF_NET_TX:
+		snprintf(v, len, "%llu", (unsigned long long)u->net_tx_bytes);
+		return true;
+	case TF_WALL:
+		snprintf(v, len, "%.3f", (double)u->wall_ns / 1e9);
+		return true;
+	case TF_MEM_LIMIT:
+		snprintf(v, len, "%llu", (unsigned long long)s->memory_max);
+		return s->memory_max != 0;
+	case TF_CPU_LIMIT:
+		snprintf(v, len, "%.3f", s->cpus);
+		return s->cpus > 0;
+	default:
+		return false;
+	}
+}
+
+/* [metrics] tasks = task: the figures of each running task, for at most tasks_max tasks (the
+ * oldest first); each family once with its HELP and TYPE. */
+static void metrics_tasks(struct buf *b, struct agent *a)
+{
+	size_t cap = a->cfg.metrics_tasks_max, n = 0, left = 0;
+	struct task **sel = calloc(cap, sizeof(*sel));
+	struct {
+		char user[128], acct[256], job[256];
+	} *lab = calloc(cap, sizeof(*lab));
+
+	for (struct task *t = a->tasks; sel && lab && t; t = t->next) {
+		if (t->state != TASK_RUNNING)
+			continue;
+		if (n == cap) {
+			left++;
+			continue;
+		}
+		task_collect_usage(a, t);
+		esc(t->user, lab[n].user, sizeof(lab[n].user));
+		esc(t->spec.account, lab[n].acct, sizeof(lab[n].acct));
+		esc(t->spec.job, lab[n].job, sizeof(lab[n].job));
+		sel[n++] = t;
+	}
+	for (int f = 0; f < _TF_MAX; f++) {
+		family(b, task_families[f].name, task_families[f].type, task_families[f].help);
+		for (size_t i = 0; i < n; i++) {
+			char v[64];
+
+			if (task_value(sel[i], (enum task_family)f, v, sizeof(v)))
+				bprintf(b,
+					"%s{task=\"%s\",user=\"%s\",account=\"%s\",job=\"%s\"} "
+					"%s\n",
+					task_families[f].name, sel[i]->id, lab[i].user, lab[i].acct,
+					lab[i].job, v);
+		}
+	}
+	omitted(b, left);
+	free(sel);
+	free(lab);
 }
 
 static char *render_metrics(struct agent *a, size_t *ret_len)
@@ -339,6 +446,11 @@ static char *render_metrics(struct agent *a, size_t *ret_len)
 	bprintf(&b, "corral_agent_info{node=\"%s\",cgroup_mode=\"%s\",metering=\"%s\"} 1\n", node,
 		cg_mode_to_string(cg_root_mode(a->cg)),
 		a->meter ? meter_attach_mode(a->meter) : "off");
+	bprintf(&b,
+		"# HELP corral_build_info The program's version.\n"
+		"# TYPE corral_build_info gauge\n"
+		"corral_build_info{program=\"corrald\",version=\"%s\"} 1\n",
+		CORRAL_VERSION);
 	metrics_agent(&b, a);
 	metrics_pipeline(&b, a);
 	/* Per task: only as configured ([metrics] tasks), because whoever can reach the port

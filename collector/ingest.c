@@ -802,11 +802,11 @@ enum MHD_Result srv_handle_post(struct coll_server *s, struct MHD_Connection *c,
 		if (tok->role != COLL_ROLE_NODE || !b->recs[i].node ||
 		    strcmp(b->recs[i].node, tok->name) != 0) {
 			atomic_fetch_add(&s->rec_rejected, b->n);
-			ret = srv_reply_error(s, c, 403,
-					      "record %zu (%s): node '%s' may not be written with "
-					      "the %s token of '%s'",
-					      i, b->recs[i].record_id, b->recs[i].node ?: "",
-					      coll_role_to_string(tok->role), tok->name);
+			ret = srv_refuse(s, c, 403, SRV_REFUSE_NODE, tok,
+					 "record %zu (%s): node '%s' may not be written with "
+					 "the %s token of '%s'",
+					 i, b->recs[i].record_id, b->recs[i].node ?: "",
+					 coll_role_to_string(tok->role), tok->name);
 			goto out;
 		}
 	}

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "collector/server_impl.h"
+#include "corral_version.h"
 
 static const unsigned metric_codes[] = {200, 400, 401, 403, 404, 405, 413, 422, 500, 503};
 
@@ -171,6 +172,19 @@ enum MHD_Result srv_handle_metrics(struct coll_server *s, struct MHD_Connection 
 		"corral_collector_batch_duration_seconds_sum %.6f\n"
 		"corral_collector_batch_duration_seconds_count %" PRIuFAST64 "\n",
 		(double)atomic_load(&s->lat_sum_us) / 1e6, atomic_load(&s->batches));
+	fputs("# HELP corral_collector_requests_refused_total Requests refused (401, 403) by "
+	      "reason; each is logged, at most 5 lines per 10 s.\n"
+	      "# TYPE corral_collector_requests_refused_total counter\n",
+	      f);
+	for (int i = 0; i < _SRV_REFUSE_MAX; i++)
+		fprintf(f,
+			"corral_collector_requests_refused_total{reason=\"%s\"} %" PRIuFAST64 "\n",
+			srv_refusal_name((enum srv_refusal)i), atomic_load(&s->refused[i]));
+	fprintf(f,
+		"# HELP corral_build_info The program's version.\n"
+		"# TYPE corral_build_info gauge\n"
+		"corral_build_info{program=\"corral-collector\",version=\"%s\"} 1\n",
+		CORRAL_VERSION);
 	write_store_metrics(s, f);
 	if (fclose(f) != 0) {
 		free(body);

@@ -84,6 +84,88 @@ const struct coll_token *srv_authenticate(struct coll_server *s, struct MHD_Conn
 	return coll_tokens_find(s->tokens, h, strlen(h));
 }
 
+static const char *const refusal_names[_SRV_REFUSE_MAX] = {
+    [SRV_REFUSE_TOKEN] = "unknown_token",
+    [SRV_REFUSE_ROLE] = "wrong_role",
+    [SRV_REFUSE_NODE] = "other_node",
+    [SRV_REFUSE_CERTIFICATE] = "client_certificate",
+};
+
+const char *srv_refusal_name(enum srv_refusal why)
+{
+	return why >= 0 && why < _SRV_REFUSE_MAX ? refusal_names[why] : "other";
+}
+
+/* The client's address as text ("?" when unknown). */
+static void peer_address(struct MHD_Connection *c, char *buf, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+	snprintf(buf, len, "?");
+	if (sa && sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf,
+			  (socklen_t)len);
+	else if (sa && sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf,
+			  (socklen_t)len);
+}
+
+/* Whether this refusal may be logged now; at a new window, the count of the last one's
+ * unlogged refusals is logged first. */
+static bool refuse_log_allowed(struct coll_server *s)
+{
+	uint64_t win = (uint64_t)time(NULL) / SRV_REFUSE_LOG_WINDOW_S;
+	uint_fast64_t old = atomic_load(&s->refuse_window);
+
+	if (old != win && atomic_compare_exchange_strong(&s->refuse_window, &old, win)) {
+		uint_fast64_t missed = atomic_exchange(&s->refuse_unlogged, 0);
+
+		atomic_store(&s->refuse_logged, 0);
+		if (missed)
+			srv_log(
+			    s,
+			    "%" PRIuFAST64 " more refused requests not logged (at most %d lines "
+			    "per %d s; corral_collector_requests_refused_total counts them all)",
+			    missed, SRV_REFUSE_LOG_MAX, SRV_REFUSE_LOG_WINDOW_S);
+	}
+	if (atomic_fetch_add(&s->refuse_logged, 1) < SRV_REFUSE_LOG_MAX)
+		return true;
+	atomic_fetch_add(&s->refuse_unlogged, 1);
+	return false;
+}
+
+_printf_(6, 7) enum MHD_Result
+    srv_refuse(struct coll_server *s, struct MHD_Connection *c, unsigned code, enum srv_refusal why,
+	       const struct coll_token *tok, const char *fmt, ...)
+{
+	char msg[512], peer[INET6_ADDRSTRLEN], who[300], safe[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	atomic_fetch_add(&s->refused[why < _SRV_REFUSE_MAX ? why : SRV_REFUSE_TOKEN], 1);
+	if (refuse_log_allowed(s)) {
+		const char *auth =
+		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+
+		peer_address(c, peer, sizeof(peer));
+		if (tok)
+			snprintf(who, sizeof(who), "%s token of '%s'",
+				 coll_role_to_string(tok->role), tok->name);
+		else
+			snprintf(who, sizeof(who), "%s",
+				 auth ? "a token the collector does not know" : "no token");
+		/* the message may quote what the client sent */
+		esc_text(msg, safe, sizeof(safe));
+		srv_log(s, "refused a request from %s (%s): %u %s [%s]", peer, who, code, safe,
+			srv_refusal_name(why));
+	}
+	return srv_reply_error(s, c, code, "%s", msg);
+}
+
 _printf_(2, 3) void srv_log(struct coll_server *s, const char *fmt, ...)
 {
 	char msg[768];
@@ -123,8 +205,8 @@ static enum MHD_Result handle_query(struct coll_server *s, struct MHD_Connection
 	int r;
 
 	if (q.type && strncmp(q.type, "audit.", 6) == 0)
-		return srv_reply_error(s, c, 403,
-				       "type: audit records need an auditor token (GET /v1/audit)");
+		return srv_refuse(s, c, 403, SRV_REFUSE_ROLE, srv_authenticate(s, c),
+				  "type: audit records need an auditor token (GET /v1/audit)");
 	if (lim) {
 		uint64_t v;
 
@@ -541,11 +623,12 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 			return srv_reply_error(s, c, 405, "%s: use GET", url);
 		tok = srv_authenticate(s, c);
 		if (!tok)
-			return srv_reply_error(s, c, 401, "missing or unknown bearer token");
+			return srv_refuse(s, c, 401, SRV_REFUSE_TOKEN, NULL,
+					  "missing or unknown bearer token");
 		if (tok->role != COLL_ROLE_AUDITOR)
-			return srv_reply_error(s, c, 403,
-					       "%s needs an auditor token, not a %s token", url,
-					       coll_role_to_string(tok->role));
+			return srv_refuse(s, c, 403, SRV_REFUSE_ROLE, tok,
+					  "%s needs an auditor token, not a %s token", url,
+					  coll_role_to_string(tok->role));
 		if (url[9] == 0)
 			return handle_audit(s, c);
 		return url[10] == 'v' ? handle_audit_verify(s, c) : handle_audit_breaks(s, c);
@@ -555,11 +638,12 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 			return srv_reply_error(s, c, 405, "%s: use GET", url);
 		tok = srv_authenticate(s, c);
 		if (!tok)
-			return srv_reply_error(s, c, 401, "missing or unknown bearer token");
+			return srv_refuse(s, c, 401, SRV_REFUSE_TOKEN, NULL,
+					  "missing or unknown bearer token");
 		if (tok->role != COLL_ROLE_READER)
-			return srv_reply_error(s, c, 403,
-					       "reports need a reader token, not a %s token",
-					       coll_role_to_string(tok->role));
+			return srv_refuse(s, c, 403, SRV_REFUSE_ROLE, tok,
+					  "reports need a reader token, not a %s token",
+					  coll_role_to_string(tok->role));
 		return url[12] == 's' ? handle_showback(s, c) : handle_capacity(s, c);
 	}
 	if (strcmp(url, "/v1/records") != 0)
@@ -568,18 +652,21 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 		return srv_reply_error(s, c, 405, "/v1/records: use POST or GET");
 	tok = srv_authenticate(s, c);
 	if (!tok)
-		return srv_reply_error(s, c, 401, "missing or unknown bearer token");
+		return srv_refuse(s, c, 401, SRV_REFUSE_TOKEN, NULL,
+				  "missing or unknown bearer token");
 	if (is_get) {
 		if (tok->role != COLL_ROLE_READER)
-			return srv_reply_error(
-			    s, c, 403, "reading records needs a reader token, not a %s token%s",
-			    coll_role_to_string(tok->role),
-			    tok->role == COLL_ROLE_AUDITOR ? " (audit records: GET /v1/audit)"
-							   : "");
+			return srv_refuse(s, c, 403, SRV_REFUSE_ROLE, tok,
+					  "reading records needs a reader token, not a %s token%s",
+					  coll_role_to_string(tok->role),
+					  tok->role == COLL_ROLE_AUDITOR
+					      ? " (audit records: GET /v1/audit)"
+					      : "");
 		return handle_query(s, c);
 	}
 	if (tok->role != COLL_ROLE_NODE)
-		return srv_reply_error(s, c, 403, "only node tokens may write records");
+		return srv_refuse(s, c, 403, SRV_REFUSE_ROLE, tok,
+				  "only node tokens may write records");
 	if (s->tls && coll_tls_has_client_ca(s->tls)) {
 		const union MHD_ConnectionInfo *ci =
 		    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -588,7 +675,7 @@ static enum MHD_Result route(struct coll_server *s, struct MHD_Connection *c, st
 		/* a stolen token alone is not enough: the node's certificate must come with it */
 		if (coll_tls_check_peer(s->tls, ci ? ci->tls_session : NULL, tok->name, why,
 					sizeof(why)) < 0)
-			return srv_reply_error(s, c, 403, "%s", why);
+			return srv_refuse(s, c, 403, SRV_REFUSE_CERTIFICATE, tok, "%s", why);
 	}
 	if (!content_type_ok(c))
 		return srv_reply_error(s, c, 400, "Content-Type must be application/x-ndjson");
@@ -680,7 +767,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 	}
 	tok = srv_authenticate(s, c);
 	if (!tok)
-		return srv_reply_error(s, c, 401, "missing or unknown bearer token");
+		return srv_refuse(s, c, 401, SRV_REFUSE_TOKEN, NULL,
+				  "missing or unknown bearer token");
 	return srv_handle_post(s, c, tok, rq);
 }
 

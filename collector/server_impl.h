@@ -24,6 +24,19 @@
 struct ingest_job;
 struct post_work;
 
+/* Why a request was refused (401/403), for corral_collector_requests_refused_total. */
+enum srv_refusal {
+	SRV_REFUSE_TOKEN,	/* 401: no bearer token, or one the collector does not know */
+	SRV_REFUSE_ROLE,	/* 403: a token of the wrong role for the endpoint */
+	SRV_REFUSE_NODE,	/* 403: a node token writing another node's records */
+	SRV_REFUSE_CERTIFICATE, /* 403: the client certificate does not match the token */
+	_SRV_REFUSE_MAX,
+};
+/* Refused requests are logged at most SRV_REFUSE_LOG_MAX times per SRV_REFUSE_LOG_WINDOW_S
+ * seconds; the next window's first line says how many went unlogged. */
+#define SRV_REFUSE_LOG_MAX	5
+#define SRV_REFUSE_LOG_WINDOW_S 10
+
 struct coll_server {
 	struct MHD_Daemon *daemon;
 	struct coll_store *store;
@@ -75,6 +88,9 @@ struct coll_server {
 	size_t max_queued;
 	unsigned retry_after_s;
 	atomic_uint_fast64_t shed;
+	/* refused requests: counted by reason, logged rate-limited (srv_refuse) */
+	atomic_uint_fast64_t refused[_SRV_REFUSE_MAX];
+	atomic_uint_fast64_t refuse_window, refuse_logged, refuse_unlogged;
 };
 
 struct request {
@@ -98,6 +114,12 @@ enum MHD_Result srv_reply(struct coll_server *s, struct MHD_Connection *c, unsig
 _printf_(4, 5) enum MHD_Result srv_reply_error(struct coll_server *s, struct MHD_Connection *c,
 					       unsigned code, const char *fmt, ...);
 const struct coll_token *srv_authenticate(struct coll_server *s, struct MHD_Connection *c);
+/* Answers code (401 or 403) with the message, counts the refusal by why and logs it (the
+ * client's address, the token's role and name, the request), rate-limited. */
+const char *srv_refusal_name(enum srv_refusal why);
+_printf_(6, 7) enum MHD_Result
+    srv_refuse(struct coll_server *s, struct MHD_Connection *c, unsigned code, enum srv_refusal why,
+	       const struct coll_token *tok, const char *fmt, ...);
 _printf_(2, 3) void srv_log(struct coll_server *s, const char *fmt, ...);
 /* ingest.c */
 enum MHD_Result srv_handle_post(struct coll_server *s, struct MHD_Connection *c,
