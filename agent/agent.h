@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "accounting/record.h"
+#include "accounting/uploader.h"
 #include "agent/budget_types.h"
 #include "agent/config.h"
 #include "agent/spec.h"
@@ -256,6 +257,11 @@ struct agent {
 	 * sets them): the task table calls them and never control.c itself. NULL: none. */
 	void (*on_task_started)(struct agent *a, struct task *t, const char *err);
 	void (*on_task_ended)(struct agent *a, struct task *t);
+	/* what was logged last (agent/hooks.c: the uploader's error and failovers; audit_glue.c:
+	 * the node's addresses the network policy cannot track) */
+	char upl_logged_err[UPL_ERROR_MAX];
+	uint64_t upl_logged_failovers;
+	size_t audit_addrs_dropped;
 	/* from the spool at start, until the tasks are re-adopted (agent/adopt.c) */
 	struct spooled_seq *spooled;
 	size_t n_spooled, cap_spooled;

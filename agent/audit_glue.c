@@ -85,7 +85,6 @@ void audit_glue_addrs_tick(struct agent *a)
 /* Re-read the node's addresses for the network policy. */
 static void addrs_changed(struct agent *a)
 {
-	static size_t last_dropped;
 	size_t dropped = 0;
 	int r;
 
@@ -98,11 +97,11 @@ static void addrs_changed(struct agent *a)
 		return;
 	}
 	(void)audit_node_addrs(a->audit, &dropped);
-	if (dropped && dropped != last_dropped)
+	if (dropped && dropped != a->audit_addrs_dropped)
 		log_warning("network policy: the node has %zu addresses more than the %d the "
 			    "policy tracks as local; connects to those are matched as themselves",
 			    dropped, AUDIT_NODE_ADDRS_MAX);
-	last_dropped = dropped;
+	a->audit_addrs_dropped = dropped;
 }
 
 void audit_glue_fini(struct agent *a)

@@ -858,8 +858,7 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 	spool_report_damage(a);
 	if (a->upl) {
 		struct upl_stats us;
-		static char last_err[UPL_ERROR_MAX];
-		static uint64_t last_failovers;
+		char *last_err = a->upl_logged_err;
 
 		upl_kick(a->upl);
 		(void)upl_dispatch(a->upl);
@@ -872,12 +871,12 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 				    us.last_error);
 			else if (last_err[0])
 				log_notice("collector: delivering again");
-			snprintf(last_err, sizeof(last_err), "%s", us.last_error);
+			snprintf(last_err, sizeof(a->upl_logged_err), "%s", us.last_error);
 		}
-		if (us.failovers != last_failovers) {
+		if (us.failovers != a->upl_logged_failovers) {
 			log_notice("collector: uploading to %s (place %u in [collector] url)",
 				   us.url, us.url_index + 1);
-			last_failovers = us.failovers;
+			a->upl_logged_failovers = us.failovers;
 		}
 	}
 	if (a->metrics)

@@ -1375,7 +1375,6 @@ static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status wh
 #define CPU_CHECK_MAX_NS (250 * 1000 * 1000ULL)
 static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 {
-	static long ncpus;
 	struct itimerspec its = {0};
 	uint64_t left, delay;
 	double p;
@@ -1383,9 +1382,7 @@ static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 	if (!t->spec.cpu_time_limit_ns || t->limit_reason != ACCT_EXIT_NONE ||
 	    usage >= t->spec.cpu_time_limit_ns)
 		return;
-	if (!ncpus)
-		ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	p = ncpus > 0 ? (double)ncpus : 1.0;
+	p = a->ncpus > 0 ? (double)a->ncpus : 1.0;
 	if (t->spec.cpus > 0 && t->spec.cpus < p)
 		p = t->spec.cpus;
 	left = t->spec.cpu_time_limit_ns - usage;
