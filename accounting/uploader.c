@@ -968,13 +968,18 @@ static int set_conflicts_aside(struct upl *u, long code, const unsigned char *st
  * An attempt at the current URL got no answer or a 5xx/429: after failover_after in a row,
  * the next URL (the batch goes there whole: ids make a batch the first collector committed
  * but could not answer a duplicate, never a double). The backoff starts again from its
- * minimum, so the move costs at most failover_after short waits.
+ * minimum, so the move costs at most failover_after short waits. A timeout (the connect
+ * timeout or the whole request's) moves at once: a collector that holds connections without
+ * answering would otherwise cost failover_after whole timeouts.
  */
-static void note_failure(struct upl *u)
+static void note_failure(struct upl *u, bool at_once)
 {
 	size_t from = u->cur;
 
-	if (u->n_urls < 2 || ++u->url_fails < u->failover_after)
+	if (u->n_urls < 2)
+		return;
+	u->url_fails = at_once ? u->failover_after : u->url_fails + 1;
+	if (u->url_fails < u->failover_after)
 		return;
 	use_url(u, (u->cur + 1) % u->n_urls);
 	if (u->cur == from)
@@ -983,9 +988,13 @@ static void note_failure(struct upl *u)
 	{
 		size_t l = strlen(u->st.last_error);
 
-		snprintf(u->st.last_error + l, sizeof(u->st.last_error) - l,
-			 "; %u failures in a row, moving to %s", u->failover_after,
-			 u->base_urls[u->cur]);
+		if (at_once)
+			snprintf(u->st.last_error + l, sizeof(u->st.last_error) - l,
+				 "; moving to %s", u->base_urls[u->cur]);
+		else
+			snprintf(u->st.last_error + l, sizeof(u->st.last_error) - l,
+				 "; %u failures in a row, moving to %s", u->failover_after,
+				 u->base_urls[u->cur]);
 	}
 }
 
@@ -1055,7 +1064,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 	if (cc != CURLE_OK) {
 		u->st.last_http_status = 0;
 		set_error(u, "POST %s: %s", u->post_url, curl_easy_strerror(cc));
-		note_failure(u);
+		note_failure(u, cc == CURLE_OPERATION_TIMEDOUT);
 		backoff(u, false);
 		return;
 	}
@@ -1161,7 +1170,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 		set_error(u, "HTTP %ld from %s%s", code, u->post_url,
 			  ra > 0 ? " (Retry-After honoured)" : "");
 		if (code >= 500 || code == 429)
-			note_failure(u);
+			note_failure(u, false);
 		backoff_after(u, false, (uint64_t)MIN(ra, (curl_off_t)(UINT64_MAX / 2000)) * 1000);
 	}
 }

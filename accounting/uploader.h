@@ -24,8 +24,9 @@
 struct upl_opts {
 	/* collector base URL ("https://collector:8443"), required; several, space-separated,
 	 * in order of preference: batches go to one until it fails failover_after times in a row
-	 * (no answer, or a 5xx/429), then to the next; after a success on another than the first,
-	 * back to the first in failback_ms, jittered by +-50% (docs/pipeline.md "Failover") */
+	 * (no answer, or a 5xx/429; a timeout at once), then to the next; after a success on
+	 * another than the first, back to the first in failback_ms, jittered by +-50%
+	 * (docs/pipeline.md "Failover") */
 	const char *url;
 	const char *token;	   /* bearer token, required */
 	const char *ca_file;	   /* optional CA bundle for TLS */

@@ -60,6 +60,8 @@ void config_init_defaults(struct agent_config *c)
 	c->batch_records = 500;
 	c->failover_after = 3;
 	c->failback_ns = 300 * NSEC_PER_SEC;
+	c->upload_connect_timeout_ns = 10 * NSEC_PER_SEC;
+	c->upload_timeout_ns = 60 * NSEC_PER_SEC;
 	c->batch_delay_ns = NSEC_PER_SEC;
 	c->upload_zstd = true;
 	c->spool_compress = true;
@@ -472,6 +474,16 @@ static int config_set_metrics_collector_spool(struct agent_config *c, const char
 		if (parse_u64(value, &u) < 0 || u < 1 || u > 100)
 			return BAD("expected 1-100 failures in a row");
 		c->failover_after = (uint32_t)u;
+		return 0;
+	}
+	if (IS("collector", "connect_timeout") || IS("collector", "request_timeout")) {
+		bool conn = key[1] == 'o';
+
+		if (parse_duration_ns(value, &u) < 0 ||
+		    u < (conn ? NSEC_PER_SEC / 10 : NSEC_PER_SEC) || u > 3600 * NSEC_PER_SEC)
+			return BAD(conn ? "expected a duration of 100ms-1h"
+					: "expected a duration of 1s-1h");
+		*(conn ? &c->upload_connect_timeout_ns : &c->upload_timeout_ns) = u;
 		return 0;
 	}
 	if (IS("collector", "failback")) {

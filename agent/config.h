@@ -106,6 +106,8 @@ struct agent_config {
 	char *client_key;
 	uint32_t failover_after; /* failures in a row before the next URL */
 	uint64_t failback_ns;	 /* back to the first URL after this (jittered) */
+	/* [collector] connect_timeout, request_timeout: of one upload */
+	uint64_t upload_connect_timeout_ns, upload_timeout_ns;
 	uint32_t batch_records;
 	uint64_t batch_delay_ns;
 	bool upload_zstd; /* compress = zstd: bodies compressed once the collector takes it */

@@ -833,6 +833,8 @@ int agent_hooks_init(struct agent *a)
 		uo.client_key = a->cfg.client_key;
 		uo.failover_after = a->cfg.failover_after;
 		uo.failback_ms = a->cfg.failback_ns / 1000000;
+		uo.connect_timeout_ms = a->cfg.upload_connect_timeout_ns / 1000000;
+		uo.request_timeout_ms = a->cfg.upload_timeout_ns / 1000000;
 		uo.state_dir = a->cfg.state_dir;
 		uo.batch_records = a->cfg.batch_records;
 		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;

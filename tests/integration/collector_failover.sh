@@ -4,7 +4,8 @@
 # Checked with plain SQL over the raw rows: every task's start and end stored, none twice;
 # the agent moved to the second collector (its log, the second collector's own /metrics) and
 # the time from the kill to the first record stored after it is printed. Then the first comes
-# back and, after the failback delay, receives batches again (its /metrics).
+# back and, after the failback delay, receives batches again (its /metrics). Then it hangs
+# (SIGSTOP): with request_timeout = 2s one timeout moves the agent, every record stored once.
 # With Debian's haproxy installed, the same kill behind one haproxy address (agent -> haproxy
 # -> two collectors, `balance first`): every batch at the first before the kill (its /metrics),
 # the second takes over, nothing lost, nothing doubled, the time to move printed.
@@ -111,6 +112,37 @@ total=$(sql "SELECT count(*) FROM (SELECT DISTINCT task_id FROM records WHERE ty
 dups=$(sql "SELECT count(*) FROM (SELECT task_id, type FROM records WHERE type IN ('task.start','task.end') GROUP BY task_id, type HAVING count(*) > 1) d")
 [ "$dups" = 0 ] && pass "after the failback: $total tasks, none counted twice" || fail "$dups doubled"
 stop_agent
+
+# --- the collector in use hangs (SIGSTOP): a request timeout moves at once -------------------
+sed -e "s|^failback = .*|failback = 1h|" "$T/agent.conf" >"$T/agent-hang.conf"
+printf 'request_timeout = 2s\n' >>"$T/agent-hang.conf"
+start_agent --no-bpf --config "$T/agent-hang.conf" --node n1
+a0=$(accepted "$PA")
+b0=$(accepted "$PB")
+p0=$(sql "SELECT count(*) FROM records WHERE type='task.end'")
+"$H" 20 throughput "$SOCK" 4 >/dev/null 2>&1 || fail "launching 20 tasks"
+before=$(wait_sql "SELECT count(*) FROM records WHERE type='task.end'" $((p0 + 20)) 60)
+[ "$before" = $((p0 + 20)) ] && [ "$(accepted "$PA")" -gt "$a0" ] && [ "$(accepted "$PB")" = "$b0" ] \
+	|| fail "restarted agent: $((before - p0)) of 20 task ends, A accepted $a0 -> $(accepted "$PA"), B $b0 -> $(accepted "$PB")"
+b0=$(accepted "$PB")
+kill -STOP "$CA"
+t0=$(now)
+"$H" 100 throughput "$SOCK" 4 >/dev/null 2>&1 || fail "launching 100 tasks"
+c1=$(wait_sql "SELECT count(*) FROM records WHERE type='task.end'" $((before + 1)) 60)
+t1=$(now)
+[ "$c1" -gt "$before" ] && pass "$(printf 'A stopped (SIGSTOP), request_timeout = 2s: first record stored %.2f s after the stop' \
+	"$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b - a}')")" || fail "A stopped: nothing stored in 60 s"
+n=$(wait_sql "SELECT count(*) FROM records WHERE type='task.end'" $((before + 100)) 120)
+[ "$n" = $((before + 100)) ] && [ "$(accepted "$PB")" -gt "$b0" ] \
+	&& pass "A stopped: 100 more task ends stored, through B" \
+	|| fail "A stopped: $((n - before)) of 100 task ends, B accepted $b0 -> $(accepted "$PB")"
+grep -q "Timeout was reached; moving to http://127.0.0.1:$PB" "$T/agent.log" \
+	&& pass "the timeout moved it at once (log: $(grep -h "Timeout was reached; moving" "$T/agent.log" | head -1 | cut -c1-120))" \
+	|| fail "no timeout move in the agent log"
+kill -CONT "$CA"
+stop_agent
+dups=$(sql "SELECT count(*) FROM (SELECT task_id, type FROM records WHERE type IN ('task.start','task.end') GROUP BY task_id, type HAVING count(*) > 1) d")
+[ "$dups" = 0 ] && pass "A resumed (what it held committed late): none counted twice" || fail "$dups doubled"
 
 # --- behind haproxy ----------------------------------------------------------------------------
 if ! command -v haproxy >/dev/null; then

@@ -430,6 +430,15 @@ static void test_config(void **state)
 	assert_null(c.collector_url);
 	assert_int_equal(config_set(&c, "collector", "failover_after", "0", err, sizeof(err)),
 			 -EINVAL);
+	assert_int_equal(c.upload_timeout_ns, 60 * NSEC_PER_SEC);
+	assert_int_equal(config_set(&c, "collector", "request_timeout", "2s", err, sizeof(err)), 0);
+	assert_int_equal(c.upload_timeout_ns, 2 * NSEC_PER_SEC);
+	assert_int_equal(config_set(&c, "collector", "connect_timeout", "500ms", err, sizeof(err)),
+			 0);
+	assert_int_equal(c.upload_connect_timeout_ns, NSEC_PER_SEC / 2);
+	assert_int_equal(config_set(&c, "collector", "request_timeout", "10ms", err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "request_timeout"));
 	unlink(path);
 	assert_int_equal(config_load(&c, path, err, sizeof(err)), -ENOENT);
 	config_free(&c);

@@ -41,6 +41,8 @@ enum action {
 	A_DROP,	       /* close the connection without an answer, store nothing */
 	A_COMMIT_DROP, /* commit, then lose the answer */
 	A_401,
+	A_HANG, /* answer 500 only after 600 ms (past the client's timeout in test_failover_timeout)
+		 */
 };
 
 struct fake {
@@ -153,6 +155,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 	if (a == A_DROP) {
 		pthread_mutex_unlock(&f->mu);
 		return MHD_NO;
+	}
+	if (a == A_HANG) {
+		pthread_mutex_unlock(&f->mu);
+		usleep(600000);
+		return reply(c, 500, NULL);
 	}
 	n = acct_batch_count_lines(rq->body, rq->len);
 	if (f->max_batch && n > f->max_batch) {
@@ -702,6 +709,40 @@ static void test_failover(void **state)
 	MHD_stop_daemon(f2.d);
 }
 
+/* A timeout moves to the next URL at once, not after failover_after failures. */
+static void test_failover_timeout(void **state)
+{
+	struct tctx *t = *state;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct fake f2 = {0};
+	const union MHD_DaemonInfo *di;
+	struct upl_stats st;
+	char urls[160];
+
+	pthread_mutex_init(&f2.mu, NULL);
+	f2.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, handler, &f2,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_SOCK_ADDR,
+				&sa, MHD_OPTION_END);
+	assert_non_null(f2.d);
+	di = MHD_get_daemon_info(f2.d, MHD_DAEMON_INFO_BIND_PORT);
+	snprintf(urls, sizeof(urls), "%s http://127.0.0.1:%u", t->url, di->port);
+	t->o.url = urls;
+	t->o.failover_after = 3;
+	t->o.request_timeout_ms = 200;
+	t->f.script[0] = A_HANG;
+	t->f.n_script = 1;
+	start(t);
+	add_records_tagged(t, 10, false, "one");
+	assert_true(run_until(t, at_second));
+	upl_get_stats(t->u, &st);
+	assert_int_equal(st.failovers, 1);
+	assert_int_equal(st.retries, 1);
+	assert_int_equal(t->f.posts, 1);
+	assert_int_equal(stored_ids(&t->f, "-one-"), 0);
+	assert_int_equal(stored_ids(&f2, "-one-"), 10);
+	MHD_stop_daemon(f2.d);
+}
+
 static bool got_401(struct tctx *t)
 {
 	struct upl_stats st;
@@ -856,6 +897,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_conflict, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_backoff_growth, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failover, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failover_timeout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unauthorized, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_resume_after_reopen, setup, teardown),
