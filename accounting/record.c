@@ -122,8 +122,8 @@ bool acct_type_is_audit(enum acct_type t)
 }
 
 /* Members a node.sample defines (on other records they are ordinary extra members). */
-static const char *const node_top[] = {"period_ns", "price_class", "labels",
-				       "capacity",  "allocated",   "used"};
+static const char *const node_top[] = {"period_ns", "price_class", "labels", "capacity",
+				       "allocated", "used",	   "energy"};
 
 static bool is_reserved_top(const char *key)
 {
@@ -542,6 +542,33 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 	used = NULL;
 	if (e < 0)
 		goto out_fail;
+	if (ns->has_rapl || ns->has_gpu_energy) {
+		json_t *en = json_object(), *src = json_object();
+
+		e = en && src ? 0 : -ENOMEM;
+		if (e == 0 && ns->has_rapl &&
+		    ((e = set_double(en, "package_j", ns->energy_package_j)) < 0 ||
+		     (e = set_double(en, "dram_j", ns->energy_dram_j)) < 0 ||
+		     (e = set_new(src, "package_j", json_string("rapl"))) < 0))
+			e = e < 0 ? e : -ENOMEM;
+		if (e == 0 && ns->has_rapl)
+			e = set_new(src, "dram_j", json_string("rapl"));
+		if (e == 0 && ns->has_gpu_energy &&
+		    (e = set_double(en, "gpu_j", ns->energy_gpu_j)) == 0)
+			e = set_new(src, "gpu_j", json_string("nvml"));
+		if (e == 0) {
+			e = set_new(en, "sources", src);
+			src = NULL;
+		}
+		if (e == 0) {
+			e = set_new(o, "energy", en);
+			en = NULL;
+		}
+		json_decref(src);
+		json_decref(en);
+		if (e < 0)
+			goto out_fail;
+	}
 	return 0;
 
 out_fail:
@@ -1130,6 +1157,39 @@ static int decode_node_sample(struct dctx *c, const struct jnode *root, struct a
 		  (e = get_u64(c, o, "used", "memory_bytes", false, INT64_MAX,
 			       &ns->used_memory_bytes)) < 0))
 		return e;
+	if ((e = get_object(c, root, "energy", false, &o)) < 0)
+		return e;
+	if (o) {
+		static const char *const energy_names[] = {"package_j", "dram_j", "gpu_j",
+							   "sources"};
+		const struct jnode *src = jtree_get(o, "sources");
+
+		if ((e = check_members(c, o, "energy", energy_names, ARRAY_SIZE(energy_names))) <
+			0 ||
+		    (e = get_double(c, o, "energy", "package_j", &ns->energy_package_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "dram_j", &ns->energy_dram_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "gpu_j", &ns->energy_gpu_j)) < 0)
+			return e;
+		if (src && src->type != JT_OBJECT)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "energy.sources: expected an object");
+		for (v = src ? src->kids.first : NULL; v; v = v->next) {
+			bool cpu =
+			    strcmp(v->key, "package_j") == 0 || strcmp(v->key, "dram_j") == 0;
+
+			if (!cpu && strcmp(v->key, "gpu_j") != 0)
+				return err_set(c->err, c->errlen, -EINVAL,
+					       "energy.sources.%.64s: unknown field", v->key);
+			if (v->type != JT_STRING || strcmp(v->str.s, cpu ? "rapl" : "nvml") != 0)
+				return err_set(c->err, c->errlen, -EINVAL,
+					       "energy.sources.%s: expected \"%s\"", v->key,
+					       cpu ? "rapl" : "nvml");
+			if (cpu)
+				ns->has_rapl = true;
+			else
+				ns->has_gpu_energy = true;
+		}
+	}
 	return 0;
 }
 

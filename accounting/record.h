@@ -157,6 +157,10 @@ struct acct_node_sample {
 	 * record's time (MemTotal - MemAvailable) */
 	uint64_t used_cpu_ns;
 	uint64_t used_memory_bytes;
+	/* energy over the period, J, where measured (has_*): CPU packages and DRAM from RAPL,
+	 * the GPUs from NVML; the node's whole draw, none of it attributed to tasks here */
+	bool has_rapl, has_gpu_energy;
+	double energy_package_j, energy_dram_j, energy_gpu_j;
 };
 
 struct acct_record {

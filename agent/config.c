@@ -91,6 +91,7 @@ void config_free(struct agent_config *c)
 	free(c->log_level);
 	free(c->node_price_class);
 	free(c->node_labels);
+	free(c->energy_powercap_root);
 	free(c->sandbox_tmp_size);
 	free(c->sandbox_dev_paths);
 	free(c->metrics_listen);
@@ -590,6 +591,11 @@ static int config_set_node(struct agent_config *c, const char *section, const ch
 			return BAD("expected key=value pairs separated by commas (distinct keys, "
 				   "no spaces, at most 64)");
 		return set_str(&c->node_labels, value);
+	}
+	if (IS("energy", "powercap_root")) {
+		if (value[0] != '/')
+			return BAD("expected an absolute path");
+		return set_str(&c->energy_powercap_root, value);
 	}
 	return CONFIG_UNKNOWN;
 }

@@ -55,6 +55,8 @@ struct agent_config {
 	 * carried by its node.sample records; NULL: none */
 	char *node_price_class;
 	char *node_labels;
+	/* [energy] powercap sysfs root of the RAPL zones (agent/energy.h); NULL: the default */
+	char *energy_powercap_root;
 	char *cgroup_subtree;
 	char *seccomp_default;
 	char *seccomp_dir;

@@ -625,3 +625,19 @@ const struct meter_ops meter_gpu_ops = {
     .end = gpu_glue_release,
     .save = gpu_save,
 };
+
+bool gpu_glue_energy_mj(struct agent *a, unsigned long long *ret)
+{
+	struct gpu_state *g = a->gpu;
+	unsigned long long sum = 0, v;
+
+	if (!g || !gpu_enabled(g->inv) || gpu_count(g->inv) == 0)
+		return false;
+	for (size_t i = 0; i < gpu_count(g->inv); i++) {
+		if (gpu_device_energy_mj(g->inv, i, &v) < 0)
+			return false;
+		sum += v;
+	}
+	*ret = sum;
+	return true;
+}

@@ -33,6 +33,10 @@ void gpu_glue_release(struct agent *a, struct task *t);
  * number written (0 without GPUs). */
 size_t gpu_glue_models(struct agent *a, const char **ret, size_t max);
 
+/* The sum of the GPUs' energy counters (mJ) in *ret; false without GPUs or when one of them has
+ * no counter or could not be read. */
+bool gpu_glue_energy_mj(struct agent *a, unsigned long long *ret);
+
 /* For /metrics; false when GPU features are off. */
 struct gpu_glue_stats {
 	size_t gpus, gpus_allocated;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/energy.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "agent/emit.h"
@@ -30,7 +31,36 @@ struct node_sampler {
 	uint64_t last_busy_ns; /* node CPU time then */
 	bool have_busy;
 	bool failed_logged;
+	bool rapl; /* energy meter opened */
+	struct energy_meter energy;
+	bool have_gpu_mj; /* the GPUs' energy counters then */
+	unsigned long long last_gpu_mj;
 };
+
+/* Energy over the period: RAPL zones and the GPUs' counters (each since the last record). */
+static void add_energy(struct agent *a, struct node_sampler *s, struct acct_node_sample *ns)
+{
+	unsigned long long mj;
+	double j[_ENERGY_KIND_MAX];
+
+	if (s->rapl && energy_read(&s->energy, j) == 0) {
+		ns->has_rapl = true;
+		ns->energy_package_j = j[ENERGY_PACKAGE];
+		ns->energy_dram_j = j[ENERGY_DRAM];
+	}
+	if (gpu_glue_energy_mj(a, &mj)) {
+		/* a counter that went down (driver reloaded): nothing for this period */
+		if (s->have_gpu_mj && mj >= s->last_gpu_mj) {
+			ns->has_gpu_energy = true;
+			ns->energy_gpu_j = (double)(mj - s->last_gpu_mj) / 1e3;
+		} else if (!s->have_gpu_mj) {
+			ns->has_gpu_energy = true; /* the first record: 0 J over no time */
+		}
+		s->last_gpu_mj = mj;
+		s->have_gpu_mj = true;
+	} else
+		s->have_gpu_mj = false;
+}
 
 static int read_small(const char *path, char *buf, size_t size)
 {
@@ -187,6 +217,7 @@ static int emit(struct agent *a, struct node_sampler *s, uint64_t now_mono)
 			    "node's use is reported as 0)",
 			    strerror(-pe));
 	}
+	add_energy(a, s, ns);
 	s->last_mono = now_mono;
 	e = agent_emit_record(a, &r);
 	if (e < 0 && e != -ENOSPC)
@@ -201,9 +232,20 @@ int node_sample_start(struct agent *a, uint64_t now_mono)
 {
 	struct node_sampler *s = calloc(1, sizeof(*s));
 
+	const char *root = a->cfg.energy_powercap_root ?: "/sys/class/powercap";
+	int r;
+
 	if (!s)
 		return -ENOMEM;
 	a->node_sampler = s;
+	r = energy_open(root, &s->energy);
+	s->rapl = r == 0;
+	if (r == 0)
+		log_info("node.sample: CPU package and DRAM energy from %zu RAPL zone(s) under %s",
+			 s->energy.n, root);
+	else
+		log_info("node.sample: no RAPL energy zones under %s (%s): no CPU energy reported",
+			 root, strerror(-r));
 	return emit(a, s, now_mono);
 }
 

@@ -812,3 +812,10 @@ void gpu_meter_usage(const struct gpu_meter *m, uint64_t now_ns, struct gpu_usag
 	ret->energy_j = m->energy_valid ? energy_mj / 1000.0 : 0;
 	ret->memory_limit_exceeded = m->limit_fired;
 }
+
+int gpu_device_energy_mj(const struct gpu_inventory *inv, size_t i, unsigned long long *ret)
+{
+	if (!inv || !inv->enabled || i >= inv->n || !inv->dev[i].energy_supported)
+		return -EOPNOTSUPP;
+	return inv->api.get_total_energy(inv->handle[i], ret) == NVML_SUCCESS ? 0 : -EIO;
+}

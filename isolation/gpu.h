@@ -56,6 +56,9 @@ size_t gpu_count(const struct gpu_inventory *inv);
 const struct gpu_device *gpu_device(const struct gpu_inventory *inv, size_t i);
 /* Position of the device with that UUID, -ENOENT. */
 int gpu_find_uuid(const struct gpu_inventory *inv, const char *uuid);
+/* Device i's energy counter (NVML total energy since the driver loaded, mJ); -EOPNOTSUPP where
+ * the device has none, -EIO when NVML fails. */
+int gpu_device_energy_mj(const struct gpu_inventory *inv, size_t i, unsigned long long *ret);
 
 /* ---- allocation ------------------------------------------------------------------------ */
 

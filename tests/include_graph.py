@@ -20,7 +20,7 @@ import sys
 # the graph must still have no cycle.
 LAYERS = [
     # libraries: nothing of the agent object
-    ("lib", ["log", "loop", "spec", "config", "users", "admission", "profiles"]),
+    ("lib", ["log", "loop", "spec", "config", "users", "admission", "profiles", "energy"]),
     # the agent object and the task record (types only)
     ("object", ["agent", "budget_types"]),
     # persistence: state files, counters, ids

@@ -4,7 +4,8 @@
 # nproc and /proc/meminfo read here, allocation against the requests this test made, each
 # record stored once; the collector's rollup_node_day against the sum of the stored records'
 # periods computed here from their JSON; after an agent restart the first record covers no
-# time (period 0).
+# time (period 0); node energy from a stand-in RAPL powercap tree the test advances (a counter
+# wrap included) against the sum of the steps it wrote.
 . "$(dirname "$0")/lib.sh"
 need_root
 PORT=$((21000 + RANDOM % 20000))
@@ -27,7 +28,14 @@ wait_count() { # wait_count SQL WANT SECONDS
 	done
 	echo "${n:-0}"
 }
-printf '[agent]\nsample_interval = 1s\n[node]\nprice_class = cpu-std\nlabels = rack=r7,zone=eu-1\n[collector]\nbatch_delay = 100ms\n' >"$T/agent.conf"
+# a stand-in RAPL powercap tree (package, DRAM, and a core zone that is not counted)
+PC=$T/powercap
+mkzone() { mkdir -p "$PC/$1"; echo "$2" >"$PC/$1/name"; echo "$3" >"$PC/$1/max_energy_range_uj"; echo "$4" >"$PC/$1/energy_uj"; }
+mkzone intel-rapl:0 package-0 1000000 900000
+mkzone intel-rapl:0:0 core 1000000 5
+mkzone intel-rapl:0:1 dram 65712999613 100
+set_uj() { echo "$2" >"$PC/$1/energy_uj.new" && mv "$PC/$1/energy_uj.new" "$PC/$1/energy_uj"; }
+printf '[agent]\nsample_interval = 1s\n[node]\nprice_class = cpu-std\nlabels = rack=r7,zone=eu-1\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
 start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 
 # two tasks with requests, running while the node is sampled
@@ -74,6 +82,22 @@ for m in bad[:10]: print(m)
 sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] && pass "capacity = nproc and MemTotal, allocation = the two tasks' requests, class and labels from [node], periods = the time between records"
+
+# energy: the counters advanced by steps, each seen by a record (the package one wraps at
+# 1 J); the records' joules summed against the steps written here
+ns() { q "SELECT count(*) FROM records WHERE type='node.sample'"; }
+for step in "950000 300" "20000 600" "520000 1000"; do
+	set -- $step
+	c=$(ns)
+	set_uj intel-rapl:0 "$1"; set_uj intel-rapl:0:1 "$2"; set_uj intel-rapl:0:0 "$RANDOM"
+	wait_count "SELECT count(*) FROM records WHERE type='node.sample'" $((c + 2)) 30 >/dev/null
+done
+e=$(q "SELECT printf('%.6f %.6f %d', sum(json_extract(body, '$.energy.package_j')),
+	sum(json_extract(body, '$.energy.dram_j')), sum(json_extract(body, '$.energy.sources.package_j') = 'rapl'))
+	FROM records WHERE type='node.sample'")
+# package: 900000 -> 950000 -> (wrap at 1000000) 20000 -> 520000 = 50000 + 70000 + 500000 uJ
+[ "$e" = "0.620000 0.000900 $(ns)" ] && pass "energy from the stand-in RAPL tree: package 0.62 J (a wrap included), DRAM 0.0009 J, every record sourced rapl" \
+	|| fail "energy: $e (want 0.620000 0.000900 $(ns))"
 
 ctl kill "$a" >/dev/null 2>&1; ctl kill "$b" >/dev/null 2>&1
 stop_agent

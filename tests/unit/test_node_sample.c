@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "agent/config.h"
+#include "agent/energy.h"
 #include "agent/node_sample.h"
 #include "common/macro.h"
 
@@ -106,11 +108,77 @@ static void test_proc_read(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+static void zone(const char *root, const char *z, const char *name, const char *max, const char *uj)
+{
+	char dir[256];
+
+	snprintf(dir, sizeof(dir), "%s/%s", root, z);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	write_file(dir, "name", name);
+	write_file(dir, "max_energy_range_uj", max);
+	write_file(dir, "energy_uj", uj);
+}
+
+static void set_uj(const char *root, const char *z, const char *uj)
+{
+	char dir[256];
+
+	snprintf(dir, sizeof(dir), "%s/%s", root, z);
+	write_file(dir, "energy_uj", uj);
+}
+
+/* A stand-in powercap tree: two packages (one wraps), a DRAM zone, and zones that are not
+ * counted (core inside a package, psys, an MMIO zone); the joules checked against the sums
+ * of the steps written here. */
+static void test_energy(void **state)
+{
+	char root[] = "/tmp/test_node_energy.XXXXXX", cmd[128];
+	struct energy_meter m;
+	double j[_ENERGY_KIND_MAX];
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	assert_int_equal(energy_open(root, &m), -ENOENT); /* no zone */
+	zone(root, "intel-rapl:0", "package-0\n", "262143328850\n", "1000000\n");
+	zone(root, "intel-rapl:0:0", "core\n", "262143328850\n", "500\n");
+	zone(root, "intel-rapl:0:1", "dram\n", "65712999613\n", "2000\n");
+	zone(root, "intel-rapl:1", "package-1\n", "1000000\n", "990000\n");
+	zone(root, "intel-rapl:2", "psys\n", "262143328850\n", "7\n");
+	zone(root, "intel-rapl-mmio:0", "package-0\n", "262143328850\n", "7\n");
+	assert_int_equal(energy_open(root, &m), 0);
+	assert_int_equal(m.n, 3);
+	assert_int_equal(energy_read(&m, j), 0);
+	assert_true(j[ENERGY_PACKAGE] == 0 && j[ENERGY_DRAM] == 0);
+	/* package-0 +2.5 J, package-1 wraps at 1 J: 10000 uJ to the top, 30000 after, dram
+	 * +0.75 J; core and psys move but are not counted */
+	set_uj(root, "intel-rapl:0", "3500000\n");
+	set_uj(root, "intel-rapl:1", "30000\n");
+	set_uj(root, "intel-rapl:0:1", "752000\n");
+	set_uj(root, "intel-rapl:0:0", "999999\n");
+	set_uj(root, "intel-rapl:2", "999999\n");
+	assert_int_equal(energy_read(&m, j), 0);
+	assert_float_equal(j[ENERGY_PACKAGE], 2.5 + 0.04, 1e-12);
+	assert_float_equal(j[ENERGY_DRAM], 0.75, 1e-12);
+	/* nothing moved: 0; an unreadable zone: -EIO, the others still counted */
+	assert_int_equal(energy_read(&m, j), 0);
+	assert_true(j[ENERGY_PACKAGE] == 0 && j[ENERGY_DRAM] == 0);
+	set_uj(root, "intel-rapl:0", "garbage\n");
+	set_uj(root, "intel-rapl:1", "130000\n");
+	assert_int_equal(energy_read(&m, j), -EIO);
+	assert_float_equal(j[ENERGY_PACKAGE], 0.1, 1e-12);
+	set_uj(root, "intel-rapl:0", "4500000\n"); /* its last good value was 3500000 */
+	assert_int_equal(energy_read(&m, j), 0);
+	assert_float_equal(j[ENERGY_PACKAGE], 1.0, 1e-12);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_node_config),
 	    cmocka_unit_test(test_proc_read),
+	    cmocka_unit_test(test_energy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -301,6 +301,13 @@ static const struct bad_case bad_cases[] = {
      "labels.rack: expected a string"},
     {HDR "\"type\":\"node.sample\",\"capacity\":{},\"price_class\":5}",
      "price_class: expected a string"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"energy\":{\"package_j\":-1}}",
+     "energy.package_j: expected a non-negative number"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"energy\":{\"cpu_j\":1}}",
+     "energy.cpu_j: unknown field"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"energy\":{\"sources\":{\"dram_j\":"
+	 "\"nvml\"}}}",
+     "energy.sources.dram_j: expected \"rapl\""},
     {"{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
      "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
      "record_id: expected a string"},
@@ -338,7 +345,13 @@ static void test_node_sample(void **state)
 	r.ns->alloc_tasks = 3;
 	r.ns->used_cpu_ns = 123456789012ULL;
 	r.ns->used_memory_bytes = 987654321;
+	r.ns->has_rapl = r.ns->has_gpu_energy = true;
+	r.ns->energy_package_j = 4321.5;
+	r.ns->energy_dram_j = 12.25;
+	r.ns->energy_gpu_j = 9000.125;
 	assert_int_equal(acct_record_encode(&r, &buf, &len), 0);
+	assert_non_null(strstr(buf, "\"sources\":{\"package_j\":\"rapl\",\"dram_j\":\"rapl\","
+				    "\"gpu_j\":\"nvml\"}"));
 	assert_null(strstr(buf, "\"task\""));
 	assert_non_null(strstr(buf, "\"type\":\"node.sample\""));
 	assert_int_equal(acct_record_decode(buf, len, &d, err, sizeof(err)), 0);
@@ -358,6 +371,9 @@ static void test_node_sample(void **state)
 	assert_int_equal(d.ns->used_cpu_ns, 123456789012ULL);
 	assert_int_equal(d.ns->used_memory_bytes, 987654321);
 	assert_int_equal(d.ns->period_ns, 30 * NSEC_PER_SEC);
+	assert_true(d.ns->has_rapl && d.ns->has_gpu_energy);
+	assert_true(d.ns->energy_package_j == 4321.5 && d.ns->energy_dram_j == 12.25 &&
+		    d.ns->energy_gpu_j == 9000.125);
 	/* copy and re-encode: the same bytes */
 	assert_int_equal(acct_record_copy(&c, &d), 0);
 	assert_int_equal(acct_record_encode(&c, &buf2, &len2), 0);
