@@ -91,6 +91,21 @@ enum acct_type acct_type_from_string(const char *s)
 	return (enum acct_type)lookup(type_names, _ACCT_TYPE_MAX, s);
 }
 
+static const char *const by_names[_ACCT_BY_MAX] = {
+    [ACCT_BY_NONE] = "none",	 [ACCT_BY_TASK] = "task",	  [ACCT_BY_LIMIT] = "limit",
+    [ACCT_BY_CLIENT] = "client", [ACCT_BY_OPERATOR] = "operator",
+};
+
+const char *acct_exit_by_to_string(enum acct_exit_by b)
+{
+	return b >= 0 && b < _ACCT_BY_MAX ? by_names[b] : NULL;
+}
+
+enum acct_exit_by acct_exit_by_from_string(const char *s)
+{
+	return (enum acct_exit_by)lookup(by_names, _ACCT_BY_MAX, s);
+}
+
 const char *acct_exit_status_to_string(enum acct_exit_status s)
 {
 	return s >= 0 && s < _ACCT_EXIT_MAX ? exit_names[s] : NULL;
@@ -460,7 +475,9 @@ static json_t *encode_exit(const struct acct_exit *e, int *ret)
 	    (r = set_new(o, "code", json_integer(e->code))) < 0 ||
 	    (r = set_new(o, "signal", json_integer(e->signal))) < 0 ||
 	    (r = set_str_opt(o, "message", e->message)) < 0 ||
-	    (e->oom_kills && (r = set_u64(o, "oom_kills", e->oom_kills)) < 0))
+	    (e->oom_kills && (r = set_u64(o, "oom_kills", e->oom_kills)) < 0) ||
+	    (e->by > ACCT_BY_NONE && e->by < _ACCT_BY_MAX &&
+	     (r = set_new(o, "by", json_string(by_names[e->by]))) < 0))
 		goto out_fail;
 	return o;
 out_fail:
@@ -1027,8 +1044,9 @@ static int decode_usage(struct dctx *c, const struct jnode *o, struct acct_usage
 
 static int decode_exit(struct dctx *c, const struct jnode *o, struct acct_exit *x)
 {
-	static const char *const names[] = {"status", "code", "signal", "message", "oom_kills"};
-	const char *st;
+	static const char *const names[] = {"status",  "code",	    "signal",
+					    "message", "oom_kills", "by"};
+	const char *st, *by = NULL;
 	int e;
 
 	if ((e = check_members(c, o, "exit", names, ARRAY_SIZE(names))) < 0 ||
@@ -1045,6 +1063,16 @@ static int decode_exit(struct dctx *c, const struct jnode *o, struct acct_exit *
 		return e;
 	if (x->signal < 0 || x->signal > 128)
 		return err_set(c->err, c->errlen, -EINVAL, "exit.signal: out of range");
+	if ((e = get_str(c, o, "exit", "by", false, 64, &by)) < 0)
+		return e;
+	if (by) {
+		x->by = acct_exit_by_from_string(by);
+		if (x->by == _ACCT_BY_INVALID || x->by == ACCT_BY_NONE)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "exit.by: unknown value \"%.32s\" (task, limit, client, "
+				       "operator)",
+				       by);
+	}
 	return 0;
 }
 

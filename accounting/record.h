@@ -50,6 +50,17 @@ enum acct_exit_status {
 	_ACCT_EXIT_INVALID = -1,
 };
 
+/* Who ended a task (exit.by, docs/pipeline.md). */
+enum acct_exit_by {
+	ACCT_BY_NONE,	  /* not said (records of older agents; lost tasks) */
+	ACCT_BY_TASK,	  /* it ended on its own */
+	ACCT_BY_LIMIT,	  /* the agent or the kernel enforced a limit or the sandbox */
+	ACCT_BY_CLIENT,	  /* the run --wait client: a forwarded signal, or it went away */
+	ACCT_BY_OPERATOR, /* corralctl kill (any other control connection) */
+	_ACCT_BY_MAX,
+	_ACCT_BY_INVALID = -1,
+};
+
 /* Which mechanism measured a usage field. */
 enum acct_source {
 	ACCT_SRC_NONE,
@@ -126,6 +137,7 @@ struct acct_exit {
 	/* Kernel OOM kills inside the task (any of its processes, main or not); encoded when
 	 * non-zero. A task whose main process survived them keeps its own status and code. */
 	uint64_t oom_kills;
+	enum acct_exit_by by; /* encoded unless ACCT_BY_NONE */
 };
 
 #define ACCT_NODE_GPU_MODELS_MAX 64
@@ -184,6 +196,8 @@ const char *acct_type_to_string(enum acct_type t);
 enum acct_type acct_type_from_string(const char *s);
 const char *acct_exit_status_to_string(enum acct_exit_status s);
 enum acct_exit_status acct_exit_status_from_string(const char *s);
+const char *acct_exit_by_to_string(enum acct_exit_by b);
+enum acct_exit_by acct_exit_by_from_string(const char *s);
 const char *acct_source_to_string(enum acct_source s);
 enum acct_source acct_source_from_string(const char *s);
 const char *acct_usage_field_name(enum acct_usage_field f);

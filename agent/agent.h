@@ -43,8 +43,10 @@ enum task_state {
 struct waiter {
 	struct conn *conn;
 	struct waiter *next;
-	bool start; /* waits for the run reply (the task is starting) ... */
-	bool wait;  /* ... and then for the end (run --wait) */
+	bool start;  /* waits for the run reply (the task is starting) ... */
+	bool wait;   /* ... and then for the end (run --wait) */
+	bool owner;  /* the run --wait connection: its signals are the client's (exit.by) ... */
+	bool detach; /* ... and the task is not killed when it goes away */
 };
 
 struct task {
@@ -83,6 +85,13 @@ struct task {
 	enum acct_exit_status limit_reason; /* ACCT_EXIT_NONE until a limit fired */
 	uint64_t term_sent_mono;
 	bool kill_sent;
+	/* exit.by: who sent the signal meant to end it (ACCT_BY_CLIENT, ACCT_BY_OPERATOR), or
+	 * ACCT_BY_NONE; see agent/control.c */
+	enum acct_exit_by end_by;
+	/* The run --wait client went away (agent/control.c): SIGTERM sent at client_term_mono
+	 * (or due once the task runs: client_gone), SIGKILL after kill_grace. */
+	bool client_gone, client_term_sent, client_kill_sent;
+	uint64_t client_term_mono;
 	uint64_t limit_value, limit_observed; /* for audit.limit */
 	/* Kernel OOM kills in the task's cgroup: the latest count read, and how many of them an
 	 * audit.limit record has reported. */

@@ -31,6 +31,7 @@ void config_init_defaults(struct agent_config *c)
 	c->allowed_group = strdup("corral");
 	c->allowed_users = strdup("*");
 	c->max_tasks = 1024;
+	c->slurm_job = true;
 	c->reserve_memory = 0;
 	c->reserve_cpus = 0;
 	c->kill_grace_ns = 10 * NSEC_PER_SEC;
@@ -163,6 +164,12 @@ static int config_set_agent(struct agent_config *c, const char *section, const c
 		if (parse_bool(value, &b) < 0)
 			return BAD("expected yes or no");
 		c->allow_root_tasks = b;
+		return 0;
+	}
+	if (IS("agent", "slurm_job")) {
+		if (parse_bool(value, &b) < 0)
+			return BAD("expected yes or no");
+		c->slurm_job = b;
 		return 0;
 	}
 	if (IS("agent", "max_tasks")) {

@@ -46,6 +46,9 @@ struct agent_config {
 	char *allowed_group; /* members may run tasks as any allowed user */
 	char *allowed_users; /* "*" or comma list of target users for privileged submitters */
 	bool allow_root_tasks;
+	/* run --wait inside a Slurm job: its SLURM_JOB_ID, _ACCOUNT, _USER, _PARTITION (sent by
+	 * corralctl) become the task's job, account and labels unless given (agent/control.c) */
+	bool slurm_job;
 	uint32_t max_tasks;
 	uint64_t reserve_memory;
 	double reserve_cpus;

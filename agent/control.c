@@ -4,6 +4,11 @@
  * line. Clients are identified by SO_PEERCRED (uid/gid of the connecting process).
  *   {"op":"run","spec":{...},"wait":bool} -> {"ok":true,"task":ID} (+ later, with wait,
  *                                          {"ok":true,"event":"ended","task":ID,"record":{...}})
+ *     with wait also: "stdio":["in","out","err"] (the streams whose descriptors came with the
+ *     request, SCM_RIGHTS, in that order; see stdio_take), "pty":bool (the first is a terminal
+ *     to become the task's controlling one), "detach":bool (the task is not killed when this
+ *     connection goes away; else SIGTERM, then SIGKILL after kill_grace). A kill sent on this
+ *     connection is the client's (exit.by "client"), from any other one an operator's.
  *   {"op":"ps"}                            -> {"ok":true,"tasks":[...]}
  *   {"op":"show","task":ID}                -> {"ok":true,"record":{...}}
  *   {"op":"kill","task":ID,"signal":N}     -> {"ok":true}
@@ -29,12 +34,14 @@
 #include "common/escape.h"
 #include "agent/users.h"
 #include "agent/gpu_glue.h"
+#include "agent/admission.h"
 #include "agent/sandbox.h"
 #include "agent/log.h"
 #include "agent/loop.h"
 #include "agent/task.h"
 #include "agent/control.h"
 #include "bpf/meter.h"
+#include "common/error.h"
 #include "common/macro.h"
 #include "common/clock.h"
 #include "common/fileio.h"
@@ -48,15 +55,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/sysmacros.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
-#define REQ_MAX	 (1 << 20)
-#define OUT_HIGH (256u << 10) /* unsent bytes above which no request is read */
-#define OUT_MAX	 (16u << 20)  /* unsent bytes past which the connection is closed */
+#define REQ_MAX	     (1 << 20)
+#define OUT_HIGH     (256u << 10) /* unsent bytes above which no request is read */
+#define OUT_MAX	     (16u << 20)  /* unsent bytes past which the connection is closed */
+#define CONN_FDS_MAX 3		  /* descriptors a request may carry (stdin, stdout, stderr) */
 
 struct conn {
 	struct agent *a;
@@ -68,11 +81,14 @@ struct conn {
 	size_t in_len;
 	char *out;
 	size_t out_len, out_off;
-	bool closing;	      /* close after the output drains */
-	bool privileged;      /* root or the agent's group, at connect time */
-	bool paused;	      /* replies over OUT_HIGH: requests are not read */
-	bool dead;	      /* to be closed by control_tick (why: in log) */
-	unsigned waiting;     /* number of tasks this connection waits for */
+	bool closing;	       /* close after the output drains */
+	bool privileged;       /* root or the agent's group, at connect time */
+	bool paused;	       /* replies over OUT_HIGH: requests are not read */
+	bool dead;	       /* to be closed by control_tick (why: in log) */
+	unsigned waiting;      /* number of tasks this connection waits for */
+	int fds[CONN_FDS_MAX]; /* descriptors received with the request being read */
+	size_t n_fds;
+	bool fds_bad;	      /* more than CONN_FDS_MAX came (closed): the next run is refused */
 	uint64_t active_mono; /* last request or reply byte */
 	uint64_t req_mono;    /* first byte of the incomplete request in `in`, 0: none */
 	uint64_t out_mono;    /* last progress sending, while replies are pending */
@@ -143,7 +159,39 @@ int control_listen(struct agent *a)
 	return loop_add(a->loop, fd, EPOLLIN, on_listen, a);
 }
 
-static void conn_free(struct agent *a, struct conn *c)
+static void conn_drop_fds(struct conn *c)
+{
+	for (size_t i = 0; i < c->n_fds; i++)
+		close(c->fds[i]);
+	c->n_fds = 0;
+}
+
+/*
+ * The run --wait client of a task went away (its connection closed, whatever the reason): the
+ * task gets SIGTERM (once it runs) and SIGKILL kill_grace later (control_tick), unless the run
+ * asked for detach. exit.by says "client".
+ */
+static void task_client_gone(struct agent *a, struct task *t)
+{
+	if (t->state != TASK_STARTING && t->state != TASK_RUNNING)
+		return;
+	t->client_gone = true;
+	if (t->end_by == ACCT_BY_NONE)
+		t->end_by = ACCT_BY_CLIENT;
+	if (t->state == TASK_RUNNING && !t->client_term_sent && t->cg) {
+		int r = cg_task_kill(t->cg, SIGTERM);
+
+		t->client_term_sent = true;
+		t->client_term_mono = now_ns(CLOCK_MONOTONIC);
+		log_notice("task %s: its run --wait client went away: SIGTERM sent%s%s (SIGKILL "
+			   "in %.1fs)",
+			   t->id, r < 0 ? ", failed: " : "", r < 0 ? strerror(-r) : "",
+			   (double)a->cfg.kill_grace_ns / 1e9);
+	}
+}
+
+/* client_gone: the connection was lost (not closed by the agent's own stop). */
+static void conn_free_as(struct agent *a, struct conn *c, bool client_gone)
 {
 	struct conn **pp;
 
@@ -156,11 +204,14 @@ static void conn_free(struct agent *a, struct conn *c)
 				struct waiter *w = *wp;
 
 				*wp = w->next;
+				if (client_gone && w->owner && !w->detach)
+					task_client_gone(a, t);
 				free(w);
 			} else
 				wp = &(*wp)->next;
 		}
 	}
+	conn_drop_fds(c);
 	for (pp = &a->conns; *pp; pp = &(*pp)->next)
 		if (*pp == c) {
 			*pp = c->next;
@@ -174,10 +225,16 @@ static void conn_free(struct agent *a, struct conn *c)
 	a->n_conns--;
 }
 
+static void conn_free(struct agent *a, struct conn *c)
+{
+	conn_free_as(a, c, true);
+}
+
 void control_close_all(struct agent *a)
 {
+	/* The agent stops: its clients lose the connection, their tasks keep running. */
 	while (a->conns)
-		conn_free(a, a->conns);
+		conn_free_as(a, a->conns, false);
 }
 
 static void conn_update_events(struct agent *a, struct conn *c)
@@ -288,6 +345,235 @@ static json_t *ended_reply(struct agent *a, struct task *t)
 			 rec);
 }
 
+/*
+ * May the task user open this file with this access, by its permission bits (owner, group
+ * with the user's groups, others)? ACLs and the path's directories are not looked at: a
+ * descriptor is refused unless its bits alone allow it.
+ */
+static bool user_may_access(const struct user_info *pw, const struct stat *st, bool write)
+{
+	mode_t want = write ? S_IWOTH : S_IROTH;
+
+	if (pw->uid == 0 || st->st_uid == pw->uid)
+		return pw->uid == 0 || (st->st_mode & (want << 6));
+	for (int i = 0; i < pw->n_groups; i++)
+		if (pw->groups[i] == st->st_gid)
+			return st->st_mode & (want << 3);
+	return st->st_mode & want;
+}
+
+/*
+ * One descriptor a client passed for a task's stream (docs/security.md "Descriptors passed by
+ * run --wait"): what it is must be something the task's user could hold on its own. The agent
+ * never reads or writes it; only fstat, fcntl(F_GETFL) and, for a character device, TCGETS.
+ */
+static int stdio_check(int fd, const char *stream, bool write, bool tty, const struct user_info *pw,
+		       bool same_uid, char *err, size_t errlen)
+{
+	struct termios tio;
+	struct stat st;
+	int fl = fcntl(fd, F_GETFL);
+	int acc = fl & O_ACCMODE;
+
+	if (fl < 0 || fstat(fd, &st) < 0)
+		return err_set(err, errlen, -EBADF, "stdio: %s: %s", stream, strerror(errno));
+	if (fl & O_PATH)
+		return err_set(err, errlen, -EINVAL, "stdio: %s: an O_PATH descriptor is refused",
+			       stream);
+	if (write ? acc == O_RDONLY : acc == O_WRONLY)
+		return err_set(err, errlen, -EINVAL, "stdio: %s: the descriptor is not open for %s",
+			       stream, write ? "writing" : "reading");
+	if (tty && !(S_ISCHR(st.st_mode) && ioctl(fd, TCGETS, &tio) == 0))
+		return err_set(err, errlen, -EINVAL, "stdio: %s: --pty: not a terminal", stream);
+	/* a socket keeps the credentials of whoever connected it (SO_PEERCRED): a task of
+	 * another user would speak as the caller */
+	if (S_ISSOCK(st.st_mode) && !same_uid)
+		return err_set(
+		    err, errlen, -EPERM,
+		    "stdio: %s: a socket of uid %u refused for a task of uid %u (use --%s "
+		    "FILE)",
+		    stream, (unsigned)st.st_uid, (unsigned)pw->uid, stream);
+	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+		/* a pipe or a socket the client holds: a channel, not a file of anyone's (a named
+		 * FIFO is a file: its bits are checked as for one) */
+		struct statfs sf;
+
+		if (S_ISSOCK(st.st_mode) ||
+		    (fstatfs(fd, &sf) == 0 && sf.f_type == (typeof(sf.f_type))PIPEFS_MAGIC))
+			return 0;
+	} else if (S_ISCHR(st.st_mode)) {
+		/* /dev/null, or a terminal; any other device (a GPU, kvm, a disk's raw node)
+		 * would pass by the device policy that a task's own open meets */
+		bool null = major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
+
+		if (null)
+			return 0;
+		if (ioctl(fd, TCGETS, &tio) < 0)
+			return err_set(err, errlen, -EINVAL,
+				       "stdio: %s: a character device other than a terminal or "
+				       "/dev/null is refused (use --%s FILE)",
+				       stream, stream);
+		/* a terminal of the same user: what the caller holds; another user's (root's
+		 * after su) could be typed into (TIOCSTI) or read by the task */
+		if (same_uid || st.st_uid == pw->uid)
+			return 0;
+		return err_set(err, errlen, -EPERM,
+			       "stdio: %s: a terminal of uid %u refused for a task of uid %u (use "
+			       "--%s FILE or --pty)",
+			       stream, (unsigned)st.st_uid, (unsigned)pw->uid, stream);
+	} else if (!S_ISREG(st.st_mode)) {
+		return err_set(err, errlen, -EINVAL,
+			       "stdio: %s: %s refused (a regular file, pipe, socket, terminal or "
+			       "/dev/null only)",
+			       stream,
+			       S_ISDIR(st.st_mode)   ? "a directory"
+			       : S_ISBLK(st.st_mode) ? "a block device"
+						     : "this kind of file");
+	}
+	/* the caller's own uid: what its process holds, the task may hold (the caller chose
+	 * where its output goes); for another uid, only what that user could open itself */
+	if (!same_uid && !user_may_access(pw, &st, write))
+		return err_set(err, errlen, -EPERM,
+			       "stdio: %s: a file of uid %u (mode %04o) that the task's user (uid "
+			       "%u) may not open for %s: refused",
+			       stream, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+			       (unsigned)pw->uid, write ? "writing" : "reading");
+	return 0;
+}
+
+/*
+ * run with "stdio": the descriptors that came with the request become the task's streams
+ * (moved into spec, or closed with it). Accepted only from the task's own uid, or from root;
+ * each one checked by stdio_check. Descriptors sent without a "stdio" list are closed.
+ */
+static int stdio_take(struct agent *a, struct conn *c, json_t *req, struct task_spec *spec,
+		      char *err, size_t errlen)
+{
+	static const char *const names[3] = {"stdin", "stdout", "stderr"};
+	static const char *const keys[3] = {"in", "out", "err"};
+	json_t *list = json_object_get(req, "stdio"), *v;
+	bool tty = json_is_true(json_object_get(req, "pty"));
+	const struct user_info *pw;
+	unsigned seen = 0;
+	size_t i;
+	int r;
+
+	if (c->fds_bad)
+		return err_set(err, errlen, -EINVAL,
+			       "stdio: more than %d descriptors came with the request",
+			       CONN_FDS_MAX);
+	if (!list) {
+		if (c->n_fds || tty)
+			return err_set(err, errlen, -EINVAL,
+				       "stdio: descriptors came without a \"stdio\" list");
+		return 0;
+	}
+	if (!json_is_array(list) || json_array_size(list) != c->n_fds)
+		return err_set(
+		    err, errlen, -EINVAL,
+		    "stdio: expected a list of the %zu stream(s) passed (\"in\", \"out\", "
+		    "\"err\")",
+		    c->n_fds);
+	if (!json_is_true(json_object_get(req, "wait")))
+		return err_set(err, errlen, -EINVAL, "stdio: passed descriptors need \"wait\"");
+	if (!agent_users(a))
+		return err_set(err, errlen, -ENOMEM, "out of memory");
+	r = admission_resolve_user(agent_users(a), spec->user, c->uid, &pw, err, errlen);
+	if (r < 0)
+		return r;
+	if (c->uid != 0 && pw->uid != c->uid)
+		return err_set(
+		    err, errlen, -EPERM,
+		    "stdio: descriptors are accepted only for a task of the caller's own "
+		    "uid (%u) or from root, not for uid %u: use --stdin/--stdout/--stderr FILE",
+		    (unsigned)c->uid, (unsigned)pw->uid);
+	json_array_foreach(list, i, v)
+	{
+		const char *k = json_string_value(v);
+		int s = -1;
+
+		for (int j = 0; k && j < 3; j++)
+			if (strcmp(k, keys[j]) == 0)
+				s = j;
+		if (s < 0 || seen & 1u << s)
+			return err_set(err, errlen, -EINVAL,
+				       "stdio[%zu]: expected \"in\", \"out\" or \"err\", each once",
+				       i);
+		seen |= 1u << s;
+		r = stdio_check(c->fds[i], names[s], s != 0, tty && s == 0, pw, pw->uid == c->uid,
+				err, errlen);
+		if (r < 0)
+			return r;
+	}
+	if (tty && !(seen & 1))
+		return err_set(err, errlen, -EINVAL, "pty: the terminal must be passed as \"in\"");
+	json_array_foreach(list, i, v)
+	{
+		const char *k = json_string_value(v);
+		int s = strcmp(k, "in") == 0 ? 0 : strcmp(k, "out") == 0 ? 1 : 2;
+
+		spec->stdio_fd[s] = c->fds[i];
+		spec->stdio_fds |= 1u << s;
+	}
+	c->n_fds = 0; /* spec owns them now */
+	spec->stdio_tty = tty;
+	return 0;
+}
+
+/*
+ * "slurm": {"job_id", "account", "user", "partition"} (corralctl sends what its Slurm job's
+ * environment says): the job and account unless the spec has them, the labels slurm_user and
+ * slurm_partition unless it has those. [agent] slurm_job = no: ignored. The client could give
+ * the same with --job/--account/--label: nothing here is trusted more than those.
+ */
+static int slurm_fill(json_t *sl, struct task_spec *spec, char *err, size_t errlen)
+{
+	static const char *const labels[][2] = {{"user", "slurm_user"},
+						{"partition", "slurm_partition"}};
+	const char *v, *k;
+	char kv[SPEC_STR_MAX + 64];
+	json_t *jv;
+
+	if (!sl)
+		return 0;
+	if (!json_is_object(sl))
+		return err_set(err, errlen, -EINVAL, "slurm: expected an object");
+	json_object_foreach(
+	    sl, k, jv) if (!json_is_string(jv) || json_string_length(jv) > SPEC_STR_MAX ||
+			   strlen(json_string_value(jv)) !=
+			       json_string_length(jv)) return err_set(err, errlen, -EINVAL,
+								      "slurm.%.32s: expected a "
+								      "string of at most %d bytes",
+								      k, SPEC_STR_MAX);
+	if (!spec->job && (v = json_string_value(json_object_get(sl, "job_id"))) && *v) {
+		spec->job = strdup(v);
+		if (!spec->job)
+			return err_set(err, errlen, -ENOMEM, "out of memory");
+	}
+	if (!spec->account && (v = json_string_value(json_object_get(sl, "account"))) && *v) {
+		spec->account = strdup(v);
+		if (!spec->account)
+			return err_set(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(labels); i++) {
+		bool have = false;
+		int r;
+
+		v = json_string_value(json_object_get(sl, labels[i][0]));
+		if (!v || !*v || strlen(v) > SPEC_STR_MAX)
+			continue;
+		for (size_t j = 0; j < spec->n_labels; j++)
+			have |= strcmp(spec->label_keys[j], labels[i][1]) == 0;
+		if (have)
+			continue;
+		snprintf(kv, sizeof(kv), "%s=%s", labels[i][1], v);
+		r = spec_set_label(spec, kv, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 {
 	struct task_spec spec;
@@ -304,6 +590,10 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 	}
 	spec_init(&spec);
 	r = spec_from_json(json_object_get(req, "spec"), &spec, err, sizeof(err));
+	if (r == 0)
+		r = stdio_take(a, c, req, &spec, err, sizeof(err));
+	if (r == 0 && a->cfg.slurm_job)
+		r = slurm_fill(json_object_get(req, "slurm"), &spec, err, sizeof(err));
 	if (r < 0) {
 		spec_clear(&spec);
 		return error_reply(err);
@@ -317,12 +607,17 @@ static json_t *handle_run(struct agent *a, struct conn *c, json_t *req)
 	add_waiter(t, c);
 	t->waiters->start = true;
 	t->waiters->wait = json_is_true(json_object_get(req, "wait"));
+	t->waiters->owner = t->waiters->wait;
+	t->waiters->detach = json_is_true(json_object_get(req, "detach"));
 	return NULL;
 }
 
 /* The starting task exec'd (err NULL) or failed to launch (err says why). */
 static void control_task_started(struct agent *a, struct task *t, const char *err)
 {
+	/* its run --wait client went away while it started */
+	if (!err && t->client_gone)
+		task_client_gone(a, t);
 	for (struct waiter **wp = &t->waiters; *wp;) {
 		struct waiter *w = *wp;
 		json_t *reply;
@@ -524,6 +819,22 @@ static json_t *handle_status(struct agent *a)
 	return j;
 }
 
+/* Is c the run --wait connection of t? */
+static bool conn_owns(const struct conn *c, const struct task *t)
+{
+	for (const struct waiter *w = t->waiters; w; w = w->next)
+		if (w->conn == c && w->owner)
+			return true;
+	return false;
+}
+
+/* A signal sent to end a task (exit.by names its sender); the others (SIGUSR1, SIGWINCH...)
+ * tell it something. */
+static bool sig_ends(int sig)
+{
+	return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT || sig == SIGKILL;
+}
+
 static void handle_line(struct agent *a, struct conn *c, const char *line, size_t len)
 {
 	json_error_t e;
@@ -540,6 +851,8 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 		snprintf(msg, sizeof(msg), "request: invalid JSON: %s",
 			 req ? "not an object" : e.text);
 		json_decref(req);
+		conn_drop_fds(c);
+		c->fds_bad = false;
 		conn_send(a, c, error_reply(msg));
 		return;
 	}
@@ -573,9 +886,15 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 				reply = r < 0 ? error_reply(r == -ESRCH ? "task is not running"
 									: strerror(-r))
 					      : json_pack("{s:b}", "ok", 1);
-				if (r == 0)
-					log_info("task %s: signal %d sent by uid %u", t->id, sig,
-						 c->uid);
+				if (r == 0) {
+					bool client = conn_owns(c, t);
+
+					log_info("task %s: signal %d sent by uid %u%s", t->id, sig,
+						 c->uid, client ? " (its run --wait client)" : "");
+					if (sig_ends(sig))
+						t->end_by =
+						    client ? ACCT_BY_CLIENT : ACCT_BY_OPERATOR;
+				}
 			}
 		}
 	} else if (strcmp(op, "wait") == 0) {
@@ -595,6 +914,9 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 		reply = error_reply(msg);
 	}
 	json_decref(req);
+	/* descriptors are for the request they came with (a run takes them) */
+	conn_drop_fds(c);
+	c->fds_bad = false;
 	if (reply)
 		conn_send(a, c, reply);
 }
@@ -720,6 +1042,47 @@ static void conn_process(struct agent *a, struct conn *c)
 	conn_update_events(a, c);
 }
 
+/*
+ * recv, with the descriptors a request may carry (SCM_RIGHTS, close-on-exec): kept for the
+ * request being read (stdio_take), at most CONN_FDS_MAX; more, or a truncated set, are closed
+ * and the next run refused.
+ */
+static ssize_t conn_recv(struct conn *c, char *buf, size_t len)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * (CONN_FDS_MAX + 1))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b, .msg_controllen = sizeof(cm.b)};
+	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+
+	if (n < 0 || !mh.msg_controllen)
+		return n;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		size_t k;
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+			if (c->n_fds < CONN_FDS_MAX) {
+				c->fds[c->n_fds++] = fd;
+			} else {
+				close(fd);
+				c->fds_bad = true;
+			}
+		}
+	}
+	if (mh.msg_flags & MSG_CTRUNC)
+		c->fds_bad = true;
+	return n;
+}
+
 static void on_conn(void *data, int fd, uint32_t events)
 {
 	struct conn *c = data;
@@ -749,7 +1112,7 @@ static void on_conn(void *data, int fd, uint32_t events)
 		char buf[65536];
 
 		while (!c->paused && !c->dead) {
-			ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+			ssize_t n = conn_recv(c, buf, sizeof(buf));
 			char *nb;
 
 			if (n < 0 && errno == EINTR)
@@ -784,6 +1147,17 @@ static void on_conn(void *data, int fd, uint32_t events)
 void control_tick(struct agent *a, uint64_t now)
 {
 	struct conn *next;
+
+	/* tasks whose run --wait client went away: SIGKILL kill_grace after the SIGTERM */
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (t->client_term_sent && !t->client_kill_sent && t->state == TASK_RUNNING &&
+		    t->cg && now - t->client_term_mono >= a->cfg.kill_grace_ns) {
+			log_notice("task %s: still running %.1fs after its client went away: "
+				   "SIGKILL",
+				   t->id, (double)a->cfg.kill_grace_ns / 1e9);
+			(void)cg_task_kill(t->cg, SIGKILL);
+			t->client_kill_sent = true;
+		}
 
 	for (struct conn *c = a->conns; c; c = next) {
 		char msg[160];

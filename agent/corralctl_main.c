@@ -2,6 +2,7 @@
 /* corralctl: the command-line client of corrald's control socket. */
 #include "agent/spec.h"
 #include "corral_version.h"
+#include "common/clock.h"
 #include "common/escape.h"
 #include "common/macro.h"
 #include "common/parse.h"
@@ -10,14 +11,21 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,7 +48,13 @@ static void usage(FILE *f)
 	    "  status [--json]                 agent status: enforcement, upload health, spool\n\n"
 	    "run options:\n"
 	    "  --wait               wait for the end; exit with the task's code (128+signal when\n"
-	    "                       killed) and print the exit reason on stderr\n"
+	    "                       killed) and print the exit reason on stderr; the task gets\n"
+	    "                       this command's stdin/stdout/stderr, and the signals INT TERM\n"
+	    "                       HUP QUIT USR1 USR2 WINCH it receives (a 2nd INT within 1 s:\n"
+	    "                       KILL); if this command goes away the task is killed\n"
+	    "  -q, --quiet          (--wait) no id line, no end line when the task exited 0\n"
+	    "  --pty                (--wait) run the task on a new pseudo-terminal\n"
+	    "  --detach-on-disconnect   (--wait) the task goes on if this command goes away\n"
 	    "  --memory SIZE        memory limit (512M, 2G); --memory-high SIZE; --swap SIZE\n"
 	    "  --cpus N             CPU limit in cores (fractional: 0.5)\n"
 	    "  --cpu-weight W       relative CPU weight 1-10000 (default 100)\n"
@@ -55,7 +69,10 @@ static void usage(FILE *f)
 	    "  --account A, --job J, --label K=V (repeatable)\n"
 	    "  --workdir DIR        working directory (default: the current directory)\n"
 	    "  --env K=V            environment variable (repeatable)\n"
-	    "  --stdout F, --stderr F   output files (default /dev/null), opened as the task user\n"
+	    "  --env-all, --env-keep K   the caller's whole environment, or variable K of it\n"
+	    "  --no-slurm           inside a Slurm job, do not take job/account/labels from it\n"
+	    "  --stdin F, --stdout F, --stderr F   files opened as the task user (instead of\n"
+	    "                       the passed streams; without --wait the default is /dev/null)\n"
 	    "  --seccomp PROFILE    default, strict, unconfined, a name in the profile dir, or a "
 	    "path\n"
 	    "  --allow-net CIDR[:PORT], --deny-net CIDR[:PORT]   network policy (repeatable)\n"
@@ -170,43 +187,58 @@ static void send_req(int fd, json_t *req)
 	free(txt);
 }
 
+/* Replies read so far (recv_reply, run --wait's loop). */
+static char *rbuf;
+static size_t rlen, rcap;
+
+/* A reply line already read, or NULL (no complete line yet). */
+static json_t *take_reply(void)
+{
+	json_error_t e;
+	char *nl = rbuf ? memchr(rbuf, '\n', rlen) : NULL;
+	json_t *j;
+	size_t l;
+
+	if (!nl)
+		return NULL;
+	l = (size_t)(nl - rbuf);
+	j = json_loadb(rbuf, l, 0, &e);
+	memmove(rbuf, nl + 1, rlen - l - 1);
+	rlen -= l + 1;
+	if (!j)
+		die("invalid reply from corrald: %s", e.text);
+	return j;
+}
+
+/* One read from the agent (the socket is readable). */
+static void fill_reply(int fd)
+{
+	ssize_t n;
+
+	if (rlen + 65536 > rcap) {
+		rcap = rlen + 65536;
+		rbuf = realloc(rbuf, rcap);
+		if (!rbuf)
+			die("out of memory");
+	}
+	do
+		n = recv(fd, rbuf + rlen, rcap - rlen, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		die("reading from corrald: %s", strerror(errno));
+	if (n == 0)
+		die("corrald closed the connection (agent restarted?)");
+	rlen += (size_t)n;
+}
+
 /* Read one reply line. */
 static json_t *recv_reply(int fd)
 {
-	static char *buf;
-	static size_t len, cap;
-	json_error_t e;
 	json_t *j;
 
-	for (;;) {
-		char *nl = buf ? memchr(buf, '\n', len) : NULL;
-		ssize_t n;
-
-		if (nl) {
-			size_t l = (size_t)(nl - buf);
-
-			j = json_loadb(buf, l, 0, &e);
-			memmove(buf, nl + 1, len - l - 1);
-			len -= l + 1;
-			if (!j)
-				die("invalid reply from corrald: %s", e.text);
-			return j;
-		}
-		if (len + 65536 > cap) {
-			cap = len + 65536;
-			buf = realloc(buf, cap);
-			if (!buf)
-				die("out of memory");
-		}
-		n = recv(fd, buf + len, cap - len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			die("reading from corrald: %s", strerror(errno));
-		if (n == 0)
-			die("corrald closed the connection (agent restarted?)");
-		len += (size_t)n;
-	}
+	while (!(j = take_reply()))
+		fill_reply(fd);
+	return j;
 }
 
 static json_t *call(json_t *req)
@@ -277,6 +309,360 @@ static int report_end(json_t *rec)
 	return rc;
 }
 
+/* ---- run --wait: stdio passed, signals forwarded, --pty ------------------------------------ */
+
+/* The signals run --wait forwards to its task (docs/usage.md "Signals"). */
+static const int fwd_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+
+struct run_io {
+	int fds[3];	     /* passed to the task, in the order of keys */
+	const char *keys[3]; /* "in", "out", "err" */
+	size_t n;
+	bool pty;
+	int master;	      /* --pty: the terminal's master side, kept here */
+	bool raw;	      /* our own stdin was put in raw mode (restored at exit) */
+	struct termios saved; /* ... from this */
+	bool in_eof, out_eof; /* --pty: our stdin ended; the master has no more output */
+	char tobuf[4096];     /* --pty: stdin bytes not yet written to the master */
+	size_t to_len;
+};
+
+static struct run_io *pty_restore_io;
+
+static void pty_restore(void)
+{
+	if (pty_restore_io && pty_restore_io->raw)
+		(void)tcsetattr(STDIN_FILENO, TCSAFLUSH, &pty_restore_io->saved);
+}
+
+/* An anonymous pipe, or /dev/null. */
+static bool is_pipe_or_null(int fd, const struct stat *st)
+{
+	struct statfs sf;
+
+	if (S_ISCHR(st->st_mode))
+		return major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+	return S_ISFIFO(st->st_mode) && fstatfs(fd, &sf) == 0 &&
+	       sf.f_type == (typeof(sf.f_type))PIPEFS_MAGIC;
+}
+
+/* Does the task run as another user (--user)? 0 no, 1 yes and we are root, 2 yes. */
+static int runs_as_other(const struct task_spec *sp)
+{
+	struct passwd *pw;
+	uint64_t u;
+
+	if (!sp->user)
+		return 0;
+	pw = getpwnam(sp->user);
+	if (pw)
+		u = pw->pw_uid;
+	else if (parse_u64(sp->user, &u) < 0)
+		return 0; /* unknown: the agent says so */
+	if (u == getuid())
+		return 0;
+	return getuid() == 0 ? 1 : 2;
+}
+
+/*
+ * The streams the task gets from us: each one not redirected to a file (--stdin/--stdout/
+ * --stderr) and open here. With --pty a new terminal's slave end stands for all three (the
+ * master stays here, copied to and from our own stdio).
+ */
+static void run_io_prepare(struct run_io *io, const struct task_spec *sp)
+{
+	static const char *const keys[3] = {"in", "out", "err"};
+	const bool redirected[3] = {sp->stdin_path != NULL, sp->stdout_path != NULL,
+				    sp->stderr_path != NULL};
+	static const char *const names[3] = {"stdin", "stdout", "stderr"};
+	int slave = -1, other = runs_as_other(sp);
+
+	io->master = -1;
+	if (other && io->pty)
+		die("--pty: only for a task that runs as you (--user names another user)");
+	if (other == 2) {
+		/* a member of allowed_group for another user: the agent takes descriptors only
+		 * for the caller's own tasks (or from root) */
+		eprintf(stderr,
+			"corralctl: the task runs as %s: its stdio is not passed (/dev/null; "
+			"--stdin/--stdout/--stderr FILE)\n",
+			sp->user);
+		return;
+	}
+	if (io->pty) {
+		struct winsize ws;
+		char *name;
+
+		io->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (io->master < 0 || grantpt(io->master) < 0 || unlockpt(io->master) < 0 ||
+		    !(name = ptsname(io->master)))
+			die("--pty: cannot allocate a terminal: %s", strerror(errno));
+		slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (slave < 0)
+			die("--pty: %s: %s", name, strerror(errno));
+		if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+			(void)ioctl(io->master, TIOCSWINSZ, &ws);
+		if (tcgetattr(STDIN_FILENO, &io->saved) == 0) {
+			struct termios raw = io->saved;
+
+			/* ours raw: every key (^C, ^Z included) goes to the task's terminal,
+			 * whose line discipline turns it into the signal */
+			cfmakeraw(&raw);
+			if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0) {
+				io->raw = true;
+				pty_restore_io = io;
+				atexit(pty_restore);
+			}
+		}
+		(void)fcntl(io->master, F_SETFL, O_NONBLOCK);
+	}
+	for (int i = 0; i < 3; i++) {
+		int fd = io->pty ? slave : i;
+		struct stat st;
+
+		if (redirected[i] || fstat(fd, &st) < 0)
+			continue;
+		/* root, for another user: pipes and /dev/null only (root's files, terminals and
+		 * sockets are not the task user's: the agent checks what it gets, corralctl does
+		 * not make a redirection of root's the reason a run fails) */
+		if (other == 1 && !is_pipe_or_null(fd, &st)) {
+			eprintf(stderr,
+				"corralctl: %s is not a pipe: not passed to a task of another user "
+				"(it gets /dev/null; --%s FILE)\n",
+				names[i], names[i]);
+			continue;
+		}
+		io->fds[io->n] = fd;
+		io->keys[io->n++] = keys[i];
+	}
+	if (io->pty && (io->n == 0 || strcmp(io->keys[0], "in") != 0))
+		die("--pty: the terminal must be the task's stdin (no --stdin FILE with --pty)");
+}
+
+/* The request, with the descriptors on its first bytes (SCM_RIGHTS). */
+static void send_req_fds(int fd, json_t *req, const int *fds, size_t nfds)
+{
+	char *txt = json_dumps(req, JSON_COMPACT);
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 3)];
+		struct cmsghdr align;
+	} cm;
+	size_t len, off = 0;
+
+	json_decref(req);
+	if (!txt)
+		die("out of memory");
+	len = strlen(txt);
+	txt[len++] = '\n';
+	while (off < len) {
+		struct iovec iov = {.iov_base = txt + off, .iov_len = len - off};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		ssize_t n;
+
+		if (off == 0 && nfds) {
+			struct cmsghdr *c;
+
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.b;
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+			memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+		}
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("sending to corrald: %s", strerror(errno));
+		}
+		off += (size_t)n;
+	}
+	free(txt);
+}
+
+/* --pty: copy what is ready between our stdio and the master. */
+static void pty_pump(struct run_io *io, short in_ev, short m_ev)
+{
+	char buf[4096];
+	ssize_t n;
+
+	if (m_ev & (POLLIN | POLLHUP | POLLERR)) {
+		n = read(io->master, buf, sizeof(buf));
+		if (n > 0) {
+			size_t off = 0;
+
+			while (off < (size_t)n) {
+				ssize_t w = write(STDOUT_FILENO, buf + off, (size_t)n - off);
+
+				if (w < 0 && errno == EINTR)
+					continue;
+				if (w <= 0)
+					break;
+				off += (size_t)w;
+			}
+		} else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			io->out_eof = true; /* EIO: no process holds the slave any more */
+		}
+	}
+	if ((in_ev & (POLLIN | POLLHUP)) && io->to_len < sizeof(io->tobuf)) {
+		n = read(STDIN_FILENO, io->tobuf + io->to_len, sizeof(io->tobuf) - io->to_len);
+		if (n > 0)
+			io->to_len += (size_t)n;
+		else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			io->in_eof = true;
+	}
+	if (io->to_len) {
+		n = write(io->master, io->tobuf, io->to_len);
+		if (n > 0) {
+			memmove(io->tobuf, io->tobuf + n, io->to_len - (size_t)n);
+			io->to_len -= (size_t)n;
+		}
+	}
+}
+
+/* --pty: the task's output still in the terminal once it ended. */
+static void pty_drain(struct run_io *io)
+{
+	for (int i = 0; i < 1000 && !io->out_eof; i++) {
+		struct pollfd p = {.fd = io->master, .events = POLLIN};
+
+		if (poll(&p, 1, 20) <= 0)
+			break;
+		pty_pump(io, 0, p.revents);
+	}
+}
+
+/*
+ * run --wait once the request is sent: the start reply, then the end, forwarding the signals
+ * we get meanwhile (a second SIGINT within 1 s: SIGKILL) on the same connection, so the agent
+ * knows them as the client's. Returns the exit code.
+ */
+static int run_wait_loop(int fd, int sfd, struct run_io *io, bool wait, bool quiet,
+			 bool id_on_stdout)
+{
+	int pending[16], npending = 0, rc = 0;
+	uint64_t last_int = 0;
+	char *id = NULL;
+
+	for (;;) {
+		struct pollfd p[4] = {{.fd = fd, .events = POLLIN},
+				      {.fd = sfd, .events = POLLIN},
+				      {.fd = -1},
+				      {.fd = -1}};
+		json_t *r;
+
+		while ((r = take_reply())) {
+			const char *ev = json_string_value(json_object_get(r, "event"));
+
+			if (!id) {
+				/* the start reply */
+				const char *tid = json_string_value(json_object_get(r, "task"));
+
+				if (!json_is_true(json_object_get(r, "ok"))) {
+					eprintf(stderr, "corralctl: %s%s%s%s\n", tid ? "task " : "",
+						tid ? tid : "", tid ? ": launch_failed: " : "",
+						json_string_value(json_object_get(r, "error"))
+						    ?: "request failed");
+					rc = 1;
+					if (tid) {
+						rc = (int)json_integer_value(
+						    json_object_get(r, "exit_code"));
+						eprintf(id_on_stdout ? stdout : stderr, "%s\n",
+							tid);
+						rc = wait ? (rc ? rc : 127) : 1;
+					}
+					json_decref(r);
+					return rc;
+				}
+				id = strdup(tid ? tid : "?");
+				if (!id)
+					die("out of memory");
+				if (id_on_stdout)
+					eprintf(stdout, "%s\n", id);
+				else if (!quiet)
+					eprintf(stderr, "corralctl: task %s\n", id);
+				fflush(stdout);
+				json_decref(r);
+				if (!wait)
+					return 0;
+				for (int i = 0; i < npending; i++)
+					send_req(fd, json_pack("{s:s,s:s,s:i}", "op", "kill",
+							       "task", id, "signal", pending[i]));
+				npending = 0;
+				continue;
+			}
+			if (ev && strcmp(ev, "ended") == 0) {
+				json_t *rec = json_object_get(r, "record");
+				json_t *ex = json_object_get(rec, "exit");
+				bool clean =
+				    json_integer_value(json_object_get(ex, "code")) == 0 &&
+				    !strcmp(json_string_value(json_object_get(ex, "status")) ?: "",
+					    "exited");
+
+				if (io->pty)
+					pty_drain(io);
+				pty_restore();
+				if (quiet && clean)
+					rc = 0;
+				else
+					rc = report_end(rec);
+				json_decref(r);
+				free(id);
+				return rc;
+			}
+			/* a forwarded signal's answer: a task that just ended is not an error */
+			json_decref(r);
+		}
+		if (io->pty) {
+			if (!io->in_eof)
+				p[2] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
+			if (!io->out_eof)
+				p[3] = (struct pollfd){.fd = io->master, .events = POLLIN};
+		}
+		if (poll(p, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll: %s", strerror(errno));
+		}
+		if (p[0].revents)
+			fill_reply(fd);
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				int sig = (int)si.ssi_signo;
+				uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+				if (sig == SIGINT) {
+					if (last_int && now - last_int < NSEC_PER_SEC)
+						sig = SIGKILL; /* the second ^C within 1 s */
+					last_int = now;
+				}
+				if (sig == SIGWINCH && io->pty) {
+					struct winsize ws;
+
+					/* the terminal's size: its kernel side signals the
+					 * task's foreground process group */
+					if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+						(void)ioctl(io->master, TIOCSWINSZ, &ws);
+					continue;
+				}
+				if (!id) {
+					if (npending < (int)ARRAY_SIZE(pending))
+						pending[npending++] = sig;
+					continue;
+				}
+				send_req(fd, json_pack("{s:s,s:s,s:i}", "op", "kill", "task", id,
+						       "signal", sig));
+			}
+		}
+		if (io->pty)
+			pty_pump(io, p[2].revents, p[3].revents);
+	}
+}
+
 static int wait_ended(int fd)
 {
 	for (;;) {
@@ -337,6 +723,12 @@ enum {
 	OPT_NO_LANDLOCK,
 	OPT_PRIVATE_DEV,
 	OPT_NO_PRIVATE_DEV,
+	OPT_STDIN,
+	OPT_PTY,
+	OPT_DETACH,
+	OPT_ENV_ALL,
+	OPT_ENV_KEEP,
+	OPT_NO_SLURM,
 };
 
 static const struct option run_opts[] = {
@@ -382,6 +774,13 @@ static const struct option run_opts[] = {
     {"no-landlock", no_argument, NULL, OPT_NO_LANDLOCK},
     {"private-dev", no_argument, NULL, OPT_PRIVATE_DEV},
     {"no-private-dev", no_argument, NULL, OPT_NO_PRIVATE_DEV},
+    {"stdin", required_argument, NULL, OPT_STDIN},
+    {"pty", no_argument, NULL, OPT_PTY},
+    {"detach-on-disconnect", no_argument, NULL, OPT_DETACH},
+    {"env-all", no_argument, NULL, OPT_ENV_ALL},
+    {"env-keep", required_argument, NULL, OPT_ENV_KEEP},
+    {"no-slurm", no_argument, NULL, OPT_NO_SLURM},
+    {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {}};
 
@@ -579,6 +978,9 @@ static bool run_other_flag(struct task_spec *sp, int c, int *e, char *err, size_
 	case OPT_STDERR:
 		set_str(&sp->stderr_path, optarg);
 		break;
+	case OPT_STDIN:
+		set_str(&sp->stdin_path, optarg);
+		break;
 	case OPT_SECCOMP:
 		set_str(&sp->seccomp, optarg);
 		break;
@@ -700,27 +1102,92 @@ static void run_read_spec_file(const char *spec_file, struct task_spec *ret)
 	*ret = tmp;
 }
 
+/* Is NAME=... among the spec's variables? */
+static bool env_has(const struct task_spec *sp, const char *kv)
+{
+	size_t kl = strcspn(kv, "=");
+
+	for (size_t i = 0; i < sp->envc; i++)
+		if (strncmp(sp->env[i], kv, kl) == 0 && sp->env[i][kl] == '=')
+			return true;
+	return false;
+}
+
+/* --env-all / --env-keep: the caller's variables, after the --env ones (which win). */
+static void run_env_from_caller(struct task_spec *sp, bool all, char **keep, size_t nkeep)
+{
+	extern char **environ;
+	char err[256];
+
+	for (size_t i = 0; i < nkeep; i++) {
+		const char *v = getenv(keep[i]);
+		_cleanup_free_ char *kv = NULL;
+
+		if (!v)
+			continue; /* not set here: not set there either */
+		if (asprintf(&kv, "%s=%s", keep[i], v) < 0)
+			die("out of memory");
+		if (!env_has(sp, kv) && spec_set_env(sp, kv, err, sizeof(err)) < 0)
+			die("--env-keep %s: %s", keep[i], err);
+	}
+	for (char **e = all ? environ : NULL; e && *e; e++)
+		/* a name the spec cannot carry (not UTF-8, a shell's exported function
+		 * "BASH_FUNC_f%%") is left out, as srun leaves out what it cannot pass */
+		if (strchr(*e, '=') && !env_has(sp, *e))
+			(void)spec_set_env(sp, *e, err, sizeof(err));
+}
+
+/*
+ * Inside a Slurm job (SLURM_JOB_ID set): its id, account, user and partition for the agent,
+ * which makes them the task's job, account and labels unless given ([agent] slurm_job).
+ * Values that are not UTF-8 text are left out.
+ */
+static void run_slurm(json_t *req)
+{
+	static const char *const vars[][2] = {{"job_id", "SLURM_JOB_ID"},
+					      {"account", "SLURM_JOB_ACCOUNT"},
+					      {"user", "SLURM_JOB_USER"},
+					      {"partition", "SLURM_JOB_PARTITION"}};
+	json_t *sl;
+
+	if (!getenv("SLURM_JOB_ID"))
+		return;
+	sl = json_object();
+	for (size_t i = 0; i < ARRAY_SIZE(vars); i++) {
+		const char *v = getenv(vars[i][1]);
+
+		if (v && *v && utf8_invalid_at(v) < 0)
+			json_object_set_new(sl, vars[i][0], json_string(v));
+	}
+	json_object_set_new(req, "slurm", sl);
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct task_spec spec;
 	char err[1024];
-	bool wait = false;
+	bool wait = false, detach = false, quiet = false, env_all = false, no_slurm = false;
+	struct run_io io = {.master = -1};
 	const char *spec_file = NULL;
-	json_t *req, *r, *sj;
-	int c, fd, rc;
+	char **env_keep = NULL;
+	size_t n_env_keep = 0;
+	json_t *req, *sj, *stdio;
+	sigset_t fwd;
+	int c, fd, rc, sfd = -1;
+	bool id_on_stdout;
 
 	run_check_utf8(argc, argv);
 	spec_init(&spec);
 	/* The spec file first, so that flags override it. */
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", run_opts, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, "+hq", run_opts, NULL)) != -1)
 		if (c == OPT_SPEC)
 			spec_file = optarg;
 	if (spec_file)
 		run_read_spec_file(spec_file, &spec);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+:h", run_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hq", run_opts, NULL)) != -1) {
 		int e = 0;
 
 		if (run_limit_flag(&spec, c, &e, err, sizeof(err)) ||
@@ -732,6 +1199,26 @@ static int cmd_run(int argc, char **argv)
 		switch (c) {
 		case OPT_WAIT:
 			wait = true;
+			break;
+		case OPT_PTY:
+			io.pty = true;
+			break;
+		case OPT_DETACH:
+			detach = true;
+			break;
+		case OPT_ENV_ALL:
+			env_all = true;
+			break;
+		case OPT_ENV_KEEP:
+			if (!*optarg || strchr(optarg, '='))
+				die("--env-keep: expected a variable name, got \"%s\"", optarg);
+			push_str(&env_keep, &n_env_keep, optarg);
+			break;
+		case OPT_NO_SLURM:
+			no_slurm = true;
+			break;
+		case 'q':
+			quiet = true;
 			break;
 		case OPT_SPEC:
 			break;
@@ -763,6 +1250,16 @@ static int cmd_run(int argc, char **argv)
 		if (getcwd(cwd, sizeof(cwd)))
 			set_str(&spec.workdir, cwd);
 	}
+	if (!wait && (io.pty || detach))
+		die("%s: only with --wait (the task's terminal and lifetime follow this "
+		    "command)",
+		    io.pty ? "--pty" : "--detach-on-disconnect");
+	run_env_from_caller(&spec, env_all, env_keep, n_env_keep);
+	for (size_t i = 0; i < n_env_keep; i++)
+		free(env_keep[i]);
+	free(env_keep);
+	if (wait)
+		run_io_prepare(&io, &spec);
 	/* Round trip through the agent's own validation to report errors by field. */
 	sj = spec_to_json(&spec);
 	{
@@ -775,30 +1272,40 @@ static int cmd_run(int argc, char **argv)
 	}
 	spec_clear(&spec);
 	req = json_pack("{s:s,s:o,s:b}", "op", "run", "spec", sj, "wait", wait);
-	fd = connect_agent();
-	send_req(fd, req);
-	r = recv_reply(fd);
-	if (!json_is_true(json_object_get(r, "ok"))) {
-		const char *id = json_string_value(json_object_get(r, "task"));
-
-		eprintf(stderr, "corralctl: %s%s%s%s\n", id ? "task " : "", id ? id : "",
-			id ? ": launch_failed: " : "",
-			json_string_value(json_object_get(r, "error")) ?: "request failed");
-		rc = 1;
-		if (id) {
-			rc = (int)json_integer_value(json_object_get(r, "exit_code"));
-			eprintf(stdout, "%s\n", id);
-			rc = wait ? (rc ? rc : 127) : 1;
-		}
-		json_decref(r);
-		return rc;
+	if (!no_slurm)
+		run_slurm(req);
+	/* The task id goes to stdout unless stdout is the task's: then to stderr (-q: not). */
+	id_on_stdout = true;
+	stdio = json_array();
+	for (size_t i = 0; i < io.n; i++) {
+		json_array_append_new(stdio, json_string(io.keys[i]));
+		if (strcmp(io.keys[i], "out") == 0)
+			id_on_stdout = false;
 	}
-	eprintf(stdout, "%s\n", json_string_value(json_object_get(r, "task")));
-	fflush(stdout);
-	json_decref(r);
-	if (!wait)
-		return 0;
-	rc = wait_ended(fd);
+	if (io.n)
+		json_object_set_new(req, "stdio", stdio);
+	else
+		json_decref(stdio);
+	if (io.pty)
+		json_object_set_new(req, "pty", json_true());
+	if (detach)
+		json_object_set_new(req, "detach", json_true());
+	/* Signals wait in a signalfd from before the request: none is lost while the task
+	 * starts (they are forwarded once its id is known). */
+	sigemptyset(&fwd);
+	for (size_t i = 0; wait && i < ARRAY_SIZE(fwd_signals); i++)
+		sigaddset(&fwd, fwd_signals[i]);
+	if (wait) {
+		sigprocmask(SIG_BLOCK, &fwd, NULL);
+		sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+		if (sfd < 0)
+			die("signalfd: %s", strerror(errno));
+	}
+	fd = connect_agent();
+	send_req_fds(fd, req, io.fds, io.n);
+	if (io.pty)
+		close(io.fds[0]); /* the slave: the task's now (the master sees EIO once it ends) */
+	rc = run_wait_loop(fd, sfd, &io, wait, quiet, id_on_stdout);
 	close(fd);
 	return rc;
 }

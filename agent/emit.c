@@ -25,6 +25,25 @@
 #include <string.h>
 #include <time.h>
 
+/* exit.by: a limit (the status says which), else who sent the signal meant to end it (a
+ * client's forwarded or an operator's kill, t->end_by), else the task itself. */
+static enum acct_exit_by task_exit_by(const struct task *t)
+{
+	switch (t->status) {
+	case ACCT_EXIT_TIME_LIMIT:
+	case ACCT_EXIT_CPU_TIME_LIMIT:
+	case ACCT_EXIT_GPU_MEMORY_LIMIT:
+	case ACCT_EXIT_OOM_KILLED:
+	case ACCT_EXIT_SECCOMP_KILLED:
+		return ACCT_BY_LIMIT;
+	case ACCT_EXIT_LOST:
+	case ACCT_EXIT_NONE:
+		return ACCT_BY_NONE;
+	default:
+		return t->end_by != ACCT_BY_NONE ? t->end_by : ACCT_BY_TASK;
+	}
+}
+
 void task_fill_record(struct agent *a, struct task *t, enum acct_type type, struct acct_record *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -55,6 +74,7 @@ void task_fill_record(struct agent *a, struct task *t, enum acct_type type, stru
 		r->exit.signal = t->exit_signal;
 		r->exit.message = t->exit_message ? strdup(t->exit_message) : NULL;
 		r->exit.oom_kills = t->oom_kills;
+		r->exit.by = task_exit_by(t);
 	}
 	r->extra = json_object();
 	json_object_set_new(r->extra, "start_time", json_integer((json_int_t)(t->start_ns / 1000)));

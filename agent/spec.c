@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void spec_init(struct task_spec *s)
 {
@@ -18,6 +19,14 @@ void spec_init(struct task_spec *s)
 	s->swap_max = UINT64_MAX;
 	s->sb_mount_ns = s->sb_private_tmp = s->sb_protect_system = -1;
 	s->sb_ipc_ns = s->sb_uts_ns = s->sb_pid_ns = s->sb_landlock = s->sb_private_dev = -1;
+}
+
+void spec_close_stdio(struct task_spec *s)
+{
+	for (int i = 0; i < 3; i++)
+		if (s->stdio_fds & 1u << i)
+			close(s->stdio_fd[i]);
+	s->stdio_fds = 0;
 }
 
 static void strv_free(char **v, size_t n)
@@ -47,6 +56,8 @@ void spec_clear(struct task_spec *s)
 	free(s->job);
 	free(s->stdout_path);
 	free(s->stderr_path);
+	free(s->stdin_path);
+	spec_close_stdio(s);
 	free(s->seccomp);
 	free(s->seccomp_profile);
 	free(s->gpu_list);
@@ -756,6 +767,8 @@ int spec_from_json(json_t *obj, struct task_spec *s, char *err, size_t errlen)
 			r = get_string(v, "stdout", &s->stdout_path, err, errlen);
 		else if (strcmp(k, "stderr") == 0)
 			r = get_string(v, "stderr", &s->stderr_path, err, errlen);
+		else if (strcmp(k, "stdin") == 0)
+			r = get_string(v, "stdin", &s->stdin_path, err, errlen);
 		else if (strcmp(k, "seccomp") == 0)
 			r = get_string(v, "seccomp", &s->seccomp, err, errlen);
 		else if (strcmp(k, "seccomp_profile") == 0)
@@ -929,6 +942,7 @@ json_t *spec_to_json(const struct task_spec *s)
 	set_str(o, "job", s->job);
 	set_str(o, "stdout", s->stdout_path);
 	set_str(o, "stderr", s->stderr_path);
+	set_str(o, "stdin", s->stdin_path);
 	set_str(o, "seccomp", s->seccomp);
 	set_str(o, "seccomp_profile", s->seccomp_profile);
 	lim = limits_json(s);

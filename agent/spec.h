@@ -37,7 +37,14 @@ struct task_spec {
 	char **label_keys, **label_values;
 	size_t n_labels;
 	char *stdout_path, *stderr_path; /* NULL: /dev/null */
-	char *seccomp;			 /* profile name or path; NULL: agent default */
+	char *stdin_path;		 /* NULL: /dev/null */
+	/* Not part of the JSON: descriptors the client passed with the run request (agent/
+	 * control.c), bit i of stdio_fds set: stdio_fd[i] (owned, closed by spec_clear) is the
+	 * task's fd i; stdio_tty: fd 0 becomes its controlling terminal (--pty). */
+	unsigned int stdio_fds;
+	int stdio_fd[3];
+	bool stdio_tty;
+	char *seccomp;	       /* profile name or path; NULL: agent default */
 	char *seccomp_profile; /* the profile's JSON as the client read it (then seccomp only
 				* names it); at most SPEC_PROFILE_MAX bytes */
 
@@ -73,6 +80,8 @@ struct task_spec {
 
 void spec_init(struct task_spec *s);
 void spec_clear(struct task_spec *s);
+/* Close the passed stdio descriptors (stdio_fds), if any. */
+void spec_close_stdio(struct task_spec *s);
 /* Parse a job spec object. err gets "field: problem". */
 int spec_from_json(json_t *obj, struct task_spec *ret, char *err, size_t errlen);
 int spec_parse(const char *text, size_t len, struct task_spec *ret, char *err, size_t errlen);

@@ -682,6 +682,10 @@ static void launch_plan_fill(struct agent *a, struct task *t, const struct user_
 	    .switch_user = geteuid() == 0,
 	    .stdout_path = t->spec.stdout_path,
 	    .stderr_path = t->spec.stderr_path,
+	    .stdin_path = t->spec.stdin_path,
+	    .stdio_fds = t->spec.stdio_fds,
+	    .stdio_fd = {t->spec.stdio_fd[0], t->spec.stdio_fd[1], t->spec.stdio_fd[2]},
+	    .stdio_tty = t->spec.stdio_tty,
 	    .filter = filter,
 	    .exit_file = f->exit_file,
 	    .syscalls_file = t->syscall_audit ? f->sc_file : NULL,
@@ -783,6 +787,7 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	plan.n_mounts = t->start->sb.n;
 	plan.mounts = t->start->sb.m;
 	r = agent_spawn_shim(a, &plan, &t->start->h);
+	spec_close_stdio(&t->spec); /* the shim holds them now (or the launch failed) */
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "starting the task failed: %s", strerror(-r));
 		goto out_cg;
@@ -944,6 +949,7 @@ static void on_exec_fd(void *data, int fd, uint32_t events)
 	plan.workdir = t->start->workdir;
 	plan.stdout_path = t->spec.stdout_path;
 	plan.stderr_path = t->spec.stderr_path;
+	plan.stdin_path = t->spec.stdin_path;
 	plan.ns_flags = t->start->sb.ns_flags;
 	plan.n_mounts = t->start->sb.n;
 	plan.mounts = t->start->sb.m;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -141,6 +142,9 @@ void launch_format_error(const struct launch_plan *plan, enum launch_step step, 
 		break;
 	case LAUNCH_STEP_STDERR:
 		what = plan->stderr_path;
+		break;
+	case LAUNCH_STEP_STDIN:
+		what = plan->stdin_path;
 		break;
 	default:
 		break;
@@ -870,7 +874,12 @@ static void pid1_split(const struct child_ctx *cx)
  */
 static void child_open_stdio(const struct launch_plan *p, int err_fd)
 {
-	int r;
+	static const enum launch_step steps[3] = {LAUNCH_STEP_STDIN, LAUNCH_STEP_STDOUT,
+						  LAUNCH_STEP_STDERR};
+	static const int flags[3] = {O_RDONLY, O_WRONLY | O_CREAT | O_APPEND,
+				     O_WRONLY | O_CREAT | O_APPEND};
+	const char *paths[3] = {p->stdin_path, p->stdout_path, p->stderr_path};
+	int r, hi[3];
 
 	if (p->switch_user) {
 		(void)setfsgid(p->gid);
@@ -880,15 +889,31 @@ static void child_open_stdio(const struct launch_plan *p, int err_fd)
 	 * the chdir that counts comes after the mounts). */
 	if (p->n_mounts)
 		(void)chdir(p->workdir ? p->workdir : "/");
-	r = open_stdio(NULL, STDIN_FILENO, O_RDONLY);
-	if (r < 0)
-		child_fail(err_fd, LAUNCH_STEP_STDIN, -r);
-	r = open_stdio(p->stdout_path, STDOUT_FILENO, O_WRONLY | O_CREAT | O_APPEND);
-	if (r < 0)
-		child_fail(err_fd, LAUNCH_STEP_STDOUT, -r);
-	r = open_stdio(p->stderr_path, STDERR_FILENO, O_WRONLY | O_CREAT | O_APPEND);
-	if (r < 0)
-		child_fail(err_fd, LAUNCH_STEP_STDERR, -r);
+	/* The client's descriptors first, out of the way of 0-2 (one of them may be a number
+	 * another one becomes), then in place; the rest from the paths. */
+	for (int i = 0; i < 3; i++) {
+		hi[i] = -1;
+		if (p->stdio_fds & 1u << i) {
+			hi[i] = fcntl(p->stdio_fd[i], F_DUPFD_CLOEXEC, 3);
+			if (hi[i] < 0)
+				child_fail(err_fd, steps[i], errno);
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		if (hi[i] >= 0) {
+			if (dup2(hi[i], i) < 0)
+				child_fail(err_fd, steps[i], errno);
+			close(hi[i]);
+			continue;
+		}
+		r = open_stdio(paths[i], i, flags[i]);
+		if (r < 0)
+			child_fail(err_fd, steps[i], -r);
+	}
+	/* --pty: the terminal becomes the controlling one of the task's session (setsid
+	 * came first), its process group the foreground one. */
+	if (p->stdio_tty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+		child_fail(err_fd, LAUNCH_STEP_STDIN, errno);
 	if (p->switch_user) {
 		(void)setfsuid(0);
 		(void)setfsgid(0);
@@ -1377,8 +1402,12 @@ static int pid1_status(int init_r, int status)
 static void shim_close_agent_fds(const struct launch_plan *p, int status_w, int err_w, int sync_r,
 				 int sc_fd, const int sock[2], const int init[2])
 {
-	int hold[9 + LAUNCH_JOIN_MAX];
+	int hold[12 + LAUNCH_JOIN_MAX];
 	size_t nk = 0;
+
+	for (int i = 0; i < 3; i++)
+		if (p->stdio_fds & 1u << i)
+			hold[nk++] = p->stdio_fd[i];
 
 	hold[nk++] = status_w;
 	hold[nk++] = err_w;

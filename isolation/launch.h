@@ -133,6 +133,14 @@ struct launch_plan {
 	bool switch_user;	 /* setgroups/setgid/setuid (the agent runs as root) */
 	const char *stdout_path; /* NULL: /dev/null; opened as the task user, O_APPEND */
 	const char *stderr_path;
+	const char *stdin_path; /* NULL: /dev/null; opened as the task user, read-only */
+	/* Descriptors passed by the client (corralctl run --wait): bit i of stdio_fds set, then
+	 * stdio_fd[i] becomes the task's fd i instead of the path (owned by the caller; the
+	 * agent checked them, agent/control.c). stdio_tty: fd 0 is a terminal that becomes the
+	 * task's controlling terminal (--pty). */
+	unsigned int stdio_fds;
+	int stdio_fd[3];
+	bool stdio_tty;
 	/* The task's cgroup, set by launch_plan_set_cgroup (none: n_join 0, clone_cgroup_fd -1):
 	 * the files the child writes "0" to (v1 "tasks", the unified "cgroup.procs"), and
 	 * whether CLONE_INTO_CGROUP into clone_cgroup_fd alone places it everywhere (v2). */
@@ -224,7 +232,7 @@ int launch_handle_from_fds(struct launch_shim_fds *f, pid_t shim, struct launch_
  * fds to pass, in order (at most LAUNCH_WIRE_FDS_MAX). unpack: -EPROTO for anything that does
  * not hold (never reads past len); the plan points into buf, which must outlive it.
  */
-#define LAUNCH_WIRE_FDS_MAX (5 + LAUNCH_JOIN_MAX)
+#define LAUNCH_WIRE_FDS_MAX (8 + LAUNCH_JOIN_MAX)
 struct launch_wire;
 int launch_wire_pack(const struct launch_plan *p, const struct launch_shim_fds *f, char **buf,
 		     size_t *len, int *fds, size_t *nfds);

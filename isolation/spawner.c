@@ -7,12 +7,11 @@
  * corral-spawn is a small program the agent starts once; it receives each launch's plan over a
  * SOCK_SEQPACKET socket (the fds by SCM_RIGHTS) and forks the shim from itself.
  *
- * Message: "CRSP" version 3 (version 1 also carried cap_last_cap; 3 added the namespaces and
- * mounts after syscalls_max), then the plan's fields in
- * order (u32/u64, strings as u32 length with the NUL or 0xffffffff for none, string vectors as
- * u32 count + strings), the compiled filter (sbx_filter_pack), and the index in the passed fds
- * of each fd the shim needs.
- * Library code: never prints, returns 0 or -errno.
+ * Message: "CRSP" version 4 (version 1 also carried cap_last_cap; 3 added the namespaces and
+ * mounts after syscalls_max; 4 stdin's path, the client's stdio fds and the tty flag), then the
+ * plan's fields in order (u32/u64, strings as u32 length with the NUL or 0xffffffff for none,
+ * string vectors as u32 count + strings), the compiled filter (sbx_filter_pack), and the index in
+ * the passed fds of each fd the shim needs. Library code: never prints, returns 0 or -errno.
  */
 #include "isolation/launch.h"
 #include "isolation/seccomp.h"
@@ -33,7 +32,7 @@
 #include <unistd.h>
 
 #define SPAWN_MAGIC   0x50535243u /* "CRSP" */
-#define SPAWN_VERSION 3u
+#define SPAWN_VERSION 4u
 #define SPAWN_MSG_MAX (1024 * 1024)
 #define NO_STR	      0xffffffffu
 
@@ -113,6 +112,8 @@ static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, st
 	put_u32(b, p->switch_user);
 	put_str(b, p->stdout_path);
 	put_str(b, p->stderr_path);
+	put_str(b, p->stdin_path);
+	put_u32(b, p->stdio_tty);
 	put_u32(b, (uint32_t)p->n_rlimits);
 	for (size_t i = 0; i < p->n_rlimits; i++) {
 		put_u32(b, (uint32_t)p->rlimits[i].resource);
@@ -153,6 +154,8 @@ static int pack(const struct launch_plan *p, const struct launch_shim_fds *f, st
 		put_u32(b, p->join_unified[i]);
 		put_fd(b, p->join_fd[i], fds, nfds);
 	}
+	for (int i = 0; i < 3; i++)
+		put_fd(b, p->stdio_fds & 1u << i ? p->stdio_fd[i] : -1, fds, nfds);
 	return b->failed ? -EMSGSIZE : 0;
 }
 
@@ -301,6 +304,8 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 	p->switch_user = get_u32(b) != 0;
 	p->stdout_path = get_str(b);
 	p->stderr_path = get_str(b);
+	p->stdin_path = get_str(b);
+	p->stdio_tty = get_u32(b) != 0;
 	n = get_u32(b);
 	if (b->bad || n > LAUNCH_RLIMITS_MAX)
 		return -EPROTO;
@@ -353,6 +358,11 @@ static int unpack(struct rbuf *b, struct launch_wire *u)
 	for (uint32_t i = 0; i < n; i++) {
 		p->join_unified[i] = get_u32(b) != 0;
 		p->join_fd[i] = get_fd(b);
+	}
+	for (int i = 0; i < 3; i++) {
+		p->stdio_fd[i] = get_fd(b);
+		if (p->stdio_fd[i] >= 0)
+			p->stdio_fds |= 1u << i;
 	}
 	if (b->bad || b->off != b->n || !p->argv[0] || !p->exit_file || u->f.status_w < 0 ||
 	    u->f.err_w < 0 || u->f.sync_r < 0)

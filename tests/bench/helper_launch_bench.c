@@ -4,6 +4,9 @@
  *   bare                fork + execve + waitpid of /bin/true (the baseline)
  *   bwrap               fork + exec of `bwrap --ro-bind / / /bin/true`
  *   ctl SOCKET          fork + exec of `corralctl --socket SOCKET run --wait -- /bin/true`
+ *                       (its stdin, stdout and stderr passed to the task: /dev/null here)
+ *   ctl_files SOCKET    the same with --stdin/--stdout/--stderr /dev/null (no descriptor
+ *                       passed: the files opened by the task's child)
  *   bwrap_sb            fork + exec of `bwrap --unshare-pid --tmpfs /tmp --ro-bind / /
  *                       /bin/true` (the sandbox peer)
  *   api SOCKET          the control API directly: one connection per task, run + wait (the
@@ -285,6 +288,23 @@ int main(int argc, char **argv)
 					   argv[3],
 					   (char *)"run",
 					   (char *)"--wait",
+					   (char *)"--",
+					   (char *)"/bin/true",
+					   NULL};
+
+			r = run_argv(a);
+		} else if (strcmp(mode, "ctl_files") == 0 && argc >= 5) {
+			char *const a[] = {argv[4],
+					   (char *)"--socket",
+					   argv[3],
+					   (char *)"run",
+					   (char *)"--wait",
+					   (char *)"--stdin",
+					   (char *)"/dev/null",
+					   (char *)"--stdout",
+					   (char *)"/dev/null",
+					   (char *)"--stderr",
+					   (char *)"/dev/null",
 					   (char *)"--",
 					   (char *)"/bin/true",
 					   NULL};

@@ -267,7 +267,7 @@ grep -q 'GPU API uprobes attached' "$A/agent.log" && ok "corrald: libcuda uprobe
 # run_wait ARGS... -> RC, ID, REASON
 run_wait() {
 	local out
-	out=$(ctl run --wait "$@" 2>"$A/stderr")
+	out=$(ctl run --wait --stdin /dev/null --stdout /dev/null --stderr /dev/null "$@" 2>"$A/stderr")
 	RC=$?
 	ID=$(head -n1 <<<"$out")
 	REASON=$(cat "$A/stderr")

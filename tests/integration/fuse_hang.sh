@@ -35,8 +35,14 @@ served() {
 	t1=$(date +%s%N)
 	LAT="$LAT $1=$(((t1 - t0) / 1000000))ms"
 }
-# run in the background, each writing its ids/errors to a file
-bg() { local n=$1; shift; "$@" >"$T/$n.out" 2>"$T/$n.err" & PIDS+=($!); }
+# run in the background, each writing its ids/errors to a file (root's: the task's own streams
+# are /dev/null unless the case names one, a user's task may not get root's files)
+bg() {
+	local n=$1 c=$2 op=$3
+	shift 3
+	"$c" "$op" --stdin /dev/null --stdout /dev/null --stderr /dev/null "$@" >"$T/$n.out" 2>"$T/$n.err" &
+	PIDS+=($!)
+}
 bg workdir uctl run --wait --workdir "$F/x" -- true
 bg rootwd ctl run --wait --workdir "$F/x" -- true
 bg stdout uctl run --wait --workdir / --stdout "$F/out" -- true

@@ -67,10 +67,11 @@ for k in sys.argv[1].split("."):
 print("" if d is None else d)' "$1"
 }
 
-# run_wait ARGS... : runs corralctl run --wait, sets RC, ID, REASON (stderr)
+# run_wait ARGS... : runs corralctl run --wait, sets RC, ID, REASON (stderr); the task's stdio
+# is /dev/null (not this shell's), so the id is the first line on stdout
 run_wait() {
 	local out
-	out=$(ctl run --wait "$@" 2>"$T/stderr")
+	out=$(ctl run --wait --stdin /dev/null --stdout /dev/null --stderr /dev/null "$@" 2>"$T/stderr")
 	RC=$?
 	ID=$(echo "$out" | head -n1)
 	REASON=$(cat "$T/stderr")

@@ -81,7 +81,7 @@ flood() {
 }
 # ordinary USER: a short task with a few execs; sets OID
 ordinary() {
-	OID=$(as "$1" run --wait --workdir / -- /bin/sh -c 'ls / >/dev/null; true; /bin/true' | head -n1)
+	OID=$(as "$1" run --wait --stdout /dev/null --workdir / -- /bin/sh -c 'ls / >/dev/null; true; /bin/true' | head -n1)
 }
 # every record the agent spooled for a task, as the agent's own ended-task view cannot tell:
 # the collector's rows for it

@@ -40,7 +40,7 @@ for b in $(seq 1 127); do
 		echo "$out" | grep -q 'label' || { bad=$((bad + 1)); echo "label byte $b: $out"; }
 		refused=$((refused + 3))
 	fi
-	ctl run --wait --workdir / --env "V=$v" "${extra[@]}" -- /bin/sh -c 'printf %s "$1" >"$2"; printf %s "$V" >"$3"' \
+	ctl run --wait --stdout /dev/null --workdir / --env "V=$v" "${extra[@]}" -- /bin/sh -c 'printf %s "$1" >"$2"; printf %s "$V" >"$3"' \
 		sh "$v" "$T/o/a$b" "$T/o/e$b" >"$T/o/id$b" 2>"$T/o/err$b"
 	printf %s "$v" >"$T/o/want"
 	w=$(hex "$T/o/want")
@@ -114,7 +114,7 @@ printf '#!/bin/sh\nsleep 30\n' >"$EVIL"; chmod 755 "$EVIL"
 id=$(ctl run --workdir / --job $'job\xc2\xa0ok' -- "$EVIL" $'arg\e[2J' $'\xc2\x9b31m')
 ctl ps >"$T/ps.out"; ctl ps --all --json >"$T/psj.out"; ctl show "$id" >"$T/show.out"
 ctl kill "$id" >/dev/null
-out=$(ctl run --wait -- $'/nonexistent/evil\e[2Jcmd' 2>"$T/run.err")
+out=$(ctl run --wait --stdout /dev/null -- $'/nonexistent/evil\e[2Jcmd' 2>"$T/run.err")
 ctl wait "$(echo "$out" | head -n1)" >/dev/null 2>&1 # --wait may return while it is still ending
 ctl show "$(echo "$out" | head -n1)" >"$T/show2.out"
 for f in ps.out psj.out show.out show2.out run.err agent.log; do

@@ -56,6 +56,7 @@ static void fill_end(struct acct_record *r)
 	r->exit.signal = 9;
 	r->exit.message = strdup("killed by SIGKILL");
 	r->exit.oom_kills = 3;
+	r->exit.by = ACCT_BY_CLIENT;
 }
 
 static void fill_audit(struct acct_record *r, const char *prev)
@@ -132,6 +133,7 @@ static void test_roundtrip_end(void **state)
 	assert_int_equal(d.exit.signal, 9);
 	assert_string_equal(d.exit.message, "killed by SIGKILL");
 	assert_int_equal(d.exit.oom_kills, 3);
+	assert_int_equal(d.exit.by, ACCT_BY_CLIENT);
 	assert_null(d.extra);
 	assert_same(&r, &d);
 	acct_record_clear(&d);
@@ -229,6 +231,15 @@ static const struct bad_case bad_cases[] = {
     {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
 	 "\"exited\",\"oom_kills\":-2}}",
      "exit.oom_kills: expected a non-negative integer"},
+    {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	 "\"exited\",\"by\":\"admin\"}}",
+     "exit.by: unknown value \"admin\""},
+    {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	 "\"exited\",\"by\":\"none\"}}",
+     "exit.by: unknown value"},
+    {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	 "\"exited\",\"by\":3}}",
+     "exit.by: expected a string"},
     {HDR "\"type\":\"task.end\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
 	 "\"none\"}}",
      "exit.status: unknown status"},

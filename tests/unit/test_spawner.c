@@ -49,6 +49,10 @@ static int setup(void **state)
 				       .switch_user = true,
 				       .stdout_path = "/tmp/out",
 				       .stderr_path = NULL,
+				       .stdin_path = "/tmp/in",
+				       .stdio_fds = 1u << 1 | 1u << 2,
+				       .stdio_fd = {-1, 43, 44},
+				       .stdio_tty = true,
 				       .clone_cgroup_fd = 40,
 				       .n_join = 2,
 				       .join_fd = {41, 42},
@@ -105,11 +109,14 @@ static void test_round_trip(void **state)
 	size_t len2 = 0, n2 = 0;
 	int fds2[LAUNCH_WIRE_FDS_MAX];
 
-	/* fds in the order status, err, sync, syscalls file, clone cgroup, the joins */
-	assert_int_equal(x->nfds, 7);
+	/* fds in the order status, err, sync, syscalls file, clone cgroup, the joins, then the
+	 * passed stdio (stdout, stderr here; none for stdin) */
+	assert_int_equal(x->nfds, 9);
 	assert_int_equal(x->fds[0], 30);
 	assert_int_equal(x->fds[4], 40);
 	assert_int_equal(x->fds[6], 42);
+	assert_int_equal(x->fds[7], 43);
+	assert_int_equal(x->fds[8], 44);
 	assert_int_equal(launch_wire_unpack(x->buf, x->len, x->fds, x->nfds, &w), 0);
 	p = launch_wire_plan(w);
 	f = launch_wire_fds(w);
@@ -123,6 +130,11 @@ static void test_round_trip(void **state)
 	assert_true(p->switch_user);
 	assert_string_equal(p->stdout_path, "/tmp/out");
 	assert_null(p->stderr_path);
+	assert_string_equal(p->stdin_path, "/tmp/in");
+	assert_int_equal(p->stdio_fds, 1u << 1 | 1u << 2);
+	assert_int_equal(p->stdio_fd[1], 43);
+	assert_int_equal(p->stdio_fd[2], 44);
+	assert_true(p->stdio_tty);
 	assert_int_equal(p->n_rlimits, 2);
 	assert_int_equal(p->rlimits[0].resource, RLIMIT_NOFILE);
 	assert_int_equal(p->rlimits[0].rl.rlim_max, 4096);

@@ -545,7 +545,7 @@ case_metering_v2() {
 		fail "BPF metering not loaded: $st"
 		;;
 	esac
-	id=$(corralctl run --wait -- python3 -c '
+	id=$(corralctl run --wait --stdout /dev/null -- python3 -c '
 import threading, time
 def burn():
     t = time.time()

@@ -1,0 +1,206 @@
+#!/bin/bash
+# A real Slurm as the client of corralctl run --wait: a one-node cluster on this host (munged,
+# slurmctld, slurmd from Debian's slurm-wlm, a slurm.conf written here with its own ports and
+# state directories, proctrack/linuxproc so that it does not touch cgroups) runs batch scripts
+# whose steps are `corralctl run --wait`. Checked from outside: Slurm's output file, the task's
+# cgroup as the host reads it after scancel, Slurm's own view of the job (scontrol; sacct when
+# accounting storage is available) against the Corral record as spooled.
+. "$(dirname "$0")/lib.sh"
+need_root
+if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null ||
+	! command -v sbatch >/dev/null; then
+	echo "installing slurmctld, slurmd, munge, slurm-client (apt-get)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurmd \
+		munge slurm-client >"$T/apt.log" 2>&1 ||
+		skip "Slurm cannot be installed here (apt-get install slurmctld slurmd munge slurm-client failed: $(tail -n1 "$T/apt.log"))"
+fi
+start_agent --no-bpf
+S=$T/slurm
+mkdir -p "$S/ctld" "$S/d" "$S/munge" "$S/out"
+chmod 700 "$S/munge"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PIDS=()
+slurm_cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	cleanup
+}
+trap slurm_cleanup EXIT
+
+# munge: its own key, socket and files
+dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$S/munge/munge.key"
+munged -F --force --key-file="$S/munge/munge.key" --socket="$S/munge/sock" \
+	--pid-file="$S/munge/pid" --log-file="$S/munge/log" --seed-file="$S/munge/seed" >/dev/null 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do [ -S "$S/munge/sock" ] && break; sleep 0.05; done
+[ -S "$S/munge/sock" ] || { fail "munged did not start: $(tail -n3 "$S/munge/log")"; finish; }
+
+H=$(hostname -s)
+CP=$(free_port) DP=$(free_port)
+cat >"$S/slurm.conf" <<EOF
+ClusterName=corralit
+SlurmctldHost=$H(127.0.0.1)
+SlurmctldPort=$CP
+SlurmdPort=$DP
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$S/munge/sock
+CredType=cred/munge
+StateSaveLocation=$S/ctld
+SlurmdSpoolDir=$S/d
+SlurmctldPidFile=$S/ctld.pid
+SlurmdPidFile=$S/d.pid
+SlurmctldLogFile=$S/ctld.log
+SlurmdLogFile=$S/d.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$S/jobcomp.txt
+SchedulerType=sched/builtin
+SelectType=select/linear
+MpiDefault=none
+ReturnToService=2
+KillWait=5
+MinJobAge=600
+InactiveLimit=0
+SlurmctldTimeout=30
+SlurmdTimeout=30
+NodeName=corralit1 NodeHostname=$H NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 State=UNKNOWN
+PartitionName=itpart Nodes=corralit1 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+EOF
+export SLURM_CONF=$S/slurm.conf
+slurmctld -D -i -f "$SLURM_CONF" >"$S/ctld.out" 2>&1 &
+PIDS+=($!)
+slurmd -D -N corralit1 -f "$SLURM_CONF" >"$S/d.out" 2>&1 &
+PIDS+=($!)
+up=
+for _ in $(seq 300); do
+	st=$(scontrol show node corralit1 2>/dev/null | sed -n 's/.*State=\([A-Z+_]*\).*/\1/p' | head -n1)
+	case $st in IDLE*) up=1; break ;; esac
+	sleep 0.1
+done
+[ -n "$up" ] || { fail "the Slurm node did not come up (state '$st'): $(tail -n5 "$S/ctld.log" "$S/d.log" 2>/dev/null)"; finish; }
+pass "one-node Slurm up (slurmctld port $CP, slurmd port $DP, munge, proctrack/linuxproc)"
+
+# the end record of a task as spooled: FIELD (see run_wait.sh)
+spooled() {
+	python3 - "$(dirname "$0")" "$1" "$2" "$STATE"/spool/seg-*.log <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from spool_frames import frames, record
+tid, field = sys.argv[2], sys.argv[3]
+for path in sys.argv[4:]:
+    for pos, seq, enc, n in frames(path):
+        try:
+            r = json.loads(record(path, pos))
+        except ValueError:
+            continue
+        if r.get("type") == "task.end" and r.get("task", {}).get("id") == tid:
+            d = r
+            for k in field.split("."):
+                d = d.get(k) if isinstance(d, dict) else None
+            print("" if d is None else d)
+            sys.exit(0)
+print("(no task.end spooled)")
+PY
+}
+ended() { for _ in $(seq 200); do [ "$(spooled "$1" exit.status)" != "(no task.end spooled)" ] && return 0; sleep 0.05; done; return 1; }
+# JobState / ExitCode / Account / Partition of a job as slurmctld says
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
+# wait until the job left the running states (at most N tenths of a second)
+job_done() {
+	local s
+	for _ in $(seq "${2:-300}"); do
+		s=$(job_field "$1" JobState)
+		case $s in PENDING | RUNNING | CONFIGURING | COMPLETING | "") sleep 0.1 ;; *) return 0 ;; esac
+	done
+	return 1
+}
+submit() { sbatch --parsable "$@" | cut -d';' -f1; }
+CTL="$CORRALCTL --socket $SOCK"
+
+# a Slurm time limit: submitted first (Slurm limits are whole minutes, checked every 30 s), it is
+# looked at last
+printf '#!/bin/sh\necho $$ >%s/tl.pid\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$S" "$CTL" \
+	"'echo \$CORRAL_TASK_ID >$S/tl.id; while read -r l; do case \$l in *:memory:*) echo \${l##*:} >$S/tl.cg;; esac; done </proc/self/cgroup; exec sleep 600'" >"$S/tl.sh"
+TLJ=$(submit --time=1 -o "$S/out/tl.out" "$S/tl.sh")
+
+# --- output in Slurm's output file; job and account as Slurm has them --------------------------
+printf '#!/bin/sh\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$CTL" \
+	"'echo hello from corral; echo \$CORRAL_TASK_ID; echo to-stderr >&2; exit 3'" >"$S/out.sh"
+J=$(submit -A physics -J corral-it -o "$S/out/out-%j.txt" "$S/out.sh")
+job_done "$J" || fail "job $J did not end: $(job_field "$J" JobState)"
+O=$S/out/out-$J.txt
+tid=$(sed -n 2p "$O" 2>/dev/null)
+grep -qx 'hello from corral' "$O" 2>/dev/null && grep -qx to-stderr "$O" && ended "$tid" &&
+	pass "the step's output is in Slurm's output file ($(wc -l <"$O") lines, stdout and stderr)" ||
+	fail "output file: $(cat "$O" 2>&1)"
+[ "$(job_field "$J" ExitCode)" = 3:0 ] && [ "$(job_field "$J" JobState)" = FAILED ] &&
+	pass "Slurm saw the task's exit code (ExitCode=3:0, FAILED)" || fail "exit code: $(job_field "$J" ExitCode) $(job_field "$J" JobState)"
+sj=$(job_field "$J" JobId) sa=$(job_field "$J" Account) sp=$(job_field "$J" Partition)
+src="scontrol show job"
+if sacct -n -X -j "$J" -o JobID,Account -P >"$S/sacct.out" 2>/dev/null && [ -s "$S/sacct.out" ]; then
+	sa=$(cut -d'|' -f2 "$S/sacct.out" | head -n1) src=sacct
+fi
+[ "$(spooled "$tid" task.job)" = "$sj" ] && [ "$(spooled "$tid" task.account)" = "$sa" ] && [ "$sa" = physics ] &&
+	[ "$(spooled "$tid" task.labels.slurm_partition)" = "$sp" ] && [ "$(spooled "$tid" task.labels.slurm_user)" = root ] &&
+	pass "the Corral record's job/account equal Slurm's ($src: job $sj, account $sa; partition label $sp; accounting storage is none here, so $src)" ||
+	fail "job/account: record $(spooled "$tid" task.job)/$(spooled "$tid" task.account) vs $src $sj/$sa"
+
+# --no-slurm, and an explicit --job, win over the Slurm job
+printf '#!/bin/sh\n%s run --wait -q --no-slurm --workdir / -- sh -c "echo \\$CORRAL_TASK_ID"\n%s run --wait -q --job mine --workdir / -- sh -c "echo \\$CORRAL_TASK_ID"\n' "$CTL" "$CTL" >"$S/no.sh"
+J2=$(submit -A physics -o "$S/out/no-%j.txt" "$S/no.sh")
+job_done "$J2"
+t1=$(sed -n 1p "$S/out/no-$J2.txt") t2=$(sed -n 2p "$S/out/no-$J2.txt")
+ended "$t1" && ended "$t2" && [ -z "$(spooled "$t1" task.job)" ] && [ -z "$(spooled "$t1" task.account)" ] &&
+	[ "$(spooled "$t2" task.job)" = mine ] && [ "$(spooled "$t2" task.account)" = physics ] &&
+	pass "--no-slurm: no job/account from Slurm; --job mine wins, account still Slurm's" ||
+	fail "no-slurm: '$(spooled "$t1" task.job)' '$(spooled "$t1" task.account)'; '$(spooled "$t2" task.job)' '$(spooled "$t2" task.account)'"
+
+# --- scancel ends the Corral task (no orphan: its cgroup empty, from outside) -----------------
+printf '#!/bin/sh\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$CTL" \
+	"'echo \$CORRAL_TASK_ID >$S/sc.id; while read -r l; do case \$l in *:memory:*) echo \${l##*:} >$S/sc.cg;; esac; done </proc/self/cgroup; exec sleep 600'" >"$S/sc.sh"
+J3=$(submit -o "$S/out/sc.out" "$S/sc.sh")
+for _ in $(seq 300); do [ -s "$S/sc.cg" ] && [ -s "$S/sc.id" ] && break; sleep 0.1; done
+cg=/sys/fs/cgroup/memory$(cat "$S/sc.cg" 2>/dev/null) tid=$(cat "$S/sc.id" 2>/dev/null)
+[ -n "$(cat "$cg/cgroup.procs" 2>/dev/null)" ] && pass "scancel case: the task runs in $cg" || fail "scancel case did not start ($cg)"
+t0=$(date +%s%N)
+scancel "$J3"
+gone=
+for _ in $(seq 100); do # kill_grace is 2 s here
+	{ [ ! -d "$cg" ] || [ -z "$(cat "$cg/cgroup.procs" 2>/dev/null)" ]; } && { gone=1; break; }
+	sleep 0.05
+done
+t1=$(date +%s%N)
+[ -n "$gone" ] && ended "$tid" && [ "$(spooled "$tid" exit.by)" = client ] &&
+	pass "scancel: the Corral task's cgroup empty $(((t1 - t0) / 1000000)) ms later (kill_grace 2 s), exit.by client, signal $(spooled "$tid" exit.signal)" ||
+	fail "scancel: cgroup '$cg' procs '$(cat "$cg/cgroup.procs" 2>/dev/null)' by $(spooled "$tid" exit.by)"
+
+# --- a Corral --time inside a Slurm job --------------------------------------------------------
+printf '#!/bin/sh\nexec %s run --wait -q --time 1 --workdir / -- sh -c %s\n' "$CTL" \
+	"'echo \$CORRAL_TASK_ID; exec sleep 600'" >"$S/ct.sh"
+J4=$(submit -o "$S/out/ct-%j.txt" "$S/ct.sh")
+job_done "$J4" 200
+tid=$(sed -n 1p "$S/out/ct-$J4.txt")
+ended "$tid" && [ "$(spooled "$tid" exit.status)" = time_limit ] && [ "$(spooled "$tid" exit.by)" = limit ] &&
+	[ "$(job_field "$J4" ExitCode)" = 143:0 ] &&
+	pass "corralctl --time 1 in a Slurm job: time_limit, exit.by limit, Slurm ExitCode 143:0" ||
+	fail "corral --time: $(spooled "$tid" exit.status) by $(spooled "$tid" exit.by), Slurm $(job_field "$J4" ExitCode) $(job_field "$J4" JobState)"
+
+# --- the Slurm time limit (1 min): Slurm's SIGTERM ends the Corral task ----------------------
+for _ in $(seq 300); do [ -s "$S/tl.cg" ] && break; sleep 0.1; done
+cg=/sys/fs/cgroup/memory$(cat "$S/tl.cg" 2>/dev/null) tid=$(cat "$S/tl.id" 2>/dev/null)
+job_done "$TLJ" 1200
+gone=
+for _ in $(seq 100); do
+	{ [ ! -d "$cg" ] || [ -z "$(cat "$cg/cgroup.procs" 2>/dev/null)" ]; } && { gone=1; break; }
+	sleep 0.05
+done
+[ "$(job_field "$TLJ" JobState)" = TIMEOUT ] && [ -n "$gone" ] && ended "$tid" && [ "$(spooled "$tid" exit.by)" = client ] &&
+	pass "Slurm --time=1: TIMEOUT, the Corral task ended with it (cgroup empty, exit.by client, signal $(spooled "$tid" exit.signal))" ||
+	fail "slurm time limit: $(job_field "$TLJ" JobState), cgroup '$cg' gone '$gone', by $(spooled "$tid" exit.by)"
+finish
