@@ -1,9 +1,10 @@
 #!/bin/bash
 # corralctl run --wait as schedulers and scripts drive it: the caller's stdio handed to the
-# task (the same pipe, no copy), exit codes, signals forwarded, the task's lifetime bound to
-# the client (kill -9 of the client, --detach-on-disconnect), exit.by in the end record as
-# spooled, and descriptors the task's user could not hold refused. Checked from outside: the
-# pipe's inode, the task's cgroup as the host reads it, the spool's own frames.
+# task (the same pipe, no copy), --pty, the environment options, exit codes, signals forwarded,
+# the task's lifetime bound to the client (kill -9 of the client, --detach-on-disconnect),
+# exit.by in the end record as spooled and as the collector stored it, and descriptors the
+# task's user could not hold refused. Checked from outside: the pipe's inode, the task's cgroup
+# as the host reads it, the spool's own frames, SQL over the collector's rows.
 . "$(dirname "$0")/lib.sh"
 need_root
 start_agent --no-bpf
@@ -131,6 +132,7 @@ grep -q 'leader True fg True ttys True size (33, 101)' "$T/pty.out" && grep -q '
 "${C[@]}" run --wait -q --workdir / -- sh -c 'echo $CORRAL_TASK_ID >'"$T"'/term.id; echo $$ >'"$T"'/term.pid; exec sleep 60' 2>/dev/null &
 P=$!
 tid=$(task_id_from "$T/term.id"); tpid=$(cat "$T/term.pid"); cg=$(memcg_of "$tpid")
+BY_client=$tid
 kill -TERM "$P"; wait "$P"; rc=$?
 cg_emptied "$cg" && ended "$tid" && [ "$rc" = 143 ] && [ "$(spooled "$tid" exit.by)" = client ] &&
 	[ "$(spooled "$tid" exit.signal)" = 15 ] &&
@@ -171,12 +173,15 @@ ended "$tid" && [ "$(spooled "$tid" exit.code)" = 5 ] && [ "$(spooled "$tid" exi
 
 # --- exit.by: task, operator, limit -------------------------------------------------------------
 tid=$("${C[@]}" run --wait --stdout /dev/null --workdir / -- true 2>/dev/null | head -n1)
+BY_task=$tid
 ended "$tid" && [ "$(spooled "$tid" exit.by)" = task ] && pass "exit.by task" || fail "by task: $(spooled "$tid" exit.by)"
 tid=$("${C[@]}" run --workdir / -- sleep 60)
+BY_operator=$tid
 ctl kill "$tid" >/dev/null; ctl wait "$tid" >/dev/null 2>&1
 ended "$tid" && [ "$(spooled "$tid" exit.by)" = operator ] && pass "corralctl kill: exit.by operator" ||
 	fail "by operator: $(spooled "$tid" exit.by)"
 tid=$("${C[@]}" run --wait --time 1 --stdout /dev/null --workdir / -- sleep 60 2>/dev/null | head -n1)
+BY_limit=$tid
 ended "$tid" && [ "$(spooled "$tid" exit.by)" = limit ] && [ "$(spooled "$tid" exit.status)" = time_limit ] &&
 	pass "--time: exit.by limit" || fail "by limit: $(spooled "$tid" exit.by)"
 
@@ -219,4 +224,25 @@ asnobody run --wait --workdir / -- true </ 2>"$T/dir.err"; rc=$?
 	pass "a directory as stdin refused (it would reach past the task's mounts)" || fail "dir: rc $rc $(cat "$T/dir.err")"
 out=$(echo ok | asnobody run --wait -q --workdir / -- cat 2>&1)
 [ "$out" = ok ] && pass "nobody's own pipe works" || fail "nobody pipe: '$out'"
+# --- the collector takes exit.by: the same records uploaded, read back with SQL ---------------
+CPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+echo "node it-node tok-node-it-0123456789abcdef" >"$T/tokens"
+echo tok-node-it-0123456789abcdef >"$T/node.token"
+chmod 600 "$T/tokens" "$T/node.token"
+"$O/corral-collector" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
+COLL=$!
+stop_agent
+start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/node.token"
+got=
+for _ in $(seq 300); do
+	got=$(for k in task operator limit client; do
+		eval "id=\$BY_$k"
+		sqlite3 "$T/c.db" "SELECT json_extract(body, '\$.exit.by') FROM records WHERE task_id = '$id' AND type = 'task.end'" 2>/dev/null
+	done | tr '\n' ' ')
+	[ "$got" = "task operator limit client " ] && break
+	sleep 0.1
+done
+kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null
+[ "$got" = "task operator limit client " ] && pass "the collector stored exit.by task, operator, limit, client (SQL over its rows)" ||
+	fail "collector exit.by: '$got' $(tail -n3 "$T/coll.log")"
 finish
