@@ -316,6 +316,8 @@ int coll_tls_check_peer(struct coll_tls *t, void *session, const char *node, cha
 	const gnutls_datum_t *peers;
 	unsigned n = 0, np = 0, status = 0;
 	char first[TLS_NAME_MAX];
+	gnutls_typed_vdata_st purpose = {.type = GNUTLS_DT_KEY_PURPOSE_OID,
+					 .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT};
 	int r;
 
 	if (!g->ca)
@@ -339,7 +341,9 @@ int coll_tls_check_peer(struct coll_tls *t, void *session, const char *node, cha
 		r = err_set(why, whylen, -EACCES, "client certificate unreadable");
 		goto out;
 	}
-	r = gnutls_x509_trust_list_verify_crt(g->ca, crts, n, 0, &status, NULL);
+	/* a certificate that names its purposes must name client authentication (one issued for
+	 * a server only is no node's); one that names none is taken */
+	r = gnutls_x509_trust_list_verify_crt2(g->ca, crts, n, &purpose, 1, 0, &status, NULL);
 	if (r < 0 || status != 0) {
 		gnutls_datum_t txt = {0};
 

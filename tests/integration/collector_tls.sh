@@ -5,7 +5,8 @@
 #     a tls_client_ca that holds no certificate;
 #  1. corrald -> collector over HTTPS, the collector's key pinned, the node's certificate
 #     presented: every task's records stored (counted with sqlite3);
-#  2. refused: a client that trusts another CA; a node certificate from another CA; the
+#  2. refused: a client that trusts another CA; a node certificate from another CA, or issued
+#     for servers only (extendedKeyUsage serverAuth); the
 #     certificate of another node with n1's token; no certificate with a node token; plain HTTP
 #     to the TLS port; nothing of these stored;
 #  3. an agent whose pin does not match: nothing stored, the error in its log;
@@ -57,7 +58,12 @@ mkcert ca server2 DNS:localhost IP:127.0.0.1
 mkcert ca n1 DNS:n1
 mkcert ca n2 DNS:n2
 mkcert otherca n1-other DNS:n1
-for f in ca server server2 n1 n2 n1-other; do
+mkcert ca n1-server DNS:n1
+# the same name, issued for servers only (extendedKeyUsage serverAuth)
+printf 'subjectAltName=DNS:n1\nextendedKeyUsage=serverAuth\n' >"$P/n1-server.ext"
+openssl x509 -req -in "$P/n1-server.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" -CAcreateserial \
+	-days 2 -extfile "$P/n1-server.ext" -out "$P/n1-server.pem" 2>/dev/null
+for f in ca server server2 n1 n2 n1-other n1-server; do
 	[ -s "$P/$f.pem" ] || { fail "openssl could not make $f.pem"; finish; }
 done
 cp "$P/server.pem" "$T/served.pem"
@@ -140,6 +146,10 @@ post --cacert "$P/ca.pem" -H "Authorization: Bearer $N1TOK" --cert "$P/n1-other.
 	"https://127.0.0.1:$PORT/v1/records"
 [ "$CODE" = 403 ] && echo "$BODY" | grep -q "does not verify against tls_client_ca" \
 	&& pass "node certificate of another CA: 403 $BODY" || fail "n1 certificate of another CA: $CODE $BODY"
+post --cacert "$P/ca.pem" -H "Authorization: Bearer $N1TOK" --cert "$P/n1-server.pem" \
+	--key "$P/n1-server.key" "https://127.0.0.1:$PORT/v1/records"
+[ "$CODE" = 403 ] && echo "$BODY" | grep -q "does not verify against tls_client_ca" \
+	&& pass "n1's certificate issued for servers only: 403 $BODY" || fail "serverAuth-only certificate: $CODE $BODY"
 post --cacert "$P/ca.pem" -H "Authorization: Bearer $N1TOK" --cert "$P/n2.pem" --key "$P/n2.key" \
 	"https://127.0.0.1:$PORT/v1/records"
 [ "$CODE" = 403 ] && echo "$BODY" | grep -q "names 'n2', not node 'n1'" \
