@@ -18,6 +18,7 @@
 #include "agent/emit.h"
 #include "agent/budget.h"
 #include "bpf/audit.h"
+#include "bpf/meter.h"
 #include "common/macro.h"
 #include "isolation/cgroup.h"
 #include "isolation/launch.h"
@@ -55,7 +56,19 @@ int audit_glue_init(struct agent *a)
 
 	if (!a->cfg.audit || a->cfg.bpf == BPF_MODE_OFF)
 		return 0;
+	if (a->meter) {
+		/* One fork and one exit program on the node: the meter's, with its member map. */
+		o.share_members = true;
+		o.members_fd = meter_members_fd(a->meter);
+	}
 	r = audit_open(&o, &a->audit);
+	if (r < 0 && o.share_members) {
+		log_warning("audit trail: sharing the meter's task membership failed (%s): with "
+			    "programs of its own",
+			    strerror(-r));
+		o.share_members = false;
+		r = audit_open(&o, &a->audit);
+	}
 	if (r < 0) {
 		log_warning("audit trail unavailable (%s): no exec/connect records, network policy "
 			    "cannot be enforced (tasks asking for one are refused)",

@@ -21,6 +21,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "bpf/audit_types.h"
+#include "bpf/member_types.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -37,11 +38,17 @@ struct {
 	__type(value, struct audit_task);
 } tasks SEC(".maps");
 
+/*
+ * The task membership map (member_types.h). Shared with the metering programs where they are
+ * loaded (the loader reuses their map: then this object's fork and exit programs are not
+ * loaded, the meter's keep it); otherwise this object's own, kept by its own fork and exit
+ * programs.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct member);
 } procs SEC(".maps");
 
 /* Unified-hierarchy cgroup id -> task_key (tasks with a cgroup). */
@@ -81,6 +88,8 @@ struct {
 } scratch SEC(".maps");
 
 const volatile __u32 argv_max = 1024;
+/* 1: "procs" is the meter's; its members include tasks this object does not audit. */
+const volatile __u32 shared_members = 0;
 
 /*
  * The node's own addresses, loopback included (written by user space through the mmaped .bss
@@ -185,21 +194,23 @@ __noinline int budget_check(struct audit_task *t, __u64 key, __u64 now)
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid, cpid, ctgid;
+	struct member *m, nm = {};
 	struct audit_task *t;
-	__u64 *key, k;
+	__u64 k;
 
 	cpid = BPF_CORE_READ(child, pid);
 	ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid)
 		return; /* a new thread: same tgid, already tracked */
 	ptgid = BPF_CORE_READ(parent, tgid);
-	key = bpf_map_lookup_elem(&procs, &ptgid);
-	if (!key)
+	m = bpf_map_lookup_elem(&procs, &ptgid);
+	if (!m)
 		return;
-	k = *key;
+	k = m->task_key;
+	nm.task_key = k;
 	/* The tracepoint fires before the child is first woken: no entry of its own yet (a
 	 * leftover of a forgotten task is replaced: its count errs high, which only sweeps). */
-	if (bpf_map_update_elem(&procs, &cpid, &k, BPF_ANY)) {
+	if (bpf_map_update_elem(&procs, &cpid, &nm, BPF_ANY)) {
 		__sync_fetch_and_add(&map_full, 1);
 		return;
 	}
@@ -212,15 +223,16 @@ static __always_inline void on_exit(struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	struct audit_task *t;
-	__u64 *key, k;
+	struct member *m;
+	__u64 k;
 
 	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return;
-	key = bpf_map_lookup_elem(&procs, &tgid);
-	if (!key)
+	m = bpf_map_lookup_elem(&procs, &tgid);
+	if (!m)
 		return;
-	k = *key;
+	k = m->task_key;
 	/* Whoever deletes the entry (exit or audit_forget) owns the decrement. */
 	if (bpf_map_delete_elem(&procs, &tgid))
 		return;
@@ -311,19 +323,22 @@ __noinline int read_cwd(__u64 dentry, __u64 vfsmount)
 static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *bprm)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, len, total;
-	__u64 *key, k, uidgid, start, end, now;
+	__u64 k, uidgid, start, end, now;
 	struct audit_bpf_exec *e;
+	struct member *m;
 	struct audit_task *t;
 	struct mm_struct *mm;
 	int verdict;
 	long r;
 
-	key = bpf_map_lookup_elem(&procs, &tgid);
-	if (!key)
+	m = bpf_map_lookup_elem(&procs, &tgid);
+	if (!m)
 		return;
-	k = *key;
+	k = m->task_key;
 	now = bpf_ktime_get_ns();
 	t = bpf_map_lookup_elem(&tasks, &k);
+	if (!t && shared_members)
+		return; /* a member this object does not audit */
 	verdict = budget_check(t, k, now);
 	if (verdict == BUDGET_COUNT) {
 		if (t)
@@ -378,15 +393,24 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 
 /* ---- network policy ----------------------------------------------------------------------- */
 
-static __always_inline __u64 *task_of_current(void)
+/* The audited task of the current process: by cgroup id, else by membership. */
+static __always_inline bool task_of_current(__u64 *ret)
 {
 	__u64 cg = bpf_get_current_cgroup_id();
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u64 *key = bpf_map_lookup_elem(&cgroups, &cg);
+	struct member *m;
 
-	if (key)
-		return key;
-	return bpf_map_lookup_elem(&procs, &tgid);
+	if (key) {
+		*ret = *key;
+		return true;
+	}
+	m = bpf_map_lookup_elem(&procs, &tgid);
+	if (!m)
+		return false;
+	*ret = m->task_key;
+	/* A member this object does not audit (the map is the meter's). */
+	return !shared_members || bpf_map_lookup_elem(&tasks, ret);
 }
 
 static __always_inline bool is_loopback(const __u32 a[4], __u8 family)
@@ -617,16 +641,14 @@ static __always_inline int decide(struct bpf_sock_addr *ctx, __u8 family, __u8 o
 	struct audit_bpf_net *ev;
 	__u32 a[4] = {};
 	__u8 verdict = 0, rule = 0;
-	__u64 *keyp, key, now;
+	__u64 key, now;
 	struct audit_task *t;
 	__u16 port;
 	bool mapped, loopback, local;
 	int send;
 
-	keyp = task_of_current();
-	if (!keyp)
+	if (!task_of_current(&key))
 		return 1; /* not a tracked task (see docs/audit.md) */
-	key = *keyp;
 	if (family == 4) {
 		a[0] = ctx->user_ip4;
 	} else {

@@ -26,6 +26,7 @@
 #include "bpf/audit.h"
 #include "bpf/track.h"
 #include "bpf/audit_types.h"
+#include "bpf/member_types.h"
 #include "common/error.h"
 #include "common/escape.h"
 #include "common/macro.h"
@@ -51,6 +52,7 @@ struct tracked {
 	struct bpf_link *net[N_NET_PROGS];
 	bool has_cgroup;
 	bool sweep; /* processes added by audit_track_more: not in procs_alive */
+	pid_t root; /* shared map: the first process, when its entry is the audit's own */
 };
 
 struct audit {
@@ -60,6 +62,7 @@ struct audit {
 	const char *mode;
 	struct tracked *tasks;
 	uint32_t max_tasks, max_pids, argv_max;
+	int members_fd;	   /* the meter's membership map (audit_opts.share_members), else -1 */
 	uint64_t sweeps;   /* "procs" sweeps done by audit_forget */
 	audit_event_fn fn; /* set during audit_poll only */
 	void *userdata;
@@ -224,7 +227,8 @@ static int load_variant(struct audit *a, bool btf, uint32_t rb_bytes, struct aud
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.budgets, a->max_tasks);
 	if (!r)
-		r = bpf_map__set_max_entries(s->maps.procs, a->max_pids);
+		r = a->members_fd >= 0 ? bpf_map__reuse_fd(s->maps.procs, a->members_fd)
+				       : bpf_map__set_max_entries(s->maps.procs, a->max_pids);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.events, rb_bytes);
 	if (r)
@@ -232,6 +236,14 @@ static int load_variant(struct audit *a, bool btf, uint32_t rb_bytes, struct aud
 	s->rodata->argv_max = a->argv_max;
 	s->rodata->quiet_bytes = rb_bytes / 4;
 	set_variant(s, btf);
+	if (a->members_fd >= 0) {
+		/* The meter's fork and exit programs keep the shared map. */
+		s->rodata->shared_members = 1;
+		bpf_program__set_autoload(s->progs.btf_sched_fork, false);
+		bpf_program__set_autoload(s->progs.btf_sched_exit, false);
+		bpf_program__set_autoload(s->progs.raw_sched_fork, false);
+		bpf_program__set_autoload(s->progs.raw_sched_exit, false);
+	}
 	r = audit_bpf__load(s);
 	if (r)
 		goto out_destroy;
@@ -339,7 +351,9 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 {
 	uint32_t rb = opts && opts->ringbuf_bytes ? opts->ringbuf_bytes : AUDIT_DEFAULT_RINGBUF;
 	long ps = sysconf(_SC_PAGESIZE);
+	struct track_kernel k;
 	struct audit *a;
+	bool btf;
 	int r;
 
 	if (ps <= 0)
@@ -352,6 +366,20 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 	a->max_tasks = opts && opts->max_tasks ? opts->max_tasks : AUDIT_DEFAULT_TASKS;
 	a->max_pids = opts && opts->max_pids ? opts->max_pids : a->max_tasks * 64;
 	a->argv_max = opts && opts->argv_max ? opts->argv_max : AUDIT_DEFAULT_ARGV;
+	a->members_fd = -1;
+	if (opts && opts->share_members) {
+		struct bpf_map_info info = {};
+		uint32_t len = sizeof(info);
+
+		if (opts->members_fd < 0 ||
+		    bpf_obj_get_info_by_fd(opts->members_fd, &info, &len) < 0 ||
+		    info.key_size != sizeof(uint32_t) || info.value_size != sizeof(struct member)) {
+			free(a);
+			return -EINVAL;
+		}
+		a->max_pids = info.max_entries;
+		a->members_fd = opts->members_fd;
+	}
 	if (a->max_tasks > AUDIT_MAX_TASKS || a->max_pids > AUDIT_MAX_PIDS ||
 	    a->max_pids < a->max_tasks || a->argv_max > AUDIT_ARGV_CAP) {
 		r = -EINVAL;
@@ -363,18 +391,17 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 		goto out_free;
 	}
 
-	r = -EOPNOTSUPP;
-	if (!opts || !opts->force_raw_tp) {
-		r = load_variant(a, true, rb, &a->skel);
-		if (!r)
-			a->mode = "tp_btf";
-	}
-	if (r) {
+	/* Probe once (the kernel's BTF), then load once; raw_tp only if that fails. */
+	track_probe_kernel(&k);
+	btf = k.tp_btf && !(opts && opts->force_raw_tp);
+	r = load_variant(a, btf, rb, &a->skel);
+	if (r && btf) {
+		btf = false;
 		r = load_variant(a, false, rb, &a->skel);
-		if (r)
-			goto out_free_tasks;
-		a->mode = "raw_tp";
 	}
+	if (r)
+		goto out_free_tasks;
+	a->mode = btf ? "tp_btf" : "raw_tp";
 	a->rb = ring_buffer__new(bpf_map__fd(a->skel->maps.events), on_event, a, NULL);
 	if (!a->rb) {
 		r = errno ? -errno : -ENOMEM;
@@ -611,9 +638,21 @@ static struct tracked *find_tracked(struct audit *a, uint64_t key)
 	return track_find(a->tasks, sizeof(*a->tasks), a->max_tasks, key);
 }
 
+/*
+ * Makes tgid a member of task key. Shared map: a process the meter tracks for the same task
+ * already is (1: nothing added); otherwise the entry is the audit's (gen 0: not metered).
+ */
 static int add_proc(struct audit *a, uint64_t key, pid_t tgid)
 {
-	return track_add_proc(bpf_map__fd(a->skel->maps.procs), tgid, &key);
+	int fd = bpf_map__fd(a->skel->maps.procs), r;
+	struct member m = {.task_key = key};
+	uint32_t k = (uint32_t)tgid;
+
+	r = track_add_proc(fd, tgid, &m);
+	if (r == -EBUSY && a->members_fd >= 0 && bpf_map_lookup_elem(fd, &k, &m) == 0 &&
+	    m.task_key == key)
+		return 1;
+	return r;
 }
 
 static int read_task(struct audit *a, uint64_t task_key, struct audit_task *ret);
@@ -662,7 +701,8 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 	struct bpf_program *progs[N_NET_PROGS] = {s->progs.audit_connect4, s->progs.audit_connect6,
 						  s->progs.audit_sendmsg4, s->progs.audit_sendmsg6};
 	struct audit_bpf_policy bp = {.default_action = AUDIT_BPF_ALLOW};
-	struct audit_task at = {.procs_alive = 1}; /* the first process, added below */
+	/* the first process, added below (counted by BPF only in the audit's own map) */
+	struct audit_task at = {.procs_alive = a->members_fd < 0};
 	struct audit_bpf_budget bb;
 	struct tracked *t = NULL;
 	int tfd = bpf_map__fd(s->maps.tasks), r;
@@ -739,6 +779,10 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 	r = add_proc(a, task_key, tgid);
 	if (r < 0)
 		goto out_detach;
+	/* An entry of the audit's own in the meter's map (audit_track before meter_track, which
+	 * takes it over, or without it): audit_forget looks whether it is still the audit's. */
+	if (r == 0 && a->members_fd >= 0)
+		t->root = tgid;
 	t->s.used = true;
 	return 0;
 
@@ -800,6 +844,7 @@ int audit_budget_state(struct audit *a, uint64_t task_key, struct audit_budget_s
 int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid)
 {
 	struct tracked *t = find_tracked(a, task_key);
+	int r;
 
 	if (tgid <= 0)
 		return -EINVAL;
@@ -808,7 +853,8 @@ int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid)
 	/* Counting it in procs_alive would be a read-modify-write racing BPF's atomics: the
 	 * task's end sweeps the map instead (re-adoption only). */
 	t->sweep = true;
-	return add_proc(a, task_key, tgid);
+	r = add_proc(a, task_key, tgid);
+	return r < 0 ? r : 0;
 }
 
 int audit_forget(struct audit *a, uint64_t task_key)
@@ -826,11 +872,24 @@ int audit_forget(struct audit *a, uint64_t task_key)
 	 * BPF keeps the task's count of its entries; normally 0 by now. Unreadable: sweep.
 	 */
 	r = 0;
-	if (t->sweep || bpf_map_lookup_elem(bpf_map__fd(s->maps.tasks), &task_key, &at) < 0 ||
-	    at.procs_alive != 0) {
+	if (a->members_fd >= 0) {
+		/* Shared map: the meter's fork and exit programs keep it and meter_forget sweeps
+		 * the meter's entries; entries of the audit's own (gen 0: the meter did not take
+		 * the first process over) are not counted anywhere. */
+		uint32_t k = (uint32_t)t->root;
+		struct member mb;
+
+		if (t->root && bpf_map_lookup_elem(bpf_map__fd(s->maps.procs), &k, &mb) == 0 &&
+		    mb.task_key == task_key && !mb.gen)
+			t->sweep = true;
+		at.procs_alive = 0;
+	} else if (bpf_map_lookup_elem(bpf_map__fd(s->maps.tasks), &task_key, &at) < 0) {
+		t->sweep = true;
+	}
+	if (t->sweep || at.procs_alive != 0) {
 		a->sweeps++;
 		r = track_delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
-					 sizeof(uint64_t), task_key, a->max_pids);
+					 sizeof(struct member), task_key, a->max_pids);
 	}
 	if (t->has_cgroup)
 		bpf_map_delete_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id);

@@ -26,7 +26,16 @@ struct audit_opts {
 	uint32_t argv_max;	/* argv bytes per exec event, default 1024, at most 8192 */
 	uint32_t ringbuf_bytes; /* power of two >= page size, default 1 MiB */
 	bool force_raw_tp;	/* skip the tp_btf attempt (tests) */
+	/*
+	 * Use the metering programs' task membership map (meter_members_fd) instead of fork and
+	 * exit programs of the audit's own: one fork and one exit program on the node, not two
+	 * each. The meter keeps the map; audit_track then finds the process there (meter_track
+	 * first) or adds it. max_pids is the meter's then.
+	 */
+	bool share_members;
+	int members_fd;
 };
+#define AUDIT_OPTS_SHARE_MEMBERS 1 /* audit_opts has share_members (benchmarks' A/B builds) */
 
 enum audit_net_action {
 	AUDIT_NET_ALLOW,

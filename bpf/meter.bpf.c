@@ -33,7 +33,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, struct meter_proc);
+	__type(value, struct member);
 } procs SEC(".maps");
 
 struct {
@@ -151,10 +151,10 @@ __s64 need_base;
 static __always_inline struct meter_task *task_of_current(void)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct meter_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct member *p = bpf_map_lookup_elem(&procs, &tgid);
 
-	if (!p)
-		return NULL;
+	if (!p || !p->gen)
+		return NULL; /* not a member, or one the meter does not account */
 	return bpf_map_lookup_elem(&tasks, &p->task_key);
 }
 
@@ -312,7 +312,7 @@ static __always_inline void thread_del(struct task_struct *tsk, __u32 tid, const
 static __always_inline void switch_in(struct task_struct *next, const bool btf)
 {
 	struct meter_thread *th;
-	struct meter_proc *p;
+	struct member *p;
 	__u32 tid = btf ? 0 : RD(btf, next, pid), tgid;
 
 	th = thread_get(next, tid, btf);
@@ -325,7 +325,7 @@ static __always_inline void switch_in(struct task_struct *next, const bool btf)
 		return;
 	tgid = RD(btf, next, tgid);
 	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
+	if (!p || !p->gen)
 		return;
 	/* First run of the thread since it is tracked: start from its current totals. */
 	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
@@ -487,7 +487,7 @@ static __always_inline void settle_previous(__u64 cur)
  * utime/stime and ioac at zero. So its switches never need the "procs" lookup.
  */
 static __always_inline void entry_for_child(struct task_struct *child, __u32 cpid,
-					    const struct meter_proc *p, const bool btf)
+					    const struct member *p, const bool btf)
 {
 	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
 	struct meter_task *t;
@@ -511,19 +511,24 @@ static __always_inline void entry_for_child(struct task_struct *child, __u32 cpi
 		__sync_fetch_and_add(&t->threads_live, 1);
 }
 
+/*
+ * The one fork program of the membership map: a new process of a member becomes a member of
+ * the same task (whether the meter accounts it or the audit trail alone tracks it); the meter's
+ * own work follows for members it accounts (gen != 0).
+ */
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child,
 				    const bool btf)
 {
 	__u32 ptgid, cpid, ctgid;
-	struct meter_proc *p, np = {};
-	struct meter_task *t;
+	struct member *p, np = {};
+	struct meter_task *t = NULL;
 
 	cpid = BPF_CORE_READ(child, pid);
 	ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid) {
 		/* A new thread. */
 		p = bpf_map_lookup_elem(&procs, &ctgid);
-		if (p)
+		if (p && p->gen)
 			entry_for_child(child, cpid, p, btf);
 		return;
 	}
@@ -534,15 +539,20 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	np.task_key = p->task_key;
 	np.slot = p->slot;
 	np.gen = p->gen;
-	t = bpf_map_lookup_elem(&tasks, &np.task_key);
-	if (!t)
-		return;
+	if (np.gen) {
+		t = bpf_map_lookup_elem(&tasks, &np.task_key);
+		if (!t)
+			return; /* a forgotten task's straggler */
+	}
 	/* The tracepoint fires before the child is first woken: it cannot have exited yet. */
 	if (bpf_map_update_elem(&procs, &cpid, &np, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&map_full, 1);
-		__sync_fetch_and_add(&t->threads_lost, 1);
+		if (t)
+			__sync_fetch_and_add(&t->threads_lost, 1);
 		return;
 	}
+	if (!t)
+		return;
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
 	entry_for_child(child, cpid, &np, btf);
@@ -582,9 +592,10 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
 	struct meter_bpf_event *ev;
 	struct meter_thread *th;
-	struct meter_proc *proc;
+	struct member *proc;
 	struct meter_task *t;
 	__u64 key, mm;
+	__u32 gen;
 	int code;
 
 	/*
@@ -620,6 +631,7 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 		return;
 	key = proc->task_key;
 	mm = proc->mm;
+	gen = proc->gen;
 
 	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
@@ -628,8 +640,8 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	if (mm)
 		mm_exit(p, mm, key);
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
-	if (bpf_map_delete_elem(&procs, &tgid))
-		return;
+	if (bpf_map_delete_elem(&procs, &tgid) || !gen)
+		return; /* gone, or a member the meter does not account */
 	t = bpf_map_lookup_elem(&tasks, &key);
 	if (!t)
 		return;
@@ -807,7 +819,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 {
 	struct task_struct *cur;
 	__u64 mmkey = (__u64)mm, now, peak;
-	struct meter_proc *proc = NULL;
+	struct member *proc = NULL;
 	struct meter_task *t = NULL;
 	struct meter_mm *e = NULL;
 	__s64 pages, old, delta, sum;
@@ -844,7 +856,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 			return;
 		tgid = bpf_get_current_pid_tgid() >> 32;
 		proc = bpf_map_lookup_elem(&procs, &tgid);
-		if (!proc) {
+		if (!proc || !proc->gen) {
 			/* A freed mm of a tracked process, reused by an untracked one. */
 			if (e)
 				mm_del(&mmkey, e);

@@ -176,6 +176,8 @@ static int on_event(void *ctx, void *data, size_t size)
 
 int meter_open(const struct meter_opts *opts, struct meter **ret)
 {
+	struct track_kernel k;
+	bool btf, at_exit;
 	struct meter *m;
 	int r;
 
@@ -215,25 +217,23 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 	}
 	m->io_from_syscalls = opts && opts->io_from_syscalls;
 
-	r = -EOPNOTSUPP;
-	if ((!opts || !opts->force_raw_tp) && !(opts && opts->cpu_at_switch)) {
-		r = load_variant(m, true, true, &m->skel);
-		if (!r) {
-			m->mode = "tp_btf";
-			m->at_exit = true;
-		}
+	/* Probe once (the kernel's BTF), then load once; the next variant only if that fails. */
+	track_probe_kernel(&k);
+	btf = k.tp_btf && !(opts && opts->force_raw_tp);
+	at_exit = btf && k.task_kfuncs && !(opts && opts->cpu_at_switch);
+	r = load_variant(m, btf, at_exit, &m->skel);
+	if (r && at_exit) {
+		at_exit = false;
+		r = load_variant(m, btf, false, &m->skel);
 	}
-	if (r && (!opts || !opts->force_raw_tp)) {
-		r = load_variant(m, true, false, &m->skel);
-		if (!r)
-			m->mode = "tp_btf";
-	}
-	if (r) {
+	if (r && btf) {
+		btf = false;
 		r = load_variant(m, false, false, &m->skel);
-		if (r)
-			goto out_free_tasks;
-		m->mode = "raw_tp";
 	}
+	if (r)
+		goto out_free_tasks;
+	m->mode = btf ? "tp_btf" : "raw_tp";
+	m->at_exit = at_exit;
 	m->rb = ring_buffer__new(bpf_map__fd(m->skel->maps.events), on_event, m, NULL);
 	if (!m->rb) {
 		r = errno ? -errno : -ENOMEM;
@@ -299,6 +299,11 @@ const char *meter_attach_mode(const struct meter *m)
 const char *meter_cpu_accounting(const struct meter *m)
 {
 	return m->at_exit ? "exit" : "switch";
+}
+
+int meter_members_fd(const struct meter *m)
+{
+	return bpf_map__fd(m->skel->maps.procs);
 }
 
 int meter_fd(const struct meter *m)
@@ -440,9 +445,15 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 static int add_proc(struct meter *m, const struct tracked *t, pid_t tgid)
 {
 	uint32_t slot = slot_of(m, t), k = (uint32_t)tgid;
-	struct meter_proc p = {.task_key = t->s.key, .slot = slot, .gen = m->gen[slot]};
+	struct member p = {.task_key = t->s.key, .slot = slot, .gen = m->gen[slot]}, old;
+	int fd = bpf_map__fd(m->skel->maps.procs), r;
 
-	return track_add_proc(bpf_map__fd(m->skel->maps.procs), (pid_t)k, &p);
+	r = track_add_proc(fd, (pid_t)k, &p);
+	/* A member the audit trail added for this task (shared map): the meter takes it over. */
+	if (r == -EBUSY && bpf_map_lookup_elem(fd, &k, &old) == 0 && old.task_key == t->s.key &&
+	    !old.gen && bpf_map_update_elem(fd, &k, &p, BPF_EXIST) == 0)
+		return 0;
+	return r;
 }
 
 static void detach_net(struct tracked *t)
@@ -761,7 +772,7 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	if (mt.procs_alive != 0) {
 		m->sweeps++;
 		q = track_delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
-					 sizeof(struct meter_proc), task_key, m->max_pids);
+					 sizeof(struct member), task_key, m->max_pids);
 		if (q < 0 && !r)
 			r = q;
 	}

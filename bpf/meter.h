@@ -110,6 +110,11 @@ const char *meter_cpu_accounting(const struct meter *m);
  * the fd when it is a quarter full): call it at least every second or so.
  */
 int meter_fd(const struct meter *m);
+/*
+ * The task membership map (TGID -> struct member, bpf/member_types.h) that the meter's fork
+ * and exit programs keep: the audit trail shares it (audit_opts.share_members).
+ */
+int meter_members_fd(const struct meter *m);
 int meter_poll(struct meter *m, meter_event_fn fn, void *userdata);
 /*
  * Start metering a task whose first process is tgid (call between fork and the child's exec:

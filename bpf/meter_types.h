@@ -9,6 +9,8 @@
 #include <linux/types.h>
 #endif
 
+#include "bpf/member_types.h"
+
 /*
  * Per-task counters kept in the hash map "tasks" (key: __u64 task_key), updated with atomics in
  * BPF: memory, lifetime and the rarer events. The counters of the sched_switch path are in
@@ -57,12 +59,7 @@ struct meter_slot {
 	__u64 blk_cancelled_bytes;
 };
 
-/* Per-process entry (map "procs", key: __u32 tgid). */
-struct meter_proc {
-	__u64 task_key;
-	__u64 mm;	 /* last mm seen for this process (rss_stat curr) */
-	__u32 slot, gen; /* the task's struct meter_slot */
-};
+/* Per-process entry: struct member of the membership map "procs" (member_types.h). */
 
 /* Per-thread entry: task storage "tstore" (tp_btf) or map "threads", key: __u32 tid (raw_tp). */
 struct meter_thread {

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
 
 #include "bpf/track.h"
 #include "common/macro.h"
@@ -87,4 +89,30 @@ int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_k
 	for (size_t i = 0; i < n; i++)
 		bpf_map_delete_elem(map_fd, keys + i * ksize);
 	return 0;
+}
+
+void track_probe_kernel(struct track_kernel *ret)
+{
+	static const char *const tps[] = {"btf_trace_sched_process_fork",
+					  "btf_trace_sched_process_exit",
+					  "btf_trace_sched_process_exec", "btf_trace_rss_stat"};
+	static struct track_kernel k;
+	static bool probed;
+	struct btf *btf;
+
+	if (!probed) {
+		probed = true;
+		btf = btf__load_vmlinux_btf();
+		if (btf) {
+			k.tp_btf = true;
+			for (size_t i = 0; i < ARRAY_SIZE(tps); i++)
+				if (btf__find_by_name_kind(btf, tps[i], BTF_KIND_TYPEDEF) < 0)
+					k.tp_btf = false;
+			k.task_kfuncs =
+			    btf__find_by_name_kind(btf, "bpf_task_acquire", BTF_KIND_FUNC) >= 0 &&
+			    btf__find_by_name_kind(btf, "bpf_task_release", BTF_KIND_FUNC) >= 0;
+			btf__free(btf);
+		}
+	}
+	*ret = k;
 }

@@ -35,3 +35,16 @@ int track_add_proc(int map_fd, pid_t tgid, const void *value);
  * the __u64 task key) whose task is task_key; walks at most max + 1 keys.
  */
 int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_key, uint32_t max);
+
+/*
+ * What the running kernel offers the tracepoint programs, read once per process from its BTF
+ * (/sys/kernel/btf/vmlinux), without loading anything: tp_btf programs (the btf_trace_*
+ * typedefs of the tracepoints used) and the task kfuncs of accounting at exit
+ * (bpf_task_acquire/release, Linux 6.2+). The loaders load the variant this picks, once; they
+ * fall back to the next one only if that load fails after all.
+ */
+struct track_kernel {
+	bool tp_btf;
+	bool task_kfuncs;
+};
+void track_probe_kernel(struct track_kernel *ret);

@@ -188,7 +188,16 @@ static int hooks_open(struct hooks *h)
 
 	if (r < 0)
 		return r;
-	r = audit_open(NULL, &h->a);
+	{
+		struct audit_opts o = {0};
+
+#ifdef AUDIT_OPTS_SHARE_MEMBERS
+		/* as corrald loads them: the audit trail uses the meter's membership map */
+		o.share_members = true;
+		o.members_fd = meter_members_fd(h->m);
+#endif
+		r = audit_open(&o, &h->a);
+	}
 	if (r < 0) {
 		meter_free(h->m);
 		h->m = NULL;
