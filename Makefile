@@ -173,7 +173,7 @@ $(O)/tests/fuzz/%: tests/fuzz/%.c $(LIB)
 
 # ---- targets --------------------------------------------------------------------------------
 .PHONY: all programs unit-build helpers unit unit-asan integration integration-asan vm fuzz fuzz-build check clang-build \
-	bench demo deps install clean format format-check layout-check
+	bench demo deps install clean format format-check layout-check man-check
 
 all: $(PROGRAMS) $(HELPERS) $(UNIT_TESTS) $(EXTRA_TARGETS)
 programs: $(PROGRAMS)
@@ -221,7 +221,12 @@ clang-build:
 layout-check: all
 	$(Q)tests/include_graph.py --objects $(O)
 
-check: deps format-check all layout-check unit unit-asan clang-build fuzz integration integration-asan vm
+# The man pages against the programs' --help, getopt tables, configuration keys and commands,
+# and mandoc -T lint (tests/man_check.py).
+man-check: programs
+	$(Q)tests/man_check.py $(O)
+
+check: deps format-check all layout-check man-check unit unit-asan clang-build fuzz integration integration-asan vm
 
 bench: all
 	$(Q)tests/bench/run
