@@ -121,6 +121,12 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		v = json_object_get(j, "term_sent_ago_ns");
 		if (t->limit_reason != ACCT_EXIT_NONE)
 			t->term_sent_mono = now_m - (uint64_t)json_integer_value(v);
+		/* its run --wait client went away before the restart: SIGKILL still due */
+		v = json_object_get(j, "client_term_ago_ns");
+		if (json_is_integer(v)) {
+			t->client_gone = t->client_term_sent = true;
+			t->client_term_mono = now_m - (uint64_t)json_integer_value(v);
+		}
 	}
 	info = (struct task_adopt_info){
 	    .state = j,

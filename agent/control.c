@@ -183,6 +183,7 @@ static void task_client_gone(struct agent *a, struct task *t)
 
 		t->client_term_sent = true;
 		t->client_term_mono = now_ns(CLOCK_MONOTONIC);
+		(void)task_save(a, t); /* the SIGKILL stays due across a restart */
 		log_notice("task %s: its run --wait client went away: SIGTERM sent%s%s (SIGKILL "
 			   "in %.1fs)",
 			   t->id, r < 0 ? ", failed: " : "", r < 0 ? strerror(-r) : "",
@@ -891,9 +892,11 @@ static void handle_line(struct agent *a, struct conn *c, const char *line, size_
 
 					log_info("task %s: signal %d sent by uid %u%s", t->id, sig,
 						 c->uid, client ? " (its run --wait client)" : "");
-					if (sig_ends(sig))
+					if (sig_ends(sig)) {
 						t->end_by =
 						    client ? ACCT_BY_CLIENT : ACCT_BY_OPERATOR;
+						(void)task_save(a, t);
+					}
 				}
 			}
 		}

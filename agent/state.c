@@ -337,6 +337,14 @@ json_t *state_task_encode(struct agent *a, struct task *t)
 		json_object_set_new(
 		    j, "term_sent_ago_ns",
 		    json_integer((json_int_t)(now_ns(CLOCK_MONOTONIC) - t->term_sent_mono)));
+	/* exit.by and the pending end of a task whose run --wait client went away
+	 * (agent/control.c): kept across a restart */
+	if (t->end_by != ACCT_BY_NONE)
+		json_object_set_new(j, "ended_by", json_string(acct_exit_by_to_string(t->end_by)));
+	if (t->client_term_sent && !t->client_kill_sent)
+		json_object_set_new(
+		    j, "client_term_ago_ns",
+		    json_integer((json_int_t)(now_ns(CLOCK_MONOTONIC) - t->client_term_mono)));
 	if (t->status == ACCT_EXIT_LAUNCH_FAILED) {
 		json_object_set_new(j, "launch_failed", json_true());
 		json_object_set_new(j, "exit_code", json_integer(t->exit_code));
@@ -527,6 +535,9 @@ int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen)
 	    json_string_value(json_object_get(j, "limit_reason")) ?: "");
 	if ((int)t->limit_reason < 0)
 		t->limit_reason = ACCT_EXIT_NONE;
+	t->end_by = acct_exit_by_from_string(json_string_value(json_object_get(j, "ended_by")));
+	if (t->end_by != ACCT_BY_CLIENT && t->end_by != ACCT_BY_OPERATOR)
+		t->end_by = ACCT_BY_NONE;
 	t->limit_value = (uint64_t)json_integer_value(json_object_get(j, "limit_value"));
 	t->limit_observed = (uint64_t)json_integer_value(json_object_get(j, "limit_observed"));
 	if ((s = json_string_value(json_object_get(j, "exit_message"))))

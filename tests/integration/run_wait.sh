@@ -160,6 +160,17 @@ kill -KILL "$P"; wait "$P" 2>/dev/null
 cg_emptied "$cg" && ended "$tid" && [ "$(spooled "$tid" exit.signal)" = 9 ] && [ "$(spooled "$tid" exit.by)" = client ] &&
 	pass "client killed (-9): its task (ignoring SIGTERM) SIGKILLed after kill_grace, cgroup empty, exit.by client" ||
 	fail "client gone: cg '$cg' status $(spooled "$tid" exit.status) sig $(spooled "$tid" exit.signal)"
+# the same across an agent restart: the SIGKILL due when the client went away is still sent
+"${C[@]}" run --wait -q --workdir / -- sh -c 'trap "" TERM; echo $CORRAL_TASK_ID >'"$T"'/rs.id; echo $$ >'"$T"'/rs.pid; while :; do sleep 0.1; done' 2>/dev/null &
+P=$!
+tid=$(task_id_from "$T/rs.id"); tpid=$(cat "$T/rs.pid"); cg=$(memcg_of "$tpid")
+kill -KILL "$P"; wait "$P" 2>/dev/null
+for _ in $(seq 200); do grep -q "task $tid: its run --wait client went away" "$T/agent.log" && break; sleep 0.05; done
+stop_agent
+start_agent --no-bpf
+cg_emptied "$cg" && ended "$tid" && [ "$(spooled "$tid" exit.signal)" = 9 ] && [ "$(spooled "$tid" exit.by)" = client ] &&
+	pass "client gone, then an agent restart: the re-adopted task still SIGKILLed (cgroup empty, exit.by client)" ||
+	fail "client gone + restart: cg '$cg' procs '$(cat "$cg/cgroup.procs" 2>/dev/null)' by $(spooled "$tid" exit.by)"
 mkfifo "$T/go"
 "${C[@]}" run --wait -q --detach-on-disconnect --workdir / -- sh -c 'echo $CORRAL_TASK_ID >'"$T"'/det.id; read x <'"$T"'/go; exit 5' 2>/dev/null &
 P=$!
