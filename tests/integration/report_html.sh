@@ -187,10 +187,18 @@ if fails:
 print("%d groups (%d shown, %d in other), %d days, total %s %s" % (len(groups), shown, other_n, nday, tot["cost"], cur))
 PY
 done
-timeout 60 "$CHROME" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2600 \
-	--screenshot="$O/test-artifacts/report_html.png" "file://$T/r.html" >/dev/null 2>&1 &&
-	[ -s "$O/test-artifacts/report_html.png" ] && ok "screenshot: $O/test-artifacts/report_html.png" ||
-	fail "chromium screenshot"
+# (a second try with more time: a browser start can take over a minute on a loaded host)
+shot=
+for limit in 60 180; do
+	rm -f "$O/test-artifacts/report_html.png"
+	timeout "$limit" "$CHROME" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+		--window-size=1280,2600 --screenshot="$O/test-artifacts/report_html.png" \
+		"file://$T/r.html" >"$T/chrome.log" 2>&1
+	rc=$?
+	[ -s "$O/test-artifacts/report_html.png" ] && { shot=1; break; }
+done
+[ -n "$shot" ] && ok "screenshot: $O/test-artifacts/report_html.png" ||
+	fail "chromium screenshot (rc $rc): $(tail -n 3 "$T/chrome.log")"
 
 [ $fails = 0 ] && { echo "PASS"; exit 0; }
 echo "$fails failure(s)"
