@@ -1374,10 +1374,10 @@ static int cmd_show(int argc, char **argv)
 		else if (!id && argv[k][0] != '-')
 			id = argv[k];
 		else
-			die("show: unexpected argument \"%s\"", argv[k]);
+			die("show: unexpected argument \"%s\"; try --help", argv[k]);
 	}
 	if (!id)
-		die("show: missing task id");
+		die("show: missing task id; try --help");
 	r = call(json_pack("{s:s,s:s}", "op", "show", "task", id));
 	check_ok(r);
 	rec = json_object_get(r, "record");
@@ -1442,10 +1442,10 @@ static int cmd_kill(int argc, char **argv)
 		} else if (!id && argv[k][0] != '-')
 			id = argv[k];
 		else
-			die("kill: unexpected argument \"%s\"", argv[k]);
+			die("kill: unexpected argument \"%s\"; try --help", argv[k]);
 	}
 	if (!id)
-		die("kill: missing task id");
+		die("kill: missing task id; try --help");
 	r = call(json_pack("{s:s,s:s,s:i}", "op", "kill", "task", id, "signal", sig));
 	check_ok(r);
 	json_decref(r);
@@ -1457,7 +1457,7 @@ static int cmd_wait(int argc, char **argv)
 	int fd, rc;
 
 	if (argc != 2)
-		die("wait: expected exactly one task id");
+		die("wait: expected exactly one task id; try --help");
 	fd = connect_agent();
 	send_req(fd, json_pack("{s:s,s:s}", "op", "wait", "task", argv[1]));
 	rc = wait_ended(fd);

@@ -31,6 +31,9 @@ bad "$CORRALD" --max-tasks
 bad "$CORRALCTL" --bogus status
 bad "$CORRALCTL" status --bogus
 bad "$CORRALCTL" ps --bogus
+bad "$CORRALCTL" show --bogus t-1
+bad "$CORRALCTL" kill t-1 --bogus
+bad "$CORRALCTL" wait
 bad "$CORRALCTL" run --bogus -- true
 bad "$CORRALCTL" bogus
 bad "$CORRALCTL"
