@@ -116,7 +116,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		uint64_t age = now_r > t->start_ns ? now_r - t->start_ns : 0;
 
 		t->start_mono_ns = now_m > age ? now_m - age : 0;
-		t->next_sample_mono = now_m + a->cfg.sample_interval_ns;
+		t->next_sample_mono = task_first_sample(a, now_m);
 		t->last_mem_sample_mono = now_m;
 		v = json_object_get(j, "term_sent_ago_ns");
 		if (t->limit_reason != ACCT_EXIT_NONE)

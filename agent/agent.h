@@ -134,6 +134,7 @@ struct task {
 	json_t *final_record; /* the task.end record as sent, until task_slim ... */
 	char *final_txt;      /* ... keeps it as compact text (a tree costs ~10 KiB per task, and
 			       * every byte of the agent's heap is copied by each shim's fork) */
+	char *ps_exit_txt;    /* its "exit" object, for ps rows (a row parses this, not all) */
 	struct waiter *waiters;
 	struct task *next;
 };
@@ -206,10 +207,23 @@ struct agent {
 	void *metrics; /* metrics HTTP server */
 	void *gpu;     /* GPU inventory, NULL when GPU features are off */
 
-	struct task *tasks; /* live tasks (starting, running, ending) */
+	struct task *tasks;	  /* live tasks (starting, running, ending) */
+	uint64_t task_due_mono;	  /* task_tick walks the table from then on (0: next tick) */
+	uint64_t budget_due_mono; /* the walk of the tasks' audit budgets (agent/audit_glue.c) */
+	int syscalls_inotify_fd;  /* tasks/<id>.syscalls changes (agent/audit_glue.c), or -1 */
 	/* Ended tasks kept for show/wait (up to ended_keep), oldest first: a launch never walks
 	 * them (with 1000 of them each walk cost tens of microseconds in cache misses). */
 	struct task *ended, *ended_tail;
+	/*
+	 * The same tasks by position, for ps pages (agent/task.c task_ended_at): a ring, the
+	 * oldest at ended_ring_head; positions count from ended_first_pos, which grows as the
+	 * oldest are dropped, so a position (ps's cursor) always names the same task. Rebuilt
+	 * from the list when stale (tasks loaded at start are inserted by end time).
+	 */
+	struct task **ended_ring;
+	size_t ended_ring_cap, ended_ring_head;
+	uint64_t ended_first_pos;
+	bool ended_ring_stale;
 	uint32_t n_live, n_ended;
 	uint64_t next_task_seq, task_seq_reserved;
 	uint64_t next_record_seq, record_seq_reserved;

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #define NET_RULES_MAX 32
@@ -47,6 +48,8 @@ static void on_addrs_fd(void *data, int fd, uint32_t events)
 	addrs_changed(data);
 }
 
+static void syscalls_watch(struct agent *a);
+
 int audit_glue_init(struct agent *a)
 {
 	struct audit_opts o = {.max_tasks = a->cfg.max_tasks,
@@ -54,6 +57,8 @@ int audit_glue_init(struct agent *a)
 			       .force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP};
 	int r;
 
+	if (a->cfg.audit)
+		syscalls_watch(a);
 	if (!a->cfg.audit || a->cfg.bpf == BPF_MODE_OFF)
 		return 0;
 	if (a->meter) {
@@ -119,6 +124,11 @@ static void addrs_changed(struct agent *a)
 
 void audit_glue_fini(struct agent *a)
 {
+	if (a->syscalls_inotify_fd >= 0) {
+		loop_del(a->loop, a->syscalls_inotify_fd);
+		closep(&a->syscalls_inotify_fd);
+		a->syscalls_inotify_fd = -1;
+	}
 	if (a->audit) {
 		loop_del(a->loop, audit_fd(a->audit));
 		loop_del(a->loop, audit_addr_fd(a->audit));
@@ -572,6 +582,83 @@ static bool audit_glue_syscalls_poll(struct agent *a, struct task *t)
 	return t->syscalls_done;
 }
 
+/*
+ * The shims append denied calls to tasks/<id>.syscalls: one inotify watch on the directory
+ * (and on state_dir's for tasks an older agent started there) says which file grew, so the
+ * agent reads that task's file when it changes instead of every task's at every tick. Without
+ * the watch (a->syscalls_inotify_fd < 0) the tick reads them as before.
+ */
+static void syscalls_poll_all(struct agent *a)
+{
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (t->state == TASK_RUNNING)
+			(void)audit_glue_syscalls_poll(a, t);
+}
+
+static void on_syscalls_inotify(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+	char buf[16 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n <= 0)
+			return;
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			size_t len = ev->len ? strnlen(ev->name, ev->len) : 0;
+			char id[sizeof(((struct task *)0)->id)];
+			struct task *t;
+
+			p += sizeof(*ev) + ev->len;
+			if (ev->mask & IN_Q_OVERFLOW) {
+				syscalls_poll_all(a);
+				continue;
+			}
+			if (len <= 9 || len - 9 >= sizeof(id) ||
+			    strcmp(ev->name + len - 9, ".syscalls") != 0)
+				continue;
+			memcpy(id, ev->name, len - 9);
+			id[len - 9] = 0;
+			for (t = a->tasks; t && strcmp(t->id, id) != 0; t = t->next)
+				;
+			if (t && t->state == TASK_RUNNING)
+				(void)audit_glue_syscalls_poll(a, t);
+		}
+	}
+}
+
+static void syscalls_watch(struct agent *a)
+{
+	char dir[512];
+	int fd, w;
+
+	a->syscalls_inotify_fd = -1;
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		goto fail;
+	snprintf(dir, sizeof(dir), "%s/tasks", agent_runtime_dir(a));
+	w = inotify_add_watch(fd, dir, IN_MODIFY | IN_CLOSE_WRITE);
+	if (w < 0)
+		goto fail_close;
+	if (strcmp(agent_runtime_dir(a), a->cfg.state_dir) != 0) {
+		/* tasks an older agent started keep their files there; it may not exist */
+		snprintf(dir, sizeof(dir), "%s/tasks", a->cfg.state_dir);
+		(void)inotify_add_watch(fd, dir, IN_MODIFY | IN_CLOSE_WRITE);
+	}
+	if (loop_add(a->loop, fd, EPOLLIN, on_syscalls_inotify, a) < 0)
+		goto fail_close;
+	a->syscalls_inotify_fd = fd;
+	return;
+fail_close:
+	close(fd);
+fail:
+	log_notice("denied-call audit: no inotify watch on %s/tasks (%s): the files are read "
+		   "at every tick",
+		   agent_runtime_dir(a), strerror(errno));
+}
+
 static bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool give_up)
 {
 	if (audit_glue_syscalls_poll(a, t) || t->status == ACCT_EXIT_LOST)
@@ -590,9 +677,17 @@ void audit_glue_tick(struct agent *a, uint64_t now_mono)
 {
 	/* events of tasks held to their rate come without a wakeup (bpf/audit.bpf.c) */
 	audit_glue_poll(a);
-	for (struct task *t = a->tasks; t; t = t->next) {
-		audit_glue_budget_poll(a, t);
-		budget_tick_task(a, t, now_mono);
+	/*
+	 * The kernel's counts past each task's budget, the summaries due and the budgets to save:
+	 * one walk per summary interval for all tasks, not one per tick (two BPF map lookups per
+	 * task each time). A summary comes out at most one interval after its window closes.
+	 */
+	if (now_mono >= a->budget_due_mono) {
+		a->budget_due_mono = now_mono + a->cfg.audit_summary_interval_ns;
+		for (struct task *t = a->tasks; t; t = t->next) {
+			audit_glue_budget_poll(a, t);
+			budget_tick_task(a, t, now_mono);
+		}
 	}
 	if (a->gap.count)
 		(void)agent_gap_emit(a);
@@ -604,10 +699,17 @@ static void audit_adopted(struct agent *a, struct task *t, bool live)
 		audit_glue_readopt(a, t);
 }
 
+/* With the inotify watch the denied calls are read as they come, and at the samples as a
+ * safety net; without it at every tick. */
 static bool audit_tick(struct agent *a, struct task *t, uint64_t now_mono)
 {
 	(void)audit_glue_syscalls_poll(a, t);
 	return false;
+}
+
+static bool audit_tick_every(const struct agent *a, const struct task *t)
+{
+	return t->syscall_audit && !t->syscalls_done && a->syscalls_inotify_fd < 0;
 }
 
 static void audit_end(struct agent *a, struct task *t)
@@ -652,6 +754,7 @@ const struct meter_ops meter_audit_ops = {
     .started = audit_glue_track,
     .adopted = audit_adopted,
     .tick = audit_tick,
+    .tick_every = audit_tick_every,
     .settled = audit_glue_syscalls_settled,
     .end = audit_end,
     .flushed = audit_flushed,

@@ -9,7 +9,7 @@
  *     to become the task's controlling one), "detach":bool (the task is not killed when this
  *     connection goes away; else SIGTERM, then SIGKILL after kill_grace). A kill sent on this
  *     connection is the client's (exit.by "client"), from any other one an operator's.
- *   {"op":"ps"}                            -> {"ok":true,"tasks":[...]}
+ *   {"op":"ps","all":bool,"limit":N,"after":C} -> {"ok":true,"tasks":[...],"next":C}
  *   {"op":"show","task":ID}                -> {"ok":true,"record":{...}}
  *   {"op":"kill","task":ID,"signal":N}     -> {"ok":true}
  *   {"op":"wait","task":ID}                -> {"ok":true,"event":"ended","record":{...}}
@@ -48,6 +48,7 @@
 #include "isolation/cgroup.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -664,8 +665,17 @@ static json_t *ps_row(struct task *t)
 		      "job", t->spec.job, "account", t->spec.account, "start_ns",
 		      (json_int_t)t->start_ns, "command", esc ? esc : prog);
 
-	json_t *rec = o && t->state == TASK_ENDED ? task_final_record(t) : NULL;
+	json_t *rec = NULL;
 
+	/* the exit object kept apart (task_slim): a row does not parse the whole record */
+	if (o && t->state == TASK_ENDED && t->ps_exit_txt && t->spec.argc) {
+		json_t *ex = json_loads(t->ps_exit_txt, 0, NULL);
+
+		if (ex)
+			json_object_set_new(o, "exit", ex);
+		return o;
+	}
+	rec = o && t->state == TASK_ENDED ? task_final_record(t) : NULL;
 	if (rec) {
 		json_t *ex = json_object_get(rec, "exit");
 
@@ -681,21 +691,82 @@ static json_t *ps_row(struct task *t)
 	return o;
 }
 
+/*
+ * ps, newest first: live tasks (newest at the head), then with "all" the ended ones from the
+ * newest. With "limit" N a page of at most N rows, and "next" when more follow: the cursor to
+ * pass as "after" for the next page ("L:<id>": after that live task; "E:<pos>": the ended
+ * tasks before that position). A page costs its rows, whatever the number of ended tasks kept.
+ */
 static json_t *handle_ps(struct agent *a, struct conn *c, json_t *req)
 {
-	json_t *arr = json_array(), *ended = json_array();
 	bool all = json_is_true(json_object_get(req, "all"));
+	json_t *jl = json_object_get(req, "limit"), *ja = json_object_get(req, "after"), *arr, *rep;
+	uint64_t epos = a->ended_first_pos + a->n_ended, limit = 0, n = 0;
+	struct task *t = a->tasks, *last = NULL;
+	char next[80] = "";
 
-	/* Newest first: live tasks (newest at the head), then ended ones (oldest at the head). */
-	for (struct task *t = a->tasks; t; t = t->next)
-		if (may_see(a, c, t))
-			json_array_append_new(arr, ps_row(t));
-	for (struct task *t = all ? a->ended : NULL; t; t = t->next)
-		if (may_see(a, c, t))
-			json_array_insert_new(ended, 0, ps_row(t));
-	json_array_extend(arr, ended);
-	json_decref(ended);
-	return json_pack("{s:b,s:o}", "ok", 1, "tasks", arr);
+	if (jl && (!json_is_integer(jl) || json_integer_value(jl) < 1))
+		return error_reply("limit: must be a positive integer");
+	if (jl)
+		limit = (uint64_t)json_integer_value(jl);
+	if (ja) {
+		const char *after = json_string_value(ja);
+		char *end = NULL;
+
+		if (!after)
+			return error_reply(
+			    "after: must be a string (\"next\" of the previous page)");
+		if (strncmp(after, "L:", 2) == 0) {
+			while (t && strcmp(t->id, after + 2) != 0)
+				t = t->next;
+			/* ended since: the page goes on with the ended tasks, newest first */
+			t = t ? t->next : NULL;
+		} else if (strncmp(after, "E:", 2) == 0 && after[2] >= '0' && after[2] <= '9') {
+			uint64_t p;
+
+			errno = 0;
+			p = strtoull(after + 2, &end, 10);
+			if (errno || *end)
+				return error_reply("after: not a cursor from a previous page");
+			t = NULL;
+			if (p < epos)
+				epos = p;
+		} else {
+			return error_reply("after: not a cursor from a previous page");
+		}
+	}
+	arr = json_array();
+	for (; t; t = t->next) {
+		if (!may_see(a, c, t))
+			continue;
+		if (limit && n == limit) {
+			snprintf(next, sizeof(next), "L:%s", last->id);
+			goto out;
+		}
+		json_array_append_new(arr, ps_row(t));
+		n++;
+		last = t;
+	}
+	while (all && epos > a->ended_first_pos) {
+		struct task *e = task_ended_at(a, epos - 1);
+
+		if (!e)
+			break;
+		if (may_see(a, c, e)) {
+			if (limit && n == limit) {
+				snprintf(next, sizeof(next), "E:%" PRIu64, epos);
+				goto out;
+			}
+			json_array_append_new(arr, ps_row(e));
+			n++;
+		}
+		epos--;
+	}
+out:
+	rep = json_pack("{s:b,s:o}", "ok", 1, "tasks", arr);
+	if (rep && next[0])
+		json_object_set_new(rep, "next", json_string(next));
+	return rep;
 }
 
 static struct task *lookup(struct agent *a, struct conn *c, json_t *req, json_t **ret_err)

@@ -41,7 +41,10 @@ static void usage(FILE *f)
 	    "       corralctl --version\n\n"
 	    "Commands:\n"
 	    "  run [OPTIONS] -- CMD [ARGS...]  start a task, print its id\n"
-	    "  ps [--all] [--json]             list tasks (--all: include ended ones)\n"
+	    "  ps [--all] [--json] [--limit N [--after C]]\n"
+	    "                                  list tasks, newest first (--all: include ended\n"
+	    "                                  ones; --limit: a page of N, the next one's\n"
+	    "                                  cursor C on stderr)\n"
 	    "  show ID [--json]                the task's record (schema v1)\n"
 	    "  kill ID [--signal S]            signal every process of the task (default TERM)\n"
 	    "  wait ID                         wait for the task; exit code as for run --wait\n"
@@ -1322,20 +1325,42 @@ static void fmt_time(uint64_t ns, char *buf, size_t len)
 static int cmd_ps(int argc, char **argv)
 {
 	bool all = false, as_json = false;
-	json_t *r, *tasks, *t;
+	json_t *r, *req, *tasks, *t;
+	const char *after = NULL, *next;
+	long long limit = 0;
 	size_t i;
 
 	for (int k = 1; k < argc; k++) {
-		if (strcmp(argv[k], "--all") == 0 || strcmp(argv[k], "-a") == 0)
+		if (strcmp(argv[k], "--all") == 0 || strcmp(argv[k], "-a") == 0) {
 			all = true;
-		else if (strcmp(argv[k], "--json") == 0)
+		} else if (strcmp(argv[k], "--json") == 0) {
 			as_json = true;
-		else
+		} else if (strcmp(argv[k], "--limit") == 0 && k + 1 < argc) {
+			char *end = NULL;
+
+			errno = 0;
+			limit = strtoll(argv[++k], &end, 10);
+			if (errno || !*argv[k] || *end || limit < 1)
+				die("ps: --limit %s: not a positive number", argv[k]);
+		} else if (strcmp(argv[k], "--after") == 0 && k + 1 < argc) {
+			after = argv[++k];
+		} else {
 			die("ps: unknown option %s; try --help", argv[k]);
+		}
 	}
-	r = call(json_pack("{s:s,s:b}", "op", "ps", "all", all));
+	req = json_pack("{s:s,s:b}", "op", "ps", "all", all);
+	if (req && limit)
+		json_object_set_new(req, "limit", json_integer(limit));
+	if (req && after)
+		json_object_set_new(req, "after", json_string(after));
+	r = call(req);
 	check_ok(r);
 	tasks = json_object_get(r, "tasks");
+	/* a page with more after it: the cursor of the next one, on stderr */
+	next = json_string_value(json_object_get(r, "next"));
+	if (next)
+		fprintf(stderr, "more: corralctl ps%s --limit %lld --after %s\n",
+			all ? " --all" : "", limit, next);
 	if (as_json) {
 		json_dumpf(tasks, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 		putchar('\n');

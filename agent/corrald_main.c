@@ -44,6 +44,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
@@ -458,13 +459,37 @@ static void setup_meter(struct agent *a)
 	}
 }
 
+/*
+ * Descriptors: a running task holds one here (its status pipe; a GPU task or one with network
+ * rules a few more, and any task its cgroup's for the moment they are read), a starting one
+ * about 16 until it runs; the rest is the agent's own (BPF maps and programs, control
+ * connections, the spool, the collector). The soft limit is raised, up to the hard one, to
+ * what max_tasks needs, and a hard limit below that is said once at start.
+ */
+#define FDS_PER_TASK 4
+#define FDS_AGENT    1024
+static void fd_limit_setup(struct agent *a)
+{
+	rlim_t need = (rlim_t)a->cfg.max_tasks * FDS_PER_TASK + FDS_AGENT;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < need)
+		log_warning("descriptors: the limit is %llu, max_tasks %u needs %llu (%d per task "
+			    "and %d): raise the hard limit (LimitNOFILE= in the unit)",
+			    (unsigned long long)rl.rlim_cur, a->cfg.max_tasks,
+			    (unsigned long long)need, FDS_PER_TASK, FDS_AGENT);
+}
+
 static int setup(struct agent *a)
 {
 	struct itimerspec its = {.it_interval = {0, (long)TICK_NS}, .it_value = {0, (long)TICK_NS}};
 	sigset_t mask;
 	int r;
 
-	a->listenfd = a->sigfd = a->tickfd = -1;
+	a->listenfd = a->sigfd = a->tickfd = a->syscalls_inotify_fd = -1;
 	r = loop_new(&a->loop);
 	if (r < 0)
 		return r;
@@ -486,6 +511,7 @@ static int setup(struct agent *a)
 		snprintf(a->boot_id, sizeof(a->boot_id), "unknown-boot-id-000000000000000000");
 	a->mem_total = read_mem_total();
 	a->ncpus = (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
+	fd_limit_setup(a);
 
 	r = mkdir_p(a->cfg.state_dir, 0700);
 	if (r < 0) {
@@ -640,6 +666,7 @@ int main(int argc, char **argv)
 		task_free(t);
 	}
 	a.ended_tail = NULL;
+	task_ended_ring_free(&a);
 	/* the last flush emptied both (and the syncer's stop removed what waited for it) */
 	free(a.pend);
 	free(a.unlink_stems);

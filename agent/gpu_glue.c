@@ -603,6 +603,12 @@ static bool gpu_tick(struct agent *a, struct task *t, uint64_t now_mono)
 	return gpu_glue_tick(a, t);
 }
 
+/* NVML is sampled at every tick (GPU memory limit, peak, utilization). */
+static bool gpu_tick_every(const struct agent *a, const struct task *t)
+{
+	return t->gpu && t->gpu->meter;
+}
+
 static void gpu_usage(struct agent *a, struct task *t, struct meter_merge *m)
 {
 	gpu_glue_usage(a, t);
@@ -621,6 +627,7 @@ const struct meter_ops meter_gpu_ops = {
     .started = gpu_started,
     .adopted = gpu_adopted,
     .tick = gpu_tick,
+    .tick_every = gpu_tick_every,
     .usage = gpu_usage,
     .end = gpu_glue_release,
     .save = gpu_save,

@@ -36,8 +36,11 @@ struct meter_ops {
 	/* Re-adoption after an agent restart, the task's cgroup opened: live when its supervisor
 	 * still runs (else the task ends at once). */
 	void (*adopted)(struct agent *a, struct task *t, bool live);
-	/* A running task's tick: true when its state file must be written. */
+	/* A running task's tick: true when its state file must be written. It comes at every
+	 * tick where tick_every says the meter polls the task, else with the task's samples
+	 * (the idle loop walks no task between them). */
 	bool (*tick)(struct agent *a, struct task *t, uint64_t now_mono);
+	bool (*tick_every)(const struct agent *a, const struct task *t);
 	/* The task's leftover processes are about to be killed (its cgroup is not empty). */
 	void (*leftovers)(struct agent *a, struct task *t);
 	/* The meter's figures into t->usage, t->sources and t->usage_detail, over the

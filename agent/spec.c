@@ -66,6 +66,26 @@ void spec_clear(struct task_spec *s)
 	spec_init(s);
 }
 
+void spec_slim(struct task_spec *s)
+{
+	for (size_t i = 1; i < s->argc; i++) {
+		free(s->argv[i]);
+		s->argv[i] = NULL;
+	}
+	if (s->argc > 1)
+		s->argc = 1;
+	strv_free(s->env, s->envc);
+	s->env = NULL;
+	s->envc = 0;
+	strv_free(s->sb_read_only, s->n_sb_read_only);
+	strv_free(s->sb_inaccessible, s->n_sb_inaccessible);
+	strv_free(s->sb_bind, s->n_sb_bind);
+	s->sb_read_only = s->sb_inaccessible = s->sb_bind = NULL;
+	s->n_sb_read_only = s->n_sb_inaccessible = s->n_sb_bind = 0;
+	free(s->seccomp_profile);
+	s->seccomp_profile = NULL;
+}
+
 /* Append to a NULL-terminated vector with a count. */
 static int strv_push(char ***v, size_t *n, char *take)
 {

@@ -82,6 +82,10 @@ void spec_init(struct task_spec *s);
 void spec_clear(struct task_spec *s);
 /* Close the passed stdio descriptors (stdio_fds), if any. */
 void spec_close_stdio(struct task_spec *s);
+/* An ended task's spec: what its records and ps rows use stays (argv[0], the task's fields,
+ * requests, labels); the environment, the other arguments, the sandbox's path lists and a
+ * seccomp profile's text are freed. */
+void spec_slim(struct task_spec *s);
 /* Parse a job spec object. err gets "field: problem". */
 int spec_from_json(json_t *obj, struct task_spec *ret, char *err, size_t errlen);
 int spec_parse(const char *text, size_t len, struct task_spec *ret, char *err, size_t errlen);

@@ -46,6 +46,7 @@
 static void on_status_fd(void *data, int fd, uint32_t events);
 static void on_exec_fd(void *data, int fd, uint32_t events);
 static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
+static void cpu_limit_check(struct agent *a, struct task *t);
 
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -101,6 +102,11 @@ void task_slim(struct task *t)
 		return; /* keep the tree */
 	free(t->final_txt);
 	t->final_txt = txt;
+	free(t->ps_exit_txt);
+	t->ps_exit_txt = json_object_get(t->final_record, "exit")
+			     ? json_dumps(json_object_get(t->final_record, "exit"), JSON_COMPACT)
+			     : NULL;
+	spec_slim(&t->spec);
 	json_decref(t->final_record);
 	t->final_record = NULL;
 	json_decref(t->usage_detail);
@@ -112,6 +118,60 @@ json_t *task_final_record(const struct task *t)
 	if (t->final_record)
 		return json_incref(t->final_record);
 	return t->final_txt ? json_loads(t->final_txt, 0, NULL) : NULL;
+}
+
+/* Room for one more in the ring (its order kept, the oldest moved to index 0). */
+static int ended_ring_reserve(struct agent *a, size_t n)
+{
+	struct task **v;
+	size_t cap = a->ended_ring_cap ? a->ended_ring_cap : 64;
+
+	if (n <= a->ended_ring_cap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	v = malloc(cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < a->n_ended && a->ended_ring; i++)
+		v[i] = a->ended_ring[(a->ended_ring_head + i) % a->ended_ring_cap];
+	free(a->ended_ring);
+	a->ended_ring = v;
+	a->ended_ring_cap = cap;
+	a->ended_ring_head = 0;
+	return 0;
+}
+
+/* The ring made again from the list (its positions from ended_first_pos on). */
+static int ended_ring_rebuild(struct agent *a)
+{
+	size_t i = 0;
+
+	free(a->ended_ring);
+	a->ended_ring = NULL;
+	a->ended_ring_cap = a->ended_ring_head = 0;
+	if (ended_ring_reserve(a, a->n_ended + 1) < 0)
+		return -ENOMEM;
+	for (struct task *t = a->ended; t && i < a->n_ended; t = t->next)
+		a->ended_ring[i++] = t;
+	a->ended_ring_stale = false;
+	return 0;
+}
+
+struct task *task_ended_at(struct agent *a, uint64_t pos)
+{
+	if (a->ended_ring_stale && ended_ring_rebuild(a) < 0)
+		return NULL;
+	if (pos < a->ended_first_pos || pos - a->ended_first_pos >= a->n_ended || !a->ended_ring)
+		return NULL;
+	return a->ended_ring[(a->ended_ring_head + (pos - a->ended_first_pos)) % a->ended_ring_cap];
+}
+
+void task_ended_ring_free(struct agent *a)
+{
+	free(a->ended_ring);
+	a->ended_ring = NULL;
+	a->ended_ring_cap = a->ended_ring_head = 0;
 }
 
 void task_add_ended(struct agent *a, struct task *t)
@@ -126,6 +186,10 @@ void task_add_ended(struct agent *a, struct task *t)
 		else
 			a->ended = t;
 		a->ended_tail = t;
+		if (!a->ended_ring_stale && ended_ring_reserve(a, a->n_ended + 1) == 0)
+			a->ended_ring[(a->ended_ring_head + a->n_ended) % a->ended_ring_cap] = t;
+		else
+			a->ended_ring_stale = true;
 		a->n_ended++;
 		return;
 	}
@@ -135,6 +199,7 @@ void task_add_ended(struct agent *a, struct task *t)
 	t->next = *pp;
 	*pp = t;
 	a->n_ended++;
+	a->ended_ring_stale = true;
 }
 
 void task_free(struct task *t)
@@ -162,6 +227,7 @@ void task_free(struct task *t)
 	json_decref(t->gpu_meter_saved);
 	json_decref(t->final_record);
 	free(t->final_txt);
+	free(t->ps_exit_txt);
 	while (t->waiters) {
 		struct waiter *w = t->waiters;
 
@@ -620,8 +686,9 @@ static struct task *launch_task_new(struct agent *a, struct task_spec *spec,
 	t->cg_name = strdup(t->id);
 	t->start_ns = now_ns(CLOCK_REALTIME);
 	t->start_mono_ns = now_ns(CLOCK_MONOTONIC);
-	t->next_sample_mono = t->start_mono_ns + a->cfg.sample_interval_ns;
+	t->next_sample_mono = task_first_sample(a, t->start_mono_ns);
 	t->last_mem_sample_mono = t->start_mono_ns;
+	task_tick_soon(a);
 	return t;
 }
 
@@ -830,6 +897,7 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	t->shim_pidfd = TAKE_FD(st->h.shim_pidfd);
 	t->status_fd = TAKE_FD(st->h.status_fd);
 	task_start_free(t);
+	task_tick_soon(a);
 	if (r < 0) {
 		t->status = ACCT_EXIT_LAUNCH_FAILED;
 		t->exit_code = r == -ENOENT ? 127 : 126;
@@ -852,6 +920,14 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	t->state = TASK_RUNNING;
 	a->stats.tasks_started++;
 	loop_add(a->loop, t->status_fd, EPOLLIN, on_status_fd, t);
+	/*
+	 * A running task keeps one descriptor here, its status pipe: the shim's pidfd (the status
+	 * pipe's EOF says as much) and the cgroup's fds (reopened by name when used) are closed.
+	 */
+	closep(&t->shim_pidfd);
+	t->shim_pidfd = -1;
+	cg_task_park(t->cg);
+	cpu_limit_check(a, t);
 	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
 		 cg_task_path(t->cg), t->spec.argv[0]);
 	if (a->on_task_started)
@@ -1037,6 +1113,9 @@ void task_prune_ended(struct agent *a)
 		if (!a->ended)
 			a->ended_tail = NULL;
 		a->n_ended--;
+		a->ended_first_pos++;
+		if (!a->ended_ring_stale && a->ended_ring)
+			a->ended_ring_head = (a->ended_ring_head + 1) % a->ended_ring_cap;
 		state_remove_ended(a, oldest);
 		task_free(oldest);
 	}
@@ -1136,6 +1215,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 
 	if (t->state == TASK_ENDED)
 		return;
+	task_tick_soon(a);
 	t->end_ns = t->exit.end_realtime_ns ? t->exit.end_realtime_ns : now_ns(CLOCK_REALTIME);
 	/* Empty first: then the stats read next are final, and the record uses them too. */
 	empty = !t->cg || cg_task_is_empty(t->cg) != 0;
@@ -1266,6 +1346,7 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 	t->next = a->tasks;
 	a->tasks = t;
 	a->n_live++;
+	task_tick_soon(a);
 	a->stats.tasks_adopted++;
 	/* Its task.start may not have reached the spool before the crash: emit it again (fixed
 	 * record id, so the collector keeps one copy). */
@@ -1303,6 +1384,8 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 		if (r < 0)
 			return r;
 		meters_adopted(a, t, true);
+		cg_task_park(t->cg);
+		cpu_limit_check(a, t);
 		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
 			 (int)t->shim_pid);
 		return 0;
@@ -1349,6 +1432,7 @@ static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status wh
 	struct acct_record r;
 	int rr;
 
+	task_tick_soon(a);
 	t->limit_reason = why;
 	t->term_sent_mono = now;
 	t->limit_value = limit;
@@ -1373,9 +1457,10 @@ static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status wh
  * --cpus when lower), so its budget cannot run out before remaining / P: the check is armed
  * for then (at least CPU_CHECK_MIN_NS ahead), and each check re-arms from what is left, which
  * converges on the moment the budget is spent. A task that used nothing since the last check
- * backs off (doubling up to the tick) instead of being polled every millisecond near its
- * limit. Beyond the tick, the tick's own check suffices. Overshoot: at most P *
- * CPU_CHECK_MIN_NS plus the check's latency (the idle back-off aside).
+ * backs off (doubling up to CPU_CHECK_MAX_NS) instead of being polled every millisecond near
+ * its limit. The timer is the only check between samples (the tick walks no idle task), so it
+ * is always armed, however far off. Overshoot: at most P * CPU_CHECK_MIN_NS plus the check's
+ * latency (the idle back-off aside).
  */
 #define CPU_CHECK_MIN_NS (1000 * 1000ULL)
 #define CPU_CHECK_MAX_NS (250 * 1000 * 1000ULL)
@@ -1406,8 +1491,6 @@ static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 	t->cpu_check_last_usage = usage;
 	if (delay < CPU_CHECK_MIN_NS)
 		delay = CPU_CHECK_MIN_NS;
-	if (delay > CPU_CHECK_MAX_NS)
-		return; /* the tick checks first */
 	if (!t->have_cpu_timer) {
 		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 
@@ -1426,25 +1509,31 @@ static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 	(void)timerfd_settime(t->cpu_timer_fd, 0, &its, NULL);
 }
 
-/* The CPU-time check of a task is due. */
-static void on_cpu_timer_fd(void *data, int fd, uint32_t events)
+/* The CPU-time check of a running task: the limit fired, or the timer re-armed. */
+static void cpu_limit_check(struct agent *a, struct task *t)
 {
-	struct task *t = data;
-	struct agent *a = t->agent;
 	struct cg_stats st;
-	uint64_t exp;
 
-	if (!t->have_cpu_timer)
-		return;
-	(void)!read(t->cpu_timer_fd, &exp, sizeof(exp));
-	if (t->state != TASK_RUNNING || !t->cg || t->limit_reason != ACCT_EXIT_NONE ||
-	    cg_task_stats(t->cg, &st) < 0)
+	if (!t->spec.cpu_time_limit_ns || t->state != TASK_RUNNING || !t->cg ||
+	    t->limit_reason != ACCT_EXIT_NONE || cg_task_stats(t->cg, &st) < 0)
 		return;
 	if (st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
 		fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now_ns(CLOCK_MONOTONIC),
 			   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
 	else
 		cpu_timer_arm(a, t, st.cpu_usage_ns);
+}
+
+/* The CPU-time check of a task is due. */
+static void on_cpu_timer_fd(void *data, int fd, uint32_t events)
+{
+	struct task *t = data;
+	uint64_t exp;
+
+	if (!t->have_cpu_timer)
+		return;
+	(void)!read(t->cpu_timer_fd, &exp, sizeof(exp));
+	cpu_limit_check(t->agent, t);
 }
 
 /* Every meter's tick of a running task; its state file written when one asks. */
@@ -1457,6 +1546,15 @@ static void meters_tick(struct agent *a, struct task *t, uint64_t now)
 			save = true;
 	if (save)
 		(void)task_save(a, t);
+}
+
+/* Whether a meter polls the task at every tick (else its tick comes with the samples). */
+static bool meters_every_tick(const struct agent *a, const struct task *t)
+{
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->tick_every && (*m)->tick_every(a, t))
+			return true;
+	return false;
 }
 
 int task_save(struct agent *a, struct task *t)
@@ -1490,13 +1588,141 @@ void task_flush_records(struct agent *a)
 	}
 }
 
+uint64_t task_first_sample(const struct agent *a, uint64_t start_mono)
+{
+	uint64_t iv = a->cfg.sample_interval_ns;
+
+	/* the grid point at least one interval after the start (the tick's batches) */
+	return iv ? (start_mono + iv + iv - 1) / iv * iv : start_mono;
+}
+
+void task_tick_soon(struct agent *a)
+{
+	a->task_due_mono = 0;
+}
+
+/*
+ * The cgroup's memory integral, for the tasks whose memory_byte_seconds comes from it (no BPF
+ * meter, or a task re-adopted after a restart, which the meter no longer follows): each tick
+ * reads the one file memory.usage_in_bytes / memory.current. A metered task's integral is
+ * the meter's (event-driven, in the kernel): its cgroup figure is updated at its samples only.
+ */
+static bool needs_cg_integral(const struct agent *a, const struct task *t)
+{
+	return t->cg && (!a->meter || t->adopted);
+}
+
+static void mem_integrate(struct task *t, uint64_t current, uint64_t now)
+{
+	t->mem_byte_seconds_cg +=
+	    (double)current * (double)(now - t->last_mem_sample_mono) / (double)NSEC_PER_SEC;
+	t->last_mem_sample_mono = now;
+}
+
+/*
+ * A running task's periodic work, at its sample (every sample_interval): the cgroup read
+ * once for the memory integral, the OOM kills the kernel made meanwhile and the CPU-time
+ * limit, then the task.sample record.
+ */
+static void running_sample(struct agent *a, struct task *t, uint64_t now)
+{
+	struct cg_stats st;
+
+	if (t->cg && cg_task_stats(t->cg, &st) == 0) {
+		if (!needs_cg_integral(a, t))
+			mem_integrate(t, st.memory_current, now);
+		report_oom_kills(a, t, &st);
+		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.cpu_time_limit_ns &&
+		    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
+			fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now, t->spec.cpu_time_limit_ns,
+				   st.cpu_usage_ns);
+		else
+			cpu_timer_arm(a, t, st.cpu_usage_ns);
+	}
+	task_collect_usage(a, t);
+	emit(a, t, ACCT_TASK_SAMPLE);
+}
+
+static uint64_t min_u64(uint64_t x, uint64_t y)
+{
+	return x < y ? x : y;
+}
+
+/*
+ * One running task at a tick where something was due; returns when it next needs the tick
+ * (0: at every tick). Samples fall on a grid of sample_interval shared by all tasks, so a
+ * node's samples come in one batch per interval (at most SAMPLE_BATCH per tick, the rest at
+ * the following ticks) and between batches the tick walks no task.
+ */
+#define SAMPLE_BATCH 256
+static uint64_t running_tick(struct agent *a, struct task *t, uint64_t now, unsigned *n_sampled)
+{
+	uint64_t due = UINT64_MAX, iv = a->cfg.sample_interval_ns;
+	bool every_tick = false;
+
+	if (needs_cg_integral(a, t)) {
+		uint64_t cur;
+
+		if (cg_task_memory_current(t->cg, &cur) == 0)
+			mem_integrate(t, cur, now);
+		every_tick = true;
+	}
+	/* the meters' ticks: at every tick where one polls the task, else with its samples */
+	if (meters_every_tick(a, t)) {
+		meters_tick(a, t, now);
+		every_tick = true;
+	} else if (now >= t->next_sample_mono && *n_sampled < SAMPLE_BATCH) {
+		meters_tick(a, t, now);
+	}
+	if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns) {
+		if (now - t->start_mono_ns >= t->spec.time_limit_ns)
+			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,
+				   now - t->start_mono_ns);
+		else
+			due = min_u64(due, t->start_mono_ns + t->spec.time_limit_ns);
+	}
+	if (t->limit_reason != ACCT_EXIT_NONE && !t->kill_sent) {
+		if (now - t->term_sent_mono >= a->cfg.kill_grace_ns) {
+			log_notice("task %s: still running %.1fs after SIGTERM: SIGKILL", t->id,
+				   (double)a->cfg.kill_grace_ns / 1e9);
+			(void)cg_task_kill(t->cg, SIGKILL);
+			t->kill_sent = true;
+		} else {
+			due = min_u64(due, t->term_sent_mono + a->cfg.kill_grace_ns);
+		}
+	}
+	if (now >= t->next_sample_mono) {
+		if (*n_sampled >= SAMPLE_BATCH)
+			return 0;
+		(*n_sampled)++;
+		/* the next point of the grid after now */
+		t->next_sample_mono = iv ? (now / iv + 1) * iv : now;
+		running_sample(a, t, now);
+	}
+	due = min_u64(due, t->next_sample_mono);
+	return every_tick ? 0 : due;
+}
+
+/*
+ * Every tick, but the task table is walked only when something is due (a->task_due_mono,
+ * the earliest time any task needs the tick; task_tick_soon resets it when a task starts,
+ * changes state or fires a limit). Starting and ending tasks need every tick; an idle
+ * running task only its sample, its time limit and its kill grace.
+ */
 void task_tick(struct agent *a, uint64_t now)
 {
+	uint64_t due = UINT64_MAX;
+	unsigned n_sampled = 0;
+
+	if (now < a->task_due_mono)
+		return;
+	a->task_due_mono = UINT64_MAX; /* task_tick_soon during the walk sets 0: kept */
 	for (struct task *t = a->tasks, *next; t; t = next) {
 		next = t->next;
 		if (t->state == TASK_STARTING) {
 			if (t->start)
 				start_tick(a, t, now);
+			due = 0;
 			continue;
 		}
 		if (t->state == TASK_ENDING) {
@@ -1508,47 +1734,15 @@ void task_tick(struct agent *a, uint64_t now)
 				meters_leftovers(a, t);
 				(void)cg_task_kill(t->cg, SIGKILL);
 			}
+			due = 0;
 			continue;
 		}
 		if (t->state != TASK_RUNNING)
 			continue;
-		/* memory integral from the cgroup, sampled each tick */
-		if (t->cg) {
-			struct cg_stats st;
-
-			if (cg_task_stats(t->cg, &st) == 0) {
-				t->mem_byte_seconds_cg += (double)st.memory_current *
-							  (double)(now - t->last_mem_sample_mono) /
-							  1e9;
-				t->last_mem_sample_mono = now;
-				report_oom_kills(a, t, &st);
-				if (t->limit_reason == ACCT_EXIT_NONE &&
-				    t->spec.cpu_time_limit_ns &&
-				    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
-					fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now,
-						   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
-				else
-					cpu_timer_arm(a, t, st.cpu_usage_ns);
-			}
-		}
-		meters_tick(a, t, now);
-		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns &&
-		    now - t->start_mono_ns >= t->spec.time_limit_ns)
-			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,
-				   now - t->start_mono_ns);
-		if (t->limit_reason != ACCT_EXIT_NONE && !t->kill_sent &&
-		    now - t->term_sent_mono >= a->cfg.kill_grace_ns) {
-			log_notice("task %s: still running %.1fs after SIGTERM: SIGKILL", t->id,
-				   (double)a->cfg.kill_grace_ns / 1e9);
-			(void)cg_task_kill(t->cg, SIGKILL);
-			t->kill_sent = true;
-		}
-		if (now >= t->next_sample_mono) {
-			t->next_sample_mono = now + a->cfg.sample_interval_ns;
-			task_collect_usage(a, t);
-			emit(a, t, ACCT_TASK_SAMPLE);
-		}
+		due = min_u64(due, running_tick(a, t, now, &n_sampled));
 	}
+	if (a->task_due_mono != 0)
+		a->task_due_mono = due;
 }
 
 json_t *task_record_json(struct agent *a, struct task *t)

@@ -39,10 +39,19 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 /* BPF accounting at exit: the task's last thread got its final figures (METER_EV_SETTLED). */
 void task_on_meter_settled(struct agent *a, uint64_t task_key);
 void task_tick(struct agent *a, uint64_t now_mono);
+/* The next tick walks the task table (a task started, changed state or fired a limit). */
+void task_tick_soon(struct agent *a);
+/* A task's first sample: on the node's grid of sample_interval, at least one interval on. */
+uint64_t task_first_sample(const struct agent *a, uint64_t start_mono);
 int task_signal(struct agent *a, struct task *t, int sig);
 struct task *task_find(struct agent *a, const char *id);
 /* Append an ended task to a->ended (keeps the list in order of end). */
 void task_add_ended(struct agent *a, struct task *t);
+/* The ended task at position pos (oldest: a->ended_first_pos, newest: that + n_ended - 1),
+ * NULL outside. Constant time. */
+struct task *task_ended_at(struct agent *a, uint64_t pos);
+/* The ended tasks' index freed (at exit, with the list). */
+void task_ended_ring_free(struct agent *a);
 /* An ended task keeps only what show/wait/ps need, its final record as text. */
 void task_slim(struct task *t);
 /* An ended task's final record (new reference), NULL if none. */

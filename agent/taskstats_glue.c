@@ -343,6 +343,12 @@ static bool ts_tick(struct agent *a, struct task *t, uint64_t now_mono)
 	return false;
 }
 
+/* The fallback meter learns the task's processes from its cgroup at every tick. */
+static bool ts_tick_every(const struct agent *a, const struct task *t)
+{
+	return a->tsglue && t->ts;
+}
+
 /* Only without the BPF meter (then it is the IO source). */
 static void ts_usage(struct agent *a, struct task *t, struct meter_merge *m)
 {
@@ -354,6 +360,7 @@ const struct meter_ops meter_taskstats_ops = {
     .name = "taskstats",
     .started = ts_started,
     .tick = ts_tick,
+    .tick_every = ts_tick_every,
     .leftovers = tsglue_snapshot,
     .usage = ts_usage,
     .release = tsglue_forget,

@@ -551,6 +551,72 @@ static int task_open_hier(struct cg_task *t, size_t i)
 	return 0;
 }
 
+void cg_task_park(struct cg_task *t)
+{
+	if (!t || t->parked)
+		return;
+	t->parked_dirs = 0;
+	for (size_t i = 0; i < t->root->n_hier; i++) {
+		if (t->dir_fd[i] >= 0)
+			t->parked_dirs |= 1u << i;
+		closep(&t->dir_fd[i]);
+		closep(&t->procs_fd[i]);
+		closep(&t->join_fd[i]);
+		t->dir_fd[i] = t->procs_fd[i] = t->join_fd[i] = -1;
+	}
+	t->parked = true;
+}
+
+/*
+ * A parked task's directories open again (with join: their cgroup.procs and tasks files
+ * too, for attaching and joining). A directory gone meanwhile stays -1, as if the task had
+ * none there. The fds are a cache of the names: callers given a const task may reopen them.
+ */
+static int task_unpark(const struct cg_task *ct, bool join)
+{
+	struct cg_task *t = (struct cg_task *)ct;
+
+	if (!t->parked)
+		return 0;
+	for (size_t i = 0; i < t->root->n_hier; i++) {
+		int r;
+
+		if (!(t->parked_dirs & (1u << i)))
+			continue;
+		if (join) {
+			r = task_open_hier(t, i);
+		} else {
+			t->dir_fd[i] = openat(t->root->hier[i].dir_fd, t->name,
+					      O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			r = t->dir_fd[i] < 0 ? -errno : 0;
+		}
+		if (r < 0 && r != -ENOENT) {
+			for (size_t k = 0; k < i; k++) {
+				closep(&t->dir_fd[k]);
+				closep(&t->procs_fd[k]);
+				closep(&t->join_fd[k]);
+				t->dir_fd[k] = t->procs_fd[k] = t->join_fd[k] = -1;
+			}
+			return r;
+		}
+	}
+	t->parked = false;
+	return 0;
+}
+
+/* For the periodic calls: unparked for the call (*was says whether to park it again). */
+static int task_unpark_for_call(const struct cg_task *t, bool *was)
+{
+	*was = t->parked;
+	return task_unpark(t, false);
+}
+
+static void task_repark(const struct cg_task *t, bool was)
+{
+	if (was)
+		cg_task_park((struct cg_task *)t);
+}
+
 static int task_finish_open(struct cg_task *t)
 {
 	struct cg_root *root = t->root;
@@ -727,6 +793,9 @@ int cg_task_precreate_step(struct cg_task *t)
 
 	if (!t || !t->pre_need)
 		return -EINVAL;
+	r = task_unpark(t, true);
+	if (r < 0)
+		return r;
 	i = next_missing(t, 0, t->pre_need);
 	if (i < t->root->n_hier) {
 		r = task_make_hier(t, i);
@@ -767,7 +836,8 @@ bool cg_task_fits(const struct cg_task *t, const struct cg_limits *limits)
 	unsigned need = hierarchies_needed(limits);
 
 	for (size_t i = 0; i < root->n_hier; i++)
-		if (t->dir_fd[i] >= 0 && !hier_wanted(root, i, need))
+		if ((t->parked ? (t->parked_dirs & (1u << i)) != 0 : t->dir_fd[i] >= 0) &&
+		    !hier_wanted(root, i, need))
 			return false;
 	return true;
 }
@@ -783,6 +853,9 @@ int cg_task_apply(struct cg_task *t, const struct cg_limits *limits)
 		if (r < 0)
 			return r;
 	}
+	r = task_unpark(t, true);
+	if (r < 0)
+		return r;
 	r = task_add_hiers(t, hierarchies_needed(limits));
 	if (r < 0)
 		return r;
@@ -920,7 +993,7 @@ int cg_root_list_tasks(struct cg_root *root, char ***ret_names, size_t *ret_n)
 
 int cg_task_clone_fd(const struct cg_task *t)
 {
-	if (!t)
+	if (!t || task_unpark(t, true) < 0)
 		return -1;
 	if (t->root->mode == CG_MODE_V2)
 		return t->dir_fd[t->root->main_hier];
@@ -931,7 +1004,7 @@ size_t cg_task_join_fds(const struct cg_task *t, int *fds, bool *unified, size_t
 {
 	size_t n = 0;
 
-	if (!t)
+	if (!t || task_unpark(t, true) < 0)
 		return 0;
 	for (size_t i = 0; i < t->root->n_hier && n < max; i++) {
 		int fd = t->root->hier[i].unified ? t->procs_fd[i] : t->join_fd[i];
@@ -952,7 +1025,7 @@ bool cg_task_clone_joins_all(const struct cg_task *t)
 
 int cg_task_unified_fd(const struct cg_task *t)
 {
-	if (!t || t->root->unified_hier < 0)
+	if (!t || t->root->unified_hier < 0 || task_unpark(t, false) < 0)
 		return -1;
 	return t->dir_fd[t->root->unified_hier];
 }
@@ -972,6 +1045,8 @@ int cg_task_ctrl_fd(const struct cg_task *t, enum cg_ctrl c)
 
 int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller)
 {
+	if (!t || task_unpark(t, false) < 0)
+		return -1;
 	return cg_task_ctrl_fd(t, cg_ctrl_from_string(controller));
 }
 
@@ -1005,6 +1080,8 @@ int cg_task_attach(const struct cg_task *t, pid_t pid)
 
 	if (!t || pid <= 0)
 		return -EINVAL;
+	if (task_unpark(t, true) < 0)
+		return -errno;
 	len = snprintf(buf, sizeof(buf), "%d", (int)pid);
 	for (size_t i = 0; i < t->root->n_hier; i++) {
 		if (t->procs_fd[i] < 0)
@@ -1018,25 +1095,55 @@ int cg_task_attach(const struct cg_task *t, pid_t pid)
 int cg_task_stats(const struct cg_task *t, struct cg_stats *ret)
 {
 	struct cg_stats s = {0};
+	bool was;
 	int r;
 
 	if (!t || !ret)
 		return -EINVAL;
+	r = task_unpark_for_call(t, &was);
+	if (r < 0)
+		return r;
 	r = t->root->ops->stats(t, &s);
+	task_repark(t, was);
 	if (r < 0)
 		return r;
 	*ret = s;
 	return 0;
 }
 
+int cg_task_memory_current(const struct cg_task *t, uint64_t *ret)
+{
+	bool was;
+	int fd, r;
+
+	if (!t || !ret)
+		return -EINVAL;
+	r = task_unpark_for_call(t, &was);
+	if (r < 0)
+		return r;
+	if (t->root->mode == CG_MODE_V2) {
+		r = read_u64_file_at(t->dir_fd[t->root->main_hier], "memory.current", ret);
+	} else {
+		fd = cg_task_ctrl_fd(t, CG_C_MEMORY);
+		r = fd < 0 ? -EOPNOTSUPP : read_u64_file_at(fd, "memory.usage_in_bytes", ret);
+	}
+	task_repark(t, was);
+	return r;
+}
+
 int cg_task_pids(const struct cg_task *t, pid_t **ret, size_t *ret_n)
 {
 	_cleanup_free_ char *buf = NULL;
+	bool was;
 	int r;
 
 	if (!t || !ret || !ret_n)
 		return -EINVAL;
+	r = task_unpark_for_call(t, &was);
+	if (r < 0)
+		return r;
 	r = read_file_at(t->dir_fd[t->root->main_hier], "cgroup.procs", CG_FILE_MAX, &buf, NULL);
+	task_repark(t, was);
 	if (r < 0)
 		return r;
 	return cg_parse_pids(buf, ret, ret_n);
@@ -1055,9 +1162,17 @@ int cg_task_is_empty(const struct cg_task *t)
 
 int cg_task_kill(const struct cg_task *t, int sig)
 {
+	bool was;
+	int r;
+
 	if (!t || sig <= 0 || sig >= NSIG)
 		return -EINVAL;
-	return t->root->ops->kill(t, sig);
+	r = task_unpark_for_call(t, &was);
+	if (r < 0)
+		return r;
+	r = t->root->ops->kill(t, sig);
+	task_repark(t, was);
+	return r;
 }
 
 /* Remove t's directory in hierarchy i and close its fds there. */
@@ -1106,6 +1221,9 @@ int cg_task_destroy(struct cg_task *t)
 
 	if (r < 0)
 		return r;
+	r = task_unpark(t, false);
+	if (r < 0)
+		return r;
 	for (size_t k = next_present(t, 0, &i); k < t->root->n_hier;
 	     k = next_present(t, k + 1, &i)) {
 		int q = task_remove_hier(t, i);
@@ -1121,6 +1239,9 @@ int cg_task_destroy_step(struct cg_task *t)
 	size_t i = 0, k;
 	int r = destroy_check(t);
 
+	if (r < 0)
+		return r;
+	r = task_unpark(t, false);
 	if (r < 0)
 		return r;
 	k = next_present(t, 0, &i);

@@ -154,7 +154,19 @@ int cg_join_fds(const int *fds, const bool *unified, size_t n, bool unified_done
 /* Parent side: move pid into the task's cgroups. */
 int cg_task_attach(const struct cg_task *t, pid_t pid);
 
+/*
+ * Close the task's descriptors (directories, cgroup.procs, tasks) until a call needs them: a
+ * running task then costs the caller none. The calls made periodically (cg_task_stats,
+ * cg_task_memory_current, cg_task_pids, cg_task_is_empty, cg_task_kill) reopen the
+ * directories by name and close them again; the ones that return an fd (cg_task_clone_fd,
+ * cg_task_join_fds, cg_task_unified_fd, cg_task_v1_dir_fd) and cg_task_attach,
+ * cg_task_apply and cg_task_destroy leave it unparked (park it again after use).
+ */
+void cg_task_park(struct cg_task *t);
 int cg_task_stats(const struct cg_task *t, struct cg_stats *ret);
+/* The memory the cgroup uses now (v2 memory.current, v1 memory.usage_in_bytes): one file,
+ * for callers that sample only this. */
+int cg_task_memory_current(const struct cg_task *t, uint64_t *ret);
 /* PIDs currently in the task's cgroup (threads' tgids, unique). *ret malloc'd. */
 int cg_task_pids(const struct cg_task *t, pid_t **ret, size_t *ret_n);
 /* 1 if no process is left, 0 if some are, <0 on error. */

@@ -82,6 +82,13 @@ struct cg_task {
 	 */
 	int join_fd[CG_MAX_HIER];
 	uint64_t unified_id;
+	/*
+	 * Parked (cg_task_park): the fds above are closed, parked_dirs says in which hierarchies
+	 * the task has a directory; each call that needs them reopens the directories by name
+	 * (task_unpark), the periodic ones (stats, pids, kill) park them again before returning.
+	 */
+	bool parked;
+	unsigned parked_dirs; /* 1u << hierarchy index */
 	unsigned pre_need; /* cg_task_precreate_step: the controllers still to be made (0: done) */
 };
 

@@ -839,6 +839,74 @@ static void test_v1_stats_and_kill(void **state)
 	cg_root_free(root);
 }
 
+/* Parked: the task holds no fd; the periodic calls reopen by name and close again. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void test_v1_park(void **state)
+{
+	struct cg_limits lim = {.swap_max = UINT64_MAX, .pids_max = 10};
+	struct cg_root *root;
+	struct cg_task *t = NULL;
+	struct cg_stats s;
+	uint64_t cur = 0;
+	pid_t *pids = NULL;
+	size_t n = 1;
+	int before, open_n, fd;
+
+	make_v1_tree(true);
+	root = open_root(CG_MODE_V1, NULL);
+	before = open_fds();
+	assert_int_equal(cg_task_create(root, "p", &lim, &t), 0);
+	open_n = open_fds();
+	assert_true(open_n > before);
+	write_rel("cpuacct/corral-test/p/cpuacct.usage", "7\n");
+	write_rel("cpuacct/corral-test/p/cpuacct.stat", "user 0\nsystem 0\n");
+	write_rel("memory/corral-test/p/memory.usage_in_bytes", "4096\n");
+	write_rel("memory/corral-test/p/memory.oom_control", "oom_kill 0\n");
+	write_rel("pids/corral-test/p/pids.current", "2\n");
+	cg_task_park(t);
+	cg_task_park(t); /* twice: no change */
+	assert_int_equal(open_fds(), before);
+	assert_int_equal(cg_task_stats(t, &s), 0);
+	assert_int_equal(s.cpu_usage_ns, 7);
+	assert_int_equal(s.memory_current, 4096);
+	assert_int_equal(s.pids_current, 2);
+	assert_int_equal(cg_task_memory_current(t, &cur), 0);
+	assert_int_equal(cur, 4096);
+	assert_int_equal(cg_task_pids(t, &pids, &n), 0);
+	assert_int_equal(n, 0);
+	free(pids);
+	assert_int_equal(cg_task_is_empty(t), 1);
+	assert_int_equal(cg_task_kill(t, SIGKILL), 0);
+	assert_int_equal(open_fds(), before); /* parked again after each */
+	assert_true(cg_task_fits(t, &lim));
+	/* an fd asked for stays open until the next park */
+	fd = cg_task_v1_dir_fd(t, "pids");
+	assert_true(fd >= 0);
+	assert_int_equal(read_u64_file_at(fd, "pids.current", &cur), 0);
+	assert_int_equal(cur, 2);
+	assert_true(open_fds() > before);
+	cg_task_park(t);
+	assert_int_equal(open_fds(), before);
+	/* a parked task is destroyed like any other */
+	assert_int_equal(cg_task_destroy(t), 0);
+	assert_false(exists_rel("memory/corral-test/p"));
+	assert_false(exists_rel("pids/corral-test/p"));
+	cg_task_free(t);
+	assert_int_equal(open_fds(), before);
+	cg_root_free(root);
+}
+
 static void test_v1_comount(void **state)
 {
 	struct cg_root *root;
@@ -1022,6 +1090,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_v1_precreate_apply, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_steps, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_stats_and_kill, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v1_park, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_no_swap, setup_tree, teardown_tree),

@@ -1,0 +1,254 @@
+#!/bin/bash
+# The agent's footprint as the number of live tasks grows, side by side with the same number of
+# bare `sleep` processes in hand-made cgroups (the baseline: what the tasks cost without any
+# agent). For each N in SCALE_NS (default 1 100 1000 4000) a fresh corrald is started
+# (max_tasks N + 16, the descriptor limit raised for the run) and N minimal tasks
+# (`sleep`, --no-sandbox) are launched; once all run and the launches have settled, over a
+# window of SCALE_WINDOW seconds (default 60):
+#   - corrald CPU: utime+stime of all its threads (/proc/PID/stat, ticks) and their run time
+#     (/proc/PID/task/*/schedstat, ns), as % of one core; the ratio against N = 1 of this run
+#   - the shims' CPU (same sources, summed over the shims)
+#   - corrald RSS (VmRSS), shim PSS per task (smaps_rollup), the sleeps' PSS per task
+#   - descriptors: corrald's open fds per live task (fds at N minus fds at the first N of the
+#     run, divided by the difference in tasks; for the first N, minus the fds before any
+#     launch) and each shim's fds; the agent runs with its hard descriptor limit as soft one
+#   - `corralctl ps` latency (median of 5) and `ps --all`
+# The baseline: N `sleep`s, each in its own cgroup in the memory and cpuacct hierarchies (made
+# by this script), their CPU over the same window and their PSS per task.
+# SCALE_QUICK=1: N = 1 100, a 10 s window (development). SCALE_SAMPLE=D: the agent's
+# sample interval (default: the agent's default, 30s). SCALE_BASE_O=DIR: the same N with
+# another build's corrald (its output directory, e.g. of `git worktree add /tmp/base REV &&
+# make -C /tmp/base`), in the same run, one row each after this build's (an N it cannot
+# reach, say for want of descriptors, is reported failed and the run goes on).
+# Then ended tasks (SCALE_ENDED, default 2,000, quick 300; 0: none): one agent with the default
+# ended_keep (1,000) runs that many `true` tasks one after another; at every quarter corrald's
+# RSS and the latency of `ps --all` (median of 5) and of its first page (`--limit 50`), with
+# the base build too when given.
+# Results: tables on stdout.
+# Reported, not enforced (the host is shared); the enforced bound is
+# tests/integration/agent_scale.sh.
+set -u
+cd "$(dirname "$0")/../.."
+O=${CORRAL_O:-$PWD/.output}
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+[ -x "$O/corrald" ] || { echo "missing $O/corrald (make all)"; exit 1; }
+if [ -n "${SCALE_QUICK:-}" ]; then
+	NS=${SCALE_NS:-"1 100"}
+	WIN=${SCALE_WINDOW:-10}
+else
+	NS=${SCALE_NS:-"1 100 1000 4000"}
+	WIN=${SCALE_WINDOW:-60}
+fi
+SAMPLE=${SCALE_SAMPLE:-}
+T=$(mktemp -d /tmp/corral-scale.XXXXXX)
+chmod 755 "$T"
+SOCK=$T/sock
+SUB=corral-scale-$$
+BSUB=corral-scale-base-$$
+AG=
+HZ=$(getconf CLK_TCK)
+
+kill_cg() { # HIERARCHY-DIR: kill every process in it and below, remove the directories
+	local h=$1 f p
+	[ -d "$h" ] || return 0
+	for f in $(find "$h" -name cgroup.procs); do
+		for p in $(cat "$f"); do kill -9 "$p" 2>/dev/null; done
+	done
+	for _ in $(seq 50); do
+		[ -z "$(find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null)" ] && break
+		sleep 0.1
+	done
+	find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
+}
+stop_agent() {
+	[ -n "$AG" ] && { kill "$AG" 2>/dev/null; wait "$AG" 2>/dev/null; }
+	AG=
+	for h in /sys/fs/cgroup/*/"$SUB" /sys/fs/cgroup/unified/"$SUB"; do kill_cg "$h"; done
+}
+stop_base() {
+	for h in /sys/fs/cgroup/*/"$BSUB"; do kill_cg "$h"; done
+}
+trap 'stop_agent; stop_base; rm -rf "$T"' EXIT
+
+BO=$O # the build under test in this row
+ctl() { "$BO/corralctl" --socket "$SOCK" "$@"; }
+# CPU of a set of pids: "<ticks> <schedstat ns>" (all threads; pids that vanished count 0).
+cpu_of() {
+	local ticks=0 ns=0 p s
+	for p in "$@"; do
+		s=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null) && ticks=$((ticks + s))
+		for f in /proc/"$p"/task/*/schedstat; do
+			s=$(awk '{print $1}' "$f" 2>/dev/null) && ns=$((ns + s))
+		done
+	done
+	echo "$ticks $ns"
+}
+pss_kb() { # sum of Pss over pids, KiB
+	local sum=0 p v
+	for p in "$@"; do
+		v=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null) && sum=$((sum + v))
+	done
+	echo "$sum"
+}
+fds_of() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+# The shims: the agent's descendants named corral-shim (forked by corrald or corral-spawn).
+shims() {
+	local p c
+	for p in $(cat /proc/"$AG"/task/*/children 2>/dev/null); do
+		for c in $p $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+			[ "$(cat /proc/"$c"/comm 2>/dev/null)" = corral-shim ] && echo "$c"
+		done
+	done
+}
+median_ms() { # CMD...: median wall time of 5 runs, ms
+	local i t0 t1 ts=()
+	for i in 1 2 3 4 5; do
+		t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N)
+		ts+=($(((t1 - t0) / 1000)))
+	done
+	printf '%s\n' "${ts[@]}" | sort -n | sed -n 3p | awk '{printf "%.2f", $1 / 1000}'
+}
+pct() { # ns over WIN seconds -> % of one core
+	awk -v n="$1" -v w="$WIN" 'BEGIN {printf "%.3f", n / (w * 1e9) * 100}'
+}
+tpct() { awk -v n="$1" -v w="$WIN" -v hz="$HZ" 'BEGIN {printf "%.3f", n / hz / w * 100}'; }
+
+run_agent() { # N
+	local n=$1 fd0 fd1 i ids running shp c0 c1 s0 s1 conf=$T/a.conf
+	rm -rf "$T/state"
+	printf '[agent]\nmax_tasks = %d\n' $((n + 16)) >"$conf"
+	[ -n "$SAMPLE" ] && printf 'sample_interval = %s\n' "$SAMPLE" >>"$conf"
+	(
+		ulimit -n "$(ulimit -Hn)"
+		exec "$BO/corrald" --socket "$SOCK" --state-dir "$T/state" --config "$conf" \
+			--cgroup-subtree "$SUB" --node scale >"$T/agent.log" 2>&1
+	) &
+	AG=$!
+	for _ in $(seq 200); do ctl status >/dev/null 2>&1 && break; sleep 0.05; done
+	ctl status >/dev/null 2>&1 || { echo "agent did not start"; cat "$T/agent.log"; exit 1; }
+	sleep 1
+	fd0=$(fds_of "$AG")
+	for i in $(seq "$n"); do
+		ctl run --no-sandbox -- /bin/sleep 1000000 >/dev/null ||
+			{ echo "launch $i of $n failed: $(tail -2 "$T/agent.log" | tr '\n' ' ')" >&2; stop_agent; return 1; }
+	done
+	for _ in $(seq 600); do
+		running=$(ctl ps --json | python3 -c 'import sys,json
+print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
+		[ "$running" -ge "$n" ] && break
+		sleep 0.5
+	done
+	# launches settled: the cgroup pool refilled, each task's audit budget saved once at the
+	# first budget walk after its launch (every [audit] summary_interval, default 10 s)
+	sleep 12
+	shp=$(shims)
+	c0=$(cpu_of "$AG"); s0=$(cpu_of $shp)
+	sleep "$WIN"
+	c1=$(cpu_of "$AG"); s1=$(cpu_of $shp)
+	fd1=$(fds_of "$AG")
+	A_TICKS=$(( ${c1% *} - ${c0% *} )); A_NS=$(( ${c1#* } - ${c0#* } ))
+	S_TICKS=$(( ${s1% *} - ${s0% *} )); S_NS=$(( ${s1#* } - ${s0#* } ))
+	A_RSS=$(awk '/^VmRSS:/ {print $2}' "/proc/$AG/status")
+	NSHIM=$(echo $shp | wc -w)
+	SHIM_PSS=$(( $(pss_kb $shp) / (NSHIM > 0 ? NSHIM : 1) ))
+	SHIM_FDS=$(fds_of "$(echo $shp | awk '{print $1}')")
+	FD_PER_TASK=$(awk -v a="$fd1" -v b="$fd0" -v n="$n" 'BEGIN {printf "%.2f", (a - b) / n}')
+	# beyond N = 1 of this run: what each further task adds (the ready cgroups of the pool
+	# and the first launch's one-time descriptors cancel out)
+	[ -n "$FIRST_FDS" ] && [ "$n" -gt "$FIRST_N" ] &&
+		FD_PER_TASK=$(awk -v a="$fd1" -v b="$FIRST_FDS" -v n="$n" -v m="$FIRST_N" \
+			'BEGIN {printf "%.2f", (a - b) / (n - m)}')
+	A_FDS=$fd1
+	PS_MS=$(median_ms ctl ps)
+	PSA_MS=$(median_ms ctl ps --all)
+	stop_agent
+}
+
+run_base() { # N
+	local n=$1 i h pids=() c0 c1
+	for h in memory cpuacct; do mkdir -p "/sys/fs/cgroup/$h/$BSUB"; done
+	for i in $(seq "$n"); do
+		for h in memory cpuacct; do mkdir "/sys/fs/cgroup/$h/$BSUB/b$i"; done
+		sh -c 'for h in memory cpuacct; do echo $$ >/sys/fs/cgroup/$h/'"$BSUB"'/b'"$i"'/cgroup.procs; done
+exec sleep 1000000' &
+		pids+=($!)
+		disown $!
+	done
+	sleep 3
+	c0=$(cpu_of "${pids[@]}")
+	sleep "$WIN"
+	c1=$(cpu_of "${pids[@]}")
+	B_NS=$(( ${c1#* } - ${c0#* } ))
+	B_PSS=$(( $(pss_kb "${pids[@]}") / n ))
+	stop_base
+}
+
+echo "agent_scale: window ${WIN}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+row() { # N BUILD-LABEL
+	local ratio
+	[ -z "$FIRST_NS" ] && { FIRST_NS=$A_NS; FIRST_FDS=$A_FDS; FIRST_N=$1; }
+	ratio=$(awk -v a="$A_NS" -v b="$FIRST_NS" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+	printf '| %d%s | %s / %s | %s | %s | %s | %d | %d | %d | %d | %s | %d | %s | %s |\n' \
+		"$1" "$2" "$(tpct "$A_TICKS")" "$(pct "$A_NS")" "$ratio" "$(pct "$S_NS")" "$(pct "$B_NS")" \
+		"$A_RSS" "$SHIM_PSS" "$B_PSS" "$A_FDS" "$FD_PER_TASK" "$SHIM_FDS" "$PS_MS" "$PSA_MS"
+}
+FIRST_NS= FIRST_FDS= FIRST_N= BASE_FDS= BASE_N=
+for n in $NS; do
+	BO=$O
+	run_agent "$n" || { echo "| $n | failed |"; continue; }
+	run_base "$n"
+	row "$n" ""
+	if [ -n "${SCALE_BASE_O:-}" ]; then
+		# the base build's ratio is against this build's N = 1
+		BO=$SCALE_BASE_O
+		SAVE_FDS=$FIRST_FDS SAVE_N=$FIRST_N
+		FIRST_FDS=$BASE_FDS FIRST_N=$BASE_N
+		if run_agent "$n"; then
+			[ -z "$BASE_FDS" ] && { BASE_FDS=$A_FDS; BASE_N=$n; }
+			row "$n" " (base)"
+		else
+			echo "| $n (base) | failed |"
+		fi
+		FIRST_FDS=$SAVE_FDS FIRST_N=$SAVE_N
+	fi
+done
+run_ended() { # TOTAL LABEL: rows of the ended-task table
+	local total=$1 label=$2 i q=$(( $1 / 4 ))
+	rm -rf "$T/state"
+	(
+		ulimit -n "$(ulimit -Hn)"
+		exec "$BO/corrald" --socket "$SOCK" --state-dir "$T/state" --cgroup-subtree "$SUB" \
+			--node scale >"$T/agent.log" 2>&1
+	) &
+	AG=$!
+	for _ in $(seq 200); do ctl status >/dev/null 2>&1 && break; sleep 0.05; done
+	sleep 1
+	for i in $(seq 0 "$total"); do
+		if [ "$i" -gt 0 ]; then
+			ctl run --wait --no-sandbox -- /bin/true >/dev/null 2>&1 ||
+				{ echo "| $label | task $i failed |"; break; }
+		fi
+		[ $((i % q)) = 0 ] || continue
+		# a build without pages answers --limit with an error: not timed
+		printf '| %s | %d | %d | %s | %s |\n' "$label" "$i" \
+			"$(awk '/^VmRSS:/ {print $2}' "/proc/$AG/status")" "$(median_ms ctl ps --all)" \
+			"$(ctl ps --all --limit 1 >/dev/null 2>&1 && median_ms ctl ps --all --limit 50 || echo -)"
+	done
+	stop_agent
+}
+if [ -n "${SCALE_QUICK:-}" ]; then ENDED=${SCALE_ENDED:-300}; else ENDED=${SCALE_ENDED:-2000}; fi
+if [ "$ENDED" -gt 0 ]; then
+	echo
+	echo "ended tasks (ended_keep 1000): corrald RSS and ps latency"
+	echo '| build | ended tasks | corrald RSS KiB | ps --all ms | ps --all --limit 50 ms |'
+	echo '|---|---|---|---|---|'
+	BO=$O
+	run_ended "$ENDED" this
+	if [ -n "${SCALE_BASE_O:-}" ]; then
+		BO=$SCALE_BASE_O
+		run_ended "$ENDED" base
+	fi
+fi
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
