@@ -588,8 +588,10 @@ static int run_wait_loop(int fd, int sfd, struct run_io *io, bool wait, bool qui
 					eprintf(stderr, "corralctl: task %s\n", id);
 				fflush(stdout);
 				json_decref(r);
-				if (!wait)
+				if (!wait) {
+					free(id);
 					return 0;
+				}
 				for (int i = 0; i < npending; i++)
 					send_req(fd, json_pack("{s:s,s:s,s:i}", "op", "kill",
 							       "task", id, "signal", pending[i]));
