@@ -14,7 +14,14 @@
 # records at the same density (over 90 x BENCH_PG_TASKS / BENCH_TASKS days), and the report
 # database gets the SQLite run's rollup_day and rollup_job_month rows (\copy, all 17 digits),
 # the same rows the helper made; both backends' reports must agree to the cent.
-# Needs sqlite3 and bc. About 4 minutes on 2 shared cores.
+# Node records: BENCH_NODES (default 10,000) nodes x 91 days (the range) of rollup_node_day rows (what
+# node.sample records every 30 s make: 2,880 records a node and day, rolled up), written by
+# SQL (generate the rows, not the 2.6 billion records), a quarter of the nodes of class gpu
+# with 4 GPUs; node0..node199 are the nodes the tasks ran on. Then, side by side with the
+# plain report in the same run: the report by account per day with --share-idle proportional
+# (the idle capacity of every node shared over the accounts) and `capacity --by node --period
+# month` against a hand-written SQL query of the capacity per node and month.
+# Needs sqlite3 and bc. About 5 minutes on 2 shared cores.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -61,11 +68,14 @@ instr() {
 	sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$T/vg" | head -1
 }
 results=()
+# the command measured: report (default) or capacity, with EXTRA arguments
+CMD=report
+EXTRA=()
 # bench NAME DBURI BY PERIOD BASELINE-COMMAND...
 bench() {
 	local name=$1 uri=$2 by=$3 period=$4 rt bt rf bf rl bl ri bi; shift 4
-	rep() { "$COLL" report --db "$uri" --prices "$T/p.ini" --from 2026-09-01 --to 2026-12-01 \
-		--by "$by" --period "$period" --format csv; }
+	rep() { "$COLL" $CMD --db "$uri" --prices "$T/p.ini" --from 2026-09-01 --to 2026-12-01 \
+		--by "$by" --period "$period" --format csv "${EXTRA[@]}"; }
 	rt=$(for _ in 1 2 3; do total rep; done | best)
 	rl=$(wc -l < "$T/out")
 	cp "$T/out" "$T/$name.csv"
@@ -75,15 +85,46 @@ bench() {
 	bf=$(for _ in 1 2 3; do ttfb "$@"; done | best)
 	ri=- bi=-
 	case $name in sqlite*)
-		ri=$(instr "$COLL" report --db "$uri" --prices "$T/p.ini" --from 2026-09-01 \
-			--to 2026-12-01 --by "$by" --period "$period" --format csv)
+		ri=$(instr "$COLL" $CMD --db "$uri" --prices "$T/p.ini" --from 2026-09-01 \
+			--to 2026-12-01 --by "$by" --period "$period" --format csv "${EXTRA[@]}")
 		bi=$(instr "$@") ;;
 	esac
 	[ $((rl - 2)) = "$bl" ] || { echo "FAIL: $name report has $rl lines, baseline $bl"; return 1; }
 	results+=("$name $rt $bt $rf $bf $bl $ri $bi")
 }
+# node_day rows: BENCH_NODES nodes x 90 days, in the table's own column order
+NN=${BENCH_NODES:-10000}
+NODE_ROWS="WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE i < 90),
+ n(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM n WHERE j < $NN - 1)
+ SELECT strftime('%Y-%m-%d', '2026-09-01', '+' || i || ' days') AS bucket, 'node' || j AS node,
+ 'price_class' AS label_key, CASE WHEN j % 4 = 0 THEN 'gpu' ELSE 'std' END AS label_value,
+ 2880.0 AS tasks, 86400.0 AS wall_s, 64 * 86400.0 * ((i * 7 + j) % 10) / 20 AS cpu_s,
+ 16 * 86400.0 AS cpu_req_core_s, 64 * 86400.0 AS cpu_charged_core_s,
+ 128 * 1073741824.0 * 86400 AS mem_byte_s, 64 * 1073741824.0 * 86400 AS mem_req_byte_s,
+ 256 * 1073741824.0 * 86400 AS mem_charged_byte_s,
+ CASE WHEN j % 4 = 0 THEN 2 * 86400.0 ELSE 0 END AS gpu_req_s,
+ CASE WHEN j % 4 = 0 THEN 4 * 86400.0 ELSE 0 END AS gpu_charged_s FROM d, n"
+t0=$(now)
+sqlite3 "$DB" "INSERT INTO rollup_node_day (bucket, node, label_key, label_value, tasks, wall_s,
+ cpu_s, cpu_req_core_s, cpu_charged_core_s, mem_byte_s, mem_req_byte_s, mem_charged_byte_s,
+ gpu_req_s, gpu_charged_s) $NODE_ROWS" || { echo "FAIL: node rows"; exit 1; }
+echo "sqlite: $(sqlite3 "$DB" 'SELECT count(*) FROM rollup_node_day') rollup_node_day rows written in $(echo "$(now) - $t0" | bc -l | cut -c1-5) s"
+printf '[node_class:gpu]\ncpu_core_hour = 0.05\ngpu_hour = 2.10\n' >>"$T/p.ini"
+# capacity per node and month, as the capacity report prices it (allocation aside)
+QCAP="SELECT substr(bucket, 1, 7), node, label_value, sum(round(cpu_charged_core_s/3600*(CASE
+ WHEN label_value = 'gpu' THEN 0.05 ELSE 0.031 END)*100) + round(mem_charged_byte_s/3600/1073741824.0*0.0043*100)
+ + round(gpu_charged_s/3600*2.10*100))/100.0 FROM rollup_node_day WHERE bucket >= '2026-09-01'
+ AND bucket < '2026-12-01' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;"
+plain() { "$COLL" report --db "$1" --prices "$T/p.ini" --from 2026-09-01 --to 2026-12-01 \
+	--by account --period day --format csv | sed '1d;$d'; } # (its rows, as the baselines)
+
 bench sqlite "sqlite:$DB" account day sqlite3 "$DB" "$Q" || exit 1
 bench sqlite-jn "sqlite:$DB" job,node month sqlite3 "$DB" "$QJN" || exit 1
+EXTRA=(--share-idle proportional)
+bench sqlite-idle "sqlite:$DB" account day plain "sqlite:$DB" || exit 1
+CMD=capacity EXTRA=()
+bench sqlite-cap "sqlite:$DB" node month sqlite3 "$DB" "$QCAP" || exit 1
+CMD=report
 ROWS=$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_day')
 JROWS=$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_job_month')
 JDROWS=$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_job_day')
@@ -98,7 +139,7 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/de
 	"$COLL" migrate --db "$(pg rep)" >/dev/null || { echo "FAIL: migrate"; exit 1; }
 	# the report by account reads rollup_day (and rollup_open, empty here) only; by job and
 	# node per whole months, rollup_job_month too
-	for tbl in rollup_day rollup_job_month; do
+	for tbl in rollup_day rollup_job_month rollup_job_day rollup_node_day; do
 		cols=$(sqlite3 "$DB" "SELECT group_concat(CASE WHEN type = 'REAL' THEN
 			'printf(''%.17g'', ' || name || ')' ELSE '\"' || name || '\"' END, ', ')
 			FROM pragma_table_info('$tbl')")
@@ -108,16 +149,21 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/de
 	psql -q "$(pg rep)" -c "ANALYZE" || exit 1
 	bench postgresql "$(pg rep)" account day psql -At -F, "$(pg rep)" -c "$Q" || exit 1
 	bench postgresql-jn "$(pg rep)" job,node month psql -At -F, "$(pg rep)" -c "$QJN" || exit 1
+	EXTRA=(--share-idle proportional)
+	bench postgresql-idle "$(pg rep)" account day plain "$(pg rep)" || exit 1
+	CMD=capacity EXTRA=()
+	bench postgresql-cap "$(pg rep)" node month psql -At -F, "$(pg rep)" -c "$QCAP" || exit 1
+	CMD=report
 	# money to the cent and counts exactly; quantities and ratios may differ in their last
 	# printed digit (the copied doubles pass through sqlite3's printf)
-	for v in "" -jn; do
+	for v in "" -jn -idle -cap; do
 	python3 - "$T/sqlite$v.csv" "$T/postgresql$v.csv" <<'PY' || { echo "FAIL: the two backends' reports differ ($v)"; exit 1; }
 import csv, sys
 a, b = (list(csv.DictReader(open(p))) for p in sys.argv[1:])
 assert len(a) == len(b)
 for x, y in zip(a, b):
     for k in x:
-        if k.endswith("cost") or k in ("waste", "tasks_ended", "tasks_active", "period", "first_day", "last_day",
+        if k.endswith("cost") or k in ("waste", "price_class", "tasks_ended", "tasks_active", "period", "first_day", "last_day",
                                        "account", "job", "node", "oom_killed",
                                        "tasks_without_request", "running_tasks"):
             assert x[k] == y[k], (k, x, y)
@@ -133,8 +179,8 @@ printf 'rollups at ingest (helper_rollup_load, batches of 50000): sqlite %s task
 	"$N" "$sq_s" "$sq_rate"
 [ -n "${pg_rate:-}" ] && printf '; postgresql %s tasks in %.1f s = %s tasks/s' "$NPG" "$pg_s" "$pg_rate"
 echo
-printf 'reports over %s rollup_day rows (%s tasks; by job,node per month: + %s rollup_job_month rows, not the %s of rollup_job_day), best of 3, %s CPUs:\n' \
-	"$ROWS" "$N" "$JROWS" "$JDROWS" "$(nproc)"
+printf 'reports over %s rollup_day rows (%s tasks; by job,node per month: + %s rollup_job_month rows, not the %s of rollup_job_day; idle and capacity: + %s rollup_node_day rows of %s nodes x 91 days and the %s rollup_job_day rows), best of 3, %s CPUs:\n' \
+	"$ROWS" "$N" "$JROWS" "$JDROWS" "$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_node_day')" "$NN" "$JDROWS" "$(nproc)"
 printf '%-14s %8s %8s %6s %8s %8s %6s %7s %8s %8s %6s %s\n' backend total base ratio "1st byte" base \
 	ratio groups "Minstr" base ratio target
 for r in "${results[@]}"; do

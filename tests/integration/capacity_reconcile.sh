@@ -111,6 +111,11 @@ sh=$("$COLL" report --db "sqlite:$T/ex/c.db" --prices "$T/ex/prices.ini" --from 
 [ "$ex" = "11.90 6.60 18.50 3.10 1.03 4.13 2.29 1.84 8.80 5.57 14.37" ] && [ "$sh" = "chem:4.73+1.36=6.09 physics:9.64+2.77=12.41 18.50" ] &&
 	ok "the worked example of docs/reports.md: $ex; $sh" || fail "worked example: capacity '$ex', showback '$sh'"
 
+h=$("$COLL" capacity --db "sqlite:$T/ex/c.db" --prices "$T/ex/prices.ini" --from 2026-12-01 --to 2026-12-02 --format html |
+	sed -n 's/.*id="capacity-cost">\([^<]*\)<.*id="allocated-cost">\([^<]*\)<.*id="idle-cost">\([^<]*\)<.*/\1 \2 \3/p')
+[ "$h" = "18.50 4.13 14.37" ] && ok "the example's HTML page: capacity 18.50 = allocated 4.13 + idle 14.37" ||
+	fail "example HTML: '$h'"
+
 [ $fails = 0 ] && { echo "PASS"; exit 0; }
 echo "$fails failure(s)"
 exit 1
