@@ -19,6 +19,7 @@
 # of an older commit: git worktree add /tmp/base REV && make -C /tmp/base all); this tree's
 # bench program is compiled against DIR's meter library, and rounds alternate between the two
 # builds (METER_BENCH_AB_ROUNDS, default 5), so both see the same host; medians per build.
+# The storms too, followed by each build's run time per program and operation.
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-.output}
@@ -125,3 +126,12 @@ for w in range(3):
                 r[b] = statistics.median([h / o for h, o in zip(v[(b, w, c, arm)], v[(b, w, c, 0)])])
             print("%-20s %-7s %-8s %10.4f %10.4f" % (names[w], per, an, r["this"], r["base"]))
 PY
+# Where the time goes in each build: the run time of each program per operation (one round of
+# each, BPF statistics), this build then the base.
+for b in this base; do
+	bin=$S; [ $b = base ] && bin=$T/storm_base
+	echo
+	echo "per-program run time, $b build:"
+	# shellcheck disable=SC2086
+	"$bin" 1 $STORM_ARGS 2>&1 | sed -n '/^per-program run time/,$p' | tail -n +2
+done
