@@ -12,20 +12,15 @@ struct acct_retry acct_retry_delay(unsigned attempt, uint64_t min_ms, uint64_t m
 				   uint64_t retry_after_ms, uint64_t rnd)
 {
 	struct acct_retry r = {.ceiling_ms = min_ms ?: 1};
-	uint64_t window;
 
 	if (max_ms < r.ceiling_ms)
 		max_ms = r.ceiling_ms;
+	if (retry_after_ms)
+		r.ceiling_ms = retry_after_ms = MIN(retry_after_ms, max_ms);
 	for (unsigned i = 0; i < attempt && r.ceiling_ms < max_ms; i++)
 		r.ceiling_ms *= 2;
 	r.ceiling_ms = MIN(r.ceiling_ms, max_ms);
-	if (!retry_after_ms) {
-		r.delay_ms = rnd % (r.ceiling_ms + 1);
-		return r;
-	}
-	retry_after_ms = MIN(retry_after_ms, max_ms);
-	window = MAX(retry_after_ms, r.ceiling_ms);
-	r.delay_ms = retry_after_ms + rnd % (window + 1);
+	r.delay_ms = retry_after_ms + rnd % (r.ceiling_ms + 1);
 	return r;
 }
 

@@ -100,7 +100,8 @@ struct upl {
 	uint64_t backoff_until; /* monotonic ns, 0 = none */
 	uint64_t pending_since; /* monotonic ns when the spool was first seen non-empty */
 	unsigned attempt;
-	bool drain; /* after a success: send the backlog without waiting */
+	unsigned ra_attempt; /* answers with a Retry-After in a row (acct_retry_delay) */
+	bool drain;	     /* after a success: send the backlog without waiting */
 	uint64_t rng;
 
 	struct upl_stats st;
@@ -783,8 +784,11 @@ static int maybe_start(struct upl *u, bool force)
  * answers that resending soon cannot change); retry_after_ms: the collector's Retry-After. */
 static void backoff_after(struct upl *u, bool max, uint64_t retry_after_ms)
 {
-	struct acct_retry d = acct_retry_delay(max ? 64 : u->attempt, u->backoff_min_ms,
-					       u->backoff_max_ms, retry_after_ms, rnd(u));
+	struct acct_retry d =
+	    acct_retry_delay(max	      ? 64
+			     : retry_after_ms ? u->ra_attempt++
+					      : u->attempt,
+			     u->backoff_min_ms, u->backoff_max_ms, retry_after_ms, rnd(u));
 
 	u->attempt++;
 	u->st.retries++;
@@ -984,7 +988,7 @@ static void note_failure(struct upl *u, bool at_once)
 	use_url(u, (u->cur + 1) % u->n_urls);
 	if (u->cur == from)
 		return;
-	u->attempt = 0;
+	u->attempt = u->ra_attempt = 0;
 	{
 		size_t l = strlen(u->st.last_error);
 
@@ -1111,7 +1115,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 			backoff(u, false);
 			return;
 		}
-		u->attempt = 0;
+		u->attempt = u->ra_attempt = 0;
 		u->st.backoff_ceiling_ms = 0;
 		u->st.last_error[0] = 0;
 		u->st.last_success_ns = now_ns(CLOCK_REALTIME);

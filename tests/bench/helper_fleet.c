@@ -70,7 +70,7 @@ struct node {
 	uint64_t *made_at;  /* per seq: monotonic ns it was made (storm drain); bit 0: a sample */
 	uint64_t periods;   /* task ends so far */
 	size_t made_cap;
-	unsigned attempt;
+	unsigned attempt, ra_attempt; /* failures without / answers with a Retry-After in a row */
 	char *out;
 	size_t out_len, out_pos;
 	char *in;
@@ -213,7 +213,8 @@ static void node_close(struct node *n)
 static void node_fail(struct node *n, uint64_t now, uint64_t retry_after_ms)
 {
 	struct acct_retry d =
-	    acct_retry_delay(n->attempt++, BACKOFF_MIN_MS, BACKOFF_MAX_MS, retry_after_ms, rnd());
+	    acct_retry_delay(retry_after_ms ? n->ra_attempt++ : n->attempt++, BACKOFF_MIN_MS,
+			     BACKOFF_MAX_MS, retry_after_ms, rnd());
 
 	n->retry_at = now + d.delay_ms * 1000000ULL;
 	n->inflight = 0;
@@ -348,7 +349,7 @@ static bool node_answer(struct node *n, uint64_t now, const char *body, size_t b
 		F.duplicate += dup;
 		n->acked += n->inflight;
 		n->inflight = 0;
-		n->attempt = 0;
+		n->attempt = n->ra_attempt = 0;
 		return !close_after;
 	}
 	if (code == 503) {

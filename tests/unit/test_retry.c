@@ -75,18 +75,28 @@ static void test_retry_after(void **state)
 		hi = d > hi ? d : hi;
 	}
 	assert_true(lo < 5100 && hi > 9900); /* the herd is spread over the whole window */
-	/* a later attempt whose ceiling is beyond the Retry-After widens the window */
-	for (int i = 0; i < 2000; i++) {
-		uint64_t d = acct_retry_delay(6, 500, 300000, 5000, xorshift(&s)).delay_ms;
+	/* a third Retry-After in a row: the window is the Retry-After doubled twice */
+	lo = UINT64_MAX;
+	hi = 0;
+	for (int i = 0; i < 20000; i++) {
+		struct acct_retry r = acct_retry_delay(2, 500, 300000, 5000, xorshift(&s));
 
-		assert_true(d >= 5000 && d <= 5000 + 32000);
+		assert_int_equal(r.ceiling_ms, 20000);
+		assert_true(r.delay_ms >= 5000 && r.delay_ms <= 25000);
+		lo = r.delay_ms < lo ? r.delay_ms : lo;
+		hi = r.delay_ms > hi ? r.delay_ms : hi;
 	}
+	assert_true(lo < 5200 && hi > 24800);
+	/* the window stops at the cap */
+	assert_int_equal(acct_retry_delay(20, 500, 300000, 5000, 7).ceiling_ms, 300000);
 	/* a Retry-After beyond the cap is cut to it */
 	for (int i = 0; i < 2000; i++) {
 		uint64_t d = acct_retry_delay(0, 500, 300000, 86400000, xorshift(&s)).delay_ms;
 
 		assert_true(d >= 300000 && d <= 600000);
 	}
+	/* a short Retry-After is not raised to min_ms */
+	assert_int_equal(acct_retry_delay(0, 500, 300000, 100, 101).delay_ms, 100);
 	/* exact values for fixed draws */
 	assert_int_equal(acct_retry_delay(0, 500, 300000, 2000, 0).delay_ms, 2000);
 	assert_int_equal(acct_retry_delay(0, 500, 300000, 2000, 2000).delay_ms, 4000);
