@@ -292,7 +292,7 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	u->on_conflict = o->on_conflict;
 	u->on_conflict_ud = o->on_conflict_ud;
 	u->backoff_min_ms = o->backoff_min_ms ? o->backoff_min_ms : 500;
-	u->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 300000;
+	u->backoff_max_ms = o->backoff_max_ms ? o->backoff_max_ms : 60000;
 	if (u->backoff_max_ms < u->backoff_min_ms)
 		u->backoff_max_ms = u->backoff_min_ms;
 	u->rng = o->seed;

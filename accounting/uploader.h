@@ -42,7 +42,7 @@ struct upl_opts {
 	uint64_t connect_timeout_ms; /* 0 = 10 s */
 	uint64_t request_timeout_ms; /* whole request, 0 = 60 s */
 	uint64_t backoff_min_ms;     /* first retry ceiling, 0 = 500 */
-	uint64_t backoff_max_ms;     /* ceiling cap, 0 = 300 s */
+	uint64_t backoff_max_ms;     /* ceiling cap, 0 = 60 s */
 	uint64_t seed;		     /* jitter PRNG seed, 0 = from getrandom() */
 	/* send bodies as zstd (Content-Encoding) once the collector advertises it */
 	bool compress;

@@ -79,9 +79,10 @@ serve() {
 	echo "collector did not start:"; tail -5 "$T/collector.log"; return 1
 }
 
-# monitor PID FILE: peak VmRSS (kB), threads and descriptors, every second, until killed
+# monitor PID FILE: peak VmRSS (kB), threads and descriptors, and CPU time (user + system,
+# clock ticks), every second, until killed
 monitor() {
-	local rss=0 thr=0 fds=0 r t f
+	local rss=0 thr=0 fds=0 cpu=0 r t f c
 	while kill -0 "$1" 2>/dev/null; do
 		r=$(awk '/^VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null)
 		t=$(awk '/^Threads/{print $2}' "/proc/$1/status" 2>/dev/null)
@@ -89,7 +90,9 @@ monitor() {
 		[ "${r:-0}" -gt "$rss" ] && rss=$r
 		[ "${t:-0}" -gt "$thr" ] && thr=$t
 		[ "${f:-0}" -gt "$fds" ] && fds=$f
-		echo "$rss $thr $fds" >"$2"
+		c=$(awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null)
+		[ -n "$c" ] && cpu=$c
+		echo "$rss $thr $fds $cpu" >"$2"
 		sleep 1
 	done
 }
@@ -108,14 +111,15 @@ for backend in sqlite postgresql; do
 		MPID=$!
 		out=$(nice "$H" --url "http://127.0.0.1:$port" --nodes "$n" --seconds "$SECS" \
 			2>>"$T/helper.log")
+		sleep 1.2 # the monitor's last sample covers the drain
 		kill "$MPID" 2>/dev/null; wait "$MPID" 2>/dev/null
-		read -r rss thr fds <"$T/mon"
+		read -r rss thr fds cpu <"$T/mon"
 		stop_collector
 		stored=$(count "$uri")
-		echo "$backend $n: $out" >>"$T/raw"
+		echo "$backend $n: $out collector_cpu_ticks=$cpu" >>"$T/raw"
 		echo "$backend $n $(kv "$out" offered_rps) $(kv "$out" stored_rps) $(kv "$out" p50) \
 $(kv "$out" p99) $(kv "$out" max) $rss $thr $fds $(kv "$out" s503) $(kv "$out" conn_err) \
-$(kv "$out" generated) ${stored:-0}" >>"$T/rows"
+$(kv "$out" generated) ${stored:-0} $cpu" >>"$T/rows"
 	done
 done
 
@@ -140,7 +144,7 @@ if [ "$STORM_N" -gt 0 ]; then
 		MPID=$!
 		wait "$HPID"
 		kill "$MPID" 2>/dev/null; wait "$MPID" 2>/dev/null
-		read -r rss thr fds <"$T/mon"
+		read -r rss thr fds cpu <"$T/mon"
 		stop_collector
 		out=$(cat "$T/storm.out")
 		stored=$(count "$uri")
@@ -153,14 +157,16 @@ fi
 
 echo "fleet: $NODES nodes, $SECS s of uploads each (a task.end per node per 10 s, a task.sample per 30 s), loopback, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$T/raw"
-python3 - "$T/rows" "$T/storm" "$OUTAGE" <<'PY'
+python3 - "$T/rows" "$T/storm" "$OUTAGE" "$(getconf CLK_TCK)" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 storm = [l.split() for l in open(sys.argv[2]) if l.strip()]
 bad = 0
-print("%-10s %6s %9s %9s %8s %8s %8s %8s %7s %5s %5s %6s %8s  %s" % ("backend", "nodes",
+hz = float(sys.argv[4])
+print("%-10s %6s %9s %9s %8s %8s %8s %8s %7s %5s %5s %6s %8s %9s  %s" % ("backend", "nodes",
       "offer r/s", "store r/s", "p50 ms", "p99 ms", "max ms", "RSS MiB", "threads", "fds",
-      "503s", "connE", "lost", "ratios to the first N: stored, p99, RSS, threads"))
+      "503s", "connE", "lost", "CPU ms/1k",
+      "ratios to the first N: stored, p99, RSS, threads, CPU per record"))
 for be in ("sqlite", "postgresql"):
     mine = [r for r in rows if r[0] == be]
     if not mine:
@@ -168,14 +174,17 @@ for be in ("sqlite", "postgresql"):
     base = [float(x) for x in mine[0][2:]]
     for r in mine:
         v = [float(x) for x in r[2:]]
-        off, sto, p50, p99, mx, rss, thr, fds, s503, ce, made, cnt = v
+        off, sto, p50, p99, mx, rss, thr, fds, s503, ce, made, cnt, cpu = v
         lost = made - cnt
         bad += lost != 0
+        # collector CPU per 1,000 records stored (ms): start, uploads and drain
+        cpr = cpu / hz * 1000 / (cnt / 1000) if cnt else 0
+        bcpr = base[12] / hz * 1000 / (base[11] / 1000) if base[11] else 0
         q = lambda i: v[i] / base[i] if base[i] else float("nan")
-        print("%-10s %6s %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %7.0f %5.0f %5.0f %6.0f %8.0f  "
-              "%.1f, %.2f, %.2f, %.2f%s" % (be, r[1], off, sto, p50, p99, mx, rss / 1024, thr,
-              fds, s503, ce, lost, q(1), q(3), q(5), q(6),
-              "" if p99 < 1000 else "  (p99 over 1 s)"))
+        print("%-10s %6s %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %7.0f %5.0f %5.0f %6.0f %8.0f %9.0f  "
+              "%.1f, %.2f, %.2f, %.2f, %.2f%s" % (be, r[1], off, sto, p50, p99, mx, rss / 1024,
+              thr, fds, s503, ce, lost, cpr, q(1), q(3), q(5), q(6),
+              cpr / bcpr if bcpr else float("nan"), "" if p99 < 1000 else "  (p99 over 1 s)"))
 if storm:
     print("reconnect storm after a %s s outage (collector killed -9, started again):" % sys.argv[3])
     print("%-10s %6s %9s %8s %6s %8s %8s %8s %8s %8s" % ("backend", "nodes", "drain s",

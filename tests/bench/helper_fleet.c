@@ -53,7 +53,7 @@
 #include "common/parse.h"
 
 #define BACKOFF_MIN_MS 500
-#define BACKOFF_MAX_MS 300000
+#define BACKOFF_MAX_MS 60000 /* the uploader's default */
 #define RESP_MAX       (1u << 20)
 
 enum nstate { N_IDLE, N_CONNECTING, N_SENDING, N_READING };
