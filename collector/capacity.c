@@ -61,6 +61,10 @@ struct unit {
 struct cap_reader {
 	struct dn *dn;
 	size_t ndn, capdn;
+	/* (day, node) -> index + 1 into dn, open addressing: the task rows (one per account,
+	 * user, job and node a day) are summed as they come, so few (day, node)s are kept */
+	size_t *slot;
+	size_t nslot;
 	struct unit *u;
 	size_t nu, capu;
 	uint64_t from_ns, to_ns;
@@ -83,13 +87,59 @@ static int grow(void **v, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
+static uint64_t dn_hash(const char *day, const char *node)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (const char *p = day; *p && p - day < 10; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	h = (h ^ 0xff) * 0x100000001b3ULL;
+	for (const char *p = node; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	return h ^ (h >> 29);
+}
+
+static int dn_rehash(struct cap_reader *rd)
+{
+	const size_t ns = rd->nslot ? rd->nslot * 2 : 4096;
+	size_t *slot = calloc(ns, sizeof(*slot));
+
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < rd->ndn; i++) {
+		size_t j = dn_hash(rd->dn[i].day, rd->dn[i].node) & (ns - 1);
+
+		while (slot[j])
+			j = (j + 1) & (ns - 1);
+		slot[j] = i + 1;
+	}
+	free(rd->slot);
+	rd->slot = slot;
+	rd->nslot = ns;
+	return 0;
+}
+
 static int dn_add(struct cap_reader *rd, const char *day, const char *node, const double *alloc,
 		  const double *used)
 {
 	struct dn *d;
+	size_t j;
 
+	if (rd->ndn * 2 >= rd->nslot && dn_rehash(rd) < 0)
+		return -ENOMEM;
+	for (j = dn_hash(day, node) & (rd->nslot - 1); rd->slot[j]; j = (j + 1) & (rd->nslot - 1)) {
+		d = &rd->dn[rd->slot[j] - 1];
+		if (strncmp(d->day, day, 10) == 0 && strcmp(d->node, node) == 0) {
+			for (int c = 0; c < _CAP_COMP_MAX; c++) {
+				d->alloc[c] += alloc[c];
+				d->used[c] += used[c];
+			}
+			return 0;
+		}
+	}
 	if (grow((void **)&rd->dn, &rd->capdn, rd->ndn, sizeof(*rd->dn)) < 0)
 		return -ENOMEM;
+	rd->slot[j] = rd->ndn + 1;
 	d = &rd->dn[rd->ndn];
 	memset(d, 0, sizeof(*d));
 	snprintf(d->day, sizeof(d->day), "%.10s", day);
@@ -303,6 +353,7 @@ static void reader_free(struct cap_reader *rd)
 	}
 	free(rd->dn);
 	free(rd->u);
+	free(rd->slot);
 }
 
 static uint64_t day_start_ns(const char *day)
