@@ -1097,9 +1097,54 @@ static int decode_sources(struct dctx *c, const struct jnode *o, enum acct_sourc
 	return 0;
 }
 
-/* The node.sample members (node_top); capacity is required, the rest may be absent (0). */
+/* node.sample energy: joules and their sources (rapl for the CPU ones, nvml for the GPUs). */
+static int decode_node_energy(struct dctx *c, const struct jnode *root, struct acct_node_sample *ns)
+{
+	const struct jnode *o, *v;
+	int e;
+
+	if ((e = get_object(c, root, "energy", false, &o)) < 0)
+		return e;
+	if (o) {
+		static const char *const energy_names[] = {"package_j", "dram_j", "gpu_j",
+							   "sources"};
+		const struct jnode *src = jtree_get(o, "sources");
+
+		if ((e = check_members(c, o, "energy", energy_names, ARRAY_SIZE(energy_names))) <
+			0 ||
+		    (e = get_double(c, o, "energy", "package_j", &ns->energy_package_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "dram_j", &ns->energy_dram_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "gpu_j", &ns->energy_gpu_j)) < 0)
+			return e;
+		if (src && src->type != JT_OBJECT)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "energy.sources: expected an object");
+		for (v = src ? src->kids.first : NULL; v; v = v->next) {
+			bool cpu =
+			    strcmp(v->key, "package_j") == 0 || strcmp(v->key, "dram_j") == 0;
+
+			if (!cpu && strcmp(v->key, "gpu_j") != 0)
+				return err_set(c->err, c->errlen, -EINVAL,
+					       "energy.sources.%.64s: unknown field", v->key);
+			if (v->type != JT_STRING || strcmp(v->str.s, cpu ? "rapl" : "nvml") != 0)
+				return err_set(c->err, c->errlen, -EINVAL,
+					       "energy.sources.%s: expected \"%s\"", v->key,
+					       cpu ? "rapl" : "nvml");
+			if (cpu)
+				ns->has_rapl = true;
+			else
+				ns->has_gpu_energy = true;
+		}
+	}
+	return 0;
+}
+
+/* The node.sample members (node_top); capacity is required, the rest may be absent (0); the
+ * members of task and audit records are refused. */
 static int decode_node_sample(struct dctx *c, const struct jnode *root, struct acct_record *rec)
 {
+	static const char *const not_node[] = {"task",	  "request", "usage",	  "exit",
+					       "sources", "event",   "prev_hash", "hash"};
 	static const char *const cap_names[] = {"cpus", "memory_bytes", "gpus", "gpu_models"};
 	static const char *const alloc_names[] = {"cpus", "memory_bytes", "gpus", "tasks"};
 	static const char *const used_names[] = {"cpu_ns", "memory_bytes"};
@@ -1109,6 +1154,10 @@ static int decode_node_sample(struct dctx *c, const struct jnode *root, struct a
 	uint64_t u;
 	int e;
 
+	for (size_t i = 0; i < ARRAY_SIZE(not_node); i++)
+		if (jtree_get(root, not_node[i]))
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "%s: not allowed on node.sample records", not_node[i]);
 	if ((e = acct_record_node_sample(rec)) < 0)
 		return e;
 	ns = rec->ns;
@@ -1185,40 +1234,7 @@ static int decode_node_sample(struct dctx *c, const struct jnode *root, struct a
 		  (e = get_u64(c, o, "used", "memory_bytes", false, INT64_MAX,
 			       &ns->used_memory_bytes)) < 0))
 		return e;
-	if ((e = get_object(c, root, "energy", false, &o)) < 0)
-		return e;
-	if (o) {
-		static const char *const energy_names[] = {"package_j", "dram_j", "gpu_j",
-							   "sources"};
-		const struct jnode *src = jtree_get(o, "sources");
-
-		if ((e = check_members(c, o, "energy", energy_names, ARRAY_SIZE(energy_names))) <
-			0 ||
-		    (e = get_double(c, o, "energy", "package_j", &ns->energy_package_j)) < 0 ||
-		    (e = get_double(c, o, "energy", "dram_j", &ns->energy_dram_j)) < 0 ||
-		    (e = get_double(c, o, "energy", "gpu_j", &ns->energy_gpu_j)) < 0)
-			return e;
-		if (src && src->type != JT_OBJECT)
-			return err_set(c->err, c->errlen, -EINVAL,
-				       "energy.sources: expected an object");
-		for (v = src ? src->kids.first : NULL; v; v = v->next) {
-			bool cpu =
-			    strcmp(v->key, "package_j") == 0 || strcmp(v->key, "dram_j") == 0;
-
-			if (!cpu && strcmp(v->key, "gpu_j") != 0)
-				return err_set(c->err, c->errlen, -EINVAL,
-					       "energy.sources.%.64s: unknown field", v->key);
-			if (v->type != JT_STRING || strcmp(v->str.s, cpu ? "rapl" : "nvml") != 0)
-				return err_set(c->err, c->errlen, -EINVAL,
-					       "energy.sources.%s: expected \"%s\"", v->key,
-					       cpu ? "rapl" : "nvml");
-			if (cpu)
-				ns->has_rapl = true;
-			else
-				ns->has_gpu_energy = true;
-		}
-	}
-	return 0;
+	return decode_node_energy(c, root, ns);
 }
 
 /* Strict "YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)", years 1970..2500 (fits in uint64 ns). */
@@ -1281,15 +1297,6 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 		goto out_clear;
 
 	if (rec.type == ACCT_NODE_SAMPLE) {
-		static const char *const not_node[] = {"task",	  "request", "usage",	  "exit",
-						       "sources", "event",   "prev_hash", "hash"};
-
-		for (size_t i = 0; i < ARRAY_SIZE(not_node); i++)
-			if (jtree_get(root, not_node[i])) {
-				e = err_set(err, errlen, -EINVAL,
-					    "%s: not allowed on node.sample records", not_node[i]);
-				goto out_clear;
-			}
 		if ((e = decode_node_sample(&c, root, &rec)) < 0)
 			goto out_clear;
 		goto out_extra;
