@@ -38,6 +38,7 @@
 #include "agent/sandbox.h"
 #include "agent/log.h"
 #include "agent/loop.h"
+#include "agent/plan.h"
 #include "agent/task.h"
 #include "agent/control.h"
 #include "bpf/meter.h"

@@ -12,6 +12,7 @@
 #include "agent/loop.h"
 #include "agent/log.h"
 #include "agent/task.h"
+#include "agent/usage.h"
 #include "agent/state.h"
 #include "agent/emit.h"
 #include "accounting/spool.h"
@@ -304,7 +305,7 @@ static void metrics_accounts(struct buf *b, struct agent *a)
 			esc(acct, sums[n].esc, sizeof(sums[n].esc));
 			n++;
 		}
-		task_collect_usage(a, t);
+		usage_collect(a, t, NULL);
 		sums[i].tasks++;
 		sums[i].cpu += (double)(t->usage.cpu_user_ns + t->usage.cpu_system_ns) / 1e9;
 		sums[i].mem += t->usage.memory_peak_bytes;
@@ -410,7 +411,7 @@ static void metrics_tasks(struct buf *b, struct agent *a)
 			left++;
 			continue;
 		}
-		task_collect_usage(a, t);
+		usage_collect(a, t, NULL);
 		esc(t->user, lab[n].user, sizeof(lab[n].user));
 		esc(t->spec.account, lab[n].acct, sizeof(lab[n].acct));
 		esc(t->spec.job, lab[n].job, sizeof(lab[n].job));

@@ -8,10 +8,12 @@
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "agent/meters.h"
+#include "agent/plan.h"
 #include "agent/profiles.h"
 #include "agent/spawner.h"
 #include "agent/loop.h"
 #include "agent/task.h"
+#include "agent/usage.h"
 #include "agent/state.h"
 #include "agent/emit.h"
 #include "agent/cgpool.h"
@@ -47,8 +49,6 @@ static void on_status_fd(void *data, int fd, uint32_t events);
 static void on_exec_fd(void *data, int fd, uint32_t events);
 static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
 static void cpu_limit_check(struct agent *a, struct task *t);
-
-#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 /* A launch in progress (TASK_STARTING). */
 struct task_start {
@@ -237,158 +237,6 @@ void task_free(struct task *t)
 	free(t);
 }
 
-struct users *agent_users(struct agent *a)
-{
-	if (!a->users)
-		a->users = users_new(NULL);
-	return a->users;
-}
-
-static struct admission_policy agent_policy(const struct agent *a)
-{
-	return (struct admission_policy){.allowed_group = a->cfg.allowed_group,
-					 .allowed_users = a->cfg.allowed_users,
-					 .allow_root_tasks = a->cfg.allow_root_tasks};
-}
-
-bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid)
-{
-	struct admission_policy p = agent_policy(a);
-
-	return admission_is_privileged(&p, agent_users(a), uid, gid);
-}
-
-int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_uid,
-		     const char *target_name, char *err, size_t errlen)
-{
-	struct admission_policy p = agent_policy(a);
-
-	return admission_may_act_as(&p, uid, privileged, target_uid, target_name, err, errlen);
-}
-
-/*
- * A device path from a client other than root must name a node under /dev (which every user
- * can list) without "..": the agent resolves it as root, so anywhere else the answer would
- * tell whether a path the client cannot see exists. corralctl sends MAJ:MIN it resolved itself.
- */
-static int resolve_io_device(const char *dev, uid_t client, unsigned *maj, unsigned *min)
-{
-	struct stat st;
-
-	if (sscanf(dev, "%u:%u", maj, min) == 2)
-		return 0;
-	if (client != 0 && (strncmp(dev, "/dev/", 5) != 0 || strstr(dev, "/../") ||
-			    strcmp(dev + strlen(dev) - 3, "/..") == 0))
-		return -EPERM;
-	if (stat(dev, &st) < 0)
-		return client != 0 ? -ENOTBLK : -errno;
-	if (!S_ISBLK(st.st_mode))
-		return -ENOTBLK;
-	*maj = major(st.st_rdev);
-	*min = minor(st.st_rdev);
-	return 0;
-}
-
-static char **build_env(const struct task_spec *s, const struct user_info *pw, const char *id,
-			const char *const *extra)
-{
-	char **env = NULL;
-	size_t n = 0, cap = s->envc + 16;
-
-	env = calloc(cap, sizeof(char *));
-	if (!env)
-		return NULL;
-#define PUSH(...)                                                                                  \
-	do {                                                                                       \
-		if (n + 1 < cap && asprintf(&env[n], __VA_ARGS__) >= 0)                            \
-			n++;                                                                       \
-	} while (0)
-	PUSH("PATH=%s", DEFAULT_PATH);
-	PUSH("HOME=%s", pw->dir);
-	PUSH("USER=%s", pw->name);
-	PUSH("LOGNAME=%s", pw->name);
-	PUSH("SHELL=%s", *pw->shell ? pw->shell : "/bin/sh");
-	PUSH("LANG=C.UTF-8");
-	PUSH("CORRAL_TASK_ID=%s", id);
-	if (s->job)
-		PUSH("CORRAL_JOB=%s", s->job);
-	if (s->account)
-		PUSH("CORRAL_ACCOUNT=%s", s->account);
-	for (size_t i = 0; extra && extra[i]; i++)
-		PUSH("%s", extra[i]);
-#undef PUSH
-	/* The spec's variables override the defaults. */
-	for (size_t i = 0; i < s->envc; i++) {
-		const char *eq = strchr(s->env[i], '=');
-		size_t kl = (size_t)(eq - s->env[i]) + 1;
-		bool replaced = false;
-
-		for (size_t j = 0; j < n; j++)
-			if (strncmp(env[j], s->env[i], kl) == 0) {
-				free(env[j]);
-				env[j] = strdup(s->env[i]);
-				replaced = true;
-				break;
-			}
-		if (!replaced && n + 1 < cap)
-			env[n++] = strdup(s->env[i]);
-	}
-	env[n] = NULL;
-	return env;
-}
-
-static void strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static char **build_exec_paths(const char *argv0, char *const *env)
-{
-	const char *path = DEFAULT_PATH;
-	char **v;
-	size_t n = 0, cap = 2;
-	_cleanup_free_ char *dup = NULL;
-	char *save = NULL;
-
-	if (strchr(argv0, '/')) {
-		v = calloc(2, sizeof(char *));
-		if (v)
-			v[0] = strdup(argv0);
-		return v;
-	}
-	for (char *const *e = env; e && *e; e++)
-		if (strncmp(*e, "PATH=", 5) == 0)
-			path = *e + 5;
-	for (const char *p = path; *p; p++)
-		cap += *p == ':';
-	v = calloc(cap + 1, sizeof(char *));
-	dup = strdup(path);
-	if (!v || !dup) {
-		free(v);
-		return NULL;
-	}
-	for (char *d = strtok_r(dup, ":", &save); d && n < cap; d = strtok_r(NULL, ":", &save))
-		if (asprintf(&v[n], "%s/%s", *d ? d : ".", argv0) >= 0)
-			n++;
-	return v;
-}
-
-static void live_requests(struct agent *a, uint64_t *mem, double *cpus)
-{
-	*mem = 0;
-	*cpus = 0;
-	for (struct task *t = a->tasks; t; t = t->next) {
-		if (t->state == TASK_ENDED)
-			continue;
-		*mem += t->spec.memory_max;
-		*cpus += t->spec.cpus;
-	}
-}
-
 static void task_link(struct agent *a, struct task *t)
 {
 	t->next = a->tasks;
@@ -427,236 +275,9 @@ static void emit(struct agent *a, struct task *t, enum acct_type type)
 	acct_record_clear(&r);
 }
 
-static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre);
-
-void task_collect_usage(struct agent *a, struct task *t)
-{
-	collect_usage(a, t, NULL);
-}
-
-/*
- * usage_detail.block_read_bytes / block_write_bytes: storage bytes the task caused. With the
- * BPF meter, the kernel's per-task IO accounting (task->ioac read_bytes, write_bytes minus
- * cancelled: what /proc/PID/io shows, direct IO included, buffered writes counted when dirtied);
- * else the cgroup's block counters where they are kept. Where neither measures them, the
- * fields are absent and block_bytes_source says "not_measured": never a 0 that means unknown.
- */
-static void block_bytes(struct task *t, const struct meter_merge *m, const struct cg_stats *st)
-{
-	json_t *d = t->usage_detail;
-	const char *src = "not_measured";
-	uint64_t rd = 0, wr = 0;
-
-	if (m->blk_measured) {
-		rd = m->blk_read_bytes;
-		wr = m->blk_write_bytes;
-		src = "ebpf";
-	} else if (st && st->io_measured) {
-		rd = st->io_read_bytes;
-		wr = st->io_write_bytes;
-		src = "cgroup";
-	}
-	json_object_set_new(d, "block_bytes_source", json_string(src));
-	if (strcmp(src, "not_measured") == 0) {
-		json_object_del(d, "block_read_bytes");
-		json_object_del(d, "block_write_bytes");
-		return;
-	}
-	json_object_set_new(d, "block_read_bytes", json_integer((json_int_t)rd));
-	json_object_set_new(d, "block_write_bytes", json_integer((json_int_t)wr));
-}
-
-/* The cgroup's figures (cgroup files: exact CPU, peak memory, block IO where measured). */
-static void usage_from_cgroup(struct task *t, const struct cg_stats *st, json_t *d)
-{
-	uint64_t tot = st->cpu_user_ns + st->cpu_system_ns;
-
-	/* The cgroup's usage is exact (ns); its user/system split comes in ticks, so the
-	 * exact total is divided in the ratio of the tick counts. */
-	if (tot > 0) {
-		t->usage.cpu_user_ns =
-		    (uint64_t)((double)st->cpu_usage_ns * (double)st->cpu_user_ns / (double)tot);
-		t->usage.cpu_system_ns = st->cpu_usage_ns - t->usage.cpu_user_ns;
-	} else {
-		t->usage.cpu_user_ns = st->cpu_usage_ns;
-		t->usage.cpu_system_ns = 0;
-	}
-	t->sources[ACCT_U_CPU_USER_NS] = ACCT_SRC_CGROUP;
-	t->sources[ACCT_U_CPU_SYSTEM_NS] = ACCT_SRC_CGROUP;
-	if (st->memory_peak >= t->usage.memory_peak_bytes) {
-		t->usage.memory_peak_bytes = st->memory_peak;
-		t->sources[ACCT_U_MEMORY_PEAK_BYTES] = ACCT_SRC_CGROUP;
-	}
-	if (st->io_measured) {
-		t->usage.io_read_bytes = st->io_read_bytes;
-		t->usage.io_write_bytes = st->io_write_bytes;
-		t->sources[ACCT_U_IO_READ_BYTES] = ACCT_SRC_CGROUP;
-		t->sources[ACCT_U_IO_WRITE_BYTES] = ACCT_SRC_CGROUP;
-	}
-	t->usage.memory_byte_seconds = t->mem_byte_seconds_cg;
-	t->sources[ACCT_U_MEMORY_BYTE_SECONDS] = ACCT_SRC_CGROUP;
-	json_object_set_new(d, "cgroup_cpu_ns", json_integer((json_int_t)st->cpu_usage_ns));
-	json_object_set_new(d, "cgroup_memory_peak_bytes",
-			    json_integer((json_int_t)st->memory_peak));
-	json_object_set_new(d, "cgroup_oom_kills", json_integer((json_int_t)st->oom_kills));
-	if (st->io_measured) {
-		json_object_set_new(d, "cgroup_block_read_bytes",
-				    json_integer((json_int_t)st->io_read_bytes));
-		json_object_set_new(d, "cgroup_block_write_bytes",
-				    json_integer((json_int_t)st->io_write_bytes));
-	}
-}
-
-/* pre: the cgroup's stats, read after it was found empty (final), or NULL to read them. */
-static void collect_usage(struct agent *a, struct task *t, const struct cg_stats *pre)
-{
-	struct cg_stats st = {0};
-	uint64_t end = t->end_ns ? t->end_ns : now_ns(CLOCK_REALTIME);
-	struct meter_merge m = {.st = &st};
-	bool have;
-	json_t *d;
-
-	t->usage.wall_ns = end > t->start_ns ? end - t->start_ns : 0;
-	t->sources[ACCT_U_WALL_NS] = ACCT_SRC_AGENT;
-	if (!t->usage_detail)
-		t->usage_detail = json_object();
-	d = t->usage_detail;
-	if (pre)
-		st = *pre;
-	have = pre ? true : t->cg && cg_task_stats(t->cg, &st) == 0;
-	if (have)
-		usage_from_cgroup(t, &st, d);
-	m.have_st = have;
-	for (const struct meter_ops *const *mp = agent_meters; *mp; mp++)
-		if ((*mp)->usage)
-			(*mp)->usage(a, t, &m);
-	block_bytes(t, &m, have ? &st : NULL);
-}
-
-/* The compiled seccomp filter of a launch (see task_launch). */
-static int launch_filter(struct agent *a, const struct task_spec *spec, uid_t submitter,
-			 unsigned int sc_flags, const struct sbx_filter **filter, char *err,
-			 size_t errlen)
-{
-	const char *pname = spec->seccomp ? spec->seccomp : a->cfg.seccomp_default;
-	const char *content = spec->seccomp_profile;
-	char perr[512], notice[512];
-	int r;
-
-	/* Never opened by the agent, not even for root: a file on a filesystem that does not
-	 * answer (a hung FUSE or NFS mount) would stop the event loop in open(). */
-	(void)submitter;
-	if (!content && spec->seccomp && strchr(spec->seccomp, '/')) {
-		a->stats.refused++;
-		return err_set(err, errlen, -EINVAL,
-			       "seccomp: a profile path is read by the client: send the "
-			       "profile's JSON in seccomp_profile (corralctl --seccomp PATH does)");
-	}
-	if (!a->profiles && profile_cache_new(&a->profiles) < 0)
-		return err_set(err, errlen, -EINVAL, "out of memory");
-	r = profile_cache_get(a->profiles, a->cfg.seccomp_dir, pname, content, sc_flags, filter,
-			      perr, sizeof(perr), notice, sizeof(notice));
-	if (r < 0 && sc_flags) {
-		char nerr[sizeof(perr)];
-
-		snprintf(nerr, sizeof(nerr), "%s", perr[0] ? perr : strerror(-r));
-		r = profile_cache_get(a->profiles, a->cfg.seccomp_dir, pname, content, 0, filter,
-				      perr, sizeof(perr), notice, sizeof(notice));
-		if (r == 0)
-			log_warning("seccomp profile \"%s\": denied calls cannot be audited: %s",
-				    pname, nerr);
-	}
-	if (notice[0])
-		log_info("seccomp profile \"%s\": %s", pname, notice);
-	if (r < 0)
-		return err_set(err, errlen, -EINVAL, "seccomp profile \"%s\": %s", pname,
-			       perr[0] ? perr : strerror(-r));
-	return 0;
-}
-
 static void free_strvp(char ***p)
 {
-	strv_free(*p);
-}
-
-/* Admission (agent/admission.h): a slot, the user, the client's right, the record budget,
- * the node reserve. *ret_pw is the task's user. */
-static int launch_admit(struct agent *a, const struct task_spec *spec, uid_t submitter,
-			bool privileged, const struct user_info **ret_pw, char *err, size_t errlen)
-{
-	struct users *users = agent_users(a);
-	struct admission_node node = {.max_tasks = a->cfg.max_tasks,
-				      .n_live = a->n_live,
-				      .mem_total = a->mem_total,
-				      .reserve_memory = a->cfg.reserve_memory,
-				      .ncpus = a->ncpus,
-				      .reserve_cpus = a->cfg.reserve_cpus};
-	char msg[512];
-	int r;
-
-	r = admission_check_slots(&node, err, errlen);
-	if (r < 0) {
-		a->stats.refused++;
-		return -EINVAL;
-	}
-	/* Who runs it. */
-	if (!users)
-		return err_set(err, errlen, -EINVAL, "out of memory");
-	r = admission_resolve_user(users, spec->user, submitter, ret_pw, err, errlen);
-	if (r < 0)
-		return -EINVAL;
-	r = agent_may_act_as(a, submitter, privileged, (*ret_pw)->uid, (*ret_pw)->name, err,
-			     errlen);
-	if (r < 0) {
-		a->stats.refused++;
-		return r;
-	}
-	r = budget_check_spec(a, spec, privileged, msg, sizeof(msg));
-	if (r < 0) {
-		a->stats.refused++;
-		return err_set(err, errlen, -EINVAL, "%s", msg);
-	}
-	/* Node safety: refuse what does not fit, never queue silently. */
-	live_requests(a, &node.mem_used, &node.cpus_used);
-	r = admission_check_reserve(&node, spec, err, errlen);
-	if (r < 0) {
-		a->stats.refused++;
-		return -EINVAL;
-	}
-	/* workdir is not looked at here, as root: the child changes to it after it became the
-	 * task's user, and a failure comes back as "chdir DIR: <error>" seen with the user's
-	 * rights (an agent-side stat told any user whether a path it could not see exists). */
-	return 0;
-}
-
-/* The cgroup limits of a spec (IO devices resolved for the client). */
-static int launch_limits(struct agent *a, const struct task_spec *spec, uid_t submitter,
-			 struct cg_limits *lim, char *err, size_t errlen)
-{
-	*lim = (struct cg_limits){.memory_max = spec->memory_max,
-				  .memory_high = spec->memory_high,
-				  .swap_max = spec->swap_max,
-				  .cpus = spec->cpus,
-				  .cpu_weight = spec->cpu_weight,
-				  .pids_max = spec->pids_max};
-	/* v1: hierarchies joined only when needed (each join costs about 0.5 ms). */
-	lim->block_stats = !a->meter && !tsglue_active(a); /* the IO source then */
-	lim->devices = a->gpu != NULL;			   /* GPU device policy */
-	for (size_t i = 0; i < spec->n_io; i++) {
-		int r = resolve_io_device(spec->io[i].device, submitter, &lim->io[i].major,
-					  &lim->io[i].minor);
-
-		if (r < 0)
-			return err_set(err, errlen, -EINVAL, "io: device \"%.64s\": %s",
-				       spec->io[i].device,
-				       r == -EPERM     ? "give a block device under /dev or MAJ:MIN"
-				       : r == -ENOTBLK ? "not a block device"
-						       : strerror(-r));
-		lim->io[i].rbps = spec->io[i].rbps;
-		lim->io[i].wbps = spec->io[i].wbps;
-		lim->n_io++;
-	}
-	return 0;
+	plan_strv_free(*p);
 }
 
 /*
@@ -721,48 +342,6 @@ static int launch_cgroup(struct agent *a, struct task *t, const struct cg_limits
 	return 0;
 }
 
-/* The launch's files: where the shim writes the exit status and the denied calls. */
-struct launch_files {
-	char exit_file[512], sc_file[512];
-};
-
-/* What the shim and the child do (isolation/launch.h): argv, env, user, files, filter. */
-static void launch_plan_fill(struct agent *a, struct task *t, const struct user_info *pw,
-			     char **env, char **paths, const struct sbx_filter *filter,
-			     struct launch_files *f, struct launch_plan *plan)
-{
-	struct stat st;
-
-	state_task_path(a, t, "tasks", ".exit", f->exit_file, sizeof(f->exit_file));
-	audit_glue_syscalls_path(a, t, f->sc_file, sizeof(f->sc_file));
-	t->syscall_audit = sbx_filter_notifies(filter);
-	t->syscalls_max = a->cfg.audit_syscalls_max;
-	*plan = (struct launch_plan){
-	    .argv = t->spec.argv,
-	    .env = env,
-	    .exec_paths = paths,
-	    .workdir = t->spec.workdir ? t->spec.workdir : pw->dir,
-	    .uid = pw->uid,
-	    .gid = pw->gid,
-	    .groups = pw->groups,
-	    .n_groups = (size_t)pw->n_groups,
-	    .switch_user = geteuid() == 0,
-	    .stdout_path = t->spec.stdout_path,
-	    .stderr_path = t->spec.stderr_path,
-	    .stdin_path = t->spec.stdin_path,
-	    .stdio_fds = t->spec.stdio_fds,
-	    .stdio_fd = {t->spec.stdio_fd[0], t->spec.stdio_fd[1], t->spec.stdio_fd[2]},
-	    .stdio_tty = t->spec.stdio_tty,
-	    .filter = filter,
-	    .exit_file = f->exit_file,
-	    .syscalls_file = t->syscall_audit ? f->sc_file : NULL,
-	    .syscalls_max = a->cfg.audit_syscalls_max,
-	};
-	launch_plan_set_cgroup(plan, t->cg);
-	if (!t->spec.workdir && stat(pw->dir, &st) < 0)
-		plan->workdir = "/";
-}
-
 static struct task_start *task_start_new(const char *workdir)
 {
 	struct task_start *st = calloc(1, sizeof(*st));
@@ -801,10 +380,10 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	int r;
 
 	(void)sub_gid;
-	r = launch_admit(a, spec, submitter, privileged, &pw, err, errlen);
+	r = plan_admit(a, spec, submitter, privileged, &pw, err, errlen);
 	if (r < 0)
 		return r;
-	r = launch_limits(a, spec, submitter, &lim, err, errlen);
+	r = plan_limits(a, spec, submitter, &lim, err, errlen);
 	if (r < 0)
 		return r;
 	r = audit_glue_check_rules(a, spec, perr, sizeof(perr));
@@ -816,7 +395,7 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	 * the variant that notifies the shim of denied calls. A profile path is read by the
 	 * client, with its own rights, and sent as seccomp_profile (corralctl does): the agent
 	 * opens a path only for root, so it never reads, quotes or waits on a file for a user. */
-	r = launch_filter(a, spec, submitter, sc_flags, &filter, err, errlen);
+	r = plan_filter(a, spec, submitter, sc_flags, &filter, err, errlen);
 	if (r < 0)
 		return r;
 
@@ -833,13 +412,13 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 		snprintf(msg, sizeof(msg), "%s", perr);
 		goto out_cg;
 	}
-	env = build_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
-	paths = env ? build_exec_paths(t->spec.argv[0], env) : NULL;
+	env = plan_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
+	paths = env ? plan_exec_paths(t->spec.argv[0], env) : NULL;
 	if (!env || !paths) {
 		r = -ENOMEM;
 		goto out_cg;
 	}
-	launch_plan_fill(a, t, pw, env, paths, filter, &files, &plan);
+	plan_fill(a, t, pw, env, paths, filter, &files, &plan);
 	t->start = task_start_new(plan.workdir);
 	if (!t->start) {
 		r = -ENOMEM;
@@ -1149,7 +728,7 @@ static void cpu_timer_stop(struct agent *a, struct task *t)
 
 static void task_finalize(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
-	collect_usage(a, t, pre);
+	usage_collect(a, t, pre);
 	cpu_timer_stop(a, t);
 	/* How far past its CPU-time limit a task killed for it ran (exact: the final figures). */
 	if (t->status == ACCT_EXIT_CPU_TIME_LIMIT && t->usage_detail) {
@@ -1257,7 +836,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 	if (empty && meters_settled(a, t, false))
 		task_finalize(a, t, have_st ? &st : NULL);
 	else
-		collect_usage(a, t, empty && have_st ? &st : NULL);
+		usage_collect(a, t, empty && have_st ? &st : NULL);
 }
 
 /* The shim's status pipe: the child's pid while starting, then its exit (or EOF). */
@@ -1639,7 +1218,7 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 		else
 			cpu_timer_arm(a, t, st.cpu_usage_ns);
 	}
-	task_collect_usage(a, t);
+	usage_collect(a, t, NULL);
 	emit(a, t, ACCT_TASK_SAMPLE);
 }
 
@@ -1753,7 +1332,7 @@ json_t *task_record_json(struct agent *a, struct task *t)
 	if (t->state == TASK_ENDED && (t->final_record || t->final_txt))
 		return task_final_record(t);
 	if (t->state != TASK_ENDED)
-		task_collect_usage(a, t);
+		usage_collect(a, t, NULL);
 	fill_record(a, t, t->state == TASK_ENDED ? ACCT_TASK_END : ACCT_TASK_SAMPLE, &r);
 	snprintf(r.record_id, sizeof(r.record_id), "%s/snapshot", t->id);
 	if (acct_record_to_json(&r, &j) < 0)

@@ -9,10 +9,6 @@
 
 #include "agent/agent.h"
 
-/* The passwd/group cache, made on first use and refreshed once per control request
- * (NULL when out of memory). */
-struct users *agent_users(struct agent *a);
-
 /*
  * Start a task: everything that can be refused is checked and prepared here (errors go to
  * err, nothing is left behind); on success the shim is forked and *ret is TASK_STARTING. The
@@ -59,7 +55,6 @@ json_t *task_final_record(const struct task *t);
 /* The task's record as JSON: task.end once ended, else a live snapshot. New reference. */
 json_t *task_record_json(struct agent *a, struct task *t);
 void task_free(struct task *t);
-void task_collect_usage(struct agent *a, struct task *t);
 /* The task's state file: its fields (state_task_encode) and each meter's. */
 int task_save(struct agent *a, struct task *t);
 /* The group commit of the loop iteration (agent_flush_records), then the state files of the
@@ -69,6 +64,3 @@ void task_emit(struct agent *a, struct task *t, enum acct_type type);
 
 /* Drop the oldest ended tasks (memory and ended/ files) beyond ended_keep. */
 void task_prune_ended(struct agent *a);
-bool agent_is_privileged(struct agent *a, uid_t uid, gid_t gid);
-int agent_may_act_as(struct agent *a, uid_t uid, bool privileged, uid_t target_uid,
-		     const char *target_name, char *err, size_t errlen);
