@@ -89,6 +89,7 @@ static int teardown(void **state)
 		f->a.ended = t->next;
 		task_free(t);
 	}
+	task_ended_ring_free(&f->a);
 	task_flush_records(&f->a);
 	spool_close(f->a.spool);
 	loop_free(f->a.loop);
