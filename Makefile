@@ -220,6 +220,7 @@ clang-build:
 # The layers of agent/: no include or call cycle, nothing uses a higher layer.
 layout-check: all
 	$(Q)tests/include_graph.py --objects $(O)
+	$(Q)python3 tests/funclen.py
 
 # The man pages against the programs' --help, getopt tables, configuration keys and commands,
 # and mandoc -T lint (tests/man_check.py).

@@ -267,12 +267,78 @@ static int parse_urls(struct upl *u, const char *list)
 	return 0;
 }
 
+/* The request headers: plain, and (compress) the same with Content-Encoding: zstd. */
+static int headers_make(struct upl *u, const struct upl_opts *o, const char *auth)
+{
+	struct curl_slist *h;
+	int r;
+
+	h = curl_slist_append(NULL, auth);
+	if (h)
+		u->headers = h;
+	h = h ? curl_slist_append(u->headers, "Content-Type: application/x-ndjson") : NULL;
+	h = h ? curl_slist_append(u->headers, "Expect:") : NULL;
+	if (!h)
+		return -ENOMEM;
+	if (!o->compress)
+		return 0;
+	/* compressed once a collector says it takes zstd (RFC 7694), never before */
+	r = zframe_new(0, &u->z);
+	if (r < 0)
+		return r;
+	for (struct curl_slist *l = u->headers; l; l = l->next) {
+		h = curl_slist_append(u->headers_zstd, l->data);
+		if (!h)
+			return -ENOMEM;
+		u->headers_zstd = h;
+	}
+	h = curl_slist_append(u->headers_zstd, "Content-Encoding: zstd");
+	return h ? 0 : -ENOMEM;
+}
+
+/* The easy handle's options: the URL in use, HTTP/1.1 POST, timeouts, TLS. */
+static int easy_setup(struct upl *u, const struct upl_opts *o)
+{
+#define SETOPT(opt, val)                                                                           \
+	do {                                                                                       \
+		if (curl_easy_setopt(u->easy, opt, val) != CURLE_OK)                               \
+			return -EINVAL;                                                            \
+	} while (0)
+	SETOPT(CURLOPT_URL, u->post_url);
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	SETOPT(CURLOPT_HTTPHEADER, u->headers);
+	SETOPT(CURLOPT_POST, 1L);
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
+	SETOPT(CURLOPT_WRITEDATA, u);
+	SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
+	       (long)(o->connect_timeout_ms ? o->connect_timeout_ms : 10000));
+	SETOPT(CURLOPT_TIMEOUT_MS, (long)(o->request_timeout_ms ? o->request_timeout_ms : 60000));
+	SETOPT(CURLOPT_USERAGENT, "corrald/1");
+	if (o->ca_file)
+		SETOPT(CURLOPT_CAINFO, o->ca_file);
+	if (o->pinned_pubkey)
+		SETOPT(CURLOPT_PINNEDPUBLICKEY, o->pinned_pubkey);
+	if (o->client_cert) {
+		SETOPT(CURLOPT_SSLCERT, o->client_cert);
+		SETOPT(CURLOPT_SSLCERTTYPE, "PEM");
+	}
+	if (o->client_key) {
+		SETOPT(CURLOPT_SSLKEY, o->client_key);
+		SETOPT(CURLOPT_SSLKEYTYPE, "PEM");
+	}
+#undef SETOPT
+	return 0;
+}
+
 int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 {
 	struct upl *u;
 	struct epoll_event ev = {.events = EPOLLIN};
 	_cleanup_free_ char *auth = NULL;
-	struct curl_slist *h;
 	int r = -EINVAL;
 
 	if (!o || !spool || !o->url || !*o->url || !o->token || !o->state_dir ||
@@ -333,28 +399,9 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	u->easy = curl_easy_init();
 	if (!u->multi || !u->easy)
 		goto out_free;
-	h = curl_slist_append(NULL, auth);
-	if (h)
-		u->headers = h;
-	h = h ? curl_slist_append(u->headers, "Content-Type: application/x-ndjson") : NULL;
-	h = h ? curl_slist_append(u->headers, "Expect:") : NULL;
-	if (!h)
+	r = headers_make(u, o, auth);
+	if (r < 0)
 		goto out_free;
-	if (o->compress) {
-		/* compressed once a collector says it takes zstd (RFC 7694), never before */
-		r = zframe_new(0, &u->z);
-		if (r < 0)
-			goto out_free;
-		for (struct curl_slist *l = u->headers; l; l = l->next) {
-			h = curl_slist_append(u->headers_zstd, l->data);
-			if (!h)
-				goto out_free;
-			u->headers_zstd = h;
-		}
-		h = curl_slist_append(u->headers_zstd, "Content-Encoding: zstd");
-		if (!h)
-			goto out_free;
-	}
 
 	curl_multi_setopt(u->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
 	curl_multi_setopt(u->multi, CURLMOPT_SOCKETDATA, u);
@@ -362,39 +409,9 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	curl_multi_setopt(u->multi, CURLMOPT_TIMERDATA, u);
 	curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, 2L);
 
-	r = -EINVAL;
-#define SETOPT(opt, val)                                                                           \
-	do {                                                                                       \
-		if (curl_easy_setopt(u->easy, opt, val) != CURLE_OK)                               \
-			goto out_free;                                                             \
-	} while (0)
-	SETOPT(CURLOPT_URL, u->post_url);
-	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-	SETOPT(CURLOPT_HTTPHEADER, u->headers);
-	SETOPT(CURLOPT_POST, 1L);
-	SETOPT(CURLOPT_NOSIGNAL, 1L);
-	SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-	SETOPT(CURLOPT_WRITEFUNCTION, write_cb);
-	SETOPT(CURLOPT_WRITEDATA, u);
-	SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
-	       (long)(o->connect_timeout_ms ? o->connect_timeout_ms : 10000));
-	SETOPT(CURLOPT_TIMEOUT_MS, (long)(o->request_timeout_ms ? o->request_timeout_ms : 60000));
-	SETOPT(CURLOPT_USERAGENT, "corrald/1");
-	if (o->ca_file)
-		SETOPT(CURLOPT_CAINFO, o->ca_file);
-	if (o->pinned_pubkey)
-		SETOPT(CURLOPT_PINNEDPUBLICKEY, o->pinned_pubkey);
-	if (o->client_cert) {
-		SETOPT(CURLOPT_SSLCERT, o->client_cert);
-		SETOPT(CURLOPT_SSLCERTTYPE, "PEM");
-	}
-	if (o->client_key) {
-		SETOPT(CURLOPT_SSLKEY, o->client_key);
-		SETOPT(CURLOPT_SSLKEYTYPE, "PEM");
-	}
-#undef SETOPT
+	r = easy_setup(u, o);
+	if (r < 0)
+		goto out_free;
 
 	r = mkdir_p(o->state_dir, 0700);
 	if (r < 0)
@@ -1055,6 +1072,51 @@ static bool zstd_refused(struct upl *u, long code)
 	return false;
 }
 
+/* A 200: the results checked against the batch, conflicts set aside, the batch acked. */
+static void handle_ok(struct upl *u, unsigned char *status, const char **reasons)
+{
+	json_t *root = NULL;
+	long code = 200;
+	int r;
+
+	r = parse_results(u, &root, status, reasons);
+	if (r == 0) {
+		for (size_t i = 0; i < u->n_body; i++)
+			if (status[i] != 1 && status[i] != 2 && status[i] != 4)
+				r = -EBADMSG;
+	}
+	if (r == 0) {
+		r = set_conflicts_aside(u, code, status, reasons);
+		if (r < 0) {
+			set_error(u, "dead-letter write: %s", strerror(-r));
+			json_decref(root);
+			backoff(u, false);
+			return;
+		}
+	}
+	if (r < 0) {
+		/* committed or not, we cannot tell: resending is safe (idempotent
+		 * ids) */
+		set_error(u, "HTTP 200 with a results list that does not match the batch");
+		json_decref(root);
+		backoff(u, false);
+		return;
+	}
+	count_dups(u, status);
+	json_decref(root);
+	u->st.batches_sent++;
+	if (ack_batch(u) < 0) {
+		backoff(u, false);
+		return;
+	}
+	u->attempt = u->ra_attempt = 0;
+	u->st.backoff_ceiling_ms = 0;
+	u->st.last_error[0] = 0;
+	u->st.last_success_ns = now_ns(CLOCK_REALTIME);
+	u->drain = true;
+	note_success(u);
+}
+
 static void handle_done(struct upl *u, CURLcode cc)
 {
 	_cleanup_free_ unsigned char *status = NULL;
@@ -1085,42 +1147,7 @@ static void handle_done(struct upl *u, CURLcode cc)
 	}
 
 	if (code == 200) {
-		r = parse_results(u, &root, status, reasons);
-		if (r == 0) {
-			for (size_t i = 0; i < u->n_body; i++)
-				if (status[i] != 1 && status[i] != 2 && status[i] != 4)
-					r = -EBADMSG;
-		}
-		if (r == 0) {
-			r = set_conflicts_aside(u, code, status, reasons);
-			if (r < 0) {
-				set_error(u, "dead-letter write: %s", strerror(-r));
-				json_decref(root);
-				backoff(u, false);
-				return;
-			}
-		}
-		if (r < 0) {
-			/* committed or not, we cannot tell: resending is safe (idempotent
-			 * ids) */
-			set_error(u, "HTTP 200 with a results list that does not match the batch");
-			json_decref(root);
-			backoff(u, false);
-			return;
-		}
-		count_dups(u, status);
-		json_decref(root);
-		u->st.batches_sent++;
-		if (ack_batch(u) < 0) {
-			backoff(u, false);
-			return;
-		}
-		u->attempt = u->ra_attempt = 0;
-		u->st.backoff_ceiling_ms = 0;
-		u->st.last_error[0] = 0;
-		u->st.last_success_ns = now_ns(CLOCK_REALTIME);
-		u->drain = true;
-		note_success(u);
+		handle_ok(u, status, reasons);
 		return;
 	}
 	if (code == 413) {

@@ -542,6 +542,22 @@ static void pty_drain(struct run_io *io)
  * we get meanwhile (a second SIGINT within 1 s: SIGKILL) on the same connection, so the agent
  * knows them as the client's. Returns the exit code.
  */
+/* The start reply refused the task, or its launch failed: said, and the exit code. */
+static int run_start_failed(json_t *r, bool wait, bool id_on_stdout)
+{
+	const char *tid = json_string_value(json_object_get(r, "task"));
+	int rc;
+
+	eprintf(stderr, "corralctl: %s%s%s%s\n", tid ? "task " : "", tid ? tid : "",
+		tid ? ": launch_failed: " : "",
+		json_string_value(json_object_get(r, "error")) ?: "request failed");
+	if (!tid)
+		return 1;
+	rc = (int)json_integer_value(json_object_get(r, "exit_code"));
+	eprintf(id_on_stdout ? stdout : stderr, "%s\n", tid);
+	return wait ? (rc ? rc : 127) : 1;
+}
+
 static int run_wait_loop(int fd, int sfd, struct run_io *io, bool wait, bool quiet,
 			 bool id_on_stdout)
 {
@@ -564,18 +580,7 @@ static int run_wait_loop(int fd, int sfd, struct run_io *io, bool wait, bool qui
 				const char *tid = json_string_value(json_object_get(r, "task"));
 
 				if (!json_is_true(json_object_get(r, "ok"))) {
-					eprintf(stderr, "corralctl: %s%s%s%s\n", tid ? "task " : "",
-						tid ? tid : "", tid ? ": launch_failed: " : "",
-						json_string_value(json_object_get(r, "error"))
-						    ?: "request failed");
-					rc = 1;
-					if (tid) {
-						rc = (int)json_integer_value(
-						    json_object_get(r, "exit_code"));
-						eprintf(id_on_stdout ? stdout : stderr, "%s\n",
-							tid);
-						rc = wait ? (rc ? rc : 127) : 1;
-					}
+					rc = run_start_failed(r, wait, id_on_stdout);
 					json_decref(r);
 					return rc;
 				}
@@ -1167,6 +1172,47 @@ static void run_slurm(json_t *req)
 	json_object_set_new(req, "slurm", sl);
 }
 
+/* The run request: the spec checked by the agent's own validation (errors by field), the
+ * stdio it gets, Slurm's job when inside one. *id_on_stdout: whether stdout stays ours. */
+static json_t *run_request(struct task_spec *spec, const struct run_io *io, bool wait, bool detach,
+			   bool no_slurm, bool *id_on_stdout)
+{
+	char err[1024];
+	json_t *req, *sj, *stdio;
+
+	/* Round trip through the agent's own validation to report errors by field. */
+	sj = spec_to_json(spec);
+	{
+		struct task_spec check;
+
+		spec_init(&check);
+		if (spec_from_json(sj, &check, err, sizeof(err)) < 0)
+			die("%s", err);
+		spec_clear(&check);
+	}
+	spec_clear(spec);
+	req = json_pack("{s:s,s:o,s:b}", "op", "run", "spec", sj, "wait", wait);
+	if (!no_slurm)
+		run_slurm(req);
+	/* The task id goes to stdout unless stdout is the task's: then to stderr (-q: not). */
+	*id_on_stdout = true;
+	stdio = json_array();
+	for (size_t i = 0; i < io->n; i++) {
+		json_array_append_new(stdio, json_string(io->keys[i]));
+		if (strcmp(io->keys[i], "out") == 0)
+			*id_on_stdout = false;
+	}
+	if (io->n)
+		json_object_set_new(req, "stdio", stdio);
+	else
+		json_decref(stdio);
+	if (io->pty)
+		json_object_set_new(req, "pty", json_true());
+	if (detach)
+		json_object_set_new(req, "detach", json_true());
+	return req;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct task_spec spec;
@@ -1176,7 +1222,7 @@ static int cmd_run(int argc, char **argv)
 	const char *spec_file = NULL;
 	char **env_keep = NULL;
 	size_t n_env_keep = 0;
-	json_t *req, *sj, *stdio;
+	json_t *req;
 	sigset_t fwd;
 	int c, fd, rc, sfd = -1;
 	bool id_on_stdout;
@@ -1265,36 +1311,7 @@ static int cmd_run(int argc, char **argv)
 	free(env_keep);
 	if (wait)
 		run_io_prepare(&io, &spec);
-	/* Round trip through the agent's own validation to report errors by field. */
-	sj = spec_to_json(&spec);
-	{
-		struct task_spec check;
-
-		spec_init(&check);
-		if (spec_from_json(sj, &check, err, sizeof(err)) < 0)
-			die("%s", err);
-		spec_clear(&check);
-	}
-	spec_clear(&spec);
-	req = json_pack("{s:s,s:o,s:b}", "op", "run", "spec", sj, "wait", wait);
-	if (!no_slurm)
-		run_slurm(req);
-	/* The task id goes to stdout unless stdout is the task's: then to stderr (-q: not). */
-	id_on_stdout = true;
-	stdio = json_array();
-	for (size_t i = 0; i < io.n; i++) {
-		json_array_append_new(stdio, json_string(io.keys[i]));
-		if (strcmp(io.keys[i], "out") == 0)
-			id_on_stdout = false;
-	}
-	if (io.n)
-		json_object_set_new(req, "stdio", stdio);
-	else
-		json_decref(stdio);
-	if (io.pty)
-		json_object_set_new(req, "pty", json_true());
-	if (detach)
-		json_object_set_new(req, "detach", json_true());
+	req = run_request(&spec, &io, wait, detach, no_slurm, &id_on_stdout);
 	/* Signals wait in a signalfd from before the request: none is lost while the task
 	 * starts (they are forwarded once its id is known). */
 	sigemptyset(&fwd);

@@ -485,6 +485,53 @@ static void tune_malloc(void)
 	mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
 }
 
+/* The serving process: malloc tuned, descriptors up to the hard limit (one per client
+ * connection), SIGTERM/INT/HUP in *mask blocked (taken by sigwait; server threads inherit
+ * the mask), SIGPIPE ignored. */
+static void serve_process_setup(sigset_t *mask)
+{
+	struct rlimit rl;
+
+	tune_malloc();
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	sigemptyset(mask);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, SIGINT);
+	sigaddset(mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Waits for the signal that stops the server (returned); SIGHUP reads the TLS files again
+ * (tokens are read at start: restart to change them). */
+static int serve_wait(const sigset_t *mask, struct coll_tls *tls)
+{
+	char err[512], fp[COLL_TLS_FINGERPRINT_MAX] = "";
+	int sig;
+
+	for (;;) {
+		if (sigwait(mask, &sig) != 0)
+			continue;
+		if (sig != SIGHUP)
+			return sig;
+		if (!tls)
+			continue;
+		if (coll_tls_reload(tls, err, sizeof(err)) < 0) {
+			fprintf(stderr,
+				"corral-collector: SIGHUP: [server] %s; the certificates loaded "
+				"before stay in use\n",
+				err);
+			continue;
+		}
+		coll_tls_fingerprint(tls, fp, sizeof(fp));
+		fprintf(stderr, "corral-collector: SIGHUP: TLS files read again, certificate %s\n",
+			fp);
+	}
+}
+
 static int cmd_serve(struct options *o)
 {
 	struct coll_server_config cfg = {
@@ -500,7 +547,6 @@ static int cmd_serve(struct options *o)
 	    .retry_after = (unsigned)o->retry_after,
 	    .max_queued = (size_t)o->max_queued,
 	};
-	struct rlimit rl;
 	struct coll_tokens tokens = {0};
 	struct coll_store *store = NULL;
 	struct coll_server *srv = NULL;
@@ -512,19 +558,7 @@ static int cmd_serve(struct options *o)
 	sigset_t mask;
 	int sig, r;
 
-	tune_malloc();
-	/* one descriptor per client connection: the soft limit up to the hard one */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		(void)setrlimit(RLIMIT_NOFILE, &rl);
-	}
-	/* Signals are taken synchronously by this thread; server threads inherit the mask. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	serve_process_setup(&mask);
 
 	r = coll_tokens_load(o->tokens ?: DEFAULT_TOKENS, &tokens, err, sizeof(err));
 	if (r < 0) {
@@ -598,25 +632,7 @@ static int cmd_serve(struct options *o)
 		store->ops->name, nconn, nconn == 1 ? "" : "s",
 		o->no_rollups ? " (rollups off)" : "");
 	sd_notify(0, "READY=1");
-	for (;;) {
-		if (sigwait(&mask, &sig) != 0)
-			continue;
-		if (sig != SIGHUP)
-			break;
-		/* tokens are read at start (restart to change them); certificates again now */
-		if (!tls)
-			continue;
-		if (coll_tls_reload(tls, err, sizeof(err)) < 0) {
-			fprintf(stderr,
-				"corral-collector: SIGHUP: [server] %s; the certificates loaded "
-				"before stay in use\n",
-				err);
-			continue;
-		}
-		coll_tls_fingerprint(tls, fp, sizeof(fp));
-		fprintf(stderr, "corral-collector: SIGHUP: TLS files read again, certificate %s\n",
-			fp);
-	}
+	sig = serve_wait(&mask, tls);
 	sd_notify(0, "STOPPING=1");
 	fprintf(stderr, "corral-collector: %s, finishing in-flight batches\n", strsignal(sig));
 	coll_server_stop(srv, STOP_TIMEOUT_MS);

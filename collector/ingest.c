@@ -748,15 +748,51 @@ out:
 	return ret;
 }
 
+/* A batch with bad lines: 422 listing every line (bad ones with their reason), nothing
+ * stored. */
+static enum MHD_Result reply_rejected(struct coll_server *s, struct MHD_Connection *c,
+				      const struct batch *b)
+{
+	char *body = NULL;
+	size_t blen = 0;
+	FILE *f = open_memstream(&body, &blen);
+
+	if (!f)
+		return srv_reply_error(s, c, 500, "out of memory");
+	fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[", b->n_bad);
+	for (size_t i = 0; i < b->n; i++) {
+		fprintf(f, "%s{\"i\":%zu", i ? "," : "", i);
+		if (b->errors[i]) {
+			_cleanup_free_ char *id = guess_record_id(&b->lines[i]);
+
+			if (id) {
+				fputs(",\"record_id\":", f);
+				fputs_json_string(f, id);
+			}
+			fputs(",\"status\":\"rejected\",\"reason\":", f);
+			fputs_json_string(f, b->errors[i]);
+		} else {
+			fputs(",\"record_id\":", f);
+			fputs_json_string(f, b->recs[i].record_id);
+			fputs(",\"status\":\"valid\"", f);
+		}
+		fputc('}', f);
+	}
+	fputs("]}\n", f);
+	if (fclose(f) != 0) {
+		free(body);
+		return MHD_NO;
+	}
+	atomic_fetch_add(&s->rec_rejected, b->n_bad);
+	return srv_reply(s, c, 422, "application/json", body, blen);
+}
+
 enum MHD_Result srv_handle_post(struct coll_server *s, struct MHD_Connection *c,
 				const struct coll_token *tok, struct request *rq)
 {
 	struct post_work *pw = calloc(1, sizeof(*pw));
 	struct batch *b;
-	char *body = NULL;
-	size_t blen = 0;
 	enum MHD_Result ret;
-	FILE *f;
 	int r;
 
 	if (!pw)
@@ -812,39 +848,7 @@ enum MHD_Result srv_handle_post(struct coll_server *s, struct MHD_Connection *c,
 	}
 
 	if (b->n_bad > 0) {
-		f = open_memstream(&body, &blen);
-		if (!f) {
-			ret = srv_reply_error(s, c, 500, "out of memory");
-			goto out;
-		}
-		fprintf(f, "{\"accepted\":0,\"duplicate\":0,\"rejected\":%zu,\"results\":[",
-			b->n_bad);
-		for (size_t i = 0; i < b->n; i++) {
-			fprintf(f, "%s{\"i\":%zu", i ? "," : "", i);
-			if (b->errors[i]) {
-				_cleanup_free_ char *id = guess_record_id(&b->lines[i]);
-
-				if (id) {
-					fputs(",\"record_id\":", f);
-					fputs_json_string(f, id);
-				}
-				fputs(",\"status\":\"rejected\",\"reason\":", f);
-				fputs_json_string(f, b->errors[i]);
-			} else {
-				fputs(",\"record_id\":", f);
-				fputs_json_string(f, b->recs[i].record_id);
-				fputs(",\"status\":\"valid\"", f);
-			}
-			fputc('}', f);
-		}
-		fputs("]}\n", f);
-		if (fclose(f) != 0) {
-			free(body);
-			ret = MHD_NO;
-			goto out;
-		}
-		atomic_fetch_add(&s->rec_rejected, b->n_bad);
-		ret = srv_reply(s, c, 422, "application/json", body, blen);
+		ret = reply_rejected(s, c, b);
 		goto out;
 	}
 

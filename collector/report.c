@@ -1642,6 +1642,52 @@ out:
 	return r;
 }
 
+/* Every source of a report into rd: the day rollups, the open tasks, the label and job-part
+ * rollups, the nodes; then the parts of the period's months. */
+static int report_read(struct coll_store *s, const struct report_spec *spec,
+		       const struct price_sheet *ps, struct reader *rd, struct report *ret)
+{
+	int r;
+
+	r = coll_store_rollup_query(s, COLL_ROLLUP_DAY, spec->from, spec->to, day_cb, rd);
+	if (r < 0)
+		return r;
+	ret->cells = rd->n;
+	r = coll_store_open_query(s, open_cb, rd);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < rd->no; i++) {
+		r = cell_add(rd, rd->open[i].day, rd->open[i].account, rd->open[i].user,
+			     rd->open[i].v, REPORT_Q_MAX);
+		if (r < 0)
+			return r;
+	}
+	cells_sort_merge(rd->cells, &rd->n);
+	month_mode_init(rd);
+	r = mcells_build(rd);
+	if (r < 0)
+		return r;
+	if (ps->n_overrides || (spec->label_key[0] && !spec->parts)) {
+		r = coll_store_rollup_query(s, COLL_ROLLUP_LABEL_DAY, spec->from, spec->to,
+					    label_cb, rd);
+		if (r < 0)
+			return r;
+	}
+	r = read_job_parts(s, spec, rd);
+	if (r < 0)
+		return r;
+	ret->cells += rd->nl + rd->open_rows;
+	if (spec->nodes) {
+		r = report_nodes(s, spec, rd, ret);
+		if (r < 0)
+			return r;
+	}
+	r = open_parts(rd);
+	if (r < 0)
+		return r;
+	return 0;
+}
+
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret)
 {
@@ -1666,40 +1712,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		r = -ENOMEM;
 		goto out;
 	}
-	r = coll_store_rollup_query(s, COLL_ROLLUP_DAY, spec->from, spec->to, day_cb, &rd);
-	if (r < 0)
-		goto out;
-	ret->cells = rd.n;
-	r = coll_store_open_query(s, open_cb, &rd);
-	if (r < 0)
-		goto out;
-	for (size_t i = 0; i < rd.no; i++) {
-		r = cell_add(&rd, rd.open[i].day, rd.open[i].account, rd.open[i].user, rd.open[i].v,
-			     REPORT_Q_MAX);
-		if (r < 0)
-			goto out;
-	}
-	cells_sort_merge(rd.cells, &rd.n);
-	month_mode_init(&rd);
-	r = mcells_build(&rd);
-	if (r < 0)
-		goto out;
-	if (ps->n_overrides || (spec->label_key[0] && !spec->parts)) {
-		r = coll_store_rollup_query(s, COLL_ROLLUP_LABEL_DAY, spec->from, spec->to,
-					    label_cb, &rd);
-		if (r < 0)
-			goto out;
-	}
-	r = read_job_parts(s, spec, &rd);
-	if (r < 0)
-		goto out;
-	ret->cells += rd.nl + rd.open_rows;
-	if (spec->nodes) {
-		r = report_nodes(s, spec, &rd, ret);
-		if (r < 0)
-			goto out;
-	}
-	r = open_parts(&rd);
+	r = report_read(s, spec, ps, &rd, ret);
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < rd.n; i++) {
