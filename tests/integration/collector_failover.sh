@@ -136,9 +136,17 @@ n=$(wait_sql "SELECT count(*) FROM records WHERE type='task.end'" $((before + 10
 [ "$n" = $((before + 100)) ] && [ "$(accepted "$PB")" -gt "$b0" ] \
 	&& pass "A stopped: 100 more task ends stored, through B" \
 	|| fail "A stopped: $((n - before)) of 100 task ends, B accepted $b0 -> $(accepted "$PB")"
-grep -q "Timeout was reached; moving to http://127.0.0.1:$PB" "$T/agent.log" \
-	&& pass "the timeout moved it at once (log: $(grep -h "Timeout was reached; moving" "$T/agent.log" | head -1 | cut -c1-120))" \
-	|| fail "no timeout move in the agent log"
+# The move at the first timeout, not after failover_after (3) of them: the agent's log line,
+# or, when the next batch's success came before the agent logged the error (it logs the
+# uploader's last error once per tick), the first record through B within two timeouts.
+moved=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print (b - a < 4) ? 1 : 0}')
+if grep -q "Timeout was reached; moving to http://127.0.0.1:$PB" "$T/agent.log"; then
+	pass "the timeout moved it at once (log: $(grep -h "Timeout was reached; moving" "$T/agent.log" | head -1 | cut -c1-120))"
+elif [ "$moved" = 1 ] && [ "$(accepted "$PB")" -gt "$b0" ]; then
+	pass "the timeout moved it at once (B took the first record within two 2 s timeouts; the log line was overtaken)"
+else
+	fail "no move at the first timeout: no log line, first record after $(awk -v a="$t0" -v b="$t1" 'BEGIN{print b - a}') s"
+fi
 kill -CONT "$CA"
 stop_agent
 dups=$(sql "SELECT count(*) FROM (SELECT task_id, type FROM records WHERE type IN ('task.start','task.end') GROUP BY task_id, type HAVING count(*) > 1) d")
