@@ -167,19 +167,39 @@ static int connect_agent(void)
 	return fd;
 }
 
-static void send_req(int fd, json_t *req)
+/* The request (taken: req is freed), with the descriptors on its first bytes (SCM_RIGHTS). */
+static void send_req_fds(int fd, json_t *req, const int *fds, size_t nfds)
 {
 	char *txt = json_dumps(req, JSON_COMPACT);
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 3)];
+		struct cmsghdr align;
+	} cm;
 	size_t len, off = 0;
 
 	json_decref(req);
-	if (!txt)
-		die("out of memory");
+	if (!txt || nfds > 3)
+		die(txt ? "internal error: more than 3 descriptors" : "out of memory");
 	len = strlen(txt);
 	txt[len++] = '\n'; /* json_dumps leaves room for the NUL we overwrite */
 	while (off < len) {
-		ssize_t n = send(fd, txt + off, len - off, MSG_NOSIGNAL);
+		struct iovec iov = {.iov_base = txt + off, .iov_len = len - off};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+		ssize_t n;
 
+		if (off == 0 && nfds) {
+			struct cmsghdr *c;
+
+			memset(&cm, 0, sizeof(cm));
+			mh.msg_control = cm.b;
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+			memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+		}
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -188,6 +208,12 @@ static void send_req(int fd, json_t *req)
 		off += (size_t)n;
 	}
 	free(txt);
+}
+
+/* One request line to the agent (taken: req is freed). */
+static void send_req(int fd, json_t *req)
+{
+	send_req_fds(fd, req, NULL, 0);
 }
 
 /* Replies read so far (recv_reply, run --wait's loop). */
@@ -440,49 +466,6 @@ static void run_io_prepare(struct run_io *io, const struct task_spec *sp)
 	}
 	if (io->pty && (io->n == 0 || strcmp(io->keys[0], "in") != 0))
 		die("--pty: the terminal must be the task's stdin (no --stdin FILE with --pty)");
-}
-
-/* The request, with the descriptors on its first bytes (SCM_RIGHTS). */
-static void send_req_fds(int fd, json_t *req, const int *fds, size_t nfds)
-{
-	char *txt = json_dumps(req, JSON_COMPACT);
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 3)];
-		struct cmsghdr align;
-	} cm;
-	size_t len, off = 0;
-
-	json_decref(req);
-	if (!txt)
-		die("out of memory");
-	len = strlen(txt);
-	txt[len++] = '\n';
-	while (off < len) {
-		struct iovec iov = {.iov_base = txt + off, .iov_len = len - off};
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		ssize_t n;
-
-		if (off == 0 && nfds) {
-			struct cmsghdr *c;
-
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.b;
-			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-			c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-			memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-		}
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			die("sending to corrald: %s", strerror(errno));
-		}
-		off += (size_t)n;
-	}
-	free(txt);
 }
 
 /* --pty: copy what is ready between our stdio and the master. */

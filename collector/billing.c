@@ -337,36 +337,52 @@ static void push_day(struct coll_delta *d, size_t *nd, const struct acct_record 
 	}
 }
 
-static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+/*
+ * Spreads v over the hours of sp in proportion (counts to the hour of its last instant) and
+ * hands each day's sums to fn, with whether that day is the span's last: a day's share is the
+ * sum of its hours' shares.
+ */
+typedef void (*day_fn)(struct coll_delta *d, size_t *nd, const struct acct_record *r,
+		       const char *bucket, double day[_COLL_SUM_MAX], bool last);
+static void spread_days(struct coll_delta *d, size_t *nd, const struct acct_record *r,
+			const struct span *sp, const double v[_COLL_SUM_MAX], day_fn fn)
 {
-	double v[_COLL_SUM_MAX], day[_COLL_SUM_MAX] = {0};
-	struct span sp;
+	double day[_COLL_SUM_MAX] = {0};
 	char bucket[16];
 
-	coll_record_sums(r, v);
-	task_span(r, &sp);
-	/* the day's share is the sum of its hours' shares */
-	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
+	for (uint64_t h = sp->h0; h <= sp->h1; h++) {
 		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
 		double frac = 1;
 
-		if (sp.end > sp.start)
-			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
-			       (double)(sp.end - sp.start);
-		for (int s = 0; s < _COLL_SUM_MAX; s++) {
-			if (coll_sum_is_count(s))
-				day[s] += h == sp.h1 ? v[s] : 0;
-			else
-				day[s] += v[s] * frac;
-		}
-		if (h == sp.h1 || (h + 1) % 24 == 0) {
-			/* a day before the last one: the task goes on into the next */
-			day[COLL_SUM_CARRIED_TASKS] = h != sp.h1;
+		if (sp->end > sp->start)
+			frac = (double)(MIN(sp->end, he) - MAX(sp->start, hs)) /
+			       (double)(sp->end - sp->start);
+		for (int s = 0; s < _COLL_SUM_MAX; s++)
+			day[s] += coll_sum_is_count(s) ? (h == sp->h1 ? v[s] : 0) : v[s] * frac;
+		if (h == sp->h1 || (h + 1) % 24 == 0) {
 			day_of(h, bucket);
-			push_day(d, nd, r, bucket, day);
+			fn(d, nd, r, bucket, day, h == sp->h1);
 			memset(day, 0, sizeof(day));
 		}
 	}
+}
+
+/* A task's day: the task goes on into the next unless it is the span's last. */
+static void task_day(struct coll_delta *d, size_t *nd, const struct acct_record *r,
+		     const char *bucket, double day[_COLL_SUM_MAX], bool last)
+{
+	day[COLL_SUM_CARRIED_TASKS] = !last;
+	push_day(d, nd, r, bucket, day);
+}
+
+static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+{
+	double v[_COLL_SUM_MAX];
+	struct span sp;
+
+	coll_record_sums(r, v);
+	task_span(r, &sp);
+	spread_days(d, nd, r, &sp, v, task_day);
 	if (r->task.id[0]) {
 		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
 
@@ -379,36 +395,27 @@ static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_re
 
 /* A node.sample's sums spread over the hours of [time - period, time] in proportion (the
  * record count to the hour of its last instant), summed per day: one node_day delta a day. */
+static void node_day(struct coll_delta *d, size_t *nd, const struct acct_record *r,
+		     const char *bucket, double day[_COLL_SUM_MAX], bool last)
+{
+	struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_NODE_DAY, r);
+
+	snprintf(x->bucket, sizeof(x->bucket), "%s", bucket);
+	x->account = x->user = "";
+	x->node = r->node ?: "";
+	x->label_key = COLL_NODE_CLASS_KEY;
+	x->label_value = r->ns->price_class ?: "";
+	memcpy(x->v, day, sizeof(x->v));
+}
+
 static void push_node_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
 {
-	double v[_COLL_SUM_MAX], day[_COLL_SUM_MAX] = {0};
+	double v[_COLL_SUM_MAX];
 	struct span sp;
-	char bucket[16];
 
 	coll_node_sums(r, v);
 	node_span(r, &sp);
-	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
-		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
-		double frac = 1;
-
-		if (sp.end > sp.start)
-			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
-			       (double)(sp.end - sp.start);
-		for (int s = 0; s < _COLL_SUM_MAX; s++)
-			day[s] += coll_sum_is_count(s) ? (h == sp.h1 ? v[s] : 0) : v[s] * frac;
-		if (h == sp.h1 || (h + 1) % 24 == 0) {
-			struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_NODE_DAY, r);
-
-			day_of(h, bucket);
-			snprintf(x->bucket, sizeof(x->bucket), "%s", bucket);
-			x->account = x->user = "";
-			x->node = r->node ?: "";
-			x->label_key = COLL_NODE_CLASS_KEY;
-			x->label_value = r->ns->price_class ?: "";
-			memcpy(x->v, day, sizeof(x->v));
-			memset(day, 0, sizeof(day));
-		}
-	}
+	spread_days(d, nd, r, &sp, v, node_day);
 }
 
 static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)

@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "common/clock.h"
+#include "common/growbuf.h"
 #include "common/macro.h"
 
 #define GIB	 1073741824.0
@@ -70,22 +71,6 @@ struct cap_reader {
 	uint64_t from_ns, to_ns;
 	int err;
 };
-
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	void *nv;
-	size_t nc;
-
-	if (n < *cap)
-		return 0;
-	nc = *cap ? *cap * 2 : 1024;
-	nv = realloc(*v, nc * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
-}
 
 static uint64_t dn_hash(const char *day, const char *node)
 {
@@ -137,7 +122,7 @@ static int dn_add(struct cap_reader *rd, const char *day, const char *node, cons
 			return 0;
 		}
 	}
-	if (grow((void **)&rd->dn, &rd->capdn, rd->ndn, sizeof(*rd->dn)) < 0)
+	if (grow_array((void **)&rd->dn, &rd->capdn, rd->ndn, sizeof(*rd->dn)) < 0)
 		return -ENOMEM;
 	rd->slot[j] = rd->ndn + 1;
 	d = &rd->dn[rd->ndn];
@@ -206,7 +191,7 @@ static int node_cb(const struct coll_rollup_row *row, void *ud)
 	struct cap_reader *rd = ud;
 	struct unit *u;
 
-	if (grow((void **)&rd->u, &rd->capu, rd->nu, sizeof(*rd->u)) < 0)
+	if (grow_array((void **)&rd->u, &rd->capu, rd->nu, sizeof(*rd->u)) < 0)
 		return -ENOMEM;
 	u = &rd->u[rd->nu];
 	memset(u, 0, sizeof(*u));
@@ -501,12 +486,6 @@ static const char *const comp_units[_CAP_COMP_MAX] = {"core_h", "gib_h", "h"};
 static const char *const qk_names[_CAP_QK_MAX] = {"cap", "alloc", "used", "over"};
 static const char *const part_names[_CAP_PART_MAX] = {"capacity", "allocated", "used", "idle"};
 
-static void money(char *buf, size_t len, int64_t cents)
-{
-	snprintf(buf, len, "%s%lld.%02lld", cents < 0 ? "-" : "", (long long)(llabs(cents) / 100),
-		 (long long)(llabs(cents) % 100));
-}
-
 /* The name as a report shows it: "(none)" for an empty value. */
 static const char *shown(const char *s)
 {
@@ -552,15 +531,15 @@ static void csv_row(const struct cap_report *r, const struct cap_row *row, bool 
 	}
 	for (int c = 0; c < _CAP_COMP_MAX; c++)
 		for (int k = 0; k < _CAP_PART_MAX; k++) {
-			money(num, sizeof(num), row->cents[c][k]);
+			report_money(num, sizeof(num), row->cents[c][k]);
 			fprintf(f, ",%s", num);
 		}
 	for (int k = 0; k < _CAP_PART_MAX; k++) {
-		money(num, sizeof(num), cap_row_cents(row, k));
+		report_money(num, sizeof(num), cap_row_cents(row, k));
 		fprintf(f, ",%s", num);
 	}
-	money(num, sizeof(num),
-	      cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED));
+	report_money(num, sizeof(num),
+		     cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED));
 	fprintf(f, ",%s\n", num);
 }
 
@@ -602,15 +581,15 @@ static void json_row(const struct cap_report *r, const struct cap_row *row, bool
 	fprintf(f, ",\"node_cpu_used_core_h\":%s", num);
 	for (int c = 0; c < _CAP_COMP_MAX; c++)
 		for (int k = 0; k < _CAP_PART_MAX; k++) {
-			money(num, sizeof(num), row->cents[c][k]);
+			report_money(num, sizeof(num), row->cents[c][k]);
 			fprintf(f, ",\"%s_%s_cost\":\"%s\"", comp_names[c], part_names[k], num);
 		}
 	for (int k = 0; k < _CAP_PART_MAX; k++) {
-		money(num, sizeof(num), cap_row_cents(row, k));
+		report_money(num, sizeof(num), cap_row_cents(row, k));
 		fprintf(f, ",\"%s_cost\":\"%s\"", part_names[k], num);
 	}
-	money(num, sizeof(num),
-	      cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED));
+	report_money(num, sizeof(num),
+		     cap_row_cents(row, CAP_PART_ALLOCATED) - cap_row_cents(row, CAP_PART_USED));
 	fprintf(f, ",\"allocated_unused_cost\":\"%s\"}", num);
 }
 
@@ -654,7 +633,7 @@ static void write_table(const struct cap_report *r, FILE *f)
 		_cleanup_free_ char *cls = report_shown(i < r->n ? shown(row->price_class) : "");
 
 		for (int k = 0; k < _CAP_PART_MAX; k++)
-			money(a[k], sizeof(a[k]), cap_row_cents(row, k));
+			report_money(a[k], sizeof(a[k]), cap_row_cents(row, k));
 		num2(q[0], sizeof(q[0]), row->q[CAP_Q_NODE_H]);
 		num2(q[1], sizeof(q[1]), row->q[CAP_QI(CAP_CPU, CAP_QK_CAP)]);
 		num2(q[2], sizeof(q[2]), row->q[CAP_QI(CAP_CPU, CAP_QK_ALLOC)]);
@@ -731,9 +710,9 @@ static void write_html(const struct cap_report *r, FILE *f)
 		r->spec.from, r->spec.to);
 	html_text(f, r->currency);
 	fputs(". Capacity = allocated + idle, per node and day, to the cent.</p>\n", f);
-	money(m[0], sizeof(m[0]), cap_row_cents(&r->total, CAP_PART_CAPACITY));
-	money(m[1], sizeof(m[1]), cap_row_cents(&r->total, CAP_PART_ALLOCATED));
-	money(m[2], sizeof(m[2]), cap_row_cents(&r->total, CAP_PART_IDLE));
+	report_money(m[0], sizeof(m[0]), cap_row_cents(&r->total, CAP_PART_CAPACITY));
+	report_money(m[1], sizeof(m[1]), cap_row_cents(&r->total, CAP_PART_ALLOCATED));
+	report_money(m[2], sizeof(m[2]), cap_row_cents(&r->total, CAP_PART_IDLE));
 	fprintf(f,
 		"<p>Capacity <b id=\"capacity-cost\">%s</b> = allocated <b "
 		"id=\"allocated-cost\">%s</b> + idle <b id=\"idle-cost\">%s</b></p>\n",
@@ -748,7 +727,7 @@ static void write_html(const struct cap_report *r, FILE *f)
 		for (int k = 0; k < 3; k++) {
 			double h = (double)H * (double)parts[k] / (double)max;
 
-			money(m[0], sizeof(m[0]), parts[k]);
+			report_money(m[0], sizeof(m[0]), parts[k]);
 			y -= h;
 			fprintf(f,
 				"<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
@@ -765,7 +744,7 @@ static void write_html(const struct cap_report *r, FILE *f)
 				"text-anchor=\"middle\">%s</text>\n",
 				L + (double)i * bw + bw / 2, T + H + 15, p[i].period);
 	}
-	money(m[0], sizeof(m[0]), max);
+	report_money(m[0], sizeof(m[0]), max);
 	fprintf(f, "<text x=\"0\" y=\"%d\" font-size=\"10\">%s</text>\n", T + 10, m[0]);
 	for (int k = 0; k < 3; k++)
 		fprintf(f,
@@ -787,7 +766,7 @@ static void write_html(const struct cap_report *r, FILE *f)
 		num2(m[0], sizeof(m[0]), row->q[CAP_Q_NODE_H]);
 		fprintf(f, "</td><td>%s</td>", m[0]);
 		for (int k = 0; k < _CAP_PART_MAX; k++) {
-			money(m[0], sizeof(m[0]), cap_row_cents(row, k));
+			report_money(m[0], sizeof(m[0]), cap_row_cents(row, k));
 			fprintf(f, "<td>%s ", m[0]);
 			html_text(f, r->currency);
 			fputs("</td>", f);

@@ -12,6 +12,7 @@
 #include "collector/capacity.h"
 #include "common/error.h"
 #include "common/escape.h"
+#include "common/growbuf.h"
 #include "common/macro.h"
 
 #define GIB	 1073741824.0
@@ -417,22 +418,6 @@ struct reader {
 	int err;
 };
 
-static int grow(void **v, size_t *cap, size_t n, size_t size)
-{
-	void *nv;
-	size_t nc;
-
-	if (n < *cap)
-		return 0;
-	nc = *cap ? *cap * 2 : 1024;
-	nv = realloc(*v, nc * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
-}
-
 static int cell_cmp3(const char *d, const char *a, const char *u, const struct cell *c)
 {
 	int r;
@@ -454,7 +439,7 @@ static int cell_add(struct reader *rd, const char *day, const char *account, con
 {
 	struct cell *c;
 
-	if (grow((void **)&rd->cells, &rd->cap, rd->n, sizeof(*rd->cells)) < 0)
+	if (grow_array((void **)&rd->cells, &rd->cap, rd->n, sizeof(*rd->cells)) < 0)
 		return -ENOMEM;
 	c = &rd->cells[rd->n];
 	memset(c, 0, sizeof(*c));
@@ -538,7 +523,7 @@ static int part_add(struct reader *rd, struct cell *c, enum part_kind k, const c
 			 : k == PART_JOB ? &c->first_part
 					 : &c->first_jlabel;
 
-	if (grow((void **)&rd->labels, &rd->capl, rd->nl, sizeof(*rd->labels)) < 0)
+	if (grow_array((void **)&rd->labels, &rd->capl, rd->nl, sizeof(*rd->labels)) < 0)
 		return -ENOMEM;
 	l = &rd->labels[rd->nl];
 	memset(l, 0, sizeof(*l));
@@ -642,7 +627,7 @@ static int open_cb(const struct coll_open_row *row, void *ud)
 		time_t secs = (time_t)(d / NSEC_PER_SEC);
 		struct tm tm;
 
-		if (grow((void **)&rd->open, &rd->capo, rd->no, sizeof(*rd->open)) < 0)
+		if (grow_array((void **)&rd->open, &rd->capo, rd->no, sizeof(*rd->open)) < 0)
 			return -ENOMEM;
 		o = &rd->open[rd->no];
 		memset(o, 0, sizeof(*o));
@@ -723,7 +708,7 @@ static int mcells_build(struct reader *rd)
 
 		if (!in_full_month(rd, c->day))
 			continue;
-		if (grow((void **)&rd->mcells, &rd->capm, rd->nm, sizeof(*rd->mcells)) < 0)
+		if (grow_array((void **)&rd->mcells, &rd->capm, rd->nm, sizeof(*rd->mcells)) < 0)
 			return -ENOMEM;
 		mc = &rd->mcells[rd->nm++];
 		*mc = *c;
@@ -956,7 +941,7 @@ static int group_add(struct groups *g, const char *period, const char *day, cons
 	if (g->slot[j])
 		x = &g->v[g->slot[j] - 1];
 	else {
-		if (grow((void **)&g->v, &g->cap, g->n, sizeof(*g->v)) < 0)
+		if (grow_array((void **)&g->v, &g->cap, g->n, sizeof(*g->v)) < 0)
 			return -ENOMEM;
 		x = &g->v[g->n];
 		memset(x, 0, sizeof(*x));
@@ -1389,7 +1374,7 @@ static int node_add(struct node_set *ns, const char *node)
 		return -ENOMEM;
 	if (ns->t.n == before)
 		return 0;
-	if (grow((void **)&ns->v, &ns->cap, ns->n, sizeof(*ns->v)) < 0)
+	if (grow_array((void **)&ns->v, &ns->cap, ns->n, sizeof(*ns->v)) < 0)
 		return -ENOMEM;
 	ns->v[ns->n++] = p;
 	return 0;
@@ -1529,7 +1514,7 @@ static struct report_row *row_new(struct report *ret, size_t *cap, const struct 
 {
 	struct report_row *row;
 
-	if (grow((void **)&ret->rows, cap, ret->n, sizeof(*ret->rows)) < 0)
+	if (grow_array((void **)&ret->rows, cap, ret->n, sizeof(*ret->rows)) < 0)
 		return NULL;
 	row = &ret->rows[ret->n];
 	memset(row, 0, sizeof(*row));
@@ -1722,8 +1707,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		cell_cents(&rd, c, cents);
 		if (!ret->n_days || strcmp(ret->days[ret->n_days - 1].day, c->day) != 0) {
 			/* the cells are sorted by day first */
-			if (grow((void **)&ret->days, &days_cap, ret->n_days, sizeof(*ret->days)) <
-			    0) {
+			if (grow_array((void **)&ret->days, &days_cap, ret->n_days,
+				       sizeof(*ret->days)) < 0) {
 				r = -ENOMEM;
 				goto out;
 			}
@@ -1791,7 +1776,7 @@ static void dim_header(const struct report *r, size_t d, char *buf, size_t len)
 		snprintf(buf, len, "%s", dim_names[r->spec.dims[d]]);
 }
 
-static void money(char *buf, size_t len, int64_t cents)
+void report_money(char *buf, size_t len, int64_t cents)
 {
 	snprintf(buf, len, "%s%" PRId64 ".%02" PRId64, cents < 0 ? "-" : "",
 		 (cents < 0 ? -cents : cents) / 100, (cents < 0 ? -cents : cents) % 100);
@@ -2135,7 +2120,7 @@ static void write_csv(const struct report *r, FILE *f)
 			fprintf(f, ",%s", m);
 		}
 		for (int k = 0; k < cost_cols(r); k++) {
-			money(m, sizeof(m), row->cents[k]);
+			report_money(m, sizeof(m), row->cents[k]);
 			fprintf(f, ",%s", m);
 		}
 		report_num_full(m, sizeof(m), report_cpu_eff(row));
@@ -2186,7 +2171,7 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 		fprintf(f, ",\"%s\":%s", col_names[c], m);
 	}
 	for (int k = 0; k < cost_cols(r); k++) {
-		money(m, sizeof(m), row->cents[k]);
+		report_money(m, sizeof(m), row->cents[k]);
 		fprintf(f, ",\"%s\":\"%s\"", cost_names[k], m);
 	}
 	report_num_full(m, sizeof(m), report_cpu_eff(row));
@@ -2309,7 +2294,7 @@ static void write_table(const struct report *r, FILE *f)
 		double cols[_COL_MAX];
 
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
-			money(m[k], sizeof(m[k]), row->cents[k]);
+			report_money(m[k], sizeof(m[k]), row->cents[k]);
 		row_cols(row, cols);
 		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
@@ -2413,7 +2398,7 @@ static void html_money(FILE *f, const struct report *r, int64_t cents)
 {
 	char m[32];
 
-	money(m, sizeof(m), cents);
+	report_money(m, sizeof(m), cents);
 	fprintf(f, "%s&#8239;", m);
 	html_str(f, r->currency);
 }
@@ -2491,7 +2476,7 @@ static void html_days_chart(FILE *f, const struct report *r)
 		const double y = T + ph - (double)v / (double)top * ph;
 		char m[32];
 
-		money(m, sizeof(m), v);
+		report_money(m, sizeof(m), v);
 		fprintf(f,
 			"<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
 			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s&#8239;",
@@ -2525,7 +2510,7 @@ static void html_days_chart(FILE *f, const struct report *r)
 			if (d->cents[k] <= 0)
 				continue;
 			y -= h;
-			money(m, sizeof(m), d->cents[k]);
+			report_money(m, sizeof(m), d->cents[k]);
 			fprintf(f,
 				"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 				"fill=\"%s\" data-component=\"%s\" data-amount=\"%s\"/>",
@@ -2567,7 +2552,7 @@ static void html_groups_chart(FILE *f, const struct report *r, const struct hgro
 		const double x = L + (double)v / (double)top * bar;
 		char m[32];
 
-		money(m, sizeof(m), v);
+		report_money(m, sizeof(m), v);
 		fprintf(f,
 			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"30\" y2=\"%d\" stroke=\"#e5e5e5\"/>"
 			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s&#8239;",
@@ -2875,7 +2860,7 @@ static void write_html(const struct report *r, FILE *f)
 	{
 		char m[32];
 
-		money(m, sizeof(m), tot.cents[REPORT_COST_TOTAL]);
+		report_money(m, sizeof(m), tot.cents[REPORT_COST_TOTAL]);
 		fputs(m, f);
 	}
 	fputs("</b>&#8239;", f);

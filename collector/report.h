@@ -182,3 +182,6 @@ void report_csv_field(FILE *f, const char *s);
 /* The server's price sheet for GET /v1/reports/showback (implemented in server.c). */
 struct coll_server;
 void coll_server_set_prices(struct coll_server *srv, const struct price_sheet *ps);
+
+/* cents as "-12.34" (no currency). */
+void report_money(char *buf, size_t len, int64_t cents);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "common/growbuf.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -33,4 +34,22 @@ char *growbuf_room(struct growbuf *b, size_t n, size_t max)
 	}
 	b->len += n;
 	return b->p + b->len - n;
+}
+
+int grow_array(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *nv;
+	size_t nc;
+
+	if (n < *cap)
+		return 0;
+	nc = *cap ? *cap * 2 : 1024;
+	if (nc < n + 1 || nc > SIZE_MAX / size)
+		return -ENOMEM;
+	nv = realloc(*v, nc * size);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = nc;
+	return 0;
 }
