@@ -172,7 +172,9 @@ static int build_policy(struct agent *a, const struct task_spec *s, struct audit
 	return 0;
 }
 
-int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen)
+/* The spec's network policy: can it be built, and enforced on this node? */
+static int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err,
+				  size_t errlen)
 {
 	struct audit_net_rule rules[NET_RULES_MAX];
 	struct audit_net_policy p;
@@ -458,12 +460,8 @@ static void audit_glue_task_end(struct agent *a, struct task *t)
 
 /* ---- audit.syscall ------------------------------------------------------------------------- */
 
-bool audit_glue_syscalls_enabled(const struct agent *a)
-{
-	return a->cfg.audit;
-}
-
-void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char *buf, size_t len)
+static void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char *buf,
+				     size_t len)
 {
 	state_task_path(a, t, "tasks", ".syscalls", buf, len);
 }
@@ -693,6 +691,39 @@ void audit_glue_tick(struct agent *a, uint64_t now_mono)
 		(void)agent_gap_emit(a);
 }
 
+/*
+ * The launch: the spec's network policy checked (one the node cannot enforce refuses the
+ * task); with [audit] on, the filter compiled in the variant that notifies the shim of denied
+ * calls, and the file it appends them to (the task audits them when its filter notifies,
+ * plan_fill).
+ */
+static int audit_prepare(struct agent *a, struct task *t, struct meter_launch *ml, char *err,
+			 size_t errlen)
+{
+	int r = audit_glue_check_rules(a, &t->spec, err, errlen);
+
+	if (r < 0) {
+		ml->refused = true;
+		return r;
+	}
+	if (a->cfg.audit) {
+		ml->filter_flags |= SBX_COMPILE_NOTIFY;
+		audit_glue_syscalls_path(a, t, ml->syscalls_file, sizeof(ml->syscalls_file));
+	}
+	return 0;
+}
+
+/* A launch that failed: the denied-calls file the shim may have begun goes. */
+static void audit_unprepare(struct agent *a, struct task *t)
+{
+	char path[512];
+
+	if (!t->syscall_audit)
+		return;
+	audit_glue_syscalls_path(a, t, path, sizeof(path));
+	(void)unlink(path);
+}
+
 static void audit_adopted(struct agent *a, struct task *t, bool live)
 {
 	if (live)
@@ -751,6 +782,8 @@ static void audit_restore(struct agent *a, struct task *t, const json_t *state)
 
 const struct meter_ops meter_audit_ops = {
     .name = "audit",
+    .prepare = audit_prepare,
+    .unprepare = audit_unprepare,
     .started = audit_glue_track,
     .adopted = audit_adopted,
     .tick = audit_tick,

@@ -15,22 +15,18 @@
 
 struct agent;
 struct task;
-struct task_spec;
 
 /* audit.syscall records per task at most: [audit] syscalls_max (AUDIT_SYSCALLS_MAX, config.h);
  * further denied calls are counted (audit.lost). */
 
-/* Are denied calls audited on this node ([audit] enable)? */
-bool audit_glue_syscalls_enabled(const struct agent *a);
-void audit_glue_syscalls_path(const struct agent *a, const struct task *t, char *buf, size_t len);
-/* The rest runs as the audit meter of the task state machine (agent/meters.h,
- * meter_audit_ops): tracking from the child's pid, the file polled each tick, the end line
+/* This runs as the audit meter of the task state machine (agent/meters.h, meter_audit_ops):
+ * before the spawn the network policy checked, the notifying filter and the denied-calls file
+ * asked for (its prepare); tracking from the child's pid, the file polled each tick, the end line
  * awaited at the end, the spooled seq and the record budget kept in the state file. */
 
 /* The audit trail of exec and connect events (BPF) and the network policy. */
 int audit_glue_init(struct agent *a);
 void audit_glue_fini(struct agent *a);
-int audit_glue_check_rules(struct agent *a, const struct task_spec *s, char *err, size_t errlen);
 /* The tick without rtnetlink: re-read the node's addresses for the network policy. */
 void audit_glue_addrs_tick(struct agent *a);
 /* Read the events in the ring buffer (its fd's handler; the tick, for events sent without a

@@ -151,8 +151,9 @@ static bool gpus_on(struct agent *a)
 	return g && gpu_enabled(g->inv);
 }
 
-int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, char *err,
-		     size_t errlen)
+/* Before fork: allocate, persistable form into t->gpu_alloc, extra env (NULL-terminated). */
+static int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, char *err,
+			    size_t errlen)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_request req = {0};
@@ -230,7 +231,9 @@ int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, cha
 	return 0;
 }
 
-void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len)
+/* The task's GPU device nodes for its private /dev: "nvidia0 nvidiactl nvidia-uvm ..." ("" with
+ * no GPU). */
+static void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt = t->gpu;
@@ -252,7 +255,8 @@ void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len)
 			 "nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset nvidia-caps");
 }
 
-int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen)
+/* Before fork, after the cgroup exists: device policy (v1 devices cgroup and/or BPF). */
+static int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt = t->gpu;
@@ -614,6 +618,26 @@ static void gpu_usage(struct agent *a, struct task *t, struct meter_merge *m)
 	gpu_glue_usage(a, t);
 }
 
+/* The launch's GPUs: allocated (a request the node cannot meet refuses the task), the device
+ * policy on the task's cgroup, their variables and device nodes for the plan. */
+static int gpu_prepare(struct agent *a, struct task *t, struct meter_launch *ml, char *err,
+		       size_t errlen)
+{
+	int r = gpu_glue_prepare(a, t, &ml->env, err, errlen);
+
+	if (r < 0) {
+		ml->refused = true;
+		return r;
+	}
+	r = gpu_glue_apply_devices(a, t, err, errlen);
+	if (r < 0) {
+		gpu_glue_release(a, t);
+		return r;
+	}
+	gpu_glue_dev_names(a, t, ml->dev_names, sizeof(ml->dev_names));
+	return 0;
+}
+
 static void gpu_save(struct agent *a, struct task *t, json_t *state)
 {
 	json_t *v = gpu_glue_state_json(a, t);
@@ -624,6 +648,8 @@ static void gpu_save(struct agent *a, struct task *t, json_t *state)
 
 const struct meter_ops meter_gpu_ops = {
     .name = "gpu",
+    .prepare = gpu_prepare,
+    .unprepare = gpu_glue_release,
     .started = gpu_started,
     .adopted = gpu_adopted,
     .tick = gpu_tick,

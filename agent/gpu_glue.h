@@ -13,21 +13,15 @@ struct task;
 
 int gpu_glue_init(struct agent *a);
 void gpu_glue_fini(struct agent *a);
-/* Before fork: allocate, persistable form into t->gpu_alloc, extra env (NULL-terminated). */
-int gpu_glue_prepare(struct agent *a, struct task *t, char ***ret_env_extra, char *err,
-		     size_t errlen);
-/* Before fork, after the cgroup exists: device policy (v1 devices cgroup and/or BPF). */
-int gpu_glue_apply_devices(struct agent *a, struct task *t, char *err, size_t errlen);
-/* The task's GPU device nodes for its private /dev: "nvidia0 nvidiactl nvidia-uvm ..." ("" with
- * no GPU). */
-void gpu_glue_dev_names(struct agent *a, struct task *t, char *buf, size_t len);
 /* Fill usage fields (and the gpu_memory_limit reason from the uprobe) into the task. */
 void gpu_glue_usage(struct agent *a, struct task *t);
 /* The task's GPUs back to the inventory (a launch that failed; at the end, the GPU meter's). */
 void gpu_glue_release(struct agent *a, struct task *t);
 /* The rest runs as the GPU meter of the task state machine (agent/meters.h, meter_gpu_ops):
- * uprobe tracking and the NVML meter from the child's pid, sampled each tick (the
- * gpu_memory_limit enforced), the meter kept in the state file and resumed at re-adoption. */
+ * allocation, the device policy and the task's variables and device nodes before the spawn
+ * (its prepare, undone for a launch that fails), uprobe tracking and the NVML meter from the
+ * child's pid, sampled each tick (the gpu_memory_limit enforced), the meter kept in the state file
+ * and resumed at re-adoption. */
 
 /* The node's GPU model names in index order (valid while the agent runs), at most max; the
  * number written (0 without GPUs). */

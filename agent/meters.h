@@ -28,8 +28,26 @@ struct meter_merge {
 	uint64_t blk_read_bytes, blk_write_bytes;
 };
 
+/* What the meters add to a launch (their prepare op); task_launch starts it zeroed. */
+struct meter_launch {
+	unsigned int filter_flags; /* SBX_COMPILE_* the task's seccomp filter is compiled with */
+	char **env;		   /* extra environment, NULL-terminated (plan_strv_free); the GPU
+				    * meter's alone */
+	char dev_names[512];	   /* device nodes of the task's private /dev ("a b c") */
+	char syscalls_file[512];   /* where the shim appends the denied calls ("": none) */
+	bool refused;		   /* a failed prepare: the task asks what the node cannot give */
+};
+
 struct meter_ops {
 	const char *name;
+	/* Before the spawn, the task's cgroup made: the meter's part of the launch (what it
+	 * allocates, the policy it attaches to the cgroup, what it adds to ml). < 0 refuses
+	 * the task (ml->refused) or fails the launch, err naming the field; a failed prepare
+	 * leaves nothing behind. */
+	int (*prepare)(struct agent *a, struct task *t, struct meter_launch *ml, char *err,
+		       size_t errlen);
+	/* The launch failed after prepare: undo it (the task never ran). */
+	void (*unprepare)(struct agent *a, struct task *t);
 	/* The child's pid is known, before it is let go: start measuring. < 0 (err says why)
 	 * aborts the launch. */
 	int (*started)(struct agent *a, struct task *t, char *err, size_t errlen);
@@ -65,3 +83,10 @@ extern const struct meter_ops meter_ebpf_ops, meter_taskstats_ops, meter_gpu_ops
 
 /* Every meter, in the order the task state machine calls them. NULL-terminated. */
 extern const struct meter_ops *const agent_meters[];
+
+/* Every meter's prepare, in order; when one fails, those before it are undone (reverse
+ * order) and its error returned (err names the field). */
+int meters_prepare(struct agent *a, struct task *t, struct meter_launch *ml, char *err,
+		   size_t errlen);
+/* Every meter's unprepare, in reverse order: a launch failed after meters_prepare. */
+void meters_unprepare(struct agent *a, struct task *t);

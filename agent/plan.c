@@ -7,7 +7,6 @@
  */
 #include "agent/agent.h"
 #include "agent/admission.h"
-#include "agent/audit_glue.h"
 #include "agent/budget.h"
 #include "agent/log.h"
 #include "agent/plan.h"
@@ -305,14 +304,14 @@ int plan_limits(struct agent *a, const struct task_spec *spec, uid_t submitter,
 
 /* What the shim and the child do (isolation/launch.h): argv, env, user, files, filter. */
 void plan_fill(struct agent *a, struct task *t, const struct user_info *pw, char **env,
-	       char **paths, const struct sbx_filter *filter, struct launch_files *f,
-	       struct launch_plan *plan)
+	       char **paths, const struct sbx_filter *filter, const char *syscalls_file,
+	       struct launch_files *f, struct launch_plan *plan)
 {
 	struct stat st;
 
 	state_task_path(a, t, "tasks", ".exit", f->exit_file, sizeof(f->exit_file));
-	audit_glue_syscalls_path(a, t, f->sc_file, sizeof(f->sc_file));
-	t->syscall_audit = sbx_filter_notifies(filter);
+	snprintf(f->sc_file, sizeof(f->sc_file), "%s", syscalls_file ? syscalls_file : "");
+	t->syscall_audit = f->sc_file[0] && sbx_filter_notifies(filter);
 	t->syscalls_max = a->cfg.audit_syscalls_max;
 	*plan = (struct launch_plan){
 	    .argv = t->spec.argv,

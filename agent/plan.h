@@ -49,7 +49,8 @@ struct launch_files {
 	char exit_file[512], sc_file[512];
 };
 /* What the shim and the child do (isolation/launch.h): argv, env, user, files, filter; the
- * task's syscall audit set from the filter. */
+ * task audits its denied calls into syscalls_file (the audit meter's, NULL or "": none) when
+ * its filter notifies. */
 void plan_fill(struct agent *a, struct task *t, const struct user_info *pw, char **env,
-	       char **paths, const struct sbx_filter *filter, struct launch_files *f,
-	       struct launch_plan *plan);
+	       char **paths, const struct sbx_filter *filter, const char *syscalls_file,
+	       struct launch_files *f, struct launch_plan *plan);

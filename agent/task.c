@@ -4,7 +4,6 @@
 #include "agent/admission.h"
 #include "agent/users.h"
 #include "agent/sandbox.h"
-#include "agent/audit_glue.h"
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "agent/meters.h"
@@ -313,19 +312,12 @@ static struct task *launch_task_new(struct agent *a, struct task_spec *spec,
 	return t;
 }
 
-/* The task's cgroup: the ready one (limits written now) or a new one; GPU devices. */
+/* The task's cgroup: the ready one (limits written now) or a new one. */
 static int launch_cgroup(struct agent *a, struct task *t, const struct cg_limits *lim,
-			 struct cg_task *pool_cg, char **gpu_env_ret[], char *err, size_t errlen)
+			 struct cg_task *pool_cg, char *err, size_t errlen)
 {
-	char perr[512];
 	int r;
 
-	r = gpu_glue_prepare(a, t, gpu_env_ret, perr, sizeof(perr));
-	if (r < 0) {
-		agent_cg_release(a, pool_cg);
-		a->stats.refused++;
-		return err_set(err, errlen, -EINVAL, "%s", perr);
-	}
 	if (pool_cg) {
 		r = cg_task_apply(pool_cg, lim);
 		if (r < 0)
@@ -334,12 +326,16 @@ static int launch_cgroup(struct agent *a, struct task *t, const struct cg_limits
 			t->cg = pool_cg;
 	} else
 		r = cg_task_create(a->cg, t->cg_name, lim, &t->cg);
-	if (r < 0) {
-		gpu_glue_release(a, t);
+	if (r < 0)
 		return err_set(err, errlen, -EINVAL, "creating the task's cgroup failed: %s",
 			       strerror(-r));
-	}
 	return 0;
+}
+
+static void meter_launch_clear(struct meter_launch *ml)
+{
+	plan_strv_free(ml->env);
+	ml->env = NULL;
 }
 
 static struct task_start *task_start_new(const char *workdir)
@@ -367,7 +363,7 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 {
 	_cleanup_(free_strvp) char **env = NULL;
 	_cleanup_(free_strvp) char **paths = NULL;
-	_cleanup_(free_strvp) char **gpu_env = NULL;
+	_cleanup_(meter_launch_clear) struct meter_launch ml = {0};
 	const struct sbx_filter *filter = NULL;
 	struct launch_plan plan = {0};
 	struct launch_files files;
@@ -375,8 +371,7 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	struct cg_task *pool_cg = NULL;
 	const struct user_info *pw;
 	struct task *t;
-	char msg[512], perr[512];
-	unsigned int sc_flags = audit_glue_syscalls_enabled(a) ? SBX_COMPILE_NOTIFY : 0;
+	char msg[512];
 	int r;
 
 	(void)sub_gid;
@@ -386,49 +381,46 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	r = plan_limits(a, spec, submitter, &lim, err, errlen);
 	if (r < 0)
 		return r;
-	r = audit_glue_check_rules(a, spec, perr, sizeof(perr));
+
+	t = launch_task_new(a, spec, pw, submitter, &lim, &pool_cg);
+	if (!t)
+		return -ENOMEM;
+	r = launch_cgroup(a, t, &lim, pool_cg, err, errlen);
 	if (r < 0) {
-		a->stats.refused++;
-		return err_set(err, errlen, -EINVAL, "%s", perr);
+		task_free(t);
+		return r;
+	}
+	/* The meters' part (agent/meters.h): the network policy checked, GPUs allocated and
+	 * their device policy attached, what the filter, the env and the private /dev need. */
+	r = meters_prepare(a, t, &ml, msg, sizeof(msg));
+	if (r < 0) {
+		if (ml.refused)
+			a->stats.refused++;
+		goto out_cg;
 	}
 	/* Seccomp, compiled before fork (cached per profile, agent/profiles.h). With audit,
 	 * the variant that notifies the shim of denied calls. A profile path is read by the
 	 * client, with its own rights, and sent as seccomp_profile (corralctl does): the agent
 	 * opens a path only for root, so it never reads, quotes or waits on a file for a user. */
-	r = plan_filter(a, spec, submitter, sc_flags, &filter, err, errlen);
+	r = plan_filter(a, &t->spec, submitter, ml.filter_flags, &filter, msg, sizeof(msg));
 	if (r < 0)
-		return r;
-
-	t = launch_task_new(a, spec, pw, submitter, &lim, &pool_cg);
-	if (!t)
-		return -ENOMEM;
-	r = launch_cgroup(a, t, &lim, pool_cg, &gpu_env, err, errlen);
-	if (r < 0) {
-		task_free(t);
-		return r;
-	}
-	r = gpu_glue_apply_devices(a, t, perr, sizeof(perr));
-	if (r < 0) {
-		snprintf(msg, sizeof(msg), "%s", perr);
-		goto out_cg;
-	}
-	env = plan_env(&t->spec, pw, t->id, (const char *const *)gpu_env);
+		goto out_unprepare;
+	env = plan_env(&t->spec, pw, t->id, (const char *const *)ml.env);
 	paths = env ? plan_exec_paths(t->spec.argv[0], env) : NULL;
 	if (!env || !paths) {
 		r = -ENOMEM;
-		goto out_cg;
+		goto out_unprepare;
 	}
-	plan_fill(a, t, pw, env, paths, filter, &files, &plan);
+	plan_fill(a, t, pw, env, paths, filter, ml.syscalls_file, &files, &plan);
 	t->start = task_start_new(plan.workdir);
 	if (!t->start) {
 		r = -ENOMEM;
-		goto out_cg;
+		goto out_unprepare;
 	}
-	gpu_glue_dev_names(a, t, perr, sizeof(perr));
-	r = sandbox_plan_build(a, &t->spec, submitter, pw->uid, perr, &t->start->sb, msg,
+	r = sandbox_plan_build(a, &t->spec, submitter, pw->uid, ml.dev_names, &t->start->sb, msg,
 			       sizeof(msg));
 	if (r < 0)
-		goto out_cg;
+		goto out_unprepare;
 	plan.ns_flags = t->start->sb.ns_flags;
 	plan.n_mounts = t->start->sb.n;
 	plan.mounts = t->start->sb.m;
@@ -436,7 +428,7 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	spec_close_stdio(&t->spec); /* the shim holds them now (or the launch failed) */
 	if (r < 0) {
 		snprintf(msg, sizeof(msg), "starting the task failed: %s", strerror(-r));
-		goto out_cg;
+		goto out_unprepare;
 	}
 	/* From here on the task exists: whatever happens ends in its record. */
 	t->shim_pid = t->start->h.shim_pid;
@@ -450,12 +442,11 @@ int task_launch(struct agent *a, struct task_spec *spec, uid_t submitter, gid_t 
 	*ret = t;
 	return 0;
 
+out_unprepare:
+	meters_unprepare(a, t);
 out_cg:
-	if (t->syscall_audit)
-		(void)unlink(files.sc_file);
 	(void)cg_task_kill(t->cg, SIGKILL);
 	(void)cg_task_destroy(t->cg);
-	gpu_glue_release(a, t);
 	task_free(t);
 	return err_set(err, errlen, -EINVAL, "%s", r == -ENOMEM ? "out of memory" : msg);
 }
