@@ -487,19 +487,18 @@ static __always_inline void settle_previous(__u64 cur)
  * utime/stime and ioac at zero. So its switches never need the "procs" lookup.
  */
 static __always_inline void entry_for_child(struct task_struct *child, __u32 cpid,
-					    const struct member *p, const bool btf)
+					    const struct member *p, struct meter_task *t,
+					    const bool btf)
 {
 	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
-	struct meter_task *t;
-	__u64 key = p->task_key;
-
 	bool ok;
 
 	if (btf)
 		ok = bpf_task_storage_get(&tstore, child, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	else
 		ok = !bpf_map_update_elem(&threads, &cpid, &nt, BPF_ANY);
-	t = bpf_map_lookup_elem(&tasks, &key);
+	if (!t && (!ok || cpu_at_exit))
+		t = bpf_map_lookup_elem(&tasks, &nt.task_key); /* a new thread's: looked up here */
 	if (!ok) {
 		/* Its CPU will be missing from the slot: the task's figure is short. */
 		__sync_fetch_and_add(&map_full, 1);
@@ -528,8 +527,9 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	if (cpid != ctgid) {
 		/* A new thread. */
 		p = bpf_map_lookup_elem(&procs, &ctgid);
-		if (p && p->gen)
-			entry_for_child(child, cpid, p, btf);
+		if (!p || !p->gen)
+			return;
+		entry_for_child(child, cpid, p, NULL, btf);
 		return;
 	}
 	ptgid = BPF_CORE_READ(parent, tgid);
@@ -555,7 +555,7 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 		return;
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
-	entry_for_child(child, cpid, &np, btf);
+	entry_for_child(child, cpid, &np, t, btf);
 }
 
 static __always_inline int exit_status(struct task_struct *p)
@@ -602,11 +602,16 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	 * Account the exiting thread up to now; its last switch-out adds the remainder. Looked up
 	 * before "procs": an entry still waiting for its base (never switched in) gives its
 	 * need_base count back here, tracked process or not.
+	 * Accounting at exit folds nothing here when the thread is stashed: its settle folds its
+	 * final totals in one go (the fold here was 8 claimed deltas, 16 locked instructions, done
+	 * again by the settle). Only an entry still waiting for its base takes it now, so that
+	 * the exit path's tail counts.
 	 */
 	th = thread_get(p, tid, btf);
 	if (th) {
 		if (at_exit) {
-			slice_end(th, p, true, true);
+			if (th->flags & METER_TH_NEED_BASE)
+				slice_end(th, p, true, true);
 			if (th->flags & METER_TH_FINAL) {
 				/* nothing left to fold */
 			} else if (stash_dying(p, th->task_key)) {
@@ -775,13 +780,13 @@ static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key)
  * every other change takes the general path (an untracked parent copying into its child's mm,
  * reclaim in a kernel thread: one "mms" lookup). And a tracked thread whose mm is the one it
  * saw last (th->mm, learnt by the general path) skips the "procs" lookup and the exec check.
- * Returns the task's entry (and *ret_e) for the fast path; NULL with *ret_slow set for the
- * general path, NULL with *ret_slow clear to ignore the event.
+ * Returns the mm's entry for the fast path; NULL with *ret_slow set for the general path, NULL
+ * with *ret_slow clear to ignore the event.
  * A stale entry (an exited shared mm whose teardown left a residue) is no longer dropped by the
  * first own event of an untracked process that gets the same address: meter_forget sweeps it.
  */
-static __always_inline struct meter_task *rss_fast(struct task_struct *cur, struct mm_struct *mm,
-						   struct meter_mm **ret_e, bool *ret_slow)
+static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct mm_struct *mm,
+						 bool *ret_slow)
 {
 	struct mm_struct *own = cur->mm;
 	__u64 mmkey = (__u64)mm;
@@ -802,8 +807,7 @@ static __always_inline struct meter_task *rss_fast(struct task_struct *cur, stru
 	e = bpf_map_lookup_elem(&mms, &mmkey);
 	if (!e || e->task_key != th->task_key)
 		return NULL;
-	*ret_e = e;
-	return bpf_map_lookup_elem(&tasks, &e->task_key);
+	return e;
 }
 
 /* A tracked thread's mm, checked by the general path: the fast path's next time. */
@@ -813,6 +817,18 @@ static __always_inline void rss_fast_learn(struct task_struct *cur, __u64 mmkey)
 
 	if (th)
 		th->mm = mmkey;
+}
+
+/* The entry's last value of an rss_stat member (0, 1 or 3). */
+static __always_inline __s64 mm_pages(struct meter_mm *e, int member)
+{
+	switch (member) {
+	case 0:
+		return *(volatile __s64 *)&e->pages[0];
+	case 1:
+		return *(volatile __s64 *)&e->pages[1];
+	}
+	return *(volatile __s64 *)&e->pages[3];
 }
 
 static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const bool btf)
@@ -830,8 +846,8 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 		return; /* MM_SWAPENTS is not resident */
 	if (btf) {
 		cur = bpf_get_current_task_btf();
-		t = rss_fast(cur, mm, &e, &slow);
-		if (t) {
+		e = rss_fast(cur, mm, &slow);
+		if (e) {
 			curr = true;
 			goto count;
 		}
@@ -899,13 +915,22 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 		if (btf)
 			rss_fast_learn(cur, mmkey);
 	}
-	t = bpf_map_lookup_elem(&tasks, &e->task_key);
-	if (!t)
-		return;
 count:
 	pages = read_rss_pages(mm, member, btf);
 	if (pages < 0)
 		pages = 0;
+	/*
+	 * Most events change no counter the tracepoint reads (the per-CPU part of the counter
+	 * absorbs up to 32 pages per CPU before it folds them into the total): nothing to add.
+	 * Equal to the entry's value when read is as if swapped with it (delta 0).
+	 */
+	if (curr && pages == mm_pages(e, member))
+		return;
+	if (!t) {
+		t = bpf_map_lookup_elem(&tasks, &e->task_key);
+		if (!t)
+			return;
+	}
 	switch (member) {
 	case 0:
 		old = __sync_lock_test_and_set(&e->pages[0], pages);
