@@ -14,6 +14,7 @@
 #include "agent/task.h"
 #include "agent/usage.h"
 #include "agent/state.h"
+#include "agent/supervise.h"
 #include "agent/emit.h"
 #include "agent/cgpool.h"
 #include "agent/scope.h"
@@ -619,7 +620,6 @@ static void start_tick(struct agent *a, struct task *t, uint64_t now)
 			   "filesystem that does not answer)");
 }
 
-/* Decide the exit reason from the wait status, the limit that fired and the cgroup. */
 /*
  * OOM kills the kernel made in the task's cgroup since the last report: one audit.limit record
  * ("oom_kill") per increment observed (at a tick, or at the task's end), with the total and the
@@ -629,48 +629,19 @@ static void start_tick(struct agent *a, struct task *t, uint64_t now)
 static void report_oom_kills(struct agent *a, struct task *t, const struct cg_stats *st)
 {
 	struct acct_record r;
+	uint64_t n = sv_oom_new_kills(t, st->oom_kills);
 
-	if (st->oom_kills > t->oom_kills)
-		t->oom_kills = st->oom_kills;
-	if (t->oom_kills <= t->oom_kills_reported)
+	if (!n)
 		return;
 	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
-	r.event =
-	    json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "limit", "oom_kill", "action", "kernel OOM kill",
-		      "limit_value", (json_int_t)t->spec.memory_max, "observed",
-		      (json_int_t)st->memory_peak, "oom_kills", (json_int_t)t->oom_kills,
-		      "new_kills", (json_int_t)(t->oom_kills - t->oom_kills_reported));
+	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "limit", "oom_kill", "action",
+			    "kernel OOM kill", "limit_value", (json_int_t)t->spec.memory_max,
+			    "observed", (json_int_t)st->memory_peak, "oom_kills",
+			    (json_int_t)t->oom_kills, "new_kills", (json_int_t)n);
 	(void)agent_emit_record(a, &r);
 	acct_record_clear(&r);
 	log_notice("task %s: %llu process(es) OOM-killed inside the task (%llu in all)", t->id,
-		   (unsigned long long)(t->oom_kills - t->oom_kills_reported),
-		   (unsigned long long)t->oom_kills);
-	t->oom_kills_reported = t->oom_kills;
-}
-
-static void decide_status(struct task *t, uint64_t oom_kills)
-{
-	int ws = t->exit.wait_status;
-
-	if (t->status == ACCT_EXIT_LAUNCH_FAILED || t->status == ACCT_EXIT_LOST)
-		return;
-	t->exit_code = 0;
-	t->exit_signal = 0;
-	if (WIFEXITED(ws))
-		t->exit_code = WEXITSTATUS(ws);
-	else if (WIFSIGNALED(ws))
-		t->exit_signal = WTERMSIG(ws);
-	if (t->limit_reason != ACCT_EXIT_NONE)
-		t->status = t->limit_reason;
-	else if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)
-		t->status = ACCT_EXIT_SECCOMP_KILLED;
-	else if (oom_kills > 0 && ((WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL) ||
-				   (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)))
-		t->status = ACCT_EXIT_OOM_KILLED;
-	else if (WIFSIGNALED(ws))
-		t->status = ACCT_EXIT_SIGNALED;
-	else
-		t->status = ACCT_EXIT_EXITED;
+		   (unsigned long long)n, (unsigned long long)t->oom_kills);
 }
 
 void task_prune_ended(struct agent *a)
@@ -792,7 +763,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 	if (t->cg && cg_task_stats(t->cg, &st) == 0)
 		have_st = true;
 	gpu_glue_usage(a, t); /* the libcuda uprobe may have fired the GPU memory limit */
-	decide_status(t, st.oom_kills);
+	sv_decide_status(t, st.oom_kills);
 	if (t->state == TASK_RUNNING) {
 		t->state = TASK_ENDING;
 		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
@@ -996,71 +967,36 @@ int task_signal(struct agent *a, struct task *t, int sig)
 	return cg_task_kill(t->cg, sig);
 }
 
-static void fire_limit(struct agent *a, struct task *t, enum acct_exit_status why, uint64_t now,
-		       uint64_t limit, uint64_t observed)
+/* A limit fired (agent/supervise.h): its signal to the task's cgroup, the state file, the
+ * audit.limit record with the action and the values at the time. */
+static void fire_limit(struct agent *a, struct task *t, const struct sv_verdict *v)
 {
 	struct acct_record r;
 	int rr;
 
 	task_tick_soon(a);
-	t->limit_reason = why;
-	t->term_sent_mono = now;
-	t->limit_value = limit;
-	t->limit_observed = observed;
-	rr = cg_task_kill(t->cg, SIGTERM);
+	rr = cg_task_kill(t->cg, v->signal);
 	log_notice("task %s: %s reached (limit %llu, observed %llu): SIGTERM sent%s%s", t->id,
-		   acct_exit_status_to_string(why), (unsigned long long)limit,
-		   (unsigned long long)observed, rr < 0 ? ", failed: " : "",
+		   acct_exit_status_to_string(v->why), (unsigned long long)v->limit,
+		   (unsigned long long)v->observed, rr < 0 ? ", failed: " : "",
 		   rr < 0 ? strerror(-rr) : "");
 	(void)task_save(a, t);
-	/* audit.limit: the action and the values at the time. */
 	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
-	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", acct_exit_status_to_string(why),
-			    "action", "SIGTERM", "limit_value", (json_int_t)limit, "observed",
-			    (json_int_t)observed, "grace_ns", (json_int_t)a->cfg.kill_grace_ns);
+	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", acct_exit_status_to_string(v->why),
+			    "action", "SIGTERM", "limit_value", (json_int_t)v->limit, "observed",
+			    (json_int_t)v->observed, "grace_ns", (json_int_t)a->cfg.kill_grace_ns);
 	(void)agent_emit_record(a, &r);
 	acct_record_clear(&r);
 }
 
-/*
- * --cpu-time between ticks. The task cannot use more than P CPUs (the node's online CPUs, or
- * --cpus when lower), so its budget cannot run out before remaining / P: the check is armed
- * for then (at least CPU_CHECK_MIN_NS ahead), and each check re-arms from what is left, which
- * converges on the moment the budget is spent. A task that used nothing since the last check
- * backs off (doubling up to CPU_CHECK_MAX_NS) instead of being polled every millisecond near
- * its limit. The timer is the only check between samples (the tick walks no idle task), so it
- * is always armed, however far off. Overshoot: at most P * CPU_CHECK_MIN_NS plus the check's
- * latency (the idle back-off aside).
- */
-#define CPU_CHECK_MIN_NS (1000 * 1000ULL)
-#define CPU_CHECK_MAX_NS (250 * 1000 * 1000ULL)
-static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
+/* The CPU-time timer of a running task (always armed while it has a limit: the tick walks no
+ * idle task between its samples), for delay_ns from now. */
+static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t delay_ns)
 {
 	struct itimerspec its = {0};
-	uint64_t left, delay;
-	double p;
 
-	if (!t->spec.cpu_time_limit_ns || t->limit_reason != ACCT_EXIT_NONE ||
-	    usage >= t->spec.cpu_time_limit_ns)
+	if (!delay_ns)
 		return;
-	p = a->ncpus > 0 ? (double)a->ncpus : 1.0;
-	if (t->spec.cpus > 0 && t->spec.cpus < p)
-		p = t->spec.cpus;
-	left = t->spec.cpu_time_limit_ns - usage;
-	delay = (uint64_t)((double)left / p);
-	if (usage == t->cpu_check_last_usage) {
-		t->cpu_check_idle_ns =
-		    t->cpu_check_idle_ns ? t->cpu_check_idle_ns * 2 : CPU_CHECK_MIN_NS;
-		if (t->cpu_check_idle_ns > CPU_CHECK_MAX_NS)
-			t->cpu_check_idle_ns = CPU_CHECK_MAX_NS;
-		if (delay < t->cpu_check_idle_ns)
-			delay = t->cpu_check_idle_ns;
-	} else {
-		t->cpu_check_idle_ns = 0;
-	}
-	t->cpu_check_last_usage = usage;
-	if (delay < CPU_CHECK_MIN_NS)
-		delay = CPU_CHECK_MIN_NS;
 	if (!t->have_cpu_timer) {
 		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 
@@ -1074,9 +1010,22 @@ static void cpu_timer_arm(struct agent *a, struct task *t, uint64_t usage)
 			return;
 		}
 	}
-	its.it_value.tv_sec = (time_t)(delay / NSEC_PER_SEC);
-	its.it_value.tv_nsec = (long)(delay % NSEC_PER_SEC);
+	its.it_value.tv_sec = (time_t)(delay_ns / NSEC_PER_SEC);
+	its.it_value.tv_nsec = (long)(delay_ns % NSEC_PER_SEC);
 	(void)timerfd_settime(t->cpu_timer_fd, 0, &its, NULL);
+}
+
+/* The CPU-time limit with the usage read now: fired, or the timer re-armed. Overshoot: at
+ * most P * SV_CPU_CHECK_MIN_NS plus the check's latency (the idle back-off aside). */
+static void cpu_time_check(struct agent *a, struct task *t, uint64_t usage, uint64_t now)
+{
+	struct sv_verdict v;
+	uint64_t delay;
+
+	if (sv_cpu_time(t, a->ncpus, usage, now, &v, &delay))
+		fire_limit(a, t, &v);
+	else
+		cpu_timer_arm(a, t, delay);
 }
 
 /* The CPU-time check of a running task: the limit fired, or the timer re-armed. */
@@ -1087,11 +1036,7 @@ static void cpu_limit_check(struct agent *a, struct task *t)
 	if (!t->spec.cpu_time_limit_ns || t->state != TASK_RUNNING || !t->cg ||
 	    t->limit_reason != ACCT_EXIT_NONE || cg_task_stats(t->cg, &st) < 0)
 		return;
-	if (st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
-		fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now_ns(CLOCK_MONOTONIC),
-			   t->spec.cpu_time_limit_ns, st.cpu_usage_ns);
-	else
-		cpu_timer_arm(a, t, st.cpu_usage_ns);
+	cpu_time_check(a, t, st.cpu_usage_ns, now_ns(CLOCK_MONOTONIC));
 }
 
 /* The CPU-time check of a task is due. */
@@ -1202,12 +1147,7 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 		if (!needs_cg_integral(a, t))
 			mem_integrate(t, st.memory_current, now);
 		report_oom_kills(a, t, &st);
-		if (t->limit_reason == ACCT_EXIT_NONE && t->spec.cpu_time_limit_ns &&
-		    st.cpu_usage_ns >= t->spec.cpu_time_limit_ns)
-			fire_limit(a, t, ACCT_EXIT_CPU_TIME_LIMIT, now, t->spec.cpu_time_limit_ns,
-				   st.cpu_usage_ns);
-		else
-			cpu_timer_arm(a, t, st.cpu_usage_ns);
+		cpu_time_check(a, t, st.cpu_usage_ns, now);
 	}
 	usage_collect(a, t, NULL);
 	emit(a, t, ACCT_TASK_SAMPLE);
@@ -1228,6 +1168,7 @@ static uint64_t min_u64(uint64_t x, uint64_t y)
 static uint64_t running_tick(struct agent *a, struct task *t, uint64_t now, unsigned *n_sampled)
 {
 	uint64_t due = UINT64_MAX, iv = a->cfg.sample_interval_ns;
+	struct sv_verdict v;
 	bool every_tick = false;
 
 	if (needs_cg_integral(a, t)) {
@@ -1244,22 +1185,12 @@ static uint64_t running_tick(struct agent *a, struct task *t, uint64_t now, unsi
 	} else if (now >= t->next_sample_mono && *n_sampled < SAMPLE_BATCH) {
 		meters_tick(a, t, now);
 	}
-	if (t->limit_reason == ACCT_EXIT_NONE && t->spec.time_limit_ns) {
-		if (now - t->start_mono_ns >= t->spec.time_limit_ns)
-			fire_limit(a, t, ACCT_EXIT_TIME_LIMIT, now, t->spec.time_limit_ns,
-				   now - t->start_mono_ns);
-		else
-			due = min_u64(due, t->start_mono_ns + t->spec.time_limit_ns);
-	}
-	if (t->limit_reason != ACCT_EXIT_NONE && !t->kill_sent) {
-		if (now - t->term_sent_mono >= a->cfg.kill_grace_ns) {
-			log_notice("task %s: still running %.1fs after SIGTERM: SIGKILL", t->id,
-				   (double)a->cfg.kill_grace_ns / 1e9);
-			(void)cg_task_kill(t->cg, SIGKILL);
-			t->kill_sent = true;
-		} else {
-			due = min_u64(due, t->term_sent_mono + a->cfg.kill_grace_ns);
-		}
+	if (sv_time_limit(t, now, &v, &due))
+		fire_limit(a, t, &v);
+	if (sv_kill_grace(t, now, a->cfg.kill_grace_ns, &due)) {
+		log_notice("task %s: still running %.1fs after SIGTERM: SIGKILL", t->id,
+			   (double)a->cfg.kill_grace_ns / 1e9);
+		(void)cg_task_kill(t->cg, SIGKILL);
 	}
 	if (now >= t->next_sample_mono) {
 		if (*n_sampled >= SAMPLE_BATCH)
