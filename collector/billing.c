@@ -434,7 +434,8 @@ static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_reco
 			x->v[s] = 0;
 }
 
-/* Deltas of one record (upper bound, for the allocation; a job_month delta per day counted). */
+/* Deltas of one record (upper bound, for the allocation; a job_month and a node_alloc_day delta
+ * per day counted). */
 static size_t record_deltas(const struct acct_record *r)
 {
 	struct span sp;
@@ -450,14 +451,15 @@ static size_t record_deltas(const struct acct_record *r)
 	if (r->type != ACCT_TASK_END)
 		return 0;
 	task_span(r, &sp);
-	return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (3 + 2 * r->task.n_labels) + 1;
+	return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (4 + 2 * r->task.n_labels) + 1;
 }
 
 int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta **ret,
 		      size_t *ret_n)
 {
 	_cleanup_free_ struct coll_delta *d = NULL, *m = NULL;
-	size_t cap = 0, nd = 0, out, nm, open, months;
+	struct coll_delta *res;
+	size_t cap = 0, nd = 0, out, nm, months;
 
 	for (size_t i = 0; i < n; i++)
 		if (items[i].is_new)
@@ -486,12 +488,12 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 			push_node_sample(d, &nd, r);
 	}
 	out = coll_deltas_merge(d, nd);
-	/* job_month: the merged job_day deltas per month, merged again, placed after the tables
-	 * before it (rollup_open, last, moves behind them; the capacity counts them) */
+	/* derived from the merged job_day deltas, merged again: job_month (per month) and
+	 * node_alloc_day (per day and node) */
 	nm = 0;
 	for (size_t i = 0; i < out; i++)
 		nm += d[i].table == COLL_ROLLUP_JOB_DAY;
-	m = malloc(MAX(nm, (size_t)1) * sizeof(*m));
+	m = malloc(MAX(2 * nm, (size_t)1) * sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	nm = 0;
@@ -503,14 +505,20 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 			if (!coll_day_is_month_end(d[i].bucket))
 				m[nm].v[COLL_SUM_CARRIED_TASKS] = 0;
 			m[nm++].bucket[7] = 0;
+			m[nm] = d[i];
+			m[nm].table = COLL_ROLLUP_NODE_ALLOC_DAY;
+			m[nm].account = m[nm].user = m[nm].job = "";
+			nm++;
 		}
 	months = coll_deltas_merge(m, nm);
-	for (open = 0; open < out && d[open].table < COLL_ROLLUP_JOB_MONTH;)
-		open++;
-	memmove(d + open + months, d + open, (out - open) * sizeof(*d));
-	memcpy(d + open, m, months * sizeof(*d));
+	/* both runs sorted: merged into one in the backends' order */
+	res = malloc(MAX(out + months, (size_t)1) * sizeof(*res));
+	if (!res)
+		return -ENOMEM;
+	for (size_t i = 0, j = 0, o = 0; o < out + months; o++)
+		res[o] = j >= months || (i < out && delta_cmp(&d[i], &m[j]) < 0) ? d[i++] : m[j++];
 	*ret_n = out + months;
-	*ret = TAKE_PTR(d);
+	*ret = TAKE_PTR(res);
 	return 0;
 }
 

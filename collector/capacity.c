@@ -3,7 +3,7 @@
  * Capacity and idle cost (docs/reports.md "Capacity and idle cost"). A unit is one
  * (day, node, price class) of rollup_node_day: its capacity per component (CPU core-seconds,
  * memory byte-seconds, GPU-seconds), the node's allocation that day (the charged
- * reservations of the tasks that ran on it: rollup_job_day, and running tasks' shares of the
+ * reservations of the tasks that ran on it: rollup_node_alloc_day, and running tasks' shares of the
  * day from their latest sample) and what those tasks used. A node that changed class during
  * a day has a unit per class, and its allocation is split over them by their capacity.
  * Each unit and component is priced and rounded to cents on its own:
@@ -137,6 +137,7 @@ static int dn_add(struct cap_reader *rd, const char *day, const char *node, cons
 	return 0;
 }
 
+/* A node's allocation on a day: its rollup_node_alloc_day row (the job_day rows summed). */
 static int job_cb(const struct coll_rollup_row *row, void *ud)
 {
 	struct cap_reader *rd = ud;
@@ -205,42 +206,18 @@ static int node_cb(const struct coll_rollup_row *row, void *ud)
 	return 0;
 }
 
-static int dn_cmp(const void *x, const void *y)
-{
-	const struct dn *a = x, *b = y;
-	int r = strcmp(a->day, b->day);
-
-	return r ? r : strcmp(a->node, b->node);
-}
-
-/* Sorted, equal (day, node) merged. */
-static void dn_merge(struct cap_reader *rd)
-{
-	size_t o = 0;
-
-	if (!rd->ndn)
-		return;
-	qsort(rd->dn, rd->ndn, sizeof(*rd->dn), dn_cmp);
-	for (size_t i = 1; i < rd->ndn; i++) {
-		if (dn_cmp(&rd->dn[o], &rd->dn[i]) == 0) {
-			for (int c = 0; c < _CAP_COMP_MAX; c++) {
-				rd->dn[o].alloc[c] += rd->dn[i].alloc[c];
-				rd->dn[o].used[c] += rd->dn[i].used[c];
-			}
-			free(rd->dn[i].node);
-			continue;
-		}
-		rd->dn[++o] = rd->dn[i];
-	}
-	rd->ndn = o + 1;
-}
-
 static struct dn *dn_find(struct cap_reader *rd, const char *day, const char *node)
 {
-	struct dn key = {.node = (char *)node};
+	if (!rd->nslot)
+		return NULL;
+	for (size_t j = dn_hash(day, node) & (rd->nslot - 1); rd->slot[j];
+	     j = (j + 1) & (rd->nslot - 1)) {
+		struct dn *d = &rd->dn[rd->slot[j] - 1];
 
-	snprintf(key.day, sizeof(key.day), "%s", day);
-	return rd->ndn ? bsearch(&key, rd->dn, rd->ndn, sizeof(*rd->dn), dn_cmp) : NULL;
+		if (strncmp(d->day, day, 10) == 0 && strcmp(d->node, node) == 0)
+			return d;
+	}
+	return NULL;
 }
 
 static int64_t to_cents(double money)
@@ -371,13 +348,13 @@ int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by 
 	if (r < 0)
 		goto out;
 	ret->node_rows = rd.nu;
-	r = coll_store_rollup_query(s, COLL_ROLLUP_JOB_DAY, spec->from, spec->to, job_cb, &rd);
+	r = coll_store_rollup_query(s, COLL_ROLLUP_NODE_ALLOC_DAY, spec->from, spec->to, job_cb,
+				    &rd);
 	if (r < 0)
 		goto out;
 	r = coll_store_open_query(s, open_cb, &rd);
 	if (r < 0)
 		goto out;
-	dn_merge(&rd);
 	for (size_t i = 0; i < rd.nu; i++) {
 		struct dn *d = dn_find(&rd, rd.u[i].day, rd.u[i].node);
 

@@ -2,10 +2,10 @@
 /*
  * Capacity and idle cost (docs/reports.md "Capacity and idle cost"): the nodes' capacity from
  * rollup_node_day priced at their class's prices, the tasks' charged reservations on each node
- * (rollup_job_day and running tasks) as its allocation, the rest idle. Money is integer cents
- * per (day, node, class, component), so per node, per period and for any grouping:
- *     allocated + idle = capacity    and    used + allocated-unused = allocated
- * exactly, to the cent.
+ * (rollup_node_alloc_day, the job_day rows per node, and running tasks) as its allocation, the rest
+ * idle. Money is integer cents per (day, node, class, component), so per node, per period and for
+ * any grouping: allocated + idle = capacity    and    used + allocated-unused = allocated exactly,
+ * to the cent.
  */
 #pragma once
 

@@ -80,6 +80,7 @@ const struct coll_rollup_def coll_rollup_defs[_COLL_ROLLUP_MAX] = {
     [COLL_ROLLUP_NODE_DAY] = {"rollup_node_day",
 			      3,
 			      {COLL_KEY_NODE, COLL_KEY_LABEL_KEY, COLL_KEY_LABEL_VALUE}},
+    [COLL_ROLLUP_NODE_ALLOC_DAY] = {"rollup_node_alloc_day", 1, {COLL_KEY_NODE}},
     [COLL_ROLLUP_OPEN] = {"rollup_open", 2, {COLL_KEY_NODE, COLL_KEY_TASK_ID}},
 };
 
@@ -656,6 +657,38 @@ static int migrate_added_sums(const struct coll_migration *m)
 	return r < 0 ? r : m->rebuild_rollups(m->db);
 }
 
+/* v10: rollup_node_alloc_day (the job_day rows per node and day). Queued deltas of an older
+ * collector have no rows for it, so it is not filled from rollup_job_day: before v8 every
+ * rollup is rebuilt anyway (migrate_added_sums), from v8 the queue is dropped and every rollup
+ * rebuilt from the stored records the same way. */
+static int migrate_node_alloc(const struct coll_migration *m, int version)
+{
+	_cleanup_free_ char *ddl =
+	    coll_rollup_ddl(COLL_ROLLUP_NODE_ALLOC_DAY, m->real_type, m->int_type);
+	_cleanup_free_ char *sql = NULL;
+	int r;
+
+	/* IF NOT EXISTS: a database set back to an older version by hand may keep it */
+	if (!ddl ||
+	    asprintf(&sql, "CREATE TABLE IF NOT EXISTS %s", ddl + strlen("CREATE TABLE ")) < 0)
+		return -ENOMEM;
+	r = m->exec(m->db, sql);
+	if (r < 0)
+		return r;
+	if (version < 8)
+		return migrate_added_sums(m);
+	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+		char del[96];
+
+		snprintf(del, sizeof(del), "DELETE FROM %s", coll_rollup_table_name(t));
+		r = m->exec(m->db, del);
+		if (r < 0)
+			return r;
+	}
+	r = m->exec(m->db, "DELETE FROM rollup_pending");
+	return r < 0 ? r : m->rebuild_rollups(m->db);
+}
+
 int coll_migrate(const struct coll_migration *m)
 {
 	int version = 0, r;
@@ -692,8 +725,8 @@ int coll_migrate(const struct coll_migration *m)
 			sql = NULL;
 		r = sql ? m->exec(m->db, sql) : -ENOMEM;
 	}
-	if (r >= 0 && version >= 2 && version < 8)
-		r = migrate_added_sums(m);
+	if (r >= 0 && version >= 2 && version < 10)
+		r = migrate_node_alloc(m, version);
 	/* v7: a record id received again with another body is kept aside with both bodies
 	 * (docs/pipeline.md "Record ids and conflicts") */
 	if (r >= 0 && version < 7)

@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 9
+#define COLL_SCHEMA_VERSION 10
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -83,6 +83,10 @@ enum coll_rollup_table {
 	 * cpu_charged_core_s / mem_charged_byte_s / gpu_charged_s = capacity,
 	 * cpu_req_core_s / mem_req_byte_s / gpu_req_s = allocated, cpu_s / mem_byte_s = used */
 	COLL_ROLLUP_NODE_DAY,
+	/* bucket "YYYY-MM-DD", key (node): the job_day rows summed per node (schema v10), the
+	 * tasks' allocation of each node and day that the capacity report reads (not the
+	 * job_day rows) */
+	COLL_ROLLUP_NODE_ALLOC_DAY,
 	COLL_ROLLUP_OPEN, /* no bucket: latest sample of each running task, key (node, task_id);
 			   * read with coll_store_open_query() */
 	_COLL_ROLLUP_MAX,

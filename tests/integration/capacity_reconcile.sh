@@ -5,7 +5,8 @@
 # collector on SQLite and on PostgreSQL; `capacity` by node, price_class and none x 4 periods
 # recomputed by capacity_reconcile.py from the raw records: every row and cost component to
 # the cent (capacity = allocated + idle, used <= allocated), every quantity to 1e-9, the
-# totals the sums of the rows; the showback report by account with --idle and --share-idle
+# totals the sums of the rows (records sent out of order, node records after the tasks of
+# their days, 700 resent); the showback report by account with --idle and --share-idle
 # proportional, by-request and to:chem: each period's rows gain exactly its idle cents,
 # apportioned as the model does, and the total is the plain report's plus the idle; the API's
 # capacity CSV byte-identical to the CLI's.
@@ -57,7 +58,15 @@ reconcile() { # reconcile DB NAME
 }
 run() { # run DB NAME
 	start_collector "$1" "$PORT" --prices "$T/prices.ini" || { fail "$2: collector did not come up"; return; }
-	post "$T/nodes.ndjson" && post "$T/tasks.ndjson" && ok "$2: $(cat "$T"/*.ndjson | wc -l) records ingested" ||
+	# out of order and late: half the node records, the tasks newest first, then the other
+	# half of the node records (days whose allocation is already in), then 700 records
+	# resent (duplicates: counted once)
+	awk 'NR % 2' "$T/nodes.ndjson" >"$T/late.1"
+	awk '!(NR % 2)' "$T/nodes.ndjson" >"$T/late.3"
+	tac "$T/tasks.ndjson" >"$T/late.2"
+	{ head -n 400 "$T/tasks.ndjson"; head -n 300 "$T/nodes.ndjson"; } >"$T/late.4"
+	post "$T/late.1" && post "$T/late.2" && post "$T/late.3" && post "$T/late.4" &&
+		ok "$2: $(cat "$T"/*.ndjson | wc -l) records ingested (out of order, late, 700 resent)" ||
 		fail "$2: ingest"
 	curl -sf -H "Authorization: Bearer $RD" \
 		"http://127.0.0.1:$PORT/v1/reports/capacity?from=$FROM&to=$TO&by=node&period=day&format=csv" >"$T/api.csv" ||

@@ -67,6 +67,10 @@ static size_t sample(struct coll_delta *d)
 				x->label_value = j ? "gpu-h100" : "";
 				x->node = "node-7";
 			}
+			if (t == COLL_ROLLUP_NODE_ALLOC_DAY) {
+				x->account = x->user = "";
+				x->node = j ? "node-7" : "";
+			}
 			if (t == COLL_ROLLUP_JOB_DAY || t == COLL_ROLLUP_JOB_LABEL_DAY ||
 			    t == COLL_ROLLUP_JOB_MONTH) {
 				x->job = "job-42";
