@@ -9,6 +9,7 @@
 #include "agent/log.h"
 #include "agent/meters.h"
 #include "bpf/cuda.h"
+#include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/clock.h"
 #include "isolation/cgroup.h"
@@ -80,7 +81,20 @@ int gpu_glue_init(struct agent *a)
 		log_notice("GPU API telemetry off: no libcuda.so.1 found (NVML metering stays on)");
 		return 0;
 	}
+	if (a->meter) {
+		/* One fork and one exit program on the node keep task membership: the meter's. */
+		co.share_members = true;
+		co.members_fd = meter_members_fd(a->meter);
+	}
 	r = cuda_open(&co, &g->cuda);
+	if (r < 0 && co.share_members) {
+		log_warning(
+		    "GPU API uprobes: sharing the meter's task membership failed (%s): with "
+		    "programs of their own",
+		    strerror(-r));
+		co.share_members = false;
+		r = cuda_open(&co, &g->cuda);
+	}
 	if (r == 0)
 		r = cuda_attach_library(g->cuda, lib);
 	if (r < 0) {

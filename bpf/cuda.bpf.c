@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * CUDA driver API telemetry and the synchronous GPU memory limit: uprobes on libcuda.so.1.
- * Tasks are keyed by TGID ("procs", filled by user space, inherited on fork). The entry probe
+ * Processes are members of a task through the membership map "procs" (bpf/member_types.h):
+ * on a node with the metering programs it is theirs, reused by fd (their fork and exit
+ * programs keep it; this object's are not loaded), else this object's own with its own fork and
+ * exit programs (cuda_opts.share_members). The entry probe
  * of an allocation reserves its size against the task's limit and, when the reservation would
  * exceed it, sends SIGKILL to the calling process before the allocation runs (bpf_send_signal
  * acts on current; the signal is taken on the way back to user space, so the call never
@@ -14,6 +17,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "bpf/cuda_types.h"
+#include "bpf/member_types.h"
 
 #define SIGKILL	     9
 #define CUDA_SUCCESS 0
@@ -40,12 +44,53 @@ struct {
 	__type(value, __u64);
 } overheads SEC(".maps");
 
+/* Membership (key: TGID): the meter's map, or this object's own (see above). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct member);
+} procs SEC(".maps");
+
+/*
+ * A process's share of its task's tracked bytes (key: TGID), made at its first allocation and
+ * released when its leader exits: the only per-process state of this object, so an exit costs
+ * a counter read while no process holds GPU memory through the API.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, struct cuda_proc);
-} procs SEC(".maps");
+} pbytes SEC(".maps");
+
+/* Entries in "pbytes" (incremented before an insert, decremented after a delete). */
+__s64 pbytes_n;
+/* Set by the loader when "procs" is this object's own: its exit program deletes entries. */
+const volatile __u32 own_members = 0;
+
+static __always_inline struct member *current_proc(__u32 *tgid)
+{
+	*tgid = bpf_get_current_pid_tgid() >> 32;
+	return bpf_map_lookup_elem(&procs, tgid);
+}
+
+/* Adds delta to process tgid's share (made on first use when delta > 0). */
+static __always_inline void share_add(__u32 tgid, __u64 task_key, __s64 delta)
+{
+	struct cuda_proc *pb = bpf_map_lookup_elem(&pbytes, &tgid);
+
+	if (!pb && delta > 0) {
+		struct cuda_proc np = {.task_key = task_key};
+
+		__sync_fetch_and_add(&pbytes_n, 1);
+		if (bpf_map_update_elem(&pbytes, &tgid, &np, BPF_NOEXIST))
+			__sync_fetch_and_add(&pbytes_n, -1);
+		pb = bpf_map_lookup_elem(&pbytes, &tgid);
+	}
+	if (pb && pb->task_key == task_key)
+		__sync_fetch_and_add(&pb->tracked_bytes, delta);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -61,18 +106,12 @@ struct {
 	__type(value, struct cuda_pending);
 } pending SEC(".maps");
 
-static __always_inline struct cuda_proc *current_proc(__u32 *tgid)
-{
-	*tgid = bpf_get_current_pid_tgid() >> 32;
-	return bpf_map_lookup_elem(&procs, tgid);
-}
-
 static __always_inline int alloc_enter(__u64 dptr_uaddr, __u64 size, __u64 pitch_uaddr,
 				       __u64 height)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct cuda_pending pe = {};
-	struct cuda_proc *p;
+	struct member *p;
 	struct cuda_task *t;
 	__u64 *overhead, extra = 0;
 	__u32 tgid;
@@ -98,7 +137,7 @@ static __always_inline int alloc_enter(__u64 dptr_uaddr, __u64 size, __u64 pitch
 		bpf_send_signal(SIGKILL);
 		return 0;
 	}
-	__sync_fetch_and_add(&p->tracked_bytes, (__s64)size);
+	share_add(tgid, p->task_key, (__s64)size);
 	pe.task_key = p->task_key;
 	pe.size = size;
 	pe.dptr_uaddr = dptr_uaddr;
@@ -133,7 +172,6 @@ int BPF_KRETPROBE(mem_alloc_ret, int rc)
 	struct cuda_alloc_key k = {.tgid = tgid};
 	struct cuda_alloc a = {};
 	struct cuda_pending *pp, pe;
-	struct cuda_proc *p;
 	struct cuda_task *t;
 	__u64 pitch = 0;
 	__s64 cur;
@@ -146,20 +184,17 @@ int BPF_KRETPROBE(mem_alloc_ret, int rc)
 	t = bpf_map_lookup_elem(&tasks, &pe.task_key);
 	if (!t)
 		return 0;
-	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (rc != CUDA_SUCCESS ||
 	    bpf_probe_read_user(&k.dptr, sizeof(k.dptr), (void *)pe.dptr_uaddr)) {
 		__sync_fetch_and_add(&t->tracked_bytes, -(__s64)pe.size);
-		if (p)
-			__sync_fetch_and_add(&p->tracked_bytes, -(__s64)pe.size);
+		share_add(tgid, pe.task_key, -(__s64)pe.size);
 		return 0;
 	}
 	if (pe.pitch_uaddr && !bpf_probe_read_user(&pitch, sizeof(pitch), (void *)pe.pitch_uaddr) &&
 	    pitch * pe.height > pe.size) {
 		__u64 extra = pitch * pe.height - pe.size;
 		__sync_fetch_and_add(&t->tracked_bytes, (__s64)extra);
-		if (p)
-			__sync_fetch_and_add(&p->tracked_bytes, (__s64)extra);
+		share_add(tgid, pe.task_key, (__s64)extra);
 		pe.size += extra;
 	}
 	a.task_key = pe.task_key;
@@ -179,30 +214,28 @@ int BPF_KPROBE(mem_free, __u64 dptr)
 {
 	struct cuda_alloc_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .dptr = dptr};
 	struct cuda_alloc *a;
-	struct cuda_proc *p;
 	struct cuda_task *t;
-	__u64 size;
+	__u64 size, key;
 
 	a = bpf_map_lookup_elem(&allocs, &k);
 	if (!a)
 		return 0;
 	size = a->size;
-	t = bpf_map_lookup_elem(&tasks, &a->task_key);
+	key = a->task_key;
+	t = bpf_map_lookup_elem(&tasks, &key);
 	bpf_map_delete_elem(&allocs, &k);
 	if (!t)
 		return 0;
 	__sync_fetch_and_add(&t->tracked_bytes, -(__s64)size);
 	__sync_fetch_and_add(&t->free_bytes, size);
 	__sync_fetch_and_add(&t->free_calls, 1);
-	p = bpf_map_lookup_elem(&procs, &k.tgid);
-	if (p)
-		__sync_fetch_and_add(&p->tracked_bytes, -(__s64)size);
+	share_add(k.tgid, key, -(__s64)size);
 	return 0;
 }
 
 static __always_inline struct cuda_task *current_task(void)
 {
-	struct cuda_proc *p;
+	struct member *p;
 	__u32 tgid;
 
 	p = current_proc(&tgid);
@@ -240,11 +273,14 @@ int BPF_KPROBE(memcpy_dtoh, __u64 dst, __u64 src, __u64 n)
 	return 0;
 }
 
-/* New processes of a tracked task are tracked (threads share their TGID's entry). */
+/*
+ * Without the meter's membership map only (own_members): new processes of a tracked task are
+ * tracked (threads share their TGID's entry). Not loaded otherwise.
+ */
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(cuda_fork, struct task_struct *parent, struct task_struct *child)
 {
-	struct cuda_proc *pp, np = {};
+	struct member *pp, np = {};
 	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 cpid = BPF_CORE_READ(child, pid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
@@ -259,23 +295,35 @@ int BPF_PROG(cuda_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* A process's allocations die with it: release its share when its leader exits. */
+/*
+ * A process's allocations die with it: release its share when its leader exits (and, with a
+ * membership map of its own, its entry). With the meter's map, the meter's exit program drops
+ * the entry; while no process holds a share, an exit reads one counter.
+ */
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(cuda_exit)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	struct cuda_proc *p;
+	struct cuda_proc *pb;
 	struct cuda_task *t;
+	__u64 key;
 
 	if ((__u32)id != tgid)
 		return 0;
-	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
+	if (own_members)
+		bpf_map_delete_elem(&procs, &tgid);
+	if (pbytes_n <= 0)
 		return 0;
-	t = bpf_map_lookup_elem(&tasks, &p->task_key);
+	pb = bpf_map_lookup_elem(&pbytes, &tgid);
+	if (!pb)
+		return 0;
+	key = pb->task_key;
+	t = bpf_map_lookup_elem(&tasks, &key);
 	if (t)
-		__sync_fetch_and_add(&t->tracked_bytes, -p->tracked_bytes);
-	bpf_map_delete_elem(&procs, &tgid);
+		__sync_fetch_and_add(&t->tracked_bytes,
+				     -__sync_lock_test_and_set(&pb->tracked_bytes, 0));
+	if (!bpf_map_delete_elem(&pbytes, &tgid))
+		__sync_fetch_and_add(&pbytes_n, -1);
 	return 0;
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Loader for bpf/cuda.bpf.c: open -> size maps -> load -> attach raw_tp + uprobes. */
+/* Loader for bpf/cuda.bpf.c: open -> size maps (or reuse the meter's membership map) -> load ->
+ * attach raw_tp + uprobes. */
 #include "bpf/cuda.h"
 #include "bpf/track.h"
 
@@ -16,6 +17,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/cuda_types.h"
+#include "bpf/member_types.h"
 #include "common/macro.h"
 #include "cuda.skel.h"
 
@@ -26,6 +28,7 @@ struct cuda_meter {
 	struct bpf_link *links[CUDA_LINKS_MAX];
 	unsigned n_links;
 	unsigned n_probes;
+	int members_fd; /* the meter's membership map (cuda_opts.share_members), else -1 */
 };
 
 void cuda_free(struct cuda_meter *c)
@@ -62,12 +65,22 @@ int cuda_open(const struct cuda_opts *opts, struct cuda_meter **ret)
 		o.max_pids = o.max_tasks * 64;
 	if (!o.max_allocs)
 		o.max_allocs = 262144;
+	if (o.share_members) {
+		struct bpf_map_info info = {};
+		uint32_t len = sizeof(info);
+
+		if (o.members_fd < 0 || bpf_obj_get_info_by_fd(o.members_fd, &info, &len) < 0 ||
+		    info.key_size != sizeof(uint32_t) || info.value_size != sizeof(struct member))
+			return -EINVAL;
+		o.max_pids = info.max_entries;
+	}
 	if (o.max_tasks > 65536 || o.max_pids > 4194304 || o.max_allocs > 4194304)
 		return -ERANGE;
 
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->members_fd = o.share_members ? o.members_fd : -1;
 	c->skel = cuda_bpf__open();
 	if (!c->skel) {
 		r = errno ? -errno : -EINVAL;
@@ -75,13 +88,20 @@ int cuda_open(const struct cuda_opts *opts, struct cuda_meter **ret)
 	}
 	if ((r = bpf_map__set_max_entries(c->skel->maps.tasks, o.max_tasks)) < 0 ||
 	    (r = bpf_map__set_max_entries(c->skel->maps.overheads, o.max_tasks)) < 0 ||
-	    (r = bpf_map__set_max_entries(c->skel->maps.procs, o.max_pids)) < 0 ||
+	    (r = c->members_fd >= 0
+		     ? bpf_map__reuse_fd(c->skel->maps.procs, c->members_fd)
+		     : bpf_map__set_max_entries(c->skel->maps.procs, o.max_pids)) < 0 ||
+	    (r = bpf_map__set_max_entries(c->skel->maps.pbytes, o.max_pids)) < 0 ||
 	    (r = bpf_map__set_max_entries(c->skel->maps.allocs, o.max_allocs)) < 0)
 		goto out_free;
+	/* With the meter's map its fork program keeps the membership: no fork program here. */
+	c->skel->rodata->own_members = c->members_fd < 0;
+	bpf_program__set_autoload(c->skel->progs.cuda_fork, c->members_fd < 0);
 	r = cuda_bpf__load(c->skel);
 	if (r < 0)
 		goto out_free;
-	r = add_link(c, bpf_program__attach(c->skel->progs.cuda_fork));
+	if (c->members_fd < 0)
+		r = add_link(c, bpf_program__attach(c->skel->progs.cuda_fork));
 	if (r >= 0)
 		r = add_link(c, bpf_program__attach(c->skel->progs.cuda_exit));
 	if (r < 0)
@@ -178,21 +198,45 @@ int cuda_find_library(char *buf, size_t len)
 	return r;
 }
 
+bool cuda_members_shared(const struct cuda_meter *c)
+{
+	return c->members_fd >= 0;
+}
+
+int cuda_members_fd(const struct cuda_meter *c)
+{
+	return bpf_map__fd(c->skel->maps.procs);
+}
+
+/*
+ * Makes tgid a member of task_key. Shared map: a process the meter (or the audit trail) has
+ * made a member of the same task already is one; otherwise the entry is this object's (gen 0:
+ * not metered; the meter takes it over if it tracks the process later).
+ */
+static int add_member(struct cuda_meter *c, uint64_t task_key, pid_t tgid)
+{
+	int fd = bpf_map__fd(c->skel->maps.procs), r;
+	struct member m = {.task_key = task_key};
+	uint32_t k = (uint32_t)tgid;
+
+	if (c->members_fd < 0)
+		return bpf_map_update_elem(fd, &k, &m, BPF_ANY) < 0 ? -errno : 0;
+	r = track_add_proc(fd, tgid, &m);
+	if (r == -EBUSY && bpf_map_lookup_elem(fd, &k, &m) == 0 && m.task_key == task_key)
+		return 0;
+	return r;
+}
+
 int cuda_track(struct cuda_meter *c, uint64_t task_key, pid_t tgid, uint64_t limit)
 {
-	struct cuda_task t = {.limit_bytes = limit};
-	struct cuda_proc p = {.task_key = task_key};
-	__u32 pid = (__u32)tgid;
+	struct cuda_task t = {.limit_bytes = limit, .root_tgid = (uint32_t)tgid};
 	int tasks_fd = bpf_map__fd(c->skel->maps.tasks);
-	int procs_fd = bpf_map__fd(c->skel->maps.procs);
 
 	if (tgid <= 0)
 		return -EINVAL;
 	if (bpf_map_update_elem(tasks_fd, &task_key, &t, BPF_NOEXIST) < 0 && errno != EEXIST)
 		return -errno;
-	if (bpf_map_update_elem(procs_fd, &pid, &p, BPF_ANY) < 0)
-		return -errno;
-	return 0;
+	return add_member(c, task_key, tgid);
 }
 
 int cuda_set_overhead(struct cuda_meter *c, uint64_t task_key, uint64_t bytes)
@@ -229,12 +273,37 @@ int cuda_read(struct cuda_meter *c, uint64_t task_key, struct cuda_usage *ret)
 	return 0;
 }
 
+/*
+ * Whether cuda_forget sweeps the membership map for the task: always in a map of its own; in
+ * the meter's only when the task's first process is still an entry of this object's (gen 0:
+ * the meter never took it over; the meter's exit program drops entries as processes end, and
+ * meter_forget sweeps its own).
+ */
+static bool sweep_members(struct cuda_meter *c, uint64_t task_key)
+{
+	struct cuda_task t;
+	struct member m;
+	uint32_t k;
+
+	if (c->members_fd < 0)
+		return true;
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.tasks), &task_key, &t) < 0)
+		return false;
+	k = t.root_tgid;
+	return bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.procs), &k, &m) == 0 &&
+	       m.task_key == task_key && !m.gen;
+}
+
 int cuda_forget(struct cuda_meter *c, uint64_t task_key)
 {
-	int r;
+	int r = 0;
 
-	r = track_delete_by_task(bpf_map__fd(c->skel->maps.procs), sizeof(__u32),
-				 sizeof(struct cuda_proc), task_key, UINT32_MAX - 1);
+	if (sweep_members(c, task_key))
+		r = track_delete_by_task(bpf_map__fd(c->skel->maps.procs), sizeof(__u32),
+					 sizeof(struct member), task_key, UINT32_MAX - 1);
+	if (r >= 0)
+		r = track_delete_by_task(bpf_map__fd(c->skel->maps.pbytes), sizeof(__u32),
+					 sizeof(struct cuda_proc), task_key, UINT32_MAX - 1);
 	if (r >= 0)
 		r = track_delete_by_task(bpf_map__fd(c->skel->maps.allocs),
 					 sizeof(struct cuda_alloc_key), sizeof(struct cuda_alloc),

@@ -24,11 +24,12 @@ struct cuda_task {
 	__u64 limit_fired;	    /* allocations refused by SIGKILL */
 	__u64 killed_request_bytes; /* size of the last refused allocation */
 	__u32 killed_tgid;	    /* process killed last */
-	__u32 _pad;
-	__u64 untracked; /* allocations not recorded (allocs/pending map full) */
+	__u32 root_tgid;	    /* user space: the first process cuda_track added */
+	__u64 untracked;	    /* allocations not recorded (allocs/pending map full) */
 };
 
-/* Tracked process (map "procs", key: __u32 tgid). Inherited by fork. */
+/* A process's share of its task's tracked bytes (map "pbytes", key: __u32 tgid), made at its
+ * first allocation, released at its leader's exit. Membership is "procs" (member_types.h). */
 struct cuda_proc {
 	__u64 task_key;
 	__s64 tracked_bytes; /* this process's share of the task's tracked_bytes */

@@ -4,7 +4,8 @@
 # (bpf_prog_info.verified_insns; the kernel refuses a program at 1,000,000) and load within
 # MAX_MS. The instruction count does not depend on the host's load: it is the guard, the time
 # only catches a verifier that runs for minutes. The VM tier checks the same on Linux 6.1
-# (case bpf_verify). See docs/audit.md, "Verifier cost".
+# (case bpf_verify). See docs/audit.md, "Verifier cost". Then the programs of bpf/meter.bpf.c and
+# bpf/cuda.bpf.c the same way.
 #   the helper's own check: with a budget below what a program needs, it fails and names it
 #   the budget: every program within MAX_INSNS (50,000) and MAX_MS (10,000)
 set -u
@@ -38,4 +39,19 @@ elif [ "$n" -lt 10 ]; then
 else
 	echo "ok: $n audit programs within $MAX_INSNS verified instructions and $MAX_MS ms each"
 fi
+# The metering and GPU API objects, each program alone (cuda: loaded on GPU nodes with libcuda
+# only, so this is where other nodes see it verify; its fork program loads only without the
+# meter's membership map).
+for obj in meter:17 cuda:9; do
+	f=$O/bpf/${obj%%:*}.bpf.o
+	out=$("$H" --max-insns "$MAX_INSNS" --max-ms "$MAX_MS" "$f" 2>&1)
+	r=$?
+	echo "$out"
+	n=$(grep -c ' verified_insns=' <<<"$out")
+	if [ "$r" != 0 ] || [ "$n" -lt "${obj#*:}" ]; then
+		echo "FAIL: $f: exit $r, $n programs measured, expected ${obj#*:} within the budget"; fail=1
+	else
+		echo "ok: $n programs of $f within $MAX_INSNS verified instructions and $MAX_MS ms each"
+	fi
+done
 [ "$fail" = 0 ]

@@ -3,7 +3,8 @@
 #  1. uprobe path: helper_cudaapp allocates through the stand-in libcuda.so.1 as a tracked task
 #     with a 256 MiB GPU memory limit: 512 MiB in 64 MiB steps is SIGKILLed at step 5 (the step
 #     that crosses the limit, before it runs) and the BPF side reports the limit fired; 256 MiB
-#     exits 0 with exact counters.
+#     exits 0 with exact counters. Again with the meter's membership map shared, the app a
+#     shell's child (a member through the meter's fork program).
 #  2. device policy on mknod-created nodes (no driver here): an allowed node opens as far as the
 #     missing driver (ENXIO: the cgroup let it through), a denied one fails with EPERM.
 #     a) v1 devices cgroup, b) cgroup_device BPF program on a unified-hierarchy cgroup.
@@ -65,6 +66,27 @@ expect "$out" "launches=7" "launches exact"
 expect "$out" "htod_bytes=4096" "HtoD bytes exact"
 expect "$out" "dtoh_bytes=4096" "DtoH bytes exact"
 expect "$out" "untracked=0" "nothing untracked"
+
+# The same with the meter's membership map (as corrald loads them: no fork program of the
+# uprobes' own): the app started by a shell, so it is a member through the meter's fork
+# program; the kill releases its allocations at its exit, and forget leaves no entry.
+out=$(CORRAL_TEST_CUDA_SHARE=1 "$H" cuda-run "$CUDA" $((256 * MiB)) -- \
+	/bin/sh -c '"$@"; exit $?' sh "$APP" "$CUDA" 512 64 7 2>&1)
+echo "$out" | sed 's/^/  shared | /'
+expect "$out" "members shared=1 same_map=1" "shared: the uprobes use the meter's membership map"
+expect "$out" "probes=15" "shared: all uprobes attached"
+expect "$out" "exit=code:137" "shared: the shell's child over the limit: SIGKILL"
+if grep -q "step 5" <<<"$out"; then bad "shared: step 5 ran past the limit"; else ok "shared: step 5 never returned"; fi
+expect "$out" "limit_fired=1" "shared: BPF reports the limit fired"
+expect "$out" "alloc_bytes=$((256 * MiB))" "shared: allocated before the kill"
+expect "$out" "current_bytes=0" "shared: process exit released its allocations"
+expect "$out" "forget=0 read_after_forget=-2" "shared: forget drops the task"
+expect "$out" "members_left=0" "shared: no membership entry left"
+out=$(CORRAL_TEST_CUDA_SHARE=1 "$H" cuda-run "$CUDA" $((256 * MiB)) -- "$APP" "$CUDA" 256 64 7 2>&1)
+expect "$out" "exit=code:0" "shared, at the limit: exits 0"
+expect "$out" "free_bytes=$((256 * MiB))" "shared: bytes freed exact"
+expect "$out" "launches=7" "shared: launches exact"
+expect "$out" "current_bytes=0" "shared: nothing left"
 
 # No limit: 512 MiB runs to the end.
 out=$("$H" cuda-run "$CUDA" 0 -- "$APP" "$CUDA" 512 64 1 2>&1)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "bpf/cuda.h"
+#include "bpf/meter.h"
 #include "common/macro.h"
 #include "common/clock.h"
 #include "common/fileio.h"
@@ -35,6 +36,7 @@
 #include "isolation/devices.h"
 #include "isolation/gpu.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 static int usage(void)
@@ -122,6 +124,8 @@ static int cuda_pre(pid_t pid, void *data)
 
 static int cmd_cuda_run(int argc, char **argv)
 {
+	struct cuda_opts o = {0};
+	struct meter *m = NULL;
 	struct cuda_ctx x = {};
 	struct cuda_usage u;
 	char **cmd = after_dashes(argc, argv, 4);
@@ -129,7 +133,32 @@ static int cmd_cuda_run(int argc, char **argv)
 
 	if (argc < 6 || !cmd || parse_u64(argv[3], &x.limit) < 0)
 		return usage();
-	r = cuda_open(NULL, &x.c);
+	if (getenv("CORRAL_TEST_CUDA_SHARE")) {
+		/* as corrald loads them: the uprobes use the meter's membership map */
+		struct bpf_map_info mi = {}, ci = {};
+		uint32_t len = sizeof(mi);
+
+		r = meter_open(NULL, &m);
+		if (r < 0) {
+			fprintf(stderr, "meter_open: %s\n", strerror(-r));
+			return 1;
+		}
+		o.share_members = true;
+		o.members_fd = meter_members_fd(m);
+		r = cuda_open(&o, &x.c);
+		if (r < 0) {
+			fprintf(stderr, "cuda_open (shared): %s\n", strerror(-r));
+			meter_free(m);
+			return 1;
+		}
+		(void)bpf_obj_get_info_by_fd(meter_members_fd(m), &mi, &len);
+		len = sizeof(ci);
+		(void)bpf_obj_get_info_by_fd(cuda_members_fd(x.c), &ci, &len);
+		printf("members shared=%d same_map=%d\n", cuda_members_shared(x.c),
+		       mi.id != 0 && mi.id == ci.id);
+	} else {
+		r = cuda_open(NULL, &x.c);
+	}
 	if (r < 0) {
 		fprintf(stderr, "cuda_open: %s\n", strerror(-r));
 		return 1;
@@ -138,6 +167,7 @@ static int cmd_cuda_run(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "cuda_attach_library %s: %s\n", argv[2], strerror(-r));
 		cuda_free(x.c);
+		meter_free(m);
 		return 1;
 	}
 	printf("probes=%d\n", r);
@@ -145,6 +175,7 @@ static int cmd_cuda_run(int argc, char **argv)
 	if (st < 0) {
 		fprintf(stderr, "run: %s\n", strerror(-st));
 		cuda_free(x.c);
+		meter_free(m);
 		return 1;
 	}
 	print_status(st);
@@ -152,6 +183,7 @@ static int cmd_cuda_run(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "cuda_read: %s\n", strerror(-r));
 		cuda_free(x.c);
+		meter_free(m);
 		return 1;
 	}
 	printf("limit_bytes=%llu\ncurrent_bytes=%llu\npeak_bytes=%llu\nalloc_bytes=%llu\n"
@@ -167,7 +199,23 @@ static int cmd_cuda_run(int argc, char **argv)
 	       (unsigned long long)u.killed_request_bytes, 1);
 	r = cuda_forget(x.c, 1);
 	printf("forget=%d read_after_forget=%d\n", r, cuda_read(x.c, 1, &u));
+	{
+		/* membership entries of the task left in the (shared or own) map */
+		int fd = cuda_members_fd(x.c), left = 0;
+		uint32_t k, nk;
+		bool first = true;
+		uint64_t v[4];
+
+		while (bpf_map_get_next_key(fd, first ? NULL : &k, &nk) == 0) {
+			first = false;
+			k = nk;
+			if (bpf_map_lookup_elem(fd, &k, v) == 0 && v[0] == 1)
+				left++;
+		}
+		printf("members_left=%d\n", left);
+	}
 	cuda_free(x.c);
+	meter_free(m);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "bpf/audit.h"
+#include "bpf/cuda.h"
 #include "bpf/print.h"
 #include "bpf/track.h"
 
@@ -75,6 +76,20 @@ static void test_audit_share_needs_a_member_map(void **state)
 	close(fd);
 }
 
+static void test_cuda_share_needs_a_member_map(void **state)
+{
+	struct cuda_opts o = {.share_members = true, .members_fd = -1};
+	struct cuda_meter *c = (struct cuda_meter *)0x1;
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	assert_int_equal(cuda_open(&o, &c), -EINVAL);
+	assert_ptr_equal(c, (struct cuda_meter *)0x1);
+	o.members_fd = fd;
+	assert_int_equal(cuda_open(&o, &c), -EINVAL);
+	assert_ptr_equal(c, (struct cuda_meter *)0x1);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -82,6 +97,7 @@ int main(void)
 	    cmocka_unit_test(test_cgroup_id_of_a_directory),
 	    cmocka_unit_test(test_delete_by_task_rejects_big_entries),
 	    cmocka_unit_test(test_audit_share_needs_a_member_map),
+	    cmocka_unit_test(test_cuda_share_needs_a_member_map),
 	};
 
 	libbpf_set_print(bpf_print_env);
