@@ -66,6 +66,18 @@ static const char *const usage_names[_ACCT_U_MAX] = {
     [ACCT_U_GPU_UTIL_AVG] = "gpu_util_avg",
 };
 
+static const char *const energy_part_names[_ACCT_ENERGY_MAX] = {
+    [ACCT_ENERGY_CPU] = "cpu",
+    [ACCT_ENERGY_DRAM] = "dram",
+    [ACCT_ENERGY_GPU] = "gpu",
+};
+static const char *const energy_src_names[_ACCT_ESRC_MAX] = {
+    [ACCT_ESRC_NOT_MEASURED] = "not_measured",
+    [ACCT_ESRC_RAPL] = "rapl",
+    [ACCT_ESRC_NVML] = "nvml",
+    [ACCT_ESRC_NONE] = "none",
+};
+
 /* Top-level members with a fixed meaning; everything else is `extra`. */
 static const char *const reserved_top[] = {"schema", "record_id", "type",  "time", "node",
 					   "task",   "request",	  "usage", "exit", "sources",
@@ -124,6 +136,32 @@ const char *acct_source_to_string(enum acct_source s)
 enum acct_source acct_source_from_string(const char *s)
 {
 	return (enum acct_source)lookup(source_names, _ACCT_SRC_MAX, s);
+}
+
+const char *acct_energy_src_to_string(enum acct_energy_src s)
+{
+	return s >= 0 && s < _ACCT_ESRC_MAX ? energy_src_names[s] : NULL;
+}
+
+const char *acct_energy_part_name(enum acct_energy_part p)
+{
+	return p >= 0 && p < _ACCT_ENERGY_MAX ? energy_part_names[p] : NULL;
+}
+
+bool acct_energy_total(const struct acct_energy *e, double *ret)
+{
+	double t = 0;
+
+	*ret = 0;
+	if (!e->present)
+		return false;
+	for (int p = 0; p < _ACCT_ENERGY_MAX; p++) {
+		if (e->src[p] == ACCT_ESRC_NOT_MEASURED)
+			return false;
+		t += e->j[p];
+	}
+	*ret = t;
+	return true;
 }
 
 const char *acct_usage_field_name(enum acct_usage_field f)
@@ -433,6 +471,40 @@ out_fail:
 	return NULL;
 }
 
+/* usage.energy_j: the measured parts, their sources, and the total when every part is
+ * measured (a part not measured has no number: never a 0 that means unknown). */
+static int encode_energy(json_t *usage, const struct acct_energy *en)
+{
+	json_t *o = json_object(), *src = json_object();
+	double total;
+	int r = o && src ? 0 : -ENOMEM;
+
+	for (int p = 0; r == 0 && p < _ACCT_ENERGY_MAX; p++) {
+		const char *sn = acct_energy_src_to_string(en->src[p]);
+
+		if (!sn)
+			r = -EINVAL;
+		else if (en->src[p] != ACCT_ESRC_NOT_MEASURED &&
+			 (r = set_double(o, energy_part_names[p], en->j[p])) < 0)
+			break;
+		else
+			r = set_new(src, energy_part_names[p], json_string(sn));
+	}
+	if (r == 0 && acct_energy_total(en, &total))
+		r = set_double(o, "total", total);
+	if (r == 0) {
+		r = set_new(o, "sources", src);
+		src = NULL;
+	}
+	if (r == 0) {
+		r = set_new(usage, "energy_j", o);
+		o = NULL;
+	}
+	json_decref(src);
+	json_decref(o);
+	return r;
+}
+
 static json_t *encode_usage(const struct acct_usage *u, int *ret)
 {
 	json_t *o = json_object();
@@ -452,6 +524,8 @@ static json_t *encode_usage(const struct acct_usage *u, int *ret)
 	    (r = set_double(o, "gpu_seconds", u->gpu_seconds)) < 0 ||
 	    (r = set_u64(o, "gpu_memory_peak_bytes", u->gpu_memory_peak_bytes)) < 0 ||
 	    (r = set_double(o, "gpu_util_avg", u->gpu_util_avg)) < 0)
+		goto out_fail;
+	if (u->energy.present && (r = encode_energy(o, &u->energy)) < 0)
 		goto out_fail;
 	return o;
 out_fail:
@@ -570,6 +644,9 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 			e = e < 0 ? e : -ENOMEM;
 		if (e == 0 && ns->has_rapl)
 			e = set_new(src, "dram_j", json_string("rapl"));
+		if (e == 0 && ns->has_rapl && ns->has_unattributed &&
+		    (e = set_double(en, "unattributed_package_j", ns->unattributed_package_j)) == 0)
+			e = set_double(en, "unattributed_dram_j", ns->unattributed_dram_j);
 		if (e == 0 && ns->has_gpu_energy &&
 		    (e = set_double(en, "gpu_j", ns->energy_gpu_j)) == 0)
 			e = set_new(src, "gpu_j", json_string("nvml"));
@@ -1009,6 +1086,58 @@ static int decode_request(struct dctx *c, const struct jnode *o, struct acct_req
 	return 0;
 }
 
+/* usage.energy_j: every part has a source; a measured part has its number, a part not
+ * measured has none; total, where present, is the parts' sum. */
+static int decode_energy(struct dctx *c, const struct jnode *o, struct acct_energy *en)
+{
+	static const char *const names[] = {"cpu", "dram", "gpu", "total", "sources"};
+	const struct jnode *src = jtree_get(o, "sources");
+	double total, want;
+	int e;
+
+	if (o->type != JT_OBJECT)
+		return err_set(c->err, c->errlen, -EINVAL, "usage.energy_j: expected an object");
+	if ((e = check_members(c, o, "usage.energy_j", names, ARRAY_SIZE(names))) < 0)
+		return e;
+	if (!src || src->type != JT_OBJECT)
+		return err_set(c->err, c->errlen, -EINVAL, "usage.energy_j.sources: %s",
+			       src ? "expected an object" : "missing");
+	if ((e = check_members(c, src, "usage.energy_j.sources", energy_part_names,
+			       _ACCT_ENERGY_MAX)) < 0)
+		return e;
+	en->present = true;
+	for (int p = 0; p < _ACCT_ENERGY_MAX; p++) {
+		const struct jnode *v = jtree_get(src, energy_part_names[p]);
+		int s = v && v->type == JT_STRING
+			    ? lookup(energy_src_names, _ACCT_ESRC_MAX, v->str.s)
+			    : -1;
+		bool have = jtree_get(o, energy_part_names[p]) != NULL;
+
+		if (s < 0 || (p == ACCT_ENERGY_GPU ? s == ACCT_ESRC_RAPL
+						   : s == ACCT_ESRC_NVML || s == ACCT_ESRC_NONE))
+			return err_set(
+			    c->err, c->errlen, -EINVAL, "usage.energy_j.sources.%s: expected %s",
+			    energy_part_names[p],
+			    p == ACCT_ENERGY_GPU ? "\"nvml\", \"none\" or \"not_measured\""
+						 : "\"rapl\" or \"not_measured\"");
+		en->src[p] = (enum acct_energy_src)s;
+		if (have != (s != ACCT_ESRC_NOT_MEASURED))
+			return err_set(c->err, c->errlen, -EINVAL, "usage.energy_j.%s: %s",
+				       energy_part_names[p],
+				       have ? "present but its source says not_measured"
+					    : "missing");
+		if ((e = get_double(c, o, "usage.energy_j", energy_part_names[p], &en->j[p])) < 0)
+			return e;
+	}
+	if ((e = get_double(c, o, "usage.energy_j", "total", &total)) < 0)
+		return e;
+	if (jtree_get(o, "total") &&
+	    (!acct_energy_total(en, &want) || fabs(total - want) > 1e-9 * (1 + want)))
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "usage.energy_j.total: not the sum of the measured parts");
+	return 0;
+}
+
 static int decode_usage(struct dctx *c, const struct jnode *o, struct acct_usage *u)
 {
 	uint64_t *ints[_ACCT_U_MAX] = {
@@ -1027,9 +1156,16 @@ static int decode_usage(struct dctx *c, const struct jnode *o, struct acct_usage
 	    [ACCT_U_GPU_SECONDS] = &u->gpu_seconds,
 	    [ACCT_U_GPU_UTIL_AVG] = &u->gpu_util_avg,
 	};
+	const struct jnode *en = NULL;
 	int e;
 
-	if ((e = check_members(c, o, "usage", usage_names, _ACCT_U_MAX)) < 0)
+	for (const struct jnode *k = o->kids.first; k; k = k->next)
+		if (strcmp(k->key, "energy_j") == 0)
+			en = k;
+		else if (lookup(usage_names, _ACCT_U_MAX, k->key) < 0)
+			return err_set(c->err, c->errlen, -EINVAL, "usage.%.64s: unknown field",
+				       k->key);
+	if (en && (e = decode_energy(c, en, &u->energy)) < 0)
 		return e;
 	for (int f = 0; f < _ACCT_U_MAX; f++) {
 		if (ints[f])
@@ -1106,16 +1242,32 @@ static int decode_node_energy(struct dctx *c, const struct jnode *root, struct a
 	if ((e = get_object(c, root, "energy", false, &o)) < 0)
 		return e;
 	if (o) {
-		static const char *const energy_names[] = {"package_j", "dram_j", "gpu_j",
-							   "sources"};
+		static const char *const energy_names[] = {
+		    "package_j",	   "dram_j", "gpu_j", "unattributed_package_j",
+		    "unattributed_dram_j", "sources"};
 		const struct jnode *src = jtree_get(o, "sources");
 
 		if ((e = check_members(c, o, "energy", energy_names, ARRAY_SIZE(energy_names))) <
 			0 ||
 		    (e = get_double(c, o, "energy", "package_j", &ns->energy_package_j)) < 0 ||
 		    (e = get_double(c, o, "energy", "dram_j", &ns->energy_dram_j)) < 0 ||
-		    (e = get_double(c, o, "energy", "gpu_j", &ns->energy_gpu_j)) < 0)
+		    (e = get_double(c, o, "energy", "gpu_j", &ns->energy_gpu_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "unattributed_package_j",
+				    &ns->unattributed_package_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "unattributed_dram_j",
+				    &ns->unattributed_dram_j)) < 0)
 			return e;
+		ns->has_unattributed =
+		    jtree_get(o, "unattributed_package_j") || jtree_get(o, "unattributed_dram_j");
+		if (ns->has_unattributed &&
+		    (!jtree_get(o, "unattributed_package_j") ||
+		     !jtree_get(o, "unattributed_dram_j") ||
+		     ns->unattributed_package_j > ns->energy_package_j * (1 + 1e-12) ||
+		     ns->unattributed_dram_j > ns->energy_dram_j * (1 + 1e-12)))
+			return err_set(
+			    c->err, c->errlen, -EINVAL,
+			    "energy.unattributed_package_j: both unattributed parts, each "
+			    "at most its zone's energy");
 		if (src && src->type != JT_OBJECT)
 			return err_set(c->err, c->errlen, -EINVAL,
 				       "energy.sources: expected an object");

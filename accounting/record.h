@@ -114,6 +114,27 @@ struct acct_request {
 	uint64_t gpu_memory_bytes;
 };
 
+/* usage.energy_j (docs/pipeline.md, docs/reports.md "Energy"): the task's share of the node's
+ * measured energy, J, per part, each with where it came from. */
+enum acct_energy_part { ACCT_ENERGY_CPU, ACCT_ENERGY_DRAM, ACCT_ENERGY_GPU, _ACCT_ENERGY_MAX };
+enum acct_energy_src {
+	ACCT_ESRC_NOT_MEASURED, /* no source on this node (or none yet): the figure is absent */
+	ACCT_ESRC_RAPL,		/* the node's RAPL zones, attributed (cpu, dram) */
+	ACCT_ESRC_NVML,		/* the allocated GPUs' NVML energy counters (gpu) */
+	ACCT_ESRC_NONE,		/* nothing to measure: the task has no GPU (gpu is 0) */
+	_ACCT_ESRC_MAX,
+	_ACCT_ESRC_INVALID = -1,
+};
+struct acct_energy {
+	bool present; /* energy_j in the record (agents before it never write it) */
+	double j[_ACCT_ENERGY_MAX];
+	enum acct_energy_src src[_ACCT_ENERGY_MAX];
+};
+const char *acct_energy_src_to_string(enum acct_energy_src s);
+const char *acct_energy_part_name(enum acct_energy_part p);
+/* The sum of the measured parts; false (and 0) when a part is not measured. */
+bool acct_energy_total(const struct acct_energy *e, double *ret);
+
 struct acct_usage {
 	uint64_t wall_ns;
 	uint64_t cpu_user_ns;
@@ -127,6 +148,7 @@ struct acct_usage {
 	double gpu_seconds;
 	uint64_t gpu_memory_peak_bytes;
 	double gpu_util_avg;
+	struct acct_energy energy; /* usage.energy_j */
 };
 
 struct acct_exit {
@@ -173,6 +195,11 @@ struct acct_node_sample {
 	 * the GPUs from NVML; the node's whole draw, none of it attributed to tasks here */
 	bool has_rapl, has_gpu_energy;
 	double energy_package_j, energy_dram_j, energy_gpu_j;
+	/* what of package_j / dram_j no task was given (the node's other processes and idle):
+	 * the tasks' shares of the period plus these are the period's energy (docs/reports.md
+	 * "Energy"); has_unattributed: written (agents before it did not) */
+	bool has_unattributed;
+	double unattributed_package_j, unattributed_dram_j;
 };
 
 struct acct_record {

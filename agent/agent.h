@@ -114,6 +114,18 @@ struct task {
 	uint64_t next_sample_mono;
 	double mem_byte_seconds_cg; /* integrated from cgroup memory.current samples */
 	uint64_t last_mem_sample_mono;
+	/* usage.energy_j (agent/node_sample.c): the task's CPU time and memory at the node
+	 * sampler's last period boundary (or its start), its shares of the node's RAPL energy
+	 * so far (uJ), and its GPUs' energy (agent/gpu_glue.c) */
+	struct task_energy {
+		bool based; /* cpu_ns/mem_bytes/at_mono hold a baseline */
+		bool done;  /* its last share was given at its end */
+		uint64_t cpu_ns, mem_bytes, at_mono;
+		uint64_t cpu_uj, dram_uj;
+		uint64_t pend_uj[2]; /* a share being scaled (agent/node_sample.c attribute) */
+		bool gpu_valid;
+		double gpu_j;
+	} energy;
 
 	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
 	json_t *gpu_alloc;

@@ -80,12 +80,12 @@ int energy_open(const char *root, struct energy_meter *ret)
 	return ret->n ? 0 : -ENOENT;
 }
 
-int energy_read(struct energy_meter *m, double ret_j[_ENERGY_KIND_MAX])
+int energy_read_uj(struct energy_meter *m, uint64_t ret_uj[_ENERGY_KIND_MAX], bool advance)
 {
 	int r = 0;
 
 	for (int k = 0; k < _ENERGY_KIND_MAX; k++)
-		ret_j[k] = 0;
+		ret_uj[k] = 0;
 	for (size_t i = 0; i < m->n; i++) {
 		struct energy_zone *z = &m->z[i];
 		uint64_t now, d;
@@ -100,8 +100,19 @@ int energy_read(struct energy_meter *m, double ret_j[_ENERGY_KIND_MAX])
 			d = z->max_range_uj - z->last_uj + now; /* wrapped once */
 		else
 			d = now; /* a range smaller than the last value: taken as a reset */
-		z->last_uj = now;
-		ret_j[z->kind] += (double)d / 1e6;
+		if (advance)
+			z->last_uj = now;
+		ret_uj[z->kind] += d;
 	}
+	return r;
+}
+
+int energy_read(struct energy_meter *m, double ret_j[_ENERGY_KIND_MAX])
+{
+	uint64_t uj[_ENERGY_KIND_MAX];
+	int r = energy_read_uj(m, uj, true);
+
+	for (int k = 0; k < _ENERGY_KIND_MAX; k++)
+		ret_j[k] = (double)uj[k] / 1e6;
 	return r;
 }

@@ -40,3 +40,9 @@ int energy_open(const char *root, struct energy_meter *ret);
  * that cannot be read adds nothing and keeps its last value: -EIO after the others are read.
  */
 int energy_read(struct energy_meter *m, double ret_j[_ENERGY_KIND_MAX]);
+/*
+ * The same in whole microjoules (the counters' unit: shares of it are apportioned exactly).
+ * advance false: a look at the energy since the last advancing read that leaves the baseline
+ * where it is (a task ending within a period, agent/node_sample.c).
+ */
+int energy_read_uj(struct energy_meter *m, uint64_t ret_uj[_ENERGY_KIND_MAX], bool advance);

@@ -498,6 +498,8 @@ void gpu_glue_usage(struct agent *a, struct task *t)
 		t->sources[ACCT_U_GPU_UTIL_AVG] = ACCT_SRC_NVML;
 		if (d && u.energy_valid)
 			json_object_set_new(d, "gpu_energy_j", json_real(u.energy_j));
+		t->energy.gpu_valid = u.energy_valid;
+		t->energy.gpu_j = u.energy_valid ? u.energy_j : 0;
 	}
 	if (g->cuda && gt->cuda_tracked && d) {
 		struct cuda_usage cu;

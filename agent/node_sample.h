@@ -9,7 +9,10 @@
 
 #include <stdint.h>
 
+#include "accounting/record.h"
+
 struct agent;
+struct task;
 
 /* Node-wide figures read from procfs. */
 struct node_proc {
@@ -27,3 +30,15 @@ int node_sample_start(struct agent *a, uint64_t now_mono);
 /* Emits a node.sample when sample_interval has passed since the last one. */
 void node_sample_tick(struct agent *a, uint64_t now_mono);
 void node_sample_stop(struct agent *a);
+
+/*
+ * Energy per task (docs/reports.md "Energy"): at each period boundary the period's RAPL
+ * package energy is shared among the tasks by their CPU time in it over the node's CPU time
+ * (CPUs x period), the DRAM energy by their memory byte-seconds over the node's (MemTotal x
+ * period), in whole microjoules; what no task got is the record's unattributed energy.
+ * node_energy_task_end gives an ending task its share of the period so far (called once,
+ * after its final usage is read) and sets t->usage.energy; node_energy_usage fills
+ * usage.energy_j from the shares so far (agent/usage.c, at every usage read).
+ */
+void node_energy_task_end(struct agent *a, struct task *t);
+void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy *ret);

@@ -7,6 +7,7 @@
 #include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "agent/meters.h"
+#include "agent/node_sample.h"
 #include "agent/plan.h"
 #include "agent/profiles.h"
 #include "agent/spawner.h"
@@ -309,6 +310,8 @@ static struct task *launch_task_new(struct agent *a, struct task_spec *spec,
 	t->start_mono_ns = now_ns(CLOCK_MONOTONIC);
 	t->next_sample_mono = task_first_sample(a, t->start_mono_ns);
 	t->last_mem_sample_mono = t->start_mono_ns;
+	/* its energy share counts from its start: no CPU time, no memory then */
+	t->energy = (struct task_energy){.based = true, .at_mono = t->start_mono_ns};
 	task_tick_soon(a);
 	return t;
 }
@@ -691,6 +694,7 @@ static void cpu_timer_stop(struct agent *a, struct task *t)
 static void task_finalize(struct agent *a, struct task *t, const struct cg_stats *pre)
 {
 	usage_collect(a, t, pre);
+	node_energy_task_end(a, t);
 	cpu_timer_stop(a, t);
 	/* How far past its CPU-time limit a task killed for it ran (exact: the final figures). */
 	if (t->status == ACCT_EXIT_CPU_TIME_LIMIT && t->usage_detail) {

@@ -2,6 +2,7 @@
 /* A task's usage: the cgroup's figures, then each meter's over them (agent/usage.h). */
 #include "agent/agent.h"
 #include "agent/meters.h"
+#include "agent/node_sample.h"
 #include "agent/usage.h"
 #include "common/clock.h"
 #include "isolation/cgroup.h"
@@ -105,4 +106,5 @@ void usage_collect(struct agent *a, struct task *t, const struct cg_stats *pre)
 		if ((*mp)->usage)
 			(*mp)->usage(a, t, &m);
 	block_bytes(t, &m, have ? &st : NULL);
+	node_energy_usage(a, t, &t->usage.energy); /* the shares so far, the GPUs' energy */
 }

@@ -120,6 +120,13 @@ sys.exit(not (w >= 5.9 and abs(g - w) < 0.05))' "$gs" "$wall" && [ "$peak" = 107
 	python3 -c 'import sys; sys.exit(abs(float(sys.argv[1] or -1) - 500) > 1e-6)' "$ej" &&
 	pass "agent restarted mid-task: gpu_seconds $gs = wall, NVML peak 1 GiB from before the crash, 500 J" ||
 	fail "GPU usage across an agent restart: gpu_seconds '$gs' wall_ns '$wall' peak '$peak' energy_j '$ej'"
+# usage.energy_j: the GPU part from NVML (the same 500 J), no RAPL on this node (and the task
+# re-adopted): cpu and dram not measured, so no total
+python3 -c 'import sys, json; e = json.load(sys.stdin)["usage"]["energy_j"]
+sys.exit(not (e["sources"] == {"cpu": "not_measured", "dram": "not_measured", "gpu": "nvml"}
+    and abs(e["gpu"] - 500) < 1e-6 and "cpu" not in e and "total" not in e))' <<<"$rec" &&
+	pass "usage.energy_j: gpu 500 J from nvml, cpu and dram not_measured (no number, no total)" ||
+	fail "usage.energy_j: $(jget usage.energy_j <<<"$rec")"
 
 # --gpu-memory limits resident memory (NVML's figure) both ways: what NVML shows beyond the
 # tracked allocations (the CUDA context; 200 MiB in the stand-in here) counts against the

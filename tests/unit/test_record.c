@@ -214,6 +214,32 @@ static const struct bad_case bad_cases[] = {
     {"{\"schema\":\"corral.record/v1\",\"type\":\"task.nope\"}", "type: unknown record type"},
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":-1}}",
      "usage.cpu_user_ns: expected a non-negative integer"},
+#define EN(x) HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"energy_j\":" x "}}"
+    {EN("{\"cpu\":1}"), "usage.energy_j.sources: missing"},
+    {EN("{\"cpu\":1,\"dram\":1,\"gpu\":1,\"sources\":{\"cpu\":\"rapl\",\"dram\":\"rapl\",\"gpu\":"
+	"\"rapl\"}}"),
+     "usage.energy_j.sources.gpu: expected"},
+    {EN("{\"cpu\":1,\"sources\":{\"cpu\":\"nvml\",\"dram\":\"rapl\",\"gpu\":\"none\"}}"),
+     "usage.energy_j.sources.cpu: expected"},
+    {EN("{\"cpu\":1,\"dram\":1,\"sources\":{\"cpu\":\"rapl\",\"dram\":\"rapl\"}}"),
+     "usage.energy_j.sources.gpu: expected"},
+    {EN("{\"cpu\":1,\"gpu\":0,\"sources\":{\"cpu\":\"rapl\",\"dram\":\"rapl\",\"gpu\":\"none\"}}"),
+     "usage.energy_j.dram: missing"},
+    {EN("{\"cpu\":1,\"dram\":2,\"sources\":{\"cpu\":\"rapl\",\"dram\":\"not_measured\",\"gpu\":"
+	"\"not_measured\"}}"),
+     "usage.energy_j.dram: present but its source says not_measured"},
+    {EN("{\"cpu\":1,\"dram\":2,\"gpu\":0,\"total\":4,\"sources\":{\"cpu\":\"rapl\",\"dram\":"
+	"\"rapl\",\"gpu\":\"none\"}}"),
+     "usage.energy_j.total: not the sum"},
+    {EN("{\"cpu\":1,\"total\":1,\"sources\":{\"cpu\":\"rapl\",\"dram\":\"not_measured\",\"gpu\":"
+	"\"not_measured\"}}"),
+     "usage.energy_j.total: not the sum"},
+    {EN("{\"cpu\":-1,\"dram\":2,\"gpu\":0,\"sources\":{\"cpu\":\"rapl\",\"dram\":\"rapl\",\"gpu\":"
+	"\"none\"}}"),
+     "usage.energy_j.cpu: expected a non-negative number"},
+    {EN("{\"watts\":1,\"sources\":{}}"), "usage.energy_j.watts: unknown field"},
+    {EN("[]"), "usage.energy_j: expected an object"},
+#undef EN
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":\"5\"}}",
      "usage.cpu_user_ns: expected a non-negative integer"},
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":1.5}}",
@@ -403,6 +429,56 @@ static void test_node_sample(void **state)
 	acct_record_clear(&d);
 }
 
+/* usage.energy_j: measured parts, a part not measured (no number), the total only when every
+ * part is measured; node.sample's unattributed energy. */
+static void test_energy(void **state)
+{
+	struct acct_record r, d;
+	_cleanup_free_ char *s = NULL, *s2 = NULL;
+	char err[256];
+	double tot;
+
+	fill_end(&r);
+	r.usage.energy = (struct acct_energy){
+	    .present = true,
+	    .j = {12.5, 0.25, 0},
+	    .src = {ACCT_ESRC_RAPL, ACCT_ESRC_RAPL, ACCT_ESRC_NONE},
+	};
+	assert_int_equal(acct_record_encode(&r, &s, NULL), 0);
+	assert_non_null(strstr(s, "\"energy_j\":{"));
+	assert_non_null(strstr(s, "\"total\":12.75"));
+	assert_int_equal(acct_record_decode(s, strlen(s), &d, err, sizeof(err)), 0);
+	assert_true(d.usage.energy.present);
+	assert_true(d.usage.energy.j[ACCT_ENERGY_CPU] == 12.5);
+	assert_int_equal(d.usage.energy.src[ACCT_ENERGY_GPU], ACCT_ESRC_NONE);
+	assert_true(acct_energy_total(&d.usage.energy, &tot) && tot == 12.75);
+	assert_same(&r, &d);
+	acct_record_clear(&d);
+
+	/* a GPU task whose GPUs gave no energy: no gpu number, no total */
+	r.usage.energy.src[ACCT_ENERGY_GPU] = ACCT_ESRC_NOT_MEASURED;
+	r.usage.energy.j[ACCT_ENERGY_GPU] = 7; /* not written */
+	assert_int_equal(acct_record_encode(&r, &s2, NULL), 0);
+	assert_null(strstr(s2, "\"total\""));
+	assert_null(strstr(s2, "\"gpu\":7"));
+	assert_non_null(strstr(s2, "\"gpu\":\"not_measured\""));
+	assert_int_equal(acct_record_decode(s2, strlen(s2), &d, err, sizeof(err)), 0);
+	assert_false(acct_energy_total(&d.usage.energy, &tot));
+	assert_int_equal(d.usage.energy.src[ACCT_ENERGY_GPU], ACCT_ESRC_NOT_MEASURED);
+	acct_record_clear(&d);
+	acct_record_clear(&r);
+
+	/* records of agents before it: no energy_j, decoded as absent */
+	{
+		static const char old[] = HDR
+		    "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":5}}";
+
+		assert_int_equal(acct_record_decode(old, strlen(old), &d, err, sizeof(err)), 0);
+		assert_false(d.usage.energy.present);
+		acct_record_clear(&d);
+	}
+}
+
 static void test_bad(void **state)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++) {
@@ -558,6 +634,7 @@ int main(void)
 	    cmocka_unit_test(test_roundtrip_start_sample),
 	    cmocka_unit_test(test_extra_survives),
 	    cmocka_unit_test(test_bad),
+	    cmocka_unit_test(test_energy),
 	    cmocka_unit_test(test_node_sample),
 	    cmocka_unit_test(test_oversize),
 	    cmocka_unit_test(test_tree_limits),

@@ -1,0 +1,122 @@
+#!/bin/bash
+# Energy per task (usage.energy_j) end to end over a stand-in RAPL powercap tree whose counters
+# this test steps at a constant power (package 20 W, DRAM 4 W, from the wall clock, every
+# 10 ms): a busy task (one core) and a near-idle one holding 96 MiB, agent -> collector
+# (SQLite). Checked against truth read here: each task's CPU energy against its CPU time read
+# from its cgroup (cpuacct.usage) from outside times the power per CPU, the memory task's DRAM
+# energy against its cgroup's memory read from outside; and exactly, in microjoules: the tasks'
+# energies plus the node records' unattributed energy = the node records' energy.
+. "$(dirname "$0")/lib.sh"
+need_root
+[ -d /sys/fs/cgroup/cpuacct ] && [ -d /sys/fs/cgroup/memory ] || skip "needs the v1 cpuacct and memory hierarchies"
+PORT=$((21000 + RANDOM % 20000))
+DB=$T/records.db
+TOKEN=it-energy-token-0123456789abcdef
+printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
+chmod 600 "$T/tokens"
+echo "$TOKEN" >"$T/token"
+"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
+	>>"$T/collector.log" 2>&1 &
+COLL=$!
+WRITER=
+trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+q() { sqlite3 "$DB" "$1" 2>/dev/null; }
+wait_count() { # wait_count SQL WANT SECONDS
+	local i n
+	for i in $(seq $(($3 * 5))); do
+		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
+	done
+	echo "${n:-0}"
+}
+
+PC=$T/powercap
+PKG_W=20 DRAM_W=4
+mkzone() { mkdir -p "$PC/$1"; echo "$2" >"$PC/$1/name"; echo 1000000000000000 >"$PC/$1/max_energy_range_uj"; echo 0 >"$PC/$1/energy_uj"; }
+mkzone intel-rapl:0 package-0
+mkzone intel-rapl:0:1 dram
+# the stepping counter: energy_uj = power x time since the start, rewritten every 10 ms, at a
+# real-time priority so that, like the hardware's, its updates do not wait for the busy task
+chrt -f 10 python3 - "$PC" "$PKG_W" "$DRAM_W" <<'PY' &
+import os, sys, time
+pc, pw, dw = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+t0 = time.monotonic()
+def put(zone, uj):
+    p = os.path.join(pc, zone, 'energy_uj')
+    with open(p + '.new', 'w') as f: f.write('%d\n' % uj)
+    os.rename(p + '.new', p)
+while True:
+    t = time.monotonic() - t0
+    put('intel-rapl:0', int(t * pw * 1e6)); put('intel-rapl:0:1', int(t * dw * 1e6))
+    time.sleep(0.01)
+PY
+WRITER=$!
+printf '[agent]\nsample_interval = 1s\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
+start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+
+busy=$(ctl run -- sh -c 'while :; do :; done' | head -n1)
+mem=$(ctl run -- python3 -c 'import time; b = bytearray(96 << 20); time.sleep(600)' | head -n1)
+[ -n "$busy" ] && [ -n "$mem" ] || fail "launching the tasks"
+CG=/sys/fs/cgroup
+# the memory task's cgroup memory, read here every 100 ms while it runs (its mean, bytes)
+msum=0 mn=0
+for _ in $(seq 50); do
+	v=$(cat "$CG/memory/$SUBTREE/$mem/memory.usage_in_bytes" 2>/dev/null) || continue
+	msum=$((msum + v)); mn=$((mn + 1)); sleep 0.1
+done
+cpu_busy=$(cat "$CG/cpuacct/$SUBTREE/$busy/cpuacct.usage")
+cpu_mem=$(cat "$CG/cpuacct/$SUBTREE/$mem/cpuacct.usage")
+ctl kill "$busy" >/dev/null; ctl kill "$mem" >/dev/null
+n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 2 30)
+[ "$n" = 2 ] || fail "task.end records: $n"
+# two node records after both ends: the period each ended in is closed
+tend=$(q "SELECT max(time_ns) FROM records WHERE type='task.end'")
+wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tend" 2 30 >/dev/null
+stop_agent
+
+python3 - "$DB" "$busy" "$mem" "$cpu_busy" "$cpu_mem" "$msum" "$mn" "$(nproc)" "$PKG_W" "$DRAM_W" <<'PY'
+import json, sqlite3, sys
+db, busy, mem = sys.argv[1:4]
+cpu_busy, cpu_mem, msum, mn, ncpu = (int(x) for x in sys.argv[4:9])
+pw, dw = float(sys.argv[9]), float(sys.argv[10])
+memtotal = next(int(l.split()[1]) * 1024 for l in open('/proc/meminfo') if l.startswith('MemTotal:'))
+con = sqlite3.connect(db)
+uj = lambda x: round(x * 1e6)
+ends = {json.loads(b)['task']['id']: json.loads(b) for (b,) in con.execute(
+    "SELECT body FROM records WHERE type='task.end'")}
+nodes = [json.loads(b)['energy'] for (b,) in con.execute(
+    "SELECT body FROM records WHERE type='node.sample' ORDER BY time_ns")]
+bad = []
+for tid, r in ends.items():
+    e = r['usage']['energy_j']
+    if e['sources'] != {'cpu': 'rapl', 'dram': 'rapl', 'gpu': 'none'}:
+        bad.append('%s sources %s' % (tid, e['sources']))
+    if uj(e['total']) != uj(e['cpu']) + uj(e['dram']) + uj(e['gpu']):
+        bad.append('%s total %s' % (tid, e))
+# exact: the tasks' shares + unattributed = the node's energy, in microjoules
+for k, part in (('package', 'cpu'), ('dram', 'dram')):
+    node = sum(uj(n[k + '_j']) for n in nodes)
+    una = sum(uj(n.get('unattributed_%s_j' % k, 0)) for n in nodes)
+    tasks = sum(uj(r['usage']['energy_j'][part]) for r in ends.values())
+    print('%s: node %d uJ = tasks %d + unattributed %d (difference %d)' % (k, node, tasks, una, node - tasks - una))
+    if node != tasks + una: bad.append('%s does not sum' % k)
+    if any(n.get('unattributed_%s_j' % k, 0) > n[k + '_j'] for n in nodes): bad.append('unattributed above the node')
+# CPU shares: energy = package power per CPU x the CPU time read from the cgroup here (the
+# kill lands a few ms after that read); the counter's 10 ms steps and the load bound the rest
+for tid, cpu in ((busy, cpu_busy), (mem, cpu_mem)):
+    got = ends[tid]['usage']['energy_j']['cpu']
+    want = pw * cpu / 1e9 / ncpu
+    print('task %s: cpu energy %.4f J, from cpuacct.usage %.4f J' % (tid, got, want))
+    if abs(got - want) > 0.10 * want + 0.05: bad.append('%s cpu energy %.4f, want %.4f' % (tid, got, want))
+# DRAM share: DRAM power x the task's mean cgroup memory over MemTotal x its wall time
+r = ends[mem]
+got = r['usage']['energy_j']['dram']
+want = dw * (msum / mn) / memtotal * r['usage']['wall_ns'] / 1e9
+print('task %s: dram energy %.5f J, from memory.usage_in_bytes %.5f J' % (mem, got, want))
+if abs(got - want) > 0.15 * want: bad.append('dram energy %.5f, want %.5f' % (got, want))
+for m in bad: print(m)
+sys.exit(1 if bad else 0)
+PY
+[ $? = 0 ] && pass "per-task CPU energy = power per CPU x cpuacct.usage, DRAM energy by memory, tasks + unattributed = node energy to the microjoule" \
+	|| fail "energy per task (above)"
+finish
