@@ -102,6 +102,10 @@ struct spool {
 	struct zframe *z;    /* NULL: appends stored as is (reading needs it: made on demand) */
 	bool compress;	     /* spool_opts.compress */
 	unsigned char *zbuf; /* a compressed entry (zframe_bound(SPOOL_ENTRY_MAX)) */
+	/* spool_append_many's compressed entries of one writev, one after the other; kept
+	 * from call to call (grown, never shrunk): no allocation per entry */
+	unsigned char *pack;
+	size_t pack_cap;
 	unsigned char *dbuf; /* a decoded entry (SPOOL_ENTRY_MAX + 1) */
 };
 
@@ -770,6 +774,7 @@ void spool_close(struct spool *s)
 	free(s->dir);
 	zframe_free(s->z);
 	free(s->zbuf);
+	free(s->pack);
 	free(s->dbuf);
 	free(s);
 }
@@ -1019,7 +1024,7 @@ int spool_append(struct spool *s, const void *data, size_t len, enum spool_prio 
 struct stage {
 	unsigned char hdr[STAGE_MAX][HDR_SIZE];
 	struct iovec iov[2 * STAGE_MAX];
-	unsigned char *packed[STAGE_MAX]; /* compressed copies, freed at the flush */
+	size_t pack_used; /* bytes of s->pack the staged compressed entries hold */
 	size_t n;
 	uint64_t bytes;
 	uint64_t raw; /* the records' own bytes */
@@ -1027,10 +1032,7 @@ struct stage {
 
 static void stage_reset(struct stage *st)
 {
-	for (size_t i = 0; i < st->n; i++) {
-		free(st->packed[i]);
-		st->packed[i] = NULL;
-	}
+	st->pack_used = 0;
 	st->n = 0;
 	st->bytes = 0;
 	st->raw = 0;
@@ -1086,6 +1088,35 @@ static int stage_flush(struct spool *s, struct stage *st)
 	return 0;
 }
 
+/*
+ * Room for a compressed entry of up to need bytes at s->pack + st->pack_used. The staged
+ * entries point into s->pack: it grows only while the stage is empty (else the stage is
+ * written first, *done = i, and the buffer doubled for the next ones).
+ */
+static int stage_pack_room(struct spool *s, struct stage *st, size_t need, size_t *done, size_t i)
+{
+	size_t cap;
+	unsigned char *nb;
+
+	if (st->pack_used + need <= s->pack_cap)
+		return 0;
+	cap = MAX(s->pack_cap * 2, (size_t)64 * 1024);
+	if (st->n) {
+		int r = stage_flush(s, st);
+
+		if (r < 0)
+			return r;
+		*done = i;
+	}
+	cap = MAX(cap, need);
+	nb = realloc(s->pack, cap);
+	if (!nb)
+		return -ENOMEM;
+	s->pack = nb;
+	s->pack_cap = cap;
+	return 0;
+}
+
 int spool_append_many(struct spool *s, const void *const *data, const size_t *lens, size_t n,
 		      enum spool_prio prio)
 {
@@ -1101,7 +1132,7 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 	if (!st)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
-		_cleanup_free_ unsigned char *packed = NULL;
+		unsigned char *packed = NULL;
 		const void *stored;
 		size_t len;
 		uint64_t sz;
@@ -1113,11 +1144,10 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			break;
 		}
 		if (s->compress) {
-			packed = malloc(zframe_bound(lens[i]));
-			if (!packed) {
-				r = -ENOMEM;
+			r = stage_pack_room(s, st, zframe_bound(lens[i]), &done, i);
+			if (r < 0)
 				break;
-			}
+			packed = s->pack + st->pack_used;
 		}
 		r = encode(s, data[i], lens[i], packed, &stored, &len, &enc);
 		if (r < 0)
@@ -1134,6 +1164,11 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 			if (r < 0)
 				break;
 			done = i;
+			if (packed && stored == packed) {
+				/* the emptied stage starts at the buffer's start again */
+				memmove(s->pack, packed, len);
+				stored = packed = s->pack;
+			}
 		}
 		if (!st->n) {
 			/* same rollover rule as a single append; sync the old segment first */
@@ -1151,8 +1186,8 @@ int spool_append_many(struct spool *s, const void *const *data, const size_t *le
 		st->iov[2 * st->n] =
 		    (struct iovec){.iov_base = st->hdr[st->n], .iov_len = HDR_SIZE};
 		st->iov[2 * st->n + 1] = (struct iovec){.iov_base = (void *)stored, .iov_len = len};
-		if (stored == packed)
-			st->packed[st->n] = TAKE_PTR(packed);
+		if (packed && stored == packed)
+			st->pack_used += len;
 		st->raw += lens[i];
 		st->n++;
 		st->bytes += sz;

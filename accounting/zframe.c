@@ -35,24 +35,36 @@ const void *zframe_dict(enum zframe_enc enc, size_t *ret_len)
 	return zframe_dict_v1_start;
 }
 
+/*
+ * Only the compression context up front: the dictionary's tables (and the decompression
+ * side) are built at their first use, so that a user of whole bodies only (the uploader) never
+ * builds them.
+ */
 int zframe_new(int level, struct zframe **ret)
 {
 	struct zframe *z = calloc(1, sizeof(*z));
-	size_t dl = (size_t)(zframe_dict_v1_end - zframe_dict_v1_start);
 
 	if (!z)
 		return -ENOMEM;
 	z->level = level > 0 ? MIN(level, ZSTD_maxCLevel()) : ZFRAME_LEVEL_DEFAULT;
 	z->cctx = ZSTD_createCCtx();
-	z->dctx = ZSTD_createDCtx();
-	z->cdict = ZSTD_createCDict(zframe_dict_v1_start, dl, z->level);
-	z->ddict = ZSTD_createDDict(zframe_dict_v1_start, dl);
-	if (!z->cctx || !z->dctx || !z->cdict || !z->ddict) {
+	if (!z->cctx) {
 		zframe_free(z);
 		return -ENOMEM;
 	}
 	*ret = z;
 	return 0;
+}
+
+static size_t dict_len(void)
+{
+	return (size_t)(zframe_dict_v1_end - zframe_dict_v1_start);
+}
+
+size_t zframe_tables_bytes(const struct zframe *z)
+{
+	return ZSTD_sizeof_CDict(z->cdict) + ZSTD_sizeof_DDict(z->ddict) +
+	       ZSTD_sizeof_DCtx(z->dctx);
 }
 
 void zframe_free(struct zframe *z)
@@ -77,6 +89,11 @@ ssize_t zframe_pack(struct zframe *z, const void *in, size_t n, void *out, size_
 
 	if (cap < ZSTD_compressBound(n))
 		return -ENOBUFS;
+	if (!z->cdict) {
+		z->cdict = ZSTD_createCDict(zframe_dict_v1_start, dict_len(), z->level);
+		if (!z->cdict)
+			return -ENOMEM;
+	}
 	k = ZSTD_compress_usingCDict(z->cctx, out, cap, in, n, z->cdict);
 	if (ZSTD_isError(k))
 		return -EIO;
@@ -91,6 +108,10 @@ ssize_t zframe_unpack(struct zframe *z, enum zframe_enc enc, const void *in, siz
 
 	if (enc != ZFRAME_ENC_DICT1)
 		return -EINVAL;
+	if (!z->dctx && !(z->dctx = ZSTD_createDCtx()))
+		return -ENOMEM;
+	if (!z->ddict && !(z->ddict = ZSTD_createDDict(zframe_dict_v1_start, dict_len())))
+		return -ENOMEM;
 	/* the frame says its size (zframe_pack writes it): refuse more than cap before work */
 	sz = ZSTD_getFrameContentSize(in, n);
 	if (sz == ZSTD_CONTENTSIZE_ERROR || sz == ZSTD_CONTENTSIZE_UNKNOWN || sz > cap)

@@ -23,8 +23,11 @@ struct zframe;
 
 /* Compression level: zstd's 1..19; 0 = ZFRAME_LEVEL_DEFAULT. */
 #define ZFRAME_LEVEL_DEFAULT 3
+/* The dictionary's tables are built at the first zframe_pack / zframe_unpack, not here. */
 int zframe_new(int level, struct zframe **ret);
 void zframe_free(struct zframe *z);
+/* Bytes held by the dictionary's tables and the decompression context (0 before first use). */
+size_t zframe_tables_bytes(const struct zframe *z);
 
 /* Largest output of zframe_pack / zframe_body_pack for n input bytes. */
 size_t zframe_bound(size_t n);

@@ -125,6 +125,7 @@ static int adopt_one(struct agent *a, json_t *j, const char *path, bool legacy)
 		v = json_object_get(j, "client_term_ago_ns");
 		if (json_is_integer(v)) {
 			t->client_gone = t->client_term_sent = true;
+			a->client_kill_due = true;
 			t->client_term_mono = now_m - (uint64_t)json_integer_value(v);
 		}
 	}

@@ -256,6 +256,13 @@ struct agent {
 	struct audit_gap gap; /* audit records shed since the last audit.gap */
 	size_t last_emit_len; /* encoded size of the last record agent_emit_record queued */
 	bool audit_dirty;
+	/* Set where a task's meter state changes outside a record (its audit budget's save
+	 * point, its syscall position): the next flush asks each task's meters (flushed op).
+	 * Without it, and with no record written, the flush walks no task. */
+	bool tasks_flush_due;
+	/* Some task waits for its SIGKILL after its run --wait client went away: control_tick
+	 * walks the tasks only then. */
+	bool client_kill_due;
 	char **unlink_stems;
 	size_t n_unlink, cap_unlink;
 	/* The spool's fdatasync runs on the syncer thread (NULL: in the loop). State files of

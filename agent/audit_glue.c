@@ -309,6 +309,7 @@ void audit_glue_stop(struct agent *a)
 		audit_glue_budget_poll(a, t);
 		budget_flush_summary(a, t, 0, true);
 		t->budget.dirty = true;
+		a->tasks_flush_due = true;
 	}
 }
 
@@ -514,6 +515,7 @@ static void syscalls_line(struct agent *a, struct task *t, const char *s)
 	if (l.seq <= t->syscalls_seq)
 		return; /* turned into a record before an agent restart */
 	t->syscalls_seq = l.seq;
+	a->tasks_flush_due = true;
 	if (l.kind == LAUNCH_SYSCALL_CALL) {
 		emit_syscall(a, t, &l);
 		return;

@@ -286,6 +286,7 @@ void budget_tick_task(struct agent *a, struct task *t, uint64_t now_mono)
 	/* kept with the task's state, so that a restarted agent continues it */
 	if (b->recorded + b->summarized != b->saved_sum && now_mono >= b->next_save_mono) {
 		b->dirty = true;
+		a->tasks_flush_due = true;
 		b->saved_sum = b->recorded + b->summarized;
 		b->next_save_mono = now_mono + a->cfg.audit_summary_interval_ns;
 	}

@@ -185,6 +185,7 @@ static void task_client_gone(struct agent *a, struct task *t)
 
 		t->client_term_sent = true;
 		t->client_term_mono = now_ns(CLOCK_MONOTONIC);
+		a->client_kill_due = true;
 		(void)task_save(a, t); /* the SIGKILL stays due across a restart */
 		log_notice("task %s: its run --wait client went away: SIGTERM sent%s%s (SIGKILL "
 			   "in %.1fs)",
@@ -1223,16 +1224,25 @@ void control_tick(struct agent *a, uint64_t now)
 {
 	struct conn *next;
 
-	/* tasks whose run --wait client went away: SIGKILL kill_grace after the SIGTERM */
-	for (struct task *t = a->tasks; t; t = t->next)
-		if (t->client_term_sent && !t->client_kill_sent && t->state == TASK_RUNNING &&
-		    t->cg && now - t->client_term_mono >= a->cfg.kill_grace_ns) {
+	/* tasks whose run --wait client went away: SIGKILL kill_grace after the SIGTERM (the
+	 * walk only while one waits: the idle loop walks no task) */
+	if (a->client_kill_due) {
+		a->client_kill_due = false;
+		for (struct task *t = a->tasks; t; t = t->next) {
+			if (!t->client_term_sent || t->client_kill_sent ||
+			    t->state != TASK_RUNNING || !t->cg)
+				continue;
+			if (now - t->client_term_mono < a->cfg.kill_grace_ns) {
+				a->client_kill_due = true;
+				continue;
+			}
 			log_notice("task %s: still running %.1fs after its client went away: "
 				   "SIGKILL",
 				   t->id, (double)a->cfg.kill_grace_ns / 1e9);
 			(void)cg_task_kill(t->cg, SIGKILL);
 			t->client_kill_sent = true;
 		}
+	}
 
 	for (struct conn *c = a->conns; c; c = next) {
 		char msg[160];

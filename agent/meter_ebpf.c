@@ -91,6 +91,12 @@ static void usage_from_ebpf(struct agent *a, struct task *t, const struct meter_
 	json_object_set_new(d, "forks", json_integer((json_int_t)mu->forks));
 }
 
+static void ebpf_batch(struct agent *a, bool on)
+{
+	if (a->meter)
+		meter_batch(a->meter, on);
+}
+
 static void ebpf_usage(struct agent *a, struct task *t, struct meter_merge *m)
 {
 	struct meter_usage mu;
@@ -140,6 +146,7 @@ static void ebpf_end(struct agent *a, struct task *t)
 const struct meter_ops meter_ebpf_ops = {
     .name = "ebpf",
     .started = ebpf_started,
+    .batch = ebpf_batch,
     .usage = ebpf_usage,
     .settled = ebpf_settled,
     .end = ebpf_end,

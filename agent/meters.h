@@ -59,6 +59,9 @@ struct meter_ops {
 	 * (the idle loop walks no task between them). */
 	bool (*tick)(struct agent *a, struct task *t, uint64_t now_mono);
 	bool (*tick_every)(const struct agent *a, const struct task *t);
+	/* Around the walk of a tick over the tasks (on: before, off: after): what the reads of
+	 * one batch of samples can share (the eBPF meter: one walk of the node's threads). */
+	void (*batch)(struct agent *a, bool on);
 	/* The task's leftover processes are about to be killed (its cgroup is not empty). */
 	void (*leftovers)(struct agent *a, struct task *t);
 	/* The meter's figures into t->usage, t->sources and t->usage_detail, over the

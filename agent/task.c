@@ -1067,6 +1067,13 @@ static void meters_tick(struct agent *a, struct task *t, uint64_t now)
 		(void)task_save(a, t);
 }
 
+static void meters_batch(struct agent *a, bool on)
+{
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->batch)
+			(*m)->batch(a, on);
+}
+
 /* Whether a meter polls the task at every tick (else its tick comes with the samples). */
 static bool meters_every_tick(const struct agent *a, const struct task *t)
 {
@@ -1093,7 +1100,13 @@ int task_save(struct agent *a, struct task *t)
 
 void task_flush_records(struct agent *a)
 {
+	bool walk = a->n_pend > 0 || a->tasks_flush_due;
+
 	agent_flush_records(a);
+	/* no record and no meter state changed: nothing to save (the idle loop walks no task) */
+	if (!walk)
+		return;
+	a->tasks_flush_due = false;
 	/* the saved positions matter after an agent restart, when the written records are
 	 * there whether synced or not */
 	for (struct task *t = a->tasks; t; t = t->next) {
@@ -1146,14 +1159,16 @@ static void mem_integrate(struct task *t, uint64_t current, uint64_t now)
 static void running_sample(struct agent *a, struct task *t, uint64_t now)
 {
 	struct cg_stats st;
+	bool have = t->cg && cg_task_stats(t->cg, &st) == 0;
 
-	if (t->cg && cg_task_stats(t->cg, &st) == 0) {
+	if (have) {
 		if (!needs_cg_integral(a, t))
 			mem_integrate(t, st.memory_current, now);
 		report_oom_kills(a, t, &st);
 		cpu_time_check(a, t, st.cpu_usage_ns, now);
 	}
-	usage_collect(a, t, NULL);
+	/* the one read of the cgroup serves the record too */
+	usage_collect(a, t, have ? &st : NULL);
 	emit(a, t, ACCT_TASK_SAMPLE);
 }
 
@@ -1222,6 +1237,7 @@ void task_tick(struct agent *a, uint64_t now)
 	if (now < a->task_due_mono)
 		return;
 	a->task_due_mono = UINT64_MAX; /* task_tick_soon during the walk sets 0: kept */
+	meters_batch(a, true);	       /* the samples of this tick share what they can */
 	for (struct task *t = a->tasks, *next; t; t = next) {
 		next = t->next;
 		if (t->state == TASK_STARTING) {
@@ -1246,6 +1262,7 @@ void task_tick(struct agent *a, uint64_t now)
 			continue;
 		due = min_u64(due, running_tick(a, t, now, &n_sampled));
 	}
+	meters_batch(a, false);
 	if (a->task_due_mono != 0)
 		a->task_due_mono = due;
 }

@@ -54,6 +54,8 @@ struct meter {
 	bool no_drain;	       /* meter_opts.no_drain (tests) */
 	uint64_t drains;       /* drains run (meter_poll) */
 	uint64_t live_read_ns; /* last run of the live-read iterator (CLOCK_MONOTONIC) */
+	bool live_batch;       /* meter_batch: one live read serves the reads until its end */
+	bool live_batch_read;  /* ... and it ran */
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
 	meter_event_fn fn;			     /* set during meter_poll only */
 	void *userdata;
@@ -608,6 +610,8 @@ static void live_read(struct meter *m)
 
 	if (m->live_read_ns && now - m->live_read_ns < LIVE_READ_NS)
 		return;
+	if (m->live_batch && m->live_batch_read && m->live_read_ns)
+		return;
 	fd = bpf_iter_create(bpf_link__fd(m->skel->links.meter_live));
 	if (fd < 0)
 		return;
@@ -615,6 +619,15 @@ static void live_read(struct meter *m)
 		;
 	close(fd);
 	m->live_read_ns = mono_ns();
+	m->live_batch_read = m->live_batch;
+}
+
+void meter_batch(struct meter *m, bool on)
+{
+	if (!m)
+		return;
+	m->live_batch = on;
+	m->live_batch_read = false;
 }
 
 int meter_settle(struct meter *m, uint64_t task_key)

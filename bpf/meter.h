@@ -125,6 +125,13 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd);
 int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid);
 int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret);
 /*
+ * Between meter_batch(m, true) and meter_batch(m, false), the meter_read calls of a batch (say
+ * the samples of one tick) share one walk of the node's threads (cpu_at_exit mode: the live
+ * read folds running threads' totals up to now), made at the first read of the batch, instead
+ * of one walk every 10 ms: the walk costs as much as the node has threads.
+ */
+void meter_batch(struct meter *m, bool on);
+/*
  * Accounting at exit: once the task's processes are gone (its cgroup is empty), fold the final
  * figures of its threads that have switched out for the last time. Returns 1 when every
  * thread's final figures are in (always in "switch" mode), 0 when some thread is not off its

@@ -1043,6 +1043,82 @@ int cg_task_ctrl_fd(const struct cg_task *t, enum cg_ctrl c)
 	return t->dir_fd[t->root->ctrl_hier[c]];
 }
 
+/* The hierarchy index of controller c (_CG_C_MAX: the main one), -1 without it. */
+static int task_hier_of(const struct cg_task *t, enum cg_ctrl c)
+{
+	if (c == _CG_C_MAX || t->root->mode != CG_MODE_V1)
+		return t->root->main_hier;
+	if (c < 0 || c > _CG_C_MAX)
+		return -1;
+	return t->root->ctrl_hier[c];
+}
+
+bool cg_task_has_dir(const struct cg_task *t, enum cg_ctrl c)
+{
+	int h = task_hier_of(t, c);
+
+	if (h < 0)
+		return false;
+	return t->parked ? (t->parked_dirs & (1u << h)) != 0 : t->dir_fd[h] >= 0;
+}
+
+int cg_task_read(const struct cg_task *t, enum cg_ctrl c, const char *file, char *buf, size_t size)
+{
+	_cleanup_close_ int fd = -1;
+	char path[CG_NAME_MAX + 1 + 64];
+	int h = task_hier_of(t, c);
+	ssize_t n;
+
+	if (size < 2)
+		return -EINVAL;
+	if (!cg_task_has_dir(t, c))
+		return -ENOENT;
+	if (t->parked) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", t->name, file) >= sizeof(path))
+			return -ENAMETOOLONG;
+		fd = openat(t->root->hier[h].dir_fd, path,
+			    O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+	} else {
+		fd = openat(t->dir_fd[h], file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+	}
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == size - 1)
+		return -EFBIG;
+	buf[n] = 0;
+	return (int)n;
+}
+
+int cg_task_read_alloc(const struct cg_task *t, enum cg_ctrl c, const char *file, size_t max,
+		       char **ret)
+{
+	char path[CG_NAME_MAX + 1 + 64];
+	int h = task_hier_of(t, c);
+
+	if (!cg_task_has_dir(t, c))
+		return -ENOENT;
+	if (!t->parked)
+		return read_file_at(t->dir_fd[h], file, max, ret, NULL);
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", t->name, file) >= sizeof(path))
+		return -ENAMETOOLONG;
+	return read_file_at(t->root->hier[h].dir_fd, path, max, ret, NULL);
+}
+
+int cg_task_read_u64(const struct cg_task *t, enum cg_ctrl c, const char *file, uint64_t *ret)
+{
+	char buf[64];
+	int n = cg_task_read(t, c, file, buf, sizeof(buf));
+
+	if (n < 0)
+		return n;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = 0;
+	return parse_u64(buf, ret);
+}
+
 int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller)
 {
 	if (!t || task_unpark(t, false) < 0)
@@ -1095,16 +1171,12 @@ int cg_task_attach(const struct cg_task *t, pid_t pid)
 int cg_task_stats(const struct cg_task *t, struct cg_stats *ret)
 {
 	struct cg_stats s = {0};
-	bool was;
 	int r;
 
 	if (!t || !ret)
 		return -EINVAL;
-	r = task_unpark_for_call(t, &was);
-	if (r < 0)
-		return r;
+	/* parked or not: the backends read a parked task's files by name (cg_task_read) */
 	r = t->root->ops->stats(t, &s);
-	task_repark(t, was);
 	if (r < 0)
 		return r;
 	*ret = s;
@@ -1113,22 +1185,13 @@ int cg_task_stats(const struct cg_task *t, struct cg_stats *ret)
 
 int cg_task_memory_current(const struct cg_task *t, uint64_t *ret)
 {
-	bool was;
-	int fd, r;
-
 	if (!t || !ret)
 		return -EINVAL;
-	r = task_unpark_for_call(t, &was);
-	if (r < 0)
-		return r;
-	if (t->root->mode == CG_MODE_V2) {
-		r = read_u64_file_at(t->dir_fd[t->root->main_hier], "memory.current", ret);
-	} else {
-		fd = cg_task_ctrl_fd(t, CG_C_MEMORY);
-		r = fd < 0 ? -EOPNOTSUPP : read_u64_file_at(fd, "memory.usage_in_bytes", ret);
-	}
-	task_repark(t, was);
-	return r;
+	if (t->root->mode == CG_MODE_V2)
+		return cg_task_read_u64(t, _CG_C_MAX, "memory.current", ret);
+	if (!cg_task_has_dir(t, CG_C_MEMORY))
+		return -EOPNOTSUPP;
+	return cg_task_read_u64(t, CG_C_MEMORY, "memory.usage_in_bytes", ret);
 }
 
 int cg_task_pids(const struct cg_task *t, pid_t **ret, size_t *ret_n)

@@ -104,6 +104,21 @@ const char *cg_ctrl_to_string(enum cg_ctrl c);
 enum cg_ctrl cg_ctrl_from_string(const char *s);
 /* Task dir fd in the hierarchy holding controller c (v1), -1 if none. */
 int cg_task_ctrl_fd(const struct cg_task *t, enum cg_ctrl c);
+/*
+ * The periodic reads (stats): whether the task has a directory in the hierarchy of controller
+ * c (v1; _CG_C_MAX: the main hierarchy, v2), parked or not; and file of that directory read
+ * into buf (NUL-terminated, returns its length), parked or not: a parked task's file is opened
+ * by its name under the hierarchy, so a read costs open, one read and close, with no
+ * directory opened and closed around it. One read(2), as cgroupfs generates the whole file
+ * at its first read: -EFBIG when it does not fit in size - 1 bytes; -ENOENT without the
+ * directory.
+ */
+bool cg_task_has_dir(const struct cg_task *t, enum cg_ctrl c);
+int cg_task_read(const struct cg_task *t, enum cg_ctrl c, const char *file, char *buf, size_t size);
+int cg_task_read_u64(const struct cg_task *t, enum cg_ctrl c, const char *file, uint64_t *ret);
+/* The same, the whole file (up to max bytes) on the heap (*ret, NUL-terminated). */
+int cg_task_read_alloc(const struct cg_task *t, enum cg_ctrl c, const char *file, size_t max,
+		       char **ret);
 /* Write "v" to dirfd/name, one write(2). */
 int cg_write(int dirfd, const char *name, const char *v);
 int cg_write_u64(int dirfd, const char *name, uint64_t v);

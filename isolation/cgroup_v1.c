@@ -305,58 +305,68 @@ static int v1_apply_limits(struct cg_task *t, const struct cg_limits *l)
 	return 0;
 }
 
+/*
+ * One read of each file (cg_task_read: no directory opened, a parked task's files by name);
+ * the blkio file, which grows with the node's devices, on the heap past 4 KiB.
+ */
 static int v1_stats(const struct cg_task *t, struct cg_stats *s)
 {
-	_cleanup_free_ char *buf = NULL;
 	long hz = sysconf(_SC_CLK_TCK);
+	char buf[4096];
 	uint64_t v;
-	int fd, r;
+	int r;
 
-	fd = cg_task_ctrl_fd(t, CG_C_CPUACCT);
-	if (fd >= 0) {
-		r = read_u64_file_at(fd, "cpuacct.usage", &s->cpu_usage_ns);
+	if (cg_task_has_dir(t, CG_C_CPUACCT)) {
+		r = cg_task_read_u64(t, CG_C_CPUACCT, "cpuacct.usage", &s->cpu_usage_ns);
 		if (r < 0)
 			return r;
-		r = read_file_at(fd, "cpuacct.stat", CG_FILE_MAX, &buf, NULL);
+		r = cg_task_read(t, CG_C_CPUACCT, "cpuacct.stat", buf, sizeof(buf));
 		if (r < 0)
 			return r;
 		if (cg_parse_keyed(buf, "user", &v) == 0)
 			s->cpu_user_ns = cg_ticks_to_ns(v, hz);
 		if (cg_parse_keyed(buf, "system", &v) == 0)
 			s->cpu_system_ns = cg_ticks_to_ns(v, hz);
-		free(TAKE_PTR(buf));
 	}
-	fd = cg_task_ctrl_fd(t, CG_C_MEMORY);
-	if (fd >= 0) {
-		r = read_u64_file_at(fd, "memory.usage_in_bytes", &s->memory_current);
+	if (cg_task_has_dir(t, CG_C_MEMORY)) {
+		r = cg_task_read_u64(t, CG_C_MEMORY, "memory.usage_in_bytes", &s->memory_current);
 		if (r < 0)
 			return r;
-		(void)read_u64_file_at(fd, "memory.max_usage_in_bytes", &s->memory_peak);
+		(void)cg_task_read_u64(t, CG_C_MEMORY, "memory.max_usage_in_bytes",
+				       &s->memory_peak);
 		/* failcnt: times a charge hit the limit, the closest v1 analogue of v2 "oom".
 		 * With a memsw limit the combined counter is charged first and records the
 		 * failure, so both are summed. */
-		if (read_u64_file_at(fd, "memory.failcnt", &v) == 0)
+		if (cg_task_read_u64(t, CG_C_MEMORY, "memory.failcnt", &v) == 0)
 			s->oom_events = v;
-		if (read_u64_file_at(fd, "memory.memsw.failcnt", &v) == 0)
+		if (t->root->swap_accounting &&
+		    cg_task_read_u64(t, CG_C_MEMORY, "memory.memsw.failcnt", &v) == 0)
 			s->oom_events += v;
-		r = read_file_at(fd, "memory.oom_control", CG_FILE_MAX, &buf, NULL);
+		r = cg_task_read(t, CG_C_MEMORY, "memory.oom_control", buf, sizeof(buf));
 		if (r < 0)
 			return r;
 		(void)cg_parse_keyed(buf, "oom_kill", &s->oom_kills); /* absent before 4.13 */
-		free(TAKE_PTR(buf));
 	}
-	fd = cg_task_ctrl_fd(t, CG_C_BLKIO);
-	if (fd >= 0 &&
-	    read_file_at(fd, "blkio.throttle.io_service_bytes", CG_FILE_MAX, &buf, NULL) == 0) {
-		r = cg_parse_blkio_bytes(buf, &s->io_read_bytes, &s->io_write_bytes);
-		if (r < 0)
-			return r;
-		s->io_measured = true;
-		free(TAKE_PTR(buf));
+	if (cg_task_has_dir(t, CG_C_BLKIO)) {
+		_cleanup_free_ char *big = NULL;
+		const char *io = buf;
+
+		r = cg_task_read(t, CG_C_BLKIO, "blkio.throttle.io_service_bytes", buf,
+				 sizeof(buf));
+		if (r == -EFBIG) { /* many devices */
+			r = cg_task_read_alloc(t, CG_C_BLKIO, "blkio.throttle.io_service_bytes",
+					       CG_FILE_MAX, &big);
+			io = big;
+		}
+		if (r >= 0) {
+			r = cg_parse_blkio_bytes(io, &s->io_read_bytes, &s->io_write_bytes);
+			if (r < 0)
+				return r;
+			s->io_measured = true;
+		}
 	}
-	fd = cg_task_ctrl_fd(t, CG_C_PIDS);
-	if (fd >= 0)
-		(void)read_u64_file_at(fd, "pids.current", &s->pids_current);
+	if (cg_task_has_dir(t, CG_C_PIDS))
+		(void)cg_task_read_u64(t, CG_C_PIDS, "pids.current", &s->pids_current);
 	return 0;
 }
 

@@ -249,13 +249,17 @@ static int v2_apply_limits(struct cg_task *t, const struct cg_limits *l)
 	return 0;
 }
 
+/* One read of each file (cg_task_read: a parked task's files by name, no directory opened). */
 static int v2_stats(const struct cg_task *t, struct cg_stats *s)
 {
-	_cleanup_free_ char *buf = NULL;
-	int fd = t->dir_fd[0], r;
+	const enum cg_ctrl main = _CG_C_MAX;
+	_cleanup_free_ char *big = NULL;
+	const char *io = NULL;
+	char buf[4096];
 	uint64_t v;
+	int r;
 
-	r = read_file_at(fd, "cpu.stat", CG_FILE_MAX, &buf, NULL);
+	r = cg_task_read(t, main, "cpu.stat", buf, sizeof(buf));
 	if (r < 0)
 		return r;
 	if (cg_parse_keyed(buf, "usage_usec", &v) == 0)
@@ -264,23 +268,25 @@ static int v2_stats(const struct cg_task *t, struct cg_stats *s)
 		s->cpu_user_ns = v * NSEC_PER_USEC;
 	if (cg_parse_keyed(buf, "system_usec", &v) == 0)
 		s->cpu_system_ns = v * NSEC_PER_USEC;
-	free(TAKE_PTR(buf));
 	/* memory, io, pids files exist only when the controller is enabled: optional */
-	(void)read_u64_file_at(fd, "memory.current", &s->memory_current);
-	(void)read_u64_file_at(fd, "memory.peak", &s->memory_peak); /* 5.19+ */
-	if (read_file_at(fd, "memory.events", CG_FILE_MAX, &buf, NULL) == 0) {
+	(void)cg_task_read_u64(t, main, "memory.current", &s->memory_current);
+	(void)cg_task_read_u64(t, main, "memory.peak", &s->memory_peak); /* 5.19+ */
+	if (cg_task_read(t, main, "memory.events", buf, sizeof(buf)) >= 0) {
 		(void)cg_parse_keyed(buf, "oom", &s->oom_events);
 		(void)cg_parse_keyed(buf, "oom_kill", &s->oom_kills);
-		free(TAKE_PTR(buf));
 	}
-	if (read_file_at(fd, "io.stat", CG_FILE_MAX, &buf, NULL) == 0) {
-		r = cg_parse_io_stat(buf, &s->io_read_bytes, &s->io_write_bytes);
+	r = cg_task_read(t, main, "io.stat", buf, sizeof(buf));
+	if (r >= 0)
+		io = buf;
+	else if (r == -EFBIG && cg_task_read_alloc(t, main, "io.stat", CG_FILE_MAX, &big) >= 0)
+		io = big; /* many devices */
+	if (io) {
+		r = cg_parse_io_stat(io, &s->io_read_bytes, &s->io_write_bytes);
 		if (r < 0)
 			return r;
 		s->io_measured = true;
-		free(TAKE_PTR(buf));
 	}
-	(void)read_u64_file_at(fd, "pids.current", &s->pids_current);
+	(void)cg_task_read_u64(t, main, "pids.current", &s->pids_current);
 	return 0;
 }
 
