@@ -66,10 +66,22 @@ struct cap_reader {
 	 * user, job and node a day) are summed as they come, so few (day, node)s are kept */
 	size_t *slot;
 	size_t nslot;
+	/* the units of the (day, node) being read: rollup_node_day comes ordered by (day, node,
+	 * class), so a node's classes of a day are read together and priced when the next
+	 * (day, node) begins; no unit is kept after that */
 	struct unit *u;
 	size_t nu, capu;
+	size_t node_rows;
 	uint64_t from_ns, to_ns;
-	int err;
+	/* the report's rows as they are summed: (period, node, class) -> index + 1 */
+	const struct report_spec *spec;
+	const struct price_sheet *ps;
+	struct cap_report *rep;
+	size_t caprows;
+	size_t *rslot;
+	size_t nrslot;
+	char to_last[11];
+	char period_day[11], period[REPORT_PERIOD_LEN]; /* the last day's period */
 };
 
 static uint64_t dn_hash(const char *day, const char *node)
@@ -187,25 +199,6 @@ static int open_cb(const struct coll_open_row *row, void *ud)
 	return 0;
 }
 
-static int node_cb(const struct coll_rollup_row *row, void *ud)
-{
-	struct cap_reader *rd = ud;
-	struct unit *u;
-
-	if (grow_array((void **)&rd->u, &rd->capu, rd->nu, sizeof(*rd->u)) < 0)
-		return -ENOMEM;
-	u = &rd->u[rd->nu];
-	memset(u, 0, sizeof(*u));
-	snprintf(u->day, sizeof(u->day), "%.10s", row->bucket);
-	u->node = strdup(row->node);
-	u->cls = strdup(row->label_value);
-	rd->nu++;
-	if (!u->node || !u->cls)
-		return -ENOMEM;
-	memcpy(u->v, row->v, sizeof(u->v));
-	return 0;
-}
-
 static struct dn *dn_find(struct cap_reader *rd, const char *day, const char *node)
 {
 	if (!rd->nslot)
@@ -251,16 +244,6 @@ struct punit {
 	int64_t cents[_CAP_COMP_MAX][_CAP_PART_MAX];
 };
 
-static int punit_cmp(const void *x, const void *y)
-{
-	const struct punit *a = x, *b = y;
-	int r = strcmp(a->period, b->period);
-
-	if (!r)
-		r = strcmp(a->node, b->node);
-	return r ? r : strcmp(a->cls, b->cls);
-}
-
 static void price_unit(const struct unit *u, const struct dn *d, const struct price_sheet *ps,
 		       struct punit *pu)
 {
@@ -305,17 +288,177 @@ static void row_add(struct cap_row *row, const struct punit *pu)
 			row->cents[c][k] += pu->cents[c][k];
 }
 
-static void reader_free(struct cap_reader *rd)
+static void units_clear(struct cap_reader *rd)
 {
-	for (size_t i = 0; i < rd->ndn; i++)
-		free(rd->dn[i].node);
 	for (size_t i = 0; i < rd->nu; i++) {
 		free(rd->u[i].node);
 		free(rd->u[i].cls);
 	}
+	rd->nu = 0;
+}
+
+static void reader_free(struct cap_reader *rd)
+{
+	for (size_t i = 0; i < rd->ndn; i++)
+		free(rd->dn[i].node);
+	units_clear(rd);
 	free(rd->dn);
 	free(rd->u);
 	free(rd->slot);
+	free(rd->rslot);
+}
+
+static uint64_t row_hash(const char *period, const char *node, const char *cls)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (const char *k[] = {period, node, cls}, **p = k; p < k + 3; p++) {
+		for (const char *c = *p; *c; c++)
+			h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+		h = (h ^ 0xff) * 0x100000001b3ULL;
+	}
+	return h ^ (h >> 29);
+}
+
+static int rows_rehash(struct cap_reader *rd)
+{
+	const size_t ns = rd->nrslot ? rd->nrslot * 2 : 1024;
+	size_t *slot = calloc(ns, sizeof(*slot));
+
+	if (!slot)
+		return -ENOMEM;
+	for (size_t i = 0; i < rd->rep->n; i++) {
+		const struct cap_row *row = &rd->rep->rows[i];
+		size_t j = row_hash(row->period, row->node, row->price_class) & (ns - 1);
+
+		while (slot[j])
+			j = (j + 1) & (ns - 1);
+		slot[j] = i + 1;
+	}
+	free(rd->rslot);
+	rd->rslot = slot;
+	rd->nrslot = ns;
+	return 0;
+}
+
+/* The priced unit pu of day on node in class added to its report row (made on first use) and
+ * to the total. */
+static int unit_add(struct cap_reader *rd, const char *day, const char *node, const char *cls,
+		    const struct punit *pu)
+{
+	struct cap_report *rep = rd->rep;
+	struct cap_row *row;
+	size_t j;
+
+	if (strcmp(rd->period_day, day) != 0) {
+		snprintf(rd->period_day, sizeof(rd->period_day), "%s", day);
+		report_period_of(rd->spec, rd->to_last, day, rd->period);
+	}
+	if (rep->by != CAP_BY_NODE)
+		node = "";
+	if (rep->by == CAP_BY_NONE)
+		cls = "";
+	if (rep->n * 2 >= rd->nrslot && rows_rehash(rd) < 0)
+		return -ENOMEM;
+	for (j = row_hash(rd->period, node, cls) & (rd->nrslot - 1); rd->rslot[j];
+	     j = (j + 1) & (rd->nrslot - 1)) {
+		row = &rep->rows[rd->rslot[j] - 1];
+		if (strcmp(row->period, rd->period) == 0 && strcmp(row->node, node) == 0 &&
+		    strcmp(row->price_class, cls) == 0)
+			goto add;
+	}
+	if (grow_array((void **)&rep->rows, &rd->caprows, rep->n, sizeof(*rep->rows)) < 0)
+		return -ENOMEM;
+	row = &rep->rows[rep->n];
+	memset(row, 0, sizeof(*row));
+	snprintf(row->period, sizeof(row->period), "%s", rd->period);
+	report_period_days(rd->spec, rd->to_last, day, row->first_day, row->last_day);
+	row->node = strdup(node);
+	row->price_class = strdup(cls);
+	rep->n++;
+	if (!row->node || !row->price_class)
+		return -ENOMEM;
+	rd->rslot[j] = rep->n;
+add:
+	row_add(row, pu);
+	row_add(&rep->total, pu);
+	return 0;
+}
+
+/* The units read for one (day, node), priced with the node's allocation that day (split over
+ * its classes by their capacity) and added to the rows. */
+static int units_flush(struct cap_reader *rd)
+{
+	struct dn *d;
+	int r = 0;
+
+	if (!rd->nu)
+		return 0;
+	d = dn_find(rd, rd->u[0].day, rd->u[0].node);
+	if (d) {
+		d->matched = true;
+		for (size_t i = 0; i < rd->nu; i++) {
+			d->cap_sum[CAP_CPU] += rd->u[i].v[COLL_SUM_CPU_CHARGED_CORE_S];
+			d->cap_sum[CAP_MEM] += rd->u[i].v[COLL_SUM_MEM_CHARGED_BYTE_S];
+			d->cap_sum[CAP_GPU] += rd->u[i].v[COLL_SUM_GPU_CHARGED_S];
+		}
+	}
+	for (size_t i = 0; i < rd->nu && r >= 0; i++) {
+		struct punit pu = {0};
+
+		price_unit(&rd->u[i], d, rd->ps, &pu);
+		r = unit_add(rd, rd->u[i].day, rd->u[i].node, rd->u[i].cls, &pu);
+	}
+	units_clear(rd);
+	return r;
+}
+
+/* Sums read from rollup_node_day: what price_unit takes of a unit. */
+#define NODE_SUMS                                                                                  \
+	(1u << COLL_SUM_TASKS | 1u << COLL_SUM_WALL_S | 1u << COLL_SUM_CPU_S |                     \
+	 1u << COLL_SUM_CPU_CHARGED_CORE_S | 1u << COLL_SUM_MEM_CHARGED_BYTE_S |                   \
+	 1u << COLL_SUM_GPU_CHARGED_S)
+/* ... and from rollup_node_alloc_day: what job_cb takes */
+#define ALLOC_SUMS                                                                                 \
+	(1u << COLL_SUM_CPU_CHARGED_CORE_S | 1u << COLL_SUM_MEM_CHARGED_BYTE_S |                   \
+	 1u << COLL_SUM_GPU_CHARGED_S | 1u << COLL_SUM_CPU_S | 1u << COLL_SUM_MEM_BYTE_S |         \
+	 1u << COLL_SUM_GPU_S)
+
+static int node_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct cap_reader *rd = ud;
+	struct unit *u;
+	int r;
+
+	if (rd->nu && (strncmp(rd->u[0].day, row->bucket, 10) != 0 ||
+		       strcmp(rd->u[0].node, row->node) != 0)) {
+		r = units_flush(rd);
+		if (r < 0)
+			return r;
+	}
+	if (grow_array((void **)&rd->u, &rd->capu, rd->nu, sizeof(*rd->u)) < 0)
+		return -ENOMEM;
+	u = &rd->u[rd->nu];
+	memset(u, 0, sizeof(*u));
+	snprintf(u->day, sizeof(u->day), "%.10s", row->bucket);
+	u->node = strdup(row->node);
+	u->cls = strdup(row->label_value);
+	rd->nu++;
+	rd->node_rows++;
+	if (!u->node || !u->cls)
+		return -ENOMEM;
+	memcpy(u->v, row->v, sizeof(u->v));
+	return 0;
+}
+
+static int crow_cmp(const void *x, const void *y)
+{
+	const struct cap_row *a = x, *b = y;
+	int r = strcmp(a->period, b->period);
+
+	if (!r)
+		r = strcmp(a->node, b->node);
+	return r ? r : strcmp(a->price_class, b->price_class);
 }
 
 static uint64_t day_start_ns(const char *day)
@@ -330,109 +473,50 @@ static uint64_t day_start_ns(const char *day)
 int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by by,
 	      const struct price_sheet *ps, struct cap_report *ret)
 {
-	struct cap_reader rd = {0};
-	_cleanup_free_ struct punit *pu = NULL;
-	char to_last[11];
-	size_t npu = 0;
+	struct cap_reader rd = {.spec = spec, .ps = ps, .rep = ret};
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->spec = *spec;
 	ret->by = by;
 	memcpy(ret->currency, ps->currency, sizeof(ret->currency));
-	report_day_add(spec->to, -1, to_last);
+	report_day_add(spec->to, -1, rd.to_last);
 	rd.from_ns = day_start_ns(spec->from);
 	rd.to_ns = day_start_ns(spec->to);
 
-	r = coll_store_rollup_query(s, COLL_ROLLUP_NODE_DAY, spec->from, spec->to, node_cb, &rd);
-	if (r < 0)
-		goto out;
-	ret->node_rows = rd.nu;
-	r = coll_store_rollup_query(s, COLL_ROLLUP_NODE_ALLOC_DAY, spec->from, spec->to, job_cb,
-				    &rd);
-	if (r < 0)
-		goto out;
-	r = coll_store_open_query(s, open_cb, &rd);
-	if (r < 0)
-		goto out;
-	for (size_t i = 0; i < rd.nu; i++) {
-		struct dn *d = dn_find(&rd, rd.u[i].day, rd.u[i].node);
-
-		if (d) {
-			d->cap_sum[CAP_CPU] += rd.u[i].v[COLL_SUM_CPU_CHARGED_CORE_S];
-			d->cap_sum[CAP_MEM] += rd.u[i].v[COLL_SUM_MEM_CHARGED_BYTE_S];
-			d->cap_sum[CAP_GPU] += rd.u[i].v[COLL_SUM_GPU_CHARGED_S];
-		}
-	}
-	/* the units, then a unit of no capacity for each (day, node) with tasks and no node
-	 * records: its allocation shows as overcommit */
-	pu = calloc(rd.nu + rd.ndn + 1, sizeof(*pu));
-	if (!pu) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < rd.nu; i++) {
-		struct dn *d = dn_find(&rd, rd.u[i].day, rd.u[i].node);
-
-		if (d)
-			d->matched = true;
-		snprintf(pu[npu].day, sizeof(pu[npu].day), "%s", rd.u[i].day);
-		pu[npu].node = rd.u[i].node;
-		pu[npu].cls = rd.u[i].cls;
-		price_unit(&rd.u[i], d, ps, &pu[npu]);
-		npu++;
-	}
-	for (size_t i = 0; i < rd.ndn; i++) {
+	/* the allocation first (a row per node and day with tasks, and the running tasks),
+	 * then the node rows, each (day, node) priced as it is read */
+	r = coll_store_rollup_query_sums(s, COLL_ROLLUP_NODE_ALLOC_DAY, spec->from, spec->to,
+					 ALLOC_SUMS, job_cb, &rd);
+	if (r >= 0)
+		r = coll_store_open_query(s, open_cb, &rd);
+	if (r >= 0)
+		r = coll_store_rollup_query_sums(s, COLL_ROLLUP_NODE_DAY, spec->from, spec->to,
+						 NODE_SUMS, node_cb, &rd);
+	if (r >= 0)
+		r = units_flush(&rd);
+	ret->node_rows = rd.node_rows;
+	/* a unit of no capacity for each (day, node) with tasks and no node records: its
+	 * allocation shows as overcommit */
+	for (size_t i = 0; i < rd.ndn && r >= 0; i++) {
 		struct unit none = {.node = rd.dn[i].node, .cls = ""};
+		struct punit pu = {0};
 
 		if (rd.dn[i].matched)
 			continue;
 		snprintf(none.day, sizeof(none.day), "%s", rd.dn[i].day);
-		snprintf(pu[npu].day, sizeof(pu[npu].day), "%s", rd.dn[i].day);
-		pu[npu].node = rd.dn[i].node;
-		pu[npu].cls = "";
-		price_unit(&none, &rd.dn[i], ps, &pu[npu]);
-		npu++;
+		price_unit(&none, &rd.dn[i], ps, &pu);
+		r = unit_add(&rd, rd.dn[i].day, rd.dn[i].node, "", &pu);
 	}
-	for (size_t i = 0; i < npu; i++) {
-		report_period_of(spec, to_last, pu[i].day, pu[i].period);
-		if (by != CAP_BY_NODE)
-			pu[i].node = "";
-		if (by == CAP_BY_NONE)
-			pu[i].cls = "";
-		row_add(&ret->total, &pu[i]);
-	}
-	qsort(pu, npu, sizeof(*pu), punit_cmp);
-	ret->rows = calloc(npu + 1, sizeof(*ret->rows));
-	if (!ret->rows) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < npu; i++) {
-		struct cap_row *row;
-
-		if (!ret->n || punit_cmp(&pu[i - 1], &pu[i]) != 0) {
-			row = &ret->rows[ret->n++];
-			snprintf(row->period, sizeof(row->period), "%s", pu[i].period);
-			report_period_days(spec, to_last, pu[i].day, row->first_day, row->last_day);
-			row->node = strdup(pu[i].node);
-			row->price_class = strdup(pu[i].cls);
-			if (!row->node || !row->price_class) {
-				r = -ENOMEM;
-				goto out;
-			}
-		}
-		row_add(&ret->rows[ret->n - 1], &pu[i]);
-	}
+	if (r >= 0 && ret->n)
+		qsort(ret->rows, ret->n, sizeof(*ret->rows), crow_cmp);
 	memcpy(ret->total.period, "total", 6);
 	memcpy(ret->total.first_day, spec->from, 11);
-	memcpy(ret->total.last_day, to_last, 11);
-	r = 0;
-out:
+	memcpy(ret->total.last_day, rd.to_last, 11);
 	reader_free(&rd);
 	if (r < 0)
 		cap_free(ret);
-	return r;
+	return r < 0 ? r : 0;
 }
 
 void cap_free(struct cap_report *r)

@@ -337,9 +337,15 @@ int coll_store_query(struct coll_store *s, const struct coll_query *q, coll_row_
 int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			    const char *to, coll_rollup_fn fn, void *ud)
 {
+	return coll_store_rollup_query_sums(s, t, from, to, COLL_SUMS_ALL, fn, ud);
+}
+
+int coll_store_rollup_query_sums(struct coll_store *s, enum coll_rollup_table t, const char *from,
+				 const char *to, uint32_t sums, coll_rollup_fn fn, void *ud)
+{
 	if ((unsigned)t >= _COLL_ROLLUP_MAX || t == COLL_ROLLUP_OPEN)
 		return -EINVAL;
-	return LOCKED(s, s->ops->rollup_query(s, t, from, to, fn, ud));
+	return LOCKED(s, s->ops->rollup_query(s, t, from, to, sums & COLL_SUMS_ALL, fn, ud));
 }
 
 int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud)

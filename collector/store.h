@@ -247,9 +247,10 @@ struct coll_store_ops {
 	int (*insert_batch)(struct coll_store *s, struct coll_item *items, size_t n,
 			    const struct coll_deltas *pre);
 	int (*query)(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud);
-	/* Rows of one rollup table with from <= bucket < to (NULL = open), ordered by key. */
+	/* Rows of one rollup table with from <= bucket < to (NULL = open), ordered by key; only
+	 * the sums in the mask (bit 1 << enum coll_sum) are read, the others are 0. */
 	int (*rollup_query)(struct coll_store *s, enum coll_rollup_table t, const char *from,
-			    const char *to, coll_rollup_fn fn, void *ud);
+			    const char *to, uint32_t sums, coll_rollup_fn fn, void *ud);
 	/* Rows of rollup_open whose task has no stored task.end, ordered by (node, task_id). */
 	int (*open_query)(struct coll_store *s, coll_open_fn fn, void *ud);
 	/* Benchmark and bulk rebuild: the rollup maintenance of insert_batch (deltas of items,
@@ -318,6 +319,11 @@ int coll_store_insert_batch_pre(struct coll_store *s, struct coll_item *items, s
 int coll_store_query(struct coll_store *s, const struct coll_query *q, coll_row_fn fn, void *ud);
 int coll_store_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			    const char *to, coll_rollup_fn fn, void *ud);
+/* The same reading only the sums in the mask (bit 1 << enum coll_sum; the others are 0): a
+ * report that needs a few of them reads a third of the columns of a large table. */
+int coll_store_rollup_query_sums(struct coll_store *s, enum coll_rollup_table t, const char *from,
+				 const char *to, uint32_t sums, coll_rollup_fn fn, void *ud);
+#define COLL_SUMS_ALL ((1u << _COLL_SUM_MAX) - 1)
 int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud);
 int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n);
 /* True if insert_batch leaves rollup deltas queued for coll_store_fold (queues_rollups). */

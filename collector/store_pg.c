@@ -1269,7 +1269,7 @@ static void select_keys(FILE *f, enum coll_rollup_table t)
 }
 
 static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
-			   const char *to, coll_rollup_fn fn, void *ud)
+			   const char *to, uint32_t sums, coll_rollup_fn fn, void *ud)
 {
 	struct pg_store *st = (struct pg_store *)s;
 	const char *params[2] = {from, to};
@@ -1296,7 +1296,8 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 	fputs("SELECT bucket", f);
 	select_keys(f, t);
 	for (int k = 0; k < _COLL_SUM_MAX; k++)
-		fprintf(f, ", %s", coll_sum_name(k));
+		if (sums & 1u << k)
+			fprintf(f, ", %s", coll_sum_name(k));
 	fprintf(f,
 		" FROM %s WHERE ($1::text IS NULL OR bucket >= $1) AND"
 		" ($2::text IS NULL OR bucket < $2) ORDER BY %s",
@@ -1317,8 +1318,9 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 		    .job = PQgetvalue(res, i, 5),
 		    .node = PQgetvalue(res, i, 6),
 		};
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			row.v[k] = strtod(PQgetvalue(res, i, 7 + k), NULL);
+		for (int k = 0, c = 7; k < _COLL_SUM_MAX; k++)
+			if (sums & 1u << k)
+				row.v[k] = strtod(PQgetvalue(res, i, c++), NULL);
 		r = fn(&row, ud);
 	}
 	PQclear(res);

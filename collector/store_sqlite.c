@@ -1146,7 +1146,7 @@ static void select_keys(FILE *f, enum coll_rollup_table t)
 }
 
 static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
-			       const char *to, coll_rollup_fn fn, void *ud)
+			       const char *to, uint32_t sums, coll_rollup_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
 	_cleanup_free_ char *pk = coll_rollup_pk(t);
@@ -1176,7 +1176,8 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 	fputs("SELECT bucket", f);
 	select_keys(f, t);
 	for (int k = 0; k < _COLL_SUM_MAX; k++)
-		fprintf(f, ", %s", coll_sum_name(k));
+		if (sums & 1u << k)
+			fprintf(f, ", %s", coll_sum_name(k));
 	fprintf(f,
 		" FROM %s WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR bucket < ?2)"
 		" ORDER BY %s",
@@ -1203,8 +1204,9 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 		    .job = col_text(stmt, 5),
 		    .node = col_text(stmt, 6),
 		};
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			row.v[k] = sqlite3_column_double(stmt, 7 + k);
+		for (int k = 0, c = 7; k < _COLL_SUM_MAX; k++)
+			if (sums & 1u << k)
+				row.v[k] = sqlite3_column_double(stmt, c++);
 		r = fn(&row, ud);
 		if (r < 0)
 			break;
