@@ -139,7 +139,7 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/de
 	"$COLL" migrate --db "$(pg rep)" >/dev/null || { echo "FAIL: migrate"; exit 1; }
 	# the report by account reads rollup_day (and rollup_open, empty here) only; by job and
 	# node per whole months, rollup_job_month too
-	for tbl in rollup_day rollup_job_month rollup_job_day rollup_node_day; do
+	for tbl in rollup_day rollup_job_month rollup_job_day rollup_node_day rollup_node_alloc_day; do
 		cols=$(sqlite3 "$DB" "SELECT group_concat(CASE WHEN type = 'REAL' THEN
 			'printf(''%.17g'', ' || name || ')' ELSE '\"' || name || '\"' END, ', ')
 			FROM pragma_table_info('$tbl')")
@@ -179,8 +179,8 @@ printf 'rollups at ingest (helper_rollup_load, batches of 50000): sqlite %s task
 	"$N" "$sq_s" "$sq_rate"
 [ -n "${pg_rate:-}" ] && printf '; postgresql %s tasks in %.1f s = %s tasks/s' "$NPG" "$pg_s" "$pg_rate"
 echo
-printf 'reports over %s rollup_day rows (%s tasks; by job,node per month: + %s rollup_job_month rows, not the %s of rollup_job_day; idle and capacity: + %s rollup_node_day rows of %s nodes x 91 days and the %s rollup_job_day rows), best of 3, %s CPUs:\n' \
-	"$ROWS" "$N" "$JROWS" "$JDROWS" "$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_node_day')" "$NN" "$JDROWS" "$(nproc)"
+printf 'reports over %s rollup_day rows (%s tasks; by job,node per month: + %s rollup_job_month rows, not the %s of rollup_job_day; idle and capacity: + %s rollup_node_day rows of %s nodes x 91 days and the %s rollup_node_alloc_day rows), best of 3, %s CPUs:\n' \
+	"$ROWS" "$N" "$JROWS" "$JDROWS" "$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_node_day')" "$NN" "$(sqlite3 "$DB" 'SELECT count(*) FROM rollup_node_alloc_day')" "$(nproc)"
 printf '%-14s %8s %8s %6s %8s %8s %6s %7s %8s %8s %6s %s\n' backend total base ratio "1st byte" base \
 	ratio groups "Minstr" base ratio target
 for r in "${results[@]}"; do
