@@ -1547,11 +1547,75 @@ static int64_t request_weight(const struct report_row *row, const struct price_s
  * no row, or only rows of weight 0, keeps its idle as an "(idle)" row (for to:ACCOUNT: a row
  * of that account).
  */
+/* A period's idle cents: the days of the capacity report summed per period of the report. */
+struct pidle {
+	struct cap_row p; /* period, first_day, last_day */
+	int64_t idle;
+};
+
+/* The capacity report's day rows (cap) into the report's days (the HTML's chart: idle per day)
+ * and summed per period into *ret (malloc'd, *ret_n of them, in period order). */
+static int idle_periods(const struct report_spec *spec, const struct cap_report *cap,
+			struct report *ret, struct pidle **ret_p, size_t *ret_n)
+{
+	_cleanup_free_ struct report_day *days = NULL;
+	struct pidle *per = calloc(cap->n + 1, sizeof(*per));
+	size_t n = 0, nd = 0, j = 0;
+	char to_last[11];
+
+	days = calloc(cap->n + ret->n_days + 1, sizeof(*days));
+	if (!per || !days) {
+		free(per);
+		return -ENOMEM;
+	}
+	report_day_add(spec->to, -1, to_last);
+	for (size_t i = 0; i < cap->n; i++) {
+		const struct cap_row *d = &cap->rows[i];
+		const int64_t idle = cap_row_cents(d, CAP_PART_IDLE);
+		char period[REPORT_PERIOD_LEN];
+
+		for (; j < ret->n_days && strcmp(ret->days[j].day, d->first_day) < 0; j++)
+			days[nd++] = ret->days[j];
+		if (j < ret->n_days && strcmp(ret->days[j].day, d->first_day) == 0)
+			days[nd] = ret->days[j++];
+		else
+			snprintf(days[nd].day, sizeof(days[nd].day), "%s", d->first_day);
+		days[nd].cents[REPORT_COST_IDLE] += idle;
+		days[nd++].cents[REPORT_COST_TOTAL] += idle;
+		report_period_of(spec, to_last, d->first_day, period);
+		if (!n || strcmp(per[n - 1].p.period, period) != 0) {
+			snprintf(per[n].p.period, sizeof(per[n].p.period), "%s", period);
+			report_period_days(spec, to_last, d->first_day, per[n].p.first_day,
+					   per[n].p.last_day);
+			n++;
+		}
+		per[n - 1].idle += idle;
+	}
+	for (; j < ret->n_days; j++)
+		days[nd++] = ret->days[j];
+	free(ret->days);
+	ret->days = TAKE_PTR(days);
+	ret->n_days = nd;
+	*ret_p = per;
+	*ret_n = n;
+	return 0;
+}
+
+/*
+ * The idle capacity of each period (collector/capacity.c, all nodes) into the rows, in cents:
+ * an "(idle)" row, or shared over the period's rows (or one account's) by integer largest
+ * remainder, so each period's rows gain exactly its idle cents. A period where the rule finds
+ * no row, or only rows of weight 0, keeps its idle as an "(idle)" row (for to:ACCOUNT: a row
+ * of that account). The capacity is read per day (each unit is a day: a period's idle is the
+ * sum of its days'), which also gives the HTML its idle per day.
+ */
 static int apply_idle(struct coll_store *s, const struct report_spec *spec,
 		      const struct price_sheet *ps, struct report *ret)
 {
+	struct report_spec by_day = *spec;
+	_cleanup_free_ struct pidle *per = NULL;
 	struct cap_report cap;
-	size_t a_dim = 0, rows_cap = ret->n, n0;
+	size_t a_dim = 0, rows_cap = ret->n, n0, nper = 0;
 	int r;
 
 	if (spec->idle == REPORT_IDLE_OFF)
@@ -1559,13 +1623,18 @@ static int apply_idle(struct coll_store *s, const struct report_spec *spec,
 	for (size_t d = 0; d < spec->n_dims; d++)
 		if (spec->dims[d] == REPORT_DIM_ACCOUNT)
 			a_dim = d;
-	r = cap_build(s, spec, CAP_BY_NONE, ps, &cap);
+	by_day.period = REPORT_PERIOD_DAY;
+	r = cap_build(s, &by_day, CAP_BY_NONE, ps, &cap);
+	if (r < 0)
+		return r;
+	r = idle_periods(spec, &cap, ret, &per, &nper);
+	cap_free(&cap);
 	if (r < 0)
 		return r;
 	n0 = ret->n;
-	for (size_t i = 0; i < cap.n; i++) {
-		const struct cap_row *p = &cap.rows[i];
-		const int64_t idle = cap_row_cents(p, CAP_PART_IDLE);
+	for (size_t i = 0; i < nper; i++) {
+		const struct cap_row *p = &per[i].p;
+		const int64_t idle = per[i].idle;
 		_cleanup_free_ size_t *idx = NULL;
 		_cleanup_free_ int64_t *w = NULL, *out = NULL;
 		struct report_row *row = NULL;
@@ -1579,10 +1648,8 @@ static int apply_idle(struct coll_store *s, const struct report_spec *spec,
 		idx = calloc(n0 + 1, sizeof(*idx));
 		w = calloc(n0 + 1, sizeof(*w));
 		out = calloc(n0 + 1, sizeof(*out));
-		if (!idx || !w || !out) {
-			r = -ENOMEM;
-			goto out;
-		}
+		if (!idx || !w || !out)
+			return -ENOMEM;
 		for (size_t j = 0; spec->idle != REPORT_IDLE_ROW && j < n0; j++) {
 			const struct report_row *x = &ret->rows[j];
 
@@ -1609,10 +1676,8 @@ static int apply_idle(struct coll_store *s, const struct report_spec *spec,
 		}
 		row = row_new(ret, &rows_cap, p,
 			      spec->idle == REPORT_IDLE_TO_ACCOUNT ? spec->idle_account : NULL);
-		if (!row) {
-			r = -ENOMEM;
-			goto out;
-		}
+		if (!row)
+			return -ENOMEM;
 		row->cents[REPORT_COST_IDLE] = idle;
 		row->cents[REPORT_COST_TOTAL] = idle;
 	}
@@ -1621,10 +1686,7 @@ static int apply_idle(struct coll_store *s, const struct report_spec *spec,
 
 		qsort_r(ret->rows, ret->n, sizeof(*ret->rows), row_key_cmp, &nd);
 	}
-	r = 0;
-out:
-	cap_free(&cap);
-	return r;
+	return 0;
 }
 
 /* Every source of a report into rd: the day rollups, the open tasks, the label and job-part
@@ -2318,8 +2380,19 @@ static void write_table(const struct report *r, FILE *f)
 
 /* ---- HTML ---- */
 
-static const char *const comp_label[5] = {"CPU", "memory", "GPU", "IO", "network"};
-static const char *const comp_color[5] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f"};
+/* The charts' stacked parts: the five components, then (with --idle or --share-idle) the
+ * nodes' idle capacity */
+static const char *const comp_label[6] = {"CPU", "memory", "GPU", "IO", "network", "idle capacity"};
+static const char *const comp_color[6] = {"#4e79a7", "#f28e2b", "#e15759",
+					  "#76b7b2", "#59a14f", "#bab0ac"};
+static const enum report_cost comp_cost[6] = {REPORT_COST_CPU, REPORT_COST_MEM, REPORT_COST_GPU,
+					      REPORT_COST_IO,  REPORT_COST_NET, REPORT_COST_IDLE};
+
+/* The parts a chart stacks: 6 with idle, else 5. */
+static int chart_parts(const struct report *r)
+{
+	return r->spec.idle != REPORT_IDLE_OFF ? 6 : 5;
+}
 
 #define HTML_TOP       10   /* groups in the charts, then "other" */
 #define HTML_ROWS_MAX  2000 /* rows of the detail table */
@@ -2437,18 +2510,13 @@ static int64_t nice_axis(int64_t max, int64_t *step)
 	}
 }
 
-static void html_legend(FILE *f, int x, int y, bool waste)
+static void html_legend(FILE *f, const struct report *r, int x, int y)
 {
-	for (int k = 0; k < 5; k++)
+	for (int k = 0; k < chart_parts(r); k++)
 		fprintf(f,
 			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
 			"<text x=\"%d\" y=\"%d\">%s</text>\n",
 			x + k * 95, y, comp_color[k], x + k * 95 + 16, y + 10, comp_label[k]);
-	if (waste)
-		fprintf(f,
-			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"#d9d9d9\"/>"
-			"<text x=\"%d\" y=\"%d\">reserved, unused (waste)</text>\n",
-			x + 5 * 95, y, x + 5 * 95 + 16, y + 10);
 }
 
 /* Cost per day of the range (days without cost too), stacked by component, with axes and a
@@ -2471,7 +2539,7 @@ static void html_days_chart(FILE *f, const struct report *r)
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		"id=\"days-chart\" role=\"img\" aria-label=\"cost per day by component\">\n",
 		W, H);
-	html_legend(f, L, 6, false);
+	html_legend(f, r, L, 6);
 	for (int64_t v = 0; v <= top; v += step) {
 		const double y = T + ph - (double)v / (double)top * ph;
 		char m[32];
@@ -2498,24 +2566,25 @@ static void html_days_chart(FILE *f, const struct report *r)
 			d = &r->days[j++];
 		fprintf(f, "<g class=\"day\" data-day=\"%s\"><title>%s: ", d->day, d->day);
 		html_money(f, r, d->cents[REPORT_COST_TOTAL]);
-		for (int k = 0; k < 5; k++) {
+		for (int k = 0; k < chart_parts(r); k++) {
 			fprintf(f, "; %s ", comp_label[k]);
-			html_money(f, r, d->cents[k]);
+			html_money(f, r, d->cents[comp_cost[k]]);
 		}
 		fputs("</title>", f);
-		for (int k = 0; k < 5; k++) {
-			const double h = (double)d->cents[k] / (double)top * ph;
+		for (int k = 0; k < chart_parts(r); k++) {
+			const int64_t c = d->cents[comp_cost[k]];
+			const double h = (double)c / (double)top * ph;
 			char m[32];
 
-			if (d->cents[k] <= 0)
+			if (c <= 0)
 				continue;
 			y -= h;
-			report_money(m, sizeof(m), d->cents[k]);
+			report_money(m, sizeof(m), c);
 			fprintf(f,
 				"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 				"fill=\"%s\" data-component=\"%s\" data-amount=\"%s\"/>",
 				x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h, comp_color[k],
-				cost_names[k], m);
+				cost_names[comp_cost[k]], m);
 		}
 		fputs("</g>\n", f);
 		if (i % every == 0)
@@ -2547,7 +2616,7 @@ static void html_groups_chart(FILE *f, const struct report *r, const struct hgro
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		"id=\"groups-chart\" role=\"img\" aria-label=\"cost per group by component\">\n",
 		W, H);
-	html_legend(f, L, 6, false);
+	html_legend(f, r, L, 6);
 	for (int64_t v = 0; v <= top; v += step) {
 		const double x = L + (double)v / (double)top * bar;
 		char m[32];
@@ -2567,17 +2636,18 @@ static void html_groups_chart(FILE *f, const struct report *r, const struct hgro
 			y + 15);
 		html_key(f, r, &g[i]);
 		fputs("</text>", f);
-		for (int k = 0; k < 5; k++) {
-			const double w = (double)g[i].cents[k] / (double)top * bar;
+		for (int k = 0; k < chart_parts(r); k++) {
+			const int64_t c = g[i].cents[comp_cost[k]];
+			const double w = (double)c / (double)top * bar;
 
-			if (g[i].cents[k] <= 0)
+			if (c <= 0)
 				continue;
 			fprintf(
 			    f,
 			    "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
 			    "<title>%s ",
 			    x, y + 3, w, rh - 8, comp_color[k], comp_label[k]);
-			html_money(f, r, g[i].cents[k]);
+			html_money(f, r, c);
 			fputs("</title></rect>", f);
 			x += w;
 		}
@@ -2656,7 +2726,7 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 	fputs("</th><th>tasks ended</th><th>tasks active</th><th>without request</th>"
 	      "<th>running</th>",
 	      f);
-	for (int k = 0; k < 5; k++)
+	for (int k = 0; k < chart_parts(r); k++)
 		fprintf(f, "<th>%s</th>", comp_label[k]);
 	fputs("<th>cost</th><th>waste</th><th>CPU eff</th><th>mem eff</th><th>GPU eff</th></tr>\n",
 	      f);
@@ -2675,7 +2745,10 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 		fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>",
 			tmp.q[COLL_SUM_TASKS], tmp.q[REPORT_Q_ACTIVE],
 			tmp.q[COLL_SUM_NO_REQUEST_TASKS], tmp.q[REPORT_Q_RUNNING]);
-		for (int k = 0; k <= REPORT_COST_WASTE; k++)
+		for (int k = 0; k < chart_parts(r); k++)
+			put_cell(f, r, true, "td", cost_names[comp_cost[k]], NULL,
+				 tmp.cents[comp_cost[k]], 0);
+		for (int k = REPORT_COST_TOTAL; k <= REPORT_COST_WASTE; k++)
 			put_cell(f, r, true, "td", cost_names[k], NULL, tmp.cents[k], 0);
 		html_pct(f, report_cpu_eff(&tmp));
 		html_pct(f, report_mem_eff(&tmp));
@@ -2865,7 +2938,13 @@ static void write_html(const struct report *r, FILE *f)
 	}
 	fputs("</b>&#8239;", f);
 	html_str(f, r->currency);
-	fputs("</b></div><div><span>waste (reserved, unused)</span><b id=\"total-waste\">", f);
+	fputs("</b></div>", f);
+	if (r->spec.idle != REPORT_IDLE_OFF) {
+		fputs("<div><span>of which idle capacity</span><b id=\"total-idle\">", f);
+		html_money(f, r, tot.cents[REPORT_COST_IDLE]);
+		fputs("</b></div>", f);
+	}
+	fputs("<div><span>waste (reserved, unused)</span><b id=\"total-waste\">", f);
 	html_money(f, r, tot.cents[REPORT_COST_WASTE]);
 	fprintf(f,
 		"</b></div><div><span>CPU efficiency</span><b>%.1f%%</b></div>"
@@ -2878,6 +2957,16 @@ static void write_html(const struct report *r, FILE *f)
 		tot.q[REPORT_Q_ACTIVE], tot.q[COLL_SUM_NO_REQUEST_TASKS], tot.q[REPORT_Q_RUNNING]);
 
 	fputs("<h2>Cost per day, by component</h2>\n", f);
+	if (r->spec.idle != REPORT_IDLE_OFF)
+		fprintf(f,
+			"<p class=\"note\">Idle capacity: what the nodes' capacity cost beyond the "
+			"tasks' charged reservations (the capacity report's idle), %s.</p>\n",
+			r->spec.idle == REPORT_IDLE_ROW ? "shown as its own (idle) rows"
+			: r->spec.idle == REPORT_IDLE_PROPORTIONAL
+			    ? "shared over the rows of each period by their cost"
+			: r->spec.idle == REPORT_IDLE_BY_REQUEST
+			    ? "shared over the rows of each period by their requests"
+			    : "charged to one account");
 	html_days_chart(f, r);
 	if (g && shown) {
 		fprintf(f, "<h2>Cost per group%s</h2>\n",

@@ -9,7 +9,8 @@
 # their days, 700 resent); the showback report by account with --idle and --share-idle
 # proportional, by-request and to:chem: each period's rows gain exactly its idle cents,
 # apportioned as the model does, and the total is the plain report's plus the idle; the API's
-# capacity CSV byte-identical to the CLI's.
+# capacity CSV byte-identical to the CLI's; the showback HTML with --share-idle: the idle of
+# each day in its chart equal to the capacity report's, per group and in total to the JSON's.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -124,6 +125,59 @@ h=$("$COLL" capacity --db "sqlite:$T/ex/c.db" --prices "$T/ex/prices.ini" --from
 	sed -n 's/.*id="capacity-cost">\([^<]*\)<.*id="allocated-cost">\([^<]*\)<.*id="idle-cost">\([^<]*\)<.*/\1 \2 \3/p')
 [ "$h" = "18.50 4.13 14.37" ] && ok "the example's HTML page: capacity 18.50 = allocated 4.13 + idle 14.37" ||
 	fail "example HTML: '$h'"
+
+# the showback HTML with idle: its idle per day, per group and in total against the capacity
+# report per day (checked against the model above) and the JSON of the same report
+for rule in proportional to:chem; do
+	"$COLL" report --db "sqlite:$T/c.db" --prices "$T/prices.ini" --from $FROM --to $TO --by account \
+		--period week --share-idle $rule --format html >"$T/idle.html" &&
+		"$COLL" report --db "sqlite:$T/c.db" --prices "$T/prices.ini" --from $FROM --to $TO \
+			--by account --period week --share-idle $rule --format json >"$T/idle.json" &&
+		"$COLL" capacity --db "sqlite:$T/c.db" --prices "$T/prices.ini" --from $FROM --to $TO \
+			--by none --period day --format csv >"$T/idle-days.csv" || fail "showback HTML ($rule)"
+	python3 - "$T/idle.html" "$T/idle.json" "$T/idle-days.csv" <<'PY' && ok "showback HTML with --share-idle $rule: idle per day, per group and in total" || fail "showback HTML with --share-idle $rule"
+import csv, json, re, sys
+from html.parser import HTMLParser
+html, js = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+days = {r["period"]: r["idle_cost"] for r in csv.DictReader(open(sys.argv[3])) if r["period"] != "total"}
+cents = lambda s: int(round(float(s) * 100))
+tot = js["total"]
+m = re.search(r'id="total-idle">([0-9.]+)&#8239;EUR<', html)
+assert m and m.group(1) == tot["idle_cost"], ("headline idle", m and m.group(1), tot["idle_cost"])
+m = re.search(r'id="total-cost">([0-9.]+)<', html)
+assert m and m.group(1) == tot["cost"], ("headline total", m and m.group(1), tot["cost"])
+assert cents(tot["idle_cost"]) == sum(cents(v) for v in days.values()) > 0
+# the days chart: each day's idle rect is the capacity report's idle of that day
+seen = {}
+for g in re.finditer(r'<g class="day" data-day="([0-9-]+)">(.*?)</g>', html):
+    a = re.findall(r'data-component="idle_cost" data-amount="([0-9.]+)"', g.group(2))
+    seen[g.group(1)] = a[0] if a else "0.00"
+assert set(seen) == set(days), (sorted(seen), sorted(days))
+for d, v in days.items():
+    assert cents(seen[d]) == cents(v), (d, seen[d], v)
+assert "idle capacity" in html and html.count('fill="#bab0ac"') > len(days)
+# the groups table: each account's idle over the range as the JSON rows sum it
+class T(HTMLParser):
+    def __init__(s):
+        super().__init__(); s.rows, s.cls, s.row = [], None, None
+    def handle_starttag(s, tag, a):
+        a = dict(a)
+        if tag == "tr" and a.get("class") == "group": s.row = {}
+        if tag == "td" and s.row is not None: s.cls = a.get("class")
+    def handle_endtag(s, tag):
+        if tag == "tr" and s.row is not None: s.rows.append(s.row); s.row = None
+        if tag == "td": s.cls = None
+    def handle_data(s, d):
+        if s.row is not None and s.cls: s.row[s.cls] = s.row.get(s.cls, "") + d
+t = T(); t.feed(html[html.index('id="groups"'):])
+want = {}
+for r in js["rows"]:
+    want[r["account"]] = want.get(r["account"], 0) + cents(r["idle_cost"])
+got = {r["k"]: cents(r["idle_cost"].split("\u202f")[0]) for r in t.rows}
+assert got and all(got[k] == want[k] for k in got), (got, want)
+print("idle %s EUR over %d days, %d groups" % (tot["idle_cost"], len(days), len(got)))
+PY
+done
 
 [ $fails = 0 ] && { echo "PASS"; exit 0; }
 echo "$fails failure(s)"
