@@ -6,7 +6,8 @@
 # "100 1000 10000"): FLEET_SECONDS (default 40) of uploads, then until every node's queue is
 # acknowledged. Reported: records offered and stored per second, upload latency p50/p99/max
 # (first byte written to last byte of the answer), the collector's peak RSS, threads and open
-# descriptors (sampled from /proc every second), 503s, and the records in the database
+# descriptors (sampled from /proc every second), its CPU and the PostgreSQL server's (every
+# process of it, from /proc) per 1,000 records, 503s, and the records in the database
 # counted with plain SQL against the records the nodes made (lost = made - counted); one
 # table, each figure also as a ratio to the smallest N.
 # Then the reconnect storm (FLEET_STORM_NODES, default 10000; 0 = none): after 20 s of
@@ -106,6 +107,8 @@ for backend in sqlite postgresql; do
 	for n in $NODES; do
 		uri=$(fresh_db "$backend" "fleet$n") || { echo "FAIL: $backend database"; exit 1; }
 		port=$(free_port)
+		pg0=0
+		[ "$backend" = postgresql ] && pg0=$(pg_cpu_ticks)
 		serve "$uri" "$port" || exit 1
 		monitor "$CPID" "$T/mon" &
 		MPID=$!
@@ -115,11 +118,13 @@ for backend in sqlite postgresql; do
 		kill "$MPID" 2>/dev/null; wait "$MPID" 2>/dev/null
 		read -r rss thr fds cpu <"$T/mon"
 		stop_collector
+		pgcpu=0
+		[ "$backend" = postgresql ] && pgcpu=$(($(pg_cpu_ticks) - pg0))
 		stored=$(count "$uri")
-		echo "$backend $n: $out collector_cpu_ticks=$cpu" >>"$T/raw"
+		echo "$backend $n: $out collector_cpu_ticks=$cpu server_cpu_ticks=$pgcpu" >>"$T/raw"
 		echo "$backend $n $(kv "$out" offered_rps) $(kv "$out" stored_rps) $(kv "$out" p50) \
 $(kv "$out" p99) $(kv "$out" max) $rss $thr $fds $(kv "$out" s503) $(kv "$out" conn_err) \
-$(kv "$out" generated) ${stored:-0} $cpu" >>"$T/rows"
+$(kv "$out" generated) ${stored:-0} $cpu $pgcpu" >>"$T/rows"
 	done
 done
 
@@ -142,16 +147,20 @@ if [ "$STORM_N" -gt 0 ]; then
 		kill -USR1 "$HPID"
 		monitor "$CPID" "$T/mon" &
 		MPID=$!
+		pg0=0
+		[ "$backend" = postgresql ] && pg0=$(pg_cpu_ticks)
 		wait "$HPID"
 		kill "$MPID" 2>/dev/null; wait "$MPID" 2>/dev/null
 		read -r rss thr fds cpu <"$T/mon"
 		stop_collector
+		pgcpu=0
+		[ "$backend" = postgresql ] && pgcpu=$(($(pg_cpu_ticks) - pg0))
 		out=$(cat "$T/storm.out")
 		stored=$(count "$uri")
 		echo "$backend storm: $out" >>"$T/raw"
 		echo "$backend $STORM_N $(kv "$out" drain_s) $(kv "$out" storm_posts) \
 $(kv "$out" storm_503) $(kv "$out" storm_p50) $(kv "$out" storm_p99) $(kv "$out" storm_max) \
-$rss $(kv "$out" generated) ${stored:-0} $(kv "$out" conn_err)" >>"$T/storm"
+$rss $(kv "$out" generated) ${stored:-0} $(kv "$out" conn_err) $cpu $pgcpu" >>"$T/storm"
 	done
 fi
 
@@ -163,9 +172,9 @@ rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 storm = [l.split() for l in open(sys.argv[2]) if l.strip()]
 bad = 0
 hz = float(sys.argv[4])
-print("%-10s %6s %9s %9s %8s %8s %8s %8s %7s %5s %5s %6s %8s %9s  %s" % ("backend", "nodes",
+print("%-10s %6s %9s %9s %8s %8s %8s %8s %7s %5s %5s %6s %8s %9s %8s  %s" % ("backend", "nodes",
       "offer r/s", "store r/s", "p50 ms", "p99 ms", "max ms", "RSS MiB", "threads", "fds",
-      "503s", "connE", "lost", "CPU ms/1k",
+      "503s", "connE", "lost", "CPU ms/1k", "PG ms/1k",
       "ratios to the first N: stored, p99, RSS, threads, CPU per record"))
 for be in ("sqlite", "postgresql"):
     mine = [r for r in rows if r[0] == be]
@@ -174,26 +183,30 @@ for be in ("sqlite", "postgresql"):
     base = [float(x) for x in mine[0][2:]]
     for r in mine:
         v = [float(x) for x in r[2:]]
-        off, sto, p50, p99, mx, rss, thr, fds, s503, ce, made, cnt, cpu = v
+        off, sto, p50, p99, mx, rss, thr, fds, s503, ce, made, cnt, cpu, pgcpu = v
         lost = made - cnt
         bad += lost != 0
         # collector CPU per 1,000 records stored (ms): start, uploads and drain
         cpr = cpu / hz * 1000 / (cnt / 1000) if cnt else 0
         bcpr = base[12] / hz * 1000 / (base[11] / 1000) if base[11] else 0
+        # the PostgreSQL server's CPU per 1,000 records stored (ms), every process of it
+        pgr = pgcpu / hz * 1000 / (cnt / 1000) if cnt else 0
         q = lambda i: v[i] / base[i] if base[i] else float("nan")
-        print("%-10s %6s %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %7.0f %5.0f %5.0f %6.0f %8.0f %9.0f  "
-              "%.1f, %.2f, %.2f, %.2f, %.2f%s" % (be, r[1], off, sto, p50, p99, mx, rss / 1024,
-              thr, fds, s503, ce, lost, cpr, q(1), q(3), q(5), q(6),
+        print("%-10s %6s %9.0f %9.0f %8.1f %8.1f %8.1f %8.1f %7.0f %5.0f %5.0f %6.0f %8.0f %9.0f "
+              "%8.0f  %.1f, %.2f, %.2f, %.2f, %.2f%s" % (be, r[1], off, sto, p50, p99, mx,
+              rss / 1024, thr, fds, s503, ce, lost, cpr, pgr, q(1), q(3), q(5), q(6),
               cpr / bcpr if bcpr else float("nan"), "" if p99 < 1000 else "  (p99 over 1 s)"))
 if storm:
     print("reconnect storm after a %s s outage (collector killed -9, started again):" % sys.argv[3])
-    print("%-10s %6s %9s %8s %6s %8s %8s %8s %8s %8s" % ("backend", "nodes", "drain s",
-          "POSTs", "503s", "p50 ms", "p99 ms", "max ms", "RSS MiB", "lost"))
+    print("%-10s %6s %9s %8s %6s %8s %8s %8s %8s %8s %10s %9s" % ("backend", "nodes",
+          "drain s", "POSTs", "503s", "p50 ms", "p99 ms", "max ms", "RSS MiB", "lost",
+          "coll CPU s", "PG CPU s"))
     for s in storm:
-        be, n, drain, posts, s503, p50, p99, mx, rss, made, cnt, ce = s
+        be, n, drain, posts, s503, p50, p99, mx, rss, made, cnt, ce, cpu, pgcpu = s
         lost = float(made) - float(cnt)
         bad += lost != 0
-        print("%-10s %6s %9s %8s %6s %8s %8s %8s %8.1f %8.0f" % (be, n, drain, posts, s503,
-              p50, p99, mx, float(rss) / 1024, lost))
+        print("%-10s %6s %9s %8s %6s %8s %8s %8s %8.1f %8.0f %10.1f %9.1f" % (be, n, drain,
+              posts, s503, p50, p99, mx, float(rss) / 1024, lost, float(cpu) / hz,
+              float(pgcpu) / hz))
 sys.exit(1 if bad else 0)
 PY

@@ -109,7 +109,8 @@ stop_collector() {
 
 # pg_start DB...: a PostgreSQL server of this test's own in $T/pg (unix socket only, a free
 # port number), with the databases DB... created. 1 without the server binaries (skip that
-# half), 2 when it did not start (with the reason on stdout).
+# half), 2 when it did not start (with the reason on stdout). PG_SERVER_OPTS: more server
+# options ("-c name=value ...").
 pg_start() {
 	local db
 	[ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 || return 1
@@ -117,13 +118,35 @@ pg_start() {
 	PGDATA=$T/pg/data
 	PGPORT=$(free_port)
 	if ! su postgres -s /bin/sh -c "$PGBIN/initdb -D $PGDATA -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
-		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p $PGPORT -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null"; then
+		$PGBIN/pg_ctl -D $PGDATA -o \"-k $T/pg -p $PGPORT -c listen_addresses='' ${PG_SERVER_OPTS:-}\" -l $T/pg/log -w start >/dev/null"; then
 		echo "PostgreSQL did not start: $(tail -5 "$T/pg/initdb.log" "$T/pg/log" 2>/dev/null)"
 		return 2
 	fi
 	for db in "$@"; do
 		su postgres -s /bin/sh -c "$PGBIN/createdb -h $T/pg -p $PGPORT $db" || return 2
 	done
+}
+# pg_cpu_ticks: the CPU time (user + system, clock ticks) of pg_start's server so far: the
+# postmaster's own and its reaped children's (exited backends, auxiliary processes), plus
+# every live child's.
+pg_cpu_ticks() {
+	python3 - "$(head -1 "$PGDATA/postmaster.pid")" <<'PY'
+import os, sys
+pm = sys.argv[1]
+def st(p):
+    with open("/proc/%s/stat" % p) as f:
+        return f.read().rsplit(")", 1)[1].split()
+t = sum(int(x) for x in st(pm)[11:15])  # utime stime cutime cstime
+for p in os.listdir("/proc"):
+    if p.isdigit() and p != pm:
+        try:
+            c = st(p)
+        except OSError:
+            continue
+        if c[1] == pm:
+            t += int(c[11]) + int(c[12])
+print(t)
+PY
 }
 # pg_uri DB: the URI of a database of pg_start's server.
 pg_uri() { echo "postgresql://postgres@/$1?host=$T/pg&port=$PGPORT"; }
