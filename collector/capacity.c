@@ -29,7 +29,6 @@
 #include "common/macro.h"
 
 #define GIB	 1073741824.0
-#define DAY_NS	 (86400ULL * NSEC_PER_SEC)
 #define NONE_VAL "(none)"
 
 static const char *const by_names[] = {"node", "price_class", "none"};
@@ -162,41 +161,32 @@ static int job_cb(const struct coll_rollup_row *row, void *ud)
 	return dn_add(rd, row->bucket, row->node, alloc, used);
 }
 
-/* A running task's share of each day of the report, like the showback report's (report.c
- * open_cb): its latest sample's figures over [start, sample], in proportion. */
+struct open_day {
+	struct cap_reader *rd;
+	const struct coll_open_row *row;
+};
+
+static int open_day(const char *day, double frac, bool last, void *ud)
+{
+	const struct open_day *x = ud;
+	const struct coll_open_row *row = x->row;
+	const double alloc[] = {row->v[COLL_SUM_CPU_CHARGED_CORE_S] * frac,
+				row->v[COLL_SUM_MEM_CHARGED_BYTE_S] * frac,
+				row->v[COLL_SUM_GPU_CHARGED_S] * frac};
+	const double used[] = {row->v[COLL_SUM_CPU_S] * frac, row->v[COLL_SUM_MEM_BYTE_S] * frac,
+			       row->v[COLL_SUM_GPU_S] * frac};
+
+	(void)last;
+	return dn_add(x->rd, day, row->node, alloc, used);
+}
+
+/* A running task's share of each day of the report, as the showback report's. */
 static int open_cb(const struct coll_open_row *row, void *ud)
 {
 	struct cap_reader *rd = ud;
-	const uint64_t wall = row->sample_ns > row->start_ns ? row->sample_ns - row->start_ns : 0;
-	uint64_t a = MAX(row->start_ns, rd->from_ns), b = MIN(row->sample_ns, rd->to_ns);
+	struct open_day x = {.rd = rd, .row = row};
 
-	if (wall == 0) {
-		if (row->sample_ns < rd->from_ns || row->sample_ns >= rd->to_ns)
-			return 0;
-		a = b = row->sample_ns;
-	} else if (b <= a)
-		return 0;
-	for (uint64_t d = a / DAY_NS * DAY_NS; d <= (b > a ? b - 1 : b); d += DAY_NS) {
-		const double frac =
-		    wall ? (double)(MIN(b, d + DAY_NS) - MAX(a, d)) / (double)wall : 1.0;
-		const double alloc[] = {row->v[COLL_SUM_CPU_CHARGED_CORE_S] * frac,
-					row->v[COLL_SUM_MEM_CHARGED_BYTE_S] * frac,
-					row->v[COLL_SUM_GPU_CHARGED_S] * frac};
-		const double used[] = {row->v[COLL_SUM_CPU_S] * frac,
-				       row->v[COLL_SUM_MEM_BYTE_S] * frac,
-				       row->v[COLL_SUM_GPU_S] * frac};
-		time_t secs = (time_t)(d / NSEC_PER_SEC);
-		char day[16];
-		struct tm tm;
-		int r;
-
-		gmtime_r(&secs, &tm);
-		strftime(day, sizeof(day), "%Y-%m-%d", &tm);
-		r = dn_add(rd, day, row->node, alloc, used);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	return report_open_days(row, rd->from_ns, rd->to_ns, open_day, &x);
 }
 
 static struct dn *dn_find(struct cap_reader *rd, const char *day, const char *node)
@@ -211,17 +201,6 @@ static struct dn *dn_find(struct cap_reader *rd, const char *day, const char *no
 			return d;
 	}
 	return NULL;
-}
-
-static int64_t to_cents(double money)
-{
-	double c = round(money * 100.0);
-
-	if (!(c >= 0))
-		return 0;
-	if (c > 9e15)
-		return (int64_t)9e15;
-	return (int64_t)c;
 }
 
 /* Money per unit of each component's quantity (core-s, byte-s, GPU-s) at price set p. */
@@ -271,9 +250,9 @@ static void price_unit(const struct unit *u, const struct dn *d, const struct pr
 		pu->q[CAP_QI(c, CAP_QK_ALLOC)] = a * comp_scale[c];
 		pu->q[CAP_QI(c, CAP_QK_USED)] = us * comp_scale[c];
 		pu->q[CAP_QI(c, CAP_QK_OVER)] = MAX(0.0, alloc - cap[c]) * comp_scale[c];
-		pu->cents[c][CAP_PART_CAPACITY] = to_cents(cap[c] * up[c]);
-		pu->cents[c][CAP_PART_ALLOCATED] = to_cents(a * up[c]);
-		pu->cents[c][CAP_PART_USED] = to_cents(us * up[c]);
+		pu->cents[c][CAP_PART_CAPACITY] = report_cents(cap[c] * up[c]);
+		pu->cents[c][CAP_PART_ALLOCATED] = report_cents(a * up[c]);
+		pu->cents[c][CAP_PART_USED] = report_cents(us * up[c]);
 		pu->cents[c][CAP_PART_IDLE] =
 		    pu->cents[c][CAP_PART_CAPACITY] - pu->cents[c][CAP_PART_ALLOCATED];
 	}
@@ -461,15 +440,6 @@ static int crow_cmp(const void *x, const void *y)
 	return r ? r : strcmp(a->price_class, b->price_class);
 }
 
-static uint64_t day_start_ns(const char *day)
-{
-	struct tm tm = {0};
-
-	if (!strptime(day, "%Y-%m-%d", &tm))
-		return 0;
-	return (uint64_t)timegm(&tm) * NSEC_PER_SEC;
-}
-
 int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by by,
 	      const struct price_sheet *ps, struct cap_report *ret)
 {
@@ -481,8 +451,8 @@ int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by 
 	ret->by = by;
 	memcpy(ret->currency, ps->currency, sizeof(ret->currency));
 	report_day_add(spec->to, -1, rd.to_last);
-	rd.from_ns = day_start_ns(spec->from);
-	rd.to_ns = day_start_ns(spec->to);
+	rd.from_ns = report_day_start_ns(spec->from);
+	rd.to_ns = report_day_start_ns(spec->to);
 
 	/* the allocation first (a row per node and day with tasks, and the running tasks),
 	 * then the node rows, each (day, node) priced as it is read */
@@ -604,16 +574,6 @@ static void csv_row(const struct cap_report *r, const struct cap_row *row, bool 
 	fprintf(f, ",%s\n", num);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	json_t *j = json_string(s);
-	char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-
-	fputs(t ? t : "\"\"", f);
-	free(t);
-	json_decref(j);
-}
-
 static void json_row(const struct cap_report *r, const struct cap_row *row, bool total, FILE *f)
 {
 	char num[64];
@@ -622,11 +582,11 @@ static void json_row(const struct cap_report *r, const struct cap_row *row, bool
 		row->first_day, row->last_day);
 	if (r->by == CAP_BY_NODE && !total) {
 		fputs(",\"node\":", f);
-		json_str(f, shown(row->node));
+		report_json_text(f, shown(row->node));
 	}
 	if (r->by != CAP_BY_NONE && !total) {
 		fputs(",\"price_class\":", f);
-		json_str(f, shown(row->price_class));
+		report_json_text(f, shown(row->price_class));
 	}
 	report_num_full(num, sizeof(num), row->q[CAP_Q_NODE_H]);
 	fprintf(f, ",\"node_h\":%s", num);
@@ -658,7 +618,7 @@ static void write_json(const struct cap_report *r, FILE *f)
 {
 	fprintf(f, "{\"from\":\"%s\",\"to\":\"%s\",\"by\":\"%s\",\"currency\":", r->spec.from,
 		r->spec.to, by_names[r->by]);
-	json_str(f, r->currency);
+	report_json_text(f, r->currency);
 	fputs(",\"rows\":[", f);
 	for (size_t i = 0; i < r->n; i++) {
 		if (i)
@@ -709,29 +669,6 @@ static void write_table(const struct cap_report *r, FILE *f)
 		r->currency);
 }
 
-static void html_text(FILE *f, const char *s)
-{
-	_cleanup_free_ char *e = report_shown(s);
-
-	for (const char *p = e ? e : ""; *p; p++)
-		switch (*p) {
-		case '<':
-			fputs("&lt;", f);
-			break;
-		case '>':
-			fputs("&gt;", f);
-			break;
-		case '&':
-			fputs("&amp;", f);
-			break;
-		case '"':
-			fputs("&quot;", f);
-			break;
-		default:
-			fputc(*p, f);
-		}
-}
-
 /* Periods (rows summed per period) for the chart. */
 struct hperiod {
 	const char *period;
@@ -769,7 +706,7 @@ static void write_html(const struct cap_report *r, FILE *f)
 	      f);
 	fprintf(f, "<h1>Capacity and idle cost</h1>\n<p>%s 00:00 UTC to %s 00:00 UTC; currency ",
 		r->spec.from, r->spec.to);
-	html_text(f, r->currency);
+	report_html_text(f, r->currency);
 	fputs(". Capacity = allocated + idle, per node and day, to the cent.</p>\n", f);
 	report_money(m[0], sizeof(m[0]), cap_row_cents(&r->total, CAP_PART_CAPACITY));
 	report_money(m[1], sizeof(m[1]), cap_row_cents(&r->total, CAP_PART_ALLOCATED));
@@ -820,16 +757,16 @@ static void write_html(const struct cap_report *r, FILE *f)
 
 		fprintf(f, "<tr><td>%s</td><td>", row->period);
 		if (row != &r->total)
-			html_text(f, r->by == CAP_BY_NODE ? shown(row->node) : "");
+			report_html_text(f, r->by == CAP_BY_NODE ? shown(row->node) : "");
 		fputs("</td><td>", f);
 		if (row != &r->total)
-			html_text(f, r->by != CAP_BY_NONE ? shown(row->price_class) : "");
+			report_html_text(f, r->by != CAP_BY_NONE ? shown(row->price_class) : "");
 		num2(m[0], sizeof(m[0]), row->q[CAP_Q_NODE_H]);
 		fprintf(f, "</td><td>%s</td>", m[0]);
 		for (int k = 0; k < _CAP_PART_MAX; k++) {
 			report_money(m[0], sizeof(m[0]), cap_row_cents(row, k));
 			fprintf(f, "<td>%s ", m[0]);
-			html_text(f, r->currency);
+			report_html_text(f, r->currency);
 			fputs("</td>", f);
 		}
 		fputs("</tr>\n", f);

@@ -598,7 +598,75 @@ static uint64_t day_start_ns(const char *day)
 	return (uint64_t)timegm(&tm) * NSEC_PER_SEC;
 }
 
+uint64_t report_day_start_ns(const char *day)
+{
+	return day_start_ns(day);
+}
+
 #define DAY_NS (86400ULL * NSEC_PER_SEC)
+
+int report_open_days(const struct coll_open_row *row, uint64_t from_ns, uint64_t to_ns,
+		     report_day_fn fn, void *ud)
+{
+	const uint64_t wall = row->sample_ns > row->start_ns ? row->sample_ns - row->start_ns : 0;
+	uint64_t a = MAX(row->start_ns, from_ns), b = MIN(row->sample_ns, to_ns);
+
+	if (wall == 0) {
+		if (row->sample_ns < from_ns || row->sample_ns >= to_ns)
+			return 0;
+		a = b = row->sample_ns;
+	} else if (b <= a)
+		return 0;
+	for (uint64_t d = a / DAY_NS * DAY_NS; d <= (b > a ? b - 1 : b); d += DAY_NS) {
+		const double frac =
+		    wall ? (double)(MIN(b, d + DAY_NS) - MAX(a, d)) / (double)wall : 1.0;
+		time_t secs = (time_t)(d / NSEC_PER_SEC);
+		struct tm tm;
+		char day[16];
+		int r;
+
+		gmtime_r(&secs, &tm);
+		strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+		r = fn(day, frac, d + DAY_NS >= b, ud);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+struct open_day {
+	struct reader *rd;
+	const struct coll_open_row *row;
+};
+
+/* A running task's share of one day (report_open_days): counted as running once, in the last
+ * day; carried into the next day before it. */
+static int open_day(const char *day, double frac, bool last, void *ud)
+{
+	const struct open_day *x = ud;
+	struct reader *rd = x->rd;
+	const struct coll_open_row *row = x->row;
+	struct open_share *o;
+
+	if (grow_array((void **)&rd->open, &rd->capo, rd->no, sizeof(*rd->open)) < 0)
+		return -ENOMEM;
+	o = &rd->open[rd->no];
+	memset(o, 0, sizeof(*o));
+	snprintf(o->day, sizeof(o->day), "%s", day);
+	for (int s = 0; s < _COLL_SUM_MAX; s++)
+		o->v[s] = coll_sum_is_count(s) ? 0 : row->v[s] * frac;
+	o->v[REPORT_Q_RUNNING] = last ? 1 : 0;
+	o->v[COLL_SUM_CARRIED_TASKS] = last ? 0 : 1; /* runs on into the next day */
+	o->account = intern(&rd->strs, row->account);
+	o->user = intern(&rd->strs, row->user);
+	o->job = intern(&rd->strs, row->job);
+	o->node = intern(&rd->strs, row->node);
+	o->labels = strdup(row->labels);
+	rd->no++;
+	if (!o->account || !o->user || !o->job || !o->node || !o->labels)
+		return -ENOMEM;
+	return 0;
+}
 
 /*
  * A running task, from its latest sample: what the sample measured over [start, sample] is
@@ -609,44 +677,10 @@ static uint64_t day_start_ns(const char *day)
 static int open_cb(const struct coll_open_row *row, void *ud)
 {
 	struct reader *rd = ud;
-	const uint64_t wall = row->sample_ns > row->start_ns ? row->sample_ns - row->start_ns : 0;
-	uint64_t a = MAX(row->start_ns, rd->from_ns), b = MIN(row->sample_ns, rd->to_ns);
+	struct open_day x = {.rd = rd, .row = row};
 
 	rd->open_rows++;
-	if (wall == 0) {
-		if (row->sample_ns < rd->from_ns || row->sample_ns >= rd->to_ns)
-			return 0;
-		a = b = row->sample_ns;
-	} else if (b <= a)
-		return 0;
-	for (uint64_t d = a / DAY_NS * DAY_NS; d <= (b > a ? b - 1 : b); d += DAY_NS) {
-		const double frac =
-		    wall ? (double)(MIN(b, d + DAY_NS) - MAX(a, d)) / (double)wall : 1.0;
-		const bool last = d + DAY_NS >= b;
-		struct open_share *o;
-		time_t secs = (time_t)(d / NSEC_PER_SEC);
-		struct tm tm;
-
-		if (grow_array((void **)&rd->open, &rd->capo, rd->no, sizeof(*rd->open)) < 0)
-			return -ENOMEM;
-		o = &rd->open[rd->no];
-		memset(o, 0, sizeof(*o));
-		gmtime_r(&secs, &tm);
-		strftime(o->day, sizeof(o->day), "%Y-%m-%d", &tm);
-		for (int s = 0; s < _COLL_SUM_MAX; s++)
-			o->v[s] = coll_sum_is_count(s) ? 0 : row->v[s] * frac;
-		o->v[REPORT_Q_RUNNING] = last ? 1 : 0;
-		o->v[COLL_SUM_CARRIED_TASKS] = last ? 0 : 1; /* runs on into the next day */
-		o->account = intern(&rd->strs, row->account);
-		o->user = intern(&rd->strs, row->user);
-		o->job = intern(&rd->strs, row->job);
-		o->node = intern(&rd->strs, row->node);
-		o->labels = strdup(row->labels);
-		rd->no++;
-		if (!o->account || !o->user || !o->job || !o->node || !o->labels)
-			return -ENOMEM;
-	}
-	return 0;
+	return report_open_days(row, rd->from_ns, rd->to_ns, open_day, &x);
 }
 
 /* Sorted cells with duplicate keys (from running tasks; day cells of one month) merged. */
@@ -814,6 +848,11 @@ static int64_t to_cents(double money)
 	if (c > 9e15)
 		return (int64_t)9e15;
 	return (int64_t)c;
+}
+
+int64_t report_cents(double money)
+{
+	return to_cents(money);
 }
 
 int64_t report_weight(double money)
@@ -2139,6 +2178,11 @@ static void html_str(FILE *f, const char *text)
 	}
 }
 
+void report_html_text(FILE *f, const char *text)
+{
+	html_str(f, text);
+}
+
 static const char *const cost_names[_REPORT_COST_MAX] = {
     "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost", "cost", "waste", "idle_cost"};
 
@@ -2194,9 +2238,7 @@ static void write_csv(const struct report *r, FILE *f)
 	}
 }
 
-/* A JSON string of a key: as it is, or, where it is not valid UTF-8 (a database written by
- * other means: ingest refuses it), escaped as common/escape.h does, so the JSON stays valid. */
-static void json_text(FILE *f, const char *s)
+void report_json_text(FILE *f, const char *s)
 {
 	_cleanup_free_ char *e = NULL;
 
@@ -2223,7 +2265,7 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 			fputc(',', f);
 			fputs_json_string(f, h);
 			fputc(':', f);
-			json_text(f, row->key[d]);
+			report_json_text(f, row->key[d]);
 		}
 	for (size_t c = 0; c < ARRAY_SIZE(count_cols); c++)
 		fprintf(f, ",\"%s\":%.0f", count_cols[c].name, row->q[count_cols[c].q]);

@@ -185,3 +185,26 @@ void coll_server_set_prices(struct coll_server *srv, const struct price_sheet *p
 
 /* cents as "-12.34" (no currency). */
 void report_money(char *buf, size_t len, int64_t cents);
+/* An amount of money (currency units) in whole cents, rounded; 0 for nothing, less or NaN,
+ * at most 9e15. */
+int64_t report_cents(double money);
+
+/* Text for HTML: shown as report_shown does, then markup (<>&"') escaped. */
+void report_html_text(FILE *f, const char *text);
+/* A JSON string of a key: as it is, or, where it is not valid UTF-8 (a database written by
+ * other means: ingest refuses it), escaped as common/escape.h does, so the JSON stays valid. */
+void report_json_text(FILE *f, const char *s);
+
+/* 00:00 UTC of a day "YYYY-MM-DD" in ns since the epoch (0 when it is not a day). */
+uint64_t report_day_start_ns(const char *day);
+
+/*
+ * The days of [from_ns, to_ns) a running task's latest sample covers ([start, sample]), in
+ * order: fn(day "YYYY-MM-DD", frac: the day's share of what the sample measured, last: the
+ * last such day, ud). A sample without wall time falls whole on its own day. Both reports
+ * spread running tasks so, like a task.end at ingest. Stops at fn's first error (returned).
+ */
+struct coll_open_row;
+typedef int (*report_day_fn)(const char *day, double frac, bool last, void *ud);
+int report_open_days(const struct coll_open_row *row, uint64_t from_ns, uint64_t to_ns,
+		     report_day_fn fn, void *ud);

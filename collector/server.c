@@ -386,35 +386,93 @@ void coll_server_set_prices(struct coll_server *srv, const struct price_sheet *p
 	atomic_store(&srv->prices, ps);
 }
 
-static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connection *c)
+static const char *get_arg(struct MHD_Connection *c, const char *name)
 {
-	const struct price_sheet *ps = atomic_load(&s->prices);
-	const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
-	const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
-	const char *by = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "by");
-	const char *period = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "period");
-	const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
-	const char *top = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "top");
-	const char *idle = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "idle");
-	const char *share = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "share_idle");
-	enum report_format fmt = REPORT_FMT_JSON;
-	struct report_spec spec;
-	struct report rep;
-	char err[256], *body = NULL;
+	return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/*
+ * The arguments every report takes: from, to and period into *spec, format (json or csv) into
+ * *fmt, and the price sheet. false when one is wrong: the error reply is queued in *ret.
+ */
+static bool report_args(struct coll_server *s, struct MHD_Connection *c, struct report_spec *spec,
+			enum report_format *fmt, const struct price_sheet **ps,
+			enum MHD_Result *ret)
+{
+	const char *period = get_arg(c, "period"), *format = get_arg(c, "format");
+	char err[256];
+
+	*fmt = REPORT_FMT_JSON;
+	*ps = atomic_load(&s->prices);
+	if (!*ps) {
+		*ret =
+		    srv_reply_error(s, c, 404, "no price sheet configured (serve --prices FILE)");
+		return false;
+	}
+	if (report_spec_init(spec, get_arg(c, "from"), get_arg(c, "to"), err, sizeof(err)) < 0 ||
+	    (period && report_spec_set_period(spec, period, err, sizeof(err)) < 0)) {
+		*ret = srv_reply_error(s, c, 400, "%s", err);
+		return false;
+	}
+	if (format && (report_format_from_string(format, fmt) < 0 ||
+		       (*fmt != REPORT_FMT_JSON && *fmt != REPORT_FMT_CSV))) {
+		*ret = srv_reply_error(s, c, 400, "format: expected json or csv");
+		return false;
+	}
+	return true;
+}
+
+/* Writes a built report in a format (f NULL: -ENOMEM) and frees it. */
+typedef int (*report_writer)(void *rep, enum report_format fmt, FILE *f);
+
+/* A report's reply: the build's error (built < 0), or the report written in fmt. */
+static enum MHD_Result report_reply(struct coll_server *s, struct MHD_Connection *c, int built,
+				    enum report_format fmt, report_writer write, void *rep)
+{
+	char *body = NULL;
 	size_t len = 0;
 	FILE *f;
 	int r;
 
-	if (!ps)
-		return srv_reply_error(s, c, 404,
-				       "no price sheet configured (serve --prices FILE)");
-	if (report_spec_init(&spec, from, to, err, sizeof(err)) < 0 ||
-	    (by && report_spec_set_by(&spec, by, err, sizeof(err)) < 0) ||
-	    (period && report_spec_set_period(&spec, period, err, sizeof(err)) < 0))
+	if (built < 0) {
+		if (built != -ENOMEM)
+			atomic_fetch_add(&s->db_errors, 1);
+		return srv_reply_error(s, c, built == -ENOMEM ? 500 : 503, "report failed: %s",
+				       coll_store_errmsg(s->store));
+	}
+	f = open_memstream(&body, &len);
+	r = write(rep, fmt, f);
+	if (!f || fclose(f) != 0 || r < 0) {
+		free(body);
+		return srv_reply_error(s, c, 500, "out of memory");
+	}
+	return srv_reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body,
+			 len);
+}
+
+static int showback_write(void *rep, enum report_format fmt, FILE *f)
+{
+	int r = f ? report_write(rep, fmt, f) : -ENOMEM;
+
+	report_free(rep);
+	return r;
+}
+
+static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connection *c)
+{
+	const char *by = get_arg(c, "by"), *top = get_arg(c, "top"), *idle = get_arg(c, "idle");
+	const char *share = get_arg(c, "share_idle");
+	const struct price_sheet *ps;
+	enum report_format fmt;
+	enum MHD_Result ret;
+	struct report_spec spec;
+	struct report rep;
+	char err[256];
+
+	if (!report_args(s, c, &spec, &fmt, &ps, &ret))
+		return ret;
+	if (by && report_spec_set_by(&spec, by, err, sizeof(err)) < 0)
 		return srv_reply_error(s, c, 400, "%s", err);
-	if (format && (report_format_from_string(format, &fmt) < 0 ||
-		       (fmt != REPORT_FMT_JSON && fmt != REPORT_FMT_CSV)))
-		return srv_reply_error(s, c, 400, "format: expected json or csv");
 	if (top) {
 		uint64_t v;
 
@@ -430,77 +488,35 @@ static enum MHD_Result handle_showback(struct coll_server *s, struct MHD_Connect
 	    (share && report_spec_set_idle(&spec, share, err, sizeof(err)) < 0) ||
 	    report_spec_check(&spec, err, sizeof(err)) < 0)
 		return srv_reply_error(s, c, 400, "%s", err);
-	r = report_build(s->store, &spec, ps, &rep);
-	if (r < 0) {
-		if (r != -ENOMEM)
-			atomic_fetch_add(&s->db_errors, 1);
-		return srv_reply_error(s, c, r == -ENOMEM ? 500 : 503, "report failed: %s",
-				       coll_store_errmsg(s->store));
-	}
-	f = open_memstream(&body, &len);
-	if (!f) {
-		report_free(&rep);
-		return srv_reply_error(s, c, 500, "out of memory");
-	}
-	r = report_write(&rep, fmt, f);
-	report_free(&rep);
-	if (fclose(f) != 0 || r < 0) {
-		free(body);
-		return srv_reply_error(s, c, 500, "out of memory");
-	}
-	return srv_reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body,
-			 len);
+	return report_reply(s, c, report_build(s->store, &spec, ps, &rep), fmt, showback_write,
+			    &rep);
+}
+
+static int capacity_write(void *rep, enum report_format fmt, FILE *f)
+{
+	int r = f ? cap_write(rep, fmt, f) : -ENOMEM;
+
+	cap_free(rep);
+	return r;
 }
 
 /* GET /v1/reports/capacity?from=&to=&by=node|price_class|none&period=&format=json|csv */
 static enum MHD_Result handle_capacity(struct coll_server *s, struct MHD_Connection *c)
 {
-	const struct price_sheet *ps = atomic_load(&s->prices);
-	const char *from = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "from");
-	const char *to = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "to");
-	const char *by = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "by");
-	const char *period = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "period");
-	const char *format = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "format");
-	enum report_format fmt = REPORT_FMT_JSON;
+	const char *by = get_arg(c, "by");
+	const struct price_sheet *ps;
+	enum report_format fmt;
 	enum cap_by cby = CAP_BY_NODE;
+	enum MHD_Result ret;
 	struct report_spec spec;
 	struct cap_report rep;
-	char err[256], *body = NULL;
-	size_t len = 0;
-	FILE *f;
-	int r;
 
-	if (!ps)
-		return srv_reply_error(s, c, 404,
-				       "no price sheet configured (serve --prices FILE)");
-	if (report_spec_init(&spec, from, to, err, sizeof(err)) < 0 ||
-	    (period && report_spec_set_period(&spec, period, err, sizeof(err)) < 0))
-		return srv_reply_error(s, c, 400, "%s", err);
+	if (!report_args(s, c, &spec, &fmt, &ps, &ret))
+		return ret;
 	if (by && cap_by_from_string(by, &cby) < 0)
 		return srv_reply_error(s, c, 400, "by: expected node, price_class or none");
-	if (format && (report_format_from_string(format, &fmt) < 0 ||
-		       (fmt != REPORT_FMT_JSON && fmt != REPORT_FMT_CSV)))
-		return srv_reply_error(s, c, 400, "format: expected json or csv");
-	r = cap_build(s->store, &spec, cby, ps, &rep);
-	if (r < 0) {
-		if (r != -ENOMEM)
-			atomic_fetch_add(&s->db_errors, 1);
-		return srv_reply_error(s, c, r == -ENOMEM ? 500 : 503, "report failed: %s",
-				       coll_store_errmsg(s->store));
-	}
-	f = open_memstream(&body, &len);
-	if (!f) {
-		cap_free(&rep);
-		return srv_reply_error(s, c, 500, "out of memory");
-	}
-	r = cap_write(&rep, fmt, f);
-	cap_free(&rep);
-	if (fclose(f) != 0 || r < 0) {
-		free(body);
-		return srv_reply_error(s, c, 500, "out of memory");
-	}
-	return srv_reply(s, c, 200, fmt == REPORT_FMT_CSV ? "text/csv" : "application/json", body,
-			 len);
+	return report_reply(s, c, cap_build(s->store, &spec, cby, ps, &rep), fmt, capacity_write,
+			    &rep);
 }
 
 static bool content_type_ok(struct MHD_Connection *c)
