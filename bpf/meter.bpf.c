@@ -525,7 +525,22 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	cpid = BPF_CORE_READ(child, pid);
 	ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid) {
-		/* A new thread. */
+		/*
+		 * A new thread. Its creator (parent, the current thread) is of the same process:
+		 * in tp_btf mode every thread of an accounted process has its storage (unless
+		 * lazy_threads), which has what the entry needs; no "procs" lookup then.
+		 */
+		if (btf && !lazy_threads) {
+			struct meter_thread *pt = bpf_task_storage_get(&tstore, parent, 0, 0);
+
+			if (!pt)
+				return;
+			np.task_key = pt->task_key;
+			np.slot = pt->slot;
+			np.gen = pt->gen;
+			entry_for_child(child, cpid, &np, NULL, btf);
+			return;
+		}
 		p = bpf_map_lookup_elem(&procs, &ctgid);
 		if (!p || !p->gen)
 			return;
@@ -631,16 +646,18 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 		}
 	}
 
+	/*
+	 * signal->live was decremented before the tracepoint: 0 means the group is dead. Read
+	 * first: every other thread's exit, tracked or not, ends here without a "procs" lookup.
+	 */
+	if ((btf ? p->signal->live.counter : BPF_CORE_READ(p, signal, live.counter)) != 0)
+		return;
 	proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
 		return;
 	key = proc->task_key;
 	mm = proc->mm;
 	gen = proc->gen;
-
-	/* signal->live was decremented before the tracepoint: 0 means the group is dead. */
-	if (BPF_CORE_READ(p, signal, live.counter) != 0)
-		return;
 
 	if (mm)
 		mm_exit(p, mm, key);

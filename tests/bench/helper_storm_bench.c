@@ -12,7 +12,8 @@
  * ("inside"). Figures: ops per CPU second of the workload's processes (less sensitive to other
  * load on a shared host than wall time) and per wall second; ratios hooks/off per round, medians.
  * Then, with kernel.bpf_stats_enabled, the run time of each program per operation inside a
- * task: where the time goes.
+ * task: where the time goes (METER_BENCH_STATS_REPS repetitions, default 3: the net figure is
+ * their median; "NET workload inside ns share%" lines for metering_overhead.sh).
  * METER_BENCH_QUICK=1: the rounds only (the A/B of metering_overhead.sh).
  */
 #include <errno.h>
@@ -264,7 +265,7 @@ static int own_progs(struct prog_stat *ps, int max)
  * figure that other load on the host disturbs far less than the throughput ratios (it leaves
  * out the dispatch to the programs).
  */
-static void where_time_goes(struct hooks *h, const long *iters, const double *cpu_off)
+static void where_time_goes(struct hooks *h, const long *iters, const double *cpu_off, int reps)
 {
 	static const char path[] = "/proc/sys/kernel/bpf_stats_enabled";
 	char old = '0';
@@ -277,63 +278,90 @@ static void where_time_goes(struct hooks *h, const long *iters, const double *cp
 			close(fd);
 		return;
 	}
-	printf("\nper-program run time per operation (kernel.bpf_stats_enabled):\n");
+	printf("\nper-program run time per operation (kernel.bpf_stats_enabled; %d repetitions, "
+	       "programs summed over them, (net) their median):\n",
+	       reps);
 	printf("%-20s %-8s %-18s %10s %10s %10s\n", "workload", "task", "program", "runs/op",
 	       "ns/run", "ns/op");
 	for (int k = 0; k < 2 * WLS; k++) {
-		struct prog_stat a[MAX_PROGS], b[MAX_PROGS];
-		int na, nb, w = k / 2;
+		struct prog_stat sum[MAX_PROGS];
+		double nets[MAX_ROUNDS], totals[MAX_ROUNDS], bgs[MAX_ROUNDS];
+		int nsum = 0, w = k / 2, done = 0;
 		bool inside = k % 2;
-		double o[2], total = 0;
 
-		uint64_t t0, dt;
-		double bg = 0;
+		for (int rep = 0; rep < reps; rep++) {
+			struct prog_stat a[MAX_PROGS], b[MAX_PROGS], c[MAX_PROGS];
+			int na, nb, nc;
+			double o[2], total = 0, bg = 0;
+			uint64_t t0, dt;
 
-		na = own_progs(a, MAX_PROGS);
-		t0 = now_ns(CLOCK_MONOTONIC);
-		if (run(h, inside, 100 + (uint64_t)w, w, iters[w], o) < 0)
-			break;
-		dt = now_ns(CLOCK_MONOTONIC) - t0;
-		drain(h);
-		nb = own_progs(b, MAX_PROGS);
-		/* The programs also run for every other process of the host: the same wall time
-		 * with the workload asleep gives that background, subtracted from the total. */
-		{
-			struct prog_stat c[MAX_PROGS];
-			struct timespec ts = {(time_t)(dt / NSEC_PER_SEC),
-					      (long)(dt % NSEC_PER_SEC)};
-			int nc;
+			na = own_progs(a, MAX_PROGS);
+			t0 = now_ns(CLOCK_MONOTONIC);
+			if (run(h, inside, 100 + (uint64_t)w, w, iters[w], o) < 0)
+				break;
+			dt = now_ns(CLOCK_MONOTONIC) - t0;
+			drain(h);
+			nb = own_progs(b, MAX_PROGS);
+			/* The programs also run for every other process of the host: the same wall
+			 * time with the workload asleep gives that background, subtracted. */
+			{
+				struct timespec ts = {(time_t)(dt / NSEC_PER_SEC),
+						      (long)(dt % NSEC_PER_SEC)};
 
-			nanosleep(&ts, NULL);
+				nanosleep(&ts, NULL);
+			}
 			nc = own_progs(c, MAX_PROGS);
 			for (int j = 0; j < nc; j++)
 				for (int i = 0; i < nb; i++)
 					if (b[i].id == c[j].id)
 						bg += (double)(c[j].ns - b[i].ns);
 			bg /= (double)iters[w];
-		}
-		for (int j = 0; j < nb; j++)
-			for (int i = 0; i < na; i++) {
-				uint64_t dc, dn;
+			for (int j = 0; j < nb; j++)
+				for (int i = 0; i < na; i++) {
+					int q;
 
-				if (a[i].id != b[j].id)
-					continue;
-				dc = b[j].cnt - a[i].cnt;
-				dn = b[j].ns - a[i].ns;
-				if (!dc)
-					continue;
-				total += (double)dn / (double)iters[w];
-				printf("%-20s %-8s %-18s %10.2f %10.0f %10.0f\n", wl_name[w],
-				       arm_name[ARM_OUTSIDE + inside], b[j].name,
-				       (double)dc / (double)iters[w], (double)dn / (double)dc,
-				       (double)dn / (double)iters[w]);
-			}
+					if (a[i].id != b[j].id || b[j].cnt == a[i].cnt)
+						continue;
+					total += (double)(b[j].ns - a[i].ns) / (double)iters[w];
+					for (q = 0; q < nsum && sum[q].id != b[j].id; q++)
+						;
+					if (q == nsum) {
+						if (nsum == MAX_PROGS)
+							continue;
+						sum[nsum] = b[j];
+						sum[nsum].cnt = sum[nsum].ns = 0;
+						nsum++;
+					}
+					sum[q].cnt += b[j].cnt - a[i].cnt;
+					sum[q].ns += b[j].ns - a[i].ns;
+				}
+			totals[done] = total;
+			bgs[done] = bg;
+			nets[done] = total - bg;
+			done++;
+		}
+		if (!done)
+			break;
+		for (int q = 0; q < nsum; q++)
+			printf("%-20s %-8s %-18s %10.2f %10.0f %10.0f\n", wl_name[w],
+			       arm_name[ARM_OUTSIDE + inside], sum[q].name,
+			       (double)sum[q].cnt / (double)iters[w] / done,
+			       (double)sum[q].ns / (double)sum[q].cnt,
+			       (double)sum[q].ns / (double)iters[w] / done);
 		printf(
 		    "%-20s %-8s %-18s %10s %10s %10.0f  (background of the host at rest: %.0f)\n",
-		    wl_name[w], arm_name[ARM_OUTSIDE + inside], "(all)", "", "", total, bg);
-		printf("%-20s %-8s %-18s %10s %10s %10.0f  = %.2f%% of %.0f ns CPU per op (off)\n",
-		       wl_name[w], arm_name[ARM_OUTSIDE + inside], "(net)", "", "", total - bg,
-		       (total - bg) * cpu_off[w] / 1e9 * 100, 1e9 / cpu_off[w]);
+		    wl_name[w], arm_name[ARM_OUTSIDE + inside], "(all)", "", "",
+		    bench_median(totals, done), bench_median(bgs, done));
+		{
+			double net = bench_median(nets, done);
+
+			printf("%-20s %-8s %-18s %10s %10s %10.0f  = %.2f%% of %.0f ns CPU per op "
+			       "(off)\n",
+			       wl_name[w], arm_name[ARM_OUTSIDE + inside], "(net)", "", "", net,
+			       net * cpu_off[w] / 1e9 * 100, 1e9 / cpu_off[w]);
+			printf("NET %d %d %.1f %.4f\n", w, inside, net,
+			       net * cpu_off[w] / 1e9 * 100);
+		}
 	}
 	(void)!pwrite(fd, &old, 1, 0);
 	close(fd);
@@ -432,7 +460,12 @@ int main(int argc, char **argv)
 
 		for (int w = 0; w < WLS; w++)
 			off[w] = bench_median(v[w][ARM_OFF][1], rounds);
-		where_time_goes(&h, iters, off);
+		const char *e = getenv("METER_BENCH_STATS_REPS");
+		int reps = e ? atoi(e) : 3;
+
+		if (reps < 1 || reps > MAX_ROUNDS)
+			reps = 3;
+		where_time_goes(&h, iters, off, reps);
 	}
 	hooks_close(&h);
 	return 0;

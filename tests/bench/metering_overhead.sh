@@ -133,5 +133,18 @@ for b in this base; do
 	echo
 	echo "per-program run time, $b build:"
 	# shellcheck disable=SC2086
-	"$bin" 1 $STORM_ARGS 2>&1 | sed -n '/^per-program run time/,$p' | tail -n +2
+	"$bin" 1 $STORM_ARGS >"$T/pp.$b" 2>&1
+	sed -n '/^per-program run time/,$p' "$T/pp.$b" | tail -n +2 | grep -v '^NET '
+done
+# The net run time of all programs per operation as a share of the workload's CPU, side by side.
+echo
+echo "net BPF run time per operation, share of the workload's CPU (median of the repetitions):"
+printf '%-20s %-8s %18s %18s\n' workload task this base
+for w in 0 1 2; do
+	for i in 0 1; do
+		t=$(awk -v w=$w -v i=$i '$1 == "NET" && $2 == w && $3 == i { printf "%.0f ns %.2f%%", $4, $5 }' "$T/pp.this")
+		bb=$(awk -v w=$w -v i=$i '$1 == "NET" && $2 == w && $3 == i { printf "%.0f ns %.2f%%", $4, $5 }' "$T/pp.base")
+		n=("fork+exec" "fork+exit" "thread create+join")
+		printf '%-20s %-8s %18s %18s\n' "${n[$w]}" "$([ $i = 1 ] && echo inside || echo outside)" "$t" "$bb"
+	done
 done
