@@ -100,6 +100,15 @@ struct task {
 	 * use, so the check comes when the budget can first be spent (not only at the tick). */
 	int cpu_timer_fd;
 	bool have_cpu_timer;
+	/* OOM kills reported as they happen (task.c, oom_watch_start): v1, an eventfd on the
+	 * memory cgroup's OOM notification; v2, a watch of memory.events in
+	 * agent.oom_inotify_fd. oom_recheck_until: after an event whose kill count had not
+	 * moved yet, it is read again until then (0: none pending). */
+	int oom_fd;
+	bool have_oom_fd;
+	int oom_wd;
+	bool have_oom_wd;
+	uint64_t oom_recheck_until;
 	uint64_t cpu_check_last_usage, cpu_check_idle_ns;
 
 	/* results */
@@ -222,7 +231,11 @@ struct agent {
 	struct task *tasks;	  /* live tasks (starting, running, ending) */
 	uint64_t task_due_mono;	  /* task_tick walks the table from then on (0: next tick) */
 	uint64_t budget_due_mono; /* the walk of the tasks' audit budgets (agent/audit_glue.c) */
-	int syscalls_inotify_fd;  /* tasks/<id>.syscalls changes (agent/audit_glue.c), or -1 */
+	int oom_inotify_fd;	  /* v2: the tasks' memory.events watches (agent/task.c) */
+	bool have_oom_inotify;
+	int oom_timer_fd; /* the retries after an OOM event whose kill was not counted yet */
+	bool have_oom_timer;
+	int syscalls_inotify_fd; /* tasks/<id>.syscalls changes (agent/audit_glue.c), or -1 */
 	/* Ended tasks kept for show/wait (up to ended_keep), oldest first: a launch never walks
 	 * them (with 1000 of them each walk cost tens of microseconds in cache misses). */
 	struct task *ended, *ended_tail;

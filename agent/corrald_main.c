@@ -489,7 +489,7 @@ static int setup(struct agent *a)
 	sigset_t mask;
 	int r;
 
-	a->listenfd = a->sigfd = a->tickfd = a->syscalls_inotify_fd = -1;
+	a->listenfd = a->sigfd = a->tickfd = a->syscalls_inotify_fd = a->oom_inotify_fd = -1;
 	r = loop_new(&a->loop);
 	if (r < 0)
 		return r;
@@ -651,6 +651,7 @@ int main(int argc, char **argv)
 	agent_hooks_fini(&a);
 	gpu_glue_fini(&a);
 	audit_glue_fini(&a);
+	task_oom_watch_fini(&a);
 	tsglue_fini(&a);
 	/* Tasks keep running: their state files stay for the next start. */
 	while (a.tasks) {

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -49,6 +50,7 @@
 static void on_status_fd(void *data, int fd, uint32_t events);
 static void on_exec_fd(void *data, int fd, uint32_t events);
 static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
+static void oom_watch_start(struct agent *a, struct task *t);
 static void cpu_limit_check(struct agent *a, struct task *t);
 
 /* A launch in progress (TASK_STARTING). */
@@ -222,6 +224,8 @@ void task_free(struct task *t)
 	closep(&t->status_fd);
 	if (t->have_cpu_timer)
 		closep(&t->cpu_timer_fd);
+	if (t->have_oom_fd)
+		closep(&t->oom_fd);
 	free(t->exit_message);
 	json_decref(t->usage_detail);
 	json_decref(t->gpu_alloc);
@@ -502,6 +506,7 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	t->shim_pidfd = -1;
 	cg_task_park(t->cg);
 	cpu_limit_check(a, t);
+	oom_watch_start(a, t);
 	log_info("task %s started: pid %d user %s cgroup %s cmd %s", t->id, (int)t->pid, t->user,
 		 cg_task_path(t->cg), t->spec.argv[0]);
 	if (a->on_task_started)
@@ -647,6 +652,185 @@ static void report_oom_kills(struct agent *a, struct task *t, const struct cg_st
 		   (unsigned long long)n, (unsigned long long)t->oom_kills);
 }
 
+/*
+ * OOM kills reported as they happen, not at the next sample: on v1 an eventfd registered on the
+ * task's memory.oom_control, which the kernel signals when the cgroup runs out of memory,
+ * just before its OOM killer picks a victim; on v2 an inotify watch on memory.events (one
+ * inotify descriptor for all tasks), which changes at the kill. At the event the kill count is
+ * read (one file); where it has not moved yet (v1: the event comes before the kill), it is read
+ * again every OOM_RETRY_NS (the agent's one OOM timerfd) for up to OOM_RECHECK_NS. An event
+ * costs a few reads of one file, whatever the task count.
+ */
+#define OOM_RECHECK_NS (1 * NSEC_PER_SEC)
+#define OOM_RETRY_NS   (10 * 1000 * 1000ULL)
+
+static void oom_retry_arm(struct agent *a);
+
+static void oom_check(struct agent *a, struct task *t, uint64_t now)
+{
+	struct cg_stats st;
+	uint64_t kills;
+
+	if (t->state != TASK_RUNNING || !t->cg || cg_task_oom_kills(t->cg, &kills) < 0) {
+		t->oom_recheck_until = 0;
+		return;
+	}
+	if (kills > t->oom_kills_reported && cg_task_stats(t->cg, &st) == 0) {
+		report_oom_kills(a, t, &st);
+		t->oom_recheck_until = 0;
+	} else if (!t->oom_recheck_until) {
+		t->oom_recheck_until = now + OOM_RECHECK_NS;
+		oom_retry_arm(a);
+	} else if (now >= t->oom_recheck_until) {
+		t->oom_recheck_until = 0;
+	} else {
+		oom_retry_arm(a);
+	}
+}
+
+/* The retries: the tasks whose event came before its kill was counted (rare: a walk). */
+static void on_oom_retry(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+	uint64_t exp, now = now_ns(CLOCK_MONOTONIC);
+
+	(void)events;
+	(void)!read(fd, &exp, sizeof(exp));
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (t->oom_recheck_until)
+			oom_check(a, t, now);
+}
+
+static void oom_retry_arm(struct agent *a)
+{
+	struct itimerspec its = {.it_value = {.tv_nsec = OOM_RETRY_NS}};
+
+	if (!a->have_oom_timer) {
+		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+
+		if (fd < 0)
+			return; /* the sample reports it */
+		if (loop_add(a->loop, fd, EPOLLIN, on_oom_retry, a) < 0) {
+			close(fd);
+			return;
+		}
+		a->oom_timer_fd = fd;
+		a->have_oom_timer = true;
+	}
+	(void)timerfd_settime(a->oom_timer_fd, 0, &its, NULL);
+}
+
+static void on_oom_fd(void *data, int fd, uint32_t events)
+{
+	struct task *t = data;
+	uint64_t n;
+
+	(void)events;
+	(void)!read(fd, &n, sizeof(n));
+	oom_check(t->agent, t, now_ns(CLOCK_MONOTONIC));
+}
+
+static void on_oom_inotify(void *data, int fd, uint32_t events)
+{
+	struct agent *a = data;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	ssize_t n;
+
+	(void)events;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			/* rare (an OOM event): the walk finds its task */
+			for (struct task *t = a->tasks; t; t = t->next)
+				if (t->have_oom_wd && t->oom_wd == ev->wd)
+					oom_check(a, t, now);
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+}
+
+static void oom_watch_start(struct agent *a, struct task *t)
+{
+	char path[PATH_MAX];
+	int fd, r;
+
+	if (!t->cg)
+		return;
+	if (cg_root_mode(a->cg) != CG_MODE_V2) {
+		fd = cg_task_oom_eventfd(t->cg);
+		if (fd < 0) {
+			if (fd != -EOPNOTSUPP)
+				log_warning("task %s: no OOM notification (%s): OOM kills are "
+					    "reported at its samples",
+					    t->id, strerror(-fd));
+			return;
+		}
+		r = loop_add(a->loop, fd, EPOLLIN, on_oom_fd, t);
+		if (r < 0) {
+			close(fd);
+			return;
+		}
+		t->oom_fd = fd;
+		t->have_oom_fd = true;
+		return;
+	}
+	if (!a->have_oom_inotify) {
+		fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (fd < 0)
+			return;
+		if (loop_add(a->loop, fd, EPOLLIN, on_oom_inotify, a) < 0) {
+			close(fd);
+			return;
+		}
+		a->oom_inotify_fd = fd;
+		a->have_oom_inotify = true;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/memory.events", cg_task_path(t->cg)) >=
+	    sizeof(path))
+		return;
+	r = inotify_add_watch(a->oom_inotify_fd, path, IN_MODIFY);
+	if (r < 0) {
+		if (errno != ENOENT) /* no memory controller in the task's cgroup */
+			log_warning("task %s: no watch on %s (%m): OOM kills are reported at "
+				    "its samples",
+				    t->id, path);
+		return;
+	}
+	t->oom_wd = r;
+	t->have_oom_wd = true;
+}
+
+static void oom_watch_stop(struct agent *a, struct task *t)
+{
+	if (t->have_oom_fd) {
+		loop_del(a->loop, t->oom_fd);
+		closep(&t->oom_fd);
+		t->have_oom_fd = false;
+	}
+	if (t->have_oom_wd) {
+		if (a->have_oom_inotify)
+			(void)inotify_rm_watch(a->oom_inotify_fd, t->oom_wd);
+		t->have_oom_wd = false;
+	}
+	t->oom_recheck_until = 0;
+}
+
+void task_oom_watch_fini(struct agent *a)
+{
+	if (a->have_oom_timer) {
+		loop_del(a->loop, a->oom_timer_fd);
+		closep(&a->oom_timer_fd);
+		a->have_oom_timer = false;
+	}
+	if (!a->have_oom_inotify)
+		return;
+	loop_del(a->loop, a->oom_inotify_fd);
+	closep(&a->oom_inotify_fd);
+	a->have_oom_inotify = false;
+}
+
 void task_prune_ended(struct agent *a)
 {
 	/* Ended tasks have no waiters (a wait on one is answered at once): drop the oldest. */
@@ -696,6 +880,7 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 	usage_collect(a, t, pre);
 	node_energy_task_end(a, t);
 	cpu_timer_stop(a, t);
+	oom_watch_stop(a, t);
 	/* How far past its CPU-time limit a task killed for it ran (exact: the final figures). */
 	if (t->status == ACCT_EXIT_CPU_TIME_LIMIT && t->usage_detail) {
 		uint64_t used = t->usage.cpu_user_ns + t->usage.cpu_system_ns;
@@ -931,6 +1116,7 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 		meters_adopted(a, t, true);
 		cg_task_park(t->cg);
 		cpu_limit_check(a, t);
+		oom_watch_start(a, t);
 		log_info("task %s re-adopted: pid %d (supervisor %d)", t->id, (int)t->pid,
 			 (int)t->shim_pid);
 		return 0;

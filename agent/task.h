@@ -55,6 +55,8 @@ json_t *task_final_record(const struct task *t);
 /* The task's record as JSON: task.end once ended, else a live snapshot. New reference. */
 json_t *task_record_json(struct agent *a, struct task *t);
 void task_free(struct task *t);
+/* The agent's OOM watch descriptor (v2), at its stop; the tasks' own go with them. */
+void task_oom_watch_fini(struct agent *a);
 /* The task's state file: its fields (state_task_encode) and each meter's. */
 int task_save(struct agent *a, struct task *t);
 /* The group commit of the loop iteration (agent_flush_records), then the state files of the

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -1062,27 +1063,35 @@ bool cg_task_has_dir(const struct cg_task *t, enum cg_ctrl c)
 	return t->parked ? (t->parked_dirs & (1u << h)) != 0 : t->dir_fd[h] >= 0;
 }
 
+/* A file of the task's directory in the hierarchy of c, parked or not: an fd or -errno. */
+static int task_open_file(const struct cg_task *t, enum cg_ctrl c, const char *file, int flags)
+{
+	char path[CG_NAME_MAX + 1 + 64];
+	int h = task_hier_of(t, c), fd;
+
+	if (!cg_task_has_dir(t, c))
+		return -ENOENT;
+	flags |= O_CLOEXEC | O_NOCTTY | O_NOFOLLOW;
+	if (t->parked) {
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", t->name, file) >= sizeof(path))
+			return -ENAMETOOLONG;
+		fd = openat(t->root->hier[h].dir_fd, path, flags);
+	} else {
+		fd = openat(t->dir_fd[h], file, flags);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
 int cg_task_read(const struct cg_task *t, enum cg_ctrl c, const char *file, char *buf, size_t size)
 {
 	_cleanup_close_ int fd = -1;
-	char path[CG_NAME_MAX + 1 + 64];
-	int h = task_hier_of(t, c);
 	ssize_t n;
 
 	if (size < 2)
 		return -EINVAL;
-	if (!cg_task_has_dir(t, c))
-		return -ENOENT;
-	if (t->parked) {
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", t->name, file) >= sizeof(path))
-			return -ENAMETOOLONG;
-		fd = openat(t->root->hier[h].dir_fd, path,
-			    O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
-	} else {
-		fd = openat(t->dir_fd[h], file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
-	}
+	fd = task_open_file(t, c, file, O_RDONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	n = read(fd, buf, size - 1);
 	if (n < 0)
 		return -errno;
@@ -1117,6 +1126,51 @@ int cg_task_read_u64(const struct cg_task *t, enum cg_ctrl c, const char *file, 
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		buf[--n] = 0;
 	return parse_u64(buf, ret);
+}
+
+int cg_task_oom_kills(const struct cg_task *t, uint64_t *ret)
+{
+	char buf[1024];
+	int r;
+
+	if (!t || !ret)
+		return -EINVAL;
+	if (t->root->mode == CG_MODE_V2)
+		r = cg_task_read(t, _CG_C_MAX, "memory.events", buf, sizeof(buf));
+	else
+		r = cg_task_read(t, CG_C_MEMORY, "memory.oom_control", buf, sizeof(buf));
+	if (r < 0)
+		return r;
+	*ret = 0;
+	(void)cg_parse_keyed(buf, "oom_kill", ret); /* absent before 4.13 */
+	return 0;
+}
+
+int cg_task_oom_eventfd(const struct cg_task *t)
+{
+	_cleanup_close_ int efd = -1, ofd = -1, cfd = -1;
+	char buf[64];
+	int n;
+
+	if (!t)
+		return -EINVAL;
+	if (t->root->mode != CG_MODE_V1)
+		return -EOPNOTSUPP;
+	ofd = task_open_file(t, CG_C_MEMORY, "memory.oom_control", O_RDONLY);
+	if (ofd < 0)
+		return ofd == -ENOENT ? -EOPNOTSUPP : ofd;
+	cfd = task_open_file(t, CG_C_MEMORY, "cgroup.event_control", O_WRONLY);
+	if (cfd < 0)
+		return cfd;
+	efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (efd < 0)
+		return -errno;
+	/* "<event_fd> <fd of memory.oom_control>": the kernel keeps the registration (and
+	 * signals the eventfd when the cgroup is removed), not the two files */
+	n = snprintf(buf, sizeof(buf), "%d %d", efd, ofd);
+	if (write(cfd, buf, (size_t)n) != n)
+		return -errno;
+	return TAKE_FD(efd);
 }
 
 int cg_task_v1_dir_fd(const struct cg_task *t, const char *controller)

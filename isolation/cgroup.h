@@ -187,6 +187,19 @@ const char *cg_task_name(const struct cg_task *t);
 /* Main path (v2 dir, or v1 memory dir) for display. */
 const char *cg_task_path(const struct cg_task *t);
 /*
+ * OOM kills the kernel made in the task's cgroup so far ("oom_kill" of memory.oom_control on
+ * v1, memory.events on v2; 0 on kernels that do not count them). Parked or not.
+ */
+int cg_task_oom_kills(const struct cg_task *t, uint64_t *ret);
+/*
+ * v1: an eventfd (nonblocking, close-on-exec, owned by the caller) that the kernel signals
+ * each time the task's memory cgroup runs out of memory (cgroup.event_control on
+ * memory.oom_control), just before its OOM killer picks a victim, and when the cgroup is
+ * removed. -EOPNOTSUPP on v2 (watch memory.events under cg_task_path instead) or without
+ * the memory controller.
+ */
+int cg_task_oom_eventfd(const struct cg_task *t);
+/*
  * v1 only: fd of the task's directory in the hierarchy of a v1 controller ("devices",
  * "memory", "cpu", "cpuacct", "pids", "blkio", "freezer"); -1 on v2, for an unknown
  * controller or one not mounted. Owned by the task.
