@@ -84,6 +84,14 @@ void coll_record_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_CPU_TIME_LIMIT] = r->exit.status == ACCT_EXIT_CPU_TIME_LIMIT;
 	v[COLL_SUM_GPU_MEMORY_LIMIT] = r->exit.status == ACCT_EXIT_GPU_MEMORY_LIMIT;
 	v[COLL_SUM_NO_REQUEST_TASKS] = !(r->request.cpus > 0) || r->request.memory_bytes == 0;
+	/* energy: the measured parts (a part not measured has no figure to add) */
+	v[COLL_SUM_ENERGY_UNMEASURED_TASKS] = !r->usage.energy.present;
+	for (int p = 0; p < _ACCT_ENERGY_MAX && r->usage.energy.present; p++) {
+		if (r->usage.energy.src[p] == ACCT_ESRC_NOT_MEASURED)
+			v[COLL_SUM_ENERGY_UNMEASURED_TASKS] = 1;
+		else
+			v[COLL_SUM_ENERGY_CPU_J + p] = r->usage.energy.j[p];
+	}
 }
 
 void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
@@ -104,6 +112,9 @@ void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_MEM_CHARGED_BYTE_S] = (double)ns->cap_memory_bytes * p;
 	v[COLL_SUM_GPU_REQ_S] = (double)ns->alloc_gpus * p;
 	v[COLL_SUM_GPU_CHARGED_S] = (double)ns->cap_gpus * p;
+	v[COLL_SUM_ENERGY_CPU_J] = ns->has_unattributed ? ns->unattributed_package_j : 0;
+	v[COLL_SUM_ENERGY_DRAM_J] = ns->has_unattributed ? ns->unattributed_dram_j : 0;
+	v[COLL_SUM_ENERGY_GPU_J] = ns->has_gpu_energy ? ns->energy_gpu_j : 0;
 }
 
 /* Deltas are ordered by table, then (OPEN) set before del, bucket and the table's key columns

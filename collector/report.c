@@ -1774,6 +1774,52 @@ static int report_read(struct coll_store *s, const struct report_spec *spec,
 	return 0;
 }
 
+static double row_energy_j(const struct report_row *row)
+{
+	return row->q[COLL_SUM_ENERGY_CPU_J] + row->q[COLL_SUM_ENERGY_DRAM_J] +
+	       row->q[COLL_SUM_ENERGY_GPU_J];
+}
+
+static int64_t j_to_mwh(double j)
+{
+	double m = round(j / 3.6);
+
+	return m > 0 ? (m > 9e15 ? (int64_t)9e15 : (int64_t)m) : 0;
+}
+
+/*
+ * The rows' energy in whole mWh (1 mWh = 3.6 J): the total's, rounded once, apportioned over
+ * the rows by their joules in µJ (largest remainder), so that they sum to it exactly. With
+ * --top (rows left out) each row is rounded alone and the total is theirs plus what was left
+ * out, rounded.
+ */
+static int energy_rows(struct report *ret)
+{
+	_cleanup_free_ int64_t *w = NULL, *out = NULL;
+
+	ret->total.energy_mwh = j_to_mwh(row_energy_j(&ret->total));
+	if (ret->n == 0)
+		return 0;
+	if (ret->spec.top) {
+		for (size_t i = 0; i < ret->n; i++)
+			ret->rows[i].energy_mwh = j_to_mwh(row_energy_j(&ret->rows[i]));
+		return 0;
+	}
+	w = calloc(ret->n, sizeof(*w));
+	out = calloc(ret->n, sizeof(*out));
+	if (!w || !out)
+		return -ENOMEM;
+	for (size_t i = 0; i < ret->n; i++) {
+		double uj = round(row_energy_j(&ret->rows[i]) * 1e6);
+
+		w[i] = uj > 0 ? (uj > 1e18 ? (int64_t)1e18 : (int64_t)uj) : 0;
+	}
+	report_apportion(ret->total.energy_mwh, w, ret->n, out);
+	for (size_t i = 0; i < ret->n; i++)
+		ret->rows[i].energy_mwh = out[i];
+	return 0;
+}
+
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret)
 {
@@ -1851,6 +1897,9 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	if (r < 0)
 		goto out;
 	rows_top(spec, ret);
+	r = energy_rows(ret);
+	if (r < 0)
+		goto out;
 	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);
 	memcpy(ret->total.period, "total", 6);
 	memcpy(ret->total.first_day, spec->from, 11);
@@ -2042,11 +2091,15 @@ enum report_col {
 	COL_GPU_USED_H,
 	COL_IO_GIB,
 	COL_NET_GIB,
+	COL_ENERGY_CPU_KWH,
+	COL_ENERGY_DRAM_KWH,
+	COL_ENERGY_GPU_KWH,
 	_COL_MAX,
 };
 static const char *const col_names[_COL_MAX] = {
-    "cpu_core_h", "cpu_used_core_h", "mem_gib_h", "mem_used_gib_h",
-    "gpu_h",	  "gpu_used_h",	     "io_gib",	  "net_gib",
+    "cpu_core_h",     "cpu_used_core_h", "mem_gib_h",	   "mem_used_gib_h",
+    "gpu_h",	      "gpu_used_h",	 "io_gib",	   "net_gib",
+    "energy_cpu_kwh", "energy_dram_kwh", "energy_gpu_kwh",
 };
 
 static void row_cols(const struct report_row *row, double out[_COL_MAX])
@@ -2061,6 +2114,15 @@ static void row_cols(const struct report_row *row, double out[_COL_MAX])
 	out[COL_GPU_USED_H] = q[COLL_SUM_GPU_S] / 3600;
 	out[COL_IO_GIB] = (q[COLL_SUM_IO_READ_BYTES] + q[COLL_SUM_IO_WRITE_BYTES]) / GIB;
 	out[COL_NET_GIB] = (q[COLL_SUM_NET_RX_BYTES] + q[COLL_SUM_NET_TX_BYTES]) / GIB;
+	out[COL_ENERGY_CPU_KWH] = q[COLL_SUM_ENERGY_CPU_J] / 3.6e6;
+	out[COL_ENERGY_DRAM_KWH] = q[COLL_SUM_ENERGY_DRAM_J] / 3.6e6;
+	out[COL_ENERGY_GPU_KWH] = q[COLL_SUM_ENERGY_GPU_J] / 3.6e6;
+}
+
+/* whole mWh as kWh: "12.345678" */
+static void kwh_str(char *buf, size_t len, int64_t mwh)
+{
+	snprintf(buf, len, "%" PRId64 ".%06" PRId64, mwh / 1000000, mwh % 1000000);
 }
 
 /* Counts of a row, in output order */
@@ -2077,6 +2139,7 @@ static const struct {
     {"time_limit", COLL_SUM_TIME_LIMIT},
     {"cpu_time_limit", COLL_SUM_CPU_TIME_LIMIT},
     {"gpu_memory_limit", COLL_SUM_GPU_MEMORY_LIMIT},
+    {"energy_unmeasured_tasks", COLL_SUM_ENERGY_UNMEASURED_TASKS},
 };
 
 void report_csv_field(FILE *f, const char *s)
@@ -2208,7 +2271,7 @@ static void write_csv(const struct report *r, FILE *f)
 		fprintf(f, ",%s", col_names[c]);
 	for (int k = 0; k < cost_cols(r); k++)
 		fprintf(f, ",%s", cost_names[k]);
-	fputs(",cpu_eff,mem_eff,gpu_eff\n", f);
+	fputs(",energy_kwh,cpu_eff,mem_eff,gpu_eff\n", f);
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 		double cols[_COL_MAX];
@@ -2229,6 +2292,8 @@ static void write_csv(const struct report *r, FILE *f)
 			report_money(m, sizeof(m), row->cents[k]);
 			fprintf(f, ",%s", m);
 		}
+		kwh_str(m, sizeof(m), row->energy_mwh);
+		fprintf(f, ",%s", m);
 		report_num_full(m, sizeof(m), report_cpu_eff(row));
 		fprintf(f, ",%s", m);
 		report_num_full(m, sizeof(m), report_mem_eff(row));
@@ -2278,6 +2343,8 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 		report_money(m, sizeof(m), row->cents[k]);
 		fprintf(f, ",\"%s\":\"%s\"", cost_names[k], m);
 	}
+	kwh_str(m, sizeof(m), row->energy_mwh);
+	fprintf(f, ",\"energy_kwh\":\"%s\"", m);
 	report_num_full(m, sizeof(m), report_cpu_eff(row));
 	fprintf(f, ",\"cpu_eff\":%s", m);
 	report_num_full(m, sizeof(m), report_mem_eff(row));
@@ -2374,7 +2441,7 @@ static void put_cell(FILE *f, const struct report *r, bool html, const char *tag
 
 static void write_table(const struct report *r, FILE *f)
 {
-	char h[PRICE_LABEL_MAX + 8], m[_REPORT_COST_MAX][32], q[3][40];
+	char h[PRICE_LABEL_MAX + 8], m[_REPORT_COST_MAX][32], q[3][40], kwh[32];
 	int pw = 6, kw[REPORT_DIMS_MAX];
 
 	for (size_t i = 0; i < r->n; i++)
@@ -2390,9 +2457,9 @@ static void write_table(const struct report *r, FILE *f)
 		dim_header(r, d, h, sizeof(h));
 		put_cell(f, r, false, NULL, NULL, h, 0, kw[d]);
 	}
-	fprintf(f, " %7s %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %6s %6s %6s\n", "ENDED",
+	fprintf(f, " %7s %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %13s %6s %6s %6s\n", "ENDED",
 		"ACTIVE", "NO_REQ", "RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST", "CPU_COST",
-		"WASTE", "CPU_EF", "MEM_EF", "GPU_EF");
+		"WASTE", "KWH", "CPU_EF", "MEM_EF", "GPU_EF");
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 		double cols[_COL_MAX];
@@ -2402,17 +2469,18 @@ static void write_table(const struct report *r, FILE *f)
 		row_cols(row, cols);
 		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
+		kwh_str(kwh, sizeof(kwh), row->energy_mwh);
 		fprintf(f, "%-*s", pw, i < r->n ? row->period : "TOTAL");
 		for (size_t d = 0; d < r->spec.n_dims; d++)
 			put_cell(f, r, false, NULL, NULL, i < r->n ? row->key[d] : "", 0, kw[d]);
 		fprintf(
 		    f,
-		    " %7.0f %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %5.1f%% %5.1f%% "
-		    "%5.1f%%\n",
+		    " %7.0f %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %13s %5.1f%% "
+		    "%5.1f%% %5.1f%%\n",
 		    row->q[COLL_SUM_TASKS], row->q[REPORT_Q_ACTIVE],
 		    row->q[COLL_SUM_NO_REQUEST_TASKS], row->q[REPORT_Q_RUNNING],
 		    row->q[COLL_SUM_FAILED_TASKS], row->q[COLL_SUM_OOM_KILLED], q[0], q[1],
-		    m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_WASTE],
+		    m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_WASTE], kwh,
 		    report_cpu_eff(row) * 100, report_mem_eff(row) * 100,
 		    report_gpu_eff(row) * 100);
 	}
@@ -2813,7 +2881,7 @@ static void html_rows_table(FILE *f, const struct report *r)
 	fputs("<th>tasks ended</th><th>tasks active</th><th>without request</th><th>running</th>"
 	      "<th>failed</th>"
 	      "<th>OOM-killed</th><th>time limit</th><th>core-h</th><th>GiB-h</th><th>cost</th>"
-	      "<th>waste</th><th>CPU eff</th><th>mem eff</th></tr>\n",
+	      "<th>waste</th><th>kWh</th><th>CPU eff</th><th>mem eff</th></tr>\n",
 	      f);
 	for (size_t i = 0; i < n; i++) {
 		const struct report_row *row = &r->rows[i];
@@ -2835,6 +2903,8 @@ static void html_rows_table(FILE *f, const struct report *r)
 			row->q[COLL_SUM_TIME_LIMIT], q[0], q[1]);
 		put_cell(f, r, true, "td", "cost", NULL, row->cents[REPORT_COST_TOTAL], 0);
 		put_cell(f, r, true, "td", "waste", NULL, row->cents[REPORT_COST_WASTE], 0);
+		kwh_str(q[0], sizeof(q[0]), row->energy_mwh);
+		fprintf(f, "<td>%s</td>", q[0]);
 		html_pct(f, report_cpu_eff(row));
 		html_pct(f, report_mem_eff(row));
 		fputs("</tr>\n", f);

@@ -93,6 +93,10 @@ struct report_row {
 	char *key[REPORT_DIMS_MAX];
 	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
+	/* the measured energy (usage.energy_j: CPU, DRAM, GPU) in whole mWh: the total's
+	 * rounded, apportioned over the rows by their joules (largest remainder), so the rows
+	 * sum to the total exactly (docs/reports.md "Energy in reports") */
+	int64_t energy_mwh;
 };
 
 struct report {

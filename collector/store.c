@@ -37,6 +37,10 @@ static const char *const sum_names[_COLL_SUM_MAX] = {
     [COLL_SUM_GPU_MEMORY_LIMIT] = "gpu_memory_limit",
     [COLL_SUM_NO_REQUEST_TASKS] = "no_request_tasks",
     [COLL_SUM_CARRIED_TASKS] = "carried_tasks",
+    [COLL_SUM_ENERGY_CPU_J] = "energy_cpu_j",
+    [COLL_SUM_ENERGY_DRAM_J] = "energy_dram_j",
+    [COLL_SUM_ENERGY_GPU_J] = "energy_gpu_j",
+    [COLL_SUM_ENERGY_UNMEASURED_TASKS] = "energy_unmeasured_tasks",
 };
 
 const char *coll_sum_name(enum coll_sum s)
@@ -55,6 +59,7 @@ bool coll_sum_is_count(enum coll_sum s)
 	case COLL_SUM_GPU_MEMORY_LIMIT:
 	case COLL_SUM_NO_REQUEST_TASKS:
 	case COLL_SUM_CARRIED_TASKS:
+	case COLL_SUM_ENERGY_UNMEASURED_TASKS:
 		return true;
 	default:
 		return false;
@@ -625,11 +630,14 @@ static int migrate_rollup_tables(const struct coll_migration *m, int version)
 
 /* v6: no_request_tasks, a count of the tasks that requested no CPUs or no memory (the
  * reports' tasks_without_request); v8: carried_tasks, the tasks that ran on into the next day
- * (the reports' tasks_active). Older rollups lack them: every rollup is rebuilt from the
- * stored records; the queued deltas are dropped (the rebuild covers their records). */
+ * (the reports' tasks_active); v11: the energy sums. Older rollups lack them: every rollup is
+ * rebuilt from the stored records; the queued deltas are dropped (the rebuild covers their
+ * records). */
 static int migrate_added_sums(const struct coll_migration *m)
 {
-	static const enum coll_sum added[] = {COLL_SUM_NO_REQUEST_TASKS, COLL_SUM_CARRIED_TASKS};
+	static const enum coll_sum added[] = {
+	    COLL_SUM_NO_REQUEST_TASKS, COLL_SUM_CARRIED_TASKS, COLL_SUM_ENERGY_CPU_J,
+	    COLL_SUM_ENERGY_DRAM_J,    COLL_SUM_ENERGY_GPU_J,  COLL_SUM_ENERGY_UNMEASURED_TASKS};
 	int r;
 
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
@@ -664,35 +672,21 @@ static int migrate_added_sums(const struct coll_migration *m)
 }
 
 /* v10: rollup_node_alloc_day (the job_day rows per node and day). Queued deltas of an older
- * collector have no rows for it, so it is not filled from rollup_job_day: before v8 every
- * rollup is rebuilt anyway (migrate_added_sums), from v8 the queue is dropped and every rollup
- * rebuilt from the stored records the same way. */
+ * collector have no rows for it, so it is not filled from rollup_job_day: the queue is
+ * dropped and every rollup rebuilt from the stored records (migrate_added_sums, v11). */
 static int migrate_node_alloc(const struct coll_migration *m, int version)
 {
 	_cleanup_free_ char *ddl =
 	    coll_rollup_ddl(COLL_ROLLUP_NODE_ALLOC_DAY, m->real_type, m->int_type);
 	_cleanup_free_ char *sql = NULL;
-	int r;
 
 	/* IF NOT EXISTS: a database set back to an older version by hand may keep it */
 	if (!ddl ||
 	    asprintf(&sql, "CREATE TABLE IF NOT EXISTS %s", ddl + strlen("CREATE TABLE ")) < 0)
 		return -ENOMEM;
-	r = m->exec(m->db, sql);
-	if (r < 0)
-		return r;
-	if (version < 8)
-		return migrate_added_sums(m);
-	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
-		char del[96];
-
-		snprintf(del, sizeof(del), "DELETE FROM %s", coll_rollup_table_name(t));
-		r = m->exec(m->db, del);
-		if (r < 0)
-			return r;
-	}
-	r = m->exec(m->db, "DELETE FROM rollup_pending");
-	return r < 0 ? r : m->rebuild_rollups(m->db);
+	/* filled by the rebuild of every rollup of the v11 step (migrate_added_sums) */
+	(void)version;
+	return m->exec(m->db, sql);
 }
 
 int coll_migrate(const struct coll_migration *m)
@@ -733,6 +727,9 @@ int coll_migrate(const struct coll_migration *m)
 	}
 	if (r >= 0 && version >= 2 && version < 10)
 		r = migrate_node_alloc(m, version);
+	/* v11 (and v6, v8 before it): the added sums, every rollup rebuilt */
+	if (r >= 0 && version >= 2 && version < 11)
+		r = migrate_added_sums(m);
 	/* v7: a record id received again with another body is kept aside with both bodies
 	 * (docs/pipeline.md "Record ids and conflicts") */
 	if (r >= 0 && version < 7)

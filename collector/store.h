@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 10
+#define COLL_SCHEMA_VERSION 11
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -56,6 +56,15 @@ enum coll_sum {
 	 * carried past its last day + running ones). rollup_job_month keeps the month's last
 	 * day's. */
 	COLL_SUM_CARRIED_TASKS,
+	/* usage.energy_j of the tasks, J, spread over their hours like the other quantities
+	 * (schema v11): the measured parts only; node rows: the node's unattributed package and
+	 * DRAM energy and its GPUs' energy (coll_node_sums) */
+	COLL_SUM_ENERGY_CPU_J,
+	COLL_SUM_ENERGY_DRAM_J,
+	COLL_SUM_ENERGY_GPU_J,
+	/* tasks whose record has a part of usage.energy_j not measured, or none at all (an agent
+	 * before it): their energy is missing from the sums above (schema v11) */
+	COLL_SUM_ENERGY_UNMEASURED_TASKS,
 	_COLL_SUM_MAX,
 };
 const char *coll_sum_name(enum coll_sum s);
@@ -81,7 +90,9 @@ enum coll_rollup_table {
 	 * v9), label_key "price_class" and label_value the node's class ("" for none). The sums
 	 * take node meanings (coll_node_sums): tasks = records, wall_s = seconds covered,
 	 * cpu_charged_core_s / mem_charged_byte_s / gpu_charged_s = capacity,
-	 * cpu_req_core_s / mem_req_byte_s / gpu_req_s = allocated, cpu_s / mem_byte_s = used */
+	 * cpu_req_core_s / mem_req_byte_s / gpu_req_s = allocated, cpu_s / mem_byte_s = used,
+	 * energy_cpu_j / energy_dram_j = unattributed package / DRAM energy, energy_gpu_j = the
+	 * GPUs' energy (schema v11) */
 	COLL_ROLLUP_NODE_DAY,
 	/* bucket "YYYY-MM-DD", key (node): the job_day rows summed per node (schema v10), the
 	 * tasks' allocation of each node and day that the capacity report reads (not the

@@ -256,10 +256,11 @@ static void test_report_exact(void **state)
 	assert_non_null(f);
 	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
 	assert_int_equal(fclose(f), 0);
-	/* counts, quantities in full precision, cents, efficiency (no memory request: 100 %) */
-	assert_non_null(strstr(buf, "\n2026-12-02,2026-12-02,2026-12-02,alice,1,1,1,0,0,0,0,0,0,"
-				    "2,0.5,0,0,0,0,0,0,0.20,0.00,0.00,0.00,0.00,0.20,0.15,"
-				    "0.25,1,1\n"));
+	/* counts (no energy_j in these records: energy not measured), quantities in full
+	 * precision (energy 0), cents, kWh, efficiency (no memory request: 100 %) */
+	assert_non_null(strstr(buf, "\n2026-12-02,2026-12-02,2026-12-02,alice,1,1,1,0,0,0,0,0,0,1,"
+				    "2,0.5,0,0,0,0,0,0,0,0,0,0.20,0.00,0.00,0.00,0.00,0.20,0.15,"
+				    "0.000000,0.25,1,1\n"));
 	assert_non_null(strstr(buf, "\ntotal,2026-11-01,2027-01-31,,2,2,2,"));
 	report_free(&rep);
 
