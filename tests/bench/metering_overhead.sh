@@ -19,7 +19,8 @@
 # of an older commit: git worktree add /tmp/base REV && make -C /tmp/base all); this tree's
 # bench program is compiled against DIR's meter library, and rounds alternate between the two
 # builds (METER_BENCH_AB_ROUNDS, default 5), so both see the same host; medians per build.
-# The storms too, followed by each build's run time per program and operation.
+# The storms too, followed by each build's run time per program and operation
+# (METER_BENCH_PP_ROUNDS alternating rounds; METER_BENCH_AB_ROUNDS=0: only these).
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-.output}
@@ -56,6 +57,8 @@ cc -std=gnu11 -O2 -D_GNU_SOURCE -I"$BASE" -I"$BASE/.output" -I"$BASE/.output/bpf
 	-ljansson -lcgroup -lnl-genl-3 -lnl-3 -lsystemd -lseccomp -lcrypto 2>"$T/cc.log" ||
 	{ cat "$T/cc.log"; echo "cannot build the storm bench against $BASE"; exit 1; }
 R=${METER_BENCH_AB_ROUNDS:-5}
+# METER_BENCH_AB_ROUNDS=0: only the per-program run times below.
+[ "$R" -gt 0 ] 2>/dev/null || R=0
 for r in $(seq "$R"); do
 	for b in base this; do
 		bin=$B; [ $b = base ] && bin=$T/bench_base
@@ -72,7 +75,7 @@ for r in $(seq "$R"); do
 		awk -v b=$b '$1 == "STORM" { print b, $2, $3, $4, $5 }' "$T/out" >>"$T/storms"
 	done
 done
-python3 - "$T/results" "$R" "$(cat "$T/mode" 2>/dev/null)" <<'PY'
+[ "$R" = 0 ] || python3 - "$T/results" "$R" "$(cat "$T/mode" 2>/dev/null)" <<'PY'
 import sys, statistics
 v = {}
 ens = {}
@@ -108,7 +111,7 @@ t, bb = statistics.median(ens.get("this", [-1])), statistics.median(ens.get("bas
 if t > 0 and bb > 0:
     print("BPF run time per exit: this %.0f ns, base %.0f ns, ratio %.3f" % (t, bb, t / bb))
 PY
-python3 - "$T/storms" "$R" <<'PY'
+[ "$R" = 0 ] || python3 - "$T/storms" "$R" <<'PY'
 import sys, statistics
 v = {}
 for line in open(sys.argv[1]):
@@ -128,23 +131,45 @@ for w in range(3):
 PY
 # Where the time goes in each build: the run time of each program per operation (one round of
 # each, BPF statistics), this build then the base.
-for b in this base; do
-	bin=$S; [ $b = base ] && bin=$T/storm_base
-	echo
-	echo "per-program run time, $b build:"
-	# shellcheck disable=SC2086
-	"$bin" 1 $STORM_ARGS >"$T/pp.$b" 2>&1
-	sed -n '/^per-program run time/,$p' "$T/pp.$b" | tail -n +2 | grep -v '^NET '
-done
-# The net run time of all programs per operation as a share of the workload's CPU, side by side.
-echo
-echo "net BPF run time per operation, share of the workload's CPU (median of the repetitions):"
-printf '%-20s %-8s %18s %18s\n' workload task this base
-for w in 0 1 2; do
-	for i in 0 1; do
-		t=$(awk -v w=$w -v i=$i '$1 == "NET" && $2 == w && $3 == i { printf "%.0f ns %.2f%%", $4, $5 }' "$T/pp.this")
-		bb=$(awk -v w=$w -v i=$i '$1 == "NET" && $2 == w && $3 == i { printf "%.0f ns %.2f%%", $4, $5 }' "$T/pp.base")
-		n=("fork+exec" "fork+exit" "thread create+join")
-		printf '%-20s %-8s %18s %18s\n' "${n[$w]}" "$([ $i = 1 ] && echo inside || echo outside)" "$t" "$bb"
+# METER_BENCH_PP_ROUNDS (default 1) alternating rounds of this, each build's last printed.
+PR=${METER_BENCH_PP_ROUNDS:-1}
+for r in $(seq "$PR"); do
+	for b in this base; do
+		bin=$S; [ $b = base ] && bin=$T/storm_base
+		# shellcheck disable=SC2086
+		"$bin" 1 $STORM_ARGS >"$T/pp.$b" 2>&1
+		grep '^NET ' "$T/pp.$b" >>"$T/net.$b"
 	done
 done
+for b in this base; do
+	echo
+	echo "per-program run time, $b build (round $PR of $PR):"
+	sed -n '/^per-program run time/,$p' "$T/pp.$b" | tail -n +2 | grep -v '^NET '
+done
+# The net run time of all programs per operation as a share of the workload's CPU, side by side:
+# the median over the rounds of each round's median of the repetitions.
+echo
+echo "net BPF run time per operation, share of the workload's CPU ($PR alternating rounds):"
+printf '%-20s %-8s %18s %18s %8s\n' workload task this base this/base
+python3 - "$T/net.this" "$T/net.base" <<'PY'
+import sys, statistics
+d = []
+for f in sys.argv[1:3]:
+    v = {}
+    for line in open(f):
+        _, w, i, ns, share = line.split()
+        v.setdefault((int(w), int(i)), []).append((float(ns), float(share)))
+    d.append(v)
+names = ["fork+exec", "fork+exit", "thread create+join"]
+for w in range(3):
+    for i in range(2):
+        cells = []
+        for v in d:
+            r = v.get((w, i), [])
+            ns = statistics.median([x[0] for x in r]) if r else float("nan")
+            sh = statistics.median([x[1] for x in r]) if r else float("nan")
+            cells.append((ns, sh))
+        print("%-20s %-8s %18s %18s %8.3f" % (names[w], "inside" if i else "outside",
+              "%.0f ns %.2f%%" % cells[0], "%.0f ns %.2f%%" % cells[1],
+              cells[0][0] / cells[1][0] if cells[1][0] > 0 else float("nan")))
+PY
