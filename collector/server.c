@@ -112,46 +112,43 @@ static void peer_address(struct MHD_Connection *c, char *buf, size_t len)
 			  (socklen_t)len);
 }
 
-/* Whether this refusal may be logged now; at a new window, the count of the last one's
- * unlogged refusals is logged first. */
-static bool refuse_log_allowed(struct coll_server *s)
-{
-	uint64_t win = (uint64_t)time(NULL) / SRV_REFUSE_LOG_WINDOW_S;
-	uint_fast64_t old = atomic_load(&s->refuse_window);
-
-	if (old != win && atomic_compare_exchange_strong(&s->refuse_window, &old, win)) {
-		uint_fast64_t missed = atomic_exchange(&s->refuse_unlogged, 0);
-
-		atomic_store(&s->refuse_logged, 0);
-		if (missed)
-			srv_log(
-			    s,
-			    "%" PRIuFAST64 " more refused requests not logged (at most %d lines "
-			    "per %d s; corral_collector_requests_refused_total counts them all)",
-			    missed, SRV_REFUSE_LOG_MAX, SRV_REFUSE_LOG_WINDOW_S);
-	}
-	if (atomic_fetch_add(&s->refuse_logged, 1) < SRV_REFUSE_LOG_MAX)
-		return true;
-	atomic_fetch_add(&s->refuse_unlogged, 1);
-	return false;
-}
-
 _printf_(6, 7) enum MHD_Result
     srv_refuse(struct coll_server *s, struct MHD_Connection *c, unsigned code, enum srv_refusal why,
 	       const struct coll_token *tok, const char *fmt, ...)
 {
 	char msg[512], peer[INET6_ADDRSTRLEN], who[300], safe[600];
+	struct refuse_log_missed missed[REFUSE_LOG_MISSED_MAX];
+	size_t n_missed;
+	bool log;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	atomic_fetch_add(&s->refused[why < _SRV_REFUSE_MAX ? why : SRV_REFUSE_TOKEN], 1);
-	if (refuse_log_allowed(s)) {
+	/* the client: the token's name, else the address (a token the collector does not know) */
+	peer_address(c, peer, sizeof(peer));
+	log = refuse_log_allow(&s->refuse_log, tok ? tok->name : peer, (uint64_t)time(NULL), missed,
+			       &n_missed);
+	for (size_t i = 0; i < n_missed; i++) {
+		esc_text(missed[i].key, safe, sizeof(safe));
+		if (missed[i].key[0])
+			srv_log(s,
+				"%" PRIu64 " more refused requests not logged from %s (at most %d "
+				"lines per client per %d s; "
+				"corral_collector_requests_refused_total counts them all)",
+				missed[i].count, safe, REFUSE_LOG_PER_CLIENT, REFUSE_LOG_WINDOW_S);
+		else
+			srv_log(s,
+				"%" PRIu64
+				" more refused requests not logged (at most %d lines per "
+				"%d s from all clients)",
+				missed[i].count, REFUSE_LOG_ALL, REFUSE_LOG_WINDOW_S);
+	}
+	if (log) {
 		const char *auth =
 		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 
-		peer_address(c, peer, sizeof(peer));
 		if (tok)
 			snprintf(who, sizeof(who), "%s token of '%s'",
 				 coll_role_to_string(tok->role), tok->name);
@@ -947,6 +944,7 @@ int coll_server_start(const struct coll_server_config *cfg, struct coll_store *s
 	s->store = store;
 	pthread_mutex_init(&s->pool_lock, NULL);
 	pthread_cond_init(&s->pool_free, NULL);
+	refuse_log_init(&s->refuse_log);
 	s->pool[0] = store;
 	s->npool = 1;
 	s->tokens = tokens;
@@ -1033,5 +1031,6 @@ void coll_server_stop(struct coll_server *s, unsigned timeout_ms)
 		pthread_mutex_destroy(&s->fold_lock);
 	}
 	coll_chain_heads_free(s->heads);
+	refuse_log_fini(&s->refuse_log);
 	free(s);
 }

@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include "collector/refuse_log.h"
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,10 +33,6 @@ enum srv_refusal {
 	SRV_REFUSE_CERTIFICATE, /* 403: the client certificate does not match the token */
 	_SRV_REFUSE_MAX,
 };
-/* Refused requests are logged at most SRV_REFUSE_LOG_MAX times per SRV_REFUSE_LOG_WINDOW_S
- * seconds; the next window's first line says how many went unlogged. */
-#define SRV_REFUSE_LOG_MAX	5
-#define SRV_REFUSE_LOG_WINDOW_S 10
 
 struct coll_server {
 	struct MHD_Daemon *daemon;
@@ -90,7 +87,7 @@ struct coll_server {
 	atomic_uint_fast64_t shed;
 	/* refused requests: counted by reason, logged rate-limited (srv_refuse) */
 	atomic_uint_fast64_t refused[_SRV_REFUSE_MAX];
-	atomic_uint_fast64_t refuse_window, refuse_logged, refuse_unlogged;
+	struct refuse_log refuse_log; /* per client (collector/refuse_log.h) */
 };
 
 struct request {
