@@ -575,6 +575,95 @@ static void test_node_rollup(void **state)
 	}
 }
 
+/* rollup_node_alloc_day against plain SQL over rollup_job_day (its rows summed per day and
+ * node) and the figures by hand; the count of rows that differ is 0. */
+static void check_node_alloc(const char *dir)
+{
+	static const char diff[] =
+	    "SELECT count(*) FROM (SELECT bucket, node, round(sum(cpu_charged_core_s), 6),"
+	    " round(sum(mem_charged_byte_s), 3), round(sum(cpu_s), 6), round(sum(tasks), 6)"
+	    " FROM rollup_job_day GROUP BY bucket, node EXCEPT SELECT bucket, node,"
+	    " round(cpu_charged_core_s, 6), round(mem_charged_byte_s, 3), round(cpu_s, 6),"
+	    " round(tasks, 6) FROM rollup_node_alloc_day)";
+	static const char by_hand[] =
+	    "SELECT group_concat(bucket || ' ' || node || ' ' || round(cpu_charged_core_s, 3), ';')"
+	    " FROM (SELECT * FROM rollup_node_alloc_day ORDER BY bucket, node)";
+	char path[160];
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	snprintf(path, sizeof(path), "%s/c.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	for (int q = 0; q < 2; q++) {
+		assert_int_equal(sqlite3_prepare_v2(db, q ? by_hand : diff, -1, &st, NULL),
+				 SQLITE_OK);
+		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+		if (q)
+			/* a (2 cpus x 100 s) + b (max(1 x 10, 30 s used)) on n1; c on n2 the next
+			 * day; e on n2 over midnight: 2 cpus x 7200 s, half in each day */
+			assert_string_equal((const char *)sqlite3_column_text(st, 0),
+					    "2026-12-02 n1 230.0;2026-12-02 n2 7200.0;"
+					    "2026-12-03 n2 7210.0");
+		else
+			assert_int_equal(sqlite3_column_int(st, 0), 0);
+		sqlite3_finalize(st);
+	}
+	sqlite3_close(db);
+}
+
+/* The tasks' allocation per node and day (rollup_node_alloc_day, schema 10): records sent out
+ * of order, resent, queued and folded or applied at once, and rebuilt by the migration from
+ * version 9 from the stored records. */
+static void test_node_alloc(void **state)
+{
+	struct fixture *fx = *state;
+	struct coll_store *ing = NULL;
+	char err[256], path[160];
+	char *json[5] = {0};
+	size_t len[5];
+	sqlite3 *db;
+	int v;
+
+	make_rec(fx, 4, "e", ACCT_TASK_END, "chem", "bob", T0 + 12 * 3600 + 3600, 2, 7200, 10);
+	free(fx->recs[3].node);
+	fx->recs[3].node = strdup("n2");
+	free(fx->recs[4].node);
+	fx->recs[4].node = strdup("n2");
+	/* real bodies, for the rebuild */
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(acct_record_encode(&fx->recs[i], &json[i], &len[i]), 0);
+		fx->items[i].json = json[i];
+		fx->items[i].json_len = len[i];
+	}
+	assert_int_equal(coll_store_open(fx->uri, COLL_STORE_INGEST, &ing, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_insert_batch(ing, &fx->items[3], 2), 0); /* the later first */
+	assert_int_equal(coll_store_sync(ing), 0);
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 2), 0);
+	assert_int_equal(coll_store_insert_batch(ing, fx->items, 5), 0); /* all resent */
+	assert_int_equal(coll_store_sync(ing), 0);
+	assert_int_equal(coll_store_fold(fx->store, true), 1);
+	coll_store_close(ing);
+	check_node_alloc(fx->dir);
+	coll_store_close(fx->store);
+	fx->store = NULL;
+
+	/* set back to version 9 without the table: the migration makes it and rebuilds */
+	snprintf(path, sizeof(path), "%s/c.db", fx->dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "DROP TABLE rollup_node_alloc_day; UPDATE schema_version SET "
+				      "version = 9;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(coll_store_open(fx->uri, 0, &fx->store, err, sizeof(err)), 0);
+	assert_int_equal(coll_store_schema_version(fx->store, &v), 0);
+	assert_int_equal(v, COLL_SCHEMA_VERSION);
+	check_node_alloc(fx->dir);
+	for (int i = 0; i < 5; i++)
+		free(json[i]);
+}
+
 /* Deltas built ahead of the insert (the collector's request threads), every item taken as new. */
 static struct coll_deltas pre_of(struct coll_item *items, size_t n)
 {
@@ -776,6 +865,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_queued, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_node_rollup, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_node_alloc, setup_store, teardown_store),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
