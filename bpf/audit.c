@@ -890,6 +890,8 @@ int audit_forget(struct audit *a, uint64_t task_key)
 		a->sweeps++;
 		r = track_delete_by_task(bpf_map__fd(s->maps.procs), sizeof(uint32_t),
 					 sizeof(struct member), task_key, a->max_pids);
+		if (r > 0)
+			r = 0;
 	}
 	if (t->has_cgroup)
 		bpf_map_delete_elem(bpf_map__fd(s->maps.cgroups), &t->cgroup_id);

@@ -301,9 +301,13 @@ int cuda_forget(struct cuda_meter *c, uint64_t task_key)
 	if (sweep_members(c, task_key))
 		r = track_delete_by_task(bpf_map__fd(c->skel->maps.procs), sizeof(__u32),
 					 sizeof(struct member), task_key, UINT32_MAX - 1);
-	if (r >= 0)
+	if (r >= 0) {
 		r = track_delete_by_task(bpf_map__fd(c->skel->maps.pbytes), sizeof(__u32),
 					 sizeof(struct cuda_proc), task_key, UINT32_MAX - 1);
+		/* Whoever deletes an entry (this, or the exit program) takes it off the count. */
+		if (r > 0)
+			__atomic_fetch_sub(&c->skel->bss->pbytes_n, r, __ATOMIC_SEQ_CST);
+	}
 	if (r >= 0)
 		r = track_delete_by_task(bpf_map__fd(c->skel->maps.allocs),
 					 sizeof(struct cuda_alloc_key), sizeof(struct cuda_alloc),
@@ -312,7 +316,7 @@ int cuda_forget(struct cuda_meter *c, uint64_t task_key)
 	if (bpf_map_delete_elem(bpf_map__fd(c->skel->maps.tasks), &task_key) < 0 &&
 	    errno != ENOENT && r >= 0)
 		r = -errno;
-	return r;
+	return r < 0 ? r : 0;
 }
 
 unsigned cuda_probes_attached(const struct cuda_meter *c)

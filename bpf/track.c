@@ -60,7 +60,7 @@ int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_k
 {
 	_cleanup_free_ unsigned char *keys = NULL;
 	unsigned char cur[32], next[32], val[256];
-	size_t n = 0, cap = 0;
+	size_t n = 0, cap = 0, deleted = 0;
 	bool first = true;
 
 	if (ksize > sizeof(cur) || vsize > sizeof(val) || vsize < sizeof(task_key))
@@ -87,8 +87,9 @@ int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_k
 		n++;
 	}
 	for (size_t i = 0; i < n; i++)
-		bpf_map_delete_elem(map_fd, keys + i * ksize);
-	return 0;
+		if (bpf_map_delete_elem(map_fd, keys + i * ksize) == 0)
+			deleted++;
+	return deleted > INT32_MAX ? INT32_MAX : (int)deleted;
 }
 
 void track_probe_kernel(struct track_kernel *ret)

@@ -32,7 +32,8 @@ int track_cgroup_id(int dirfd, uint64_t *ret);
 int track_add_proc(int map_fd, pid_t tgid, const void *value);
 /*
  * Deletes every entry of a hash map (keys of ksize bytes, values of vsize bytes that start with
- * the __u64 task key) whose task is task_key; walks at most max + 1 keys.
+ * the __u64 task key) whose task is task_key; walks at most max + 1 keys. Returns the number
+ * of entries it deleted (an entry a program deleted meanwhile is not counted).
  */
 int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_key, uint32_t max);
 
