@@ -98,6 +98,38 @@ static int named_slot(struct parse_ctx *c, const char *section, const char *name
 	return (int)(*n)++;
 }
 
+/* [carbon] gco2e_per_kwh (a constant) or series (a file): one of them. */
+static int set_carbon(struct parse_ctx *c, const char *name, const char *value)
+{
+	struct price_sheet *ps = c->ps;
+
+	if (ps->carbon != PRICE_CARBON_NONE)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[carbon] %s: the intensity is set twice (gco2e_per_kwh or series, "
+			       "once)",
+			       name);
+	if (strcmp(name, "gco2e_per_kwh") == 0) {
+		if (parse_double(value, &ps->carbon_g_per_kwh) < 0 || ps->carbon_g_per_kwh > 100000)
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[carbon] gco2e_per_kwh: expected a number 0..100000, got "
+				       "'%.64s'",
+				       value);
+		ps->carbon = PRICE_CARBON_CONSTANT;
+		return 0;
+	}
+	if (strcmp(name, "series") == 0) {
+		if (!value[0] || strlen(value) >= sizeof(ps->carbon_series_path))
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[carbon] series: expected a file name of 1..%zu bytes",
+				       sizeof(ps->carbon_series_path) - 1);
+		memcpy(ps->carbon_series_path, value, strlen(value) + 1);
+		ps->carbon = PRICE_CARBON_SERIES;
+		return 0;
+	}
+	return err_set(c->err, sizeof(c->err), -EINVAL,
+		       "unknown key [carbon] %s (gco2e_per_kwh or series)", name);
+}
+
 /* One key of the sheet: 0, or -EINVAL with c->err set. */
 static int set_key(struct parse_ctx *c, const char *section, const char *name, const char *value)
 {
@@ -156,6 +188,8 @@ static int set_key(struct parse_ctx *c, const char *section, const char *name, c
 				       section, name);
 		set = cls ? &c->class_set[slot][u] : &c->node_set[slot][u];
 		dst = cls ? &ps->classes[slot].set.p[u] : &ps->nodes[slot].set.p[u];
+	} else if (strcmp(section, "carbon") == 0) {
+		return set_carbon(c, name, value);
 	} else {
 		return err_set(c->err, sizeof(c->err), -EINVAL, "unknown section [%s] (key %s)",
 			       section, name);
@@ -223,7 +257,29 @@ int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_
 
 		snprintf(ret->name, sizeof(ret->name), "%s", b ? b + 1 : path);
 	}
+	if (r == 0 && ret->carbon == PRICE_CARBON_SERIES) {
+		/* relative to the sheet's directory */
+		const char *b = strrchr(path, '/'), *s = ret->carbon_series_path;
+		_cleanup_free_ char *full = NULL;
+
+		if (s[0] != '/' && b && asprintf(&full, "%.*s/%s", (int)(b - path), path, s) < 0)
+			return -ENOMEM;
+		r = carbon_series_load(full ?: s, &ret->carbon_days, err, errlen);
+	}
 	return r;
+}
+
+int price_sheet_carbon(const struct price_sheet *ps, const char *day, double *ret)
+{
+	switch (ps->carbon) {
+	case PRICE_CARBON_CONSTANT:
+		*ret = ps->carbon_g_per_kwh;
+		return 0;
+	case PRICE_CARBON_SERIES:
+		return carbon_days_get(&ps->carbon_days, day, ret);
+	default:
+		return -ENOENT;
+	}
 }
 
 const struct price_set *price_sheet_for(const struct price_sheet *ps, const char *value)

@@ -15,13 +15,19 @@
  *     gpu_hour = 2.10          ; (node.sample price_class; see docs/reports.md "Idle")
  *     [node:n17]               ; optional: one node's own capacity prices (before its class)
  *     cpu_core_hour = 0.02
+ *     [carbon]                 ; optional: the carbon intensity applied to the tasks' energy
+ *     gco2e_per_kwh = 350      ; a constant, or
+ *     series = grid.csv        ; hourly gCO2e/kWh (collector/carbon.h; relative to the sheet)
  * Every key of [prices] except currency is required; an override section sets any subset
  * (the rest inherit [prices]). Unknown keys/sections, duplicates, negative or non-numeric
  * prices are errors naming the key.
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "collector/carbon.h"
 
 enum price_unit {
 	PRICE_CPU_CORE_HOUR,
@@ -57,7 +63,15 @@ struct price_sheet {
 	size_t n_classes, n_nodes;
 	struct price_override classes[PRICE_OVERRIDES_MAX];
 	struct price_override nodes[PRICE_OVERRIDES_MAX];
+	/* [carbon]: none, a constant, or a series (its path; loaded by price_sheet_load) */
+	enum { PRICE_CARBON_NONE, PRICE_CARBON_CONSTANT, PRICE_CARBON_SERIES } carbon;
+	double carbon_g_per_kwh;
+	char carbon_series_path[512];
+	struct carbon_days carbon_days;
 };
+/* The carbon intensity of a UTC day "YYYY-MM-DD", gCO2e/kWh: 0, -ENOENT (no [carbon], or the
+ * series has no hour of that day). */
+int price_sheet_carbon(const struct price_sheet *ps, const char *day, double *ret);
 
 const char *price_unit_name(enum price_unit u);
 /* Parse INI text; -EINVAL with "line N: ..." in err. */

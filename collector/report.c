@@ -1820,12 +1820,104 @@ static int energy_rows(struct report *ret)
 	return 0;
 }
 
+/* The carbon of each period, gCO2e, before rounding: the day cells' energy times their day's
+ * intensity, summed per period label. */
+struct period_carbon {
+	const char *period; /* interned */
+	double g, j;	    /* grams; joules with an intensity */
+};
+struct carbon_acc {
+	struct period_carbon *v;
+	size_t n, cap;
+	double uncovered_j;
+};
+
+static int carbon_add(struct reader *rd, struct carbon_acc *ca, const struct cell *c)
+{
+	double j = c->v[COLL_SUM_ENERGY_CPU_J] + c->v[COLL_SUM_ENERGY_DRAM_J] +
+		   c->v[COLL_SUM_ENERGY_GPU_J];
+	char pbuf[REPORT_PERIOD_LEN];
+	const char *period;
+	double g;
+
+	if (!(j > 0))
+		return 0;
+	if (price_sheet_carbon(rd->ps, c->day, &g) < 0) {
+		ca->uncovered_j += j;
+		return 0;
+	}
+	report_period_of(rd->spec, rd->to_last, c->day, pbuf);
+	period = intern(&rd->strs, pbuf);
+	if (!period)
+		return -ENOMEM;
+	if (!ca->n || ca->v[ca->n - 1].period != period) {
+		if (grow_array((void **)&ca->v, &ca->cap, ca->n, sizeof(*ca->v)) < 0)
+			return -ENOMEM;
+		ca->v[ca->n++] = (struct period_carbon){.period = period};
+	}
+	ca->v[ca->n - 1].g += j / 3.6e6 * g;
+	ca->v[ca->n - 1].j += j;
+	return 0;
+}
+
+/*
+ * Each period's grams, rounded once, apportioned over its rows by their joules (largest
+ * remainder): the rows sum to the period's grams and the total to the periods' sum. With
+ * --top each row gets its energy times its period's mean intensity, rounded alone.
+ */
+static int carbon_rows(struct report *ret, const struct carbon_acc *ca)
+{
+	_cleanup_free_ int64_t *w = NULL, *out = NULL;
+	_cleanup_free_ size_t *idx = NULL;
+
+	ret->carbon_uncovered_mwh = j_to_mwh(ca->uncovered_j);
+	if (!ret->n)
+		return 0;
+	w = calloc(ret->n, sizeof(*w));
+	out = calloc(ret->n, sizeof(*out));
+	idx = calloc(ret->n, sizeof(*idx));
+	if (!w || !out || !idx)
+		return -ENOMEM;
+	for (size_t p = 0; p < ca->n; p++) {
+		const struct period_carbon *pc = &ca->v[p];
+		int64_t grams = (int64_t)llround(pc->g);
+		size_t k = 0;
+
+		for (size_t i = 0; i < ret->n; i++) {
+			struct report_row *row = &ret->rows[i];
+			double uj = round(row_energy_j(row) * 1e6);
+
+			if (strcmp(row->period, pc->period) != 0)
+				continue;
+			if (ret->spec.top) {
+				row->co2e_g =
+				    pc->j > 0 ? (int64_t)llround(row_energy_j(row) / pc->j * pc->g)
+					      : 0;
+				ret->total.co2e_g += row->co2e_g;
+				continue;
+			}
+			w[k] = uj > 0 ? (uj > 1e18 ? (int64_t)1e18 : (int64_t)uj) : 0;
+			idx[k++] = i;
+		}
+		if (ret->spec.top)
+			continue;
+		if (k == 0) /* cannot happen: the period's cells made rows */
+			continue;
+		report_apportion(grams, w, k, out);
+		for (size_t i = 0; i < k; i++)
+			ret->rows[idx[i]].co2e_g = out[i];
+		ret->total.co2e_g += grams;
+	}
+	return 0;
+}
+
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret)
 {
 	struct reader rd = {.spec = spec, .ps = ps};
 	struct groups g = {.n_dims = spec->n_dims};
 	struct emit e = {.rd = &rd, .g = &g};
+	struct carbon_acc ca = {0};
 	size_t days_cap = 0;
 	int r;
 
@@ -1836,6 +1928,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	ret->prices = ps->base;
 	ret->n_overrides = ps->n_overrides;
 	memcpy(ret->override_key, ps->override_key, sizeof(ret->override_key));
+	ret->carbon = ps->carbon != PRICE_CARBON_NONE;
 	report_day_add(spec->to, -1, rd.to_last);
 	rd.from_ns = day_start_ns(spec->from);
 	rd.to_ns = day_start_ns(spec->to);
@@ -1852,6 +1945,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		int64_t cents[_REPORT_COST_MAX];
 
 		cell_cents(&rd, c, cents);
+		if (ret->carbon && (r = carbon_add(&rd, &ca, c)) < 0)
+			goto out;
 		if (!ret->n_days || strcmp(ret->days[ret->n_days - 1].day, c->day) != 0) {
 			/* the cells are sorted by day first */
 			if (grow_array((void **)&ret->days, &days_cap, ret->n_days,
@@ -1898,6 +1993,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 		goto out;
 	rows_top(spec, ret);
 	r = energy_rows(ret);
+	if (r == 0 && ret->carbon)
+		r = carbon_rows(ret, &ca);
 	if (r < 0)
 		goto out;
 	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);
@@ -1906,6 +2003,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	report_day_add(spec->to, -1, ret->total.last_day);
 	r = 0;
 out:
+	free(ca.v);
 	free(g.v);
 	free(g.slot);
 	reader_free(&rd);
@@ -2119,6 +2217,13 @@ static void row_cols(const struct report_row *row, double out[_COL_MAX])
 	out[COL_ENERGY_GPU_KWH] = q[COLL_SUM_ENERGY_GPU_J] / 3.6e6;
 }
 
+/* whole grams as kg: "1.234" */
+static const char *kg_str(char *buf, size_t len, int64_t g)
+{
+	snprintf(buf, len, "%" PRId64 ".%03" PRId64, g / 1000, g % 1000);
+	return buf;
+}
+
 /* whole mWh as kWh: "12.345678" */
 static void kwh_str(char *buf, size_t len, int64_t mwh)
 {
@@ -2271,7 +2376,8 @@ static void write_csv(const struct report *r, FILE *f)
 		fprintf(f, ",%s", col_names[c]);
 	for (int k = 0; k < cost_cols(r); k++)
 		fprintf(f, ",%s", cost_names[k]);
-	fputs(",energy_kwh,cpu_eff,mem_eff,gpu_eff\n", f);
+	fputs(r->carbon ? ",energy_kwh,co2e_kg" : ",energy_kwh", f);
+	fputs(",cpu_eff,mem_eff,gpu_eff\n", f);
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 		double cols[_COL_MAX];
@@ -2294,6 +2400,8 @@ static void write_csv(const struct report *r, FILE *f)
 		}
 		kwh_str(m, sizeof(m), row->energy_mwh);
 		fprintf(f, ",%s", m);
+		if (r->carbon)
+			fprintf(f, ",%s", kg_str(m, sizeof(m), row->co2e_g));
 		report_num_full(m, sizeof(m), report_cpu_eff(row));
 		fprintf(f, ",%s", m);
 		report_num_full(m, sizeof(m), report_mem_eff(row));
@@ -2345,6 +2453,11 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 	}
 	kwh_str(m, sizeof(m), row->energy_mwh);
 	fprintf(f, ",\"energy_kwh\":\"%s\"", m);
+	if (r->carbon)
+		fprintf(f, ",\"co2e_kg\":\"%s\"", kg_str(m, sizeof(m), row->co2e_g));
+	if (r->carbon && is_total)
+		fprintf(f, ",\"carbon_uncovered_kwh\":\"%s\"",
+			(kwh_str(h, sizeof(h), r->carbon_uncovered_mwh), h));
 	report_num_full(m, sizeof(m), report_cpu_eff(row));
 	fprintf(f, ",\"cpu_eff\":%s", m);
 	report_num_full(m, sizeof(m), report_mem_eff(row));
@@ -2486,6 +2599,15 @@ static void write_table(const struct report *r, FILE *f)
 	}
 	fprintf(f, "(amounts in %s; %zu rollup rows read)\n(%s)\n(%s)\n", r->currency, r->cells,
 		note_eff, note_limits);
+	if (r->carbon) {
+		char kg[32], un[32];
+
+		kwh_str(un, sizeof(un), r->carbon_uncovered_mwh);
+		fprintf(f,
+			"(carbon: %s kg CO2e in total; per row in the CSV and JSON; %s kWh on days "
+			"without an intensity)\n",
+			kg_str(kg, sizeof(kg), r->total.co2e_g), un);
+	}
 }
 
 /* ---- HTML ---- */

@@ -97,6 +97,9 @@ struct report_row {
 	 * rounded, apportioned over the rows by their joules (largest remainder), so the rows
 	 * sum to the total exactly (docs/reports.md "Energy in reports") */
 	int64_t energy_mwh;
+	/* the carbon of that energy, whole grams CO2e (report.carbon; docs/reports.md
+	 * "Carbon"): each period's grams apportioned over its rows, so rows sum to the total */
+	int64_t co2e_g;
 };
 
 struct report {
@@ -114,6 +117,8 @@ struct report {
 	struct price_set prices; /* the sheet's base prices */
 	size_t n_overrides;
 	char override_key[PRICE_LABEL_MAX];
+	bool carbon;		      /* the sheet has [carbon]: the co2e columns are written */
+	int64_t carbon_uncovered_mwh; /* energy on days the series has no hour of: no carbon */
 };
 
 /* out = day + n days (YYYY-MM-DD; a month YYYY-MM is taken as its first day). */

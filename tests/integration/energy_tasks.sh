@@ -54,8 +54,8 @@ WRITER=$!
 printf '[agent]\nsample_interval = 1s\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
 start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 
-busy=$(ctl run -- sh -c 'while :; do :; done' | head -n1)
-mem=$(ctl run -- python3 -c 'import time; b = bytearray(96 << 20); time.sleep(600)' | head -n1)
+busy=$(ctl run --job busy --account phys -- sh -c 'while :; do :; done' | head -n1)
+mem=$(ctl run --job mem --account chem -- python3 -c 'import time; b = bytearray(96 << 20); time.sleep(600)' | head -n1)
 [ -n "$busy" ] && [ -n "$mem" ] || fail "launching the tasks"
 CG=/sys/fs/cgroup
 # the memory task's cgroup memory, read here every 100 ms while it runs (its mean, bytes)
@@ -152,4 +152,30 @@ sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] && grep -q KWH "$T/user.txt" && pass "reports: energy_kwh total = plain SQL over task.end (to the mWh), rows sum to it exactly (CSV by user, by job per day; JSON by job,node; table)" \
 	|| fail "energy in reports (above)"
+
+# carbon: an hourly series for the tasks' days (relative to the sheet); kg CO2e per row summing
+# exactly to the total, the total = the energy x the day's mean intensity (from the SQL above)
+days=$(q "SELECT DISTINCT date(time_ns / 1000000000, 'unixepoch') FROM records WHERE type='task.end'")
+for d in $days; do for h in $(seq -w 0 23); do echo "${d}T$h,$((200 + 10#$h * 10))"; done; done >"$T/grid.csv"
+cp "$T/prices.ini" "$T/carbon.ini"; printf '[carbon]\nseries = grid.csv\n' >>"$T/carbon.ini"
+"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/carbon.ini" --from 2000-01-01 --to 2100-01-01 \
+	--by job --period day --format csv >"$T/carbon.csv" 2>"$T/carbon.err" || fail "carbon report: $(cat "$T/carbon.err")"
+python3 - "$T/carbon.csv" "$raw" "$(echo $days | wc -w)" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+body, total = rows[:-1], rows[-1]
+g = lambda s: int(s.replace('.', ''))
+want = round(float(sys.argv[2]) / 3.6e6 * 315)  # the mean of 200, 210, ..., 430
+print('carbon: rows %s, total %s kg CO2e, from SQL x 315 g/kWh %d g' % ([r['co2e_kg'] for r in body], total['co2e_kg'], want))
+ok = sum(g(r['co2e_kg']) for r in body) == g(total['co2e_kg'])
+if sys.argv[3] == '1': ok = ok and abs(g(total['co2e_kg']) - want) <= 1
+sys.exit(0 if ok else 1)
+PY
+[ $? = 0 ] && pass "carbon from an hourly series: kg CO2e rows sum to the total exactly, total = energy x the day's mean intensity" || fail "carbon (above)"
+# a bad line in the series: the report refuses, naming the file and the line
+printf '2026-12-01T00,300\n2026-12-01T01,310\n2026-12-01T02,lots\n' >"$T/grid.csv"
+"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/carbon.ini" --from 2000-01-01 --to 2100-01-01 >/dev/null 2>"$T/carbon.err"
+rc=$?
+[ $rc != 0 ] && grep -q "grid.csv:3: expected a number" "$T/carbon.err" && pass "a bad series line: refused with $(head -c 120 "$T/carbon.err")" \
+	|| fail "bad series line: rc $rc, $(cat "$T/carbon.err")"
 finish

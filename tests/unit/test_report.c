@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "accounting/record.h"
+#include "collector/carbon.h"
 #include "collector/prices.h"
 #include "collector/report.h"
 #include "collector/store.h"
@@ -99,6 +100,64 @@ static void test_prices_errors(void **state)
 		     "unknown key [node_class:gpu] gpu_hours");
 	expect_error(SHEET "[node:n1]\ncpu_core_hour = x\n", "[node:n1] cpu_core_hour");
 	expect_error(SHEET "[node:n1]\ncpu_core_hour = 1\ncpu_core_hour = 2\n", "set twice");
+}
+
+/* ---- carbon ---- */
+
+static void carbon_error(const char *text, const char *needle)
+{
+	struct carbon_days *c = calloc(1, sizeof(*c));
+	char err[256] = "";
+
+	assert_non_null(c);
+	assert_int_equal(carbon_series_parse(text, strlen(text), "grid.csv", c, err, sizeof(err)),
+			 -EINVAL);
+	if (!strstr(err, needle))
+		fail_msg("error '%s' does not name '%s'", err, needle);
+	free(c);
+}
+
+static void test_carbon_series(void **state)
+{
+	static const char ok[] = "# hourly gCO2e/kWh\n"
+				 "2026-12-01T00,300\n"
+				 "2026-12-01T01 , 200.5\r\n"
+				 "\n"
+				 "2026-12-02T23,100\n"
+				 "2028-02-29T00,7";
+	struct carbon_days *c = calloc(1, sizeof(*c));
+	struct price_sheet ps;
+	char err[256] = "";
+	double g;
+
+	assert_non_null(c);
+	assert_int_equal(carbon_series_parse(ok, strlen(ok), "grid.csv", c, err, sizeof(err)), 0);
+	assert_int_equal(c->n, 3);
+	assert_int_equal(carbon_days_get(c, "2026-12-01", &g), 0);
+	assert_true(fabs(g - 250.25) < 1e-12); /* the mean of the day's hours */
+	assert_int_equal(carbon_days_get(c, "2026-12-02", &g), 0);
+	assert_true(g == 100);
+	assert_int_equal(carbon_days_get(c, "2028-02-29", &g), 0);
+	assert_int_equal(carbon_days_get(c, "2026-12-03", &g), -ENOENT);
+	free(c);
+	carbon_error("2026-12-01T00,1\n2026-12-01T24,1\n", "grid.csv:2: hour out of range");
+	carbon_error("2026-12-01T01,1\n2026-12-01T01,2\n", "grid.csv:2: hours must be strictly");
+	carbon_error("\n\n2026-12-01T01;1\n", "grid.csv:3: expected a comma");
+	carbon_error("2026-12-01T01,-1\n", "grid.csv:1: expected a number");
+	carbon_error("2026-12-01T01,1e9\n", "grid.csv:1: expected a number");
+	carbon_error("2026-12-01T01,nan\n", "grid.csv:1: expected a number");
+	carbon_error("2026-12-01T01,5 g\n", "grid.csv:1: expected a number");
+	carbon_error("2026-02-30T01,5\n", "grid.csv:1: expected YYYY-MM-DDTHH");
+	carbon_error("2026-12-01 01,5\n", "grid.csv:1: expected YYYY-MM-DDTHH");
+	carbon_error("# nothing\n", "grid.csv: no hour");
+	/* the sheet's [carbon] */
+	assert_int_equal(
+	    price_sheet_parse(SHEET "[carbon]\ngco2e_per_kwh = 350\n", &ps, err, sizeof(err)), 0);
+	assert_int_equal(price_sheet_carbon(&ps, "2026-12-01", &g), 0);
+	assert_true(g == 350);
+	expect_error(SHEET "[carbon]\ngco2e_per_kwh = 350\nseries = a.csv\n", "set twice");
+	expect_error(SHEET "[carbon]\ngco2e_per_kwh = -3\n", "[carbon] gco2e_per_kwh");
+	expect_error(SHEET "[carbon]\ngrams = 3\n", "unknown key [carbon] grams");
 }
 
 /* ---- apportion ---- */
@@ -220,6 +279,56 @@ static void build(struct fixture *fx, const char *by, const char *period, struct
 	assert_int_equal(report_spec_set_by(&spec, by, err, sizeof(err)), 0);
 	assert_int_equal(report_spec_set_period(&spec, period, err, sizeof(err)), 0);
 	assert_int_equal(report_build(fx->store, &spec, &fx->ps, rep), 0);
+}
+
+/* The worked example of docs/reports.md "Energy in reports" and "Carbon": three users' tasks
+ * of 1/3 kWh each (1,000,000 J CPU + 200,000 J DRAM) at 350 gCO2e/kWh. */
+static void test_energy_example(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const users[] = {"ann", "ben", "cat"};
+	struct acct_record recs[3];
+	struct report rep;
+	char err[256];
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_int_equal(
+	    price_sheet_parse(SHEET "[carbon]\ngco2e_per_kwh = 350\n", &fx->ps, err, sizeof(err)),
+	    0);
+	for (int i = 0; i < 3; i++) {
+		fill(&recs[i], i, "physics", users[i], DAY0 + 3600, 1, 3600, 1800);
+		recs[i].usage.energy = (struct acct_energy){
+		    .present = true,
+		    .j = {1000000, 200000, 0},
+		    .src = {ACCT_ESRC_RAPL, ACCT_ESRC_RAPL, ACCT_ESRC_NONE},
+		};
+	}
+	insert(fx, recs, 3);
+	build(fx, "user", "day", &rep);
+	assert_int_equal(rep.n, 3);
+	/* 1,000,000 mWh over three equal rows: 333,333 each and one left, to the first */
+	assert_int_equal(rep.rows[0].energy_mwh, 333334);
+	assert_int_equal(rep.rows[1].energy_mwh, 333333);
+	assert_int_equal(rep.rows[2].energy_mwh, 333333);
+	assert_int_equal(rep.total.energy_mwh, 1000000);
+	/* 350 g over three: 116 each and two left, to the first two */
+	assert_int_equal(rep.rows[0].co2e_g, 117);
+	assert_int_equal(rep.rows[1].co2e_g, 117);
+	assert_int_equal(rep.rows[2].co2e_g, 116);
+	assert_int_equal(rep.total.co2e_g, 350);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(buf, ",energy_kwh,co2e_kg,"));
+	assert_non_null(strstr(buf, ",0.333334,0.117,"));
+	assert_non_null(strstr(buf, ",0.333333,0.116,"));
+	assert_non_null(strstr(buf, ",1.000000,0.350,"));
+	report_free(&rep);
+	for (int i = 0; i < 3; i++)
+		acct_record_clear(&recs[i]);
 }
 
 /* One exact case: 2 cpus for 1 h using 0.5 core-h -> charged 2 core-h at 0.10 = 0.20,
@@ -1384,6 +1493,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_migrate_v2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_efficiency_property, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_csv_neutralised, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_energy_example, setup, teardown),
+	    cmocka_unit_test(test_carbon_series),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
