@@ -2554,7 +2554,7 @@ static void put_cell(FILE *f, const struct report *r, bool html, const char *tag
 
 static void write_table(const struct report *r, FILE *f)
 {
-	char h[PRICE_LABEL_MAX + 8], m[_REPORT_COST_MAX][32], q[3][40], kwh[32];
+	char h[PRICE_LABEL_MAX + 8], m[_REPORT_COST_MAX][32], q[3][40], kwh[32], co2[48];
 	int pw = 6, kw[REPORT_DIMS_MAX];
 
 	for (size_t i = 0; i < r->n; i++)
@@ -2570,9 +2570,10 @@ static void write_table(const struct report *r, FILE *f)
 		dim_header(r, d, h, sizeof(h));
 		put_cell(f, r, false, NULL, NULL, h, 0, kw[d]);
 	}
-	fprintf(f, " %7s %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %13s %6s %6s %6s\n", "ENDED",
-		"ACTIVE", "NO_REQ", "RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST", "CPU_COST",
-		"WASTE", "KWH", "CPU_EF", "MEM_EF", "GPU_EF");
+	fprintf(f, " %7s %7s %6s %5s %6s %5s %12s %12s %12s %12s %12s %13s%s %6s %6s %6s\n",
+		"ENDED", "ACTIVE", "NO_REQ", "RUN", "FAILED", "OOM", "CORE_H", "GIB_H", "COST",
+		"CPU_COST", "WASTE", "KWH", r->carbon ? "   KG_CO2E" : "", "CPU_EF", "MEM_EF",
+		"GPU_EF");
 	for (size_t i = 0; i <= r->n; i++) {
 		const struct report_row *row = i < r->n ? &r->rows[i] : &r->total;
 		double cols[_COL_MAX];
@@ -2583,17 +2584,20 @@ static void write_table(const struct report *r, FILE *f)
 		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
 		kwh_str(kwh, sizeof(kwh), row->energy_mwh);
+		co2[0] = 0;
+		if (r->carbon)
+			snprintf(co2, sizeof(co2), " %9s", kg_str(q[2], sizeof(q[2]), row->co2e_g));
 		fprintf(f, "%-*s", pw, i < r->n ? row->period : "TOTAL");
 		for (size_t d = 0; d < r->spec.n_dims; d++)
 			put_cell(f, r, false, NULL, NULL, i < r->n ? row->key[d] : "", 0, kw[d]);
 		fprintf(
 		    f,
-		    " %7.0f %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %13s %5.1f%% "
+		    " %7.0f %7.0f %6.0f %5.0f %6.0f %5.0f %12s %12s %12s %12s %12s %13s%s %5.1f%% "
 		    "%5.1f%% %5.1f%%\n",
 		    row->q[COLL_SUM_TASKS], row->q[REPORT_Q_ACTIVE],
 		    row->q[COLL_SUM_NO_REQUEST_TASKS], row->q[REPORT_Q_RUNNING],
 		    row->q[COLL_SUM_FAILED_TASKS], row->q[COLL_SUM_OOM_KILLED], q[0], q[1],
-		    m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_WASTE], kwh,
+		    m[REPORT_COST_TOTAL], m[REPORT_COST_CPU], m[REPORT_COST_WASTE], kwh, co2,
 		    report_cpu_eff(row) * 100, report_mem_eff(row) * 100,
 		    report_gpu_eff(row) * 100);
 	}
@@ -3003,7 +3007,10 @@ static void html_rows_table(FILE *f, const struct report *r)
 	fputs("<th>tasks ended</th><th>tasks active</th><th>without request</th><th>running</th>"
 	      "<th>failed</th>"
 	      "<th>OOM-killed</th><th>time limit</th><th>core-h</th><th>GiB-h</th><th>cost</th>"
-	      "<th>waste</th><th>kWh</th><th>CPU eff</th><th>mem eff</th></tr>\n",
+	      "<th>waste</th><th>kWh</th>",
+	      f);
+	fputs(r->carbon ? "<th>kg CO2e</th><th>CPU eff</th><th>mem eff</th></tr>\n"
+			: "<th>CPU eff</th><th>mem eff</th></tr>\n",
 	      f);
 	for (size_t i = 0; i < n; i++) {
 		const struct report_row *row = &r->rows[i];
@@ -3027,6 +3034,8 @@ static void html_rows_table(FILE *f, const struct report *r)
 		put_cell(f, r, true, "td", "waste", NULL, row->cents[REPORT_COST_WASTE], 0);
 		kwh_str(q[0], sizeof(q[0]), row->energy_mwh);
 		fprintf(f, "<td>%s</td>", q[0]);
+		if (r->carbon)
+			fprintf(f, "<td>%s</td>", kg_str(q[0], sizeof(q[0]), row->co2e_g));
 		html_pct(f, report_cpu_eff(row));
 		html_pct(f, report_mem_eff(row));
 		fputs("</tr>\n", f);

@@ -172,6 +172,14 @@ if sys.argv[3] == '1': ok = ok and abs(g(total['co2e_kg']) - want) <= 1
 sys.exit(0 if ok else 1)
 PY
 [ $? = 0 ] && pass "carbon from an hourly series: kg CO2e rows sum to the total exactly, total = energy x the day's mean intensity" || fail "carbon (above)"
+tot=$(tail -n1 "$T/carbon.csv" | python3 -c 'import csv, sys; print(next(csv.reader(sys.stdin))[-4])')
+for fmt in table html; do
+	"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/carbon.ini" --from 2000-01-01 --to 2100-01-01 \
+		--by job --period day --format $fmt >"$T/carbon.$fmt" 2>>"$T/carbon.err" || fail "carbon $fmt report"
+done
+grep -q "KG_CO2E" "$T/carbon.table" && grep "^TOTAL" "$T/carbon.table" | grep -qF " $tot " &&
+	grep -q "<th>kg CO2e</th>" "$T/carbon.html" && pass "carbon in the table (KG_CO2E, total $tot) and the HTML rows table" ||
+	fail "carbon in the table/HTML (total $tot): $(grep -E '^TOTAL|KG' "$T/carbon.table")"
 # a bad line in the series: the report refuses, naming the file and the line
 printf '2026-12-01T00,300\n2026-12-01T01,310\n2026-12-01T02,lots\n' >"$T/grid.csv"
 "$O/corral-collector" report --db "sqlite:$DB" --prices "$T/carbon.ini" --from 2000-01-01 --to 2100-01-01 >/dev/null 2>"$T/carbon.err"
