@@ -1,31 +1,45 @@
 #!/bin/bash
 # A real Slurm as the client of corralctl run --wait: a one-node cluster on this host (munged,
-# slurmctld, slurmd from Debian's slurm-wlm, a slurm.conf written here with its own ports and
-# state directories, proctrack/linuxproc so that it does not touch cgroups) runs batch scripts
-# whose steps are `corralctl run --wait`. Checked from outside: Slurm's output file, the task's
-# cgroup as the host reads it after scancel, Slurm's own view of the job (scontrol; sacct when
-# accounting storage is available) against the Corral record as spooled.
+# slurmctld, slurmd and slurmdbd from Debian's slurm-wlm, slurmdbd over a private MariaDB
+# server, configs written here with their own ports and state directories,
+# proctrack/linuxproc so that it does not touch cgroups) runs batch scripts whose steps are
+# `corralctl run --wait`. Checked from outside: Slurm's output file, the task's cgroup as the
+# host reads it after scancel, and Slurm's accounting (sacct, read from slurmdbd's database)
+# against the Corral record as spooled.
 . "$(dirname "$0")/lib.sh"
 need_root
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null ||
-	! command -v sbatch >/dev/null; then
-	echo "installing slurmctld, slurmd, munge, slurm-client (apt-get)"
+	! command -v sbatch >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v mariadbd >/dev/null ||
+	! command -v mariadb-install-db >/dev/null; then
+	echo "installing slurmctld, slurmd, slurmdbd, munge, slurm-client, mariadb-server (apt-get)"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurmctld slurmd \
-		munge slurm-client >"$T/apt.log" 2>&1 ||
-		skip "Slurm cannot be installed here (apt-get install slurmctld slurmd munge slurm-client failed: $(tail -n1 "$T/apt.log"))"
+		slurmdbd munge slurm-client mariadb-server >"$T/apt.log" 2>&1 ||
+		skip "Slurm or its accounting database cannot be installed here (apt-get install slurmctld slurmd slurmdbd munge slurm-client mariadb-server failed: $(tail -n1 "$T/apt.log"))"
 fi
-start_agent --no-bpf
 S=$T/slurm
 mkdir -p "$S/ctld" "$S/d" "$S/munge" "$S/out"
+# the database on tmpfs where there is one (its bootstrap is fsync-bound: 0.8 s there, 6 s on
+# this host's disk)
+DB=$(mktemp -d -p /dev/shm corral-it-db.XXXXXX 2>/dev/null) || { DB=$S/db && mkdir -p "$DB"; }
 chmod 700 "$S/munge"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PIDS=()
 slurm_cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	local i
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	rm -rf "$DB"
 	cleanup
 }
 trap slurm_cleanup EXIT
+# MariaDB's system tables while the agent and munge start; small InnoDB files, no durability:
+# the database lives as long as the test
+DBOPTS=(--no-defaults --datadir="$DB/data" --user=root --innodb-buffer-pool-size=16M
+	--innodb-log-file-size=4M --innodb-flush-log-at-trx-commit=0 --innodb-doublewrite=0 --skip-name-resolve)
+mariadb-install-db "${DBOPTS[@]}" --auth-root-authentication-method=normal --skip-test-db \
+	>"$DB/install.log" 2>&1 &
+DBINST=$!
+start_agent --no-bpf
 
 # munge: its own key, socket and files
 dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 status=none
@@ -36,8 +50,37 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -S "$S/munge/sock" ] && break; sleep 0.05; done
 [ -S "$S/munge/sock" ] || { fail "munged did not start: $(tail -n3 "$S/munge/log")"; finish; }
 
+# the accounting database: mariadbd on its own port and socket, a user for slurmdbd
+MP=$(free_port)
+wait "$DBINST" || { fail "mariadb-install-db failed: $(tail -n5 "$DB/install.log")"; finish; }
+mariadbd "${DBOPTS[@]}" --port="$MP" --bind-address=127.0.0.1 --socket="$DB/sock" \
+	--pid-file="$DB/pid" --log-error="$DB/err.log" --skip-log-bin >/dev/null 2>&1 &
+PIDS+=($!)
+sql() { mariadb --no-defaults -S "$DB/sock" -u root -N -B -e "$1"; }
+for _ in $(seq 300); do sql 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.05; done
+sql "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'corralit'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'" ||
+	{ fail "MariaDB did not start: $(tail -n5 "$DB/err.log")"; finish; }
+
 H=$(hostname -s)
-CP=$(free_port) DP=$(free_port)
+CP=$(free_port) DP=$(free_port) BP=$(free_port)
+# slurmdbd reads slurmdbd.conf next to slurm.conf ($SLURM_CONF); it must be its user's, 0600
+cat >"$S/slurmdbd.conf" <<EOF
+AuthType=auth/munge
+AuthInfo=socket=$S/munge/sock
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$BP
+SlurmUser=root
+PidFile=$S/dbd.pid
+LogFile=$S/dbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$MP
+StorageUser=slurm
+StoragePass=corralit
+StorageLoc=slurm_acct_db
+EOF
+chmod 600 "$S/slurmdbd.conf"
 cat >"$S/slurm.conf" <<EOF
 ClusterName=corralit
 SlurmctldHost=$H(127.0.0.1)
@@ -57,9 +100,11 @@ SlurmdLogFile=$S/d.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$S/jobcomp.txt
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$BP
+AccountingStoragePass=$S/munge/sock
+AccountingStorageEnforce=associations
 SchedulerType=sched/builtin
 SelectType=select/linear
 MpiDefault=none
@@ -73,6 +118,17 @@ NodeName=corralit1 NodeHostname=$H NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 Stat
 PartitionName=itpart Nodes=corralit1 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
 export SLURM_CONF=$S/slurm.conf
+slurmdbd -D >"$S/dbd.out" 2>&1 &
+PIDS+=($!)
+# (AccountingStoragePass: the munge socket of the connections to slurmdbd, default /run/munge)
+end=$((SECONDS + 30))
+while [ $SECONDS -lt $end ] && ! sacctmgr -n -P show cluster >/dev/null 2>&1; do sleep 0.1; done
+# the cluster, two accounts and root's associations (default account chem): with
+# AccountingStorageEnforce=associations slurmctld takes only jobs of these
+sacctmgr -i add cluster corralit >"$S/sacctmgr.log" 2>&1 &&
+	sacctmgr -i add account physics,chem cluster=corralit >>"$S/sacctmgr.log" 2>&1 &&
+	sacctmgr -i add user root account=chem,physics defaultaccount=chem cluster=corralit >>"$S/sacctmgr.log" 2>&1 ||
+	{ fail "slurmdbd/sacctmgr: $(tail -n3 "$S/sacctmgr.log" "$S/dbd.log" 2>&1)"; finish; }
 slurmctld -D -i -f "$SLURM_CONF" >"$S/ctld.out" 2>&1 &
 PIDS+=($!)
 slurmd -D -N corralit1 -f "$SLURM_CONF" >"$S/d.out" 2>&1 &
@@ -84,7 +140,7 @@ for _ in $(seq 300); do
 	sleep 0.1
 done
 [ -n "$up" ] || { fail "the Slurm node did not come up (state '$st'): $(tail -n5 "$S/ctld.log" "$S/d.log" 2>/dev/null)"; finish; }
-pass "one-node Slurm up (slurmctld port $CP, slurmd port $DP, munge, proctrack/linuxproc)"
+pass "one-node Slurm up after ${SECONDS} s (slurmctld port $CP, slurmd port $DP, slurmdbd port $BP over MariaDB port $MP, munge, proctrack/linuxproc)"
 
 # the end record of a task as spooled: FIELD (see run_wait.sh)
 spooled() {
@@ -120,6 +176,27 @@ job_done() {
 	done
 	return 1
 }
+# FIELD of job J as Slurm's accounting has it (sacct -X: the allocation's line), once slurmdbd
+# has the job's end and every field (slurmctld sends the job's start and end as it goes: a
+# line may show the end before the partition; waited for, at most 10 s); one complete sacct
+# line per job, kept in $S/acct-J
+ACCT_FIELDS=JobID,Account,User,Partition,State,ExitCode
+acct() {
+	local l
+	for _ in $(seq 100); do
+		[ -s "$S/acct-$1" ] && break
+		l=$(sacct -n -X -P -j "$1" -o "$ACCT_FIELDS" 2>/dev/null | head -n1)
+		case $(echo "$l" | cut -d'|' -f5) in "" | PENDING | RUNNING | REQUEUED | RESIZING | SUSPENDED) ;; *)
+			case "|$l|" in *"||"*) ;; *) echo "$l" >"$S/acct-$1" && break ;; esac
+			;;
+		esac
+		sleep 0.1
+	done
+	[ -s "$S/acct-$1" ] || { echo "(sacct has no complete line for job $1: '$l')"; return; }
+	cut -d'|' -f"$(echo "$ACCT_FIELDS" | tr ',' '\n' | grep -nx "$2" | cut -d: -f1)" "$S/acct-$1"
+}
+# the job's row in slurmdbd's own table, by plain SQL: COLUMN
+dbjob() { sql "SELECT $2 FROM slurm_acct_db.corralit_job_table WHERE id_job = $1"; }
 submit() { sbatch --parsable "$@" | cut -d';' -f1; }
 CTL="$CORRALCTL --socket $SOCK"
 
@@ -139,17 +216,14 @@ tid=$(sed -n 2p "$O" 2>/dev/null)
 grep -qx 'hello from corral' "$O" 2>/dev/null && grep -qx to-stderr "$O" && ended "$tid" &&
 	pass "the step's output is in Slurm's output file ($(wc -l <"$O") lines, stdout and stderr)" ||
 	fail "output file: $(cat "$O" 2>&1)"
-[ "$(job_field "$J" ExitCode)" = 3:0 ] && [ "$(job_field "$J" JobState)" = FAILED ] &&
-	pass "Slurm saw the task's exit code (ExitCode=3:0, FAILED)" || fail "exit code: $(job_field "$J" ExitCode) $(job_field "$J" JobState)"
-sj=$(job_field "$J" JobId) sa=$(job_field "$J" Account) sp=$(job_field "$J" Partition)
-src="scontrol show job"
-if sacct -n -X -j "$J" -o JobID,Account -P >"$S/sacct.out" 2>/dev/null && [ -s "$S/sacct.out" ]; then
-	sa=$(cut -d'|' -f2 "$S/sacct.out" | head -n1) src=sacct
-fi
+[ "$(acct "$J" ExitCode)" = 3:0 ] && [ "$(acct "$J" State)" = FAILED ] &&
+	pass "Slurm's accounting has the task's exit code (sacct: ExitCode 3:0, FAILED)" ||
+	fail "exit code: sacct $(acct "$J" ExitCode) $(acct "$J" State), scontrol $(job_field "$J" ExitCode) $(job_field "$J" JobState)"
+sj=$(acct "$J" JobID) sa=$(acct "$J" Account) su=$(acct "$J" User) sp=$(acct "$J" Partition)
 [ "$(spooled "$tid" task.job)" = "$sj" ] && [ "$(spooled "$tid" task.account)" = "$sa" ] && [ "$sa" = physics ] &&
-	[ "$(spooled "$tid" task.labels.slurm_partition)" = "$sp" ] && [ "$(spooled "$tid" task.labels.slurm_user)" = root ] &&
-	pass "the Corral record's job/account equal Slurm's ($src: job $sj, account $sa; partition label $sp; accounting storage is none here, so $src)" ||
-	fail "job/account: record $(spooled "$tid" task.job)/$(spooled "$tid" task.account) vs $src $sj/$sa"
+	[ "$(spooled "$tid" task.labels.slurm_partition)" = "$sp" ] && [ "$(spooled "$tid" task.labels.slurm_user)" = "$su" ] &&
+	pass "the Corral record's job/account equal sacct's for the job (job $sj, account $sa; labels slurm_user $su, slurm_partition $sp)" ||
+	fail "job/account: record $(spooled "$tid" task.job)/$(spooled "$tid" task.account)/$(spooled "$tid" task.labels.slurm_user)/$(spooled "$tid" task.labels.slurm_partition) vs sacct $sj/$sa/$su/$sp"
 
 # --no-slurm, and an explicit --job, win over the Slurm job
 printf '#!/bin/sh\n%s run --wait -q --no-slurm --workdir / -- sh -c "echo \\$CORRAL_TASK_ID"\n%s run --wait -q --job mine --workdir / -- sh -c "echo \\$CORRAL_TASK_ID"\n' "$CTL" "$CTL" >"$S/no.sh"
@@ -176,9 +250,9 @@ for _ in $(seq 100); do # kill_grace is 2 s here
 	sleep 0.05
 done
 t1=$(date +%s%N)
-[ -n "$gone" ] && ended "$tid" && [ "$(spooled "$tid" exit.by)" = client ] &&
-	pass "scancel: the Corral task's cgroup empty $(((t1 - t0) / 1000000)) ms later (kill_grace 2 s), exit.by client, signal $(spooled "$tid" exit.signal)" ||
-	fail "scancel: cgroup '$cg' procs '$(cat "$cg/cgroup.procs" 2>/dev/null)' by $(spooled "$tid" exit.by)"
+[ -n "$gone" ] && ended "$tid" && [ "$(spooled "$tid" exit.by)" = client ] && [ "$(acct "$J3" State)" = "CANCELLED by 0" ] &&
+	pass "scancel: the Corral task's cgroup empty $(((t1 - t0) / 1000000)) ms later (kill_grace 2 s), exit.by client, signal $(spooled "$tid" exit.signal); sacct CANCELLED by 0" ||
+	fail "scancel: cgroup '$cg' procs '$(cat "$cg/cgroup.procs" 2>/dev/null)' by $(spooled "$tid" exit.by), sacct $(acct "$J3" State)"
 
 # --- a Corral --time inside a Slurm job --------------------------------------------------------
 printf '#!/bin/sh\nexec %s run --wait -q --time 1 --workdir / -- sh -c %s\n' "$CTL" \
@@ -186,10 +260,13 @@ printf '#!/bin/sh\nexec %s run --wait -q --time 1 --workdir / -- sh -c %s\n' "$C
 J4=$(submit -o "$S/out/ct-%j.txt" "$S/ct.sh")
 job_done "$J4" 200
 tid=$(sed -n 1p "$S/out/ct-$J4.txt")
+# sacct prints an exit status above 128 less 128 (143 as 15:0); slurmdbd's row has it whole
 ended "$tid" && [ "$(spooled "$tid" exit.status)" = time_limit ] && [ "$(spooled "$tid" exit.by)" = limit ] &&
-	[ "$(job_field "$J4" ExitCode)" = 143:0 ] &&
-	pass "corralctl --time 1 in a Slurm job: time_limit, exit.by limit, Slurm ExitCode 143:0" ||
-	fail "corral --time: $(spooled "$tid" exit.status) by $(spooled "$tid" exit.by), Slurm $(job_field "$J4" ExitCode) $(job_field "$J4" JobState)"
+	[ "$(dbjob "$J4" exit_code)" = $((143 << 8)) ] && [ "$(job_field "$J4" ExitCode)" = 143:0 ] &&
+	[ "$(acct "$J4" Account)" = chem ] && [ "$(spooled "$tid" task.account)" = chem ] &&
+	[ "$(spooled "$tid" task.job)" = "$(acct "$J4" JobID)" ] &&
+	pass "corralctl --time 1 in a Slurm job: time_limit, exit.by limit, Slurm's exit status 143 (slurmdbd's row $(dbjob "$J4" exit_code) = 143 << 8, sacct $(acct "$J4" ExitCode)); no -A: record and sacct both have root's default account chem" ||
+	fail "corral --time: $(spooled "$tid" exit.status) by $(spooled "$tid" exit.by), slurmdbd exit_code $(dbjob "$J4" exit_code), scontrol $(job_field "$J4" ExitCode), sacct account $(acct "$J4" Account), record $(spooled "$tid" task.account)"
 
 # --- the Slurm time limit (1 min): Slurm's SIGTERM ends the Corral task ----------------------
 for _ in $(seq 300); do [ -s "$S/tl.cg" ] && break; sleep 0.1; done
@@ -200,7 +277,7 @@ for _ in $(seq 100); do
 	{ [ ! -d "$cg" ] || [ -z "$(cat "$cg/cgroup.procs" 2>/dev/null)" ]; } && { gone=1; break; }
 	sleep 0.05
 done
-[ "$(job_field "$TLJ" JobState)" = TIMEOUT ] && [ -n "$gone" ] && ended "$tid" && [ "$(spooled "$tid" exit.by)" = client ] &&
-	pass "Slurm --time=1: TIMEOUT, the Corral task ended with it (cgroup empty, exit.by client, signal $(spooled "$tid" exit.signal))" ||
-	fail "slurm time limit: $(job_field "$TLJ" JobState), cgroup '$cg' gone '$gone', by $(spooled "$tid" exit.by)"
+[ "$(acct "$TLJ" State)" = TIMEOUT ] && [ -n "$gone" ] && ended "$tid" && [ "$(spooled "$tid" exit.by)" = client ] &&
+	pass "Slurm --time=1: sacct TIMEOUT, the Corral task ended with it (cgroup empty, exit.by client, signal $(spooled "$tid" exit.signal))" ||
+	fail "slurm time limit: sacct $(acct "$TLJ" State), cgroup '$cg' gone '$gone', by $(spooled "$tid" exit.by)"
 finish
