@@ -14,7 +14,8 @@
 # uploads the collector is killed (-9) for FLEET_OUTAGE s (default 60), started again, and
 # the nodes come back by the retry rule: the time until every record made before the restart
 # is stored (drain), the latency after the restart, the 503s, nothing lost.
-# FLEET_BACKENDS (default "sqlite postgresql"). Run it under nice on a shared host.
+# FLEET_BACKENDS (default "sqlite postgresql"). FLEET_SERVE_CONFIG: a config file for the
+# collector (e.g. a [server] max_queued to compare). Run it under nice on a shared host.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -70,7 +71,7 @@ count() {
 # serve URI PORT: a collector in the background (CPID); 1 if it does not answer
 serve() {
 	"$COLL" serve --listen "127.0.0.1:$2" --db "$1" --tokens "$T/tokens" \
-		>>"$T/collector.log" 2>&1 &
+		${FLEET_SERVE_CONFIG:+--config "$FLEET_SERVE_CONFIG"} >>"$T/collector.log" 2>&1 &
 	CPID=$!
 	for _ in $(seq 600); do
 		curl -sf "http://127.0.0.1:$2/healthz" >/dev/null && return 0
