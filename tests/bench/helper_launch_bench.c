@@ -7,6 +7,8 @@
  *                       (its stdin, stdout and stderr passed to the task: /dev/null here)
  *   ctl_files SOCKET    the same with --stdin/--stdout/--stderr /dev/null (no descriptor
  *                       passed: the files opened by the task's child)
+ *   systemd_run         fork + exec of `systemd-run --wait --pipe --quiet /bin/true` (a
+ *                       transient service whose stdio is the caller's: /dev/null here)
  *   bwrap_sb            fork + exec of `bwrap --unshare-pid --tmpfs /tmp --ro-bind / /
  *                       /bin/true` (the sandbox peer)
  *   api SOCKET          the control API directly: one connection per task, run + wait (the
@@ -289,6 +291,15 @@ int main(int argc, char **argv)
 					   (char *)"run",
 					   (char *)"--wait",
 					   (char *)"--",
+					   (char *)"/bin/true",
+					   NULL};
+
+			r = run_argv(a);
+		} else if (strcmp(mode, "systemd_run") == 0) {
+			char *const a[] = {(char *)"/usr/bin/systemd-run",
+					   (char *)"--wait",
+					   (char *)"--pipe",
+					   (char *)"--quiet",
 					   (char *)"/bin/true",
 					   NULL};
 

@@ -2,7 +2,8 @@
 # corralctl run --wait -- /bin/true with the caller's stdio passed to the task (SCM_RIGHTS, the
 # default of run --wait), against the same with --stdin/--stdout/--stderr /dev/null (nothing
 # passed) and against bare fork+exec of /bin/true, in alternating rounds of one run; medians of
-# the rounds' medians, as ratios. (systemd-run --wait --pipe needs systemd: the VM, not here.)
+# the rounds' medians, as ratios. (systemd-run --wait --pipe needs systemd: the
+# VM case run_wait_bench in tests/vm/guest-tests.sh.)
 # RUN_WAIT_N launches per mode and round (default 100), RUN_WAIT_ROUNDS rounds (default 3).
 set -u
 cd "$(dirname "$0")/../.."

@@ -713,9 +713,47 @@ SH
 	echo "DETAIL: root and non-root task: memory.max, cgroup.procs (parent, root), mkdir, spool, /etc/passwd refused; memory.max 100M and pid in place from outside; nothing outlived kill"
 }
 
+# corralctl run --wait -- /bin/true with the caller's stdio passed to the task (SCM_RIGHTS, the
+# default of --wait), side by side with systemd-run --wait --pipe --quiet /bin/true (a transient
+# service of PID 1 with the caller's stdio) and the bare fork+exec of /bin/true, under this
+# VM's systemd: the three modes alternate in each of 3 rounds of 15 launches each; the
+# medians of the rounds' medians and their ratios are in the detail line (docs/benchmarks.md).
+# The VM is emulated (TCG): read the ratios, not the times.
+case_run_wait_bench() {
+	need_agent || return 1
+	local h=/usr/lib/corral-vm/o/tests/bench/helper_launch_bench out=/run/corral-vm/run_wait_bench.txt
+	local n=15 r=3 m l round
+	command -v systemd-run >/dev/null || fail "systemd-run not found"
+	: >"$out"
+	for round in $(seq "$r"); do
+		for m in bare ctl systemd_run; do
+			if [ $m = ctl ]; then
+				l=$("$h" "$n" ctl /run/corral/corrald.sock /usr/bin/corralctl </dev/null 2>&1)
+			else
+				l=$("$h" "$n" $m </dev/null 2>&1)
+			fi || fail "$m round $round: $l"
+			echo "$round $l" | tee -a "$out"
+		done
+	done
+	python3 - "$out" "$n" "$r" <<'PY'
+import sys, statistics as st
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    kv = dict(x.split("=", 1) for x in f[2:] if "=" in x)
+    rows.setdefault(f[1], []).append(float(kv["median_us"]))
+med = {m: st.median(v) for m, v in rows.items()}
+rounds = "; ".join(f"{m} " + "/".join(f"{v:.0f}" for v in rows[m]) for m in ("bare", "ctl", "systemd_run"))
+print(f"DETAIL: {sys.argv[2]} launches x {sys.argv[3]} rounds, medians: bare fork+exec {med['bare']:.0f} us; "
+      f"corralctl run --wait (stdio passed) {med['ctl']:.0f} us ({med['ctl'] / med['bare']:.1f}x bare); "
+      f"systemd-run --wait --pipe {med['systemd_run']:.0f} us ({med['systemd_run'] / med['bare']:.1f}x bare); "
+      f"corralctl / systemd-run {med['ctl'] / med['systemd_run']:.2f} (rounds, us: {rounds})")
+PY
+}
+
 cases="boot_cgroup_v2 systemd_scope_restart agent_ready bpf_verify oom_killed cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
-	collector_ingest metering_v2 gpu_v2 sandbox_v2"
+	collector_ingest metering_v2 gpu_v2 sandbox_v2 run_wait_bench"
 echo "CORRAL-VM-CASES:" $cases
 for c in $cases; do
 	run_case "$c"
