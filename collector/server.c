@@ -271,6 +271,28 @@ static int audit_row(const struct coll_row *row, void *ud)
 	return 0;
 }
 
+/*
+ * A listing's start: every query parameter applied (audit_params_parse), then the reply's
+ * memstream opened (*body / *len, set by its fclose) with head written. false when a
+ * parameter is wrong or memory short: the error reply is queued in *ret.
+ */
+static bool audit_list_begin(struct coll_server *s, struct MHD_Connection *c,
+			     struct audit_params *p, const char *head, struct audit_out *o,
+			     char **body, size_t *len, enum MHD_Result *ret)
+{
+	if (!audit_params_parse(c, p)) {
+		*ret = srv_reply_error(s, c, 400, "%s", p->err);
+		return false;
+	}
+	o->f = open_memstream(body, len);
+	if (!o->f) {
+		*ret = srv_reply_error(s, c, 500, "out of memory");
+		return false;
+	}
+	fputs(head, o->f);
+	return true;
+}
+
 /* Close the memstream f of *body / *len (set by fclose) and answer; r < 0: the query failed. */
 static enum MHD_Result finish_json(struct coll_server *s, struct MHD_Connection *c, FILE *f,
 				   char **body, size_t *len, int r)
@@ -292,15 +314,12 @@ static enum MHD_Result handle_audit(struct coll_server *s, struct MHD_Connection
 	struct audit_params p = {.f = &flt};
 	char next[COLL_AUDIT_CURSOR_MAX], *body = NULL;
 	struct audit_out o = {0};
+	enum MHD_Result ret;
 	size_t len = 0;
 	int r;
 
-	if (!audit_params_parse(c, &p))
-		return srv_reply_error(s, c, 400, "%s", p.err);
-	o.f = open_memstream(&body, &len);
-	if (!o.f)
-		return srv_reply_error(s, c, 500, "out of memory");
-	fputs("{\"records\":[", o.f);
+	if (!audit_list_begin(s, c, &p, "{\"records\":[", &o, &body, &len, &ret))
+		return ret;
 	r = coll_audit_query(s->store, &flt, audit_row, &o, next, sizeof(next));
 	fprintf(o.f, "%s],\"count\":%zu,\"next\":", o.n ? "\n" : "", o.n);
 	if (next[0])
@@ -363,16 +382,13 @@ static enum MHD_Result handle_audit_breaks(struct coll_server *s, struct MHD_Con
 	struct coll_audit_filter flt = {.limit = COLL_AUDIT_LIMIT_DEFAULT};
 	struct audit_params p = {.f = &flt, .only = "node limit"};
 	struct audit_out o = {0};
+	enum MHD_Result ret;
 	char *body = NULL;
 	size_t len = 0;
 	int r;
 
-	if (!audit_params_parse(c, &p))
-		return srv_reply_error(s, c, 400, "%s", p.err);
-	o.f = open_memstream(&body, &len);
-	if (!o.f)
-		return srv_reply_error(s, c, 500, "out of memory");
-	fputs("{\"breaks\":[", o.f);
+	if (!audit_list_begin(s, c, &p, "{\"breaks\":[", &o, &body, &len, &ret))
+		return ret;
 	r = coll_store_break_query(s->store, flt.node, flt.limit, break_row, &o);
 	fprintf(o.f, "%s],\"count\":%zu}\n", o.n ? "\n" : "", o.n);
 	return finish_json(s, c, o.f, &body, &len, r < 0 ? r : 1);
