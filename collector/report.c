@@ -864,6 +864,51 @@ int64_t report_weight(double money)
 	return u > 1e18 ? (int64_t)1e18 : (int64_t)u;
 }
 
+int64_t report_shared_spread(int64_t amount, enum report_spread rule, const int64_t *w, size_t n,
+			     int64_t *out)
+{
+	const int64_t mag = amount < 0 ? -amount : amount;
+	int64_t sum = 0;
+
+	if (n == 0)
+		return amount;
+	memset(out, 0, n * sizeof(*out));
+	if (amount == 0)
+		return 0;
+	if (rule == REPORT_SPREAD_EVEN) {
+		for (size_t i = 0; i < n; i++)
+			out[i] = mag / (int64_t)n + ((int64_t)i < mag % (int64_t)n ? 1 : 0);
+	} else {
+		for (size_t i = 0; i < n && sum == 0; i++)
+			sum = w[i] > 0 ? w[i] : 0;
+		if (sum == 0)
+			return amount; /* no weight: nothing to spread by */
+		report_apportion(mag, w, n, out);
+	}
+	if (amount < 0)
+		for (size_t i = 0; i < n; i++)
+			out[i] = -out[i];
+	return 0;
+}
+
+int64_t report_shared_day_cents(int64_t monthly, const char *day)
+{
+	static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	int64_t w[31], out[31];
+	int y, m, d, nd;
+	char tail;
+
+	if (!day || sscanf(day, "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3 || m < 1 || m > 12)
+		return 0;
+	nd = mdays[m - 1] + (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
+	if (d < 1 || d > nd)
+		return 0;
+	for (int i = 0; i < nd; i++)
+		w[i] = 1;
+	report_shared_spread(monthly, REPORT_SPREAD_EVEN, w, (size_t)nd, out);
+	return out[d - 1];
+}
+
 void report_apportion(int64_t total, const int64_t *w, size_t n, int64_t *out)
 {
 	__int128 sum = 0;

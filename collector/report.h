@@ -155,6 +155,24 @@ int report_write(const struct report *r, enum report_format f, FILE *out);
  * 0. Exposed for tests.
  */
 void report_apportion(int64_t total, const int64_t *w, size_t n, int64_t *out);
+/*
+ * Shared costs (a fixed amount per month spread over groups by a rule; docs/reports.md
+ * "Shared costs"). report_shared_spread splits amount (cents; negative: a credit, spread as
+ * its opposite and negated) over n groups: REPORT_SPREAD_EVEN in equal parts, the cents left
+ * one each to the lowest indexes; REPORT_SPREAD_PROPORTIONAL by the weights w[] (a group's
+ * cost in cents; a weight below 0 counts as 0) by report_apportion. (A "to:ACCOUNT" rule is
+ * the caller passing that one group.) The parts sum to amount exactly. Returns the cents
+ * left unallocated, which the caller reports as such (never lost): amount when there is no
+ * group, or under REPORT_SPREAD_PROPORTIONAL when every weight is 0; else 0 (out[] all 0 in
+ * the first case).
+ */
+enum report_spread { REPORT_SPREAD_PROPORTIONAL, REPORT_SPREAD_EVEN };
+int64_t report_shared_spread(int64_t amount, enum report_spread rule, const int64_t *w, size_t n,
+			     int64_t *out);
+/* The cents of a monthly amount falling on one UTC day "YYYY-MM-DD": the amount apportioned
+ * evenly over the days of its month (the extra cents to the first days), so the days of any
+ * period sum exactly, and a whole month gives the amount. 0 for a text that is not a day. */
+int64_t report_shared_day_cents(int64_t monthly, const char *day);
 /* The apportioning weight of an amount of money (currency units): whole hundredths of a cent
  * (llround(money * 10000)), 0 for nothing or less. */
 int64_t report_weight(double money);

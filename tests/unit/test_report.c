@@ -160,6 +160,95 @@ static void test_carbon_series(void **state)
 	expect_error(SHEET "[carbon]\ngrams = 3\n", "unknown key [carbon] grams");
 }
 
+/* ---- shared costs ---- */
+
+static void test_shared_spread(void **state)
+{
+	int64_t out[8], w[8];
+	char day[11];
+
+	(void)state;
+	/* no group: the whole amount unallocated, nothing written */
+	assert_int_equal(report_shared_spread(120000, REPORT_SPREAD_EVEN, NULL, 0, out), 120000);
+	assert_int_equal(report_shared_spread(-500, REPORT_SPREAD_PROPORTIONAL, NULL, 0, out),
+			 -500);
+	/* one group takes it all, whatever the rule */
+	assert_int_equal(
+	    report_shared_spread(999, REPORT_SPREAD_PROPORTIONAL, (int64_t[]){5}, 1, out), 0);
+	assert_int_equal(out[0], 999);
+	assert_int_equal(report_shared_spread(999, REPORT_SPREAD_EVEN, (int64_t[]){0}, 1, out), 0);
+	assert_int_equal(out[0], 999);
+	/* even: 100 / 3 = 34, 33, 33 */
+	assert_int_equal(report_shared_spread(100, REPORT_SPREAD_EVEN, NULL, 3, out), 0);
+	assert_int_equal(out[0], 34);
+	assert_int_equal(out[1], 33);
+	assert_int_equal(out[2], 33);
+	/* a credit: -100 spread as -34, -33, -33 */
+	assert_int_equal(report_shared_spread(-100, REPORT_SPREAD_EVEN, NULL, 3, out), 0);
+	assert_int_equal(out[0], -34);
+	assert_int_equal(out[2], -33);
+	/* proportional to costs 100, 200, 700 of 1200.00 */
+	assert_int_equal(report_shared_spread(120000, REPORT_SPREAD_PROPORTIONAL,
+					      (int64_t[]){100, 200, 700}, 3, out),
+			 0);
+	assert_int_equal(out[0], 12000);
+	assert_int_equal(out[1], 24000);
+	assert_int_equal(out[2], 84000);
+	/* negative and zero weights count 0 */
+	assert_int_equal(
+	    report_shared_spread(10, REPORT_SPREAD_PROPORTIONAL, (int64_t[]){-50, 0, 3}, 3, out),
+	    0);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[1], 0);
+	assert_int_equal(out[2], 10);
+	/* every weight 0 or less: nothing to spread by, all unallocated */
+	assert_int_equal(
+	    report_shared_spread(10, REPORT_SPREAD_PROPORTIONAL, (int64_t[]){-1, 0}, 2, out), 10);
+	assert_int_equal(out[0] + out[1], 0);
+	/* zero: nothing anywhere */
+	assert_int_equal(report_shared_spread(0, REPORT_SPREAD_EVEN, NULL, 2, out), 0);
+	assert_int_equal(out[0] + out[1], 0);
+	/* the parts always sum to the amount */
+	srand(11);
+	for (int it = 0; it < 2000; it++) {
+		int64_t amount = rand() % 200001 - 100000, sum = 0, left;
+		size_t n = 1 + (size_t)(rand() % 8);
+		enum report_spread rule =
+		    rand() % 2 ? REPORT_SPREAD_EVEN : REPORT_SPREAD_PROPORTIONAL;
+
+		for (size_t i = 0; i < n; i++)
+			w[i] = rand() % 4 == 0 ? -(rand() % 100) : rand() % 100000;
+		left = report_shared_spread(amount, rule, w, n, out);
+		for (size_t i = 0; i < n; i++) {
+			sum += out[i];
+			assert_true(amount >= 0 ? out[i] >= 0 : out[i] <= 0);
+		}
+		assert_int_equal(sum + left, amount);
+	}
+	/* days: 1200.00 over November's 30 days is 40.00 a day; over December's 31, 38.70 and
+	 * the 30 cents left to the first 30 days (38.71) */
+	assert_int_equal(report_shared_day_cents(120000, "2026-11-15"), 4000);
+	assert_int_equal(report_shared_day_cents(120000, "2026-12-01"), 3871);
+	assert_int_equal(report_shared_day_cents(120000, "2026-12-31"), 3870);
+	assert_int_equal(report_shared_day_cents(120000, "2026-12-32"), 0);
+	assert_int_equal(report_shared_day_cents(120000, "2026-13-01"), 0);
+	assert_int_equal(report_shared_day_cents(120000, "nope"), 0);
+	/* every month of a leap and a common year sums to the amount exactly */
+	for (int y = 2024; y <= 2025; y++)
+		for (int m = 1; m <= 12; m++) {
+			int64_t sum = 0;
+
+			for (int d = 1; d <= 31; d++) {
+				snprintf(day, sizeof(day), "%04d-%02d-%02d", y, m, d);
+				sum += report_shared_day_cents(123457, day);
+			}
+			assert_int_equal(sum, 123457);
+		}
+	snprintf(day, sizeof(day), "2024-02-29");
+	assert_int_not_equal(report_shared_day_cents(2900, day), 0);
+	assert_int_equal(report_shared_day_cents(2900, "2025-02-29"), 0);
+}
+
 /* ---- apportion ---- */
 
 static void test_apportion(void **state)
@@ -1495,6 +1584,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_csv_neutralised, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_energy_example, setup, teardown),
 	    cmocka_unit_test(test_carbon_series),
+	    cmocka_unit_test(test_shared_spread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
