@@ -4,6 +4,7 @@
 #include "corral_version.h"
 #include "common/clock.h"
 #include "common/escape.h"
+#include "common/fdpass.h"
 #include "common/macro.h"
 #include "common/parse.h"
 
@@ -172,7 +173,7 @@ static void send_req_fds(int fd, json_t *req, const int *fds, size_t nfds)
 {
 	char *txt = json_dumps(req, JSON_COMPACT);
 	union {
-		char b[CMSG_SPACE(sizeof(int) * 3)];
+		char b[FDPASS_SPACE(3)];
 		struct cmsghdr align;
 	} cm;
 	size_t len, off = 0;
@@ -187,18 +188,9 @@ static void send_req_fds(int fd, json_t *req, const int *fds, size_t nfds)
 		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 		ssize_t n;
 
-		if (off == 0 && nfds) {
-			struct cmsghdr *c;
-
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.b;
-			mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-			c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-			memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-		}
+		if (off == 0 && nfds)
+			(void)fdpass_attach(&mh, cm.b, sizeof(cm.b), fds,
+					    nfds); /* nfds <= 3 fits */
 		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)

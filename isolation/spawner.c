@@ -15,6 +15,7 @@
  */
 #include "isolation/launch.h"
 #include "isolation/seccomp.h"
+#include "common/fdpass.h"
 #include "common/macro.h"
 #include "common/growbuf.h"
 
@@ -494,12 +495,11 @@ int launch_spawn_via(struct launch_spawner *s, const struct launch_plan *plan,
 	int fds[LAUNCH_WIRE_FDS_MAX];
 	size_t nfds = 0;
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * LAUNCH_WIRE_FDS_MAX)];
+		char buf[FDPASS_SPACE(LAUNCH_WIRE_FDS_MAX)];
 		struct cmsghdr align;
 	} cm;
 	struct iovec iov;
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	struct cmsghdr *c;
 	int r;
 
 	r = launch_shim_fds_open(plan, &f);
@@ -509,14 +509,8 @@ int launch_spawn_via(struct launch_spawner *s, const struct launch_plan *plan,
 	if (r < 0)
 		goto out;
 	iov = (struct iovec){.iov_base = msg, .iov_len = len};
-	memset(&cm, 0, sizeof(cm));
-	mh.msg_control = cm.buf;
-	mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	if (nfds && (r = fdpass_attach(&mh, cm.buf, sizeof(cm.buf), fds, nfds)) < 0)
+		goto out;
 	/* Never block the agent's loop on a stuck spawner: a full socket is a failure. */
 	if (sendmsg(s->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 		r = errno == EAGAIN ? -EBUSY : -errno;
