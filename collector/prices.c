@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -131,6 +132,103 @@ static int set_carbon(struct parse_ctx *c, const char *name, const char *value)
 }
 
 /* One key of the sheet: 0, or -EINVAL with c->err set. */
+/* [shared:NAME] amount, match, spread (every one required, once). */
+static int set_shared(struct parse_ctx *c, const char *section, const char *name, const char *value)
+{
+	struct price_sheet *ps = c->ps;
+	const char *sname = section + strlen("shared:");
+	struct price_shared *sh = NULL;
+
+	for (size_t i = 0; i < ps->n_shared; i++)
+		if (strcmp(ps->shared[i].name, sname) == 0)
+			sh = &ps->shared[i];
+	if (!sh) {
+		if (!sname[0] || strlen(sname) >= sizeof(sh->name))
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[%.64s]: expected a name of 1..%zu bytes", section,
+				       sizeof(sh->name) - 1);
+		if (ps->n_shared == PRICE_SHARED_MAX)
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[%.64s]: more than %d shared sections", section,
+				       PRICE_SHARED_MAX);
+		sh = &ps->shared[ps->n_shared++];
+		memcpy(sh->name, sname, strlen(sname) + 1);
+	}
+	if (strcmp(name, "amount") == 0) {
+		double v;
+
+		if (sh->amount_set)
+			return err_set(c->err, sizeof(c->err), -EINVAL, "[%s] amount: set twice",
+				       section);
+		if (parse_double(value[0] == '-' ? value + 1 : value, &v) < 0 || v > 1e13)
+			return err_set(
+			    c->err, sizeof(c->err), -EINVAL,
+			    "[%s] amount: expected an amount per month, -1e13..1e13, got "
+			    "'%.64s'",
+			    section, value);
+		sh->cents = llround(v * 100.0) * (value[0] == '-' ? -1 : 1);
+		sh->amount_set = true;
+		return 0;
+	}
+	if (strcmp(name, "match") == 0) {
+		const char *eq;
+
+		if (sh->match_set)
+			return err_set(c->err, sizeof(c->err), -EINVAL, "[%s] match: set twice",
+				       section);
+		sh->match_set = true;
+		if (strcmp(value, "all") == 0) {
+			sh->match = PRICE_MATCH_ALL;
+			return 0;
+		}
+		if (strncmp(value, "account:", 8) == 0 && value[8] &&
+		    strlen(value + 8) < sizeof(sh->match_value)) {
+			sh->match = PRICE_MATCH_ACCOUNT;
+			memcpy(sh->match_value, value + 8, strlen(value + 8) + 1);
+			return 0;
+		}
+		eq = strncmp(value, "label:", 6) == 0 ? strchr(value + 6, '=') : NULL;
+		if (eq && eq > value + 6 && eq[1] &&
+		    (size_t)(eq - value - 6) < sizeof(sh->match_key) &&
+		    strlen(eq + 1) < sizeof(sh->match_value)) {
+			sh->match = PRICE_MATCH_LABEL;
+			memcpy(sh->match_key, value + 6, (size_t)(eq - value - 6));
+			memcpy(sh->match_value, eq + 1, strlen(eq + 1) + 1);
+			return 0;
+		}
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%s] match: expected all, label:KEY=VALUE or account:NAME, got "
+			       "'%.64s'",
+			       section, value);
+	}
+	if (strcmp(name, "spread") == 0) {
+		if (sh->spread_set)
+			return err_set(c->err, sizeof(c->err), -EINVAL, "[%s] spread: set twice",
+				       section);
+		sh->spread_set = true;
+		if (strcmp(value, "proportional") == 0) {
+			sh->spread = PRICE_SPREAD_PROPORTIONAL;
+			return 0;
+		}
+		if (strcmp(value, "even") == 0) {
+			sh->spread = PRICE_SPREAD_EVEN;
+			return 0;
+		}
+		if (strncmp(value, "to:", 3) == 0 && value[3] &&
+		    strlen(value + 3) < sizeof(sh->to_account)) {
+			sh->spread = PRICE_SPREAD_TO;
+			memcpy(sh->to_account, value + 3, strlen(value + 3) + 1);
+			return 0;
+		}
+		return err_set(
+		    c->err, sizeof(c->err), -EINVAL,
+		    "[%s] spread: expected proportional, even or to:ACCOUNT, got '%.64s'", section,
+		    value);
+	}
+	return err_set(c->err, sizeof(c->err), -EINVAL,
+		       "unknown key [%s] %s (amount, match or spread)", section, name);
+}
+
 static int set_key(struct parse_ctx *c, const char *section, const char *name, const char *value)
 {
 	struct price_sheet *ps = c->ps;
@@ -190,6 +288,8 @@ static int set_key(struct parse_ctx *c, const char *section, const char *name, c
 		dst = cls ? &ps->classes[slot].set.p[u] : &ps->nodes[slot].set.p[u];
 	} else if (strcmp(section, "carbon") == 0) {
 		return set_carbon(c, name, value);
+	} else if (strncmp(section, "shared:", 7) == 0) {
+		return set_shared(c, section, name, value);
 	} else {
 		return err_set(c->err, sizeof(c->err), -EINVAL, "unknown section [%s] (key %s)",
 			       section, name);
@@ -225,6 +325,15 @@ int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size
 			return err_set(err, errlen, -EINVAL, "[prices] %s: missing", unit_names[u]);
 	if (!c.currency_set)
 		strcpy(ret->currency, "EUR");
+	for (size_t i = 0; i < ret->n_shared; i++) {
+		const struct price_shared *sh = &ret->shared[i];
+
+		if (!sh->amount_set || !sh->match_set || !sh->spread_set)
+			return err_set(err, errlen, -EINVAL, "[shared:%s] %s: missing", sh->name,
+				       !sh->amount_set	? "amount"
+				       : !sh->match_set ? "match"
+							: "spread");
+	}
 	for (size_t i = 0; i < ret->n_overrides; i++)
 		for (int u = 0; u < _PRICE_MAX; u++)
 			if (!c.ov_set[i][u])
@@ -252,6 +361,13 @@ int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_
 	if (strlen(buf) != len)
 		return err_set(err, errlen, -EINVAL, "%s: contains a NUL byte", path);
 	r = price_sheet_parse(buf, ret, err, errlen);
+	if (r < 0 && strncmp(err, "line ", 5) == 0) {
+		_cleanup_free_ char *msg = strdup(err + 5);
+
+		/* "FILE:N: ..." */
+		if (msg)
+			snprintf(err, errlen, "%s:%s", path, msg);
+	}
 	if (r == 0) {
 		const char *b = strrchr(path, '/');
 

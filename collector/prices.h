@@ -51,6 +51,20 @@ struct price_override {
 	struct price_set set;
 };
 
+/* [shared:NAME]: a fixed amount per month spread over the report's groups (docs/reports.md
+ * "Shared costs") */
+#define PRICE_SHARED_MAX 32
+struct price_shared {
+	char name[64];
+	long long cents; /* amount per month, whole cents (negative: a credit) */
+	enum { PRICE_MATCH_ALL, PRICE_MATCH_LABEL, PRICE_MATCH_ACCOUNT } match;
+	char match_key[PRICE_LABEL_MAX];
+	char match_value[256];
+	enum { PRICE_SPREAD_PROPORTIONAL, PRICE_SPREAD_EVEN, PRICE_SPREAD_TO } spread;
+	char to_account[256];
+	bool amount_set, match_set, spread_set;
+};
+
 struct price_sheet {
 	char name[64]; /* the file's name (price_sheet_load), for report headers; "" if parsed */
 	char currency[16];
@@ -68,6 +82,8 @@ struct price_sheet {
 	double carbon_g_per_kwh;
 	char carbon_series_path[512];
 	struct carbon_days carbon_days;
+	size_t n_shared;
+	struct price_shared shared[PRICE_SHARED_MAX];
 };
 /* The carbon intensity of a UTC day "YYYY-MM-DD", gCO2e/kWh: 0, -ENOENT (no [carbon], or the
  * series has no hour of that day). */

@@ -831,6 +831,7 @@ static void price_quantities(const double *v, const struct price_set *p, double 
 	    (v[COLL_SUM_NET_RX_BYTES] + v[COLL_SUM_NET_TX_BYTES]) / GIB * p->p[PRICE_NET_GIB];
 	out[REPORT_COST_TOTAL] = 0;
 	out[REPORT_COST_IDLE] = 0;
+	out[REPORT_COST_SHARED] = 0;
 	out[REPORT_COST_WASTE] =
 	    MAX(0.0, v[COLL_SUM_CPU_CHARGED_CORE_S] - v[COLL_SUM_CPU_S]) / 3600.0 *
 		p->p[PRICE_CPU_CORE_HOUR] +
@@ -1773,6 +1774,122 @@ static int apply_idle(struct coll_store *s, const struct report_spec *spec,
 	return 0;
 }
 
+/* A row's key of dimension dim (NULL when the report has no such dimension). */
+static const char *row_dim_key(const struct report *ret, const struct report_row *x,
+			       enum report_dim dim, const char *label_key)
+{
+	for (size_t d = 0; d < ret->spec.n_dims; d++)
+		if (ret->spec.dims[d] == dim &&
+		    (dim != REPORT_DIM_LABEL || strcmp(ret->spec.label_key, label_key) == 0))
+			return x->key[d];
+	return NULL;
+}
+
+/* Whether a row is one the report made itself ("(idle)", "(shared)"): never a recipient. */
+static bool row_made(const struct report *ret, const struct report_row *x)
+{
+	for (size_t d = 0; d < ret->spec.n_dims; d++)
+		if (strcmp(x->key[d], "(idle)") == 0 || strcmp(x->key[d], "(shared)") == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The price sheet's shared costs into the rows (docs/reports.md "Shared costs"): for each
+ * period of the range and each [shared:NAME], the days' cents of the monthly amount
+ * (report_shared_day_cents) spread over the period's rows the section matches by its rule
+ * (report_shared_spread); what no row takes (no matching row, no weight, a dimension the
+ * report lacks) goes to a "(shared)" row of the period, so each period gains exactly its
+ * amount. Weights are the rows' cost before shared costs (idle shares included).
+ */
+static int apply_shared(const struct report_spec *spec, const struct price_sheet *ps,
+			struct report *ret)
+{
+	const size_t n0 = ret->n;
+	size_t rows_cap = ret->n;
+	char last[11], day[11];
+
+	if (!ps || ps->n_shared == 0)
+		return 0;
+	ret->shared = true;
+	report_day_add(spec->to, -1, last);
+	for (memcpy(day, spec->from, 11); strcmp(day, spec->to) < 0;) {
+		struct cap_row p;
+		int64_t left = 0;
+
+		memset(&p, 0, sizeof(p));
+		report_period_of(spec, last, day, p.period);
+		report_period_days(spec, last, day, p.first_day, p.last_day);
+		for (size_t k = 0; k < ps->n_shared; k++) {
+			const struct price_shared *sh = &ps->shared[k];
+			_cleanup_free_ size_t *idx = calloc(n0 + 1, sizeof(*idx));
+			_cleanup_free_ int64_t *w = calloc(n0 + 1, sizeof(*w));
+			_cleanup_free_ int64_t *out = calloc(n0 + 1, sizeof(*out));
+			int64_t amount = 0;
+			size_t n = 0;
+			char d[11];
+
+			if (!idx || !w || !out)
+				return -ENOMEM;
+			for (memcpy(d, p.first_day, 11); strcmp(d, p.last_day) <= 0;
+			     report_day_add(d, 1, d))
+				amount += report_shared_day_cents(sh->cents, d);
+			for (size_t j = 0; j < n0; j++) {
+				const struct report_row *x = &ret->rows[j];
+				const char *key = NULL;
+
+				if (strcmp(x->period, p.period) != 0 || row_made(ret, x))
+					continue;
+				if (sh->match == PRICE_MATCH_ACCOUNT)
+					key = row_dim_key(ret, x, REPORT_DIM_ACCOUNT, "");
+				else if (sh->match == PRICE_MATCH_LABEL)
+					key = row_dim_key(ret, x, REPORT_DIM_LABEL, sh->match_key);
+				if (sh->match != PRICE_MATCH_ALL &&
+				    (!key || strcmp(key, sh->match_value) != 0))
+					continue;
+				if (sh->spread == PRICE_SPREAD_TO &&
+				    !((key = row_dim_key(ret, x, REPORT_DIM_ACCOUNT, "")) &&
+				      strcmp(key, sh->to_account) == 0))
+					continue;
+				idx[n] = j;
+				w[n++] = x->cents[REPORT_COST_TOTAL] - x->cents[REPORT_COST_SHARED];
+			}
+			left += report_shared_spread(amount,
+						     sh->spread == PRICE_SPREAD_EVEN
+							 ? REPORT_SPREAD_EVEN
+							 : REPORT_SPREAD_PROPORTIONAL,
+						     w, n, out);
+			for (size_t j = 0; j < n; j++) {
+				ret->rows[idx[j]].cents[REPORT_COST_SHARED] += out[j];
+				ret->rows[idx[j]].cents[REPORT_COST_TOTAL] += out[j];
+			}
+			ret->total.cents[REPORT_COST_SHARED] += amount;
+			ret->total.cents[REPORT_COST_TOTAL] += amount;
+		}
+		if (left != 0) {
+			struct report_row *row = row_new(ret, &rows_cap, &p, NULL);
+
+			if (!row)
+				return -ENOMEM;
+			for (size_t dd = 0; dd < spec->n_dims; dd++) {
+				free(row->key[dd]);
+				row->key[dd] = strdup("(shared)");
+				if (!row->key[dd])
+					return -ENOMEM;
+			}
+			row->cents[REPORT_COST_SHARED] = left;
+			row->cents[REPORT_COST_TOTAL] = left;
+		}
+		report_day_add(p.last_day, 1, day);
+	}
+	if (ret->n > n0) {
+		size_t nd = spec->n_dims;
+
+		qsort_r(ret->rows, ret->n, sizeof(*ret->rows), row_key_cmp, &nd);
+	}
+	return 0;
+}
+
 /* Every source of a report into rd: the day rollups, the open tasks, the label and job-part
  * rollups, the nodes; then the parts of the period's months. */
 static int report_read(struct coll_store *s, const struct report_spec *spec,
@@ -2034,6 +2151,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	if (r < 0)
 		goto out;
 	r = apply_idle(s, spec, ps, ret);
+	if (r == 0)
+		r = apply_shared(spec, ps, ret);
 	if (r < 0)
 		goto out;
 	rows_top(spec, ret);
@@ -2396,13 +2515,17 @@ void report_html_text(FILE *f, const char *text)
 	html_str(f, text);
 }
 
-static const char *const cost_names[_REPORT_COST_MAX] = {
-    "cpu_cost", "mem_cost", "gpu_cost", "io_cost", "net_cost", "cost", "waste", "idle_cost"};
+static const char *const cost_names[_REPORT_COST_MAX] = {"cpu_cost", "mem_cost",  "gpu_cost",
+							 "io_cost",  "net_cost",  "cost",
+							 "waste",    "idle_cost", "shared_cost"};
 
-/* The cost columns written: idle_cost only when the report has idle in it. */
-static int cost_cols(const struct report *r)
+/* The cost columns written: idle_cost only when the report has idle in it, shared_cost when
+ * the price sheet has shared costs. */
+static bool cost_shown(const struct report *r, int k)
 {
-	return r->spec.idle != REPORT_IDLE_OFF ? _REPORT_COST_MAX : REPORT_COST_IDLE;
+	return k == REPORT_COST_IDLE	 ? r->spec.idle != REPORT_IDLE_OFF
+	       : k == REPORT_COST_SHARED ? r->shared
+					 : true;
 }
 
 static void write_csv(const struct report *r, FILE *f)
@@ -2419,8 +2542,9 @@ static void write_csv(const struct report *r, FILE *f)
 		fprintf(f, ",%s", count_cols[c].name);
 	for (int c = 0; c < _COL_MAX; c++)
 		fprintf(f, ",%s", col_names[c]);
-	for (int k = 0; k < cost_cols(r); k++)
-		fprintf(f, ",%s", cost_names[k]);
+	for (int k = 0; k < _REPORT_COST_MAX; k++)
+		if (cost_shown(r, k))
+			fprintf(f, ",%s", cost_names[k]);
 	fputs(r->carbon ? ",energy_kwh,co2e_kg" : ",energy_kwh", f);
 	fputs(",cpu_eff,mem_eff,gpu_eff\n", f);
 	for (size_t i = 0; i <= r->n; i++) {
@@ -2439,7 +2563,9 @@ static void write_csv(const struct report *r, FILE *f)
 			report_num_full(m, sizeof(m), cols[c]);
 			fprintf(f, ",%s", m);
 		}
-		for (int k = 0; k < cost_cols(r); k++) {
+		for (int k = 0; k < _REPORT_COST_MAX; k++) {
+			if (!cost_shown(r, k))
+				continue;
 			report_money(m, sizeof(m), row->cents[k]);
 			fprintf(f, ",%s", m);
 		}
@@ -2492,7 +2618,9 @@ static void json_row(const struct report *r, const struct report_row *row, bool 
 		report_num_full(m, sizeof(m), cols[c]);
 		fprintf(f, ",\"%s\":%s", col_names[c], m);
 	}
-	for (int k = 0; k < cost_cols(r); k++) {
+	for (int k = 0; k < _REPORT_COST_MAX; k++) {
+		if (!cost_shown(r, k))
+			continue;
 		report_money(m, sizeof(m), row->cents[k]);
 		fprintf(f, ",\"%s\":\"%s\"", cost_names[k], m);
 	}
@@ -2648,6 +2776,16 @@ static void write_table(const struct report *r, FILE *f)
 	}
 	fprintf(f, "(amounts in %s; %zu rollup rows read)\n(%s)\n(%s)\n", r->currency, r->cells,
 		note_eff, note_limits);
+	if (r->shared) {
+		char sh[32];
+
+		report_money(sh, sizeof(sh), r->total.cents[REPORT_COST_SHARED]);
+		fprintf(
+		    f,
+		    "(shared costs: %s in total, in COST; per row as shared_cost in the CSV and "
+		    "JSON; what no group took in (shared) rows)\n",
+		    sh);
+	}
 	if (r->carbon) {
 		char kg[32], un[32];
 
@@ -3230,6 +3368,11 @@ static void write_html(const struct report *r, FILE *f)
 	if (r->spec.idle != REPORT_IDLE_OFF) {
 		fputs("<div><span>of which idle capacity</span><b id=\"total-idle\">", f);
 		html_money(f, r, tot.cents[REPORT_COST_IDLE]);
+		fputs("</b></div>", f);
+	}
+	if (r->shared) {
+		fputs("<div><span>of which shared costs</span><b id=\"total-shared\">", f);
+		html_money(f, r, tot.cents[REPORT_COST_SHARED]);
 		fputs("</b></div>", f);
 	}
 	fputs("<div><span>waste (reserved, unused)</span><b id=\"total-waste\">", f);

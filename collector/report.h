@@ -38,6 +38,9 @@ enum report_cost {
 	/* the nodes' idle capacity (collector/capacity.h), in REPORT_COST_TOTAL too: an
 	 * "(idle)" row's, or a row's share of its period's (report_spec.idle); 0 otherwise */
 	REPORT_COST_IDLE,
+	/* the price sheet's [shared:NAME] amounts (docs/reports.md "Shared costs"), in
+	 * REPORT_COST_TOTAL too: a row's part, or a "(shared)" row's unallocated amount */
+	REPORT_COST_SHARED,
 	_REPORT_COST_MAX,
 };
 
@@ -117,7 +120,8 @@ struct report {
 	struct price_set prices; /* the sheet's base prices */
 	size_t n_overrides;
 	char override_key[PRICE_LABEL_MAX];
-	bool carbon;		      /* the sheet has [carbon]: the co2e columns are written */
+	bool carbon; /* the sheet has [carbon]: the co2e columns are written */
+	bool shared; /* the sheet has [shared:NAME] sections: shared_cost is written */
 	int64_t carbon_uncovered_mwh; /* energy on days the series has no hour of: no carbon */
 };
 

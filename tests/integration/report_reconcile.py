@@ -4,6 +4,8 @@
 # row. Usage:
 #   report_reconcile.py gen DIR                  writes DIR/{ends,samples}.ndjson
 #   report_reconcile.py check DIR FROM TO OUT... compares each OUT/<by>@<period>.csv
+#   report_reconcile.py shared FROM TO BASE OUT  checks OUT/<by>@<period>.csv (the price sheet
+#       with SHARED's sections) against BASE/<by>@<period>.csv (without): shared_cost per row
 import csv, datetime, json, math, os, random, sys
 from collections import defaultdict
 
@@ -402,9 +404,97 @@ def check(dir_, frm, to, outdir):
     return fails
 
 
+# The sheet's [shared:NAME] sections of report_reconcile.sh: (name, cents a month, match,
+# spread); docs/reports.md "Shared costs"
+SHARED = [("ops", 120000, ("all",), ("proportional",)),
+          ("lab", 3107, ("account", "physics"), ("even",)),
+          ("proj", 50000, ("label:project", "qcd"), ("to", "chem"))]
+
+
+def day_cents(monthly, day):
+    """A monthly amount's cents on one day: even over the month, the extra cents first."""
+    y, m, d = int(day[:4]), int(day[5:7]), int(day[8:10])
+    nd = (datetime.date(y + m // 12, m % 12 + 1, 1) - datetime.date(y, m, 1)).days
+    q, r = divmod(monthly, nd)
+    return q + (1 if d <= r else 0)
+
+
+def shared(frm, to, base, out):
+    fails = checked = 0
+    days = []
+    d = datetime.date.fromisoformat(frm)
+    while d.isoformat() < to:
+        days.append(d.isoformat())
+        d += datetime.timedelta(days=1)
+    for name in sorted(os.listdir(out)):
+        by, p = name[:-4].split("@")
+        dims = by.split(",")
+        cols = ["label:project" if x.startswith("label:") else x for x in dims]
+        brows = [r for r in csv.DictReader(open(os.path.join(base, name)))
+                 if r["period"] != "total"]
+        periods = {}
+        for day in days:
+            lab = period(p, day, frm, to)[0]
+            periods.setdefault(lab, []).append(day)
+        exp = defaultdict(int)
+        want_total = 0
+        for lab, pdays in periods.items():
+            rows = [r for r in brows if r["period"] == lab]
+            left = 0
+            for _, monthly, match, spread in SHARED:
+                amount = sum(day_cents(monthly, x) for x in pdays)
+                want_total += amount
+                col = {"account": "account", "label:project": "label:project"}.get(match[0])
+                take = [r for r in rows if match[0] == "all" or
+                        (col in cols and r[col] == match[1])]
+                if spread[0] == "to":
+                    take = [r for r in take if "account" in cols and r["account"] == spread[1]]
+                w = [int(round(float(r["cost"]) * 100)) for r in take]
+                if not take or (spread[0] != "even" and sum(x for x in w if x > 0) == 0):
+                    left += amount
+                    continue
+                if spread[0] == "even":
+                    q, rem = divmod(amount, len(take))
+                    parts = [q + (1 if i < rem else 0) for i in range(len(take))]
+                else:
+                    parts = apportion(amount, [max(x, 0) for x in w])
+                for r, c in zip(take, parts):
+                    exp[(lab,) + tuple(r[c2] for c2 in cols)] += c
+            if left:
+                exp[(lab,) + ("(shared)",) * len(cols)] += left
+        base_cost = {(r["period"],) + tuple(r[c] for c in cols): int(round(float(r["cost"]) * 100))
+                     for r in brows}
+        got_total = None
+        seen = set()
+        for r in csv.DictReader(open(os.path.join(out, name))):
+            if r["period"] == "total":
+                got_total = int(round(float(r["shared_cost"]) * 100))
+                continue
+            key = (r["period"],) + tuple(r[c] for c in cols)
+            seen.add(key)
+            sc = int(round(float(r["shared_cost"]) * 100))
+            cost = int(round(float(r["cost"]) * 100))
+            checked += 1
+            if sc != exp.get(key, 0) or cost != base_cost.get(key, 0) + sc:
+                fails += 1
+                if fails < 20:
+                    print("FAIL shared %s %s: shared_cost %d cost %d, expected %d and %d" % (
+                        name, key, sc, cost, exp.get(key, 0), base_cost.get(key, 0) + sc))
+        missing = [k for k, v in exp.items() if v and k not in seen]
+        if missing or got_total != want_total:
+            fails += 1
+            print("FAIL shared %s: total %s, expected %d; rows missing %s" % (
+                name, got_total, want_total, missing[:5]))
+    print("%s..%s: shared costs of %d reports, %d rows checked, %d failures" % (
+        frm, to, len(os.listdir(out)), checked, fails))
+    return fails
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
+    elif sys.argv[1] == "shared":
+        sys.exit(1 if shared(*sys.argv[2:6]) else 0)
     else:
         fails = 0
         for i in range(3, len(sys.argv), 3):

@@ -17,6 +17,10 @@ MODEL=tests/integration/report_reconcile.py
 NODES="n1 n2 n3"
 coll_tokens --reader $NODES
 coll_prices "$T/prices.ini"
+{ cat "$T/prices.ini"; printf '%s\n' '[shared:ops]' 'amount = 1200.00' 'match = all' \
+	'spread = proportional' '[shared:lab]' 'amount = 31.07' 'match = account:physics' \
+	'spread = even' '[shared:proj]' 'amount = 500' 'match = label:project=qcd' 'spread = to:chem'; } \
+	> "$T/shared.ini"
 python3 "$MODEL" gen "$T" || { echo "FAIL: generating the fleet"; exit 1; }
 PORT=$(free_port)
 
@@ -58,6 +62,22 @@ reconcile() {
 		args+=("$from" "$to" "$out")
 	done
 	python3 "$MODEL" check "$T" "${args[@]}" && ok "$2: every row of $(ls "$T/$2"-* | grep -c csv) reports equals the model"
+	# shared costs: the same reports with the sheet's [shared:NAME] sections, each row's
+	# shared_cost to the cent against the model's spread of the amounts over the rows above
+	for r in $RANGES; do
+		from=${r%:*} to=${r#*:} out=$T/$2-shared-$from
+		mkdir -p "$out"
+		for by in account account,label:project user; do
+			for p in day week month all; do
+				"$COLL" report --db "$1" --prices "$T/shared.ini" --from "$from" --to "$to" \
+					--by "$by" --period "$p" --format csv > "$out/$by@$p.csv" ||
+					fail "$2: shared report --by $by --period $p"
+			done
+		done
+		python3 "$MODEL" shared "$from" "$to" "$T/$2-$from" "$out" &&
+			ok "$2: shared costs of $from..$to equal the model" ||
+			fail "$2: shared costs differ from the model"
+	done
 }
 
 serve "sqlite:$T/c.db" || { echo "FAIL: collector did not come up"; exit 1; }

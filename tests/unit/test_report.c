@@ -420,6 +420,75 @@ static void test_energy_example(void **state)
 		acct_record_clear(&recs[i]);
 }
 
+/* Shared costs (docs/reports.md "Shared costs"): by account and month over 2026-11..2027-01,
+ * tasks of chem and physics in December only. ops (1200.00, even over all) gives December's
+ * two rows 600.00 each; lab (31.00 to physics' groups) 31.00 to physics in December; spot
+ * (100.00 on a label the report does not group by) is unallocated every month; November and
+ * January have no row: their whole 1,331.00 are "(shared)" rows. */
+static void test_shared_report(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record recs[2];
+	struct report rep;
+	char err[256];
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int64_t sum = 0;
+	FILE *f;
+
+	assert_int_equal(price_sheet_parse(SHEET
+					   "[shared:ops]\namount = 1200.00\nmatch = all\n"
+					   "spread = even\n[shared:lab]\namount = 31\n"
+					   "match = account:physics\nspread = proportional\n"
+					   "[shared:spot]\namount = 100\nmatch = label:tier=spot\n"
+					   "spread = to:physics\n",
+					   &fx->ps, err, sizeof(err)),
+			 0);
+	assert_int_equal(fx->ps.n_shared, 3);
+	fill(&recs[0], 0, "chem", "ann", DAY0 + 3600, 3, 3600, 1800);
+	fill(&recs[1], 1, "physics", "ben", DAY0 + 3600, 1, 3600, 1800);
+	insert(fx, recs, 2);
+	build(fx, "account", "month", &rep);
+	assert_int_equal(rep.n, 5);
+	assert_string_equal(rep.rows[0].period, "2026-11");
+	assert_string_equal(rep.rows[0].key[0], "(shared)");
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_SHARED], 133100);
+	assert_int_equal(rep.rows[0].cents[REPORT_COST_TOTAL], 133100);
+	assert_string_equal(rep.rows[1].key[0], "(shared)");
+	assert_string_equal(rep.rows[1].period, "2026-12");
+	assert_int_equal(rep.rows[1].cents[REPORT_COST_SHARED], 10000);
+	assert_string_equal(rep.rows[2].key[0], "chem");
+	assert_int_equal(rep.rows[2].cents[REPORT_COST_SHARED], 60000);
+	assert_string_equal(rep.rows[3].key[0], "physics");
+	assert_int_equal(rep.rows[3].cents[REPORT_COST_SHARED], 63100);
+	assert_string_equal(rep.rows[4].period, "2027-01");
+	assert_string_equal(rep.rows[4].key[0], "(shared)");
+	assert_int_equal(rep.rows[4].cents[REPORT_COST_SHARED], 133100);
+	assert_int_equal(rep.total.cents[REPORT_COST_SHARED], 399300);
+	for (size_t i = 0; i < rep.n; i++)
+		sum += rep.rows[i].cents[REPORT_COST_TOTAL];
+	assert_int_equal(sum, rep.total.cents[REPORT_COST_TOTAL]);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_CSV, f), 0);
+	assert_int_equal(report_write(&rep, REPORT_FMT_JSON, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(buf, ",waste,shared_cost,"));
+	assert_non_null(strstr(buf, ",3993.00,"));
+	assert_non_null(strstr(buf, "\"shared_cost\":\"631.00\""));
+	report_free(&rep);
+	for (int i = 0; i < 2; i++)
+		acct_record_clear(&recs[i]);
+	expect_error(SHEET "[shared:a]\namount = x\n", "line 10: [shared:a] amount");
+	expect_error(SHEET "[shared:a]\nmatch = some\n", "[shared:a] match");
+	expect_error(SHEET "[shared:a]\nmatch = label:k\n", "[shared:a] match");
+	expect_error(SHEET "[shared:a]\nspread = fair\n", "[shared:a] spread");
+	expect_error(SHEET "[shared:a]\nwho = x\n", "unknown key [shared:a] who");
+	expect_error(SHEET "[shared:a]\namount = 1\namount = 2\n", "[shared:a] amount: set twice");
+	expect_error(SHEET "[shared:a]\namount = 1\nmatch = all\n", "[shared:a] spread: missing");
+	expect_error(SHEET "[shared:]\namount = 1\n", "[shared:]: expected a name");
+}
+
 /* One exact case: 2 cpus for 1 h using 0.5 core-h -> charged 2 core-h at 0.10 = 0.20,
  * waste 1.5 core-h = 0.15; the spot task (same shape) at 0.03 -> 0.06, waste 0.045 -> 0.05
  * (rounded half away from zero: 4.5 cents -> 5). */
@@ -1583,6 +1652,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_efficiency_property, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_csv_neutralised, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_energy_example, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shared_report, setup, teardown),
 	    cmocka_unit_test(test_carbon_series),
 	    cmocka_unit_test(test_shared_spread),
 	};
