@@ -3147,6 +3147,8 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 	      f);
 	for (int k = 0; k < chart_parts(r); k++)
 		fprintf(f, "<th>%s</th>", comp_label[k]);
+	if (r->shared)
+		fputs("<th>shared costs</th>", f);
 	fputs("<th>cost</th><th>waste</th><th>CPU eff</th><th>mem eff</th><th>GPU eff</th></tr>\n",
 	      f);
 	for (size_t i = 0; i <= ng; i++) {
@@ -3167,6 +3169,9 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 		for (int k = 0; k < chart_parts(r); k++)
 			put_cell(f, r, true, "td", cost_names[comp_cost[k]], NULL,
 				 tmp.cents[comp_cost[k]], 0);
+		if (r->shared)
+			put_cell(f, r, true, "td", cost_names[REPORT_COST_SHARED], NULL,
+				 tmp.cents[REPORT_COST_SHARED], 0);
 		for (int k = REPORT_COST_TOTAL; k <= REPORT_COST_WASTE; k++)
 			put_cell(f, r, true, "td", cost_names[k], NULL, tmp.cents[k], 0);
 		html_pct(f, report_cpu_eff(&tmp));

@@ -476,6 +476,14 @@ static void test_shared_report(void **state)
 	assert_non_null(strstr(buf, ",waste,shared_cost,"));
 	assert_non_null(strstr(buf, ",3993.00,"));
 	assert_non_null(strstr(buf, "\"shared_cost\":\"631.00\""));
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_HTML, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(buf, "<th>shared costs</th>"));
+	assert_non_null(strstr(buf, "id=\"total-shared\">3993.00"));
 	report_free(&rep);
 	for (int i = 0; i < 2; i++)
 		acct_record_clear(&recs[i]);
