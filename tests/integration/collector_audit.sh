@@ -36,7 +36,7 @@ gen() { "$GEN" "$@" > "$T/batch"; }
 # sql DB STATEMENT: run on the store directly (to tamper with it)
 sql() {
 	case $1 in
-	sqlite:*) sqlite3 "${1#sqlite:}" "$2" ;;
+	sqlite:*) sqlite3 -cmd '.timeout 10000' "${1#sqlite:}" "$2" ;; # waits out the collector's own writes (fold)
 	*) psql "$1" -Atqc "$2" ;;
 	esac
 }
