@@ -2757,6 +2757,10 @@ static void write_table(const struct report *r, FILE *f)
 		num_human(q[0], sizeof(q[0]), cols[COL_CPU_CORE_H]);
 		num_human(q[1], sizeof(q[1]), cols[COL_MEM_GIB_H]);
 		kwh_str(kwh, sizeof(kwh), row->energy_mwh);
+		/* a task whose energy was not (fully) measured adds nothing: say so, not a bare 0
+		 */
+		if (row->q[COLL_SUM_ENERGY_UNMEASURED_TASKS] > 0 && strlen(kwh) + 1 < sizeof(kwh))
+			strcat(kwh, "*");
 		co2[0] = 0;
 		if (r->carbon)
 			snprintf(co2, sizeof(co2), " %9s", kg_str(q[2], sizeof(q[2]), row->co2e_g));
@@ -2776,6 +2780,11 @@ static void write_table(const struct report *r, FILE *f)
 	}
 	fprintf(f, "(amounts in %s; %zu rollup rows read)\n(%s)\n(%s)\n", r->currency, r->cells,
 		note_eff, note_limits);
+	if (r->total.q[COLL_SUM_ENERGY_UNMEASURED_TASKS] > 0)
+		fprintf(f,
+			"(KWH*: %.0f task(s) with a part of their energy not measured (no RAPL or "
+			"NVML source on their node); KWH holds only the measured parts)\n",
+			r->total.q[COLL_SUM_ENERGY_UNMEASURED_TASKS]);
 	if (r->shared) {
 		char sh[32];
 

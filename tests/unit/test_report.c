@@ -1576,6 +1576,9 @@ static void test_csv_neutralised(void **state)
 	assert_int_equal(fclose(f), 0);
 	assert_non_null(strstr(tab, " 0.00333 ")); /* 6 tasks x 2 s x 1 cpu, total core-h */
 	assert_null(strchr(tab, '\r'));		   /* control bytes escaped on a terminal */
+	/* no energy in these records: marked, never a bare 0 kWh */
+	assert_non_null(strstr(tab, " 0.000000* "));
+	assert_non_null(strstr(tab, "(KWH*: 6 task(s) with a part of their energy not measured"));
 	report_free(&rep);
 	for (size_t i = 0; i < ARRAY_SIZE(evil); i++)
 		acct_record_clear(&recs[i]);
