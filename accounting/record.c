@@ -415,6 +415,18 @@ static int set_double(json_t *o, const char *key, double v)
 	return set_new(o, key, json_real(v));
 }
 
+/* o, with src as its "sources", set as parent's key: both taken, on an error too */
+static int set_with_sources(json_t *parent, const char *key, json_t *o, json_t *src)
+{
+	if (!o || !src || json_object_set_new(o, "sources", src) < 0) {
+		if (!o)
+			json_decref(src);
+		json_decref(o);
+		return -ENOMEM;
+	}
+	return set_new(parent, key, o);
+}
+
 static int set_str_opt(json_t *o, const char *key, const char *v)
 {
 	if (!v)
@@ -492,17 +504,12 @@ static int encode_energy(json_t *usage, const struct acct_energy *en)
 	}
 	if (r == 0 && acct_energy_total(en, &total))
 		r = set_double(o, "total", total);
-	if (r == 0) {
-		r = set_new(o, "sources", src);
-		src = NULL;
+	if (r < 0) {
+		json_decref(src);
+		json_decref(o);
+		return r;
 	}
-	if (r == 0) {
-		r = set_new(usage, "energy_j", o);
-		o = NULL;
-	}
-	json_decref(src);
-	json_decref(o);
-	return r;
+	return set_with_sources(usage, "energy_j", o, src);
 }
 
 static json_t *encode_usage(const struct acct_usage *u, int *ret)
@@ -638,11 +645,9 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 
 		e = en && src ? 0 : -ENOMEM;
 		if (e == 0 && ns->has_rapl &&
-		    ((e = set_double(en, "package_j", ns->energy_package_j)) < 0 ||
-		     (e = set_double(en, "dram_j", ns->energy_dram_j)) < 0 ||
-		     (e = set_new(src, "package_j", json_string("rapl"))) < 0))
-			e = e < 0 ? e : -ENOMEM;
-		if (e == 0 && ns->has_rapl)
+		    (e = set_double(en, "package_j", ns->energy_package_j)) == 0 &&
+		    (e = set_double(en, "dram_j", ns->energy_dram_j)) == 0 &&
+		    (e = set_new(src, "package_j", json_string("rapl"))) == 0)
 			e = set_new(src, "dram_j", json_string("rapl"));
 		if (e == 0 && ns->has_rapl && ns->has_unattributed &&
 		    (e = set_double(en, "unattributed_package_j", ns->unattributed_package_j)) == 0)
@@ -650,16 +655,12 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 		if (e == 0 && ns->has_gpu_energy &&
 		    (e = set_double(en, "gpu_j", ns->energy_gpu_j)) == 0)
 			e = set_new(src, "gpu_j", json_string("nvml"));
-		if (e == 0) {
-			e = set_new(en, "sources", src);
-			src = NULL;
+		if (e == 0)
+			e = set_with_sources(o, "energy", en, src);
+		else {
+			json_decref(src);
+			json_decref(en);
 		}
-		if (e == 0) {
-			e = set_new(o, "energy", en);
-			en = NULL;
-		}
-		json_decref(src);
-		json_decref(en);
 		if (e < 0)
 			goto out_fail;
 	}
