@@ -109,6 +109,11 @@ struct task {
 	int oom_wd;
 	bool have_oom_wd;
 	uint64_t oom_recheck_until;
+	/* OOM victims the meter's BPF program named since the last oom_kill record
+	 * (METER_EV_OOM_VICTIM): how many, and the first TASK_OOM_PIDS of their pids. */
+	uint32_t oom_victims_seen;
+#define TASK_OOM_PIDS 8
+	uint32_t oom_victim_pids[TASK_OOM_PIDS];
 	uint64_t cpu_check_last_usage, cpu_check_idle_ns;
 
 	/* results */

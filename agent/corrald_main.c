@@ -324,6 +324,8 @@ static void on_meter_event(const struct meter_event *ev, void *userdata)
 	 * now. */
 	if (ev->type == METER_EV_SETTLED)
 		task_on_meter_settled(userdata, ev->task_key);
+	else if (ev->type == METER_EV_OOM_VICTIM)
+		task_on_oom_victim(userdata, ev->task_key, ev->pid);
 }
 
 static void on_meter_fd(void *data, int fd, uint32_t events)
@@ -447,8 +449,11 @@ static void setup_meter(struct agent *a)
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
 			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
-			log_info("BPF metering loaded (%s, CPU and IO accounted at %s)",
-				 a->meter_state, meter_cpu_accounting(a->meter));
+			log_info("BPF metering loaded (%s, CPU and IO accounted at %s, OOM "
+				 "victims %s)",
+				 a->meter_state, meter_cpu_accounting(a->meter),
+				 meter_oom_mode(a->meter) ? meter_oom_mode(a->meter)
+							  : "from cgroup notifications only");
 			if (!a->cfg.cpu_at_switch && strcmp(meter_cpu_accounting(a->meter), "exit"))
 				log_notice("BPF metering: accounting at exit needs tp_btf programs "
 					   "with task kfuncs (Linux 6.2+); CPU is accounted at "

@@ -28,6 +28,7 @@
 #include "common/proc.h"
 #include "isolation/cgroup.h"
 #include "isolation/seccomp.h"
+#include "bpf/meter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -642,10 +643,21 @@ static void report_oom_kills(struct agent *a, struct task *t, const struct cg_st
 	if (!n)
 		return;
 	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
-	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I}", "limit", "oom_kill", "action",
+	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:s}", "limit", "oom_kill", "action",
 			    "kernel OOM kill", "limit_value", (json_int_t)t->spec.memory_max,
 			    "observed", (json_int_t)st->memory_peak, "oom_kills",
-			    (json_int_t)t->oom_kills, "new_kills", (json_int_t)n);
+			    (json_int_t)t->oom_kills, "new_kills", (json_int_t)n, "detected_by",
+			    t->oom_victims_seen >= n ? "ebpf" : "cgroup");
+	if (r.event && t->oom_victims_seen) {
+		json_t *pids = json_array();
+		uint32_t k =
+		    t->oom_victims_seen < TASK_OOM_PIDS ? t->oom_victims_seen : TASK_OOM_PIDS;
+
+		for (uint32_t i = 0; pids && i < k; i++)
+			(void)json_array_append_new(pids, json_integer(t->oom_victim_pids[i]));
+		(void)json_object_set_new(r.event, "victim_pids", pids);
+	}
+	t->oom_victims_seen = 0;
 	(void)agent_emit_record(a, &r);
 	acct_record_clear(&r);
 	log_notice("task %s: %llu process(es) OOM-killed inside the task (%llu in all)", t->id,
@@ -666,16 +678,30 @@ static void report_oom_kills(struct agent *a, struct task *t, const struct cg_st
 
 static void oom_retry_arm(struct agent *a);
 
+/*
+ * With the meter's OOM program (meter_oom_mode), every OOM kill of a task's process, node-wide
+ * or its cgroup's, comes as a METER_EV_OOM_VICTIM just after the kernel counted it: the record
+ * waits for the victims (at most OOM_RECHECK_NS, say a full ring buffer) so that it names them.
+ */
+static bool oom_victims_from_bpf(const struct agent *a)
+{
+	return a->meter && meter_oom_mode(a->meter);
+}
+
 static void oom_check(struct agent *a, struct task *t, uint64_t now)
 {
 	struct cg_stats st;
 	uint64_t kills;
+	bool moved, wait_victims;
 
 	if (t->state != TASK_RUNNING || !t->cg || cg_task_oom_kills(t->cg, &kills) < 0) {
 		t->oom_recheck_until = 0;
 		return;
 	}
-	if (kills > t->oom_kills_reported && cg_task_stats(t->cg, &st) == 0) {
+	moved = kills > t->oom_kills_reported;
+	wait_victims =
+	    moved && oom_victims_from_bpf(a) && t->oom_victims_seen < kills - t->oom_kills_reported;
+	if (moved && !wait_victims && cg_task_stats(t->cg, &st) == 0) {
 		report_oom_kills(a, t, &st);
 		t->oom_recheck_until = 0;
 	} else if (!t->oom_recheck_until) {
@@ -683,8 +709,34 @@ static void oom_check(struct agent *a, struct task *t, uint64_t now)
 		oom_retry_arm(a);
 	} else if (now >= t->oom_recheck_until) {
 		t->oom_recheck_until = 0;
+		/* the victims' events did not come: the kills as the cgroup counts them */
+		if (moved && cg_task_stats(t->cg, &st) == 0)
+			report_oom_kills(a, t, &st);
 	} else {
 		oom_retry_arm(a);
+	}
+}
+
+void task_on_oom_victim(struct agent *a, uint64_t task_key, uint32_t pid)
+{
+	uint64_t kills;
+
+	for (struct task *t = a->tasks; t; t = t->next) {
+		if (t->key != task_key)
+			continue;
+		if (t->state != TASK_RUNNING)
+			return; /* its end reports the kills (exit.status, audit.limit) */
+		if (t->oom_victims_seen < TASK_OOM_PIDS)
+			t->oom_victim_pids[t->oom_victims_seen] = pid;
+		t->oom_victims_seen++;
+		log_info("task %s: process %u chosen by the kernel's OOM killer", t->id, pid);
+		oom_check(a, t, now_ns(CLOCK_MONOTONIC));
+		/* The kill is counted before the victim is named: a count that has not moved
+		 * means a report (a sample's) took this kill already. */
+		if (t->cg && cg_task_oom_kills(t->cg, &kills) == 0 &&
+		    kills <= t->oom_kills_reported)
+			t->oom_victims_seen = 0;
+		return;
 	}
 }
 
@@ -757,6 +809,10 @@ static void oom_watch_start(struct agent *a, struct task *t)
 	int fd, r;
 
 	if (!t->cg)
+		return;
+	/* Tests only: no cgroup notification, as for a node-wide OOM kill on v1, so that only
+	 * the meter's OOM victim program can report a kill before the next sample. */
+	if (getenv("CORRAL_TEST_NO_OOM_NOTIFY"))
 		return;
 	if (cg_root_mode(a->cg) != CG_MODE_V2) {
 		fd = cg_task_oom_eventfd(t->cg);

@@ -34,6 +34,9 @@ struct task_adopt_info {
 int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *info);
 /* BPF accounting at exit: the task's last thread got its final figures (METER_EV_SETTLED). */
 void task_on_meter_settled(struct agent *a, uint64_t task_key);
+/* The kernel's OOM killer chose process pid of the task (METER_EV_OOM_VICTIM, node-wide or
+ * the task's memory cgroup's OOM): its audit.limit oom_kill record goes now, naming it. */
+void task_on_oom_victim(struct agent *a, uint64_t task_key, uint32_t pid);
 void task_tick(struct agent *a, uint64_t now_mono);
 /* The next tick walks the task table (a task started, changed state or fired a limit). */
 void task_tick_soon(struct agent *a);

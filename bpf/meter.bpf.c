@@ -1221,6 +1221,62 @@ int BPF_PROG(raw_rq_issue, struct request *rq)
 	return 0;
 }
 
+/* ---- OOM kills ---------------------------------------------------------------------------- */
+
+/*
+ * oom:mark_victim fires when the kernel's OOM killer has chosen a victim and sent it SIGKILL,
+ * whoever ran out of memory: the node as a whole (the global OOM killer) or a memory cgroup at
+ * its limit. The kill is counted in the victim's memory cgroup (memory.oom_control's oom_kill
+ * on v1, memory.events on v2) just before. A victim that is a member of a task is reported at
+ * once (forced wakeup): on cgroup v1 the kernel signals the cgroup's own OOM only, so a node-wide
+ * OOM kill would otherwise be seen at the task's next sample. Rare: no fast path needed.
+ */
+static __always_inline void on_mark_victim(__u32 pid, __u32 tgid)
+{
+	struct meter_bpf_event *ev;
+	struct member *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!p)
+		return;
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		__sync_fetch_and_add(&ringbuf_drops, 1);
+		return;
+	}
+	ev->type = METER_BPF_EV_OOM_VICTIM;
+	ev->pid = tgid;
+	ev->task_key = p->task_key;
+	ev->exit_code = (__s32)pid;
+	ev->_pad = 0;
+	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
+}
+
+/* Recent kernels: mark_victim(struct task_struct *task, uid_t uid). */
+SEC("tp_btf/mark_victim")
+int BPF_PROG(btf_mark_victim, struct task_struct *task, uid_t uid)
+{
+	on_mark_victim(task->pid, task->tgid);
+	return 0;
+}
+
+/*
+ * Older kernels pass the victim's pid (a thread's id: the process's leader in the common case,
+ * looked up as its TGID); recent ones the task_struct, recognised by the event's "uid" field,
+ * which came with it.
+ */
+SEC("raw_tp/mark_victim")
+int BPF_PROG(raw_mark_victim, __u64 arg)
+{
+	if (bpf_core_field_exists(struct trace_event_raw_mark_victim, uid)) {
+		struct task_struct *task = (void *)arg;
+
+		on_mark_victim(BPF_CORE_READ(task, pid), BPF_CORE_READ(task, tgid));
+	} else {
+		on_mark_victim((__u32)arg, (__u32)arg);
+	}
+	return 0;
+}
+
 /* ---- network ------------------------------------------------------------------------------ */
 
 SEC("cgroup_skb/ingress")

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "bpf/meter.h"
@@ -49,6 +50,7 @@ struct meter {
 	uint64_t sweeps; /* map sweeps done by meter_forget */
 
 	bool io_from_syscalls;
+	enum meter_oom oom;    /* which program reports OOM victims (meter_oom_mode) */
 	bool at_exit;	       /* cpu_at_exit: no sched_switch program */
 	bool drain;	       /* METER_BPF_EV_DRAIN seen: run the drain */
 	bool no_drain;	       /* meter_opts.no_drain (tests) */
@@ -61,8 +63,11 @@ struct meter {
 	void *userdata;
 };
 
-static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_exit)
+static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_exit,
+			enum meter_oom oom)
 {
+	bpf_program__set_autoload(s->progs.btf_mark_victim, oom == METER_OOM_TP_BTF);
+	bpf_program__set_autoload(s->progs.raw_mark_victim, oom == METER_OOM_RAW_TP);
 	/* Accounting at exit: the exit program with the task reference, the settle program and
 	 * the live-read iterator instead of sched_switch (tp_btf only). */
 	bpf_program__set_autoload(s->progs.btf_exit_final, btf && at_exit);
@@ -92,6 +97,35 @@ static uint32_t dying_entries(const struct meter *m)
 	if (m->max_dying)
 		return m->max_dying;
 	return m->max_tasks * 2 > METER_DYING_MIN ? m->max_tasks * 2 : METER_DYING_MIN;
+}
+
+/*
+ * Which program can report OOM victims on this kernel: tp_btf where oom:mark_victim passes the
+ * task_struct (its event has the "uid" field that came with it), raw_tp where it passes a pid,
+ * none where the kernel has no such tracepoint (or no BTF to tell).
+ */
+static enum meter_oom oom_probe(bool btf)
+{
+	enum meter_oom r = METER_OOM_NONE;
+	struct btf *vb = btf__load_vmlinux_btf();
+	const struct btf_type *t;
+	int id;
+
+	if (!vb)
+		return METER_OOM_NONE;
+	if (btf__find_by_name_kind(vb, "btf_trace_mark_victim", BTF_KIND_TYPEDEF) < 0)
+		goto out;
+	r = METER_OOM_RAW_TP;
+	id = btf__find_by_name_kind(vb, "trace_event_raw_mark_victim", BTF_KIND_STRUCT);
+	t = id < 0 ? NULL : btf__type_by_id(vb, (uint32_t)id);
+	if (!btf || !t)
+		goto out;
+	for (uint16_t i = 0; i < btf_vlen(t); i++)
+		if (strcmp(btf__name_by_offset(vb, btf_members(t)[i].name_off), "uid") == 0)
+			r = METER_OOM_TP_BTF;
+out:
+	btf__free(vb);
+	return r;
 }
 
 /* Opens, sizes, loads and attaches one variant. On failure nothing is left behind. */
@@ -134,7 +168,7 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 	s->rodata->cpu_at_exit = at_exit;
 	s->rodata->dying_max = m->no_drain ? UINT32_MAX : dying_entries(m);
 	s->rodata->self_drain = !m->no_drain;
-	set_variant(s, btf, m->io_from_syscalls, at_exit);
+	set_variant(s, btf, m->io_from_syscalls, at_exit, m->oom);
 	r = meter_bpf__load(s);
 	if (r)
 		goto out_destroy;
@@ -167,11 +201,16 @@ static int on_event(void *ctx, void *data, size_t size)
 		ev.type = METER_EV_SETTLED;
 	else if (e->type == METER_BPF_EV_EXIT)
 		ev.type = METER_EV_EXIT;
+	else if (e->type == METER_BPF_EV_OOM_VICTIM)
+		ev.type = METER_EV_OOM_VICTIM;
 	else
 		return 0;
 	ev.task_key = e->task_key;
 	ev.pid = e->pid;
-	ev.exit_code = e->exit_code;
+	if (ev.type == METER_EV_OOM_VICTIM)
+		ev.tid = (uint32_t)e->exit_code;
+	else
+		ev.exit_code = e->exit_code;
 	m->fn(&ev, m->userdata);
 	return 0;
 }
@@ -223,7 +262,13 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 	track_probe_kernel(&k);
 	btf = k.tp_btf && !(opts && opts->force_raw_tp);
 	at_exit = btf && k.task_kfuncs && !(opts && opts->cpu_at_switch);
+	m->oom = opts && opts->no_oom ? METER_OOM_NONE : oom_probe(btf);
 	r = load_variant(m, btf, at_exit, &m->skel);
+	/* The OOM program is an extra: the meter loads without it rather than not at all. */
+	if (r && m->oom != METER_OOM_NONE) {
+		m->oom = METER_OOM_NONE;
+		r = load_variant(m, btf, at_exit, &m->skel);
+	}
 	if (r && at_exit) {
 		at_exit = false;
 		r = load_variant(m, btf, false, &m->skel);
@@ -296,6 +341,18 @@ int meter_attach_cgroup_root(struct meter *m, int root_fd)
 const char *meter_attach_mode(const struct meter *m)
 {
 	return m->mode;
+}
+
+const char *meter_oom_mode(const struct meter *m)
+{
+	switch (m->oom) {
+	case METER_OOM_TP_BTF:
+		return "tp_btf";
+	case METER_OOM_RAW_TP:
+		return "raw_tp";
+	default:
+		return NULL;
+	}
 }
 
 const char *meter_cpu_accounting(const struct meter *m)

@@ -32,6 +32,7 @@ struct meter_opts {
 	 * (the default where the kernel allows it: tp_btf with task kfuncs, Linux 6.2+).
 	 */
 	bool cpu_at_switch;
+	bool no_oom; /* no OOM victim program (tests: the cgroup notifications alone) */
 };
 
 struct meter_usage {
@@ -77,13 +78,17 @@ struct meter_usage {
 enum meter_event_type {
 	METER_EV_EXIT,	  /* last tracked process of a task exited */
 	METER_EV_SETTLED, /* accounting at exit: the task's last thread got its final figures */
+	/* the kernel's OOM killer (node-wide or a memory cgroup's) chose a process of the task
+	 * as its victim and sent it SIGKILL; its memory cgroup's kill count has moved */
+	METER_EV_OOM_VICTIM,
 	_METER_EV_MAX,
 };
 struct meter_event {
 	enum meter_event_type type;
 	uint64_t task_key;
-	uint32_t pid;
-	int32_t exit_code; /* wait status of the process */
+	uint32_t pid;	   /* the process (TGID) */
+	int32_t exit_code; /* METER_EV_EXIT: wait status of the process */
+	uint32_t tid;	   /* METER_EV_OOM_VICTIM: the thread the kernel named */
 };
 typedef void (*meter_event_fn)(const struct meter_event *ev, void *userdata);
 
@@ -100,6 +105,10 @@ void meter_free(struct meter *m);
  */
 int meter_attach_cgroup_root(struct meter *m, int root_fd);
 const char *meter_attach_mode(const struct meter *m);
+/* OOM victims reported from BPF (METER_EV_OOM_VICTIM, delivered at once: the fd is woken):
+ * "tp_btf" or "raw_tp" (oom:mark_victim), NULL where the kernel lacks the tracepoint. */
+enum meter_oom { METER_OOM_NONE, METER_OOM_TP_BTF, METER_OOM_RAW_TP };
+const char *meter_oom_mode(const struct meter *m);
 /* "exit" (final figures at each thread's exit and last switch-out) or "switch". */
 const char *meter_cpu_accounting(const struct meter *m);
 /*

@@ -117,6 +117,9 @@ enum {
 	METER_BPF_EV_EXIT = 1,
 	METER_BPF_EV_SETTLED = 2, /* cpu_at_exit: the task's last thread got its final figures */
 	METER_BPF_EV_DRAIN = 3,	  /* cpu_at_exit: "dying" is filling up, drain it now */
+	/* the kernel's OOM killer chose a member process (pid: its TGID, exit_code: the
+	 * thread the tracepoint named) */
+	METER_BPF_EV_OOM_VICTIM = 4,
 };
 
 /* Ring buffer record. */

@@ -42,7 +42,7 @@ fi
 # The metering and GPU API objects, each program alone (cuda: loaded on GPU nodes with libcuda
 # only, so this is where other nodes see it verify; its fork program loads only without the
 # meter's membership map).
-for obj in meter:17 cuda:9; do
+for obj in meter:19 cuda:9; do
 	f=$O/bpf/${obj%%:*}.bpf.o
 	out=$("$H" --max-insns "$MAX_INSNS" --max-ms "$MAX_MS" "$f" 2>&1)
 	r=$?
