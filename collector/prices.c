@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -99,36 +100,89 @@ static int named_slot(struct parse_ctx *c, const char *section, const char *name
 	return (int)(*n)++;
 }
 
-/* [carbon] gco2e_per_kwh (a constant) or series (a file): one of them. */
-static int set_carbon(struct parse_ctx *c, const char *name, const char *value)
+/* [carbon] / [carbon:ZONE] gco2e_per_kwh (a constant) or series (a file): one of them; a zone
+ * also nodes (its patterns). kind/g/path: the section's fields; sec: its name for messages. */
+static int set_carbon_key(struct parse_ctx *c, const char *sec, int *kind, double *g, char *path,
+			  size_t pathlen, char *nodes, size_t nodeslen, const char *name,
+			  const char *value)
+{
+	if (nodes && strcmp(name, "nodes") == 0) {
+		bool any = false;
+
+		if (nodes[0])
+			return err_set(c->err, sizeof(c->err), -EINVAL, "[%s] nodes: set twice",
+				       sec);
+		for (const char *v = value; *v; v++)
+			if (*v != ',' && *v != ' ' && *v != '\t')
+				any = true;
+		if (!any || strlen(value) >= nodeslen)
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[%s] nodes: expected node name patterns, comma-separated, "
+				       "1..%zu bytes",
+				       sec, nodeslen - 1);
+		memcpy(nodes, value, strlen(value) + 1);
+		return 0;
+	}
+	if (strcmp(name, "gco2e_per_kwh") != 0 && strcmp(name, "series") != 0)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "unknown key [%s] %s (gco2e_per_kwh or series%s)", sec, name,
+			       nodes ? ", and nodes" : "");
+	if (*kind != PRICE_CARBON_NONE)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%s] %s: the intensity is set twice (gco2e_per_kwh or series, "
+			       "once)",
+			       sec, name);
+	if (strcmp(name, "gco2e_per_kwh") == 0) {
+		if (parse_double(value, g) < 0 || *g > 100000)
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[%s] gco2e_per_kwh: expected a number 0..100000, got "
+				       "'%.64s'",
+				       sec, value);
+		*kind = PRICE_CARBON_CONSTANT;
+		return 0;
+	}
+	if (!value[0] || strlen(value) >= pathlen)
+		return err_set(c->err, sizeof(c->err), -EINVAL,
+			       "[%s] series: expected a file name of 1..%zu bytes", sec,
+			       pathlen - 1);
+	memcpy(path, value, strlen(value) + 1);
+	*kind = PRICE_CARBON_SERIES;
+	return 0;
+}
+
+static int set_carbon(struct parse_ctx *c, const char *section, const char *name, const char *value)
 {
 	struct price_sheet *ps = c->ps;
+	struct price_carbon_zone *z = NULL;
+	const char *zname;
+	int kind, r;
 
-	if (ps->carbon != PRICE_CARBON_NONE)
-		return err_set(c->err, sizeof(c->err), -EINVAL,
-			       "[carbon] %s: the intensity is set twice (gco2e_per_kwh or series, "
-			       "once)",
-			       name);
-	if (strcmp(name, "gco2e_per_kwh") == 0) {
-		if (parse_double(value, &ps->carbon_g_per_kwh) < 0 || ps->carbon_g_per_kwh > 100000)
-			return err_set(c->err, sizeof(c->err), -EINVAL,
-				       "[carbon] gco2e_per_kwh: expected a number 0..100000, got "
-				       "'%.64s'",
-				       value);
-		ps->carbon = PRICE_CARBON_CONSTANT;
-		return 0;
+	if (strcmp(section, "carbon") == 0) {
+		kind = ps->carbon;
+		r = set_carbon_key(c, section, &kind, &ps->carbon_g_per_kwh, ps->carbon_series_path,
+				   sizeof(ps->carbon_series_path), NULL, 0, name, value);
+		ps->carbon = kind;
+		return r;
 	}
-	if (strcmp(name, "series") == 0) {
-		if (!value[0] || strlen(value) >= sizeof(ps->carbon_series_path))
+	zname = section + strlen("carbon:");
+	for (size_t i = 0; i < ps->n_zones; i++)
+		if (strcmp(ps->zones[i].name, zname) == 0)
+			z = &ps->zones[i];
+	if (!z) {
+		if (!zname[0] || strlen(zname) >= sizeof(z->name))
 			return err_set(c->err, sizeof(c->err), -EINVAL,
-				       "[carbon] series: expected a file name of 1..%zu bytes",
-				       sizeof(ps->carbon_series_path) - 1);
-		memcpy(ps->carbon_series_path, value, strlen(value) + 1);
-		ps->carbon = PRICE_CARBON_SERIES;
-		return 0;
+				       "[%.64s]: expected a zone name of 1..%zu bytes", section,
+				       sizeof(z->name) - 1);
+		if (ps->n_zones == PRICE_CARBON_ZONES_MAX)
+			return err_set(c->err, sizeof(c->err), -EINVAL,
+				       "[%.64s]: more than %d carbon zones", section,
+				       PRICE_CARBON_ZONES_MAX);
+		z = &ps->zones[ps->n_zones++];
+		memcpy(z->name, zname, strlen(zname) + 1);
+		z->kind = PRICE_CARBON_NONE;
 	}
-	return err_set(c->err, sizeof(c->err), -EINVAL,
-		       "unknown key [carbon] %s (gco2e_per_kwh or series)", name);
+	return set_carbon_key(c, section, &z->kind, &z->g_per_kwh, z->series_path,
+			      sizeof(z->series_path), z->nodes, sizeof(z->nodes), name, value);
 }
 
 /* One key of the sheet: 0, or -EINVAL with c->err set. */
@@ -286,8 +340,8 @@ static int set_key(struct parse_ctx *c, const char *section, const char *name, c
 				       section, name);
 		set = cls ? &c->class_set[slot][u] : &c->node_set[slot][u];
 		dst = cls ? &ps->classes[slot].set.p[u] : &ps->nodes[slot].set.p[u];
-	} else if (strcmp(section, "carbon") == 0) {
-		return set_carbon(c, name, value);
+	} else if (strcmp(section, "carbon") == 0 || strncmp(section, "carbon:", 7) == 0) {
+		return set_carbon(c, section, name, value);
 	} else if (strncmp(section, "shared:", 7) == 0) {
 		return set_shared(c, section, name, value);
 	} else {
@@ -334,6 +388,13 @@ int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size
 				       : !sh->match_set ? "match"
 							: "spread");
 	}
+	for (size_t i = 0; i < ret->n_zones; i++) {
+		const struct price_carbon_zone *z = &ret->zones[i];
+
+		if (z->kind == PRICE_CARBON_NONE || !z->nodes[0])
+			return err_set(err, errlen, -EINVAL, "[carbon:%s] %s: missing", z->name,
+				       !z->nodes[0] ? "nodes" : "gco2e_per_kwh or series");
+	}
 	for (size_t i = 0; i < ret->n_overrides; i++)
 		for (int u = 0; u < _PRICE_MAX; u++)
 			if (!c.ov_set[i][u])
@@ -347,6 +408,18 @@ int price_sheet_parse(const char *text, struct price_sheet *ret, char *err, size
 			if (!c.node_set[i][u])
 				ret->nodes[i].set.p[u] = ret->base.p[u];
 	return 0;
+}
+
+/* A series file named in the sheet at path: relative to the sheet's directory. */
+static int series_load(const char *path, const char *s, struct carbon_days *ret, char *err,
+		       size_t errlen)
+{
+	const char *b = strrchr(path, '/');
+	_cleanup_free_ char *full = NULL;
+
+	if (s[0] != '/' && b && asprintf(&full, "%.*s/%s", (int)(b - path), path, s) < 0)
+		return -ENOMEM;
+	return carbon_series_load(full ?: s, ret, err, errlen);
 }
 
 int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_t errlen)
@@ -373,15 +446,12 @@ int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_
 
 		snprintf(ret->name, sizeof(ret->name), "%s", b ? b + 1 : path);
 	}
-	if (r == 0 && ret->carbon == PRICE_CARBON_SERIES) {
-		/* relative to the sheet's directory */
-		const char *b = strrchr(path, '/'), *s = ret->carbon_series_path;
-		_cleanup_free_ char *full = NULL;
-
-		if (s[0] != '/' && b && asprintf(&full, "%.*s/%s", (int)(b - path), path, s) < 0)
-			return -ENOMEM;
-		r = carbon_series_load(full ?: s, &ret->carbon_days, err, errlen);
-	}
+	if (r == 0 && ret->carbon == PRICE_CARBON_SERIES)
+		r = series_load(path, ret->carbon_series_path, &ret->carbon_days, err, errlen);
+	for (size_t i = 0; r == 0 && i < ret->n_zones; i++)
+		if (ret->zones[i].kind == PRICE_CARBON_SERIES)
+			r = series_load(path, ret->zones[i].series_path, &ret->zones[i].days, err,
+					errlen);
 	return r;
 }
 
@@ -396,6 +466,57 @@ int price_sheet_carbon(const struct price_sheet *ps, const char *day, double *re
 	default:
 		return -ENOENT;
 	}
+}
+
+bool price_sheet_has_carbon(const struct price_sheet *ps)
+{
+	return ps->carbon != PRICE_CARBON_NONE || ps->n_zones > 0;
+}
+
+/* Whether node matches one of the comma-separated fnmatch patterns of list. */
+static bool nodes_match(const char *list, const char *node)
+{
+	char pat[sizeof(((struct price_carbon_zone *)0)->nodes)];
+
+	for (const char *p = list; *p;) {
+		size_t l;
+
+		while (*p == ' ' || *p == '\t' || *p == ',')
+			p++;
+		l = strcspn(p, ",");
+		if (l == 0)
+			break;
+		memcpy(pat, p, l);
+		while (l > 0 && (pat[l - 1] == ' ' || pat[l - 1] == '\t'))
+			l--;
+		pat[l] = 0;
+		if (l && fnmatch(pat, node, 0) == 0)
+			return true;
+		p += strcspn(p, ",");
+	}
+	return false;
+}
+
+int price_sheet_carbon_zone_of(const struct price_sheet *ps, const char *node)
+{
+	for (size_t i = 0; i < ps->n_zones; i++)
+		if (nodes_match(ps->zones[i].nodes, node ?: ""))
+			return (int)i;
+	return -1;
+}
+
+int price_sheet_carbon_zone(const struct price_sheet *ps, int z, const char *day, double *ret)
+{
+	const struct price_carbon_zone *x;
+
+	if (z < 0 || (size_t)z >= ps->n_zones)
+		return price_sheet_carbon(ps, day, ret);
+	x = &ps->zones[z];
+	if (x->kind == PRICE_CARBON_CONSTANT) {
+		*ret = x->g_per_kwh;
+		return 0;
+	}
+	return carbon_days_get(&x->days, day, ret);
 }
 
 const struct price_set *price_sheet_for(const struct price_sheet *ps, const char *value)

@@ -18,6 +18,9 @@
  *     [carbon]                 ; optional: the carbon intensity applied to the tasks' energy
  *     gco2e_per_kwh = 350      ; a constant, or
  *     series = grid.csv        ; hourly gCO2e/kWh (collector/carbon.h; relative to the sheet)
+ *     [carbon:nordic]          ; optional zones: the intensity of the nodes named (fnmatch
+ *     nodes = se-*, fi-*       ; patterns, comma-separated; the first zone in the sheet that
+ *     gco2e_per_kwh = 30       ; matches a node wins; other nodes get [carbon], if any)
  * Every key of [prices] except currency is required; an override section sets any subset
  * (the rest inherit [prices]). Unknown keys/sections, duplicates, negative or non-numeric
  * prices are errors naming the key.
@@ -65,6 +68,17 @@ struct price_shared {
 	bool amount_set, match_set, spread_set;
 };
 
+/* [carbon:NAME]: the carbon intensity of the nodes whose names match one of its patterns */
+#define PRICE_CARBON_ZONES_MAX 8
+struct price_carbon_zone {
+	char name[64];
+	int kind; /* PRICE_CARBON_CONSTANT or PRICE_CARBON_SERIES */
+	double g_per_kwh;
+	char series_path[512];
+	char nodes[1024]; /* fnmatch patterns, comma-separated (blanks around them ignored) */
+	struct carbon_days days;
+};
+
 struct price_sheet {
 	char name[64]; /* the file's name (price_sheet_load), for report headers; "" if parsed */
 	char currency[16];
@@ -84,10 +98,21 @@ struct price_sheet {
 	struct carbon_days carbon_days;
 	size_t n_shared;
 	struct price_shared shared[PRICE_SHARED_MAX];
+	/* [carbon:ZONE] sections, in sheet order */
+	size_t n_zones;
+	struct price_carbon_zone zones[PRICE_CARBON_ZONES_MAX];
 };
 /* The carbon intensity of a UTC day "YYYY-MM-DD", gCO2e/kWh: 0, -ENOENT (no [carbon], or the
- * series has no hour of that day). */
+ * series has no hour of that day). The default ([carbon]) only: see price_sheet_carbon_zone. */
 int price_sheet_carbon(const struct price_sheet *ps, const char *day, double *ret);
+/* Whether the sheet sets any carbon intensity ([carbon] or a [carbon:ZONE]). */
+bool price_sheet_has_carbon(const struct price_sheet *ps);
+/* The zone of a node: the index of the first [carbon:ZONE] whose patterns match it, else -1
+ * (the default [carbon]). */
+int price_sheet_carbon_zone_of(const struct price_sheet *ps, const char *node);
+/* The intensity of zone z (-1: the default) on a UTC day: 0, or -ENOENT (none set, or the
+ * series has no hour of that day). */
+int price_sheet_carbon_zone(const struct price_sheet *ps, int z, const char *day, double *ret);
 
 const char *price_unit_name(enum price_unit u);
 /* Parse INI text; -EINVAL with "line N: ..." in err. */

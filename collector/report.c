@@ -415,6 +415,13 @@ struct reader {
 	size_t nm, capm, mlast;
 	uint64_t from_ns, to_ns;
 	char to_last[11]; /* the range's last day */
+	/* carbon (docs/reports.md "Carbon"): the energy without an intensity; the zone of a
+	 * node cached by its interned name (direct-mapped) */
+	double carbon_uncovered_j;
+	struct {
+		const char *node;
+		int zone;
+	} zone_cache[1024];
 	int err;
 };
 
@@ -1892,6 +1899,149 @@ static int apply_shared(const struct report_spec *spec, const struct price_sheet
 
 /* Every source of a report into rd: the day rollups, the open tasks, the label and job-part
  * rollups, the nodes; then the parts of the period's months. */
+static double energy_j(const double *v)
+{
+	return v[COLL_SUM_ENERGY_CPU_J] + v[COLL_SUM_ENERGY_DRAM_J] + v[COLL_SUM_ENERGY_GPU_J];
+}
+
+/* The [carbon:ZONE] of a node (-1: the default [carbon]); -ENOMEM as -2. */
+static int node_zone(struct reader *rd, const char *node)
+{
+	const char *n;
+	size_t h;
+
+	if (rd->ps->n_zones == 0)
+		return -1;
+	n = intern(&rd->strs, node ?: "");
+	if (!n)
+		return -2;
+	h = ((uintptr_t)n >> 3) % ARRAY_SIZE(rd->zone_cache);
+	if (rd->zone_cache[h].node != n) {
+		rd->zone_cache[h].node = n;
+		rd->zone_cache[h].zone = price_sheet_carbon_zone_of(rd->ps, n);
+	}
+	return rd->zone_cache[h].zone;
+}
+
+/* The grams of j joules on node (NULL: the default intensity) on day: 0, -ENOENT (no
+ * intensity: counted in carbon_uncovered_j by the caller), -ENOMEM. */
+static int carbon_grams(struct reader *rd, const char *node, const char *day, double j, double *ret)
+{
+	int z = node ? node_zone(rd, node) : -1;
+	double g;
+
+	if (z == -2)
+		return -ENOMEM;
+	if (price_sheet_carbon_zone(rd->ps, z, day, &g) < 0)
+		return -ENOENT;
+	*ret = j / 3.6e6 * g;
+	return 0;
+}
+
+/* Adds the carbon of j joules on node on day to cell c (or to the uncovered energy). */
+static int carbon_to_cell(struct reader *rd, struct cell *c, const char *node, const char *day,
+			  double j)
+{
+	double g;
+	int r;
+
+	if (!(j > 0))
+		return 0;
+	r = carbon_grams(rd, node, day, j, &g);
+	if (r == -ENOENT) {
+		rd->carbon_uncovered_j += j;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	c->v[REPORT_Q_CO2E_G] += g;
+	return 0;
+}
+
+static int carbon_job_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct reader *rd = ud;
+	struct cell *c = cell_find(rd, row->bucket, row->account, row->user);
+
+	if (!c)
+		return 0; /* cannot happen: job rows come with their day row */
+	return carbon_to_cell(rd, c, row->node, row->bucket, energy_j(row->v));
+}
+
+/*
+ * The carbon of each day cell (REPORT_Q_CO2E_G): its energy at the day's intensity; with
+ * zones, the energy of each of its nodes (rollup_job_day, running tasks' shares) at that
+ * node's zone's intensity.
+ */
+static int carbon_cells(struct coll_store *s, struct reader *rd)
+{
+	const uint32_t sums = 1u << COLL_SUM_ENERGY_CPU_J | 1u << COLL_SUM_ENERGY_DRAM_J |
+			      1u << COLL_SUM_ENERGY_GPU_J;
+	int r = 0;
+
+	if (!price_sheet_has_carbon(rd->ps))
+		return 0;
+	if (rd->ps->n_zones == 0) {
+		for (size_t i = 0; r >= 0 && i < rd->n; i++)
+			r = carbon_to_cell(rd, &rd->cells[i], NULL, rd->cells[i].day,
+					   energy_j(rd->cells[i].v));
+		return r;
+	}
+	r = coll_store_rollup_query_sums(s, COLL_ROLLUP_JOB_DAY, rd->spec->from, rd->spec->to, sums,
+					 carbon_job_cb, rd);
+	for (size_t i = 0; r >= 0 && i < rd->no; i++) {
+		const struct open_share *o = &rd->open[i];
+		struct cell *c = cell_find(rd, o->day, o->account, o->user);
+
+		if (c)
+			r = carbon_to_cell(rd, c, o->node, o->day, energy_j(o->v));
+	}
+	return r;
+}
+
+/* The parts' carbon: a part on a known node and day at that node's zone's intensity, any
+ * other (a label part, a month part) at its cell's mean intensity. */
+static int carbon_parts_of(struct reader *rd, struct cell *c)
+{
+	const ssize_t first[3] = {c->first_label, c->first_part, c->first_jlabel};
+	const double cj = energy_j(c->v);
+	const double mean = cj > 0 ? c->v[REPORT_Q_CO2E_G] / cj : 0;
+	const bool by_node = rd->ps->n_zones > 0 && strlen(c->day) == 10;
+
+	for (int k = 0; k < 3; k++)
+		for (ssize_t li = first[k]; li >= 0; li = rd->labels[li].next) {
+			struct lcell *l = &rd->labels[li];
+			double j = energy_j(l->v), g = 0;
+			int r;
+
+			l->v[REPORT_Q_CO2E_G] = 0;
+			if (!(j > 0))
+				continue;
+			if (!by_node || !l->node[0]) {
+				l->v[REPORT_Q_CO2E_G] = j * mean;
+				continue;
+			}
+			r = carbon_grams(rd, l->node, c->day, j, &g);
+			if (r == -ENOMEM)
+				return r;
+			l->v[REPORT_Q_CO2E_G] = r == 0 ? g : 0;
+		}
+	return 0;
+}
+
+static int carbon_parts(struct reader *rd)
+{
+	int r = 0;
+
+	if (!price_sheet_has_carbon(rd->ps))
+		return 0;
+	for (size_t i = 0; r >= 0 && i < rd->n; i++)
+		r = carbon_parts_of(rd, &rd->cells[i]);
+	for (size_t i = 0; r >= 0 && i < rd->nm; i++)
+		r = carbon_parts_of(rd, &rd->mcells[i]);
+	return r;
+}
+
 static int report_read(struct coll_store *s, const struct report_spec *spec,
 		       const struct price_sheet *ps, struct reader *rd, struct report *ret)
 {
@@ -1911,6 +2061,9 @@ static int report_read(struct coll_store *s, const struct report_spec *spec,
 			return r;
 	}
 	cells_sort_merge(rd->cells, &rd->n);
+	r = carbon_cells(s, rd);
+	if (r < 0)
+		return r;
 	month_mode_init(rd);
 	r = mcells_build(rd);
 	if (r < 0)
@@ -1933,7 +2086,7 @@ static int report_read(struct coll_store *s, const struct report_spec *spec,
 	r = open_parts(rd);
 	if (r < 0)
 		return r;
-	return 0;
+	return carbon_parts(rd);
 }
 
 static double row_energy_j(const struct report_row *row)
@@ -1982,32 +2135,24 @@ static int energy_rows(struct report *ret)
 	return 0;
 }
 
-/* The carbon of each period, gCO2e, before rounding: the day cells' energy times their day's
- * intensity, summed per period label. */
+/* The carbon of each period, gCO2e, before rounding: its day cells' grams (carbon_cells)
+ * summed per period label. */
 struct period_carbon {
 	const char *period; /* interned */
-	double g, j;	    /* grams; joules with an intensity */
+	double g;	    /* grams */
 };
 struct carbon_acc {
 	struct period_carbon *v;
 	size_t n, cap;
-	double uncovered_j;
 };
 
 static int carbon_add(struct reader *rd, struct carbon_acc *ca, const struct cell *c)
 {
-	double j = c->v[COLL_SUM_ENERGY_CPU_J] + c->v[COLL_SUM_ENERGY_DRAM_J] +
-		   c->v[COLL_SUM_ENERGY_GPU_J];
 	char pbuf[REPORT_PERIOD_LEN];
 	const char *period;
-	double g;
 
-	if (!(j > 0))
+	if (!(c->v[REPORT_Q_CO2E_G] > 0))
 		return 0;
-	if (price_sheet_carbon(rd->ps, c->day, &g) < 0) {
-		ca->uncovered_j += j;
-		return 0;
-	}
 	report_period_of(rd->spec, rd->to_last, c->day, pbuf);
 	period = intern(&rd->strs, pbuf);
 	if (!period)
@@ -2017,22 +2162,28 @@ static int carbon_add(struct reader *rd, struct carbon_acc *ca, const struct cel
 			return -ENOMEM;
 		ca->v[ca->n++] = (struct period_carbon){.period = period};
 	}
-	ca->v[ca->n - 1].g += j / 3.6e6 * g;
-	ca->v[ca->n - 1].j += j;
+	ca->v[ca->n - 1].g += c->v[REPORT_Q_CO2E_G];
 	return 0;
 }
 
+static int64_t g_weight(double g)
+{
+	double ug = round(g * 1e6);
+
+	return ug > 0 ? (ug > 1e18 ? (int64_t)1e18 : (int64_t)ug) : 0;
+}
+
 /*
- * Each period's grams, rounded once, apportioned over its rows by their joules (largest
- * remainder): the rows sum to the period's grams and the total to the periods' sum. With
- * --top each row gets its energy times its period's mean intensity, rounded alone.
+ * Each period's grams, rounded once, apportioned over its rows by their own grams before
+ * rounding (REPORT_Q_CO2E_G, largest remainder): the rows sum to the period's grams and the
+ * total to the periods' sum. With --top each row's grams are rounded alone.
  */
-static int carbon_rows(struct report *ret, const struct carbon_acc *ca)
+static int carbon_rows(struct report *ret, const struct reader *rd, const struct carbon_acc *ca)
 {
 	_cleanup_free_ int64_t *w = NULL, *out = NULL;
 	_cleanup_free_ size_t *idx = NULL;
 
-	ret->carbon_uncovered_mwh = j_to_mwh(ca->uncovered_j);
+	ret->carbon_uncovered_mwh = j_to_mwh(rd->carbon_uncovered_j);
 	if (!ret->n)
 		return 0;
 	w = calloc(ret->n, sizeof(*w));
@@ -2047,18 +2198,15 @@ static int carbon_rows(struct report *ret, const struct carbon_acc *ca)
 
 		for (size_t i = 0; i < ret->n; i++) {
 			struct report_row *row = &ret->rows[i];
-			double uj = round(row_energy_j(row) * 1e6);
 
 			if (strcmp(row->period, pc->period) != 0)
 				continue;
 			if (ret->spec.top) {
-				row->co2e_g =
-				    pc->j > 0 ? (int64_t)llround(row_energy_j(row) / pc->j * pc->g)
-					      : 0;
+				row->co2e_g = (int64_t)llround(row->q[REPORT_Q_CO2E_G]);
 				ret->total.co2e_g += row->co2e_g;
 				continue;
 			}
-			w[k] = uj > 0 ? (uj > 1e18 ? (int64_t)1e18 : (int64_t)uj) : 0;
+			w[k] = g_weight(row->q[REPORT_Q_CO2E_G]);
 			idx[k++] = i;
 		}
 		if (ret->spec.top)
@@ -2090,7 +2238,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	ret->prices = ps->base;
 	ret->n_overrides = ps->n_overrides;
 	memcpy(ret->override_key, ps->override_key, sizeof(ret->override_key));
-	ret->carbon = ps->carbon != PRICE_CARBON_NONE;
+	ret->carbon = price_sheet_has_carbon(ps);
 	report_day_add(spec->to, -1, rd.to_last);
 	rd.from_ns = day_start_ns(spec->from);
 	rd.to_ns = day_start_ns(spec->to);
@@ -2158,7 +2306,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	rows_top(spec, ret);
 	r = energy_rows(ret);
 	if (r == 0 && ret->carbon)
-		r = carbon_rows(ret, &ca);
+		r = carbon_rows(ret, &rd, &ca);
 	if (r < 0)
 		goto out;
 	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);

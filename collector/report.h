@@ -50,10 +50,13 @@ enum report_cost {
  * latest task.sample; counted in the last day of the report they ran in), then the tasks
  * active in the row's period (ended in it, running, or carried past its last day: see
  * report_row_active). A row's COLL_SUM_CARRIED_TASKS is that of the last day of its period
- * (inside the range) only. */
+ * (inside the range) only. REPORT_Q_CO2E_G: the carbon of the row's measured energy in grams
+ * before rounding (each node's energy at its zone's intensity of the day; docs/reports.md
+ * "Carbon"), the weight the period's rounded grams are apportioned by. */
 #define REPORT_Q_RUNNING _COLL_SUM_MAX
 #define REPORT_Q_ACTIVE	 (_COLL_SUM_MAX + 1)
-#define REPORT_Q_MAX	 (_COLL_SUM_MAX + 2)
+#define REPORT_Q_CO2E_G	 (_COLL_SUM_MAX + 2)
+#define REPORT_Q_MAX	 (_COLL_SUM_MAX + 3)
 
 /* Idle capacity in a showback report (docs/reports.md "Idle in the showback report"). */
 enum report_idle {
@@ -120,9 +123,11 @@ struct report {
 	struct price_set prices; /* the sheet's base prices */
 	size_t n_overrides;
 	char override_key[PRICE_LABEL_MAX];
-	bool carbon; /* the sheet has [carbon]: the co2e columns are written */
+	bool carbon; /* the sheet has [carbon] or [carbon:ZONE]: the co2e columns are written */
 	bool shared; /* the sheet has [shared:NAME] sections: shared_cost is written */
-	int64_t carbon_uncovered_mwh; /* energy on days the series has no hour of: no carbon */
+	/* energy with no intensity (a series without that day, a node in no zone and no
+	 * [carbon]): no carbon */
+	int64_t carbon_uncovered_mwh;
 };
 
 /* out = day + n days (YYYY-MM-DD; a month YYYY-MM is taken as its first day). */

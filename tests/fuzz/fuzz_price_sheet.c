@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!ps.currency[0] || ps.n_overrides > PRICE_OVERRIDES_MAX ||
 	    ps.n_classes > PRICE_OVERRIDES_MAX || ps.n_nodes > PRICE_OVERRIDES_MAX ||
-	    ps.n_shared > PRICE_SHARED_MAX)
+	    ps.n_shared > PRICE_SHARED_MAX || ps.n_zones > PRICE_CARBON_ZONES_MAX)
 		abort();
 	check_set(&ps.base);
 	for (size_t i = 0; i < ps.n_overrides; i++)
@@ -54,5 +54,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < ps.n_shared; i++)
 		if (!ps.shared[i].amount_set || !ps.shared[i].match_set || !ps.shared[i].spread_set)
 			abort();
+	/* every zone has an intensity and patterns; a node's zone is one of them or none */
+	for (size_t i = 0; i < ps.n_zones; i++) {
+		double g;
+
+		if (!ps.zones[i].nodes[0] || (ps.zones[i].kind != PRICE_CARBON_CONSTANT &&
+					      ps.zones[i].kind != PRICE_CARBON_SERIES))
+			abort();
+		if (ps.zones[i].kind == PRICE_CARBON_CONSTANT &&
+		    (price_sheet_carbon_zone(&ps, (int)i, "2026-12-01", &g) != 0 || !isfinite(g) ||
+		     g < 0 || g > 100000))
+			abort();
+	}
+	if (price_sheet_carbon_zone_of(&ps, "se-1") >= (int)ps.n_zones)
+		abort();
 	return 0;
 }

@@ -186,4 +186,33 @@ printf '2026-12-01T00,300\n2026-12-01T01,310\n2026-12-01T02,lots\n' >"$T/grid.cs
 rc=$?
 [ $rc != 0 ] && grep -q "grid.csv:3: expected a number" "$T/carbon.err" && pass "a bad series line: refused with $(head -c 120 "$T/carbon.err")" \
 	|| fail "bad series line: rc $rc, $(cat "$T/carbon.err")"
+# carbon zones: the tasks' node in a zone of 50000 g/kWh (the default 999 not used): the total =
+# the SQL energy x 50000; a sheet whose only zone matches no node: no carbon, all uncovered
+node=$(q "SELECT DISTINCT node FROM records WHERE type='task.end'")
+cp "$T/prices.ini" "$T/zones.ini"
+printf '[carbon]\ngco2e_per_kwh = 999\n[carbon:other]\nnodes = zz-*\ngco2e_per_kwh = 5\n[carbon:here]\nnodes = x-*, %s\ngco2e_per_kwh = 50000\n' "$node" >>"$T/zones.ini"
+cp "$T/prices.ini" "$T/nozone.ini"; printf '[carbon:other]\nnodes = zz-*\ngco2e_per_kwh = 5\n' >>"$T/nozone.ini"
+for z in zones nozone; do
+	"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/$z.ini" --from 2000-01-01 --to 2100-01-01 \
+		--by job,node --period day --format json >"$T/$z.json" 2>"$T/carbon.err" || fail "$z report: $(cat "$T/carbon.err")"
+done
+python3 - "$T/zones.json" "$T/nozone.json" "$raw" <<'PY'
+import json, sys
+z, n = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+g = lambda s: int(s.replace('.', ''))
+want = round(float(sys.argv[3]) / 3.6e6 * 50000)
+print('zones: total %s kg CO2e, SQL energy x 50000 g/kWh = %d g; rows sum %d g; no zone: %s kg, uncovered %s kWh of %s' % (
+    z['total']['co2e_kg'], want, sum(g(r['co2e_kg']) for r in z['rows']), n['total']['co2e_kg'],
+    n['total']['carbon_uncovered_kwh'], n['total']['energy_kwh']))
+ok = abs(g(z['total']['co2e_kg']) - want) <= 1 and sum(g(r['co2e_kg']) for r in z['rows']) == g(z['total']['co2e_kg'])
+ok = ok and g(z['total']['carbon_uncovered_kwh']) == 0
+ok = ok and g(n['total']['co2e_kg']) == 0 and n['total']['carbon_uncovered_kwh'] == n['total']['energy_kwh']
+sys.exit(0 if ok else 1)
+PY
+[ $? = 0 ] && pass "carbon zones: the node's zone's intensity (total = SQL energy x 50000 g/kWh, rows sum exactly); a node in no zone and no [carbon]: uncovered" || fail "carbon zones (above)"
+printf '[carbon:a]\nnodes = a\nnodes = b\n' >>"$T/nozone.ini"
+"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/nozone.ini" --from 2000-01-01 --to 2100-01-01 >/dev/null 2>"$T/carbon.err"
+rc=$?
+[ $rc != 0 ] && grep -q "nozone.ini:[0-9]*: \[carbon:a\] nodes: set twice" "$T/carbon.err" && pass "a bad zone key: refused with $(head -c 120 "$T/carbon.err")" \
+	|| fail "bad zone key: rc $rc, $(cat "$T/carbon.err")"
 finish

@@ -158,6 +158,52 @@ static void test_carbon_series(void **state)
 	expect_error(SHEET "[carbon]\ngco2e_per_kwh = 350\nseries = a.csv\n", "set twice");
 	expect_error(SHEET "[carbon]\ngco2e_per_kwh = -3\n", "[carbon] gco2e_per_kwh");
 	expect_error(SHEET "[carbon]\ngrams = 3\n", "unknown key [carbon] grams");
+	/* zones: the first matching zone in sheet order, else the default */
+	assert_int_equal(price_sheet_parse(SHEET
+					   "[carbon]\ngco2e_per_kwh = 350\n"
+					   "[carbon:nordic]\nnodes = se-*, fi-1 ,\n"
+					   "gco2e_per_kwh = 30\n"
+					   "[carbon:all-se]\nnodes=se-*\ngco2e_per_kwh = 90\n",
+					   &ps, err, sizeof(err)),
+			 0);
+	assert_true(price_sheet_has_carbon(&ps));
+	assert_int_equal(ps.n_zones, 2);
+	assert_int_equal(price_sheet_carbon_zone_of(&ps, "se-17"), 0);
+	assert_int_equal(price_sheet_carbon_zone_of(&ps, "fi-1"), 0);
+	assert_int_equal(price_sheet_carbon_zone_of(&ps, "fi-10"), -1);
+	assert_int_equal(price_sheet_carbon_zone_of(&ps, "de-1"), -1);
+	assert_int_equal(price_sheet_carbon_zone(&ps, 0, "2026-12-01", &g), 0);
+	assert_true(g == 30);
+	assert_int_equal(price_sheet_carbon_zone(&ps, -1, "2026-12-01", &g), 0);
+	assert_true(g == 350);
+	/* zones without a default: other nodes have no intensity */
+	assert_int_equal(price_sheet_parse(SHEET "[carbon:a]\nnodes = n[0-9]\nseries = a.csv\n",
+					   &ps, err, sizeof(err)),
+			 0);
+	assert_true(price_sheet_has_carbon(&ps));
+	assert_int_equal(price_sheet_carbon_zone_of(&ps, "n7"), 0);
+	assert_int_equal(price_sheet_carbon_zone(&ps, -1, "2026-12-01", &g), -ENOENT);
+	expect_error(SHEET "[carbon:a]\nnodes = n1\n",
+		     "[carbon:a] gco2e_per_kwh or series: missing");
+	expect_error(SHEET "[carbon:a]\ngco2e_per_kwh = 1\n", "[carbon:a] nodes: missing");
+	expect_error(SHEET "[carbon:a]\nnodes = , ,\ngco2e_per_kwh = 1\n",
+		     "line 10: [carbon:a] nodes");
+	expect_error(SHEET "[carbon:a]\nnodes = n1\nnodes = n2\n",
+		     "line 11: [carbon:a] nodes: set twice");
+	expect_error(SHEET "[carbon:a]\ngco2e_per_kwh = 1\nseries = a.csv\n",
+		     "line 11: [carbon:a] series: the intensity is set twice");
+	expect_error(SHEET "[carbon:a]\ngco2e_per_kwh = 1e6\n",
+		     "line 10: [carbon:a] gco2e_per_kwh");
+	expect_error(SHEET "[carbon:]\ngco2e_per_kwh = 1\n", "[carbon:]: expected a zone name");
+	expect_error(SHEET "[carbon:a]\nzone = x\n", "unknown key [carbon:a] zone");
+	expect_error(SHEET "[carbon]\nnodes = x\n", "unknown key [carbon] nodes");
+	expect_error(SHEET "[carbon:1]\nnodes=a\ngco2e_per_kwh=1\n[carbon:2]\nnodes=a\n"
+			   "gco2e_per_kwh=1\n[carbon:3]\nnodes=a\ngco2e_per_kwh=1\n[carbon:4]\n"
+			   "nodes=a\ngco2e_per_kwh=1\n[carbon:5]\nnodes=a\ngco2e_per_kwh=1\n"
+			   "[carbon:6]\nnodes=a\ngco2e_per_kwh=1\n[carbon:7]\nnodes=a\n"
+			   "gco2e_per_kwh=1\n[carbon:8]\nnodes=a\ngco2e_per_kwh=1\n[carbon:9]\n"
+			   "nodes=a\n",
+		     "more than 8 carbon zones");
 }
 
 /* ---- shared costs ---- */
@@ -417,6 +463,91 @@ static void test_energy_example(void **state)
 	assert_non_null(strstr(buf, ",1.000000,0.350,"));
 	report_free(&rep);
 	for (int i = 0; i < 3; i++)
+		acct_record_clear(&recs[i]);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* The carbon zones example of docs/reports.md "Carbon": 1/3 kWh each on se-1 (zone nordic,
+ * 30 g/kWh), de-1 (zone central, a series of mean 390 on 2026-12-02) and n1 (no zone: the
+ * default 350), and 1/3 kWh on de-1 on 2026-12-03, a day the series lacks. */
+static void test_carbon_zones(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const users[] = {"ann", "ben", "cat", "dan"};
+	static const char *const nodes[] = {"se-1", "de-1", "n1", "de-1"};
+	struct acct_record recs[4];
+	struct report rep;
+	char err[256], path[128];
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	write_text(fx->dir, "central.csv",
+		   "# central grid\n2026-12-02T00,380\n2026-12-02T01,400\n");
+	write_text(fx->dir, "prices.ini",
+		   SHEET "[carbon]\ngco2e_per_kwh = 350\n[carbon:nordic]\nnodes = se-*, fi-*\n"
+			 "gco2e_per_kwh = 30\n[carbon:central]\nnodes = de-*\n"
+			 "series = central.csv\n");
+	snprintf(path, sizeof(path), "%s/prices.ini", fx->dir);
+	assert_int_equal(price_sheet_load(path, &fx->ps, err, sizeof(err)), 0);
+	for (int i = 0; i < 4; i++) {
+		fill(&recs[i], i, "physics", users[i], DAY0 + 3600 + (i == 3 ? 86400 : 0), 1, 3600,
+		     1800);
+		free(recs[i].node);
+		recs[i].node = strdup(nodes[i]);
+		recs[i].usage.energy = (struct acct_energy){
+		    .present = true,
+		    .j = {1000000, 200000, 0},
+		    .src = {ACCT_ESRC_RAPL, ACCT_ESRC_RAPL, ACCT_ESRC_NONE},
+		};
+	}
+	insert(fx, recs, 4);
+	/* by user: 10 + 130 + 116.67 = 256.67 g on 2026-12-02, rounded once to 257; the
+	 * floors 10 + 130 + 116 leave one gram, to the largest remainder (cat) */
+	build(fx, "user", "day", &rep);
+	assert_int_equal(rep.n, 4);
+	assert_string_equal(rep.rows[0].key[0], "ann");
+	assert_int_equal(rep.rows[0].co2e_g, 10);
+	assert_int_equal(rep.rows[1].co2e_g, 130);
+	assert_int_equal(rep.rows[2].co2e_g, 117);
+	assert_string_equal(rep.rows[3].key[0], "dan");
+	assert_int_equal(rep.rows[3].co2e_g, 0);
+	assert_int_equal(rep.total.co2e_g, 257);
+	assert_int_equal(rep.carbon_uncovered_mwh, 333333);
+	f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(report_write(&rep, REPORT_FMT_JSON, f), 0);
+	assert_int_equal(fclose(f), 0);
+	assert_non_null(strstr(buf, "\"co2e_kg\":\"0.257\",\"carbon_uncovered_kwh\":\"0.333333\""));
+	report_free(&rep);
+	/* by node: each node's own zone, the same grams */
+	build(fx, "node", "all", &rep);
+	assert_int_equal(rep.n, 3);
+	assert_string_equal(rep.rows[0].key[0], "de-1");
+	assert_int_equal(rep.rows[0].co2e_g, 130);
+	assert_string_equal(rep.rows[1].key[0], "n1");
+	assert_int_equal(rep.rows[1].co2e_g, 117);
+	assert_string_equal(rep.rows[2].key[0], "se-1");
+	assert_int_equal(rep.rows[2].co2e_g, 10);
+	assert_int_equal(rep.total.co2e_g, 257);
+	report_free(&rep);
+	/* by account: one row, every zone in it */
+	build(fx, "account", "all", &rep);
+	assert_int_equal(rep.n, 1);
+	assert_int_equal(rep.rows[0].co2e_g, 257);
+	report_free(&rep);
+	for (int i = 0; i < 4; i++)
 		acct_record_clear(&recs[i]);
 }
 
@@ -1663,6 +1794,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_efficiency_property, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_csv_neutralised, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_energy_example, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_carbon_zones, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_shared_report, setup, teardown),
 	    cmocka_unit_test(test_carbon_series),
 	    cmocka_unit_test(test_shared_spread),
