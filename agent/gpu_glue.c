@@ -2,7 +2,8 @@
 /*
  * GPUs in the agent: inventory at start (NVML via dlopen; absent library or no GPU turns GPU
  * features off, logged once), allocation and device policy before fork, libcuda uprobes and
- * NVML sampling while the task runs, usage and the gpu_memory_limit reason at the end.
+ * NVML sampling while the task runs (the GPU memory limit seen, for supervise.c to act on),
+ * usage at the end.
  */
 #include "agent/agent.h"
 #include "agent/gpu_glue.h"
@@ -46,6 +47,8 @@ struct gpu_task {
 	struct gpu_meter *meter;
 	uint64_t peak_saved; /* NVML peak in the state file: saved again when it grows */
 	bool cuda_tracked;
+	bool over_seen;		/* the NVML watchdog saw the resident memory over the limit */
+	uint64_t over_observed; /* ... that memory */
 };
 
 int gpu_glue_init(struct agent *a)
@@ -436,7 +439,8 @@ static void set_overhead(struct gpu_state *g, struct task *t, struct gpu_task *g
 		log_debug("task %s: GPU memory overhead not set: %s", t->id, strerror(-r));
 }
 
-/* true: the state file must be written (the limit fired, or a new peak to keep) */
+/* true: the state file must be written (a new peak to keep). The NVML watchdog's verdict (the
+ * sampled resident memory over --gpu-memory, once) waits for the limit op. */
 static bool gpu_glue_tick(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
@@ -449,21 +453,12 @@ static bool gpu_glue_tick(struct agent *a, struct task *t)
 		return false;
 	if (cg_task_pids(t->cg, &pids, &n) < 0)
 		return false;
-	if (gpu_meter_sample(g->inv, gt->meter, pids, n, now_ns(CLOCK_REALTIME)) == 1 &&
-	    t->limit_reason == ACCT_EXIT_NONE) {
+	if (gpu_meter_sample(g->inv, gt->meter, pids, n, now_ns(CLOCK_REALTIME)) == 1) {
 		struct gpu_usage u;
 
 		gpu_meter_usage(gt->meter, now_ns(CLOCK_REALTIME), &u);
-		t->limit_reason = ACCT_EXIT_GPU_MEMORY_LIMIT;
-		t->limit_value = t->spec.gpu_memory_max;
-		t->limit_observed = u.memory_current_bytes;
-		t->term_sent_mono = now_ns(CLOCK_MONOTONIC);
-		t->kill_sent = true;
-		log_notice("task %s: GPU memory %llu bytes exceeds --gpu-memory %llu: killed",
-			   t->id, (unsigned long long)u.memory_current_bytes,
-			   (unsigned long long)t->spec.gpu_memory_max);
-		(void)cg_task_kill(t->cg, SIGKILL);
-		save = true;
+		gt->over_seen = true;
+		gt->over_observed = u.memory_current_bytes;
 	} else {
 		if (g->cuda && gt->cuda_tracked && t->spec.gpu_memory_max)
 			set_overhead(g, t, gt);
@@ -474,7 +469,35 @@ static bool gpu_glue_tick(struct agent *a, struct task *t)
 	return save;
 }
 
-void gpu_glue_usage(struct agent *a, struct task *t)
+/*
+ * The GPU memory limit, seen by the NVML watchdog at a tick (resident memory over the limit) or
+ * by the libcuda uprobe (an allocation that would cross it: the program killed the caller with
+ * bpf_send_signal). Only read while no limit has fired: the first one is the task's.
+ */
+static bool gpu_limit(struct agent *a, struct task *t, struct meter_limit *ret)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_task *gt = t->gpu;
+	struct cuda_usage cu;
+
+	if (!gt || !t->spec.gpu_memory_max || t->limit_reason != ACCT_EXIT_NONE)
+		return false;
+	if (gt->over_seen) {
+		*ret = (struct meter_limit){.why = ACCT_EXIT_GPU_MEMORY_LIMIT,
+					    .limit = t->spec.gpu_memory_max,
+					    .observed = gt->over_observed};
+		return true;
+	}
+	if (g->cuda && gt->cuda_tracked && cuda_read(g->cuda, t->key, &cu) == 0 && cu.limit_fired) {
+		*ret = (struct meter_limit){.why = ACCT_EXIT_GPU_MEMORY_LIMIT,
+					    .limit = t->spec.gpu_memory_max,
+					    .observed = cu.current_bytes + cu.killed_request_bytes};
+		return true;
+	}
+	return false;
+}
+
+static void gpu_glue_usage(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
 	struct gpu_task *gt = t->gpu;
@@ -516,11 +539,6 @@ void gpu_glue_usage(struct agent *a, struct task *t)
 				      (json_int_t)cu.memcpy_htod_bytes, "memcpy_dtoh_bytes",
 				      (json_int_t)cu.memcpy_dtoh_bytes, "untracked",
 				      (json_int_t)cu.untracked, "limit_fired", cu.limit_fired));
-			if (cu.limit_fired && t->limit_reason == ACCT_EXIT_NONE) {
-				t->limit_reason = ACCT_EXIT_GPU_MEMORY_LIMIT;
-				t->limit_value = t->spec.gpu_memory_max;
-				t->limit_observed = cu.current_bytes + cu.killed_request_bytes;
-			}
 		}
 	}
 }
@@ -671,6 +689,7 @@ const struct meter_ops meter_gpu_ops = {
     .tick = gpu_tick,
     .tick_every = gpu_tick_every,
     .usage = gpu_usage,
+    .limit = gpu_limit,
     .end = gpu_glue_release,
     .save = gpu_save,
 };

@@ -13,14 +13,13 @@ struct task;
 
 int gpu_glue_init(struct agent *a);
 void gpu_glue_fini(struct agent *a);
-/* Fill usage fields (and the gpu_memory_limit reason from the uprobe) into the task. */
-void gpu_glue_usage(struct agent *a, struct task *t);
 /* The task's GPUs back to the inventory (a launch that failed; at the end, the GPU meter's). */
 void gpu_glue_release(struct agent *a, struct task *t);
 /* The rest runs as the GPU meter of the task state machine (agent/meters.h, meter_gpu_ops):
  * allocation, the device policy and the task's variables and device nodes before the spawn
  * (its prepare, undone for a launch that fails), uprobe tracking and the NVML meter from the
- * child's pid, sampled each tick (the gpu_memory_limit enforced), the meter kept in the state file
+ * child's pid, sampled each tick, the GPU memory limit it saw (its limit op: NVML's watchdog or
+ * the uprobe's kill; supervise.c decides, the task table signals), the meter kept in the state file
  * and resumed at re-adoption. */
 
 /* The node's GPU model names in index order (valid while the agent runs), at most max; the

@@ -15,6 +15,8 @@
 
 #include <jansson.h>
 
+#include "accounting/record.h"
+
 struct agent;
 struct task;
 struct cg_stats;
@@ -36,6 +38,12 @@ struct meter_launch {
 	char dev_names[512];	   /* device nodes of the task's private /dev ("a b c") */
 	char syscalls_file[512];   /* where the shim appends the denied calls ("": none) */
 	bool refused;		   /* a failed prepare: the task asks what the node cannot give */
+};
+
+/* A limit a meter saw (its limit op); supervise.c decides what follows (sv_meter_limit). */
+struct meter_limit {
+	enum acct_exit_status why; /* the exit status it gives (ACCT_EXIT_GPU_MEMORY_LIMIT) */
+	uint64_t limit, observed;  /* the limit and the value that crossed it */
 };
 
 struct meter_ops {
@@ -62,6 +70,11 @@ struct meter_ops {
 	/* Around the walk of a tick over the tasks (on: before, off: after): what the reads of
 	 * one batch of samples can share (the eBPF meter: one walk of the node's threads). */
 	void (*batch)(struct agent *a, bool on);
+	/* A limit the meter saw: true and *ret filled (again at later calls: the first limit is
+	 * the task's). Asked after the meters' ticks and when the main process is gone, before
+	 * the exit status is decided. The meter sends no signal: the task table does, as
+	 * supervise.c decides. */
+	bool (*limit)(struct agent *a, struct task *t, struct meter_limit *ret);
 	/* The task's leftover processes are about to be killed (its cgroup is not empty). */
 	void (*leftovers)(struct agent *a, struct task *t);
 	/* The meter's figures into t->usage, t->sources and t->usage_detail, over the

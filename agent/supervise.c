@@ -80,6 +80,16 @@ bool sv_cpu_time(struct task *t, unsigned ncpus, uint64_t usage, uint64_t now, s
 	return false;
 }
 
+bool sv_meter_limit(struct task *t, enum acct_exit_status why, uint64_t now, uint64_t limit,
+		    uint64_t observed, struct sv_verdict *v)
+{
+	if (why == ACCT_EXIT_NONE || !sv_fire(t, why, now, limit, observed, v))
+		return false;
+	v->signal = SIGKILL;
+	t->kill_sent = true;
+	return true;
+}
+
 uint64_t sv_oom_new_kills(struct task *t, uint64_t total)
 {
 	uint64_t n;

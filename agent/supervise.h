@@ -5,9 +5,9 @@
  * state machine (agent/task.c) acts on it: signals the cgroup, writes the audit.limit record,
  * arms the CPU-time timer, ends the task.
  *
- * A limit that fires (wall time, CPU time, a meter's) sends SIGTERM once, then SIGKILL when
- * the task still runs kill_grace after it; the task's exit status then says the limit
- * (exit.by), whatever signal ended it.
+ * A limit of the agent's clock (wall time, CPU time) sends SIGTERM once, then SIGKILL when the
+ * task still runs kill_grace after it; a meter's limit (the GPU memory limit) SIGKILL at once.
+ * The task's exit status then says the limit (exit.by), whatever signal ended it.
  */
 #pragma once
 
@@ -55,6 +55,16 @@ bool sv_kill_grace(struct task *t, uint64_t now, uint64_t kill_grace_ns, uint64_
  */
 bool sv_cpu_time(struct task *t, unsigned ncpus, uint64_t usage, uint64_t now, struct sv_verdict *v,
 		 uint64_t *delay_ns);
+
+/*
+ * A limit a meter saw at now (agent/meters.h, its limit op: the GPU memory limit from the NVML
+ * watchdog or the libcuda uprobe): true when it is the task's first (*v): SIGKILL to the whole
+ * task at once, no grace (the memory it holds is another task's on a shared device; the uprobe
+ * killed the allocating process already, the rest of the task goes with it), marked sent. false
+ * when a limit had fired already (the first one is the task's).
+ */
+bool sv_meter_limit(struct task *t, enum acct_exit_status why, uint64_t now, uint64_t limit,
+		    uint64_t observed, struct sv_verdict *v);
 
 /*
  * OOM kills the kernel made in the task's cgroup: total is the cgroup's count read now. The

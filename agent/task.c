@@ -4,7 +4,6 @@
 #include "agent/admission.h"
 #include "agent/users.h"
 #include "agent/sandbox.h"
-#include "agent/gpu_glue.h"
 #include "agent/log.h"
 #include "agent/meters.h"
 #include "agent/node_sample.h"
@@ -53,6 +52,7 @@ static void on_exec_fd(void *data, int fd, uint32_t events);
 static void on_cpu_timer_fd(void *data, int fd, uint32_t events);
 static void oom_watch_start(struct agent *a, struct task *t);
 static void cpu_limit_check(struct agent *a, struct task *t);
+static void meters_limit(struct agent *a, struct task *t, uint64_t now);
 
 /* A launch in progress (TASK_STARTING). */
 struct task_start {
@@ -1007,7 +1007,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 	empty = !t->cg || cg_task_is_empty(t->cg) != 0;
 	if (t->cg && cg_task_stats(t->cg, &st) == 0)
 		have_st = true;
-	gpu_glue_usage(a, t); /* the libcuda uprobe may have fired the GPU memory limit */
+	meters_limit(a, t, now_ns(CLOCK_MONOTONIC)); /* the libcuda uprobe's kill, say */
 	sv_decide_status(t, st.oom_kills);
 	if (t->state == TASK_RUNNING) {
 		t->state = TASK_ENDING;
@@ -1217,22 +1217,38 @@ int task_signal(struct agent *a, struct task *t, int sig)
  * audit.limit record with the action and the values at the time. */
 static void fire_limit(struct agent *a, struct task *t, const struct sv_verdict *v)
 {
+	const char *action = v->signal == SIGKILL ? "SIGKILL" : "SIGTERM";
 	struct acct_record r;
 	int rr;
 
 	task_tick_soon(a);
 	rr = cg_task_kill(t->cg, v->signal);
-	log_notice("task %s: %s reached (limit %llu, observed %llu): SIGTERM sent%s%s", t->id,
+	log_notice("task %s: %s reached (limit %llu, observed %llu): %s sent%s%s", t->id,
 		   acct_exit_status_to_string(v->why), (unsigned long long)v->limit,
-		   (unsigned long long)v->observed, rr < 0 ? ", failed: " : "",
+		   (unsigned long long)v->observed, action, rr < 0 ? ", failed: " : "",
 		   rr < 0 ? strerror(-rr) : "");
 	(void)task_save(a, t);
 	task_fill_record(a, t, ACCT_AUDIT_LIMIT, &r);
-	r.event = json_pack("{s:s,s:s,s:I,s:I,s:I}", "limit", acct_exit_status_to_string(v->why),
-			    "action", "SIGTERM", "limit_value", (json_int_t)v->limit, "observed",
-			    (json_int_t)v->observed, "grace_ns", (json_int_t)a->cfg.kill_grace_ns);
+	r.event = json_pack("{s:s,s:s,s:I,s:I}", "limit", acct_exit_status_to_string(v->why),
+			    "action", action, "limit_value", (json_int_t)v->limit, "observed",
+			    (json_int_t)v->observed);
+	if (r.event && v->signal == SIGTERM)
+		json_object_set_new(r.event, "grace_ns",
+				    json_integer((json_int_t)a->cfg.kill_grace_ns));
 	(void)agent_emit_record(a, &r);
 	acct_record_clear(&r);
+}
+
+/* The limits the meters saw (the GPU memory limit): supervise.c decides, the first one fires. */
+static void meters_limit(struct agent *a, struct task *t, uint64_t now)
+{
+	struct meter_limit ml;
+	struct sv_verdict v;
+
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->limit && (*m)->limit(a, t, &ml) &&
+		    sv_meter_limit(t, ml.why, now, ml.limit, ml.observed, &v))
+			fire_limit(a, t, &v);
 }
 
 /* The CPU-time timer of a running task (always armed while it has a limit: the tick walks no
@@ -1305,6 +1321,7 @@ static void meters_tick(struct agent *a, struct task *t, uint64_t now)
 	for (const struct meter_ops *const *m = agent_meters; *m; m++)
 		if ((*m)->tick && (*m)->tick(a, t, now))
 			save = true;
+	meters_limit(a, t, now);
 	if (save)
 		(void)task_save(a, t);
 }

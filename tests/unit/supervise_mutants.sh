@@ -42,6 +42,10 @@ s/t->oom_kills_reported = t->oom_kills;//
 s/else if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSYS)/else if (0)/
 s/(WIFEXITED(ws) && WEXITSTATUS(ws) != 0)/(WIFEXITED(ws))/
 s/if (t->limit_reason != ACCT_EXIT_NONE)$/if (0)/
+s/if (why == ACCT_EXIT_NONE || !sv_fire/if (!sv_fire/
+s/^\tv->signal = SIGKILL;$//
+s/^\tt->kill_sent = true;$//
+s/if (why == ACCT_EXIT_NONE || !sv_fire(t, why, now, limit, observed, v))/if (why == ACCT_EXIT_NONE)/
 LIST
 echo "$n mutants, $caught caught, $survived not caught"
 [ "$survived" -eq 0 ]

@@ -319,6 +319,68 @@ static void time_limit_whole_story(void **state)
 	assert_int_equal(t.exit_signal, SIGKILL);
 }
 
+/* A meter's limit (the GPU memory limit, from the NVML watchdog or the libcuda uprobe): SIGKILL at
+ * once, no second SIGKILL after the grace, the first limit the task's, its exit status. */
+static void meter_limit_kills_at_once(void **state)
+{
+	struct task t;
+	struct sv_verdict v = {0};
+	uint64_t due = UINT64_MAX;
+
+	(void)state;
+	task_init(&t);
+	t.spec.time_limit_ns = 10 * S;
+	assert_false(sv_meter_limit(&t, ACCT_EXIT_NONE, 101 * S, 256, 300, &v));
+	assert_int_equal(t.limit_reason, ACCT_EXIT_NONE);
+	assert_false(t.kill_sent);
+	assert_true(
+	    sv_meter_limit(&t, ACCT_EXIT_GPU_MEMORY_LIMIT, 103 * S, 256 << 20, 300 << 20, &v));
+	assert_int_equal(v.why, ACCT_EXIT_GPU_MEMORY_LIMIT);
+	assert_int_equal(v.signal, SIGKILL);
+	assert_int_equal(v.limit, 256 << 20);
+	assert_int_equal(v.observed, 300 << 20);
+	assert_int_equal(t.limit_reason, ACCT_EXIT_GPU_MEMORY_LIMIT);
+	assert_int_equal(t.limit_value, 256 << 20);
+	assert_int_equal(t.limit_observed, 300 << 20);
+	assert_int_equal(t.term_sent_mono, 103 * S);
+	/* the SIGKILL is the only signal: no second one after the grace, no time limit later */
+	assert_false(sv_kill_grace(&t, 200 * S, 5 * S, &due));
+	assert_int_equal(due, UINT64_MAX);
+	assert_false(sv_time_limit(&t, 200 * S, &v, &due));
+	assert_false(sv_meter_limit(&t, ACCT_EXIT_GPU_MEMORY_LIMIT, 104 * S, 256, 900, &v));
+	assert_int_equal(t.limit_observed, 300 << 20);
+	/* the limit says why, though the cgroup counted an OOM kill too */
+	t.exit.wait_status = W_EXITCODE(0, SIGKILL);
+	sv_decide_status(&t, 1);
+	assert_string_equal(acct_exit_status_to_string(t.status), "gpu_memory_limit");
+	assert_int_equal(t.exit_signal, SIGKILL);
+	assert_int_equal(t.exit_code, 0);
+}
+
+/* A meter's limit after the wall-time limit fired: the time limit stays the task's, its grace
+ * and SIGKILL as before. */
+static void meter_limit_after_another(void **state)
+{
+	struct task t;
+	struct sv_verdict v = {0};
+	uint64_t due = UINT64_MAX;
+
+	(void)state;
+	task_init(&t);
+	t.spec.time_limit_ns = 10 * S;
+	assert_true(sv_time_limit(&t, 110 * S, &v, &due));
+	assert_false(sv_meter_limit(&t, ACCT_EXIT_GPU_MEMORY_LIMIT, 111 * S, 256, 300, &v));
+	assert_int_equal(v.why, ACCT_EXIT_TIME_LIMIT);
+	assert_int_equal(v.signal, SIGTERM);
+	assert_int_equal(t.limit_reason, ACCT_EXIT_TIME_LIMIT);
+	assert_false(t.kill_sent);
+	assert_int_equal(t.term_sent_mono, 110 * S);
+	assert_true(sv_kill_grace(&t, 113 * S, 3 * S, &due));
+	t.exit.wait_status = W_EXITCODE(0, SIGKILL);
+	sv_decide_status(&t, 0);
+	assert_string_equal(acct_exit_status_to_string(t.status), "time_limit");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -333,6 +395,8 @@ int main(void)
 	    cmocka_unit_test(oom_kills_reported_once),
 	    cmocka_unit_test(exit_status_decided),
 	    cmocka_unit_test(time_limit_whole_story),
+	    cmocka_unit_test(meter_limit_kills_at_once),
+	    cmocka_unit_test(meter_limit_after_another),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
