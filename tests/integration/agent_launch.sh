@@ -292,7 +292,8 @@ ctl wait "$idnew" 2>/dev/null; rc2=$?
 [ "$rc1" = 11 ] && [ "$rc2" = 12 ] && pass "both re-adopted across restarts, exits 11 and 12" ||
 	fail "runtime_dir restart: rc $rc1 $rc2"
 # (waiters hear of the end when the record is spooled; the files follow)
-for _ in $(seq 100); do [ -e "$RT/ended/$idnew.json" ] && [ ! -e "$RT/tasks/$idnew.json" ] && break; sleep 0.05; done
+for _ in $(seq 100); do [ -e "$RT/ended/$idnew.json" ] && [ ! -e "$RT/tasks/$idnew.json" ] &&
+	[ ! -e "$STATE/tasks/$idold.json" ] && break; sleep 0.05; done
 [ ! -e "$STATE/tasks/$idold.json" ] && [ ! -e "$RT/tasks/$idnew.json" ] && [ -e "$RT/ended/$idnew.json" ] &&
 	pass "their live files removed, ended records in runtime_dir" ||
 	fail "after end: $(ls "$RT/tasks" "$STATE/tasks" "$RT/ended" 2>&1 | tr '\n' ' ')"
