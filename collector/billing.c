@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The billing split: what each record adds to the rollups (coll_record_sums), a task's usage
- * spread over the hours it ran and summed per day and month (task_span, coll_deltas_build),
+ * spread over the hours it ran and summed per day and month (record_span, coll_deltas_build),
  * and the merge of those deltas before they are applied or queued.
  */
 #include <errno.h>
@@ -250,31 +250,20 @@ size_t coll_deltas_merge_runs(const struct coll_deltas *runs, size_t k, struct c
 
 #define HOUR_NS (3600ULL * NSEC_PER_SEC)
 
-/* The hours a task.end spreads over: [start, end] with the end's hour being the hour of its
- * last running instant (end - 1 ns), so a task ending at 13:00:00 belongs to 12:00. */
+/* The hours a record spreads over: [time - duration, time], the duration (a task.end's wall
+ * time, a node.sample's period) clipped to COLL_SPREAD_MAX_S, the end's hour being the hour of
+ * its last running instant (end - 1 ns), so a task ending at 13:00:00 belongs to 12:00. */
 struct span {
 	uint64_t start, end, h0, h1;
 };
 
-static void task_span(const struct acct_record *r, struct span *sp)
+static void record_span(const struct acct_record *r, struct span *sp)
 {
-	uint64_t wall = MIN(r->usage.wall_ns, COLL_SPREAD_MAX_S * NSEC_PER_SEC);
+	uint64_t dur = r->type == ACCT_NODE_SAMPLE ? r->ns->period_ns : r->usage.wall_ns;
 
+	dur = MIN(dur, COLL_SPREAD_MAX_S * NSEC_PER_SEC);
 	sp->end = r->time_ns;
-	sp->start = sp->end - MIN(wall, sp->end);
-	sp->h0 = sp->start / HOUR_NS;
-	sp->h1 = (sp->end > sp->start ? sp->end - 1 : sp->end) / HOUR_NS;
-	if (sp->h0 > sp->h1)
-		sp->h0 = sp->h1;
-}
-
-/* The hours of a node.sample: [time - period, time], the period clipped like a task's. */
-static void node_span(const struct acct_record *r, struct span *sp)
-{
-	uint64_t p = MIN(r->ns->period_ns, COLL_SPREAD_MAX_S * NSEC_PER_SEC);
-
-	sp->end = r->time_ns;
-	sp->start = sp->end - MIN(p, sp->end);
+	sp->start = sp->end - MIN(dur, sp->end);
 	sp->h0 = sp->start / HOUR_NS;
 	sp->h1 = (sp->end > sp->start ? sp->end - 1 : sp->end) / HOUR_NS;
 	if (sp->h0 > sp->h1)
@@ -349,30 +338,32 @@ static void push_day(struct coll_delta *d, size_t *nd, const struct acct_record 
 }
 
 /*
- * Spreads v over the hours of sp in proportion (counts to the hour of its last instant) and
- * hands each day's sums to fn, with whether that day is the span's last: a day's share is the
- * sum of its hours' shares.
+ * Spreads a record's sums v over the hours of its span (record_span) in proportion (counts to
+ * the hour of its last instant) and hands each day's sums to fn, with whether that day is the
+ * span's last: a day's share is the sum of its hours' shares.
  */
 typedef void (*day_fn)(struct coll_delta *d, size_t *nd, const struct acct_record *r,
 		       const char *bucket, double day[_COLL_SUM_MAX], bool last);
 static void spread_days(struct coll_delta *d, size_t *nd, const struct acct_record *r,
-			const struct span *sp, const double v[_COLL_SUM_MAX], day_fn fn)
+			const double v[_COLL_SUM_MAX], day_fn fn)
 {
 	double day[_COLL_SUM_MAX] = {0};
 	char bucket[16];
+	struct span sp;
 
-	for (uint64_t h = sp->h0; h <= sp->h1; h++) {
+	record_span(r, &sp);
+	for (uint64_t h = sp.h0; h <= sp.h1; h++) {
 		const uint64_t hs = h * HOUR_NS, he = hs + HOUR_NS;
 		double frac = 1;
 
-		if (sp->end > sp->start)
-			frac = (double)(MIN(sp->end, he) - MAX(sp->start, hs)) /
-			       (double)(sp->end - sp->start);
+		if (sp.end > sp.start)
+			frac = (double)(MIN(sp.end, he) - MAX(sp.start, hs)) /
+			       (double)(sp.end - sp.start);
 		for (int s = 0; s < _COLL_SUM_MAX; s++)
-			day[s] += coll_sum_is_count(s) ? (h == sp->h1 ? v[s] : 0) : v[s] * frac;
-		if (h == sp->h1 || (h + 1) % 24 == 0) {
+			day[s] += coll_sum_is_count(s) ? (h == sp.h1 ? v[s] : 0) : v[s] * frac;
+		if (h == sp.h1 || (h + 1) % 24 == 0) {
 			day_of(h, bucket);
-			fn(d, nd, r, bucket, day, h == sp->h1);
+			fn(d, nd, r, bucket, day, h == sp.h1);
 			memset(day, 0, sizeof(day));
 		}
 	}
@@ -386,26 +377,7 @@ static void task_day(struct coll_delta *d, size_t *nd, const struct acct_record 
 	push_day(d, nd, r, bucket, day);
 }
 
-static void push_task_end(struct coll_delta *d, size_t *nd, const struct acct_record *r)
-{
-	double v[_COLL_SUM_MAX];
-	struct span sp;
-
-	coll_record_sums(r, v);
-	task_span(r, &sp);
-	spread_days(d, nd, r, &sp, v, task_day);
-	if (r->task.id[0]) {
-		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
-
-		x->del = true;
-		x->account = x->user = "";
-		x->node = r->node ?: "";
-		x->task_id = r->task.id;
-	}
-}
-
-/* A node.sample's sums spread over the hours of [time - period, time] in proportion (the
- * record count to the hour of its last instant), summed per day: one node_day delta a day. */
+/* A node.sample's day: one node_day delta a day. */
 static void node_day(struct coll_delta *d, size_t *nd, const struct acct_record *r,
 		     const char *bucket, double day[_COLL_SUM_MAX], bool last)
 {
@@ -419,14 +391,27 @@ static void node_day(struct coll_delta *d, size_t *nd, const struct acct_record 
 	memcpy(x->v, day, sizeof(x->v));
 }
 
-static void push_node_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+/* A task.end's and a node.sample's sums spread over their days; a task.end also closes its
+ * task's open row. */
+static void push_spread(struct coll_delta *d, size_t *nd, const struct acct_record *r)
 {
 	double v[_COLL_SUM_MAX];
-	struct span sp;
 
-	coll_node_sums(r, v);
-	node_span(r, &sp);
-	spread_days(d, nd, r, &sp, v, node_day);
+	if (r->type == ACCT_NODE_SAMPLE) {
+		coll_node_sums(r, v);
+		spread_days(d, nd, r, v, node_day);
+		return;
+	}
+	coll_record_sums(r, v);
+	spread_days(d, nd, r, v, task_day);
+	if (r->task.id[0]) {
+		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
+
+		x->del = true;
+		x->account = x->user = "";
+		x->node = r->node ?: "";
+		x->task_id = r->task.id;
+	}
 }
 
 static void push_sample(struct coll_delta *d, size_t *nd, const struct acct_record *r)
@@ -456,12 +441,12 @@ static size_t record_deltas(const struct acct_record *r)
 	if (r->type == ACCT_NODE_SAMPLE) {
 		if (!r->ns)
 			return 0;
-		node_span(r, &sp);
+		record_span(r, &sp);
 		return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1);
 	}
 	if (r->type != ACCT_TASK_END)
 		return 0;
-	task_span(r, &sp);
+	record_span(r, &sp);
 	return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) * (4 + 2 * r->task.n_labels) + 1;
 }
 
@@ -491,12 +476,10 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 
 		if (!items[i].is_new)
 			continue;
-		if (r->type == ACCT_TASK_END)
-			push_task_end(d, &nd, r);
+		if (r->type == ACCT_TASK_END || (r->type == ACCT_NODE_SAMPLE && r->ns))
+			push_spread(d, &nd, r);
 		else if (r->type == ACCT_TASK_SAMPLE && r->task.id[0])
 			push_sample(d, &nd, r);
-		else if (r->type == ACCT_NODE_SAMPLE && r->ns)
-			push_node_sample(d, &nd, r);
 	}
 	out = coll_deltas_merge(d, nd);
 	/* derived from the merged job_day deltas, merged again: job_month (per month) and
