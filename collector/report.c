@@ -1801,6 +1801,65 @@ static bool row_made(const struct report *ret, const struct report_row *x)
 	return false;
 }
 
+/* The days add[] (sorted, n of them) merged into ret->days (sorted): a day in both gains add's
+ * cents. */
+static int days_merge_cents(struct report *ret, const struct report_day *add, size_t n)
+{
+	struct report_day *days = calloc(ret->n_days + n + 1, sizeof(*days));
+	size_t nd = 0, i = 0, j = 0;
+
+	if (!days)
+		return -ENOMEM;
+	while (i < ret->n_days || j < n) {
+		const int c = i == ret->n_days ? 1
+			      : j == n	       ? -1
+					       : strcmp(ret->days[i].day, add[j].day);
+
+		if (c < 0) {
+			days[nd++] = ret->days[i++];
+			continue;
+		}
+		if (c == 0)
+			days[nd] = ret->days[i++];
+		else
+			memcpy(days[nd].day, add[j].day, sizeof(days[nd].day));
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			days[nd].cents[k] += add[j].cents[k];
+		nd++;
+		j++;
+	}
+	free(ret->days);
+	ret->days = days;
+	ret->n_days = nd;
+	return 0;
+}
+
+/* The shared costs of each day of the range into ret->days (the HTML's cost per day): the
+ * sections' day cents (report_shared_day_cents), which sum to each period's shared amount. */
+static int shared_days(const struct report_spec *spec, const struct price_sheet *ps,
+		       struct report *ret)
+{
+	_cleanup_free_ struct report_day *add = NULL;
+	size_t n = 0, cap = 0;
+	char day[11];
+
+	for (memcpy(day, spec->from, 11); strcmp(day, spec->to) < 0; report_day_add(day, 1, day)) {
+		int64_t c = 0;
+
+		for (size_t k = 0; k < ps->n_shared; k++)
+			c += report_shared_day_cents(ps->shared[k].cents, day);
+		if (c == 0)
+			continue;
+		if (grow_array((void **)&add, &cap, n, sizeof(*add)) < 0)
+			return -ENOMEM;
+		memset(&add[n], 0, sizeof(*add));
+		memcpy(add[n].day, day, sizeof(day));
+		add[n].cents[REPORT_COST_SHARED] = c;
+		add[n++].cents[REPORT_COST_TOTAL] = c;
+	}
+	return days_merge_cents(ret, add, n);
+}
+
 /*
  * The price sheet's shared costs into the rows (docs/reports.md "Shared costs"): for each
  * period of the range and each [shared:NAME], the days' cents of the monthly amount
@@ -1894,7 +1953,7 @@ static int apply_shared(const struct report_spec *spec, const struct price_sheet
 
 		qsort_r(ret->rows, ret->n, sizeof(*ret->rows), row_key_cmp, &nd);
 	}
-	return 0;
+	return shared_days(spec, ps, ret);
 }
 
 /* Every source of a report into rd: the day rollups, the open tasks, the label and job-part
@@ -2221,6 +2280,69 @@ static int carbon_rows(struct report *ret, const struct reader *rd, const struct
 	return 0;
 }
 
+/* A weight from an amount in micro-units (µJ, µg): whole, at least 0, at most 1e18. */
+static int64_t micro_weight(double v)
+{
+	double u = round(v * 1e6);
+
+	return u > 0 ? (u > 1e18 ? (int64_t)1e18 : (int64_t)u) : 0;
+}
+
+/*
+ * The days' energy_mwh and co2e_g (the HTML's energy and carbon over time): each period's
+ * rows' sums apportioned over the period's days by their joules and raw grams (largest
+ * remainder), so a period's days sum to its rows exactly and all days to the total. With --top
+ * (rows left out) the total's over all the days.
+ */
+static int energy_days(struct report *ret)
+{
+	_cleanup_free_ int64_t *wj = NULL, *wg = NULL, *oj = NULL, *og = NULL;
+	char last[11], period[REPORT_PERIOD_LEN], next[REPORT_PERIOD_LEN];
+	size_t row = 0;
+
+	if (!ret->n_days)
+		return 0;
+	wj = calloc(ret->n_days, sizeof(*wj));
+	wg = calloc(ret->n_days, sizeof(*wg));
+	oj = calloc(ret->n_days, sizeof(*oj));
+	og = calloc(ret->n_days, sizeof(*og));
+	if (!wj || !wg || !oj || !og)
+		return -ENOMEM;
+	report_day_add(ret->spec.to, -1, last);
+	for (size_t i = 0, n; i < ret->n_days; i += n) {
+		int64_t mwh = 0, g = 0;
+
+		report_period_of(&ret->spec, last, ret->days[i].day, period);
+		for (n = 0; i + n < ret->n_days; n++) {
+			const struct report_day *d = &ret->days[i + n];
+
+			report_period_of(&ret->spec, last, d->day, next);
+			if (!ret->spec.top && strcmp(next, period) != 0)
+				break;
+			wj[n] = micro_weight(d->energy_j[0] + d->energy_j[1] + d->energy_j[2]);
+			wg[n] = micro_weight(d->co2e_g_raw);
+		}
+		if (ret->spec.top) {
+			mwh = ret->total.energy_mwh;
+			g = ret->total.co2e_g;
+		} else { /* the rows are sorted by period, as the days */
+			for (; row < ret->n && strcmp(ret->rows[row].period, period) < 0; row++)
+				;
+			for (; row < ret->n && strcmp(ret->rows[row].period, period) == 0; row++) {
+				mwh += ret->rows[row].energy_mwh;
+				g += ret->rows[row].co2e_g;
+			}
+		}
+		report_apportion(mwh, wj, n, oj);
+		report_apportion(g, wg, n, og);
+		for (size_t k = 0; k < n; k++) {
+			ret->days[i + k].energy_mwh = oj[k];
+			ret->days[i + k].co2e_g = og[k];
+		}
+	}
+	return 0;
+}
+
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret)
 {
@@ -2253,6 +2375,7 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	for (size_t i = 0; i < rd.n; i++) {
 		const struct cell *c = &rd.cells[i];
 		int64_t cents[_REPORT_COST_MAX];
+		struct report_day *day;
 
 		cell_cents(&rd, c, cents);
 		if (ret->carbon && (r = carbon_add(&rd, &ca, c)) < 0)
@@ -2268,8 +2391,13 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 			snprintf(ret->days[ret->n_days].day, 11, "%s", c->day);
 			ret->n_days++;
 		}
+		day = &ret->days[ret->n_days - 1];
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
-			ret->days[ret->n_days - 1].cents[k] += cents[k];
+			day->cents[k] += cents[k];
+		for (int p = 0; p < 3; p++)
+			day->energy_j[p] += c->v[COLL_SUM_ENERGY_CPU_J + p];
+		day->co2e_g_raw += c->v[REPORT_Q_CO2E_G];
+		day->unmeasured += c->v[COLL_SUM_ENERGY_UNMEASURED_TASKS];
 		for (int q = 0; q < REPORT_Q_MAX; q++)
 			if (q != COLL_SUM_CARRIED_TASKS || strcmp(c->day, rd.to_last) == 0)
 				ret->total.q[q] += c->v[q];
@@ -2307,6 +2435,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	r = energy_rows(ret);
 	if (r == 0 && ret->carbon)
 		r = carbon_rows(ret, &rd, &ca);
+	if (r == 0)
+		r = energy_days(ret);
 	if (r < 0)
 		goto out;
 	ret->total.q[REPORT_Q_ACTIVE] = report_row_active(&ret->total);
@@ -2956,19 +3086,47 @@ static void write_table(const struct report *r, FILE *f)
 
 /* ---- HTML ---- */
 
-/* The charts' stacked parts: the five components, then (with --idle or --share-idle) the
- * nodes' idle capacity */
-static const char *const comp_label[6] = {"CPU", "memory", "GPU", "IO", "network", "idle capacity"};
-static const char *const comp_color[6] = {"#4e79a7", "#f28e2b", "#e15759",
-					  "#76b7b2", "#59a14f", "#bab0ac"};
-static const enum report_cost comp_cost[6] = {REPORT_COST_CPU, REPORT_COST_MEM, REPORT_COST_GPU,
-					      REPORT_COST_IO,  REPORT_COST_NET, REPORT_COST_IDLE};
+/* The cost charts' stacked parts: the five components, then (with --idle or --share-idle) the
+ * nodes' idle capacity, then (a sheet with [shared:NAME]) the shared costs */
+static const char *const comp_label_all[7] = {"CPU",	 "memory",	  "GPU",	 "IO",
+					      "network", "idle capacity", "shared costs"};
+static const char *const comp_color_all[7] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+					      "#59a14f", "#bab0ac", "#b07aa1"};
+static const enum report_cost comp_cost_all[7] = {
+    REPORT_COST_CPU, REPORT_COST_MEM,  REPORT_COST_GPU,	  REPORT_COST_IO,
+    REPORT_COST_NET, REPORT_COST_IDLE, REPORT_COST_SHARED};
 
-/* The parts a chart stacks: 6 with idle, else 5. */
+/* The parts a cost chart stacks: 5, plus idle and shared costs where the report has them. */
 static int chart_parts(const struct report *r)
 {
-	return r->spec.idle != REPORT_IDLE_OFF ? 6 : 5;
+	return 5 + (r->spec.idle != REPORT_IDLE_OFF) + r->shared;
 }
+
+/* The k-th part of r's cost charts, an index into the *_all arrays */
+static int part_of(const struct report *r, int k)
+{
+	return k < 5 || r->spec.idle != REPORT_IDLE_OFF ? k : k + 1;
+}
+
+static const char *comp_label(const struct report *r, int k)
+{
+	return comp_label_all[part_of(r, k)];
+}
+
+static const char *comp_color(const struct report *r, int k)
+{
+	return comp_color_all[part_of(r, k)];
+}
+
+static enum report_cost comp_cost(const struct report *r, int k)
+{
+	return comp_cost_all[part_of(r, k)];
+}
+
+/* The energy charts' stacked parts (usage.energy_j) */
+static const char *const epart_label[3] = {"CPU", "DRAM", "GPU"};
+static const char *const epart_name[3] = {"cpu", "dram", "gpu"};
+static const char *const epart_color[3] = {"#4e79a7", "#f28e2b", "#e15759"};
 
 #define HTML_TOP       10   /* groups in the charts, then "other" */
 #define HTML_ROWS_MAX  2000 /* rows of the detail table */
@@ -2979,6 +3137,7 @@ struct hgroup {
 	size_t row; /* a row with its key */
 	double q[REPORT_Q_MAX];
 	int64_t cents[_REPORT_COST_MAX];
+	int64_t energy_mwh, co2e_g;
 	size_t n; /* groups folded in ("other") */
 };
 
@@ -3031,6 +3190,8 @@ static struct hgroup *html_groups(const struct report *r, size_t *ret_n)
 				g[n - 1].q[q] += row->q[q];
 		for (int k = 0; k < _REPORT_COST_MAX; k++)
 			g[n - 1].cents[k] += row->cents[k];
+		g[n - 1].energy_mwh += row->energy_mwh;
+		g[n - 1].co2e_g += row->co2e_g;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct report_row tmp = {0};
@@ -3088,11 +3249,12 @@ static int64_t nice_axis(int64_t max, int64_t *step)
 
 static void html_legend(FILE *f, const struct report *r, int x, int y)
 {
+	x = MIN(x, 950 - chart_parts(r) * 95);
 	for (int k = 0; k < chart_parts(r); k++)
 		fprintf(f,
 			"<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
 			"<text x=\"%d\" y=\"%d\">%s</text>\n",
-			x + k * 95, y, comp_color[k], x + k * 95 + 16, y + 10, comp_label[k]);
+			x + k * 95, y, comp_color(r, k), x + k * 95 + 16, y + 10, comp_label(r, k));
 }
 
 /* Cost per day of the range (days without cost too), stacked by component, with axes and a
@@ -3143,12 +3305,12 @@ static void html_days_chart(FILE *f, const struct report *r)
 		fprintf(f, "<g class=\"day\" data-day=\"%s\"><title>%s: ", d->day, d->day);
 		html_money(f, r, d->cents[REPORT_COST_TOTAL]);
 		for (int k = 0; k < chart_parts(r); k++) {
-			fprintf(f, "; %s ", comp_label[k]);
-			html_money(f, r, d->cents[comp_cost[k]]);
+			fprintf(f, "; %s ", comp_label(r, k));
+			html_money(f, r, d->cents[comp_cost(r, k)]);
 		}
 		fputs("</title>", f);
 		for (int k = 0; k < chart_parts(r); k++) {
-			const int64_t c = d->cents[comp_cost[k]];
+			const int64_t c = d->cents[comp_cost(r, k)];
 			const double h = (double)c / (double)top * ph;
 			char m[32];
 
@@ -3159,8 +3321,8 @@ static void html_days_chart(FILE *f, const struct report *r)
 			fprintf(f,
 				"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 				"fill=\"%s\" data-component=\"%s\" data-amount=\"%s\"/>",
-				x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h, comp_color[k],
-				cost_names[comp_cost[k]], m);
+				x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h, comp_color(r, k),
+				cost_names[comp_cost(r, k)], m);
 		}
 		fputs("</g>\n", f);
 		if (i % every == 0)
@@ -3213,16 +3375,18 @@ static void html_groups_chart(FILE *f, const struct report *r, const struct hgro
 		html_key(f, r, &g[i]);
 		fputs("</text>", f);
 		for (int k = 0; k < chart_parts(r); k++) {
-			const int64_t c = g[i].cents[comp_cost[k]];
+			const int64_t c = g[i].cents[comp_cost(r, k)];
 			const double w = (double)c / (double)top * bar;
+			char m[32];
 
 			if (c <= 0)
 				continue;
-			fprintf(
-			    f,
-			    "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\">"
-			    "<title>%s ",
-			    x, y + 3, w, rh - 8, comp_color[k], comp_label[k]);
+			report_money(m, sizeof(m), c);
+			fprintf(f,
+				"<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+				"fill=\"%s\" data-component=\"%s\" data-amount=\"%s\"><title>%s ",
+				x, y + 3, w, rh - 8, comp_color(r, k), cost_names[comp_cost(r, k)],
+				m, comp_label(r, k));
 			html_money(f, r, c);
 			fputs("</title></rect>", f);
 			x += w;
@@ -3249,7 +3413,8 @@ static void html_eff_chart(FILE *f, const struct report *r, const struct hgroup 
 		"<text x=\"%d\" y=\"16\">memory used / charged</text>"
 		"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"#d9d9d9\"/>"
 		"<text x=\"%d\" y=\"16\">reserved, unused</text>\n",
-		W, H, L, comp_color[0], L + 16, L + 170, comp_color[1], L + 186, L + 360, L + 376);
+		W, H, L, comp_color_all[0], L + 16, L + 170, comp_color_all[1], L + 186, L + 360,
+		L + 376);
 	for (int t = 0; t <= 4; t++)
 		fprintf(f,
 			"<line x1=\"%d\" x2=\"%d\" y1=\"30\" y2=\"%d\" stroke=\"#e5e5e5\"/>"
@@ -3272,10 +3437,230 @@ static void html_eff_chart(FILE *f, const struct report *r, const struct hgroup 
 			    "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"14\" fill=\"#d9d9d9\"/>"
 			    "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"%s\"/>"
 			    "<text x=\"%d\" y=\"%d\">%s %.1f%%</text>",
-			    L, y + 2 + k * 17, bar, L, y + 2 + k * 17, e[k] * bar, comp_color[k],
+			    L, y + 2 + k * 17, bar, L, y + 2 + k * 17, e[k] * bar, comp_color(r, k),
 			    L + bar + 8, y + 14 + k * 17, k ? "memory" : "CPU", e[k] * 100);
 		fprintf(f, "<text class=\"waste\" x=\"%d\" y=\"%d\">waste ", L + bar + 130, y + 22);
 		html_money(f, r, g[i].cents[REPORT_COST_WASTE]);
+		fputs("</text></g>\n", f);
+	}
+	fputs("</svg>\n", f);
+}
+
+/* An energy or carbon amount in the charts: kWh from whole mWh, or kg CO2e from whole grams */
+static void eamount_str(char *buf, size_t len, bool co2e, int64_t v)
+{
+	if (co2e)
+		kg_str(buf, len, v);
+	else
+		kwh_str(buf, len, v);
+}
+
+/* A bar's parts: the measured energy's CPU, DRAM and GPU parts (joules j[]) of its whole mWh,
+ * apportioned by their microjoules so that they sum to it exactly; carbon is one part. */
+static int bar_parts(bool co2e, int64_t total, const double j[3], int64_t out[3])
+{
+	int64_t w[3];
+
+	if (co2e) {
+		out[0] = total;
+		return 1;
+	}
+	for (int p = 0; p < 3; p++)
+		w[p] = micro_weight(j[p]);
+	report_apportion(total, w, 3, out);
+	return 3;
+}
+
+static void unmeasured_note(FILE *f, double n)
+{
+	if (n > 0)
+		fprintf(f,
+			"; %.0f task(s) with a part of their energy not measured: the figure holds "
+			"only the measured parts",
+			n);
+}
+
+/*
+ * Energy (kWh, stacked CPU / DRAM / GPU) or carbon (kg CO2e) per day of the range. A day
+ * with tasks whose energy was not (fully) measured carries data-unmeasured and a "*" over
+ * its bar, never a bare figure read as complete.
+ */
+static void html_energy_days_chart(FILE *f, const struct report *r, bool co2e)
+{
+	const int W = 960, H = 260, L = 90, R = 10, T = 30, B = 40;
+	const int pw = W - L - R, ph = H - T - B;
+	const char *unit = co2e ? "kg CO2e" : "kWh";
+	int64_t max = 0, step, top;
+	const size_t nd =
+	    (size_t)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
+	size_t j = 0;
+	const double bw = nd ? (double)pw / (double)nd : pw;
+	const size_t every = nd > 12 ? (nd + 11) / 12 : 1;
+	const int np = co2e ? 1 : 3;
+
+	for (size_t i = 0; i < r->n_days; i++)
+		max = MAX(max, co2e ? r->days[i].co2e_g : r->days[i].energy_mwh);
+	top = nice_axis(max, &step);
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"id=\"%s-days-chart\" role=\"img\" aria-label=\"%s per day\">\n",
+		W, H, co2e ? "co2e" : "kwh", co2e ? "carbon" : "measured energy by part");
+	for (int p = 0; p < np; p++)
+		fprintf(f,
+			"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"16\">%s</text>\n",
+			L + p * 95, co2e ? "#59a14f" : epart_color[p], L + p * 95 + 16,
+			co2e ? "kg CO2e" : epart_label[p]);
+	fprintf(f, "<text x=\"%d\" y=\"16\">* tasks not measured</text>\n", L + np * 95 + 20);
+	for (int64_t v = 0; v <= top; v += step) {
+		const double y = T + ph - (double)v / (double)top * ph;
+		char m[32];
+
+		eamount_str(m, sizeof(m), co2e, v);
+		fprintf(f,
+			"<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
+			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+			L, W - R, y, y, L - 6, y + 4, m);
+	}
+	fprintf(f,
+		"<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
+		"<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n",
+		L, W - R, T + ph, T + ph, L, L, T, T + ph);
+	for (size_t i = 0; i < nd; i++) {
+		struct report_day zero = {{0}}, *d = &zero;
+		const double x = L + (double)i * bw;
+		double y = T + ph;
+		int64_t part[3], total;
+		char m[32];
+
+		report_day_add(r->spec.from, (int)i, zero.day);
+		if (j < r->n_days && strcmp(r->days[j].day, zero.day) == 0)
+			d = &r->days[j++];
+		total = co2e ? d->co2e_g : d->energy_mwh;
+		bar_parts(co2e, total, d->energy_j, part);
+		eamount_str(m, sizeof(m), co2e, total);
+		fprintf(f,
+			"<g class=\"eday\" data-day=\"%s\" data-total=\"%s\" "
+			"data-unmeasured=\"%.0f\"><title>%s: %s %s",
+			d->day, m, d->unmeasured, d->day, m, unit);
+		for (int p = 0; p < np && !co2e; p++) {
+			eamount_str(m, sizeof(m), co2e, part[p]);
+			fprintf(f, "%s%s %s", p ? ", " : " (", epart_label[p], m);
+		}
+		fputs(co2e ? "" : ")", f);
+		unmeasured_note(f, d->unmeasured);
+		fputs("</title>", f);
+		for (int p = 0; p < np; p++) {
+			const double h = (double)part[p] / (double)top * ph;
+
+			if (part[p] <= 0)
+				continue;
+			y -= h;
+			eamount_str(m, sizeof(m), co2e, part[p]);
+			fprintf(f,
+				"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+				"fill=\"%s\" data-part=\"%s\" data-amount=\"%s\"/>",
+				x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h,
+				co2e ? "#59a14f" : epart_color[p], co2e ? "co2e" : epart_name[p],
+				m);
+		}
+		if (d->unmeasured > 0)
+			fprintf(f,
+				"<text class=\"unmeasured\" x=\"%.1f\" y=\"%.1f\" "
+				"text-anchor=\"middle\">*</text>",
+				x + bw / 2, y - 3);
+		fputs("</g>\n", f);
+		if (i % every == 0)
+			fprintf(
+			    f,
+			    "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
+			    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.5s</text>\n",
+			    x + bw / 2, x + bw / 2, T + ph, T + ph + 4, x + bw / 2, T + ph + 16,
+			    d->day + 5);
+	}
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">day (UTC), %s to %s</text>\n"
+		"</svg>\n",
+		L + pw / 2, H - 6, r->spec.from, r->total.last_day);
+}
+
+/*
+ * Energy (kWh, stacked CPU / DRAM / GPU) or carbon (kg CO2e) of the top groups and "other". A
+ * group with tasks whose energy was not (fully) measured says so next to its bar ("*" and the
+ * count; "not measured" when nothing of it was), never a plain 0.
+ */
+static void html_energy_groups_chart(FILE *f, const struct report *r, const struct hgroup *g,
+				     size_t ng, bool co2e)
+{
+	const int W = 960, L = 300, bar = 400, rh = 26;
+	const int H = (int)ng * rh + 60;
+	const char *unit = co2e ? "kg CO2e" : "kWh";
+	const int np = co2e ? 1 : 3;
+	int64_t max = 0, step, top;
+	int y = 40;
+
+	for (size_t i = 0; i < ng; i++)
+		max = MAX(max, co2e ? g[i].co2e_g : g[i].energy_mwh);
+	top = nice_axis(max, &step);
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"id=\"%s-groups-chart\" role=\"img\" aria-label=\"%s per group\">\n",
+		W, H, co2e ? "co2e" : "kwh", co2e ? "carbon" : "measured energy by part");
+	for (int p = 0; p < np; p++)
+		fprintf(f,
+			"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"16\">%s</text>\n",
+			L + p * 95, co2e ? "#59a14f" : epart_color[p], L + p * 95 + 16,
+			co2e ? "kg CO2e" : epart_label[p]);
+	for (int64_t v = 0; v <= top; v += step) {
+		const double x = L + (double)v / (double)top * bar;
+		char m[32];
+
+		eamount_str(m, sizeof(m), co2e, v);
+		fprintf(f,
+			"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"30\" y2=\"%d\" stroke=\"#e5e5e5\"/>"
+			"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+			x, x, H - 18, x, H - 4, m);
+	}
+	for (size_t i = 0; i < ng; i++, y += rh) {
+		const double un = g[i].q[COLL_SUM_ENERGY_UNMEASURED_TASKS];
+		const int64_t total = co2e ? g[i].co2e_g : g[i].energy_mwh;
+		const double j[3] = {g[i].q[COLL_SUM_ENERGY_CPU_J], g[i].q[COLL_SUM_ENERGY_DRAM_J],
+				     g[i].q[COLL_SUM_ENERGY_GPU_J]};
+		int64_t part[3];
+		double x = L;
+		char m[32];
+
+		bar_parts(co2e, total, j, part);
+		eamount_str(m, sizeof(m), co2e, total);
+		fprintf(f,
+			"<g class=\"egroup\" data-total=\"%s\" data-unmeasured=\"%.0f\"><text "
+			"x=\"%d\" y=\"%d\" text-anchor=\"end\">",
+			m, un, L - 8, y + 15);
+		html_key(f, r, &g[i]);
+		fputs("</text>", f);
+		for (int p = 0; p < np; p++) {
+			const double w = (double)part[p] / (double)top * bar;
+
+			if (part[p] <= 0)
+				continue;
+			eamount_str(m, sizeof(m), co2e, part[p]);
+			fprintf(
+			    f,
+			    "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\" "
+			    "data-part=\"%s\" data-amount=\"%s\"><title>%s %s %s</title></rect>",
+			    x, y + 3, w, rh - 8, co2e ? "#59a14f" : epart_color[p],
+			    co2e ? "co2e" : epart_name[p], m, co2e ? "" : epart_label[p], m, unit);
+			x += w;
+		}
+		eamount_str(m, sizeof(m), co2e, total);
+		fprintf(f, "<text class=\"eamount\" x=\"%.1f\" y=\"%d\">", x + 6, y + 15);
+		if (un > 0 && total == 0)
+			fprintf(f, "not measured (%.0f task(s))", un);
+		else if (un > 0)
+			fprintf(f, "%s %s* (%.0f task(s) not measured)", m, unit, un);
+		else
+			fprintf(f, "%s %s", m, unit);
 		fputs("</text></g>\n", f);
 	}
 	fputs("</svg>\n", f);
@@ -3303,9 +3688,7 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 	      "<th>running</th>",
 	      f);
 	for (int k = 0; k < chart_parts(r); k++)
-		fprintf(f, "<th>%s</th>", comp_label[k]);
-	if (r->shared)
-		fputs("<th>shared costs</th>", f);
+		fprintf(f, "<th>%s</th>", comp_label(r, k));
 	fputs("<th>cost</th><th>waste</th><th>CPU eff</th><th>mem eff</th><th>GPU eff</th></tr>\n",
 	      f);
 	for (size_t i = 0; i <= ng; i++) {
@@ -3324,11 +3707,8 @@ static void html_groups_table(FILE *f, const struct report *r, const struct hgro
 			tmp.q[COLL_SUM_TASKS], tmp.q[REPORT_Q_ACTIVE],
 			tmp.q[COLL_SUM_NO_REQUEST_TASKS], tmp.q[REPORT_Q_RUNNING]);
 		for (int k = 0; k < chart_parts(r); k++)
-			put_cell(f, r, true, "td", cost_names[comp_cost[k]], NULL,
-				 tmp.cents[comp_cost[k]], 0);
-		if (r->shared)
-			put_cell(f, r, true, "td", cost_names[REPORT_COST_SHARED], NULL,
-				 tmp.cents[REPORT_COST_SHARED], 0);
+			put_cell(f, r, true, "td", cost_names[comp_cost(r, k)], NULL,
+				 tmp.cents[comp_cost(r, k)], 0);
 		for (int k = REPORT_COST_TOTAL; k <= REPORT_COST_WASTE; k++)
 			put_cell(f, r, true, "td", cost_names[k], NULL, tmp.cents[k], 0);
 		html_pct(f, report_cpu_eff(&tmp));
@@ -3459,6 +3839,64 @@ static void html_header(FILE *f, const struct report *r, const char *last, const
 	fputs("</dd></dl>\n", f);
 }
 
+/* The energy and carbon charts, per day and per group, with their notes */
+static void html_energy_sections(FILE *f, const struct report *r, const struct hgroup *g, size_t ng,
+				 bool other)
+{
+	char m[32];
+
+	fputs("<h2>Measured energy</h2>\n<p class=\"note\">CPU package and DRAM energy (RAPL) and "
+	      "GPU energy (NVML) attributed to the tasks (usage.energy_j), in kWh; the parts of "
+	      "each bar sum to its figure (whole mWh) exactly, the days of a period to its rows, "
+	      "the groups to the total.",
+	      f);
+	if (r->total.q[COLL_SUM_ENERGY_UNMEASURED_TASKS] > 0)
+		fprintf(f,
+			" <b id=\"unmeasured\">%.0f task(s)</b> had a part of their energy not "
+			"measured (no RAPL or NVML source on their node): their bars hold only the "
+			"measured parts and are marked *.",
+			r->total.q[COLL_SUM_ENERGY_UNMEASURED_TASKS]);
+	fputs("</p>\n", f);
+	html_energy_days_chart(f, r, false);
+	fprintf(f, "<h3>Measured energy per group%s</h3>\n",
+		other ? " (the top groups, then all others in one bar)" : "");
+	html_energy_groups_chart(f, r, g, ng, false);
+	if (!r->carbon)
+		return;
+	kwh_str(m, sizeof(m), r->carbon_uncovered_mwh);
+	fprintf(f,
+		"<h2>Carbon</h2>\n<p class=\"note\">The measured energy times the price sheet's "
+		"carbon intensity, in kg CO2e (whole grams apportioned as the energy is); %s kWh "
+		"fell on days without an intensity and has no carbon here.</p>\n",
+		m);
+	html_energy_days_chart(f, r, true);
+	fprintf(f, "<h3>Carbon per group%s</h3>\n",
+		other ? " (the top groups, then all others in one bar)" : "");
+	html_energy_groups_chart(f, r, g, ng, true);
+}
+
+/* The top groups of g (ng, most expensive first), then one "other" bucket holding the rest (its
+ * sums exact) folded into g[HTML_TOP]; returns the groups shown. */
+static size_t html_fold_other(struct hgroup *g, size_t ng)
+{
+	struct hgroup *o;
+
+	if (!g || ng <= HTML_TOP + 1)
+		return ng;
+	o = &g[HTML_TOP];
+	for (size_t i = HTML_TOP + 1; i < ng; i++) {
+		for (int q = 0; q < REPORT_Q_MAX; q++)
+			o->q[q] += g[i].q[q];
+		for (int k = 0; k < _REPORT_COST_MAX; k++)
+			o->cents[k] += g[i].cents[k];
+		o->energy_mwh += g[i].energy_mwh;
+		o->co2e_g += g[i].co2e_g;
+		o->n += g[i].n;
+	}
+	o->row = SIZE_MAX;
+	return HTML_TOP + 1;
+}
+
 static void write_html(const struct report *r, FILE *f)
 {
 	char last[11], now[32];
@@ -3473,21 +3911,7 @@ static void write_html(const struct report *r, FILE *f)
 	strftime(now, sizeof(now), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	report_day_add(r->spec.to, -1, last);
 	ndays = (int)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
-	/* the top groups, then one "other" bucket holding the rest (its cents sum exactly) */
-	shown = ng;
-	if (g && ng > HTML_TOP + 1) {
-		struct hgroup *o = &g[HTML_TOP];
-
-		for (size_t i = HTML_TOP + 1; i < ng; i++) {
-			for (int q = 0; q < REPORT_Q_MAX; q++)
-				o->q[q] += g[i].q[q];
-			for (int k = 0; k < _REPORT_COST_MAX; k++)
-				o->cents[k] += g[i].cents[k];
-			o->n += g[i].n;
-		}
-		o->row = SIZE_MAX;
-		shown = HTML_TOP + 1;
-	}
+	shown = html_fold_other(g, ng);
 
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	      "<title>Corral showback ",
@@ -3565,6 +3989,7 @@ static void write_html(const struct report *r, FILE *f)
 		fprintf(f, "<h2>Cost per group%s</h2>\n",
 			shown < ng ? " (the top groups, then all others in one bar)" : "");
 		html_groups_chart(f, r, g, shown);
+		html_energy_sections(f, r, g, shown, shown < ng);
 		fputs("<h2>Efficiency and waste per group</h2>\n", f);
 		html_eff_chart(f, r, g, shown);
 		fputs("<h2>Groups</h2>\n", f);

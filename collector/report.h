@@ -81,10 +81,17 @@ struct report_spec {
 	char idle_account[256]; /* REPORT_IDLE_TO_ACCOUNT */
 };
 
-/* Cost of one UTC day of the range, all groups (the HTML's cost over time) */
+/* Cost and energy of one UTC day of the range, all groups (the HTML's charts over time) */
 struct report_day {
 	char day[11];
 	int64_t cents[_REPORT_COST_MAX];
+	double energy_j[3]; /* the measured CPU, DRAM and GPU joules of the day's cells */
+	double co2e_g_raw;  /* their carbon before rounding (the price sheet has [carbon]) */
+	double unmeasured;  /* tasks ended on the day with a part of their energy not measured */
+	/* the day's share of its period's rows' energy_mwh and co2e_g, apportioned over the
+	 * period's days by their joules and grams (largest remainder), so the days of a period
+	 * sum to its rows exactly (with --top: the total's, over all days) */
+	int64_t energy_mwh, co2e_g;
 };
 
 /* Period labels: 2026-12-01 (day), 2026-W49 (ISO week), 2026-12 (month),
