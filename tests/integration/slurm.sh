@@ -5,8 +5,10 @@
 # proctrack/linuxproc so that it does not touch cgroups) runs batch scripts whose steps are
 # `corralctl run --wait`. Checked from outside: Slurm's output file, the task's cgroup as the
 # host reads it after scancel, and Slurm's accounting (sacct, read from slurmdbd's database)
-# against the Corral record as spooled.
+# against the Corral record as spooled. The cluster's config and daemons: slurm_lib.sh (shared
+# with the VM case slurm_batch).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/slurm_lib.sh"
 need_root
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null ||
 	! command -v sbatch >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v mariadbd >/dev/null ||
@@ -17,17 +19,13 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
 		skip "Slurm or its accounting database cannot be installed here (apt-get install slurmctld slurmd slurmdbd munge slurm-client mariadb-server failed: $(tail -n1 "$T/apt.log"))"
 fi
 S=$T/slurm
-mkdir -p "$S/ctld" "$S/d" "$S/munge" "$S/out"
+mkdir -p "$S/out"
 # the database on tmpfs where there is one (its bootstrap is fsync-bound: 0.8 s there, 6 s on
 # this host's disk)
 DB=$(mktemp -d -p /dev/shm corral-it-db.XXXXXX 2>/dev/null) || { DB=$S/db && mkdir -p "$DB"; }
-chmod 700 "$S/munge"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PIDS=()
 slurm_cleanup() {
-	local i
-	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
-	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	slurm_stop
 	rm -rf "$DB"
 	cleanup
 }
@@ -42,16 +40,10 @@ DBINST=$!
 start_agent --no-bpf
 
 # munge: its own key, socket and files
-dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 status=none
-chmod 400 "$S/munge/munge.key"
-munged -F --force --key-file="$S/munge/munge.key" --socket="$S/munge/sock" \
-	--pid-file="$S/munge/pid" --log-file="$S/munge/log" --seed-file="$S/munge/seed" >/dev/null 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do [ -S "$S/munge/sock" ] && break; sleep 0.05; done
-[ -S "$S/munge/sock" ] || { fail "munged did not start: $(tail -n3 "$S/munge/log")"; finish; }
+slurm_munge_start "$S" 2>"$S/munge.err" || { fail "munged did not start: $(cat "$S/munge.err")"; finish; }
 
 # the accounting database: mariadbd on its own port and socket, a user for slurmdbd
-MP=$(free_port)
+MP=$(slurm_free_port)
 wait "$DBINST" || { fail "mariadb-install-db failed: $(tail -n5 "$DB/install.log")"; finish; }
 mariadbd "${DBOPTS[@]}" --port="$MP" --bind-address=127.0.0.1 --socket="$DB/sock" \
 	--pid-file="$DB/pid" --log-error="$DB/err.log" --skip-log-bin >/dev/null 2>&1 &
@@ -61,8 +53,9 @@ for _ in $(seq 300); do sql 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.05; don
 sql "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'corralit'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'" ||
 	{ fail "MariaDB did not start: $(tail -n5 "$DB/err.log")"; finish; }
 
-H=$(hostname -s)
-CP=$(free_port) DP=$(free_port) BP=$(free_port)
+CP=$(slurm_free_port) DP=$(slurm_free_port) BP=$(slurm_free_port)
+slurm_conf_write "$S" "$CP" "$DP" "$BP"
+export SLURM_CONF=$S/slurm.conf
 # slurmdbd reads slurmdbd.conf next to slurm.conf ($SLURM_CONF); it must be its user's, 0600
 cat >"$S/slurmdbd.conf" <<EOF
 AuthType=auth/munge
@@ -81,43 +74,6 @@ StoragePass=corralit
 StorageLoc=slurm_acct_db
 EOF
 chmod 600 "$S/slurmdbd.conf"
-cat >"$S/slurm.conf" <<EOF
-ClusterName=corralit
-SlurmctldHost=$H(127.0.0.1)
-SlurmctldPort=$CP
-SlurmdPort=$DP
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$S/munge/sock
-CredType=cred/munge
-StateSaveLocation=$S/ctld
-SlurmdSpoolDir=$S/d
-SlurmctldPidFile=$S/ctld.pid
-SlurmdPidFile=$S/d.pid
-SlurmctldLogFile=$S/ctld.log
-SlurmdLogFile=$S/d.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
-AccountingStoragePort=$BP
-AccountingStoragePass=$S/munge/sock
-AccountingStorageEnforce=associations
-SchedulerType=sched/builtin
-SelectType=select/linear
-MpiDefault=none
-ReturnToService=2
-KillWait=5
-MinJobAge=600
-InactiveLimit=0
-SlurmctldTimeout=30
-SlurmdTimeout=30
-NodeName=corralit1 NodeHostname=$H NodeAddr=127.0.0.1 CPUs=1 RealMemory=100 State=UNKNOWN
-PartitionName=itpart Nodes=corralit1 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-EOF
-export SLURM_CONF=$S/slurm.conf
 slurmdbd -D >"$S/dbd.out" 2>&1 &
 PIDS+=($!)
 # (AccountingStoragePass: the munge socket of the connections to slurmdbd, default /run/munge)
@@ -129,17 +85,7 @@ sacctmgr -i add cluster corralit >"$S/sacctmgr.log" 2>&1 &&
 	sacctmgr -i add account physics,chem cluster=corralit >>"$S/sacctmgr.log" 2>&1 &&
 	sacctmgr -i add user root account=chem,physics defaultaccount=chem cluster=corralit >>"$S/sacctmgr.log" 2>&1 ||
 	{ fail "slurmdbd/sacctmgr: $(tail -n3 "$S/sacctmgr.log" "$S/dbd.log" 2>&1)"; finish; }
-slurmctld -D -i -f "$SLURM_CONF" >"$S/ctld.out" 2>&1 &
-PIDS+=($!)
-slurmd -D -N corralit1 -f "$SLURM_CONF" >"$S/d.out" 2>&1 &
-PIDS+=($!)
-up=
-for _ in $(seq 300); do
-	st=$(scontrol show node corralit1 2>/dev/null | sed -n 's/.*State=\([A-Z+_]*\).*/\1/p' | head -n1)
-	case $st in IDLE*) up=1; break ;; esac
-	sleep 0.1
-done
-[ -n "$up" ] || { fail "the Slurm node did not come up (state '$st'): $(tail -n5 "$S/ctld.log" "$S/d.log" 2>/dev/null)"; finish; }
+slurm_daemons_start "$S" 2>"$S/daemons.err" || { fail "$(cat "$S/daemons.err")"; finish; }
 pass "one-node Slurm up after ${SECONDS} s (slurmctld port $CP, slurmd port $DP, slurmdbd port $BP over MariaDB port $MP, munge, proctrack/linuxproc)"
 
 # the end record of a task as spooled: FIELD (see run_wait.sh)
@@ -165,17 +111,6 @@ print("(no task.end spooled)")
 PY
 }
 ended() { for _ in $(seq 200); do [ "$(spooled "$1" exit.status)" != "(no task.end spooled)" ] && return 0; sleep 0.05; done; return 1; }
-# JobState / ExitCode / Account / Partition of a job as slurmctld says
-job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
-# wait until the job left the running states (at most N tenths of a second)
-job_done() {
-	local s
-	for _ in $(seq "${2:-300}"); do
-		s=$(job_field "$1" JobState)
-		case $s in PENDING | RUNNING | CONFIGURING | COMPLETING | "") sleep 0.1 ;; *) return 0 ;; esac
-	done
-	return 1
-}
 # FIELD of job J as Slurm's accounting has it (sacct -X: the allocation's line), once slurmdbd
 # has the job's end and every field (slurmctld sends the job's start and end as it goes: a
 # line may show the end before the partition; waited for, at most 10 s); one complete sacct
@@ -197,20 +132,19 @@ acct() {
 }
 # the job's row in slurmdbd's own table, by plain SQL: COLUMN
 dbjob() { sql "SELECT $2 FROM slurm_acct_db.corralit_job_table WHERE id_job = $1"; }
-submit() { sbatch --parsable "$@" | cut -d';' -f1; }
 CTL="$CORRALCTL --socket $SOCK"
 
 # a Slurm time limit: submitted first (Slurm limits are whole minutes, checked every 30 s), it is
 # looked at last
 printf '#!/bin/sh\necho $$ >%s/tl.pid\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$S" "$CTL" \
 	"'echo \$CORRAL_TASK_ID >$S/tl.id; while read -r l; do case \$l in *:memory:*) echo \${l##*:} >$S/tl.cg;; esac; done </proc/self/cgroup; exec sleep 600'" >"$S/tl.sh"
-TLJ=$(submit --time=1 -o "$S/out/tl.out" "$S/tl.sh")
+TLJ=$(slurm_submit --time=1 -o "$S/out/tl.out" "$S/tl.sh")
 
 # --- output in Slurm's output file; job and account as Slurm has them --------------------------
 printf '#!/bin/sh\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$CTL" \
 	"'echo hello from corral; echo \$CORRAL_TASK_ID; echo to-stderr >&2; exit 3'" >"$S/out.sh"
-J=$(submit -A physics -J corral-it -o "$S/out/out-%j.txt" "$S/out.sh")
-job_done "$J" || fail "job $J did not end: $(job_field "$J" JobState)"
+J=$(slurm_submit -A physics -J corral-it -o "$S/out/out-%j.txt" "$S/out.sh")
+slurm_job_done "$J" || fail "job $J did not end: $(slurm_job_field "$J" JobState)"
 O=$S/out/out-$J.txt
 tid=$(sed -n 2p "$O" 2>/dev/null)
 grep -qx 'hello from corral' "$O" 2>/dev/null && grep -qx to-stderr "$O" && ended "$tid" &&
@@ -218,7 +152,7 @@ grep -qx 'hello from corral' "$O" 2>/dev/null && grep -qx to-stderr "$O" && ende
 	fail "output file: $(cat "$O" 2>&1)"
 [ "$(acct "$J" ExitCode)" = 3:0 ] && [ "$(acct "$J" State)" = FAILED ] &&
 	pass "Slurm's accounting has the task's exit code (sacct: ExitCode 3:0, FAILED)" ||
-	fail "exit code: sacct $(acct "$J" ExitCode) $(acct "$J" State), scontrol $(job_field "$J" ExitCode) $(job_field "$J" JobState)"
+	fail "exit code: sacct $(acct "$J" ExitCode) $(acct "$J" State), scontrol $(slurm_job_field "$J" ExitCode) $(slurm_job_field "$J" JobState)"
 sj=$(acct "$J" JobID) sa=$(acct "$J" Account) su=$(acct "$J" User) sp=$(acct "$J" Partition)
 [ "$(spooled "$tid" task.job)" = "$sj" ] && [ "$(spooled "$tid" task.account)" = "$sa" ] && [ "$sa" = physics ] &&
 	[ "$(spooled "$tid" task.labels.slurm_partition)" = "$sp" ] && [ "$(spooled "$tid" task.labels.slurm_user)" = "$su" ] &&
@@ -227,8 +161,8 @@ sj=$(acct "$J" JobID) sa=$(acct "$J" Account) su=$(acct "$J" User) sp=$(acct "$J
 
 # --no-slurm, and an explicit --job, win over the Slurm job
 printf '#!/bin/sh\n%s run --wait -q --no-slurm --workdir / -- sh -c "echo \\$CORRAL_TASK_ID"\n%s run --wait -q --job mine --workdir / -- sh -c "echo \\$CORRAL_TASK_ID"\n' "$CTL" "$CTL" >"$S/no.sh"
-J2=$(submit -A physics -o "$S/out/no-%j.txt" "$S/no.sh")
-job_done "$J2"
+J2=$(slurm_submit -A physics -o "$S/out/no-%j.txt" "$S/no.sh")
+slurm_job_done "$J2"
 t1=$(sed -n 1p "$S/out/no-$J2.txt") t2=$(sed -n 2p "$S/out/no-$J2.txt")
 ended "$t1" && ended "$t2" && [ -z "$(spooled "$t1" task.job)" ] && [ -z "$(spooled "$t1" task.account)" ] &&
 	[ "$(spooled "$t2" task.job)" = mine ] && [ "$(spooled "$t2" task.account)" = physics ] &&
@@ -238,7 +172,7 @@ ended "$t1" && ended "$t2" && [ -z "$(spooled "$t1" task.job)" ] && [ -z "$(spoo
 # --- scancel ends the Corral task (no orphan: its cgroup empty, from outside) -----------------
 printf '#!/bin/sh\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$CTL" \
 	"'echo \$CORRAL_TASK_ID >$S/sc.id; while read -r l; do case \$l in *:memory:*) echo \${l##*:} >$S/sc.cg;; esac; done </proc/self/cgroup; exec sleep 600'" >"$S/sc.sh"
-J3=$(submit -o "$S/out/sc.out" "$S/sc.sh")
+J3=$(slurm_submit -o "$S/out/sc.out" "$S/sc.sh")
 for _ in $(seq 300); do [ -s "$S/sc.cg" ] && [ -s "$S/sc.id" ] && break; sleep 0.1; done
 cg=/sys/fs/cgroup/memory$(cat "$S/sc.cg" 2>/dev/null) tid=$(cat "$S/sc.id" 2>/dev/null)
 [ -n "$(cat "$cg/cgroup.procs" 2>/dev/null)" ] && pass "scancel case: the task runs in $cg" || fail "scancel case did not start ($cg)"
@@ -257,21 +191,21 @@ t1=$(date +%s%N)
 # --- a Corral --time inside a Slurm job --------------------------------------------------------
 printf '#!/bin/sh\nexec %s run --wait -q --time 1 --workdir / -- sh -c %s\n' "$CTL" \
 	"'echo \$CORRAL_TASK_ID; exec sleep 600'" >"$S/ct.sh"
-J4=$(submit -o "$S/out/ct-%j.txt" "$S/ct.sh")
-job_done "$J4" 200
+J4=$(slurm_submit -o "$S/out/ct-%j.txt" "$S/ct.sh")
+slurm_job_done "$J4" 200
 tid=$(sed -n 1p "$S/out/ct-$J4.txt")
 # sacct prints an exit status above 128 less 128 (143 as 15:0); slurmdbd's row has it whole
 ended "$tid" && [ "$(spooled "$tid" exit.status)" = time_limit ] && [ "$(spooled "$tid" exit.by)" = limit ] &&
-	[ "$(dbjob "$J4" exit_code)" = $((143 << 8)) ] && [ "$(job_field "$J4" ExitCode)" = 143:0 ] &&
+	[ "$(dbjob "$J4" exit_code)" = $((143 << 8)) ] && [ "$(slurm_job_field "$J4" ExitCode)" = 143:0 ] &&
 	[ "$(acct "$J4" Account)" = chem ] && [ "$(spooled "$tid" task.account)" = chem ] &&
 	[ "$(spooled "$tid" task.job)" = "$(acct "$J4" JobID)" ] &&
 	pass "corralctl --time 1 in a Slurm job: time_limit, exit.by limit, Slurm's exit status 143 (slurmdbd's row $(dbjob "$J4" exit_code) = 143 << 8, sacct $(acct "$J4" ExitCode)); no -A: record and sacct both have root's default account chem" ||
-	fail "corral --time: $(spooled "$tid" exit.status) by $(spooled "$tid" exit.by), slurmdbd exit_code $(dbjob "$J4" exit_code), scontrol $(job_field "$J4" ExitCode), sacct account $(acct "$J4" Account), record $(spooled "$tid" task.account)"
+	fail "corral --time: $(spooled "$tid" exit.status) by $(spooled "$tid" exit.by), slurmdbd exit_code $(dbjob "$J4" exit_code), scontrol $(slurm_job_field "$J4" ExitCode), sacct account $(acct "$J4" Account), record $(spooled "$tid" task.account)"
 
 # --- the Slurm time limit (1 min): Slurm's SIGTERM ends the Corral task ----------------------
 for _ in $(seq 300); do [ -s "$S/tl.cg" ] && break; sleep 0.1; done
 cg=/sys/fs/cgroup/memory$(cat "$S/tl.cg" 2>/dev/null) tid=$(cat "$S/tl.id" 2>/dev/null)
-job_done "$TLJ" 1200
+slurm_job_done "$TLJ" 1200
 gone=
 for _ in $(seq 100); do
 	{ [ ! -d "$cg" ] || [ -z "$(cat "$cg/cgroup.procs" 2>/dev/null)" ]; } && { gone=1; break; }
