@@ -802,6 +802,28 @@ static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key)
  * A stale entry (an exited shared mm whose teardown left a residue) is no longer dropped by the
  * first own event of an untracked process that gets the same address: meter_forget sweeps it.
  */
+/*
+ * A change of another context's mm (a parent copying its page tables into its child's at fork,
+ * reclaim in a kernel thread) concerns a tracked process only if the mm's owner is one: every
+ * thread of a tracked process has its task storage, and the owner is a live user of the mm
+ * (the kernel hands it on when the owner leaves the mm). So an owner without any task local
+ * storage spares the "mms" lookup, which otherwise misses: a fork copies into a child that is not
+ * tracked yet (its storage comes at the fork tracepoint, after the copy) and whose first own change
+ * makes its entry from the counters' totals. Unknown (no owner field, no owner): the general path.
+ */
+static __always_inline bool mm_owner_untracked(struct mm_struct *mm)
+{
+	struct task_struct *o;
+
+	if (!bpf_core_field_exists(mm->owner) ||
+	    !bpf_core_field_exists(struct task_struct, bpf_storage))
+		return false;
+	o = mm->owner;
+	/* An untrusted pointer for the verifier (the field carries no RCU tag): no storage
+	 * helper on it, but a read of its storage list, NULL when it has none of any map. */
+	return o && !BPF_CORE_READ(o, bpf_storage);
+}
+
 static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct mm_struct *mm,
 						 bool *ret_slow)
 {
@@ -815,11 +837,18 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 		return NULL;
 	th = bpf_task_storage_get(&tstore, cur, 0, 0);
 	if (!th) {
-		if (own == mm || (!own && !(cur->flags & PF_KTHREAD)))
+		if (own == mm || (!own && !(cur->flags & PF_KTHREAD)) || mm_owner_untracked(mm))
 			*ret_slow = false;
 		return NULL;
 	}
-	if (th->mm != mmkey || own != mm)
+	if (own != mm) {
+		/* own NULL: the thread tearing down its own mm at its exit, which has an entry
+		 * until its last user's exit: the general path */
+		if (own && mm_owner_untracked(mm))
+			*ret_slow = false;
+		return NULL;
+	}
+	if (th->mm != mmkey)
 		return NULL;
 	e = bpf_map_lookup_elem(&mms, &mmkey);
 	if (!e || e->task_key != th->task_key)
