@@ -600,7 +600,7 @@ static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 		__sync_fetch_and_add(&t->mms_alive, -1);
 }
 
-static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key);
+static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key);
 
 static __always_inline void on_exit(struct task_struct *p, const bool btf, const bool at_exit)
 {
@@ -659,8 +659,12 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	mm = proc->mm;
 	gen = proc->gen;
 
-	if (mm)
-		mm_exit(p, mm, key);
+	/*
+	 * Its entry gone, the exiting thread's teardown of that mm (exit_mm, after this) is no
+	 * tracked mm's: its rss_stat events stop at the thread's storage (rss_fast).
+	 */
+	if (mm && mm_exit(p, mm, key) && th && btf && th->mm == mm)
+		__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
 	if (bpf_map_delete_elem(&procs, &tgid) || !gen)
 		return; /* gone, or a member the meter does not account */
@@ -773,15 +777,17 @@ static __always_inline void mm_release(__u64 *mmkey, struct meter_mm *e)
 	mm_del(mmkey, e);
 }
 
-static __always_inline void mm_exit(struct task_struct *p, __u64 mm, __u64 key)
+/* Returns true when mm had an entry of the task and no longer has one (released here). */
+static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key)
 {
 	struct meter_mm *e = bpf_map_lookup_elem(&mms, &mm);
 
 	if (!e || e->task_key != key)
-		return;
+		return false;
 	if (mm_sum(e) != 0 && BPF_CORE_READ(p, mm, mm_users.counter) != 1)
-		return; /* shared (CLONE_VM): its last user's teardown ends it */
+		return false; /* shared (CLONE_VM): its last user's teardown ends it */
 	mm_release(&mm, e);
+	return true;
 }
 
 #define PF_KTHREAD 0x00200000
@@ -842,9 +848,14 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 		return NULL;
 	}
 	if (own != mm) {
-		/* own NULL: the thread tearing down its own mm at its exit, which has an entry
-		 * until its last user's exit: the general path */
-		if (own && mm_owner_untracked(mm))
+		/*
+		 * own NULL: the thread tears down an mm at its exit. Its own, whose entry its
+		 * exit released (METER_TH_MM_GONE): nothing to count, and no entry can exist for
+		 * that address before the mm is freed. Otherwise (a shared mm whose entry lives
+		 * until its last user's exit): the general path.
+		 */
+		if (own ? mm_owner_untracked(mm)
+			: th->mm == mmkey && (th->flags & METER_TH_MM_GONE))
 			*ret_slow = false;
 		return NULL;
 	}

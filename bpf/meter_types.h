@@ -77,6 +77,9 @@ struct meter_thread {
 #define METER_TH_NEED_BASE 1ULL
 /* cpu_at_exit mode: the thread's final totals are folded in (after its last switch-out). */
 #define METER_TH_FINAL 2ULL
+/* tp_btf: the exit of the thread's process released the entry of its mm (th->mm): the
+ * teardown that follows is not looked up. */
+#define METER_TH_MM_GONE 4ULL
 
 /*
  * cpu_at_exit mode: a thread that passed sched_process_exit but may not have switched out for
