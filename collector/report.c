@@ -2343,6 +2343,171 @@ static int energy_days(struct report *ret)
 	return 0;
 }
 
+/* The period's entry of ca, added if new (idle energy can fall in a period without tasks). */
+static struct period_carbon *carbon_period(struct carbon_acc *ca, const char *period)
+{
+	for (size_t i = 0; i < ca->n; i++)
+		if (ca->v[i].period == period)
+			return &ca->v[i];
+	if (grow_array((void **)&ca->v, &ca->cap, ca->n, sizeof(*ca->v)) < 0)
+		return NULL;
+	ca->v[ca->n] = (struct period_carbon){.period = period};
+	return &ca->v[ca->n++];
+}
+
+struct idle_energy {
+	struct reader *rd;
+	struct report *ret; /* its days (the HTML's energy per day) get the idle energy too */
+	struct carbon_acc *ca;
+	bool carbon;
+	struct pidle_energy {
+		const char *period; /* interned */
+		char first_day[11], last_day[11];
+		double j[3], g; /* package, DRAM, GPU; grams */
+	} * v;
+	size_t n, cap;
+	int err;
+};
+
+/* The report's day (ret->days, sorted) of a day; NULL when it has none (no cost that day). */
+static struct report_day *idle_day(struct report *ret, const char *day)
+{
+	size_t lo = 0, hi = ret->n_days;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(ret->days[mid].day, day);
+
+		if (c == 0)
+			return &ret->days[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
+{
+	struct idle_energy *ie = ud;
+	struct reader *rd = ie->rd;
+	const double j[3] = {row->v[COLL_SUM_ENERGY_CPU_J], row->v[COLL_SUM_ENERGY_DRAM_J], 0};
+	const double all = j[0] + j[1] + j[2];
+	char pbuf[REPORT_PERIOD_LEN];
+	struct pidle_energy *pe;
+	struct report_day *day;
+	const char *period;
+	double g;
+	int r;
+
+	if (!(all > 0))
+		return 0;
+	report_period_of(rd->spec, rd->to_last, row->bucket, pbuf);
+	period = intern(&rd->strs, pbuf);
+	if (!period)
+		return -ENOMEM;
+	if (!ie->n || ie->v[ie->n - 1].period != period) { /* rows come ordered by day */
+		if (grow_array((void **)&ie->v, &ie->cap, ie->n, sizeof(*ie->v)) < 0)
+			return -ENOMEM;
+		pe = &ie->v[ie->n++];
+		memset(pe, 0, sizeof(*pe));
+		pe->period = period;
+		report_period_days(rd->spec, rd->to_last, row->bucket, pe->first_day, pe->last_day);
+	}
+	pe = &ie->v[ie->n - 1];
+	day = idle_day(ie->ret, row->bucket);
+	for (int k = 0; k < 3; k++) {
+		pe->j[k] += j[k];
+		if (day)
+			day->energy_j[k] += j[k];
+	}
+	if (!ie->carbon)
+		return 0;
+	r = carbon_grams(rd, row->node, row->bucket, all, &g);
+	if (r == -ENOENT) {
+		rd->carbon_uncovered_j += all;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	pe->g += g;
+	if (day)
+		day->co2e_g_raw += g;
+	return 0;
+}
+
+/*
+ * With idle capacity on (--idle, --share-idle): the nodes' unattributed energy
+ * (rollup_node_day: node.sample unattributed package and DRAM energy), and its carbon at each
+ * node's zone's intensity of the day, into an "(idle)" row of each period, the one of the
+ * idle cost where there is one. The energy is never shared over the groups (a measurement,
+ * not a price): tasks' energy + this = the nodes' measured energy.
+ */
+static int apply_idle_energy(struct coll_store *s, struct reader *rd, struct carbon_acc *ca,
+			     struct report *ret)
+{
+	const uint32_t sums = 1u << COLL_SUM_ENERGY_CPU_J | 1u << COLL_SUM_ENERGY_DRAM_J;
+	struct idle_energy ie = {.rd = rd, .ret = ret, .ca = ca, .carbon = ret->carbon};
+	size_t rows_cap = ret->n, n0 = ret->n;
+	int r;
+
+	if (rd->spec->idle == REPORT_IDLE_OFF)
+		return 0;
+	r = coll_store_rollup_query_sums(s, COLL_ROLLUP_NODE_DAY, rd->spec->from, rd->spec->to,
+					 sums, idle_energy_cb, &ie);
+	for (size_t i = 0; r >= 0 && i < ie.n; i++) {
+		const struct pidle_energy *pe = &ie.v[i];
+		struct report_row *row = NULL;
+		struct period_carbon *pc;
+
+		for (size_t k = 0; k < n0 && !row; k++) {
+			struct report_row *x = &ret->rows[k];
+			bool idle = strcmp(x->period, pe->period) == 0;
+
+			for (size_t d = 0; idle && d < ret->spec.n_dims; d++)
+				idle = strcmp(x->key[d], "(idle)") == 0;
+			if (idle)
+				row = x;
+		}
+		if (!row) {
+			struct cap_row p = {0};
+
+			snprintf(p.period, sizeof(p.period), "%s", pe->period);
+			memcpy(p.first_day, pe->first_day, sizeof(p.first_day));
+			memcpy(p.last_day, pe->last_day, sizeof(p.last_day));
+			row = row_new(ret, &rows_cap, &p, NULL);
+			if (!row) {
+				r = -ENOMEM;
+				break;
+			}
+		}
+		row->q[COLL_SUM_ENERGY_CPU_J] += pe->j[0];
+		row->q[COLL_SUM_ENERGY_DRAM_J] += pe->j[1];
+		row->q[COLL_SUM_ENERGY_GPU_J] += pe->j[2];
+		row->q[REPORT_Q_CO2E_G] += pe->g;
+		ret->total.q[COLL_SUM_ENERGY_CPU_J] += pe->j[0];
+		ret->total.q[COLL_SUM_ENERGY_DRAM_J] += pe->j[1];
+		ret->total.q[COLL_SUM_ENERGY_GPU_J] += pe->j[2];
+		ret->total.q[REPORT_Q_CO2E_G] += pe->g;
+		if (pe->g > 0) {
+			pc = carbon_period(ca, pe->period);
+			if (!pc) {
+				r = -ENOMEM;
+				break;
+			}
+			pc->g += pe->g;
+		}
+	}
+	free(ie.v);
+	if (r >= 0 && ret->n > n0) {
+		size_t nd = ret->spec.n_dims;
+
+		qsort_r(ret->rows, ret->n, sizeof(*ret->rows), row_key_cmp, &nd);
+	}
+	return r < 0 ? r : 0;
+}
+
 int report_build(struct coll_store *s, const struct report_spec *spec, const struct price_sheet *ps,
 		 struct report *ret)
 {
@@ -2429,6 +2594,8 @@ int report_build(struct coll_store *s, const struct report_spec *spec, const str
 	r = apply_idle(s, spec, ps, ret);
 	if (r == 0)
 		r = apply_shared(spec, ps, ret);
+	if (r == 0)
+		r = apply_idle_energy(s, &rd, &ca, ret);
 	if (r < 0)
 		goto out;
 	rows_top(spec, ret);

@@ -153,6 +153,36 @@ PY
 [ $? = 0 ] && grep -q KWH "$T/user.txt" && ! grep -q "KWH\*" "$T/user.txt" && pass "reports: energy_kwh total = plain SQL over task.end (to the mWh), rows sum to it exactly (CSV by user, by job per day; JSON by job,node; table)" \
 	|| fail "energy in reports (above)"
 
+# idle energy: with --idle each period's "(idle)" row holds the nodes' unattributed energy, so
+# the report's total = the nodes' measured energy: plain SQL over the node.sample records
+# (energy.package_j + energy.dram_j), and the idle rows = their unattributed parts
+rep --by user --idle --format json >"$T/idle.json" && rep --by user --period day --idle --format csv >"$T/idle.csv" ||
+	fail "idle report: $(cat "$T/report.err")"
+node_j=$(q "SELECT printf('%.9f', sum(json_extract(body, '$.energy.package_j')) + sum(json_extract(body, '$.energy.dram_j'))) FROM records WHERE type='node.sample'")
+una_j=$(q "SELECT printf('%.9f', sum(coalesce(json_extract(body, '$.energy.unattributed_package_j'), 0)) + sum(coalesce(json_extract(body, '$.energy.unattributed_dram_j'), 0))) FROM records WHERE type='node.sample'")
+python3 - "$T/idle.json" "$T/idle.csv" "$node_j" "$una_j" <<'PY'
+import csv, json, sys
+mwh = lambda s: int(s.replace('.', ''))
+node_j, una_j = float(sys.argv[3]), float(sys.argv[4])
+j = json.load(open(sys.argv[1]))
+rows = list(csv.DictReader(open(sys.argv[2])))
+body, total = rows[:-1], rows[-1]
+idle = [r for r in j['rows'] if r['user'] == '(idle)']
+idle_csv = [r for r in body if r['user'] == '(idle)']
+print('idle energy: SQL nodes %.6f J = %d mWh, unattributed %.6f J; report total %s kWh, (idle) %s kWh; CSV per day: %d idle rows, total %s' % (
+    node_j, round(node_j / 3.6), una_j, j['total']['energy_kwh'], [r['energy_kwh'] for r in idle], len(idle_csv), total['energy_kwh']))
+bad = []
+if abs(mwh(j['total']['energy_kwh']) - round(node_j / 3.6)) > 1: bad.append('total is not the nodes\' energy')
+if len(idle) != 1 or abs(mwh(idle[0]['energy_kwh']) - round(una_j / 3.6)) > 1: bad.append('idle row is not the unattributed energy')
+if sum(mwh(r['energy_kwh']) for r in j['rows']) != mwh(j['total']['energy_kwh']): bad.append('json rows do not sum')
+if sum(mwh(r['energy_kwh']) for r in body) != mwh(total['energy_kwh']) or total['energy_kwh'] != j['total']['energy_kwh']: bad.append('csv rows do not sum')
+if not idle_csv or abs(sum(mwh(r['energy_kwh']) for r in idle_csv) - round(una_j / 3.6)) > len(idle_csv): bad.append('csv idle rows')
+for m in bad: print(m)
+sys.exit(1 if bad or una_j <= 0 else 0)
+PY
+[ $? = 0 ] && pass "idle energy: --idle rows (idle) = the nodes' unattributed energy and total = the nodes' measured energy (plain SQL over node.sample), rows sum exactly" \
+	|| fail "idle energy (above)"
+
 # carbon: an hourly series for the tasks' days (relative to the sheet); kg CO2e per row summing
 # exactly to the total, the total = the energy x the day's mean intensity (from the SQL above)
 days=$(q "SELECT DISTINCT date(time_ns / 1000000000, 'unixepoch') FROM records WHERE type='task.end'")

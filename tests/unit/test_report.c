@@ -551,6 +551,83 @@ static void test_carbon_zones(void **state)
 		acct_record_clear(&recs[i]);
 }
 
+/* The idle energy example of docs/reports.md "Energy in reports": the zones example's tasks,
+ * and node.sample records of se-1 (0.1 kWh unattributed package energy) and n1 (0.2 kWh:
+ * 0.15 package + 0.05 DRAM) in the hour before 2026-12-02T02:00. With --idle the "(idle)" row
+ * of 2026-12-02 has their 0.3 kWh and 0.1 x 30 + 0.2 x 350 = 73 g. */
+static void test_idle_energy(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const users[] = {"ann", "ben", "cat", "dan"};
+	static const char *const nodes[] = {"se-1", "de-1", "n1", "de-1"};
+	struct acct_record recs[6];
+	struct report_spec spec;
+	struct report rep;
+	char err[256], path[128];
+
+	write_text(fx->dir, "central.csv", "2026-12-02T00,380\n2026-12-02T01,400\n");
+	write_text(fx->dir, "prices.ini",
+		   SHEET "[carbon]\ngco2e_per_kwh = 350\n[carbon:nordic]\nnodes = se-*, fi-*\n"
+			 "gco2e_per_kwh = 30\n[carbon:central]\nnodes = de-*\n"
+			 "series = central.csv\n");
+	snprintf(path, sizeof(path), "%s/prices.ini", fx->dir);
+	assert_int_equal(price_sheet_load(path, &fx->ps, err, sizeof(err)), 0);
+	for (int i = 0; i < 4; i++) {
+		fill(&recs[i], i, "physics", users[i], DAY0 + 3600 + (i == 3 ? 86400 : 0), 1, 3600,
+		     1800);
+		free(recs[i].node);
+		recs[i].node = strdup(nodes[i]);
+		recs[i].usage.energy = (struct acct_energy){
+		    .present = true,
+		    .j = {1000000, 200000, 0},
+		    .src = {ACCT_ESRC_RAPL, ACCT_ESRC_RAPL, ACCT_ESRC_NONE},
+		};
+	}
+	for (int i = 4; i < 6; i++) {
+		memset(&recs[i], 0, sizeof(recs[i]));
+		snprintf(recs[i].record_id, sizeof(recs[i].record_id), "ns-%d", i);
+		recs[i].type = ACCT_NODE_SAMPLE;
+		recs[i].time_ns = (DAY0 + 7200) * NSEC_PER_SEC;
+		recs[i].node = strdup(i == 4 ? "se-1" : "n1");
+		assert_int_equal(acct_record_node_sample(&recs[i]), 0);
+		recs[i].ns->period_ns = 3600 * NSEC_PER_SEC;
+		recs[i].ns->has_unattributed = true;
+		recs[i].ns->unattributed_package_j = i == 4 ? 360000 : 540000;
+		recs[i].ns->unattributed_dram_j = i == 4 ? 0 : 180000;
+	}
+	insert(fx, recs, 6);
+	assert_int_equal(report_spec_init(&spec, "2026-11-01", "2027-02-01", err, sizeof(err)), 0);
+	assert_int_equal(report_spec_set_by(&spec, "user", err, sizeof(err)), 0);
+	assert_int_equal(report_spec_set_period(&spec, "day", err, sizeof(err)), 0);
+	/* without --idle: no idle row, the tasks' energy only */
+	assert_int_equal(report_build(fx->store, &spec, &fx->ps, &rep), 0);
+	assert_int_equal(rep.n, 4);
+	assert_int_equal(rep.total.energy_mwh, 1333333);
+	assert_int_equal(rep.total.co2e_g, 257);
+	report_free(&rep);
+	assert_int_equal(report_spec_set_idle(&spec, "row", err, sizeof(err)), 0);
+	assert_int_equal(report_build(fx->store, &spec, &fx->ps, &rep), 0);
+	assert_int_equal(rep.n, 5);
+	assert_string_equal(rep.rows[0].key[0], "(idle)");
+	assert_string_equal(rep.rows[0].period, "2026-12-02");
+	assert_int_equal(rep.rows[0].energy_mwh, 300000);
+	assert_int_equal(rep.rows[0].co2e_g, 73);
+	assert_true(fabs(rep.rows[0].q[COLL_SUM_ENERGY_DRAM_J] - 180000) < 1e-6);
+	/* 2026-12-02: 10 + 130 + 116.67 + 73 = 329.67 g, 330; the gram left to cat */
+	assert_int_equal(rep.rows[1].co2e_g, 10);
+	assert_int_equal(rep.rows[2].co2e_g, 130);
+	assert_int_equal(rep.rows[3].co2e_g, 117);
+	assert_int_equal(rep.total.co2e_g, 330);
+	/* tasks' energy + unattributed = the nodes' measured energy, rows summing exactly */
+	assert_int_equal(rep.total.energy_mwh, 1633333);
+	assert_int_equal(rep.rows[0].energy_mwh + rep.rows[1].energy_mwh + rep.rows[2].energy_mwh +
+			     rep.rows[3].energy_mwh + rep.rows[4].energy_mwh,
+			 1633333);
+	report_free(&rep);
+	for (int i = 0; i < 6; i++)
+		acct_record_clear(&recs[i]);
+}
+
 /* Shared costs (docs/reports.md "Shared costs"): by account and month over 2026-11..2027-01,
  * tasks of chem and physics in December only. ops (1200.00, even over all) gives December's
  * two rows 600.00 each; lab (31.00 to physics' groups) 31.00 to physics in December; spot
@@ -1795,6 +1872,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_csv_neutralised, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_energy_example, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_carbon_zones, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_energy, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_shared_report, setup, teardown),
 	    cmocka_unit_test(test_carbon_series),
 	    cmocka_unit_test(test_shared_spread),
