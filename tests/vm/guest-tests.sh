@@ -332,6 +332,84 @@ case_oom_killed() {
 	echo "DETAIL: exit 137, oom_killed"
 }
 
+# OOM kills a task survives, on v2 under systemd: reported as they happen (the agent's inotify
+# watch on memory.events, and the meter's OOM victim program where the kernel has one), not at
+# the next sample. The agent runs with samples an hour apart (a drop-in with its own config);
+# a worker of a task is killed over the task's memory.max and the task goes on. The audit.limit
+# "oom_kill" record must reach the collector within 30 s, its oom_kills equal to memory.events
+# oom_kill read here, its victim the worker's pid where the agent loaded the victim program.
+case_oom_events_v2() {
+	need_agent || return 1
+	local d=/run/systemd/system/corrald.service.d conf=/run/corral-vm/oom-corrald.conf
+	local id cg k r src=cgroup
+	mkdir -p "$d"
+	sed 's/^sample_interval = .*/sample_interval = 1h/' /etc/corral/corrald.conf >"$conf"
+	grep -q '^sample_interval = 1h' "$conf" || fail "no sample_interval line to change"
+	printf '[Service]\nExecStart=\nExecStart=/usr/sbin/corrald --config %s\n' "$conf" \
+		>"$d/90-vm-oom.conf"
+	systemctl daemon-reload
+	systemctl restart corrald.service
+	wait_for 60 agent_active || fail "corrald with samples an hour apart did not start"
+	journalctl -u corrald.service --no-pager | grep 'BPF metering loaded' | tail -n1
+	journalctl -u corrald.service --no-pager | grep 'BPF metering loaded' | tail -n1 |
+		grep -q 'OOM victims \(tp_btf\|raw_tp\)' && src=ebpf
+	rm -f /run/corral-vm/oom-go /run/corral-vm/oom-k
+	id=$(corralctl run --memory 64M --swap 0 -- sh -c '
+while [ ! -e /run/corral-vm/oom-go ]; do sleep 0.1; done
+python3 -c "x = b\"x\" * (512 << 20)" & p=$!; wait $p; echo $? $(date +%s%N) $p >/run/corral-vm/oom-k.tmp
+mv /run/corral-vm/oom-k.tmp /run/corral-vm/oom-k
+exec sleep 300') || fail "run failed"
+	echo "task $id"
+	wait_for 10 has_cgroup "$id" || fail "no cgroup for $id"
+	cg=$(task_cgroup "$id")
+	touch /run/corral-vm/oom-go
+	wait_for 60 test -s /run/corral-vm/oom-k || fail "the worker did not end"
+	set -- $(cat /run/corral-vm/oom-k)
+	echo "worker: exit $1, death at $2 ns, pid $3"
+	[ "$1" = 137 ] || fail "the worker was not killed: exit $1"
+	k=$(awk '$1 == "oom_kill" {print $2}' "$cg/memory.events")
+	echo "memory.events oom_kill $k"
+	local t0=$2 wpid=$3
+	oomrec() {
+		corral-collector dump --db sqlite:/var/lib/corral-collector/records.db \
+			--type audit.limit --task "$id" --format json >/run/corral-vm/oom.json \
+			2>/run/corral-vm/oom.err || return 1
+		grep -q '"oom_kill"' /run/corral-vm/oom.json
+	}
+	wait_for 30 oomrec || { cat /run/corral-vm/oom.err; journalctl -u corrald --no-pager -n 30
+		fail "no oom_kill record of $id in the collector within 30 s (samples 1 h apart)"; }
+	r=$(python3 - "$t0" /run/corral-vm/oom.json <<'PY'
+import datetime, json, sys
+for line in open(sys.argv[2]):
+    rec = json.loads(line)
+    ev = rec.get("event") or {}
+    if ev.get("limit") != "oom_kill":
+        continue
+    d = datetime.datetime.strptime(rec["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc)
+    ns = int(d.timestamp()) * 10**9 + d.microsecond * 1000
+    print(ev.get("oom_kills"), ev.get("detected_by"),
+          ",".join(str(p) for p in ev.get("victim_pids", [])) or "-",
+          "%.1f" % ((ns - int(sys.argv[1])) / 1e6))
+    break
+PY
+)
+	echo "record: oom_kills detected_by victim_pids ms_after_death: $r"
+	set -- $r
+	corralctl kill "$id" >/dev/null 2>&1
+	rm -f "$d/90-vm-oom.conf"
+	systemctl daemon-reload
+	systemctl restart corrald.service
+	wait_for 60 agent_active || fail "corrald did not come back with its own config"
+	[ "${1:-}" = "$k" ] && [ "$k" = 1 ] ||
+		fail "record oom_kills ${1:-none}, memory.events oom_kill $k"
+	if [ "$src" = ebpf ]; then
+		[ "$2" = ebpf ] && [ "$3" = "$wpid" ] ||
+			fail "detected_by $2, victim_pids $3, the worker's pid $wpid (victim program loaded)"
+	fi
+	echo "DETAIL: oom_kill record at $4 ms from the shell's clock read after the worker's death (samples 1 h apart), oom_kills $1 = memory.events, detected_by $2, victim $3 (worker $wpid)"
+}
+
 case_cgroup_limits() {
 	need_agent || return 1
 	local id cg dev
@@ -751,7 +829,7 @@ print(f"DETAIL: {sys.argv[2]} launches x {sys.argv[3]} rounds, medians: bare for
 PY
 }
 
-cases="boot_cgroup_v2 systemd_scope_restart agent_ready bpf_verify oom_killed cgroup_limits
+cases="boot_cgroup_v2 systemd_scope_restart agent_ready bpf_verify oom_killed oom_events_v2 cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
 	collector_ingest metering_v2 gpu_v2 sandbox_v2 run_wait_bench"
 echo "CORRAL-VM-CASES:" $cases
