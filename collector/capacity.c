@@ -95,24 +95,11 @@ static uint64_t dn_hash(const char *day, const char *node)
 	return h ^ (h >> 29);
 }
 
-static int dn_rehash(struct cap_reader *rd)
+static uint64_t dn_hash_at(const void *ctx, size_t i)
 {
-	const size_t ns = rd->nslot ? rd->nslot * 2 : 4096;
-	size_t *slot = calloc(ns, sizeof(*slot));
+	const struct cap_reader *rd = ctx;
 
-	if (!slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < rd->ndn; i++) {
-		size_t j = dn_hash(rd->dn[i].day, rd->dn[i].node) & (ns - 1);
-
-		while (slot[j])
-			j = (j + 1) & (ns - 1);
-		slot[j] = i + 1;
-	}
-	free(rd->slot);
-	rd->slot = slot;
-	rd->nslot = ns;
-	return 0;
+	return dn_hash(rd->dn[i].day, rd->dn[i].node);
 }
 
 static int dn_add(struct cap_reader *rd, const char *day, const char *node, const double *alloc,
@@ -121,7 +108,8 @@ static int dn_add(struct cap_reader *rd, const char *day, const char *node, cons
 	struct dn *d;
 	size_t j;
 
-	if (rd->ndn * 2 >= rd->nslot && dn_rehash(rd) < 0)
+	if (rd->ndn * 2 >= rd->nslot &&
+	    slot_index_grow(&rd->slot, &rd->nslot, 4096, rd->ndn, dn_hash_at, rd) < 0)
 		return -ENOMEM;
 	for (j = dn_hash(day, node) & (rd->nslot - 1); rd->slot[j]; j = (j + 1) & (rd->nslot - 1)) {
 		d = &rd->dn[rd->slot[j] - 1];
@@ -299,25 +287,11 @@ static uint64_t row_hash(const char *period, const char *node, const char *cls)
 	return h ^ (h >> 29);
 }
 
-static int rows_rehash(struct cap_reader *rd)
+static uint64_t row_hash_at(const void *ctx, size_t i)
 {
-	const size_t ns = rd->nrslot ? rd->nrslot * 2 : 1024;
-	size_t *slot = calloc(ns, sizeof(*slot));
+	const struct cap_row *row = &((const struct cap_reader *)ctx)->rep->rows[i];
 
-	if (!slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < rd->rep->n; i++) {
-		const struct cap_row *row = &rd->rep->rows[i];
-		size_t j = row_hash(row->period, row->node, row->price_class) & (ns - 1);
-
-		while (slot[j])
-			j = (j + 1) & (ns - 1);
-		slot[j] = i + 1;
-	}
-	free(rd->rslot);
-	rd->rslot = slot;
-	rd->nrslot = ns;
-	return 0;
+	return row_hash(row->period, row->node, row->price_class);
 }
 
 /* The priced unit pu of day on node in class added to its report row (made on first use) and
@@ -337,7 +311,8 @@ static int unit_add(struct cap_reader *rd, const char *day, const char *node, co
 		node = "";
 	if (rep->by == CAP_BY_NONE)
 		cls = "";
-	if (rep->n * 2 >= rd->nrslot && rows_rehash(rd) < 0)
+	if (rep->n * 2 >= rd->nrslot &&
+	    slot_index_grow(&rd->rslot, &rd->nrslot, 1024, rep->n, row_hash_at, rd) < 0)
 		return -ENOMEM;
 	for (j = row_hash(rd->period, node, cls) & (rd->nrslot - 1); rd->rslot[j];
 	     j = (j + 1) & (rd->nrslot - 1)) {

@@ -997,24 +997,11 @@ static bool group_is(const struct groups *g, const struct group *x, const char *
 	return true;
 }
 
-static int groups_rehash(struct groups *g)
+static uint64_t group_hash_at(const void *ctx, size_t i)
 {
-	const size_t ns = g->nslot ? g->nslot * 2 : 4096;
-	size_t *slot = calloc(ns, sizeof(*slot));
+	const struct groups *g = ctx;
 
-	if (!slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < g->n; i++) {
-		size_t j = group_hash(g, g->v[i].period, g->v[i].key) & (ns - 1);
-
-		while (slot[j])
-			j = (j + 1) & (ns - 1);
-		slot[j] = i + 1;
-	}
-	free(g->slot);
-	g->slot = slot;
-	g->nslot = ns;
-	return 0;
+	return group_hash(g, g->v[i].period, g->v[i].key);
 }
 
 /* Adds quantities q and cents to the group of (period, key), created on first use. */
@@ -1024,7 +1011,8 @@ static int group_add(struct groups *g, const char *period, const char *day, cons
 	struct group *x;
 	size_t j;
 
-	if (g->n * 2 >= g->nslot && groups_rehash(g) < 0)
+	if (g->n * 2 >= g->nslot &&
+	    slot_index_grow(&g->slot, &g->nslot, 4096, g->n, group_hash_at, g) < 0)
 		return -ENOMEM;
 	for (j = group_hash(g, period, key) & (g->nslot - 1); g->slot[j];
 	     j = (j + 1) & (g->nslot - 1))

@@ -53,3 +53,24 @@ int grow_array(void **v, size_t *cap, size_t n, size_t size)
 	*cap = nc;
 	return 0;
 }
+
+int slot_index_grow(size_t **slot, size_t *nslot, size_t first, size_t n,
+		    uint64_t (*hash)(const void *ctx, size_t i), const void *ctx)
+{
+	const size_t ns = *nslot ? *nslot * 2 : first;
+	size_t *sl = calloc(ns, sizeof(*sl));
+
+	if (!sl)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = hash(ctx, i) & (ns - 1);
+
+		while (sl[j])
+			j = (j + 1) & (ns - 1);
+		sl[j] = i + 1;
+	}
+	free(*slot);
+	*slot = sl;
+	*nslot = ns;
+	return 0;
+}
