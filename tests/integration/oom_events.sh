@@ -137,30 +137,41 @@ ctl kill "$ID" >/dev/null
 # A node-wide OOM kill on v1 comes with no notification of the task's cgroup (the kernel
 # signals a memory cgroup's own OOM only): the agent started without its cgroup notifications
 # (CORRAL_TEST_NO_OOM_NOTIFY) has only the meter's program to learn of a kill before the next
-# sample, an hour away. The same wait (20 s at most) must see the record.
-if [ "$src" = ebpf ]; then
+# sample, an hour away. The same wait (20 s at most) must see the record: with the programs
+# corrald picks (tp_btf here), then with the raw_tp variants ([metering] bpf = raw_tp).
+no_notify_kill() { # MODE CONF
+	local n=$1 id w t0
 	stop_agent
-	CORRAL_TEST_NO_OOM_NOTIFY=1 start_agent --config "$T/a.conf"
-	mkfifo "$T/go3"
+	CORRAL_TEST_NO_OOM_NOTIFY=1 start_agent --config "$2"
+	grep 'BPF metering loaded' "$T/agent.log" | tail -n1 | grep -q 'OOM victims' ||
+		fail "$1: no BPF metering with OOM victims: $(grep 'BPF metering' "$T/agent.log" | tail -n1)"
+	mkfifo "$T/go-$n"
 	ctl run --memory 64M --swap 0 -- sh -c '
-read x <'"$T/go3"'
-python3 -c "x = b\"x\" * (256 << 20)" & p=$!; wait $p; echo $? $(date +%s%N) $p >'"$T/k3"'
-exec sleep 1000' >"$T/id3"
-	ID3=$(head -n1 "$T/id3")
-	echo >"$T/go3"
-	for _ in $(seq 600); do [ -s "$T/k3" ] && break; sleep 0.05; done
-	set -- $(cat "$T/k3" 2>/dev/null)
+read x <'"$T/go-$n"'
+python3 -c "x = b\"x\" * (256 << 20)" & p=$!; wait $p; echo $? $(date +%s%N) $p >'"$T/k-$n"'
+exec sleep 1000' >"$T/id-$n"
+	id=$(head -n1 "$T/id-$n")
+	echo >"$T/go-$n"
+	for _ in $(seq 600); do [ -s "$T/k-$n" ] && break; sleep 0.05; done
+	set -- $(cat "$T/k-$n" 2>/dev/null)
 	t0=${2:-0}
-	w3=${3:-}
-	[ "${1:-}" = 137 ] || fail "the third worker was not killed: $(cat "$T/k3" 2>/dev/null)"
-	if wait_records "$ID3" 1; then
-		set -- $(oom_records "$ID3")
-		[ "$1" = 1 ] && [ "$2" = 1 ] && [ "$5" = ebpf ] && [ "$6" = "$w3" ] &&
-			pass "without the cgroup's notification (a node-wide OOM kill's case): the victim program's record, its time $(ms_between "$t0" "$4") ms after the death, victim_pids $6 (worker: $w3)" ||
-			fail "without the cgroup's notification: records $1, oom_kills $2, detected_by $5, victim_pids $6, worker $w3"
+	w=${3:-}
+	[ "${1:-}" = 137 ] || fail "$n: the worker was not killed: $(cat "$T/k-$n" 2>/dev/null)"
+	if wait_records "$id" 1; then
+		set -- $(oom_records "$id")
+		[ "$1" = 1 ] && [ "$2" = 1 ] && [ "$5" = ebpf ] && [ "$6" = "$w" ] &&
+			pass "$n, without the cgroup's notification (a node-wide OOM kill's case): the victim program's record, its time $(ms_between "$t0" "$4") ms after the death, victim_pids $6 (worker: $w)" ||
+			fail "$n, without the cgroup's notification: records $1, oom_kills $2, detected_by $5, victim_pids $6, worker $w"
 	else
-		fail "without the cgroup's notification: no oom_kill record within 20 s of the kill"
+		fail "$n, without the cgroup's notification: no oom_kill record within 20 s of the kill"
 	fi
-	ctl kill "$ID3" >/dev/null
+	ctl kill "$id" >/dev/null
+}
+if [ "$src" = ebpf ]; then
+	no_notify_kill default "$T/a.conf"
+	printf '[agent]\nsample_interval = 1h\n[metering]\nbpf = raw_tp\n' >"$T/raw.conf"
+	no_notify_kill raw_tp "$T/raw.conf"
+	grep 'BPF metering loaded' "$T/agent.log" | tail -n1 | grep -q 'raw_tp.*OOM victims raw_tp' ||
+		fail "raw_tp: $(grep 'BPF metering loaded' "$T/agent.log" | tail -n1)"
 fi
 finish
