@@ -41,6 +41,7 @@
 #include "agent/plan.h"
 #include "agent/task.h"
 #include "agent/control.h"
+#include "agent/node_sample.h"
 #include "bpf/meter.h"
 #include "common/error.h"
 #include "common/macro.h"
@@ -846,6 +847,7 @@ static json_t *status_upload(const struct agent *a, const struct spool_stats *ss
 static json_t *handle_status(struct agent *a)
 {
 	struct spool_stats ss = {0};
+	struct node_energy_stats es;
 	json_t *j, *ag;
 
 	if (a->spool)
@@ -881,6 +883,11 @@ static json_t *handle_status(struct agent *a)
 				    json_integer((json_int_t)a->stats.conns_timed_out));
 		json_object_set_new(ag, "sandbox", sandbox_status_json(a));
 		json_object_set_new(ag, "version", json_string(CORRAL_VERSION));
+		node_energy_stats(a, &es);
+		json_object_set_new(ag, "energy",
+				    json_pack("{s:b,s:I,s:I}", "rapl", es.rapl, "attributions",
+					      (json_int_t)es.periods, "attribution_cpu_ns",
+					      (json_int_t)es.cpu_ns));
 		json_object_set_new(ag, "enforcement", status_enforcement(a));
 		json_object_set_new(ag, "upload", status_upload(a, &ss));
 		json_object_set_new(ag, "spool",

@@ -1514,6 +1514,19 @@ static long long jint(json_t *o, const char *k)
 	return (long long)json_integer_value(json_object_get(o, k));
 }
 
+/* The energy attribution's line: RAPL or not, and what sharing the periods has cost. */
+static void status_energy(json_t *e)
+{
+	const long long n = jint(e, "attributions");
+
+	if (!json_is_true(json_object_get(e, "rapl"))) {
+		eprintf(stdout, "Energy:       no RAPL zones (no CPU or DRAM energy per task)\n");
+		return;
+	}
+	eprintf(stdout, "Energy:       RAPL; %lld periods attributed, %.1f us of CPU each\n", n,
+		n > 0 ? (double)jint(e, "attribution_cpu_ns") / (double)n / 1e3 : 0.0);
+}
+
 static void status_print(json_t *ag)
 {
 	json_t *en = json_object_get(ag, "enforcement"), *up = json_object_get(ag, "upload"),
@@ -1537,6 +1550,7 @@ static void status_print(json_t *ag)
 	eprintf(stdout, "  mount namespace %s\n", jstr(en, "mount_namespace"));
 	eprintf(stdout, "  landlock        %s\n", jstr(en, "landlock"));
 	eprintf(stdout, "  gpu             %s\n", jstr(en, "gpu"));
+	status_energy(json_object_get(ag, "energy"));
 	eprintf(stdout, "Upload:\n");
 	if (!json_is_true(json_object_get(up, "configured"))) {
 		eprintf(stdout, "  collector       none configured (records wait in the spool)\n");

@@ -38,6 +38,7 @@ struct node_sampler {
 	unsigned long long last_gpu_mj;
 	/* the current period: what tasks that ended within it were given (uJ) */
 	uint64_t ended_uj[_ENERGY_KIND_MAX];
+	uint64_t attr_periods, attr_cpu_ns; /* node_energy_stats */
 };
 
 /* The task's CPU time and memory now, from its cgroup: exact and live (the BPF meter's live
@@ -218,6 +219,7 @@ static void add_energy(struct agent *a, struct node_sampler *s, struct acct_node
 {
 	unsigned long long mj;
 	uint64_t uj[_ENERGY_KIND_MAX] = {0};
+	const uint64_t cpu0 = s->rapl ? now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 	bool have = false;
 
 	if (s->rapl && energy_read_uj(&s->energy, uj, true) == 0) {
@@ -227,6 +229,10 @@ static void add_energy(struct agent *a, struct node_sampler *s, struct acct_node
 		ns->energy_dram_j = (double)uj[ENERGY_DRAM] / 1e6;
 	}
 	attribute(a, s, ns, uj, have, now_mono);
+	if (s->rapl) {
+		s->attr_periods++;
+		s->attr_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	}
 	if (gpu_glue_energy_mj(a, &mj)) {
 		/* a counter that went down (driver reloaded): nothing for this period */
 		if (s->have_gpu_mj && mj >= s->last_gpu_mj) {
@@ -426,6 +432,18 @@ int node_sample_start(struct agent *a, uint64_t now_mono)
 		log_info("node.sample: no RAPL energy zones under %s (%s): no CPU energy reported",
 			 root, strerror(-r));
 	return emit(a, s, now_mono);
+}
+
+void node_energy_stats(const struct agent *a, struct node_energy_stats *ret)
+{
+	const struct node_sampler *s = a->node_sampler;
+
+	*ret = (struct node_energy_stats){0};
+	if (!s)
+		return;
+	ret->rapl = s->rapl;
+	ret->periods = s->attr_periods;
+	ret->cpu_ns = s->attr_cpu_ns;
 }
 
 void node_sample_tick(struct agent *a, uint64_t now_mono)

@@ -42,3 +42,15 @@ void node_sample_stop(struct agent *a);
  */
 void node_energy_task_end(struct agent *a, struct task *t);
 void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy *ret);
+
+/*
+ * What the energy attribution costs the agent (corralctl status "energy"): whether RAPL is
+ * read, the periods attributed (one per node.sample with RAPL) and the agent's CPU time in
+ * reading the zones and sharing each period among the tasks (CLOCK_THREAD_CPUTIME_ID: the
+ * agent is single-threaded). All zero before node_sample_start.
+ */
+struct node_energy_stats {
+	bool rapl;
+	uint64_t periods, cpu_ns;
+};
+void node_energy_stats(const struct agent *a, struct node_energy_stats *ret);

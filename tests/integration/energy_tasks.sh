@@ -72,6 +72,16 @@ n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 2 30)
 # two node records after both ends: the period each ended in is closed
 tend=$(q "SELECT max(time_ns) FROM records WHERE type='task.end'")
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tend" 2 30 >/dev/null
+# the attribution's own cost in `corralctl status`: one attribution per node record with RAPL
+nrec=$(q "SELECT count(*) FROM records WHERE type='node.sample'")
+est=$(ctl status --json | python3 -c 'import json, sys
+e = json.load(sys.stdin)["energy"]
+print(e["rapl"], e["attributions"], e["attribution_cpu_ns"])')
+set -- $est
+[ "$1" = True ] && [ "$2" -ge $((nrec - 1)) ] && [ "$3" -gt 0 ] &&
+	ctl status | grep -q "^Energy: *RAPL; $2 periods attributed" &&
+	pass "status: RAPL, $2 periods attributed ($nrec node records), $3 ns of CPU" ||
+	fail "status energy: $est, $nrec node records"
 stop_agent
 
 python3 - "$DB" "$busy" "$mem" "$cpu_busy" "$cpu_mem" "$msum" "$mn" "$(nproc)" "$PKG_W" "$DRAM_W" <<'PY'
