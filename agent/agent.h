@@ -139,6 +139,11 @@ struct task {
 		uint64_t pend_uj[2]; /* a share being scaled (agent/node_sample.c attribute) */
 		bool gpu_valid;
 		double gpu_j;
+		/* a re-adopted task: its baseline and shares from the state file written at the
+		 * agent's stop (restore_token: that stop's; restored: matched by the node
+		 * sampler's saved state, agent/node_sample.c), so its energy goes on */
+		uint64_t restore_token;
+		bool restored;
 	} energy;
 
 	/* GPU allocation: persisted form (UUID list) and the live state (agent/gpu_glue.c) */
@@ -313,6 +318,7 @@ struct agent {
 	struct conn *conns;
 	uint32_t n_conns;
 	struct node_sampler *node_sampler; /* node.sample records (agent/node_sample.c) */
+	uint64_t energy_save_token;	   /* at stop: task_save writes the tasks' energy with it */
 	/* The control API's answers to a launch and to the waiters of a task (agent/control.c
 	 * sets them): the task table calls them and never control.c itself. NULL: none. */
 	void (*on_task_started)(struct agent *a, struct task *t, const char *err);

@@ -9,6 +9,7 @@
 #include "agent/node_sample.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,10 +21,12 @@
 #include "agent/agent.h"
 #include "agent/energy.h"
 #include "agent/gpu_glue.h"
+#include "agent/task.h"
 #include "agent/log.h"
 #include "agent/emit.h"
 #include "common/clock.h"
 #include "common/macro.h"
+#include "common/fileio.h"
 #include "isolation/cgroup.h"
 #include "isolation/gpu.h"
 
@@ -90,7 +93,7 @@ static void task_share(const struct agent *a, struct task *t, const uint64_t e[_
 
 static bool task_shares_energy(const struct task *t)
 {
-	return t->state != TASK_ENDED && !t->energy.done && !t->adopted;
+	return t->state != TASK_ENDED && !t->energy.done && (!t->adopted || t->energy.restored);
 }
 
 /*
@@ -192,7 +195,7 @@ void node_energy_task_end(struct agent *a, struct task *t)
 void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy *ret)
 {
 	struct node_sampler *s = a->node_sampler;
-	bool rapl = s && s->rapl && !t->adopted;
+	bool rapl = s && s->rapl && (!t->adopted || t->energy.restored);
 
 	memset(ret, 0, sizeof(*ret));
 	ret->present = true;
@@ -413,11 +416,117 @@ out_clear:
 	return e;
 }
 
+/*
+ * Energy across an agent restart (docs/metering.md "Energy"): at a stop the sampler's state
+ * (the RAPL counters' last values, the period's start, what tasks that ended in it were
+ * given) goes to <state_dir>/node-energy.json and each live task's baseline and shares to its
+ * state file, under one token (the period's start). The next start on the same boot takes
+ * them back: its first node.sample covers the whole interval since the last one before the
+ * stop (the agent's downtime included: the counters ran on), attributed to the re-adopted
+ * tasks by their CPU time and memory from their cgroups as any period, so a task's energy and
+ * the sum rule (tasks + unattributed = the node's energy) hold across the restart. The file is
+ * removed once read: a later crash cannot bring back a stale state.
+ */
+static void node_path(const struct agent *a, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/node-energy.json", a->cfg.state_dir);
+}
+
+static void energy_save(struct agent *a, struct node_sampler *s)
+{
+	char path[4096];
+	json_t *j, *zones;
+	_cleanup_free_ char *txt = NULL;
+	int r;
+
+	if (!s->rapl || !s->last_mono)
+		return;
+	zones = json_array();
+	j = json_pack("{s:s,s:I,s:I,s:b,s:I,s:I,s:o}", "boot_id", a->boot_id, "last_mono",
+		      (json_int_t)s->last_mono, "last_busy_ns", (json_int_t)s->last_busy_ns,
+		      "have_busy", s->have_busy, "ended_package_uj",
+		      (json_int_t)s->ended_uj[ENERGY_PACKAGE], "ended_dram_uj",
+		      (json_int_t)s->ended_uj[ENERGY_DRAM], "zones", zones);
+	if (!j)
+		return;
+	for (size_t i = 0; i < s->energy.n; i++)
+		json_array_append_new(zones,
+				      json_pack("{s:s,s:I}", "dir", s->energy.z[i].dir, "last_uj",
+						(json_int_t)s->energy.z[i].last_uj));
+	txt = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	node_path(a, path, sizeof(path));
+	r = txt ? write_file_replace(path, txt, strlen(txt), 0600) : -ENOMEM;
+	if (r < 0) {
+		log_warning("node.sample: saving the energy state to %s failed: %s (re-adopted "
+			    "tasks' energy will say not measured)",
+			    path, strerror(-r));
+		return;
+	}
+	/* the tasks' baselines and shares, under the same token */
+	a->energy_save_token = s->last_mono;
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (task_shares_energy(t) && t->energy.based && (r = task_save(a, t)) < 0)
+			log_warning("task %s: saving its energy state failed: %s", t->id,
+				    strerror(-r));
+	a->energy_save_token = 0;
+}
+
+/* The saved state of the previous run on this boot, if any: into s, the token in *ret. */
+static void energy_restore(struct agent *a, struct node_sampler *s, uint64_t *ret)
+{
+	char path[4096];
+	json_error_t e;
+	json_t *j, *zones, *z;
+	size_t i;
+	bool ok;
+
+	*ret = 0;
+	node_path(a, path, sizeof(path));
+	j = json_load_file(path, 0, &e);
+	(void)unlink(path);
+	if (!j)
+		return;
+	zones = json_object_get(j, "zones");
+	ok = s->rapl && json_is_array(zones) && json_array_size(zones) == s->energy.n &&
+	     json_is_string(json_object_get(j, "boot_id")) &&
+	     strcmp(json_string_value(json_object_get(j, "boot_id")), a->boot_id) == 0 &&
+	     json_integer_value(json_object_get(j, "last_mono")) > 0;
+	json_array_foreach(zones, i, z)
+	{
+		json_t *d = json_object_get(z, "dir");
+
+		if (!ok || !json_is_string(d) || strcmp(json_string_value(d), s->energy.z[i].dir))
+			ok = false;
+	}
+	if (ok) {
+		json_array_foreach(zones, i, z)
+		{
+			s->energy.z[i].last_uj =
+			    (uint64_t)json_integer_value(json_object_get(z, "last_uj"));
+		}
+		s->last_mono = (uint64_t)json_integer_value(json_object_get(j, "last_mono"));
+		s->last_busy_ns = (uint64_t)json_integer_value(json_object_get(j, "last_busy_ns"));
+		s->have_busy = json_is_true(json_object_get(j, "have_busy"));
+		s->ended_uj[ENERGY_PACKAGE] =
+		    (uint64_t)json_integer_value(json_object_get(j, "ended_package_uj"));
+		s->ended_uj[ENERGY_DRAM] =
+		    (uint64_t)json_integer_value(json_object_get(j, "ended_dram_uj"));
+		*ret = s->last_mono;
+	} else
+		log_warning("%s: not this boot's or these RAPL zones: the energy of re-adopted "
+			    "tasks says not measured",
+			    path);
+	json_decref(j);
+}
+
 int node_sample_start(struct agent *a, uint64_t now_mono)
 {
 	struct node_sampler *s = calloc(1, sizeof(*s));
 
 	const char *root = a->cfg.energy_powercap_root ?: "/sys/class/powercap";
+	uint64_t token;
+	unsigned n = 0;
 	int r;
 
 	if (!s)
@@ -431,6 +540,25 @@ int node_sample_start(struct agent *a, uint64_t now_mono)
 	else
 		log_info("node.sample: no RAPL energy zones under %s (%s): no CPU energy reported",
 			 root, strerror(-r));
+	energy_restore(a, s, &token);
+	/* re-adopted tasks whose energy was saved at that stop go on; the others say not
+	 * measured (an older agent's file, a crash: nothing saved) */
+	for (struct task *t = a->tasks; t; t = t->next) {
+		if (!t->adopted || !t->energy.restore_token)
+			continue;
+		if (token && t->energy.restore_token == token && t->state != TASK_ENDED) {
+			t->energy.restored = true;
+			n++;
+			continue;
+		}
+		t->energy.based = false;
+		t->energy.restore_token = 0;
+		t->energy.cpu_uj = t->energy.dram_uj = 0;
+	}
+	if (token)
+		log_info("node.sample: energy state of the previous run taken back (%u task(s) "
+			 "go on)",
+			 n);
 	return emit(a, s, now_mono);
 }
 
@@ -457,6 +585,8 @@ void node_sample_tick(struct agent *a, uint64_t now_mono)
 
 void node_sample_stop(struct agent *a)
 {
+	if (a->node_sampler)
+		energy_save(a, a->node_sampler);
 	free(a->node_sampler);
 	a->node_sampler = NULL;
 }

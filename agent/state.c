@@ -361,6 +361,16 @@ json_t *state_task_encode(struct agent *a, struct task *t)
 		json_object_set_new(j, "syscalls_max", json_integer((json_int_t)t->syscalls_max));
 	}
 	json_object_set_new(j, "mem_byte_seconds_cg", json_real(t->mem_byte_seconds_cg));
+	/* at the agent's stop: the task's energy baseline and shares (agent/node_sample.c) */
+	if (a->energy_save_token && t->energy.based && !t->energy.done)
+		json_object_set_new(j, "energy",
+				    json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "token",
+					      (json_int_t)a->energy_save_token, "cpu_ns",
+					      (json_int_t)t->energy.cpu_ns, "mem_bytes",
+					      (json_int_t)t->energy.mem_bytes, "at_mono",
+					      (json_int_t)t->energy.at_mono, "cpu_uj",
+					      (json_int_t)t->energy.cpu_uj, "dram_uj",
+					      (json_int_t)t->energy.dram_uj));
 	return j;
 }
 
@@ -531,6 +541,29 @@ int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen)
 	t->pid_start = (uint64_t)json_integer_value(json_object_get(j, "pid_start"));
 	t->start_ns = (uint64_t)json_integer_value(json_object_get(j, "start_ns"));
 	t->mem_byte_seconds_cg = json_number_value(json_object_get(j, "mem_byte_seconds_cg"));
+	{
+		/* the energy saved at the agent's stop: used only if the node sampler's saved
+		 * state of that stop matches (node_sample_start) */
+		json_t *e = json_object_get(j, "energy");
+		json_int_t ev[6];
+		static const char *const k[6] = {"token",   "cpu_ns", "mem_bytes",
+						 "at_mono", "cpu_uj", "dram_uj"};
+		bool ok = json_is_object(e);
+
+		for (int i = 0; ok && i < 6; i++) {
+			json_t *x = json_object_get(e, k[i]);
+
+			ok = json_is_integer(x) && (ev[i] = json_integer_value(x)) >= 0;
+		}
+		if (ok && ev[0] > 0)
+			t->energy = (struct task_energy){.based = true,
+							 .restore_token = (uint64_t)ev[0],
+							 .cpu_ns = (uint64_t)ev[1],
+							 .mem_bytes = (uint64_t)ev[2],
+							 .at_mono = (uint64_t)ev[3],
+							 .cpu_uj = (uint64_t)ev[4],
+							 .dram_uj = (uint64_t)ev[5]};
+	}
 	t->limit_reason = acct_exit_status_from_string(
 	    json_string_value(json_object_get(j, "limit_reason")) ?: "");
 	if ((int)t->limit_reason < 0)
