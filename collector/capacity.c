@@ -81,6 +81,9 @@ struct cap_reader {
 	size_t nrslot;
 	char to_last[11];
 	char period_day[11], period[REPORT_PERIOD_LEN]; /* the last day's period */
+	/* the node-days without allocation come counted per capacity key (rollup_node_cap_day,
+	 * or _month when month); the node rows read one by one add their difference to that */
+	bool counted, month;
 };
 
 static uint64_t dn_hash(const char *day, const char *node)
@@ -255,6 +258,15 @@ static void row_add(struct cap_row *row, const struct punit *pu)
 			row->cents[c][k] += pu->cents[c][k];
 }
 
+static void punit_sub(struct punit *a, const struct punit *b)
+{
+	for (int q = 0; q < _CAP_Q_MAX; q++)
+		a->q[q] -= b->q[q];
+	for (int c = 0; c < _CAP_COMP_MAX; c++)
+		for (int k = 0; k < _CAP_PART_MAX; k++)
+			a->cents[c][k] -= b->cents[c][k];
+}
+
 static void units_clear(struct cap_reader *rd)
 {
 	for (size_t i = 0; i < rd->nu; i++) {
@@ -361,10 +373,49 @@ static int units_flush(struct cap_reader *rd)
 		struct punit pu = {0};
 
 		price_unit(&rd->u[i], d, rd->ps, &pu);
+		if (rd->counted) {
+			/* its capacity key's count priced it as idle (no allocation; in the day
+			 * keys at its class's prices): only the difference is added */
+			struct unit idle = rd->u[i];
+			struct punit pi = {0};
+
+			if (!rd->month)
+				idle.node = (char *)"";
+			price_unit(&idle, NULL, rd->ps, &pi);
+			punit_sub(&pu, &pi);
+		}
 		r = unit_add(rd, rd->u[i].day, rd->u[i].node, rd->u[i].cls, &pu);
 	}
 	units_clear(rd);
 	return r;
+}
+
+/* One key of rollup_node_cap_day/_month: units node-days of one capacity, none with
+ * allocation (their difference comes with the node rows read one by one), priced once (the
+ * cents of one node-day) and multiplied. */
+static int counted_cb(const struct coll_node_cap_row *row, void *ud)
+{
+	struct cap_reader *rd = ud;
+	struct unit u = {.node = (char *)row->node, .cls = (char *)row->label_value};
+	struct punit pu = {0};
+	char day[11];
+
+	snprintf(day, sizeof(day), rd->month ? "%.7s-01" : "%.10s", row->bucket);
+	memcpy(u.day, day, sizeof(u.day));
+	u.v[COLL_SUM_CPU_CHARGED_CORE_S] = row->cpu_cap;
+	u.v[COLL_SUM_MEM_CHARGED_BYTE_S] = row->mem_cap;
+	u.v[COLL_SUM_GPU_CHARGED_S] = row->gpu_cap;
+	u.v[COLL_SUM_TASKS] = row->tasks;
+	u.v[COLL_SUM_WALL_S] = row->wall_s;
+	u.v[COLL_SUM_CPU_S] = row->cpu_s;
+	price_unit(&u, NULL, rd->ps, &pu);
+	for (int c = 0; c < _CAP_COMP_MAX; c++) {
+		pu.q[CAP_QI(c, CAP_QK_CAP)] *= (double)row->units;
+		for (int k = 0; k < _CAP_PART_MAX; k++)
+			pu.cents[c][k] *= row->units;
+	}
+	rd->node_rows++;
+	return unit_add(rd, day, row->node, row->label_value, &pu);
 }
 
 /* Sums read from rollup_node_day: what price_unit takes of a unit. */
@@ -415,6 +466,19 @@ static int crow_cmp(const void *x, const void *y)
 	return r ? r : strcmp(a->price_class, b->price_class);
 }
 
+/* Whether the counted capacity keys give this report's rows: any period without nodes (the
+ * day keys, the nodes with prices of their own read one by one); by node, the month keys
+ * for whole months (a month or the whole range a period). */
+static bool counted_fits(const struct report_spec *spec, enum cap_by by)
+{
+	if (strlen(spec->from) != 10 || strlen(spec->to) != 10)
+		return false;
+	if (by != CAP_BY_NODE)
+		return true;
+	return (spec->period == REPORT_PERIOD_MONTH || spec->period == REPORT_PERIOD_ALL) &&
+	       strcmp(spec->from + 7, "-01") == 0 && strcmp(spec->to + 7, "-01") == 0;
+}
+
 int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by by,
 	      const struct price_sheet *ps, struct cap_report *ret)
 {
@@ -435,7 +499,26 @@ int cap_build(struct coll_store *s, const struct report_spec *spec, enum cap_by 
 					 ALLOC_SUMS, job_cb, &rd);
 	if (r >= 0)
 		r = coll_store_open_query(s, open_cb, &rd);
-	if (r >= 0)
+	if (r >= 0 && counted_fits(spec, by)) {
+		/* the node-days counted per capacity key (a few rows a node and month, or a
+		 * class and day), then those with allocation, running tasks or prices of their
+		 * own one by one */
+		_cleanup_free_ const char **own = calloc(ps->n_nodes + 1, sizeof(*own));
+		char from[11], to[11];
+
+		rd.counted = true;
+		rd.month = by == CAP_BY_NODE;
+		snprintf(from, sizeof(from), "%.*s", rd.month ? 7 : 10, spec->from);
+		snprintf(to, sizeof(to), "%.*s", rd.month ? 7 : 10, spec->to);
+		for (size_t i = 0; own && !rd.month && i < ps->n_nodes; i++)
+			own[i] = ps->nodes[i].value;
+		r = own ? coll_store_node_cap_query(s, rd.month, from, to, counted_cb, &rd)
+			: -ENOMEM;
+		if (r >= 0)
+			r = coll_store_node_day_priced(s, spec->from, spec->to, own,
+						       rd.month ? 0 : ps->n_nodes, NODE_SUMS,
+						       node_cb, &rd);
+	} else if (r >= 0)
 		r = coll_store_rollup_query_sums(s, COLL_ROLLUP_NODE_DAY, spec->from, spec->to,
 						 NODE_SUMS, node_cb, &rd);
 	if (r >= 0)

@@ -358,6 +358,141 @@ int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud)
 	return LOCKED(s, s->ops->open_query(s, fn, ud));
 }
 
+int coll_store_text_query(struct coll_store *s, const char *sql, int n, const char *const *params,
+			  coll_text_fn fn, void *ud)
+{
+	return LOCKED(s, s->ops->text_query(s, sql, n, params, fn, ud));
+}
+
+struct cap_q {
+	coll_node_cap_fn fn;
+	void *ud;
+};
+
+static int cap_q_row(const char *const *c, int n, void *ud)
+{
+	const struct cap_q *q = ud;
+	struct coll_node_cap_row row;
+
+	if (n != 10)
+		return -EPROTO;
+	row = (struct coll_node_cap_row){
+	    .bucket = c[0] ? c[0] : "",
+	    .node = c[1] ? c[1] : "",
+	    .label_value = c[2] ? c[2] : "",
+	    .cpu_cap = c[3] ? strtod(c[3], NULL) : 0,
+	    .mem_cap = c[4] ? strtod(c[4], NULL) : 0,
+	    .gpu_cap = c[5] ? strtod(c[5], NULL) : 0,
+	    .units = c[6] ? strtoll(c[6], NULL, 10) : 0,
+	    .tasks = c[7] ? strtod(c[7], NULL) : 0,
+	    .wall_s = c[8] ? strtod(c[8], NULL) : 0,
+	    .cpu_s = c[9] ? strtod(c[9], NULL) : 0,
+	};
+	return q->fn(&row, q->ud);
+}
+
+int coll_store_node_cap_query(struct coll_store *s, bool month, const char *from, const char *to,
+			      coll_node_cap_fn fn, void *ud)
+{
+	const char *params[] = {from, to};
+	struct cap_q q = {.fn = fn, .ud = ud};
+	char sql[512];
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT bucket, %s, label_value, cpu_cap, mem_cap, gpu_cap, units, tasks, wall_s,"
+		 " cpu_s FROM %s WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR bucket < ?2)"
+		 " AND units > 0",
+		 month ? "node" : "''", month ? "rollup_node_cap_month" : "rollup_node_cap_day");
+	return coll_store_text_query(s, sql, 2, params, cap_q_row, &q);
+}
+
+struct priced_q {
+	uint32_t sums;
+	coll_rollup_fn fn;
+	void *ud;
+};
+
+static int priced_q_row(const char *const *c, int n, void *ud)
+{
+	const struct priced_q *q = ud;
+	struct coll_rollup_row row = {
+	    .bucket = c[0] ? c[0] : "",
+	    .account = "",
+	    .user = "",
+	    .label_key = c[1] ? c[1] : "",
+	    .label_value = c[2] ? c[2] : "",
+	    .job = "",
+	    .node = c[3] ? c[3] : "",
+	};
+	int i = 4;
+
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		if (q->sums & 1u << k) {
+			if (i >= n)
+				return -EPROTO;
+			row.v[k] = c[i] ? strtod(c[i], NULL) : 0;
+			i++;
+		}
+	return q->fn(&row, q->ud);
+}
+
+int coll_store_node_day_priced(struct coll_store *s, const char *from, const char *to,
+			       const char *const *nodes, size_t n_nodes, uint32_t sums,
+			       coll_rollup_fn fn, void *ud)
+{
+	_cleanup_free_ const char **params = calloc(n_nodes + 2, sizeof(*params));
+	_cleanup_free_ char *sql = NULL, *day = NULL;
+	struct priced_q q = {.sums = sums & COLL_SUMS_ALL, .fn = fn, .ud = ud};
+	size_t len = 0;
+	FILE *f;
+
+	if (!params || n_nodes > 30000 ||
+	    asprintf(&day, "%so.start_ns%s", s->ops->day_of_ns_sql[0], s->ops->day_of_ns_sql[1]) <
+		0)
+		return -ENOMEM;
+	f = open_memstream(&sql, &len);
+	if (!f)
+		return -ENOMEM;
+	/* a union led by the small tables (allocation rows, running tasks' nodes, the nodes
+	 * named), so that the node rows are found by key, not all scanned */
+	fputs("SELECT bucket, label_key, label_value, node", f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		if (q.sums & 1u << k)
+			fprintf(f, ", %s", coll_sum_name(k));
+	fputs(" FROM rollup_node_day WHERE (bucket, node) IN (SELECT bucket, node FROM"
+	      " rollup_node_alloc_day WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR"
+	      " bucket < ?2)) UNION SELECT n.bucket, n.label_key, n.label_value, n.node",
+	      f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		if (q.sums & 1u << k)
+			fprintf(f, ", n.%s", coll_sum_name(k));
+	fprintf(f,
+		" FROM (SELECT node, min(start_ns) AS start_ns FROM rollup_open GROUP BY node) o"
+		" JOIN rollup_node_day n ON n.node = o.node WHERE (?1 IS NULL OR n.bucket >= ?1)"
+		" AND (?2 IS NULL OR n.bucket < ?2) AND n.bucket >= %s",
+		day);
+	if (n_nodes) {
+		fputs(" UNION SELECT bucket, label_key, label_value, node", f);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			if (q.sums & 1u << k)
+				fprintf(f, ", %s", coll_sum_name(k));
+		fputs(" FROM rollup_node_day WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR"
+		      " bucket < ?2) AND node IN (",
+		      f);
+		for (size_t i = 0; i < n_nodes; i++)
+			fprintf(f, "%s?%zu", i ? ", " : "", i + 3);
+		fputc(')', f);
+	}
+	fputs(" ORDER BY 1, 4, 2, 3", f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	params[0] = from;
+	params[1] = to;
+	for (size_t i = 0; i < n_nodes; i++)
+		params[i + 2] = nodes[i];
+	return coll_store_text_query(s, sql, (int)n_nodes + 2, params, priced_q_row, &q);
+}
+
 int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n)
 {
 	if (n == 0)
@@ -689,6 +824,111 @@ static int migrate_node_alloc(const struct coll_migration *m, int version)
 	return m->exec(m->db, sql);
 }
 
+/* ---- counted capacity keys (schema v12) ---- */
+
+/* rollup_node_cap_day: per day and class; rollup_node_cap_month: per month, node and class.
+ * Both keyed further by one node-day's capacity, so that every node-day of a key has the
+ * same capacity and therefore the same price per component: a capacity report prices a key
+ * once and multiplies its cents by units (docs/design.md "Node records and idle cost"). */
+static const struct {
+	const char *name;
+	bool node;
+} cap_tables[] = {{"rollup_node_cap_day", false}, {"rollup_node_cap_month", true}};
+
+static char *cap_table_ddl(size_t i, const char *real_type, const char *int_type)
+{
+	char *sql = NULL;
+
+	if (asprintf(
+		&sql,
+		"CREATE TABLE IF NOT EXISTS %s (bucket TEXT NOT NULL, %slabel_value TEXT NOT NULL,"
+		" cpu_cap %s NOT NULL, mem_cap %s NOT NULL, gpu_cap %s NOT NULL,"
+		" units %s NOT NULL, tasks %s NOT NULL, wall_s %s NOT NULL, cpu_s %s NOT NULL,"
+		" PRIMARY KEY (bucket, %slabel_value, cpu_cap, mem_cap, gpu_cap))",
+		cap_tables[i].name, cap_tables[i].node ? "node TEXT NOT NULL, " : "", real_type,
+		real_type, real_type, int_type, real_type, real_type, real_type,
+		cap_tables[i].node ? "node, " : "") < 0)
+		return NULL;
+	return sql;
+}
+
+char *coll_node_cap_trigger_sql(bool add, const char *rec)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(cap_tables); i++) {
+		const char *t = cap_tables[i].name;
+		const bool node = cap_tables[i].node;
+		char bucket[64], key[512];
+
+		snprintf(bucket, sizeof(bucket), node ? "substr(%s.bucket, 1, 7)" : "%s.bucket",
+			 rec);
+		snprintf(key, sizeof(key),
+			 "bucket = %s%s%s%s AND label_value = %s.label_value AND cpu_cap = "
+			 "%s.cpu_charged_core_s AND mem_cap = %s.mem_charged_byte_s AND gpu_cap = "
+			 "%s.gpu_charged_s",
+			 bucket, node ? " AND node = " : "", node ? rec : "", node ? ".node" : "",
+			 rec, rec, rec, rec);
+		if (add)
+			fprintf(
+			    f,
+			    "INSERT INTO %s (bucket, %slabel_value, cpu_cap, mem_cap, gpu_cap, "
+			    "units,"
+			    " tasks, wall_s, cpu_s) VALUES (%s, %s%s%s.label_value,"
+			    " %s.cpu_charged_core_s, %s.mem_charged_byte_s, %s.gpu_charged_s, 1,"
+			    " %s.tasks, %s.wall_s, %s.cpu_s) ON CONFLICT (bucket, %slabel_value,"
+			    " cpu_cap, mem_cap, gpu_cap) DO UPDATE SET units = %s.units + 1,"
+			    " tasks = %s.tasks + excluded.tasks, wall_s = %s.wall_s +"
+			    " excluded.wall_s, cpu_s = %s.cpu_s + excluded.cpu_s;",
+			    t, node ? "node, " : "", bucket, node ? rec : "", node ? ".node, " : "",
+			    rec, rec, rec, rec, rec, rec, rec, node ? "node, " : "", t, t, t, t);
+		else
+			fprintf(f,
+				"UPDATE %s SET units = units - 1, tasks = tasks - %s.tasks,"
+				" wall_s = wall_s - %s.wall_s, cpu_s = cpu_s - %s.cpu_s WHERE %s;"
+				"DELETE FROM %s WHERE %s AND units <= 0;",
+				t, rec, rec, rec, key, t, key);
+	}
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* v12: the counted capacity keys, filled from rollup_node_day, then its triggers. */
+static int migrate_node_cap(const struct coll_migration *m)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cap_tables) && r >= 0; i++) {
+		_cleanup_free_ char *ddl = cap_table_ddl(i, m->real_type, m->int_type);
+		_cleanup_free_ char *fill = NULL;
+		const bool node = cap_tables[i].node;
+
+		if (!ddl ||
+		    asprintf(
+			&fill,
+			"DELETE FROM %s; INSERT INTO %s (bucket, %slabel_value, cpu_cap, mem_cap,"
+			" gpu_cap, units, tasks, wall_s, cpu_s) SELECT %s, %slabel_value,"
+			" cpu_charged_core_s, mem_charged_byte_s, gpu_charged_s, count(*),"
+			" sum(tasks), sum(wall_s), sum(cpu_s) FROM rollup_node_day GROUP BY %s,"
+			" %slabel_value, cpu_charged_core_s, mem_charged_byte_s, gpu_charged_s",
+			cap_tables[i].name, cap_tables[i].name, node ? "node, " : "",
+			node ? "substr(bucket, 1, 7)" : "bucket", node ? "node, " : "",
+			node ? "substr(bucket, 1, 7)" : "bucket", node ? "node, " : "") < 0)
+			return -ENOMEM;
+		r = m->exec(m->db, ddl);
+		if (r >= 0)
+			r = m->exec(m->db, fill);
+	}
+	return r < 0 ? r : m->node_cap_triggers(m->db);
+}
+
 int coll_migrate(const struct coll_migration *m)
 {
 	int version = 0, r;
@@ -730,6 +970,9 @@ int coll_migrate(const struct coll_migration *m)
 	/* v11 (and v6, v8 before it): the added sums, every rollup rebuilt */
 	if (r >= 0 && version >= 2 && version < 11)
 		r = migrate_added_sums(m);
+	/* v12: the counted capacity keys (every database: the rollup tables exist by now) */
+	if (r >= 0 && version < 12)
+		r = migrate_node_cap(m);
 	/* v7: a record id received again with another body is kept aside with both bodies
 	 * (docs/pipeline.md "Record ids and conflicts") */
 	if (r >= 0 && version < 7)

@@ -16,7 +16,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 11
+#define COLL_SCHEMA_VERSION 12
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -218,6 +218,19 @@ typedef int (*coll_rollup_fn)(const struct coll_rollup_row *row, void *userdata)
 typedef int (*coll_open_fn)(const struct coll_open_row *row, void *userdata);
 typedef int (*coll_break_fn)(const struct coll_audit_break *b, void *userdata);
 typedef int (*coll_conflict_fn)(const struct coll_conflict *c, void *userdata);
+/* A row of a query's text columns (NULL for SQL NULL). */
+typedef int (*coll_text_fn)(const char *const *cols, int ncols, void *userdata);
+
+/* The node-days of one key of rollup_node_cap_day (bucket a day, node "") or
+ * rollup_node_cap_month (bucket a month "YYYY-MM"): node.sample rollups with the same
+ * capacity, counted, maintained from rollup_node_day by triggers (schema v12). */
+struct coll_node_cap_row {
+	const char *bucket, *node, *label_value;
+	double cpu_cap, mem_cap, gpu_cap; /* one node-day's cpu/mem/gpu_charged sums */
+	int64_t units;			  /* node-days (rows of rollup_node_day) */
+	double tasks, wall_s, cpu_s;	  /* their sums */
+};
+typedef int (*coll_node_cap_fn)(const struct coll_node_cap_row *row, void *userdata);
 
 /*
  * The backends' row loops hand each row of a query as text columns (valid during the call) to
@@ -264,6 +277,13 @@ struct coll_store_ops {
 			    const char *to, uint32_t sums, coll_rollup_fn fn, void *ud);
 	/* Rows of rollup_open whose task has no stored task.end, ordered by (node, task_id). */
 	int (*open_query)(struct coll_store *s, coll_open_fn fn, void *ud);
+	/* A read-only query, sql with text parameters ?1..?n (each may be NULL), its rows as
+	 * text, after the queued rollup deltas are folded. */
+	int (*text_query)(struct coll_store *s, const char *sql, int n, const char *const *params,
+			  coll_text_fn fn, void *ud);
+	/* The day (YYYY-MM-DD, UTC) of an integer column of nanoseconds, as SQL: the text
+	 * before the column and after it. */
+	const char *day_of_ns_sql[2];
 	/* Benchmark and bulk rebuild: the rollup maintenance of insert_batch (deltas of items,
 	 * taken as new, in one transaction) without storing the records. */
 	int (*rollup_batch)(struct coll_store *s, struct coll_item *items, size_t n);
@@ -336,6 +356,17 @@ int coll_store_rollup_query_sums(struct coll_store *s, enum coll_rollup_table t,
 				 const char *to, uint32_t sums, coll_rollup_fn fn, void *ud);
 #define COLL_SUMS_ALL ((1u << _COLL_SUM_MAX) - 1)
 int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud);
+/* The rows of rollup_node_cap_month (month: from and to "YYYY-MM", from <= bucket < to) or of
+ * rollup_node_cap_day (from <= bucket < to), with units > 0. */
+int coll_store_node_cap_query(struct coll_store *s, bool month, const char *from, const char *to,
+			      coll_node_cap_fn fn, void *ud);
+/* The rows of rollup_node_day with from <= bucket < to whose (day, node) has a row in
+ * rollup_node_alloc_day, or a task in rollup_open that started on or before that day, or
+ * whose node is one of nodes[0..n_nodes): the node-days that a capacity report prices one
+ * by one, ordered by key; the sums of the mask only (as coll_store_rollup_query_sums). */
+int coll_store_node_day_priced(struct coll_store *s, const char *from, const char *to,
+			       const char *const *nodes, size_t n_nodes, uint32_t sums,
+			       coll_rollup_fn fn, void *ud);
 int coll_store_rollup_batch(struct coll_store *s, struct coll_item *items, size_t n);
 /* True if insert_batch leaves rollup deltas queued for coll_store_fold (queues_rollups). */
 bool coll_store_defers_rollups(const struct coll_store *s);
@@ -383,6 +414,10 @@ struct coll_migration {
 	const char *pending_ddl;	  /* version 5: rollup_pending (IF NOT EXISTS) */
 	const char *conflicts_ddl;	  /* version 7 (IF NOT EXISTS) */
 	const char *audit_ddl;		  /* every open (IF NOT EXISTS) */
+	/* version 12: the triggers that keep rollup_node_cap_day/_month (the counted capacity
+	 * keys) in step with rollup_node_day; made from the statements of
+	 * coll_node_cap_trigger_sql (IF NOT EXISTS where the backend allows) */
+	int (*node_cap_triggers)(void *db);
 	int (*exec)(void *db, const char *sql);
 	/* max(version) of schema_version, 0 when empty */
 	int (*version)(void *db, int *ret);
@@ -468,6 +503,13 @@ const char *coll_delta_key(const struct coll_delta *d, enum coll_key k);
  * ("bucket, account, \"user\""); both malloc'd, NULL on -ENOMEM. */
 char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const char *int_type);
 char *coll_rollup_pk(enum coll_rollup_table t);
+/* The statements (each ending with ';') that move one row of rollup_node_day, rec ("NEW" or
+ * "OLD"), into (add) or out of rollup_node_cap_day and rollup_node_cap_month: a trigger's
+ * body. */
+char *coll_node_cap_trigger_sql(bool add, const char *rec);
+/* ops->text_query under the handle's lock. */
+int coll_store_text_query(struct coll_store *s, const char *sql, int n, const char *const *params,
+			  coll_text_fn fn, void *ud);
 /* The task's labels as a JSON object (sorted keys), malloc'd; NULL on -ENOMEM. */
 char *coll_labels_json(const struct acct_record *r);
 

@@ -129,6 +129,25 @@ static int migration_rebuild(void *db)
 	return rebuild_rollups(db, COLL_ROLLUP_ALL);
 }
 
+/* v12: one row trigger keeps the counted capacity keys in step with rollup_node_day */
+static int migration_node_cap_triggers(void *db)
+{
+	_cleanup_free_ char *del = coll_node_cap_trigger_sql(false, "OLD");
+	_cleanup_free_ char *add = coll_node_cap_trigger_sql(true, "NEW");
+	_cleanup_free_ char *sql = NULL;
+
+	if (!del || !add ||
+	    asprintf(&sql,
+		     "CREATE OR REPLACE FUNCTION rollup_node_cap_step() RETURNS trigger"
+		     " LANGUAGE plpgsql AS $corral$ BEGIN IF TG_OP <> 'INSERT' THEN %s END IF;"
+		     " IF TG_OP <> 'DELETE' THEN %s END IF; RETURN NULL; END $corral$;"
+		     "CREATE OR REPLACE TRIGGER rollup_node_cap AFTER INSERT OR UPDATE OR DELETE"
+		     " ON rollup_node_day FOR EACH ROW EXECUTE FUNCTION rollup_node_cap_step()",
+		     del, add) < 0)
+		return -ENOMEM;
+	return exec_cmd(db, sql);
+}
+
 static int migrate(struct pg_store *st)
 {
 	const struct coll_migration m = {
@@ -162,6 +181,7 @@ static int migrate(struct pg_store *st)
 	    .version = migration_version,
 	    .has_column = NULL, /* ADD COLUMN IF NOT EXISTS */
 	    .rebuild_rollups = migration_rebuild,
+	    .node_cap_triggers = migration_node_cap_triggers,
 	    .errmsg = st->base.errmsg,
 	    .errlen = sizeof(st->base.errmsg),
 	};
@@ -1374,6 +1394,60 @@ static int pg_open_query(struct coll_store *s, coll_open_fn fn, void *ud)
 	return r < 0 ? r : 0;
 }
 
+/* ?N (every parameter is text here) as $N::text */
+static char *pg_params(const char *sql)
+{
+	char *out = malloc(strlen(sql) * 7 + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (const char *p = sql; *p; p++) {
+		if (*p == '?' && p[1] >= '0' && p[1] <= '9') {
+			*o++ = '$';
+			while (p[1] >= '0' && p[1] <= '9')
+				*o++ = *++p;
+			o = stpcpy(o, "::text");
+		} else
+			*o++ = *p;
+	}
+	*o = 0;
+	return out;
+}
+
+static int pg_text_query(struct coll_store *s, const char *sql, int n, const char *const *params,
+			 coll_text_fn fn, void *ud)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	_cleanup_free_ char *q = pg_params(sql);
+	_cleanup_free_ const char **cols = NULL;
+	PGresult *res;
+	int r, nc;
+
+	if (!q)
+		return -ENOMEM;
+	if (!st->base.no_rollups) {
+		r = pg_fold(s, true);
+		if (r < 0)
+			return r;
+	}
+	r = ensure_conn(st);
+	if (r < 0)
+		return r;
+	res = PQexecParams(st->conn, q, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "query", res);
+	nc = PQnfields(res);
+	cols = calloc((size_t)nc + 1, sizeof(*cols));
+	r = cols ? 0 : -ENOMEM;
+	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
+		for (int c = 0; c < nc; c++)
+			cols[c] = PQgetisnull(res, i, c) ? NULL : PQgetvalue(res, i, c);
+		r = fn(cols, nc, ud);
+	}
+	PQclear(res);
+	return r < 0 ? r : 0;
+}
+
 static int single_value(struct pg_store *st, const char *sql, int64_t *ret)
 {
 	PGresult *res;
@@ -1426,6 +1500,8 @@ const struct coll_store_ops coll_store_pg_ops = {
     .query = pg_query,
     .rollup_query = pg_rollup_query,
     .open_query = pg_open_query,
+    .text_query = pg_text_query,
+    .day_of_ns_sql = {"to_char(to_timestamp(", " / 1000000000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"},
     .rollup_batch = pg_rollup_batch,
     .fold = pg_fold,
     .count = pg_count,

@@ -237,6 +237,26 @@ static int migration_rebuild(void *db)
 	return rebuild_rollups(db, COLL_ROLLUP_ALL);
 }
 
+/* v12: triggers that keep the counted capacity keys in step with rollup_node_day */
+static int migration_node_cap_triggers(void *db)
+{
+	_cleanup_free_ char *del = coll_node_cap_trigger_sql(false, "OLD");
+	_cleanup_free_ char *add = coll_node_cap_trigger_sql(true, "NEW");
+	_cleanup_free_ char *sql = NULL;
+
+	if (!del || !add ||
+	    asprintf(&sql,
+		     "CREATE TRIGGER IF NOT EXISTS rollup_node_cap_ins AFTER INSERT ON"
+		     " rollup_node_day BEGIN %s END;"
+		     "CREATE TRIGGER IF NOT EXISTS rollup_node_cap_del AFTER DELETE ON"
+		     " rollup_node_day BEGIN %s END;"
+		     "CREATE TRIGGER IF NOT EXISTS rollup_node_cap_upd AFTER UPDATE ON"
+		     " rollup_node_day BEGIN %s %s END;",
+		     add, del, del, add) < 0)
+		return -ENOMEM;
+	return exec(db, sql);
+}
+
 static int migrate(struct sqlite_store *st)
 {
 	const struct coll_migration m = {
@@ -256,6 +276,7 @@ static int migrate(struct sqlite_store *st)
 	    .version = migration_version,
 	    .has_column = migration_has_column,
 	    .rebuild_rollups = migration_rebuild,
+	    .node_cap_triggers = migration_node_cap_triggers,
 	    .errmsg = st->base.errmsg,
 	    .errlen = sizeof(st->base.errmsg),
 	};
@@ -1217,6 +1238,64 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 	return r < 0 ? r : 0;
 }
 
+/* Reals as %.17g (sqlite3_column_text gives 15 digits: not the stored double). */
+static int sqlite_text_query(struct coll_store *s, const char *sql, int n,
+			     const char *const *params, coll_text_fn fn, void *ud)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	_cleanup_free_ const char **cols = NULL;
+	_cleanup_free_ char *nums = NULL;
+	sqlite3_stmt *stmt = NULL;
+	int rc, r = 0, nc;
+
+	if (!s->no_rollups) {
+		int64_t queued = 0;
+
+		r = single_int(st, "SELECT EXISTS (SELECT 1 FROM rollup_pending)", &queued);
+		if (r >= 0 && queued)
+			r = sqlite_fold(s, true);
+		if (r < 0)
+			return r;
+		r = 0;
+	}
+	rc = sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL);
+	if (rc != SQLITE_OK)
+		return map_err(st, rc);
+	for (int i = 0; i < n; i++)
+		if (params[i])
+			sqlite3_bind_text(stmt, i + 1, params[i], -1, SQLITE_STATIC);
+	nc = sqlite3_column_count(stmt);
+	cols = calloc((size_t)nc + 1, sizeof(*cols));
+	nums = calloc((size_t)nc + 1, 32);
+	if (!cols || !nums) {
+		sqlite3_finalize(stmt);
+		return -ENOMEM;
+	}
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		for (int c = 0; c < nc; c++) {
+			switch (sqlite3_column_type(stmt, c)) {
+			case SQLITE_NULL:
+				cols[c] = NULL;
+				break;
+			case SQLITE_FLOAT:
+				snprintf(nums + 32 * c, 32, "%.17g",
+					 sqlite3_column_double(stmt, c));
+				cols[c] = nums + 32 * c;
+				break;
+			default:
+				cols[c] = col_text(stmt, c);
+			}
+		}
+		r = fn(cols, nc, ud);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && rc != SQLITE_DONE)
+		r = map_err(st, rc);
+	sqlite3_finalize(stmt);
+	return r < 0 ? r : 0;
+}
+
 static int sqlite_open_query(struct coll_store *s, coll_open_fn fn, void *ud)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
@@ -1318,6 +1397,8 @@ const struct coll_store_ops coll_store_sqlite_ops = {
     .query = sqlite_query,
     .rollup_query = sqlite_rollup_query,
     .open_query = sqlite_open_query,
+    .text_query = sqlite_text_query,
+    .day_of_ns_sql = {"strftime('%Y-%m-%d', ", " / 1000000000, 'unixepoch')"},
     .rollup_batch = sqlite_rollup_batch,
     .fold = sqlite_fold,
     .count = sqlite_count,

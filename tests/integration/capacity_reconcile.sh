@@ -36,8 +36,8 @@ post() { # post FILE: its records per node with that node's token, 500 a batch
 	done
 	return $rc
 }
-reconcile() { # reconcile DB NAME
-	local out=$T/$2 by p rule
+reconcile() { # reconcile DB NAME [FROM TO]
+	local out=$T/$2 by p rule FROM=${3:-$FROM} TO=${4:-$TO}
 	mkdir -p "$out"
 	for p in day week month all; do
 		for by in node price_class none; do
@@ -79,6 +79,35 @@ run() { # run DB NAME
 	reconcile "$1" "$2"
 	cmp -s "$T/api.csv" "$T/$2/cap-node@day.csv" && ok "$2: the API's capacity CSV is the CLI's" ||
 		fail "$2: API capacity CSV differs from the CLI's"
+	# whole months: by node per month and in all, the month keys (rollup_node_cap_month)
+	reconcile "$1" "$2-months" 2026-11-01 2027-01-01
+	counted_keys "$1" "$2" "kept at ingest"
+	# schema 11 to 12: the keys made by the migration from rollup_node_day
+	sql "$1" "$DROP_V12" && "$COLL" migrate --db "$1" >/dev/null && counted_keys "$1" "$2" "made by the migration 11 -> 12" ||
+		fail "$2: migration 11 -> 12"
+}
+# sql DB STATEMENTS: through sqlite3 or psql
+sql() { case $1 in sqlite:*) sqlite3 "${1#sqlite:}" "$2" ;; *) psql -qAt "$1" -c "$2" ;; esac; }
+DROP_V12="DROP TABLE rollup_node_cap_day; DROP TABLE rollup_node_cap_month; UPDATE schema_version SET version = 11;"
+# counted_keys DB NAME WHAT: rollup_node_cap_day and _month hold the node rows counted per
+# capacity key as plain SQL over rollup_node_day counts them: the same keys, units exactly,
+# the sums to 1e-9 (kept by adding and taking away rows: the last digits may differ)
+counted_keys() {
+	local k key tbl node q
+	for k in "bucket|rollup_node_cap_day|''" "substr(bucket, 1, 7)|rollup_node_cap_month|node"; do
+		IFS='|' read -r key tbl node <<<"$k"
+		q="SELECT $key AS b, $node AS n, label_value AS l, cpu_charged_core_s AS c,
+			mem_charged_byte_s AS m, gpu_charged_s AS g, count(*) AS u, sum(tasks) AS t,
+			sum(wall_s) AS w, sum(cpu_s) AS s FROM rollup_node_day GROUP BY 1, 2, 3, 4, 5, 6"
+		[ "$(sql "$1" "SELECT count(*) FROM ($q) p JOIN $tbl k ON k.bucket = p.b AND $([ "$node" = node ] && echo k.node || echo "''") = p.n
+			AND k.label_value = p.l AND k.cpu_cap = p.c AND k.mem_cap = p.m AND k.gpu_cap = p.g
+			AND k.units = p.u AND abs(k.tasks - p.t) <= 1e-9 * (1 + abs(p.t))
+			AND abs(k.wall_s - p.w) <= 1e-9 * (1 + abs(p.w)) AND abs(k.cpu_s - p.s) <= 1e-9 * (1 + abs(p.s))")" = \
+			"$(sql "$1" "SELECT count(*) FROM ($q) p")" ] &&
+			[ "$(sql "$1" "SELECT count(*) FROM $tbl")" = "$(sql "$1" "SELECT count(*) FROM ($q) p")" ] ||
+			{ fail "$2: $tbl differs from rollup_node_day counted ($3)"; return 1; }
+	done
+	ok "$2: the node rows counted per capacity key ($3) as plain SQL counts them: $(sql "$1" 'SELECT count(*) FROM rollup_node_cap_day') day keys, $(sql "$1" 'SELECT count(*) FROM rollup_node_cap_month') month keys of $(sql "$1" 'SELECT count(*) FROM rollup_node_day') node rows"
 }
 
 run "sqlite:$T/c.db" sqlite
