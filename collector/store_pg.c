@@ -1288,6 +1288,24 @@ static void select_keys(FILE *f, enum coll_rollup_table t)
 	}
 }
 
+/* PostgreSQL's type oid of double precision (pg_type.h, stable) */
+#define FLOAT8_OID 701
+
+/* A double precision field of a binary result (8 bytes, big-endian IEEE 754); 0 for NULL. */
+static double float8_of(const PGresult *res, int row, int col)
+{
+	const unsigned char *p = (const unsigned char *)PQgetvalue(res, row, col);
+	uint64_t u = 0;
+	double d;
+
+	if (PQgetlength(res, row, col) != 8)
+		return 0;
+	for (int b = 0; b < 8; b++)
+		u = u << 8 | p[b];
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
 static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			   const char *to, uint32_t sums, coll_rollup_fn fn, void *ud)
 {
@@ -1324,10 +1342,18 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 		coll_rollup_table_name(t), pk);
 	if (fclose(f) != 0)
 		return -ENOMEM;
-	res = PQexecParams(st->conn, sql, 2, NULL, params, NULL, NULL, 0);
+	/* binary results: the sums as the 8 bytes of their double (no shortest-digits printing
+	 * on the server, no strtod here: a third of a large report's time), the keys as their
+	 * bytes (NUL-terminated by libpq) */
+	res = PQexecParams(st->conn, sql, 2, NULL, params, NULL, NULL, 1);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		return res_err(st, "rollup query", res);
 	r = 0;
+	for (int c = 7; c < PQnfields(res); c++)
+		if (PQftype(res, c) != FLOAT8_OID)
+			r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EPROTO,
+				    "rollup query: column %s is not double precision",
+				    PQfname(res, c));
 	for (int i = 0; i < PQntuples(res) && r >= 0; i++) {
 		struct coll_rollup_row row = {
 		    .bucket = PQgetvalue(res, i, 0),
@@ -1340,7 +1366,7 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 		};
 		for (int k = 0, c = 7; k < _COLL_SUM_MAX; k++)
 			if (sums & 1u << k)
-				row.v[k] = strtod(PQgetvalue(res, i, c++), NULL);
+				row.v[k] = float8_of(res, i, c++);
 		r = fn(&row, ud);
 	}
 	PQclear(res);

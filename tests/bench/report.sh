@@ -23,7 +23,8 @@
 # month` against a hand-written SQL query of the capacity per node and month. The SQLite
 # triggers of schema 12 count the node rows per capacity key as they are inserted
 # (rollup_node_cap_day/_month, in the time printed for the node rows).
-# Needs sqlite3 and bc. About 5 minutes on 2 shared cores.
+# BENCH_PG_PROFILE=1 adds where PostgreSQL's time goes (plans, table sizes, text against binary
+# results). Needs sqlite3 and bc. About 5 minutes on 2 shared cores.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -160,6 +161,32 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/de
 	CMD=capacity EXTRA=()
 	bench postgresql-cap "$(pg rep)" node month psql -At -F, "$(pg rep)" -c "$QCAP" || exit 1
 	CMD=report
+	# BENCH_PG_PROFILE=1: where the server's time goes (one run each, not best of 3): the
+	# plans of the node rows read one by one (as before schema 12) and of the month keys,
+	# the table sizes, and the report's rollup_day rows sent as text against binary
+	if [ "${BENCH_PG_PROFILE:-0}" = 1 ]; then
+		R=$(pg rep)
+		echo "--- postgresql profile"
+		psql -At "$R" -c "SELECT relname || ': ' || n_live_tup || ' rows, ' ||
+			pg_size_pretty(pg_relation_size(relid)) || ' heap, ' ||
+			pg_size_pretty(pg_total_relation_size(relid)) || ' with indexes' FROM pg_stat_user_tables
+			WHERE relname IN ('rollup_day', 'rollup_node_day', 'rollup_node_alloc_day',
+			'rollup_node_cap_day', 'rollup_node_cap_month') ORDER BY relname"
+		for q in "SELECT bucket, node, label_key, label_value, tasks, wall_s, cpu_s,
+			cpu_charged_core_s, mem_charged_byte_s, gpu_charged_s FROM rollup_node_day
+			WHERE bucket >= '2026-09-01' AND bucket < '2026-12-01' ORDER BY bucket, node, label_key, label_value" \
+			"SELECT * FROM rollup_node_cap_month WHERE bucket >= '2026-09' AND bucket < '2026-12' AND units > 0"; do
+			psql -At "$R" -c "EXPLAIN (ANALYZE, BUFFERS) $q" | grep -E "Scan|Sort|rows=|Execution|JIT|Timing" | head -6
+		done
+		cols=$(psql -At "$R" -c "SELECT string_agg(column_name, ', ' ORDER BY ordinal_position)
+			FROM information_schema.columns WHERE table_name = 'rollup_day'")
+		for fmt in text binary; do
+			t0=$(now)
+			psql -q "$R" -c "COPY (SELECT $cols FROM rollup_day WHERE bucket >= '2026-09-01' AND
+				bucket < '2026-12-01' ORDER BY bucket, account, \"user\") TO '/dev/null' (FORMAT $fmt)"
+			echo "rollup_day rows of the report sent as $fmt: $(echo "$(now) - $t0" | bc -l | cut -c1-5) s"
+		done
+	fi
 	# money to the cent and counts exactly; quantities and ratios may differ in their last
 	# printed digit (the copied doubles pass through sqlite3's printf)
 	for v in "" -jn -idle -cap; do
