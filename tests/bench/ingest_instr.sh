@@ -4,7 +4,8 @@
 # connection, BENCH_RECORDS (default 5000) task.end records in batches of 500. Instruction
 # counts do not depend on the host's load, so two builds can be compared on a busy host:
 # INGEST_AB_BASE=DIR (another build's output directory, as for ingest_ab.sh) adds that build's
-# figure and the ratio this / base. Skips without valgrind.
+# figure and the ratio this / base; INGEST_INSTR_PROFILE=N then lists the N functions that
+# differ most. Skips without valgrind.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -21,7 +22,7 @@ instructions() {
 	port=$(free_port)
 	rm -f "$T/i.db"*
 	"$o/corral-collector" migrate --db "sqlite:$T/i.db" >/dev/null || return 1
-	valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+	valgrind --tool=callgrind --callgrind-out-file="${2:-/dev/null}" \
 		"$o/corral-collector" serve --listen "127.0.0.1:$port" --db "sqlite:$T/i.db" \
 		--tokens "$T/tokens" >/dev/null 2>"$T/vg" &
 	pid=$!
@@ -36,12 +37,20 @@ instructions() {
 	sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$T/vg" | head -1
 }
 
-this=$(instructions "$O") || { echo "FAIL: this build"; exit 1; }
+# INGEST_INSTR_PROFILE=N (with a base): the N functions whose instructions per record differ
+# most between the builds (tests/bench/callgrind_diff.py)
+P=
+[ -n "${INGEST_INSTR_PROFILE:-}" ] && [ -n "$BASE" ] && P=$T/cg
+this=$(instructions "$O" ${P:+$P-this.out}) || { echo "FAIL: this build"; exit 1; }
 echo "ingest_instr: $N records, SQLite, 1 connection, collector instructions (callgrind)"
 printf '%-6s %14s %12s\n' build instructions per_record
 printf '%-6s %14s %12.0f\n' this "$this" "$(echo "$this / $N" | bc -l)"
 if [ -n "$BASE" ]; then
-	base=$(instructions "$BASE") || { echo "FAIL: base build"; exit 1; }
+	base=$(instructions "$BASE" ${P:+$P-base.out}) || { echo "FAIL: base build"; exit 1; }
 	printf '%-6s %14s %12.0f\n' base "$base" "$(echo "$base / $N" | bc -l)"
 	printf 'ratio this/base: %.3f\n' "$(echo "$this / $base" | bc -l)"
+fi
+if [ -n "$P" ]; then
+	echo "largest differences per record, inclusive (this - base, this, base, function):"
+	python3 tests/bench/callgrind_diff.py "$P-this.out" "$P-base.out" "$N" "$INGEST_INSTR_PROFILE"
 fi

@@ -6,6 +6,19 @@
 # LAUNCH_ROUNDS (default 3): the whole set is measured that many times in a row and the table
 # shows the medians over the rounds (each round's own median and p99, then their medians), with
 # each round's overhead and rate listed below it; the targets are judged on the medians.
+#
+# LAUNCH_BASE=DIR (another build's output directory, say of an older commit: git worktree add
+# --detach /tmp/base REV && make -C /tmp/base -j2 all; then DIR=/tmp/base/.output): an A/B run
+# instead. Each of LAUNCH_ROUNDS rounds measures bare fork+exec once, then each build in turn
+# (the order alternating from round to round, so both see the same host): its agent started
+# as on a node (state directory on disk, the runtime directory on a tmpfs where the build has
+# it), LAUNCH_N API launches of /bin/true one after the other, then 2 x LAUNCH_N with 8 in
+# flight; the agent's CPU time per API launch (all its threads, from /proc) beside the wall time.
+# It prints the medians over the rounds, the ratios this / base and each round's
+# ratios (how far the host moved them). LAUNCH_GPU=1: both agents as on a node with 2 GPUs
+# (this build's stand-in NVML). LAUNCH_SPOOL_COMPRESS=no: the spool's zstd frames off
+# ([spool] compress = false) in every build that has them (a build that does not know the key
+# has none), so that what the frames cost is out of the comparison.
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-$PWD/.output}
@@ -13,7 +26,7 @@ N=${LAUNCH_N:-500}
 NGAP=${LAUNCH_GAP_N:-40}
 R=${LAUNCH_ROUNDS:-3}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
-D=$(mktemp -d); SUB=corral-bench-$$
+A=; D=$(mktemp -d); SUB=corral-bench-$$
 # The live-task files go to a tmpfs, as /run/corral is on a systemd host (runtime_dir in the
 # shipped configuration); this VM's /run is on disk, so /dev/shm stands in.
 RT=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
@@ -25,6 +38,67 @@ start() { # start SOCKET_DIR [corrald args]
 }
 trap 'kill $A 2>/dev/null; wait $A 2>/dev/null; for h in /sys/fs/cgroup/*/$SUB /sys/fs/cgroup/unified/$SUB; do [ -d $h ] && find $h -depth -type d -exec rmdir {} \; 2>/dev/null; done; rm -rf $D $RT' EXIT
 H=$O/tests/bench/helper_launch_bench
+if [ -n "${LAUNCH_BASE:-}" ]; then
+	[ -x "$LAUNCH_BASE/corrald" ] || { echo "no $LAUNCH_BASE/corrald"; exit 1; }
+	if [ "${LAUNCH_GPU:-0}" = 1 ]; then
+		export CORRAL_NVML_LIBRARY=$O/tests/gpu/libnvidia-ml.so.1
+		export CORRAL_FAKE_NVML=$PWD/tests/integration/fixtures/nvml-2gpu.txt
+	fi
+	printf '[spool]\ncompress = false\n' >"$D/nocompress.conf"
+	# ab_one BUILD_DIR TAG: "TAG api_median_us launches_per_s" of that build's agent
+	ab_one() {
+		local args=(--runtime-dir "$RT") lat tput
+		"$1/corrald" --help 2>&1 | grep -q -- --runtime-dir || args=()
+		if [ "${LAUNCH_SPOOL_COMPRESS:-yes}" = no ] &&
+			"$1/corrald" --config "$D/nocompress.conf" --version >/dev/null 2>&1; then
+			args+=(--config "$D/nocompress.conf")
+		fi
+		mkdir -p "$D/$2"
+		start "$D/$2" "${args[@]}"
+		c0=$(agent_cpu_ns)
+		lat=$($H "$N" api "$D/$2/s" | sed -n 's/.*median_us=\([0-9]*\).*/\1/p')
+		c1=$(agent_cpu_ns)
+		tput=$($H $((N * 2)) throughput "$D/$2/s" 8 | sed -n 's/.*launches_per_s=\([0-9]*\).*/\1/p')
+		kill $A; wait $A 2>/dev/null
+		[ -n "$lat" ] && [ -n "$tput" ] || { echo "$2: benchmark failed"; cat "$D/$2/log"; return 1; }
+		rm -rf "${D:?}/$2" "${RT:?}"/*
+		echo "$2 $lat $tput $(((c1 - c0) / N / 1000))"
+	}
+	# the agent's CPU time so far (ns, every thread: schedstat's time on a CPU), which the
+	# host's load moves far less than the wall time of a launch
+	agent_cpu_ns() {
+		cat /proc/$A/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'
+	}
+	rows=$(for r in $(seq "$R"); do
+		echo "bare $($H "$N" bare | sed -n 's/.*median_us=\([0-9]*\).*/\1/p') 0 0"
+		if [ $((r % 2)) = 1 ]; then ab_one "$LAUNCH_BASE" base && ab_one "$O" this
+		else ab_one "$O" this && ab_one "$LAUNCH_BASE" base; fi || exit 1
+	done) || { echo "$rows"; exit 1; }
+	echo "$rows"
+	echo "$rows" | python3 -c '
+import sys, statistics as st
+rounds, v = [], {"base": [], "this": [], "bare": []}
+for l in sys.stdin:
+    t, *x = l.split()
+    x = tuple(map(int, x))
+    if t == "bare":
+        rounds.append({})
+    rounds[-1][t] = x
+    v[t].append(x)
+med = lambda t, i: st.median(x[i] for x in v[t])
+print()
+print("launch A/B, %d alternating rounds, %s launches each; spool compression %s" % (len(rounds), sys.argv[1], sys.argv[2]))
+print("%-34s %10s %10s %8s" % ("median over the rounds", "base", "this", "ratio"))
+for i, what in ((0, "API launch median (us)"), (2, "agent CPU per API launch (us)"), (1, "launches/s, 8 in flight")):
+    print("%-34s %10.0f %10.0f %8.3f" % (what, med("base", i), med("this", i), med("this", i) / max(med("base", i), 1)))
+print("bare fork+exec median (us), the host: %.0f (rounds %s)" % (med("bare", 0), " ".join(str(x[0]) for x in v["bare"])))
+for i, d in enumerate(rounds):
+    b, n = d["base"], d["this"]
+    print("round %d: API %d vs %d us (%.3f), agent CPU %d vs %d us (%.3f), %d vs %d launches/s (%.3f)" %
+          (i + 1, n[0], b[0], n[0] / b[0], n[2], b[2], n[2] / max(b[2], 1), n[1], b[1], n[1] / b[1]))
+' "$N" "${LAUNCH_SPOOL_COMPRESS:-as configured}"
+	exit 0
+fi
 out=
 for round in $(seq "$R"); do
 	start "$D" --runtime-dir "$RT"
