@@ -67,7 +67,8 @@ static int cancel(struct pctx *p, const char *msg)
 }
 
 /*
- * Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. The
+ * Strict UTF-8 (RFC 3629) without NUL: no overlong forms, no surrogates, nothing above
+ * U+10FFFF, no zero byte (a C string would end there). The
  * parser's own check lets some of those through (an overlong "\xc0\xa0" in a key), and the JSON
  * encoder refuses them later: a record that decodes must encode.
  */
@@ -82,12 +83,18 @@ static bool utf8_valid(const unsigned char *s, size_t len)
 		uint64_t w;
 
 		if (c < 0x80) {
-			/* ASCII runs 8 bytes at a time: most strings are all ASCII */
+			/* ASCII runs 8 bytes at a time (most strings are all ASCII), a word with a
+			 * NUL byte left to the byte loop */
 			while (len - i >= 8 &&
-			       (memcpy(&w, s + i, 8), (w & 0x8080808080808080ULL) == 0))
+			       (memcpy(&w, s + i, 8), (w & 0x8080808080808080ULL) == 0 &&
+							  ((w - 0x0101010101010101ULL) & ~w &
+							   0x8080808080808080ULL) == 0))
 				i += 8;
-			while (i < len && s[i] < 0x80)
+			while (i < len && s[i] < 0x80) {
+				if (!s[i])
+					return false;
 				i++;
+			}
 			continue;
 		}
 		if (c >= 0xc2 && c <= 0xdf) {
@@ -121,12 +128,9 @@ static char *copy_str(struct pctx *p, const unsigned char *s, size_t len)
 {
 	char *d;
 
-	if (memchr(s, 0, len)) {
-		cancel(p, "NUL byte in string");
-		return NULL;
-	}
 	if (!utf8_valid(s, len)) {
-		cancel(p, "invalid UTF-8 in a string or key");
+		cancel(p, memchr(s, 0, len) ? "NUL byte in string"
+					    : "invalid UTF-8 in a string or key");
 		return NULL;
 	}
 	d = arena_alloc(p->t, len + 1);
@@ -191,8 +195,24 @@ static int on_number(void *ud, const char *s, size_t len)
 	char buf[64];
 	struct jnode *n;
 	char *end;
-	bool real = memchr(s, '.', len) || memchr(s, 'e', len) || memchr(s, 'E', len);
+	bool real = false;
 
+	for (size_t i = 0; i < len && !real; i++) /* one pass instead of three memchr */
+		real = s[i] == '.' || s[i] == 'e' || s[i] == 'E';
+	/* an integer of up to 18 digits cannot overflow: summed here (the parser passed it as
+	 * JSON's -?digits) instead of by strtoll */
+	if (!real && len > 0 && len <= 18) {
+		bool neg = s[0] == '-';
+		int64_t v = 0;
+
+		for (size_t i = neg; i < len; i++)
+			v = v * 10 + (s[i] - '0');
+		n = add(p, JT_INT);
+		if (!n)
+			return 0;
+		n->i = neg ? -v : v;
+		return 1;
+	}
 	if (len >= sizeof(buf))
 		return cancel(p, real ? "real number too long" : "too big integer");
 	memcpy(buf, s, len);

@@ -721,16 +721,25 @@ enum MHD_Result srv_post_answer(struct coll_server *s, struct MHD_Connection *c,
 		"{\"accepted\":%zu,\"duplicate\":%zu,\"conflict\":%zu,\"rejected\":0,"
 		"\"results\":[",
 		accepted, dup, nconf);
+	/* one line per record of the batch: written without a format string (a fprintf per
+	 * record was a few percent of the collector's ingest CPU) */
 	for (size_t i = 0; i < b->n; i++) {
-		fprintf(f, "%s{\"i\":%zu,\"record_id\":", i ? "," : "", i);
+		char num[DECIMAL_STR_MAX(size_t)], *e = num + sizeof(num);
+
+		for (size_t v = i; e == num + sizeof(num) || v; v /= 10)
+			*--e = (char)('0' + v % 10);
+		fputs(i ? ",{\"i\":" : "{\"i\":", f);
+		fwrite(e, 1, (size_t)(num + sizeof(num) - e), f);
+		fputs(",\"record_id\":", f);
 		fputs_json_string(f, b->recs[i].record_id);
 		if (pw->conflict[i])
 			fputs(",\"status\":\"conflict\",\"reason\":\"record_id already stored with "
 			      "another body (kept in the collector's conflicts table)\"}",
 			      f);
 		else
-			fprintf(f, ",\"status\":\"%s\"}",
-				pw->items[i].is_new ? "accepted" : "duplicate");
+			fputs(pw->items[i].is_new ? ",\"status\":\"accepted\"}"
+						  : ",\"status\":\"duplicate\"}",
+			      f);
 	}
 	fputs("]}\n", f);
 	if (fclose(f) != 0) {

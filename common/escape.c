@@ -132,14 +132,24 @@ char *esc_dup(const char *s)
 
 void fputs_json_string(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	while (*p) {
+		size_t run = 0;
+
+		/* the bytes that need no escape written as one run: a record id is all of them */
+		while (p[run] && p[run] != '"' && p[run] != '\\' && p[run] >= 0x20)
+			run++;
+		fwrite(p, 1, run, f);
+		p += run;
+		if (!*p)
+			break;
 		if (*p == '"' || *p == '\\')
 			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20)
-			fprintf(f, "\\u%04x", *p);
 		else
-			fputc(*p, f);
+			fprintf(f, "\\u%04x", *p);
+		p++;
 	}
 	fputc('"', f);
 }

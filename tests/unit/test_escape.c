@@ -129,13 +129,39 @@ static void test_base64(void **state)
 		assert_int_equal(b64_decode(bad[i], &d, &n), -EINVAL);
 }
 
+/* fputs_json_string: each of the 255 bytes alone and inside runs, against the escapes JSON
+ * requires (quote, backslash, C0 as \u00XX), everything else as it was. */
+static void test_json_string(void **state)
+{
+	(void)state;
+	for (int c = 1; c < 256; c++) {
+		char in[8], want[32], *out = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&out, &len);
+
+		assert_non_null(f);
+		snprintf(in, sizeof(in), "ab%cc", c);
+		fputs_json_string(f, in);
+		fputs_json_string(f, in + 2);
+		fputs_json_string(f, "");
+		assert_int_equal(fclose(f), 0);
+		if (c == '"' || c == '\\')
+			snprintf(want, sizeof(want), "\"ab\\%cc\"\"\\%cc\"\"\"", c, c);
+		else if (c < 0x20)
+			snprintf(want, sizeof(want), "\"ab\\u%04xc\"\"\\u%04xc\"\"\"", c, c);
+		else
+			snprintf(want, sizeof(want), "\"ab%cc\"\"%cc\"\"\"", c, c);
+		assert_string_equal(out, want);
+		free(out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_byte),
-	    cmocka_unit_test(test_base64),
-	    cmocka_unit_test(test_utf8),
-	    cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_every_byte),	cmocka_unit_test(test_base64),
+	    cmocka_unit_test(test_utf8),	cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_json_string),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -526,6 +526,47 @@ static void test_tree_limits(void **state)
 	assert_non_null(strstr(err, "UTF-8"));
 	jtree_free(&t);
 
+	/* integers of every length around the 18 digits summed without strtoll, either sign;
+	 * one past int64_t refused */
+	{
+		static const char *const ints[] = {"0",
+						   "-0",
+						   "7",
+						   "-7",
+						   "123456789012345678",
+						   "-123456789012345678",
+						   "999999999999999999",
+						   "-999999999999999999",
+						   "1234567890123456789",
+						   "-1234567890123456789"};
+		char doc[64];
+
+		for (size_t i = 0; i < ARRAY_SIZE(ints); i++) {
+			snprintf(doc, sizeof(doc), "{\"a\":%s}", ints[i]);
+			assert_int_equal(jtree_parse(&t, doc, strlen(doc), err, sizeof(err)), 0);
+			assert_int_equal(jtree_get(t.root, "a")->type, JT_INT);
+			assert_true(jtree_get(t.root, "a")->i == strtoll(ints[i], NULL, 10));
+			jtree_free(&t);
+		}
+		nums = "{\"a\":9223372036854775808}";
+		assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "too big integer"));
+		jtree_free(&t);
+	}
+	/* a NUL byte (escaped) in a string or key, inside an 8-byte ASCII run or in the tail */
+	{
+		static const char *const nul[] = {"{\"a\":\"abcdefgh\\u0000ijklmnop\"}",
+						  "{\"a\":\"ab\\u0000\"}", "{\"a\":\"\\u0000\"}",
+						  "{\"abcdefghij\\u0000k\":1}"};
+
+		for (size_t i = 0; i < ARRAY_SIZE(nul); i++) {
+			assert_int_equal(jtree_parse(&t, nul[i], strlen(nul[i]), err, sizeof(err)),
+					 -EINVAL);
+			assert_non_null(strstr(err, "NUL byte"));
+			jtree_free(&t);
+		}
+	}
+
 	/* JTREE_MAX_DEPTH nested arrays parse, one more does not */
 	for (int i = 0; i < JTREE_MAX_DEPTH; i++)
 		buf[n++] = '[';
