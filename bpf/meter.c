@@ -183,6 +183,21 @@ out_destroy:
 	return r < 0 ? r : -EINVAL;
 }
 
+/* One variant with the OOM victim program the kernel allows, then without it: the program is
+ * an extra, the meter loads without it rather than not at all. */
+static int load_with_oom(struct meter *m, const struct meter_opts *opts, bool btf, bool at_exit)
+{
+	int r;
+
+	m->oom = opts && opts->no_oom ? METER_OOM_NONE : oom_probe(btf);
+	r = load_variant(m, btf, at_exit, &m->skel);
+	if (r && m->oom != METER_OOM_NONE) {
+		m->oom = METER_OOM_NONE;
+		r = load_variant(m, btf, at_exit, &m->skel);
+	}
+	return r;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct meter *m = ctx;
@@ -262,20 +277,14 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 	track_probe_kernel(&k);
 	btf = k.tp_btf && !(opts && opts->force_raw_tp);
 	at_exit = btf && k.task_kfuncs && !(opts && opts->cpu_at_switch);
-	m->oom = opts && opts->no_oom ? METER_OOM_NONE : oom_probe(btf);
-	r = load_variant(m, btf, at_exit, &m->skel);
-	/* The OOM program is an extra: the meter loads without it rather than not at all. */
-	if (r && m->oom != METER_OOM_NONE) {
-		m->oom = METER_OOM_NONE;
-		r = load_variant(m, btf, at_exit, &m->skel);
-	}
+	r = load_with_oom(m, opts, btf, at_exit);
 	if (r && at_exit) {
 		at_exit = false;
-		r = load_variant(m, btf, false, &m->skel);
+		r = load_with_oom(m, opts, btf, false);
 	}
 	if (r && btf) {
 		btf = false;
-		r = load_variant(m, false, false, &m->skel);
+		r = load_with_oom(m, opts, false, false);
 	}
 	if (r)
 		goto out_free_tasks;
