@@ -176,7 +176,7 @@ bool acct_type_is_audit(enum acct_type t)
 
 /* Members a node.sample defines (on other records they are ordinary extra members). */
 static const char *const node_top[] = {"period_ns", "price_class", "labels", "capacity",
-				       "allocated", "used",	   "energy"};
+				       "allocated", "used",	   "energy", "tasks_unchanged"};
 
 static bool is_reserved_top(const char *key)
 {
@@ -216,6 +216,9 @@ static void node_sample_free(struct acct_node_sample *ns)
 	for (size_t i = 0; i < ns->n_gpu_models; i++)
 		free(ns->gpu_models[i]);
 	free(ns->gpu_models);
+	for (size_t i = 0; i < ns->n_unchanged; i++)
+		free(ns->unchanged[i].id);
+	free(ns->unchanged);
 	free(ns);
 }
 
@@ -234,6 +237,33 @@ int acct_node_add_label(struct acct_node_sample *ns, const char *key, const char
 	ns->labels = t.labels;
 	ns->n_labels = t.n_labels;
 	return r;
+}
+
+int acct_node_add_unchanged(struct acct_node_sample *ns, const char *id, uint64_t age_ms,
+			    uint64_t rss_bytes)
+{
+	size_t n = ns->n_unchanged;
+	char *d;
+
+	if (!id || !*id || strlen(id) >= ACCT_ID_MAX || age_ms > INT64_MAX || rss_bytes > INT64_MAX)
+		return -EINVAL;
+	if (n >= ACCT_NODE_UNCHANGED_MAX)
+		return -E2BIG;
+	if ((n & (n - 1)) == 0) { /* 0, 1, 2, 4, ...: the array doubles */
+		struct acct_task_unchanged *u =
+		    realloc(ns->unchanged, (n ? 2 * n : 1) * sizeof(*ns->unchanged));
+
+		if (!u)
+			return -ENOMEM;
+		ns->unchanged = u;
+	}
+	d = strdup(id);
+	if (!d)
+		return -ENOMEM;
+	ns->unchanged[n] =
+	    (struct acct_task_unchanged){.id = d, .age_ms = age_ms, .rss_bytes = rss_bytes};
+	ns->n_unchanged = n + 1;
+	return 0;
 }
 
 int acct_node_add_gpu_model(struct acct_node_sample *ns, const char *model)
@@ -272,6 +302,8 @@ static int node_sample_copy(struct acct_node_sample **dst, const struct acct_nod
 	c->n_labels = 0;
 	c->gpu_models = NULL;
 	c->n_gpu_models = 0;
+	c->unchanged = NULL;
+	c->n_unchanged = 0;
 	if (src->price_class && !(c->price_class = strdup(src->price_class)))
 		goto out_free;
 	for (size_t i = 0; i < src->n_labels; i++)
@@ -279,6 +311,10 @@ static int node_sample_copy(struct acct_node_sample **dst, const struct acct_nod
 			goto out_free;
 	for (size_t i = 0; i < src->n_gpu_models; i++)
 		if ((r = acct_node_add_gpu_model(c, src->gpu_models[i])) < 0)
+			goto out_free;
+	for (size_t i = 0; i < src->n_unchanged; i++)
+		if ((r = acct_node_add_unchanged(c, src->unchanged[i].id, src->unchanged[i].age_ms,
+						 src->unchanged[i].rss_bytes)) < 0)
 			goto out_free;
 	*dst = c;
 	return 0;
@@ -662,6 +698,25 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 			json_decref(en);
 		}
 		if (e < 0)
+			goto out_fail;
+	}
+	if (ns->n_unchanged > 0) {
+		json_t *list = json_array();
+
+		if (!list)
+			goto out_fail;
+		for (size_t i = 0; i < ns->n_unchanged; i++) {
+			const struct acct_task_unchanged *u = &ns->unchanged[i];
+
+			if (json_array_append_new(list,
+						  json_pack("[sII]", u->id, (json_int_t)u->age_ms,
+							    (json_int_t)u->rss_bytes)) < 0) {
+				json_decref(list);
+				e = -ENOMEM;
+				goto out_fail;
+			}
+		}
+		if ((e = set_new(o, "tasks_unchanged", list)) < 0)
 			goto out_fail;
 	}
 	return 0;
@@ -1292,6 +1347,46 @@ static int decode_node_energy(struct dctx *c, const struct jnode *root, struct a
 	return 0;
 }
 
+/* node.sample tasks_unchanged: [[task id, age_ms, rss_bytes], ...] (an id twice is harmless:
+ * the collector keeps the newest). */
+static int decode_node_unchanged(struct dctx *c, const struct jnode *root,
+				 struct acct_node_sample *ns)
+{
+	const struct jnode *list = jtree_get(root, "tasks_unchanged"), *v;
+	size_t i = 0;
+	int e;
+
+	if (!list)
+		return 0;
+	if (list->type != JT_ARRAY)
+		return err_set(c->err, c->errlen, -EINVAL, "tasks_unchanged: expected an array");
+	if (list->kids.n > ACCT_NODE_UNCHANGED_MAX)
+		return err_set(c->err, c->errlen, -EINVAL, "tasks_unchanged: more than %d entries",
+			       ACCT_NODE_UNCHANGED_MAX);
+	for (v = list->kids.first; v; v = v->next, i++) {
+		const struct jnode *id = v->type == JT_ARRAY ? v->kids.first : NULL;
+		const struct jnode *age = id ? id->next : NULL, *rss = age ? age->next : NULL;
+
+		if (v->type != JT_ARRAY || v->kids.n != 3 || id->type != JT_STRING ||
+		    age->type != JT_INT || rss->type != JT_INT)
+			return err_set(
+			    c->err, c->errlen, -EINVAL,
+			    "tasks_unchanged[%zu]: expected [task id, age_ms, rss_bytes]", i);
+		if (!valid_id(id->str.s, ACCT_ID_MAX) || id->str.len != strlen(id->str.s))
+			return err_set(
+			    c->err, c->errlen, -EINVAL,
+			    "tasks_unchanged[%zu]: task id empty or longer than %d bytes", i,
+			    ACCT_ID_MAX - 1);
+		if (age->i < 0 || rss->i < 0)
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "tasks_unchanged[%zu]: expected non-negative integers", i);
+		e = acct_node_add_unchanged(ns, id->str.s, (uint64_t)age->i, (uint64_t)rss->i);
+		if (e < 0)
+			return e;
+	}
+	return 0;
+}
+
 /* The node.sample members (node_top); capacity is required, the rest may be absent (0); the
  * members of task and audit records are refused. */
 static int decode_node_sample(struct dctx *c, const struct jnode *root, struct acct_record *rec)
@@ -1386,6 +1481,8 @@ static int decode_node_sample(struct dctx *c, const struct jnode *root, struct a
 		  (e = get_u64(c, o, "used", "cpu_ns", false, INT64_MAX, &ns->used_cpu_ns)) < 0 ||
 		  (e = get_u64(c, o, "used", "memory_bytes", false, INT64_MAX,
 			       &ns->used_memory_bytes)) < 0))
+		return e;
+	if ((e = decode_node_unchanged(c, root, ns)) < 0)
 		return e;
 	return decode_node_energy(c, root, ns);
 }

@@ -163,6 +163,19 @@ struct acct_exit {
 };
 
 #define ACCT_NODE_GPU_MODELS_MAX 64
+/* node.sample tasks_unchanged: at most this many entries (the record's size bounds it too) */
+#define ACCT_NODE_UNCHANGED_MAX 16384
+
+/*
+ * A running task whose usage has not changed since its last task.sample (node.sample
+ * tasks_unchanged): the collector takes it as a sample of the same usage at the node.sample's
+ * time, its memory byte-seconds grown by rss_bytes over the time since (docs/pipeline.md).
+ */
+struct acct_task_unchanged {
+	char *id;
+	uint64_t age_ms;    /* ms from its last task.sample to the record's time, rounded up */
+	uint64_t rss_bytes; /* memory held all that time (whole KiB, as the meter integrates) */
+};
 
 /*
  * A node.sample record (docs/pipeline.md "Node records"): what the node had, what its running
@@ -200,6 +213,9 @@ struct acct_node_sample {
 	 * "Energy"); has_unattributed: written (agents before it did not) */
 	bool has_unattributed;
 	double unattributed_package_j, unattributed_dram_j;
+	/* running tasks unchanged since their last task.sample, at the record's time */
+	size_t n_unchanged;
+	struct acct_task_unchanged *unchanged;
 };
 
 struct acct_record {
@@ -271,4 +287,6 @@ bool acct_type_is_audit(enum acct_type t);
 /* A node.sample's parts (malloc'd, zeroed) on r->ns; -ENOMEM. */
 int acct_record_node_sample(struct acct_record *r);
 int acct_node_add_label(struct acct_node_sample *ns, const char *key, const char *value);
+int acct_node_add_unchanged(struct acct_node_sample *ns, const char *id, uint64_t age_ms,
+			    uint64_t rss_bytes);
 int acct_node_add_gpu_model(struct acct_node_sample *ns, const char *model);

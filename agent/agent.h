@@ -124,8 +124,18 @@ struct task {
 	char *exit_message;
 	struct acct_usage usage;
 	enum acct_source sources[_ACCT_U_MAX];
-	json_t *usage_detail; /* extra per-mechanism figures, owned */
-	uint64_t next_sample_mono;
+	json_t *usage_detail;	   /* extra per-mechanism figures, owned */
+	uint64_t next_sample_mono; /* UINT64_MAX: at each node.sample, unless unchanged (below) */
+	/*
+	 * node.sample tasks_unchanged (agent/task.c task_list_unchanged): what the meter read of
+	 * the task at its latest usage read (print) and at its last spooled task.sample (mark,
+	 * with that record's time); equal prints mean an unchanged usage, exactly.
+	 */
+	struct usage_print {
+		uint64_t v[20];
+	} print, mark;
+	bool print_valid, mark_valid;
+	uint64_t mark_time_ns;
 	double mem_byte_seconds_cg; /* integrated from cgroup memory.current samples */
 	uint64_t last_mem_sample_mono;
 	/* usage.energy_j (agent/node_sample.c): the task's CPU time and memory at the node

@@ -36,6 +36,7 @@ void config_init_defaults(struct agent_config *c)
 	c->reserve_cpus = 0;
 	c->kill_grace_ns = 10 * NSEC_PER_SEC;
 	c->sample_interval_ns = 30 * NSEC_PER_SEC;
+	c->sample_unchanged_listed = true;
 	c->cgroup_subtree = strdup("corral");
 	c->seccomp_default = strdup("default");
 	c->seccomp_dir = strdup("/etc/corral/seccomp");
@@ -206,6 +207,12 @@ static int config_set_agent(struct agent_config *c, const char *section, const c
 		if (parse_duration_ns(value, &u) < 0 || u < NSEC_PER_SEC)
 			return BAD("expected a duration of at least 1s");
 		c->sample_interval_ns = u;
+		return 0;
+	}
+	if (IS("agent", "sample_unchanged")) {
+		if (strcmp(value, "listed") && strcmp(value, "full"))
+			return BAD("expected listed or full");
+		c->sample_unchanged_listed = strcmp(value, "listed") == 0;
 		return 0;
 	}
 	if (IS("agent", "cgroup_subtree")) {

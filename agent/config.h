@@ -54,6 +54,9 @@ struct agent_config {
 	double reserve_cpus;
 	uint64_t kill_grace_ns;
 	uint64_t sample_interval_ns;
+	/* A running task unchanged since its last task.sample (the BPF meter saw nothing) is
+	 * listed in the node.sample instead of getting a task.sample (docs/pipeline.md) */
+	bool sample_unchanged_listed;
 	/* [node] (agent/node_sample.c): the node's price class and labels ("k=v,k=v", checked),
 	 * carried by its node.sample records; NULL: none */
 	char *node_price_class;

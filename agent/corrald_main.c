@@ -297,6 +297,7 @@ static void on_signal(void *data, int fd, uint32_t events)
 			a->cfg.reserve_cpus = nc.reserve_cpus;
 			a->cfg.kill_grace_ns = nc.kill_grace_ns;
 			a->cfg.sample_interval_ns = nc.sample_interval_ns;
+			a->cfg.sample_unchanged_listed = nc.sample_unchanged_listed;
 			if (!a->config_path && path)
 				a->config_path = path; /* DEFAULT_CONFIG appeared */
 			if (a->config_path)

@@ -652,6 +652,12 @@ static void gpu_usage(struct agent *a, struct task *t, struct meter_merge *m)
 	gpu_glue_usage(a, t);
 }
 
+/* NVML's figures change unseen: a task with GPUs is never known unchanged. */
+static bool gpu_unchanged(struct agent *a, struct task *t, uint64_t *rss_bytes)
+{
+	return !t->gpu && t->spec.gpus == 0;
+}
+
 /* The launch's GPUs: allocated (a request the node cannot meet refuses the task), the device
  * policy on the task's cgroup, their variables and device nodes for the plan. */
 static int gpu_prepare(struct agent *a, struct task *t, struct meter_launch *ml, char *err,
@@ -690,6 +696,7 @@ const struct meter_ops meter_gpu_ops = {
     .tick_every = gpu_tick_every,
     .usage = gpu_usage,
     .limit = gpu_limit,
+    .unchanged = gpu_unchanged,
     .end = gpu_glue_release,
     .save = gpu_save,
 };

@@ -97,12 +97,33 @@ static void ebpf_batch(struct agent *a, bool on)
 		meter_batch(a->meter, on);
 }
 
+/* What changes whenever the task's usage does: every counter of the read but the memory
+ * integral, which grows by rss x time while rss_changed_ns stays. */
+static void usage_print(const struct meter_usage *mu, struct usage_print *p)
+{
+	const uint64_t v[] = {
+	    mu->cpu_ns,		 mu->cpu_ticks_user_ns,	    mu->cpu_ticks_system_ns,
+	    mu->rss_peak_bytes,	 mu->rss_current_bytes,	    mu->rss_changed_ns,
+	    mu->io_read_bytes,	 mu->io_write_bytes,	    mu->blk_read_bytes,
+	    mu->blk_write_bytes, mu->blk_issued_read_bytes, mu->blk_issued_write_bytes,
+	    mu->net_rx_bytes,	 mu->net_tx_bytes,	    mu->net_rx_packets,
+	    mu->net_tx_packets,	 mu->procs_alive,	    mu->forks,
+	    mu->threads_lost,	 mu->threads_unsettled};
+
+	_Static_assert(sizeof(v) == sizeof(p->v), "struct usage_print holds every counter");
+	memcpy(p->v, v, sizeof(v));
+}
+
 static void ebpf_usage(struct agent *a, struct task *t, struct meter_merge *m)
 {
 	struct meter_usage mu;
 
+	t->print_valid = false;
 	if (!a->meter || t->adopted || meter_read(a->meter, t->key, &mu) != 0)
 		return;
+	usage_print(&mu, &t->print);
+	/* a thread the meter does not see (a full map) could change the task unseen */
+	t->print_valid = mu.threads_lost == 0 && !t->meter_gave_up;
 	usage_from_ebpf(a, t, &mu, m->st, m->have_st, t->usage_detail);
 	if (mu.blk_measured) {
 		m->blk_measured = true;
@@ -137,6 +158,21 @@ static bool ebpf_settled(struct agent *a, struct task *t, bool give_up)
 	return give_up;
 }
 
+/* The meter read now against its read at the task's last sample: every counter equal. */
+static bool ebpf_unchanged(struct agent *a, struct task *t, uint64_t *rss_bytes)
+{
+	struct meter_usage mu;
+	struct usage_print p;
+
+	if (!a->meter || t->adopted || !t->mark_valid || meter_read(a->meter, t->key, &mu) != 0)
+		return false;
+	usage_print(&mu, &p);
+	if (memcmp(&p, &t->mark, sizeof(p)) != 0)
+		return false;
+	*rss_bytes = mu.rss_current_bytes >> 10 << 10; /* whole KiB, as the integral counts */
+	return true;
+}
+
 static void ebpf_end(struct agent *a, struct task *t)
 {
 	if (a->meter)
@@ -148,6 +184,7 @@ const struct meter_ops meter_ebpf_ops = {
     .started = ebpf_started,
     .batch = ebpf_batch,
     .usage = ebpf_usage,
+    .unchanged = ebpf_unchanged,
     .settled = ebpf_settled,
     .end = ebpf_end,
 };

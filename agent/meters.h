@@ -80,6 +80,11 @@ struct meter_ops {
 	/* The meter's figures into t->usage, t->sources and t->usage_detail, over the
 	 * cgroup's (already there). */
 	void (*usage)(struct agent *a, struct task *t, struct meter_merge *m);
+	/* The task's usage, as far as this meter measures it, is exactly what it was at its last
+	 * task.sample (t->mark): true, and *rss_bytes the memory it held all the time since
+	 * (where the meter measures memory). A meter with a usage op and none of this one
+	 * counts as "changed". */
+	bool (*unchanged)(struct agent *a, struct task *t, uint64_t *rss_bytes);
 	/* Ending: are the meter's final figures in? give_up: the agent waited long enough
 	 * (logged; the record says what is missing). */
 	bool (*settled)(struct agent *a, struct task *t, bool give_up);

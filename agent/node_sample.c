@@ -24,6 +24,7 @@
 #include "agent/task.h"
 #include "agent/log.h"
 #include "agent/emit.h"
+#include "agent/task.h"
 #include "common/clock.h"
 #include "common/macro.h"
 #include "common/fileio.h"
@@ -190,6 +191,11 @@ void node_energy_task_end(struct agent *a, struct task *t)
 	}
 	t->energy.done = true;
 	node_energy_usage(a, t, &t->usage.energy); /* for its task.end */
+}
+
+bool node_energy_shared(const struct agent *a)
+{
+	return a->node_sampler && a->node_sampler->rapl;
 }
 
 void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy *ret)
@@ -406,6 +412,8 @@ static int emit(struct agent *a, struct node_sampler *s, uint64_t now_mono)
 			    strerror(-pe));
 	}
 	add_energy(a, s, ns, now_mono);
+	/* the running tasks unchanged since their last task.sample, at this record's time */
+	task_list_unchanged(a, ns, r.time_ns);
 	s->last_mono = now_mono;
 	e = agent_emit_record(a, &r);
 	if (e < 0 && e != -ENOSPC)

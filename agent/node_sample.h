@@ -41,6 +41,8 @@ void node_sample_stop(struct agent *a);
  * usage.energy_j from the shares so far (agent/usage.c, at every usage read).
  */
 void node_energy_task_end(struct agent *a, struct task *t);
+/* The node's RAPL energy is shared among the tasks (each task's share moves every period). */
+bool node_energy_shared(const struct agent *a);
 void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy *ret);
 
 /*

@@ -1419,6 +1419,7 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 {
 	struct cg_stats st;
 	bool have = t->cg && cg_task_stats(t->cg, &st) == 0;
+	struct acct_record r;
 
 	if (have) {
 		if (!needs_cg_integral(a, t))
@@ -1428,7 +1429,65 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 	}
 	/* the one read of the cgroup serves the record too */
 	usage_collect(a, t, have ? &st : NULL);
-	emit(a, t, ACCT_TASK_SAMPLE);
+	fill_record(a, t, ACCT_TASK_SAMPLE, &r);
+	/* the mark of tasks_unchanged: what the meter read for this record, and its time */
+	t->mark_valid = agent_emit_record(a, &r) >= 0 && t->print_valid;
+	t->mark = t->print;
+	t->mark_time_ns = r.time_ns;
+	acct_record_clear(&r);
+}
+
+/*
+ * Whether the task's samples can follow the node.sample records (its usage is then checked
+ * there, each interval, and it gets a task.sample only when it changed): a running task with
+ * a mark, metered by the BPF meter from its start, whose memory integral is the meter's, that
+ * no meter polls at every tick and that has no RAPL energy share (which moves every period).
+ */
+static bool meters_every_tick(const struct agent *a, const struct task *t);
+static bool samples_follow_node(const struct agent *a, const struct task *t)
+{
+	return a->cfg.sample_unchanged_listed && a->node_sampler && a->meter &&
+	       t->state == TASK_RUNNING && !t->adopted && t->mark_valid &&
+	       !needs_cg_integral(a, t) && !meters_every_tick(a, t) && !node_energy_shared(a);
+}
+
+static bool meters_unchanged(struct agent *a, struct task *t, uint64_t *rss_bytes)
+{
+	*rss_bytes = 0;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->usage && (!(*m)->unchanged || !(*m)->unchanged(a, t, rss_bytes)))
+			return false;
+	return true;
+}
+
+/* A node.sample's entry: the id and two integers of up to 20 digits, brackets and commas. */
+#define UNCHANGED_ENTRY_BYTES(id) (strlen(id) + 48)
+/* What tasks_unchanged may take of a record (ACCT_RECORD_MAX_BYTES, 256 KiB) */
+#define UNCHANGED_BYTES_MAX (192 * 1024)
+
+void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns)
+{
+	size_t bytes = 0;
+
+	meters_batch(a, true); /* one live read of the meter serves every task */
+	for (struct task *t = a->tasks; t; t = t->next) {
+		uint64_t rss;
+
+		if (t->state != TASK_RUNNING || t->next_sample_mono != UINT64_MAX)
+			continue;
+		if (samples_follow_node(a, t) && time_ns >= t->mark_time_ns &&
+		    bytes + UNCHANGED_ENTRY_BYTES(t->id) <= UNCHANGED_BYTES_MAX &&
+		    meters_unchanged(a, t, &rss) &&
+		    acct_node_add_unchanged(
+			ns, t->id, (time_ns - t->mark_time_ns + 999999) / 1000000, rss) == 0) {
+			bytes += UNCHANGED_ENTRY_BYTES(t->id);
+			continue;
+		}
+		/* changed, not known exactly, or no room: a task.sample at the next tick */
+		t->next_sample_mono = 0;
+		task_tick_soon(a);
+	}
+	meters_batch(a, false);
 }
 
 static uint64_t min_u64(uint64_t x, uint64_t y)
@@ -1474,9 +1533,11 @@ static uint64_t running_tick(struct agent *a, struct task *t, uint64_t now, unsi
 		if (*n_sampled >= SAMPLE_BATCH)
 			return 0;
 		(*n_sampled)++;
-		/* the next point of the grid after now */
-		t->next_sample_mono = iv ? (now / iv + 1) * iv : now;
 		running_sample(a, t, now);
+		/* the next point of the grid after now, or the next node.sample */
+		t->next_sample_mono = samples_follow_node(a, t) ? UINT64_MAX
+				      : iv			? (now / iv + 1) * iv
+								: now;
 	}
 	due = min_u64(due, t->next_sample_mono);
 	return every_tick ? 0 : due;

@@ -40,6 +40,14 @@ void task_on_oom_victim(struct agent *a, uint64_t task_key, uint32_t pid);
 void task_tick(struct agent *a, uint64_t now_mono);
 /* The next tick walks the task table (a task started, changed state or fired a limit). */
 void task_tick_soon(struct agent *a);
+/*
+ * node.sample tasks_unchanged: the running tasks whose samples follow the node.sample (see
+ * running_tick) are each listed in ns when every meter knows exactly that the task's usage is
+ * what its last task.sample said, else get a task.sample at the next tick. time_ns: the
+ * record's time.
+ */
+struct acct_node_sample;
+void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns);
 /* A task's first sample: on the node's grid of sample_interval, at least one interval on. */
 uint64_t task_first_sample(const struct agent *a, uint64_t start_mono);
 int task_signal(struct agent *a, struct task *t, int sig);

@@ -356,6 +356,12 @@ static void ts_usage(struct agent *a, struct task *t, struct meter_merge *m)
 		tsglue_usage(a, t);
 }
 
+/* Its figures are the task's only without the BPF meter, and then never known unchanged. */
+static bool ts_unchanged(struct agent *a, struct task *t, uint64_t *rss_bytes)
+{
+	return a->meter != NULL;
+}
+
 const struct meter_ops meter_taskstats_ops = {
     .name = "taskstats",
     .started = ts_started,
@@ -363,5 +369,6 @@ const struct meter_ops meter_taskstats_ops = {
     .tick_every = ts_tick_every,
     .leftovers = tsglue_snapshot,
     .usage = ts_usage,
+    .unchanged = ts_unchanged,
     .release = tsglue_forget,
 };

@@ -770,6 +770,7 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	}
 	u.rss_current_bytes = mt.rss_bytes > 0 ? (uint64_t)mt.rss_bytes : 0;
 	u.rss_peak_bytes = mt.rss_peak_bytes;
+	u.rss_changed_ns = mt.mem_ts;
 	kib_s = (double)mt.mem_kib_s + (double)mt.mem_kib_us / 1e6;
 	if (mt.procs_alive > 0 && mt.mem_ts && mt.rss_bytes > 0) {
 		uint64_t now = mono_ns();

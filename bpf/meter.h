@@ -51,6 +51,9 @@ struct meter_usage {
 	bool blk_measured; /* false with io_from_syscalls: blk_* are then not measured */
 	uint64_t net_rx_bytes, net_tx_bytes; /* cgroup_skb, 0 without a unified cgroup */
 	uint64_t net_rx_packets, net_tx_packets;
+	/* when the RSS sum last changed (CLOCK_MONOTONIC; 0: never): with rss_current_bytes, the
+	 * memory integral grows by exactly rss x time while it stays */
+	uint64_t rss_changed_ns;
 	uint32_t procs_alive; /* tracked processes still alive */
 	uint64_t forks;
 	bool net_metered; /* cgroup_skb attached for this task */

@@ -117,8 +117,8 @@ void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_ENERGY_GPU_J] = ns->has_gpu_energy ? ns->energy_gpu_j : 0;
 }
 
-/* Deltas are ordered by table, then (OPEN) set before del, bucket and the table's key columns
- * in primary key order: the order in which the backends take their row locks. */
+/* Deltas are ordered by table, then (OPEN) set before touch before del, bucket and the table's key
+ * columns in primary key order: the order in which the backends take their row locks. */
 static int delta_cmp(const void *a, const void *b)
 {
 	const struct coll_delta *x = a, *y = b;
@@ -129,6 +129,8 @@ static int delta_cmp(const void *a, const void *b)
 		return x->table < y->table ? -1 : 1;
 	if (x->del != y->del)
 		return x->del ? 1 : -1;
+	if (x->touch != y->touch)
+		return x->touch ? 1 : -1;
 	if ((c = strcmp(x->bucket, y->bucket)))
 		return c;
 	def = coll_rollup_def(x->table);
@@ -155,7 +157,8 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 static uint64_t delta_hash(const struct coll_delta *d)
 {
 	const struct coll_rollup_def *def = coll_rollup_def(d->table);
-	uint64_t h = 0xcbf29ce484222325ULL ^ ((uint64_t)d->table << 1 | d->del);
+	uint64_t h =
+	    0xcbf29ce484222325ULL ^ ((uint64_t)d->table << 2 | (uint64_t)d->del << 1 | d->touch);
 
 	h = fnv1a(h, d->bucket);
 	for (size_t k = 0; k < def->n_keys; k++)
@@ -391,6 +394,25 @@ static void node_day(struct coll_delta *d, size_t *nd, const struct acct_record 
 	memcpy(x->v, day, sizeof(x->v));
 }
 
+/* A node.sample's running tasks unchanged since their last sample: touches of their open
+ * rows, to its time. */
+static void push_unchanged(struct coll_delta *d, size_t *nd, const struct acct_record *r)
+{
+	for (size_t i = 0; i < r->ns->n_unchanged; i++) {
+		const struct acct_task_unchanged *u = &r->ns->unchanged[i];
+		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
+		uint64_t age = u->age_ms > r->time_ns / 1000000 ? r->time_ns : u->age_ms * 1000000;
+
+		x->touch = true;
+		x->account = x->user = x->job = "";
+		x->node = r->node ?: "";
+		x->task_id = u->id;
+		x->sample_ns = r->time_ns;
+		x->base_ns = r->time_ns - age;
+		x->rss_bytes = u->rss_bytes;
+	}
+}
+
 /* A task.end's and a node.sample's sums spread over their days; a task.end also closes its
  * task's open row. */
 static void push_spread(struct coll_delta *d, size_t *nd, const struct acct_record *r)
@@ -400,6 +422,7 @@ static void push_spread(struct coll_delta *d, size_t *nd, const struct acct_reco
 	if (r->type == ACCT_NODE_SAMPLE) {
 		coll_node_sums(r, v);
 		spread_days(d, nd, r, v, node_day);
+		push_unchanged(d, nd, r);
 		return;
 	}
 	coll_record_sums(r, v);
@@ -442,7 +465,7 @@ static size_t record_deltas(const struct acct_record *r)
 		if (!r->ns)
 			return 0;
 		record_span(r, &sp);
-		return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1);
+		return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) + r->ns->n_unchanged;
 	}
 	if (r->type != ACCT_TASK_END)
 		return 0;

@@ -674,6 +674,41 @@ char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const cha
 	return buf;
 }
 
+void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *real_type,
+			 const char *greatest)
+{
+	const char *wall = coll_sum_name(COLL_SUM_WALL_S);
+	static const enum coll_sum req[][3] = {
+	    {COLL_SUM_CPU_REQ_CORE_S, COLL_SUM_CPU_CHARGED_CORE_S, COLL_SUM_CPU_S},
+	    {COLL_SUM_GPU_REQ_S, COLL_SUM_GPU_CHARGED_S, COLL_SUM_GPU_S},
+	};
+	char w2[160], mem[200], memreq[200];
+
+	/* the new wall (s), the memory integral grown by rss over the time since the row's time */
+	snprintf(w2, sizeof(w2), "(CAST(%s - start_ns AS %s) / 1e9)", t, real_type);
+	snprintf(mem, sizeof(mem), "(%s + CAST(%s AS %s) * (CAST(%s - sample_ns AS %s) / 1e9))",
+		 coll_sum_name(COLL_SUM_MEM_BYTE_S), rss, real_type, t, real_type);
+	snprintf(memreq, sizeof(memreq), "(%s * %s / %s)", coll_sum_name(COLL_SUM_MEM_REQ_BYTE_S),
+		 w2, wall);
+	fprintf(f, " SET sample_ns = %s, %s = %s", t, wall, w2);
+	for (size_t i = 0; i < ARRAY_SIZE(req); i++)
+		fprintf(f, ", %s = %s * %s / %s, %s = %s(%s * %s / %s, %s)",
+			coll_sum_name(req[i][0]), coll_sum_name(req[i][0]), w2, wall,
+			coll_sum_name(req[i][1]), greatest, coll_sum_name(req[i][0]), w2, wall,
+			coll_sum_name(req[i][2]));
+	fprintf(f, ", %s = %s, %s = %s, %s = %s(%s, %s)", coll_sum_name(COLL_SUM_MEM_BYTE_S), mem,
+		coll_sum_name(COLL_SUM_MEM_REQ_BYTE_S), memreq,
+		coll_sum_name(COLL_SUM_MEM_CHARGED_BYTE_S), greatest, memreq, mem);
+}
+
+void coll_open_touch_where(FILE *f, const char *t, const char *base)
+{
+	/* the row holds the task's sample at base or a touch of it, older than t; a row whose
+	 * sample had no wall time cannot tell its requests: left as it is */
+	fprintf(f, " WHERE sample_ns >= %s AND sample_ns < %s AND %s > 0", base, t,
+		coll_sum_name(COLL_SUM_WALL_S));
+}
+
 int coll_query_sql(const struct coll_sql_dialect *d, const struct coll_query *q, char **ret_sql,
 		   struct coll_sql_param params[COLL_QUERY_PARAMS_MAX], int *ret_n)
 {

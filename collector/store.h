@@ -10,6 +10,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -495,7 +496,17 @@ struct coll_delta {
 	/* borrowed from the items; "" where the table has no such key */
 	const char *account, *user, *label_key, *label_value, *job, *node, *task_id;
 	const struct acct_record *rec; /* COLL_ROLLUP_OPEN set: the sample (labels) */
-	uint64_t start_ns, sample_ns;  /* COLL_ROLLUP_OPEN set */
+	uint64_t start_ns, sample_ns;  /* COLL_ROLLUP_OPEN set; touch: sample_ns */
+	/*
+	 * COLL_ROLLUP_OPEN touch: a running task unchanged since its task.sample at base_ns or
+	 * later (node.sample tasks_unchanged): its row, when it holds that sample or a later
+	 * touch of it (sample_ns >= base_ns) and is older than sample_ns, moves to sample_ns with
+	 * the same usage: the wall and the requests' sums grow with the wall time, memory
+	 * byte-seconds by rss_bytes over the time since, the charged sums are the larger again.
+	 * Touches sort after the sets of the same table and are never merged with them.
+	 */
+	bool touch;
+	uint64_t base_ns, rss_bytes;
 	double v[_COLL_SUM_MAX];
 };
 const char *coll_delta_key(const struct coll_delta *d, enum coll_key k);
@@ -510,6 +521,14 @@ char *coll_node_cap_trigger_sql(bool add, const char *rec);
 /* ops->text_query under the handle's lock. */
 int coll_store_text_query(struct coll_store *s, const char *sql, int n, const char *const *params,
 			  coll_text_fn fn, void *ud);
+/*
+ * The SET and the WHERE of the UPDATE of rollup_open for a touch (struct coll_delta): t, rss
+ * and base are the SQL of the touch's sample_ns, rss_bytes and base_ns (parameters or
+ * columns); the caller adds the key condition after the WHERE ("AND node = ...").
+ */
+void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *real_type,
+			 const char *greatest);
+void coll_open_touch_where(FILE *f, const char *t, const char *base);
 /* The task's labels as a JSON object (sorted keys), malloc'd; NULL on -ENOMEM. */
 char *coll_labels_json(const struct acct_record *r);
 

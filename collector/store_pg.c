@@ -442,6 +442,50 @@ static void upsert_tail(FILE *f, const struct coll_rollup_def *def, const char *
 	}
 }
 
+/* Touches of rollup_open rows (struct coll_delta touch), d[0..n), n <= 1000: one UPDATE
+ * joined to a VALUES list (each key at most once: the deltas are merged). */
+static int touch_values(struct pg_store *st, const struct coll_delta *d, size_t n)
+{
+	_cleanup_free_ const char **params = calloc(n * 5, sizeof(char *));
+	_cleanup_free_ char *sql = NULL, *nums = malloc(n * 3 * 32);
+	size_t sqllen = 0, np = 0;
+	PGresult *res;
+	FILE *f;
+
+	if (!params || !nums)
+		return -ENOMEM;
+	f = open_memstream(&sql, &sqllen);
+	if (!f)
+		return -ENOMEM;
+	fputs("UPDATE rollup_open", f);
+	coll_open_touch_set(f, "v_t", "v_rss", "DOUBLE PRECISION", "GREATEST");
+	fputs(" FROM (VALUES ", f);
+	for (size_t i = 0; i < n; i++) {
+		char *num = nums + i * 3 * 32;
+
+		params[np++] = d[i].node;
+		params[np++] = d[i].task_id;
+		snprintf(num, 32, "%" PRIu64, MIN(d[i].sample_ns, (uint64_t)INT64_MAX));
+		params[np++] = num;
+		snprintf(num + 32, 32, "%" PRIu64, MIN(d[i].rss_bytes, (uint64_t)INT64_MAX));
+		params[np++] = num + 32;
+		snprintf(num + 64, 32, "%" PRIu64, MIN(d[i].base_ns, (uint64_t)INT64_MAX));
+		params[np++] = num + 64;
+		fprintf(f, "%s($%zu::text, $%zu::text, $%zu::bigint, $%zu::bigint, $%zu::bigint)",
+			i ? ", " : "", np - 4, np - 3, np - 2, np - 1, np);
+	}
+	fputs(") AS v (v_node, v_task, v_t, v_rss, v_base)", f);
+	coll_open_touch_where(f, "v_t", "v_base");
+	fputs(" AND node = v_node AND task_id = v_task", f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	res = PQexecParams(st->conn, sql, (int)np, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res_err(st, "rollup_open touch", res);
+	PQclear(res);
+	return 0;
+}
+
 static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
 	for (size_t start = 0; start < nd;) {
@@ -459,7 +503,17 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 		PGresult *res;
 		int r = 0;
 
-		while (end < nd && d[end].table == t && d[end].del == del && end - start < 1000)
+		if (d[start].touch) {
+			while (end < nd && d[end].touch && end - start < 1000)
+				end++;
+			r = touch_values(st, d + start, end - start);
+			if (r < 0)
+				return r;
+			start = end;
+			continue;
+		}
+		while (end < nd && d[end].table == t && d[end].del == del && !d[end].touch &&
+		       end - start < 1000)
 			end++;
 		nrows = end - start;
 		params = calloc(nrows * (size_t)per, sizeof(char *));

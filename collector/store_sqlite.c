@@ -68,7 +68,7 @@ struct sqlite_store {
 	uint64_t synced;	    /* of those, made durable by an fdatasync (sync_lock) */
 	_Atomic int sync_err;	    /* a failed fdatasync, for good */
 	sqlite3_stmt *insert;
-	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any;
+	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any, *open_touch;
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *pending_ins; /* ingest handles: a batch's deltas into rollup_pending */
 };
@@ -476,6 +476,7 @@ static void sqlite_close(struct coll_store *s)
 	for (int t = 0; t < _COLL_ROLLUP_MAX; t++)
 		sqlite3_finalize(st->rollup[t]);
 	sqlite3_finalize(st->open_del);
+	sqlite3_finalize(st->open_touch);
 	sqlite3_finalize(st->open_any);
 	sqlite3_finalize(st->begin);
 	sqlite3_finalize(st->commit);
@@ -644,7 +645,9 @@ static int apply_deltas(struct sqlite_store *st, const struct coll_delta *d, siz
 
 	for (size_t i = 0; i < nd; i++) {
 		const struct coll_rollup_def *def = coll_rollup_def(d[i].table);
-		sqlite3_stmt *s = d[i].del ? st->open_del : st->rollup[d[i].table];
+		sqlite3_stmt *s = d[i].del     ? st->open_del
+				  : d[i].touch ? st->open_touch
+					       : st->rollup[d[i].table];
 		_cleanup_free_ char *labels = NULL;
 		int p = 1, r;
 
@@ -658,6 +661,18 @@ static int apply_deltas(struct sqlite_store *st, const struct coll_delta *d, siz
 				continue;
 		}
 
+		if (d[i].touch) {
+			sqlite3_bind_text(s, 1, d[i].node, -1, SQLITE_STATIC);
+			sqlite3_bind_text(s, 2, d[i].task_id, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(s, 3, (int64_t)MIN(d[i].sample_ns, INT64_MAX));
+			sqlite3_bind_int64(s, 4, (int64_t)MIN(d[i].rss_bytes, INT64_MAX));
+			sqlite3_bind_int64(s, 5, (int64_t)MIN(d[i].base_ns, INT64_MAX));
+			r = step_done(st, s);
+			sqlite3_clear_bindings(s);
+			if (r < 0)
+				return r;
+			continue;
+		}
 		if (d[i].table == COLL_ROLLUP_OPEN) {
 			sqlite3_bind_text(s, p++, d[i].node, -1, SQLITE_STATIC);
 			sqlite3_bind_text(s, p++, d[i].task_id, -1, SQLITE_STATIC);
@@ -707,6 +722,23 @@ static int prepare_rollups(struct sqlite_store *st)
 	r = prepare(st, "SELECT 1 FROM rollup_open LIMIT 1", &st->open_any);
 	if (r < 0)
 		return r;
+	{
+		_cleanup_free_ char *sql = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&sql, &len);
+
+		if (!f)
+			return -ENOMEM;
+		fputs("UPDATE rollup_open", f);
+		coll_open_touch_set(f, "?3", "?4", "REAL", "max");
+		coll_open_touch_where(f, "?3", "?5");
+		fputs(" AND node = ?1 AND task_id = ?2", f);
+		if (fclose(f) != 0)
+			return -ENOMEM;
+		r = prepare(st, sql, &st->open_touch);
+		if (r < 0)
+			return r;
+	}
 	return prepare(st, "DELETE FROM rollup_open WHERE node = ?1 AND task_id = ?2",
 		       &st->open_del);
 }

@@ -16,7 +16,11 @@
 # The baseline: N `sleep`s, each in its own cgroup in the memory and cpuacct hierarchies (made
 # by this script), their CPU over the same window and their PSS per task.
 # SCALE_QUICK=1: N = 1 100, a 10 s window (development). SCALE_SAMPLE=D: the agent's
-# sample interval (default: the agent's default, 30s). SCALE_BASE_O=DIR: the same N with
+# sample interval (default: the agent's default, 30s). SCALE_SETTLE=S: seconds between the
+# last launch and the window (default 12); at least two sample intervals put every task's
+# first task.sample before the window, which then holds the steady state (one node.sample
+# per interval, a task.sample only for tasks that changed). SCALE_SLEEPS=0: no baseline of
+# bare sleeps (its columns read 0; shorter runs). SCALE_BASE_O=DIR: the same N with
 # another build's corrald (its output directory, e.g. of `git worktree add /tmp/base REV &&
 # make -C /tmp/base`), in the same run, one row each after this build's (an N it cannot
 # reach, say for want of descriptors, is reported failed and the run goes on).
@@ -140,7 +144,7 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 	done
 	# launches settled: the cgroup pool refilled, each task's audit budget saved once at the
 	# first budget walk after its launch (every [audit] summary_interval, default 10 s)
-	sleep 12
+	sleep "${SCALE_SETTLE:-12}"
 	shp=$(shims)
 	c0=$(cpu_of "$AG"); s0=$(cpu_of $shp)
 	sleep "$WIN"
@@ -166,6 +170,8 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 
 run_base() { # N
 	local n=$1 i h pids=() c0 c1
+	B_NS=0 B_PSS=0
+	[ "${SCALE_SLEEPS:-1}" = 0 ] && return 0
 	for h in memory cpuacct; do mkdir -p "/sys/fs/cgroup/$h/$BSUB"; done
 	for i in $(seq "$n"); do
 		for h in memory cpuacct; do mkdir "/sys/fs/cgroup/$h/$BSUB/b$i"; done
@@ -183,7 +189,7 @@ exec sleep 1000000' &
 	stop_base
 }
 
-echo "agent_scale: window ${WIN}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "agent_scale: window ${WIN}s after ${SCALE_SETTLE:-12}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 row() { # N BUILD-LABEL

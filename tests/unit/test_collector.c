@@ -575,6 +575,112 @@ static void test_node_rollup(void **state)
 	}
 }
 
+/* rollup_open's row of task-u as "sample_ns wall_s cpu_req cpu_charged mem_byte_s mem_req
+ * mem_charged", or "none". */
+static void open_row(const char *dir, char *buf, size_t len)
+{
+	char path[160];
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	snprintf(path, sizeof(path), "%s/c.db", dir);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT sample_ns, wall_s,"
+					    " cpu_req_core_s, cpu_charged_core_s, mem_byte_s,"
+					    " mem_req_byte_s, mem_charged_byte_s FROM rollup_open"
+					    " WHERE task_id = 'task-u'",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(
+		    buf, len, "%lld %.3f %.3f %.3f %.3f %.3f %.3f",
+		    (long long)(sqlite3_column_int64(st, 0) / (int64_t)NSEC_PER_SEC - (int64_t)T0),
+		    sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
+		    sqlite3_column_double(st, 3), sqlite3_column_double(st, 4),
+		    sqlite3_column_double(st, 5), sqlite3_column_double(st, 6));
+	else
+		snprintf(buf, len, "none");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* A node.sample's tasks_unchanged: the open row of each listed task moves to the record's
+ * time with the same usage (wall and requests grown, memory byte-seconds by rss x the time
+ * since), only from the sample it names or later, never backwards, never after the end. */
+static void test_open_touch(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record nr[4];
+	struct coll_item ni[4];
+	char *json[4], row[256];
+	size_t len[4];
+	/* node.sample times (s after T0), the age of the task's sample it names (ms) */
+	static const uint64_t at[4] = {90, 80, 120, 300}, age[4] = {60000, 50000, 100, 270000};
+
+	/* task-u: 2 cpus, memory 1000, 100 s wall at T0 + 30 s, 10 s cpu, 50,000 byte-s */
+	acct_record_clear(&fx->recs[0]);
+	make_rec(fx, 0, "u", ACCT_TASK_SAMPLE, "physics", "alice", T0 + 30, 2, 100, 10);
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 1), 0);
+	open_row(fx->dir, row, sizeof(row));
+	assert_string_equal(row, "30 100.000 200.000 200.000 50000.000 100000.000 100000.000");
+	for (int i = 0; i < 4; i++) {
+		char id[32];
+
+		snprintf(id, sizeof(id), "n1/x/t%d", i);
+		make_node(&nr[i], &json[i], &len[i], id, NULL, T0 + at[i], 30, 4, 2, 0);
+		assert_int_equal(acct_node_add_unchanged(nr[i].ns, "task-u", age[i], 200), 0);
+		assert_int_equal(acct_node_add_unchanged(nr[i].ns, "task-none", 1000, 200), 0);
+		ni[i] = (struct coll_item){.rec = &nr[i], .json = json[i], .json_len = len[i]};
+	}
+	/* at T0 + 90 s: 160 s wall, 320 core-s, 50,000 + 200 x 60 byte-s, 160,000 requested */
+	assert_int_equal(coll_store_insert_batch(fx->store, &ni[0], 1), 0);
+	open_row(fx->dir, row, sizeof(row));
+	assert_string_equal(row, "90 160.000 320.000 320.000 62000.000 160000.000 160000.000");
+	/* an older one changes nothing; one naming a sample the row does not hold neither */
+	assert_int_equal(coll_store_insert_batch(fx->store, &ni[1], 2), 0);
+	open_row(fx->dir, row, sizeof(row));
+	assert_string_equal(row, "90 160.000 320.000 320.000 62000.000 160000.000 160000.000");
+	/* a newer full sample replaces the row; the end removes it; a touch after the end adds
+	 * nothing */
+	acct_record_clear(&fx->recs[1]);
+	make_rec(fx, 1, "u", ACCT_TASK_END, "physics", "alice", T0 + 200, 2, 270, 10);
+	snprintf(fx->json[1], sizeof(fx->json[1]), "{\"record_id\":\"u-end\"}");
+	snprintf(fx->recs[1].record_id, sizeof(fx->recs[1].record_id), "u-end");
+	fx->items[1].json_len = strlen(fx->json[1]);
+	assert_int_equal(coll_store_insert_batch(fx->store, &fx->items[1], 1), 0);
+	assert_int_equal(coll_store_insert_batch(fx->store, &ni[3], 1), 0);
+	open_row(fx->dir, row, sizeof(row));
+	assert_string_equal(row, "none");
+	for (int i = 0; i < 4; i++) {
+		acct_record_clear(&nr[i]);
+		free(json[i]);
+	}
+}
+
+/* A sample and the touch of the same task in one batch: the touch (newer) applies after it. */
+static void test_open_touch_one_batch(void **state)
+{
+	struct fixture *fx = *state;
+	struct acct_record nr;
+	struct coll_item items[2];
+	char *json, row[256];
+	size_t len;
+
+	acct_record_clear(&fx->recs[0]);
+	make_rec(fx, 0, "u", ACCT_TASK_SAMPLE, "physics", "alice", T0 + 30, 2, 100, 10);
+	make_node(&nr, &json, &len, "n1/x/b", NULL, T0 + 90, 30, 4, 2, 0);
+	assert_int_equal(acct_node_add_unchanged(nr.ns, "task-u", 60000, 200), 0);
+	/* the touch first in the batch: order within a batch does not matter */
+	items[0] = (struct coll_item){.rec = &nr, .json = json, .json_len = len};
+	items[1] = fx->items[0];
+	assert_int_equal(coll_store_insert_batch(fx->store, items, 2), 0);
+	open_row(fx->dir, row, sizeof(row));
+	assert_string_equal(row, "90 160.000 320.000 320.000 62000.000 160000.000 160000.000");
+	acct_record_clear(&nr);
+	free(json);
+}
+
 /* rollup_node_alloc_day against plain SQL over rollup_job_day (its rows summed per day and
  * node) and the figures by hand; the count of rows that differ is 0. */
 static void check_node_alloc(const char *dir)
@@ -864,6 +970,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rollup_sums, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_queued, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_open_touch, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_open_touch_one_batch, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_node_rollup, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_node_alloc, setup_store, teardown_store),
 	};

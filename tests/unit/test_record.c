@@ -386,7 +386,12 @@ static void test_node_sample(void **state)
 	r.ns->energy_package_j = 4321.5;
 	r.ns->energy_dram_j = 12.25;
 	r.ns->energy_gpu_j = 9000.125;
+	assert_int_equal(acct_node_add_unchanged(r.ns, "t-1", 30001, 1048576), 0);
+	assert_int_equal(acct_node_add_unchanged(r.ns, "t-2", 0, 0), 0);
+	assert_int_equal(acct_node_add_unchanged(r.ns, "t-3", 5, 4096), 0);
+	assert_int_equal(acct_node_add_unchanged(r.ns, "", 5, 4096), -EINVAL);
 	assert_int_equal(acct_record_encode(&r, &buf, &len), 0);
+	assert_non_null(strstr(buf, "\"tasks_unchanged\":[[\"t-1\",30001,1048576],[\"t-2\",0,0],"));
 	assert_non_null(strstr(buf, "\"sources\":{\"package_j\":\"rapl\",\"dram_j\":\"rapl\","
 				    "\"gpu_j\":\"nvml\"}"));
 	assert_null(strstr(buf, "\"task\""));
@@ -411,6 +416,12 @@ static void test_node_sample(void **state)
 	assert_true(d.ns->has_rapl && d.ns->has_gpu_energy);
 	assert_true(d.ns->energy_package_j == 4321.5 && d.ns->energy_dram_j == 12.25 &&
 		    d.ns->energy_gpu_j == 9000.125);
+	assert_int_equal(d.ns->n_unchanged, 3);
+	assert_string_equal(d.ns->unchanged[0].id, "t-1");
+	assert_int_equal(d.ns->unchanged[0].age_ms, 30001);
+	assert_int_equal(d.ns->unchanged[0].rss_bytes, 1048576);
+	assert_string_equal(d.ns->unchanged[2].id, "t-3");
+	assert_int_equal(d.ns->unchanged[2].rss_bytes, 4096);
 	/* copy and re-encode: the same bytes */
 	assert_int_equal(acct_record_copy(&c, &d), 0);
 	assert_int_equal(acct_record_encode(&c, &buf2, &len2), 0);
@@ -427,6 +438,29 @@ static void test_node_sample(void **state)
 	assert_int_equal(acct_record_encode(&d, &buf3, &len), 0);
 	assert_non_null(strstr(buf3, "\"capacity\":{\"x\":1}"));
 	acct_record_clear(&d);
+	/* tasks_unchanged: each bad shape refused, naming the field and the entry */
+	{
+		static const char *const bad[] = {"{}",
+						  "[[\"t\",1]]",
+						  "[[1,1,1]]",
+						  "[[\"t\",-1,0]]",
+						  "[[\"t\",1,1.5]]",
+						  "[[\"\",1,1]]",
+						  "[\"t\"]",
+						  "[[\"t\",1,1,1]]"};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			_cleanup_free_ char *rec = NULL;
+
+			assert_true(asprintf(&rec,
+					     HDR
+					     "\"type\":\"node.sample\",\"capacity\":{\"cpus\":1},"
+					     "\"tasks_unchanged\":%s}",
+					     bad[i]) > 0);
+			assert_int_equal(acct_record_decode(rec, strlen(rec), &d, err, sizeof(err)),
+					 -EINVAL);
+			assert_non_null(strstr(err, "tasks_unchanged"));
+		}
+	}
 }
 
 /* usage.energy_j: measured parts, a part not measured (no number), the total only when every

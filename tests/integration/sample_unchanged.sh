@@ -1,0 +1,185 @@
+#!/bin/bash
+# Running tasks whose usage did not change since their last task.sample are listed in the
+# node.sample (tasks_unchanged) instead of getting a task.sample, and the collector moves their
+# running charge to the node sample's time. Agent (BPF meter, 1 s samples) -> collector
+# (SQLite), three sleeping tasks and a busy one that is stopped (SIGSTOP) midway; checked
+# against truth from outside the agent's figures:
+#  (a) a sleeping task, once listed unchanged, gets no task.sample more while node.sample
+#      records list it; the busy task has full samples while it runs;
+#  (b) the collector's open rows (what reports charge a running task from) equal the model
+#      computed here from the tasks' start times (task.start) and the times of the node.sample
+#      records listing them: wall = t - start, requested core-s = cpus x wall, memory
+#      byte-seconds of the last full sample + rss x the time since;
+#  (c) the stopped task's last full sample has the CPU time its cgroup shows from outside
+#      (cpuacct.usage, constant once stopped).
+. "$(dirname "$0")/lib.sh"
+need_root
+[ -d /sys/fs/cgroup/cpuacct ] || skip "needs the v1 cpuacct hierarchy"
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+DB=$T/records.db
+TOKEN=it-unchanged-token-0123456789abcdef
+printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
+chmod 600 "$T/tokens"
+echo "$TOKEN" >"$T/token"
+"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
+	>>"$T/collector.log" 2>&1 &
+COLL=$!
+trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+q() { sqlite3 "$DB" "$1" 2>/dev/null; }
+printf '[agent]\nsample_interval = 1s\n[collector]\nbatch_delay = 100ms\n' >"$T/agent.conf"
+start_agent --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+
+idle=()
+for i in 1 2 3; do
+	idle+=("$(ctl run --no-sandbox --job idle$i --cpus 0.5 --memory 64M -- sleep 600 | head -n1)")
+done
+busy=$(ctl run --no-sandbox --job busy --cpus 0.25 --memory 64M -- sh -c \
+	'while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.05; done' | head -n1)
+[ -n "${idle[2]}" ] && [ -n "$busy" ] || fail "launching the tasks"
+
+# listed: the node.sample records naming a task in tasks_unchanged
+listed() {
+	q "SELECT count(*) FROM records r, json_each(json_extract(r.body, '\$.tasks_unchanged')) e
+	   WHERE r.type = 'node.sample' AND json_extract(e.value, '\$[0]') = '$1'"
+}
+wait_listed() { # wait_listed TASK N SECONDS
+	local i
+	for i in $(seq $(($3 * 5))); do
+		[ "$(listed "$1")" -ge "$2" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+samples() { q "SELECT count(*) FROM records WHERE type = 'task.sample' AND task_id = '$1'"; }
+
+for t in "${idle[@]}"; do
+	wait_listed "$t" 3 60 || fail "sleeping task $t listed in fewer than 3 node.sample records"
+done
+# (a) once found unchanged, no full sample more (before: its first, and another if its start
+# was still moving at the first, as on a loaded host)
+first_listed() {
+	q "SELECT min(r.time_ns) FROM records r, json_each(json_extract(r.body, '\$.tasks_unchanged')) e
+	   WHERE r.type = 'node.sample' AND json_extract(e.value, '\$[0]') = '$1'"
+}
+later() { q "SELECT count(*) FROM records WHERE type = 'task.sample' AND task_id = '$1' AND time_ns > $2"; }
+declare -A FIRST
+for t in "${idle[@]}"; do
+	FIRST[$t]=$(first_listed "$t")
+	n=$(later "$t" "${FIRST[$t]}")
+	[ "$n" = 0 ] && pass "sleeping task $t: $(samples "$t") task.sample before it was listed, none after; listed in $(listed "$t") node.sample records" ||
+		fail "sleeping task $t: $n task.sample records after it was listed unchanged"
+done
+nb=$(samples "$busy")
+[ "$nb" -ge 2 ] && pass "busy task: $nb task.sample records while it ran" ||
+	fail "busy task: $nb task.sample records (want >= 2)"
+[ "$(listed "$busy")" = 0 ] || fail "busy task listed unchanged while it ran"
+
+# (c) stop the busy task: its CPU time stays what its cgroup shows from outside
+for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$busy/cgroup.procs"); do kill -STOP "$p"; done
+sleep 0.3
+cpu_busy=$(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$busy/cpuacct.usage")
+wait_listed "$busy" 2 30 || fail "stopped task not listed unchanged"
+[ "$(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$busy/cpuacct.usage")" = "$cpu_busy" ] ||
+	fail "the stopped task's cgroup CPU moved"
+for t in "${idle[@]}"; do
+	[ "$(later "$t" "${FIRST[$t]}")" = 0 ] || fail "sleeping task $t got another task.sample"
+done
+# the agent stopped (its tasks go on): what it spooled is uploaded, nothing moves after
+stop_agent
+sleep 1
+
+python3 - "$DB" "$busy" "$cpu_busy" "${idle[@]}" <<'PY' || FAILS=$((FAILS + 1))
+import json, sqlite3, sys
+db, busy, cpu_busy, idle = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+c = sqlite3.connect(db)
+bad = 0
+for task in idle + [busy]:
+    start = json.loads(c.execute("SELECT body FROM records WHERE type='task.start' AND task_id=?",
+                                 (task,)).fetchone()[0])
+    cpus = start['request']['cpus']
+    mem_req = start['request']['memory_bytes']
+    start_ns = start['start_time'] * 1000  # us
+    # the last full sample, from its raw record
+    s_time, s_body = c.execute("SELECT time_ns, body FROM records WHERE type='task.sample' AND"
+                               " task_id=? ORDER BY time_ns DESC LIMIT 1", (task,)).fetchone()
+    u = json.loads(s_body)['usage']
+    cpu_s = (u.get('cpu_user_ns', 0) + u.get('cpu_system_ns', 0)) / 1e9
+    # the latest node.sample listing it after that sample: its time, the rss given
+    t, rss = s_time, 0
+    for n_time, n_body in c.execute("SELECT time_ns, body FROM records WHERE type='node.sample'"
+                                    " AND time_ns > ? ORDER BY time_ns", (s_time,)):
+        for e in json.loads(n_body).get('tasks_unchanged', []):
+            if e[0] == task:
+                t, rss = n_time, e[2]
+    wall = (t - start_ns) / 1e9
+    want = {'sample_ns': t, 'wall_s': wall, 'cpu_req_core_s': cpus * wall,
+            'cpu_charged_core_s': max(cpus * wall, cpu_s),
+            'mem_req_byte_s': mem_req * wall,
+            'mem_byte_s': u.get('memory_byte_seconds', 0) + rss * (t - s_time) / 1e9}
+    row = c.execute("SELECT sample_ns, wall_s, cpu_req_core_s, cpu_charged_core_s,"
+                    " mem_req_byte_s, mem_byte_s FROM rollup_open WHERE task_id=?",
+                    (task,)).fetchone()
+    if row is None:
+        print("FAIL: %s: no open row" % task); bad += 1; continue
+    got = dict(zip(want.keys(), row))
+    for k, w in want.items():
+        # start_time is in us: 1e-5 relative slack on the wall-based figures
+        tol = 0 if k == 'sample_ns' else max(1e-5 * abs(w), 1e-3 * (mem_req if 'mem' in k else 1))
+        if abs(got[k] - w) > tol:
+            print("FAIL: %s: %s = %r, model %r" % (task, k, got[k], w)); bad += 1
+    if task == busy:
+        # (c) its last full sample against its cgroup from outside (2% + 10 ms)
+        if abs(cpu_s - cpu_busy / 1e9) > 0.02 * cpu_busy / 1e9 + 0.01:
+            print("FAIL: stopped task CPU %.6f s, cgroup %.6f s" % (cpu_s, cpu_busy / 1e9))
+            bad += 1
+        else:
+            print("ok: stopped task's last sample CPU %.6f s, its cgroup %.6f s" %
+                  (cpu_s, cpu_busy / 1e9))
+    print("ok: %s open row at its latest listing: wall %.3f s, %.3f core-s requested" %
+          (task, got['wall_s'], got['cpu_req_core_s'])) if not bad else None
+sys.exit(1 if bad else 0)
+PY
+for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$busy/cgroup.procs"); do kill -CONT "$p"; done
+
+# PostgreSQL: the same records, uploaded in small batches, give the same open rows
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
+	chmod 755 "$T"
+	mkdir -p "$T/pg" && chown postgres "$T/pg"
+	PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	if su postgres -s /bin/sh -c "$PGBIN/initdb -D $T/pg/data -A trust -U postgres >$T/pg/initdb.log 2>&1 &&
+		$PGBIN/pg_ctl -D $T/pg/data -o \"-k $T/pg -p $PGPORT -c listen_addresses=''\" -l $T/pg/log -w start >/dev/null &&
+		$PGBIN/createdb -h $T/pg -p $PGPORT unchanged"; then
+		PORT2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+		"$O/corral-collector" serve --listen 127.0.0.1:$PORT2 --tokens "$T/tokens" \
+			--db "postgresql://postgres@/unchanged?host=$T/pg&port=$PGPORT" >>"$T/collector-pg.log" 2>&1 &
+		COLL2=$!
+		for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT2/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+		q "SELECT body FROM records WHERE type IN ('task.start', 'task.sample', 'node.sample')
+		   ORDER BY time_ns" >"$T/all.ndjson"
+		split -l 5 "$T/all.ndjson" "$T/part."
+		for f in "$T"/part.*; do
+			curl -fs -o /dev/null -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/x-ndjson' \
+				--data-binary "@$f" "http://127.0.0.1:$PORT2/v1/records" || fail "upload to the PostgreSQL collector"
+		done
+		cols="task_id, sample_ns, wall_s, cpu_req_core_s, cpu_charged_core_s, mem_byte_s, mem_req_byte_s"
+		q "SELECT $cols FROM rollup_open ORDER BY task_id" | tr '|' ' ' >"$T/open.sqlite"
+		su postgres -s /bin/sh -c "psql -h $T/pg -p $PGPORT -At -F ' ' -d unchanged \
+			-c 'SELECT $cols FROM rollup_open ORDER BY task_id'" >"$T/open.pg"
+		python3 - "$T/open.sqlite" "$T/open.pg" <<'PY' && pass "PostgreSQL: the same open rows as SQLite" || fail "PostgreSQL open rows differ"
+import sys
+a, b = ([l.split() for l in open(f)] for f in sys.argv[1:3])
+assert len(a) == len(b) == 4, (a, b)
+for x, y in zip(a, b):
+    assert x[:2] == y[:2], (x, y)
+    for u, v in zip(x[2:], y[2:]):
+        assert abs(float(u) - float(v)) <= 1e-9 * max(1, abs(float(u))), (x, y)
+PY
+		kill "$COLL2"; wait "$COLL2" 2>/dev/null
+		su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $T/pg/data -m immediate stop" >/dev/null 2>&1
+	else
+		fail "PostgreSQL did not start: $(tail -3 "$T/pg/log" 2>/dev/null)"
+	fi
+fi
+finish
