@@ -692,6 +692,12 @@ static void test_shared_report(void **state)
 	assert_int_equal(fclose(f), 0);
 	assert_non_null(strstr(buf, "<th>shared costs</th>"));
 	assert_non_null(strstr(buf, "id=\"total-shared\">3993.00"));
+	/* stacked in the cost charts: a day of November (4000 + 104 + 334 cents of the three
+	 * monthly amounts, the first days taking the cents left) and physics' 631.00 */
+	assert_non_null(strstr(buf, "data-component=\"shared_cost\" data-amount=\"44.38\""));
+	assert_non_null(strstr(buf, "data-component=\"shared_cost\" data-amount=\"631.00\""));
+	assert_non_null(strstr(buf, "id=\"kwh-days-chart\""));
+	assert_non_null(strstr(buf, "id=\"kwh-groups-chart\""));
 	report_free(&rep);
 	for (int i = 0; i < 2; i++)
 		acct_record_clear(&recs[i]);
