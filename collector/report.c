@@ -3635,6 +3635,52 @@ static void unmeasured_note(FILE *f, double n)
 			n);
 }
 
+/* One day's bar of an energy or carbon chart: x its left, bw its width, base the axis' y,
+ * scale pixels per unit (mWh or g). */
+static void eday_bar(FILE *f, const struct report_day *d, bool co2e, double x, double bw,
+		     double base, double scale)
+{
+	const char *unit = co2e ? "kg CO2e" : "kWh";
+	const int np = co2e ? 1 : 3;
+	int64_t part[3], total;
+	double y = base;
+	char m[32];
+
+	total = co2e ? d->co2e_g : d->energy_mwh;
+	bar_parts(co2e, total, d->energy_j, part);
+	eamount_str(m, sizeof(m), co2e, total);
+	fprintf(f,
+		"<g class=\"eday\" data-day=\"%s\" data-total=\"%s\" "
+		"data-unmeasured=\"%.0f\"><title>%s: %s %s",
+		d->day, m, d->unmeasured, d->day, m, unit);
+	for (int p = 0; p < np && !co2e; p++) {
+		eamount_str(m, sizeof(m), co2e, part[p]);
+		fprintf(f, "%s%s %s", p ? ", " : " (", epart_label[p], m);
+	}
+	fputs(co2e ? "" : ")", f);
+	unmeasured_note(f, d->unmeasured);
+	fputs("</title>", f);
+	for (int p = 0; p < np; p++) {
+		const double h = (double)part[p] * scale;
+
+		if (part[p] <= 0)
+			continue;
+		y -= h;
+		eamount_str(m, sizeof(m), co2e, part[p]);
+		fprintf(f,
+			"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+			"fill=\"%s\" data-part=\"%s\" data-amount=\"%s\"/>",
+			x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h, co2e ? "#59a14f" : epart_color[p],
+			co2e ? "co2e" : epart_name[p], m);
+	}
+	if (d->unmeasured > 0)
+		fprintf(f,
+			"<text class=\"unmeasured\" x=\"%.1f\" y=\"%.1f\" "
+			"text-anchor=\"middle\">*</text>",
+			x + bw / 2, y - 3);
+	fputs("</g>\n", f);
+}
+
 /*
  * Energy (kWh, stacked CPU / DRAM / GPU) or carbon (kg CO2e) per day of the range. A day
  * with tasks whose energy was not (fully) measured carries data-unmeasured and a "*" over
@@ -3644,7 +3690,6 @@ static void html_energy_days_chart(FILE *f, const struct report *r, bool co2e)
 {
 	const int W = 960, H = 260, L = 90, R = 10, T = 30, B = 40;
 	const int pw = W - L - R, ph = H - T - B;
-	const char *unit = co2e ? "kg CO2e" : "kWh";
 	int64_t max = 0, step, top;
 	const size_t nd =
 	    (size_t)((day_start_ns(r->spec.to) - day_start_ns(r->spec.from)) / DAY_NS);
@@ -3684,47 +3729,12 @@ static void html_energy_days_chart(FILE *f, const struct report *r, bool co2e)
 	for (size_t i = 0; i < nd; i++) {
 		struct report_day zero = {{0}}, *d = &zero;
 		const double x = L + (double)i * bw;
-		double y = T + ph;
-		int64_t part[3], total;
-		char m[32];
 
 		report_day_add(r->spec.from, (int)i, zero.day);
 		if (j < r->n_days && strcmp(r->days[j].day, zero.day) == 0)
 			d = &r->days[j++];
-		total = co2e ? d->co2e_g : d->energy_mwh;
-		bar_parts(co2e, total, d->energy_j, part);
-		eamount_str(m, sizeof(m), co2e, total);
-		fprintf(f,
-			"<g class=\"eday\" data-day=\"%s\" data-total=\"%s\" "
-			"data-unmeasured=\"%.0f\"><title>%s: %s %s",
-			d->day, m, d->unmeasured, d->day, m, unit);
-		for (int p = 0; p < np && !co2e; p++) {
-			eamount_str(m, sizeof(m), co2e, part[p]);
-			fprintf(f, "%s%s %s", p ? ", " : " (", epart_label[p], m);
-		}
-		fputs(co2e ? "" : ")", f);
-		unmeasured_note(f, d->unmeasured);
-		fputs("</title>", f);
-		for (int p = 0; p < np; p++) {
-			const double h = (double)part[p] / (double)top * ph;
-
-			if (part[p] <= 0)
-				continue;
-			y -= h;
-			eamount_str(m, sizeof(m), co2e, part[p]);
-			fprintf(f,
-				"<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-				"fill=\"%s\" data-part=\"%s\" data-amount=\"%s\"/>",
-				x + bw * 0.1, y, MAX(bw * 0.8, 0.5), h,
-				co2e ? "#59a14f" : epart_color[p], co2e ? "co2e" : epart_name[p],
-				m);
-		}
-		if (d->unmeasured > 0)
-			fprintf(f,
-				"<text class=\"unmeasured\" x=\"%.1f\" y=\"%.1f\" "
-				"text-anchor=\"middle\">*</text>",
-				x + bw / 2, y - 3);
-		fputs("</g>\n", f);
+		if (d != &zero) /* a day without a cell or a shared cost has nothing to draw */
+			eday_bar(f, d, co2e, x, bw, T + ph, (double)ph / (double)top);
 		if (i % every == 0)
 			fprintf(
 			    f,
