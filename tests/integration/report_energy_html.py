@@ -8,6 +8,8 @@
 #   report_energy_html.py shared JSON SHEET  shared_cost per row against the model of the
 #       sheet's [shared:NAME] sections (match all or account:X; spread even, or proportional
 #       or to:ACCOUNT where one row per day takes it)
+#   report_energy_html.py periods HTML JSON  a week/month report: each period's days sum to its
+#       rows (kWh, kg CO2e)
 #   report_energy_html.py sheet N OUT        writes OUT: the sheet of gen with N [shared:]
 #       sections (the limit's test) in place of SHARED
 import calendar, datetime, json, os, random, re, sys
@@ -323,6 +325,33 @@ def check_html(dom_path, json_path, dir_):
     return not bad
 
 
+def check_periods(html_path, json_path):
+    """a week or month report: each day's bar is its period's share, the days of a period sum
+    to its rows exactly (kWh and kg CO2e)"""
+    src = open(html_path).read()
+    rep = json.load(open(json_path))
+    bad = []
+    for unit, field in (("kwh", "energy_kwh"), ("co2e", "co2e_kg")):
+        i = src.index('id="%s-days-chart"' % unit)
+        chart = src[i:src.index("</svg>", i)]
+        days = {d: mwh(t) for d, t in re.findall(r'<g class="eday" data-day="([0-9-]+)" data-total="([0-9.]+)"', chart)}
+        periods = defaultdict(lambda: [None, None, 0])
+        for r in rep["rows"]:
+            p = periods[r["period"]]
+            p[0], p[1] = r["first_day"], r["last_day"]
+            p[2] += mwh(r[field])
+        for name, (first, last, want) in periods.items():
+            got = sum(v for d, v in days.items() if first <= d <= last)
+            if got != want:
+                bad.append("%s %s: days %d, rows %d" % (unit, name, got, want))
+        if sum(days.values()) != mwh(rep["total"][field]):
+            bad.append("%s: days sum %d, total %s" % (unit, sum(days.values()), rep["total"][field]))
+    print("%s periods: %d, their days' kWh and kg CO2e sum to their rows" % (rep["period"], len(periods)))
+    for b in bad:
+        print("FAIL", b)
+    return not bad
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2])
@@ -330,5 +359,7 @@ if __name__ == "__main__":
         sys.exit(0 if check_html(*sys.argv[2:5]) else 1)
     elif sys.argv[1] == "shared":
         sys.exit(0 if check_shared(*sys.argv[2:4]) else 1)
+    elif sys.argv[1] == "periods":
+        sys.exit(0 if check_periods(*sys.argv[2:4]) else 1)
     elif sys.argv[1] == "sheet":
         write_sheet(int(sys.argv[2]), sys.argv[3])

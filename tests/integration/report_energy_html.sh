@@ -9,7 +9,8 @@
 # day); the kWh and kg CO2e charts per day and per group equal the JSON's rows to the mWh and
 # gram, their parts sum to each bar exactly, the total equals the records' joules (and times
 # the intensity), and a day or group with unmeasured tasks is marked (the dark account says
-# "not measured", never a plain 0); no script or external resource. The REST API
+# "not measured", never a plain 0); per week and month, each period's days sum to its rows; no
+# script or external resource. The REST API
 # (GET /v1/reports/showback, the server's --prices) answers the CLI's JSON and CSV byte for
 # byte, and its shared_cost per row equals the model's to the cent. Skipped (77) without
 # chromium.
@@ -78,6 +79,14 @@ done
 python3 "$MODEL" html "$T/dom.html" "$T/r.json" "$T" &&
 	ok "cost (shared stacked), kWh and kg CO2e charts per day and per group equal the JSON and the records; unmeasured marked" ||
 	fail "HTML charts against the JSON (above)"
+# per week and per month: a period's days (each its share, by its joules) sum to the period's
+# rows exactly, all days to the total
+for p in week month; do
+	R2=(--db "sqlite:$T/c.db" --prices "$T/prices.ini" --from 2026-11-25 --to 2026-12-08 --by account,user --period $p)
+	"$COLL" report "${R2[@]}" --format json >"$T/$p.json" && "$COLL" report "${R2[@]}" --format html >"$T/$p.html" &&
+		python3 "$MODEL" periods "$T/$p.html" "$T/$p.json" && ok "--period $p: each period's days sum to its rows (kWh, kg CO2e)" ||
+		fail "--period $p: days against rows"
+done
 if [ -n "${CORRAL_ARTIFACTS:-}" ]; then # a screenshot to look at: $O/test-artifacts/
 	mkdir -p "$O/test-artifacts"
 	timeout 120 "$CHROME" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,3400 \
