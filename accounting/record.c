@@ -691,6 +691,9 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 		if (e == 0 && ns->has_gpu_energy &&
 		    (e = set_double(en, "gpu_j", ns->energy_gpu_j)) == 0)
 			e = set_new(src, "gpu_j", json_string("nvml"));
+		if (e == 0 && ns->has_gpu_energy && ns->has_unattributed_gpu &&
+		    (e = set_double(en, "unattributed_gpu_j", ns->unattributed_gpu_j)) == 0)
+			e = set_new(src, "unattributed_gpu_j", json_string("nvml"));
 		if (e == 0)
 			e = set_with_sources(o, "energy", en, src);
 		else {
@@ -1298,9 +1301,13 @@ static int decode_node_energy(struct dctx *c, const struct jnode *root, struct a
 	if ((e = get_object(c, root, "energy", false, &o)) < 0)
 		return e;
 	if (o) {
-		static const char *const energy_names[] = {
-		    "package_j",	   "dram_j", "gpu_j", "unattributed_package_j",
-		    "unattributed_dram_j", "sources"};
+		static const char *const energy_names[] = {"package_j",
+							   "dram_j",
+							   "gpu_j",
+							   "unattributed_package_j",
+							   "unattributed_dram_j",
+							   "unattributed_gpu_j",
+							   "sources"};
 		const struct jnode *src = jtree_get(o, "sources");
 
 		if ((e = check_members(c, o, "energy", energy_names, ARRAY_SIZE(energy_names))) <
@@ -1311,8 +1318,16 @@ static int decode_node_energy(struct dctx *c, const struct jnode *root, struct a
 		    (e = get_double(c, o, "energy", "unattributed_package_j",
 				    &ns->unattributed_package_j)) < 0 ||
 		    (e = get_double(c, o, "energy", "unattributed_dram_j",
-				    &ns->unattributed_dram_j)) < 0)
+				    &ns->unattributed_dram_j)) < 0 ||
+		    (e = get_double(c, o, "energy", "unattributed_gpu_j",
+				    &ns->unattributed_gpu_j)) < 0)
 			return e;
+		ns->has_unattributed_gpu = jtree_get(o, "unattributed_gpu_j") != NULL;
+		if (ns->has_unattributed_gpu &&
+		    (!jtree_get(o, "gpu_j") ||
+		     ns->unattributed_gpu_j > ns->energy_gpu_j * (1 + 1e-12)))
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "energy.unattributed_gpu_j: at most gpu_j, which it needs");
 		ns->has_unattributed =
 		    jtree_get(o, "unattributed_package_j") || jtree_get(o, "unattributed_dram_j");
 		if (ns->has_unattributed &&
@@ -1331,7 +1346,8 @@ static int decode_node_energy(struct dctx *c, const struct jnode *root, struct a
 			bool cpu =
 			    strcmp(v->key, "package_j") == 0 || strcmp(v->key, "dram_j") == 0;
 
-			if (!cpu && strcmp(v->key, "gpu_j") != 0)
+			if (!cpu && strcmp(v->key, "gpu_j") != 0 &&
+			    strcmp(v->key, "unattributed_gpu_j") != 0)
 				return err_set(c->err, c->errlen, -EINVAL,
 					       "energy.sources.%.64s: unknown field", v->key);
 			if (v->type != JT_STRING || strcmp(v->str.s, cpu ? "rapl" : "nvml") != 0)

@@ -216,6 +216,10 @@ struct acct_node_sample {
 	/* running tasks unchanged since their last task.sample, at the record's time */
 	size_t n_unchanged;
 	struct acct_task_unchanged *unchanged;
+	/* what of gpu_j no task was given: GPUs allocated to no task, and the time between tasks
+	 * on a GPU (agent/node_sample.c); has_unattributed_gpu: written */
+	bool has_unattributed_gpu;
+	double unattributed_gpu_j;
 };
 
 struct acct_record {

@@ -149,6 +149,9 @@ struct task {
 		uint64_t pend_uj[2]; /* a share being scaled (agent/node_sample.c attribute) */
 		bool gpu_valid;
 		double gpu_j;
+		/* its GPUs' energy given in node.sample records so far (mJ): the node's
+		 * unattributed GPU energy is the rest (agent/node_sample.c) */
+		uint64_t gpu_given_mj;
 		/* a re-adopted task: its baseline and shares from the state file written at the
 		 * agent's stop (restore_token: that stop's; restored: matched by the node
 		 * sampler's saved state, agent/node_sample.c), so its energy goes on */

@@ -701,6 +701,35 @@ const struct meter_ops meter_gpu_ops = {
     .save = gpu_save,
 };
 
+bool gpu_glue_task_energy_j(struct agent *a, struct task *t, double *ret,
+			    unsigned long long ret_mj[GPU_MAX], uint64_t *ret_mask)
+{
+	struct gpu_state *g = a->gpu;
+	struct gpu_usage u;
+
+	if (!g || !t->gpu || !t->gpu->meter ||
+	    gpu_meter_energy_refresh(g->inv, t->gpu->meter, ret_mj, ret_mask) < 0)
+		return false;
+	gpu_meter_usage(t->gpu->meter, now_ns(CLOCK_REALTIME), &u);
+	if (!u.energy_valid)
+		return false;
+	*ret = u.energy_j;
+	return true;
+}
+
+bool gpu_glue_energy_each_mj(struct agent *a, unsigned long long ret[GPU_MAX], size_t *ret_n)
+{
+	struct gpu_state *g = a->gpu;
+
+	if (!g || !gpu_enabled(g->inv) || gpu_count(g->inv) == 0)
+		return false;
+	for (size_t i = 0; i < gpu_count(g->inv) && i < GPU_MAX; i++)
+		if (gpu_device_energy_mj(g->inv, i, &ret[i]) < 0)
+			return false;
+	*ret_n = MIN(gpu_count(g->inv), (size_t)GPU_MAX);
+	return true;
+}
+
 bool gpu_glue_energy_mj(struct agent *a, unsigned long long *ret)
 {
 	struct gpu_state *g = a->gpu;

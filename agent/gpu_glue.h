@@ -2,6 +2,8 @@
 /* GPU support of the agent (agent/gpu_glue.c). All functions are no-ops without GPUs. */
 #pragma once
 
+#include "isolation/gpu.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +31,14 @@ size_t gpu_glue_models(struct agent *a, const char **ret, size_t max);
 /* The sum of the GPUs' energy counters (mJ) in *ret; false without GPUs or when one of them has
  * no counter or could not be read. */
 bool gpu_glue_energy_mj(struct agent *a, unsigned long long *ret);
+/* Each GPU's energy counter (mJ) by inventory index, *ret_n of them; false without GPUs or when
+ * one has none. */
+bool gpu_glue_energy_each_mj(struct agent *a, unsigned long long ret[GPU_MAX], size_t *ret_n);
+/* A running task's GPUs' energy since its start (J), its counters read now (each allocated
+ * GPU's value in ret_mj, the allocation in ret_mask); false when it has no GPU meter or one of
+ * its GPUs reports no energy. */
+bool gpu_glue_task_energy_j(struct agent *a, struct task *t, double *ret,
+			    unsigned long long ret_mj[GPU_MAX], uint64_t *ret_mask);
 
 /* For /metrics; false when GPU features are off. */
 struct gpu_glue_stats {

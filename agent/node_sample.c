@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +39,21 @@ struct node_sampler {
 	bool failed_logged;
 	bool rapl; /* energy meter opened */
 	struct energy_meter energy;
-	bool have_gpu_mj; /* the GPUs' energy counters then */
-	unsigned long long last_gpu_mj;
+	/* each GPU's energy counter at the last record (an allocated GPU's as its task's meter
+	 * read it), and what tasks that ended since were given (mJ) */
+	bool have_gpu_mj;
+	size_t n_gpu;
+	unsigned long long last_gpu_mj[GPU_MAX];
+	uint64_t ended_gpu_mj;
 	/* the current period: what tasks that ended within it were given (uJ) */
 	uint64_t ended_uj[_ENERGY_KIND_MAX];
 	uint64_t attr_periods, attr_cpu_ns; /* node_energy_stats */
 };
+
+static uint64_t j_to_mj(double j)
+{
+	return j > 0 ? (uint64_t)llround(j * 1000.0) : 0;
+}
 
 /* The task's CPU time and memory now, from its cgroup: exact and live (the BPF meter's live
  * figure lags by each thread's time since its last switch-out). */
@@ -172,6 +182,14 @@ void node_energy_task_end(struct agent *a, struct task *t)
 	struct node_sampler *s = a->node_sampler;
 	uint64_t e[_ENERGY_KIND_MAX], sh[_ENERGY_KIND_MAX], now = now_ns(CLOCK_MONOTONIC);
 
+	/* its GPUs' energy since the last record (agent/node_sample.c add_gpu_energy) */
+	if (s && t->spec.gpus && t->energy.gpu_valid && !t->energy.done) {
+		uint64_t c = j_to_mj(t->energy.gpu_j);
+
+		s->ended_gpu_mj += c > t->energy.gpu_given_mj ? c - t->energy.gpu_given_mj : 0;
+		t->energy.gpu_given_mj = c;
+	}
+
 	if (!task_shares_energy(t) || !t->energy.based || !s || !s->rapl || !s->last_mono) {
 		t->energy.done = true;
 		node_energy_usage(a, t, &t->usage.energy);
@@ -221,12 +239,75 @@ void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy
 	}
 }
 
+/*
+ * The GPUs' energy over the period (each GPU's counter since the last record) and what of it
+ * no task was given: a GPU allocated to a running task is read through that task's meter, so
+ * the task's energy (its counters since its start) and the node's per GPU are the same
+ * readings; the node's energy minus the running tasks' increase since the last record minus
+ * what the tasks that ended since got after it is the GPUs without a task and the time between
+ * tasks. Over the records: the tasks' GPU energy + unattributed = the node's, to the mJ.
+ * Nothing for a period where a counter went down (driver reloaded) or a task's meter cannot
+ * be read; the first record only takes the readings.
+ */
+static void add_gpu_energy(struct agent *a, struct node_sampler *s, struct acct_node_sample *ns)
+{
+	unsigned long long mj[GPU_MAX], tmj[GPU_MAX];
+	uint64_t node = 0, given = 0, mask;
+	bool tasks_ok = true, down = false;
+	size_t n;
+
+	if (!gpu_glue_energy_each_mj(a, mj, &n)) {
+		s->have_gpu_mj = false;
+		s->ended_gpu_mj = 0;
+		return;
+	}
+	for (struct task *t = a->tasks; t; t = t->next) {
+		double cur;
+		uint64_t c;
+
+		if (t->state == TASK_ENDED || t->spec.gpus == 0)
+			continue;
+		if (!gpu_glue_task_energy_j(a, t, &cur, tmj, &mask)) {
+			tasks_ok = false;
+			continue;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (mask & (1ULL << i))
+				mj[i] = tmj[i];
+		c = j_to_mj(cur);
+		/* an adopted task's first reading (no record of this run before it): a baseline */
+		if (s->have_gpu_mj && c >= t->energy.gpu_given_mj)
+			given += c - t->energy.gpu_given_mj;
+		t->energy.gpu_given_mj = c;
+	}
+	for (size_t i = 0; s->have_gpu_mj && i < n && n == s->n_gpu; i++) {
+		if (mj[i] < s->last_gpu_mj[i])
+			down = true;
+		else
+			node += mj[i] - s->last_gpu_mj[i];
+	}
+	if (!s->have_gpu_mj || n != s->n_gpu) {
+		ns->has_gpu_energy = true; /* the first record: 0 J over no time */
+	} else if (!down) {
+		ns->has_gpu_energy = true;
+		ns->energy_gpu_j = (double)node / 1e3;
+		given += s->ended_gpu_mj;
+		if (tasks_ok && given <= node) {
+			ns->has_unattributed_gpu = true;
+			ns->unattributed_gpu_j = (double)(node - given) / 1e3;
+		}
+	}
+	memcpy(s->last_gpu_mj, mj, n * sizeof(mj[0]));
+	s->n_gpu = n;
+	s->have_gpu_mj = true;
+	s->ended_gpu_mj = 0;
+}
+
 /* Energy over the period: RAPL zones and the GPUs' counters (each since the last record);
  * the RAPL part shared among the tasks. */
 static void add_energy(struct agent *a, struct node_sampler *s, struct acct_node_sample *ns,
 		       uint64_t now_mono)
 {
-	unsigned long long mj;
 	uint64_t uj[_ENERGY_KIND_MAX] = {0};
 	const uint64_t cpu0 = s->rapl ? now_ns(CLOCK_THREAD_CPUTIME_ID) : 0;
 	bool have = false;
@@ -242,18 +323,7 @@ static void add_energy(struct agent *a, struct node_sampler *s, struct acct_node
 		s->attr_periods++;
 		s->attr_cpu_ns += now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	}
-	if (gpu_glue_energy_mj(a, &mj)) {
-		/* a counter that went down (driver reloaded): nothing for this period */
-		if (s->have_gpu_mj && mj >= s->last_gpu_mj) {
-			ns->has_gpu_energy = true;
-			ns->energy_gpu_j = (double)(mj - s->last_gpu_mj) / 1e3;
-		} else if (!s->have_gpu_mj) {
-			ns->has_gpu_energy = true; /* the first record: 0 J over no time */
-		}
-		s->last_gpu_mj = mj;
-		s->have_gpu_mj = true;
-	} else
-		s->have_gpu_mj = false;
+	add_gpu_energy(a, s, ns);
 }
 
 static int read_small(const char *path, char *buf, size_t size)

@@ -793,6 +793,28 @@ int gpu_meter_sample(struct gpu_inventory *inv, struct gpu_meter *m, const pid_t
 	return 0;
 }
 
+int gpu_meter_energy_refresh(struct gpu_inventory *inv, struct gpu_meter *m,
+			     unsigned long long ret_mj[GPU_MAX], uint64_t *ret_mask)
+{
+	unsigned long long e;
+
+	if (!m->alloc.mask || !m->energy_valid)
+		return -ENODATA;
+	if (!gpu_enabled(inv))
+		return -ENODEV;
+	for (size_t i = 0; i < inv->n && i < GPU_MAX; i++) {
+		if (!(m->alloc.mask & (1ULL << i)))
+			continue;
+		if (inv->api.get_total_energy(inv->handle[i], &e) != NVML_SUCCESS)
+			return -EIO;
+		if (e >= m->energy_last_mj[i])
+			m->energy_last_mj[i] = e;
+		ret_mj[i] = m->energy_last_mj[i];
+	}
+	*ret_mask = m->alloc.mask;
+	return 0;
+}
+
 void gpu_meter_usage(const struct gpu_meter *m, uint64_t now_ns, struct gpu_usage *ret)
 {
 	double energy_mj = 0;

@@ -150,6 +150,12 @@ void gpu_meter_free(struct gpu_meter *m);
  * exceeds the limit (the caller kills the cgroup, exit status gpu_memory_limit), 0 otherwise,
  * or -errno (NVML error: usage keeps its previous values).
  */
+/* The allocated GPUs' energy counters read now into the meter (gpu_meter_usage's energy_j then
+ * runs to now; a counter read lower than before is left as it was), and out: ret_mj[i] the
+ * meter's value of each allocated GPU i, ret_mask the allocation. -ENODATA where the meter has
+ * no valid energy, -EIO when a read fails. */
+int gpu_meter_energy_refresh(struct gpu_inventory *inv, struct gpu_meter *m,
+			     unsigned long long ret_mj[GPU_MAX], uint64_t *ret_mask);
 int gpu_meter_sample(struct gpu_inventory *inv, struct gpu_meter *m, const pid_t *pids, size_t n,
 		     uint64_t now_ns);
 /* Usage so far; gpu_seconds counted up to now_ns. */

@@ -345,6 +345,11 @@ static const struct bad_case bad_cases[] = {
     {HDR "\"type\":\"node.sample\",\"capacity\":{},\"energy\":{\"sources\":{\"dram_j\":"
 	 "\"nvml\"}}}",
      "energy.sources.dram_j: expected \"rapl\""},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"energy\":{\"gpu_j\":1,"
+	 "\"unattributed_gpu_j\":2}}",
+     "energy.unattributed_gpu_j: at most gpu_j"},
+    {HDR "\"type\":\"node.sample\",\"capacity\":{},\"energy\":{\"unattributed_gpu_j\":0}}",
+     "energy.unattributed_gpu_j: at most gpu_j"},
     {"{\"schema\":\"corral.record/v1\",\"record_id\":7,\"time\":\"2026-12-02T15:14:05Z\","
      "\"node\":\"n\",\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}",
      "record_id: expected a string"},
@@ -390,10 +395,12 @@ static void test_node_sample(void **state)
 	assert_int_equal(acct_node_add_unchanged(r.ns, "t-2", 0, 0), 0);
 	assert_int_equal(acct_node_add_unchanged(r.ns, "t-3", 5, 4096), 0);
 	assert_int_equal(acct_node_add_unchanged(r.ns, "", 5, 4096), -EINVAL);
+	r.ns->has_unattributed_gpu = true;
+	r.ns->unattributed_gpu_j = 1000.5;
 	assert_int_equal(acct_record_encode(&r, &buf, &len), 0);
 	assert_non_null(strstr(buf, "\"tasks_unchanged\":[[\"t-1\",30001,1048576],[\"t-2\",0,0],"));
 	assert_non_null(strstr(buf, "\"sources\":{\"package_j\":\"rapl\",\"dram_j\":\"rapl\","
-				    "\"gpu_j\":\"nvml\"}"));
+				    "\"gpu_j\":\"nvml\",\"unattributed_gpu_j\":\"nvml\"}"));
 	assert_null(strstr(buf, "\"task\""));
 	assert_non_null(strstr(buf, "\"type\":\"node.sample\""));
 	assert_int_equal(acct_record_decode(buf, len, &d, err, sizeof(err)), 0);
@@ -422,6 +429,7 @@ static void test_node_sample(void **state)
 	assert_int_equal(d.ns->unchanged[0].rss_bytes, 1048576);
 	assert_string_equal(d.ns->unchanged[2].id, "t-3");
 	assert_int_equal(d.ns->unchanged[2].rss_bytes, 4096);
+	assert_true(d.ns->has_unattributed_gpu && d.ns->unattributed_gpu_j == 1000.5);
 	/* copy and re-encode: the same bytes */
 	assert_int_equal(acct_record_copy(&c, &d), 0);
 	assert_int_equal(acct_record_encode(&c, &buf2, &len2), 0);
