@@ -6,7 +6,8 @@
 # included), the collector's CPU (user+system, from its parent's accounting of it), the
 # PostgreSQL server's CPU (every process of the server: the postmaster's own and reaped
 # children's ticks plus the live backends', from /proc), both per 1,000 records; then, for the
-# last round's runs, PostgreSQL's statements by total execution time (pg_stat_statements).
+# last round's runs, PostgreSQL's statements by total execution time (pg_stat_statements) and,
+# for the collector with rollups, the rows each table took (inserted, updated, HOT updates).
 # PROFILE_SERVE_ARGS: more options for the collector with rollups (e.g. "--fold-delay 1000").
 # PROFILE_AB_ARGS: a second collector with rollups in each round with these options instead,
 # compared with the first (e.g. "--fold-delay 200").
@@ -61,6 +62,15 @@ statements() {
 		ORDER BY total_exec_time DESC LIMIT 10"
 }
 
+# tables DB LABEL: rows inserted, updated and updated in place (HOT) per table of DB with any
+# (pg_stat_user_tables, flushed at each backend's exit: read after the collector has exited)
+tables() {
+	echo "-- $2: rows written per table: inserted | updated | of them HOT | table bytes"
+	PSQL "$1" -F ' | ' -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+		pg_relation_size(relid) FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0
+		ORDER BY relname"
+}
+
 # run_coll DB [serve args]: one collector run; prints "rate coll_ms_per_1k pg_ms_per_1k"
 run_coll() {
 	local db=$1 port out p0 p1 t_end start acc cpid
@@ -109,7 +119,8 @@ for round in $(seq "$R"); do
 	[ "$round" = "$R" ] && [ -n "${PROFILE_PERF:-}" ] && PERF_THIS=1
 	# shellcheck disable=SC2086
 	r=$(PERF_THIS=$PERF_THIS run_coll coll ${PROFILE_SERVE_ARGS:-}) || exit 1
-	[ "$round" = "$R" ] && statements coll "collector with rollups" > "$T/st_coll"
+	[ "$round" = "$R" ] && statements coll "collector with rollups" > "$T/st_coll" &&
+		tables coll "collector with rollups" >> "$T/st_coll"
 	ab=
 	if [ -n "${PROFILE_AB_ARGS:-}" ]; then
 		# shellcheck disable=SC2086
