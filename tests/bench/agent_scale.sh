@@ -13,6 +13,7 @@
 #     run, divided by the difference in tasks; for the first N, minus the fds before any
 #     launch) and each shim's fds; the agent runs with its hard descriptor limit as soft one
 #   - `corralctl ps` latency (median of 5) and `ps --all`
+#   - the records the agent spooled during the window and their bytes (its status)
 # The baseline: N `sleep`s, each in its own cgroup in the memory and cpuacct hierarchies (made
 # by this script), their CPU over the same window and their PSS per task.
 # SCALE_QUICK=1: N = 1 100, a 10 s window (development). SCALE_SAMPLE=D: the agent's
@@ -95,6 +96,12 @@ pss_kb() { # sum of Pss over pids, KiB
 	echo "$sum"
 }
 fds_of() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+# "<records> <bytes>" in the agent's spool (no collector here: all pending), from its status
+spooled() {
+	ctl status --json 2>/dev/null | python3 -c 'import sys, json
+s = json.load(sys.stdin).get("spool", {})
+print(s.get("pending_records", 0), s.get("bytes", 0))' 2>/dev/null || echo "0 0"
+}
 # The shims: the agent's descendants named corral-shim (forked by corrald or corral-spawn).
 shims() {
 	local p c
@@ -146,9 +153,12 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 	# first budget walk after its launch (every [audit] summary_interval, default 10 s)
 	sleep "${SCALE_SETTLE:-12}"
 	shp=$(shims)
+	r0=$(spooled)
 	c0=$(cpu_of "$AG"); s0=$(cpu_of $shp)
 	sleep "$WIN"
 	c1=$(cpu_of "$AG"); s1=$(cpu_of $shp)
+	r1=$(spooled)
+	RECS=$(( ${r1% *} - ${r0% *} )) RBYTES=$(( ${r1#* } - ${r0#* } ))
 	fd1=$(fds_of "$AG")
 	A_TICKS=$(( ${c1% *} - ${c0% *} )); A_NS=$(( ${c1#* } - ${c0#* } ))
 	S_TICKS=$(( ${s1% *} - ${s0% *} )); S_NS=$(( ${s1#* } - ${s0#* } ))
@@ -190,15 +200,16 @@ exec sleep 1000000' &
 }
 
 echo "agent_scale: window ${WIN}s after ${SCALE_SETTLE:-12}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms | records spooled in the window | their bytes |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 row() { # N BUILD-LABEL
 	local ratio
 	[ -z "$FIRST_NS" ] && { FIRST_NS=$A_NS; FIRST_FDS=$A_FDS; FIRST_N=$1; }
 	ratio=$(awk -v a="$A_NS" -v b="$FIRST_NS" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
-	printf '| %d%s | %s / %s | %s | %s | %s | %d | %d | %d | %d | %s | %d | %s | %s |\n' \
+	printf '| %d%s | %s / %s | %s | %s | %s | %d | %d | %d | %d | %s | %d | %s | %s | %d | %d |\n' \
 		"$1" "$2" "$(tpct "$A_TICKS")" "$(pct "$A_NS")" "$ratio" "$(pct "$S_NS")" "$(pct "$B_NS")" \
-		"$A_RSS" "$SHIM_PSS" "$B_PSS" "$A_FDS" "$FD_PER_TASK" "$SHIM_FDS" "$PS_MS" "$PSA_MS"
+		"$A_RSS" "$SHIM_PSS" "$B_PSS" "$A_FDS" "$FD_PER_TASK" "$SHIM_FDS" "$PS_MS" "$PSA_MS" \
+		"$RECS" "$RBYTES"
 }
 FIRST_NS= FIRST_FDS= FIRST_N= BASE_FDS= BASE_N=
 for n in $NS; do

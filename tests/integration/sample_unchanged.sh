@@ -9,7 +9,8 @@
 #  (b) the collector's open rows (what reports charge a running task from) equal the model
 #      computed here from the tasks' start times (task.start) and the times of the node.sample
 #      records listing them: wall = t - start, requested core-s = cpus x wall, memory
-#      byte-seconds of the last full sample + rss x the time since;
+#      byte-seconds of the last full sample + rss x the time since; and the report of the
+#      day by job charges each the model's core-hours;
 #  (c) the stopped task's last full sample has the CPU time its cgroup shows from outside
 #      (cpuacct.usage, constant once stopped).
 . "$(dirname "$0")/lib.sh"
@@ -88,12 +89,18 @@ done
 # the agent stopped (its tasks go on): what it spooled is uploaded, nothing moves after
 stop_agent
 sleep 1
+# the report of today (UTC) by job: the charged core-hours of each running task
+printf "[prices]\ncurrency = EUR\ncpu_core_hour = 0.031\nmemory_gib_hour = 0.0043\ngpu_hour = 1.70\nio_read_gib = 0.0011\nio_write_gib = 0.0023\nnet_gib = 0.013\n" >"$T/prices.ini"
+"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/prices.ini" --from "$(date -u +%F)" \
+	--to "$(date -u -d tomorrow +%F)" --by job --period all --format csv >"$T/report.csv" ||
+	fail "report"
 
-python3 - "$DB" "$busy" "$cpu_busy" "${idle[@]}" <<'PY' || FAILS=$((FAILS + 1))
-import json, sqlite3, sys
-db, busy, cpu_busy, idle = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+python3 - "$DB" "$T/report.csv" "$busy" "$cpu_busy" "${idle[@]}" <<'PY' || FAILS=$((FAILS + 1))
+import csv, json, sqlite3, sys
+db, report, busy, cpu_busy, idle = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 c = sqlite3.connect(db)
 bad = 0
+rep = {r['job']: r for r in csv.DictReader(open(report)) if r['period'] != 'total'}
 for task in idle + [busy]:
     start = json.loads(c.execute("SELECT body FROM records WHERE type='task.start' AND task_id=?",
                                  (task,)).fetchone()[0])
@@ -123,6 +130,12 @@ for task in idle + [busy]:
     if row is None:
         print("FAIL: %s: no open row" % task); bad += 1; continue
     got = dict(zip(want.keys(), row))
+    # the report's charged core-hours of the task's job (one task each)
+    job = start['task']['job']
+    ch = float(rep[job]['cpu_core_h']) if job in rep else -1
+    if abs(ch - want['cpu_charged_core_s'] / 3600) > 1e-4 * want['cpu_charged_core_s'] / 3600 + 1e-6:
+        print("FAIL: %s: report cpu_core_h %r, model %r" % (job, ch, want['cpu_charged_core_s'] / 3600))
+        bad += 1
     for k, w in want.items():
         # start_time is in us: 1e-5 relative slack on the wall-based figures
         tol = 0 if k == 'sample_ns' else max(1e-5 * abs(w), 1e-3 * (mem_req if 'mem' in k else 1))
