@@ -115,6 +115,9 @@ void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX])
 	v[COLL_SUM_ENERGY_CPU_J] = ns->has_unattributed ? ns->unattributed_package_j : 0;
 	v[COLL_SUM_ENERGY_DRAM_J] = ns->has_unattributed ? ns->unattributed_dram_j : 0;
 	v[COLL_SUM_ENERGY_GPU_J] = ns->has_gpu_energy ? ns->energy_gpu_j : 0;
+	/* node meaning (store.h COLL_ROLLUP_NODE_DAY): the GPUs' unattributed energy */
+	v[COLL_SUM_GPU_S] =
+	    ns->has_gpu_energy && ns->has_unattributed_gpu ? ns->unattributed_gpu_j : 0;
 }
 
 /* Deltas are ordered by table, then (OPEN) set before touch before del, bucket and the table's key

@@ -2380,7 +2380,9 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 {
 	struct idle_energy *ie = ud;
 	struct reader *rd = ie->rd;
-	const double j[3] = {row->v[COLL_SUM_ENERGY_CPU_J], row->v[COLL_SUM_ENERGY_DRAM_J], 0};
+	/* node rows: gpu_s holds the GPUs' unattributed energy (store.h) */
+	const double j[3] = {row->v[COLL_SUM_ENERGY_CPU_J], row->v[COLL_SUM_ENERGY_DRAM_J],
+			     row->v[COLL_SUM_GPU_S]};
 	const double all = j[0] + j[1] + j[2];
 	char pbuf[REPORT_PERIOD_LEN];
 	struct pidle_energy *pe;
@@ -2427,7 +2429,7 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 
 /*
  * With idle capacity on (--idle, --share-idle): the nodes' unattributed energy
- * (rollup_node_day: node.sample unattributed package and DRAM energy), and its carbon at each
+ * (rollup_node_day: node.sample unattributed package, DRAM and GPU energy), and its carbon at each
  * node's zone's intensity of the day, into an "(idle)" row of each period, the one of the
  * idle cost where there is one. The energy is never shared over the groups (a measurement,
  * not a price): tasks' energy + this = the nodes' measured energy.
@@ -2435,7 +2437,8 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 static int apply_idle_energy(struct coll_store *s, struct reader *rd, struct carbon_acc *ca,
 			     struct report *ret)
 {
-	const uint32_t sums = 1u << COLL_SUM_ENERGY_CPU_J | 1u << COLL_SUM_ENERGY_DRAM_J;
+	const uint32_t sums =
+	    1u << COLL_SUM_ENERGY_CPU_J | 1u << COLL_SUM_ENERGY_DRAM_J | 1u << COLL_SUM_GPU_S;
 	struct idle_energy ie = {.rd = rd, .ret = ret, .ca = ca, .carbon = ret->carbon};
 	size_t rows_cap = ret->n, n0 = ret->n;
 	int r;

@@ -93,7 +93,8 @@ enum coll_rollup_table {
 	 * cpu_charged_core_s / mem_charged_byte_s / gpu_charged_s = capacity,
 	 * cpu_req_core_s / mem_req_byte_s / gpu_req_s = allocated, cpu_s / mem_byte_s = used,
 	 * energy_cpu_j / energy_dram_j = unattributed package / DRAM energy, energy_gpu_j = the
-	 * GPUs' energy (schema v11) */
+	 * GPUs' energy (schema v11), gpu_s = the GPUs' unattributed energy, J (node.sample
+	 * energy.unattributed_gpu_j; 0 for records without it: no column added) */
 	COLL_ROLLUP_NODE_DAY,
 	/* bucket "YYYY-MM-DD", key (node): the job_day rows summed per node (schema v10), the
 	 * tasks' allocation of each node and day that the capacity report reads (not the

@@ -22,7 +22,7 @@ echo "$TOKEN" >"$T/token"
 	>>"$T/collector.log" 2>&1 &
 COLL=$!
 WRITER=
-trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
+trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; [ -n "$COLL" ] && { kill "$COLL"; wait "$COLL"; } 2>/dev/null; cleanup' EXIT
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 wait_count() { # wait_count SQL WANT SECONDS
@@ -93,4 +93,21 @@ sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] && pass "unattributed GPU energy: task + unattributed = the node's GPU energy to the mJ, the idle GPU's energy in it, source nvml" \
 	|| fail "unattributed GPU energy (above)"
+
+# the report's (idle) row (--idle): the GPU part = the records' unattributed GPU energy (SQL)
+kill "$COLL"; wait "$COLL" 2>/dev/null; COLL=
+printf '[prices]\ncpu_core_hour = 0.03\nmemory_gib_hour = 0.004\ngpu_hour = 1.7\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.01\n' >"$T/prices.ini"
+"$O/corral-collector" report --db "sqlite:$DB" --prices "$T/prices.ini" --from 2000-01-01 --to 2100-01-01 \
+	--by user --idle --format json >"$T/idle.json" 2>"$T/report.err" || fail "report: $(cat "$T/report.err")"
+una=$(sqlite3 "$DB" "SELECT printf('%.6f', sum(coalesce(json_extract(body, '$.energy.unattributed_gpu_j'), 0))) FROM records WHERE type='node.sample'")
+python3 - "$T/idle.json" "$una" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+una = float(sys.argv[2])
+idle = [r for r in j['rows'] if r['user'] == '(idle)']
+got = sum(float(r['energy_gpu_kwh']) for r in idle) * 3.6e6
+print('(idle) rows GPU energy %.3f J, SQL over node.sample unattributed_gpu_j %.3f J' % (got, una))
+sys.exit(0 if idle and abs(got - una) <= 1e-6 * una + 1e-3 else 1)
+PY
+[ $? = 0 ] && pass "--idle: the (idle) row's GPU energy = the records' unattributed GPU energy" || fail "idle GPU energy in the report (above)"
 finish

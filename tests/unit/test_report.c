@@ -552,9 +552,9 @@ static void test_carbon_zones(void **state)
 }
 
 /* The idle energy example of docs/reports.md "Energy in reports": the zones example's tasks,
- * and node.sample records of se-1 (0.1 kWh unattributed package energy) and n1 (0.2 kWh:
- * 0.15 package + 0.05 DRAM) in the hour before 2026-12-02T02:00. With --idle the "(idle)" row
- * of 2026-12-02 has their 0.3 kWh and 0.1 x 30 + 0.2 x 350 = 73 g. */
+ * and node.sample records of se-1 (0.1 kWh unattributed package energy) and n1 (0.3 kWh:
+ * 0.15 package + 0.05 DRAM + 0.1 GPU) in the hour before 2026-12-02T02:00. With --idle the
+ * "(idle)" row of 2026-12-02 has their 0.4 kWh and 0.1 x 30 + 0.3 x 350 = 108 g. */
 static void test_idle_energy(void **state)
 {
 	struct fixture *fx = *state;
@@ -595,6 +595,10 @@ static void test_idle_energy(void **state)
 		recs[i].ns->unattributed_package_j = i == 4 ? 360000 : 540000;
 		recs[i].ns->unattributed_dram_j = i == 4 ? 0 : 180000;
 	}
+	/* n1's GPUs: 0.2 kWh, half of it given to no task */
+	recs[5].ns->has_gpu_energy = recs[5].ns->has_unattributed_gpu = true;
+	recs[5].ns->energy_gpu_j = 720000;
+	recs[5].ns->unattributed_gpu_j = 360000;
 	insert(fx, recs, 6);
 	assert_int_equal(report_spec_init(&spec, "2026-11-01", "2027-02-01", err, sizeof(err)), 0);
 	assert_int_equal(report_spec_set_by(&spec, "user", err, sizeof(err)), 0);
@@ -610,19 +614,20 @@ static void test_idle_energy(void **state)
 	assert_int_equal(rep.n, 5);
 	assert_string_equal(rep.rows[0].key[0], "(idle)");
 	assert_string_equal(rep.rows[0].period, "2026-12-02");
-	assert_int_equal(rep.rows[0].energy_mwh, 300000);
-	assert_int_equal(rep.rows[0].co2e_g, 73);
+	assert_int_equal(rep.rows[0].energy_mwh, 400000);
+	assert_int_equal(rep.rows[0].co2e_g, 108);
 	assert_true(fabs(rep.rows[0].q[COLL_SUM_ENERGY_DRAM_J] - 180000) < 1e-6);
-	/* 2026-12-02: 10 + 130 + 116.67 + 73 = 329.67 g, 330; the gram left to cat */
+	assert_true(fabs(rep.rows[0].q[COLL_SUM_ENERGY_GPU_J] - 360000) < 1e-6);
+	/* 2026-12-02: 10 + 130 + 116.67 + 108 = 364.67 g, 365; the gram left to cat */
 	assert_int_equal(rep.rows[1].co2e_g, 10);
 	assert_int_equal(rep.rows[2].co2e_g, 130);
 	assert_int_equal(rep.rows[3].co2e_g, 117);
-	assert_int_equal(rep.total.co2e_g, 330);
+	assert_int_equal(rep.total.co2e_g, 365);
 	/* tasks' energy + unattributed = the nodes' measured energy, rows summing exactly */
-	assert_int_equal(rep.total.energy_mwh, 1633333);
+	assert_int_equal(rep.total.energy_mwh, 1733333);
 	assert_int_equal(rep.rows[0].energy_mwh + rep.rows[1].energy_mwh + rep.rows[2].energy_mwh +
 			     rep.rows[3].energy_mwh + rep.rows[4].energy_mwh,
-			 1633333);
+			 1733333);
 	report_free(&rep);
 	for (int i = 0; i < 6; i++)
 		acct_record_clear(&recs[i]);
