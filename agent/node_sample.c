@@ -287,7 +287,9 @@ static void add_gpu_energy(struct agent *a, struct node_sampler *s, struct acct_
 			node += mj[i] - s->last_gpu_mj[i];
 	}
 	if (!s->have_gpu_mj || n != s->n_gpu) {
-		ns->has_gpu_energy = true; /* the first record: 0 J over no time */
+		/* the first record: 0 J over no time; over a period that goes on from before a
+		 * restart (energy_restore) the GPUs' energy is not known: none written */
+		ns->has_gpu_energy = ns->period_ns == 0;
 	} else if (!down) {
 		ns->has_gpu_energy = true;
 		ns->energy_gpu_j = (double)node / 1e3;
