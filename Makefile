@@ -196,7 +196,8 @@ integration: all
 ASAN_INTEGRATION = agent_launch agent_audit agent_metering audit_events cgroup_v1 \
 	collector_audit collector_ingest collector_report collector_tls collector_listen \
 	pipeline_faults seccomp_workloads metering_fallback gpu_limits hostile_clients sandbox \
-	report_escape compact_records run_wait operator_cli metrics_lint report_energy_html
+	report_escape compact_records run_wait operator_cli metrics_lint report_energy_html \
+	energy_restart gpu_energy
 integration-asan:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 all
 	$(Q)tests/run-asan-integration $(O)/asan \
