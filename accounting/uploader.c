@@ -34,6 +34,7 @@
 #include "accounting/retry.h"
 #include "common/macro.h"
 #include "common/clock.h"
+#include "common/escape.h"
 #include "common/fileio.h"
 
 #define DEFAULT_BATCH_RECORDS 500
@@ -53,6 +54,7 @@ struct bentry {
 struct upl {
 	CURLM *multi;
 	CURL *easy;
+	char curl_err[CURL_ERROR_SIZE]; /* libcurl's detail of a failed transfer */
 	struct curl_slist *headers;
 	char *post_url; /* post_urls[cur] */
 	char *post_urls[UPL_URLS_MAX];
@@ -399,6 +401,9 @@ int upl_new(const struct upl_opts *o, struct spool *spool, struct upl **ret)
 	u->easy = curl_easy_init();
 	if (!u->multi || !u->easy)
 		goto out_free;
+	/* the reason behind a failed transfer ("certificate has expired"), which the error
+	 * code's text alone does not give */
+	curl_easy_setopt(u->easy, CURLOPT_ERRORBUFFER, u->curl_err);
 	r = headers_make(u, o, auth);
 	if (r < 0)
 		goto out_free;
@@ -691,6 +696,7 @@ static int start_transfer(struct upl *u)
 		return -EINVAL;
 	u->st.body_bytes += u->body_len;
 	u->st.wire_bytes += u->sent_zstd ? u->zbody_len : u->body_len;
+	u->curl_err[0] = 0;
 	if (curl_multi_add_handle(u->multi, u->easy) != CURLM_OK)
 		return -EIO;
 	u->in_flight = true;
@@ -1129,7 +1135,8 @@ static void handle_done(struct upl *u, CURLcode cc)
 	u->in_flight = false;
 	if (cc != CURLE_OK) {
 		u->st.last_http_status = 0;
-		set_error(u, "POST %s: %s", u->post_url, curl_easy_strerror(cc));
+		set_error(u, "POST %s: %s%s%s", u->post_url, curl_easy_strerror(cc),
+			  u->curl_err[0] ? ": " : "", u->curl_err);
 		note_failure(u, cc == CURLE_OPERATION_TIMEDOUT);
 		backoff(u, false);
 		return;
@@ -1169,9 +1176,18 @@ static void handle_done(struct upl *u, CURLcode cc)
 		return;
 	}
 	if (code == 401 || code == 403) {
-		set_error(u, "HTTP %ld: %s", code,
+		/* with the collector's reason ("... uses expired certificate"), escaped */
+		json_t *j = u->resp && !u->resp_truncated
+				? json_loadb(u->resp, u->resp_len, 0, NULL)
+				: NULL;
+		const char *why = json_string_value(json_object_get(j, "error"));
+		_cleanup_free_ char *safe = why ? esc_dup(why) : NULL;
+
+		set_error(u, "HTTP %ld: %s%s%s", code,
 			  code == 401 ? "collector refused the token"
-				      : "collector refused records for this node");
+				      : "collector refused records for this node",
+			  safe ? ": " : "", safe ?: "");
+		json_decref(j);
 		backoff(u, true);
 		return;
 	}

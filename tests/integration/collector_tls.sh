@@ -63,7 +63,34 @@ mkcert ca n1-server DNS:n1
 printf 'subjectAltName=DNS:n1\nextendedKeyUsage=serverAuth\n' >"$P/n1-server.ext"
 openssl x509 -req -in "$P/n1-server.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" -CAcreateserial \
 	-days 2 -extfile "$P/n1-server.ext" -out "$P/n1-server.pem" 2>/dev/null
-for f in ca server server2 n1 n2 n1-other n1-server; do
+# mkexpired NAME SAN...: NAME.pem/NAME.key signed by ca, valid only in 2020 (openssl 3.0's x509
+# command cannot backdate a certificate)
+mkexpired() {
+	python3 - "$P" "$@" <<'PY'
+import datetime, ipaddress, sys
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+d, name, sans = sys.argv[1], sys.argv[2], sys.argv[3:]
+ca_key = serialization.load_pem_private_key(open(d + "/ca.key", "rb").read(), None)
+ca = x509.load_pem_x509_certificate(open(d + "/ca.pem", "rb").read())
+key = ec.generate_private_key(ec.SECP256R1())
+alt = [x509.IPAddress(ipaddress.ip_address(v[3:])) if v.startswith("IP:") else x509.DNSName(v[4:])
+       for v in sans]
+cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+        name.split("-")[0])])).issuer_name(ca.subject).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(datetime.datetime(2020, 1, 1)).not_valid_after(datetime.datetime(2020, 1, 2))
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False).sign(ca_key, hashes.SHA256()))
+open(d + "/" + name + ".pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
+open(d + "/" + name + ".key", "wb").write(key.private_bytes(serialization.Encoding.PEM,
+     serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+PY
+}
+mkexpired n1-expired DNS:n1
+mkexpired server-expired DNS:localhost IP:127.0.0.1
+for f in ca server server2 n1 n2 n1-other n1-server n1-expired server-expired; do
 	[ -s "$P/$f.pem" ] || { fail "openssl could not make $f.pem"; finish; }
 done
 cp "$P/server.pem" "$T/served.pem"
@@ -202,6 +229,39 @@ d=$(q "SELECT count(DISTINCT task_id) FROM records WHERE type='task.end'")
 [ "$n" = 30 ] && [ "$d" = 30 ] && pass "after the certificate change: 30 task ends stored once" \
 	|| fail "after reload: $n task ends ($d distinct), want 30"
 stop_agent
+
+# --- 5. expired certificates: the node's, then the collector's ----------------------------------
+before=$(q "SELECT count(*) FROM records")
+sed -e "s|^client_cert = .*|client_cert = $P/n1-expired.pem|" \
+	-e "s|^client_key = .*|client_key = $P/n1-expired.key|" "$T/agent.conf" >"$T/agent-expired.conf"
+: >"$T/agent.log"
+start_agent --no-bpf --config "$T/agent-expired.conf" --node n1
+"$H" 2 throughput "$SOCK" 2 >/dev/null || fail "launching 2 tasks"
+for _ in $(seq 150); do grep -q "refused a request from .*expired" "$T/collector.log" && break; sleep 0.1; done
+line=$(grep "refused a request from .*expired" "$T/collector.log" | head -1)
+[ -n "$line" ] && pass "expired node certificate refused; collector: ${line:0:200}" \
+	|| fail "expired client certificate: no refusal naming the expiry in the collector log: $(tail -3 "$T/collector.log")"
+for _ in $(seq 100); do grep -q "403.*expired" "$T/agent.log" && break; sleep 0.1; done
+grep -q "403.*expired" "$T/agent.log" && pass "the agent logs the refusal: $(grep -m1 -o '403.*expired[^"]*' "$T/agent.log" | cut -c1-160)" \
+	|| fail "expired client certificate: the agent log does not name it: $(tail -3 "$T/agent.log")"
+stop_agent
+# the collector serving an expired certificate (of the same CA, unpinned agent)
+cp "$P/server-expired.pem" "$T/served.pem"
+cp "$P/server-expired.key" "$T/served.key"
+kill -HUP "$COLL"
+for _ in $(seq 100); do [ "$(served_fp)" = "$(fp_of "$P/server-expired.pem")" ] && break; sleep 0.05; done
+grep -v "^pin = " "$T/agent.conf" >"$T/agent-nopin.conf"
+: >"$T/agent.log"
+start_agent --no-bpf --config "$T/agent-nopin.conf" --node n1
+"$H" 2 throughput "$SOCK" 2 >/dev/null || fail "launching 2 tasks"
+for _ in $(seq 150); do grep -qi "expired" "$T/agent.log" && break; sleep 0.1; done
+line=$(grep -i -m1 "expired" "$T/agent.log")
+[ -n "$line" ] && pass "expired collector certificate refused; agent: ${line:0:200}" \
+	|| fail "expired server certificate: the agent log does not name it: $(tail -3 "$T/agent.log")"
+stop_agent
+after=$(q "SELECT count(*) FROM records")
+[ "$before" = "$after" ] && pass "nothing stored over expired certificates ($after records)" \
+	|| fail "records $before -> $after over expired certificates"
 kill "$COLL"; wait "$COLL"; rc=$?; COLL=
 [ $rc = 0 ] && pass "collector stopped cleanly" || fail "collector exit $rc"
 finish
