@@ -30,6 +30,7 @@
 #include "bpf/meter.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -1460,8 +1461,11 @@ static bool meters_unchanged(struct agent *a, struct task *t, uint64_t *rss_byte
 	return true;
 }
 
-/* A node.sample's entry: the id and two integers of up to 20 digits, brackets and commas. */
-#define UNCHANGED_ENTRY_BYTES(id) (strlen(id) + 48)
+/* A node.sample's entry as encoded: ["id",age,rss], and the comma after it. */
+static size_t unchanged_entry_bytes(const char *id, uint64_t age_ms, uint64_t rss)
+{
+	return strlen(id) + (size_t)snprintf(NULL, 0, "%" PRIu64 "%" PRIu64, age_ms, rss) + 7;
+}
 /* What tasks_unchanged may take of a record (ACCT_RECORD_MAX_BYTES, 256 KiB) */
 #define UNCHANGED_BYTES_MAX (192 * 1024)
 
@@ -1471,17 +1475,20 @@ void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t 
 
 	meters_batch(a, true); /* one live read of the meter serves every task */
 	for (struct task *t = a->tasks; t; t = t->next) {
-		uint64_t rss;
+		uint64_t rss, age;
+		size_t len;
 
 		if (t->state != TASK_RUNNING || t->next_sample_mono != UINT64_MAX)
 			continue;
 		if (samples_follow_node(a, t) && time_ns >= t->mark_time_ns &&
-		    bytes + UNCHANGED_ENTRY_BYTES(t->id) <= UNCHANGED_BYTES_MAX &&
-		    meters_unchanged(a, t, &rss) &&
-		    acct_node_add_unchanged(
-			ns, t->id, (time_ns - t->mark_time_ns + 999999) / 1000000, rss) == 0) {
-			bytes += UNCHANGED_ENTRY_BYTES(t->id);
-			continue;
+		    meters_unchanged(a, t, &rss)) {
+			age = (time_ns - t->mark_time_ns + 999999) / 1000000;
+			len = unchanged_entry_bytes(t->id, age, rss);
+			if (bytes + len <= UNCHANGED_BYTES_MAX &&
+			    acct_node_add_unchanged(ns, t->id, age, rss) == 0) {
+				bytes += len;
+				continue;
+			}
 		}
 		/* changed, not known exactly, or no room: a task.sample at the next tick */
 		t->next_sample_mono = 0;
