@@ -146,13 +146,14 @@ slurm_logs() {
 }
 
 # slurm_stop: the daemons of PIDS, last started first, and waits for them; the units of
-# SLURM_UNITS, every process in them (slurmstepd too).
+# SLURM_UNITS, every process in them (slurmstepd too), and the scope slurmd made on cgroup v2.
 slurm_stop() {
 	local i
 	for ((i = ${#SLURM_UNITS[@]} - 1; i >= 0; i--)); do
 		systemctl kill --kill-who=all -s KILL "${SLURM_UNITS[i]}" 2>/dev/null
 		systemctl stop "${SLURM_UNITS[i]}" 2>/dev/null
 	done
+	[ ${#SLURM_UNITS[@]} = 0 ] || systemctl stop slurmstepd.scope 2>/dev/null
 	SLURM_UNITS=()
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null; done
 	for i in "${PIDS[@]}"; do wait "$i" 2>/dev/null; done

@@ -830,9 +830,106 @@ print(f"DETAIL: {sys.argv[2]} launches x {sys.argv[3]} rounds, medians: bare for
 PY
 }
 
+# A real Slurm as the client of corralctl run --wait under systemd 252 and cgroup v2 (corrald
+# the installed unit, Delegate=yes): a one-node cluster (munged, slurmctld, slurmd from Debian's
+# slurm-wlm, no accounting database; slurmctld and slurmd transient services of PID 1 as Debian's
+# units run them, slurmd with Delegate=yes; config and daemons by slurm_lib.sh, shared with
+# tests/integration/slurm.sh) started by the case, three batch jobs at once whose steps are
+# `corralctl run --wait`. Checked from outside the agent: Slurm's output file; the exit code as
+# slurmctld (scontrol) and Slurm's job completion log have it; after scancel, the task's cgroup as
+# /sys/fs/cgroup has it (no process left) and the task ended by the forwarded SIGTERM, before
+# kill_grace's SIGKILL; a Corral --time ending the task (exit.by limit); and the end records as
+# the collector stored them against the Slurm jobs' ids and accounts. Slurm's own time limit
+# (whole minutes) is left to the host test.
+slurm_rec() { # slurm_rec TASK EXPR: EXPR over the task's end record as the collector stored it
+	corral-collector dump --db sqlite:/var/lib/corral-collector/records.db --type task.end \
+		--task "$1" --format json 2>/dev/null | head -n1 | json_get "$2"
+}
+slurm_stored() { [ -n "$(slurm_rec "$1" 'd["exit"]["status"]')" ]; }
+slurm_cg_empty() { [ ! -d "$1" ] || ! grep -q . "$1/cgroup.procs" 2>/dev/null; }
+case_slurm_batch() {
+	need_agent || return 1
+	local t S=/var/tmp/corral-vm-slurm ctl=/usr/bin/corralctl J J3 J4 O tid tid3 tid4 cg pid t0 t1 ms up
+	SECONDS=0
+	for t in munged slurmctld slurmd sbatch scontrol scancel; do
+		command -v $t >/dev/null || fail "$t not in the image (tests/vm/run GUEST_PKGS)"
+	done
+	. /usr/lib/corral-vm/slurm_lib.sh || fail "slurm_lib.sh"
+	PIDS=() SLURM_UNITS=() SLURM_SYSTEMD=1
+	# on failure the daemons' logs after the reason (the runner prints a failed case's last lines)
+	trap 'r=$?; [ $r = 0 ] || slurm_logs "$S"; slurm_stop; ip addr del 127.0.0.2/8 dev lo 2>/dev/null; exit $r' EXIT
+	# Slurm's daemons find no address to listen on where 127.0.0.1 is a node's only address (as
+	# in this VM without network: getaddrinfo's AI_ADDRCONFIG does not count it; "Unable to
+	# resolve (null)", then "Address family not supported"): a second one on lo while the case runs
+	ip addr add 127.0.0.2/8 dev lo || fail "ip addr add 127.0.0.2/8 dev lo"
+	# (not below /run: the guest mounts it noexec, and slurmd runs the batch script from its
+	# spool directory)
+	mkdir -p "$S/out"
+	cd "$S" || fail "cd $S"
+	slurm_munge_start "$S" || fail "munged did not start"
+	slurm_conf_write "$S" "$(slurm_free_port)" "$(slurm_free_port)"
+	slurm_daemons_start "$S" || fail "the one-node Slurm did not come up in 60 s"
+	up=$SECONDS
+	echo "Slurm up after ${up}s"
+	# 1: output and exit code; 3: scancel; 4: a Corral --time (1 s), all on the node at once
+	printf '#!/bin/sh\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$ctl" \
+		"'echo hello from corral; echo \$CORRAL_TASK_ID; echo to-stderr >&2; exit 3'" >"$S/out.sh"
+	printf '#!/bin/sh\nexec %s run --wait -q --workdir / -- sh -c %s\n' "$ctl" \
+		"'echo \$CORRAL_TASK_ID >$S/sc.id; sed -n s/^0:://p /proc/self/cgroup >$S/sc.cg; echo \$\$ >$S/sc.pid; exec sleep 600'" >"$S/sc.sh"
+	printf '#!/bin/sh\nexec %s run --wait -q --time 1 --workdir / -- sh -c %s\n' "$ctl" \
+		"'echo \$CORRAL_TASK_ID; exec sleep 600'" >"$S/ct.sh"
+	J=$(slurm_submit -A physics -J corral-vm -o "$S/out/out-%j.txt" "$S/out.sh") || fail "sbatch out.sh"
+	J3=$(slurm_submit -A chem -o "$S/out/sc.out" "$S/sc.sh") || fail "sbatch sc.sh"
+	J4=$(slurm_submit -A chem -o "$S/out/ct-%j.txt" "$S/ct.sh") || fail "sbatch ct.sh"
+	echo "jobs $J $J3 $J4"
+
+	# scancel: the task's cgroup, read here, has no process left; the forwarded SIGTERM ended it
+	wait_for 40 test -s "$S/sc.pid" || fail "scancel job $J3 did not start: $(slurm_job_field "$J3" JobState) $(cat "$S/out/sc.out" 2>&1)"
+	tid3=$(cat "$S/sc.id") cg=/sys/fs/cgroup$(cat "$S/sc.cg") pid=$(cat "$S/sc.pid")
+	grep -qx "$pid" "$cg/cgroup.procs" || fail "the task's pid $pid is not in $cg"
+	t0=$(date +%s%N)
+	scancel "$J3" || fail "scancel $J3"
+	wait_for 20 slurm_cg_empty "$cg" || fail "20 s after scancel $cg still has $(cat "$cg/cgroup.procs" | tr '\n' ' ')"
+	t1=$(date +%s%N)
+	ms=$(((t1 - t0) / 1000000))
+	wait_for 30 slurm_stored "$tid3" || fail "no end record of $tid3 in the collector"
+	[ "$(slurm_rec "$tid3" 'd["exit"]["by"]')" = client ] && [ "$(slurm_rec "$tid3" 'd["exit"]["signal"]')" = 15 ] ||
+		fail "scancel: exit $(slurm_rec "$tid3" 'd["exit"]')"
+	slurm_job_done "$J3" 200 && [ "$(slurm_job_field "$J3" JobState)" = CANCELLED ] ||
+		fail "job $J3 state $(slurm_job_field "$J3" JobState)"
+
+	# output in Slurm's output file, the exit code in Slurm's view, the record's job and account
+	slurm_job_done "$J" 300 || fail "job $J did not end: $(slurm_job_field "$J" JobState)"
+	O=$S/out/out-$J.txt
+	cat "$O"
+	tid=$(sed -n 2p "$O")
+	grep -qx 'hello from corral' "$O" && grep -qx to-stderr "$O" && [ -n "$tid" ] || fail "output file: $(cat "$O" 2>&1)"
+	[ "$(slurm_job_field "$J" ExitCode)" = 3:0 ] && [ "$(slurm_job_field "$J" JobState)" = FAILED ] &&
+		[ "$(slurm_jobcomp "$S" "$J" ExitCode)" = 3:0 ] ||
+		fail "exit code: scontrol $(slurm_job_field "$J" ExitCode) $(slurm_job_field "$J" JobState), jobcomp $(slurm_jobcomp "$S" "$J" ExitCode)"
+	wait_for 30 slurm_stored "$tid" || fail "no end record of $tid in the collector"
+	[ "$(slurm_rec "$tid" 'd["task"]["job"]')" = "$(slurm_job_field "$J" JobId)" ] &&
+		[ "$(slurm_rec "$tid" 'd["task"]["account"]')" = "$(slurm_jobcomp "$S" "$J" Account)" ] &&
+		[ "$(slurm_rec "$tid" 'd["task"]["account"]')" = physics ] &&
+		[ "$(slurm_rec "$tid" 'd["task"]["labels"]["slurm_partition"]')" = "$(slurm_job_field "$J" Partition)" ] &&
+		[ "$(slurm_rec "$tid" 'd["exit"]["code"]')" = 3 ] ||
+		fail "record $(slurm_rec "$tid" 'd["task"]') exit $(slurm_rec "$tid" 'd["exit"]') vs job $(slurm_job_field "$J" JobId) account $(slurm_jobcomp "$S" "$J" Account) partition $(slurm_job_field "$J" Partition)"
+
+	# a Corral --time 1 inside the job: exit.by limit, 143 (SIGTERM) as Slurm's exit status
+	slurm_job_done "$J4" 300 || fail "job $J4 did not end: $(slurm_job_field "$J4" JobState)"
+	tid4=$(sed -n 1p "$S/out/ct-$J4.txt")
+	wait_for 30 slurm_stored "$tid4" || fail "no end record of '$tid4' in the collector"
+	[ "$(slurm_rec "$tid4" 'd["exit"]["status"]')" = time_limit ] && [ "$(slurm_rec "$tid4" 'd["exit"]["by"]')" = limit ] &&
+		[ "$(slurm_job_field "$J4" ExitCode)" = 143:0 ] &&
+		[ "$(slurm_rec "$tid4" 'd["task"]["job"]')" = "$J4" ] && [ "$(slurm_rec "$tid4" 'd["task"]["account"]')" = chem ] ||
+		fail "--time: exit $(slurm_rec "$tid4" 'd["exit"]') task $(slurm_rec "$tid4" 'd["task"]'), scontrol $(slurm_job_field "$J4" ExitCode) $(slurm_job_field "$J4" JobState)"
+	grep . "$S/jobcomp.log"
+	echo "DETAIL: one-node Slurm up in ${up}s; the step's output in Slurm's file; exit 3 (scontrol and jobcomp 3:0, FAILED); scancel: cgroup empty ${ms} ms later, SIGTERM forwarded (exit.by client, before kill_grace's SIGKILL), CANCELLED; corralctl --time 1: time_limit, exit.by limit, scontrol 143:0; records' job/account = the jobs' ($J/physics, $J4/chem)"
+}
+
 cases="boot_cgroup_v2 systemd_scope_restart agent_ready bpf_verify oom_killed oom_events_v2 cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
-	collector_ingest metering_v2 gpu_v2 sandbox_v2 run_wait_bench"
+	collector_ingest metering_v2 gpu_v2 sandbox_v2 run_wait_bench slurm_batch"
 echo "CORRAL-VM-CASES:" $cases
 for c in $cases; do
 	run_case "$c"
