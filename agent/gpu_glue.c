@@ -558,6 +558,17 @@ void gpu_glue_release(struct agent *a, struct task *t)
 	t->gpu = NULL;
 }
 
+/* A task freed with its GPUs still held (the agent stops while it runs: the next agent
+ * re-adopts them from its state file): the meter's memory only, the inventory left alone. */
+static void gpu_task_free(struct task *t)
+{
+	if (!t->gpu)
+		return;
+	gpu_meter_free(t->gpu->meter);
+	free(t->gpu);
+	t->gpu = NULL;
+}
+
 static void gpu_glue_adopt(struct agent *a, struct task *t)
 {
 	struct gpu_state *g = a->gpu;
@@ -699,6 +710,7 @@ const struct meter_ops meter_gpu_ops = {
     .unchanged = gpu_unchanged,
     .end = gpu_glue_release,
     .save = gpu_save,
+    .release = gpu_task_free,
 };
 
 bool gpu_glue_task_energy_j(struct agent *a, struct task *t, double *ret,

@@ -529,6 +529,15 @@ static void energy_save(struct agent *a, struct node_sampler *s)
 		      (json_int_t)s->ended_uj[ENERGY_DRAM], "zones", zones);
 	if (!j)
 		return;
+	if (s->have_gpu_mj) { /* the GPUs' counters at the last record, as add_gpu_energy left them
+			       */
+		json_t *g = json_array();
+
+		for (size_t i = 0; g && i < s->n_gpu; i++)
+			json_array_append_new(g, json_integer((json_int_t)s->last_gpu_mj[i]));
+		json_object_set_new(j, "gpu_mj", g);
+		json_object_set_new(j, "ended_gpu_mj", json_integer((json_int_t)s->ended_gpu_mj));
+	}
 	for (size_t i = 0; i < s->energy.n; i++)
 		json_array_append_new(zones,
 				      json_pack("{s:s,s:I}", "dir", s->energy.z[i].dir, "last_uj",
@@ -550,6 +559,27 @@ static void energy_save(struct agent *a, struct node_sampler *s)
 			log_warning("task %s: saving its energy state failed: %s", t->id,
 				    strerror(-r));
 	a->energy_save_token = 0;
+}
+
+/* The GPUs' counters of the saved state: the first record after the restart then covers the
+ * downtime for the GPUs too (a count that differs from this run's inventory: not taken, see
+ * add_gpu_energy). */
+static void gpu_restore(struct node_sampler *s, json_t *j)
+{
+	json_t *g = json_object_get(j, "gpu_mj"), *v;
+	size_t i;
+
+	if (!json_is_array(g) || json_array_size(g) == 0 || json_array_size(g) > GPU_MAX)
+		return;
+	json_array_foreach(g, i, v)
+	{
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return;
+		s->last_gpu_mj[i] = (unsigned long long)json_integer_value(v);
+	}
+	s->n_gpu = json_array_size(g);
+	s->ended_gpu_mj = (uint64_t)json_integer_value(json_object_get(j, "ended_gpu_mj"));
+	s->have_gpu_mj = true;
 }
 
 /* The saved state of the previous run on this boot, if any: into s, the token in *ret. */
@@ -592,6 +622,7 @@ static void energy_restore(struct agent *a, struct node_sampler *s, uint64_t *re
 		    (uint64_t)json_integer_value(json_object_get(j, "ended_package_uj"));
 		s->ended_uj[ENERGY_DRAM] =
 		    (uint64_t)json_integer_value(json_object_get(j, "ended_dram_uj"));
+		gpu_restore(s, j);
 		*ret = s->last_mono;
 	} else
 		log_warning("%s: not this boot's or these RAPL zones: the energy of re-adopted "
@@ -634,6 +665,7 @@ int node_sample_start(struct agent *a, uint64_t now_mono)
 		t->energy.based = false;
 		t->energy.restore_token = 0;
 		t->energy.cpu_uj = t->energy.dram_uj = 0;
+		t->energy.gpu_given_mj = 0;
 	}
 	if (token)
 		log_info("node.sample: energy state of the previous run taken back (%u task(s) "

@@ -371,6 +371,9 @@ json_t *state_task_encode(struct agent *a, struct task *t)
 					      (json_int_t)t->energy.at_mono, "cpu_uj",
 					      (json_int_t)t->energy.cpu_uj, "dram_uj",
 					      (json_int_t)t->energy.dram_uj));
+	if (a->energy_save_token && t->energy.based && !t->energy.done && t->spec.gpus)
+		json_object_set_new(json_object_get(j, "energy"), "gpu_given_mj",
+				    json_integer((json_int_t)t->energy.gpu_given_mj));
 	return j;
 }
 
@@ -563,6 +566,9 @@ int state_task_decode(json_t *j, struct task *t, char *err, size_t errlen)
 							 .at_mono = (uint64_t)ev[3],
 							 .cpu_uj = (uint64_t)ev[4],
 							 .dram_uj = (uint64_t)ev[5]};
+		if (ok && ev[0] > 0 && json_integer_value(json_object_get(e, "gpu_given_mj")) > 0)
+			t->energy.gpu_given_mj =
+			    (uint64_t)json_integer_value(json_object_get(e, "gpu_given_mj"));
 	}
 	t->limit_reason = acct_exit_status_from_string(
 	    json_string_value(json_object_get(j, "limit_reason")) ?: "");

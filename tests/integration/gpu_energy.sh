@@ -1,8 +1,8 @@
 #!/bin/bash
 # The GPUs' energy no task was given (node.sample energy.unattributed_gpu_j) against the
 # stand-in NVML, whose counters this test steps (GPU 0 at 300 W, GPU 1 at 100 W, every 20 ms):
-# a task holds GPU 0 for a few node records, then both GPUs are idle; GPU 1 is never
-# allocated. Checked exactly, in mJ, over the stored records: the task's GPU energy
+# a task holds GPU 0 for a few node records, across an agent restart, then both GPUs are
+# idle; GPU 1 is never allocated. Checked exactly, in mJ, over the stored records: the task's GPU energy
 # (usage.energy_j.gpu) + the node records' unattributed GPU energy = the node records' GPU
 # energy; and the unattributed part at least GPU 1's energy over the records (never given).
 . "$(dirname "$0")/lib.sh"
@@ -50,14 +50,26 @@ while True:
     time.sleep(0.02)
 PY
 WRITER=$!
-printf '[agent]\nsample_interval = 1s\n[collector]\nbatch_delay = 100ms\n' >"$T/agent.conf"
-start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+# a RAPL stand-in (still counters) so that the agent's energy state is saved across a restart
+PC=$T/powercap
+mkdir -p "$PC/intel-rapl:0"; echo package-0 >"$PC/intel-rapl:0/name"
+echo 1000000000000000 >"$PC/intel-rapl:0/max_energy_range_uj"; echo 0 >"$PC/intel-rapl:0/energy_uj"
+printf '[agent]\nsample_interval = 1s\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
+agent() { start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"; }
+agent
 grep -q 'GPUs: 2 found' "$T/agent.log" || fail "inventory: $(grep -i gpu "$T/agent.log")"
 
 id=$(ctl run --gpus 1 -- sleep 60 | head -n1)
 [ -n "$id" ] || fail "run --gpus 1"
 t0=$(date +%s%N)
-wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $t0" 3 30 >/dev/null
+wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $t0" 2 30 >/dev/null
+# an agent restart while the task runs: the GPUs' counters and the task's GPU energy given
+# so far are saved at the stop, the first record after it covers the downtime
+stop_agent
+sleep 1
+tr=$(date +%s%N)
+agent
+wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tr" 2 30 >/dev/null
 ctl kill "$id" >/dev/null
 n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 1 30)
 [ "$n" = 1 ] || fail "task.end records: $n"
@@ -65,9 +77,10 @@ tend=$(q "SELECT max(time_ns) FROM records WHERE type='task.end'")
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tend" 2 30 >/dev/null
 stop_agent
 
-python3 - "$DB" <<'PY'
+python3 - "$DB" "$tr" <<'PY'
 import json, sqlite3, sys
 con = sqlite3.connect(sys.argv[1])
+tr = int(sys.argv[2])
 mj = lambda x: round(x * 1e3)
 end = json.loads(con.execute("SELECT body FROM records WHERE type='task.end'").fetchone()[0])
 nodes = [json.loads(b) for (b,) in con.execute(
@@ -87,6 +100,12 @@ if node != mj(e['gpu']) + una: bad.append('does not sum')
 if missing: bad.append('records without unattributed_gpu_j: %s' % missing)
 if srcs != {'nvml'}: bad.append('sources %s' % srcs)
 if una < period * 1e5 * 0.9: bad.append('unattributed below GPU 1 alone')
+after = [json.loads(b) for (b,) in con.execute(
+    "SELECT body FROM records WHERE type='node.sample' AND time_ns > ? ORDER BY time_ns LIMIT 1", (tr,))]
+p0 = after[0]['period_ns'] / 1e9 if after else 0
+g0 = after[0].get('energy', {}).get('gpu_j', 0) if after else 0
+print('first record after the restart: period %.3f s, gpu_j %.3f J (400 W over it: %.3f J)' % (p0, g0, 400 * p0))
+if p0 < 1 or abs(g0 - 400 * p0) > 0.1 * 400 * p0: bad.append('the restart\'s downtime not covered')
 if mj(e['gpu']) <= 0: bad.append('task got no GPU energy')
 for m in bad: print(m)
 sys.exit(1 if bad else 0)
