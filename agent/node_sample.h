@@ -32,20 +32,6 @@ void node_sample_tick(struct agent *a, uint64_t now_mono);
 void node_sample_stop(struct agent *a);
 
 /*
- * Energy per task (docs/reports.md "Energy"): at each period boundary the period's RAPL
- * package energy is shared among the tasks by their CPU time in it over the node's CPU time
- * (CPUs x period), the DRAM energy by their memory byte-seconds over the node's (MemTotal x
- * period), in whole microjoules; what no task got is the record's unattributed energy.
- * node_energy_task_end gives an ending task its share of the period so far (called once,
- * after its final usage is read) and sets t->usage.energy; node_energy_usage fills
- * usage.energy_j from the shares so far (agent/usage.c, at every usage read).
- */
-void node_energy_task_end(struct agent *a, struct task *t);
-/* The node's RAPL energy is shared among the tasks (each task's share moves every period). */
-bool node_energy_shared(const struct agent *a);
-void node_energy_usage(struct agent *a, const struct task *t, struct acct_energy *ret);
-
-/*
  * What the energy attribution costs the agent (corralctl status "energy"): whether RAPL is
  * read, the periods attributed (one per node.sample with RAPL) and the agent's CPU time in
  * reading the zones and sharing each period among the tasks (CLOCK_THREAD_CPUTIME_ID: the

@@ -6,7 +6,7 @@
 #include "agent/sandbox.h"
 #include "agent/log.h"
 #include "agent/meters.h"
-#include "agent/node_sample.h"
+#include "agent/node_energy.h"
 #include "agent/plan.h"
 #include "agent/profiles.h"
 #include "agent/spawner.h"

@@ -2,7 +2,7 @@
 /* A task's usage: the cgroup's figures, then each meter's over them (agent/usage.h). */
 #include "agent/agent.h"
 #include "agent/meters.h"
-#include "agent/node_sample.h"
+#include "agent/node_energy.h"
 #include "agent/usage.h"
 #include "common/clock.h"
 #include "isolation/cgroup.h"

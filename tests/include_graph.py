@@ -30,12 +30,12 @@ LAYERS = [
     # launch stages, meters and the node's records: called by the task table (or the main
     # loop), never calling it
     ("stages", ["scope", "spawner", "sandbox", "cgpool", "plan", "budget", "audit_glue",
-                "gpu_glue", "taskstats_glue", "meter_ebpf", "meters", "usage", "node_sample",
+                "gpu_glue", "taskstats_glue", "meter_ebpf", "meters", "usage", "node_energy",
                 "supervise"]),
     # the task table and its state machine
     ("task", ["task"]),
     # above the task table: re-adoption at start, the control API
-    ("api", ["adopt", "control"]),
+    ("api", ["adopt", "node_sample", "control"]),
     # services and programs
     ("main", ["hooks", "corrald_main", "corralctl_main", "spawn_main"]),
 ]
