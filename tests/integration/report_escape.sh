@@ -138,11 +138,11 @@ for by, keys in (("account,user,job,node,label:project", "aujp"), ("account,user
     ttext = tab.decode("utf-8", "replace")
     htext = page.decode("utf-8", "replace")
     tags = {t.lower() for t in re.findall(r"<(/?[!a-zA-Z][a-zA-Z0-9]*)", htext)} - {
-        "!doctype", "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "div",
+        "!doctype", "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "div",
         "span", "b", "dl", "dt", "dd", "table", "tr", "th", "td", "svg", "g", "rect", "text",
         "line"}
     tags = {t for t in tags if t.lstrip("/") not in ("html", "head", "title", "style", "body", "h1",
-            "h2", "p", "div", "span", "b", "dl", "dt", "dd", "table", "tr", "th", "td", "svg", "g",
+            "h2", "h3", "p", "div", "span", "b", "dl", "dt", "dd", "table", "tr", "th", "td", "svg", "g",
             "text")}
     if tags:
         fails.append("%s html: unexpected tags %s" % (by, sorted(tags)[:5]))
