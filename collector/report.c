@@ -2376,13 +2376,10 @@ static struct report_day *idle_day(struct report *ret, const char *day)
 	return NULL;
 }
 
-static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
+static int idle_energy_add(struct idle_energy *ie, const char *node, const char *bucket,
+			   const double j[3])
 {
-	struct idle_energy *ie = ud;
 	struct reader *rd = ie->rd;
-	/* node rows: gpu_s holds the GPUs' unattributed energy (store.h) */
-	const double j[3] = {row->v[COLL_SUM_ENERGY_CPU_J], row->v[COLL_SUM_ENERGY_DRAM_J],
-			     row->v[COLL_SUM_GPU_S]};
 	const double all = j[0] + j[1] + j[2];
 	char pbuf[REPORT_PERIOD_LEN];
 	struct pidle_energy *pe;
@@ -2393,7 +2390,7 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 
 	if (!(all > 0))
 		return 0;
-	report_period_of(rd->spec, rd->to_last, row->bucket, pbuf);
+	report_period_of(rd->spec, rd->to_last, bucket, pbuf);
 	period = intern(&rd->strs, pbuf);
 	if (!period)
 		return -ENOMEM;
@@ -2403,10 +2400,10 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 		pe = &ie->v[ie->n++];
 		memset(pe, 0, sizeof(*pe));
 		pe->period = period;
-		report_period_days(rd->spec, rd->to_last, row->bucket, pe->first_day, pe->last_day);
+		report_period_days(rd->spec, rd->to_last, bucket, pe->first_day, pe->last_day);
 	}
 	pe = &ie->v[ie->n - 1];
-	day = idle_day(ie->ret, row->bucket);
+	day = idle_day(ie->ret, bucket);
 	for (int k = 0; k < 3; k++) {
 		pe->j[k] += j[k];
 		if (day)
@@ -2414,7 +2411,7 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 	}
 	if (!ie->carbon)
 		return 0;
-	r = carbon_grams(rd, row->node, row->bucket, all, &g);
+	r = carbon_grams(rd, node, bucket, all, &g);
 	if (r == -ENOENT) {
 		rd->carbon_uncovered_j += all;
 		return 0;
@@ -2425,6 +2422,24 @@ static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
 	if (day)
 		day->co2e_g_raw += g;
 	return 0;
+}
+
+static int idle_energy_cb(const struct coll_rollup_row *row, void *ud)
+{
+	/* node rows: gpu_s holds the GPUs' unattributed energy (store.h) */
+	const double j[3] = {row->v[COLL_SUM_ENERGY_CPU_J], row->v[COLL_SUM_ENERGY_DRAM_J],
+			     row->v[COLL_SUM_GPU_S]};
+
+	return idle_energy_add(ud, row->node, row->bucket, j);
+}
+
+/* A day of rollup_node_energy_day: its energy at the default intensity (node NULL) */
+static int idle_energy_day_cb(const struct coll_node_energy_row *row, void *ud)
+{
+	const double j[3] = {(double)row->mj[0] / 1000, (double)row->mj[1] / 1000,
+			     (double)row->mj[2] / 1000};
+
+	return idle_energy_add(ud, NULL, row->bucket, j);
 }
 
 /*
@@ -2445,8 +2460,14 @@ static int apply_idle_energy(struct coll_store *s, struct reader *rd, struct car
 
 	if (rd->spec->idle == REPORT_IDLE_OFF)
 		return 0;
-	r = coll_store_rollup_query_sums(s, COLL_ROLLUP_NODE_DAY, rd->spec->from, rd->spec->to,
-					 sums, idle_energy_cb, &ie);
+	/* one intensity for every node (no [carbon:ZONE]): the day's sums kept at ingest do;
+	 * with zones each node row is read for its zone's intensity (slower) */
+	if (rd->ps->n_zones == 0)
+		r = coll_store_node_energy_query(s, rd->spec->from, rd->spec->to,
+						 idle_energy_day_cb, &ie);
+	else
+		r = coll_store_rollup_query_sums(s, COLL_ROLLUP_NODE_DAY, rd->spec->from,
+						 rd->spec->to, sums, idle_energy_cb, &ie);
 	for (size_t i = 0; r >= 0 && i < ie.n; i++) {
 		const struct pidle_energy *pe = &ie.v[i];
 		struct report_row *row = NULL;

@@ -406,6 +406,40 @@ int coll_store_node_cap_query(struct coll_store *s, bool month, const char *from
 	return coll_store_text_query(s, sql, 2, params, cap_q_row, &q);
 }
 
+struct energy_q {
+	coll_node_energy_fn fn;
+	void *ud;
+};
+
+static int energy_q_row(const char *const *c, int n, void *ud)
+{
+	const struct energy_q *q = ud;
+	struct coll_node_energy_row row;
+
+	if (n != 5)
+		return -EPROTO;
+	row = (struct coll_node_energy_row){
+	    .bucket = c[0] ? c[0] : "",
+	    .rows = c[1] ? strtoll(c[1], NULL, 10) : 0,
+	    .mj = {c[2] ? strtoll(c[2], NULL, 10) : 0, c[3] ? strtoll(c[3], NULL, 10) : 0,
+		   c[4] ? strtoll(c[4], NULL, 10) : 0},
+	};
+	return q->fn(&row, q->ud);
+}
+
+int coll_store_node_energy_query(struct coll_store *s, const char *from, const char *to,
+				 coll_node_energy_fn fn, void *ud)
+{
+	const char *params[] = {from, to};
+	struct energy_q q = {.fn = fn, .ud = ud};
+
+	return coll_store_text_query(
+	    s,
+	    "SELECT bucket, node_rows, cpu_mj, dram_mj, gpu_mj FROM rollup_node_energy_day"
+	    " WHERE (?1 IS NULL OR bucket >= ?1) AND (?2 IS NULL OR bucket < ?2) ORDER BY bucket",
+	    2, params, energy_q_row, &q);
+}
+
 struct priced_q {
 	uint32_t sums;
 	coll_rollup_fn fn;
@@ -887,8 +921,12 @@ static char *cap_table_ddl(size_t i, const char *real_type, const char *int_type
 	return sql;
 }
 
+/* One node row's energy column x (J, REAL) as integer mJ: the unit of rollup_node_energy_day */
+#define NODE_MJ(x) "CAST(round(" x " * 1000) AS BIGINT)"
+
 char *coll_node_cap_trigger_sql(bool add, const char *rec)
 {
+	char mj[3][96];
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -928,11 +966,56 @@ char *coll_node_cap_trigger_sql(bool add, const char *rec)
 				"DELETE FROM %s WHERE %s AND units <= 0;",
 				t, rec, rec, rec, key, t, key);
 	}
+	/* v13: the day's unattributed energy, each row's rounded to integer mJ (exact sums) */
+	snprintf(mj[0], sizeof(mj[0]), NODE_MJ("%s.energy_cpu_j"), rec);
+	snprintf(mj[1], sizeof(mj[1]), NODE_MJ("%s.energy_dram_j"), rec);
+	snprintf(mj[2], sizeof(mj[2]), NODE_MJ("%s.gpu_s"), rec);
+	if (add)
+		fprintf(f,
+			"INSERT INTO rollup_node_energy_day (bucket, node_rows, cpu_mj, dram_mj,"
+			" gpu_mj) VALUES (%s.bucket, 1, %s, %s, %s) ON CONFLICT (bucket) DO UPDATE"
+			" SET node_rows = rollup_node_energy_day.node_rows + 1,"
+			" cpu_mj = rollup_node_energy_day.cpu_mj + excluded.cpu_mj,"
+			" dram_mj = rollup_node_energy_day.dram_mj + excluded.dram_mj,"
+			" gpu_mj = rollup_node_energy_day.gpu_mj + excluded.gpu_mj;",
+			rec, mj[0], mj[1], mj[2]);
+	else
+		fprintf(f,
+			"UPDATE rollup_node_energy_day SET node_rows = node_rows - 1,"
+			" cpu_mj = cpu_mj - %s, dram_mj = dram_mj - %s, gpu_mj = gpu_mj - %s"
+			" WHERE bucket = %s.bucket;"
+			"DELETE FROM rollup_node_energy_day WHERE bucket = %s.bucket AND"
+			" node_rows <= 0;",
+			mj[0], mj[1], mj[2], rec, rec);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;
 	}
 	return buf;
+}
+
+/* v13: the nodes' unattributed energy per day, filled from rollup_node_day (the triggers,
+ * made or replaced after it, keep it from then on). */
+static int migrate_node_energy(const struct coll_migration *m)
+{
+	/* NODE_MJ of each column, as the triggers sum them */
+	static const char fill[] =
+	    "DELETE FROM rollup_node_energy_day;"
+	    "INSERT INTO rollup_node_energy_day (bucket, node_rows, cpu_mj, dram_mj, gpu_mj)"
+	    " SELECT bucket, count(*), sum(CAST(round(energy_cpu_j * 1000) AS BIGINT)),"
+	    " sum(CAST(round(energy_dram_j * 1000) AS BIGINT)),"
+	    " sum(CAST(round(gpu_s * 1000) AS BIGINT)) FROM rollup_node_day GROUP BY bucket";
+	_cleanup_free_ char *ddl = NULL;
+	int r;
+
+	if (asprintf(&ddl,
+		     "CREATE TABLE IF NOT EXISTS rollup_node_energy_day (bucket TEXT PRIMARY KEY,"
+		     " node_rows %s NOT NULL, cpu_mj %s NOT NULL, dram_mj %s NOT NULL,"
+		     " gpu_mj %s NOT NULL)",
+		     m->int_type, m->int_type, m->int_type, m->int_type) < 0)
+		return -ENOMEM;
+	r = m->exec(m->db, ddl);
+	return r < 0 ? r : m->exec(m->db, fill);
 }
 
 /* v12: the counted capacity keys, filled from rollup_node_day, then its triggers. */
@@ -1005,9 +1088,15 @@ int coll_migrate(const struct coll_migration *m)
 	/* v11 (and v6, v8 before it): the added sums, every rollup rebuilt */
 	if (r >= 0 && version >= 2 && version < 11)
 		r = migrate_added_sums(m);
+	/* v13: the unattributed energy per day, before the triggers that keep it are made (v12)
+	 * or replaced (a database of version 12) */
+	if (r >= 0 && version < 13)
+		r = migrate_node_energy(m);
 	/* v12: the counted capacity keys (every database: the rollup tables exist by now) */
 	if (r >= 0 && version < 12)
 		r = migrate_node_cap(m);
+	else if (r >= 0 && version < 13)
+		r = m->node_cap_triggers(m->db);
 	/* v7: a record id received again with another body is kept aside with both bodies
 	 * (docs/pipeline.md "Record ids and conflicts") */
 	if (r >= 0 && version < 7)

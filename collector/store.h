@@ -17,7 +17,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 12
+#define COLL_SCHEMA_VERSION 13
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -234,6 +234,16 @@ struct coll_node_cap_row {
 };
 typedef int (*coll_node_cap_fn)(const struct coll_node_cap_row *row, void *userdata);
 
+/* One day of rollup_node_energy_day (schema v13): the nodes' unattributed energy of the day,
+ * the sum over its rows of rollup_node_day, each row's energy_cpu_j, energy_dram_j and gpu_s
+ * (the GPUs' unattributed energy) rounded to integer millijoules, kept by the same triggers. */
+struct coll_node_energy_row {
+	const char *bucket;
+	int64_t rows;  /* node rows of the day */
+	int64_t mj[3]; /* package, DRAM, GPU: mJ */
+};
+typedef int (*coll_node_energy_fn)(const struct coll_node_energy_row *row, void *userdata);
+
 /*
  * The backends' row loops hand each row of a query as text columns (valid during the call) to
  * a coll_text_row_fn. Conflicts and breaks are selected in the column order below and turned
@@ -362,6 +372,9 @@ int coll_store_open_query(struct coll_store *s, coll_open_fn fn, void *ud);
  * rollup_node_cap_day (from <= bucket < to), with units > 0. */
 int coll_store_node_cap_query(struct coll_store *s, bool month, const char *from, const char *to,
 			      coll_node_cap_fn fn, void *ud);
+/* The rows of rollup_node_energy_day with from <= bucket < to (either NULL: open), by day. */
+int coll_store_node_energy_query(struct coll_store *s, const char *from, const char *to,
+				 coll_node_energy_fn fn, void *ud);
 /* The rows of rollup_node_day with from <= bucket < to whose (day, node) has a row in
  * rollup_node_alloc_day, or a task in rollup_open that started on or before that day, or
  * whose node is one of nodes[0..n_nodes): the node-days that a capacity report prices one
@@ -417,8 +430,8 @@ struct coll_migration {
 	const char *conflicts_ddl;	  /* version 7 (IF NOT EXISTS) */
 	const char *audit_ddl;		  /* every open (IF NOT EXISTS) */
 	/* version 12: the triggers that keep rollup_node_cap_day/_month (the counted capacity
-	 * keys) in step with rollup_node_day; made from the statements of
-	 * coll_node_cap_trigger_sql (IF NOT EXISTS where the backend allows) */
+	 * keys), and from version 13 rollup_node_energy_day, in step with rollup_node_day; made
+	 * from the statements of coll_node_cap_trigger_sql, replacing any older ones */
 	int (*node_cap_triggers)(void *db);
 	int (*exec)(void *db, const char *sql);
 	/* max(version) of schema_version, 0 when empty */
@@ -516,8 +529,8 @@ const char *coll_delta_key(const struct coll_delta *d, enum coll_key k);
 char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const char *int_type);
 char *coll_rollup_pk(enum coll_rollup_table t);
 /* The statements (each ending with ';') that move one row of rollup_node_day, rec ("NEW" or
- * "OLD"), into (add) or out of rollup_node_cap_day and rollup_node_cap_month: a trigger's
- * body. */
+ * "OLD"), into (add) or out of rollup_node_cap_day, rollup_node_cap_month and
+ * rollup_node_energy_day: a trigger's body. */
 char *coll_node_cap_trigger_sql(bool add, const char *rec);
 /* ops->text_query under the handle's lock. */
 int coll_store_text_query(struct coll_store *s, const char *sql, int n, const char *const *params,

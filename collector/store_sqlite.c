@@ -237,7 +237,8 @@ static int migration_rebuild(void *db)
 	return rebuild_rollups(db, COLL_ROLLUP_ALL);
 }
 
-/* v12: triggers that keep the counted capacity keys in step with rollup_node_day */
+/* v12: triggers that keep the counted capacity keys (v13: and the energy per day) in step
+ * with rollup_node_day; replaced where older ones exist */
 static int migration_node_cap_triggers(void *db)
 {
 	_cleanup_free_ char *del = coll_node_cap_trigger_sql(false, "OLD");
@@ -246,11 +247,14 @@ static int migration_node_cap_triggers(void *db)
 
 	if (!del || !add ||
 	    asprintf(&sql,
-		     "CREATE TRIGGER IF NOT EXISTS rollup_node_cap_ins AFTER INSERT ON"
+		     "DROP TRIGGER IF EXISTS rollup_node_cap_ins;"
+		     "DROP TRIGGER IF EXISTS rollup_node_cap_del;"
+		     "DROP TRIGGER IF EXISTS rollup_node_cap_upd;"
+		     "CREATE TRIGGER rollup_node_cap_ins AFTER INSERT ON"
 		     " rollup_node_day BEGIN %s END;"
-		     "CREATE TRIGGER IF NOT EXISTS rollup_node_cap_del AFTER DELETE ON"
+		     "CREATE TRIGGER rollup_node_cap_del AFTER DELETE ON"
 		     " rollup_node_day BEGIN %s END;"
-		     "CREATE TRIGGER IF NOT EXISTS rollup_node_cap_upd AFTER UPDATE ON"
+		     "CREATE TRIGGER rollup_node_cap_upd AFTER UPDATE ON"
 		     " rollup_node_day BEGIN %s %s END;",
 		     add, del, del, add) < 0)
 		return -ENOMEM;

@@ -22,7 +22,10 @@
 # (the idle capacity of every node shared over the accounts) and `capacity --by node --period
 # month` against a hand-written SQL query of the capacity per node and month. The SQLite
 # triggers of schema 12 count the node rows per capacity key as they are inserted
-# (rollup_node_cap_day/_month, in the time printed for the node rows).
+# (rollup_node_cap_day/_month, in the time printed for the node rows), and those of schema 13
+# sum the node rows' unattributed energy per day (rollup_node_energy_day: the (idle) rows'
+# energy, read as 91 rows, not the 910,000 node rows; the node rows carry energy, fractional
+# joules).
 # BENCH_PG_PROFILE=1 adds where PostgreSQL's time goes (plans, table sizes, text against binary
 # results). Needs sqlite3 and bc. About 5 minutes on 2 shared cores.
 set -u
@@ -106,11 +109,15 @@ NODE_ROWS="WITH RECURSIVE d(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM d WHERE 
  128 * 1073741824.0 * 86400 AS mem_byte_s, 64 * 1073741824.0 * 86400 AS mem_req_byte_s,
  256 * 1073741824.0 * 86400 AS mem_charged_byte_s,
  CASE WHEN j % 4 = 0 THEN 2 * 86400.0 ELSE 0 END AS gpu_req_s,
- CASE WHEN j % 4 = 0 THEN 4 * 86400.0 ELSE 0 END AS gpu_charged_s FROM d, n"
+ CASE WHEN j % 4 = 0 THEN 4 * 86400.0 ELSE 0 END AS gpu_charged_s,
+ 86400 * (40 + (i * 3 + j) % 23) + 0.001 * ((i * 7 + j) % 997) AS energy_cpu_j,
+ 86400 * (6 + (i + j) % 5) + 0.001 * ((i + 3 * j) % 991) AS energy_dram_j,
+ CASE WHEN j % 4 = 0 THEN 86400 * (50 + (i + j) % 13) + 0.001 * (j % 983) ELSE 0 END AS gpu_s
+ FROM d, n"
 t0=$(now)
 sqlite3 "$DB" "INSERT INTO rollup_node_day (bucket, node, label_key, label_value, tasks, wall_s,
  cpu_s, cpu_req_core_s, cpu_charged_core_s, mem_byte_s, mem_req_byte_s, mem_charged_byte_s,
- gpu_req_s, gpu_charged_s) $NODE_ROWS" || { echo "FAIL: node rows"; exit 1; }
+ gpu_req_s, gpu_charged_s, energy_cpu_j, energy_dram_j, gpu_s) $NODE_ROWS" || { echo "FAIL: node rows"; exit 1; }
 echo "sqlite: $(sqlite3 "$DB" 'SELECT count(*) FROM rollup_node_day') rollup_node_day rows written in $(echo "$(now) - $t0" | bc -l | cut -c1-5) s"
 printf '[node_class:gpu]\ncpu_core_hour = 0.05\ngpu_hour = 2.10\n' >>"$T/p.ini"
 # capacity per node and month, as the capacity report prices it (allocation aside)
@@ -142,10 +149,11 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1 && command -v psql >/de
 	"$COLL" migrate --db "$(pg rep)" >/dev/null || { echo "FAIL: migrate"; exit 1; }
 	# the report by account reads rollup_day (and rollup_open, empty here) only; by job and
 	# node per whole months, rollup_job_month too
-	# (the counted capacity keys too, which the SQLite triggers made from the same node rows:
+	# (the counted capacity keys and the energy per day too, which the SQLite triggers made
+	# from the same node rows:
 	# the PostgreSQL trigger is off for the copy, session_replication_role = replica)
 	for tbl in rollup_day rollup_job_month rollup_job_day rollup_node_day rollup_node_alloc_day \
-		rollup_node_cap_day rollup_node_cap_month; do
+		rollup_node_cap_day rollup_node_cap_month rollup_node_energy_day; do
 		cols=$(sqlite3 "$DB" "SELECT group_concat(CASE WHEN type = 'REAL' THEN
 			'printf(''%.17g'', ' || name || ')' ELSE '\"' || name || '\"' END, ', ')
 			FROM pragma_table_info('$tbl')")

@@ -78,6 +78,7 @@ def klass(node, t_ns):
 
 def gen(d):
     rnd = random.Random(30)
+    ernd = random.Random(31)  # the energy's own draws: the other figures stay as they were
     nodes, tasks = [], []
     seq = 0
     for node, (cpus, mem, gpus) in NODES.items():
@@ -107,6 +108,20 @@ def gen(d):
                               "memory_bytes": rnd.randrange(0, mem)}}
                 if cls:
                     r["price_class"] = cls
+                if period and ernd.random() < 0.7:
+                    # measured energy, fractional joules (microjoules), unattributed parts:
+                    # rollup_node_energy_day sums them per day in integer millijoules
+                    pkg, dram = ernd.randrange(0, 10**11) / 1e6, ernd.randrange(0, 10**10) / 1e6
+                    e = {"package_j": pkg, "dram_j": dram,
+                         "unattributed_package_j": ernd.randrange(0, int(pkg * 1e6) + 1) / 1e6,
+                         "unattributed_dram_j": ernd.randrange(0, int(dram * 1e6) + 1) / 1e6,
+                         "sources": {"package_j": "rapl", "dram_j": "rapl"}}
+                    if gpus:
+                        g = ernd.randrange(0, 10**11) / 1e6
+                        e["gpu_j"] = g
+                        e["unattributed_gpu_j"] = ernd.randrange(0, int(g * 1e6) + 1) / 1e6
+                        e["sources"]["gpu_j"] = e["sources"]["unattributed_gpu_j"] = "nvml"
+                    r["energy"] = e
                 nodes.append(r)
                 prev = t
             t += step * 10**9

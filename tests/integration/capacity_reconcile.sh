@@ -83,12 +83,20 @@ run() { # run DB NAME
 	reconcile "$1" "$2-months" 2026-11-01 2027-01-01
 	counted_keys "$1" "$2" "kept at ingest"
 	# schema 11 to 12: the keys made by the migration from rollup_node_day
-	sql "$1" "$DROP_V12" && "$COLL" migrate --db "$1" >/dev/null && counted_keys "$1" "$2" "made by the migration 11 -> 12" ||
-		fail "$2: migration 11 -> 12"
+	sql "$1" "$DROP_V12" && "$COLL" migrate --db "$1" >/dev/null && counted_keys "$1" "$2" "made by the migration 11 -> 13" ||
+		fail "$2: migration 11 -> 13"
+	# schema 12 to 13: the energy per day made by the migration, then kept by the replaced
+	# triggers (a node row's energy changed and one deleted)
+	sql "$1" "$DROP_V13" && "$COLL" migrate --db "$1" >/dev/null && counted_keys "$1" "$2" "made by the migration 12 -> 13" &&
+		sql "$1" "UPDATE rollup_node_day SET energy_cpu_j = energy_cpu_j + 1.0005 WHERE bucket = (SELECT min(bucket) FROM rollup_node_day);
+			DELETE FROM rollup_node_day WHERE bucket = (SELECT max(bucket) FROM rollup_node_day)" &&
+		counted_keys "$1" "$2" "kept by the triggers after the migration 12 -> 13" ||
+		fail "$2: migration 12 -> 13"
 }
 # sql DB STATEMENTS: through sqlite3 or psql
 sql() { case $1 in sqlite:*) sqlite3 "${1#sqlite:}" "$2" ;; *) psql -qAt "$1" -c "$2" ;; esac; }
-DROP_V12="DROP TABLE rollup_node_cap_day; DROP TABLE rollup_node_cap_month; UPDATE schema_version SET version = 11;"
+DROP_V12="DROP TABLE rollup_node_cap_day; DROP TABLE rollup_node_cap_month; DROP TABLE rollup_node_energy_day; UPDATE schema_version SET version = 11;"
+DROP_V13="DROP TABLE rollup_node_energy_day; UPDATE schema_version SET version = 12;"
 # counted_keys DB NAME WHAT: rollup_node_cap_day and _month hold the node rows counted per
 # capacity key as plain SQL over rollup_node_day counts them: the same keys, units exactly,
 # the sums to 1e-9 (kept by adding and taking away rows: the last digits may differ)
@@ -107,6 +115,17 @@ counted_keys() {
 			[ "$(sql "$1" "SELECT count(*) FROM $tbl")" = "$(sql "$1" "SELECT count(*) FROM ($q) p")" ] ||
 			{ fail "$2: $tbl differs from rollup_node_day counted ($3)"; return 1; }
 	done
+	# the unattributed energy per day (schema 13): plain SQL's integer mJ sums, exactly
+	q="SELECT bucket AS b, count(*) AS u, sum(CAST(round(energy_cpu_j * 1000) AS BIGINT)) AS c,
+		sum(CAST(round(energy_dram_j * 1000) AS BIGINT)) AS d,
+		sum(CAST(round(gpu_s * 1000) AS BIGINT)) AS g FROM rollup_node_day GROUP BY bucket"
+	[ "$(sql "$1" "SELECT count(*) FROM ($q) p JOIN rollup_node_energy_day e ON e.bucket = p.b
+		AND e.node_rows = p.u AND e.cpu_mj = p.c AND e.dram_mj = p.d AND e.gpu_mj = p.g")" = \
+		"$(sql "$1" "SELECT count(*) FROM ($q) p")" ] &&
+		[ "$(sql "$1" "SELECT count(*) FROM rollup_node_energy_day")" = "$(sql "$1" "SELECT count(*) FROM ($q) p")" ] &&
+		[ "$(sql "$1" "SELECT count(*) FROM rollup_node_energy_day WHERE cpu_mj > 0 AND dram_mj > 0 AND gpu_mj > 0")" -gt 0 ] ||
+		{ fail "$2: rollup_node_energy_day differs from rollup_node_day's energy summed ($3)"; return 1; }
+	ok "$2: the unattributed energy per day ($3) = plain SQL's sums in mJ, exactly: $(sql "$1" 'SELECT sum(cpu_mj) || '"' + '"' || sum(dram_mj) || '"' + '"' || sum(gpu_mj) FROM rollup_node_energy_day') mJ over $(sql "$1" 'SELECT count(*) FROM rollup_node_energy_day') days"
 	ok "$2: the node rows counted per capacity key ($3) as plain SQL counts them: $(sql "$1" 'SELECT count(*) FROM rollup_node_cap_day') day keys, $(sql "$1" 'SELECT count(*) FROM rollup_node_cap_month') month keys of $(sql "$1" 'SELECT count(*) FROM rollup_node_day') node rows"
 }
 

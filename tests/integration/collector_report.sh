@@ -362,14 +362,14 @@ pre_reports() { # DB WHAT
 	done
 }
 # (a version 2 database also had rollup_hour, which version 4 drops, and no conflicts table,
-# which version 7 adds; version 8 rebuilds every rollup with carried_tasks, version 9 adds rollup_node_day, 10 rollup_node_alloc_day, 11 the energy sums, 12 the counted capacity keys)
-DOWNGRADE="DROP TABLE rollup_job_label_day; DROP TABLE rollup_job_month; DROP TABLE conflicts; DROP TABLE rollup_node_day; DROP TABLE rollup_node_alloc_day; DROP TABLE rollup_node_cap_day; DROP TABLE rollup_node_cap_month; UPDATE schema_version SET version = 2;
+# which version 7 adds; version 8 rebuilds every rollup with carried_tasks, version 9 adds rollup_node_day, 10 rollup_node_alloc_day, 11 the energy sums, 12 the counted capacity keys, 13 the energy per day)
+DOWNGRADE="DROP TABLE rollup_job_label_day; DROP TABLE rollup_job_month; DROP TABLE conflicts; DROP TABLE rollup_node_day; DROP TABLE rollup_node_alloc_day; DROP TABLE rollup_node_cap_day; DROP TABLE rollup_node_cap_month; DROP TABLE rollup_node_energy_day; UPDATE schema_version SET version = 2;
 CREATE TABLE rollup_hour (bucket TEXT NOT NULL, account TEXT NOT NULL, \"user\" TEXT NOT NULL, tasks REAL NOT NULL DEFAULT 0, PRIMARY KEY (bucket, account, \"user\"));"
 if command -v sqlite3 >/dev/null; then
 	pre_reports "$DB" sqlite
 	sqlite3 "$T/c.db" "$DOWNGRADE" || fail "sqlite downgrade"
 	"$COLL" migrate --db "$DB" >/dev/null || fail "sqlite migrate"
-	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = 12 ] || fail "sqlite schema version"
+	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = 13 ] || fail "sqlite schema version"
 	[ "$(sqlite3 "$T/c.db" 'SELECT count(*) FROM conflicts')" = 0 ] || fail "sqlite: no conflicts table after the migration"
 	[ "$(sqlite3 "$T/c.db" "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_hour'")" = 0 ] ||
 		fail "sqlite: rollup_hour still there after the migration to version 9"
@@ -422,7 +422,7 @@ PY
 	pre_reports "$PDB" postgresql
 	"$PSQL" -q "$PDB" -c "$DOWNGRADE" >/dev/null || fail "postgresql downgrade"
 	"$COLL" migrate --db "$PDB" >/dev/null || fail "postgresql migrate"
-	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = 12 ] || fail "postgresql schema version"
+	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = 13 ] || fail "postgresql schema version"
 	[ "$("$PSQL" -At "$PDB" -c 'SELECT count(*) FROM conflicts')" = 0 ] || fail "postgresql: no conflicts table after the migration"
 	[ "$("$PSQL" -At "$PDB" -c "SELECT to_regclass('rollup_hour') IS NULL")" = t ] ||
 		fail "postgresql: rollup_hour still there after the migration to version 9"
