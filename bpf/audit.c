@@ -61,6 +61,7 @@ struct audit {
 	struct ring_buffer *rb;
 	const char *mode;
 	struct tracked *tasks;
+	struct track_index ix; /* task key -> index in tasks */
 	uint32_t max_tasks, max_pids, argv_max;
 	int members_fd;	   /* the meter's membership map (audit_opts.share_members), else -1 */
 	uint64_t sweeps;   /* "procs" sweeps done by audit_forget */
@@ -390,6 +391,9 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 		r = -ENOMEM;
 		goto out_free;
 	}
+	r = track_index_init(&a->ix, a->max_tasks);
+	if (r < 0)
+		goto out_free_tasks;
 
 	/* Probe once (the kernel's BTF), then load once; raw_tp only if that fails. */
 	track_probe_kernel(&k);
@@ -422,6 +426,7 @@ int audit_open(const struct audit_opts *opts, struct audit **ret)
 out_destroy:
 	audit_bpf__destroy(a->skel);
 out_free_tasks:
+	track_index_free(&a->ix);
 	free(a->tasks);
 out_free:
 	free(a);
@@ -448,6 +453,7 @@ void audit_free(struct audit *a)
 	audit_bpf__destroy(a->skel);
 	if (a->addr_fd >= 0)
 		close(a->addr_fd);
+	track_index_free(&a->ix);
 	free(a->tasks);
 	free(a);
 }
@@ -635,7 +641,7 @@ int audit_poll(struct audit *a, audit_event_fn fn, void *userdata)
 
 static struct tracked *find_tracked(struct audit *a, uint64_t key)
 {
-	return track_find(a->tasks, sizeof(*a->tasks), a->max_tasks, key);
+	return track_index_find(&a->ix, a->tasks, sizeof(*a->tasks), key);
 }
 
 /*
@@ -783,6 +789,8 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 	 * takes it over, or without it): audit_forget looks whether it is still the audit's. */
 	if (r == 0 && a->members_fd >= 0)
 		t->root = tgid;
+	/* cannot fail: the index has room for every slot */
+	(void)track_index_put(&a->ix, task_key, (uint32_t)(t - a->tasks));
 	t->s.used = true;
 	return 0;
 
@@ -898,6 +906,7 @@ int audit_forget(struct audit *a, uint64_t task_key)
 	bpf_map_delete_elem(bpf_map__fd(s->maps.policies), &task_key);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.budgets), &task_key);
 	bpf_map_delete_elem(bpf_map__fd(s->maps.tasks), &task_key);
+	track_index_del(&a->ix, task_key);
 	*t = (struct tracked){};
 	return r;
 }

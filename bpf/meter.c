@@ -42,6 +42,7 @@ struct meter {
 	const char *mode;
 	/* Index in tasks = the task's slot in the per-CPU map "slots". */
 	struct tracked *tasks;
+	struct track_index ix;	 /* task key -> index in tasks */
 	uint32_t *gen;		 /* per slot: generation of its last owner */
 	struct meter_slot *pcpu; /* ncpus values: one element of "slots" */
 	int ncpus;		 /* libbpf_num_possible_cpus() */
@@ -271,6 +272,9 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 		r = -ENOMEM;
 		goto out_free_tasks;
 	}
+	r = track_index_init(&m->ix, m->max_tasks);
+	if (r < 0)
+		goto out_free_tasks;
 	m->io_from_syscalls = opts && opts->io_from_syscalls;
 
 	/* Probe once (the kernel's BTF), then load once; the next variant only if that fails. */
@@ -301,6 +305,7 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 out_destroy:
 	meter_bpf__destroy(m->skel);
 out_free_tasks:
+	track_index_free(&m->ix);
 	free(m->tasks);
 	free(m->gen);
 	free(m->pcpu);
@@ -321,6 +326,7 @@ void meter_free(struct meter *m)
 	bpf_link__destroy(m->root_ingress);
 	bpf_link__destroy(m->root_egress);
 	meter_bpf__destroy(m->skel);
+	track_index_free(&m->ix);
 	free(m->tasks);
 	free(m->gen);
 	free(m->pcpu);
@@ -418,7 +424,7 @@ int meter_poll(struct meter *m, meter_event_fn fn, void *userdata)
 
 static struct tracked *find_tracked(struct meter *m, uint64_t key)
 {
-	return track_find(m->tasks, sizeof(*m->tasks), m->max_tasks, key);
+	return track_index_find(&m->ix, m->tasks, sizeof(*m->tasks), key);
 }
 
 static bool is_btf(const struct meter *m)
@@ -600,6 +606,8 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 		mt.threads_live = 1;
 		(void)bpf_map_update_elem(tfd, &task_key, &mt, BPF_EXIST);
 	}
+	/* cannot fail: the index has room for every slot */
+	(void)track_index_put(&m->ix, task_key, slot);
 	t->s.used = true;
 	m->ntracked++;
 	return 0;
@@ -874,6 +882,7 @@ int meter_forget(struct meter *m, uint64_t task_key)
 	detach_net(t);
 	if (t->cgroup_id)
 		bpf_map_delete_elem(bpf_map__fd(s->maps.net), &t->cgroup_id);
+	track_index_del(&m->ix, task_key);
 	*t = (struct tracked){};
 	m->ntracked--;
 	return r;

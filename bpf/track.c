@@ -24,6 +24,121 @@ void *track_find(void *table, size_t stride, uint32_t n, uint64_t key)
 	return NULL;
 }
 
+/* splitmix64's finalizer: task keys are often sequential; this spreads them over the cells. */
+static uint32_t index_hash(const struct track_index *ix, uint64_t key)
+{
+	key ^= key >> 30;
+	key *= 0xbf58476d1ce4e5b9ULL;
+	key ^= key >> 27;
+	key *= 0x94d049bb133111ebULL;
+	key ^= key >> 31;
+	return (uint32_t)key & ix->mask;
+}
+
+int track_index_init(struct track_index *ix, uint32_t n)
+{
+	uint32_t cap = 16;
+
+	if (n > (1u << 30))
+		return -EINVAL;
+	while (cap < 2 * (uint64_t)n)
+		cap <<= 1;
+	ix->cells = malloc((size_t)cap * sizeof(*ix->cells));
+	if (!ix->cells)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < cap; i++)
+		ix->cells[i] = (struct track_index_cell){.slot = TRACK_INDEX_EMPTY};
+	ix->mask = cap - 1;
+	ix->n = 0;
+	return 0;
+}
+
+void track_index_free(struct track_index *ix)
+{
+	free(ix->cells);
+	*ix = (struct track_index){};
+}
+
+int track_index_put(struct track_index *ix, uint64_t key, uint32_t slot)
+{
+	uint32_t i = index_hash(ix, key);
+
+	if (slot == TRACK_INDEX_EMPTY)
+		return -EINVAL;
+	for (;;) {
+		struct track_index_cell *c = &ix->cells[i];
+
+		if (c->slot == TRACK_INDEX_EMPTY) {
+			/* at least one free cell always stays, so every probe ends */
+			if (ix->n + 1 > ix->mask)
+				return -ENOSPC;
+			*c = (struct track_index_cell){.key = key, .slot = slot};
+			ix->n++;
+			return 0;
+		}
+		if (c->key == key) {
+			c->slot = slot;
+			return 0;
+		}
+		i = (i + 1) & ix->mask;
+	}
+}
+
+static int64_t index_cell(const struct track_index *ix, uint64_t key)
+{
+	if (!ix->cells)
+		return -1;
+	for (uint32_t i = index_hash(ix, key);; i = (i + 1) & ix->mask) {
+		const struct track_index_cell *c = &ix->cells[i];
+
+		if (c->slot == TRACK_INDEX_EMPTY)
+			return -1;
+		if (c->key == key)
+			return i;
+	}
+}
+
+/* Backward shift: each later cell of the run moves into the hole unless its home lies
+ * cyclically in (hole, cell]; a lookup then never meets a gap before its key. */
+void track_index_del(struct track_index *ix, uint64_t key)
+{
+	int64_t at = index_cell(ix, key);
+	uint32_t hole, j;
+
+	if (at < 0)
+		return;
+	hole = (uint32_t)at;
+	for (j = (hole + 1) & ix->mask; ix->cells[j].slot != TRACK_INDEX_EMPTY;
+	     j = (j + 1) & ix->mask) {
+		uint32_t home = index_hash(ix, ix->cells[j].key);
+
+		if (((j - home) & ix->mask) >= ((j - hole) & ix->mask)) {
+			ix->cells[hole] = ix->cells[j];
+			hole = j;
+		}
+	}
+	ix->cells[hole] = (struct track_index_cell){.slot = TRACK_INDEX_EMPTY};
+	ix->n--;
+}
+
+int64_t track_index_get(const struct track_index *ix, uint64_t key)
+{
+	int64_t at = index_cell(ix, key);
+
+	return at < 0 ? -1 : (int64_t)ix->cells[at].slot;
+}
+
+void *track_index_find(const struct track_index *ix, void *table, size_t stride, uint64_t key)
+{
+	int64_t slot = track_index_get(ix, key);
+	struct track_slot *s;
+
+	if (slot < 0)
+		return NULL;
+	s = (struct track_slot *)((char *)table + (size_t)slot * stride);
+	return s->used && s->key == key ? s : NULL;
+}
+
 /* The cgroup id of a cgroup2 directory is its kernfs node id: the file handle's 8 bytes. */
 int track_cgroup_id(int dirfd, uint64_t *ret)
 {

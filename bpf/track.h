@@ -23,6 +23,37 @@ struct track_slot {
  * track_slot; NULL if none.
  */
 void *track_find(void *table, size_t stride, uint32_t n, uint64_t key);
+
+/*
+ * A keyed index of a loader's table: task key -> slot, an open-addressing hash (linear probing,
+ * deletion by backward shift, so no tombstones) of at least twice as many cells as slots. The
+ * loader keeps it in step: track_index_put when it marks a slot used, track_index_del before it
+ * frees one. A lookup costs O(1) instead of a walk of every slot.
+ */
+struct track_index_cell {
+	uint64_t key;
+	uint32_t slot; /* TRACK_INDEX_EMPTY: a free cell */
+};
+#define TRACK_INDEX_EMPTY UINT32_MAX
+struct track_index {
+	struct track_index_cell *cells;
+	uint32_t mask; /* cells - 1 (a power of two) */
+	uint32_t n;    /* keys held */
+};
+/* An index for a table of up to n slots (n <= 2^30). -ENOMEM, -EINVAL. */
+int track_index_init(struct track_index *ix, uint32_t n);
+void track_index_free(struct track_index *ix);
+/* key -> slot; replaces the slot of a key held already. -ENOSPC only past the table's n slots. */
+int track_index_put(struct track_index *ix, uint64_t key, uint32_t slot);
+/* Drops key; a key not held is no error. */
+void track_index_del(struct track_index *ix, uint64_t key);
+/* The slot of key, or -1. */
+int64_t track_index_get(const struct track_index *ix, uint64_t key);
+/*
+ * track_find through the index: the used slot of key in table (stride bytes per struct, each
+ * starting with a struct track_slot), checked against the slot itself; NULL if none.
+ */
+void *track_index_find(const struct track_index *ix, void *table, size_t stride, uint64_t key);
 /* The cgroup id of a cgroup2 directory (its kernfs node id). */
 int track_cgroup_id(int dirfd, uint64_t *ret);
 /*
