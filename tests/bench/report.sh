@@ -83,7 +83,9 @@ bench() {
 	rep() { "$COLL" $CMD --db "$uri" --prices "$T/p.ini" --from 2026-09-01 --to 2026-12-01 \
 		--by "$by" --period "$period" --format csv "${EXTRA[@]}"; }
 	rt=$(for _ in 1 2 3; do total rep; done | best)
-	rl=$(wc -l < "$T/out")
+	# the rows besides the (idle) rows of the nodes' unattributed energy (one a day with
+	# --share-idle: the idle cost is shared, the energy stays)
+	rl=$(grep -vc '(idle)' "$T/out")
 	cp "$T/out" "$T/$name.csv"
 	bt=$(for _ in 1 2 3; do total "$@"; done | best)
 	bl=$(wc -l < "$T/out")
