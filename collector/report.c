@@ -3436,6 +3436,24 @@ static void html_legend(FILE *f, const struct report *r, int x, int y)
 			x + k * 95, y, comp_color(r, k), x + k * 95 + 16, y + 10, comp_label(r, k));
 }
 
+/* A days chart's tick and label (MM-DD) under the bar centred at x; the axis at y. */
+static void svg_day_tick(FILE *f, double x, int y, const char *day)
+{
+	fprintf(f,
+		"<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
+		"<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.5s</text>\n",
+		x, x, y, y + 4, x, y + 16, day + 5);
+}
+
+/* A days chart's axis title at (x, y) and its end. */
+static void svg_days_end(FILE *f, const struct report *r, int x, int y)
+{
+	fprintf(f,
+		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">day (UTC), %s to %s</text>\n"
+		"</svg>\n",
+		x, y, r->spec.from, r->total.last_day);
+}
+
 /* Cost per day of the range (days without cost too), stacked by component, with axes and a
  * legend */
 static void html_days_chart(FILE *f, const struct report *r)
@@ -3505,17 +3523,9 @@ static void html_days_chart(FILE *f, const struct report *r)
 		}
 		fputs("</g>\n", f);
 		if (i % every == 0)
-			fprintf(
-			    f,
-			    "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
-			    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.5s</text>\n",
-			    x + bw / 2, x + bw / 2, T + ph, T + ph + 4, x + bw / 2, T + ph + 16,
-			    d->day + 5);
+			svg_day_tick(f, x + bw / 2, T + ph, d->day);
 	}
-	fprintf(f,
-		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">day (UTC), %s to %s</text>\n"
-		"</svg>\n",
-		L + pw / 2, H - 6, r->spec.from, r->total.last_day);
+	svg_days_end(f, r, L + pw / 2, H - 6);
 }
 
 /* The top groups and "other": cost stacked by component, then efficiency and waste */
@@ -3760,17 +3770,9 @@ static void html_energy_days_chart(FILE *f, const struct report *r, bool co2e)
 		if (d != &zero) /* a day without a cell or a shared cost has nothing to draw */
 			eday_bar(f, d, co2e, x, bw, T + ph, (double)ph / (double)top);
 		if (i % every == 0)
-			fprintf(
-			    f,
-			    "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>"
-			    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.5s</text>\n",
-			    x + bw / 2, x + bw / 2, T + ph, T + ph + 4, x + bw / 2, T + ph + 16,
-			    d->day + 5);
+			svg_day_tick(f, x + bw / 2, T + ph, d->day);
 	}
-	fprintf(f,
-		"<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">day (UTC), %s to %s</text>\n"
-		"</svg>\n",
-		L + pw / 2, H - 6, r->spec.from, r->total.last_day);
+	svg_days_end(f, r, L + pw / 2, H - 6);
 }
 
 /*

@@ -1360,6 +1360,18 @@ static double float8_of(const PGresult *res, int row, int col)
 	return d;
 }
 
+/* Queued deltas folded first, so a read's rows include every batch committed before it; then
+ * a connection for the read. */
+static int fold_queued(struct coll_store *s)
+{
+	struct pg_store *st = (struct pg_store *)s;
+	int r = 0;
+
+	if (!st->base.no_rollups)
+		r = pg_fold(s, true);
+	return r < 0 ? r : ensure_conn(st);
+}
+
 static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			   const char *to, uint32_t sums, coll_rollup_fn fn, void *ud)
 {
@@ -1373,13 +1385,7 @@ static int pg_rollup_query(struct coll_store *s, enum coll_rollup_table t, const
 
 	if (!pk)
 		return -ENOMEM;
-	/* queued deltas first, so the rows include every batch committed before this call */
-	if (!st->base.no_rollups) {
-		r = pg_fold(s, true);
-		if (r < 0)
-			return r;
-	}
-	r = ensure_conn(st);
+	r = fold_queued(s);
 	if (r < 0)
 		return r;
 	f = open_memstream(&sql, &len);
@@ -1505,12 +1511,7 @@ static int pg_text_query(struct coll_store *s, const char *sql, int n, const cha
 
 	if (!q)
 		return -ENOMEM;
-	if (!st->base.no_rollups) {
-		r = pg_fold(s, true);
-		if (r < 0)
-			return r;
-	}
-	r = ensure_conn(st);
+	r = fold_queued(s);
 	if (r < 0)
 		return r;
 	res = PQexecParams(st->conn, q, n, NULL, params, NULL, NULL, 0);

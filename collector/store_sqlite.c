@@ -1202,6 +1202,22 @@ static void select_keys(FILE *f, enum coll_rollup_table t)
 	}
 }
 
+/* Queued deltas folded first, so a read's rows include every batch committed before it; a
+ * read tells whether there are any, so a report's later queries take no write lock. */
+static int fold_queued(struct coll_store *s)
+{
+	struct sqlite_store *st = (struct sqlite_store *)s;
+	int64_t queued = 0;
+	int r;
+
+	if (s->no_rollups)
+		return 0;
+	r = single_int(st, "SELECT EXISTS (SELECT 1 FROM rollup_pending)", &queued);
+	if (r >= 0 && queued)
+		r = sqlite_fold(s, true);
+	return r < 0 ? r : 0;
+}
+
 static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, const char *from,
 			       const char *to, uint32_t sums, coll_rollup_fn fn, void *ud)
 {
@@ -1215,18 +1231,9 @@ static int sqlite_rollup_query(struct coll_store *s, enum coll_rollup_table t, c
 
 	if (!pk)
 		return -ENOMEM;
-	/* queued deltas first, so the rows include every batch committed before this call; a
-	 * read tells whether there are any, so a report's later queries take no write lock */
-	if (!s->no_rollups) {
-		int64_t queued = 0;
-
-		r = single_int(st, "SELECT EXISTS (SELECT 1 FROM rollup_pending)", &queued);
-		if (r >= 0 && queued)
-			r = sqlite_fold(s, true);
-		if (r < 0)
-			return r;
-		r = 0;
-	}
+	r = fold_queued(s);
+	if (r < 0)
+		return r;
 	f = open_memstream(&sql, &len);
 	if (!f)
 		return -ENOMEM;
@@ -1284,16 +1291,9 @@ static int sqlite_text_query(struct coll_store *s, const char *sql, int n,
 	sqlite3_stmt *stmt = NULL;
 	int rc, r = 0, nc;
 
-	if (!s->no_rollups) {
-		int64_t queued = 0;
-
-		r = single_int(st, "SELECT EXISTS (SELECT 1 FROM rollup_pending)", &queued);
-		if (r >= 0 && queued)
-			r = sqlite_fold(s, true);
-		if (r < 0)
-			return r;
-		r = 0;
-	}
+	r = fold_queued(s);
+	if (r < 0)
+		return r;
 	rc = sqlite3_prepare_v2(st->db, sql, -1, &stmt, NULL);
 	if (rc != SQLITE_OK)
 		return map_err(st, rc);
