@@ -86,8 +86,10 @@ char **plan_env(const struct task_spec *s, const struct user_info *pw, const cha
 		const char *const *extra)
 {
 	char **env = NULL;
-	size_t n = 0, cap = s->envc + 16;
+	size_t n = 0, cap = s->envc + 10; /* 9 defaults at most, the NULL */
 
+	for (size_t i = 0; extra && extra[i]; i++)
+		cap++;
 	env = calloc(cap, sizeof(char *));
 	if (!env)
 		return NULL;
