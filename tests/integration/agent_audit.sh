@@ -6,7 +6,8 @@
 # form an intact per-node hash chain.
 . "$(dirname "$0")/lib.sh"
 need_root
-PORT=$((22000 + RANDOM % 20000)); LPORT=$((PORT + 1))
+PORT=$(free_port) LPORT=$(free_port)
+while [ "$LPORT" = "$PORT" ]; do LPORT=$(free_port); done
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"

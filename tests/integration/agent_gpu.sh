@@ -14,7 +14,7 @@ done
 export CORRAL_NVML_LIBRARY=$GPU/libnvidia-ml.so.1
 export CORRAL_FAKE_NVML=$PWD/tests/integration/fixtures/nvml-2gpu.txt
 export CORRAL_CUDA_LIBRARY=$GPU/libcuda.so.1
-MPORT=$((20000 + RANDOM % 20000))
+MPORT=$(free_port)
 metric() { curl -fs "http://127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 start_agent --no-bpf --metrics-listen 127.0.0.1:$MPORT
 grep -q 'GPUs: 2 found' "$T/agent.log" && pass "inventory: 2 GPUs from NVML" || fail "inventory: $(grep -i gpu "$T/agent.log")"

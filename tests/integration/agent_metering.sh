@@ -66,7 +66,7 @@ EOF2
 # in a row is still metered by BPF (the per-task net entries once leaked, so after max_tasks
 # tasks every later one fell back to cgroup files).
 stop_agent
-MPORT=$((20000 + RANDOM % 20000))
+MPORT=$(free_port)
 start_agent --max-tasks 4 --metrics-listen 127.0.0.1:$MPORT
 for i in $(seq 12); do
 	run_wait -- /bin/true

@@ -11,7 +11,7 @@ need_root
 H=$O/tests/integration/helper_denied
 [ -x "$H" ] || { echo "FAIL: $H not built (make O=$O helpers)"; exit 1; }
 grep -q '^Seccomp_filters:' /proc/self/status || skip "kernel without CONFIG_SECCOMP_FILTER"
-PORT=$((22000 + RANDOM % 20000))
+PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"

@@ -19,7 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v zstd >/dev/null || skip "zstd missing"
-PORT=$((21000 + RANDOM % 20000))
+PORT=$(free_port)
 PPORT=$((PORT + 1))
 MPORT=$((PORT + 2))
 DB=$T/records.db

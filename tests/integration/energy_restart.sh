@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 [ -d /sys/fs/cgroup/cpuacct ] && [ -d /sys/fs/cgroup/memory ] || skip "needs the v1 cpuacct and memory hierarchies"
-PORT=$((21000 + RANDOM % 20000))
+PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-energy-token-0123456789abcdef
 printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"

@@ -12,7 +12,7 @@ GPU=$O/tests/gpu
 export CORRAL_NVML_LIBRARY=$GPU/libnvidia-ml.so.1
 export CORRAL_FAKE_NVML=$T/nvml.txt
 cp tests/integration/fixtures/nvml-2gpu.txt "$T/nvml.txt"
-PORT=$((21000 + RANDOM % 20000))
+PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-energy-token-0123456789abcdef
 printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"

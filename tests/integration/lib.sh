@@ -16,6 +16,9 @@ skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 pass() { echo "ok: $*"; }
 need_root() { [ "$(id -u)" = 0 ] || skip "needs root"; }
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now, from the kernel (a port drawn at
+# random may be another listener's, and then the test talks to the wrong server)
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 ctl() { "$CORRALCTL" --socket "$SOCK" "$@"; }
 

@@ -9,7 +9,6 @@ need_root
 command -v promtool >/dev/null || { echo "FAIL: promtool missing (Debian package prometheus: tests/deps.sh)"; exit 1; }
 COLL=$O/corral-collector
 MON=$(dirname "$0")/../../docs/monitoring
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 CPORT=$(free_port) MPORT=$(free_port)
 NODETOK=tok-node-it-0123456789abcdef
 printf 'node it-node %s\nreader ops tok-reader-0123456789abcdef\n' "$NODETOK" >"$T/tokens"

@@ -8,7 +8,7 @@ need_root
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 ulimit -n 8192 # what corrald.service's LimitNOFILE gives it (65536), at least
 id -u corral-it-user >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-user
-MPORT=$((22000 + RANDOM % 20000))
+MPORT=$(free_port)
 scrape() { curl -fsS --max-time 5 "http://127.0.0.1:$MPORT/metrics"; }
 
 conf() { printf '[agent]\nsocket_mode = 0666\n[metrics]\nlisten = %s\ntasks = %s\ntimeout = 2s\n' "$MPORT" "$1" >"$T/a.conf"; }

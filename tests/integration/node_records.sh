@@ -8,7 +8,7 @@
 # wrap included) against the sum of the steps it wrote.
 . "$(dirname "$0")/lib.sh"
 need_root
-PORT=$((21000 + RANDOM % 20000))
+PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"

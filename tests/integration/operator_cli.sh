@@ -7,7 +7,6 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 COLL=$O/corral-collector
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # --version: the same version on all three
 v1=$("$CORRALD" --version) v2=$("$CORRALCTL" --version) v3=$("$COLL" --version)

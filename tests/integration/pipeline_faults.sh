@@ -19,7 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 N=${PIPELINE_N:-1000}
-PORT=$((21000 + RANDOM % 20000))
+PORT=$(free_port)
 MPORT=$((PORT + 1))
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef

@@ -22,7 +22,7 @@
 #     counts the events of both agents; recorded + summarized == connects made).
 . "$(dirname "$0")/lib.sh"
 need_root
-PORT=$((22000 + RANDOM % 20000))
+PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 FLOOD=$O/tests/integration/helper_connect_flood

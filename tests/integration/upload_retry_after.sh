@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v python3 >/dev/null || skip "python3 missing"
-PORT=$((21000 + RANDOM % 20000))
+PORT=$(free_port)
 echo "retry-after-token-0123456789" >"$T/token"
 LPID=
 trap 'stop_agent; [ -n "$LPID" ] && kill "$LPID" 2>/dev/null; cleanup' EXIT
