@@ -3716,6 +3716,27 @@ static void eday_bar(FILE *f, const struct report_day *d, bool co2e, double x, d
 }
 
 /*
+ * An energy or carbon chart's opening: the <svg> of W x H, id "kwh-PERs-chart" or
+ * "co2e-PERs-chart" with the label "... per PER" (per "day" or "group"), and the legend of its
+ * parts (CPU / DRAM / GPU, or kg CO2e) from x = L.
+ */
+static void energy_chart_open(FILE *f, int W, int H, int L, const char *per, bool co2e)
+{
+	const int np = co2e ? 1 : 3;
+
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		"id=\"%s-%ss-chart\" role=\"img\" aria-label=\"%s per %s\">\n",
+		W, H, co2e ? "co2e" : "kwh", per, co2e ? "carbon" : "measured energy by part", per);
+	for (int p = 0; p < np; p++)
+		fprintf(f,
+			"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+			"<text x=\"%d\" y=\"16\">%s</text>\n",
+			L + p * 95, co2e ? "#59a14f" : epart_color[p], L + p * 95 + 16,
+			co2e ? "kg CO2e" : epart_label[p]);
+}
+
+/*
  * Energy (kWh, stacked CPU / DRAM / GPU) or carbon (kg CO2e) per day of the range. A day
  * with tasks whose energy was not (fully) measured carries data-unmeasured and a "*" over
  * its bar, never a bare figure read as complete.
@@ -3735,16 +3756,7 @@ static void html_energy_days_chart(FILE *f, const struct report *r, bool co2e)
 	for (size_t i = 0; i < r->n_days; i++)
 		max = MAX(max, co2e ? r->days[i].co2e_g : r->days[i].energy_mwh);
 	top = nice_axis(max, &step);
-	fprintf(f,
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		"id=\"%s-days-chart\" role=\"img\" aria-label=\"%s per day\">\n",
-		W, H, co2e ? "co2e" : "kwh", co2e ? "carbon" : "measured energy by part");
-	for (int p = 0; p < np; p++)
-		fprintf(f,
-			"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-			"<text x=\"%d\" y=\"16\">%s</text>\n",
-			L + p * 95, co2e ? "#59a14f" : epart_color[p], L + p * 95 + 16,
-			co2e ? "kg CO2e" : epart_label[p]);
+	energy_chart_open(f, W, H, L, "day", co2e);
 	fprintf(f, "<text x=\"%d\" y=\"16\">* tasks not measured</text>\n", L + np * 95 + 20);
 	for (int64_t v = 0; v <= top; v += step) {
 		const double y = T + ph - (double)v / (double)top * ph;
@@ -3793,16 +3805,7 @@ static void html_energy_groups_chart(FILE *f, const struct report *r, const stru
 	for (size_t i = 0; i < ng; i++)
 		max = MAX(max, co2e ? g[i].co2e_g : g[i].energy_mwh);
 	top = nice_axis(max, &step);
-	fprintf(f,
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-		"id=\"%s-groups-chart\" role=\"img\" aria-label=\"%s per group\">\n",
-		W, H, co2e ? "co2e" : "kwh", co2e ? "carbon" : "measured energy by part");
-	for (int p = 0; p < np; p++)
-		fprintf(f,
-			"<rect x=\"%d\" y=\"6\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-			"<text x=\"%d\" y=\"16\">%s</text>\n",
-			L + p * 95, co2e ? "#59a14f" : epart_color[p], L + p * 95 + 16,
-			co2e ? "kg CO2e" : epart_label[p]);
+	energy_chart_open(f, W, H, L, "group", co2e);
 	for (int64_t v = 0; v <= top; v += step) {
 		const double x = L + (double)v / (double)top * bar;
 		char m[32];
