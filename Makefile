@@ -187,7 +187,7 @@ unit-asan:
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 unit
 
 integration: all
-	$(Q)tests/run-suite integration $(filter-out tests/integration/lib.sh tests/integration/collector_lib.sh tests/integration/slurm_lib.sh,$(wildcard tests/integration/*.sh))
+	$(Q)tests/run-suite integration $(filter-out tests/integration/lib.sh tests/integration/collector_lib.sh tests/integration/slurm_lib.sh tests/integration/rapl_lib.sh,$(wildcard tests/integration/*.sh))
 
 # The programs and helpers built with ASan+UBSan through the integration tests; a sanitizer
 # report (a leak at a daemon's exit included) fails the suite. Left out: the tests whose tasks

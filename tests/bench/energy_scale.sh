@@ -40,10 +40,11 @@ T=$(mktemp -d /tmp/corral-escale.XXXXXX)
 chmod 755 "$T"
 SOCK=$T/sock
 SUB=corral-escale-$$
-AG= COLL= WRITER=
+AG= COLL=
 DB=$T/c.db
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 TOKEN=escale-token-0123456789abcdef
+. tests/integration/rapl_lib.sh
 
 kill_cg() { # HIERARCHY-DIR: kill every process in it and below, remove the directories
 	local h=$1 f p
@@ -62,7 +63,7 @@ stop_agent() {
 	AG=
 	for h in /sys/fs/cgroup/*/"$SUB" /sys/fs/cgroup/unified/"$SUB"; do kill_cg "$h"; done
 }
-trap 'stop_agent; [ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; [ -n "$COLL" ] && kill "$COLL" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+trap 'stop_agent; rapl_stop; [ -n "$COLL" ] && kill "$COLL" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 ctl() { "$O/corralctl" --socket "$SOCK" "$@"; }
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 run_ns() { # run time of all of a pid's threads, ns
@@ -74,28 +75,12 @@ run_ns() { # run time of all of a pid's threads, ns
 }
 nsamples() { q "SELECT count(*) FROM records WHERE type='node.sample' AND node='$1'"; }
 
-# the stand-in powercap tree: energy_uj = power x time, rewritten every 50 ms
+# the stand-in powercap tree (tests/integration/rapl_lib.sh): energy_uj = power x time,
+# package 36 kW and DRAM 7.2 kW, rewritten every 50 ms
 PC=$T/powercap
 mkdir -p "$T/no-rapl"
-for z in "intel-rapl:0 package-0" "intel-rapl:0:1 dram"; do
-	set -- $z
-	mkdir -p "$PC/$1"; echo "$2" >"$PC/$1/name"
-	echo 1000000000000000 >"$PC/$1/max_energy_range_uj"; echo 0 >"$PC/$1/energy_uj"
-done
-python3 - "$PC" <<'PY' &
-import os, sys, time
-pc = sys.argv[1]
-t0 = time.monotonic()
-def put(zone, uj):
-    p = os.path.join(pc, zone, 'energy_uj')
-    with open(p + '.new', 'w') as f: f.write('%d\n' % uj)
-    os.rename(p + '.new', p)
-while True:
-    t = time.monotonic() - t0
-    put('intel-rapl:0', int(t * 36000e6)); put('intel-rapl:0:1', int(t * 7200e6))
-    time.sleep(0.05)
-PY
-WRITER=$!
+rapl_tree "$PC"
+rapl_writer "$PC" 36000 7200 0.05 || { echo "FAIL: the stand-in RAPL counter does not step"; exit 1; }
 
 NODES=
 for n in $NS; do for m in rapl none; do NODES="$NODES e-$m-$n"; done; done

@@ -18,8 +18,7 @@ echo "$TOKEN" >"$T/token"
 "$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
 	>>"$T/collector.log" 2>&1 &
 COLL=$!
-WRITER=
-trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
+trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
 up=
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && up=1 && break; sleep 0.1; done
 [ -n "$up" ] || { fail "the collector is not up on port $PORT: $(tail -n 5 "$T/collector.log")"; finish; }
@@ -34,30 +33,9 @@ wait_count() { # wait_count SQL WANT SECONDS
 
 PC=$T/powercap
 PKG_W=36000 DRAM_W=7200
-mkzone() { mkdir -p "$PC/$1"; echo "$2" >"$PC/$1/name"; echo 1000000000000000 >"$PC/$1/max_energy_range_uj"; echo 0 >"$PC/$1/energy_uj"; }
-mkzone intel-rapl:0 package-0
-mkzone intel-rapl:0:1 dram
-# the stepping counter: energy_uj = power x time since the start, rewritten every 10 ms, at a
-# real-time priority so that, like the hardware's, its updates do not wait for the busy task
-# (where this cgroup has no real-time budget, chrt is refused: then at the normal priority)
-RT="chrt -f 10"
-$RT true 2>/dev/null || RT=
-$RT python3 - "$PC" "$PKG_W" "$DRAM_W" <<'PY' &
-import os, sys, time
-pc, pw, dw = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-t0 = time.monotonic()
-def put(zone, uj):
-    p = os.path.join(pc, zone, 'energy_uj')
-    with open(p + '.new', 'w') as f: f.write('%d\n' % uj)
-    os.rename(p + '.new', p)
-while True:
-    t = time.monotonic() - t0
-    put('intel-rapl:0', int(t * pw * 1e6)); put('intel-rapl:0:1', int(t * dw * 1e6))
-    time.sleep(0.01)
-PY
-WRITER=$!
-for _ in $(seq 50); do [ "$(cat "$PC/intel-rapl:0/energy_uj")" != 0 ] && break; sleep 0.1; done
-[ "$(cat "$PC/intel-rapl:0/energy_uj")" != 0 ] || { fail "the stand-in RAPL counter does not step"; finish; }
+# package and DRAM counters stepped every 10 ms at a constant power (rapl_lib.sh)
+rapl_tree "$PC"
+rapl_writer "$PC" "$PKG_W" "$DRAM_W" || { fail "the stand-in RAPL counter does not step"; finish; }
 printf '[agent]\nsample_interval = 1s\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
 start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 

@@ -52,8 +52,7 @@ PY
 WRITER=$!
 # a RAPL stand-in (still counters) so that the agent's energy state is saved across a restart
 PC=$T/powercap
-mkdir -p "$PC/intel-rapl:0"; echo package-0 >"$PC/intel-rapl:0/name"
-echo 1000000000000000 >"$PC/intel-rapl:0/max_energy_range_uj"; echo 0 >"$PC/intel-rapl:0/energy_uj"
+rapl_zone "$PC" intel-rapl:0 package-0
 printf '[agent]\nsample_interval = 1s\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
 agent() { start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"; }
 agent

@@ -21,6 +21,8 @@ need_root() { [ "$(id -u)" = 0 ] || skip "needs root"; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 ctl() { "$CORRALCTL" --socket "$SOCK" "$@"; }
+# the stand-in RAPL powercap tree: rapl_zone, rapl_set, rapl_tree, rapl_writer, rapl_stop
+. "$(dirname "${BASH_SOURCE[0]}")/rapl_lib.sh"
 
 start_agent() {
 	"$CORRALD" --socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE" \
@@ -43,6 +45,7 @@ stop_agent() {
 
 cleanup() {
 	stop_agent
+	rapl_stop
 	# Kill whatever is left in our subtree (only ours), then remove it.
 	for h in /sys/fs/cgroup/*/"$SUBTREE" /sys/fs/cgroup/unified/"$SUBTREE"; do
 		[ -d "$h" ] || continue

@@ -30,11 +30,9 @@ wait_count() { # wait_count SQL WANT SECONDS
 }
 # a stand-in RAPL powercap tree (package, DRAM, and a core zone that is not counted)
 PC=$T/powercap
-mkzone() { mkdir -p "$PC/$1"; echo "$2" >"$PC/$1/name"; echo "$3" >"$PC/$1/max_energy_range_uj"; echo "$4" >"$PC/$1/energy_uj"; }
-mkzone intel-rapl:0 package-0 1000000 900000
-mkzone intel-rapl:0:0 core 1000000 5
-mkzone intel-rapl:0:1 dram 65712999613 100
-set_uj() { echo "$2" >"$PC/$1/energy_uj.new" && mv "$PC/$1/energy_uj.new" "$PC/$1/energy_uj"; }
+rapl_zone "$PC" intel-rapl:0 package-0 1000000 900000
+rapl_zone "$PC" intel-rapl:0:0 core 1000000 5
+rapl_zone "$PC" intel-rapl:0:1 dram 65712999613 100
 printf '[agent]\nsample_interval = 1s\n[node]\nprice_class = cpu-std\nlabels = rack=r7,zone=eu-1\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' "$PC" >"$T/agent.conf"
 start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 
@@ -89,7 +87,7 @@ ns() { q "SELECT count(*) FROM records WHERE type='node.sample'"; }
 for step in "950000 300" "20000 600" "520000 1000"; do
 	set -- $step
 	c=$(ns)
-	set_uj intel-rapl:0 "$1"; set_uj intel-rapl:0:1 "$2"; set_uj intel-rapl:0:0 "$RANDOM"
+	rapl_set "$PC" intel-rapl:0 "$1"; rapl_set "$PC" intel-rapl:0:1 "$2"; rapl_set "$PC" intel-rapl:0:0 "$RANDOM"
 	wait_count "SELECT count(*) FROM records WHERE type='node.sample'" $((c + 2)) 30 >/dev/null
 done
 e=$(q "SELECT printf('%.6f %.6f %d', sum(json_extract(body, '$.energy.package_j')),
