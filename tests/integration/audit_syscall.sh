@@ -18,7 +18,7 @@ printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$
 "$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
 COLL=$!
 trap 'kill $COLL 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/coll.log"
 printf '[collector]\nbatch_delay = 100ms\n' >"$T/a.conf"
 AGENT_ARGS=(--config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token")
 start_agent "${AGENT_ARGS[@]}"

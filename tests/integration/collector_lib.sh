@@ -91,7 +91,8 @@ start_collector() {
 	CPID=$!
 	PIDS+=("$CPID")
 	for _ in $(seq 200); do
-		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && return 0
+		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null &&
+			ss -Hltnp "sport = :$port" | grep -q "pid=$CPID," && return 0
 		kill -0 "$CPID" 2>/dev/null || break
 		sleep 0.05
 	done

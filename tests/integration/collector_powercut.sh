@@ -71,7 +71,9 @@ start() { # start [env...]: a collector on $DB, waits for /healthz
 		>>"$T/collector.log" 2>&1 &
 	CPID=$!
 	for _ in $(seq 200); do
-		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && return 0
+		# answered by this collector (not one whose port it could not take)
+		curl -sf "http://127.0.0.1:$port/healthz" >/dev/null &&
+			ss -Hltnp "sport = :$port" | grep -q "pid=$CPID," && return 0
 		sleep 0.05
 	done
 	echo "FAIL: collector did not come up"; cat "$T/collector.log"; exit 1

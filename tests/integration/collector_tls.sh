@@ -123,10 +123,7 @@ CONF
 "$O/corral-collector" serve --config "$T/collector.conf" --listen "127.0.0.1:$PORT" \
 	--db "sqlite:$DB" --tokens "$T/tokens" >>"$T/collector.log" 2>&1 &
 COLL=$!
-for _ in $(seq 100); do
-	curl -fs --cacert "$P/ca.pem" "https://127.0.0.1:$PORT/healthz" >/dev/null && break
-	sleep 0.1
-done
+wait_up "https://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log" --cacert "$P/ca.pem"
 grep -q "https, certificate sha256:" "$T/collector.log" && pass "collector serves HTTPS: $(head -1 "$T/collector.log")" \
 	|| { fail "collector did not start over TLS: $(cat "$T/collector.log")"; finish; }
 

@@ -19,9 +19,7 @@ echo "$TOKEN" >"$T/token"
 	>>"$T/collector.log" 2>&1 &
 COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-up=
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && up=1 && break; sleep 0.1; done
-[ -n "$up" ] || { fail "the collector is not up on port $PORT: $(tail -n 5 "$T/collector.log")"; finish; }
+wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 wait_count() { # wait_count SQL WANT SECONDS
 	local i n

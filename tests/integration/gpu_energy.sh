@@ -23,7 +23,7 @@ echo "$TOKEN" >"$T/token"
 COLL=$!
 WRITER=
 trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; [ -n "$COLL" ] && { kill "$COLL"; wait "$COLL"; } 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 wait_count() { # wait_count SQL WANT SECONDS
 	local i n

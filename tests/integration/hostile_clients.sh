@@ -226,7 +226,7 @@ printf '[server]\nmax_connections_per_ip = 100\n' >"$T/coll.conf"
 "$COLL" serve --config "$T/coll.conf" --listen 127.0.0.1:$CPORT --db "sqlite:$T/c.db" \
 	--tokens "$T/tokens" --max-body 1M >>"$T/collector.log" 2>&1 &
 CPID=$!
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$CPORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/collector.log"
 cat >"$T/slow.py" <<'PYEOF'
 import socket, sys, time
 port, mode = int(sys.argv[1]), sys.argv[2]

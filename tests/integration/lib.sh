@@ -24,6 +24,23 @@ ctl() { "$CORRALCTL" --socket "$SOCK" "$@"; }
 # the stand-in RAPL powercap tree: rapl_zone, rapl_set, rapl_tree, rapl_writer, rapl_stop
 . "$(dirname "${BASH_SOURCE[0]}")/rapl_lib.sh"
 
+# wait_up URL PID LOG [CURL ARGS...]: waits (up to 20 s) until URL answers and its port's
+# listener is PID, the server this test started; else fails the test at once with the tail of
+# LOG. (A server that did not come up, its port taken or an option refused, would otherwise
+# show up later as records that never arrive; an answer from another listener is not ours.)
+wait_up() {
+	local url=$1 pid=$2 log=$3 port
+	shift 3
+	port=${url#*://}; port=${port%%/*}; port=${port##*:}
+	for _ in $(seq 200); do
+		kill -0 "$pid" 2>/dev/null || break
+		curl -fs "$@" "$url" >/dev/null 2>&1 && ss -Hltnp "sport = :$port" | grep -q "pid=$pid," && return 0
+		sleep 0.1
+	done
+	fail "$url: not up (pid $pid $(kill -0 "$pid" 2>/dev/null && echo running || echo exited)): $(tail -n 5 "$log" 2>/dev/null)"
+	finish
+}
+
 start_agent() {
 	"$CORRALD" --socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE" \
 		--node it-node --kill-grace 2s "$@" >>"$T/agent.log" 2>&1 &

@@ -16,7 +16,7 @@ chmod 600 "$T/tokens"
 echo "$NODETOK" >"$T/token"
 "$COLL" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
 CPID=$!
-for _ in $(seq 200); do curl -sf "http://127.0.0.1:$CPORT/healthz" >/dev/null && break; sleep 0.05; done
+wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
 printf '[metrics]\nlisten = %s\ntasks = task\ntasks_max = 2\n' "$MPORT" >"$T/a.conf"
 start_agent --no-bpf --config "$T/a.conf" --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
 

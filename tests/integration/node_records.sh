@@ -19,7 +19,7 @@ COLL=
 	>>"$T/collector.log" 2>&1 &
 COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 wait_count() { # wait_count SQL WANT SECONDS
 	local i n

@@ -114,7 +114,7 @@ echo "$st" | grep -q "^Upload:" && echo "$st" | grep -q "state  *FAILING" && ech
 	fail "status with the collector down: $st"
 "$COLL" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
 CPID=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$CPORT/healthz" >/dev/null && break; sleep 0.05; done
+wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
 # the uploader's backoff may have grown long: a restart sends what the spool holds at once
 stop_agent
 start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"

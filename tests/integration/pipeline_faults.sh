@@ -31,8 +31,7 @@ start_collector() {
 	"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
 		>>"$T/collector.log" 2>&1 &
 	COLL=$!
-	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
-	echo "collector did not start"; cat "$T/collector.log"; exit 1
+	wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
 }
 stop_collector() { [ -n "$COLL" ] && kill "$COLL" 2>/dev/null && wait "$COLL" 2>/dev/null; COLL=; }
 FS=

@@ -32,8 +32,7 @@ COLL=
 coll_start() {
 	"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >>"$T/coll.log" 2>&1 &
 	COLL=$!
-	for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
-	fail "collector did not start"; cat "$T/coll.log"
+	wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/coll.log"
 }
 coll_stop() { kill $COLL 2>/dev/null; wait $COLL 2>/dev/null; COLL=; }
 trap 'coll_stop; cleanup' EXIT

@@ -26,7 +26,7 @@ echo "$TOKEN" >"$T/token"
 	>>"$T/collector.log" 2>&1 &
 COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 printf '[agent]\nsample_interval = 1s\n[collector]\nbatch_delay = 100ms\n' >"$T/agent.conf"
 start_agent --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
@@ -170,7 +170,7 @@ if [ -x "$PGBIN/initdb" ] && id postgres >/dev/null 2>&1; then
 		"$O/corral-collector" serve --listen 127.0.0.1:$PORT2 --tokens "$T/tokens" \
 			--db "postgresql://postgres@/unchanged?host=$T/pg&port=$PGPORT" >>"$T/collector-pg.log" 2>&1 &
 		COLL2=$!
-		for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT2/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+		wait_up "http://127.0.0.1:$PORT2/healthz" "$COLL2" "$T/collector-pg.log"
 		q "SELECT body FROM records WHERE type IN ('task.start', 'task.sample', 'node.sample')
 		   ORDER BY time_ns" >"$T/all.ndjson"
 		split -l 5 "$T/all.ndjson" "$T/part."
