@@ -71,7 +71,7 @@ agent
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tr" 2 30 >/dev/null
 ctl kill "$id" >/dev/null
 n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 1 30)
-[ "$n" = 1 ] || fail "task.end records: $n"
+[ "$n" = 1 ] || { fail "task.end records: $n; collector: $(tail -n 5 "$T/collector.log"); agent: $(ctl status 2>&1 | grep -i -A3 upload)"; finish; }
 tend=$(q "SELECT max(time_ns) FROM records WHERE type='task.end'")
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tend" 2 30 >/dev/null
 stop_agent
