@@ -679,15 +679,21 @@ void audit_glue_tick(struct agent *a, uint64_t now_mono)
 	audit_glue_poll(a);
 	/*
 	 * The kernel's counts past each task's budget, the summaries due and the budgets to save:
-	 * one walk per summary interval for all tasks, not one per tick (two BPF map lookups per
-	 * task each time). A summary comes out at most one interval after its window closes.
+	 * one walk per summary interval for all tasks, not one per tick (with one batched read of
+	 * each of the two BPF maps). A summary comes out at most one interval after its window
+	 * closes.
 	 */
 	if (now_mono >= a->budget_due_mono) {
 		a->budget_due_mono = now_mono + a->cfg.audit_summary_interval_ns;
+		/* the kernel's figures of every task in one batched read per map */
+		if (a->audit)
+			(void)audit_batch(a->audit, true); /* failed: one read per task */
 		for (struct task *t = a->tasks; t; t = t->next) {
 			audit_glue_budget_poll(a, t);
 			budget_tick_task(a, t, now_mono);
 		}
+		if (a->audit)
+			(void)audit_batch(a->audit, false);
 	}
 	if (a->gap.count)
 		(void)agent_gap_emit(a);

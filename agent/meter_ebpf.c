@@ -97,6 +97,12 @@ static void ebpf_batch(struct agent *a, bool on)
 		meter_batch(a->meter, on);
 }
 
+static void ebpf_prefetch(struct agent *a)
+{
+	if (a->meter)
+		(void)meter_prefetch(a->meter); /* failed: each read goes to the maps */
+}
+
 /* What changes whenever the task's usage does: every counter of the read but the memory
  * integral, which grows by rss x time while rss_changed_ns stays. */
 static void usage_print(const struct meter_usage *mu, struct usage_print *p)
@@ -183,6 +189,7 @@ const struct meter_ops meter_ebpf_ops = {
     .name = "ebpf",
     .started = ebpf_started,
     .batch = ebpf_batch,
+    .prefetch = ebpf_prefetch,
     .usage = ebpf_usage,
     .unchanged = ebpf_unchanged,
     .settled = ebpf_settled,

@@ -70,6 +70,9 @@ struct meter_ops {
 	/* Around the walk of a tick over the tasks (on: before, off: after): what the reads of
 	 * one batch of samples can share (the eBPF meter: one walk of the node's threads). */
 	void (*batch)(struct agent *a, bool on);
+	/* Within a batch that reads (nearly) every running task, say the change check at a
+	 * node.sample: read what the batch needs at once (the eBPF meter: its maps whole). */
+	void (*prefetch)(struct agent *a);
 	/* A limit the meter saw: true and *ret filled (again at later calls: the first limit is
 	 * the task's). Asked after the meters' ticks and when the main process is gone, before
 	 * the exit status is decided. The meter sends no signal: the task table does, as

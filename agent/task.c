@@ -1474,6 +1474,9 @@ void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t 
 	size_t bytes = 0;
 
 	meters_batch(a, true); /* one live read of the meter serves every task */
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->prefetch)
+			(*m)->prefetch(a); /* and one batched read of its maps */
 	for (struct task *t = a->tasks; t; t = t->next) {
 		uint64_t rss, age;
 		size_t len;

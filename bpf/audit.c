@@ -55,6 +55,17 @@ struct tracked {
 	pid_t root; /* shared map: the first process, when its entry is the audit's own */
 };
 
+/* audit_batch: the maps "tasks" and "budgets" read whole, per slot; serial tells this walk's
+ * entries from older ones (0: no walk). */
+struct audit_cache {
+	uint32_t serial;
+	uint32_t *seen_task, *seen_budget; /* per slot: the serial of the walk that read it */
+	struct audit_task *task;
+	struct audit_bpf_budget *budget;
+	uint64_t *keys;
+	void *vals;
+};
+
 struct audit {
 	struct audit_bpf *skel;
 	struct bpf_link *root_net[N_NET_PROGS]; /* audit_attach_cgroup_root */
@@ -71,6 +82,7 @@ struct audit {
 	int addr_fd;	      /* rtnetlink, address changes (audit_addr_fd) */
 	size_t node_addrs_dropped;
 	int delivered;
+	struct audit_cache *cache; /* audit_batch */
 	/* Decoding scratch for one exec event. */
 	char argbuf[AUDIT_ARGV_CAP + 1];
 	const char *argv[AUDIT_ARGV_CAP / 2 + 2];
@@ -441,6 +453,19 @@ static void detach_net(struct tracked *t)
 	}
 }
 
+static void cache_free(struct audit_cache *c)
+{
+	if (!c)
+		return;
+	free(c->seen_task);
+	free(c->seen_budget);
+	free(c->task);
+	free(c->budget);
+	free(c->keys);
+	free(c->vals);
+	free(c);
+}
+
 void audit_free(struct audit *a)
 {
 	if (!a)
@@ -454,6 +479,7 @@ void audit_free(struct audit *a)
 	if (a->addr_fd >= 0)
 		close(a->addr_fd);
 	track_index_free(&a->ix);
+	cache_free(a->cache);
 	free(a->tasks);
 	free(a);
 }
@@ -822,14 +848,97 @@ int audit_set_budget(struct audit *a, uint64_t task_key, const struct audit_budg
 	return 0;
 }
 
+#define CACHE_CHUNK 1024u
+
+static void cache_tasks(void *ctx, uint32_t n)
+{
+	struct audit *a = ctx;
+	const struct audit_task *v = a->cache->vals;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct tracked *t = find_tracked(a, a->cache->keys[i]);
+
+		if (!t)
+			continue;
+		a->cache->task[t - a->tasks] = v[i];
+		a->cache->seen_task[t - a->tasks] = a->cache->serial;
+	}
+}
+
+static void cache_budgets(void *ctx, uint32_t n)
+{
+	struct audit *a = ctx;
+	const struct audit_bpf_budget *v = a->cache->vals;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct tracked *t = find_tracked(a, a->cache->keys[i]);
+
+		if (!t)
+			continue;
+		a->cache->budget[t - a->tasks] = v[i];
+		a->cache->seen_budget[t - a->tasks] = a->cache->serial;
+	}
+}
+
+int audit_batch(struct audit *a, bool on)
+{
+	static uint32_t serial;
+	struct audit_cache *c = a ? a->cache : NULL;
+	int r;
+
+	if (!a)
+		return -EINVAL;
+	if (c)
+		c->serial = 0;
+	if (!on)
+		return 0;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return -ENOMEM;
+		c->seen_task = calloc(a->max_tasks, sizeof(*c->seen_task));
+		c->seen_budget = calloc(a->max_tasks, sizeof(*c->seen_budget));
+		c->task = calloc(a->max_tasks, sizeof(*c->task));
+		c->budget = calloc(a->max_tasks, sizeof(*c->budget));
+		c->keys = calloc(CACHE_CHUNK, sizeof(*c->keys));
+		c->vals = calloc(CACHE_CHUNK,
+				 MAX(sizeof(struct audit_task), sizeof(struct audit_bpf_budget)));
+		if (!c->seen_task || !c->seen_budget || !c->task || !c->budget || !c->keys ||
+		    !c->vals) {
+			cache_free(c);
+			return -ENOMEM;
+		}
+		a->cache = c;
+	}
+	serial = serial + 1 ? serial + 1 : 1;
+	c->serial = serial;
+	if ((r = track_map_read_all(bpf_map__fd(a->skel->maps.tasks), CACHE_CHUNK, c->keys, c->vals,
+				    cache_tasks, a)) < 0 ||
+	    (r = track_map_read_all(bpf_map__fd(a->skel->maps.budgets), CACHE_CHUNK, c->keys,
+				    c->vals, cache_budgets, a)) < 0) {
+		c->serial = 0;
+		return r;
+	}
+	return 0;
+}
+
 int audit_budget_state(struct audit *a, uint64_t task_key, struct audit_budget_state *ret)
 {
 	struct audit_bpf_budget bb;
 	struct audit_task t;
+	struct tracked *tr;
 	uint64_t now;
-	int r = read_task(a, task_key, &t);
+	bool cached, have_bb;
+	size_t slot;
+	int r;
 
-	if (r < 0)
+	if (!(tr = find_tracked(a, task_key)))
+		return -ENOENT;
+	slot = (size_t)(tr - a->tasks);
+	cached = a->cache && a->cache->serial && a->cache->seen_task[slot] == a->cache->serial;
+	if (cached)
+		t = a->cache->task[slot];
+	else if ((r = read_task(a, task_key, &t)) < 0)
 		return r;
 	*ret = (struct audit_budget_state){
 	    .over_exec = t.over_exec,
@@ -837,8 +946,14 @@ int audit_budget_state(struct audit *a, uint64_t task_key, struct audit_budget_s
 	    .over_connect_deny = t.over_net_deny,
 	    .tokens = -1,
 	};
-	if (bpf_map_lookup_elem(bpf_map__fd(a->skel->maps.budgets), &task_key, &bb) == 0 &&
-	    bb.interval_ns) {
+	if (cached) {
+		have_bb = a->cache->seen_budget[slot] == a->cache->serial;
+		if (have_bb)
+			bb = a->cache->budget[slot];
+	} else
+		have_bb =
+		    bpf_map_lookup_elem(bpf_map__fd(a->skel->maps.budgets), &task_key, &bb) == 0;
+	if (have_bb && bb.interval_ns) {
 		double burst = (double)(bb.tau_ns / bb.interval_ns + 1), tok;
 
 		now = now_ns(CLOCK_MONOTONIC);

@@ -172,6 +172,13 @@ int audit_track_budget(struct audit *a, uint64_t task_key, pid_t tgid, int cgrou
 /* Change a tracked task's budget (its bucket's level and counts stay; `restore` is ignored). */
 int audit_set_budget(struct audit *a, uint64_t task_key, const struct audit_budget *budget);
 int audit_budget_state(struct audit *a, uint64_t task_key, struct audit_budget_state *ret);
+/*
+ * Around a walk of every task's audit_budget_state (on: before, off: after): on reads the maps
+ * it needs whole, one batched lookup per map and 1,024 entries (bpf_map_lookup_batch), so that
+ * each audit_budget_state of the walk makes no system call; their figures are those of that
+ * moment. -errno (the walk's reads then go to the maps one by one).
+ */
+int audit_batch(struct audit *a, bool on);
 /* Re-adopt after an agent restart: track another process of a tracked task. */
 int audit_track_more(struct audit *a, uint64_t task_key, pid_t tgid);
 /*

@@ -36,6 +36,26 @@ struct tracked {
 	struct bpf_link *ingress, *egress;
 };
 
+/*
+ * meter_prefetch: the maps "tasks", "slots" and "net" read whole, one batched system call per
+ * map and chunk, for the meter_read calls of one batch (say the change check of every running
+ * task at a node.sample): per slot the task's entry and its counters summed over the CPUs, the
+ * network counters sorted by cgroup id. serial tells this batch's entries from older ones.
+ */
+struct meter_net_entry {
+	uint64_t cgroup_id;
+	struct meter_net n;
+};
+struct meter_cache {
+	uint32_t serial;	 /* of the batch the cache holds; 0: none */
+	uint32_t *seen;		 /* per slot: serial of the batch that read its task entry */
+	struct meter_task *task; /* per slot */
+	struct meter_slot *sum;	 /* per slot, summed over the CPUs */
+	struct meter_net_entry *net;
+	size_t n_net;
+	void *keys, *vals; /* buffers of one batch call */
+};
+
 struct meter {
 	struct meter_bpf *skel;
 	struct ring_buffer *rb;
@@ -51,14 +71,15 @@ struct meter {
 	uint64_t sweeps; /* map sweeps done by meter_forget */
 
 	bool io_from_syscalls;
-	enum meter_oom oom;    /* which program reports OOM victims (meter_oom_mode) */
-	bool at_exit;	       /* cpu_at_exit: no sched_switch program */
-	bool drain;	       /* METER_BPF_EV_DRAIN seen: run the drain */
-	bool no_drain;	       /* meter_opts.no_drain (tests) */
-	uint64_t drains;       /* drains run (meter_poll) */
-	uint64_t live_read_ns; /* last run of the live-read iterator (CLOCK_MONOTONIC) */
-	bool live_batch;       /* meter_batch: one live read serves the reads until its end */
-	bool live_batch_read;  /* ... and it ran */
+	enum meter_oom oom;	   /* which program reports OOM victims (meter_oom_mode) */
+	bool at_exit;		   /* cpu_at_exit: no sched_switch program */
+	bool drain;		   /* METER_BPF_EV_DRAIN seen: run the drain */
+	bool no_drain;		   /* meter_opts.no_drain (tests) */
+	uint64_t drains;	   /* drains run (meter_poll) */
+	uint64_t live_read_ns;	   /* last run of the live-read iterator (CLOCK_MONOTONIC) */
+	bool live_batch;	   /* meter_batch: one live read serves the reads until its end */
+	bool live_batch_read;	   /* ... and it ran */
+	struct meter_cache *cache; /* meter_prefetch: the maps read whole for one batch */
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
 	meter_event_fn fn;			     /* set during meter_poll only */
 	void *userdata;
@@ -314,6 +335,19 @@ out_free:
 	return r;
 }
 
+static void cache_free(struct meter_cache *c)
+{
+	if (!c)
+		return;
+	free(c->seen);
+	free(c->task);
+	free(c->sum);
+	free(c->net);
+	free(c->keys);
+	free(c->vals);
+	free(c);
+}
+
 void meter_free(struct meter *m)
 {
 	if (!m)
@@ -327,6 +361,7 @@ void meter_free(struct meter *m)
 	bpf_link__destroy(m->root_egress);
 	meter_bpf__destroy(m->skel);
 	track_index_free(&m->ix);
+	cache_free(m->cache);
 	free(m->tasks);
 	free(m->gen);
 	free(m->pcpu);
@@ -702,6 +737,131 @@ void meter_batch(struct meter *m, bool on)
 		return;
 	m->live_batch = on;
 	m->live_batch_read = false;
+	if (m->cache)
+		m->cache->serial = 0;
+}
+
+/* Chunk of one batched lookup: entries per system call. */
+#define CACHE_CHUNK 1024u
+
+static int cache_alloc(struct meter *m)
+{
+	struct meter_cache *c;
+	size_t vsz = MAX(sizeof(struct meter_task), sizeof(struct meter_net));
+
+	if (m->cache)
+		return 0;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->seen = calloc(m->max_tasks, sizeof(*c->seen));
+	c->task = calloc(m->max_tasks, sizeof(*c->task));
+	c->sum = calloc(m->max_tasks, sizeof(*c->sum));
+	c->net = calloc(m->max_tasks, sizeof(*c->net));
+	c->keys = calloc(CACHE_CHUNK, sizeof(uint64_t));
+	c->vals = calloc(CACHE_CHUNK, MAX(vsz, (size_t)m->ncpus * sizeof(struct meter_slot)));
+	if (!c->seen || !c->task || !c->sum || !c->net || !c->keys || !c->vals) {
+		cache_free(c);
+		return -ENOMEM;
+	}
+	m->cache = c;
+	return 0;
+}
+
+static void cache_tasks(void *ctx, uint32_t n)
+{
+	struct meter *m = ctx;
+	struct meter_cache *c = m->cache;
+	const uint64_t *k = c->keys;
+	const struct meter_task *v = c->vals;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct tracked *t = find_tracked(m, k[i]);
+		uint32_t slot;
+
+		if (!t)
+			continue;
+		slot = slot_of(m, t);
+		c->task[slot] = v[i];
+		c->seen[slot] = c->serial;
+	}
+}
+
+static void cache_slots(void *ctx, uint32_t n)
+{
+	struct meter *m = ctx;
+	struct meter_cache *c = m->cache;
+	const uint32_t *k = c->keys;
+	const struct meter_slot *v = c->vals;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct meter_slot sl = {};
+
+		if (k[i] >= m->max_tasks)
+			continue;
+		for (int j = 0; j < m->ncpus; j++) {
+			const struct meter_slot *x = &v[(size_t)i * (size_t)m->ncpus + (size_t)j];
+
+			sl.cpu_ns += x->cpu_ns;
+			sl.utime_ticks_ns += x->utime_ticks_ns;
+			sl.stime_ticks_ns += x->stime_ticks_ns;
+			sl.io_read_bytes += x->io_read_bytes;
+			sl.io_write_bytes += x->io_write_bytes;
+			sl.blk_read_bytes += x->blk_read_bytes;
+			sl.blk_write_bytes += x->blk_write_bytes;
+			sl.blk_cancelled_bytes += x->blk_cancelled_bytes;
+		}
+		c->sum[k[i]] = sl;
+	}
+}
+
+static void cache_net(void *ctx, uint32_t n)
+{
+	struct meter *m = ctx;
+	struct meter_cache *c = m->cache;
+	const uint64_t *k = c->keys;
+	const struct meter_net *v = c->vals;
+
+	for (uint32_t i = 0; i < n && c->n_net < m->max_tasks; i++)
+		c->net[c->n_net++] = (struct meter_net_entry){.cgroup_id = k[i], .n = v[i]};
+}
+
+static int net_cmp(const void *x, const void *y)
+{
+	const struct meter_net_entry *a = x, *b = y;
+
+	return a->cgroup_id < b->cgroup_id ? -1 : a->cgroup_id > b->cgroup_id;
+}
+
+int meter_prefetch(struct meter *m)
+{
+	static uint32_t serial;
+	struct meter_cache *c;
+	int r;
+
+	if (!m || !m->live_batch)
+		return -EINVAL;
+	if ((r = cache_alloc(m)) < 0)
+		return r;
+	c = m->cache;
+	c->serial = 0;
+	/* the live read first: what it folds in is then in the entries read below */
+	if (m->at_exit)
+		live_read(m);
+	serial = serial + 1 ? serial + 1 : 1;
+	c->serial = serial;
+	c->n_net = 0;
+	if ((r = track_map_read_all(bpf_map__fd(m->skel->maps.tasks), CACHE_CHUNK, c->keys, c->vals,
+				    cache_tasks, m)) < 0 ||
+	    (r = track_map_read_all(bpf_map__fd(m->skel->maps.slots), CACHE_CHUNK, c->keys, c->vals,
+				    cache_slots, m)) < 0 ||
+	    (r = track_map_read_all(bpf_map__fd(m->skel->maps.net), CACHE_CHUNK, c->keys, c->vals,
+				    cache_net, m)) < 0) {
+		c->serial = 0; /* the reads of this batch go to the maps one by one */
+		return r;
+	}
+	qsort(c->net, c->n_net, sizeof(*c->net), net_cmp);
+	return 0;
 }
 
 int meter_settle(struct meter *m, uint64_t task_key)
@@ -737,28 +897,35 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	struct meter_slot sl = {};
 	struct meter_task mt;
 	double kib_s;
+	bool cached;
 
 	if (!t)
 		return -ENOENT;
-	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.tasks), &task_key, &mt) < 0)
-		return -errno;
-	if (m->at_exit && mt.threads_live > 0)
-		live_read(m);
-	/* The switch-out counters: one element per CPU, summed here. */
 	slot = slot_of(m, t);
-	if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu) < 0)
-		return -errno;
-	for (int i = 0; i < m->ncpus; i++) {
-		const struct meter_slot *c = &m->pcpu[i];
+	cached = m->cache && m->cache->serial && m->cache->seen[slot] == m->cache->serial;
+	if (cached) {
+		mt = m->cache->task[slot];
+		sl = m->cache->sum[slot];
+	} else {
+		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.tasks), &task_key, &mt) < 0)
+			return -errno;
+		if (m->at_exit && mt.threads_live > 0)
+			live_read(m);
+		/* The switch-out counters: one element per CPU, summed here. */
+		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu) < 0)
+			return -errno;
+		for (int i = 0; i < m->ncpus; i++) {
+			const struct meter_slot *c = &m->pcpu[i];
 
-		sl.cpu_ns += c->cpu_ns;
-		sl.utime_ticks_ns += c->utime_ticks_ns;
-		sl.stime_ticks_ns += c->stime_ticks_ns;
-		sl.io_read_bytes += c->io_read_bytes;
-		sl.io_write_bytes += c->io_write_bytes;
-		sl.blk_read_bytes += c->blk_read_bytes;
-		sl.blk_write_bytes += c->blk_write_bytes;
-		sl.blk_cancelled_bytes += c->blk_cancelled_bytes;
+			sl.cpu_ns += c->cpu_ns;
+			sl.utime_ticks_ns += c->utime_ticks_ns;
+			sl.stime_ticks_ns += c->stime_ticks_ns;
+			sl.io_read_bytes += c->io_read_bytes;
+			sl.io_write_bytes += c->io_write_bytes;
+			sl.blk_read_bytes += c->blk_read_bytes;
+			sl.blk_write_bytes += c->blk_write_bytes;
+			sl.blk_cancelled_bytes += c->blk_cancelled_bytes;
+		}
 	}
 
 	u.cpu_ns = sl.cpu_ns;
@@ -803,8 +970,16 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.forks = mt.forks;
 	if (t->ingress || (t->cgroup_id && m->root_ingress)) {
 		struct meter_net n;
+		const struct meter_net_entry key = {.cgroup_id = t->cgroup_id}, *hit = NULL;
+		bool found;
 
-		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id, &n) == 0) {
+		if (cached && (hit = bsearch(&key, m->cache->net, m->cache->n_net,
+					     sizeof(*m->cache->net), net_cmp)))
+			n = hit->n;
+		found = cached ? hit != NULL
+			       : bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.net), &t->cgroup_id,
+						     &n) == 0;
+		if (found) {
 			u.net_rx_bytes = n.rx_bytes;
 			u.net_tx_bytes = n.tx_bytes;
 			u.net_rx_packets = n.rx_packets;

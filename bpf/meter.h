@@ -144,6 +144,14 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret);
  */
 void meter_batch(struct meter *m, bool on);
 /*
+ * Within a batch (meter_batch(m, true)), when most tracked tasks will be read: the live read,
+ * then the maps read whole with one batched lookup per map and 1,024 entries
+ * (bpf_map_lookup_batch), so that each meter_read of the batch makes no system call. The
+ * figures are those of this moment for every task alike. -errno (the reads of the batch then
+ * go to the maps one by one, as without it).
+ */
+int meter_prefetch(struct meter *m);
+/*
  * Accounting at exit: once the task's processes are gone (its cgroup is empty), fold the final
  * figures of its threads that have switched out for the last time. Returns 1 when every
  * thread's final figures are in (always in "switch" mode), 0 when some thread is not off its

@@ -232,3 +232,25 @@ void track_probe_kernel(struct track_kernel *ret)
 	}
 	*ret = k;
 }
+
+int track_map_read_all(int map_fd, uint32_t chunk, void *keys, void *vals,
+		       void (*fn)(void *ctx, uint32_t n), void *ctx)
+{
+	uint64_t in = 0, out = 0;
+	bool first = true;
+	LIBBPF_OPTS(bpf_map_batch_opts, o);
+
+	for (;;) {
+		__u32 n = chunk;
+		int r = bpf_map_lookup_batch(map_fd, first ? NULL : &in, &out, keys, vals, &n, &o);
+		int e = r < 0 ? errno : 0;
+
+		if (r < 0 && e != ENOENT)
+			return -e;
+		fn(ctx, n);
+		if (e == ENOENT)
+			return 0;
+		in = out;
+		first = false;
+	}
+}

@@ -69,6 +69,15 @@ int track_add_proc(int map_fd, pid_t tgid, const void *value);
 int track_delete_by_task(int map_fd, size_t ksize, size_t vsize, uint64_t task_key, uint32_t max);
 
 /*
+ * Every entry of a map, up to chunk at a time (one bpf_map_lookup_batch system call each) into
+ * keys and vals (room for chunk keys and values; a per-CPU map's values are ncpus each), each
+ * chunk handed to fn(ctx, n). Keys of at most 8 bytes (the batch token is one key). -errno;
+ * a kernel without batched lookups for the map's type gives -EINVAL or -ENOTSUPP/-EOPNOTSUPP.
+ */
+int track_map_read_all(int map_fd, uint32_t chunk, void *keys, void *vals,
+		       void (*fn)(void *ctx, uint32_t n), void *ctx);
+
+/*
  * What the running kernel offers the tracepoint programs, read once per process from its BTF
  * (/sys/kernel/btf/vmlinux), without loading anything: tp_btf programs (the btf_trace_*
  * typedefs of the tracepoints used) and the task kfuncs of accounting at exit

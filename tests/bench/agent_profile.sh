@@ -6,7 +6,9 @@
 # corrald over PROFILE_WINDOW seconds (default 30). Prints corrald's run time over the window
 # (schedstat of its threads), the records spooled in it (corralctl status; all
 # task.sample but for a few node records), the run time per sample, and the top of `perf report` (self time, then the
-# callers of the top entries). PROFILE_PERF=0: no perf, the figures only.
+# callers of the top entries). PROFILE_PERF=0: no perf, the figures only. PROFILE_SETTLE=S:
+# seconds between the last launch and the window (default 15); two sample intervals or more put
+# every task's first task.sample before the window, which then holds the steady state.
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-$PWD/.output}
@@ -70,7 +72,7 @@ ctl status >/dev/null 2>&1 || { echo "agent did not start"; cat "$T/agent.log"; 
 for i in $(seq "$N"); do
 	ctl run --no-sandbox -- /bin/sleep 1000000 >/dev/null || { echo "launch $i failed"; exit 1; }
 done
-sleep 15 # launches settled (cgroup pool, budgets saved once)
+sleep "${PROFILE_SETTLE:-15}" # launches settled (cgroup pool, budgets saved once)
 s0=$(records)
 c0=$(run_ns)
 if [ "$PERF" = 1 ]; then
@@ -81,7 +83,7 @@ else
 fi
 c1=$(run_ns)
 s1=$(records)
-echo "agent_profile: N=$N, sample_interval $SAMPLE, window ${WIN}s, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "agent_profile: N=$N, sample_interval $SAMPLE, window ${WIN}s after ${PROFILE_SETTLE:-15}s, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "corrald run time: $(((c1 - c0) / 1000)) us, records spooled: $((${s1:-0} - ${s0:-0}))" \
 	"($(awk -v c=$((c1 - c0)) -v s=$((${s1:-0} - ${s0:-0})) 'BEGIN {printf "%.1f", s ? c / s / 1000 : 0}') us per record)"
 if [ "$PERF" = 1 ]; then
