@@ -195,9 +195,10 @@ J4=$(slurm_submit -o "$S/out/ct-%j.txt" "$S/ct.sh")
 slurm_job_done "$J4" 200
 tid=$(sed -n 1p "$S/out/ct-$J4.txt")
 # sacct prints an exit status above 128 less 128 (143 as 15:0); slurmdbd's row has it whole
+# (acct first: it waits until slurmdbd has the job's final row, which dbjob reads as it is)
 ended "$tid" && [ "$(spooled "$tid" exit.status)" = time_limit ] && [ "$(spooled "$tid" exit.by)" = limit ] &&
-	[ "$(dbjob "$J4" exit_code)" = $((143 << 8)) ] && [ "$(slurm_job_field "$J4" ExitCode)" = 143:0 ] &&
 	[ "$(acct "$J4" Account)" = chem ] && [ "$(spooled "$tid" task.account)" = chem ] &&
+	[ "$(dbjob "$J4" exit_code)" = $((143 << 8)) ] && [ "$(slurm_job_field "$J4" ExitCode)" = 143:0 ] &&
 	[ "$(spooled "$tid" task.job)" = "$(acct "$J4" JobID)" ] &&
 	pass "corralctl --time 1 in a Slurm job: time_limit, exit.by limit, Slurm's exit status 143 (slurmdbd's row $(dbjob "$J4" exit_code) = 143 << 8, sacct $(acct "$J4" ExitCode)); no -A: record and sacct both have root's default account chem" ||
 	fail "corral --time: $(spooled "$tid" exit.status) by $(spooled "$tid" exit.by), slurmdbd exit_code $(dbjob "$J4" exit_code), scontrol $(slurm_job_field "$J4" ExitCode), sacct account $(acct "$J4" Account), record $(spooled "$tid" task.account)"
