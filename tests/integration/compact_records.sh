@@ -19,9 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v zstd >/dev/null || skip "zstd missing"
-PORT=$(free_port)
-PPORT=$((PORT + 1))
-MPORT=$((PORT + 2))
+read -r PORT PPORT MPORT <<<"$(free_ports 3)"
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"

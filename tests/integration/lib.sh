@@ -19,6 +19,14 @@ need_root() { [ "$(id -u)" = 0 ] || skip "needs root"; }
 # free_port: a TCP port on 127.0.0.1 that nothing listens on now, from the kernel (a port drawn at
 # random may be another listener's, and then the test talks to the wrong server)
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_ports N: N such ports, all different (held together while the kernel picks them), on one
+# line: read -r A B <<<"$(free_ports 2)"
+free_ports() {
+	python3 -c 'import socket, sys
+s = [socket.socket() for _ in range(int(sys.argv[1]))]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))' "$1"
+}
 
 ctl() { "$CORRALCTL" --socket "$SOCK" "$@"; }
 # the stand-in RAPL powercap tree: rapl_zone, rapl_set, rapl_tree, rapl_writer, rapl_stop

@@ -19,8 +19,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 N=${PIPELINE_N:-1000}
-PORT=$(free_port)
-MPORT=$((PORT + 1))
+read -r PORT MPORT <<<"$(free_ports 2)"
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 printf 'node it-node %s\nreader it %s\n' "$TOKEN" it-reader-token-0123456789 >"$T/tokens"

@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v python3 >/dev/null || skip "python3 missing"
-PORT=$(free_port)
+read -r PORT PORT2 <<<"$(free_ports 2)"
 echo "retry-after-token-0123456789" >"$T/token"
 LPID=
 trap 'stop_agent; [ -n "$LPID" ] && kill "$LPID" 2>/dev/null; cleanup' EXIT
@@ -53,11 +53,13 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
 	LPID=$!
-	for _ in $(seq 100); do
-		python3 -c "import socket; socket.create_connection(('127.0.0.1', $1))" 2>/dev/null && return 0
+	# up when its port's listener is this python (not another process that holds the port)
+	for _ in $(seq 200); do
+		kill -0 "$LPID" 2>/dev/null || break
+		ss -Hltnp "sport = :$1" | grep -q "pid=$LPID," && return 0
 		sleep 0.05
 	done
-	echo "listener did not start"; exit 1
+	echo "listener did not start on port $1"; exit 1
 }
 
 # --- 1. three 503s with Retry-After: 2, then 200 -------------------------------------------
@@ -92,7 +94,7 @@ kill "$LPID"; wait "$LPID" 2>/dev/null; LPID=
 
 # --- 2. 503 + Retry-After: 1 for good: the agent does not hammer ---------------------------
 rm -f "$T/posts" "$T/ids"
-PORT=$((PORT + 1))
+PORT=$PORT2
 listener "$PORT" -1 1
 start_agent --no-bpf --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" \
 	--token-file "$T/token"
