@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <jansson.h>
 
@@ -53,14 +54,22 @@ struct jtree {
 int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t errlen);
 void jtree_free(struct jtree *t);
 
-/* FNV-1a of a member name: members are compared by hash before their names. */
+/* A member name's hash (members are compared by hash before their names): its length and its
+ * first and last 8 bytes mixed, a constant cost whatever the name (a byte-wise hash was a
+ * tenth of a record's decode). */
 static inline uint32_t jtree_key_hash(const char *s, size_t len)
 {
-	uint32_t h = 2166136261u;
+	uint64_t a = 0, b = 0;
 
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h;
+	if (len >= 8) {
+		memcpy(&a, s, 8);
+		memcpy(&b, s + len - 8, 8);
+	} else {
+		for (size_t i = 0; i < len; i++)
+			a = a << 8 | (unsigned char)s[i];
+	}
+	a = (a ^ len) * 0x9e3779b97f4a7c15ULL ^ b * 0xc2b2ae3d27d4eb4fULL;
+	return (uint32_t)(a >> 32 ^ a);
 }
 
 /* Member of an object (NULL if absent or o is not an object). */

@@ -567,6 +567,63 @@ static void test_tree_limits(void **state)
 	assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "UTF-8"));
 	jtree_free(&t);
+	/* a lone surrogate escape (high without its low half, a low half alone) is no character */
+	{
+		static const char *const lone[] = {"{\"a\":\"\\ud800\"}", "{\"a\":\"\\ud800x\"}",
+						   "{\"a\":\"\\ud800\\u0041\"}",
+						   "{\"a\":\"\\udc00\"}"};
+
+		for (size_t i = 0; i < ARRAY_SIZE(lone); i++) {
+			assert_int_equal(
+			    jtree_parse(&t, lone[i], strlen(lone[i]), err, sizeof(err)), -EINVAL);
+			assert_non_null(strstr(err, "UTF-8"));
+			jtree_free(&t);
+		}
+	}
+	/* JSON's grammar, strictly: each of these is refused with the byte where it goes wrong */
+	{
+		static const struct {
+			const char *doc, *err;
+		} bad[] = {
+		    {"", "at byte 0: no value"},
+		    {" \n", "at byte 2: no value"},
+		    {"{\"a\":01}", "at byte 6: parse error"},
+		    {"{\"a\":-}", "at byte 6: lexical error: malformed number"},
+		    {"{\"a\":1.}", "at byte 7: lexical error: malformed number"},
+		    {"{\"a\":1e}", "at byte 7: lexical error: malformed number"},
+		    {"{\"a\":tru}", "at byte 5: lexical error: invalid string"},
+		    {"{\"a\":\"x\ty\"}", "at byte 7: lexical error: invalid character inside"},
+		    {"{\"a\":\"\\x\"}", "at byte 6: lexical error: inside a string"},
+		    {"{\"a\":\"\\u12g4\"}", "at byte 6: lexical error: invalid (non-hex)"},
+		    {"{\"a\" 1}", "at byte 5: parse error: object key and value"},
+		    {"{a:1}", "at byte 1: parse error: invalid object key"},
+		    {"{\"a\":1,}", "at byte 7: parse error: invalid object key"},
+		    {"[1,]", "at byte 3: lexical error: invalid char"},
+		    {"[1 2]", "at byte 3: parse error: after array element"},
+		    {"{\"a\":1 \"b\":2}", "at byte 7: parse error: after key and value"},
+		    {"{\"a\":1}x", "at byte 7: parse error: trailing garbage"},
+		    {"{\"a\":1}{}", "at byte 7: parse error: trailing garbage"},
+		    {"{\"a\":\f1}", "at byte 5: lexical error: invalid char"},
+		    {"{\"a\":[1,{\"b\":\"c", "at byte 15: parse error: premature EOF"},
+		    {"{\"a\":1,\"a\":2}", "at byte 7: duplicate object key"},
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+			int r = jtree_parse(&t, bad[i].doc, strlen(bad[i].doc), err, sizeof(err));
+
+			if (r != -EINVAL || strncmp(err, bad[i].err, strlen(bad[i].err)) != 0) {
+				print_error("case %zu: r=%d err=\"%s\", want \"%s\"\n", i, r, err,
+					    bad[i].err);
+				fail();
+			}
+			jtree_free(&t);
+		}
+	}
+	/* a real of many digits is one double, whatever its length */
+	nums = "[0.1000000000000000000000000000000000000000000000000000000000000000000000001]";
+	assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), 0);
+	assert_true(t.root->kids.first->d == 0.1);
+	jtree_free(&t);
 
 	/* integers of every length around the 18 digits summed without strtoll, either sign;
 	 * one past int64_t refused */
