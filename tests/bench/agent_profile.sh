@@ -11,6 +11,7 @@
 # every task's first task.sample before the window, which then holds the steady state.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/bench/proc_cpu_lib.sh
 O=${CORRAL_O:-$PWD/.output}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 [ -x "$O/corrald" ] || { echo "missing $O/corrald (make all)"; exit 1; }
@@ -42,13 +43,6 @@ stop_agent() {
 	for h in /sys/fs/cgroup/*/"$SUB" /sys/fs/cgroup/unified/"$SUB"; do kill_cg "$h"; done
 }
 trap 'stop_agent; rm -rf "$T"' EXIT
-run_ns() {
-	local ns=0 f s
-	for f in /proc/"$AG"/task/*/schedstat; do
-		s=$(awk '{print $1}' "$f" 2>/dev/null) && ns=$((ns + s))
-	done
-	echo "$ns"
-}
 records() { # records appended to the spool so far (corralctl status)
 	ctl status --json 2>/dev/null | python3 -c 'import sys,json
 def f(o):
@@ -74,14 +68,14 @@ for i in $(seq "$N"); do
 done
 sleep "${PROFILE_SETTLE:-15}" # launches settled (cgroup pool, budgets saved once)
 s0=$(records)
-c0=$(run_ns)
+c0=$(proc_run_ns "$AG")
 if [ "$PERF" = 1 ]; then
 	perf record -q --call-graph dwarf,16384 -F 999 -p "$AG" -o "$T/perf.data" -- sleep "$WIN" \
 		>/dev/null 2>&1
 else
 	sleep "$WIN"
 fi
-c1=$(run_ns)
+c1=$(proc_run_ns "$AG")
 s1=$(records)
 echo "agent_profile: N=$N, sample_interval $SAMPLE, window ${WIN}s after ${PROFILE_SETTLE:-15}s, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "corrald run time: $(((c1 - c0) / 1000)) us, records spooled: $((${s1:-0} - ${s0:-0}))" \

@@ -34,6 +34,7 @@
 # tests/integration/agent_scale.sh.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/bench/proc_cpu_lib.sh
 O=${CORRAL_O:-$PWD/.output}
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 [ -x "$O/corrald" ] || { echo "missing $O/corrald (make all)"; exit 1; }
@@ -77,17 +78,6 @@ trap 'stop_agent; stop_base; rm -rf "$T"' EXIT
 
 BO=$O # the build under test in this row
 ctl() { "$BO/corralctl" --socket "$SOCK" "$@"; }
-# CPU of a set of pids: "<ticks> <schedstat ns>" (all threads; pids that vanished count 0).
-cpu_of() {
-	local ticks=0 ns=0 p s
-	for p in "$@"; do
-		s=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null) && ticks=$((ticks + s))
-		for f in /proc/"$p"/task/*/schedstat; do
-			s=$(awk '{print $1}' "$f" 2>/dev/null) && ns=$((ns + s))
-		done
-	done
-	echo "$ticks $ns"
-}
 pss_kb() { # sum of Pss over pids, KiB
 	local sum=0 p v
 	for p in "$@"; do
@@ -154,9 +144,9 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 	sleep "${SCALE_SETTLE:-12}"
 	shp=$(shims)
 	r0=$(spooled)
-	c0=$(cpu_of "$AG"); s0=$(cpu_of $shp)
+	c0=$(proc_cpu "$AG"); s0=$(proc_cpu $shp)
 	sleep "$WIN"
-	c1=$(cpu_of "$AG"); s1=$(cpu_of $shp)
+	c1=$(proc_cpu "$AG"); s1=$(proc_cpu $shp)
 	r1=$(spooled)
 	RECS=$(( ${r1% *} - ${r0% *} )) RBYTES=$(( ${r1#* } - ${r0#* } ))
 	fd1=$(fds_of "$AG")
@@ -191,9 +181,9 @@ exec sleep 1000000' &
 		disown $!
 	done
 	sleep 3
-	c0=$(cpu_of "${pids[@]}")
+	c0=$(proc_cpu "${pids[@]}")
 	sleep "$WIN"
-	c1=$(cpu_of "${pids[@]}")
+	c1=$(proc_cpu "${pids[@]}")
 	B_NS=$(( ${c1#* } - ${c0#* } ))
 	B_PSS=$(( $(pss_kb "${pids[@]}") / n ))
 	stop_base

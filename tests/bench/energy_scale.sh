@@ -45,6 +45,7 @@ DB=$T/c.db
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 TOKEN=escale-token-0123456789abcdef
 . tests/integration/rapl_lib.sh
+. tests/bench/proc_cpu_lib.sh
 
 kill_cg() { # HIERARCHY-DIR: kill every process in it and below, remove the directories
 	local h=$1 f p
@@ -66,13 +67,6 @@ stop_agent() {
 trap 'stop_agent; rapl_stop; [ -n "$COLL" ] && kill "$COLL" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
 ctl() { "$O/corralctl" --socket "$SOCK" "$@"; }
 q() { sqlite3 "$DB" "$1" 2>/dev/null; }
-run_ns() { # run time of all of a pid's threads, ns
-	local ns=0 f s
-	for f in /proc/"$1"/task/*/schedstat; do
-		s=$(awk '{print $1}' "$f" 2>/dev/null) && ns=$((ns + s))
-	done
-	echo "$ns"
-}
 nsamples() { q "SELECT count(*) FROM records WHERE type='node.sample' AND node='$1'"; }
 
 # the stand-in powercap tree (tests/integration/rapl_lib.sh): energy_uj = power x time,
@@ -124,9 +118,9 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 		sleep 0.5
 	done
 	sleep 5 # every task has its baseline; the launches' uploads are done
-	k0=$(nsamples "$node"); c0=$(run_ns "$AG"); e0=$(estat)
+	k0=$(nsamples "$node"); c0=$(proc_run_ns "$AG"); e0=$(estat)
 	sleep "$WIN"
-	k1=$(nsamples "$node"); c1=$(run_ns "$AG"); e1=$(estat)
+	k1=$(nsamples "$node"); c1=$(proc_run_ns "$AG"); e1=$(estat)
 	NS_WIN=$((c1 - c0)); SAMPLES=$((k1 - k0))
 	ATTR_N=$((${e1% *} - ${e0% *})); ATTR_NS=$((${e1#* } - ${e0#* }))
 	PER_NS=$((SAMPLES > 0 ? NS_WIN / SAMPLES : 0))
