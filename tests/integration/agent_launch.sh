@@ -230,22 +230,28 @@ done
 [ -z "$bad" ] && pass "12 concurrent run --wait: each got its own exit code" || fail "concurrent:$bad"
 
 # --- restart survival: kill -9 of the agent, tasks keep running, exits still reported --------
-id1=$(ctl run -- sh -c "sleep 2.$$; exit 5")
-id2=$(ctl run -- sleep 1)
+# each task ends when this script says so (a file appears; 99 after a minute without it), not
+# after a sleep that a loaded host may outlast: the first after the agent is back, the second
+# while no agent runs
+id1=$(ctl run -- sh -c "i=0; until [ -e $T/end1 ]; do [ \$i -lt 1200 ] || exit 99; i=\$((i + 1)); sleep 0.05; done; exit 5")
+id2=$(ctl run -- sh -c "i=0; until [ -e $T/end2 ]; do [ \$i -lt 1200 ] || exit 99; i=\$((i + 1)); sleep 0.05; done; exit 6")
 for _ in $(seq 40); do ready_cgroups; [ -n "$READY" ] && break; sleep 0.05; done
 orphans=$READY
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
 sleep 0.2
-pgrep -f "sleep 2.$$" >/dev/null && pass "task survives kill -9 of corrald" || fail "task died with the agent"
+pgrep -f "$T/end1" >/dev/null && pgrep -f "$T/end2" >/dev/null && pass "tasks survive kill -9 of corrald" || fail "a task died with the agent"
+touch "$T/end2"
+for _ in $(seq 100); do pgrep -f "$T/end2" >/dev/null || break; sleep 0.05; done
+pgrep -f "$T/end2" >/dev/null && fail "the second task did not end while the agent was down"
 start_agent --no-bpf
 left=0; for n in $orphans; do [ -d /sys/fs/cgroup/memory/"$SUBTREE/$n" ] && left=$((left + 1)); done
 [ -n "$orphans" ] && [ "$left" = 0 ] && pass "ready cgroups of the killed agent removed at restart" \
 	|| fail "ready cgroups after kill -9: '$orphans', $left left"
+touch "$T/end1"
 ctl wait "$id1" 2>/dev/null; rc=$?
 [ "$rc" = 5 ] && pass "exit code reported after agent restart (task ended while running)" || fail "restart: rc $rc"
-sleep 1.2
 ctl wait "$id2" 2>/dev/null; rc=$?
-[ "$rc" = 0 ] && pass "exit reported for a task that ended while the agent was down" || fail "restart2: rc $rc"
+[ "$rc" = 6 ] && pass "exit code reported for a task that ended while the agent was down" || fail "restart2: rc $rc"
 
 # --- restart while a launch is on its way to execve: re-adopted, its exit still reported ----------
 mkfifo "$T/fifo2"
