@@ -177,7 +177,9 @@ P=$!
 tid=$(task_id_from "$T/det.id")
 kill -KILL "$P"; wait "$P" 2>/dev/null
 sleep 2.5 # past kill_grace (2 s): a task that was to be killed would be by now
-echo go >"$T/go"
+# (the open blocks until the task reads the fifo: bounded, so that a killed task fails the check
+# instead of hanging the test)
+timeout 10 sh -c 'echo go >"$1"' sh "$T/go" || fail "detach: nothing read the fifo within 10 s (the task is gone)"
 ended "$tid" && [ "$(spooled "$tid" exit.code)" = 5 ] && [ "$(spooled "$tid" exit.by)" = task ] &&
 	pass "--detach-on-disconnect: the task outlives its client and exits 5 on its own (exit.by task)" ||
 	fail "detach: status $(spooled "$tid" exit.status) code $(spooled "$tid" exit.code)"
