@@ -12,6 +12,15 @@
  *       at once), every answer must be 200; prints
  *       "records=N accepted=A duplicate=D seconds=S rate=R connections=K start=T"
  *       (T: CLOCK_REALTIME of the first POST, seconds)
+ *   helper_ingest_load keys --count C --window W [--fleet NODES]
+ *       counts, without a database, the rollup rows the folds write: the records in windows
+ *       of W (what one fold gets), each window's deltas built and merged as ingest and the
+ *       fold do (coll_deltas_build, coll_deltas_merge), per table: rows upserted per 1,000
+ *       records, rows that exist at the end (the inserts; the rest are updates) and the
+ *       upserts per row. Without --fleet the records are ingest.sh's (one node, one job);
+ *       with it, a fleet's: NODES nodes each ending one task per 10 s in turn, nodes in
+ *       blocks of 16 running one job each for 4 hours, 400 users in 40 accounts, a project
+ *       of 3 per account (make_fleet_record).
  * Records and the batch bodies are built before the clock starts, so only ingest is timed.
  */
 #include <errno.h>
@@ -86,6 +95,137 @@ static int make_record(const char *node, const char *prefix, uint64_t i, struct 
 							    : ACCT_SRC_CGROUP;
 	r->exit.status = i % 50 == 0 ? ACCT_EXIT_OOM_KILLED : ACCT_EXIT_EXITED;
 	r->exit.code = i % 50 == 0 ? 0 : (i % 17 == 0 ? 1 : 0);
+	return 0;
+}
+
+/*
+ * Record i of a fleet of `nodes` nodes (keys mode): node i % nodes ends a task in round
+ * i / nodes (one round = 10 s: every node ends one task per 10 s, in turn); nodes in blocks of
+ * 16 run one job per block for 4 hours (1,440 rounds); the job's user is one of 400, in
+ * one of 40 accounts; labels project (one of the account's 3) and queue, as ingest.sh's.
+ * The usage is make_record's: only the keys and the time differ.
+ */
+static int make_fleet_record(uint64_t i, uint64_t nodes, struct acct_record *r)
+{
+	uint64_t n = i % nodes, round = i / nodes, block = n / 16, job, user;
+	char node[32], buf[64];
+	int e;
+
+	snprintf(node, sizeof(node), "n%05" PRIu64, n);
+	e = make_record(node, "", i, r);
+	if (e < 0)
+		return e;
+	job = block * 1000003 + round / 1440;
+	user = (job * 2654435761u) % 400;
+	r->time_ns = 1796200000ULL * NSEC_PER_SEC + round * 10 * NSEC_PER_SEC +
+		     n * 10 * NSEC_PER_SEC / nodes;
+	free(r->task.job);
+	free(r->task.user);
+	free(r->task.account);
+	snprintf(buf, sizeof(buf), "job-%" PRIu64, job);
+	r->task.job = strdup(buf);
+	snprintf(buf, sizeof(buf), "user%03" PRIu64, user);
+	r->task.user = strdup(buf);
+	snprintf(buf, sizeof(buf), "acct%02" PRIu64, user / 10);
+	r->task.account = strdup(buf);
+	snprintf(buf, sizeof(buf), "proj-%" PRIu64 "-%" PRIu64, user / 10, job % 3);
+	free(r->task.labels[0].value);
+	r->task.labels[0].value = strdup(buf);
+	free(r->task.labels[1].value);
+	r->task.labels[1].value = strdup(job % 4 ? "batch" : "short");
+	if (!r->task.job || !r->task.user || !r->task.account || !r->task.labels[0].value ||
+	    !r->task.labels[1].value)
+		return -ENOMEM;
+	return 0;
+}
+
+/* A rollup row's identity: the table, the bucket and the table's keys, one string. */
+static char *delta_key(const struct coll_delta *d)
+{
+	char *k = NULL;
+
+	if (asprintf(&k, "%d|%s|%s|%s|%s|%s|%s|%s", d->table, d->bucket, d->account, d->user,
+		     d->label_key, d->label_value, d->job, d->node) < 0)
+		return NULL;
+	return k;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* keys mode: see the head of the file. */
+static int do_keys(uint64_t count, uint64_t window, uint64_t fleet)
+{
+	uint64_t upserts[_COLL_ROLLUP_MAX] = {0}, rows[_COLL_ROLLUP_MAX] = {0};
+	size_t nkeys = 0, capkeys = 0;
+	char **keys = NULL;
+	int rc = 0;
+
+	for (uint64_t w0 = 0; w0 < count && !rc; w0 += window) {
+		uint64_t nw = MIN(window, count - w0);
+		struct acct_record *recs = calloc(nw, sizeof(*recs));
+		struct coll_item *items = calloc(nw, sizeof(*items));
+		struct coll_delta *d = NULL;
+		size_t nd = 0;
+
+		if (!recs || !items)
+			return -ENOMEM;
+		for (uint64_t i = 0; i < nw && !rc; i++) {
+			rc = fleet ? make_fleet_record(w0 + i, fleet, &recs[i])
+				   : make_record("bench", "", w0 + i, &recs[i]);
+			items[i].rec = &recs[i];
+			items[i].is_new = true;
+		}
+		if (!rc)
+			rc = coll_deltas_build(items, nw, &d, &nd);
+		if (!rc)
+			nd = coll_deltas_merge(d, nd);
+		for (size_t k = 0; k < nd && !rc; k++) {
+			if (d[k].table == COLL_ROLLUP_OPEN)
+				continue; /* applied at ingest, not by the fold */
+			upserts[d[k].table]++;
+			if (nkeys == capkeys) {
+				capkeys = capkeys ? capkeys * 2 : 4096;
+				keys = realloc(keys, capkeys * sizeof(*keys));
+				if (!keys)
+					return -ENOMEM;
+			}
+			if (!(keys[nkeys++] = delta_key(&d[k])))
+				rc = -ENOMEM;
+		}
+		free(d);
+		for (uint64_t i = 0; i < nw; i++)
+			acct_record_clear(&recs[i]);
+		free(recs);
+		free(items);
+	}
+	if (rc)
+		return rc;
+	qsort(keys, nkeys, sizeof(*keys), cmp_str);
+	for (size_t k = 0; k < nkeys; k++)
+		if (k == 0 || strcmp(keys[k], keys[k - 1]) != 0)
+			rows[atoi(keys[k])]++;
+	printf("keys: %" PRIu64 " records, %s, folds of %" PRIu64 " records\n", count,
+	       fleet ? "fleet" : "ingest.sh's (one node, one job)", window);
+	printf("%-22s %16s %12s %16s\n", "table", "upserts/1k rec", "rows at end",
+	       "upserts per row");
+	uint64_t tu = 0, tr = 0;
+	for (int t = 0; t < _COLL_ROLLUP_MAX; t++) {
+		if (t == COLL_ROLLUP_OPEN)
+			continue;
+		tu += upserts[t];
+		tr += rows[t];
+		printf("%-22s %16.1f %12" PRIu64 " %16.2f\n", coll_rollup_table_name(t),
+		       (double)upserts[t] * 1000 / (double)count, rows[t],
+		       rows[t] ? (double)upserts[t] / (double)rows[t] : 0);
+	}
+	printf("%-22s %16.1f %12" PRIu64 " %16.2f\n", "all", (double)tu * 1000 / (double)count, tr,
+	       tr ? (double)tu / (double)tr : 0);
+	for (size_t k = 0; k < nkeys; k++)
+		free(keys[k]);
+	free(keys);
 	return 0;
 }
 
@@ -319,17 +459,20 @@ int main(int argc, char **argv)
 	    {"batch", required_argument, NULL, 'b'},
 	    {"prefix", required_argument, NULL, 'p'},
 	    {"connections", required_argument, NULL, 'C'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"fleet", required_argument, NULL, 'f'},
 	    {},
 	};
 	struct opts o = {
 	    .node = "node1", .prefix = "", .count = 1000, .batch = 500, .connections = 1};
+	uint64_t window = 0, fleet = 0;
 	const char *mode;
 	char **lines;
 	size_t *lens;
 	int c, rc = 0;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: helper_ingest_load gen|csv|copy|post [options]\n");
+		fprintf(stderr, "usage: helper_ingest_load gen|csv|copy|post|keys [options]\n");
 		return 2;
 	}
 	mode = argv[1];
@@ -347,6 +490,13 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			o.prefix = optarg;
+			break;
+		case 'w':
+		case 'f':
+			if (parse_u64(optarg, c == 'w' ? &window : &fleet) < 0) {
+				fprintf(stderr, "helper_ingest_load: bad number '%s'\n", optarg);
+				return 2;
+			}
 			break;
 		case 'c':
 		case 's':
@@ -368,6 +518,13 @@ int main(int argc, char **argv)
 		default:
 			return 2;
 		}
+	}
+	if (strcmp(mode, "keys") == 0) {
+		int e = do_keys(o.count, window ? window : o.count, fleet);
+
+		if (e < 0)
+			fprintf(stderr, "helper_ingest_load keys: %s\n", strerror(-e));
+		return e < 0;
 	}
 	lines = calloc(o.count, sizeof(*lines));
 	lens = calloc(o.count, sizeof(*lens));
