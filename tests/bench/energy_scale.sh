@@ -1,6 +1,7 @@
 #!/bin/bash
 # Energy attribution at scale: the agent's CPU per node sample with N live tasks, with a stand-in
-# RAPL powercap tree (package and DRAM counters stepped at a constant power every 50 ms) and
+# RAPL powercap tree (tests/integration/rapl_lib.sh: package and DRAM counters stepped at a
+# constant power every 50 ms, at a real-time priority where chrt is allowed) and
 # without one (the same agent, [energy] powercap_root an empty directory: no RAPL, so no
 # attribution), side by side in one run, for each N in ESCALE_NS (default 1 1000). For each
 # (N, mode) a fresh corrald (--no-bpf, sample_interval ESCALE_SAMPLE, default 1s, its own node
