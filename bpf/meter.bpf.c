@@ -522,8 +522,9 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	struct member *p, np = {};
 	struct meter_task *t = NULL;
 
-	cpid = BPF_CORE_READ(child, pid);
-	ctgid = BPF_CORE_READ(child, tgid);
+	/* tp_btf: direct loads (a probe-read helper call each in raw_tp) */
+	cpid = RD(btf, child, pid);
+	ctgid = RD(btf, child, tgid);
 	if (cpid != ctgid) {
 		/*
 		 * A new thread. Its creator (parent, the current thread) is of the same process:
@@ -547,7 +548,7 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 		entry_for_child(child, cpid, p, NULL, btf);
 		return;
 	}
-	ptgid = BPF_CORE_READ(parent, tgid);
+	ptgid = RD(btf, parent, tgid);
 	p = bpf_map_lookup_elem(&procs, &ptgid);
 	if (!p)
 		return;
@@ -573,13 +574,13 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	entry_for_child(child, cpid, &np, t, btf);
 }
 
-static __always_inline int exit_status(struct task_struct *p)
+static __always_inline int exit_status(struct task_struct *p, const bool btf)
 {
-	unsigned int flags = BPF_CORE_READ(p, signal, flags);
+	unsigned int flags = btf ? p->signal->flags : BPF_CORE_READ(p, signal, flags);
 
 	if (flags & SIGNAL_GROUP_EXIT)
-		return BPF_CORE_READ(p, signal, group_exit_code);
-	return BPF_CORE_READ(p, exit_code);
+		return btf ? p->signal->group_exit_code : BPF_CORE_READ(p, signal, group_exit_code);
+	return RD(btf, p, exit_code);
 }
 
 static __always_inline __s64 mm_sum(struct meter_mm *e)
@@ -600,11 +601,11 @@ static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 		__sync_fetch_and_add(&t->mms_alive, -1);
 }
 
-static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key);
+static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key, const bool btf);
 
 static __always_inline void on_exit(struct task_struct *p, const bool btf, const bool at_exit)
 {
-	__u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+	__u32 tid = RD(btf, p, pid), tgid = RD(btf, p, tgid);
 	struct meter_bpf_event *ev;
 	struct meter_thread *th;
 	struct member *proc;
@@ -663,7 +664,7 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	 * Its entry gone, the exiting thread's teardown of that mm (exit_mm, after this) is no
 	 * tracked mm's: its rss_stat events stop at the thread's storage (rss_fast).
 	 */
-	if (mm && mm_exit(p, mm, key) && th && btf && th->mm == mm)
+	if (mm && mm_exit(p, mm, key, btf) && th && btf && th->mm == mm)
 		__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
 	if (bpf_map_delete_elem(&procs, &tgid) || !gen)
@@ -671,7 +672,7 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	t = bpf_map_lookup_elem(&tasks, &key);
 	if (!t)
 		return;
-	code = exit_status(p);
+	code = exit_status(p, btf);
 	if (t->root_tgid == tgid) {
 		t->root_exit_code = code;
 		t->root_exited = 1;
@@ -737,6 +738,14 @@ static __always_inline __s64 read_rss_pages(struct mm_struct *mm, int member, co
 	return 0;
 }
 
+/* A member's value in pages, never below 0 (the global part of a percpu counter can be). */
+static __always_inline __s64 rss_now(struct mm_struct *mm, int member, const bool btf)
+{
+	__s64 pages = read_rss_pages(mm, member, btf);
+
+	return pages < 0 ? 0 : pages;
+}
+
 static __always_inline void mem_integrate(struct meter_task *t, __u64 now)
 {
 	__u64 prev = __sync_lock_test_and_set(&t->mem_ts, now);
@@ -778,13 +787,14 @@ static __always_inline void mm_release(__u64 *mmkey, struct meter_mm *e)
 }
 
 /* Returns true when mm had an entry of the task and no longer has one (released here). */
-static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key)
+static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key, const bool btf)
 {
 	struct meter_mm *e = bpf_map_lookup_elem(&mms, &mm);
 
 	if (!e || e->task_key != key)
 		return false;
-	if (mm_sum(e) != 0 && BPF_CORE_READ(p, mm, mm_users.counter) != 1)
+	if (mm_sum(e) != 0 &&
+	    (btf ? p->mm->mm_users.counter : BPF_CORE_READ(p, mm, mm_users.counter)) != 1)
 		return false; /* shared (CLONE_VM): its last user's teardown ends it */
 	mm_release(&mm, e);
 	return true;
@@ -830,15 +840,34 @@ static __always_inline bool mm_owner_untracked(struct mm_struct *mm)
 	return o && !BPF_CORE_READ(o, bpf_storage);
 }
 
+/* The slot of an rss_stat member (0, 1 or 3) in meter_thread.rss_seen. */
+static __always_inline __s64 *rss_seen(struct meter_thread *th, int member)
+{
+	switch (member) {
+	case 0:
+		return &th->rss_seen[0];
+	case 1:
+		return &th->rss_seen[1];
+	}
+	return &th->rss_seen[2];
+}
+
+/*
+ * *ret_th: the current thread's storage when the event is a change of its own mm (NULL
+ * otherwise); *ret_pages: the member's value then, read once.
+ */
 static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct mm_struct *mm,
-						 bool *ret_slow)
+						 int member, bool *ret_slow,
+						 struct meter_thread **ret_th, __s64 *ret_pages)
 {
 	struct mm_struct *own = cur->mm;
 	__u64 mmkey = (__u64)mm;
 	struct meter_thread *th;
 	struct meter_mm *e;
+	__s64 pages;
 
 	*ret_slow = true;
+	*ret_th = NULL;
 	if (lazy_threads)
 		return NULL;
 	th = bpf_task_storage_get(&tstore, cur, 0, 0);
@@ -849,31 +878,77 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	}
 	if (own != mm) {
 		/*
-		 * own NULL: the thread tears down an mm at its exit. Its own, whose entry its
-		 * exit released (METER_TH_MM_GONE): nothing to count, and no entry can exist for
-		 * that address before the mm is freed. Otherwise (a shared mm whose entry lives
-		 * until its last user's exit): the general path.
+		 * The thread tears down the mm it saw last, whose entry is released
+		 * (METER_TH_MM_GONE: by its exit, or by the first event of this teardown below):
+		 * nothing to count, and no entry can exist for that address before the mm is
+		 * freed. own NULL otherwise (a shared mm whose entry lives until its last user's
+		 * exit): the general path.
 		 */
-		if (own ? mm_owner_untracked(mm)
-			: th->mm == mmkey && (th->flags & METER_TH_MM_GONE))
+		if (th->mm == mmkey && (th->flags & METER_TH_MM_GONE)) {
+			*ret_slow = false;
+			return NULL;
+		}
+		if (!own)
+			return NULL;
+		/*
+		 * exec: the thread drops the mm it left (exit_mmap after its last user went,
+		 * mm_users 0) in the new one's context. Its pages leave the task's RSS at the
+		 * first event, at once, and the entry goes; the rest of the teardown (each event
+		 * a counted change before) stops here. The entry's values are what
+		 * the task counted for that mm: the same sum as the teardown's events (less the
+		 * counters' per-CPU residue, which was left in the entry until the new mm's first
+		 * change released it).
+		 */
+		if (th->mm == mmkey && mm->mm_users.counter == 0) {
+			e = bpf_map_lookup_elem(&mms, &mmkey);
+			if (e && e->task_key == th->task_key)
+				mm_release(&mmkey, e);
+			__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
+			*ret_slow = false;
+			return NULL;
+		}
+		/* Another context's mm (a fork's copy into the child, reclaim). */
+		if (mm_owner_untracked(mm))
 			*ret_slow = false;
 		return NULL;
 	}
 	if (th->mm != mmkey)
 		return NULL;
+	/*
+	 * The value this thread last wrote to the mm's entry: the entry has it too, or a later
+	 * event of another context moved the counter away and the change back to this value
+	 * fired an event that wrote it again (every change of the counter's total fires one, and
+	 * each writes what it reads). Either way the entry's value is this one: nothing to add,
+	 * and no "mms" lookup (the bulk of the events of a tracked process's page faults).
+	 */
+	pages = rss_now(mm, member, true);
+	if (pages == *rss_seen(th, member)) {
+		*ret_slow = false;
+		return NULL;
+	}
 	e = bpf_map_lookup_elem(&mms, &mmkey);
 	if (!e || e->task_key != th->task_key)
 		return NULL;
+	*ret_th = th;
+	*ret_pages = pages;
 	return e;
 }
 
-/* A tracked thread's mm, checked by the general path: the fast path's next time. */
-static __always_inline void rss_fast_learn(struct task_struct *cur, __u64 mmkey)
+/*
+ * A tracked thread's mm, checked by the general path: the fast path's next time, with no
+ * value seen yet. Returns the thread's storage.
+ */
+static __always_inline struct meter_thread *rss_fast_learn(struct task_struct *cur, __u64 mmkey)
 {
 	struct meter_thread *th = bpf_task_storage_get(&tstore, cur, 0, 0);
 
-	if (th)
+	if (th) {
+		if (th->mm != mmkey && (th->flags & METER_TH_MM_GONE))
+			__sync_fetch_and_and(&th->flags, ~METER_TH_MM_GONE);
 		th->mm = mmkey;
+		th->rss_seen[0] = th->rss_seen[1] = th->rss_seen[2] = -1;
+	}
+	return th;
 }
 
 /* The entry's last value of an rss_stat member (0, 1 or 3). */
@@ -894,8 +969,9 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 	__u64 mmkey = (__u64)mm, now, peak;
 	struct member *proc = NULL;
 	struct meter_task *t = NULL;
+	struct meter_thread *th = NULL;
 	struct meter_mm *e = NULL;
-	__s64 pages, old, delta, sum;
+	__s64 pages = -1, old, delta, sum;
 	bool curr, slow = true;
 	__u32 tgid;
 
@@ -903,7 +979,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 		return; /* MM_SWAPENTS is not resident */
 	if (btf) {
 		cur = bpf_get_current_task_btf();
-		e = rss_fast(cur, mm, &slow);
+		e = rss_fast(cur, mm, member, &slow, &th, &pages);
 		if (e) {
 			curr = true;
 			goto count;
@@ -921,7 +997,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 	 * the task put the shim's whole RSS into the task's peak and left the entry to the shim's
 	 * exit, after the task's end (then meter_forget had to sweep "mms").
 	 */
-	if (curr && BPF_CORE_READ(cur, vfork_done))
+	if (curr && RD(btf, cur, vfork_done))
 		return;
 	e = bpf_map_lookup_elem(&mms, &mmkey);
 	if (!e || curr) {
@@ -970,12 +1046,14 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 			proc->mm = mmkey;
 		}
 		if (btf)
-			rss_fast_learn(cur, mmkey);
+			th = rss_fast_learn(cur, mmkey);
 	}
-count:
-	pages = read_rss_pages(mm, member, btf);
 	if (pages < 0)
-		pages = 0;
+		pages = rss_now(mm, member, btf);
+count:
+	/* What the fast path compares with next time (the entry gets this value below). */
+	if (th)
+		*rss_seen(th, member) = pages;
 	/*
 	 * Most events change no counter the tracepoint reads (the per-CPU part of the counter
 	 * absorbs up to 32 pages per CPU before it folds them into the total): nothing to add.
@@ -1000,9 +1078,13 @@ count:
 		break;
 	}
 	delta = (pages - old) * (__s64)page_size;
-	/* The last page of an exited process's mm going away (exit_mmap runs after the exit
-	 * tracepoint, in a context whose mm is no longer this one): the entry is done. */
-	if (!curr && mm_sum(e) == 0)
+	/*
+	 * The last page of an exited process's mm going away (exit_mmap runs after the exit
+	 * tracepoint, in a context whose mm is no longer this one, and after its last user left
+	 * it): the entry is done. A live mm emptied by another context (reclaim) keeps its
+	 * entry: its threads' fast path skips a value they saw last without looking it up.
+	 */
+	if (!curr && mm_sum(e) == 0 && RD(btf, mm, mm_users.counter) == 0)
 		mm_del(&mmkey, e);
 	if (!delta)
 		return;

@@ -71,6 +71,12 @@ struct meter_thread {
 	__u64 rchar, wchar, read_bytes, write_bytes, cancelled; /* task->ioac, same */
 	__u64 flags;						/* METER_TH_* */
 	__u64 mm; /* tp_btf: the process's mm at this thread's last rss_stat (its fast path) */
+	/*
+	 * tp_btf: the values of that mm's counters (rss_stat members 0, 1, 3) this thread last
+	 * read and wrote to the mm's entry; -1 until it has. An own change that leaves its member
+	 * at this value stops here, without the "mms" lookup (see rss_fast).
+	 */
+	__s64 rss_seen[3];
 };
 
 /* Entry made by user space (meter_track): take the totals at the next switch-in. */

@@ -666,6 +666,40 @@ static bool usage_equal(const struct meter_usage *x, const struct meter_usage *y
 	       x->threads_lost == y->threads_lost && x->threads_unsettled == y->threads_unsettled;
 }
 
+/*
+ * memexec: once the workload (200 MiB touched) has exec'd /bin/sleep, the task's eBPF RSS is
+ * the sleeper's: the touched pages left with the old address space. Truth: VmRSS of the
+ * sleeping process (/proc/PID/status, the same counters) read right after; the two within
+ * 8 MiB (the counters' per-CPU parts). Returns true once checked (*ok updated).
+ */
+static bool exec_rss_check(struct meter *m, pid_t child, bool *ok)
+{
+	_cleanup_free_ char *comm = NULL, *status = NULL;
+	struct meter_usage lu;
+	char path[64];
+	const char *v;
+	uint64_t vm_kib;
+	int64_t d;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)child);
+	if (read_file(path, 256, &comm, NULL) < 0 || strcmp(comm, "sleep\n"))
+		return false;
+	usleep(100 * 1000); /* the sleeper's own first faults */
+	if (meter_read(m, TASK_KEY, &lu) < 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)child);
+	if (read_file(path, 65536, &status, NULL) < 0 || !(v = strstr(status, "VmRSS:")))
+		return false;
+	vm_kib = strtoull(v + 6, NULL, 10);
+	d = (int64_t)lu.rss_current_bytes - (int64_t)(vm_kib << 10);
+	printf("%-28s ebpf=%" PRIu64 " VmRSS=%" PRIu64 " diff=%" PRId64
+	       " (tolerance 8 MiB; peak %" PRIu64 ") %s\n",
+	       "rss after exec", lu.rss_current_bytes, vm_kib << 10, d, lu.rss_peak_bytes,
+	       llabs(d) <= (8 << 20) && lu.rss_peak_bytes >= (150ULL << 20) ? "ok" : "FAIL");
+	*ok &= llabs(d) <= (8 << 20) && lu.rss_peak_bytes >= (150ULL << 20);
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	struct meter_opts opts = {};
@@ -679,7 +713,7 @@ int main(int argc, char **argv)
 	char portstr[16], sent_file[64] = "", *wargv[8] = {};
 	pid_t child, recv_pid = -1;
 	uint64_t wchar = 0, t0;
-	bool ok = true, late = false;
+	bool ok = true, late = false, memexec, exec_rss_seen = false;
 
 	libbpf_set_print(bpf_print_env);
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
@@ -698,11 +732,12 @@ int main(int argc, char **argv)
 		return run_stress(argv[ai + 1], argv[ai + 2], opts);
 	if (argc != ai + 2) {
 		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
-				"cpu|mem|io|net|fork WORK\n");
+				"cpu|mem|memexec|io|net|fork WORK\n");
 		return 2;
 	}
 	cs = argv[ai];
 	work = argv[ai + 1];
+	memexec = !strcmp(cs, "memexec");
 	if (!strcmp(cs, "taskstats"))
 		return run_taskstats(work); /* the meter is deliberately not opened */
 
@@ -719,6 +754,8 @@ int main(int argc, char **argv)
 		wargv[1] = "burn", wargv[2] = "2", wargv[3] = "2";
 	} else if (!strcmp(cs, "mem")) {
 		wargv[1] = "touch", wargv[2] = "300";
+	} else if (!strcmp(cs, "memexec")) {
+		wargv[1] = "touchexec", wargv[2] = "200";
 	} else if (!strcmp(cs, "io")) {
 		wargv[1] = "write", wargv[2] = "100";
 	} else if (!strcmp(cs, "net")) {
@@ -795,9 +832,15 @@ int main(int argc, char **argv)
 	while (!w.got && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC) {
 		struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
 
-		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+		if (poll(&p, 1, memexec ? 20 : 1000) < 0 && errno != EINTR)
 			break;
 		meter_poll(m, on_ev, &w);
+		if (memexec && !exec_rss_seen)
+			exec_rss_seen = exec_rss_check(m, child, &ok);
+	}
+	if (memexec && !exec_rss_seen) {
+		fprintf(stderr, "memexec: the workload's sleep after exec was never seen\n");
+		ok = false;
 	}
 	if (!w.got) {
 		fprintf(stderr, "no METER_EV_EXIT within 120 s\n");

@@ -4,6 +4,7 @@
  * task's cgroups). Depends on libc only, so that its own RSS is tiny next to what it measures.
  *   burn THREADS SECONDS   each thread burns SECONDS of its own CPU time
  *   touch MIB              allocates and touches MIB of anonymous memory, then exits
+ *   touchexec MIB          the same, then execs /bin/sleep 2 (the touched pages go with exec)
  *   write MIB              write(2)s MIB to /dev/null in 64 KiB chunks
  *   send MIB PORT          sends MIB over TCP to 127.0.0.1:PORT
  *   forkburn N MS          forks N children, each burns MS ms of CPU; waits for all
@@ -251,6 +252,12 @@ int main(int argc, char **argv)
 		return do_burn(atoi(argv[2]), atof(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "touch"))
 		return do_touch(atol(argv[2]));
+	if (argc == 3 && !strcmp(argv[1], "touchexec")) {
+		if (do_touch(atol(argv[2])))
+			return 1;
+		execl("/bin/sleep", "sleep", "2", (char *)NULL);
+		return 127;
+	}
 	if (argc == 3 && !strcmp(argv[1], "write"))
 		return do_write(atol(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "send"))
@@ -264,6 +271,6 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "forkstorm"))
 		return do_forkstorm(atoi(argv[2]), atof(argv[3]));
 	fprintf(stderr, "usage: helper_meter_work "
-			"burn|touch|write|send|forkburn|spawn|threads|forkstorm ARGS\n");
+			"burn|touch|touchexec|write|send|forkburn|spawn|threads|forkstorm ARGS\n");
 	return 2;
 }
