@@ -294,7 +294,7 @@ struct agent {
 	bool audit_dirty;
 	/* Set where a task's meter state changes outside a record (its audit budget's save
 	 * point, its syscall position): the next flush asks each task's meters (flushed op).
-	 * Without it, and with no record written, the flush walks no task. */
+	 * Without it the flush walks no task, records written or not. */
 	bool tasks_flush_due;
 	/* Some task waits for its SIGKILL after its run --wait client went away: control_tick
 	 * walks the tasks only then. */

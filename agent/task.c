@@ -1360,10 +1360,12 @@ int task_save(struct agent *a, struct task *t)
 
 void task_flush_records(struct agent *a)
 {
-	bool walk = a->n_pend > 0 || a->tasks_flush_due;
+	bool walk = a->tasks_flush_due;
 
 	agent_flush_records(a);
-	/* no record and no meter state changed: nothing to save (the idle loop walks no task) */
+	/* no meter state changed: nothing to save (the idle loop walks no task, nor does a
+	 * record that moves no task's saved position, say a node.sample); whatever changes a
+	 * position a meter saves (an audit record's seq, a budget) sets tasks_flush_due */
 	if (!walk)
 		return;
 	a->tasks_flush_due = false;

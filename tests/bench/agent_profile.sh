@@ -9,6 +9,8 @@
 # callers of the top entries). PROFILE_PERF=0: no perf, the figures only. PROFILE_SETTLE=S:
 # seconds between the last launch and the window (default 15); two sample intervals or more put
 # every task's first task.sample before the window, which then holds the steady state.
+# PROFILE_BPFCALLS=1: instead of perf, the bpf() system calls corrald makes in the window
+# (strace -c), a count that does not depend on the host's load.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/bench/proc_cpu_lib.sh
@@ -69,7 +71,11 @@ done
 sleep "${PROFILE_SETTLE:-15}" # launches settled (cgroup pool, budgets saved once)
 s0=$(records)
 c0=$(proc_run_ns "$AG")
-if [ "$PERF" = 1 ]; then
+if [ "${PROFILE_BPFCALLS:-0}" = 1 ]; then
+	PERF=0
+	timeout "$WIN" strace -c -e trace=bpf -p "$AG" -o "$T/strace.txt" >/dev/null 2>&1
+	echo "bpf() calls in the window: $(awk '$NF == "bpf" {print $4}' "$T/strace.txt")"
+elif [ "$PERF" = 1 ]; then
 	perf record -q --call-graph dwarf,16384 -F 999 -p "$AG" -o "$T/perf.data" -- sleep "$WIN" \
 		>/dev/null 2>&1
 else
