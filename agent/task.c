@@ -1433,6 +1433,10 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 	/* the one read of the cgroup serves the record too */
 	usage_collect(a, t, have ? &st : NULL);
 	fill_record(a, t, ACCT_TASK_SAMPLE, &r);
+	/* the record's time is the instant its wall time was taken (usage_collect), not a later
+	 * one: the collector's open row starts at time - wall, which is then the task's start */
+	if (t->usage.wall_ns)
+		r.time_ns = t->start_ns + t->usage.wall_ns;
 	/* the mark of tasks_unchanged: what the meter read for this record, and its time */
 	t->mark_valid = agent_emit_record(a, &r) >= 0 && t->print_valid;
 	t->mark = t->print;
