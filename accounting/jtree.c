@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/error.h"
 #include "common/macro.h"
@@ -374,6 +377,24 @@ static char *parse_string(struct pctx *p, size_t *ret_len)
 	char *d;
 
 	for (;;) {
+#ifdef __SSE2__
+		/* 16 bytes a step while no byte of them stops the scan: most strings end in the
+		 * first step, at the quote's bit */
+		while (end - c >= 16) {
+			const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)c);
+			const __m128i stop = _mm_or_si128(
+			    _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+					 _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+			    _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))); /* signed: also >= 0x80 */
+			const unsigned mask = (unsigned)_mm_movemask_epi8(stop);
+
+			if (mask) {
+				c += __builtin_ctz(mask);
+				break;
+			}
+			c += 16;
+		}
+#endif
 		while (c < end && !str_stop[*c])
 			c++;
 		if (c == end) {

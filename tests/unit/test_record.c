@@ -619,6 +619,35 @@ static void test_tree_limits(void **state)
 			jtree_free(&t);
 		}
 	}
+	/* strings of every length around the 16-byte steps of the scan: kept whole; a control
+	 * byte, an escape or a byte past ASCII found at every position */
+	for (size_t len = 0; len < 40; len++) {
+		char doc[64], want[48];
+
+		memset(want, 'x', len);
+		want[len] = 0;
+		snprintf(doc, sizeof(doc), "[\"%s\"]", want);
+		assert_int_equal(jtree_parse(&t, doc, strlen(doc), err, sizeof(err)), 0);
+		assert_string_equal(t.root->kids.first->str.s, want);
+		jtree_free(&t);
+		for (size_t k = 0; k < len; k++) {
+			doc[2 + k] = '\t';
+			assert_int_equal(jtree_parse(&t, doc, strlen(doc), err, sizeof(err)),
+					 -EINVAL);
+			assert_non_null(strstr(err, "invalid character inside string"));
+			jtree_free(&t);
+			doc[2 + k] = '\xe9'; /* not UTF-8 alone */
+			assert_int_equal(jtree_parse(&t, doc, strlen(doc), err, sizeof(err)),
+					 -EINVAL);
+			assert_non_null(strstr(err, "UTF-8"));
+			jtree_free(&t);
+			doc[2 + k] = '"'; /* the string ends there: what follows is garbage */
+			assert_int_equal(jtree_parse(&t, doc, strlen(doc), err, sizeof(err)),
+					 -EINVAL);
+			jtree_free(&t);
+			doc[2 + k] = 'x';
+		}
+	}
 	/* a real of many digits is one double, whatever its length */
 	nums = "[0.1000000000000000000000000000000000000000000000000000000000000000000000001]";
 	assert_int_equal(jtree_parse(&t, nums, strlen(nums), err, sizeof(err)), 0);
