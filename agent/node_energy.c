@@ -282,6 +282,12 @@ void node_energy_add(struct agent *a, struct node_sampler *s, struct acct_node_s
 	bool have = false;
 
 	if (s->rapl && energy_read_uj(&s->energy, uj, true) == 0) {
+		/* The first record covers no time: its reading is the baseline only. The counters
+		 * were first read when the zones were opened, a moment before: what they moved
+		 * since was reported as this record's energy with no unattributed part beside it
+		 * (no period to share it over), and the sum rule over the records lost it. */
+		if (ns->period_ns == 0)
+			memset(uj, 0, sizeof(uj));
 		have = true;
 		ns->has_rapl = true;
 		ns->energy_package_j = (double)uj[ENERGY_PACKAGE] / 1e6;
