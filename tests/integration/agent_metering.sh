@@ -144,23 +144,31 @@ grep -q "BPF metering unavailable for this task" "$T/agent.log" &&
 # short children and 2 busy threads) and a live read while it runs.
 if [ "$acc" = exit ]; then
 	pass "status: cpu_accounting exit"
+	# the task's last step waits for the file $T/live-read (60 s at most): the live read below
+	# happens while it runs whatever the host's load (a fixed sleep let a loaded host end the
+	# task before the read, and the loop's bound ran out while the threads still burnt)
 	IDL=$(ctl run -- python3 -c '
-import threading, time, subprocess
+import os, sys, threading, time, subprocess
 def burn(s):
     t = time.thread_time()
     while time.thread_time() - t < s: pass
 ts = [threading.Thread(target=burn, args=(0.6,)) for _ in range(2)]
 [t.start() for t in ts]; [t.join() for t in ts]
 for _ in range(20): subprocess.run(["sh", "-c", "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done"])
-time.sleep(1.0)' | head -n1)
-	# live: the threads have burnt their CPU, the task still runs (sleep 1 at the end)
-	for _ in $(seq 100); do
+end = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.05)' "$T/live-read" | head -n1)
+	# live: the threads have burnt their CPU, the task still runs (it waits for the file)
+	lc= state=
+	for _ in $(seq 600); do
 		live=$(ctl show "$IDL" --json)
-		[ "$(echo "$live" | jget state)" = running ] || break
+		state=$(echo "$live" | jget state)
+		[ "$state" = running ] || break
 		lc=$(echo "$live" | jget usage_detail.ebpf_cpu_ns)
 		[ "${lc:-0}" -gt 1000000000 ] && break
-		sleep 0.05
+		sleep 0.1
 	done
+	touch "$T/live-read"
+	[ "$state" = running ] || lc="(the task was $state before the read)"
 	[ "${lc:-0}" -gt 1000000000 ] && pass "live read while running: ebpf cpu ${lc} ns" ||
 		fail "live read: ebpf cpu '${lc}' ns, expected > 1 s of the 2 x 0.6 s burnt"
 	ctl wait "$IDL" >/dev/null 2>&1
