@@ -776,16 +776,23 @@ static void audit_save(struct agent *a, struct task *t, json_t *state)
 		json_object_set_new(state, "audit_budget", budget_state_json(t));
 }
 
-/* The budget as saved (carried over); the syscall position as far as the spool has it. */
+/*
+ * The budget as saved (carried over); the syscall position as far as the spool has it. A
+ * position the spool shows beyond the state file's (a crash between a record's spool append
+ * and the file's write) is saved at the next flush: once those records are acked, the unacked
+ * spool no longer shows them, and the next start would turn their lines into records again.
+ */
 static void audit_restore(struct agent *a, struct task *t, const json_t *state)
 {
 	uint64_t spooled = state_spooled_seq(a, t->id);
 
 	budget_init(a, t);
 	budget_restore(t, json_object_get(state, "audit_budget"));
-	if (spooled > t->syscalls_seq)
-		t->syscalls_seq = spooled;
 	t->syscalls_seq_saved = t->syscalls_seq;
+	if (spooled > t->syscalls_seq) {
+		t->syscalls_seq = spooled;
+		a->tasks_flush_due = true;
+	}
 }
 
 const struct meter_ops meter_audit_ops = {
