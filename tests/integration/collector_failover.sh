@@ -50,8 +50,7 @@ wait_sql() { # wait_sql SQL WANT SECONDS -> last value
 	echo "${v:-0}"
 }
 
-PA=$(free_port)
-PB=$(free_port)
+read -r PA PB <<<"$(free_ports 2)"
 start_collector "$DB" "$PA" || { fail "collector A"; finish; }
 CA=$CPID
 start_collector "$DB" "$PB" || { fail "collector B"; finish; }

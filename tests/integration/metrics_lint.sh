@@ -9,7 +9,7 @@ need_root
 command -v promtool >/dev/null || { echo "FAIL: promtool missing (Debian package prometheus: tests/deps.sh)"; exit 1; }
 COLL=$O/corral-collector
 MON=$(dirname "$0")/../../docs/monitoring
-CPORT=$(free_port) MPORT=$(free_port)
+read -r CPORT MPORT <<<"$(free_ports 2)"
 NODETOK=tok-node-it-0123456789abcdef
 printf 'node it-node %s\nreader ops tok-reader-0123456789abcdef\n' "$NODETOK" >"$T/tokens"
 chmod 600 "$T/tokens"
