@@ -787,6 +787,26 @@ static void cache_tasks(void *ctx, uint32_t n)
 	}
 }
 
+/* A slot's switch-out counters summed over its per-CPU elements (ncpus of them at pcpu). */
+static struct meter_slot slot_sum(const struct meter_slot *pcpu, int ncpus)
+{
+	struct meter_slot sl = {};
+
+	for (int i = 0; i < ncpus; i++) {
+		const struct meter_slot *c = &pcpu[i];
+
+		sl.cpu_ns += c->cpu_ns;
+		sl.utime_ticks_ns += c->utime_ticks_ns;
+		sl.stime_ticks_ns += c->stime_ticks_ns;
+		sl.io_read_bytes += c->io_read_bytes;
+		sl.io_write_bytes += c->io_write_bytes;
+		sl.blk_read_bytes += c->blk_read_bytes;
+		sl.blk_write_bytes += c->blk_write_bytes;
+		sl.blk_cancelled_bytes += c->blk_cancelled_bytes;
+	}
+	return sl;
+}
+
 static void cache_slots(void *ctx, uint32_t n)
 {
 	struct meter *m = ctx;
@@ -794,25 +814,9 @@ static void cache_slots(void *ctx, uint32_t n)
 	const uint32_t *k = c->keys;
 	const struct meter_slot *v = c->vals;
 
-	for (uint32_t i = 0; i < n; i++) {
-		struct meter_slot sl = {};
-
-		if (k[i] >= m->max_tasks)
-			continue;
-		for (int j = 0; j < m->ncpus; j++) {
-			const struct meter_slot *x = &v[(size_t)i * (size_t)m->ncpus + (size_t)j];
-
-			sl.cpu_ns += x->cpu_ns;
-			sl.utime_ticks_ns += x->utime_ticks_ns;
-			sl.stime_ticks_ns += x->stime_ticks_ns;
-			sl.io_read_bytes += x->io_read_bytes;
-			sl.io_write_bytes += x->io_write_bytes;
-			sl.blk_read_bytes += x->blk_read_bytes;
-			sl.blk_write_bytes += x->blk_write_bytes;
-			sl.blk_cancelled_bytes += x->blk_cancelled_bytes;
-		}
-		c->sum[k[i]] = sl;
-	}
+	for (uint32_t i = 0; i < n; i++)
+		if (k[i] < m->max_tasks)
+			c->sum[k[i]] = slot_sum(&v[(size_t)i * (size_t)m->ncpus], m->ncpus);
 }
 
 static void cache_net(void *ctx, uint32_t n)
@@ -911,21 +915,10 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 			return -errno;
 		if (m->at_exit && mt.threads_live > 0)
 			live_read(m);
-		/* The switch-out counters: one element per CPU, summed here. */
+		/* The switch-out counters: one element per CPU. */
 		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu) < 0)
 			return -errno;
-		for (int i = 0; i < m->ncpus; i++) {
-			const struct meter_slot *c = &m->pcpu[i];
-
-			sl.cpu_ns += c->cpu_ns;
-			sl.utime_ticks_ns += c->utime_ticks_ns;
-			sl.stime_ticks_ns += c->stime_ticks_ns;
-			sl.io_read_bytes += c->io_read_bytes;
-			sl.io_write_bytes += c->io_write_bytes;
-			sl.blk_read_bytes += c->blk_read_bytes;
-			sl.blk_write_bytes += c->blk_write_bytes;
-			sl.blk_cancelled_bytes += c->blk_cancelled_bytes;
-		}
+		sl = slot_sum(m->pcpu, m->ncpus);
 	}
 
 	u.cpu_ns = sl.cpu_ns;
