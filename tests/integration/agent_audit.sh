@@ -52,7 +52,6 @@ run_wait --workdir / -- /bin/sh -c 'printf %s "$0" >"$1"' $'\xff\xfe\\x' "$T/byt
 IDB=$ID
 [ "$(status_of "$IDT")" = time_limit ] && [ "$(status_of "$IDM")" = oom_killed ] &&
 	pass "limit tasks ended time_limit / oom_killed" || fail "limit tasks: $(status_of "$IDT") $(status_of "$IDM")"
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM records WHERE type='task.end'")" -ge 4 ] && break; sleep 0.2; done
 lt=$(q "SELECT json_extract(body,'\$.event.limit')||' '||json_extract(body,'\$.event.action')||' '||json_extract(body,'\$.event.limit_value')||' '||(json_extract(body,'\$.event.observed') >= json_extract(body,'\$.event.limit_value')) FROM records WHERE type='audit.limit' AND task_id='$IDT'")
 [ "$lt" = "time_limit SIGTERM 1000000000 1" ] && pass "audit.limit of the time limit: $lt" || fail "audit.limit time: '$lt'"

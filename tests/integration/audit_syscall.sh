@@ -24,7 +24,6 @@ AGENT_ARGS=(--config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --toke
 start_agent "${AGENT_ARGS[@]}"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 # wait_rows SQL WANT: until the count query gives WANT (records arrive in batches)
 wait_rows() {
 	for _ in $(seq 150); do [ "$(q "$1")" = "$2" ] && return 0; sleep 0.2; done

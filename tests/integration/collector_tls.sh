@@ -27,7 +27,6 @@ chmod 600 "$T/tokens"
 echo "$N1TOK" >"$T/token"
 COLL=
 trap '[ -n "$COLL" ] && kill -9 "$COLL" 2>/dev/null; cleanup' EXIT
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 
 # --- certificates --------------------------------------------------------------------------
 P=$T/pki
@@ -141,13 +140,6 @@ token_file = $T/token
 batch_delay = 200ms
 CONF
 start_agent --no-bpf --config "$T/agent.conf" --node n1
-wait_count() { # wait_count SQL WANT SECONDS
-	local n
-	for _ in $(seq $(($3 * 5))); do
-		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
-	done
-	echo "${n:-0}"
-}
 "$H" 20 throughput "$SOCK" 4 >/dev/null || fail "launching 20 tasks"
 n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end' AND node='n1'" 20 60)
 d=$(q "SELECT count(DISTINCT task_id) FROM records WHERE type='task.end'")

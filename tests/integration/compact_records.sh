@@ -42,7 +42,6 @@ start_proxy() { # MODE
 }
 stop_proxy() { [ -n "$PROXY" ] && kill "$PROXY" 2>/dev/null && wait "$PROXY" 2>/dev/null; PROXY=; }
 trap 'stop_proxy; stop_collector; cleanup' EXIT
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 post() { # FILE [curl args]: CODE, $T/resp, $T/hdr
 	local f=$1
 	shift

@@ -20,14 +20,6 @@ echo "$TOKEN" >"$T/token"
 COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
 wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
-wait_count() { # wait_count SQL WANT SECONDS
-	local i n
-	for i in $(seq $(($3 * 5))); do
-		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
-	done
-	echo "${n:-0}"
-}
 
 PC=$T/powercap
 PKG_W=36000 DRAM_W=7200
@@ -55,7 +47,7 @@ wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > 
 cpu_busy=$(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$busy/cpuacct.usage")
 ctl kill "$busy" >/dev/null
 n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 1 30)
-[ "$n" = 1 ] || { fail "task.end records: $n; collector: $(tail -n 5 "$T/collector.log"); agent: $(ctl status 2>&1 | grep -i -A3 upload)"; finish; }
+[ "$n" = 1 ] || { fail "task.end records: $n; $(upload_state)"; finish; }
 tend=$(q "SELECT max(time_ns) FROM records WHERE type='task.end'")
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tend" 2 30 >/dev/null
 stop_agent

@@ -24,14 +24,6 @@ COLL=$!
 WRITER=
 trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; [ -n "$COLL" ] && { kill "$COLL"; wait "$COLL"; } 2>/dev/null; cleanup' EXIT
 wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
-wait_count() { # wait_count SQL WANT SECONDS
-	local i n
-	for i in $(seq $(($3 * 5))); do
-		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
-	done
-	echo "${n:-0}"
-}
 python3 - "$T/nvml.txt" <<'PY' &
 import os, re, sys, time
 path = sys.argv[1]
@@ -71,7 +63,7 @@ agent
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tr" 2 30 >/dev/null
 ctl kill "$id" >/dev/null
 n=$(wait_count "SELECT count(*) FROM records WHERE type='task.end'" 1 30)
-[ "$n" = 1 ] || { fail "task.end records: $n; collector: $(tail -n 5 "$T/collector.log"); agent: $(ctl status 2>&1 | grep -i -A3 upload)"; finish; }
+[ "$n" = 1 ] || { fail "task.end records: $n; $(upload_state)"; finish; }
 tend=$(q "SELECT max(time_ns) FROM records WHERE type='task.end'")
 wait_count "SELECT count(*) FROM records WHERE type='node.sample' AND time_ns > $tend" 2 30 >/dev/null
 stop_agent

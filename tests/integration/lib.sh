@@ -21,6 +21,19 @@ need_root() { [ "$(id -u)" = 0 ] || skip "needs root"; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # free_ports N: N such ports, all different (held together while the kernel picks them), on one
 # line: read -r A B <<<"$(free_ports 2)"
+# q SQL: one query on the test's SQLite collector database ($DB); wait_count SQL WANT SECONDS:
+# q's count once it reaches WANT (or where it stood after SECONDS)
+q() { sqlite3 "$DB" "$1" 2>/dev/null; }
+wait_count() {
+	local i n
+	for i in $(seq $(($3 * 5))); do
+		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
+	done
+	echo "${n:-0}"
+}
+# upload_state: the tail of the test's collector log and the agent's upload state, for a
+# failure where records did not arrive
+upload_state() { echo "collector: $(tail -n 5 "$T/collector.log"); agent: $(ctl status 2>&1 | grep -i -A3 upload)"; }
 free_ports() {
 	python3 -c 'import socket, sys
 s = [socket.socket() for _ in range(int(sys.argv[1]))]

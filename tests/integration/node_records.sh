@@ -20,14 +20,6 @@ COLL=
 COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
 wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
-wait_count() { # wait_count SQL WANT SECONDS
-	local i n
-	for i in $(seq $(($3 * 5))); do
-		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
-	done
-	echo "${n:-0}"
-}
 # a stand-in RAPL powercap tree (package, DRAM, and a core zone that is not counted)
 PC=$T/powercap
 rapl_zone "$PC" intel-rapl:0 package-0 1000000 900000

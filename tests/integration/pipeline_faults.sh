@@ -35,14 +35,6 @@ start_collector() {
 stop_collector() { [ -n "$COLL" ] && kill "$COLL" 2>/dev/null && wait "$COLL" 2>/dev/null; COLL=; }
 FS=
 trap 'stop_collector; stop_agent; [ -n "$FS" ] && umount -l "$FS"; cleanup' EXIT
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
-wait_count() { # wait_count SQL WANT SECONDS
-	local i n
-	for i in $(seq $(($3 * 5))); do
-		n=$(q "$1"); [ "${n:-0}" -ge "$2" ] && break; sleep 0.2
-	done
-	echo "${n:-0}"
-}
 H=$O/tests/bench/helper_launch_bench
 
 # --- 1. collector down while N tasks finish ---------------------------------------------------

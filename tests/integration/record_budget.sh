@@ -59,7 +59,6 @@ start_agent --config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --toke
 grep -q 'audit trail loaded' "$T/agent.log" || skip "audit programs did not load: $(grep -i audit "$T/agent.log")"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --clear-groups "$CORRALCTL" --socket "$SOCK" "$@"; }
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 
 # flood USER OUT [ARGS...]: a flood task in the background; its id in $OUT.id, its count in OUT
 flood() {

@@ -27,7 +27,6 @@ echo "$TOKEN" >"$T/token"
 COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
 wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
-q() { sqlite3 "$DB" "$1" 2>/dev/null; }
 printf '[agent]\nsample_interval = 1s\n[collector]\nbatch_delay = 100ms\n' >"$T/agent.conf"
 start_agent --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 
