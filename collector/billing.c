@@ -500,7 +500,7 @@ int coll_deltas_build(const struct coll_item *items, size_t n, struct coll_delta
 	}
 	if (cap > COLL_DELTAS_MAX)
 		return -E2BIG;
-	d = calloc(cap, sizeof(*d));
+	d = malloc(cap * sizeof(*d)); /* delta_push zeroes each delta it takes */
 	if (!d)
 		return -ENOMEM;
 

@@ -192,3 +192,32 @@ int coll_pending_decode(const unsigned char *p, size_t len, struct coll_delta *d
 	}
 	return 0;
 }
+
+int coll_pending_reserve(struct coll_pending_set *s, size_t len)
+{
+	const size_t need = s->n + len / COLL_PENDING_ROW_MIN + 1;
+	struct coll_delta *d;
+	size_t cap;
+
+	if (need <= s->cap)
+		return 0;
+	cap = MAX(need, 2 * s->cap);
+	if (cap > SIZE_MAX / sizeof(*d))
+		return -ENOMEM;
+	d = realloc(s->d, cap * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	s->d = d;
+	s->cap = cap;
+	return 0;
+}
+
+/* below this many deltas a fold merges once, at its end */
+#define SETTLE_MIN 65536
+
+void coll_pending_settle(struct coll_pending_set *s)
+{
+	if (s->n < SETTLE_MIN || s->n < 2 * s->merged)
+		return;
+	s->n = s->merged = coll_deltas_merge(s->d, s->n);
+}

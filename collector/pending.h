@@ -36,4 +36,20 @@ int coll_pending_encode(const struct coll_delta *d, size_t nd, unsigned char **r
 int coll_pending_decode(const unsigned char *p, size_t len, struct coll_delta *d, size_t *nd,
 			char **arena);
 
+/*
+ * The deltas of the batches one fold takes, gathered: before each batch of len bytes is
+ * decoded into d[n..), coll_pending_reserve makes room for its len / COLL_PENDING_ROW_MIN
+ * (grown, not zeroed: the room a batch does not fill is never touched); after it,
+ * coll_pending_settle merges the whole in place (coll_deltas_merge) once it has doubled since
+ * the last merge, so the memory follows the distinct keys rather than the batches (a fold of a
+ * minute of a fleet takes tens of thousands of batches of a few keys each).
+ */
+struct coll_pending_set {
+	struct coll_delta *d;
+	size_t n, cap, merged;
+};
+/* -ENOMEM */
+int coll_pending_reserve(struct coll_pending_set *s, size_t len);
+void coll_pending_settle(struct coll_pending_set *s);
+
 #endif

@@ -815,7 +815,7 @@ static int pending_parse(const unsigned char *p, size_t len, struct coll_delta *
 static int fold_once(struct pg_store *st, bool wait)
 {
 	_cleanup_free_ char *arena = NULL;
-	_cleanup_free_ struct coll_delta *d = NULL;
+	struct coll_pending_set set = {0};
 	char *ap = NULL;
 	size_t nd = 0, total = 0;
 	PGresult *res;
@@ -836,9 +836,9 @@ static int fold_once(struct pg_store *st, bool wait)
 	n = PQntuples(res);
 	for (int i = 0; i < n; i++)
 		total += (size_t)PQgetlength(res, i, 1);
-	d = calloc(total / MIN(ROLLUP_IN_ROW_MIN, COLL_PENDING_ROW_MIN) + 1, sizeof(*d));
+	_Static_assert(ROLLUP_IN_ROW_MIN >= COLL_PENDING_ROW_MIN, "room for either layout");
 	arena = ap = malloc(total + 1);
-	if (!d || !arena)
+	if (!arena)
 		r = -ENOMEM;
 	for (int i = 0; i < n && r >= 0; i++) {
 		const unsigned char *lp = (const unsigned char *)PQgetvalue(res, i, 0);
@@ -846,11 +846,14 @@ static int fold_once(struct pg_store *st, bool wait)
 		const size_t plen = (size_t)PQgetlength(res, i, 1);
 		const int layout = PQgetlength(res, i, 0) == 4 ? (int)be32(lp) : -1;
 
+		r = coll_pending_reserve(&set, plen);
+		if (r < 0)
+			break;
 		/* the compact form; or rollup_in rows, queued by a collector before it */
 		if (layout == COLL_PENDING_LAYOUT_COMPACT
-			? coll_pending_decode(p, plen, d, &nd, &ap) < 0
+			? coll_pending_decode(p, plen, set.d, &set.n, &ap) < 0
 			: layout != ROLLUP_IN_LEGACY_FIELDS ||
-			      pending_parse(p, plen, d, &nd, &ap) < 0) {
+			      pending_parse(p, plen, set.d, &set.n, &ap) < 0) {
 			snprintf(
 			    st->base.errmsg, sizeof(st->base.errmsg),
 			    "postgresql: rollup_pending: a queued batch (layout %d) is neither "
@@ -858,23 +861,26 @@ static int fold_once(struct pg_store *st, bool wait)
 			    layout, COLL_PENDING_LAYOUT_COMPACT, ROLLUP_IN_LEGACY_FIELDS);
 			r = -EBADMSG;
 		}
+		coll_pending_settle(&set);
 	}
 	PQclear(res); /* the deltas' texts are in arena */
 	if (r < 0)
 		goto out_rollback;
-	nd = coll_deltas_merge(d, nd);
+	nd = coll_deltas_merge(set.d, set.n);
 	if (nd > 0) {
-		r = upsert_copied(st, d, nd, false);
+		r = upsert_copied(st, set.d, nd, false);
 		if (r < 0)
 			goto out_rollback;
 	}
 	r = exec_cmd(st, "COMMIT");
 	if (r < 0)
 		goto out_rollback;
+	free(set.d);
 	return n;
 
 out_rollback:
 	PQclear(PQexec(st->conn, "ROLLBACK"));
+	free(set.d);
 	return r;
 }
 

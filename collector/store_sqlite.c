@@ -882,7 +882,7 @@ static int queue_or_apply(struct sqlite_store *st, const struct coll_delta *d, s
 static int sqlite_fold(struct coll_store *s, bool wait)
 {
 	struct sqlite_store *st = (struct sqlite_store *)s;
-	_cleanup_free_ struct coll_delta *d = NULL;
+	struct coll_pending_set set = {0};
 	_cleanup_free_ char *arena = NULL;
 	sqlite3_stmt *sel = NULL;
 	size_t nd = 0, nbatch = 0;
@@ -894,8 +894,7 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 	r = step_done(st, st->begin);
 	if (r < 0)
 		return r;
-	/* the sizes first (length() reads no blob), for one allocation of deltas and of their
-	 * key texts */
+	/* the sizes first (length() reads no blob), for one allocation of the key texts */
 	r = single_int(st, "SELECT coalesce(sum(length(deltas)), 0) FROM rollup_pending", &total);
 	if (r < 0)
 		goto out_rollback;
@@ -905,7 +904,6 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 			goto out_rollback;
 		return 0;
 	}
-	d = calloc((size_t)total / COLL_PENDING_ROW_MIN + 1, sizeof(*d));
 	arena = ap = malloc((size_t)total + 1);
 	rc = sqlite3_prepare_v2(st->db, "SELECT layout, deltas FROM rollup_pending ORDER BY id", -1,
 				&sel, NULL);
@@ -913,7 +911,7 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 		r = map_err(st, rc);
 		goto out_rollback;
 	}
-	if (!d || !arena) {
+	if (!arena) {
 		r = -ENOMEM;
 		goto out_rollback;
 	}
@@ -922,14 +920,18 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 		const unsigned char *p = sqlite3_column_blob(sel, 1);
 		size_t plen = (size_t)sqlite3_column_bytes(sel, 1);
 
+		r = coll_pending_reserve(&set, plen);
+		if (r < 0)
+			goto out_rollback;
 		if (layout != COLL_PENDING_LAYOUT_COMPACT ||
-		    coll_pending_decode(p, plen, d, &nd, &ap) < 0) {
+		    coll_pending_decode(p, plen, set.d, &set.n, &ap) < 0) {
 			r = err_set(st->base.errmsg, sizeof(st->base.errmsg), -EBADMSG,
 				    "sqlite: rollup_pending: a queued batch (layout %d) is not the "
 				    "compact form (layout %d)",
 				    layout, COLL_PENDING_LAYOUT_COMPACT);
 			goto out_rollback;
 		}
+		coll_pending_settle(&set);
 		nbatch++;
 	}
 	if (rc != SQLITE_DONE) {
@@ -938,8 +940,8 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 	}
 	sqlite3_finalize(sel);
 	sel = NULL;
-	nd = coll_deltas_merge(d, nd);
-	r = apply_deltas(st, d, nd);
+	nd = coll_deltas_merge(set.d, set.n);
+	r = apply_deltas(st, set.d, nd);
 	if (r < 0)
 		goto out_rollback;
 	r = exec(st, "DELETE FROM rollup_pending");
@@ -948,11 +950,13 @@ static int sqlite_fold(struct coll_store *s, bool wait)
 	r = step_done(st, st->commit);
 	if (r < 0)
 		goto out_rollback;
+	free(set.d);
 	return (int)MIN(nbatch, (size_t)INT_MAX);
 
 out_rollback:
 	sqlite3_finalize(sel);
 	step_done(st, st->rollback);
+	free(set.d);
 	return r;
 }
 

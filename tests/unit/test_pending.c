@@ -211,12 +211,64 @@ static void test_refused(void **state)
 	free(bad);
 }
 
+/*
+ * A fold's gathering of many batches (coll_pending_reserve, coll_pending_settle): every
+ * delta is summed once, and the room follows the distinct keys, not the batches: 300 batches
+ * of 500 deltas over 20 keys (150,000 decoded) never hold room for all of them.
+ */
+static void test_gather(void **state)
+{
+	(void)state;
+	enum { KEYS = 20, PER = 500, BATCHES = 300 };
+	static const char *users[KEYS] = {"u0",	 "u1",	"u2",  "u3",  "u4",  "u5",  "u6",
+					  "u7",	 "u8",	"u9",  "u10", "u11", "u12", "u13",
+					  "u14", "u15", "u16", "u17", "u18", "u19"};
+	struct coll_delta *d = calloc(PER, sizeof(*d));
+	struct coll_pending_set set = {0};
+	unsigned char *enc = NULL;
+	size_t len = 0, n;
+	char *arena, *ap;
+
+	(void)state;
+	assert_non_null(d);
+	for (int i = 0; i < PER; i++) {
+		d[i].table = COLL_ROLLUP_DAY;
+		strcpy(d[i].bucket, "2026-12-06");
+		for (int k = 0; k < _COLL_KEY_MAX; k++)
+			coll_delta_set_key(&d[i], k, "");
+		d[i].account = "physics";
+		d[i].user = users[i % KEYS];
+		d[i].v[0] = 1;
+		d[i].v[1] = 0.5;
+	}
+	assert_int_equal(coll_pending_encode(d, PER, &enc, &len), 0);
+	arena = ap = malloc(BATCHES * (len + 1));
+	assert_non_null(arena);
+	for (int b = 0; b < BATCHES; b++) {
+		assert_int_equal(coll_pending_reserve(&set, len), 0);
+		assert_int_equal(coll_pending_decode(enc, len, set.d, &set.n, &ap), 0);
+		coll_pending_settle(&set);
+	}
+	assert_true(set.cap < (size_t)PER * BATCHES);
+	n = coll_deltas_merge(set.d, set.n);
+	assert_int_equal(n, KEYS);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(set.d[i].v[0] == (double)PER / KEYS * BATCHES);
+		assert_true(set.d[i].v[1] == (double)PER / KEYS * BATCHES / 2);
+	}
+	free(set.d);
+	free(arena);
+	free(enc);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_size),
 	    cmocka_unit_test(test_refused),
+	    cmocka_unit_test(test_gather),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
