@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,8 +176,9 @@ bool acct_type_is_audit(enum acct_type t)
 }
 
 /* Members a node.sample defines (on other records they are ordinary extra members). */
-static const char *const node_top[] = {"period_ns", "price_class", "labels", "capacity",
-				       "allocated", "used",	   "energy", "tasks_unchanged"};
+static const char *const node_top[] = {"period_ns", "price_class",     "labels",
+				       "capacity",  "allocated",       "used",
+				       "energy",    "tasks_unchanged", "tasks_alive"};
 
 static bool is_reserved_top(const char *key)
 {
@@ -219,6 +221,9 @@ static void node_sample_free(struct acct_node_sample *ns)
 	for (size_t i = 0; i < ns->n_unchanged; i++)
 		free(ns->unchanged[i].id);
 	free(ns->unchanged);
+	for (size_t i = 0; i < ns->alive.n_except; i++)
+		free(ns->alive.except[i]);
+	free(ns->alive.except);
 	free(ns);
 }
 
@@ -266,6 +271,39 @@ int acct_node_add_unchanged(struct acct_node_sample *ns, const char *id, uint64_
 	return 0;
 }
 
+uint64_t acct_alive_digest(uint64_t digest, const char *id)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (const char *p = id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	return digest ^ h;
+}
+
+int acct_node_add_alive_except(struct acct_node_sample *ns, const char *id)
+{
+	size_t n = ns->alive.n_except;
+	char *d;
+
+	if (!id || !*id || strlen(id) >= ACCT_ID_MAX)
+		return -EINVAL;
+	if (n >= ACCT_NODE_UNCHANGED_MAX)
+		return -E2BIG;
+	if ((n & (n - 1)) == 0) { /* the array doubles */
+		char **e = realloc(ns->alive.except, (n ? 2 * n : 1) * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		ns->alive.except = e;
+	}
+	d = strdup(id);
+	if (!d)
+		return -ENOMEM;
+	ns->alive.except[n] = d;
+	ns->alive.n_except = n + 1;
+	return 0;
+}
+
 int acct_node_add_gpu_model(struct acct_node_sample *ns, const char *model)
 {
 	char **n, *m;
@@ -304,6 +342,8 @@ static int node_sample_copy(struct acct_node_sample **dst, const struct acct_nod
 	c->n_gpu_models = 0;
 	c->unchanged = NULL;
 	c->n_unchanged = 0;
+	c->alive.except = NULL;
+	c->alive.n_except = 0;
 	if (src->price_class && !(c->price_class = strdup(src->price_class)))
 		goto out_free;
 	for (size_t i = 0; i < src->n_labels; i++)
@@ -315,6 +355,9 @@ static int node_sample_copy(struct acct_node_sample **dst, const struct acct_nod
 	for (size_t i = 0; i < src->n_unchanged; i++)
 		if ((r = acct_node_add_unchanged(c, src->unchanged[i].id, src->unchanged[i].age_ms,
 						 src->unchanged[i].rss_bytes)) < 0)
+			goto out_free;
+	for (size_t i = 0; i < src->alive.n_except; i++)
+		if ((r = acct_node_add_alive_except(c, src->alive.except[i])) < 0)
 			goto out_free;
 	*dst = c;
 	return 0;
@@ -722,6 +765,28 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 		if ((e = set_new(o, "tasks_unchanged", list)) < 0)
 			goto out_fail;
 	}
+	if (ns->alive.present) {
+		json_t *ex = json_array();
+		char hex[17];
+
+		if (!ex)
+			goto out_fail;
+		for (size_t i = 0; i < ns->alive.n_except; i++)
+			if (json_array_append_new(ex, json_string(ns->alive.except[i])) < 0) {
+				json_decref(ex);
+				e = -ENOMEM;
+				goto out_fail;
+			}
+		char since[RFC3339_MAX];
+
+		snprintf(hex, sizeof(hex), "%016" PRIx64, ns->alive.digest);
+		format_rfc3339_us(ns->alive.since_ns, since, sizeof(since));
+		if ((e = set_new(o, "tasks_alive",
+				 json_pack("{s:s,s:I,s:s,s:o}", "since", since, "n",
+					   (json_int_t)ns->alive.n, "digest", hex, "except", ex))) <
+		    0)
+			goto out_fail;
+	}
 	return 0;
 
 out_fail:
@@ -778,7 +843,9 @@ static int to_json(const struct acct_record *r, bool include_hash, json_t **ret)
 	if (!o)
 		return -ENOMEM;
 	format_rfc3339_us(r->time_ns, ts, sizeof(ts));
-	if ((e = set_new(o, "schema", json_string(ACCT_SCHEMA))) < 0 ||
+	if ((e = set_new(
+		 o, "schema",
+		 json_string(node && r->ns->alive.present ? ACCT_SCHEMA_V2 : ACCT_SCHEMA))) < 0 ||
 	    (e = set_new(o, "record_id", json_string(r->record_id))) < 0 ||
 	    (e = set_new(o, "type", json_string(type))) < 0 ||
 	    (e = set_new(o, "time", json_string(ts))) < 0 ||
@@ -945,6 +1012,7 @@ int acct_record_verify_hash(const struct acct_record *r)
 struct dctx {
 	char *err;
 	size_t errlen;
+	int schema; /* 1 or 2 */
 };
 
 static int get_u64(struct dctx *c, const struct jnode *o, const char *obj, const char *key,
@@ -1403,6 +1471,62 @@ static int decode_node_unchanged(struct dctx *c, const struct jnode *root,
 	return 0;
 }
 
+/* node.sample tasks_alive (schema v2 only): {"since": time, "n": count, "digest": 16 hex
+ * digits, "except": [task id, ...]} */
+static int decode_time(struct dctx *c, const char *s, uint64_t *ret);
+static int decode_node_alive(struct dctx *c, const struct jnode *root, struct acct_node_sample *ns)
+{
+	static const char *const names[] = {"since", "n", "digest", "except"};
+	const struct jnode *o = jtree_get(root, "tasks_alive"), *ex, *v;
+	const char *hex;
+	uint64_t u;
+	char *end;
+	size_t i = 0;
+	int e;
+
+	if (!o)
+		return 0;
+	if (c->schema < 2)
+		return err_set(c->err, c->errlen, -EINVAL, "tasks_alive: needs schema \"%s\"",
+			       ACCT_SCHEMA_V2);
+	if (o->type != JT_OBJECT)
+		return err_set(c->err, c->errlen, -EINVAL, "tasks_alive: expected an object");
+	if ((e = check_members(c, o, "tasks_alive", names, ARRAY_SIZE(names))) < 0 ||
+	    (e = get_u64(c, o, "tasks_alive", "n", true, UINT32_MAX, &u)) < 0 ||
+	    (e = get_str(c, o, "tasks_alive", "since", true, RFC3339_MAX + 16, &hex)) < 0)
+		return e;
+	if (decode_time(c, hex, &ns->alive.since_ns) < 0)
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "tasks_alive.since: expected an RFC 3339 UTC time");
+	if ((e = get_str(c, o, "tasks_alive", "digest", true, 17, &hex)) < 0)
+		return e;
+	ns->alive.n = (uint32_t)u;
+	errno = 0;
+	ns->alive.digest = strtoull(hex, &end, 16);
+	if (strlen(hex) != 16 || *end || errno || !isxdigit((unsigned char)hex[0]))
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "tasks_alive.digest: expected 16 hex digits");
+	ex = jtree_get(o, "except");
+	if (!ex || ex->type != JT_ARRAY)
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "tasks_alive.except: expected an array of task ids");
+	if (ex->kids.n > ACCT_NODE_UNCHANGED_MAX)
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "tasks_alive.except: more than %d entries", ACCT_NODE_UNCHANGED_MAX);
+	for (v = ex->kids.first; v; v = v->next, i++) {
+		if (v->type != JT_STRING || !valid_id(v->str.s, ACCT_ID_MAX) ||
+		    v->str.len != strlen(v->str.s))
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "tasks_alive.except[%zu]: task id empty or longer than %d "
+				       "bytes",
+				       i, ACCT_ID_MAX - 1);
+		if ((e = acct_node_add_alive_except(ns, v->str.s)) < 0)
+			return e;
+	}
+	ns->alive.present = true;
+	return 0;
+}
+
 /* The node.sample members (node_top); capacity is required, the rest may be absent (0); the
  * members of task and audit records are refused. */
 static int decode_node_sample(struct dctx *c, const struct jnode *root, struct acct_record *rec)
@@ -1498,7 +1622,8 @@ static int decode_node_sample(struct dctx *c, const struct jnode *root, struct a
 		  (e = get_u64(c, o, "used", "memory_bytes", false, INT64_MAX,
 			       &ns->used_memory_bytes)) < 0))
 		return e;
-	if ((e = decode_node_unchanged(c, root, ns)) < 0)
+	if ((e = decode_node_unchanged(c, root, ns)) < 0 ||
+	    (e = decode_node_alive(c, root, ns)) < 0)
 		return e;
 	return decode_node_energy(c, root, ns);
 }
@@ -1542,10 +1667,14 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 
 	if ((e = get_str(&c, root, "", "schema", true, 64, &s)) < 0)
 		return e;
-	if (strcmp(s, ACCT_SCHEMA) != 0)
+	if (strcmp(s, ACCT_SCHEMA) == 0)
+		c.schema = 1;
+	else if (strcmp(s, ACCT_SCHEMA_V2) == 0)
+		c.schema = 2;
+	else
 		return err_set(err, errlen, -EINVAL,
-			       "schema: unsupported schema \"%.64s\" (expected \"%s\")", s,
-			       ACCT_SCHEMA);
+			       "schema: unsupported schema \"%.64s\" (expected \"%s\" or \"%s\")",
+			       s, ACCT_SCHEMA, ACCT_SCHEMA_V2);
 	if ((e = get_str(&c, root, "", "type", true, 64, &s)) < 0)
 		return e;
 	rec.type = acct_type_from_string(s);

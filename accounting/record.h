@@ -12,7 +12,10 @@
 
 #include <jansson.h>
 
-#define ACCT_SCHEMA	      "corral.record/v1"
+#define ACCT_SCHEMA "corral.record/v1"
+/* The schema of a node.sample that carries tasks_alive (docs/pipeline.md "Unchanged running
+ * tasks"); every other record, and a node.sample without it, stays v1. Both are decoded. */
+#define ACCT_SCHEMA_V2	      "corral.record/v2"
 #define ACCT_ID_MAX	      128
 #define ACCT_NAME_MAX	      256
 #define ACCT_LABELS_MAX	      64
@@ -178,6 +181,25 @@ struct acct_task_unchanged {
 };
 
 /*
+ * node.sample tasks_alive (schema v2): one statement for the running tasks that the earlier
+ * node.sample at since_ns listed in tasks_unchanged: all of them are alive and unchanged
+ * since their last task.sample at this record's time, except those named. n counts them, digest is
+ * acct_alive_digest over their ids (the collector checks the rows it would move against both:
+ * docs/pipeline.md).
+ */
+struct acct_node_alive {
+	bool present;
+	uint64_t since_ns; /* the time of the node.sample that listed them */
+	uint32_t n;
+	uint64_t digest;
+	size_t n_except;
+	char **except;
+};
+/* The digest of a set of task ids: the XOR of a 64-bit FNV-1a hash of each (order-free, so
+ * a set can be updated one id at a time); start from 0. */
+uint64_t acct_alive_digest(uint64_t digest, const char *id);
+
+/*
  * A node.sample record (docs/pipeline.md "Node records"): what the node had, what its running
  * tasks requested and what it used. period_ns is the time since the agent's previous
  * node.sample (0 for the first one after a start): the record stands for the interval
@@ -216,6 +238,8 @@ struct acct_node_sample {
 	/* running tasks unchanged since their last task.sample, at the record's time */
 	size_t n_unchanged;
 	struct acct_task_unchanged *unchanged;
+	/* and the statement for those listed before (schema v2) */
+	struct acct_node_alive alive;
 	/* what of gpu_j no task was given: GPUs allocated to no task, and the time between tasks
 	 * on a GPU (agent/node_sample.c); has_unattributed_gpu: written */
 	bool has_unattributed_gpu;
@@ -294,3 +318,5 @@ int acct_node_add_label(struct acct_node_sample *ns, const char *key, const char
 int acct_node_add_unchanged(struct acct_node_sample *ns, const char *id, uint64_t age_ms,
 			    uint64_t rss_bytes);
 int acct_node_add_gpu_model(struct acct_node_sample *ns, const char *model);
+/* A task id named in tasks_alive.except (at most ACCT_NODE_UNCHANGED_MAX) */
+int acct_node_add_alive_except(struct acct_node_sample *ns, const char *id);

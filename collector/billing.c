@@ -134,6 +134,8 @@ static int delta_cmp(const void *a, const void *b)
 		return x->del ? 1 : -1;
 	if (x->touch != y->touch)
 		return x->touch ? 1 : -1;
+	if (x->touch && !x->alive != !y->alive) /* a node's statement after the listed tasks */
+		return x->alive ? 1 : -1;
 	if ((c = strcmp(x->bucket, y->bucket)))
 		return c;
 	def = coll_rollup_def(x->table);
@@ -421,6 +423,17 @@ static void push_unchanged(struct coll_delta *d, size_t *nd, const struct acct_r
 		x->base_ns = r->time_ns - age;
 		x->rss_bytes = u->rss_bytes;
 	}
+	if (r->ns->alive.present) {
+		struct coll_delta *x = delta_push(d, nd, COLL_ROLLUP_OPEN, r);
+
+		x->touch = true;
+		x->account = x->user = x->job = "";
+		x->node = r->node ?: "";
+		x->task_id = "";
+		x->sample_ns = r->time_ns;
+		x->base_ns = r->ns->alive.since_ns;
+		x->alive = &r->ns->alive;
+	}
 }
 
 /* A task.end's and a node.sample's sums spread over their days; a task.end also closes its
@@ -475,7 +488,7 @@ static size_t record_deltas(const struct acct_record *r)
 		if (!r->ns)
 			return 0;
 		record_span(r, &sp);
-		return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) + r->ns->n_unchanged;
+		return (size_t)(sp.h1 / 24 - sp.h0 / 24 + 1) + r->ns->n_unchanged + 1;
 	}
 	if (r->type != ACCT_TASK_END)
 		return 0;

@@ -694,8 +694,9 @@ char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const cha
 	if (t == COLL_ROLLUP_OPEN)
 		fprintf(f,
 			"account TEXT NOT NULL, \"user\" TEXT NOT NULL, job TEXT NOT NULL,"
-			" labels TEXT NOT NULL, start_ns %s NOT NULL, sample_ns %s NOT NULL, ",
-			int_type, int_type);
+			" labels TEXT NOT NULL, start_ns %s NOT NULL, sample_ns %s NOT NULL,"
+			" rss_bytes %s, listed_ns %s, ",
+			int_type, int_type, int_type, int_type);
 	for (int s = 0; s < _COLL_SUM_MAX; s++)
 		fprintf(f, "%s %s NOT NULL DEFAULT 0, ", coll_sum_name(s), real_type);
 	fputs("PRIMARY KEY (", f);
@@ -708,8 +709,8 @@ char *coll_rollup_ddl(enum coll_rollup_table t, const char *real_type, const cha
 	return buf;
 }
 
-void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *real_type,
-			 const char *greatest)
+void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *listed,
+			 const char *real_type, const char *greatest)
 {
 	const char *wall = coll_sum_name(COLL_SUM_WALL_S);
 	static const enum coll_sum req[][3] = {
@@ -733,6 +734,21 @@ void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *re
 	fprintf(f, ", %s = %s, %s = %s, %s = %s(%s, %s)", coll_sum_name(COLL_SUM_MEM_BYTE_S), mem,
 		coll_sum_name(COLL_SUM_MEM_REQ_BYTE_S), memreq,
 		coll_sum_name(COLL_SUM_MEM_CHARGED_BYTE_S), greatest, memreq, mem);
+	/* kept for the node's later tasks_alive statements (a task.sample clears both) */
+	fprintf(f, ", rss_bytes = %s, listed_ns = %s", rss, listed);
+}
+
+int coll_alive_check(const struct acct_node_alive *alive, const char *const *ids, size_t n)
+{
+	uint64_t digest = 0;
+
+	if (n > alive->n)
+		return -ESTALE;
+	if (n < alive->n) /* tasks the statement names that ended or have a newer sample */
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		digest = acct_alive_digest(digest, ids[i]);
+	return digest == alive->digest ? 0 : -ESTALE;
 }
 
 void coll_open_touch_where(FILE *f, const char *t, const char *base)
@@ -1101,6 +1117,22 @@ int coll_migrate(const struct coll_migration *m)
 	 * (docs/pipeline.md "Record ids and conflicts") */
 	if (r >= 0 && version < 7)
 		r = m->exec(m->db, m->conflicts_ddl);
+	/* v14: rollup_open keeps the RSS of a task listed unchanged and the time of that
+	 * listing (tasks_alive statements) */
+	for (int i = 0; r >= 0 && version < 14 && i < 2; i++) {
+		const char *col = i ? "listed_ns" : "rss_bytes";
+		bool have = false;
+
+		if (m->has_column)
+			r = m->has_column(m->db, "rollup_open", col, &have);
+		if (r >= 0 && !have) {
+			char sql[128];
+
+			snprintf(sql, sizeof(sql), "ALTER TABLE rollup_open ADD COLUMN %s%s %s",
+				 m->has_column ? "" : "IF NOT EXISTS ", col, m->int_type);
+			r = m->exec(m->db, sql);
+		}
+	}
 	if (r >= 0 && version < COLL_SCHEMA_VERSION) {
 		char sql[96];
 

@@ -17,7 +17,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 13
+#define COLL_SCHEMA_VERSION 14
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -336,6 +336,8 @@ struct coll_store {
 	/* COMMIT leaves the fsync to ops->sync (SQLite ingest handles, see COLL_STORE_INGEST) */
 	bool defers_sync;
 	char errmsg[256]; /* last backend error, for the program to log */
+	/* tasks_alive statements not applied (coll_alive_check failed), since the open */
+	uint64_t alive_refused;
 };
 
 #define COLL_STORE_NO_ROLLUPS (1u << 0)
@@ -521,6 +523,15 @@ struct coll_delta {
 	 */
 	bool touch;
 	uint64_t base_ns, rss_bytes;
+	/*
+	 * COLL_ROLLUP_OPEN touch of a whole node (node.sample tasks_alive; task_id ""): every
+	 * row of the node whose task the node.sample at alive->since_ns listed (its rss_bytes
+	 * and listed_ns kept) with no task.sample since, but those in alive->except, moves to
+	 * sample_ns as a touch does, by its kept rss_bytes; when more rows would move than
+	 * alive->n, or as many with another digest, none does (counted in alive_refused).
+	 * Sorts after the node's other touches.
+	 */
+	const struct acct_node_alive *alive;
 	double v[_COLL_SUM_MAX];
 };
 const char *coll_delta_key(const struct coll_delta *d, enum coll_key k);
@@ -540,9 +551,12 @@ int coll_store_text_query(struct coll_store *s, const char *sql, int n, const ch
  * and base are the SQL of the touch's sample_ns, rss_bytes and base_ns (parameters or
  * columns); the caller adds the key condition after the WHERE ("AND node = ...").
  */
-void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *real_type,
-			 const char *greatest);
+void coll_open_touch_set(FILE *f, const char *t, const char *rss, const char *listed,
+			 const char *real_type, const char *greatest);
 void coll_open_touch_where(FILE *f, const char *t, const char *base);
+/* A tasks_alive statement's rows (task ids) checked against it: 0 when they may move (no
+ * more than n of them; as many: the same digest), -ESTALE when not. */
+int coll_alive_check(const struct acct_node_alive *alive, const char *const *ids, size_t n);
 /* The task's labels as a JSON object (sorted keys), malloc'd; NULL on -ENOMEM. */
 char *coll_labels_json(const struct acct_record *r);
 

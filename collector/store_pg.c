@@ -433,7 +433,9 @@ static void upsert_tail(FILE *f, const struct coll_rollup_def *def, const char *
 		      f);
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
 			fprintf(f, ", %s = excluded.%s", coll_sum_name(k), coll_sum_name(k));
-		fputs(" WHERE excluded.sample_ns > rollup_open.sample_ns", f);
+		fputs(", rss_bytes = NULL, listed_ns = NULL"
+		      " WHERE excluded.sample_ns > rollup_open.sample_ns",
+		      f);
 	} else {
 		fprintf(f, " ON CONFLICT (%s) DO UPDATE SET ", pk);
 		for (int k = 0; k < _COLL_SUM_MAX; k++)
@@ -458,7 +460,7 @@ static int touch_values(struct pg_store *st, const struct coll_delta *d, size_t 
 	if (!f)
 		return -ENOMEM;
 	fputs("UPDATE rollup_open", f);
-	coll_open_touch_set(f, "v_t", "v_rss", "DOUBLE PRECISION", "GREATEST");
+	coll_open_touch_set(f, "v_t", "v_rss", "v_t", "DOUBLE PRECISION", "GREATEST");
 	fputs(" FROM (VALUES ", f);
 	for (size_t i = 0; i < n; i++) {
 		char *num = nums + i * 3 * 32;
@@ -486,6 +488,88 @@ static int touch_values(struct pg_store *st, const struct coll_delta *d, size_t 
 	return 0;
 }
 
+/* A node's tasks_alive statement (struct coll_delta alive): its rows checked (selected FOR
+ * UPDATE), then moved. */
+static int apply_alive(struct pg_store *st, const struct coll_delta *d)
+{
+	static const char rows[] = " AND rss_bytes IS NOT NULL AND listed_ns = $4::bigint AND node"
+				   " = $1 AND NOT (task_id = ANY($2::text[]))";
+	_cleanup_free_ char *sql = NULL, *sel = NULL, *arr = NULL;
+	_cleanup_free_ const char **ids = NULL;
+	const char *params[4];
+	char t[32], since[32];
+	size_t len = 0, alen = 0;
+	PGresult *res;
+	FILE *f;
+	int r = 0, n;
+
+	/* the except list as a text[] literal: {"id","id"}, quote and backslash escaped */
+	f = open_memstream(&arr, &alen);
+	if (!f)
+		return -ENOMEM;
+	fputc('{', f);
+	for (size_t i = 0; i < d->alive->n_except; i++) {
+		fputs(i ? ",\"" : "\"", f);
+		for (const char *p = d->alive->except[i]; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				fputc('\\', f);
+			fputc(*p, f);
+		}
+		fputc('"', f);
+	}
+	fputc('}', f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	snprintf(t, sizeof(t), "%" PRIu64, MIN(d->sample_ns, (uint64_t)INT64_MAX));
+	params[0] = d->node;
+	params[1] = arr;
+	params[2] = t;
+	snprintf(since, sizeof(since), "%" PRIu64, MIN(d->alive->since_ns, (uint64_t)INT64_MAX));
+	params[3] = since;
+	f = open_memstream(&sel, &len);
+	if (!f)
+		return -ENOMEM;
+	fputs("SELECT task_id FROM rollup_open", f);
+	coll_open_touch_where(f, "$3::bigint", "0");
+	fputs(rows, f);
+	fputs(" FOR UPDATE", f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	res = PQexecParams(st->conn, sel, 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res_err(st, "rollup_open tasks_alive", res);
+	n = PQntuples(res);
+	ids = calloc((size_t)n + 1, sizeof(*ids));
+	for (int i = 0; ids && i < n; i++)
+		ids[i] = PQgetvalue(res, i, 0);
+	if (!ids)
+		r = -ENOMEM;
+	else if (coll_alive_check(d->alive, ids, (size_t)n) < 0) {
+		/* the rows stay as they are (the tasks' next samples or listings move them) */
+		st->base.alive_refused++;
+		PQclear(res);
+		return 0;
+	}
+	PQclear(res);
+	if (r < 0)
+		return r;
+	f = open_memstream(&sql, &len);
+	if (!f)
+		return -ENOMEM;
+	fputs("UPDATE rollup_open", f);
+	coll_open_touch_set(f, "$3::bigint", "rss_bytes", "listed_ns", "DOUBLE PRECISION",
+			    "GREATEST");
+	coll_open_touch_where(f, "$3::bigint", "0");
+	fputs(rows, f);
+	if (fclose(f) != 0)
+		return -ENOMEM;
+	res = PQexecParams(st->conn, sql, 4, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res_err(st, "rollup_open tasks_alive", res);
+	PQclear(res);
+	return 0;
+}
+
 static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
 	for (size_t start = 0; start < nd;) {
@@ -503,8 +587,15 @@ static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t
 		PGresult *res;
 		int r = 0;
 
+		if (d[start].alive) {
+			r = apply_alive(st, &d[start]);
+			if (r < 0)
+				return r;
+			start++;
+			continue;
+		}
 		if (d[start].touch) {
-			while (end < nd && d[end].touch && end - start < 1000)
+			while (end < nd && d[end].touch && !d[end].alive && end - start < 1000)
 				end++;
 			r = touch_values(st, d + start, end - start);
 			if (r < 0)

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 #include "collector/pending.h"
@@ -69,6 +70,7 @@ struct sqlite_store {
 	_Atomic int sync_err;	    /* a failed fdatasync, for good */
 	sqlite3_stmt *insert;
 	sqlite3_stmt *rollup[_COLL_ROLLUP_MAX], *open_del, *open_any, *open_touch;
+	sqlite3_stmt *alive_rows, *alive_touch; /* tasks_alive: its rows, their touch */
 	sqlite3_stmt *begin, *commit, *rollback;
 	sqlite3_stmt *pending_ins; /* ingest handles: a batch's deltas into rollup_pending */
 };
@@ -147,7 +149,9 @@ static char *rollup_upsert_sql(enum coll_rollup_table t)
 		      f);
 		for (int s = 0; s < _COLL_SUM_MAX; s++)
 			fprintf(f, ", %s = excluded.%s", coll_sum_name(s), coll_sum_name(s));
-		fputs(" WHERE excluded.sample_ns > rollup_open.sample_ns", f);
+		fputs(", rss_bytes = NULL, listed_ns = NULL"
+		      " WHERE excluded.sample_ns > rollup_open.sample_ns",
+		      f);
 	} else {
 		np = 1 + (int)def->n_keys;
 		fprintf(f, "INSERT INTO %s (%s", def->name, pk);
@@ -481,6 +485,8 @@ static void sqlite_close(struct coll_store *s)
 		sqlite3_finalize(st->rollup[t]);
 	sqlite3_finalize(st->open_del);
 	sqlite3_finalize(st->open_touch);
+	sqlite3_finalize(st->alive_rows);
+	sqlite3_finalize(st->alive_touch);
 	sqlite3_finalize(st->open_any);
 	sqlite3_finalize(st->begin);
 	sqlite3_finalize(st->commit);
@@ -643,6 +649,62 @@ static int open_rows_possible(struct sqlite_store *st, const struct coll_delta *
 	return rc == SQLITE_DONE ? 0 : map_err(st, rc);
 }
 
+/* A node's tasks_alive statement (struct coll_delta alive): its rows checked, then moved. */
+static int apply_alive(struct sqlite_store *st, const struct coll_delta *d)
+{
+	_cleanup_free_ char *except = NULL;
+	_cleanup_free_ char **ids = NULL;
+	size_t n = 0, cap = 0;
+	json_t *ex = json_array();
+	int rc, r = 0;
+
+	for (size_t i = 0; ex && i < d->alive->n_except; i++)
+		if (json_array_append_new(ex, json_string(d->alive->except[i])) < 0)
+			break;
+	except = ex ? json_dumps(ex, JSON_COMPACT) : NULL;
+	json_decref(ex);
+	if (!except)
+		return -ENOMEM;
+	sqlite3_bind_text(st->alive_rows, 1, d->node, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st->alive_rows, 2, except, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st->alive_rows, 3, (int64_t)MIN(d->sample_ns, INT64_MAX));
+	sqlite3_bind_int64(st->alive_rows, 4, (int64_t)MIN(d->alive->since_ns, INT64_MAX));
+	while ((rc = sqlite3_step(st->alive_rows)) == SQLITE_ROW) {
+		if (n == cap) {
+			char **g = realloc(ids, (cap = cap ? 2 * cap : 64) * sizeof(*ids));
+
+			if (!g) {
+				r = -ENOMEM;
+				break;
+			}
+			ids = g;
+		}
+		if (!(ids[n] = strdup((const char *)sqlite3_column_text(st->alive_rows, 0)))) {
+			r = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = map_err(st, rc);
+	sqlite3_reset(st->alive_rows);
+	sqlite3_clear_bindings(st->alive_rows);
+	/* refused: the rows stay as they are (the tasks' next samples or listings move them) */
+	if (r == 0 && coll_alive_check(d->alive, (const char *const *)ids, n) < 0) {
+		st->base.alive_refused++;
+	} else if (r == 0) {
+		sqlite3_bind_text(st->alive_touch, 1, d->node, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st->alive_touch, 2, except, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st->alive_touch, 3, (int64_t)MIN(d->sample_ns, INT64_MAX));
+		sqlite3_bind_int64(st->alive_touch, 4, (int64_t)MIN(d->alive->since_ns, INT64_MAX));
+		r = step_done(st, st->alive_touch);
+		sqlite3_clear_bindings(st->alive_touch);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	return r;
+}
+
 static int apply_deltas(struct sqlite_store *st, const struct coll_delta *d, size_t nd)
 {
 	int open_rows = -1; /* unknown until the first delete */
@@ -665,6 +727,12 @@ static int apply_deltas(struct sqlite_store *st, const struct coll_delta *d, siz
 				continue;
 		}
 
+		if (d[i].alive) {
+			r = apply_alive(st, &d[i]);
+			if (r < 0)
+				return r;
+			continue;
+		}
 		if (d[i].touch) {
 			sqlite3_bind_text(s, 1, d[i].node, -1, SQLITE_STATIC);
 			sqlite3_bind_text(s, 2, d[i].task_id, -1, SQLITE_STATIC);
@@ -734,12 +802,44 @@ static int prepare_rollups(struct sqlite_store *st)
 		if (!f)
 			return -ENOMEM;
 		fputs("UPDATE rollup_open", f);
-		coll_open_touch_set(f, "?3", "?4", "REAL", "max");
+		coll_open_touch_set(f, "?3", "?4", "?3", "REAL", "max");
 		coll_open_touch_where(f, "?3", "?5");
 		fputs(" AND node = ?1 AND task_id = ?2", f);
 		if (fclose(f) != 0)
 			return -ENOMEM;
 		r = prepare(st, sql, &st->open_touch);
+		if (r < 0)
+			return r;
+	}
+	{
+		/* a node's tasks_alive: ?1 node, ?2 the except list (JSON), ?3 time, ?4 since */
+		static const char rows[] = " AND rss_bytes IS NOT NULL AND listed_ns = ?4 AND node"
+					   " = ?1 AND task_id NOT IN (SELECT value FROM"
+					   " json_each(?2))";
+		_cleanup_free_ char *sql = NULL, *sel = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&sql, &len);
+
+		if (!f)
+			return -ENOMEM;
+		fputs("UPDATE rollup_open", f);
+		coll_open_touch_set(f, "?3", "rss_bytes", "listed_ns", "REAL", "max");
+		coll_open_touch_where(f, "?3", "0");
+		fputs(rows, f);
+		if (fclose(f) != 0)
+			return -ENOMEM;
+		r = prepare(st, sql, &st->alive_touch);
+		if (r < 0)
+			return r;
+		f = open_memstream(&sel, &len);
+		if (!f)
+			return -ENOMEM;
+		fputs("SELECT task_id FROM rollup_open", f);
+		coll_open_touch_where(f, "?3", "0");
+		fputs(rows, f);
+		if (fclose(f) != 0)
+			return -ENOMEM;
+		r = prepare(st, sel, &st->alive_rows);
 		if (r < 0)
 			return r;
 	}

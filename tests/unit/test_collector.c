@@ -681,6 +681,185 @@ static void test_open_touch_one_batch(void **state)
 	free(json);
 }
 
+/* open_row of another task than task-u */
+static void open_row_of(const char *dir, const char *task, char *buf, size_t len)
+{
+	char path[160], sql[256];
+	sqlite3_stmt *st;
+	sqlite3 *db;
+
+	snprintf(path, sizeof(path), "%s/c.db", dir);
+	snprintf(sql, sizeof(sql),
+		 "SELECT sample_ns, wall_s, cpu_req_core_s, mem_byte_s, mem_req_byte_s,"
+		 " ifnull(rss_bytes, -1) FROM rollup_open WHERE task_id = '%s'",
+		 task);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		snprintf(
+		    buf, len, "%lld %.3f %.3f %.3f %.3f %lld",
+		    (long long)(sqlite3_column_int64(st, 0) / (int64_t)NSEC_PER_SEC - (int64_t)T0),
+		    sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
+		    sqlite3_column_double(st, 3), sqlite3_column_double(st, 4),
+		    (long long)sqlite3_column_int64(st, 5));
+	else
+		snprintf(buf, len, "none");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* A node.sample at T0 + at s with a tasks_alive statement (n, digest of the ids given,
+ * except), inserted alone; the body re-encoded (schema v2) and decoded back first. */
+static void insert_alive(struct fixture *fx, const char *rid, uint64_t at, uint64_t since,
+			 uint32_t n, const char *const *ids, size_t nids, const char *const *except,
+			 size_t nexcept)
+{
+	struct acct_record nr, back;
+	struct coll_item it;
+	char *json, err[256];
+	size_t len;
+
+	make_node(&nr, &json, &len, rid, NULL, T0 + at, 30, 4, 2, 0);
+	free(json);
+	nr.ns->alive.present = true;
+	nr.ns->alive.since_ns = (T0 + since) * NSEC_PER_SEC;
+	nr.ns->alive.n = n;
+	for (size_t i = 0; i < nids; i++)
+		nr.ns->alive.digest = acct_alive_digest(nr.ns->alive.digest, ids[i]);
+	for (size_t i = 0; i < nexcept; i++)
+		assert_int_equal(acct_node_add_alive_except(nr.ns, except[i]), 0);
+	assert_int_equal(acct_record_encode(&nr, &json, &len), 0);
+	assert_non_null(strstr(json, "\"schema\":\"corral.record/v2\""));
+	assert_int_equal(acct_record_decode(json, len, &back, err, sizeof(err)), 0);
+	assert_true(back.ns->alive.present);
+	assert_int_equal(back.ns->alive.n, n);
+	assert_true(back.ns->alive.digest == nr.ns->alive.digest);
+	assert_true(back.ns->alive.since_ns == nr.ns->alive.since_ns);
+	assert_int_equal(back.ns->alive.n_except, nexcept);
+	it = (struct coll_item){.rec = &back, .json = json, .json_len = len};
+	assert_int_equal(coll_store_insert_batch(fx->store, &it, 1), 0);
+	acct_record_clear(&nr);
+	acct_record_clear(&back);
+	free(json);
+}
+
+/*
+ * tasks_alive: the rows of the tasks a node.sample listed move to a later node.sample's time
+ * by the RSS kept from the listing, without naming them; never a row the statement does not
+ * cover (more rows than n, another digest: none moves, counted), never one excepted, never
+ * one whose task had a sample since (its RSS is no longer known). Figures by hand: task-u
+ * 2 cpus, memory 1000, 100 s at T0 + 30 s, 50,000 byte-s; listed at T0 + 90 s with 200 B.
+ */
+static void test_open_alive(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const u[] = {"task-u"}, *const uv[] = {"task-u", "task-v"};
+	struct acct_record nr;
+	struct coll_item it;
+	char *json, row[256];
+	size_t len;
+
+	acct_record_clear(&fx->recs[0]);
+	acct_record_clear(&fx->recs[1]);
+	make_rec(fx, 0, "u", ACCT_TASK_SAMPLE, "physics", "alice", T0 + 30, 2, 100, 10);
+	make_rec(fx, 1, "v", ACCT_TASK_SAMPLE, "physics", "alice", T0 + 30, 1, 100, 10);
+	assert_int_equal(coll_store_insert_batch(fx->store, fx->items, 2), 0);
+	/* a statement before any listing moves nothing (no RSS known): 0 rows, n 2 */
+	insert_alive(fx, "n1/x/a0", 60, 30, 2, uv, 2, NULL, 0);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "30 100.000 200.000 50000.000 100000.000 -1");
+	/* both listed at T0 + 90 s */
+	make_node(&nr, &json, &len, "n1/x/l", NULL, T0 + 90, 30, 4, 2, 0);
+	assert_int_equal(acct_node_add_unchanged(nr.ns, "task-u", 60000, 200), 0);
+	assert_int_equal(acct_node_add_unchanged(nr.ns, "task-v", 60000, 100), 0);
+	it = (struct coll_item){.rec = &nr, .json = json, .json_len = len};
+	assert_int_equal(coll_store_insert_batch(fx->store, &it, 1), 0);
+	acct_record_clear(&nr);
+	free(json);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "90 160.000 320.000 62000.000 160000.000 200");
+	/* T0 + 120 s, both alive: + 30 s, + 200 x 30 byte-s (task-v: + 100 x 30) */
+	insert_alive(fx, "n1/x/a1", 120, 90, 2, uv, 2, NULL, 0);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "120 190.000 380.000 68000.000 190000.000 200");
+	open_row_of(fx->dir, "task-v", row, sizeof(row));
+	assert_string_equal(row, "120 190.000 190.000 59000.000 190000.000 100");
+	/* a statement for one task where the collector has two rows: refused, nothing moves;
+	 * as many rows but another digest: refused too */
+	insert_alive(fx, "n1/x/a2", 150, 90, 1, u, 1, NULL, 0);
+	insert_alive(fx, "n1/x/a3", 150, 90, 2, u, 1, NULL, 0);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "120 190.000 380.000 68000.000 190000.000 200");
+	assert_int_equal((int)fx->store->alive_refused, 2);
+	/* task-v excepted (it changed): only task-u moves */
+	insert_alive(fx, "n1/x/a4", 180, 90, 1, u, 1, (const char *const[]){"task-v"}, 1);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "180 250.000 500.000 80000.000 250000.000 200");
+	open_row_of(fx->dir, "task-v", row, sizeof(row));
+	assert_string_equal(row, "120 190.000 190.000 59000.000 190000.000 100");
+	/* task-v's new sample (T0 + 181 s) clears its RSS: a later statement for both moves
+	 * task-u only (fewer rows than n: one task has a newer sample) */
+	acct_record_clear(&fx->recs[1]);
+	make_rec(fx, 1, "v", ACCT_TASK_SAMPLE, "physics", "alice", T0 + 181, 1, 251, 20);
+	snprintf(fx->recs[1].record_id, sizeof(fx->recs[1].record_id), "v-2");
+	assert_int_equal(coll_store_insert_batch(fx->store, &fx->items[1], 1), 0);
+	insert_alive(fx, "n1/x/a5", 210, 90, 2, uv, 2, NULL, 0);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "210 280.000 560.000 86000.000 280000.000 200");
+	open_row_of(fx->dir, "task-v", row, sizeof(row));
+	assert_string_equal(row, "181 251.000 251.000 125500.000 251000.000 -1");
+	assert_int_equal((int)fx->store->alive_refused, 2);
+	/* a statement about another listing (since T0 + 60 s: none was made then) moves
+	 * nothing: fewer rows than n, none of them that listing's */
+	insert_alive(fx, "n1/x/a6", 240, 60, 1, u, 1, NULL, 0);
+	open_row_of(fx->dir, "task-u", row, sizeof(row));
+	assert_string_equal(row, "210 280.000 560.000 86000.000 280000.000 200");
+}
+
+/* tasks_alive: refused in a v1 record, and each bad shape refused naming the field */
+static void test_alive_decode(void **state)
+{
+	static const char *const bad[][2] = {
+	    {"v1", "tasks_alive: needs schema"},
+	    {"[]", "tasks_alive: expected an object"},
+	    {"{\"n\":1,\"except\":[]}", "tasks_alive.since: missing"},
+	    {"{\"since\":\"yesterday\",\"n\":1,\"digest\":\"0000000000000000\",\"except\":[]}",
+	     "tasks_alive.since: expected an RFC 3339"},
+	    {"{\"since\":\"2026-12-02T11:59:00Z\",\"n\":1,\"except\":[]}",
+	     "tasks_alive.digest: missing"},
+	    {"{\"since\":\"2026-12-02T11:59:00Z\",\"n\":1,\"digest\":\"xyz\",\"except\":[]}",
+	     "tasks_alive.digest: expected 16 hex"},
+	    {"{\"since\":\"2026-12-02T11:59:00Z\",\"n\":-1,\"digest\":\"0000000000000000\","
+	     "\"except\":[]}",
+	     "tasks_alive.n"},
+	    {"{\"since\":\"2026-12-02T11:59:00Z\",\"n\":1,\"digest\":\"0000000000000000\"}",
+	     "tasks_alive.except: expected"},
+	    {"{\"since\":\"2026-12-02T11:59:00Z\",\"n\":1,\"digest\":\"0000000000000000\","
+	     "\"except\":[\"\"]}",
+	     "tasks_alive.except[0]"},
+	    {"{\"since\":\"2026-12-02T11:59:00Z\",\"n\":1,\"digest\":\"0000000000000000\","
+	     "\"except\":[],\"x\":1}",
+	     "tasks_alive"},
+	};
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		struct acct_record r;
+		char buf[1024], err[256];
+		bool v1 = strcmp(bad[i][0], "v1") == 0;
+
+		snprintf(
+		    buf, sizeof(buf),
+		    "{\"schema\":\"corral.record/%s\",\"record_id\":\"n/x/1\","
+		    "\"type\":\"node.sample\",\"time\":\"2026-12-02T12:00:00Z\",\"node\":"
+		    "\"n1\",\"capacity\":{\"cpus\":4,\"memory_bytes\":1000},\"tasks_alive\":%s}",
+		    v1 ? "v1" : "v2",
+		    v1 ? "{\"n\":0,\"digest\":\"0000000000000000\",\"except\":[]}" : bad[i][0]);
+		assert_int_not_equal(acct_record_decode(buf, strlen(buf), &r, err, sizeof(err)), 0);
+		if (!strstr(err, bad[i][1]))
+			fail_msg("%s: %s", buf, err);
+	}
+}
+
 /* rollup_node_alloc_day against plain SQL over rollup_job_day (its rows summed per day and
  * node) and the figures by hand; the count of rows that differ is 0. */
 static void check_node_alloc(const char *dir)
@@ -972,6 +1151,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rollup_sums_prebuilt, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_open_touch, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_open_touch_one_batch, setup_store, teardown_store),
+	    cmocka_unit_test_setup_teardown(test_open_alive, setup_store, teardown_store),
+	    cmocka_unit_test(test_alive_decode),
 	    cmocka_unit_test_setup_teardown(test_node_rollup, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_node_alloc, setup_store, teardown_store),
 	};

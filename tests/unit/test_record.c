@@ -209,7 +209,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     {"[]", "record: expected a JSON object"},
     {"{", "record: invalid JSON"},
-    {"{\"schema\":\"corral.record/v2\",\"type\":\"task.start\"}", "schema: unsupported schema"},
+    {"{\"schema\":\"corral.record/v3\",\"type\":\"task.start\"}", "schema: unsupported schema"},
     {"{\"type\":\"task.start\"}", "schema: missing"},
     {"{\"schema\":\"corral.record/v1\",\"type\":\"task.nope\"}", "type: unknown record type"},
     {HDR "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"cpu_user_ns\":-1}}",
