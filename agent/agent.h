@@ -136,6 +136,12 @@ struct task {
 	} print, mark;
 	bool print_valid, mark_valid;
 	uint64_t mark_time_ns;
+	/*
+	 * tasks_alive (agent/task.c task_list_unchanged): listed in the current anchor (the
+	 * node.sample whose tasks_unchanged the statements refer to), or in the one being
+	 * written (anchor_next); alive: no change and no task.sample since that listing.
+	 */
+	bool anchor_listed, anchor_next, alive;
 	double mem_byte_seconds_cg; /* integrated from cgroup memory.current samples */
 	uint64_t last_mem_sample_mono;
 	/* usage.energy_j (agent/node_sample.c): the task's CPU time and memory at the node
@@ -331,7 +337,11 @@ struct agent {
 	struct conn *conns;
 	uint32_t n_conns;
 	struct node_sampler *node_sampler; /* node.sample records (agent/node_sample.c) */
-	uint64_t energy_save_token;	   /* at stop: task_save writes the tasks' energy with it */
+	/* tasks_alive statements (agent/task.c): the anchor's time (0: none), the tasks it
+	 * listed, the node.sample records since, the last statement's except and listed count */
+	uint64_t alive_anchor_ns;
+	uint32_t alive_anchor_n, alive_since_anchor, alive_last_except, alive_last_listed;
+	uint64_t energy_save_token; /* at stop: task_save writes the tasks' energy with it */
 	/* The control API's answers to a launch and to the waiters of a task (agent/control.c
 	 * sets them): the task table calls them and never control.c itself. NULL: none. */
 	void (*on_task_started)(struct agent *a, struct task *t, const char *err);

@@ -37,6 +37,7 @@ void config_init_defaults(struct agent_config *c)
 	c->kill_grace_ns = 10 * NSEC_PER_SEC;
 	c->sample_interval_ns = 30 * NSEC_PER_SEC;
 	c->sample_unchanged_listed = true;
+	c->sample_unchanged_stated = true;
 	c->cgroup_subtree = strdup("corral");
 	c->seccomp_default = strdup("default");
 	c->seccomp_dir = strdup("/etc/corral/seccomp");
@@ -210,9 +211,10 @@ static int config_set_agent(struct agent_config *c, const char *section, const c
 		return 0;
 	}
 	if (IS("agent", "sample_unchanged")) {
-		if (strcmp(value, "listed") && strcmp(value, "full"))
-			return BAD("expected listed or full");
-		c->sample_unchanged_listed = strcmp(value, "listed") == 0;
+		if (strcmp(value, "stated") && strcmp(value, "listed") && strcmp(value, "full"))
+			return BAD("expected stated, listed or full");
+		c->sample_unchanged_listed = strcmp(value, "full") != 0;
+		c->sample_unchanged_stated = strcmp(value, "stated") == 0;
 		return 0;
 	}
 	if (IS("agent", "cgroup_subtree")) {

@@ -57,6 +57,9 @@ struct agent_config {
 	/* A running task unchanged since its last task.sample (the BPF meter saw nothing) is
 	 * listed in the node.sample instead of getting a task.sample (docs/pipeline.md) */
 	bool sample_unchanged_listed;
+	/* ... and once listed, covered by the node.sample's one tasks_alive statement until it
+	 * changes (sample_unchanged = stated, the default) */
+	bool sample_unchanged_stated;
 	/* [node] (agent/node_sample.c): the node's price class and labels ("k=v,k=v", checked),
 	 * carried by its node.sample records; NULL: none */
 	char *node_price_class;

@@ -298,6 +298,7 @@ static void on_signal(void *data, int fd, uint32_t events)
 			a->cfg.kill_grace_ns = nc.kill_grace_ns;
 			a->cfg.sample_interval_ns = nc.sample_interval_ns;
 			a->cfg.sample_unchanged_listed = nc.sample_unchanged_listed;
+			a->cfg.sample_unchanged_stated = nc.sample_unchanged_stated;
 			if (!a->config_path && path)
 				a->config_path = path; /* DEFAULT_CONFIG appeared */
 			if (a->config_path)

@@ -192,6 +192,7 @@ static int emit(struct agent *a, struct node_sampler *s, uint64_t now_mono)
 	task_list_unchanged(a, ns, r.time_ns);
 	s->last_mono = now_mono;
 	e = agent_emit_record(a, &r);
+	task_list_unchanged_done(a, ns, r.time_ns, e >= 0);
 	if (e < 0 && e != -ENOSPC)
 		log_error("node.sample: %s", strerror(-e));
 

@@ -1439,6 +1439,7 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 		r.time_ns = t->start_ns + t->usage.wall_ns;
 	/* the mark of tasks_unchanged: what the meter read for this record, and its time */
 	t->mark_valid = agent_emit_record(a, &r) >= 0 && t->print_valid;
+	t->alive = false; /* a statement no longer covers it: a listing after this sample may */
 	t->mark = t->print;
 	t->mark_time_ns = r.time_ns;
 	acct_record_clear(&r);
@@ -1472,38 +1473,130 @@ static size_t unchanged_entry_bytes(const char *id, uint64_t age_ms, uint64_t rs
 {
 	return strlen(id) + (size_t)snprintf(NULL, 0, "%" PRIu64 "%" PRIu64, age_ms, rss) + 7;
 }
-/* What tasks_unchanged may take of a record (ACCT_RECORD_MAX_BYTES, 256 KiB) */
-#define UNCHANGED_BYTES_MAX (192 * 1024)
+/* What tasks_unchanged may take of a record (ACCT_RECORD_MAX_BYTES, 256 KiB); a record with a
+ * tasks_alive statement: its except list (no longer than the anchor's list) takes up to
+ * that, its tasks_unchanged up to ALIVE_LISTED_BYTES_MAX */
+#define UNCHANGED_BYTES_MAX    (192 * 1024)
+#define ALIVE_LISTED_BYTES_MAX (48 * 1024)
+/* A new anchor (every task unchanged listed, the statements then refer to it): at least
+ * every ALIVE_ANCHOR_EVERY node.sample records, and sooner when more than a quarter of its
+ * tasks were excepted or more tasks than that listed besides it by the last statement (each
+ * costs an entry per record until the next anchor). */
+#define ALIVE_ANCHOR_EVERY 20
 
+static bool alive_new_anchor(const struct agent *a)
+{
+	uint32_t q = a->alive_anchor_n / 4;
+
+	return !a->alive_anchor_ns || a->alive_since_anchor + 1 >= ALIVE_ANCHOR_EVERY ||
+	       a->alive_last_except > q || a->alive_last_listed > q;
+}
+
+/*
+ * Per running task at a node.sample (time_ns): unchanged since its last task.sample (every
+ * meter says so exactly) or not. With sample_unchanged = stated the record is either an
+ * anchor (each unchanged task listed in tasks_unchanged, as with listed) or a statement:
+ * tasks_alive covers the tasks the anchor listed that are still unchanged (n and digest),
+ * names in except those the anchor listed that are not (changed, sampled since, ended), and
+ * tasks_unchanged lists the unchanged tasks the anchor did not. A task once excepted stays
+ * excepted until the next anchor: a statement never needs an earlier one to be exact.
+ */
 void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns)
 {
-	size_t bytes = 0;
+	bool stated = a->cfg.sample_unchanged_stated, anchor = !stated || alive_new_anchor(a);
+	size_t bytes = 0, max = anchor ? UNCHANGED_BYTES_MAX : ALIVE_LISTED_BYTES_MAX;
+	uint32_t listed = 0;
 
-	meters_batch(a, true); /* one live read of the meter serves every task */
+	if (!stated)
+		a->alive_anchor_ns = 0; /* a later switch to stated starts from an anchor */
+	meters_batch(a, true);		/* one live read of the meter serves every task */
 	for (const struct meter_ops *const *m = agent_meters; *m; m++)
 		if ((*m)->prefetch)
 			(*m)->prefetch(a); /* and one batched read of its maps */
+	if (!anchor) {
+		ns->alive.present = true;
+		ns->alive.since_ns = a->alive_anchor_ns;
+	}
 	for (struct task *t = a->tasks; t; t = t->next) {
+		bool unchanged;
 		uint64_t rss, age;
 		size_t len;
 
-		if (t->state != TASK_RUNNING || t->next_sample_mono != UINT64_MAX)
+		t->anchor_next = false;
+		if (t->state != TASK_RUNNING || t->next_sample_mono != UINT64_MAX) {
+			if (!anchor && t->anchor_listed) /* ended, or sampled every interval now */
+				goto except;
 			continue;
-		if (samples_follow_node(a, t) && time_ns >= t->mark_time_ns &&
-		    meters_unchanged(a, t, &rss)) {
+		}
+		unchanged = samples_follow_node(a, t) && time_ns >= t->mark_time_ns &&
+			    meters_unchanged(a, t, &rss);
+		if (!anchor && t->anchor_listed) {
+			if (unchanged && t->alive) {
+				ns->alive.n++;
+				ns->alive.digest = acct_alive_digest(ns->alive.digest, t->id);
+				continue;
+			}
+			t->alive = false;
+			/* its id in except: no longer than its anchor entry, always room */
+			if (acct_node_add_alive_except(ns, t->id) < 0) {
+				/* no memory for the entry: no statement in this record */
+				ns->alive.present = false;
+			}
+		}
+		if (unchanged) {
 			age = (time_ns - t->mark_time_ns + 999999) / 1000000;
 			len = unchanged_entry_bytes(t->id, age, rss);
-			if (bytes + len <= UNCHANGED_BYTES_MAX &&
+			if (bytes + len <= max &&
 			    acct_node_add_unchanged(ns, t->id, age, rss) == 0) {
 				bytes += len;
+				t->anchor_next = anchor;
+				listed++;
 				continue;
 			}
 		}
 		/* changed, not known exactly, or no room: a task.sample at the next tick */
 		t->next_sample_mono = 0;
 		task_tick_soon(a);
+		continue;
+	except:
+		t->alive = false;
+		if (acct_node_add_alive_except(ns, t->id) < 0)
+			ns->alive.present = false;
 	}
 	meters_batch(a, false);
+	if (!anchor && !ns->alive.present) {
+		/* the statement could not be made whole: the next record is an anchor */
+		a->alive_anchor_ns = 0;
+		for (size_t i = 0; i < ns->alive.n_except; i++)
+			free(ns->alive.except[i]);
+		free(ns->alive.except);
+		ns->alive = (struct acct_node_alive){0};
+	}
+	a->alive_last_listed = anchor ? 0 : listed;
+	a->alive_last_except = (uint32_t)ns->alive.n_except;
+}
+
+void task_list_unchanged_done(struct agent *a, const struct acct_node_sample *ns, uint64_t time_ns,
+			      bool spooled)
+{
+	bool anchor = a->cfg.sample_unchanged_stated && !ns->alive.present;
+
+	if (!a->cfg.sample_unchanged_stated)
+		return;
+	if (!anchor) {
+		a->alive_since_anchor++;
+		return;
+	}
+	/* an anchor: what it listed, when spooled, is what the next statements refer to */
+	a->alive_anchor_ns = spooled ? time_ns : 0;
+	a->alive_anchor_n = 0;
+	a->alive_since_anchor = 0;
+	a->alive_last_except = a->alive_last_listed = 0;
+	for (struct task *t = a->tasks; t; t = t->next) {
+		t->anchor_listed = t->alive = spooled && t->anchor_next;
+		t->anchor_next = false;
+		a->alive_anchor_n += t->anchor_listed;
+	}
 }
 
 static uint64_t min_u64(uint64_t x, uint64_t y)

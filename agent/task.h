@@ -48,6 +48,10 @@ void task_tick_soon(struct agent *a);
  */
 struct acct_node_sample;
 void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns);
+/* After the record of task_list_unchanged was written (spooled) or not: an anchor's listed
+ * tasks become those the next tasks_alive statements refer to (docs/pipeline.md). */
+void task_list_unchanged_done(struct agent *a, const struct acct_node_sample *ns, uint64_t time_ns,
+			      bool spooled);
 /* A task's first sample: on the node's grid of sample_interval, at least one interval on. */
 uint64_t task_first_sample(const struct agent *a, uint64_t start_mono);
 int task_signal(struct agent *a, struct task *t, int sig);

@@ -1,14 +1,17 @@
 #!/bin/bash
 # Running tasks whose usage did not change since their last task.sample are listed in the
-# node.sample (tasks_unchanged) instead of getting a task.sample, and the collector moves their
-# running charge to the node sample's time. Agent (BPF meter, 1 s samples) -> collector
+# node.sample (tasks_unchanged) instead of getting a task.sample, then covered by later
+# node.samples' one tasks_alive statement (schema v2: the tasks an earlier node.sample, the
+# anchor, listed, less those excepted), and the collector moves their running charge to the
+# node sample's time. Agent (BPF meter, 1 s samples) -> collector
 # (SQLite), three sleeping tasks and a busy one that is stopped (SIGSTOP) midway; checked
 # against truth from outside the agent's figures:
 #  (a) a sleeping task, once listed unchanged, gets no task.sample more while node.sample
-#      records list it; the busy task has full samples while it runs;
+#      records list or cover it, and statements cover it (no entry of its own); the busy task
+#      has full samples while it runs;
 #  (b) the collector's open rows (what reports charge a running task from) equal the model
 #      computed here from the tasks' start times (task.start) and the times of the node.sample
-#      records listing them: wall = t - start, requested core-s = cpus x wall, memory
+#      records listing or covering them (from the raw records): wall = t - start, requested core-s = cpus x wall, memory
 #      byte-seconds of the last full sample + rss x the time since; and the report of the
 #      day by job charges each the model's core-hours;
 #  (c) the stopped task's last full sample has the CPU time its cgroup shows from outside
@@ -38,15 +41,25 @@ busy=$(ctl run --no-sandbox --job busy --cpus 0.25 --memory 64M -- sh -c \
 	'while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.05; done' | head -n1)
 [ -n "${idle[2]}" ] && [ -n "$busy" ] || fail "launching the tasks"
 
-# listed: the node.sample records naming a task in tasks_unchanged
+# listed: the node.sample records naming a task in tasks_unchanged; covered: those whose
+# tasks_alive statement refers to (since) a node.sample that listed the task and does not
+# except it
 listed() {
 	q "SELECT count(*) FROM records r, json_each(json_extract(r.body, '\$.tasks_unchanged')) e
 	   WHERE r.type = 'node.sample' AND json_extract(e.value, '\$[0]') = '$1'"
 }
+covered() {
+	q "SELECT count(*) FROM records r WHERE r.type = 'node.sample'
+	   AND json_extract(r.body, '\$.tasks_alive.since') IN (SELECT json_extract(l.body, '\$.time')
+	     FROM records l, json_each(json_extract(l.body, '\$.tasks_unchanged')) le
+	     WHERE l.type = 'node.sample' AND json_extract(le.value, '\$[0]') = '$1')
+	   AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(r.body, '\$.tasks_alive.except')) x
+	     WHERE x.value = '$1')"
+}
 wait_listed() { # wait_listed TASK N SECONDS
 	local i
 	for i in $(seq $(($3 * 5))); do
-		[ "$(listed "$1")" -ge "$2" ] && return 0
+		[ $(($(listed "$1") + $(covered "$1"))) -ge "$2" ] && return 0
 		sleep 0.2
 	done
 	return 1
@@ -54,7 +67,18 @@ wait_listed() { # wait_listed TASK N SECONDS
 samples() { q "SELECT count(*) FROM records WHERE type = 'task.sample' AND task_id = '$1'"; }
 
 for t in "${idle[@]}"; do
-	wait_listed "$t" 3 60 || fail "sleeping task $t listed in fewer than 3 node.sample records"
+	wait_listed "$t" 3 60 || fail "sleeping task $t listed or covered in fewer than 3 node.sample records"
+done
+wait_covered() { # wait_covered TASK N SECONDS
+	local i
+	for i in $(seq $(($3 * 5))); do
+		[ "$(covered "$1")" -ge "$2" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+for t in "${idle[@]}"; do
+	wait_covered "$t" 2 60 || fail "sleeping task $t covered by fewer than 2 tasks_alive statements"
 done
 # (a) once found unchanged, no full sample more (before: its first, and another if its start
 # was still moving at the first, as on a loaded host)
@@ -67,7 +91,7 @@ declare -A FIRST
 for t in "${idle[@]}"; do
 	FIRST[$t]=$(first_listed "$t")
 	n=$(later "$t" "${FIRST[$t]}")
-	[ "$n" = 0 ] && pass "sleeping task $t: $(samples "$t") task.sample before it was listed, none after; listed in $(listed "$t") node.sample records" ||
+	[ "$n" = 0 ] && pass "sleeping task $t: $(samples "$t") task.sample before it was listed, none after; listed in $(listed "$t") node.sample records, covered by $(covered "$t")" ||
 		fail "sleeping task $t: $n task.sample records after it was listed unchanged"
 done
 nb=$(samples "$busy")
@@ -113,13 +137,19 @@ for task in idle + [busy]:
                                " task_id=? ORDER BY time_ns DESC LIMIT 1", (task,)).fetchone()
     u = json.loads(s_body)['usage']
     cpu_s = (u.get('cpu_user_ns', 0) + u.get('cpu_system_ns', 0)) / 1e9
-    # the latest node.sample listing it after that sample: its time, the rss given
-    t, rss = s_time, 0
+    # the latest node.sample listing it after that sample, or covering it (its tasks_alive
+    # refers to that listing, by the listing record's time, and does not except it): its
+    # time, the rss the listing gave
+    t, rss, listing = s_time, 0, None
     for n_time, n_body in c.execute("SELECT time_ns, body FROM records WHERE type='node.sample'"
                                     " AND time_ns > ? ORDER BY time_ns", (s_time,)):
-        for e in json.loads(n_body).get('tasks_unchanged', []):
+        n = json.loads(n_body)
+        for e in n.get('tasks_unchanged', []):
             if e[0] == task:
-                t, rss = n_time, e[2]
+                t, rss, listing = n_time, e[2], n['time']
+        al = n.get('tasks_alive')
+        if al and listing is not None and al['since'] == listing and task not in al['except']:
+            t = n_time
     wall = (t - start_ns) / 1e9
     want = {'sample_ns': t, 'wall_s': wall, 'cpu_req_core_s': cpus * wall,
             'cpu_charged_core_s': max(cpus * wall, cpu_s),
