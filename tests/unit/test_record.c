@@ -7,11 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "accounting/jtree.h"
 #include "accounting/record.h"
+#include "common/clock.h"
 #include "common/macro.h"
 
 #define T0 1796224445123456000ULL /* 2026-12-02T15:14:05.123456Z */
@@ -73,6 +75,46 @@ static void fill_audit(struct acct_record *r, const char *prev)
 	if (prev)
 		strcpy(r->prev_hash, prev);
 	assert_int_equal(acct_record_compute_hash(r), 0);
+}
+
+/* format_rfc3339_us writes what the snprintf it replaced wrote, cut as snprintf cuts. */
+static void test_time_format(void **state)
+{
+	const uint64_t times[] = {0,
+				  999,
+				  1000,
+				  1796597163473906039ULL,
+				  951782399999999999ULL, /* 2000-02-28T23:59:59.999999 */
+				  951868800000000000ULL, /* 2000-03-01 */
+				  4102444799000001000ULL,
+				  UINT64_MAX};
+	uint64_t x = 88172645463325252ULL;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(times) + 2000; i++) {
+		uint64_t t =
+		    i < ARRAY_SIZE(times) ? times[i] : (x ^= x << 13, x ^= x >> 7, x ^= x << 17);
+		time_t sec = (time_t)(t / NSEC_PER_SEC);
+		struct tm tm;
+		char full[128], want[64], got[64];
+
+		gmtime_r(&sec, &tm);
+		snprintf(full, sizeof(full), "%04d-%02d-%02dT%02d:%02d:%02d.%06uZ",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec, (unsigned)((t % NSEC_PER_SEC) / 1000));
+		for (size_t len = 0; len <= 30; len += len < 3 ? 1 : 27) {
+			memset(want, 'x', sizeof(want));
+			memset(got, 'x', sizeof(got));
+			if (len > 0) { /* as snprintf cuts */
+				size_t n = MIN(len - 1, strlen(full));
+
+				memcpy(want, full, n);
+				want[n] = 0;
+			}
+			format_rfc3339_us(t, got, len);
+			assert_memory_equal(got, want, sizeof(want));
+		}
+	}
 }
 
 static void test_strings(void **state)
@@ -798,17 +840,12 @@ static void test_labels(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_strings),
-	    cmocka_unit_test(test_roundtrip_end),
-	    cmocka_unit_test(test_roundtrip_start_sample),
-	    cmocka_unit_test(test_extra_survives),
-	    cmocka_unit_test(test_bad),
-	    cmocka_unit_test(test_energy),
-	    cmocka_unit_test(test_node_sample),
-	    cmocka_unit_test(test_oversize),
-	    cmocka_unit_test(test_tree_limits),
-	    cmocka_unit_test(test_audit_chain),
-	    cmocka_unit_test(test_labels),
+	    cmocka_unit_test(test_time_format),	   cmocka_unit_test(test_strings),
+	    cmocka_unit_test(test_roundtrip_end),  cmocka_unit_test(test_roundtrip_start_sample),
+	    cmocka_unit_test(test_extra_survives), cmocka_unit_test(test_bad),
+	    cmocka_unit_test(test_energy),	   cmocka_unit_test(test_node_sample),
+	    cmocka_unit_test(test_oversize),	   cmocka_unit_test(test_tree_limits),
+	    cmocka_unit_test(test_audit_chain),	   cmocka_unit_test(test_labels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
