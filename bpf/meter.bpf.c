@@ -82,16 +82,22 @@ struct {
 } dying SEC(".maps");
 
 /*
- * cpu_at_exit mode: per CPU, the "dying" key of the last thread stashed by an exit on this CPU.
- * The next exit on the CPU settles it when it is off its CPU for good (it almost always is: it
- * ended its exit path before this CPU ran the next one's), so "dying" drains itself at any
- * exit rate; user space's drain takes what is left.
+ * cpu_at_exit mode: per CPU (index: the CPU; the loader sizes it), a reference to the last thread
+ * whose exit ran on this CPU. The next exit here takes it out and settles it: it is off its CPU
+ * for good by then (it almost always is: it ended its exit path before this CPU ran the next
+ * one's); one that is not yet goes to "dying". So an exit costs no hash operation in the common
+ * case, and "dying" holds only the rare thread that was not done; meter_settle_prog looks at
+ * both.
  */
+struct meter_recent {
+	struct task_struct __kptr *task;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct meter_recent);
 } recent SEC(".maps");
 
 /* Weak: before Linux 6.2 they do not exist, and only the programs of accounting at exit
@@ -119,8 +125,9 @@ __u64 ringbuf_drops;
 __u64 map_full;
 /* cpu_at_exit: threads whose tail after their exit was lost ("dying" full). */
 __u64 tail_lost;
-/* cpu_at_exit: entries in "dying" (+1 by the exit program, -1 by whoever deletes one), and
- * whether a drain request is pending (set by BPF with the event, cleared by user space). */
+/* cpu_at_exit: entries in "dying" and filled "recent" slots (+1 by whoever adds one or fills
+ * one, -1 by whoever deletes or empties one), and whether a drain request is pending (set by
+ * BPF with the event, cleared by user space). */
 __s64 dying_n;
 __u32 drain_wanted;
 /* cpu_at_exit: max_entries of "dying"; past a quarter of it the exit program asks for a drain. */
@@ -396,29 +403,33 @@ static __always_inline void thread_final(struct meter_thread *th, struct task_st
 	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 }
 
+/* Off its CPU for good: finish_task_switch() clears on_cpu after the last switch-out, whose
+ * update_curr() has charged the thread's last slice; TASK_DEAD is set just before. */
+static __always_inline bool off_cpu_for_good(struct task_struct *t)
+{
+	return !t->on_cpu && (t->__state & TASK_DEAD_STATE);
+}
+
 /*
  * The exit path (file release, exit_mm, exit_notify) still runs after sched_process_exit and
- * is charged to the thread at its last switch-out. Keep a reference to the task_struct so
- * that meter_settle can read the final figures once it is off the CPU for good, without
- * waiting for sched_process_free (an RCU grace period later; with lazy RCU, seconds here).
- * Returns false when the map is full: then the thread's figures at exit are its final ones.
+ * is charged to the thread at its last switch-out. A reference to the task_struct (ref, from
+ * bpf_task_acquire or a kptr) lets a later settle read the final figures once it is off the
+ * CPU for good, without waiting for sched_process_free (an RCU grace period later; with lazy
+ * RCU, seconds here). This keeps it in "dying" and takes the reference on success. Returns
+ * false when the map is full: then the caller still owns ref, and the thread's figures now
+ * are its final ones.
  */
-static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
+static __always_inline bool keep_dying(struct task_struct *ref, __u64 task_key)
 {
 	struct meter_dying nv = {.task_key = task_key}, *v;
-	struct task_struct *ref, *old;
-	__u64 k = (__u64)p;
+	struct task_struct *old;
+	__u64 k = (__u64)ref;
 
 	if (bpf_map_update_elem(&dying, &k, &nv, BPF_NOEXIST))
 		return false;
 	v = bpf_map_lookup_elem(&dying, &k);
 	if (!v)
 		return false;
-	ref = bpf_task_acquire(p);
-	if (!ref) {
-		bpf_map_delete_elem(&dying, &k);
-		return false;
-	}
 	old = bpf_kptr_xchg(&v->task, ref);
 	if (old)
 		bpf_task_release(old);
@@ -441,42 +452,71 @@ static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
 	return true;
 }
 
-/*
- * Settle the thread stashed by the previous exit on this CPU, if it is off its CPU for good;
- * remember cur (the exiting thread, just stashed) for the next exit here.
- */
-static __always_inline void settle_previous(__u64 cur)
+/* A thread whose tail after its exit is lost ("dying" full): its figures now are final. */
+static __always_inline void tail_dropped(struct meter_thread *th, struct task_struct *tsk)
 {
-	struct meter_thread *th;
-	struct meter_dying *v;
-	struct task_struct *t;
-	__u32 zero = 0;
-	__u64 *r = bpf_map_lookup_elem(&recent, &zero), prev;
+	__u64 tk = th->task_key;
+	struct meter_task *lt = bpf_map_lookup_elem(&tasks, &tk);
 
-	if (!r)
-		return;
-	prev = *r;
-	*r = cur;
-	if (!prev || prev == cur)
-		return;
-	v = bpf_map_lookup_elem(&dying, &prev);
-	if (!v)
-		return;
-	t = bpf_kptr_xchg(&v->task, NULL);
-	if (!t)
-		return; /* settled meanwhile, or being looked at by meter_settle */
-	if (t->on_cpu || !(t->__state & TASK_DEAD_STATE)) {
-		t = bpf_kptr_xchg(&v->task, t);
-		if (t)
-			bpf_task_release(t);
-		return;
+	__sync_fetch_and_add(&tail_lost, 1);
+	if (lt)
+		__sync_fetch_and_add(&lt->threads_lost, 1);
+	thread_final(th, tsk, true);
+}
+
+/*
+ * A referenced thread whose exit ran (taken out of a "recent" slot): folded and released when
+ * it is off its CPU for good, else kept in "dying" for a later settle. Consumes ref.
+ */
+static __always_inline void settle_or_keep(struct task_struct *ref)
+{
+	struct meter_thread *th = bpf_task_storage_get(&tstore, ref, 0, 0);
+
+	if (th && !off_cpu_for_good(ref)) {
+		if (keep_dying(ref, th->task_key))
+			return;
+		tail_dropped(th, ref);
+	} else if (th) {
+		thread_final(th, ref, true);
 	}
-	th = bpf_task_storage_get(&tstore, t, 0, 0);
-	if (th)
-		thread_final(th, t, true);
-	bpf_task_release(t);
-	if (!bpf_map_delete_elem(&dying, &prev))
-		__sync_fetch_and_add(&dying_n, -1);
+	bpf_task_release(ref);
+}
+
+/*
+ * The exiting thread p goes to this CPU's "recent" slot; the one there before (the previous
+ * exit on this CPU) is settled, or kept in "dying" if it is not off its CPU yet. Returns false
+ * (nothing taken) when there is no slot or no reference to be had.
+ */
+static __always_inline bool stash_recent(struct task_struct *p)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct meter_recent *s = bpf_map_lookup_elem(&recent, &cpu);
+	struct task_struct *ref, *old;
+
+	if (!s)
+		return false;
+	ref = bpf_task_acquire(p);
+	if (!ref)
+		return false;
+	old = bpf_kptr_xchg(&s->task, ref);
+	if (old)
+		settle_or_keep(old);
+	else
+		__sync_fetch_and_add(&dying_n, 1); /* a slot filled: the poll's drain looks */
+	return true;
+}
+
+/* Keep the exiting thread p in "dying" (no self drain: the tests' mode). */
+static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
+{
+	struct task_struct *ref = bpf_task_acquire(p);
+
+	if (!ref)
+		return false;
+	if (keep_dying(ref, task_key))
+		return true;
+	bpf_task_release(ref);
+	return false;
 }
 
 /* ---- process lifetime --------------------------------------------------------------------- */
@@ -630,17 +670,9 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 				slice_end(th, p, true, true);
 			if (th->flags & METER_TH_FINAL) {
 				/* nothing left to fold */
-			} else if (stash_dying(p, th->task_key)) {
-				if (self_drain)
-					settle_previous((__u64)p);
-			} else {
-				__u64 tk = th->task_key;
-				struct meter_task *lt = bpf_map_lookup_elem(&tasks, &tk);
-
-				__sync_fetch_and_add(&tail_lost, 1);
-				if (lt)
-					__sync_fetch_and_add(&lt->threads_lost, 1);
-				thread_final(th, p, true);
+			} else if (self_drain ? !stash_recent(p) && !stash_dying(p, th->task_key)
+					      : !stash_dying(p, th->task_key)) {
+				tail_dropped(th, p);
 			}
 		} else {
 			slice_end(th, p, btf, false);
@@ -1244,6 +1276,21 @@ int BPF_PROG(btf_exit_final, struct task_struct *p)
 	return 0;
 }
 
+/*
+ * A live read's settle (c->live): a thread not off its CPU yet is folded up to now (the live-read
+ * iterator no longer sees it: it left the thread list at its exit); its settle folds the rest.
+ */
+static __always_inline void live_fold(struct task_struct *t, struct meter_settle_ctx *c)
+{
+	struct meter_thread *th;
+
+	if (!c->live)
+		return;
+	th = bpf_task_storage_get(&tstore, t, 0, 0);
+	if (th && !(th->flags & METER_TH_FINAL))
+		slice_end(th, t, true, true);
+}
+
 static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 		       struct meter_settle_ctx *c)
 {
@@ -1255,12 +1302,9 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 	t = bpf_kptr_xchg(&v->task, NULL);
 	if (!t)
 		return 0;
-	/*
-	 * Off the CPU for good: finish_task_switch() clears on_cpu after the last switch-out,
-	 * whose update_curr() has charged the thread's last slice; TASK_DEAD is set just before.
-	 */
-	if (t->on_cpu || !(t->__state & TASK_DEAD_STATE)) {
+	if (!off_cpu_for_good(t)) {
 		if (!c->force) {
+			live_fold(t, c);
 			t = bpf_kptr_xchg(&v->task, t);
 			if (t)
 				bpf_task_release(t);
@@ -1278,13 +1322,48 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 	return 0;
 }
 
+/* The same for a "recent" slot: the thread's task is in its storage. */
+static long settle_slot(struct bpf_map *map, __u32 *key, struct meter_recent *v,
+			struct meter_settle_ctx *c)
+{
+	struct meter_thread *th;
+	struct task_struct *t = bpf_kptr_xchg(&v->task, NULL);
+	bool done;
+
+	if (!t)
+		return 0;
+	__sync_fetch_and_add(&dying_n, -1); /* the slot emptied (filled again below: +1) */
+	th = bpf_task_storage_get(&tstore, t, 0, 0);
+	done = off_cpu_for_good(t);
+	if (c->all || (th && th->task_key == c->task_key)) {
+		if (done && th)
+			thread_final(th, t, c->all);
+		if (done || c->force || !th) {
+			bpf_task_release(t);
+			return 0;
+		}
+		live_fold(t, c);
+	}
+	/* Not this one's to settle: back to its slot, unless an exit there stored another
+	 * meanwhile (that one is settled or kept in "dying" then). */
+	t = bpf_kptr_xchg(&v->task, t);
+	if (t)
+		settle_or_keep(t);
+	else
+		__sync_fetch_and_add(&dying_n, 1);
+	return 0;
+}
+
 /* Run by meter_settle (BPF_PROG_RUN): final folds of the task's threads that are done. */
 SEC("syscall")
 int meter_settle_prog(struct meter_settle_ctx *ctx)
 {
-	struct meter_settle_ctx c = {
-	    .task_key = ctx->task_key, .force = ctx->force && !ctx->all, .all = ctx->all};
+	struct meter_settle_ctx c = {.task_key = ctx->task_key,
+				     .force = ctx->force && !ctx->all,
+				     .all = ctx->all,
+				     .live = ctx->live && ctx->all};
 
+	bpf_for_each_map_elem(&recent, settle_slot, &c, 0);
 	bpf_for_each_map_elem(&dying, settle_one, &c, 0);
 	return 0;
 }

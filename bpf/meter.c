@@ -183,6 +183,14 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 	 * may not create): the other modes' programs never reference it. */
 	if (!r && !at_exit)
 		r = bpf_map__set_autocreate(s->maps.dying, false);
+	/* One "recent" slot per possible CPU (the exit program's index), likewise only then. */
+	if (!r && at_exit) {
+		int ncpu = libbpf_num_possible_cpus();
+
+		r = ncpu > 0 ? bpf_map__set_max_entries(s->maps.recent, (uint32_t)ncpu) : ncpu;
+	}
+	if (!r && !at_exit)
+		r = bpf_map__set_autocreate(s->maps.recent, false);
 	if (r)
 		goto out_destroy;
 	s->rodata->page_size = ps > 0 ? (uint64_t)ps : 4096;
@@ -421,6 +429,7 @@ int meter_fd(const struct meter *m)
 }
 
 static int run_settle(struct meter *m, uint64_t task_key, bool force, bool all);
+static int run_settle_live(struct meter *m);
 
 /*
  * Accounting at exit: fold the final figures of every exited thread (any task) that is off its
@@ -727,6 +736,10 @@ static void live_read(struct meter *m)
 	while (read(fd, buf, sizeof(buf)) > 0)
 		;
 	close(fd);
+	/* Threads that exited since their last fold left the thread list: their settle (done
+	 * ones) or a fold up to now (those still on their way out), when there are any. */
+	if (!m->no_drain && m->skel->bss->dying_n > 0)
+		(void)run_settle_live(m);
 	m->live_read_ns = mono_ns();
 	m->live_batch_read = m->live_batch;
 }
@@ -989,6 +1002,17 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 static int run_settle(struct meter *m, uint64_t task_key, bool force, bool all)
 {
 	struct meter_settle_ctx c = {.task_key = task_key, .force = force, .all = all};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &c, .ctx_size_in = sizeof(c));
+
+	if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_settle_prog), &o) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The settle of a live read: every task's done threads, and the others folded up to now. */
+static int run_settle_live(struct meter *m)
+{
+	struct meter_settle_ctx c = {.all = 1, .live = 1};
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &c, .ctx_size_in = sizeof(c));
 
 	if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_settle_prog), &o) < 0)

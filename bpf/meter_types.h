@@ -106,6 +106,8 @@ struct meter_settle_ctx {
 	__u32 force; /* drop the task's references whether their threads are done or not */
 	__u32
 	    all; /* every task's threads that are done (the periodic drain), not only task_key's */
+	__u32 live; /* with all: fold the others (exited, not off their CPU yet) up to now too */
+	__u32 _pad;
 };
 
 /* Per-mm entry (map "mms", key: __u64 mm address). Pages per rss_stat member. */
