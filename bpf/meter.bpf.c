@@ -628,7 +628,16 @@ static __always_inline __s64 mm_sum(struct meter_mm *e)
 	return e->pages[0] + e->pages[1] + e->pages[3];
 }
 
-/* Whoever deletes an "mms" entry (BPF or meter_forget) owns its owner's decrement. */
+/*
+ * Whoever deletes an "mms" entry (BPF or meter_forget) owns its owner's decrement. t: the
+ * owner's entry, already looked up by the caller (NULL: gone).
+ */
+static __always_inline void mm_del_t(__u64 *mmkey, struct meter_task *t)
+{
+	if (!bpf_map_delete_elem(&mms, mmkey) && t)
+		__sync_fetch_and_add(&t->mms_alive, -1);
+}
+
 static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 {
 	__u64 owner = e->task_key;
@@ -641,7 +650,8 @@ static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 		__sync_fetch_and_add(&t->mms_alive, -1);
 }
 
-static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key, const bool btf);
+static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
+				    struct meter_task *t, const bool btf);
 
 static __always_inline void on_exit(struct task_struct *p, const bool btf, const bool at_exit)
 {
@@ -691,19 +701,21 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	key = proc->task_key;
 	mm = proc->mm;
 	gen = proc->gen;
+	/*
+	 * The task's entry, looked up once for the mm's release and the process's end (it was
+	 * three lookups). Only an accounted member (gen) has an mm entry (proc->mm).
+	 */
+	t = gen ? bpf_map_lookup_elem(&tasks, &key) : NULL;
 
 	/*
 	 * Its entry gone, the exiting thread's teardown of that mm (exit_mm, after this) is no
 	 * tracked mm's: its rss_stat events stop at the thread's storage (rss_fast).
 	 */
-	if (mm && mm_exit(p, mm, key, btf) && th && btf && th->mm == mm)
+	if (mm && mm_exit(p, mm, key, t, btf) && th && btf && th->mm == mm)
 		__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
-	if (bpf_map_delete_elem(&procs, &tgid) || !gen)
+	if (bpf_map_delete_elem(&procs, &tgid) || !gen || !t)
 		return; /* gone, or a member the meter does not account */
-	t = bpf_map_lookup_elem(&tasks, &key);
-	if (!t)
-		return;
 	code = exit_status(p, btf);
 	if (t->root_tgid == tgid) {
 		t->root_exit_code = code;
@@ -804,22 +816,35 @@ static __always_inline void mem_integrate(struct meter_task *t, __u64 now)
  * the mm, its pages leave the task's RSS now and the entry goes; the teardown's events then
  * find no entry.
  */
-/* Drop the entry of an address space the task is done with: its pages leave the task's RSS. */
-static __always_inline void mm_release(__u64 *mmkey, struct meter_mm *e)
+/*
+ * Drop the entry of an address space the task is done with: its pages leave the task's RSS.
+ * t: the owner's entry, looked up by the caller (NULL: gone).
+ */
+static __always_inline void mm_release_t(__u64 *mmkey, struct meter_mm *e, struct meter_task *t)
 {
 	__s64 left = mm_sum(e);
-	__u64 owner = e->task_key;
-	struct meter_task *t;
 
-	if (left > 0 && (t = bpf_map_lookup_elem(&tasks, &owner))) {
+	if (left > 0 && t) {
 		mem_integrate(t, bpf_ktime_get_ns());
 		__sync_fetch_and_add(&t->rss_bytes, -left * (__s64)page_size);
 	}
-	mm_del(mmkey, e);
+	mm_del_t(mmkey, t);
 }
 
-/* Returns true when mm had an entry of the task and no longer has one (released here). */
-static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key, const bool btf)
+/* The same, the owner's entry looked up here. */
+static __always_inline void mm_release(__u64 *mmkey, struct meter_mm *e)
+{
+	__u64 owner = e->task_key;
+
+	mm_release_t(mmkey, e, bpf_map_lookup_elem(&tasks, &owner));
+}
+
+/*
+ * Returns true when mm had an entry of the task (key; t its entry) and no longer has one
+ * (released here).
+ */
+static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
+				    struct meter_task *t, const bool btf)
 {
 	struct meter_mm *e = bpf_map_lookup_elem(&mms, &mm);
 
@@ -828,7 +853,7 @@ static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key, 
 	if (mm_sum(e) != 0 &&
 	    (btf ? p->mm->mm_users.counter : BPF_CORE_READ(p, mm, mm_users.counter)) != 1)
 		return false; /* shared (CLONE_VM): its last user's teardown ends it */
-	mm_release(&mm, e);
+	mm_release_t(&mm, e, t);
 	return true;
 }
 
