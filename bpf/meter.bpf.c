@@ -313,6 +313,34 @@ static __always_inline void thread_del(struct task_struct *tsk, __u32 tid, const
 }
 
 /*
+ * Accounting at every switch: count the thread in (delta 1, at its exit) or out of (-1, at
+ * its last switch-out) its task's "exiting" threads, which meter_settle waits for. Returns
+ * false when the task is gone.
+ */
+static __always_inline bool exiting_add(struct meter_thread *th, const __s64 delta)
+{
+	__u32 slot = th->slot;
+	struct meter_slot *a = bpf_map_lookup_elem(&slots, &slot);
+
+	if (!a || a->gen != th->gen)
+		return false;
+	a->exiting += delta;
+	return true;
+}
+
+/* Whether tsk is switching out for the last time (do_task_dead() set TASK_DEAD). */
+struct task_struct___pre514 {
+	long state;
+};
+
+static __always_inline bool task_dead(struct task_struct *tsk, const bool btf)
+{
+	if (bpf_core_field_exists(tsk->__state))
+		return RD(btf, tsk, __state) & TASK_DEAD_STATE;
+	return BPF_CORE_READ((struct task_struct___pre514 *)tsk, state) & TASK_DEAD_STATE;
+}
+
+/*
  * The incoming thread, looked at only while user-space entries wait for their base or a
  * re-adopted process may have threads without an entry (lazy_threads).
  */
@@ -359,9 +387,17 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	/* The idle task is never tracked (tp_btf: flags is on a line the scheduler has read). */
 	if (btf ? !(prev->flags & PF_IDLE) : tid != 0) {
 		th = thread_get(prev, tid, btf);
-		/* Gone task, or the thread's last switch-out (exit_state set by exit_notify()). */
-		if (th && (!slice_end(th, prev, btf, false) || RD(btf, prev, exit_state)))
+		/*
+		 * Gone task, or the thread's last switch-out. Not the first one after
+		 * exit_notify() (exit_state set): the thread may be preempted after it and run on.
+		 */
+		if (th && !slice_end(th, prev, btf, false)) {
 			thread_del(prev, tid, btf);
+		} else if (th && task_dead(prev, btf)) {
+			if (th->flags & METER_TH_EXITING)
+				exiting_add(th, -1);
+			thread_del(prev, tid, btf);
+		}
 	}
 	if (need_base > 0 || lazy_threads)
 		switch_in(next, btf);
@@ -684,8 +720,10 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 					      : !stash_dying(p, th->task_key)) {
 				tail_dropped(th, p);
 			}
-		} else {
-			slice_end(th, p, btf, false);
+		} else if (slice_end(th, p, btf, false) && !(th->flags & METER_TH_EXITING) &&
+			   exiting_add(th, 1)) {
+			/* its last switch-out (meter_settle waits for it) folds the rest */
+			th->flags |= METER_TH_EXITING;
 		}
 	}
 

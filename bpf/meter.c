@@ -510,9 +510,10 @@ static int set_slot(struct meter *m, uint32_t slot, uint32_t gen)
 
 /*
  * Give the process's (main) thread its entry now (task storage through a pidfd in tp_btf mode,
- * "threads" keyed by its tid in raw_tp mode), to be based at its next switch-in; need_base
- * makes sched_switch look at incoming threads until then. A process that already has more
- * threads needs the lazy lookup for the others.
+ * "threads" keyed by its tid in raw_tp mode). A new child (from_zero, one thread) is counted
+ * from its fork: its counters started at zero then. Otherwise the entry is based at the
+ * thread's next switch-in; need_base makes sched_switch look at incoming threads until then.
+ * A process that already has more threads needs the lazy lookup for the others.
  */
 static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t slot, uint32_t gen,
 			     bool from_zero)
@@ -538,6 +539,8 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 	}
 	if (threads_of(tgid) > 1)
 		m->skel->bss->lazy_threads = 1;
+	else if (from_zero)
+		th.flags = 0; /* counted from its fork, as with accounting at exit */
 	if (is_btf(m)) {
 		pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 		if (pidfd < 0) {
@@ -545,7 +548,8 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 			return false;
 		}
 	}
-	__atomic_fetch_add(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
+	if (th.flags & METER_TH_NEED_BASE)
+		__atomic_fetch_add(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
 	if (pidfd >= 0) {
 		r = bpf_map_update_elem(bpf_map__fd(m->skel->maps.tstore), &pidfd, &th, BPF_ANY);
 		close(pidfd);
@@ -553,7 +557,8 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 		r = bpf_map_update_elem(bpf_map__fd(m->skel->maps.threads), &tid, &th, BPF_ANY);
 	}
 	if (r < 0) {
-		__atomic_fetch_sub(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
+		if (th.flags & METER_TH_NEED_BASE)
+			__atomic_fetch_sub(&m->skel->bss->need_base, 1, __ATOMIC_SEQ_CST);
 		m->skel->bss->lazy_threads = 1;
 		return false;
 	}
@@ -816,6 +821,7 @@ static struct meter_slot slot_sum(const struct meter_slot *pcpu, int ncpus)
 		sl.blk_read_bytes += c->blk_read_bytes;
 		sl.blk_write_bytes += c->blk_write_bytes;
 		sl.blk_cancelled_bytes += c->blk_cancelled_bytes;
+		sl.exiting += c->exiting;
 	}
 	return sl;
 }
@@ -881,13 +887,37 @@ int meter_prefetch(struct meter *m)
 	return 0;
 }
 
+/*
+ * Accounting at every switch: the task's threads that passed their exit tracepoint have all
+ * switched out for the last time (their final slice, often the process's whole teardown, is
+ * in the slot). 1: yes, 0: not yet, after a few tries.
+ */
+static int settle_switch(struct meter *m, uint64_t task_key)
+{
+	struct tracked *t = find_tracked(m, task_key);
+	uint32_t slot;
+
+	if (!t)
+		return 1;
+	slot = slot_of(m, t);
+	for (int i = 0;; i++) {
+		if (bpf_map_lookup_elem(bpf_map__fd(m->skel->maps.slots), &slot, m->pcpu) < 0)
+			return -errno;
+		if (slot_sum(m->pcpu, m->ncpus).exiting <= 0)
+			return 1;
+		if (i == 4)
+			return 0;
+		sched_yield();
+	}
+}
+
 int meter_settle(struct meter *m, uint64_t task_key)
 {
 	int tfd = bpf_map__fd(m->skel->maps.tasks);
 	struct meter_task mt;
 
 	if (!m->at_exit)
-		return 1;
+		return settle_switch(m, task_key);
 	for (int i = 0;; i++) {
 		int r;
 
@@ -972,7 +1002,10 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 	u.blk_issued_write_bytes = mt.rq_write_bytes;
 	u.procs_alive = mt.procs_alive > 0 ? (uint32_t)mt.procs_alive : 0;
 	u.threads_lost = mt.threads_lost;
-	u.threads_unsettled = m->at_exit && mt.threads_live > 0 ? (uint64_t)mt.threads_live : 0;
+	if (m->at_exit)
+		u.threads_unsettled = mt.threads_live > 0 ? (uint64_t)mt.threads_live : 0;
+	else
+		u.threads_unsettled = sl.exiting > 0 ? (uint64_t)sl.exiting : 0;
 	u.forks = mt.forks;
 	if (t->ingress || (t->cgroup_id && m->root_ingress)) {
 		struct meter_net n;

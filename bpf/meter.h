@@ -130,7 +130,9 @@ int meter_members_fd(const struct meter *m);
 int meter_poll(struct meter *m, meter_event_fn fn, void *userdata);
 /*
  * Start metering a task whose first process is tgid (call between fork and the child's exec:
- * the child waits for the parent). cgroup_fd: the task's unified-hierarchy directory or -1.
+ * the child waits for the parent, with one thread). Its CPU and IO count from its fork (the
+ * kernel starts them at zero there): start it in its cgroup (CLONE_INTO_CGROUP) for the
+ * figures to be the cgroup's. cgroup_fd: the task's unified-hierarchy directory or -1.
  */
 int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd);
 /* Re-adopt after an agent restart: track every pid given (usage restarts from zero). */
@@ -152,10 +154,11 @@ void meter_batch(struct meter *m, bool on);
  */
 int meter_prefetch(struct meter *m);
 /*
- * Accounting at exit: once the task's processes are gone (its cgroup is empty), fold the final
- * figures of its threads that have switched out for the last time. Returns 1 when every
- * thread's final figures are in (always in "switch" mode), 0 when some thread is not off its
- * CPU yet (call again later), or -errno.
+ * Once the task's processes are gone (its cgroup is empty): accounting at exit folds the final
+ * figures of its threads that have switched out for the last time; accounting at every switch
+ * checks that each exited thread's last switch-out (which folds its final slice: often the
+ * process's whole teardown) has been seen. Returns 1 when every thread's final figures are in,
+ * 0 when some thread is not off its CPU yet (call again later), or -errno.
  */
 int meter_settle(struct meter *m, uint64_t task_key);
 /* Stop metering, free map entries. */

@@ -57,6 +57,12 @@ struct meter_slot {
 	__u64 blk_read_bytes; /* task->ioac.read_bytes / write_bytes - cancelled_write_bytes */
 	__u64 blk_write_bytes;
 	__u64 blk_cancelled_bytes;
+	/*
+	 * Accounting at every switch: threads of the task past their exit tracepoint whose last
+	 * switch-out has not been folded yet (+1 by the CPU that runs the exit, -1 by the one
+	 * that runs that switch-out: only the sum over the CPUs means something).
+	 */
+	__s64 exiting;
 };
 
 /* Per-process entry: struct member of the membership map "procs" (member_types.h). */
@@ -86,6 +92,8 @@ struct meter_thread {
 /* tp_btf: the exit of the thread's process released the entry of its mm (th->mm): the
  * teardown that follows is not looked up. */
 #define METER_TH_MM_GONE 4ULL
+/* Accounting at every switch: the thread's exit counted it in its slot's "exiting". */
+#define METER_TH_EXITING 8ULL
 
 /*
  * cpu_at_exit mode: a thread that passed sched_process_exit but may not have switched out for

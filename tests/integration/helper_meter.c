@@ -8,8 +8,9 @@
  * grace periods that free the threads); --sys: IO bytes from the sys_exit program.
  * CASE: cpu | mem | io | net | fork. WORK: path of helper_meter_work.
  * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory (on a unified-only
- * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), forks a child that
- * joins them and waits on a pipe, tracks it, releases it to exec the workload, waits for the
+ * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), starts a child
+ * in them (born in its v2 cgroup with CLONE_INTO_CGROUP, as corrald starts tasks; on v1 it
+ * joins them) that waits on a pipe, tracks it, releases it to exec the workload, waits for the
  * METER_EV_EXIT event (no sleeps), then compares the meter with the kernel's own figures.
  * Prints each figure and the ratio; exit 0 pass, 1 fail, 77 when BPF cannot be loaded at all.
  *   helper_meter stress CASE WORK
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/sched.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -31,6 +33,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,6 +111,32 @@ static int join(const char *dir, pid_t pid)
 	if (fd < 0 || write(fd, s, strlen(s)) < 0)
 		return -errno;
 	return 0;
+}
+
+/*
+ * fork(), the child born in the v2 cgroup dir (CLONE_INTO_CGROUP) on a unified-only host, so
+ * that all its CPU is the cgroup's: the meter counts a tracked process from its birth. Elsewhere
+ * (or without clone3) a plain fork, and the child joins its v1 cgroups itself (*joined false).
+ * The child only makes async-signal-safe calls before its exec.
+ */
+static pid_t fork_into(const char *dir, bool *joined)
+{
+	_cleanup_close_ int fd = -1;
+	struct clone_args ca = {.flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD};
+	long r;
+
+	*joined = false;
+	if (v2 && (fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		ca.cgroup = (uint64_t)fd;
+		r = syscall(SYS_clone3, &ca, sizeof(ca));
+		if (r >= 0) {
+			*joined = true;
+			return (pid_t)r;
+		}
+		if (errno != ENOSYS && errno != EINVAL && errno != E2BIG)
+			return -1;
+	}
+	return fork();
 }
 
 static uint64_t read_u64_path(const char *dir, const char *name)
@@ -422,6 +451,7 @@ static int stress_start(struct meter *m, struct stask *t, int idx, char *const w
 	const char *base = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpuacct";
 	_cleanup_close_ int unifd = -1;
 	int go[2], ready[2], r;
+	bool joined;
 	char c;
 
 	t->key = TASK_KEY + 0x100 + (uint64_t)idx;
@@ -441,14 +471,14 @@ static int stress_start(struct meter *m, struct stask *t, int idx, char *const w
 	unifd = open(t->uni, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (unifd < 0 || pipe2(go, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0)
 		return -errno;
-	t->pid = fork();
+	t->pid = fork_into(t->cpu, &joined);
 	if (t->pid < 0)
 		return -errno;
 	if (t->pid == 0) {
 		close(go[1]);
 		close(ready[0]);
-		if (join(t->cpu, getpid()) ||
-		    (!v2 && (join(t->mem, getpid()) || join(t->uni, getpid()))))
+		if (!joined && (join(t->cpu, getpid()) ||
+				(!v2 && (join(t->mem, getpid()) || join(t->uni, getpid())))))
 			_exit(126);
 		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)
 			_exit(125);
@@ -713,7 +743,7 @@ int main(int argc, char **argv)
 	char portstr[16], sent_file[64] = "", *wargv[8] = {};
 	pid_t child, recv_pid = -1;
 	uint64_t wchar = 0, t0;
-	bool ok = true, late = false, memexec, exec_rss_seen = false;
+	bool ok = true, late = false, memexec, exec_rss_seen = false, joined;
 
 	libbpf_set_print(bpf_print_env);
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
@@ -787,7 +817,7 @@ int main(int argc, char **argv)
 		cleanup_cgroups();
 		return 1;
 	}
-	child = fork();
+	child = fork_into(cg_cpu, &joined);
 	if (child < 0) {
 		cleanup_cgroups();
 		return 1;
@@ -797,8 +827,8 @@ int main(int argc, char **argv)
 
 		close(go[1]);
 		close(ready[0]);
-		if (join(cg_cpu, getpid()) ||
-		    (!v2 && (join(cg_mem, getpid()) || join(cg_uni, getpid()))))
+		if (!joined && (join(cg_cpu, getpid()) ||
+				(!v2 && (join(cg_mem, getpid()) || join(cg_uni, getpid())))))
 			_exit(126);
 		/* Joined: tracking starts now, so both sides see the same life. */
 		if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1)

@@ -14,7 +14,8 @@
 # Stress matrix (accounting at exit, the default), each task against its own cgroup counter:
 #   spawn 3000 x /bin/true; 2000 short threads; a 3 s fork storm of 4 workers; a 200-exit task
 #   next to a 4000-exit one; a 16-entry map of exited threads never drained while the task runs
-#   (the figure must be exact or the loss reported, never silently short).
+#   (the figure must be exact or the loss reported, never silently short); the threads case
+#   again with accounting at every switch (tp_btf and raw_tp).
 # Then through corrald: tasks with thousands of exits, next to a noisy neighbour, compared with
 # the task's cgroup CPU counter read by this script while the task's last process waits.
 set -u
@@ -66,6 +67,15 @@ for c in spawn threads forkstorm neighbour overflow; do
 	*) fail=$((fail+1)); echo "stress $c failed" ;;
 	esac
 done
+# Accounting at every switch (the mode of kernels before 6.2, the VM tier's): its settle waits
+# for each exited thread's last switch-out; a count that never comes back to 0 fails the case
+# ("not settled within 10 s").
+if [ -f tests/integration/lib.sh ]; then
+	for mode in --switch --raw; do
+		echo "--- stress threads $mode (accounting at every switch)"
+		if timeout 180 "$H" $mode stress threads "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
+	done
+fi
 echo "metering_accuracy (meter library): $pass passed, $fail failed"
 helper_fails=$fail
 

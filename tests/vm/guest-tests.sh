@@ -23,7 +23,7 @@ for w in $(cat /proc/cmdline); do
 	corral.selftest_hang=*) selftest_hang=${w#corral.selftest_hang=} ;;
 	esac
 done
-CASE_TIMEOUT=${CASE_TIMEOUT:-150}
+CASE_TIMEOUT=${CASE_TIMEOUT:-210}
 UNIT_CG=/sys/fs/cgroup/system.slice/corrald.service
 # Tasks live in a delegated transient scope of their own (agent/scope.c).
 TASKS_CG=/sys/fs/cgroup/corral.slice/corral-tasks.scope
