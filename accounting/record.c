@@ -672,6 +672,88 @@ out_fail:
 	return NULL;
 }
 
+/* node.sample "energy" (RAPL and NVML readings, with their sources), when there are any. */
+static int encode_node_energy(json_t *o, const struct acct_node_sample *ns)
+{
+	int e = 0;
+
+	if (ns->has_rapl || ns->has_gpu_energy) {
+		json_t *en = json_object(), *src = json_object();
+
+		e = en && src ? 0 : -ENOMEM;
+		if (e == 0 && ns->has_rapl &&
+		    (e = set_double(en, "package_j", ns->energy_package_j)) == 0 &&
+		    (e = set_double(en, "dram_j", ns->energy_dram_j)) == 0 &&
+		    (e = set_new(src, "package_j", json_string("rapl"))) == 0)
+			e = set_new(src, "dram_j", json_string("rapl"));
+		if (e == 0 && ns->has_rapl && ns->has_unattributed &&
+		    (e = set_double(en, "unattributed_package_j", ns->unattributed_package_j)) == 0)
+			e = set_double(en, "unattributed_dram_j", ns->unattributed_dram_j);
+		if (e == 0 && ns->has_gpu_energy &&
+		    (e = set_double(en, "gpu_j", ns->energy_gpu_j)) == 0)
+			e = set_new(src, "gpu_j", json_string("nvml"));
+		if (e == 0 && ns->has_gpu_energy && ns->has_unattributed_gpu &&
+		    (e = set_double(en, "unattributed_gpu_j", ns->unattributed_gpu_j)) == 0)
+			e = set_new(src, "unattributed_gpu_j", json_string("nvml"));
+		if (e == 0)
+			e = set_with_sources(o, "energy", en, src);
+		else {
+			json_decref(src);
+			json_decref(en);
+		}
+		if (e < 0)
+			return e;
+	}
+	return 0;
+}
+
+/* node.sample's statements on unchanged tasks: the listed ones and tasks_alive. */
+static int encode_node_tasks(json_t *o, const struct acct_node_sample *ns)
+{
+	int e;
+
+	if (ns->n_unchanged > 0) {
+		json_t *list = json_array();
+
+		if (!list)
+			return -ENOMEM;
+		for (size_t i = 0; i < ns->n_unchanged; i++) {
+			const struct acct_task_unchanged *u = &ns->unchanged[i];
+
+			if (json_array_append_new(list,
+						  json_pack("[sII]", u->id, (json_int_t)u->age_ms,
+							    (json_int_t)u->rss_bytes)) < 0) {
+				json_decref(list);
+				return -ENOMEM;
+			}
+		}
+		if ((e = set_new(o, "tasks_unchanged", list)) < 0)
+			return e;
+	}
+	if (ns->alive.present) {
+		json_t *ex = json_array();
+		char hex[17];
+
+		if (!ex)
+			return -ENOMEM;
+		for (size_t i = 0; i < ns->alive.n_except; i++)
+			if (json_array_append_new(ex, json_string(ns->alive.except[i])) < 0) {
+				json_decref(ex);
+				return -ENOMEM;
+			}
+		char since[RFC3339_MAX];
+
+		snprintf(hex, sizeof(hex), "%016" PRIx64, ns->alive.digest);
+		format_rfc3339_us(ns->alive.since_ns, since, sizeof(since));
+		if ((e = set_new(o, "tasks_alive",
+				 json_pack("{s:s,s:I,s:s,s:o}", "since", since, "n",
+					   (json_int_t)ns->alive.n, "digest", hex, "except", ex))) <
+		    0)
+			return e;
+	}
+	return 0;
+}
+
 static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 {
 	json_t *cap = json_object(), *alloc = json_object(), *used = json_object();
@@ -719,74 +801,8 @@ static int encode_node_sample(json_t *o, const struct acct_node_sample *ns)
 	used = NULL;
 	if (e < 0)
 		goto out_fail;
-	if (ns->has_rapl || ns->has_gpu_energy) {
-		json_t *en = json_object(), *src = json_object();
-
-		e = en && src ? 0 : -ENOMEM;
-		if (e == 0 && ns->has_rapl &&
-		    (e = set_double(en, "package_j", ns->energy_package_j)) == 0 &&
-		    (e = set_double(en, "dram_j", ns->energy_dram_j)) == 0 &&
-		    (e = set_new(src, "package_j", json_string("rapl"))) == 0)
-			e = set_new(src, "dram_j", json_string("rapl"));
-		if (e == 0 && ns->has_rapl && ns->has_unattributed &&
-		    (e = set_double(en, "unattributed_package_j", ns->unattributed_package_j)) == 0)
-			e = set_double(en, "unattributed_dram_j", ns->unattributed_dram_j);
-		if (e == 0 && ns->has_gpu_energy &&
-		    (e = set_double(en, "gpu_j", ns->energy_gpu_j)) == 0)
-			e = set_new(src, "gpu_j", json_string("nvml"));
-		if (e == 0 && ns->has_gpu_energy && ns->has_unattributed_gpu &&
-		    (e = set_double(en, "unattributed_gpu_j", ns->unattributed_gpu_j)) == 0)
-			e = set_new(src, "unattributed_gpu_j", json_string("nvml"));
-		if (e == 0)
-			e = set_with_sources(o, "energy", en, src);
-		else {
-			json_decref(src);
-			json_decref(en);
-		}
-		if (e < 0)
-			goto out_fail;
-	}
-	if (ns->n_unchanged > 0) {
-		json_t *list = json_array();
-
-		if (!list)
-			goto out_fail;
-		for (size_t i = 0; i < ns->n_unchanged; i++) {
-			const struct acct_task_unchanged *u = &ns->unchanged[i];
-
-			if (json_array_append_new(list,
-						  json_pack("[sII]", u->id, (json_int_t)u->age_ms,
-							    (json_int_t)u->rss_bytes)) < 0) {
-				json_decref(list);
-				e = -ENOMEM;
-				goto out_fail;
-			}
-		}
-		if ((e = set_new(o, "tasks_unchanged", list)) < 0)
-			goto out_fail;
-	}
-	if (ns->alive.present) {
-		json_t *ex = json_array();
-		char hex[17];
-
-		if (!ex)
-			goto out_fail;
-		for (size_t i = 0; i < ns->alive.n_except; i++)
-			if (json_array_append_new(ex, json_string(ns->alive.except[i])) < 0) {
-				json_decref(ex);
-				e = -ENOMEM;
-				goto out_fail;
-			}
-		char since[RFC3339_MAX];
-
-		snprintf(hex, sizeof(hex), "%016" PRIx64, ns->alive.digest);
-		format_rfc3339_us(ns->alive.since_ns, since, sizeof(since));
-		if ((e = set_new(o, "tasks_alive",
-				 json_pack("{s:s,s:I,s:s,s:o}", "since", since, "n",
-					   (json_int_t)ns->alive.n, "digest", hex, "except", ex))) <
-		    0)
-			goto out_fail;
-	}
+	if ((e = encode_node_energy(o, ns)) < 0 || (e = encode_node_tasks(o, ns)) < 0)
+		goto out_fail;
 	return 0;
 
 out_fail:
@@ -1651,6 +1667,35 @@ out_bad:
 		       "time: expected RFC 3339 UTC (2026-12-02T15:04:05.123456Z)");
 }
 
+/* An audit record's prev_hash (optional) and hash; neither on other records. */
+static int decode_hashes(struct dctx *c, const struct jnode *root, bool audit,
+			 struct acct_record *rec)
+{
+	const char *s;
+	int e;
+
+	if (!audit) {
+		if (jtree_get(root, "prev_hash") || jtree_get(root, "hash"))
+			return err_set(c->err, c->errlen, -EINVAL,
+				       "hash: only allowed on audit records");
+		return 0;
+	}
+	if ((e = get_str(c, root, "", "prev_hash", false, ACCT_HASH_HEX, &s)) < 0)
+		return e;
+	if (s && *s && !valid_hex64(s))
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "prev_hash: expected 64 lowercase hex digits");
+	if (s)
+		strcpy(rec->prev_hash, s);
+	if ((e = get_str(c, root, "", "hash", true, ACCT_HASH_HEX, &s)) < 0)
+		return e;
+	if (!valid_hex64(s))
+		return err_set(c->err, c->errlen, -EINVAL,
+			       "hash: expected 64 lowercase hex digits");
+	strcpy(rec->hash, s);
+	return 0;
+}
+
 static int from_tree(const struct jnode *root, struct acct_record *ret, char *err, size_t errlen)
 {
 	struct dctx c = {.err = err, .errlen = errlen};
@@ -1728,27 +1773,8 @@ static int from_tree(const struct jnode *root, struct acct_record *ret, char *er
 		e = -ENOMEM;
 		goto out_clear;
 	}
-	if (audit) {
-		if ((e = get_str(&c, root, "", "prev_hash", false, ACCT_HASH_HEX, &s)) < 0)
-			goto out_clear;
-		if (s && *s && !valid_hex64(s)) {
-			e = err_set(err, errlen, -EINVAL,
-				    "prev_hash: expected 64 lowercase hex digits");
-			goto out_clear;
-		}
-		if (s)
-			strcpy(rec.prev_hash, s);
-		if ((e = get_str(&c, root, "", "hash", true, ACCT_HASH_HEX, &s)) < 0)
-			goto out_clear;
-		if (!valid_hex64(s)) {
-			e = err_set(err, errlen, -EINVAL, "hash: expected 64 lowercase hex digits");
-			goto out_clear;
-		}
-		strcpy(rec.hash, s);
-	} else if (jtree_get(root, "prev_hash") || jtree_get(root, "hash")) {
-		e = err_set(err, errlen, -EINVAL, "hash: only allowed on audit records");
+	if ((e = decode_hashes(&c, root, audit, &rec)) < 0)
 		goto out_clear;
-	}
 
 out_extra:
 	for (const struct jnode *v = root->kids.first; v; v = v->next) {
