@@ -93,7 +93,14 @@ phase() { # NAME MODE: 40 tasks spooled with the collector down, then uploaded t
 	start_agent --config "$T/batch.conf" --collector-url "http://127.0.0.1:$PPORT" \
 		--token-file "$T/token" --metrics-listen 127.0.0.1:$MPORT
 	for i in $(seq 40); do ctl run --label phase=$name -- sh -c "echo $i >/dev/null" >/dev/null; done
-	for _ in $(seq 100); do [ "$(ctl ps --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>/dev/null)" = 0 ] && break; sleep 0.1; done
+	# all 40 ended (60 s at most: a loaded host), else the spool below is not the whole phase
+	local live=?
+	for _ in $(seq 600); do
+		live=$(ctl ps --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>/dev/null)
+		[ "$live" = 0 ] && break
+		sleep 0.1
+	done
+	[ "$live" = 0 ] || fail "$name: $live of the 40 tasks still live after 60 s"
 	stop_agent
 	# every record the agent spooled, decoded from outside
 	python3 - "$STATE"/spool/seg-*.log >"$T/spooled.$name" <<'PY'
