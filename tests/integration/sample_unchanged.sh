@@ -122,10 +122,14 @@ printf "[prices]\ncurrency = EUR\ncpu_core_hour = 0.031\nmemory_gib_hour = 0.004
 
 python3 - "$DB" "$T/report.csv" "$busy" "$cpu_busy" "${idle[@]}" <<'PY' || FAILS=$((FAILS + 1))
 import csv, json, sqlite3, sys
+sys.path.insert(0, "tests/integration")
+from unchanged_model import listed_until
 db, report, busy, cpu_busy, idle = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 c = sqlite3.connect(db)
 bad = 0
 rep = {r['job']: r for r in csv.DictReader(open(report)) if r['period'] != 'total'}
+nodes = [(t, json.loads(b)) for t, b in c.execute("SELECT time_ns, body FROM records WHERE"
+                                                 " type = 'node.sample' ORDER BY time_ns")]
 for task in idle + [busy]:
     start = json.loads(c.execute("SELECT body FROM records WHERE type='task.start' AND task_id=?",
                                  (task,)).fetchone()[0])
@@ -137,19 +141,8 @@ for task in idle + [busy]:
                                " task_id=? ORDER BY time_ns DESC LIMIT 1", (task,)).fetchone()
     u = json.loads(s_body)['usage']
     cpu_s = (u.get('cpu_user_ns', 0) + u.get('cpu_system_ns', 0)) / 1e9
-    # the latest node.sample listing it after that sample, or covering it (its tasks_alive
-    # refers to that listing, by the listing record's time, and does not except it): its
-    # time, the rss the listing gave
-    t, rss, listing = s_time, 0, None
-    for n_time, n_body in c.execute("SELECT time_ns, body FROM records WHERE type='node.sample'"
-                                    " AND time_ns > ? ORDER BY time_ns", (s_time,)):
-        n = json.loads(n_body)
-        for e in n.get('tasks_unchanged', []):
-            if e[0] == task:
-                t, rss, listing = n_time, e[2], n['time']
-        al = n.get('tasks_alive')
-        if al and listing is not None and al['since'] == listing and task not in al['except']:
-            t = n_time
+    # the latest node.sample listing it after that sample, or covering it
+    t, rss = listed_until(task, s_time, nodes)
     wall = (t - start_ns) / 1e9
     want = {'sample_ns': t, 'wall_s': wall, 'cpu_req_core_s': cpus * wall,
             'cpu_charged_core_s': max(cpus * wall, cpu_s),

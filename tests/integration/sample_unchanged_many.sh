@@ -52,6 +52,8 @@ wait "$COLL" 2>/dev/null
 python3 - "$DB" "$N" <<'PY' || FAILS=$((FAILS + 1))
 import json, sqlite3, sys
 from functools import reduce
+sys.path.insert(0, "tests/integration")
+from unchanged_model import listed_until
 db, n_want = sys.argv[1], int(sys.argv[2])
 c = sqlite3.connect(db)
 bad = 0
@@ -97,16 +99,7 @@ for task in tasks:
     start = json.loads(c.execute("SELECT body FROM records WHERE type='task.start' AND task_id=?", (task,)).fetchone()[0])
     s_time, s_body = c.execute("SELECT time_ns, body FROM records WHERE type='task.sample' AND task_id=? ORDER BY time_ns DESC LIMIT 1", (task,)).fetchone()
     u = json.loads(s_body)['usage']
-    t, rss, listing = s_time, 0, None
-    for n_time, n in nodes:
-        if n_time <= s_time:
-            continue
-        for e in n.get('tasks_unchanged', []):
-            if e[0] == task:
-                t, rss, listing = n_time, e[2], n['time']
-        al = n.get('tasks_alive')
-        if al and listing is not None and al['since'] == listing and task not in al['except']:
-            t = n_time
+    t, rss = listed_until(task, s_time, nodes)
     wall = (t - start['start_time'] * 1000) / 1e9
     want = (t, wall, start['request']['cpus'] * wall, u.get('memory_byte_seconds', 0) + rss * (t - s_time) / 1e9)
     got = rows.get(task)
