@@ -163,6 +163,11 @@ static int ingest(struct coll_server *s, struct coll_item *items, size_t n,
 		pthread_mutex_unlock(&s->pool_lock);
 
 		run_group(s, st, g, total);
+		if (st->alive_refused) { /* the handle is this thread's until pool_busy is cleared
+					  */
+			atomic_fetch_add(&s->alive_refused, st->alive_refused);
+			st->alive_refused = 0;
+		}
 
 		/*
 		 * The next group may have the connection while this one's commit is made durable

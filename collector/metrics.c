@@ -78,6 +78,11 @@ static void write_store_metrics(struct coll_server *s, FILE *f)
 		"restarted.\n"
 		"# TYPE corral_collector_db_sync_errors_total counter\n"
 		"corral_collector_db_sync_errors_total %" PRIuFAST64 "\n"
+		"# HELP corral_collector_alive_statements_refused_total node.sample tasks_alive "
+		"statements not applied: their count or digest is not that of the open rows they "
+		"name (the rows stay; the node's next listing or samples move them).\n"
+		"# TYPE corral_collector_alive_statements_refused_total counter\n"
+		"corral_collector_alive_statements_refused_total %" PRIuFAST64 "\n"
 		"# HELP corral_collector_ingest_inline_total Batches stored by the server thread "
 		"that received them, every ingest worker being busy with a full queue.\n"
 		"# TYPE corral_collector_ingest_inline_total counter\n"
@@ -92,8 +97,9 @@ static void write_store_metrics(struct coll_server *s, FILE *f)
 		"# TYPE corral_collector_shed_total counter\n"
 		"corral_collector_shed_total %" PRIuFAST64 "\n",
 		s->npool, atomic_load(&s->pool_waits), atomic_load(&s->groups),
-		atomic_load(&s->sync_errors), atomic_load(&s->inline_batches),
-		atomic_load(&s->alone_batches), atomic_load(&s->shed));
+		atomic_load(&s->sync_errors), atomic_load(&s->alive_refused),
+		atomic_load(&s->inline_batches), atomic_load(&s->alone_batches),
+		atomic_load(&s->shed));
 	if (s->fold_started)
 		fprintf(
 		    f,

@@ -60,6 +60,8 @@ struct coll_server {
 	size_t npool;
 	struct ingest_job *queue_head, *queue_tail; /* batches waiting (group commit) */
 	atomic_uint_fast64_t pool_waits, groups, sync_errors;
+	/* node.sample tasks_alive statements refused (count or digest not those of the rows) */
+	atomic_uint_fast64_t alive_refused;
 	/* Folder: applies the rollup deltas ingest queued (coll_store_fold), on its own handle,
 	 * fold_delay_ms after a commit, so the deltas of the batches meanwhile go together. */
 	struct coll_store *fold_store;

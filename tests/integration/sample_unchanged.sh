@@ -219,4 +219,54 @@ PY
 		fail "PostgreSQL did not start: $(tail -3 "$T/pg/log" 2>/dev/null)"
 	fi
 fi
+
+# A forged statement, built here from the open rows: the rows of the latest listing, their count
+# and the XOR of their ids' FNV-1a hashes, in a node.sample 5 s after the last one. With its
+# digest changed it moves no row and is counted in /metrics; with the right digest (the control)
+# it moves those rows to its time and is not counted.
+refused() { curl -fs "http://127.0.0.1:$PORT/metrics" | awk '$1 == "corral_collector_alive_statements_refused_total" {print $2}'; }
+forge() { # DIGEST_XOR SUFFIX: the forged record, on stdout
+	python3 - "$DB" "$1" "$2" <<'PY'
+import datetime, json, sqlite3, sys
+from functools import reduce
+db, x, suffix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+c = sqlite3.connect(db)
+fnv = lambda s: reduce(lambda h, b: ((h ^ b) * 0x100000001b3) & (2**64 - 1), s.encode(), 0xcbf29ce484222325)
+listed = c.execute("SELECT max(listed_ns) FROM rollup_open WHERE rss_bytes IS NOT NULL").fetchone()[0]
+ids = [r[0] for r in c.execute("SELECT task_id FROM rollup_open WHERE rss_bytes IS NOT NULL"
+                               " AND listed_ns = ?", (listed,))]
+since = json.loads(c.execute("SELECT body FROM records WHERE type = 'node.sample' AND time_ns = ?",
+                             (listed,)).fetchone()[0])["time"]
+v2 = json.loads(c.execute("SELECT body FROM records WHERE type = 'node.sample' AND body LIKE"
+                          " '%tasks_alive%' LIMIT 1").fetchone()[0])["schema"]
+r = json.loads(c.execute("SELECT body FROM records WHERE type = 'node.sample'"
+                         " ORDER BY time_ns DESC LIMIT 1").fetchone()[0])
+t = datetime.datetime.strptime(r["time"], "%Y-%m-%dT%H:%M:%S.%fZ") + datetime.timedelta(seconds=5)
+r.update(schema=v2, time=t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+         record_id=r["record_id"][:-len(suffix)] + suffix,
+         tasks_alive={"since": since, "n": len(ids), "except": [],
+                      "digest": "%016x" % (reduce(lambda a, i: a ^ fnv(i), ids, 0) ^ x)})
+r.pop("tasks_unchanged", None)
+print(json.dumps(r))
+PY
+}
+post_one() { curl -fs -o /dev/null -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/x-ndjson' \
+	--data-binary "@$1" "http://127.0.0.1:$PORT/v1/records"; }
+open_rows() { q "SELECT group_concat(task_id || ':' || sample_ns) FROM rollup_open ORDER BY task_id"; }
+before=$(open_rows)
+n_listed=$(q "SELECT count(*) FROM rollup_open WHERE rss_bytes IS NOT NULL AND listed_ns =
+	(SELECT max(listed_ns) FROM rollup_open WHERE rss_bytes IS NOT NULL)")
+r0=$(refused)
+forge 1 ff01 >"$T/forged.ndjson" && post_one "$T/forged.ndjson" || fail "posting the forged statement"
+r1=$(refused)
+[ "$(open_rows)" = "$before" ] && [ "${r0:-x}" = 0 ] && [ "${r1:-x}" = 1 ] &&
+	pass "a statement with a wrong digest moves nothing and is counted ($r0 -> $r1 refused)" ||
+	fail "wrong digest: refused $r0 -> $r1, open rows $before -> $(open_rows)"
+forge 0 ff02 >"$T/control.ndjson" && post_one "$T/control.ndjson" || fail "posting the control statement"
+t_ctl=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["time"])' "$T/control.ndjson")
+moved=$(q "SELECT count(*) FROM rollup_open WHERE sample_ns = (SELECT time_ns FROM records
+	WHERE type = 'node.sample' AND json_extract(body, '\$.time') = '$t_ctl')")
+[ "$(refused)" = 1 ] && [ "$n_listed" -ge 1 ] && [ "$moved" = "$n_listed" ] &&
+	pass "the same statement with the right digest moves the $moved rows of the listing" ||
+	fail "control: refused $(refused), moved $moved of $n_listed"
 finish
