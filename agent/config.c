@@ -38,6 +38,7 @@ void config_init_defaults(struct agent_config *c)
 	c->sample_interval_ns = 30 * NSEC_PER_SEC;
 	c->sample_unchanged_listed = true;
 	c->sample_unchanged_stated = true;
+	c->unchanged_list_max = CONFIG_UNCHANGED_LIST_MAX;
 	c->cgroup_subtree = strdup("corral");
 	c->seccomp_default = strdup("default");
 	c->seccomp_dir = strdup("/etc/corral/seccomp");
@@ -215,6 +216,12 @@ static int config_set_agent(struct agent_config *c, const char *section, const c
 			return BAD("expected stated, listed or full");
 		c->sample_unchanged_listed = strcmp(value, "full") != 0;
 		c->sample_unchanged_stated = strcmp(value, "stated") == 0;
+		return 0;
+	}
+	if (IS("agent", "unchanged_list_max")) {
+		if (parse_size(value, &u) < 0 || u < 256 || u > CONFIG_UNCHANGED_LIST_MAX)
+			return BAD("expected a size from 256 to 192K");
+		c->unchanged_list_max = u;
 		return 0;
 	}
 	if (IS("agent", "cgroup_subtree")) {

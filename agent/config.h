@@ -32,6 +32,8 @@ enum bpf_mode {
 
 /* audit.syscall records per task at most: the default of [audit] syscalls_max. */
 #define AUDIT_SYSCALLS_MAX 1000
+/* [agent] unchanged_list_max: the default and most (a record is at most 256 KiB) */
+#define CONFIG_UNCHANGED_LIST_MAX (192 * 1024)
 
 struct agent_config {
 	/* [agent] */
@@ -60,6 +62,9 @@ struct agent_config {
 	/* ... and once listed, covered by the node.sample's one tasks_alive statement until it
 	 * changes (sample_unchanged = stated, the default) */
 	bool sample_unchanged_stated;
+	/* Bytes of tasks_unchanged entries one node.sample may carry (a statement's record: a
+	 * quarter); the unchanged tasks past it get task.sample records */
+	uint64_t unchanged_list_max;
 	/* [node] (agent/node_sample.c): the node's price class and labels ("k=v,k=v", checked),
 	 * carried by its node.sample records; NULL: none */
 	char *node_price_class;

@@ -1473,11 +1473,9 @@ static size_t unchanged_entry_bytes(const char *id, uint64_t age_ms, uint64_t rs
 {
 	return strlen(id) + (size_t)snprintf(NULL, 0, "%" PRIu64 "%" PRIu64, age_ms, rss) + 7;
 }
-/* What tasks_unchanged may take of a record (ACCT_RECORD_MAX_BYTES, 256 KiB); a record with a
- * tasks_alive statement: its except list (no longer than the anchor's list) takes up to
- * that, its tasks_unchanged up to ALIVE_LISTED_BYTES_MAX */
-#define UNCHANGED_BYTES_MAX    (192 * 1024)
-#define ALIVE_LISTED_BYTES_MAX (48 * 1024)
+/* What tasks_unchanged may take of a record ([agent] unchanged_list_max, at most 192 KiB of
+ * ACCT_RECORD_MAX_BYTES, 256 KiB); a record with a tasks_alive statement: its except list (no
+ * longer than the anchor's list) takes up to that, its tasks_unchanged up to a quarter */
 /* A new anchor (every task unchanged listed, the statements then refer to it): at least
  * every ALIVE_ANCHOR_EVERY node.sample records, and sooner when more than a quarter of its
  * tasks were excepted or more tasks than that listed besides it by the last statement (each
@@ -1504,7 +1502,7 @@ static bool alive_new_anchor(const struct agent *a)
 void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns)
 {
 	bool stated = a->cfg.sample_unchanged_stated, anchor = !stated || alive_new_anchor(a);
-	size_t bytes = 0, max = anchor ? UNCHANGED_BYTES_MAX : ALIVE_LISTED_BYTES_MAX;
+	size_t bytes = 0, max = (size_t)a->cfg.unchanged_list_max / (anchor ? 1 : 4);
 	uint32_t listed = 0;
 
 	if (!stated)

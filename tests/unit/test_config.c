@@ -133,6 +133,19 @@ static void test_agent_config_errors(void **state)
 	assert_non_null(strstr(c.collector_url, "http://a:1"));
 	assert_non_null(strstr(c.collector_url, "http://b:2"));
 
+	/* unchanged_list_max: a size, 256 bytes to 192 KiB (a record is at most 256 KiB) */
+	assert_int_equal(c.unchanged_list_max, 192 * 1024);
+	p = write_tmp("l.conf", "[agent]\nunchanged_list_max = 193K\n");
+	r = config_load(&c, p, err, sizeof(err));
+	assert_int_equal(r, -EINVAL);
+	assert_non_null(strstr(err, "l.conf:2: [agent] unchanged_list_max: expected a size from "
+				    "256 to 192K"));
+	p = write_tmp("l.conf", "[agent]\nunchanged_list_max = 255\n");
+	assert_int_equal(config_load(&c, p, err, sizeof(err)), -EINVAL);
+	p = write_tmp("l.conf", "[agent]\nunchanged_list_max = 1K\n");
+	assert_int_equal(config_load(&c, p, err, sizeof(err)), 0);
+	assert_int_equal(c.unchanged_list_max, 1024);
+
 	p = write_tmp("c.conf", "[agent]\nbogus = 1\n");
 	r = config_load(&c, p, err, sizeof(err));
 	assert_int_equal(r, -EINVAL);
