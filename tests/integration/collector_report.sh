@@ -10,6 +10,8 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
 coll_init collector_report
+# the schema version the collector migrates to (collector/store.h)
+SCHEMA=$(awk '$2 == "COLL_SCHEMA_VERSION" {print $3}' collector/store.h)
 NODES="n1 n2 n3"
 coll_tokens --reader $NODES
 coll_prices "$T/prices.ini"
@@ -369,7 +371,8 @@ if command -v sqlite3 >/dev/null; then
 	pre_reports "$DB" sqlite
 	sqlite3 "$T/c.db" "$DOWNGRADE" || fail "sqlite downgrade"
 	"$COLL" migrate --db "$DB" >/dev/null || fail "sqlite migrate"
-	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = 13 ] || fail "sqlite schema version"
+	[ "$(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version')" = "$SCHEMA" ] ||
+		fail "sqlite schema version $(sqlite3 "$T/c.db" 'SELECT max(version) FROM schema_version'), want $SCHEMA"
 	[ "$(sqlite3 "$T/c.db" 'SELECT count(*) FROM conflicts')" = 0 ] || fail "sqlite: no conflicts table after the migration"
 	[ "$(sqlite3 "$T/c.db" "SELECT count(*) FROM sqlite_master WHERE name = 'rollup_hour'")" = 0 ] ||
 		fail "sqlite: rollup_hour still there after the migration to version 9"
@@ -422,7 +425,8 @@ PY
 	pre_reports "$PDB" postgresql
 	"$PSQL" -q "$PDB" -c "$DOWNGRADE" >/dev/null || fail "postgresql downgrade"
 	"$COLL" migrate --db "$PDB" >/dev/null || fail "postgresql migrate"
-	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = 13 ] || fail "postgresql schema version"
+	[ "$("$PSQL" -At "$PDB" -c 'SELECT max(version) FROM schema_version')" = "$SCHEMA" ] ||
+		fail "postgresql schema version, want $SCHEMA"
 	[ "$("$PSQL" -At "$PDB" -c 'SELECT count(*) FROM conflicts')" = 0 ] || fail "postgresql: no conflicts table after the migration"
 	[ "$("$PSQL" -At "$PDB" -c "SELECT to_regclass('rollup_hour') IS NULL")" = t ] ||
 		fail "postgresql: rollup_hour still there after the migration to version 9"
