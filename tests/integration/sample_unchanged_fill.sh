@@ -45,7 +45,7 @@ wait "$COLL" 2>/dev/null
 python3 - "$DB" "$N" "$CAP" "$t0" <<'PY' || FAILS=$((FAILS + 1))
 import json, sqlite3, sys
 sys.path.insert(0, "tests/integration")
-from unchanged_model import listed_until
+from unchanged_model import open_rows_check
 db, n_want, cap, t0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 c = sqlite3.connect(db)
 bad = 0
@@ -99,24 +99,8 @@ elif not resampled:
 else:
     print("ok: %d task/node.sample pairs each listed, covered or sampled; %d tasks past the bound sampled at least 4 times" % (checked, resampled))
 # (c) the open rows against the model
-rows = {r[0]: r[1:] for r in c.execute("SELECT task_id, sample_ns, wall_s, cpu_req_core_s, mem_byte_s FROM rollup_open")}
-wrong = 0
-for task in tasks:
-    start = json.loads(c.execute("SELECT body FROM records WHERE type='task.start' AND task_id=?", (task,)).fetchone()[0])
-    s_time, s_body = c.execute("SELECT time_ns, body FROM records WHERE type='task.sample' AND task_id=? ORDER BY time_ns DESC LIMIT 1", (task,)).fetchone()
-    u = json.loads(s_body)['usage']
-    t, rss = listed_until(task, s_time, nodes)
-    wall = (t - start['start_time'] * 1000) / 1e9
-    want = (t, wall, start['request']['cpus'] * wall, u.get('memory_byte_seconds', 0) + rss * (t - s_time) / 1e9)
-    got = rows.get(task)
-    if got is None or got[0] != want[0] or any(abs(g - w) > max(1e-5 * abs(w), 1e-3) for g, w in zip(got[1:], want[1:])):
-        if wrong < 3:
-            print("FAIL: %s: open row %r, model %r" % (task, got, want))
-        wrong += 1
-if wrong:
+if not open_rows_check(c, tasks, nodes):
     bad += 1
-else:
-    print("ok: the %d open rows equal the model from the raw records" % n_want)
 sys.exit(1 if bad else 0)
 PY
 finish
