@@ -1473,9 +1473,6 @@ static size_t unchanged_entry_bytes(const char *id, uint64_t age_ms, uint64_t rs
 {
 	return strlen(id) + (size_t)snprintf(NULL, 0, "%" PRIu64 "%" PRIu64, age_ms, rss) + 7;
 }
-/* What tasks_unchanged may take of a record ([agent] unchanged_list_max, at most 192 KiB of
- * ACCT_RECORD_MAX_BYTES, 256 KiB); a record with a tasks_alive statement: its except list (no
- * longer than the anchor's list) takes up to that, its tasks_unchanged up to a quarter */
 /* A new anchor (every task unchanged listed, the statements then refer to it): at least
  * every ALIVE_ANCHOR_EVERY node.sample records, and sooner when more than a quarter of its
  * tasks were excepted or more tasks than that listed besides it by the last statement (each
@@ -1498,6 +1495,9 @@ static bool alive_new_anchor(const struct agent *a)
  * names in except those the anchor listed that are not (changed, sampled since, ended), and
  * tasks_unchanged lists the unchanged tasks the anchor did not. A task once excepted stays
  * excepted until the next anchor: a statement never needs an earlier one to be exact.
+ * The entries of tasks_unchanged take at most [agent] unchanged_list_max bytes of the record
+ * (192 KiB of its 256 KiB at most), a quarter of that in a statement's record, whose except
+ * list is never longer than its anchor's list; the unchanged tasks past it get a task.sample.
  */
 void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns)
 {
