@@ -260,7 +260,11 @@ struct agent {
 	struct task *tasks;	  /* live tasks (starting, running, ending) */
 	uint64_t task_due_mono;	  /* task_tick walks the table from then on (0: next tick) */
 	uint64_t budget_due_mono; /* the walk of the tasks' audit budgets (agent/audit_glue.c) */
-	int oom_inotify_fd;	  /* v2: the tasks' memory.events watches (agent/task.c) */
+	/* the tasks that walk looks at (budget_touch; prev/next NULL: not set up yet) and the
+	 * walks since the last one over every live task */
+	struct budget_link budget_active;
+	uint32_t budget_walks;
+	int oom_inotify_fd; /* v2: the tasks' memory.events watches (agent/task.c) */
 	bool have_oom_inotify;
 	int oom_timer_fd; /* the retries after an OOM event whose kill was not counted yet */
 	bool have_oom_timer;

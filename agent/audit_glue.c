@@ -38,7 +38,7 @@
 #define NET_RULES_MAX 32
 
 static void addrs_changed(struct agent *a);
-static void audit_glue_budget_poll(struct agent *a, struct task *t);
+static bool audit_glue_budget_poll(struct agent *a, struct task *t);
 static bool audit_glue_syscalls_poll(struct agent *a, struct task *t);
 static void on_audit_fd(void *data, int fd, uint32_t events);
 
@@ -234,6 +234,7 @@ static int audit_glue_track(struct agent *a, struct task *t, char *err, size_t e
 	}
 	t->audit_tracked = true;
 	t->budget.kernel = true;
+	budget_touch(a, t);
 	return 0;
 }
 
@@ -285,6 +286,7 @@ static void audit_glue_readopt(struct agent *a, struct task *t)
 			}
 			t->audit_tracked = true;
 			t->budget.kernel = true;
+			budget_touch(a, t); /* a bucket carried over may be short of tokens */
 		}
 		for (size_t i = 0; i < n; i++)
 			if (pids[i] != first && pids[i] != t->shim_pid &&
@@ -313,20 +315,28 @@ void audit_glue_stop(struct agent *a)
 	}
 }
 
-static void audit_glue_budget_poll(struct agent *a, struct task *t)
+/*
+ * The kernel's counts past the task's budget folded in, its bucket's level taken. True when the
+ * kernel cannot count an event of the task without sending one first: no kernel budget, or a
+ * bucket with a token at least (its next event is sent: an audit event the agent sees). False
+ * too when the state could not be read.
+ */
+static bool audit_glue_budget_poll(struct agent *a, struct task *t)
 {
 	struct audit_budget_state st;
 	uint64_t totals[BUDGET_KERNEL_KINDS];
 
-	if (!a->audit || !t->audit_tracked || !t->budget.kernel ||
-	    audit_budget_state(a->audit, t->key, &st) < 0)
-		return;
+	if (!a->audit || !t->audit_tracked || !t->budget.kernel)
+		return true;
+	if (audit_budget_state(a->audit, t->key, &st) < 0)
+		return false;
 	totals[BUDGET_K_EXEC] = st.over_exec;
 	totals[BUDGET_K_CONNECT_ALLOW] = st.over_connect_allow;
 	totals[BUDGET_K_CONNECT_DENY] = st.over_connect_deny;
 	budget_count_kernel(a, t, totals);
 	if (st.tokens >= 0)
 		t->budget.tokens = st.tokens;
+	return st.tokens < 0 || st.tokens >= 1.0; /* < 0: no rate, every event sent */
 }
 
 /* The task's byte budget is spent: the kernel counts every further event. */
@@ -399,6 +409,8 @@ static void on_event(const struct audit_event *ev, void *userdata)
 		return;
 	/* its last summary is written: a straggler is recorded as it is */
 	straggler = t->state == TASK_ENDED;
+	if (!straggler)
+		budget_touch(a, t); /* the budgets' walk looks at it until it is quiet again */
 	/* past the task's budget (the kernel's sample of such events, or its bytes spent):
 	 * counted into its next audit.summary, nothing else built */
 	if (!straggler && (ev->over_budget || !budget_take(t))) {
@@ -673,6 +685,15 @@ static bool audit_glue_syscalls_settled(struct agent *a, struct task *t, bool gi
 
 /* ---- the audit meter (agent/meters.h) ------------------------------------------------------ */
 
+/*
+ * The budgets' walk looks at the tasks whose budget can have moved (budget_touch: an audit
+ * event, a new or re-adopted task, a pending summary or save, a kernel bucket short of a
+ * token), not at every task: an idle task costs it nothing. BUDGET_WALK_ALL: every so many
+ * walks, all live tasks; BUDGET_BATCH_MIN: more tasks than this read the maps whole.
+ */
+#define BUDGET_WALK_ALL	 32
+#define BUDGET_BATCH_MIN 64
+
 void audit_glue_tick(struct agent *a, uint64_t now_mono)
 {
 	/* events of tasks held to their rate come without a wakeup (bpf/audit.bpf.c) */
@@ -684,15 +705,39 @@ void audit_glue_tick(struct agent *a, uint64_t now_mono)
 	 * closes.
 	 */
 	if (now_mono >= a->budget_due_mono) {
+		struct task *t, *next;
+		unsigned n = 0;
+		bool batch;
+
 		a->budget_due_mono = now_mono + a->cfg.audit_summary_interval_ns;
-		/* the kernel's figures of every task in one batched read per map */
-		if (a->audit)
-			(void)audit_batch(a->audit, true); /* failed: one read per task */
-		for (struct task *t = a->tasks; t; t = t->next) {
-			audit_glue_budget_poll(a, t);
-			budget_tick_task(a, t, now_mono);
+		/* every BUDGET_WALK_ALL walks, every live task: one whose events were all lost
+		 * (a full ring buffer) while its bucket was empty gets its summaries all the same
+		 */
+		if (++a->budget_walks >= BUDGET_WALK_ALL) {
+			a->budget_walks = 0;
+			for (t = a->tasks; t; t = t->next)
+				budget_touch(a, t);
 		}
-		if (a->audit)
+		for (t = budget_next(a, NULL); t && n <= BUDGET_BATCH_MIN; t = budget_next(a, t))
+			n++;
+		/* many tasks: the kernel's figures in one batched read per map */
+		batch = a->audit && n > BUDGET_BATCH_MIN;
+		if (batch)
+			(void)audit_batch(a->audit, true); /* failed: one read per task */
+		for (t = budget_next(a, NULL); t; t = next) {
+			bool kernel_quiet;
+
+			next = budget_next(a, t);
+			if (t->state == TASK_ENDED) { /* its end flushed it */
+				budget_untouch(t);
+				continue;
+			}
+			kernel_quiet = audit_glue_budget_poll(a, t);
+			budget_tick_task(a, t, now_mono);
+			if (kernel_quiet && budget_quiet(t))
+				budget_untouch(t);
+		}
+		if (batch)
 			(void)audit_batch(a->audit, false);
 	}
 	if (a->gap.count)

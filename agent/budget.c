@@ -11,15 +11,65 @@
 #include "common/clock.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+static struct budget_link *active_head(struct agent *a)
+{
+	if (!a->budget_active.next)
+		a->budget_active.prev = a->budget_active.next = &a->budget_active;
+	return &a->budget_active;
+}
+
+void budget_touch(struct agent *a, struct task *t)
+{
+	struct budget_link *h, *l = &t->budget.active;
+
+	if (l->next)
+		return;
+	h = active_head(a);
+	l->prev = h->prev;
+	l->next = h;
+	h->prev->next = l;
+	h->prev = l;
+}
+
+void budget_untouch(struct task *t)
+{
+	struct budget_link *l = &t->budget.active;
+
+	if (!l->next)
+		return;
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+}
+
+struct task *budget_next(struct agent *a, const struct task *t)
+{
+	struct budget_link *h = active_head(a), *l = t ? t->budget.active.next : h->next;
+
+	if (!l || l == h)
+		return NULL;
+	return (struct task *)(void *)((char *)l - offsetof(struct task, budget.active));
+}
+
+bool budget_quiet(const struct task *t)
+{
+	const struct task_budget *b = &t->budget;
+
+	return !b->win_count && b->recorded + b->summarized == b->saved_sum && !b->kernel_closed;
+}
+
 void budget_init(struct agent *a, struct task *t)
 {
 	struct task_budget *b = &t->budget;
+
+	budget_touch(a, t); /* the next walk looks at it once */
 
 	b->rate = t->spec.audit_rate ? t->spec.audit_rate : a->cfg.audit_task_rate;
 	b->bytes = t->spec.audit_bytes ? t->spec.audit_bytes : a->cfg.audit_task_bytes;

@@ -57,6 +57,19 @@ void budget_flush_summary(struct agent *a, struct task *t, uint64_t now_mono, bo
 /* Tick of one task (after the kernel's counts were folded): its summary when due, its state
  * file marked to be written when the figures changed (at most once per summary_interval). */
 void budget_tick_task(struct agent *a, struct task *t, uint64_t now_mono);
+/*
+ * The walk of the budgets (agent/audit_glue.c, once per summary_interval) looks only at the
+ * tasks listed here: budget_touch lists a task (at its budget's start and at each of its audit
+ * events), budget_untouch takes it out (the walk, when nothing of the task's budget can move
+ * without an event: budget_quiet and the kernel's bucket able to send the next event; and
+ * task_free). budget_next walks the list from NULL; a task may be taken out while its
+ * successor is kept.
+ */
+void budget_touch(struct agent *a, struct task *t);
+void budget_untouch(struct task *t);
+struct task *budget_next(struct agent *a, const struct task *t);
+/* No summary pending, nothing unsaved, the kernel not counting every event (bytes spent). */
+bool budget_quiet(const struct task *t);
 /* The "audit" member of the task's end record (new reference). */
 json_t *budget_end_json(const struct task *t);
 void budget_free(struct task *t);

@@ -27,7 +27,14 @@ struct budget_agg {
 	uint64_t count;
 };
 
+/* A place in the agent's list of the tasks whose budget its walk looks at (agent/budget.h,
+ * budget_touch); both NULL: not listed. */
+struct budget_link {
+	struct budget_link *prev, *next;
+};
+
 struct task_budget {
+	struct budget_link active;   /* in the walk's list (budget_touch) */
 	uint64_t rate, burst, bytes; /* limits; rate 0 / bytes 0 = unbounded */
 	double tokens;
 	uint64_t refill_mono;

@@ -211,6 +211,7 @@ void task_free(struct task *t)
 {
 	if (!t)
 		return;
+	budget_untouch(t);
 	spec_clear(&t->spec);
 	for (const struct meter_ops *const *m = agent_meters; *m; m++)
 		if ((*m)->release)
