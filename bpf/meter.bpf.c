@@ -930,9 +930,25 @@ static __always_inline bool mm_owner_untracked(struct mm_struct *mm)
 	    !bpf_core_field_exists(struct task_struct, bpf_storage))
 		return false;
 	o = mm->owner;
-	/* An untrusted pointer for the verifier (the field carries no RCU tag): no storage
-	 * helper on it, but a read of its storage list, NULL when it has none of any map. */
-	return o && !BPF_CORE_READ(o, bpf_storage);
+	/*
+	 * An untrusted pointer for the verifier (the field carries no RCU tag): no storage
+	 * helper on it, but a read of its storage list, NULL when it has none of any map. A
+	 * plain load (the program type's fault-checked load of a kernel pointer), not a
+	 * probe-read helper call: the guard above has made sure the field exists.
+	 */
+	return o && !o->bpf_storage;
+}
+
+/*
+ * Whether thread tsk has no task local storage of any map: then it has none of "tstore"
+ * either, and the storage helper (the largest part of an event that ends in rss_fast) need
+ * not be called to learn it. False when unknown (no such field).
+ */
+static __always_inline bool task_no_storage(struct task_struct *tsk)
+{
+	if (!bpf_core_field_exists(struct task_struct, bpf_storage))
+		return false;
+	return !tsk->bpf_storage;
 }
 
 /* The slot of an rss_stat member (0, 1 or 3) in meter_thread.rss_seen. */
@@ -965,7 +981,18 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	*ret_th = NULL;
 	if (lazy_threads)
 		return NULL;
-	th = bpf_task_storage_get(&tstore, cur, 0, 0);
+	/*
+	 * Another live context's mm (mm_users not 0: not an exec's teardown of the mm it left,
+	 * which the thread's storage decides below) whose owner has no storage: what the checks
+	 * below end in, with or without the thread's storage (the fork's copy into an untracked
+	 * child, about a fifth of the events of a tracked fork+exec), without the storage
+	 * helper.
+	 */
+	if (own && own != mm && mm->mm_users.counter != 0 && mm_owner_untracked(mm)) {
+		*ret_slow = false;
+		return NULL;
+	}
+	th = task_no_storage(cur) ? NULL : bpf_task_storage_get(&tstore, cur, 0, 0);
 	if (!th) {
 		if (own == mm || (!own && !(cur->flags & PF_KTHREAD)) || mm_owner_untracked(mm))
 			*ret_slow = false;
