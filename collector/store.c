@@ -1063,6 +1063,28 @@ static int migrate_node_cap(const struct coll_migration *m)
 	return r < 0 ? r : m->node_cap_triggers(m->db);
 }
 
+/* v15: m->rollup_room applied to every table written by upserts or by the triggers: the
+ * rollups, the capacity keys and the energy per day (the pages written from then on). */
+static int migrate_rollup_room(const struct coll_migration *m)
+{
+	const char *extra[ARRAY_SIZE(cap_tables) + 1] = {"rollup_node_energy_day"};
+	char sql[160];
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(cap_tables); i++)
+		extra[i + 1] = cap_tables[i].name;
+	for (int t = 0; t < _COLL_ROLLUP_MAX && r >= 0; t++) {
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s %s", coll_rollup_def(t)->name,
+			 m->rollup_room);
+		r = m->exec(m->db, sql);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(extra) && r >= 0; i++) {
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s %s", extra[i], m->rollup_room);
+		r = m->exec(m->db, sql);
+	}
+	return r;
+}
+
 int coll_migrate(const struct coll_migration *m)
 {
 	int version = 0, r;
@@ -1133,6 +1155,9 @@ int coll_migrate(const struct coll_migration *m)
 			r = m->exec(m->db, sql);
 		}
 	}
+	/* v15: room on the rollup tables' pages for their updated rows */
+	if (r >= 0 && version < 15 && m->rollup_room)
+		r = migrate_rollup_room(m);
 	if (r >= 0 && version < COLL_SCHEMA_VERSION) {
 		char sql[96];
 

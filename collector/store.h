@@ -17,7 +17,7 @@
 
 #include "accounting/record.h"
 
-#define COLL_SCHEMA_VERSION 14
+#define COLL_SCHEMA_VERSION 15
 
 /* One record of an ingest batch: the decoded record plus the exact JSON line received. */
 struct coll_item {
@@ -442,6 +442,10 @@ struct coll_migration {
 	int (*has_column)(void *db, const char *table, const char *column, bool *ret);
 	/* Every rollup rebuilt from the stored records. */
 	int (*rebuild_rollups)(void *db);
+	/* version 15: what follows "ALTER TABLE <rollup table>" to leave room on each page of a
+	 * rollup table for updated rows (PostgreSQL: a fillfactor, so that an update can stay on
+	 * its page, "HOT", and write no index entry); NULL where the engine has no such thing */
+	const char *rollup_room;
 	char *errmsg; /* the handle's message buffer */
 	size_t errlen;
 };

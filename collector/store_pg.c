@@ -45,23 +45,36 @@ struct pg_store {
  * (whose parse, analysis and plan were about an eighth of the server's CPU on ingest).
  */
 enum pg_stmt {
-	PG_STMT_OPEN_DEL, /* the ended tasks' rollup_open rows */
-	PG_STMT_PENDING,  /* a batch's bucketed deltas queued */
+	PG_STMT_OPEN_DEL,   /* the ended tasks' rollup_open rows */
+	PG_STMT_PENDING,    /* a batch's bucketed deltas queued */
+	PG_STMT_OPEN_SET,   /* the newest samples' rollup_open rows (open_set_sql) */
+	PG_STMT_OPEN_TOUCH, /* tasks listed unchanged: their rows moved (open_touch_sql) */
 	_PG_STMT_MAX,
 };
 
+static char *open_set_sql(void);
+static char *open_touch_sql(void);
+
+/* rollup_open's columns that a sample sets: node, task_id, account, user, job, labels,
+ * start_ns, sample_ns, then the sums */
+#define OPEN_SET_TEXTS 6
+#define OPEN_SET_COLS  (OPEN_SET_TEXTS + 2 + _COLL_SUM_MAX)
+
 static const struct {
 	const char *name, *sql;
+	char *(*build)(void); /* the text made with the column names, where sql is NULL */
 	int nparams;
 } pg_stmts[_PG_STMT_MAX] = {
     /* the rows are locked in the arrays' order (the deltas' sorted order) */
     [PG_STMT_OPEN_DEL] = {"corral_open_del",
 			  "DELETE FROM rollup_open o USING unnest($1::text[], $2::text[])"
 			  " AS v (node, task_id) WHERE o.node = v.node AND o.task_id = v.task_id",
-			  2},
+			  .nparams = 2},
     [PG_STMT_PENDING] = {"corral_pending",
 			 "INSERT INTO rollup_pending (layout, deltas) VALUES ($1::int, $2::bytea)",
-			 2},
+			 .nparams = 2},
+    [PG_STMT_OPEN_SET] = {"corral_open_set", .build = open_set_sql, .nparams = OPEN_SET_COLS},
+    [PG_STMT_OPEN_TOUCH] = {"corral_open_touch", .build = open_touch_sql, .nparams = 5},
 };
 
 static void set_err(struct pg_store *st, const char *what, const PGresult *res)
@@ -104,9 +117,13 @@ static PGresult *exec_stmt(struct pg_store *st, enum pg_stmt id, const char *con
 			   const int *lens, const int *formats)
 {
 	if (!(st->prepared & 1u << id)) {
-		PGresult *res = PQprepare(st->conn, pg_stmts[id].name, pg_stmts[id].sql,
-					  pg_stmts[id].nparams, NULL);
+		_cleanup_free_ char *built = pg_stmts[id].sql ? NULL : pg_stmts[id].build();
+		PGresult *res;
 
+		if (!pg_stmts[id].sql && !built)
+			return NULL;
+		res = PQprepare(st->conn, pg_stmts[id].name, pg_stmts[id].sql ?: built,
+				pg_stmts[id].nparams, NULL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			return res;
 		PQclear(res);
@@ -226,6 +243,10 @@ static int migrate(struct pg_store *st)
 	    .version = migration_version,
 	    .has_column = NULL, /* ADD COLUMN IF NOT EXISTS */
 	    .rebuild_rollups = migration_rebuild,
+	    /* a rollup row is about 270 bytes, 30 to a page; a fold updates every row of the
+	     * pages of the days it touches, half a page's room takes as many new versions as the
+	     * page holds rows (docs/collector.md "Migration 14 → 15") */
+	    .rollup_room = "SET (fillfactor = 50)",
 	    .node_cap_triggers = migration_node_cap_triggers,
 	    .errmsg = st->base.errmsg,
 	    .errlen = sizeof(st->base.errmsg),
@@ -430,101 +451,234 @@ static void mark_new(struct coll_item **sorted, size_t n, const char *id)
 		sorted[lo]->is_new = true;
 }
 
-/* rollup_open: one multi-row statement per run of set deltas, at most 1000 rows each (also
- * able to apply bucketed tables this way); the statement before the VALUES rows of
- * upsert_values: an INSERT of rollup_open rows (from a VALUES list, skipped where the task has
- * ended) or an INSERT of rollup deltas. */
-static void upsert_head(FILE *f, const struct coll_rollup_def *def, const char *pk, bool open)
+/* The newest samples' rollup_open rows upserted (only if no task.end of the task is stored,
+ * only over an older sample): the columns as arrays, $1 .. $OPEN_SET_COLS. */
+static char *open_set_sql(void)
 {
-	if (open) {
-		fprintf(f,
-			"INSERT INTO %s (%s, account, \"user\", job, labels, start_ns,"
-			" sample_ns",
-			def->name, pk);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, ", %s", coll_sum_name(k));
-		fputs(") SELECT * FROM (VALUES ", f);
-	} else {
-		fprintf(f, "INSERT INTO %s (%s", def->name, pk);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, ", %s", coll_sum_name(k));
-		fputs(") VALUES ", f);
-	}
-}
+	static const char *const texts[OPEN_SET_TEXTS] = {"node",     "task_id", "account",
+							  "\"user\"", "job",	 "labels"};
+	char *sql = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&sql, &len);
+	int np = 0;
 
-/* ... and after them: the conflict clauses (deltas added, open rows replaced by a newer
- * sample). */
-static void upsert_tail(FILE *f, const struct coll_rollup_def *def, const char *pk, bool open)
-{
-	if (open) {
-		fputs(") AS v (node, task_id, account, \"user\", job, labels, start_ns,"
-		      " sample_ns",
-		      f);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, ", %s", coll_sum_name(k));
-		fputs(") WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = "
-		      "v.task_id"
-		      " AND r.node = v.node AND r.type = 'task.end')"
-		      " ON CONFLICT (node, task_id) DO UPDATE SET account = excluded.account,"
-		      " \"user\" = excluded.\"user\", job = excluded.job,"
-		      " labels = excluded.labels, start_ns = excluded.start_ns,"
-		      " sample_ns = excluded.sample_ns",
-		      f);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, ", %s = excluded.%s", coll_sum_name(k), coll_sum_name(k));
-		fputs(", rss_bytes = NULL, listed_ns = NULL"
-		      " WHERE excluded.sample_ns > rollup_open.sample_ns",
-		      f);
-	} else {
-		fprintf(f, " ON CONFLICT (%s) DO UPDATE SET ", pk);
-		for (int k = 0; k < _COLL_SUM_MAX; k++)
-			fprintf(f, "%s%s = %s.%s + excluded.%s", k ? ", " : "", coll_sum_name(k),
-				def->name, coll_sum_name(k), coll_sum_name(k));
-	}
-}
-
-/* Touches of rollup_open rows (struct coll_delta touch), d[0..n), n <= 1000: one UPDATE
- * joined to a VALUES list (each key at most once: the deltas are merged). */
-static int touch_values(struct pg_store *st, const struct coll_delta *d, size_t n)
-{
-	_cleanup_free_ const char **params = calloc(n * 5, sizeof(char *));
-	_cleanup_free_ char *sql = NULL, *nums = malloc(n * 3 * 32);
-	size_t sqllen = 0, np = 0;
-	PGresult *res;
-	FILE *f;
-
-	if (!params || !nums)
-		return -ENOMEM;
-	f = open_memstream(&sql, &sqllen);
 	if (!f)
-		return -ENOMEM;
+		return NULL;
+	fputs("INSERT INTO rollup_open (node, task_id, account, \"user\", job, labels, start_ns,"
+	      " sample_ns",
+	      f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", %s", coll_sum_name(k));
+	fputs(") SELECT * FROM unnest(", f);
+	for (int k = 0; k < OPEN_SET_TEXTS; k++)
+		fprintf(f, "%s$%d::text[]", k ? ", " : "", ++np);
+	for (int k = 0; k < 2; k++)
+		fprintf(f, ", $%d::bigint[]", ++np);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", $%d::float8[]", ++np);
+	fputs(") AS v (", f);
+	for (int k = 0; k < OPEN_SET_TEXTS; k++)
+		fprintf(f, "%s%s", k ? ", " : "", texts[k]);
+	fputs(", start_ns, sample_ns", f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", %s", coll_sum_name(k));
+	fputs(") WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.task_id = v.task_id"
+	      " AND r.node = v.node AND r.type = 'task.end')"
+	      " ON CONFLICT (node, task_id) DO UPDATE SET account = excluded.account,"
+	      " \"user\" = excluded.\"user\", job = excluded.job,"
+	      " labels = excluded.labels, start_ns = excluded.start_ns,"
+	      " sample_ns = excluded.sample_ns",
+	      f);
+	for (int k = 0; k < _COLL_SUM_MAX; k++)
+		fprintf(f, ", %s = excluded.%s", coll_sum_name(k), coll_sum_name(k));
+	fputs(", rss_bytes = NULL, listed_ns = NULL"
+	      " WHERE excluded.sample_ns > rollup_open.sample_ns",
+	      f);
+	if (fclose(f) != 0) {
+		free(sql);
+		return NULL;
+	}
+	return sql;
+}
+
+/* Touches of rollup_open rows (struct coll_delta touch): one UPDATE joined to the arrays of
+ * node, task, time, rss and base (each key at most once: the deltas are merged). */
+static char *open_touch_sql(void)
+{
+	char *sql = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&sql, &len);
+
+	if (!f)
+		return NULL;
 	fputs("UPDATE rollup_open", f);
 	coll_open_touch_set(f, "v_t", "v_rss", "v_t", "DOUBLE PRECISION", "GREATEST");
-	fputs(" FROM (VALUES ", f);
-	for (size_t i = 0; i < n; i++) {
-		char *num = nums + i * 3 * 32;
-
-		params[np++] = d[i].node;
-		params[np++] = d[i].task_id;
-		snprintf(num, 32, "%" PRIu64, MIN(d[i].sample_ns, (uint64_t)INT64_MAX));
-		params[np++] = num;
-		snprintf(num + 32, 32, "%" PRIu64, MIN(d[i].rss_bytes, (uint64_t)INT64_MAX));
-		params[np++] = num + 32;
-		snprintf(num + 64, 32, "%" PRIu64, MIN(d[i].base_ns, (uint64_t)INT64_MAX));
-		params[np++] = num + 64;
-		fprintf(f, "%s($%zu::text, $%zu::text, $%zu::bigint, $%zu::bigint, $%zu::bigint)",
-			i ? ", " : "", np - 4, np - 3, np - 2, np - 1, np);
-	}
-	fputs(") AS v (v_node, v_task, v_t, v_rss, v_base)", f);
+	fputs(" FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])"
+	      " AS v (v_node, v_task, v_t, v_rss, v_base)",
+	      f);
 	coll_open_touch_where(f, "v_t", "v_base");
 	fputs(" AND node = v_node AND task_id = v_task", f);
-	if (fclose(f) != 0)
-		return -ENOMEM;
-	res = PQexecParams(st->conn, sql, (int)np, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		return res_err(st, "rollup_open touch", res);
-	PQclear(res);
-	return 0;
+	if (fclose(f) != 0) {
+		free(sql);
+		return NULL;
+	}
+	return sql;
+}
+
+static void put_be32(struct growbuf *b, uint32_t v)
+{
+	char *p = growbuf_room(b, 4, SIZE_MAX);
+
+	if (p) {
+		p[0] = (char)(v >> 24);
+		p[1] = (char)(v >> 16);
+		p[2] = (char)(v >> 8);
+		p[3] = (char)v;
+	}
+}
+
+static void put_be64(struct growbuf *b, uint64_t v)
+{
+	put_be32(b, (uint32_t)(v >> 32));
+	put_be32(b, (uint32_t)v);
+}
+
+/* A one-dimensional array of n elements of type oid, to fill with array_text, array_int8 or
+ * array_float8, in PostgreSQL's binary array form (array_recv): dimensions, flags (no
+ * NULLs), element type, length, lower bound. */
+#define PG_INT8OID   20
+#define PG_TEXTOID   25
+#define PG_FLOAT8OID 701
+static void array_begin(struct growbuf *b, size_t n, uint32_t oid)
+{
+	put_be32(b, 1);
+	put_be32(b, 0);
+	put_be32(b, oid);
+	put_be32(b, (uint32_t)n);
+	put_be32(b, 1);
+}
+
+static void array_text(struct growbuf *b, const char *s)
+{
+	const size_t len = strlen(s);
+	char *p;
+
+	put_be32(b, (uint32_t)len);
+	p = growbuf_room(b, len, SIZE_MAX);
+	if (p)
+		memcpy(p, s, len);
+}
+
+/* clamped to INT64_MAX, as SQL integers are signed */
+static void array_int8(struct growbuf *b, uint64_t v)
+{
+	put_be32(b, 8);
+	put_be64(b, MIN(v, (uint64_t)INT64_MAX));
+}
+
+static void array_float8(struct growbuf *b, double v)
+{
+	uint64_t bits;
+
+	memcpy(&bits, &v, sizeof(bits));
+	put_be32(b, 8);
+	put_be64(b, bits);
+}
+
+/* Prepared statement id run with the arrays a[0..n) as its binary parameters; frees them. */
+static int exec_arrays(struct pg_store *st, enum pg_stmt id, struct growbuf *a, int n,
+		       const char *what)
+{
+	const char *params[OPEN_SET_COLS];
+	int lens[OPEN_SET_COLS], fmts[OPEN_SET_COLS];
+	PGresult *res;
+	int r = 0;
+
+	assert(n == pg_stmts[id].nparams && n <= OPEN_SET_COLS);
+	for (int k = 0; k < n; k++) {
+		if (a[k].failed || a[k].len > INT_MAX)
+			r = -ENOMEM;
+		params[k] = a[k].p;
+		lens[k] = (int)a[k].len;
+		fmts[k] = 1;
+	}
+	if (r == 0) {
+		res = exec_stmt(st, id, params, lens, fmts);
+		if (!res)
+			r = -ENOMEM;
+		else if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			r = res_err(st, what, res);
+		else
+			PQclear(res);
+	}
+	for (int k = 0; k < n; k++)
+		free(a[k].p);
+	return r;
+}
+
+/* The newest samples d[0..n) (set deltas of rollup_open) upserted in one statement. */
+static int open_set(struct pg_store *st, const struct coll_delta *d, size_t n)
+{
+	struct growbuf a[OPEN_SET_COLS] = {0};
+
+	for (int k = 0; k < OPEN_SET_COLS; k++)
+		array_begin(&a[k], n,
+			    k < OPEN_SET_TEXTS	     ? PG_TEXTOID
+			    : k < OPEN_SET_TEXTS + 2 ? PG_INT8OID
+						     : PG_FLOAT8OID);
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *labels = coll_labels_json(d[i].rec);
+
+		if (!labels) {
+			a[0].failed = true;
+			break;
+		}
+		array_text(&a[0], d[i].node);
+		array_text(&a[1], d[i].task_id);
+		array_text(&a[2], d[i].account);
+		array_text(&a[3], d[i].user);
+		array_text(&a[4], d[i].job);
+		array_text(&a[5], labels);
+		array_int8(&a[6], d[i].start_ns);
+		array_int8(&a[7], d[i].sample_ns);
+		for (int k = 0; k < _COLL_SUM_MAX; k++)
+			array_float8(&a[OPEN_SET_TEXTS + 2 + k], d[i].v[k]);
+	}
+	return exec_arrays(st, PG_STMT_OPEN_SET, a, OPEN_SET_COLS, "rollup_open upsert");
+}
+
+/* Touches d[0..n) applied in one statement. */
+static int open_touch(struct pg_store *st, const struct coll_delta *d, size_t n)
+{
+	struct growbuf a[5] = {0};
+
+	array_begin(&a[0], n, PG_TEXTOID);
+	array_begin(&a[1], n, PG_TEXTOID);
+	for (int k = 2; k < 5; k++)
+		array_begin(&a[k], n, PG_INT8OID);
+	for (size_t i = 0; i < n; i++) {
+		array_text(&a[0], d[i].node);
+		array_text(&a[1], d[i].task_id);
+		array_int8(&a[2], d[i].sample_ns);
+		array_int8(&a[3], d[i].rss_bytes);
+		array_int8(&a[4], d[i].base_ns);
+	}
+	return exec_arrays(st, PG_STMT_OPEN_TOUCH, a, 5, "rollup_open touch");
+}
+
+/* The rollup_open rows of the ended tasks d[0..n) deleted: the nodes and task ids as two
+ * arrays. */
+static int open_delete(struct pg_store *st, const struct coll_delta *d, size_t n)
+{
+	struct growbuf a[2] = {0};
+
+	array_begin(&a[0], n, PG_TEXTOID);
+	array_begin(&a[1], n, PG_TEXTOID);
+	for (size_t i = 0; i < n; i++) {
+		array_text(&a[0], d[i].node);
+		array_text(&a[1], d[i].task_id);
+	}
+	return exec_arrays(st, PG_STMT_OPEN_DEL, a, 2, "rollup_open delete");
 }
 
 /* A node's tasks_alive statement (struct coll_delta alive): its rows checked (selected FOR
@@ -609,191 +763,31 @@ static int apply_alive(struct pg_store *st, const struct coll_delta *d)
 	return 0;
 }
 
-static void put_be32(struct growbuf *b, uint32_t v)
-{
-	char *p = growbuf_room(b, 4, SIZE_MAX);
-
-	if (p) {
-		p[0] = (char)(v >> 24);
-		p[1] = (char)(v >> 16);
-		p[2] = (char)(v >> 8);
-		p[3] = (char)v;
-	}
-}
-
-/* A one-dimensional text[] of n elements, to fill with text_array_elem, in PostgreSQL's binary
- * array form (array_recv): dimensions, flags (no NULLs), element type, length, lower bound. */
-#define PG_TEXTOID 25
-static void text_array_begin(struct growbuf *b, size_t n)
-{
-	put_be32(b, 1);
-	put_be32(b, 0);
-	put_be32(b, PG_TEXTOID);
-	put_be32(b, (uint32_t)n);
-	put_be32(b, 1);
-}
-
-static void text_array_elem(struct growbuf *b, const char *s)
-{
-	const size_t len = strlen(s);
-	char *p;
-
-	put_be32(b, (uint32_t)len);
-	p = growbuf_room(b, len, SIZE_MAX);
-	if (p)
-		memcpy(p, s, len);
-}
-
-/* The rollup_open rows of the ended tasks d[0..n) deleted: one prepared statement, the nodes
- * and task ids as two arrays. */
-static int open_delete(struct pg_store *st, const struct coll_delta *d, size_t n)
-{
-	struct growbuf nodes = {0}, tasks = {0};
-	const char *params[2];
-	int lens[2], fmts[2] = {1, 1};
-	PGresult *res;
-	int r = 0;
-
-	text_array_begin(&nodes, n);
-	text_array_begin(&tasks, n);
-	for (size_t i = 0; i < n; i++) {
-		text_array_elem(&nodes, d[i].node);
-		text_array_elem(&tasks, d[i].task_id);
-	}
-	if (nodes.failed || tasks.failed || nodes.len > INT_MAX || tasks.len > INT_MAX) {
-		r = -ENOMEM;
-		goto out_free;
-	}
-	params[0] = nodes.p;
-	params[1] = tasks.p;
-	lens[0] = (int)nodes.len;
-	lens[1] = (int)tasks.len;
-	res = exec_stmt(st, PG_STMT_OPEN_DEL, params, lens, fmts);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK)
-		r = res_err(st, "rollup_open delete", res);
-	else
-		PQclear(res);
-out_free:
-	free(nodes.p);
-	free(tasks.p);
-	return r;
-}
-
+/* rollup_open's deltas (sorted: sets, touches, the tasks_alive statements, deletes), one
+ * prepared statement per run of a kind, each run's rows as arrays. */
 static int upsert_values(struct pg_store *st, const struct coll_delta *d, size_t nd)
 {
-	for (size_t start = 0; start < nd;) {
-		const enum coll_rollup_table t = d[start].table;
-		const bool del = d[start].del, open = t == COLL_ROLLUP_OPEN;
-		const struct coll_rollup_def *def = coll_rollup_def(t);
-		const int nkey = open ? 8 : 1 + (int)def->n_keys;
-		const int nsum = _COLL_SUM_MAX, per = nkey + nsum;
-		size_t end = start, nrows, np = 0;
-		_cleanup_free_ char *sql = NULL, *nums = NULL, *pk = coll_rollup_pk(t);
-		_cleanup_free_ const char **params = NULL;
-		_cleanup_free_ char **labels = NULL;
-		size_t sqllen = 0;
-		FILE *f;
-		PGresult *res;
-		int r = 0;
+	for (size_t start = 0, end; start < nd; start = end) {
+		int r;
 
+		end = start + 1;
 		if (d[start].alive) {
 			r = apply_alive(st, &d[start]);
-			if (r < 0)
-				return r;
-			start++;
-			continue;
-		}
-		if (d[start].touch) {
-			while (end < nd && d[end].touch && !d[end].alive && end - start < 1000)
+		} else if (d[start].touch) {
+			while (end < nd && d[end].touch && !d[end].alive)
 				end++;
-			r = touch_values(st, d + start, end - start);
-			if (r < 0)
-				return r;
-			start = end;
-			continue;
-		}
-		if (open && del) {
-			while (end < nd && d[end].table == t && d[end].del && !d[end].touch &&
-			       !d[end].alive)
+			r = open_touch(st, d + start, end - start);
+		} else if (d[start].del) {
+			while (end < nd && d[end].del && !d[end].touch && !d[end].alive)
 				end++;
 			r = open_delete(st, d + start, end - start);
-			if (r < 0)
-				return r;
-			start = end;
-			continue;
+		} else {
+			while (end < nd && !d[end].del && !d[end].touch && !d[end].alive)
+				end++;
+			r = open_set(st, d + start, end - start);
 		}
-		while (end < nd && d[end].table == t && d[end].del == del && !d[end].touch &&
-		       end - start < 1000)
-			end++;
-		nrows = end - start;
-		params = calloc(nrows * (size_t)per, sizeof(char *));
-		nums = malloc(nrows * (size_t)(nsum + 2) * 32);
-		labels = calloc(nrows, sizeof(char *));
-		if (!params || !nums || !labels || !pk)
-			return -ENOMEM;
-		f = open_memstream(&sql, &sqllen);
-		if (!f)
-			return -ENOMEM;
-		upsert_head(f, def, pk, open);
-		for (size_t i = start; i < end; i++) {
-			char *num = nums + (i - start) * (size_t)(nsum + 2) * 32;
-
-			fprintf(f, "%s(", i > start ? ", " : "");
-			if (open) {
-				params[np++] = d[i].node;
-				params[np++] = d[i].task_id;
-			} else {
-				params[np++] = d[i].bucket;
-				for (size_t k = 0; k < def->n_keys; k++)
-					params[np++] = coll_delta_key(&d[i], def->keys[k]);
-			}
-			if (open) {
-				labels[i - start] = coll_labels_json(d[i].rec);
-				if (!labels[i - start]) {
-					r = -ENOMEM;
-					break;
-				}
-				params[np++] = d[i].account;
-				params[np++] = d[i].user;
-				params[np++] = d[i].job;
-				params[np++] = labels[i - start];
-				snprintf(num, 32, "%" PRIu64,
-					 MIN(d[i].start_ns, (uint64_t)INT64_MAX));
-				params[np++] = num;
-				num += 32;
-				snprintf(num, 32, "%" PRIu64,
-					 MIN(d[i].sample_ns, (uint64_t)INT64_MAX));
-				params[np++] = num;
-				num += 32;
-			}
-			for (int k = 0; k < nsum; k++, num += 32) {
-				snprintf(num, 32, "%.17g", d[i].v[k]);
-				params[np++] = num;
-			}
-			for (int k = 0; k < per; k++)
-				fprintf(f, "%s$%zu%s", k ? ", " : "",
-					np - (size_t)per + (size_t)k + 1,
-					k >= nkey	 ? "::float8"
-					: open && k >= 6 ? "::bigint"
-							 : "::text");
-			fputc(')', f);
-		}
-		upsert_tail(f, def, pk, open);
-		if (fclose(f) != 0)
-			r = -ENOMEM;
-		if (r >= 0) {
-			res = PQexecParams(st->conn, sql, (int)np, NULL, params, NULL, NULL, 0);
-			if (PQresultStatus(res) != PGRES_COMMAND_OK &&
-			    PQresultStatus(res) != PGRES_TUPLES_OK)
-				r = res_err(st, "rollup upsert", res);
-			else
-				PQclear(res);
-		}
-		for (size_t i = 0; i < nrows; i++)
-			free(labels[i]);
 		if (r < 0)
 			return r;
-		start = end;
 	}
 	return 0;
 }

@@ -14,7 +14,10 @@
 # PROFILE_EXPLAIN=MS: the plans (EXPLAIN ANALYZE, auto_explain) of every statement of over MS
 # milliseconds are kept in $O/ingest_profile.pg.log.
 # PROFILE_PERF=1: the last round's collector with rollups under `perf record`, its top
-# functions (self time) printed at the end.
+# functions (self time) printed at the end. PROFILE_PERF=server: the PostgreSQL server's
+# processes instead (the whole host recorded, the server's samples kept: `perf report --comm
+# postgres`), with the share of its CPU in the parts of a statement's life (parse, analysis,
+# plan, the COPY and its index inserts, the JSON check of the bodies, commit).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -85,12 +88,18 @@ run_coll() {
 	for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.05; done
 	cpid=$(cat "$T/cpid")
 	if [ -n "${PERF_THIS:-}" ]; then
-		perf record -q -g -o "$T/perf.data" -p "$cpid" 2>/dev/null &
+		if [ "$PERF_THIS" = server ]; then
+			perf record -q -g -a -o "$T/perf.data" 2>/dev/null &
+		else
+			perf record -q -g -o "$T/perf.data" -p "$cpid" 2>/dev/null &
+		fi
+		PERF_PID=$!
 		sleep 0.5
 	fi
 	out=$("$LOAD" post --url "http://127.0.0.1:$port/v1/records" --token "$TOK" --node bench \
 		--count "$N" --batch "$B" --connections "$K") || { echo "post failed: $out" >&2; exit 1; }
 	kill -TERM "$cpid"; wait "$sub"
+	[ "${PERF_THIS:-}" = server ] && kill -INT "$PERF_PID"
 	[ -n "${PERF_THIS:-}" ] && wait
 	t_end=$(now)
 	p1=$(pg_cpu_ticks)
@@ -116,7 +125,7 @@ for round in $(seq "$R"); do
 	d=$(python3 -c "import sys; n,a,b,c,d,hz=map(float,sys.argv[1:]); print('%.0f 0 %.1f' % (n/(b-a), (d-c)/hz*1e6/n))" "$N" "$t0" "$t1" "$p0" "$p1" "$HZ")
 	[ "$round" = "$R" ] && statements direct "psql \\copy" > "$T/st_direct"
 	PERF_THIS=
-	[ "$round" = "$R" ] && [ -n "${PROFILE_PERF:-}" ] && PERF_THIS=1
+	[ "$round" = "$R" ] && [ -n "${PROFILE_PERF:-}" ] && PERF_THIS=$PROFILE_PERF
 	# shellcheck disable=SC2086
 	r=$(PERF_THIS=$PERF_THIS run_coll coll ${PROFILE_SERVE_ARGS:-}) || exit 1
 	[ "$round" = "$R" ] && statements coll "collector with rollups" > "$T/st_coll" &&
@@ -156,7 +165,31 @@ if runs > 3:
           med[3][0] / med[1][0]))
 PY
 cat "$T/st_direct" "$T/st_coll" "$T/st_collab" "$T/st_norl" 2>/dev/null
-if [ -n "${PROFILE_PERF:-}" ] && [ -s "$T/perf.data" ]; then
+if [ "${PROFILE_PERF:-}" = server ] && [ -s "$T/perf.data" ]; then
+	echo "-- the server during the collector with rollups: share of its CPU (perf, inclusive)"
+	perf report -i "$T/perf.data" --comm postgres --children --sort symbol --stdio \
+		2>/dev/null | python3 -c '
+import re, sys
+parts = [("PostgresMain", "statements in all (the backends)"),
+         ("pg_parse_query", "parse"), ("parse_analyze_varparams", "analysis (with parameters)"),
+         ("parse_analyze_fixedparams", "analysis"), ("pg_plan_queries", "plan"),
+         ("GetCachedPlan", "plan (prepared statements, unnamed included)"),
+         ("CopyFrom", "COPY"), ("ExecInsertIndexTuples", "index inserts"),
+         ("json_recv", "JSON check of the bodies"), ("heap_multi_insert", "heap inserts (COPY)"),
+         ("ExecutorRun", "statements executed (INSERT, DELETE, UPDATE)"),
+         ("CommitTransactionCommand", "commit"), ("toast_save_datum", "TOAST writes")]
+inc, total = {}, 0.0
+for l in sys.stdin:
+    m = re.match(r"\s+([0-9.]+)%\s+([0-9.]+)%\s+\[[.k]\]\s+(\S+)", l)
+    if m:
+        inc.setdefault(m.group(3), float(m.group(1)))
+        total += float(m.group(2))
+for f, what in parts:
+    v = inc.get(f, inc.get("standard_" + f, 0.0))
+    print("%6.1f%%  %-28s %s" % (100 * v / total if total else 0, f, what))
+print("(of the samples of every postgres process: backends, WAL writer, checkpointer, autovacuum)")'
+	cp "$T/perf.data" "$O/ingest_profile.perf.data" && echo "(kept in $O/ingest_profile.perf.data)"
+elif [ -n "${PROFILE_PERF:-}" ] && [ -s "$T/perf.data" ]; then
 	echo "-- the collector with rollups: functions by self time (perf)"
 	perf report -i "$T/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
 		grep -E '^ +[0-9.]+%' | head -30
