@@ -195,5 +195,6 @@ elif [ -n "${PROFILE_PERF:-}" ] && [ -s "$T/perf.data" ]; then
 		grep -E '^ +[0-9.]+%' | head -30
 	cp "$T/perf.data" "$O/ingest_profile.perf.data" && echo "(kept in $O/ingest_profile.perf.data)"
 fi
-[ -n "${PROFILE_EXPLAIN:-}" ] && cp "$T/pg/log" "$O/ingest_profile.pg.log" &&
-	echo "(plans in $O/ingest_profile.pg.log)"
+if [ -n "${PROFILE_EXPLAIN:-}" ]; then
+	cp "$T/pg/log" "$O/ingest_profile.pg.log" && echo "(plans in $O/ingest_profile.pg.log)"
+fi
