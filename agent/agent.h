@@ -136,6 +136,10 @@ struct task {
 	} print, mark;
 	bool print_valid, mark_valid;
 	uint64_t mark_time_ns;
+	/* the eBPF meter's last read after its mark was taken (meter_dirty_take): the task's
+	 * counters as long as the meter does not mark it again (agent/meter_ebpf.c) */
+	struct usage_print ebpf_last;
+	bool ebpf_last_valid;
 	/*
 	 * tasks_alive (agent/task.c task_list_unchanged): listed in the current anchor (the
 	 * node.sample whose tasks_unchanged the statements refer to), or in the one being

@@ -451,9 +451,12 @@ static void setup_meter(struct agent *a)
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
 			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
-			log_info("BPF metering loaded (%s, CPU and IO accounted at %s, OOM "
-				 "victims %s)",
+			log_info("BPF metering loaded (%s, CPU and IO accounted at %s, live reads "
+				 "%s, changes %s, OOM victims %s)",
 				 a->meter_state, meter_cpu_accounting(a->meter),
+				 meter_live_mode(a->meter) ? meter_live_mode(a->meter)
+							   : "not needed",
+				 meter_marks(a->meter) ? "marked" : "not marked",
 				 meter_oom_mode(a->meter) ? meter_oom_mode(a->meter)
 							  : "from cgroup notifications only");
 			if (!a->cfg.cpu_at_switch && strcmp(meter_cpu_accounting(a->meter), "exit"))

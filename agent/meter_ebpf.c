@@ -120,12 +120,29 @@ static void usage_print(const struct meter_usage *mu, struct usage_print *p)
 	memcpy(p->v, v, sizeof(v));
 }
 
+/*
+ * A read of the task after its mark was taken: kept (t->ebpf_last), it stands for the task's
+ * counters until the meter marks the task again. Not valid where a thread the meter does not
+ * see (a full map) could change the task unseen.
+ */
+static int ebpf_read_fresh(struct agent *a, struct task *t, struct meter_usage *mu)
+{
+	(void)meter_dirty_take(a->meter, t->key);
+	if (meter_read(a->meter, t->key, mu) != 0) {
+		t->ebpf_last_valid = false;
+		return -1;
+	}
+	usage_print(mu, &t->ebpf_last);
+	t->ebpf_last_valid = mu->threads_lost == 0 && !t->meter_gave_up;
+	return 0;
+}
+
 static void ebpf_usage(struct agent *a, struct task *t, struct meter_merge *m)
 {
 	struct meter_usage mu;
 
 	t->print_valid = false;
-	if (!a->meter || t->adopted || meter_read(a->meter, t->key, &mu) != 0)
+	if (!a->meter || t->adopted || ebpf_read_fresh(a, t, &mu) != 0)
 		return;
 	usage_print(&mu, &t->print);
 	/* a thread the meter does not see (a full map) could change the task unseen */
@@ -164,18 +181,24 @@ static bool ebpf_settled(struct agent *a, struct task *t, bool give_up)
 	return give_up;
 }
 
-/* The meter read now against its read at the task's last sample: every counter equal. */
+/*
+ * The task's counters now against their read at its last sample: every counter equal. A task
+ * the meter has not marked since its last read (t->ebpf_last) is not read again: its
+ * counters are that read's (bpf/meter.h, meter_dirty).
+ */
 static bool ebpf_unchanged(struct agent *a, struct task *t, uint64_t *rss_bytes)
 {
 	struct meter_usage mu;
-	struct usage_print p;
 
-	if (!a->meter || t->adopted || !t->mark_valid || meter_read(a->meter, t->key, &mu) != 0)
+	if (!a->meter || t->adopted || !t->mark_valid)
 		return false;
-	usage_print(&mu, &p);
-	if (memcmp(&p, &t->mark, sizeof(p)) != 0)
+	if ((!t->ebpf_last_valid || meter_dirty(a->meter, t->key)) &&
+	    ebpf_read_fresh(a, t, &mu) != 0)
 		return false;
-	*rss_bytes = mu.rss_current_bytes >> 10 << 10; /* whole KiB, as the integral counts */
+	if (!t->ebpf_last_valid || memcmp(&t->ebpf_last, &t->mark, sizeof(t->mark)) != 0)
+		return false;
+	/* whole KiB, as the integral counts (v[4]: rss_current_bytes, usage_print) */
+	*rss_bytes = t->ebpf_last.v[4] >> 10 << 10;
 	return true;
 }
 

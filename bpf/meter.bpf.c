@@ -73,6 +73,36 @@ struct {
 	__type(value, struct meter_net);
 } net SEC(".maps");
 
+/*
+ * One mark per task slot (index: the slot; the loader sizes it), set to 1 by every program
+ * that changes one of the task's counters, after the change; user space maps it, takes a mark
+ * (atomic exchange with 0) before it reads the task's counters and reads only the tasks whose
+ * mark is set: a task whose mark stays 0 has not changed since that read. See
+ * docs/metering.md, "What changed".
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64); /* an array's elements are 8 bytes apart whatever their size */
+} dirty SEC(".maps");
+
+/* Plain store, after the counters' (atomic) updates: see "dirty". */
+static __always_inline void dirty_set(__u32 slot)
+{
+	__u64 *d = bpf_map_lookup_elem(&dirty, &slot);
+
+	if (d)
+		*(volatile __u64 *)d = 1;
+}
+
+static __always_inline void task_dirty(struct meter_task *t)
+{
+	if (t)
+		dirty_set(t->slot);
+}
+
 /* cpu_at_exit mode: exited threads whose last switch-out may still be ahead (meter_dying). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -272,8 +302,10 @@ static __always_inline bool slice_end(struct meter_thread *th, struct task_struc
 	FOLDX(atomic, a->cpu_ns, th->sum_exec, RD(btf, tsk, se.sum_exec_runtime));
 	FOLDX(atomic, a->utime_ticks_ns, th->utime, RD(btf, tsk, utime));
 	FOLDX(atomic, a->stime_ticks_ns, th->stime, RD(btf, tsk, stime));
-	if (!io_from_ioac)
+	if (!io_from_ioac) {
+		dirty_set(slot);
 		return true;
+	}
 	/* The kernel's own per-thread IO accounting, the source of /proc/PID/io. */
 	if (btf) {
 		FOLDX(atomic, a->io_read_bytes, th->rchar, tsk->ioac.rchar);
@@ -285,14 +317,15 @@ static __always_inline bool slice_end(struct meter_thread *th, struct task_struc
 	} else {
 		struct task_io_accounting io;
 
-		if (bpf_core_read(&io, sizeof(io), &tsk->ioac))
-			return true;
-		FOLD(a->io_read_bytes, th->rchar, io.rchar);
-		FOLD(a->io_write_bytes, th->wchar, io.wchar);
-		FOLD(a->blk_read_bytes, th->read_bytes, io.read_bytes);
-		FOLD(a->blk_write_bytes, th->write_bytes, io.write_bytes);
-		FOLD(a->blk_cancelled_bytes, th->cancelled, io.cancelled_write_bytes);
+		if (!bpf_core_read(&io, sizeof(io), &tsk->ioac)) {
+			FOLD(a->io_read_bytes, th->rchar, io.rchar);
+			FOLD(a->io_write_bytes, th->wchar, io.wchar);
+			FOLD(a->blk_read_bytes, th->read_bytes, io.read_bytes);
+			FOLD(a->blk_write_bytes, th->write_bytes, io.write_bytes);
+			FOLD(a->blk_cancelled_bytes, th->cancelled, io.cancelled_write_bytes);
+		}
 	}
+	dirty_set(slot);
 	return true;
 }
 
@@ -325,6 +358,7 @@ static __always_inline bool exiting_add(struct meter_thread *th, const __s64 del
 	if (!a || a->gen != th->gen)
 		return false;
 	a->exiting += delta;
+	dirty_set(slot);
 	return true;
 }
 
@@ -423,8 +457,13 @@ static __always_inline void thread_final(struct meter_thread *th, struct task_st
 	if (__sync_fetch_and_or(&th->flags, METER_TH_FINAL) & METER_TH_FINAL)
 		return;
 	t = bpf_map_lookup_elem(&tasks, &key);
-	if (!t || __sync_fetch_and_add(&t->threads_live, -1) != 1 || !notify)
+	if (!t)
 		return;
+	if (__sync_fetch_and_add(&t->threads_live, -1) != 1 || !notify) {
+		task_dirty(t);
+		return;
+	}
+	task_dirty(t);
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		__sync_fetch_and_add(&ringbuf_drops, 1);
@@ -495,8 +534,10 @@ static __always_inline void tail_dropped(struct meter_thread *th, struct task_st
 	struct meter_task *lt = bpf_map_lookup_elem(&tasks, &tk);
 
 	__sync_fetch_and_add(&tail_lost, 1);
-	if (lt)
+	if (lt) {
 		__sync_fetch_and_add(&lt->threads_lost, 1);
+		task_dirty(lt);
+	}
 	thread_final(th, tsk, true);
 }
 
@@ -578,12 +619,16 @@ static __always_inline void entry_for_child(struct task_struct *child, __u32 cpi
 	if (!ok) {
 		/* Its CPU will be missing from the slot: the task's figure is short. */
 		__sync_fetch_and_add(&map_full, 1);
-		if (t)
+		if (t) {
 			__sync_fetch_and_add(&t->threads_lost, 1);
+			task_dirty(t);
+		}
 		return;
 	}
-	if (cpu_at_exit && t)
+	if (cpu_at_exit && t) {
 		__sync_fetch_and_add(&t->threads_live, 1);
+		task_dirty(t);
+	}
 }
 
 /*
@@ -639,14 +684,17 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	/* The tracepoint fires before the child is first woken: it cannot have exited yet. */
 	if (bpf_map_update_elem(&procs, &cpid, &np, BPF_NOEXIST)) {
 		__sync_fetch_and_add(&map_full, 1);
-		if (t)
+		if (t) {
 			__sync_fetch_and_add(&t->threads_lost, 1);
+			task_dirty(t);
+		}
 		return;
 	}
 	if (!t)
 		return;
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
+	task_dirty(t);
 	entry_for_child(child, cpid, &np, t, btf);
 }
 
@@ -759,8 +807,11 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 		t->root_exit_code = code;
 		t->root_exited = 1;
 	}
-	if (__sync_fetch_and_add(&t->procs_alive, -1) != 1)
+	if (__sync_fetch_and_add(&t->procs_alive, -1) != 1) {
+		task_dirty(t);
 		return;
+	}
+	task_dirty(t);
 
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
@@ -865,6 +916,7 @@ static __always_inline void mm_release_t(__u64 *mmkey, struct meter_mm *e, struc
 	if (left > 0 && t) {
 		mem_integrate(t, bpf_ktime_get_ns());
 		__sync_fetch_and_add(&t->rss_bytes, -left * (__s64)page_size);
+		task_dirty(t);
 	}
 	mm_del_t(mmkey, t);
 }
@@ -1213,15 +1265,17 @@ count:
 	now = bpf_ktime_get_ns();
 	mem_integrate(t, now);
 	sum = __sync_fetch_and_add(&t->rss_bytes, delta) + delta;
-	if (sum <= 0)
-		return;
-	for (int i = 0; i < 8; i++) {
-		peak = t->rss_peak_bytes;
-		if ((__u64)sum <= peak)
-			break;
-		if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) == peak)
-			break;
+	if (sum > 0) {
+		for (int i = 0; i < 8; i++) {
+			peak = t->rss_peak_bytes;
+			if ((__u64)sum <= peak)
+				break;
+			if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) ==
+			    peak)
+				break;
+		}
 	}
+	task_dirty(t);
 }
 
 /* ---- IO ----------------------------------------------------------------------------------- */
@@ -1301,6 +1355,7 @@ static __always_inline void on_sys_exit(struct pt_regs *regs, long ret)
 		__sync_fetch_and_add(&t->io_read_bytes, ret);
 	if (wr)
 		__sync_fetch_and_add(&t->io_write_bytes, ret);
+	task_dirty(t);
 }
 
 static __always_inline void on_rq_issue(struct request *rq)
@@ -1316,6 +1371,7 @@ static __always_inline void on_rq_issue(struct request *rq)
 		__sync_fetch_and_add(&t->rq_read_bytes, len);
 	else if (op == 1)
 		__sync_fetch_and_add(&t->rq_write_bytes, len);
+	task_dirty(t);
 }
 
 /* ---- program variants --------------------------------------------------------------------- */
@@ -1473,6 +1529,46 @@ int meter_live(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+/* Open-coded task iterator and RCU kfuncs (Linux 6.7 and 6.2): declared here, the libbpf
+ * headers of this build do not have them. */
+extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task,
+			     unsigned int flags) __ksym __weak;
+extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __ksym __weak;
+extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __ksym __weak;
+extern void bpf_rcu_read_lock(void) __ksym __weak;
+extern void bpf_rcu_read_unlock(void) __ksym __weak;
+
+/*
+ * cpu_at_exit mode, live reads where the kernel has open-coded task iterators (run by
+ * BPF_PROG_RUN): the fold of meter_live, but a walk of the thread list under RCU, without
+ * iter/task's pid lookup and seq_file step per thread, and a fold only for the threads that
+ * ran since their last one (se.sum_exec_runtime moved; a thread that did not run changed none
+ * of the counters folded: utime, stime and ioac move only with it on its CPU) or wait for
+ * their base. So a sleeping task's threads cost a storage lookup and a compare each, and its
+ * mark in "dirty" stays 0.
+ */
+SEC("syscall")
+int meter_walk(void *ctx)
+{
+	struct bpf_iter_task it;
+	struct meter_thread *th;
+	struct task_struct *t;
+
+	bpf_rcu_read_lock();
+	bpf_iter_task_new(&it, NULL, BPF_TASK_ITER_ALL_THREADS);
+	while ((t = bpf_iter_task_next(&it))) {
+		th = bpf_task_storage_get(&tstore, t, 0, 0);
+		if (!th || (th->flags & METER_TH_FINAL))
+			continue;
+		if (!(th->flags & METER_TH_NEED_BASE) && t->se.sum_exec_runtime == th->sum_exec)
+			continue;
+		slice_end(th, t, true, true);
+	}
+	bpf_iter_task_destroy(&it);
+	bpf_rcu_read_unlock();
+	return 0;
+}
+
 SEC("tp_btf/rss_stat")
 int BPF_PROG(btf_rss_stat, struct mm_struct *mm, int member)
 {
@@ -1579,6 +1675,7 @@ int meter_ingress(struct __sk_buff *skb)
 	if (n) {
 		__sync_fetch_and_add(&n->rx_bytes, skb->len);
 		__sync_fetch_and_add(&n->rx_packets, 1);
+		dirty_set(n->slot);
 	}
 	return 1;
 }
@@ -1592,6 +1689,7 @@ int meter_egress(struct __sk_buff *skb)
 	if (n) {
 		__sync_fetch_and_add(&n->tx_bytes, skb->len);
 		__sync_fetch_and_add(&n->tx_packets, 1);
+		dirty_set(n->slot);
 	}
 	return 1;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -71,6 +72,9 @@ struct meter {
 	uint64_t sweeps; /* map sweeps done by meter_forget */
 
 	bool io_from_syscalls;
+	bool walk;	 /* the live read runs meter_walk (not the meter_live iterator) */
+	uint64_t *dirty; /* the map "dirty", mapped (NULL: not mapped, every read reads) */
+	size_t dirty_len;
 	enum meter_oom oom;	   /* which program reports OOM victims (meter_oom_mode) */
 	bool at_exit;		   /* cpu_at_exit: no sched_switch program */
 	bool drain;		   /* METER_BPF_EV_DRAIN seen: run the drain */
@@ -85,7 +89,7 @@ struct meter {
 	void *userdata;
 };
 
-static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_exit,
+static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_exit, bool walk,
 			enum meter_oom oom)
 {
 	bpf_program__set_autoload(s->progs.btf_mark_victim, oom == METER_OOM_TP_BTF);
@@ -94,7 +98,8 @@ static void set_variant(struct meter_bpf *s, bool btf, bool sys_exit, bool at_ex
 	 * the live-read iterator instead of sched_switch (tp_btf only). */
 	bpf_program__set_autoload(s->progs.btf_exit_final, btf && at_exit);
 	bpf_program__set_autoload(s->progs.meter_settle_prog, btf && at_exit);
-	bpf_program__set_autoload(s->progs.meter_live, btf && at_exit);
+	bpf_program__set_autoload(s->progs.meter_live, btf && at_exit && !walk);
+	bpf_program__set_autoload(s->progs.meter_walk, btf && at_exit && walk);
 	struct bpf_program *b[] = {s->progs.btf_sched_switch, s->progs.btf_sched_fork,
 				   s->progs.btf_sched_exit,   s->progs.btf_rss_stat,
 				   s->progs.btf_sys_exit,     s->progs.btf_rq_issue};
@@ -151,7 +156,7 @@ out:
 }
 
 /* Opens, sizes, loads and attaches one variant. On failure nothing is left behind. */
-static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bpf **ret)
+static int load_variant(struct meter *m, bool btf, bool at_exit, bool walk, struct meter_bpf **ret)
 {
 	struct meter_bpf *s;
 	long ps = sysconf(_SC_PAGESIZE);
@@ -165,6 +170,8 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 		r = bpf_map__set_max_entries(s->maps.net, m->max_tasks);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.slots, m->max_tasks);
+	if (!r)
+		r = bpf_map__set_max_entries(s->maps.dirty, m->max_tasks);
 	if (!r)
 		r = bpf_map__set_max_entries(s->maps.procs, m->max_pids);
 	if (!r)
@@ -198,7 +205,7 @@ static int load_variant(struct meter *m, bool btf, bool at_exit, struct meter_bp
 	s->rodata->cpu_at_exit = at_exit;
 	s->rodata->dying_max = m->no_drain ? UINT32_MAX : dying_entries(m);
 	s->rodata->self_drain = !m->no_drain;
-	set_variant(s, btf, m->io_from_syscalls, at_exit, m->oom);
+	set_variant(s, btf, m->io_from_syscalls, at_exit, walk, m->oom);
 	r = meter_bpf__load(s);
 	if (r)
 		goto out_destroy;
@@ -220,10 +227,22 @@ static int load_with_oom(struct meter *m, const struct meter_opts *opts, bool bt
 	int r;
 
 	m->oom = opts && opts->no_oom ? METER_OOM_NONE : oom_probe(btf);
-	r = load_variant(m, btf, at_exit, &m->skel);
+	/* accounting at exit: the live read's walk where the kernel has the task iterator
+	 * kfuncs (Linux 6.7), else the iter/task program */
+	m->walk = at_exit;
+	r = load_variant(m, btf, at_exit, m->walk, &m->skel);
+	if (r && m->walk) {
+		m->walk = false;
+		r = load_variant(m, btf, at_exit, false, &m->skel);
+	}
 	if (r && m->oom != METER_OOM_NONE) {
 		m->oom = METER_OOM_NONE;
-		r = load_variant(m, btf, at_exit, &m->skel);
+		m->walk = at_exit;
+		r = load_variant(m, btf, at_exit, m->walk, &m->skel);
+		if (r && m->walk) {
+			m->walk = false;
+			r = load_variant(m, btf, at_exit, false, &m->skel);
+		}
 	}
 	return r;
 }
@@ -323,6 +342,21 @@ int meter_open(const struct meter_opts *opts, struct meter **ret)
 		goto out_free_tasks;
 	m->mode = btf ? "tp_btf" : "raw_tp";
 	m->at_exit = at_exit;
+	/* the marks of what changed, mapped; without them every check reads the task */
+	{
+		long ps = sysconf(_SC_PAGESIZE);
+		size_t len = (size_t)m->max_tasks * sizeof(uint64_t);
+		void *p;
+
+		if (ps > 0)
+			len = (len + (size_t)ps - 1) / (size_t)ps * (size_t)ps;
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 bpf_map__fd(m->skel->maps.dirty), 0);
+		if (p != MAP_FAILED) {
+			m->dirty = p;
+			m->dirty_len = len;
+		}
+	}
 	m->rb = ring_buffer__new(bpf_map__fd(m->skel->maps.events), on_event, m, NULL);
 	if (!m->rb) {
 		r = errno ? -errno : -ENOMEM;
@@ -365,6 +399,8 @@ void meter_free(struct meter *m)
 		bpf_link__destroy(m->tasks[i].egress);
 	}
 	ring_buffer__free(m->rb);
+	if (m->dirty)
+		munmap(m->dirty, m->dirty_len);
 	bpf_link__destroy(m->root_ingress);
 	bpf_link__destroy(m->root_egress);
 	meter_bpf__destroy(m->skel);
@@ -416,6 +452,16 @@ const char *meter_oom_mode(const struct meter *m)
 const char *meter_cpu_accounting(const struct meter *m)
 {
 	return m->at_exit ? "exit" : "switch";
+}
+
+const char *meter_live_mode(const struct meter *m)
+{
+	return !m->at_exit ? NULL : m->walk ? "walk" : "iter";
+}
+
+bool meter_marks(const struct meter *m)
+{
+	return m->dirty != NULL;
 }
 
 int meter_members_fd(const struct meter *m)
@@ -590,6 +636,7 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 {
 	struct meter_task mt = {
 	    .procs_alive = 1, .root_tgid = (uint64_t)tgid, .root_exit_code = -1};
+	uint64_t *mark;
 	struct tracked *t = NULL;
 	int tfd = bpf_map__fd(m->skel->maps.tasks), r;
 	uint32_t slot = 0;
@@ -611,9 +658,15 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 		return -ENOSPC;
 	m->next_slot = (slot + 1) % m->max_tasks;
 	*t = (struct tracked){.s.key = task_key};
+	mt.slot = slot;
+	/* a new task: read at its first check */
+	if (m->dirty) {
+		mark = &m->dirty[slot];
+		__atomic_store_n(mark, 1, __ATOMIC_SEQ_CST);
+	}
 
 	if (cgroup_fd >= 0) {
-		struct meter_net zero = {};
+		struct meter_net zero = {.slot = slot};
 
 		r = track_cgroup_id(cgroup_fd, &t->cgroup_id);
 		if (r < 0)
@@ -735,12 +788,19 @@ static void live_read(struct meter *m)
 		return;
 	if (m->live_batch && m->live_batch_read && m->live_read_ns)
 		return;
-	fd = bpf_iter_create(bpf_link__fd(m->skel->links.meter_live));
-	if (fd < 0)
-		return;
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	close(fd);
+	if (m->walk) {
+		LIBBPF_OPTS(bpf_test_run_opts, o);
+
+		if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_walk), &o) < 0)
+			return;
+	} else {
+		fd = bpf_iter_create(bpf_link__fd(m->skel->links.meter_live));
+		if (fd < 0)
+			return;
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+	}
 	/* Threads that exited since their last fold left the thread list: their settle (done
 	 * ones) or a fold up to now (those still on their way out), when there are any. */
 	if (!m->no_drain && m->skel->bss->dying_n > 0)
@@ -871,6 +931,9 @@ int meter_prefetch(struct meter *m)
 	/* the live read first: what it folds in is then in the entries read below */
 	if (m->at_exit)
 		live_read(m);
+	/* with the marks, a check reads only the tasks marked (meter_dirty): no maps read whole */
+	if (m->dirty)
+		return 0;
 	serial = serial + 1 ? serial + 1 : 1;
 	c->serial = serial;
 	c->n_net = 0;
@@ -934,6 +997,33 @@ int meter_settle(struct meter *m, uint64_t task_key)
 		if (r < 0)
 			return r;
 	}
+}
+
+/* The task's mark in "dirty" (NULL: no marks, or not tracked). */
+static uint64_t *mark_of(struct meter *m, uint64_t task_key)
+{
+	struct tracked *t;
+
+	if (!m->dirty || !(t = find_tracked(m, task_key)))
+		return NULL;
+	return &m->dirty[slot_of(m, t)];
+}
+
+bool meter_dirty_take(struct meter *m, uint64_t task_key)
+{
+	uint64_t *d = mark_of(m, task_key);
+
+	/* an exchange: a full barrier before the reads that follow (a program that marks after
+	 * this reads counters the reads may have missed; one that marked before, its counters
+	 * are in them) */
+	return !d || __atomic_exchange_n(d, 0, __ATOMIC_SEQ_CST) != 0;
+}
+
+bool meter_dirty(struct meter *m, uint64_t task_key)
+{
+	uint64_t *d = mark_of(m, task_key);
+
+	return !d || __atomic_load_n(d, __ATOMIC_SEQ_CST) != 0;
 }
 
 int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)

@@ -114,6 +114,11 @@ enum meter_oom { METER_OOM_NONE, METER_OOM_TP_BTF, METER_OOM_RAW_TP };
 const char *meter_oom_mode(const struct meter *m);
 /* "exit" (final figures at each thread's exit and last switch-out) or "switch". */
 const char *meter_cpu_accounting(const struct meter *m);
+/* How the figures of live threads are folded for a read with accounting at exit: "walk"
+ * (meter_walk, the kernel's task iterator kfuncs), "iter" (the iter/task program), or NULL
+ * (accounting at every switch: nothing to fold); and whether changes are marked (meter_dirty). */
+const char *meter_live_mode(const struct meter *m);
+bool meter_marks(const struct meter *m);
 /*
  * Ring buffer epoll fd; call meter_poll when readable, and periodically: METER_EV_EXIT events
  * are queued without waking the fd (a wakeup costs every tracked exit an interrupt), so they
@@ -138,6 +143,15 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd);
 /* Re-adopt after an agent restart: track every pid given (usage restarts from zero). */
 int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid);
 int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret);
+/*
+ * What changed: the programs mark a task (one word per slot, mapped) after they change any of
+ * its counters, the live read's fold included. meter_dirty_take takes the task's mark (true:
+ * it was set) before a meter_read: if meter_dirty says false later, the counters are those of
+ * that read. True where the meter keeps no marks (every check reads then) or does not track
+ * the task. See docs/metering.md, "What changed".
+ */
+bool meter_dirty_take(struct meter *m, uint64_t task_key);
+bool meter_dirty(struct meter *m, uint64_t task_key);
 /*
  * Between meter_batch(m, true) and meter_batch(m, false), the meter_read calls of a batch (say
  * the samples of one tick) share one walk of the node's threads (cpu_at_exit mode: the live

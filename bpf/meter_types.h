@@ -39,6 +39,9 @@ struct meter_task {
 	 * for them (a full map), or their tail after the exit tracepoint was dropped ("dying"
 	 * full). Non-zero: the task's eBPF CPU figure is short, the agent uses its cgroup's. */
 	__u64 threads_lost;
+	/* The task's slot (set by user space): the index of its mark in "dirty". */
+	__u32 slot;
+	__u32 _pad;
 };
 
 /*
@@ -130,6 +133,8 @@ struct meter_net {
 	__u64 rx_packets;
 	__u64 tx_bytes;
 	__u64 tx_packets;
+	__u32 slot; /* the task's slot (set by user space): its mark in "dirty" */
+	__u32 _pad;
 };
 
 enum {
