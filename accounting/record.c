@@ -1803,6 +1803,19 @@ out_clear:
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen)
 {
+	int e = acct_record_scan(buf, len, ret);
+
+	if (e <= 0) {
+		if (err && errlen)
+			err[0] = '\0';
+		return e;
+	}
+	return acct_record_decode_tree(buf, len, ret, err, errlen);
+}
+
+int acct_record_decode_tree(const char *buf, size_t len, struct acct_record *ret, char *err,
+			    size_t errlen)
+{
 	char jerr[160];
 	struct jtree t;
 	int e;

@@ -290,13 +290,26 @@ int acct_record_encode(const struct acct_record *r, char **ret, size_t *ret_len)
 /* Same, as a jansson object (new reference). */
 int acct_record_to_json(const struct acct_record *r, json_t **ret);
 /*
- * Strict decode (accounting/jtree.h: one arena-allocated tree per record from yajl events;
- * duplicate keys, NUL in strings and integers beyond int64 rejected). On failure returns
- * -EINVAL (or -ENOMEM) and writes a message naming the offending field into err
- * ("usage.cpu_user_ns: expected a non-negative integer").
+ * Strict decode: duplicate keys, NUL in strings and integers beyond int64 rejected. On failure
+ * returns -EINVAL (or -ENOMEM) and writes a message naming the offending field into err
+ * ("usage.cpu_user_ns: expected a non-negative integer"). Task records go through
+ * acct_record_scan() first; what it does not take, acct_record_decode_tree() decides.
  */
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen);
+/* The tree decoder alone (accounting/jtree.h: one arena-allocated tree per record): every
+ * record type, every error message. */
+int acct_record_decode_tree(const char *buf, size_t len, struct acct_record *ret, char *err,
+			    size_t errlen);
+/*
+ * The fast path (record_scan.c): a task.start/sample/end record read in one pass without a
+ * tree. 0: decoded into *ret, exactly as acct_record_decode_tree() would; 1: not taken (another
+ * type, an escape or non-ASCII byte in a string, any error...): the tree decoder decides;
+ * -ENOMEM. Never an error message of its own.
+ */
+int acct_record_scan(const char *buf, size_t len, struct acct_record *ret);
+/* The fast path's own table of usage field names (a test compares it with the codec's). */
+const char *acct_scan_usage_field_name(int f);
 
 /*
  * Audit hash chain. The canonical form is the record's JSON with sorted keys, compact

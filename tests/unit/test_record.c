@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Record codec: round trips, strict decode errors, extra members, audit hash chain. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "accounting/record.h"
 #include "common/clock.h"
 #include "common/macro.h"
+#include "tests/unit/record_same.h"
 
 #define T0 1796224445123456000ULL /* 2026-12-02T15:14:05.123456Z */
 
@@ -837,6 +839,208 @@ static void test_labels(void **state)
 	free(t.labels);
 }
 
+/* ---- the decoder's fast path (acct_record_scan) against its tree decoder ------------------- */
+
+#define SCAN_CORPUS "tests/fuzz/corpus/fuzz_record_decode"
+
+#define SH                                                                                         \
+	"{\"schema\":\"corral.record/"                                                             \
+	"v1\",\"record_id\":\"r-1\",\"time\":\"2026-12-02T15:14:05.5Z\","                          \
+	"\"node\":\"n1\","
+#define SEND "\"type\":\"task.end\",\"usage\":{\"wall_ns\":1},\"exit\":{\"status\":\"exited\"},"
+
+struct scan_case {
+	const char *json;
+	bool taken; /* the fast path decodes it (else the tree decoder decides) */
+};
+
+static const struct scan_case scan_cases[] = {
+    {SH SEND "\"task\":{\"id\":\"t\"}}", true},
+    {SH "\"type\":\"task.start\",\"task\":{\"id\":\"t\"},\"request\":{}}", true},
+    {SH "\"type\":\"task.start\",\"task\":{\"id\":\"t\"}}", false}, /* request missing */
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{}}", true},
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"}}", false}, /* usage missing */
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"exit\":{\"status\":"
+	"\"exited\"}}",
+     false},
+    {" { \"task\" : { \"labels\" : { \"a\" : \"b\" , \"c\" : \"\" } , \"id\" : \"t\" , \"job\" : "
+     "null , \"user\" : \"\" , \"uid\" : 4294967295 } , \"type\" : \"task.end\" , \"schema\" : "
+     "\"corral.record/v2\" , \"record_id\" : \"r\" , \"time\" : \"2026-12-02T15:14:05+00:00\" , "
+     "\"node\" : \"n\" , \"usage\" : { \"gpu_seconds\" : 1e2 , \"gpu_util_avg\" : 0 , "
+     "\"wall_ns\" : -0 } , \"exit\" : { \"by\" : null , \"status\" : \"signaled\" , \"signal\" : "
+     "128 , \"code\" : -2147483648 , \"message\" : \"\" } } \r\n",
+     true},
+    {SH SEND
+     "\"task\":{\"id\":\"t\"},\"sources\":{\"wall_ns\":\"agent\",\"gpu_seconds\":"
+     "\"nvml\"},\"request\":{\"cpus\":0.25,\"gpus\":4294967295,\"memory_bytes\":"
+     "999999999999999999},\"z\":{\"a\":[1,{\"b\":\"\\u00e9\\n\"}],\"c\":-1.5E-3},\"y\":true,"
+     "\"x\":\"caf\xc3\xa9\",\"period_ns\":1,\"w\":[]}",
+     true},
+    /* what the tree decoder refuses: the fast path never takes it */
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":{\"a\":1,\"a\":2}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":1,\"z\":2}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"id\":\"u\"}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"job\":\"a\",\"job\":\"b\"}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"job\":null,\"job\":\"b\"}}", false},
+    {SH "\"type\":\"task.end\",\"usage\":{},\"exit\":{\"status\":\"exited\",\"message\":"
+	"\"a\",\"message\":\"b\"},\"task\":{\"id\":\"t\"}}",
+     false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"node\":\"n2\"}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"labels\":{\"a\":\"1\",\"a\":\"2\"}}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"labels\":{\"\":\"1\"}}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"labels\":{\"a\":1}}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"labels\":null}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"uid\":4294967296}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"uid\":1.0}}", false},
+    {SH SEND "\"task\":{\"id\":\"\"}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\",\"gid\":1}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"hash\":\"\"}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"event\":{}}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":[1,2}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":\"a\x01\"}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":1 2}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":01}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},\"z\":\"\\ud800\"}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"}} x", false},
+    {SH SEND "\"task\":{\"id\":\"t\"},}", false},
+    {SH SEND "\"task\":{\"id\":\"t\"}", false},
+    {SH "\"type\":\"task.end\",\"usage\":{\"wall_ns\":1},\"exit\":{\"status\":\"none\"},"
+	"\"task\":{\"id\":\"t\"}}",
+     false},
+    {SH "\"type\":\"task.end\",\"usage\":{\"wall_ns\":1},\"exit\":{\"status\":\"exited\","
+	"\"signal\":129},\"task\":{\"id\":\"t\"}}",
+     false},
+    {SH "\"type\":\"task.end\",\"usage\":{\"wall_ns\":1},\"exit\":{\"status\":\"exited\","
+	"\"by\":\"none\"},\"task\":{\"id\":\"t\"}}",
+     false},
+    {SH "\"type\":\"task.end\",\"usage\":{\"wall_ns\":1},\"exit\":{\"code\":1},\"task\":{\"id\":"
+	"\"t\"}}",
+     false},
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":1.5}}", false},
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"gpu_seconds\":-1}}", false},
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"gpu_seconds\":1e999}}",
+     false},
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{\"wall_ns\":"
+	"9223372036854775807}}",
+     false}, /* 19 digits: the tree decoder (which takes it) */
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"sources\":{\"wall_ns\":"
+	"\"none\"}}",
+     false},
+    {SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},\"usage\":{},\"sources\":{\"bogus\":"
+	"\"ebpf\"}}",
+     false},
+    {"{\"schema\":\"corral.record/v1\",\"record_id\":\"r\",\"time\":\"1969-12-31T23:59:59Z\","
+     "\"node\":\"n\"," SEND "\"task\":{\"id\":\"t\"}}",
+     false},
+    {"{\"schema\":\"corral.record/v1\",\"record_id\":\"r\",\"time\":\"2026-12-02 15:14:05Z\","
+     "\"node\":\"n\"," SEND "\"task\":{\"id\":\"t\"}}",
+     false},
+    {"{\"schema\":\"corral.record/v1\",\"record_id\":\"r\",\"time\":\"2026-12-02T15:14:05Z\","
+     "\"node\":\"\"," SEND "\"task\":{\"id\":\"t\"}}",
+     false},
+};
+
+static unsigned scan_taken;
+
+/* acct_record_scan takes buf only as acct_record_decode_tree reads it, and
+ * acct_record_decode answers as the tree decoder does (the same error message). */
+static int check_scan(const char *buf, size_t len)
+{
+	struct acct_record a = {0}, b = {0}, c = {0};
+	char et[256] = "", ed[256] = "";
+	int rs = acct_record_scan(buf, len, &a);
+	int rt = acct_record_decode_tree(buf, len, &b, et, sizeof(et));
+	int rd = acct_record_decode(buf, len, &c, ed, sizeof(ed));
+
+	if ((rs != 0 && rs != 1) || (rs == 0 && (rt != 0 || !record_same(&a, &b))) || rd != rt ||
+	    (rt == 0 && !record_same(&c, &b)) || (rt < 0 && strcmp(ed, et) != 0)) {
+		print_error("scan %d tree %d (%s) decode %d (%s) on: %.*s\n", rs, rt, et, rd, ed,
+			    (int)len, buf);
+		fail();
+	}
+	scan_taken += rs == 0;
+	if (rs == 0)
+		acct_record_clear(&a);
+	if (rt == 0)
+		acct_record_clear(&b);
+	if (rd == 0)
+		acct_record_clear(&c);
+	return rs;
+}
+
+/* buf and its mutations: each byte deleted, replaced (by one of a few bytes that matter to
+ * JSON), and the text cut there. */
+static void check_scan_mutations(const char *buf, size_t len)
+{
+	static const char subst[] = "\"}],:{[ 0-9.e\\n\x80\x01x";
+	char *m = malloc(len + 1);
+
+	assert_non_null(m);
+	check_scan(buf, len);
+	for (size_t i = 0; i < len; i++) {
+		memcpy(m, buf, i);
+		memcpy(m + i, buf + i + 1, len - i - 1);
+		check_scan(m, len - 1);
+		memcpy(m, buf, len);
+		m[i] = subst[i % (sizeof(subst) - 1)];
+		check_scan(m, len);
+		check_scan(buf, i);
+	}
+	free(m);
+}
+
+static void test_scan_agrees(void **state)
+{
+	struct acct_record r;
+	char *s = NULL, path[512], buf[65536];
+	unsigned files = 0, before;
+	struct dirent *de;
+	DIR *d;
+
+	for (int f = 0; f < _ACCT_U_MAX; f++)
+		assert_string_equal(acct_scan_usage_field_name(f), acct_usage_field_name(f));
+	for (size_t i = 0; i < ARRAY_SIZE(scan_cases); i++) {
+		const char *j = scan_cases[i].json;
+
+		if (check_scan(j, strlen(j)) != !scan_cases[i].taken) {
+			print_error("scan case %zu: taken %d, want %d\n", i, !scan_cases[i].taken,
+				    scan_cases[i].taken);
+			fail();
+		}
+		check_scan_mutations(j, strlen(j));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)
+		check_scan_mutations(bad_cases[i].json, strlen(bad_cases[i].json));
+	fill_end(&r);
+	assert_int_equal(acct_record_encode(&r, &s, NULL), 0);
+	before = scan_taken;
+	check_scan_mutations(s, strlen(s));
+	assert_true(scan_taken > before);
+	free(s);
+	acct_record_clear(&r);
+
+	/* the fuzzer's seeds: every record type */
+	d = opendir(SCAN_CORPUS);
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		FILE *f;
+		size_t n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", SCAN_CORPUS, de->d_name);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		check_scan_mutations(buf, n);
+		files++;
+	}
+	closedir(d);
+	assert_true(files >= 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -846,6 +1050,7 @@ int main(void)
 	    cmocka_unit_test(test_energy),	   cmocka_unit_test(test_node_sample),
 	    cmocka_unit_test(test_oversize),	   cmocka_unit_test(test_tree_limits),
 	    cmocka_unit_test(test_audit_chain),	   cmocka_unit_test(test_labels),
+	    cmocka_unit_test(test_scan_agrees),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
