@@ -72,6 +72,14 @@ const char *coll_sum_name(enum coll_sum s);
 /* Counts (tasks, failed, kills) go wholly to the bucket of the task's end (the carried count
  * to each day before it); every other sum is a quantity, spread over the hours the task ran. */
 bool coll_sum_is_count(enum coll_sum s);
+/* The same as a mask (bit s: coll_sum_is_count(s); test_collector compares them). */
+#define COLL_SUMS_COUNT                                                                            \
+	(1u << COLL_SUM_TASKS | 1u << COLL_SUM_FAILED_TASKS | 1u << COLL_SUM_OOM_KILLED |          \
+	 1u << COLL_SUM_TIME_LIMIT | 1u << COLL_SUM_CPU_TIME_LIMIT |                               \
+	 1u << COLL_SUM_GPU_MEMORY_LIMIT | 1u << COLL_SUM_NO_REQUEST_TASKS |                       \
+	 1u << COLL_SUM_CARRIED_TASKS | 1u << COLL_SUM_ENERGY_UNMEASURED_TASKS)
+/* The UTC day (YYYY-MM-DD) of hour (hours since the epoch, years up to 2554). */
+void coll_day_of_hour(uint64_t hour, char out[16]);
 /* What a node.sample adds to rollup_node_day over its whole period (see COLL_ROLLUP_NODE_DAY). */
 void coll_node_sums(const struct acct_record *r, double v[_COLL_SUM_MAX]);
 #define COLL_NODE_CLASS_KEY "price_class"

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1131,6 +1132,32 @@ static void test_pgcopy(void **state)
 	free(out);
 }
 
+/* The rollups' day of an hour, written by hand, against gmtime_r + strftime (every day from
+ * 1970 to 2553, and each hour of two years); the count sums' mask against coll_sum_is_count. */
+static void test_day_of_hour(void **state)
+{
+	char got[16], want[16];
+
+	(void)state;
+	for (uint64_t h = 0; h < 213302ULL * 24; h += 24) { /* 1970-01-01 .. 2553-12-31 */
+		for (uint64_t k = 0; k < 24; k += h < 2 * 8784 ? 1 : 23) {
+			time_t t = (time_t)((h + k) * 3600);
+			struct tm tm;
+
+			gmtime_r(&t, &tm);
+			strftime(want, sizeof(want), "%Y-%m-%d", &tm);
+			coll_day_of_hour(h + k, got);
+			if (strcmp(got, want) != 0) {
+				print_error("hour %llu: %s, want %s\n", (unsigned long long)(h + k),
+					    got, want);
+				fail();
+			}
+		}
+	}
+	for (int s = 0; s < _COLL_SUM_MAX; s++)
+		assert_int_equal(COLL_SUMS_COUNT >> s & 1, coll_sum_is_count(s));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1142,6 +1169,7 @@ int main(void)
 	    cmocka_unit_test(test_tokens_file_mode),
 	    cmocka_unit_test(test_parse_listen),
 	    cmocka_unit_test(test_record_sums),
+	    cmocka_unit_test(test_day_of_hour),
 	    cmocka_unit_test(test_store_bad_uri),
 	    cmocka_unit_test_setup_teardown(test_store_idempotent, setup_store, teardown_store),
 	    cmocka_unit_test_setup_teardown(test_store_ingest_sync, setup_store, teardown_store),
