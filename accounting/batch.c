@@ -35,6 +35,12 @@ size_t acct_batch_count_lines(const char *buf, size_t len)
 int acct_batch_parse(const char *buf, size_t len, size_t max_records, acct_batch_fn fn,
 		     void *userdata)
 {
+	return acct_batch_parse_in(buf, len, max_records, fn, userdata, NULL);
+}
+
+int acct_batch_parse_in(const char *buf, size_t len, size_t max_records, acct_batch_fn fn,
+			void *userdata, struct acct_arena *arena)
+{
 	size_t pos = 0, index = 0, l;
 	char err[256];
 
@@ -55,7 +61,7 @@ int acct_batch_parse(const char *buf, size_t len, size_t max_records, acct_batch
 			snprintf(err, sizeof(err), "line exceeds %d bytes", ACCT_RECORD_MAX_BYTES);
 			r = fn(index, NULL, err, userdata);
 		} else {
-			r = acct_record_decode(line, l, &rec, err, sizeof(err));
+			r = acct_record_decode_in(line, l, &rec, err, sizeof(err), arena);
 			if (r == -ENOMEM)
 				return r;
 			if (r < 0)

@@ -29,6 +29,10 @@ typedef int (*acct_batch_fn)(size_t index, struct acct_record *r, const char *er
  */
 int acct_batch_parse(const char *buf, size_t len, size_t max_records, acct_batch_fn fn,
 		     void *userdata);
+/* The same, the records' strings taken from arena where the fast path decodes them
+ * (acct_record_decode_in): the arena must outlive the records fn keeps. */
+int acct_batch_parse_in(const char *buf, size_t len, size_t max_records, acct_batch_fn fn,
+			void *userdata, struct acct_arena *arena);
 
 /* Number of lines acct_batch_parse would report (same line rules). */
 size_t acct_batch_count_lines(const char *buf, size_t len);

@@ -372,9 +372,11 @@ void acct_record_clear(struct acct_record *r)
 	if (!r)
 		return;
 	node_sample_free(r->ns);
-	free(r->node);
-	task_clear(&r->task);
-	free(r->exit.message);
+	if (!r->in_arena) {
+		free(r->node);
+		task_clear(&r->task);
+		free(r->exit.message);
+	}
 	json_decref(r->extra);
 	json_decref(r->event);
 	memset(r, 0, sizeof(*r));
@@ -425,6 +427,7 @@ int acct_record_copy(struct acct_record *dst, const struct acct_record *src)
 	int r;
 
 	c = *src;
+	c.in_arena = false;
 	c.node = NULL;
 	c.task.job = c.task.user = c.task.account = NULL;
 	c.task.labels = NULL;
@@ -1803,7 +1806,13 @@ out_clear:
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen)
 {
-	int e = acct_record_scan(buf, len, ret);
+	return acct_record_decode_in(buf, len, ret, err, errlen, NULL);
+}
+
+int acct_record_decode_in(const char *buf, size_t len, struct acct_record *ret, char *err,
+			  size_t errlen, struct acct_arena *arena)
+{
+	int e = acct_record_scan(buf, len, ret, arena);
 
 	if (e <= 0) {
 		if (err && errlen)

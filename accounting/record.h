@@ -261,7 +261,19 @@ struct acct_record {
 	struct acct_node_sample *ns; /* node.sample records: owned; NULL otherwise */
 	char prev_hash[ACCT_HASH_HEX];
 	char hash[ACCT_HASH_HEX];
+	/* node, the task's strings and labels and exit.message live in an arena
+	 * (acct_record_scan with one): acct_record_clear leaves them to it */
+	bool in_arena;
 };
+
+/* Allocations freed all at once (a batch's records: acct_batch_parse_in). */
+struct acct_arena_chunk;
+struct acct_arena {
+	struct acct_arena_chunk *chunks;
+};
+/* n bytes (16-byte aligned) from a; NULL on ENOMEM. */
+void *acct_arena_alloc(struct acct_arena *a, size_t n);
+void acct_arena_free(struct acct_arena *a);
 
 const char *acct_type_to_string(enum acct_type t);
 enum acct_type acct_type_from_string(const char *s);
@@ -297,6 +309,9 @@ int acct_record_to_json(const struct acct_record *r, json_t **ret);
  */
 int acct_record_decode(const char *buf, size_t len, struct acct_record *ret, char *err,
 		       size_t errlen);
+/* The same, the fast path's strings taken from arena (which must outlive *ret). */
+int acct_record_decode_in(const char *buf, size_t len, struct acct_record *ret, char *err,
+			  size_t errlen, struct acct_arena *arena);
 /* The tree decoder alone (accounting/jtree.h: one arena-allocated tree per record): every
  * record type, every error message. */
 int acct_record_decode_tree(const char *buf, size_t len, struct acct_record *ret, char *err,
@@ -305,9 +320,11 @@ int acct_record_decode_tree(const char *buf, size_t len, struct acct_record *ret
  * The fast path (record_scan.c): a task.start/sample/end record read in one pass without a
  * tree. 0: decoded into *ret, exactly as acct_record_decode_tree() would; 1: not taken (another
  * type, an escape or non-ASCII byte in a string, any error...): the tree decoder decides;
- * -ENOMEM. Never an error message of its own.
+ * -ENOMEM. Never an error message of its own. With an arena, the record's strings and labels
+ * come from it (ret->in_arena; the arena must outlive the record), else from malloc.
  */
-int acct_record_scan(const char *buf, size_t len, struct acct_record *ret);
+int acct_record_scan(const char *buf, size_t len, struct acct_record *ret,
+		     struct acct_arena *arena);
 /* The fast path's own table of usage field names (a test compares it with the codec's). */
 const char *acct_scan_usage_field_name(int f);
 

@@ -40,7 +40,59 @@
 
 struct scan {
 	const unsigned char *c, *end;
+	struct acct_arena *arena; /* strings from here, else from malloc */
 };
+
+struct acct_arena_chunk {
+	struct acct_arena_chunk *next;
+	size_t size, used;
+	char data[] __attribute__((aligned(16)));
+};
+
+#define ARENA_CHUNK (64 * 1024)
+
+void *acct_arena_alloc(struct acct_arena *a, size_t n)
+{
+	struct acct_arena_chunk *c = a->chunks;
+
+	n = (n + 15) & ~(size_t)15;
+	if (!c || c->size - c->used < n) {
+		size_t size = MAX((size_t)ARENA_CHUNK, n);
+
+		c = malloc(sizeof(*c) + size);
+		if (!c)
+			return NULL;
+		c->size = size;
+		c->used = 0;
+		c->next = a->chunks;
+		a->chunks = c;
+	}
+	c->used += n;
+	return c->data + c->used - n;
+}
+
+void acct_arena_free(struct acct_arena *a)
+{
+	struct acct_arena_chunk *c = a->chunks, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	a->chunks = NULL;
+}
+
+/* p[0..len) as a C string, from the arena or malloc. */
+static char *sdup(struct scan *s, const char *p, size_t len)
+{
+	char *d = s->arena ? acct_arena_alloc(s->arena, len + 1) : malloc(len + 1);
+
+	if (d) {
+		memcpy(d, p, len);
+		d[len] = 0;
+	}
+	return d;
+}
 
 struct str {
 	const char *p;
@@ -127,51 +179,85 @@ static int key(struct scan *s, struct str *ret)
 	return take(s, ':') ? 0 : PASS;
 }
 
-/* The number at s->c (after ws), JSON's grammar, read as jtree reads it: an integer of up to
- * 18 characters summed, a real by strtod (longer integers: the tree decoder). */
+/* Powers of ten a double holds exactly. */
+static const double exact_pow10[] = {1e0,  1e1,	 1e2,  1e3,  1e4,  1e5,	 1e6,  1e7,
+				     1e8,  1e9,	 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+				     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/*
+ * The number at s->c (after ws), JSON's grammar, read as jtree reads it: an integer of up to
+ * 18 characters exactly (longer ones: the tree decoder); a real as strtod reads it. The digits
+ * are summed in the same pass that checks them; a real of at most 19 digits whose value and
+ * power of ten are exact doubles (at most 2^53 and 10^22) is one correctly rounded division
+ * or multiplication, which is what strtod returns; any other real goes to strtod.
+ */
 static int num(struct scan *s, struct num *ret)
 {
 	const unsigned char *b, *c, *end = s->end;
+	uint64_t m = 0;
+	int digits = 0, scale = 0, exp = 0;
+	bool neg, exact = true;
 	char buf[64], *e;
 	size_t len;
 
 	ws(s);
 	b = c = s->c;
-	if (c < end && *c == '-')
-		c++;
+	neg = c < end && *c == '-';
+	c += neg;
 	if (c == end || *c < '0' || *c > '9')
 		return PASS;
-	if (*c++ != '0')
-		while (c < end && *c >= '0' && *c <= '9')
-			c++;
+	if (*c == '0')
+		c++;
+	else
+		for (; c < end && *c >= '0' && *c <= '9'; c++)
+			if (digits < 19) {
+				m = m * 10 + (uint64_t)(*c - '0');
+				digits++;
+			} else {
+				exact = false;
+			}
 	ret->real = false;
 	if (c < end && *c == '.') {
 		ret->real = true;
 		if (++c == end || *c < '0' || *c > '9')
 			return PASS;
-		while (c < end && *c >= '0' && *c <= '9')
-			c++;
+		for (; c < end && *c >= '0' && *c <= '9'; c++)
+			if (digits < 19) {
+				m = m * 10 + (uint64_t)(*c - '0');
+				digits++;
+				scale++;
+			} else {
+				exact = false;
+			}
 	}
 	if (c < end && (*c == 'e' || *c == 'E')) {
+		bool eneg;
+
 		ret->real = true;
-		if (++c < end && (*c == '+' || *c == '-'))
+		eneg = ++c < end && *c == '-';
+		if (c < end && (*c == '+' || *c == '-'))
 			c++;
 		if (c == end || *c < '0' || *c > '9')
 			return PASS;
-		while (c < end && *c >= '0' && *c <= '9')
-			c++;
+		for (; c < end && *c >= '0' && *c <= '9'; c++)
+			if (exp < 100000)
+				exp = exp * 10 + (*c - '0');
+		exp = eneg ? -exp : exp;
 	}
 	len = (size_t)(c - b);
 	s->c = c;
 	if (!ret->real) {
-		bool neg = *b == '-';
-		int64_t v = 0;
-
 		if (len > 18)
 			return PASS;
-		for (size_t i = neg; i < len; i++)
-			v = v * 10 + (b[i] - '0');
-		ret->i = neg ? -v : v;
+		ret->i = neg ? -(int64_t)m : (int64_t)m;
+		return 0;
+	}
+	exp -= scale;
+	if (exact && m <= (1ULL << 53) && exp >= -22 && exp <= 22) {
+		double d = (double)m;
+
+		d = exp < 0 ? d / exact_pow10[-exp] : d * exact_pow10[exp];
+		ret->d = neg ? -d : d;
 		return 0;
 	}
 	if (len >= sizeof(buf))
@@ -241,7 +327,7 @@ static int str_dup(struct scan *s, size_t max, char **ret)
 		return 0;
 	if (str(s, &v) || v.len >= max)
 		return PASS;
-	*ret = strndup(v.p, v.len);
+	*ret = sdup(s, v.p, v.len);
 	return *ret ? 0 : -ENOMEM;
 }
 
@@ -275,30 +361,40 @@ static int object(struct scan *s, member_fn fn, void *ud)
 	return take(s, '}') ? 0 : PASS;
 }
 
-/* task.labels: string values, each key and value shorter than ACCT_NAME_MAX. */
+/* task.labels: string values, each key and value shorter than ACCT_NAME_MAX, a key once (as
+ * acct_task_add_label checks them), at most ACCT_LABELS_MAX. */
 static int labels(struct scan *s, struct acct_task *t)
 {
-	char k[ACCT_NAME_MAX], v[ACCT_NAME_MAX];
-	struct str name, val;
-	int r;
+	struct str k[ACCT_LABELS_MAX], v[ACCT_LABELS_MAX];
+	size_t n = 0;
 
-	if (!take(s, '{'))
-		return PASS;
+	if (t->labels || !take(s, '{'))
+		return PASS; /* labels twice */
 	if (take(s, '}'))
 		return 0;
 	do {
-		if (key(s, &name) || str(s, &val) || name.len == 0 || name.len >= sizeof(k) ||
-		    val.len >= sizeof(v))
+		if (n == ACCT_LABELS_MAX || key(s, &k[n]) || str(s, &v[n]) || k[n].len == 0 ||
+		    k[n].len >= ACCT_NAME_MAX || v[n].len >= ACCT_NAME_MAX)
 			return PASS;
-		memcpy(k, name.p, name.len);
-		k[name.len] = 0;
-		memcpy(v, val.p, val.len);
-		v[val.len] = 0;
-		r = acct_task_add_label(t, k, v); /* a key twice: -EEXIST */
-		if (r < 0)
-			return r == -ENOMEM ? r : PASS;
+		for (size_t i = 0; i < n; i++)
+			if (k[i].len == k[n].len && memcmp(k[i].p, k[n].p, k[n].len) == 0)
+				return PASS;
+		n++;
 	} while (take(s, ','));
-	return take(s, '}') ? 0 : PASS;
+	if (!take(s, '}'))
+		return PASS;
+	t->labels = s->arena ? acct_arena_alloc(s->arena, n * sizeof(*t->labels))
+			     : calloc(n, sizeof(*t->labels));
+	if (!t->labels)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		t->labels[i].key = sdup(s, k[i].p, k[i].len);
+		t->labels[i].value = sdup(s, v[i].p, v[i].len);
+		t->n_labels = i + 1; /* (malloc'd: task_clear frees them, NULL or not) */
+		if (!t->labels[i].key || !t->labels[i].value)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 static int task_member(struct scan *s, const struct str *n, void *ud, uint64_t *bit)
@@ -686,7 +782,7 @@ static int scan_top(struct scan *s, struct acct_record *rec)
 				bit = TOP_NODE;
 				if (rec->node || str(s, &v) || v.len == 0 || v.len >= ACCT_NAME_MAX)
 					break;
-				rec->node = strndup(v.p, v.len);
+				rec->node = sdup(s, v.p, v.len);
 				r = rec->node ? 0 : -ENOMEM;
 			} else if (IS(n, "task")) {
 				bit = TOP_TASK;
@@ -789,10 +885,12 @@ static int scan_top(struct scan *s, struct acct_record *rec)
 	return 0;
 }
 
-int acct_record_scan(const char *buf, size_t len, struct acct_record *ret)
+int acct_record_scan(const char *buf, size_t len, struct acct_record *ret, struct acct_arena *arena)
 {
-	struct scan s = {.c = (const unsigned char *)buf, .end = (const unsigned char *)buf + len};
-	struct acct_record rec = {0};
+	struct scan s = {.c = (const unsigned char *)buf,
+			 .end = (const unsigned char *)buf + len,
+			 .arena = arena};
+	struct acct_record rec = {.in_arena = arena != NULL};
 	int r;
 
 	if (!buf || len > ACCT_RECORD_MAX_BYTES)

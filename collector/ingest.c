@@ -303,16 +303,29 @@ struct line {
 	size_t len;
 };
 
+/*
+ * Decoding dominates ingest CPU, so a large batch is cut at line boundaries into up to
+ * DECODE_THREADS_MAX chunks decoded in parallel (acct_batch_parse per chunk, indexes offset).
+ * Line rules stay those of acct_batch_parse: a chunk ending in an empty line loses that line
+ * (a trailing line ending is optional), which is caught afterwards as "empty line".
+ */
+#define DECODE_THREADS_MAX 4
+
+#define DECODE_LINES_PER_THREAD 128
+
 struct batch {
 	size_t n;
 	struct line *lines;
 	struct acct_record *recs;
 	char **errors; /* per line: NULL = valid */
 	size_t n_bad;
+	/* the records' strings, a chunk's in its own (freed with the records: batch_free) */
+	struct acct_arena arenas[DECODE_THREADS_MAX];
 };
 
 struct chunk {
 	struct batch *b;
+	struct acct_arena *arena;
 	size_t first; /* index of the chunk's first line in the batch */
 	const char *buf;
 	size_t len;
@@ -341,19 +354,9 @@ static void *chunk_thread(void *p)
 {
 	struct chunk *ch = p;
 
-	ch->ret = acct_batch_parse(ch->buf, ch->len, ch->max, batch_cb, ch);
+	ch->ret = acct_batch_parse_in(ch->buf, ch->len, ch->max, batch_cb, ch, ch->arena);
 	return NULL;
 }
-
-/*
- * Decoding dominates ingest CPU, so a large batch is cut at line boundaries into up to
- * DECODE_THREADS_MAX chunks decoded in parallel (acct_batch_parse per chunk, indexes offset).
- * Line rules stay those of acct_batch_parse: a chunk ending in an empty line loses that line
- * (a trailing line ending is optional), which is caught afterwards as "empty line".
- */
-#define DECODE_THREADS_MAX 4
-
-#define DECODE_LINES_PER_THREAD 128
 
 static int parse_parallel(struct batch *b, const char *buf, size_t len, size_t max)
 {
@@ -368,7 +371,7 @@ static int parse_parallel(struct batch *b, const char *buf, size_t len, size_t m
 	for (size_t j = 0; j < k; j++) {
 		size_t first = j * b->n / k, end = (j + 1) * b->n / k;
 
-		ch[j] = (struct chunk){.b = b, .first = first, .max = max};
+		ch[j] = (struct chunk){.b = b, .arena = &b->arenas[j], .first = first, .max = max};
 		if (b->n == 0)
 			break;
 		ch[j].buf = b->lines[first].p;
@@ -412,6 +415,8 @@ static void batch_free(struct batch *b)
 	free(b->recs);
 	free(b->errors);
 	free(b->lines);
+	for (size_t j = 0; j < DECODE_THREADS_MAX; j++)
+		acct_arena_free(&b->arenas[j]);
 }
 
 /* Same line rules as acct_batch_parse(): split on "\n", strip one "\r". */

@@ -18,11 +18,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int differential(const char *buf, size_t size, struct acct_record *r, char *err,
 			size_t errlen)
 {
-	struct acct_record s = {0}, t = {0};
-	char terr[256] = "";
-	int rs = acct_record_scan(buf, size, &s);
+	struct acct_record s = {0}, t = {0}, a = {0};
+	struct acct_arena arena = {0};
+	char terr[256] = "", aerr[256] = "";
+	int rs = acct_record_scan(buf, size, &s, NULL);
 	int rt = acct_record_decode_tree(buf, size, &t, terr, sizeof(terr));
 	int rd = acct_record_decode(buf, size, r, err, errlen);
+	int ra = acct_record_decode_in(buf, size, &a, aerr, sizeof(aerr), &arena);
 
 	if (rs != 0 && rs != 1)
 		abort();
@@ -30,10 +32,12 @@ static int differential(const char *buf, size_t size, struct acct_record *r, cha
 		abort();
 	if (rd != rt || (rd == 0 && !record_same(r, &t)) || (rd < 0 && strcmp(err, terr) != 0))
 		abort();
-	if (rs == 0)
-		acct_record_clear(&s);
-	if (rt == 0)
-		acct_record_clear(&t);
+	if (ra != rt || (ra == 0 && !record_same(&a, &t)) || (ra < 0 && strcmp(aerr, terr) != 0))
+		abort();
+	acct_record_clear(&s);
+	acct_record_clear(&t);
+	acct_record_clear(&a);
+	acct_arena_free(&arena);
 	return rd;
 }
 

@@ -947,25 +947,28 @@ static unsigned scan_taken;
  * acct_record_decode answers as the tree decoder does (the same error message). */
 static int check_scan(const char *buf, size_t len)
 {
-	struct acct_record a = {0}, b = {0}, c = {0};
-	char et[256] = "", ed[256] = "";
-	int rs = acct_record_scan(buf, len, &a);
+	struct acct_record a = {0}, b = {0}, c = {0}, e = {0};
+	struct acct_arena arena = {0};
+	char et[256] = "", ed[256] = "", ee[256] = "";
+	int rs = acct_record_scan(buf, len, &a, NULL);
 	int rt = acct_record_decode_tree(buf, len, &b, et, sizeof(et));
 	int rd = acct_record_decode(buf, len, &c, ed, sizeof(ed));
+	int ra = acct_record_decode_in(buf, len, &e, ee, sizeof(ee), &arena);
 
 	if ((rs != 0 && rs != 1) || (rs == 0 && (rt != 0 || !record_same(&a, &b))) || rd != rt ||
-	    (rt == 0 && !record_same(&c, &b)) || (rt < 0 && strcmp(ed, et) != 0)) {
-		print_error("scan %d tree %d (%s) decode %d (%s) on: %.*s\n", rs, rt, et, rd, ed,
-			    (int)len, buf);
+	    (rt == 0 && !record_same(&c, &b)) || (rt < 0 && strcmp(ed, et) != 0) || ra != rt ||
+	    (rt == 0 && !record_same(&e, &b)) || (rt < 0 && strcmp(ee, et) != 0) ||
+	    (rt == 0 && e.in_arena != (rs == 0))) {
+		print_error("scan %d tree %d (%s) decode %d (%s) in arena %d on: %.*s\n", rs, rt,
+			    et, rd, ed, ra, (int)len, buf);
 		fail();
 	}
 	scan_taken += rs == 0;
-	if (rs == 0)
-		acct_record_clear(&a);
-	if (rt == 0)
-		acct_record_clear(&b);
-	if (rd == 0)
-		acct_record_clear(&c);
+	acct_record_clear(&a);
+	acct_record_clear(&b);
+	acct_record_clear(&c);
+	acct_record_clear(&e);
+	acct_arena_free(&arena);
 	return rs;
 }
 
@@ -1019,6 +1022,34 @@ static void test_scan_agrees(void **state)
 	assert_true(scan_taken > before);
 	free(s);
 	acct_record_clear(&r);
+
+	/* reals: the fast path's own conversion (exact cases) and strtod's (the rest) read every
+	 * number as the tree decoder's strtod does */
+	{
+		uint64_t x = 88172645463325252ULL;
+		char rec[512];
+
+		before = scan_taken;
+		for (int i = 0; i < 20000; i++) {
+			unsigned long long a, f;
+			int n, fd, ex;
+
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			a = x % (i % 3 ? 100000ULL : 100000000000000000ULL);
+			f = (x >> 20) % 10000000000ULL;
+			fd = (int)(x >> 8 & 15) + 1;
+			ex = (int)(x >> 40 & 63) - 32;
+			n = snprintf(rec, sizeof(rec),
+				     SH "\"type\":\"task.sample\",\"task\":{\"id\":\"t\"},"
+					"\"usage\":{\"gpu_seconds\":%llu.%0*llu%s%.0d}}",
+				     a, fd, f % 10000000000ULL, x & 1 ? "e" : "", x & 1 ? ex : 0);
+			assert_true(n > 0 && (size_t)n < sizeof(rec));
+			check_scan(rec, (size_t)n);
+		}
+		assert_true(scan_taken - before > 15000);
+	}
 
 	/* the fuzzer's seeds: every record type */
 	d = opendir(SCAN_CORPUS);
