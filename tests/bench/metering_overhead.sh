@@ -147,10 +147,11 @@ for b in this base; do
 	sed -n '/^per-program run time/,$p' "$T/pp.$b" | tail -n +2 | grep -v '^NET '
 done
 # The net run time of all programs per operation as a share of the workload's CPU, side by side:
-# the median over the rounds of each round's median of the repetitions.
+# the median over the rounds of each round's median of the repetitions; then the spread of the
+# rounds (lowest and highest round, ns per operation).
 echo
 echo "net BPF run time per operation, share of the workload's CPU ($PR alternating rounds):"
-printf '%-20s %-8s %18s %18s %8s\n' workload task this base this/base
+printf '%-20s %-8s %18s %18s %8s %24s\n' workload task this base this/base "rounds this; base (ns)"
 python3 - "$T/net.this" "$T/net.base" <<'PY'
 import sys, statistics
 d = []
@@ -164,12 +165,16 @@ names = ["fork+exec", "fork+exit", "thread create+join"]
 for w in range(3):
     for i in range(2):
         cells = []
+        spread = []
         for v in d:
             r = v.get((w, i), [])
             ns = statistics.median([x[0] for x in r]) if r else float("nan")
             sh = statistics.median([x[1] for x in r]) if r else float("nan")
             cells.append((ns, sh))
-        print("%-20s %-8s %18s %18s %8.3f" % (names[w], "inside" if i else "outside",
+            spread.append("%.0f-%.0f" % (min(x[0] for x in r), max(x[0] for x in r))
+                          if r else "-")
+        print("%-20s %-8s %18s %18s %8.3f %24s" % (names[w], "inside" if i else "outside",
               "%.0f ns %.2f%%" % cells[0], "%.0f ns %.2f%%" % cells[1],
-              cells[0][0] / cells[1][0] if cells[1][0] > 0 else float("nan")))
+              cells[0][0] / cells[1][0] if cells[1][0] > 0 else float("nan"),
+              "%s; %s" % (spread[0], spread[1])))
 PY
