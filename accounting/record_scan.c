@@ -704,6 +704,47 @@ static int add_extra(json_t **extra, const struct str *name, const char *text, s
 }
 
 /* record.c's decode_time: "YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)", years 1970..2500. */
+#define D2(p, i) ((unsigned)((p)[i] - '0') * 10 + (unsigned)((p)[(i) + 1] - '0'))
+
+/*
+ * A valid date and time (every field in range, the day within its month, no leap second) with
+ * an optional fraction and "Z" or "+00:00", the pattern checked: its time as parse_rfc3339
+ * gives it (strptime and timegm), computed here (days from the civil date, H. Hinnant's
+ * days_from_civil). False for anything else, which parse_rfc3339 then reads itself.
+ */
+static bool rtime_valid(const struct str *v, int year, uint64_t *ret)
+{
+	static const unsigned char mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	const char *p = v->p;
+	const unsigned mo = D2(p, 5), d = D2(p, 8), h = D2(p, 11), mi = D2(p, 14), sec = D2(p, 17);
+	const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+	uint64_t frac = 0, scale = 100000000ULL, days;
+	unsigned yoe, doy;
+	size_t i = 19;
+	int y;
+
+	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] + (unsigned)(mo == 2 && leap) ||
+	    h > 23 || mi > 59 || sec > 59)
+		return false;
+	if (i < v->len && p[i] == '.') {
+		if (++i == v->len || p[i] < '0' || p[i] > '9')
+			return false;
+		for (; i < v->len && p[i] >= '0' && p[i] <= '9'; i++) {
+			frac += (uint64_t)(p[i] - '0') * scale;
+			scale /= 10;
+		}
+	}
+	if (!((v->len - i == 1 && p[i] == 'Z') ||
+	      (v->len - i == 6 && memcmp(p + i, "+00:00", 6) == 0)))
+		return false;
+	y = year - (mo <= 2); /* years from March: February last */
+	yoe = (unsigned)(y % 400);
+	doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1;
+	days = (uint64_t)(y / 400) * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+	*ret = ((days * 24 + h) * 60 + mi) * 60 * NSEC_PER_SEC + sec * NSEC_PER_SEC + frac;
+	return true;
+}
+
 static int rtime(const struct str *v, uint64_t *ret)
 {
 	static const char pat[] = "dddd-dd-ddTdd:dd:dd";
@@ -719,6 +760,8 @@ static int rtime(const struct str *v, uint64_t *ret)
 	    (v->p[0] - '0') * 1000 + (v->p[1] - '0') * 100 + (v->p[2] - '0') * 10 + (v->p[3] - '0');
 	if (year < 1970 || year > 2500)
 		return PASS;
+	if (rtime_valid(v, year, ret))
+		return 0;
 	memcpy(buf, v->p, v->len);
 	buf[v->len] = 0;
 	return parse_rfc3339(buf, ret) < 0 ? PASS : 0;

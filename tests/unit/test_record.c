@@ -1051,6 +1051,36 @@ static void test_scan_agrees(void **state)
 		assert_true(scan_taken - before > 15000);
 	}
 
+	/* times: the fast path's own reading of a valid one, parse_rfc3339's of the rest */
+	{
+		static const char *const zones[] = {"Z", "+00:00", "+01:00", "z", "", "ZZ"};
+		static const char *const fracs[] = {
+		    "", ".0", ".5", ".123456", ".000001", ".1234567891234", ".", ".x"};
+		char rec[512];
+		unsigned k = 0;
+
+		before = scan_taken;
+		for (int y = 1969; y <= 2501; y += (y < 1975 || y > 2495 || y % 100 == 0) ? 1 : 37)
+			for (int m = 0; m <= 13; m++)
+				for (int dd = 0; dd <= 32; dd += dd < 27 ? 9 : 1, k++) {
+					int n = snprintf(
+					    rec, sizeof(rec),
+					    "{\"schema\":\"corral.record/v1\",\"record_id\":\"r\","
+					    "\"time\":\"%04d-%02d-%02dT%02u:%02u:%02u%s%s\","
+					    "\"node\":"
+					    "\"n\"," SEND "\"task\":{\"id\":\"t\"}}",
+					    y, m, dd, k % 7 ? k % 24 : 23 + k % 3,
+					    k % 5 ? k % 60 : 59 + k % 3,
+					    k % 3 ? k * 7 % 60 : 58 + k % 5,
+					    fracs[k % ARRAY_SIZE(fracs)],
+					    zones[k / 3 % ARRAY_SIZE(zones)]);
+
+					assert_true(n > 0 && (size_t)n < sizeof(rec));
+					check_scan(rec, (size_t)n);
+				}
+		assert_true(scan_taken - before > 300);
+	}
+
 	/* the fuzzer's seeds: every record type */
 	d = opendir(SCAN_CORPUS);
 	assert_non_null(d);
