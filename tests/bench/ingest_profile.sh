@@ -16,8 +16,7 @@
 # PROFILE_PERF=1: the last round's collector with rollups under `perf record`, its top
 # functions (self time) printed at the end. PROFILE_PERF=server: the PostgreSQL server's
 # processes instead (the whole host recorded, the server's samples kept: `perf report --comm
-# postgres`), with the share of its CPU in the parts of a statement's life (parse, analysis,
-# plan, the COPY and its index inserts, the JSON check of the bodies, commit).
+# postgres`), its top functions by self time as shares of the server's samples.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/collector_lib.sh
@@ -166,28 +165,14 @@ if runs > 3:
 PY
 cat "$T/st_direct" "$T/st_coll" "$T/st_collab" "$T/st_norl" 2>/dev/null
 if [ "${PROFILE_PERF:-}" = server ] && [ -s "$T/perf.data" ]; then
-	echo "-- the server during the collector with rollups: share of its CPU (perf, inclusive)"
-	perf report -i "$T/perf.data" --comm postgres --children --sort symbol --stdio \
-		2>/dev/null | python3 -c '
-import re, sys
-parts = [("PostgresMain", "statements in all (the backends)"),
-         ("pg_parse_query", "parse"), ("parse_analyze_varparams", "analysis (with parameters)"),
-         ("parse_analyze_fixedparams", "analysis"), ("pg_plan_queries", "plan"),
-         ("GetCachedPlan", "plan (prepared statements, unnamed included)"),
-         ("CopyFrom", "COPY"), ("ExecInsertIndexTuples", "index inserts"),
-         ("json_recv", "JSON check of the bodies"), ("heap_multi_insert", "heap inserts (COPY)"),
-         ("ExecutorRun", "statements executed (INSERT, DELETE, UPDATE)"),
-         ("CommitTransactionCommand", "commit"), ("toast_save_datum", "TOAST writes")]
-inc, total = {}, 0.0
-for l in sys.stdin:
-    m = re.match(r"\s+([0-9.]+)%\s+([0-9.]+)%\s+\[[.k]\]\s+(\S+)", l)
-    if m:
-        inc.setdefault(m.group(3), float(m.group(1)))
-        total += float(m.group(2))
-for f, what in parts:
-    v = inc.get(f, inc.get("standard_" + f, 0.0))
-    print("%6.1f%%  %-28s %s" % (100 * v / total if total else 0, f, what))
-print("(of the samples of every postgres process: backends, WAL writer, checkpointer, autovacuum)")'
+	# self time: the call chains of a server built without frame pointers are not reliable
+	echo "-- the server during the collector with rollups: functions by self time, % of the server's samples (perf)"
+	all=$(perf report -i "$T/perf.data" --sort comm --stdio 2>/dev/null |
+		awk '$NF == "postgres" { sub("%", "", $1); print $1 }')
+	perf report -i "$T/perf.data" --comm postgres --no-children --sort symbol --stdio \
+		2>/dev/null | awk -v all="${all:-0}" '/^ +[0-9.]+%/ && n < 30 {
+			sub("%", "", $1); n++
+			printf "%6.1f%%  %s\n", (all > 0 ? 100 * $1 / all : 0), $3 }'
 	cp "$T/perf.data" "$O/ingest_profile.perf.data" && echo "(kept in $O/ingest_profile.perf.data)"
 elif [ -n "${PROFILE_PERF:-}" ] && [ -s "$T/perf.data" ]; then
 	echo "-- the collector with rollups: functions by self time (perf)"
