@@ -42,7 +42,7 @@ struct pg_store {
  * The statements every batch sends, prepared once per connection (named, PQprepare): their
  * text is fixed, so the server parses and plans them once instead of once per batch; their
  * lists travel as binary arrays (text_array), not as a VALUES list of two parameters a row
- * (whose parse, analysis and plan were about an eighth of the server's CPU on ingest).
+ * (which the server parsed, analysed and planned anew for every batch).
  */
 enum pg_stmt {
 	PG_STMT_OPEN_DEL,   /* the ended tasks' rollup_open rows */
