@@ -787,6 +787,44 @@ struct extra_at {
 	size_t len;
 };
 
+/* A member scan_top does not decode, kept as raw text for the record's extras: a name twice
+ * among them is refused (PASS: the tree decoder refuses it with its message), as is one past
+ * SCAN_EXTRA_MAX or an empty name. */
+static int top_extra(struct scan *s, struct extra_at *extras, size_t *n_extra, struct str n)
+{
+	int r;
+
+	if (*n_extra == SCAN_EXTRA_MAX || n.len == 0)
+		return PASS;
+	for (size_t i = 0; i < *n_extra; i++)
+		if (extras[i].name.len == n.len && memcmp(extras[i].name.p, n.p, n.len) == 0)
+			return PASS;
+	extras[*n_extra].name = n;
+	extras[*n_extra].text = (const char *)s->c;
+	if ((r = skip(s)) != 0)
+		return r;
+	extras[*n_extra].len = (size_t)((const char *)s->c - extras[*n_extra].text);
+	(*n_extra)++;
+	return 0;
+}
+
+/* Whether the members seen (enum top) make a whole record of rec's type. */
+static bool top_complete(const struct acct_record *rec, unsigned seen)
+{
+	if ((seen & TOP_REQUIRED) != TOP_REQUIRED)
+		return false;
+	/* what the record's type requires or refuses */
+	if ((rec->type == ACCT_TASK_START && !(seen & TOP_REQUEST)) ||
+	    (rec->type != ACCT_TASK_START && !(seen & TOP_USAGE)) ||
+	    (rec->type == ACCT_TASK_END) != !!(seen & TOP_EXIT))
+		return false;
+	if (!rec->task.id[0])
+		return false; /* task.id is required */
+	if (rec->type == ACCT_TASK_END && rec->exit.status == ACCT_EXIT_NONE)
+		return false; /* exit.status is required */
+	return true;
+}
+
 static int scan_top(struct scan *s, struct acct_record *rec)
 {
 	struct extra_at extras[SCAN_EXTRA_MAX];
@@ -883,19 +921,7 @@ static int scan_top(struct scan *s, struct acct_record *rec)
 			break;
 		default:
 		extra:
-			/* a name twice among the extras: the tree decoder refuses it */
-			if (n_extra == SCAN_EXTRA_MAX || n.len == 0)
-				break;
-			for (size_t i = 0; i < n_extra; i++)
-				if (extras[i].name.len == n.len &&
-				    memcmp(extras[i].name.p, n.p, n.len) == 0)
-					return PASS;
-			extras[n_extra].name = n;
-			extras[n_extra].text = (const char *)s->c;
-			if ((r = skip(s)) != 0)
-				break;
-			extras[n_extra].len = (size_t)((const char *)s->c - extras[n_extra].text);
-			n_extra++;
+			r = top_extra(s, extras, &n_extra, n);
 			bit = 1u << 31;
 			break;
 		}
@@ -910,17 +936,8 @@ static int scan_top(struct scan *s, struct acct_record *rec)
 	if (!take(s, '}'))
 		return PASS;
 	ws(s);
-	if (s->c != s->end || (seen & TOP_REQUIRED) != TOP_REQUIRED)
+	if (s->c != s->end || !top_complete(rec, seen))
 		return PASS;
-	/* what the record's type requires or refuses */
-	if ((rec->type == ACCT_TASK_START && !(seen & TOP_REQUEST)) ||
-	    (rec->type != ACCT_TASK_START && !(seen & TOP_USAGE)) ||
-	    (rec->type == ACCT_TASK_END) != !!(seen & TOP_EXIT))
-		return PASS;
-	if (!rec->task.id[0])
-		return PASS; /* task.id is required */
-	if (rec->type == ACCT_TASK_END && rec->exit.status == ACCT_EXIT_NONE)
-		return PASS; /* exit.status is required */
 	for (size_t i = 0; i < n_extra; i++)
 		if ((r = add_extra(&rec->extra, &extras[i].name, extras[i].text, extras[i].len)) !=
 		    0)
