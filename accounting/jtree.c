@@ -16,18 +16,37 @@
 #include "common/error.h"
 #include "common/macro.h"
 
-struct jarena_chunk {
-	struct jarena_chunk *next;
-	size_t size, used;
-	char data[] __attribute__((aligned(16)));
-};
-
 #define CHUNK_MIN (32 * 1024)
 
+/* n already rounded up to 16 by jarena_alloc: a new chunk in front of the list */
+void *jarena_grow(struct jarena_chunk **chunks, size_t chunk_min, size_t n)
+{
+	size_t size = MAX(chunk_min, n);
+	struct jarena_chunk *c = malloc(sizeof(*c) + size);
+
+	if (!c)
+		return NULL;
+	c->size = size;
+	c->used = n;
+	c->next = *chunks;
+	*chunks = c;
+	return c->data;
+}
+
+void jarena_free(struct jarena_chunk **chunks)
+{
+	struct jarena_chunk *c = *chunks, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	*chunks = NULL;
+}
+
+/* The inline buffer first, then heap chunks */
 static void *arena_alloc(struct jtree *t, size_t n)
 {
-	struct jarena_chunk *c;
-
 	n = (n + 15) & ~(size_t)15;
 	if (!t->chunks && t->used + n <= sizeof(t->inline_buf)) {
 		void *p = t->inline_buf + t->used;
@@ -35,20 +54,7 @@ static void *arena_alloc(struct jtree *t, size_t n)
 		t->used += n;
 		return p;
 	}
-	c = t->chunks;
-	if (!c || c->used + n > c->size) {
-		size_t size = MAX((size_t)CHUNK_MIN, n);
-
-		c = malloc(sizeof(*c) + size);
-		if (!c)
-			return NULL;
-		c->size = size;
-		c->used = 0;
-		c->next = t->chunks;
-		t->chunks = c;
-	}
-	c->used += n;
-	return c->data + c->used - n;
+	return jarena_alloc(&t->chunks, CHUNK_MIN, n);
 }
 
 struct pctx {
@@ -618,13 +624,7 @@ int jtree_parse(struct jtree *t, const char *buf, size_t len, char *err, size_t 
 
 void jtree_free(struct jtree *t)
 {
-	struct jarena_chunk *c = t->chunks, *next;
-
-	for (; c; c = next) {
-		next = c->next;
-		free(c);
-	}
-	t->chunks = NULL;
+	jarena_free(&t->chunks);
 	t->root = NULL;
 	t->used = 0;
 }

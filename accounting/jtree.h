@@ -40,7 +40,28 @@ struct jnode {
 	};
 };
 
-struct jarena_chunk;
+/* Heap chunks of allocations freed all at once: a tree's beyond its inline buffer, a batch's
+ * strings (acct_arena). One chunk list; jarena_alloc gives n bytes, 16-byte aligned, from the
+ * newest chunk, or a new chunk of MAX(chunk_min, n) bytes; NULL on ENOMEM. */
+struct jarena_chunk {
+	struct jarena_chunk *next;
+	size_t size, used;
+	char data[] __attribute__((aligned(16)));
+};
+
+void *jarena_grow(struct jarena_chunk **chunks, size_t chunk_min, size_t n);
+void jarena_free(struct jarena_chunk **chunks);
+
+static inline void *jarena_alloc(struct jarena_chunk **chunks, size_t chunk_min, size_t n)
+{
+	struct jarena_chunk *c = *chunks;
+
+	n = (n + 15) & ~(size_t)15;
+	if (!c || c->size - c->used < n)
+		return jarena_grow(chunks, chunk_min, n);
+	c->used += n;
+	return c->data + c->used - n;
+}
 
 struct jtree {
 	struct jnode *root;

@@ -267,9 +267,9 @@ struct acct_record {
 };
 
 /* Allocations freed all at once (a batch's records: acct_batch_parse_in). */
-struct acct_arena_chunk;
+struct jarena_chunk; /* accounting/jtree.h: the allocator behind it */
 struct acct_arena {
-	struct acct_arena_chunk *chunks;
+	struct jarena_chunk *chunks;
 };
 /* n bytes (16-byte aligned) from a; NULL on ENOMEM. */
 void *acct_arena_alloc(struct acct_arena *a, size_t n);

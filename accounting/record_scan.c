@@ -43,43 +43,16 @@ struct scan {
 	struct acct_arena *arena; /* strings from here, else from malloc */
 };
 
-struct acct_arena_chunk {
-	struct acct_arena_chunk *next;
-	size_t size, used;
-	char data[] __attribute__((aligned(16)));
-};
-
 #define ARENA_CHUNK (64 * 1024)
 
 void *acct_arena_alloc(struct acct_arena *a, size_t n)
 {
-	struct acct_arena_chunk *c = a->chunks;
-
-	n = (n + 15) & ~(size_t)15;
-	if (!c || c->size - c->used < n) {
-		size_t size = MAX((size_t)ARENA_CHUNK, n);
-
-		c = malloc(sizeof(*c) + size);
-		if (!c)
-			return NULL;
-		c->size = size;
-		c->used = 0;
-		c->next = a->chunks;
-		a->chunks = c;
-	}
-	c->used += n;
-	return c->data + c->used - n;
+	return jarena_alloc(&a->chunks, ARENA_CHUNK, n);
 }
 
 void acct_arena_free(struct acct_arena *a)
 {
-	struct acct_arena_chunk *c = a->chunks, *next;
-
-	for (; c; c = next) {
-		next = c->next;
-		free(c);
-	}
-	a->chunks = NULL;
+	jarena_free(&a->chunks);
 }
 
 /* p[0..len) as a C string, from the arena or malloc. */
