@@ -144,8 +144,9 @@ struct task {
 	 * tasks_alive (agent/task.c task_list_unchanged): listed in the current anchor (the
 	 * node.sample whose tasks_unchanged the statements refer to), or in the one being
 	 * written (anchor_next); alive: no change and no task.sample since that listing.
+	 * alive_visit: its key is in a->alive_visit (the next statement looks at it).
 	 */
-	bool anchor_listed, anchor_next, alive;
+	bool anchor_listed, anchor_next, alive, alive_visit;
 	double mem_byte_seconds_cg; /* integrated from cgroup memory.current samples */
 	uint64_t last_mem_sample_mono;
 	/* usage.energy_j (agent/node_sample.c): the task's CPU time and memory at the node
@@ -261,7 +262,12 @@ struct agent {
 	void *metrics; /* metrics HTTP server */
 	void *gpu;     /* GPU inventory, NULL when GPU features are off */
 
-	struct task *tasks;	  /* live tasks (starting, running, ending) */
+	struct task *tasks; /* live tasks (starting, running, ending) */
+	/* The same by key (agent/task.c task_live): open addressing, linear probing, NULL
+	 * cells free; live_ix_failed: an insert found no memory, lookups walk the list. */
+	struct task **live_ix;
+	uint32_t live_ix_mask, live_ix_n;
+	bool live_ix_failed;
 	uint64_t task_due_mono;	  /* task_tick walks the table from then on (0: next tick) */
 	uint64_t budget_due_mono; /* the walk of the tasks' audit budgets (agent/audit_glue.c) */
 	/* the tasks that walk looks at (budget_touch; prev/next NULL: not set up yet) and the
@@ -349,6 +355,20 @@ struct agent {
 	 * listed, the node.sample records since, the last statement's except and listed count */
 	uint64_t alive_anchor_ns;
 	uint32_t alive_anchor_n, alive_since_anchor, alive_last_except, alive_last_listed;
+	/* The tasks still alive (anchor_listed and alive): their number and digest, kept as
+	 * tasks leave; the keys of the live tasks a statement must look at (every task not
+	 * alive, and alive ones that may have changed), each task once (its alive_visit);
+	 * alive_visit_lost: a key could not be stored, the next statement walks every task. */
+	uint32_t alive_n;
+	uint64_t alive_digest;
+	uint64_t *alive_visit;
+	size_t n_alive_visit, cap_alive_visit;
+	bool alive_visit_lost;
+	/* The eBPF meter's reads outside a change check that took a set mark (agent/meter_ebpf.c):
+	 * the tasks' keys, for its changes op; ebpf_noted_lost: one could not be stored. */
+	uint64_t *ebpf_noted;
+	size_t n_ebpf_noted, cap_ebpf_noted;
+	bool ebpf_noted_lost;
 	uint64_t energy_save_token; /* at stop: task_save writes the tasks' energy with it */
 	/* The control API's answers to a launch and to the waiters of a task (agent/control.c
 	 * sets them): the task table calls them and never control.c itself. NULL: none. */

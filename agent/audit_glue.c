@@ -17,6 +17,7 @@
 #include "agent/state.h"
 #include "agent/emit.h"
 #include "agent/budget.h"
+#include "agent/task_index.h"
 #include "bpf/audit.h"
 #include "bpf/meter.h"
 #include "common/macro.h"
@@ -397,9 +398,9 @@ static void on_event(const struct audit_event *ev, void *userdata)
 	char dest[BUDGET_DEST_MAX];
 	struct task *t;
 
-	for (t = a->tasks; t; t = t->next)
-		if (t->key == ev->task_key && t->spec.argc)
-			break;
+	t = task_live(a, ev->task_key); /* an index: no walk of the tasks per event */
+	if (t && !t->spec.argc)
+		t = NULL;
 	bool straggler = false;
 
 	for (struct task *e = t ? NULL : a->ended; e && !t; e = e->next)

@@ -676,6 +676,7 @@ int main(int argc, char **argv)
 		a.ended = t->next;
 		task_free(t);
 	}
+	task_lists_free(&a);
 	a.ended_tail = NULL;
 	task_ended_ring_free(&a);
 	/* the last flush emptied both (and the syncer's stop removed what waited for it) */

@@ -708,6 +708,7 @@ const struct meter_ops meter_gpu_ops = {
     .usage = gpu_usage,
     .limit = gpu_limit,
     .unchanged = gpu_unchanged,
+    .unchanged_fixed = true,
     .end = gpu_glue_release,
     .save = gpu_save,
     .release = gpu_task_free,

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "isolation/cgroup.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int ebpf_started(struct agent *a, struct task *t, char *err, size_t errlen)
@@ -125,9 +126,35 @@ static void usage_print(const struct meter_usage *mu, struct usage_print *p)
  * counters until the meter marks the task again. Not valid where a thread the meter does not
  * see (a full map) could change the task unseen.
  */
-static int ebpf_read_fresh(struct agent *a, struct task *t, struct meter_usage *mu)
+static void ebpf_note(struct agent *a, uint64_t key)
 {
-	(void)meter_dirty_take(a->meter, t->key);
+	/* no check took them for long (no statements: config, an anchor's every-task walk): the
+	 * next check asks every task rather than keep more */
+	if (a->ebpf_noted_lost || a->n_ebpf_noted >= 4 * (size_t)a->n_live + 64) {
+		a->ebpf_noted_lost = true;
+		a->n_ebpf_noted = 0;
+		return;
+	}
+	if (a->n_ebpf_noted == a->cap_ebpf_noted) {
+		size_t cap = a->cap_ebpf_noted ? 2 * a->cap_ebpf_noted : 64;
+		uint64_t *v = realloc(a->ebpf_noted, cap * sizeof(*v));
+
+		if (!v) {
+			a->ebpf_noted_lost = true; /* the next check asks every task */
+			return;
+		}
+		a->ebpf_noted = v;
+		a->cap_ebpf_noted = cap;
+	}
+	a->ebpf_noted[a->n_ebpf_noted++] = key;
+}
+
+/* check: the read of a change check (ebpf_unchanged); any other read that takes a set mark
+ * is noted, for the next check's changes (the mark is gone, the task may have changed). */
+static int ebpf_read_fresh(struct agent *a, struct task *t, struct meter_usage *mu, bool check)
+{
+	if (meter_dirty_take(a->meter, t->key) && !check)
+		ebpf_note(a, t->key);
 	if (meter_read(a->meter, t->key, mu) != 0) {
 		t->ebpf_last_valid = false;
 		return -1;
@@ -142,7 +169,7 @@ static void ebpf_usage(struct agent *a, struct task *t, struct meter_merge *m)
 	struct meter_usage mu;
 
 	t->print_valid = false;
-	if (!a->meter || t->adopted || ebpf_read_fresh(a, t, &mu) != 0)
+	if (!a->meter || t->adopted || ebpf_read_fresh(a, t, &mu, false) != 0)
 		return;
 	usage_print(&mu, &t->print);
 	/* a thread the meter does not see (a full map) could change the task unseen */
@@ -193,13 +220,38 @@ static bool ebpf_unchanged(struct agent *a, struct task *t, uint64_t *rss_bytes)
 	if (!a->meter || t->adopted || !t->mark_valid)
 		return false;
 	if ((!t->ebpf_last_valid || meter_dirty(a->meter, t->key)) &&
-	    ebpf_read_fresh(a, t, &mu) != 0)
+	    ebpf_read_fresh(a, t, &mu, true) != 0)
 		return false;
 	if (!t->ebpf_last_valid || memcmp(&t->ebpf_last, &t->mark, sizeof(t->mark)) != 0)
 		return false;
 	/* whole KiB, as the integral counts (v[4]: rss_current_bytes, usage_print) */
 	*rss_bytes = t->ebpf_last.v[4] >> 10 << 10;
 	return true;
+}
+
+struct ebpf_changes_ctx {
+	struct agent *a;
+	void (*changed)(struct agent *a, uint64_t task_key);
+};
+
+static void ebpf_marked(void *ctx, uint64_t task_key)
+{
+	struct ebpf_changes_ctx *c = ctx;
+
+	c->changed(c->a, task_key);
+}
+
+/* The tasks marked since their last read, and those whose mark a read outside a check took. */
+static bool ebpf_changes(struct agent *a, void (*changed)(struct agent *a, uint64_t task_key))
+{
+	struct ebpf_changes_ctx c = {a, changed};
+	bool ok = a->meter && !a->ebpf_noted_lost && meter_marked(a->meter, ebpf_marked, &c) == 0;
+
+	for (size_t i = 0; ok && i < a->n_ebpf_noted; i++)
+		changed(a, a->ebpf_noted[i]);
+	a->n_ebpf_noted = 0;
+	a->ebpf_noted_lost = false;
+	return ok;
 }
 
 static void ebpf_end(struct agent *a, struct task *t)
@@ -215,6 +267,7 @@ const struct meter_ops meter_ebpf_ops = {
     .prefetch = ebpf_prefetch,
     .usage = ebpf_usage,
     .unchanged = ebpf_unchanged,
+    .changes = ebpf_changes,
     .settled = ebpf_settled,
     .end = ebpf_end,
 };

@@ -88,6 +88,14 @@ struct meter_ops {
 	 * (where the meter measures memory). A meter with a usage op and none of this one
 	 * counts as "changed". */
 	bool (*unchanged)(struct agent *a, struct task *t, uint64_t *rss_bytes);
+	/* unchanged answers the same for a task as long as it runs (or as long as the agent's
+	 * configuration stays): a statement need not ask it again (agent/task.c). */
+	bool unchanged_fixed;
+	/* Otherwise, where the meter can tell: changed(a, key) for each running task it may
+	 * answer unchanged differently for than at its last unchanged or usage call (the eBPF
+	 * meter's marks, and the marks its reads outside a check took), at most once per call
+	 * and task. False: it cannot tell (every task is asked). */
+	bool (*changes)(struct agent *a, void (*changed)(struct agent *a, uint64_t task_key));
 	/* Ending: are the meter's final figures in? give_up: the agent waited long enough
 	 * (logged; the record says what is missing). */
 	bool (*settled)(struct agent *a, struct task *t, bool give_up);

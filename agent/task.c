@@ -12,6 +12,7 @@
 #include "agent/spawner.h"
 #include "agent/loop.h"
 #include "agent/task.h"
+#include "agent/task_index.h"
 #include "agent/usage.h"
 #include "agent/state.h"
 #include "agent/supervise.h"
@@ -94,6 +95,64 @@ struct task *task_find(struct agent *a, const char *id)
 		if (strcmp(t->id, id) == 0)
 			return t;
 	return NULL;
+}
+
+/*
+ * tasks_alive kept as tasks leave (agent.h alive_n, alive_digest, alive_visit): a statement
+ * looks at the tasks not alive and at the alive ones that may have changed since the last
+ * one (the meters' marks, a state change), not at every task.
+ */
+static bool alive_in(const struct task *t)
+{
+	return t->anchor_listed && t->alive;
+}
+
+/* The next statement looks at t (each task once in the list). */
+static void alive_visit_push(struct agent *a, struct task *t)
+{
+	if (t->alive_visit)
+		return;
+	if (a->n_alive_visit == a->cap_alive_visit) {
+		size_t cap = a->cap_alive_visit ? 2 * a->cap_alive_visit : 64;
+		uint64_t *v = realloc(a->alive_visit, cap * sizeof(*v));
+
+		if (!v) {
+			a->alive_visit_lost = true; /* the next statement walks every task */
+			return;
+		}
+		a->alive_visit = v;
+		a->cap_alive_visit = cap;
+	}
+	a->alive_visit[a->n_alive_visit++] = t->key;
+	t->alive_visit = true;
+}
+
+/* t is no longer alive (a change, a sample, its end): out of the count and digest. */
+static void alive_leave(struct agent *a, struct task *t)
+{
+	if (alive_in(t)) {
+		a->alive_n--;
+		a->alive_digest = acct_alive_digest(a->alive_digest, t->id); /* xor: removed */
+	}
+	t->alive = false;
+	alive_visit_push(a, t);
+}
+
+void task_lists_free(struct agent *a)
+{
+	free(a->alive_visit);
+	a->alive_visit = NULL;
+	a->n_alive_visit = a->cap_alive_visit = 0;
+	free(a->ebpf_noted);
+	a->ebpf_noted = NULL;
+	a->n_ebpf_noted = a->cap_ebpf_noted = 0;
+	task_index_free(a);
+}
+
+/* A change of t's state the meters do not mark (it ends): the next statement looks at it. */
+static void alive_touch(struct agent *a, struct task *t)
+{
+	alive_visit_push(a, t);
 }
 
 void task_slim(struct task *t)
@@ -249,6 +308,8 @@ static void task_link(struct agent *a, struct task *t)
 {
 	t->next = a->tasks;
 	a->tasks = t;
+	task_index_put(a, t);
+	alive_visit_push(a, t); /* not listed by an anchor yet */
 }
 
 /* A record of the task (agent/emit.c), task.end with its audit figures. */
@@ -721,25 +782,20 @@ static void oom_check(struct agent *a, struct task *t, uint64_t now)
 
 void task_on_oom_victim(struct agent *a, uint64_t task_key, uint32_t pid)
 {
+	struct task *t = task_live(a, task_key);
 	uint64_t kills;
 
-	for (struct task *t = a->tasks; t; t = t->next) {
-		if (t->key != task_key)
-			continue;
-		if (t->state != TASK_RUNNING)
-			return; /* its end reports the kills (exit.status, audit.limit) */
-		if (t->oom_victims_seen < TASK_OOM_PIDS)
-			t->oom_victim_pids[t->oom_victims_seen] = pid;
-		t->oom_victims_seen++;
-		log_info("task %s: process %u chosen by the kernel's OOM killer", t->id, pid);
-		oom_check(a, t, now_ns(CLOCK_MONOTONIC));
-		/* The kill is counted before the victim is named: a count that has not moved
-		 * means a report (a sample's) took this kill already. */
-		if (t->cg && cg_task_oom_kills(t->cg, &kills) == 0 &&
-		    kills <= t->oom_kills_reported)
-			t->oom_victims_seen = 0;
-		return;
-	}
+	if (!t || t->state != TASK_RUNNING)
+		return; /* its end reports the kills (exit.status, audit.limit) */
+	if (t->oom_victims_seen < TASK_OOM_PIDS)
+		t->oom_victim_pids[t->oom_victims_seen] = pid;
+	t->oom_victims_seen++;
+	log_info("task %s: process %u chosen by the kernel's OOM killer", t->id, pid);
+	oom_check(a, t, now_ns(CLOCK_MONOTONIC));
+	/* The kill is counted before the victim is named: a count that has not moved means a
+	 * report (a sample's) took this kill already. */
+	if (t->cg && cg_task_oom_kills(t->cg, &kills) == 0 && kills <= t->oom_kills_reported)
+		t->oom_victims_seen = 0;
 }
 
 /* The retries: the tasks whose event came before its kill was counted (rare: a walk). */
@@ -968,6 +1024,8 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 	emit(a, t, ACCT_TASK_END);
 	t->state = TASK_ENDED;
 	a->n_live--;
+	alive_leave(a, t); /* no statement counts it now */
+	task_index_del(a, t);
 	for (struct task **pp = &a->tasks; *pp; pp = &(*pp)->next)
 		if (*pp == t) {
 			*pp = t->next;
@@ -1014,6 +1072,7 @@ static void task_main_exited(struct agent *a, struct task *t)
 	if (t->state == TASK_RUNNING) {
 		t->state = TASK_ENDING;
 		t->ending_since_mono = now_ns(CLOCK_MONOTONIC);
+		alive_touch(a, t);
 	}
 	if (have_st && st.oom_kills > t->oom_kills)
 		t->oom_kills = st.oom_kills;
@@ -1131,8 +1190,7 @@ int task_adopt(struct agent *a, struct task *t, const struct task_adopt_info *in
 		if ((*m)->restore)
 			(*m)->restore(a, t, info->state);
 	t->state = TASK_RUNNING;
-	t->next = a->tasks;
-	a->tasks = t;
+	task_link(a, t);
 	a->n_live++;
 	task_tick_soon(a);
 	a->stats.tasks_adopted++;
@@ -1198,13 +1256,10 @@ static void ending_try_finalize(struct agent *a, struct task *t, bool give_up)
 
 void task_on_meter_settled(struct agent *a, uint64_t task_key)
 {
-	for (struct task *t = a->tasks; t; t = t->next) {
-		if (t->key != task_key)
-			continue;
-		if (t->state == TASK_ENDING && (!t->cg || cg_task_is_empty(t->cg) != 0))
-			ending_try_finalize(a, t, false);
-		return;
-	}
+	struct task *t = task_live(a, task_key);
+
+	if (t && t->state == TASK_ENDING && (!t->cg || cg_task_is_empty(t->cg) != 0))
+		ending_try_finalize(a, t, false);
 }
 
 int task_signal(struct agent *a, struct task *t, int sig)
@@ -1440,7 +1495,7 @@ static void running_sample(struct agent *a, struct task *t, uint64_t now)
 		r.time_ns = t->start_ns + t->usage.wall_ns;
 	/* the mark of tasks_unchanged: what the meter read for this record, and its time */
 	t->mark_valid = agent_emit_record(a, &r) >= 0 && t->print_valid;
-	t->alive = false; /* a statement no longer covers it: a listing after this sample may */
+	alive_leave(a, t); /* a statement no longer covers it: a listing after this sample may */
 	t->mark = t->print;
 	t->mark_time_ns = r.time_ns;
 	acct_record_clear(&r);
@@ -1488,6 +1543,140 @@ static bool alive_new_anchor(const struct agent *a)
 	       a->alive_last_except > q || a->alive_last_listed > q;
 }
 
+/* One node.sample's look at the tasks (task_list_unchanged). */
+struct unchanged_pass {
+	struct acct_node_sample *ns;
+	uint64_t time_ns;
+	bool anchor;
+	size_t bytes, max;
+	uint32_t listed;
+	uint32_t n_alive; /* a statement walking every task: the alive ones it counted */
+	uint64_t digest;
+};
+
+/* One task at a node.sample: counted alive, excepted, listed, or sampled at the next tick. */
+static void unchanged_one(struct agent *a, struct task *t, struct unchanged_pass *p)
+{
+	struct acct_node_sample *ns = p->ns;
+	bool unchanged;
+	uint64_t rss, age;
+	size_t len;
+
+	t->anchor_next = false;
+	if (t->state != TASK_RUNNING || t->next_sample_mono != UINT64_MAX) {
+		if (!p->anchor && t->anchor_listed) /* ended, or sampled every interval now */
+			goto except;
+		return;
+	}
+	unchanged = samples_follow_node(a, t) && p->time_ns >= t->mark_time_ns &&
+		    meters_unchanged(a, t, &rss);
+	if (!p->anchor && t->anchor_listed) {
+		if (unchanged && t->alive) {
+			p->n_alive++;
+			p->digest = acct_alive_digest(p->digest, t->id);
+			return;
+		}
+		alive_leave(a, t);
+		/* its id in except: no longer than its anchor entry, always room */
+		if (acct_node_add_alive_except(ns, t->id) < 0) {
+			/* no memory for the entry: no statement in this record */
+			ns->alive.present = false;
+		}
+	}
+	if (unchanged) {
+		age = (p->time_ns - t->mark_time_ns + 999999) / 1000000;
+		len = unchanged_entry_bytes(t->id, age, rss);
+		if (p->bytes + len <= p->max && acct_node_add_unchanged(ns, t->id, age, rss) == 0) {
+			p->bytes += len;
+			t->anchor_next = p->anchor;
+			p->listed++;
+			return;
+		}
+	}
+	/* changed, not known exactly, or no room: a task.sample at the next tick */
+	t->next_sample_mono = 0;
+	task_tick_soon(a);
+	return;
+except:
+	alive_leave(a, t);
+	if (acct_node_add_alive_except(ns, t->id) < 0)
+		ns->alive.present = false;
+}
+
+/* The meters' changes since the last statement: each task they may answer differently for
+ * (a mark) goes into the visit list. */
+static void on_meter_change(struct agent *a, uint64_t task_key)
+{
+	struct task *t = task_live(a, task_key);
+
+	if (t)
+		alive_visit_push(a, t);
+}
+
+/*
+ * Whether a statement may look at the visit list alone: the node-wide switches of
+ * samples_follow_node hold (config, node sampler, meter, no RAPL share; a task's own ones do
+ * not change while it runs, but for its state, which alive_touch follows: a meter that polls
+ * a task at every tick may stop, never start, and the denied-call files' watch stays as it
+ * was at the agent's start), and each meter that answers unchanged either answers the same for a
+ * task all its life or lists the tasks it may answer differently for (its changes op: the eBPF
+ * meter's marks). False: every task is asked.
+ */
+static bool unchanged_by_visits(struct agent *a)
+{
+	if (a->alive_visit_lost || !a->cfg.sample_unchanged_listed || !a->node_sampler ||
+	    !a->meter || node_energy_shared(a))
+		return false;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->usage && !(*m)->unchanged_fixed && !(*m)->changes)
+			return false;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->usage && !(*m)->unchanged_fixed && !(*m)->changes(a, on_meter_change))
+			return false;
+	return true;
+}
+
+/* A statement from the visit list: each task in it looked at once; what stays in it, the
+ * tasks not alive. The count and digest are those kept (a->alive_n, alive_digest). */
+static void unchanged_visits(struct agent *a, struct unchanged_pass *p)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < a->n_alive_visit; i++) {
+		struct task *t = task_live(a, a->alive_visit[i]);
+
+		if (!t)
+			continue; /* ended since */
+		unchanged_one(a, t, p);
+		if (alive_in(t))
+			t->alive_visit = false;
+		else
+			a->alive_visit[kept++] = t->key;
+	}
+	a->n_alive_visit = kept;
+	p->ns->alive.n = a->alive_n;
+	p->ns->alive.digest = a->alive_digest;
+}
+
+/* Every task looked at; then the visit list holds the tasks not alive, and a statement's
+ * count and digest are the kept ones anew. */
+static void unchanged_walk(struct agent *a, struct unchanged_pass *p)
+{
+	for (struct task *t = a->tasks; t; t = t->next)
+		unchanged_one(a, t, p);
+	a->n_alive_visit = 0;
+	a->alive_visit_lost = false;
+	for (struct task *t = a->tasks; t; t = t->next) {
+		t->alive_visit = false;
+		if (!alive_in(t))
+			alive_visit_push(a, t);
+	}
+	if (p->anchor)
+		return;
+	p->ns->alive.n = a->alive_n = p->n_alive;
+	p->ns->alive.digest = a->alive_digest = p->digest;
+}
+
 /*
  * Per running task at a node.sample (time_ns): unchanged since its last task.sample (every
  * meter says so exactly) or not. With sample_unchanged = stated the record is either an
@@ -1499,13 +1688,16 @@ static bool alive_new_anchor(const struct agent *a)
  * The entries of tasks_unchanged take at most [agent] unchanged_list_max bytes of the record
  * (192 KiB of its 256 KiB at most), a quarter of that in a statement's record, whose except
  * list is never longer than its anchor's list; the unchanged tasks past it get a task.sample.
+ * A statement looks only at the tasks not alive and those the meters marked or whose state
+ * changed (unchanged_by_visits), an alive task that did nothing costs nothing; an anchor, or
+ * a statement where that cannot be known, at every task.
  */
 void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t time_ns)
 {
 	bool stated = a->cfg.sample_unchanged_stated, anchor = !stated || alive_new_anchor(a);
-	size_t bytes = 0, max = (size_t)a->cfg.unchanged_list_max / (anchor ? 1 : 4);
-	uint32_t listed = 0;
+	struct unchanged_pass p = {.ns = ns, .time_ns = time_ns, .anchor = anchor};
 
+	p.max = (size_t)a->cfg.unchanged_list_max / (anchor ? 1 : 4);
 	if (!stated)
 		a->alive_anchor_ns = 0; /* a later switch to stated starts from an anchor */
 	meters_batch(a, true);		/* one live read of the meter serves every task */
@@ -1516,52 +1708,10 @@ void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t 
 		ns->alive.present = true;
 		ns->alive.since_ns = a->alive_anchor_ns;
 	}
-	for (struct task *t = a->tasks; t; t = t->next) {
-		bool unchanged;
-		uint64_t rss, age;
-		size_t len;
-
-		t->anchor_next = false;
-		if (t->state != TASK_RUNNING || t->next_sample_mono != UINT64_MAX) {
-			if (!anchor && t->anchor_listed) /* ended, or sampled every interval now */
-				goto except;
-			continue;
-		}
-		unchanged = samples_follow_node(a, t) && time_ns >= t->mark_time_ns &&
-			    meters_unchanged(a, t, &rss);
-		if (!anchor && t->anchor_listed) {
-			if (unchanged && t->alive) {
-				ns->alive.n++;
-				ns->alive.digest = acct_alive_digest(ns->alive.digest, t->id);
-				continue;
-			}
-			t->alive = false;
-			/* its id in except: no longer than its anchor entry, always room */
-			if (acct_node_add_alive_except(ns, t->id) < 0) {
-				/* no memory for the entry: no statement in this record */
-				ns->alive.present = false;
-			}
-		}
-		if (unchanged) {
-			age = (time_ns - t->mark_time_ns + 999999) / 1000000;
-			len = unchanged_entry_bytes(t->id, age, rss);
-			if (bytes + len <= max &&
-			    acct_node_add_unchanged(ns, t->id, age, rss) == 0) {
-				bytes += len;
-				t->anchor_next = anchor;
-				listed++;
-				continue;
-			}
-		}
-		/* changed, not known exactly, or no room: a task.sample at the next tick */
-		t->next_sample_mono = 0;
-		task_tick_soon(a);
-		continue;
-	except:
-		t->alive = false;
-		if (acct_node_add_alive_except(ns, t->id) < 0)
-			ns->alive.present = false;
-	}
+	if (!anchor && unchanged_by_visits(a))
+		unchanged_visits(a, &p);
+	else
+		unchanged_walk(a, &p);
 	meters_batch(a, false);
 	if (!anchor && !ns->alive.present) {
 		/* the statement could not be made whole: the next record is an anchor */
@@ -1571,7 +1721,7 @@ void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t 
 		free(ns->alive.except);
 		ns->alive = (struct acct_node_alive){0};
 	}
-	a->alive_last_listed = anchor ? 0 : listed;
+	a->alive_last_listed = anchor ? 0 : p.listed;
 	a->alive_last_except = (uint32_t)ns->alive.n_except;
 }
 
@@ -1591,10 +1741,21 @@ void task_list_unchanged_done(struct agent *a, const struct acct_node_sample *ns
 	a->alive_anchor_n = 0;
 	a->alive_since_anchor = 0;
 	a->alive_last_except = a->alive_last_listed = 0;
+	a->alive_n = 0;
+	a->alive_digest = 0;
+	a->n_alive_visit = 0;
+	a->alive_visit_lost = false;
 	for (struct task *t = a->tasks; t; t = t->next) {
 		t->anchor_listed = t->alive = spooled && t->anchor_next;
 		t->anchor_next = false;
 		a->alive_anchor_n += t->anchor_listed;
+		t->alive_visit = false;
+		if (alive_in(t)) {
+			a->alive_n++;
+			a->alive_digest = acct_alive_digest(a->alive_digest, t->id);
+		} else {
+			alive_visit_push(a, t);
+		}
 	}
 }
 

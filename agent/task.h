@@ -56,6 +56,8 @@ void task_list_unchanged_done(struct agent *a, const struct acct_node_sample *ns
 uint64_t task_first_sample(const struct agent *a, uint64_t start_mono);
 int task_signal(struct agent *a, struct task *t, int sig);
 struct task *task_find(struct agent *a, const char *id);
+/* The change check's lists freed (at exit, with the tasks). */
+void task_lists_free(struct agent *a);
 /* Append an ended task to a->ended (keeps the list in order of end). */
 void task_add_ended(struct agent *a, struct task *t);
 /* The ended task at position pos (oldest: a->ended_first_pos, newest: that + n_ended - 1),

@@ -370,5 +370,6 @@ const struct meter_ops meter_taskstats_ops = {
     .leftovers = tsglue_snapshot,
     .usage = ts_usage,
     .unchanged = ts_unchanged,
+    .unchanged_fixed = true,
     .release = tsglue_forget,
 };

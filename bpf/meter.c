@@ -1026,6 +1026,17 @@ bool meter_dirty(struct meter *m, uint64_t task_key)
 	return !d || __atomic_load_n(d, __ATOMIC_SEQ_CST) != 0;
 }
 
+int meter_marked(struct meter *m, void (*fn)(void *ctx, uint64_t task_key), void *ctx)
+{
+	if (!m->dirty)
+		return -EOPNOTSUPP;
+	/* one pass over the mapped words (8 bytes a slot): the tracked slots with a mark */
+	for (uint32_t slot = 0; slot < m->max_tasks; slot++)
+		if (__atomic_load_n(&m->dirty[slot], __ATOMIC_ACQUIRE) && m->tasks[slot].s.used)
+			fn(ctx, m->tasks[slot].s.key);
+	return 0;
+}
+
 int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret)
 {
 	struct tracked *t = find_tracked(m, task_key);

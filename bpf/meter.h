@@ -153,6 +153,11 @@ int meter_read(struct meter *m, uint64_t task_key, struct meter_usage *ret);
 bool meter_dirty_take(struct meter *m, uint64_t task_key);
 bool meter_dirty(struct meter *m, uint64_t task_key);
 /*
+ * Every tracked task with its mark set, fn(ctx, task_key) each, in one pass over the marks
+ * (the marks stay). -EOPNOTSUPP where the meter keeps no marks.
+ */
+int meter_marked(struct meter *m, void (*fn)(void *ctx, uint64_t task_key), void *ctx);
+/*
  * Between meter_batch(m, true) and meter_batch(m, false), the meter_read calls of a batch (say
  * the samples of one tick) share one walk of the node's threads (cpu_at_exit mode: the live
  * read folds running threads' totals up to now), made at the first read of the batch, instead

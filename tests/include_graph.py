@@ -22,7 +22,7 @@ LAYERS = [
     # libraries: nothing of the agent object
     ("lib", ["log", "loop", "spec", "config", "users", "admission", "profiles", "energy"]),
     # the agent object and the task record (types only)
-    ("object", ["agent", "budget_types"]),
+    ("object", ["agent", "budget_types", "task_index"]),
     # persistence: state files, counters, ids
     ("state", ["state"]),
     # record emission: ids, the audit chain, the group commit
