@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of agent/task_index.c (the live tasks by key): against a plain walk of the tasks,
+ * through puts and deletes in random order (growth, long probe runs, wrap-around, backward
+ * shifts), and its fallback to the walk when an insert finds no memory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "agent/task_index.h"
+
+/* What task_live must answer: the walk of a->tasks (the list is kept here by hand). */
+static struct task *walk(struct agent *a, uint64_t key)
+{
+	for (struct task *t = a->tasks; t; t = t->next)
+		if (t->key == key)
+			return t;
+	return NULL;
+}
+
+static void unlink_task(struct agent *a, struct task *t)
+{
+	for (struct task **pp = &a->tasks; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			return;
+		}
+}
+
+static void test_index_matches_the_walk(void **state)
+{
+	enum { KEYS = 3000 };
+	static struct task tasks[KEYS];
+	static bool in[KEYS];
+	struct agent *a = calloc(1, sizeof(*a));
+	uint64_t seed = 7;
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(a);
+	for (size_t i = 0; i < KEYS; i++)
+		/* keys 256 apart: many share a home cell in a small table */
+		tasks[i].key = 1000 + (uint64_t)i * 256;
+	for (int step = 0; step < 200000; step++) {
+		size_t i;
+		uint64_t probe;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		/* the live set grows to about 2,000 then shrinks: the table grows, runs wrap */
+		i = (size_t)(seed >> 33) % (step < 100000 ? KEYS : KEYS / 3);
+		if (in[i]) {
+			task_index_del(a, &tasks[i]);
+			unlink_task(a, &tasks[i]);
+			in[i] = false;
+			n--;
+		} else {
+			tasks[i].next = a->tasks;
+			a->tasks = &tasks[i];
+			task_index_put(a, &tasks[i]);
+			in[i] = true;
+			n++;
+		}
+		probe =
+		    tasks[(seed >> 20) % KEYS].key + ((seed >> 60) == 0); /* a miss now and then */
+		assert_ptr_equal(task_live(a, probe), walk(a, probe));
+		assert_ptr_equal(task_live(a, tasks[i].key), in[i] ? &tasks[i] : NULL);
+	}
+	assert_int_equal(a->live_ix_n, n);
+	for (size_t i = 0; i < KEYS; i++)
+		assert_ptr_equal(task_live(a, tasks[i].key), in[i] ? &tasks[i] : NULL);
+	assert_false(a->live_ix_failed);
+	task_index_free(a);
+	free(a);
+}
+
+/* Without the index (an insert found no memory) the lookups walk the list. */
+static void test_failed_index_walks(void **state)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	struct task t1 = {.key = 5}, t2 = {.key = 9, .next = &t1};
+
+	(void)state;
+	assert_non_null(a);
+	a->live_ix_failed = true;
+	a->tasks = &t2;
+	task_index_put(a, &t1);
+	task_index_put(a, &t2);
+	assert_null(a->live_ix);
+	assert_ptr_equal(task_live(a, 5), &t1);
+	assert_ptr_equal(task_live(a, 9), &t2);
+	assert_null(task_live(a, 7));
+	task_index_del(a, &t1);
+	free(a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_index_matches_the_walk),
+	    cmocka_unit_test(test_failed_index_walks),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
