@@ -86,6 +86,9 @@ static void run_group(struct coll_server *s, struct coll_store *st, struct inges
 	if (r >= 0 && s->fold_started) {
 		pthread_mutex_lock(&s->fold_lock);
 		s->fold_wanted = true;
+		s->fold_backlog += total;
+		if (s->fold_backlog >= COLL_FOLD_BACKLOG_RECORDS)
+			s->fold_soon = true;
 		pthread_cond_signal(&s->fold_cond);
 		pthread_mutex_unlock(&s->fold_lock);
 	}
@@ -244,12 +247,13 @@ void *srv_fold_main(void *arg)
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &until);
 		add_ms(&until, s->fold_delay_ms);
-		while (!s->fold_stop &&
+		while (!s->fold_stop && !s->fold_soon &&
 		       pthread_cond_timedwait(&s->fold_cond, &s->fold_lock, &until) != ETIMEDOUT)
 			;
 		if (s->fold_stop)
 			break;
-		s->fold_wanted = false;
+		s->fold_wanted = s->fold_soon = false;
+		s->fold_backlog = 0;
 		pthread_mutex_unlock(&s->fold_lock);
 		fold_now(s, false);
 		pthread_mutex_lock(&s->fold_lock);

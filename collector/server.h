@@ -76,6 +76,9 @@ int coll_server_add_ingest_store(struct coll_server *srv, struct coll_store *st)
  * queued deltas through st (a handle of its own) delay_ms after a commit, and once more at
  * stop. -EINVAL if st does not defer or a folder runs already. */
 #define COLL_DEFAULT_FOLD_DELAY_MS 1000
+/* The folder does not wait for the delay once this many records have committed since its last
+ * fold began. */
+#define COLL_FOLD_BACKLOG_RECORDS 10000
 int coll_server_set_fold_store(struct coll_server *srv, struct coll_store *st, unsigned delay_ms);
 /* Graceful stop: stop accepting, let in-flight requests finish (at most timeout_ms), stop. */
 void coll_server_stop(struct coll_server *s, unsigned timeout_ms);

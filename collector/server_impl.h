@@ -63,13 +63,17 @@ struct coll_server {
 	/* node.sample tasks_alive statements refused (count or digest not those of the rows) */
 	atomic_uint_fast64_t alive_refused;
 	/* Folder: applies the rollup deltas ingest queued (coll_store_fold), on its own handle,
-	 * fold_delay_ms after a commit, so the deltas of the batches meanwhile go together. */
+	 * fold_delay_ms after a commit, so the deltas of the batches meanwhile go together; at
+	 * once when COLL_FOLD_BACKLOG_RECORDS records have committed since the last fold began
+	 * (fold_backlog; fold_soon), so a fast ingest folds while it goes on instead of leaving
+	 * one long fold for the end. */
 	struct coll_store *fold_store;
 	pthread_t fold_thread;
 	bool fold_started;
 	pthread_mutex_t fold_lock;
 	pthread_cond_t fold_cond;
-	bool fold_wanted, fold_stop;
+	bool fold_wanted, fold_soon, fold_stop;
+	uint64_t fold_backlog;
 	unsigned fold_delay_ms;
 	atomic_uint_fast64_t folds, folded_batches, fold_busy, fold_errors, fold_us;
 	/* Ingest workers: a batch's database work, its connection suspended meanwhile
