@@ -293,6 +293,26 @@ fold_suite() {
 	else
 		fail "fold: after kill -9 and restart: $(pending "$db") queued, rollups_match $(rollups_match "$db" 4000)"
 	fi
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+
+	# 10,000 records committed since the last fold (two batches here): the folder folds at
+	# once, not after the delay (COLL_FOLD_BACKLOG_RECORDS)
+	start_collector "$db" "$port" --fold-delay 3600000 || { fail "fold: start"; return; }
+	pid=$CPID
+	"$LOAD" gen --node n1 --count 6000 --start 4000 --prefix fold- > "$T/f3"
+	"$LOAD" gen --node n1 --count 6000 --start 10000 --prefix fold- > "$T/f4"
+	post "$T/f3" "$N1" "$port"
+	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
+	post "$T/f4" "$N1" "$port"
+	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
+	if pending_zero "$db" && [ "$(rollups_match "$db" 16000)" = t ]; then
+		ok "fold: 12,000 records committed: folded without waiting for the 1 h delay"
+	else
+		fail "fold: 12,000 records with --fold-delay 3600000: $(pending "$db") queued after 10 s, rollups_match $(rollups_match "$db" 16000)"
+	fi
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+	start_collector "$db" "$port" || { fail "fold: restart"; return; }
+	pid=$CPID
 
 	printf '[prices]\ncurrency = EUR\ncpu_core_hour = 0.03\nmemory_gib_hour = 0.004\ngpu_hour = 1.7\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.01\n' > "$T/prices.ini"
 	case $db in sqlite:*) fold_malformed "$db"; fold_two "$db"; return ;; esac
@@ -367,10 +387,10 @@ fold_two() {
 	wait $p1 || fail "fold: posting to the first collector: $(cat "$T/p1")"
 	wait $p2 || fail "fold: posting to the second collector: $(cat "$T/p2")"
 	kill -TERM "$pid" "$pid2"; wait "$pid" "$pid2" 2>/dev/null
-	if [ "$(pending "$db")" = 0 ] && [ "$(rollups_match "$db" 44000)" = t ]; then
-		ok "fold: two collectors ingesting and folding at once: 44000 tasks, each once"
+	if [ "$(pending "$db")" = 0 ] && [ "$(rollups_match "$db" 56000)" = t ]; then
+		ok "fold: two collectors ingesting and folding at once: 56000 tasks, each once"
 	else
-		fail "fold: two collectors: $(pending "$db") queued, rollups_match $(rollups_match "$db" 44000)"
+		fail "fold: two collectors: $(pending "$db") queued, rollups_match $(rollups_match "$db" 56000)"
 	fi
 }
 
