@@ -103,24 +103,6 @@ __u32 node_addr_count;
 __u64 lost_untracked; /* drops of events whose task entry was already gone */
 __u64 map_full;	      /* processes not tracked: procs map full */
 
-static __always_inline void count_lost(__u64 key)
-{
-	struct audit_task *t = bpf_map_lookup_elem(&tasks, &key);
-
-	if (t)
-		__sync_fetch_and_add(&t->lost, 1);
-	else
-		__sync_fetch_and_add(&lost_untracked, 1);
-}
-
-static __always_inline void count_sent(__u64 key)
-{
-	struct audit_task *t = bpf_map_lookup_elem(&tasks, &key);
-
-	if (t)
-		__sync_fetch_and_add(&t->events, 1);
-}
-
 /* ---- record budget ----------------------------------------------------------------------- */
 
 enum { BUDGET_SEND, BUDGET_SEND_QUIET, BUDGET_SAMPLE, BUDGET_COUNT };
@@ -244,7 +226,8 @@ static __always_inline void on_exit(struct task_struct *p)
 /* ---- exec --------------------------------------------------------------------------------- */
 
 struct cwd_walk {
-	__u64 d, vfsmnt, mnt; /* struct dentry *, struct vfsmount *, struct mount * */
+	__u64 d, mnt;	/* struct dentry *, struct mount * */
+	__u64 mnt_root; /* struct dentry *: the mount's root, read when the mount changes */
 	__u32 depth;
 	__u32 truncated;
 };
@@ -252,13 +235,14 @@ struct cwd_walk {
 /*
  * bpf_loop callback: one step of the walk up from the working directory: cross a mount point,
  * or record one component into the exec record being built (scratch), innermost first; stop
- * (1) at the root of the mount namespace or when the record has no room left.
+ * (1) at the root of the mount namespace or when the record has no room left. Each kernel
+ * field is a probe-read helper call (the pointers are scalars here): the mount's root is read
+ * once per mount, not once per component.
  */
 static long cwd_step(__u32 i, void *data)
 {
 	struct cwd_walk *w = data;
-	struct dentry *d = (struct dentry *)w->d, *parent, *mnt_root;
-	struct vfsmount *vfsmnt = (struct vfsmount *)w->vfsmnt;
+	struct dentry *d = (struct dentry *)w->d, *parent;
 	struct mount *mnt = (struct mount *)w->mnt, *mnt_parent;
 	struct audit_bpf_exec *e;
 	__u32 zero = 0, depth = w->depth;
@@ -266,17 +250,16 @@ static long cwd_step(__u32 i, void *data)
 	/* depth is checked and used from one register: reloaded from *w for the use (as clang
 	 * does without this), its bound is lost for Linux 6.1's verifier */
 	barrier_var(depth);
-	mnt_root = BPF_CORE_READ(vfsmnt, mnt_root);
 	parent = BPF_CORE_READ(d, d_parent);
-	if (d == mnt_root || d == parent) {
+	if ((__u64)d == w->mnt_root || d == parent) {
 		mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
-		if (d != mnt_root || mnt_parent == mnt) {
+		if ((__u64)d != w->mnt_root || mnt_parent == mnt) {
 			w->truncated = 0; /* reached the root */
 			return 1;
 		}
 		w->d = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
 		w->mnt = (__u64)mnt_parent;
-		w->vfsmnt = (__u64)&mnt_parent->mnt;
+		w->mnt_root = (__u64)BPF_CORE_READ(mnt_parent, mnt.mnt_root);
 		return 0;
 	}
 	if (depth >= AUDIT_CWD_DEPTH)
@@ -302,7 +285,7 @@ static long cwd_step(__u32 i, void *data)
  */
 __noinline int read_cwd(__u64 dentry, __u64 vfsmount)
 {
-	struct cwd_walk w = {.d = dentry, .vfsmnt = vfsmount, .depth = 0, .truncated = 1};
+	struct cwd_walk w = {.d = dentry, .depth = 0, .truncated = 1};
 	struct audit_bpf_exec *e;
 	__u32 zero = 0;
 
@@ -314,19 +297,25 @@ __noinline int read_cwd(__u64 dentry, __u64 vfsmount)
 	if (!dentry || !vfsmount)
 		return 0;
 	w.mnt = (__u64)container_of((struct vfsmount *)vfsmount, struct mount, mnt);
+	w.mnt_root = (__u64)BPF_CORE_READ((struct vfsmount *)vfsmount, mnt_root);
 	bpf_loop(AUDIT_CWD_DEPTH + 8, cwd_step, &w, 0);
 	e->cwd_depth = w.depth;
 	e->cwd_truncated = w.truncated;
 	return 0;
 }
 
-static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *bprm)
+/* tp_btf: a direct load (a probe-read helper call per pointer in raw_tp) */
+#define RD(btf, p, f) ((btf) ? (p)->f : BPF_CORE_READ(p, f))
+
+static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *bprm,
+				    const bool btf)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, len, total;
 	__u64 k, uidgid, start, end, now;
 	struct audit_bpf_exec *e;
 	struct member *m;
 	struct audit_task *t;
+	struct fs_struct *fs;
 	struct mm_struct *mm;
 	int verdict;
 	long r;
@@ -353,7 +342,7 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	e->h.pid = tgid;
 	e->h.task_key = k;
 	e->h.ktime_ns = now;
-	e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+	e->ppid = btf ? p->real_parent->tgid : BPF_CORE_READ(p, real_parent, tgid);
 	uidgid = bpf_get_current_uid_gid();
 	e->uid = (__u32)uidgid;
 	e->gid = (__u32)(uidgid >> 32);
@@ -361,12 +350,14 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	e->cwd_truncated = 0;
 	e->_pad = 0;
 	e->path[0] = '\0';
-	bpf_probe_read_kernel_str(e->path, sizeof(e->path), BPF_CORE_READ(bprm, filename));
-	read_cwd((__u64)BPF_CORE_READ(p, fs, pwd.dentry), (__u64)BPF_CORE_READ(p, fs, pwd.mnt));
+	bpf_probe_read_kernel_str(e->path, sizeof(e->path), RD(btf, bprm, filename));
+	/* read_cwd, a global function, takes scalars: the path's fields come by probe-read */
+	fs = RD(btf, p, fs);
+	read_cwd((__u64)BPF_CORE_READ(fs, pwd.dentry), (__u64)BPF_CORE_READ(fs, pwd.mnt));
 
-	mm = BPF_CORE_READ(p, mm);
-	start = BPF_CORE_READ(mm, arg_start);
-	end = BPF_CORE_READ(mm, arg_end);
+	mm = RD(btf, p, mm);
+	start = RD(btf, mm, arg_start);
+	end = RD(btf, mm, arg_end);
 	total = end > start ? (__u32)(end - start) : 0;
 	len = total < argv_max ? total : argv_max;
 	if (len > AUDIT_ARGV_CAP)
@@ -384,11 +375,16 @@ static __always_inline void on_exec(struct task_struct *p, struct linux_binprm *
 	barrier_var(len);
 	if (len > AUDIT_ARGV_CAP)
 		len = AUDIT_ARGV_CAP;
+	/* counted in the task's entry found above (as the network decisions do) */
 	if (bpf_ringbuf_output(&events, e, offsetof(struct audit_bpf_exec, argv) + len,
-			       wake_flags(verdict)))
-		count_lost(k);
-	else
-		count_sent(k);
+			       wake_flags(verdict))) {
+		if (t)
+			__sync_fetch_and_add(&t->lost, 1);
+		else
+			__sync_fetch_and_add(&lost_untracked, 1);
+	} else if (t) {
+		__sync_fetch_and_add(&t->events, 1);
+	}
 }
 
 /* ---- network policy ----------------------------------------------------------------------- */
@@ -779,12 +775,12 @@ int BPF_PROG(raw_sched_exit, struct task_struct *p)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(btf_sched_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	on_exec(p, bprm);
+	on_exec(p, bprm, true);
 	return 0;
 }
 SEC("raw_tp/sched_process_exec")
 int BPF_PROG(raw_sched_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	on_exec(p, bprm);
+	on_exec(p, bprm, false);
 	return 0;
 }
