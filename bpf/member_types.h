@@ -17,4 +17,15 @@ struct member {
 	/* metering: the task's struct meter_slot; gen 0 = a member the meter does not account
 	 * (a process the audit trail added on its own: audit_track without meter_track) */
 	__u32 slot, gen;
+	/* metering: MEMBER_* */
+	__u32 flags;
+	__u32 _pad;
 };
+
+/*
+ * Accounting at exit: the process's threads were all created inside its task (its first
+ * process, or a child forked there), so a new thread needs no entry of its own: it starts at
+ * zero and its exit folds its whole totals (bpf/meter.bpf.c, "bare threads"). Not set for a
+ * re-adopted process, whose threads may have run before.
+ */
+#define MEMBER_BARE_THREADS 1U

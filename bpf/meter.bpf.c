@@ -121,6 +121,26 @@ struct {
  */
 struct meter_recent {
 	struct task_struct __kptr *task;
+	/* a bare thread's task key, slot and generation (gen 0: a thread with its entry) */
+	__u64 task_key;
+	__u32 slot, gen;
+	/* 1 while a program moves the reference and these three together (see stash_recent) */
+	__u32 busy;
+	__u32 _pad;
+};
+
+/*
+ * Accounting at exit: a thread created in a process whose threads all started inside its task
+ * (MEMBER_BARE_THREADS) gets no entry of its own, a "bare" thread: its totals started at zero
+ * at its creation, so its exit folds them whole, and only its task's threads_live counts it
+ * (at its creation). What its settle needs, an entry would have had: the task, slot and
+ * generation, carried with the reference (recent, dying). A live read gives a running bare
+ * thread an entry (a zero base, folded up to now through it: walk_bare), and every final fold
+ * looks for one first, so no nanosecond is folded twice. See docs/metering.md, "Threads".
+ */
+struct meter_bare {
+	__u64 task_key;
+	__u32 slot, gen;
 };
 
 struct {
@@ -177,6 +197,8 @@ __u32 lazy_threads;
  * it is 0 (and lazy_threads too), sched_switch does not look at the incoming thread at all.
  */
 __s64 need_base;
+/* cpu_at_exit: entries given to bare threads by live reads (walk_bare; also its barrier). */
+__u64 bare_given;
 
 /*
  * RD(btf, ptr, field): a direct load in tp_btf programs (trusted BTF pointers: a plain load,
@@ -446,16 +468,11 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
  * user space does not wait on), METER_BPF_EV_SETTLED tells user space; meter_settle's caller
  * learns it from the map.
  */
-static __always_inline void thread_final(struct meter_thread *th, struct task_struct *tsk,
-					 const bool notify)
+static __always_inline void thread_gone(__u64 key, const bool notify)
 {
 	struct meter_bpf_event *ev;
 	struct meter_task *t;
-	__u64 key = th->task_key;
 
-	slice_end(th, tsk, true, true);
-	if (__sync_fetch_and_or(&th->flags, METER_TH_FINAL) & METER_TH_FINAL)
-		return;
 	t = bpf_map_lookup_elem(&tasks, &key);
 	if (!t)
 		return;
@@ -478,6 +495,79 @@ static __always_inline void thread_final(struct meter_thread *th, struct task_st
 	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 }
 
+static __always_inline void thread_final(struct meter_thread *th, struct task_struct *tsk,
+					 const bool notify)
+{
+	slice_end(th, tsk, true, true);
+	if (__sync_fetch_and_or(&th->flags, METER_TH_FINAL) & METER_TH_FINAL)
+		return;
+	thread_gone(th->task_key, notify);
+}
+
+/*
+ * A bare thread's final totals (tsk off its CPU for good, or its tail lost), folded whole:
+ * they started at zero. The caller owns the reference it came with (one fold per thread).
+ */
+static __always_inline void bare_fold(struct task_struct *tsk, const struct meter_bare *b)
+{
+	__u32 slot = b->slot;
+	struct meter_slot *a = bpf_map_lookup_elem(&slots, &slot);
+	__u64 v;
+
+	if (!a || a->gen != b->gen)
+		return;
+#define BARE_ADD(f, x)                                                                             \
+	do {                                                                                       \
+		v = (x);                                                                           \
+		if (v)                                                                             \
+			__sync_fetch_and_add(&a->f, v);                                            \
+	} while (0)
+	BARE_ADD(cpu_ns, tsk->se.sum_exec_runtime);
+	BARE_ADD(utime_ticks_ns, tsk->utime);
+	BARE_ADD(stime_ticks_ns, tsk->stime);
+	if (io_from_ioac) {
+		BARE_ADD(io_read_bytes, tsk->ioac.rchar);
+		BARE_ADD(io_write_bytes, tsk->ioac.wchar);
+		BARE_ADD(blk_read_bytes, tsk->ioac.read_bytes);
+		BARE_ADD(blk_write_bytes, tsk->ioac.write_bytes);
+		BARE_ADD(blk_cancelled_bytes, tsk->ioac.cancelled_write_bytes);
+	}
+#undef BARE_ADD
+	dirty_set(slot);
+}
+
+/*
+ * The final fold of a thread taken out of "recent" or "dying": through its entry when it has
+ * one (a live read may have given a bare thread one: then the entry's base says what is
+ * folded already), else whole when it is bare (b->gen).
+ */
+static __always_inline void final_of(struct task_struct *tsk, struct meter_thread *th,
+				     const struct meter_bare *b, const bool notify)
+{
+	if (th) {
+		thread_final(th, tsk, notify);
+	} else if (b->gen) {
+		bare_fold(tsk, b);
+		thread_gone(b->task_key, notify);
+	}
+}
+
+/*
+ * A live read's fold of a thread that exited but is not off its CPU yet: up to now, through its
+ * entry; a bare one gets its entry here (a zero base), which its final fold then finds.
+ */
+static __always_inline void fold_now(struct task_struct *tsk, struct meter_thread *th,
+				     const struct meter_bare *b)
+{
+	struct meter_thread nt = {
+	    .task_key = b->task_key, .slot = b->slot, .gen = b->gen, .flags = METER_TH_BARE_KIDS};
+
+	if (!th && b->gen)
+		th = bpf_task_storage_get(&tstore, tsk, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (th && !(th->flags & METER_TH_FINAL))
+		slice_end(th, tsk, true, true);
+}
+
 /* Off its CPU for good: finish_task_switch() clears on_cpu after the last switch-out, whose
  * update_curr() has charged the thread's last slice; TASK_DEAD is set just before. */
 static __always_inline bool off_cpu_for_good(struct task_struct *t)
@@ -494,9 +584,10 @@ static __always_inline bool off_cpu_for_good(struct task_struct *t)
  * false when the map is full: then the caller still owns ref, and the thread's figures now
  * are its final ones.
  */
-static __always_inline bool keep_dying(struct task_struct *ref, __u64 task_key)
+static __always_inline bool keep_dying(struct task_struct *ref, __u64 task_key,
+				       const struct meter_bare *b)
 {
-	struct meter_dying nv = {.task_key = task_key}, *v;
+	struct meter_dying nv = {.task_key = task_key, .slot = b->slot, .gen = b->gen}, *v;
 	struct task_struct *old;
 	__u64 k = (__u64)ref;
 
@@ -528,9 +619,8 @@ static __always_inline bool keep_dying(struct task_struct *ref, __u64 task_key)
 }
 
 /* A thread whose tail after its exit is lost ("dying" full): its figures now are final. */
-static __always_inline void tail_dropped(struct meter_thread *th, struct task_struct *tsk)
+static __always_inline void tail_dropped(__u64 tk)
 {
-	__u64 tk = th->task_key;
 	struct meter_task *lt = bpf_map_lookup_elem(&tasks, &tk);
 
 	__sync_fetch_and_add(&tail_lost, 1);
@@ -538,62 +628,119 @@ static __always_inline void tail_dropped(struct meter_thread *th, struct task_st
 		__sync_fetch_and_add(&lt->threads_lost, 1);
 		task_dirty(lt);
 	}
-	thread_final(th, tsk, true);
 }
 
 /*
- * A referenced thread whose exit ran (taken out of a "recent" slot): folded and released when
- * it is off its CPU for good, else kept in "dying" for a later settle. Consumes ref.
+ * A referenced thread whose exit ran (taken out of a "recent" slot; b: what the slot carried
+ * with it): folded and released when it is off its CPU for good, else kept in "dying" for a
+ * later settle. Consumes ref.
  */
-static __always_inline void settle_or_keep(struct task_struct *ref)
+static __always_inline void settle_or_keep(struct task_struct *ref, const struct meter_bare *b)
 {
 	struct meter_thread *th = bpf_task_storage_get(&tstore, ref, 0, 0);
 
-	if (th && !off_cpu_for_good(ref)) {
-		if (keep_dying(ref, th->task_key))
-			return;
-		tail_dropped(th, ref);
-	} else if (th) {
-		thread_final(th, ref, true);
+	if (!th && !b->gen) {
+		bpf_task_release(ref);
+		return;
 	}
+	if (!off_cpu_for_good(ref)) {
+		if (keep_dying(ref, th ? th->task_key : b->task_key, b))
+			return;
+		tail_dropped(th ? th->task_key : b->task_key);
+	}
+	final_of(ref, th, b, true);
 	bpf_task_release(ref);
 }
 
 /*
- * The exiting thread p goes to this CPU's "recent" slot; the one there before (the previous
- * exit on this CPU) is settled, or kept in "dying" if it is not off its CPU yet. Returns false
- * (nothing taken) when there is no slot or no reference to be had.
+ * The exiting thread p goes to this CPU's "recent" slot, with b (a bare thread's task; gen 0
+ * for a thread with its entry); the one there before (the previous exit on this CPU) is
+ * settled, or kept in "dying" if it is not off its CPU yet. The reference and b move together:
+ * the slot's busy word is taken around them (an exit program does not nest on its CPU, but a
+ * settle on another CPU takes a slot's thread out and may put it back); an exit that finds it
+ * taken keeps its thread in "dying" instead. Returns false (nothing taken) when there is no
+ * slot, the slot is busy or no reference is to be had.
  */
-static __always_inline bool stash_recent(struct task_struct *p)
+static __always_inline bool stash_recent(struct task_struct *p, const struct meter_bare *b)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct meter_recent *s = bpf_map_lookup_elem(&recent, &cpu);
 	struct task_struct *ref, *old;
+	struct meter_bare ob;
 
 	if (!s)
 		return false;
 	ref = bpf_task_acquire(p);
 	if (!ref)
 		return false;
+	if (__sync_val_compare_and_swap(&s->busy, 0, 1)) {
+		bpf_task_release(ref);
+		return false;
+	}
 	old = bpf_kptr_xchg(&s->task, ref);
+	ob.task_key = s->task_key;
+	ob.slot = s->slot;
+	ob.gen = s->gen;
+	s->task_key = b->task_key;
+	s->slot = b->slot;
+	s->gen = b->gen;
+	__sync_lock_test_and_set(&s->busy, 0);
 	if (old)
-		settle_or_keep(old);
+		settle_or_keep(old, &ob);
 	else
 		__sync_fetch_and_add(&dying_n, 1); /* a slot filled: the poll's drain looks */
 	return true;
 }
 
-/* Keep the exiting thread p in "dying" (no self drain: the tests' mode). */
-static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
+/* Keep the exiting thread p in "dying" (no self drain: the tests' mode; or a busy slot). */
+static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key,
+					const struct meter_bare *b)
 {
 	struct task_struct *ref = bpf_task_acquire(p);
 
 	if (!ref)
 		return false;
-	if (keep_dying(ref, task_key))
+	if (keep_dying(ref, task_key, b))
 		return true;
 	bpf_task_release(ref);
 	return false;
+}
+
+/*
+ * A thread without an entry exits (accounting at exit): a bare thread of a tracked task (proc:
+ * its process's entry, NULL when gone) is stashed with its task, or folded now if that fails.
+ * The process's entry goes with its last thread's exit, which can run before another thread's
+ * (both decremented the group's count of live threads before their tracepoint): then the
+ * leader's entry (freed after every other thread of the group) says whose it is.
+ */
+static __always_inline void bare_exit(struct task_struct *p, struct member *proc)
+{
+	struct task_struct *leader = p->group_leader;
+	struct meter_thread *lt;
+	struct meter_bare b;
+
+	if (proc) {
+		if (!proc->gen || !(proc->flags & MEMBER_BARE_THREADS))
+			return;
+		b.task_key = proc->task_key;
+		b.slot = proc->slot;
+		b.gen = proc->gen;
+	} else {
+		if (leader == p || !bpf_core_field_exists(struct task_struct, bpf_storage) ||
+		    !leader->bpf_storage)
+			return;
+		lt = bpf_task_storage_get(&tstore, leader, 0, 0);
+		if (!lt || !(lt->flags & METER_TH_BARE_KIDS))
+			return;
+		b.task_key = lt->task_key;
+		b.slot = lt->slot;
+		b.gen = lt->gen;
+	}
+	if (self_drain ? stash_recent(p, &b) || stash_dying(p, b.task_key, &b)
+		       : stash_dying(p, b.task_key, &b))
+		return;
+	tail_dropped(b.task_key);
+	final_of(p, NULL, &b, true);
 }
 
 /* ---- process lifetime --------------------------------------------------------------------- */
@@ -605,9 +752,10 @@ static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key)
  */
 static __always_inline void entry_for_child(struct task_struct *child, __u32 cpid,
 					    const struct member *p, struct meter_task *t,
-					    const bool btf)
+					    const bool btf, const __u64 flags)
 {
-	struct meter_thread nt = {.task_key = p->task_key, .slot = p->slot, .gen = p->gen};
+	struct meter_thread nt = {
+	    .task_key = p->task_key, .slot = p->slot, .gen = p->gen, .flags = flags};
 	bool ok;
 
 	if (btf)
@@ -632,6 +780,46 @@ static __always_inline void entry_for_child(struct task_struct *child, __u32 cpi
 }
 
 /*
+ * Accounting at exit: a new thread of a tracked process. Its creator is of the same process:
+ * its entry (a thread with one) says whose the process is and whether its threads are bare
+ * (METER_TH_BARE_KIDS); a creator without one (itself bare, or a re-adopted process's thread)
+ * is looked up in "procs". A bare thread gets no entry: its task counts it in threads_live.
+ */
+static __always_inline bool task_no_storage(struct task_struct *tsk);
+
+static __always_inline void fork_thread_at_exit(struct task_struct *parent,
+						struct task_struct *child, __u32 cpid, __u32 tgid)
+{
+	struct meter_thread *pt =
+	    task_no_storage(parent) ? NULL : bpf_task_storage_get(&tstore, parent, 0, 0);
+	struct member *p, np = {};
+	struct meter_task *t;
+	bool bare;
+
+	if (pt) {
+		np.task_key = pt->task_key;
+		np.slot = pt->slot;
+		np.gen = pt->gen;
+		bare = pt->flags & METER_TH_BARE_KIDS;
+	} else {
+		p = bpf_map_lookup_elem(&procs, &tgid);
+		if (!p || !p->gen)
+			return;
+		np = *p;
+		bare = p->flags & MEMBER_BARE_THREADS;
+	}
+	if (!bare) {
+		entry_for_child(child, cpid, &np, NULL, true, 0);
+		return;
+	}
+	t = bpf_map_lookup_elem(&tasks, &np.task_key);
+	if (t) {
+		__sync_fetch_and_add(&t->threads_live, 1);
+		task_dirty(t);
+	}
+}
+
+/*
  * The one fork program of the membership map: a new process of a member becomes a member of
  * the same task (whether the meter accounts it or the audit trail alone tracks it); the meter's
  * own work follows for members it accounts (gen != 0).
@@ -646,6 +834,10 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	/* tp_btf: direct loads (a probe-read helper call each in raw_tp) */
 	cpid = RD(btf, child, pid);
 	ctgid = RD(btf, child, tgid);
+	if (cpid != ctgid && btf && cpu_at_exit) {
+		fork_thread_at_exit(parent, child, cpid, ctgid);
+		return;
+	}
 	if (cpid != ctgid) {
 		/*
 		 * A new thread. Its creator (parent, the current thread) is of the same process:
@@ -660,13 +852,13 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 			np.task_key = pt->task_key;
 			np.slot = pt->slot;
 			np.gen = pt->gen;
-			entry_for_child(child, cpid, &np, NULL, btf);
+			entry_for_child(child, cpid, &np, NULL, btf, 0);
 			return;
 		}
 		p = bpf_map_lookup_elem(&procs, &ctgid);
 		if (!p || !p->gen)
 			return;
-		entry_for_child(child, cpid, p, NULL, btf);
+		entry_for_child(child, cpid, p, NULL, btf, 0);
 		return;
 	}
 	ptgid = RD(btf, parent, tgid);
@@ -676,6 +868,9 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	np.task_key = p->task_key;
 	np.slot = p->slot;
 	np.gen = p->gen;
+	/* Accounting at exit: the child's threads will all start inside the task. */
+	if (cpu_at_exit && np.gen)
+		np.flags = MEMBER_BARE_THREADS;
 	if (np.gen) {
 		t = bpf_map_lookup_elem(&tasks, &np.task_key);
 		if (!t)
@@ -695,7 +890,7 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
 	task_dirty(t);
-	entry_for_child(child, cpid, &np, t, btf);
+	entry_for_child(child, cpid, &np, t, btf, np.flags ? METER_TH_BARE_KIDS : 0);
 }
 
 static __always_inline int exit_status(struct task_struct *p, const bool btf)
@@ -740,9 +935,11 @@ static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
 static __always_inline void on_exit(struct task_struct *p, const bool btf, const bool at_exit)
 {
 	__u32 tid = RD(btf, p, pid), tgid = RD(btf, p, tgid);
+	const struct meter_bare entry = {};
+	struct member *proc = NULL;
 	struct meter_bpf_event *ev;
 	struct meter_thread *th;
-	struct member *proc;
+	bool looked = false;
 	struct meter_task *t;
 	__u64 key, mm;
 	__u32 gen;
@@ -764,15 +961,22 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 				slice_end(th, p, true, true);
 			if (th->flags & METER_TH_FINAL) {
 				/* nothing left to fold */
-			} else if (self_drain ? !stash_recent(p) && !stash_dying(p, th->task_key)
-					      : !stash_dying(p, th->task_key)) {
-				tail_dropped(th, p);
+			} else if (self_drain ? !stash_recent(p, &entry) &&
+						    !stash_dying(p, th->task_key, &entry)
+					      : !stash_dying(p, th->task_key, &entry)) {
+				tail_dropped(th->task_key);
+				thread_final(th, p, true);
 			}
 		} else if (slice_end(th, p, btf, false) && !(th->flags & METER_TH_EXITING) &&
 			   exiting_add(th, 1)) {
 			/* its last switch-out (meter_settle waits for it) folds the rest */
 			th->flags |= METER_TH_EXITING;
 		}
+	} else if (at_exit) {
+		/* A bare thread? (its process's entry serves the group's end below too) */
+		proc = bpf_map_lookup_elem(&procs, &tgid);
+		looked = true;
+		bare_exit(p, proc);
 	}
 
 	/*
@@ -781,7 +985,8 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	 */
 	if ((btf ? p->signal->live.counter : BPF_CORE_READ(p, signal, live.counter)) != 0)
 		return;
-	proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!looked)
+		proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
 		return;
 	key = proc->task_key;
@@ -1003,6 +1208,20 @@ static __always_inline bool task_no_storage(struct task_struct *tsk)
 	return !tsk->bpf_storage;
 }
 
+/*
+ * Accounting at exit: a thread without storage may be a bare thread of a tracked process (see
+ * meter_bare), whose own changes the general path counts: one whose leader has task local
+ * storage of some map.
+ */
+static __always_inline bool bare_candidate(struct task_struct *cur)
+{
+	struct task_struct *leader = cur->group_leader;
+
+	if (!cpu_at_exit || !bpf_core_field_exists(struct task_struct, bpf_storage))
+		return false;
+	return leader != cur && leader->bpf_storage;
+}
+
 /* The slot of an rss_stat member (0, 1 or 3) in meter_thread.rss_seen. */
 static __always_inline __s64 *rss_seen(struct meter_thread *th, int member)
 {
@@ -1046,7 +1265,8 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	}
 	th = task_no_storage(cur) ? NULL : bpf_task_storage_get(&tstore, cur, 0, 0);
 	if (!th) {
-		if (own == mm || (!own && !(cur->flags & PF_KTHREAD)) || mm_owner_untracked(mm))
+		if ((own == mm && !bare_candidate(cur)) || (!own && !(cur->flags & PF_KTHREAD)) ||
+		    mm_owner_untracked(mm))
 			*ret_slow = false;
 		return NULL;
 	}
@@ -1422,25 +1642,10 @@ int BPF_PROG(btf_exit_final, struct task_struct *p)
 	return 0;
 }
 
-/*
- * A live read's settle (c->live): a thread not off its CPU yet is folded up to now (the live-read
- * iterator no longer sees it: it left the thread list at its exit); its settle folds the rest.
- */
-static __always_inline void live_fold(struct task_struct *t, struct meter_settle_ctx *c)
-{
-	struct meter_thread *th;
-
-	if (!c->live)
-		return;
-	th = bpf_task_storage_get(&tstore, t, 0, 0);
-	if (th && !(th->flags & METER_TH_FINAL))
-		slice_end(th, t, true, true);
-}
-
 static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 		       struct meter_settle_ctx *c)
 {
-	struct meter_thread *th;
+	struct meter_bare b = {.task_key = v->task_key, .slot = v->slot, .gen = v->gen};
 	struct task_struct *t;
 
 	if (!c->all && v->task_key != c->task_key)
@@ -1450,17 +1655,18 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 		return 0;
 	if (!off_cpu_for_good(t)) {
 		if (!c->force) {
-			live_fold(t, c);
+			/* A live read's settle (c->live): folded up to now (the live read's walk
+			 * no longer sees it: it left the thread list at its exit). */
+			if (c->live)
+				fold_now(t, bpf_task_storage_get(&tstore, t, 0, 0), &b);
 			t = bpf_kptr_xchg(&v->task, t);
 			if (t)
 				bpf_task_release(t);
 			return 0;
 		}
 	} else {
-		th = bpf_task_storage_get(&tstore, t, 0, 0);
 		/* The periodic drain tells user space of a task it settles (not waited on). */
-		if (th)
-			thread_final(th, t, c->all);
+		final_of(t, bpf_task_storage_get(&tstore, t, 0, 0), &b, c->all);
 	}
 	bpf_task_release(t);
 	if (!bpf_map_delete_elem(&dying, key))
@@ -1468,35 +1674,47 @@ static long settle_one(struct bpf_map *map, __u64 *key, struct meter_dying *v,
 	return 0;
 }
 
-/* The same for a "recent" slot: the thread's task is in its storage. */
+/*
+ * The same for a "recent" slot, its busy word taken (see stash_recent; taken by an exit
+ * there now: left to the next settle). The thread's task is in its entry, or in the slot for a
+ * bare thread.
+ */
 static long settle_slot(struct bpf_map *map, __u32 *key, struct meter_recent *v,
 			struct meter_settle_ctx *c)
 {
 	struct meter_thread *th;
-	struct task_struct *t = bpf_kptr_xchg(&v->task, NULL);
+	struct task_struct *t;
+	struct meter_bare b;
 	bool done;
 
-	if (!t)
+	if (__sync_val_compare_and_swap(&v->busy, 0, 1))
 		return 0;
-	__sync_fetch_and_add(&dying_n, -1); /* the slot emptied (filled again below: +1) */
+	t = bpf_kptr_xchg(&v->task, NULL);
+	if (!t)
+		goto out;
+	b.task_key = v->task_key;
+	b.slot = v->slot;
+	b.gen = v->gen;
 	th = bpf_task_storage_get(&tstore, t, 0, 0);
 	done = off_cpu_for_good(t);
-	if (c->all || (th && th->task_key == c->task_key)) {
-		if (done && th)
-			thread_final(th, t, c->all);
-		if (done || c->force || !th) {
+	if (c->all || (th ? th->task_key : b.task_key) == c->task_key || (!th && !b.gen)) {
+		if (done)
+			final_of(t, th, &b, c->all);
+		if (done || c->force || (!th && !b.gen)) {
 			bpf_task_release(t);
-			return 0;
+			__sync_fetch_and_add(&dying_n, -1); /* the slot emptied */
+			goto out;
 		}
-		live_fold(t, c);
+		if (c->live)
+			fold_now(t, th, &b);
 	}
-	/* Not this one's to settle: back to its slot, unless an exit there stored another
-	 * meanwhile (that one is settled or kept in "dying" then). */
+	/* Not this one's to settle, or not done: back to its slot (empty: its busy word is
+	 * ours). */
 	t = bpf_kptr_xchg(&v->task, t);
 	if (t)
-		settle_or_keep(t);
-	else
-		__sync_fetch_and_add(&dying_n, 1);
+		bpf_task_release(t);
+out:
+	__sync_lock_test_and_set(&v->busy, 0);
 	return 0;
 }
 
@@ -1514,6 +1732,41 @@ int meter_settle_prog(struct meter_settle_ctx *ctx)
 	return 0;
 }
 
+/*
+ * A live read's visit of a thread without an entry that has run: a bare thread of a tracked
+ * task (its leader's entry says so) gets one now, with a zero base, and is folded up to now
+ * through it, unless its exit has begun. Its exit program looks for the entry after it set
+ * PF_EXITING and made a fully ordered atomic (the group's live count), this after it made the
+ * entry and a fully ordered atomic (bare_given): so either the exit sees the entry (and its
+ * settle folds through it), or this sees PF_EXITING and folds nothing; the settle of a bare
+ * thread looks for an entry first (final_of). No nanosecond is folded twice. A bare thread
+ * that became its process's leader (exec in a thread) is not seen here: its figures come at
+ * its exit.
+ */
+static __always_inline void walk_bare(struct task_struct *t)
+{
+	struct task_struct *leader = t->group_leader;
+	struct meter_thread *lt, *th;
+
+	if (leader == t || !t->se.sum_exec_runtime ||
+	    !bpf_core_field_exists(struct task_struct, bpf_storage) || !leader->bpf_storage)
+		return;
+	lt = bpf_task_storage_get(&tstore, leader, 0, 0);
+	if (!lt || !(lt->flags & METER_TH_BARE_KIDS))
+		return;
+	struct meter_thread nt = {.task_key = lt->task_key,
+				  .slot = lt->slot,
+				  .gen = lt->gen,
+				  .flags = METER_TH_BARE_KIDS};
+
+	th = bpf_task_storage_get(&tstore, t, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!th)
+		return;
+	__sync_fetch_and_add(&bare_given, 1);
+	if (!(t->flags & PF_EXITING) && !(th->flags & METER_TH_FINAL))
+		slice_end(th, t, true, true);
+}
+
 /* cpu_at_exit mode, live reads: fold every tracked thread's totals up to now. */
 SEC("iter/task")
 int meter_live(struct bpf_iter__task *ctx)
@@ -1524,7 +1777,9 @@ int meter_live(struct bpf_iter__task *ctx)
 	if (!t)
 		return 0;
 	th = bpf_task_storage_get(&tstore, t, 0, 0);
-	if (th && !(th->flags & METER_TH_FINAL))
+	if (!th)
+		walk_bare(t);
+	else if (!(th->flags & METER_TH_FINAL))
 		slice_end(th, t, true, true);
 	return 0;
 }
@@ -1558,7 +1813,11 @@ int meter_walk(void *ctx)
 	bpf_iter_task_new(&it, NULL, BPF_TASK_ITER_ALL_THREADS);
 	while ((t = bpf_iter_task_next(&it))) {
 		th = bpf_task_storage_get(&tstore, t, 0, 0);
-		if (!th || (th->flags & METER_TH_FINAL))
+		if (!th) {
+			walk_bare(t);
+			continue;
+		}
+		if (th->flags & METER_TH_FINAL)
 			continue;
 		if (!(th->flags & METER_TH_NEED_BASE) && t->se.sum_exec_runtime == th->sum_exec)
 			continue;

@@ -573,9 +573,11 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 		/*
 		 * Accounting at exit (no sched_switch program): a new child's counters started at
 		 * zero at fork, so its entry starts there too (from_zero) and counts its whole
-		 * life; a re-adopted process's entry takes its base from the next live read.
+		 * life, and so do the threads it creates: they get no entry of their own
+		 * (METER_TH_BARE_KIDS, see MEMBER_BARE_THREADS); a re-adopted process's entry
+		 * takes its base from the next live read.
 		 */
-		th.flags = from_zero ? 0 : METER_TH_NEED_BASE;
+		th.flags = from_zero ? METER_TH_BARE_KIDS : METER_TH_NEED_BASE;
 		pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 		if (pidfd < 0)
 			return false;
@@ -611,10 +613,16 @@ static bool add_thread_entry(struct meter *m, uint64_t key, pid_t tgid, uint32_t
 	return true;
 }
 
-static int add_proc(struct meter *m, const struct tracked *t, pid_t tgid)
+/* bare: MEMBER_BARE_THREADS (accounting at exit, a process whose threads all start in the
+ * task: a new child, not a re-adopted process). */
+static int add_proc(struct meter *m, const struct tracked *t, pid_t tgid, bool bare)
 {
 	uint32_t slot = slot_of(m, t), k = (uint32_t)tgid;
-	struct member p = {.task_key = t->s.key, .slot = slot, .gen = m->gen[slot]}, old;
+	struct member p = {.task_key = t->s.key,
+			   .slot = slot,
+			   .gen = m->gen[slot],
+			   .flags = bare ? MEMBER_BARE_THREADS : 0},
+		      old;
 	int fd = bpf_map__fd(m->skel->maps.procs), r;
 
 	r = track_add_proc(fd, (pid_t)k, &p);
@@ -700,11 +708,15 @@ int meter_track(struct meter *m, uint64_t task_key, pid_t tgid, int cgroup_fd)
 		r = errno == E2BIG ? -ENOSPC : -errno;
 		goto out_detach;
 	}
-	r = add_proc(m, t, tgid);
+	r = add_proc(m, t, tgid, m->at_exit);
 	if (r < 0)
 		goto out_task;
-	if (add_thread_entry(m, task_key, tgid, slot, m->gen[slot], true) && m->at_exit) {
-		/* The child waits for us before its exec: no BPF program writes this value yet. */
+	(void)add_thread_entry(m, task_key, tgid, slot, m->gen[slot], true);
+	if (m->at_exit) {
+		/*
+		 * The child waits for us before its exec: no BPF program writes this value yet.
+		 * Without its entry, its exit counts it as a bare thread (it started at zero).
+		 */
 		mt.threads_live = 1;
 		(void)bpf_map_update_elem(tfd, &task_key, &mt, BPF_EXIST);
 	}
@@ -738,7 +750,7 @@ int meter_track_more(struct meter *m, uint64_t task_key, pid_t tgid)
 		return -ENOENT;
 	if (bpf_map_lookup_elem(tfd, &task_key, &mt) < 0)
 		return -errno;
-	r = add_proc(m, t, tgid);
+	r = add_proc(m, t, tgid, false);
 	if (r < 0)
 		return r;
 	/* A re-adopted process may have many threads: they are found at their switch-in

@@ -97,6 +97,9 @@ struct meter_thread {
 #define METER_TH_MM_GONE 4ULL
 /* Accounting at every switch: the thread's exit counted it in its slot's "exiting". */
 #define METER_TH_EXITING 8ULL
+/* Accounting at exit: the thread's process is MEMBER_BARE_THREADS (its new threads get no
+ * entry), copied here so that a thread's creation needs no "procs" lookup. */
+#define METER_TH_BARE_KIDS 16ULL
 
 /*
  * cpu_at_exit mode: a thread that passed sched_process_exit but may not have switched out for
@@ -107,6 +110,8 @@ struct meter_thread {
 struct meter_dying {
 	__u64 task_key;
 	struct task_struct __kptr *task;
+	/* a bare thread (no entry of its own): its task's slot and generation; gen 0 otherwise */
+	__u32 slot, gen;
 };
 #endif
 

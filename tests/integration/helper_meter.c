@@ -405,7 +405,8 @@ static int run_taskstats(const char *work)
  * default), each checked against its own cgroup's cpuacct.usage read here once its processes
  * are gone:
  *   spawn       3000 x /bin/true
- *   threads     2000 short threads, 8 at a time
+ *   threads     2000 short threads, 8 at a time, read live every 20 ms while they run
+ *   threadlive  400 threads of 3 ms each, 8 at a time, read live every 20 ms while they run
  *   forkstorm   4 workers forking children that exit at once, for 3 s
  *   neighbour   a task of 200 x /bin/true started once another (4000 x /bin/true) has done
  *               1500 exits, both running together
@@ -413,7 +414,10 @@ static int run_taskstats(const char *work)
  *               runs (meter_opts.no_drain): the figure must be exact or the loss reported
  *               (threads_lost), never silently short
  * A task's figure passes when it is within 1% of its cgroup's, or (overflow only) when it is
- * short and threads_lost says so.
+ * short and threads_lost says so. A live read (the threads cases, while the task runs) passes
+ * when it lies between the cgroup's counter read just before it (0.5% below at most) and just
+ * after it (0.1% above at most): with accounting at exit, the threads a process creates have
+ * no entry of their own (bare threads) and a live read must count what they ran so far once.
  */
 struct stask {
 	uint64_t key;
@@ -422,6 +426,10 @@ struct stask {
 	int go;
 	bool exited, settled, ok;
 	int status;
+	/* CPU the child ran before it joined its cgroups (counted by the meter, which counts
+	 * from its fork, and not by the cgroup): /proc/PID/schedstat less the cgroup's counter,
+	 * both read while it waits to exec */
+	uint64_t pre_ns;
 };
 
 static struct stask *stress_find(struct stask *ts, int n, uint64_t key)
@@ -444,6 +452,26 @@ static void on_stress_ev(const struct meter_event *ev, void *userdata)
 
 	if (t && ev->type == METER_EV_EXIT)
 		t->exited = true;
+}
+
+static uint64_t stress_cg_ns(const struct stask *t);
+
+/* See stask.pre_ns (0 when unreadable). */
+static uint64_t stress_pre_ns(const struct stask *t)
+{
+	unsigned long long run = 0;
+	uint64_t cg = stress_cg_ns(t);
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)t->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &run) != 1)
+		run = 0;
+	fclose(f);
+	return cg != UINT64_MAX && run > cg ? run - cg : 0;
 }
 
 static int stress_start(struct meter *m, struct stask *t, int idx, char *const wargv[])
@@ -494,6 +522,7 @@ static int stress_start(struct meter *m, struct stask *t, int idx, char *const w
 	if (r < 0)
 		return r;
 	t->go = go[1];
+	t->pre_ns = stress_pre_ns(t);
 	return 0;
 }
 
@@ -524,17 +553,67 @@ static void stress_pump(struct meter *m, struct sctx *c, int ms)
 	meter_poll(m, on_stress_ev, c);
 }
 
-/* Wait for t's exit event, reap it, wait for its final figures, check them. */
+/* The task's cgroup CPU counter (ns), UINT64_MAX when unreadable. */
+static uint64_t stress_cg_ns(const struct stask *t)
+{
+	uint64_t us;
+
+	if (!v2)
+		return read_u64_path(t->cpu, "cpuacct.usage");
+	us = read_key(t->cpu, "cpu.stat", "usage_usec");
+	return us == UINT64_MAX ? us : us * 1000;
+}
+
+/*
+ * One live read of t between two reads of its cgroup's counter (see the stress matrix above).
+ * Returns false when it lies outside them; *n counts the reads made.
+ */
+static bool stress_live(struct meter *m, const struct stask *t, int *n)
+{
+	uint64_t before, after, cpu;
+	struct meter_usage u;
+	bool ok;
+
+	before = stress_cg_ns(t);
+	if (meter_read(m, t->key, &u) < 0)
+		return false;
+	after = stress_cg_ns(t);
+	if (before == UINT64_MAX || after == UINT64_MAX || !before)
+		return true; /* nothing run yet, or the cgroup gone */
+	++*n;
+	cpu = u.cpu_ns - (u.cpu_ns > t->pre_ns ? t->pre_ns : u.cpu_ns);
+	ok = (double)cpu >= 0.995 * (double)before && (double)cpu <= 1.001 * (double)after;
+	if (!ok || *n % 10 == 1)
+		printf("live read %d: cgroup before %" PRIu64 ", ebpf %" PRIu64 " (less %" PRIu64
+		       " ns before the cgroup join), cgroup after %" PRIu64 "%s\n",
+		       *n, before, cpu, t->pre_ns, after, ok ? "" : ": OUTSIDE");
+	return ok;
+}
+
+/*
+ * Wait for t's exit event (reading it live every 20 ms meanwhile when live is set), reap it,
+ * wait for its final figures, check them.
+ */
 static bool stress_finish(struct meter *m, struct sctx *c, struct stask *t, const char *what,
-			  bool overflow)
+			  bool overflow, bool live)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC), truth;
 	struct meter_usage u;
+	int r, nlive = 0, bad = 0;
 	bool ok = true;
-	int r;
 
-	while (!t->exited && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC)
-		stress_pump(m, c, 1000);
+	while (!t->exited && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC) {
+		stress_pump(m, c, live ? 20 : 1000);
+		if (live && !t->exited && !stress_live(m, t, &nlive))
+			bad++;
+	}
+	if (live) {
+		printf("%s: %d live reads, %d outside the cgroup's counter\n", what, nlive, bad);
+		if (bad || nlive < 3) {
+			fprintf(stderr, "%s: live reads: %d outside, %d made\n", what, bad, nlive);
+			ok = false;
+		}
+	}
 	if (!t->exited) {
 		fprintf(stderr, "%s: no exit event within 120 s\n", what);
 		kill(t->pid, SIGKILL);
@@ -553,12 +632,7 @@ static bool stress_finish(struct meter *m, struct sctx *c, struct stask *t, cons
 		fprintf(stderr, "%s: not settled within 10 s (%d)\n", what, r);
 		ok = false;
 	}
-	truth = read_u64_path(t->cpu, v2 ? "cpu.stat" : "cpuacct.usage");
-	if (v2) {
-		uint64_t us = read_key(t->cpu, "cpu.stat", "usage_usec");
-
-		truth = us == UINT64_MAX ? us : us * 1000;
-	}
+	truth = stress_cg_ns(t);
 	if (meter_read(m, t->key, &u) < 0) {
 		fprintf(stderr, "%s: meter_read failed\n", what);
 		return false;
@@ -592,24 +666,29 @@ static int run_stress(const char *cs, const char *work, struct meter_opts opts)
 	struct sctx c = {.ts = ts, .n = 2};
 	struct meter *m = NULL;
 	char *a[6] = {(char *)work}, *b[6] = {(char *)work};
-	bool ok = true, two = false, overflow = false;
+	bool ok = true, two = false, overflow = false, live = false;
 	int r;
 
 	/* CORRAL_METER_STRESS_DIV=N divides the counts (the VM tier runs under emulation). */
 	const char *dv = getenv("CORRAL_METER_STRESS_DIV");
 	long div = dv && atol(dv) > 0 ? atol(dv) : 1;
-	char n3000[24], n2000[24], n4000[24], n200[24], n1500[24], secs[24];
+	char n3000[24], n2000[24], n4000[24], n200[24], n1500[24], n400[24], secs[24];
 
 	snprintf(n3000, sizeof(n3000), "%ld", 3000 / div);
 	snprintf(n2000, sizeof(n2000), "%ld", 2000 / div);
 	snprintf(n4000, sizeof(n4000), "%ld", 4000 / div);
 	snprintf(n200, sizeof(n200), "%ld", 200 / div > 100 ? 200 / div : 100);
 	snprintf(n1500, sizeof(n1500), "%ld", 1500 / div);
+	snprintf(n400, sizeof(n400), "%ld", 400 / div);
 	snprintf(secs, sizeof(secs), "%.2f", 3.0 / (double)div);
 	if (!strcmp(cs, "spawn")) {
 		a[1] = "spawn", a[2] = n3000;
 	} else if (!strcmp(cs, "threads")) {
 		a[1] = "threads", a[2] = n2000, a[3] = "200";
+		live = true;
+	} else if (!strcmp(cs, "threadlive")) {
+		a[1] = "threads", a[2] = n400, a[3] = "3000";
+		live = true;
 	} else if (!strcmp(cs, "forkstorm")) {
 		a[1] = "forkstorm", a[2] = "4", a[3] = secs;
 	} else if (!strcmp(cs, "neighbour")) {
@@ -633,6 +712,8 @@ static int run_stress(const char *cs, const char *work, struct meter_opts opts)
 	}
 	printf("attach mode: %s, cpu accounted at %s\n", meter_attach_mode(m),
 	       meter_cpu_accounting(m));
+	/* With accounting at every switch, a live read lags by each running thread's slice. */
+	live = live && !strcmp(meter_cpu_accounting(m), "exit");
 	r = stress_start(m, &ts[0], 0, a);
 	if (r < 0) {
 		fprintf(stderr, "start: %s\n", strerror(-r));
@@ -656,10 +737,10 @@ static int run_stress(const char *cs, const char *work, struct meter_opts opts)
 			goto out;
 		}
 		stress_go(&ts[1]);
-		ok &= stress_finish(m, &c, &ts[1], "neighbour (small task)", false);
-		ok &= stress_finish(m, &c, &ts[0], "noisy task", false);
+		ok &= stress_finish(m, &c, &ts[1], "neighbour (small task)", false, false);
+		ok &= stress_finish(m, &c, &ts[0], "noisy task", false, false);
 	} else {
-		ok &= stress_finish(m, &c, &ts[0], cs, overflow);
+		ok &= stress_finish(m, &c, &ts[0], cs, overflow, live);
 	}
 	ok &= ts[0].ok && ts[1].ok;
 out:

@@ -12,7 +12,8 @@
 # The io case again with IO counted by the sys_exit program (meter_opts.io_from_syscalls).
 # Then the taskstats fallback (meter not used): exit stats of a process.
 # Stress matrix (accounting at exit, the default), each task against its own cgroup counter:
-#   spawn 3000 x /bin/true; 2000 short threads; a 3 s fork storm of 4 workers; a 200-exit task
+#   spawn 3000 x /bin/true; 2000 short threads and 400 threads of 3 ms (each read live every
+#   20 ms while it runs, between two reads of its cgroup's counter); a 3 s fork storm of 4 workers; a 200-exit task
 #   next to a 4000-exit one; a 16-entry map of exited threads never drained while the task runs
 #   (the figure must be exact or the loss reported, never silently short); the threads case
 #   again with accounting at every switch (tp_btf and raw_tp).
@@ -58,7 +59,7 @@ echo "--- taskstats fallback"
 if timeout 120 "$H" taskstats "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
 # Outside the source tree (the VM tier, under emulation) the stress counts are divided by 10.
 [ -f tests/integration/lib.sh ] || export CORRAL_METER_STRESS_DIV=${CORRAL_METER_STRESS_DIV:-10}
-for c in spawn threads forkstorm neighbour overflow; do
+for c in spawn threads threadlive forkstorm neighbour overflow; do
 	echo "--- stress $c (accounting at exit where the kernel allows it)"
 	timeout 180 "$H" stress "$c" "$W"
 	case $? in
