@@ -954,7 +954,9 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	 * again by the settle). Only an entry still waiting for its base takes it now, so that
 	 * the exit path's tail counts.
 	 */
-	th = thread_get(p, tid, btf);
+	/* tp_btf: a thread without task local storage of any map (bare, or untracked) spares
+	 * the storage helper */
+	th = btf && task_no_storage(p) ? NULL : thread_get(p, tid, btf);
 	if (th) {
 		if (at_exit) {
 			if (th->flags & METER_TH_NEED_BASE)
