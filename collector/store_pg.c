@@ -36,6 +36,9 @@ struct pg_store {
 	PGconn *conn;
 	bool session_ready; /* temp table + settings exist on this connection */
 	unsigned prepared;  /* bit 1u << enum pg_stmt: prepared on this connection */
+	/* libpq pipeline mode (pipe_begin): exec_stmt sends and does not wait; pipe_end sends the
+	 * COMMIT and collects every result in one round trip */
+	bool piped;
 };
 
 /*
@@ -111,26 +114,118 @@ static int exec_cmd(struct pg_store *st, const char *sql)
 	return 0;
 }
 
+/* Statement id prepared on this connection unless it is already: NULL, or the failed
+ * result (to PQclear; empty without memory). */
+static PGresult *prepare_stmt(struct pg_store *st, enum pg_stmt id)
+{
+	_cleanup_free_ char *built = NULL;
+	PGresult *res;
+
+	if (st->prepared & 1u << id)
+		return NULL;
+	built = pg_stmts[id].sql ? NULL : pg_stmts[id].build();
+	if (!pg_stmts[id].sql && !built)
+		return PQmakeEmptyPGresult(st->conn, PGRES_FATAL_ERROR);
+	res = PQprepare(st->conn, pg_stmts[id].name, pg_stmts[id].sql ?: built,
+			pg_stmts[id].nparams, NULL);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+		return res;
+	PQclear(res);
+	st->prepared |= 1u << id;
+	return NULL;
+}
+
 /* Statement id run with params (n, binary where formats[i] is 1), prepared first when this
- * connection has not yet; the result (to PQclear), or NULL without memory. */
+ * connection has not yet; the result (to PQclear), or NULL without memory. In pipeline mode
+ * (prepared by pipe_begin) it is only sent: an empty result of PGRES_COMMAND_OK, or of
+ * PGRES_FATAL_ERROR when it could not be sent; pipe_end has its real result. */
 static PGresult *exec_stmt(struct pg_store *st, enum pg_stmt id, const char *const *params,
 			   const int *lens, const int *formats)
 {
-	if (!(st->prepared & 1u << id)) {
-		_cleanup_free_ char *built = pg_stmts[id].sql ? NULL : pg_stmts[id].build();
-		PGresult *res;
+	PGresult *res;
 
-		if (!pg_stmts[id].sql && !built)
-			return NULL;
-		res = PQprepare(st->conn, pg_stmts[id].name, pg_stmts[id].sql ?: built,
-				pg_stmts[id].nparams, NULL);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			return res;
-		PQclear(res);
-		st->prepared |= 1u << id;
-	}
+	if (st->piped)
+		return PQmakeEmptyPGresult(
+		    st->conn, PQsendQueryPrepared(st->conn, pg_stmts[id].name, pg_stmts[id].nparams,
+						  params, lens, formats, 0) == 1
+				  ? PGRES_COMMAND_OK
+				  : PGRES_FATAL_ERROR);
+	res = prepare_stmt(st, id);
+	if (res)
+		return res;
 	return PQexecPrepared(st->conn, pg_stmts[id].name, pg_stmts[id].nparams, params, lens,
 			      formats, 0);
+}
+
+/*
+ * The rest of an ingest transaction in libpq's pipeline mode: its statements (the queued deltas,
+ * rollup_open's) and the COMMIT go out together and their results come back together, one round
+ * trip instead of one per statement. Only for deltas without a tasks_alive statement (which
+ * reads rows before it writes: apply_alive). The statements are prepared first (once per
+ * connection), since a prepare inside the pipeline could not be told from one that failed.
+ * Returns whether the pipeline was entered (or a negative errno).
+ */
+static int pipe_begin(struct pg_store *st, const struct coll_delta *d, size_t nd)
+{
+	for (size_t i = 0; i < nd; i++)
+		if (d[i].alive)
+			return 0;
+	for (int id = 0; id < _PG_STMT_MAX; id++) {
+		PGresult *res = prepare_stmt(st, (enum pg_stmt)id);
+
+		if (res)
+			return res_err(st, "prepare", res);
+	}
+	if (PQenterPipelineMode(st->conn) != 1)
+		return 0;
+	st->piped = true;
+	return 1;
+}
+
+/* Sends the COMMIT (unless the caller failed already: r < 0) and the pipeline's sync, reads every
+ * result; the first error (res_err) or r. Leaves pipeline mode. */
+static int pipe_end(struct pg_store *st, int r)
+{
+	int nulls = 0;
+
+	st->piped = false;
+	if (r == 0 && PQsendQueryParams(st->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) != 1) {
+		set_err(st, "COMMIT", NULL);
+		r = -EIO;
+	}
+	if (PQpipelineSync(st->conn) != 1) {
+		set_err(st, "pipeline sync", NULL);
+		r = r < 0 ? r : -EIO;
+	} else {
+		/* each statement's result then a NULL, the sync's last; no sync on a broken
+		 * connection: NULLs only */
+		for (;;) {
+			PGresult *res = PQgetResult(st->conn);
+			ExecStatusType s = PQresultStatus(res);
+
+			if (!res) {
+				if (PQstatus(st->conn) != CONNECTION_OK ||
+				    ++nulls > _PG_STMT_MAX + 8)
+					break;
+				continue;
+			}
+			nulls = 0;
+			if (s == PGRES_PIPELINE_SYNC) {
+				PQclear(res);
+				break;
+			}
+			if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK &&
+			    s != PGRES_PIPELINE_ABORTED && r == 0)
+				r = res_err(st, "pipeline", res);
+			else
+				PQclear(res);
+		}
+	}
+	if (PQexitPipelineMode(st->conn) != 1 && r == 0) {
+		set_err(st, "pipeline end", NULL);
+		r = -EIO;
+	}
+	return r;
 }
 
 /* Audit objects, on every open under the migration lock: see store_sqlite.c audit_ddl. */
@@ -1234,22 +1329,16 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 
 	for (size_t i = 0; i < n; i++)
 		items[i].is_new = false;
-	r = exec_cmd(st, "BEGIN");
-	if (r < 0)
-		return r;
 	f = open_memstream(&copy_sql, &cl);
-	if (!f) {
-		r = -ENOMEM;
-		goto out_rollback;
-	}
-	fputs(fast ? "COPY records (" : "COPY incoming (", f);
+	if (!f)
+		return -ENOMEM;
+	/* the BEGIN in the COPY's query string: one round trip for both */
+	fputs(fast ? "BEGIN; COPY records (" : "BEGIN; COPY incoming (", f);
 	for (int c = 0; c < COLL_N_COLS; c++)
 		fprintf(f, "%s%s", c ? ", " : "", coll_cols[c].name);
 	fputs(") FROM STDIN WITH (FORMAT binary)", f);
-	if (fclose(f) != 0) {
-		r = -ENOMEM;
-		goto out_rollback;
-	}
+	if (fclose(f) != 0)
+		return -ENOMEM;
 	res = PQexec(st->conn, copy_sql);
 	if (PQresultStatus(res) != PGRES_COPY_IN) {
 		r = res_err(st, "COPY", res);
@@ -1299,6 +1388,15 @@ rollups:
 		r = coll_deltas_of_new(items, n, pre, &d, &nd, &owned);
 		if (r < 0)
 			goto out_rollback;
+		r = pipe_begin(st, d, nd);
+		if (r < 0)
+			goto out_rollback;
+		if (r > 0) {
+			r = pipe_end(st, upsert_deltas(st, d, nd, false, true));
+			if (r < 0)
+				goto out_rollback;
+			return 0;
+		}
 		r = upsert_deltas(st, d, nd, false, true);
 		if (r < 0)
 			goto out_rollback;
