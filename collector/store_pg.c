@@ -412,7 +412,8 @@ static int conn_setup(struct pg_store *st)
 /* Make sure the connection is usable; reset it after a failure. */
 static int ensure_conn(struct pg_store *st)
 {
-	if (PQstatus(st->conn) != CONNECTION_OK) {
+	/* (a pipeline left with results not collected: only on a broken connection) */
+	if (PQstatus(st->conn) != CONNECTION_OK || PQpipelineStatus(st->conn) != PQ_PIPELINE_OFF) {
 		int r;
 
 		st->session_ready = false;
