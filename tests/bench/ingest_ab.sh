@@ -59,4 +59,7 @@ for kind, name in (("pg-with", "rollups"), ("pg-without", "no rollups")):
         a = statistics.median(r[i] for r in rows[("this", kind)])
         b = statistics.median(r[i] for r in rows[("base", kind)])
         print("%-16s %-26s %10.2f %10.2f %7.2f" % (name, col, a, b, a / b if b else 0))
+    for tag in ("this", "base"):
+        print("%-16s %s rate / psql \\copy by round: %s" % (name, tag,
+              " ".join("%.2f" % r[0] for r in rows[(tag, kind)])))
 PY
