@@ -293,6 +293,11 @@ struct agent {
 	uint64_t ended_first_pos;
 	bool ended_ring_stale;
 	uint32_t n_live, n_ended;
+	/* The live tasks' requests summed (node.sample's alloc_*, kept as tasks join and leave
+	 * a->tasks: agent/task.c): CPUs in millionths (integers: no drift), memory, GPUs. */
+	int64_t live_cpus_micro;
+	uint64_t live_memory_bytes;
+	uint64_t live_gpus;
 	uint64_t next_task_seq, task_seq_reserved;
 	uint64_t next_record_seq, record_seq_reserved;
 	uint64_t mem_total;

@@ -164,15 +164,11 @@ static int emit(struct agent *a, struct node_sampler *s, uint64_t now_mono)
 		if ((e = acct_node_add_gpu_model(ns, models[i])) < 0)
 			goto out_clear;
 
-	/* allocated: the live tasks' requests, one walk per interval */
-	for (struct task *t = a->tasks; t; t = t->next) {
-		if (t->state == TASK_ENDED)
-			continue;
-		ns->alloc_cpus += t->spec.cpus;
-		ns->alloc_memory_bytes += t->spec.memory_max;
-		ns->alloc_gpus += t->spec.gpus;
-		ns->alloc_tasks++;
-	}
+	/* allocated: the live tasks' requests, summed as tasks join and leave (no walk) */
+	ns->alloc_cpus = (double)a->live_cpus_micro / 1e6;
+	ns->alloc_memory_bytes = a->live_memory_bytes;
+	ns->alloc_gpus = (uint32_t)a->live_gpus;
+	ns->alloc_tasks = a->n_live;
 
 	pe = node_proc_read("/proc", &p);
 	if (pe == 0) {

@@ -304,11 +304,20 @@ void task_free(struct task *t)
 	free(t);
 }
 
+/* A live task's requests into or out of the node's sums (sign 1 or -1). */
+static void live_requests_add(struct agent *a, const struct task *t, int sign)
+{
+	a->live_cpus_micro += sign * (int64_t)(t->spec.cpus * 1e6 + 0.5);
+	a->live_memory_bytes += (uint64_t)sign * t->spec.memory_max;
+	a->live_gpus += (uint64_t)sign * t->spec.gpus;
+}
+
 static void task_link(struct agent *a, struct task *t)
 {
 	t->next = a->tasks;
 	a->tasks = t;
 	task_index_put(a, t);
+	live_requests_add(a, t, 1);
 	alive_visit_push(a, t); /* not listed by an anchor yet */
 }
 
@@ -1026,6 +1035,7 @@ static void task_finalize(struct agent *a, struct task *t, const struct cg_stats
 	a->n_live--;
 	alive_leave(a, t); /* no statement counts it now */
 	task_index_del(a, t);
+	live_requests_add(a, t, -1);
 	for (struct task **pp = &a->tasks; *pp; pp = &(*pp)->next)
 		if (*pp == t) {
 			*pp = t->next;
