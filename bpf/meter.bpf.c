@@ -1160,8 +1160,9 @@ static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
  * tp_btf fast paths, in front of on_rss_stat's general path (the event fires at every change
  * of an mm's counters: hundreds of times per fork+exec, on every process of the node). Every
  * thread of a tracked process has its task storage (from fork or meter_track; not so only
- * while lazy_threads is set), so without storage:
- * - a change of the current thread's own mm is not a tracked process's: one storage lookup;
+ * while lazy_threads is set, and for a bare thread, see meter_bare), so without storage:
+ * - a change of the current thread's own mm is not a tracked process's (but a bare thread's,
+ *   whose leader has storage: bare_candidate, the general path): one storage lookup;
  * - nor is a change while the thread tears down its own mm at its exit (current->mm is NULL
  *   then, and the thread is no kernel thread);
  * every other change takes the general path (an untracked parent copying into its child's mm,
@@ -1176,8 +1177,10 @@ static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
  * A change of another context's mm (a parent copying its page tables into its child's at fork,
  * reclaim in a kernel thread) concerns a tracked process only if the mm's owner is one: every
  * thread of a tracked process has its task storage, and the owner is a live user of the mm
- * (the kernel hands it on when the owner leaves the mm). So an owner without any task local
- * storage spares the "mms" lookup, which otherwise misses: a fork copies into a child that is not
+ * (the kernel hands it on when the owner leaves the mm; to a bare thread when the leader left:
+ * then a remote change is skipped and caught up at the mm's next own change, the entries
+ * keeping the counters' values). So an owner without any task local storage spares the "mms"
+ * lookup, which otherwise misses: a fork copies into a child that is not
  * tracked yet (its storage comes at the fork tracepoint, after the copy) and whose first own change
  * makes its entry from the counters' totals. Unknown (no owner field, no owner): the general path.
  */
