@@ -139,6 +139,11 @@ for r in $(seq "$PR"); do
 		# shellcheck disable=SC2086
 		"$bin" 1 $STORM_ARGS >"$T/pp.$b" 2>&1
 		grep '^NET ' "$T/pp.$b" >>"$T/net.$b"
+		sed -n '/^per-program run time/,$p' "$T/pp.$b" | awk -v r="$r" '
+			NF >= 6 && $NF ~ /^[0-9.]+$/ && $(NF-1) ~ /^[0-9.]+$/ &&
+			$(NF-2) ~ /^[0-9.]+$/ && ($(NF-4) == "inside" || $(NF-4) == "outside") {
+				w = $1; for (i = 2; i <= NF - 5; i++) w = w "_" $i
+				print r, w, $(NF-4), $(NF-3), $NF }' >>"$T/prog.$b"
 	done
 done
 for b in this base; do
@@ -146,6 +151,38 @@ for b in this base; do
 	echo "per-program run time, $b build (round $PR of $PR):"
 	sed -n '/^per-program run time/,$p' "$T/pp.$b" | tail -n +2 | grep -v '^NET '
 done
+# Each program's run time per operation, the median over the rounds (a program's runs of one
+# round summed when two objects give it the same name), side by side: which program moved.
+echo
+echo "run time per operation of each program, median of $PR alternating rounds (ns):"
+printf '%-20s %-8s %-18s %10s %10s %8s\n' workload task program this base this/base
+python3 - "$T/prog.this" "$T/prog.base" <<'PY'
+import sys, statistics
+d = []
+for f in sys.argv[1:3]:
+    v = {}
+    try:
+        lines = open(f).read().split("\n")
+    except OSError:
+        lines = []
+    for line in lines:
+        if not line.strip():
+            continue
+        r, w, i, prog, ns = line.split()
+        k = (w, i, prog)
+        v.setdefault(k, {}).setdefault(r, 0.0)
+        v[k][r] += float(ns)
+    d.append({k: statistics.median(x.values()) for k, x in v.items()})
+order = []
+for v in d:
+    for k in v:
+        if k not in order:
+            order.append(k)
+for k in order:
+    a, b = d[0].get(k, 0.0), d[1].get(k, 0.0)
+    print("%-20s %-8s %-18s %10.0f %10.0f %8s" % (k[0].replace("_", " "), k[1], k[2], a, b,
+          "%.3f" % (a / b) if b > 0 else "-"))
+PY
 # The net run time of all programs per operation as a share of the workload's CPU, side by side:
 # the median over the rounds of each round's median of the repetitions; then the spread of the
 # rounds (lowest and highest round, ns per operation).
