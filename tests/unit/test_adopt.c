@@ -90,6 +90,7 @@ static int teardown(void **state)
 		task_free(t);
 	}
 	task_ended_ring_free(&f->a);
+	task_lists_free(&f->a);
 	task_flush_records(&f->a);
 	spool_close(f->a.spool);
 	loop_free(f->a.loop);
