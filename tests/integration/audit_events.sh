@@ -7,7 +7,8 @@
 #   storm         20,000 fork+exec inside one task: events received + drops counted == execs
 #                 performed, exactly; once consumed while running, once with a 64 KiB ring
 #                 buffer read only at the end (forces drops: the count must still be exact)
-# Each in both attach modes (tp_btf preferred, raw_tp forced).
+# Each in both attach modes (tp_btf preferred, raw_tp forced); without --raw, a kernel with BTF
+# must have loaded tp_btf (a refused tp_btf program is not hidden by the fallback).
 set -u
 cd "$(dirname "$0")/../.."
 O=${CORRAL_O:-.output}
@@ -22,10 +23,22 @@ done
 command -v python3 >/dev/null || { echo "missing python3 (test dependency)"; exit 1; }
 
 fail=0 pass=0
+# Where the kernel has BTF, the preferred mode must be the one loaded: a tp_btf program the
+# verifier refuses would otherwise fall back to raw_tp silently and every check still pass.
+want_btf=0
+[ -r /sys/kernel/btf/vmlinux ] && want_btf=1
 run() {
+	local out rc
 	echo "--- $*"
-	timeout 300 "$H" "$@"
-	case $? in
+	out=$(timeout 300 "$H" "$@" 2>&1)
+	rc=$?
+	echo "$out"
+	if [ "$rc" = 0 ] && [ "$1" != --raw ] && [ "$want_btf" = 1 ] &&
+		! grep -qx 'attach mode: tp_btf' <<<"$out"; then
+		echo "tp_btf expected (the kernel has BTF), got: $(grep 'attach mode' <<<"$out")"
+		rc=1
+	fi
+	case $rc in
 	0) pass=$((pass+1)) ;;
 	77) exit 77 ;;
 	*) fail=$((fail+1)); echo "FAILED: $*" ;;
