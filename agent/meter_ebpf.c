@@ -10,6 +10,7 @@
 #include "agent/meters.h"
 #include "bpf/meter.h"
 #include "common/clock.h"
+#include "common/growbuf.h"
 #include "isolation/cgroup.h"
 
 #include <stdlib.h>
@@ -135,16 +136,10 @@ static void ebpf_note(struct agent *a, uint64_t key)
 		a->n_ebpf_noted = 0;
 		return;
 	}
-	if (a->n_ebpf_noted == a->cap_ebpf_noted) {
-		size_t cap = a->cap_ebpf_noted ? 2 * a->cap_ebpf_noted : 64;
-		uint64_t *v = realloc(a->ebpf_noted, cap * sizeof(*v));
-
-		if (!v) {
-			a->ebpf_noted_lost = true; /* the next check asks every task */
-			return;
-		}
-		a->ebpf_noted = v;
-		a->cap_ebpf_noted = cap;
+	if (grow_array((void **)&a->ebpf_noted, &a->cap_ebpf_noted, a->n_ebpf_noted,
+		       sizeof(*a->ebpf_noted)) < 0) {
+		a->ebpf_noted_lost = true; /* the next check asks every task */
+		return;
 	}
 	a->ebpf_noted[a->n_ebpf_noted++] = key;
 }

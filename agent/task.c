@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "common/macro.h"
 #include "common/clock.h"
+#include "common/growbuf.h"
 #include "common/parse.h"
 #include "common/proc.h"
 #include "isolation/cgroup.h"
@@ -112,16 +113,10 @@ static void alive_visit_push(struct agent *a, struct task *t)
 {
 	if (t->alive_visit)
 		return;
-	if (a->n_alive_visit == a->cap_alive_visit) {
-		size_t cap = a->cap_alive_visit ? 2 * a->cap_alive_visit : 64;
-		uint64_t *v = realloc(a->alive_visit, cap * sizeof(*v));
-
-		if (!v) {
-			a->alive_visit_lost = true; /* the next statement walks every task */
-			return;
-		}
-		a->alive_visit = v;
-		a->cap_alive_visit = cap;
+	if (grow_array((void **)&a->alive_visit, &a->cap_alive_visit, a->n_alive_visit,
+		       sizeof(*a->alive_visit)) < 0) {
+		a->alive_visit_lost = true; /* the next statement walks every task */
+		return;
 	}
 	a->alive_visit[a->n_alive_visit++] = t->key;
 	t->alive_visit = true;
