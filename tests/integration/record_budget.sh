@@ -156,8 +156,14 @@ echo "$r" | grep -q "task.end:1 task.start:1" && pass "billing records of the ta
 [ "$(rows "$F3" | grep -c 'task.end:1.*task.start:1')" = 1 ] && pass "flood 3's task.start and task.end are there" || fail "flood 3 rows: $(rows "$F3")"
 gap=$(q "SELECT sum(json_extract(body,'\$.event.shed')) FROM records WHERE type='audit.gap'")
 [ "${gap:-0}" -gt 0 ] && pass "audit.gap declares $gap shed records" || fail "no audit.gap"
-d3=$(q "SELECT count(*) FROM records WHERE task_id='$O3' AND type='audit.exec'")
-g3=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.tasks.\"$O3\"')),0) FROM records WHERE type='audit.gap'")
+# The agent declares what it shed at its next budget tick after the spool has room (every
+# summary_interval), which can come after the drain above: wait for that declaration (up to 20 s).
+for _ in $(seq 200); do
+	d3=$(q "SELECT count(*) FROM records WHERE task_id='$O3' AND type='audit.exec'")
+	g3=$(q "SELECT coalesce(sum(json_extract(body,'\$.event.tasks.\"$O3\"')),0) FROM records WHERE type='audit.gap'")
+	[ $((d3 + g3)) -ge 3 ] && break
+	sleep 0.1
+done
 [ $((d3 + g3)) = 3 ] && pass "its 3 exec records: $d3 delivered, $g3 declared shed in audit.gap" || fail "ordinary task 3 execs: $d3 delivered + $g3 declared != 3"
 
 # ---- 4. collector up, the same audit-heavy flood: it outruns the upload, the spool fills to
