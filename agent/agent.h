@@ -16,6 +16,7 @@
 #include "agent/budget_types.h"
 #include "agent/config.h"
 #include "agent/spec.h"
+#include "bpf/track.h"
 #include "isolation/cgroup.h"
 #include "isolation/launch.h"
 
@@ -263,10 +264,9 @@ struct agent {
 	void *gpu;     /* GPU inventory, NULL when GPU features are off */
 
 	struct task *tasks; /* live tasks (starting, running, ending) */
-	/* The same by key (agent/task.c task_live): open addressing, linear probing, NULL
-	 * cells free; live_ix_failed: an insert found no memory, lookups walk the list. */
-	struct task **live_ix;
-	uint32_t live_ix_mask, live_ix_n;
+	/* The same by key (agent/task_index.c task_live): key -> struct task *, a growing
+	 * index; live_ix_failed: an insert found no memory, lookups walk the list. */
+	struct track_index live_ix;
 	bool live_ix_failed;
 	uint64_t task_due_mono;	  /* task_tick walks the table from then on (0: next tick) */
 	uint64_t budget_due_mono; /* the walk of the tasks' audit budgets (agent/audit_glue.c) */

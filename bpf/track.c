@@ -35,6 +35,29 @@ static uint32_t index_hash(const struct track_index *ix, uint64_t key)
 	return (uint32_t)key & ix->mask;
 }
 
+static int64_t index_cell(const struct track_index *ix, uint64_t key)
+{
+	if (!ix->cells)
+		return -1;
+	for (uint32_t i = index_hash(ix, key);; i = (i + 1) & ix->mask) {
+		const struct track_index_cell *c = &ix->cells[i];
+
+		if (c->val == TRACK_INDEX_EMPTY)
+			return -1;
+		if (c->key == key)
+			return i;
+	}
+}
+
+static struct track_index_cell *index_cells(uint32_t cap)
+{
+	struct track_index_cell *cells = malloc((size_t)cap * sizeof(*cells));
+
+	for (uint32_t i = 0; cells && i < cap; i++)
+		cells[i] = (struct track_index_cell){.val = TRACK_INDEX_EMPTY};
+	return cells;
+}
+
 int track_index_init(struct track_index *ix, uint32_t n)
 {
 	uint32_t cap = 16;
@@ -43,59 +66,76 @@ int track_index_init(struct track_index *ix, uint32_t n)
 		return -EINVAL;
 	while (cap < 2 * (uint64_t)n)
 		cap <<= 1;
-	ix->cells = malloc((size_t)cap * sizeof(*ix->cells));
-	if (!ix->cells)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < cap; i++)
-		ix->cells[i] = (struct track_index_cell){.slot = TRACK_INDEX_EMPTY};
-	ix->mask = cap - 1;
-	ix->n = 0;
-	return 0;
+	*ix = (struct track_index){.cells = index_cells(cap), .mask = cap - 1};
+	return ix->cells ? 0 : -ENOMEM;
+}
+
+void track_index_init_grow(struct track_index *ix)
+{
+	*ix = (struct track_index){.grow = true};
 }
 
 void track_index_free(struct track_index *ix)
 {
+	bool grow = ix->grow;
+
 	free(ix->cells);
-	*ix = (struct track_index){};
+	*ix = (struct track_index){.grow = grow};
 }
 
-int track_index_put(struct track_index *ix, uint64_t key, uint32_t slot)
+static void index_insert(struct track_index *ix, uint64_t key, uint64_t val)
 {
 	uint32_t i = index_hash(ix, key);
 
-	if (slot == TRACK_INDEX_EMPTY)
-		return -EINVAL;
-	for (;;) {
-		struct track_index_cell *c = &ix->cells[i];
-
-		if (c->slot == TRACK_INDEX_EMPTY) {
-			/* at least one free cell always stays, so every probe ends */
-			if (ix->n + 1 > ix->mask)
-				return -ENOSPC;
-			*c = (struct track_index_cell){.key = key, .slot = slot};
-			ix->n++;
-			return 0;
-		}
-		if (c->key == key) {
-			c->slot = slot;
-			return 0;
-		}
+	while (ix->cells[i].val != TRACK_INDEX_EMPTY)
 		i = (i + 1) & ix->mask;
-	}
+	ix->cells[i] = (struct track_index_cell){.key = key, .val = val};
 }
 
-static int64_t index_cell(const struct track_index *ix, uint64_t key)
+/* A growing index at half full: twice the cells (256 at first), every key moved over. */
+static int index_grow(struct track_index *ix)
 {
-	if (!ix->cells)
-		return -1;
-	for (uint32_t i = index_hash(ix, key);; i = (i + 1) & ix->mask) {
-		const struct track_index_cell *c = &ix->cells[i];
+	uint32_t cap = ix->cells ? 2 * (ix->mask + 1) : 256;
+	struct track_index old = *ix;
 
-		if (c->slot == TRACK_INDEX_EMPTY)
-			return -1;
-		if (c->key == key)
-			return i;
+	if (ix->cells && ix->mask >= (1u << 30))
+		return -ENOSPC;
+	ix->cells = index_cells(cap);
+	if (!ix->cells) {
+		*ix = old;
+		return -ENOMEM;
 	}
+	ix->mask = cap - 1;
+	for (uint32_t i = 0; old.cells && i <= old.mask; i++)
+		if (old.cells[i].val != TRACK_INDEX_EMPTY)
+			index_insert(ix, old.cells[i].key, old.cells[i].val);
+	free(old.cells);
+	return 0;
+}
+
+int track_index_put(struct track_index *ix, uint64_t key, uint64_t val)
+{
+	int64_t at;
+
+	if (val > INT64_MAX)
+		return -EINVAL;
+	at = index_cell(ix, key);
+	if (at >= 0) {
+		ix->cells[at].val = val;
+		return 0;
+	}
+	if (ix->grow && 2 * ((uint64_t)ix->n + 1) > (ix->cells ? ix->mask + 1ULL : 0)) {
+		int r = index_grow(ix);
+
+		if (r < 0)
+			return r;
+	}
+	/* at least one free cell always stays, so every probe ends */
+	if (!ix->cells || ix->n + 1 > ix->mask)
+		return -ENOSPC;
+	index_insert(ix, key, val);
+	ix->n++;
+	return 0;
 }
 
 /* Backward shift: each later cell of the run moves into the hole unless its home lies
@@ -108,7 +148,7 @@ void track_index_del(struct track_index *ix, uint64_t key)
 	if (at < 0)
 		return;
 	hole = (uint32_t)at;
-	for (j = (hole + 1) & ix->mask; ix->cells[j].slot != TRACK_INDEX_EMPTY;
+	for (j = (hole + 1) & ix->mask; ix->cells[j].val != TRACK_INDEX_EMPTY;
 	     j = (j + 1) & ix->mask) {
 		uint32_t home = index_hash(ix, ix->cells[j].key);
 
@@ -117,7 +157,7 @@ void track_index_del(struct track_index *ix, uint64_t key)
 			hole = j;
 		}
 	}
-	ix->cells[hole] = (struct track_index_cell){.slot = TRACK_INDEX_EMPTY};
+	ix->cells[hole] = (struct track_index_cell){.val = TRACK_INDEX_EMPTY};
 	ix->n--;
 }
 
@@ -125,7 +165,7 @@ int64_t track_index_get(const struct track_index *ix, uint64_t key)
 {
 	int64_t at = index_cell(ix, key);
 
-	return at < 0 ? -1 : (int64_t)ix->cells[at].slot;
+	return at < 0 ? -1 : (int64_t)ix->cells[at].val;
 }
 
 void *track_index_find(const struct track_index *ix, void *table, size_t stride, uint64_t key)

@@ -25,29 +25,38 @@ struct track_slot {
 void *track_find(void *table, size_t stride, uint32_t n, uint64_t key);
 
 /*
- * A keyed index of a loader's table: task key -> slot, an open-addressing hash (linear probing,
- * deletion by backward shift, so no tombstones) of at least twice as many cells as slots. The
- * loader keeps it in step: track_index_put when it marks a slot used, track_index_del before it
- * frees one. A lookup costs O(1) instead of a walk of every slot.
+ * A keyed index: task key -> a 64-bit value (a loader's slot, the agent's task), an
+ * open-addressing hash (linear probing, deletion by backward shift, so no tombstones) of at
+ * least twice as many cells as keys. A loader sizes it for its table of n slots
+ * (track_index_init) and keeps it in step: track_index_put when it marks a slot used,
+ * track_index_del before it frees one. The agent's live tasks have no fixed count: their index
+ * starts empty and doubles as it fills (track_index_init_grow). A lookup costs O(1) instead of
+ * a walk.
  */
 struct track_index_cell {
 	uint64_t key;
-	uint32_t slot; /* TRACK_INDEX_EMPTY: a free cell */
+	uint64_t val; /* TRACK_INDEX_EMPTY: a free cell */
 };
-#define TRACK_INDEX_EMPTY UINT32_MAX
+#define TRACK_INDEX_EMPTY UINT64_MAX
 struct track_index {
 	struct track_index_cell *cells;
 	uint32_t mask; /* cells - 1 (a power of two) */
 	uint32_t n;    /* keys held */
+	bool grow;     /* doubles when half full (no fixed table behind it) */
 };
 /* An index for a table of up to n slots (n <= 2^30). -ENOMEM, -EINVAL. */
 int track_index_init(struct track_index *ix, uint32_t n);
+/* An empty index that grows as keys come (its first put allocates). */
+void track_index_init_grow(struct track_index *ix);
 void track_index_free(struct track_index *ix);
-/* key -> slot; replaces the slot of a key held already. -ENOSPC only past the table's n slots. */
-int track_index_put(struct track_index *ix, uint64_t key, uint32_t slot);
+/*
+ * key -> val (val <= INT64_MAX); replaces the value of a key held already. -ENOSPC past the
+ * table's n slots (a sized index); -ENOMEM when a growing index cannot grow (it is unchanged).
+ */
+int track_index_put(struct track_index *ix, uint64_t key, uint64_t val);
 /* Drops key; a key not held is no error. */
 void track_index_del(struct track_index *ix, uint64_t key);
-/* The slot of key, or -1. */
+/* The value of key, or -1. */
 int64_t track_index_get(const struct track_index *ix, uint64_t key);
 /*
  * track_find through the index: the used slot of key in table (stride bytes per struct, each

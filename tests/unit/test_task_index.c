@@ -2,10 +2,12 @@
 /*
  * Unit tests of agent/task_index.c (the live tasks by key): against a plain walk of the tasks,
  * through puts and deletes in random order (growth, long probe runs, wrap-around, backward
- * shifts), and its fallback to the walk when an insert finds no memory.
+ * shifts), and its fallback to the walk when the index cannot grow (malloc is wrapped here:
+ * tests/unit/task_index.mk).
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +15,17 @@
 #include <cmocka.h>
 
 #include "agent/task_index.h"
+
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+
+/* malloc of the objects linked here (the index's cells) fails while this is set */
+static bool fail_malloc;
+
+void *__wrap_malloc(size_t n)
+{
+	return fail_malloc ? NULL : __real_malloc(n);
+}
 
 /* What task_live must answer: the walk of a->tasks (the list is kept here by hand). */
 static struct task *walk(struct agent *a, uint64_t key)
@@ -70,7 +83,7 @@ static void test_index_matches_the_walk(void **state)
 		assert_ptr_equal(task_live(a, probe), walk(a, probe));
 		assert_ptr_equal(task_live(a, tasks[i].key), in[i] ? &tasks[i] : NULL);
 	}
-	assert_int_equal(a->live_ix_n, n);
+	assert_int_equal(a->live_ix.n, n);
 	for (size_t i = 0; i < KEYS; i++)
 		assert_ptr_equal(task_live(a, tasks[i].key), in[i] ? &tasks[i] : NULL);
 	assert_false(a->live_ix_failed);
@@ -78,23 +91,37 @@ static void test_index_matches_the_walk(void **state)
 	free(a);
 }
 
-/* Without the index (an insert found no memory) the lookups walk the list. */
-static void test_failed_index_walks(void **state)
+/*
+ * The index cannot grow (malloc fails at the put that would double it): it is dropped, and
+ * every task, those before and after, is still found by walking the list.
+ */
+static void test_failed_growth_walks(void **state)
 {
+	enum { N = 300 };
+	static struct task tasks[N];
 	struct agent *a = calloc(1, sizeof(*a));
-	struct task t1 = {.key = 5}, t2 = {.key = 9, .next = &t1};
 
 	(void)state;
 	assert_non_null(a);
-	a->live_ix_failed = true;
-	a->tasks = &t2;
-	task_index_put(a, &t1);
-	task_index_put(a, &t2);
-	assert_null(a->live_ix);
-	assert_ptr_equal(task_live(a, 5), &t1);
-	assert_ptr_equal(task_live(a, 9), &t2);
-	assert_null(task_live(a, 7));
-	task_index_del(a, &t1);
+	for (size_t i = 0; i < N; i++) {
+		tasks[i].key = 77 + i * 3;
+		tasks[i].next = a->tasks;
+		a->tasks = &tasks[i];
+		/* 256 cells hold 128 keys: the 129th put must grow, and fails */
+		fail_malloc = i == 128;
+		task_index_put(a, &tasks[i]);
+		fail_malloc = false;
+		assert_int_equal(a->live_ix_failed, i >= 128);
+	}
+	assert_null(a->live_ix.cells);
+	for (size_t i = 0; i < N; i++)
+		assert_ptr_equal(task_live(a, tasks[i].key), &tasks[i]);
+	assert_null(task_live(a, 78));
+	/* a delete after the failure: the list is the truth, the task leaves it */
+	task_index_del(a, &tasks[5]);
+	a->tasks = NULL;
+	assert_null(task_live(a, tasks[5].key));
+	task_index_free(a);
 	free(a);
 }
 
@@ -102,7 +129,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_index_matches_the_walk),
-	    cmocka_unit_test(test_failed_index_walks),
+	    cmocka_unit_test(test_failed_growth_walks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
