@@ -10,11 +10,9 @@ PORT=$(free_port) LPORT=$(free_port)
 while [ "$LPORT" = "$PORT" ]; do LPORT=$(free_port); done
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
-COLL=$!
+node_token "$TOKEN"
 trap 'kill $COLL $LIS 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/coll.log"
+collector_up "$T/coll.log"
 python3 -c 'import socket,sys
 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)

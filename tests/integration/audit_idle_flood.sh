@@ -19,14 +19,9 @@ TOKEN=it-idle-flood-token-0123456789abcdef
 FLOOD=$O/tests/integration/helper_connect_flood
 N=100000
 IDLE_S=8
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/coll.log" 2>&1 &
-COLL=$!
+node_token "$TOKEN"
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/coll.log"
+collector_up "$T/coll.log"
 mkdir -m 1777 "$T/out"
 id -u corral-it-flood >/dev/null 2>&1 || useradd -M -r -s /bin/sh corral-it-flood
 cat >"$T/a.conf" <<EOF

@@ -14,11 +14,9 @@ grep -q '^Seccomp_filters:' /proc/self/status || skip "kernel without CONFIG_SEC
 PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
-COLL=$!
+node_token "$TOKEN"
 trap 'kill $COLL 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/coll.log"
+collector_up "$T/coll.log"
 printf '[collector]\nbatch_delay = 100ms\n' >"$T/a.conf"
 AGENT_ARGS=(--config "$T/a.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token")
 start_agent "${AGENT_ARGS[@]}"

@@ -22,15 +22,10 @@ command -v zstd >/dev/null || skip "zstd missing"
 read -r PORT PPORT MPORT <<<"$(free_ports 3)"
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
+node_token "$TOKEN"
 COLL= PROXY=
 start_collector() {
-	"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-		--max-body 2M >>"$T/collector.log" 2>&1 &
-	COLL=$!
-	wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+	collector_up "$T/collector.log" --max-body 2M
 }
 stop_collector() { [ -n "$COLL" ] && kill "$COLL" 2>/dev/null && wait "$COLL" 2>/dev/null; COLL=; }
 start_proxy() { # MODE

@@ -12,14 +12,9 @@ need_root
 PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-energy-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/collector.log" 2>&1 &
-COLL=$!
+node_token "$TOKEN"
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+collector_up "$T/collector.log"
 
 PC=$T/powercap
 PKG_W=36000 DRAM_W=7200

@@ -15,15 +15,10 @@ cp tests/integration/fixtures/nvml-2gpu.txt "$T/nvml.txt"
 PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-energy-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/collector.log" 2>&1 &
-COLL=$!
+node_token "$TOKEN"
 WRITER=
 trap '[ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null; [ -n "$COLL" ] && { kill "$COLL"; wait "$COLL"; } 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+collector_up "$T/collector.log"
 python3 - "$T/nvml.txt" <<'PY' &
 import os, re, sys, time
 path = sys.argv[1]

@@ -62,6 +62,27 @@ wait_up() {
 	finish
 }
 
+# node_token TOKEN [LINE]: the collector's token file $T/tokens (mode 600) naming node it-node
+# with TOKEN, and LINE after it if given; the agent's token file $T/token.
+node_token() {
+	printf 'node it-node %s\n' "$1" >"$T/tokens"
+	[ -z "${2:-}" ] || printf '%s\n' "$2" >>"$T/tokens"
+	chmod 600 "$T/tokens"
+	echo "$1" >"$T/token"
+}
+
+# collector_up LOG [SERVE OPTIONS...]: corral-collector serve on 127.0.0.1:$PORT with the SQLite
+# database $DB and the tokens of $T/tokens, its output appended to LOG; sets COLL to its pid and
+# waits until it answers (wait_up). The test's EXIT trap stops it.
+collector_up() {
+	local log=$1
+	shift
+	"$O/corral-collector" serve --listen "127.0.0.1:$PORT" --db "sqlite:$DB" --tokens "$T/tokens" \
+		"$@" >>"$log" 2>&1 &
+	COLL=$!
+	wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$log"
+}
+
 start_agent() {
 	"$CORRALD" --socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE" \
 		--node it-node --kill-grace 2s "$@" >>"$T/agent.log" 2>&1 &

@@ -11,15 +11,10 @@ need_root
 PORT=$(free_port)
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
+node_token "$TOKEN"
 COLL=
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/collector.log" 2>&1 &
-COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+collector_up "$T/collector.log"
 # a stand-in RAPL powercap tree (package, DRAM, and a core zone that is not counted)
 PC=$T/powercap
 rapl_zone "$PC" intel-rapl:0 package-0 1000000 900000

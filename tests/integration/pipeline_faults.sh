@@ -22,15 +22,10 @@ N=${PIPELINE_N:-1000}
 read -r PORT MPORT <<<"$(free_ports 2)"
 DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
-printf 'node it-node %s\nreader it %s\n' "$TOKEN" it-reader-token-0123456789 >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
+node_token "$TOKEN" "reader it it-reader-token-0123456789"
 COLL=
 start_collector() {
-	"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-		>>"$T/collector.log" 2>&1 &
-	COLL=$!
-	wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+	collector_up "$T/collector.log"
 }
 stop_collector() { [ -n "$COLL" ] && kill "$COLL" 2>/dev/null && wait "$COLL" 2>/dev/null; COLL=; }
 FS=

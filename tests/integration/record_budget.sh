@@ -27,12 +27,10 @@ DB=$T/records.db
 TOKEN=it-node-token-0123456789abcdef
 FLOOD=$O/tests/integration/helper_connect_flood
 N=${FLOOD_CONNECTS:-400000}
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"
+node_token "$TOKEN"
 COLL=
 coll_start() {
-	"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" >>"$T/coll.log" 2>&1 &
-	COLL=$!
-	wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/coll.log"
+	collector_up "$T/coll.log"
 }
 coll_stop() { kill $COLL 2>/dev/null; wait $COLL 2>/dev/null; COLL=; }
 trap 'coll_stop; cleanup' EXIT

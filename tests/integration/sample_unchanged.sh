@@ -22,14 +22,9 @@ need_root
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 DB=$T/records.db
 TOKEN=it-unchanged-token-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/collector.log" 2>&1 &
-COLL=$!
+node_token "$TOKEN"
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+collector_up "$T/collector.log"
 printf '[agent]\nsample_interval = 1s\n[collector]\nbatch_delay = 100ms\n' >"$T/agent.conf"
 start_agent --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
 

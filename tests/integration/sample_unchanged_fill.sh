@@ -16,15 +16,10 @@ N=24
 CAP=512
 DB=$T/records.db
 TOKEN=it-unchanged-fill-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
+node_token "$TOKEN"
 PORT=$(free_port)
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/collector.log" 2>&1 &
-COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+collector_up "$T/collector.log"
 printf '[agent]\nsample_interval = 1s\nunchanged_list_max = %d\n[collector]\nbatch_delay = 100ms\n' \
 	"$CAP" >"$T/agent.conf"
 start_agent --config "$T/agent.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"

@@ -24,15 +24,10 @@ need_root
 N=1030
 DB=$T/records.db
 TOKEN=it-unchanged-many-0123456789abcdef
-printf 'node it-node %s\n' "$TOKEN" >"$T/tokens"
-chmod 600 "$T/tokens"
-echo "$TOKEN" >"$T/token"
+node_token "$TOKEN"
 PORT=$(free_port)
-"$O/corral-collector" serve --listen 127.0.0.1:$PORT --db "sqlite:$DB" --tokens "$T/tokens" \
-	>>"$T/collector.log" 2>&1 &
-COLL=$!
 trap 'kill "$COLL" 2>/dev/null; wait "$COLL" 2>/dev/null; cleanup' EXIT
-wait_up "http://127.0.0.1:$PORT/healthz" "$COLL" "$T/collector.log"
+collector_up "$T/collector.log"
 printf '[agent]\nmax_tasks = %d\nsample_interval = 1s\n[collector]\nbatch_delay = 100ms\n' \
 	$((N + 16)) >"$T/agent.conf"
 ulimit -n "$(ulimit -Hn)" # about 2 descriptors per task
