@@ -39,6 +39,8 @@ struct pg_store {
 	/* libpq pipeline mode (pipe_begin): exec_stmt sends and does not wait; pipe_end sends the
 	 * COMMIT and collects every result in one round trip */
 	bool piped;
+	/* the query strings of insert_once's COPY: [0] into the temp table, [1] into records */
+	char *copy_sql[2];
 };
 
 /*
@@ -435,7 +437,30 @@ static void pg_close(struct coll_store *s)
 	struct pg_store *st = (struct pg_store *)s;
 
 	PQfinish(st->conn);
+	free(st->copy_sql[0]);
+	free(st->copy_sql[1]);
 	free(st);
+}
+
+/* "BEGIN; COPY <table> (<coll_cols>) FROM STDIN WITH (FORMAT binary)": the BEGIN in the COPY's
+ * query string, one round trip for both; malloc'd, NULL on -ENOMEM. */
+static char *copy_query(const char *table)
+{
+	char *sql = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&sql, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "BEGIN; COPY %s (", table);
+	for (int c = 0; c < COLL_N_COLS; c++)
+		fprintf(f, "%s%s", c ? ", " : "", coll_cols[c].name);
+	fputs(") FROM STDIN WITH (FORMAT binary)", f);
+	if (fclose(f) != 0) {
+		free(sql);
+		return NULL;
+	}
+	return sql;
 }
 
 static int pg_open(const char *uri, unsigned flags, struct coll_store **ret, char *err,
@@ -447,9 +472,11 @@ static int pg_open(const char *uri, unsigned flags, struct coll_store **ret, cha
 
 	if (!st)
 		return -ENOMEM;
+	st->copy_sql[0] = copy_query("incoming");
+	st->copy_sql[1] = copy_query("records");
 	st->conn = PQconnectdb(uri);
-	if (!st->conn) {
-		free(st);
+	if (!st->conn || !st->copy_sql[0] || !st->copy_sql[1]) {
+		pg_close(&st->base);
 		return -ENOMEM;
 	}
 	if (PQstatus(st->conn) != CONNECTION_OK) {
@@ -1322,25 +1349,13 @@ static int insert_once(struct pg_store *st, struct coll_item *items, size_t n,
 {
 	_cleanup_free_ struct coll_delta *owned = NULL;
 	const struct coll_delta *d = NULL;
-	_cleanup_free_ char *copy_sql = NULL;
-	size_t nd = 0, cl = 0;
+	size_t nd = 0;
 	PGresult *res;
-	FILE *f;
 	int r;
 
 	for (size_t i = 0; i < n; i++)
 		items[i].is_new = false;
-	f = open_memstream(&copy_sql, &cl);
-	if (!f)
-		return -ENOMEM;
-	/* the BEGIN in the COPY's query string: one round trip for both */
-	fputs(fast ? "BEGIN; COPY records (" : "BEGIN; COPY incoming (", f);
-	for (int c = 0; c < COLL_N_COLS; c++)
-		fprintf(f, "%s%s", c ? ", " : "", coll_cols[c].name);
-	fputs(") FROM STDIN WITH (FORMAT binary)", f);
-	if (fclose(f) != 0)
-		return -ENOMEM;
-	res = PQexec(st->conn, copy_sql);
+	res = PQexec(st->conn, st->copy_sql[fast]);
 	if (PQresultStatus(res) != PGRES_COPY_IN) {
 		r = res_err(st, "COPY", res);
 		goto out_rollback;
