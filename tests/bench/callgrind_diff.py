@@ -3,6 +3,7 @@
 most, divided by a number of operations (per launch, per record).
 
 Usage: callgrind_diff.py THIS.out BASE.out OPERATIONS [ROWS]
+       callgrind_diff.py --top THIS.out OPERATIONS [ROWS]   (one profile's largest functions)
 Functions are matched by source file name and function name (the builds' paths differ);
 library functions without symbols are left out; a function listed under two spellings of
 its file counts once.
@@ -34,7 +35,19 @@ def load(path):
     return d
 
 
+def top():
+    this = load(sys.argv[2])
+    ops = float(sys.argv[3])
+    rows = int(sys.argv[4]) if len(sys.argv) > 4 else 25
+    print("%10s  %s" % ("this", "function"))
+    for k in sorted(this, key=lambda k: -this[k])[:rows]:
+        print("%10.0f  %s" % (this[k] / ops, k))
+
+
 def main():
+    if sys.argv[1] == "--top":
+        top()
+        return
     this, base = load(sys.argv[1]), load(sys.argv[2])
     ops = float(sys.argv[3])
     rows = int(sys.argv[4]) if len(sys.argv) > 4 else 25
