@@ -424,6 +424,13 @@ static int setup_cgroups(struct agent *a)
 	return 0;
 }
 
+/* The meter's source of the tasks' CPU time as a whole (meter_set_cpu_source): on v1 the
+ * subtree's cpuacct.usage, charged for every task's threads (v2: none, every live read walks). */
+static int subtree_cpu(void *ctx, uint64_t *ret_ns)
+{
+	return cg_root_cpu_usage(ctx, ret_ns);
+}
+
 /* The BPF meter, unless [metering] bpf = off; its failure leaves the cgroup files. */
 static void setup_meter(struct agent *a)
 {
@@ -450,6 +457,8 @@ static void setup_meter(struct agent *a)
 			a->meter = NULL;
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
+			if (cg_root_cpu_usage(a->cg, &(uint64_t){0}) == 0)
+				meter_set_cpu_source(a->meter, subtree_cpu, a->cg);
 			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
 			log_info("BPF metering loaded (%s, CPU and IO accounted at %s, live reads "
 				 "%s, changes %s, OOM victims %s)",

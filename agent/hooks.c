@@ -172,6 +172,13 @@ static void metrics_agent(struct buf *b, struct agent *a)
 		C("corral_bpf_exit_drains_total",
 		  "Drains of the map of exited threads (accounting at exit).",
 		  meter_drains(a->meter));
+		C("corral_bpf_live_walks_total",
+		  "Walks of the node's threads made by live reads (accounting at exit).",
+		  meter_walks(a->meter));
+		C("corral_bpf_live_walks_skipped_total",
+		  "Live reads that skipped the walk: no task's CPU time moved since the last one "
+		  "(accounting at exit, cgroup v1).",
+		  meter_walks_skipped(a->meter));
 	}
 }
 

@@ -84,6 +84,12 @@ struct meter {
 	bool live_batch;	   /* meter_batch: one live read serves the reads until its end */
 	bool live_batch_read;	   /* ... and it ran */
 	struct meter_cache *cache; /* meter_prefetch: the maps read whole for one batch */
+	/* meter_set_cpu_source: its reading before the last walk (cpu_valid: there is one) */
+	int (*cpu_fn)(void *ctx, uint64_t *ret_ns);
+	void *cpu_ctx;
+	uint64_t cpu_ns;
+	bool cpu_valid;
+	uint64_t walks, walks_skipped;
 	struct bpf_link *root_ingress, *root_egress; /* meter_attach_cgroup_root */
 	meter_event_fn fn;			     /* set during meter_poll only */
 	void *userdata;
@@ -790,28 +796,64 @@ static uint64_t mono_ns(void)
  * (one walk of all threads of the node serves every task; at most one per LIVE_READ_NS).
  */
 #define LIVE_READ_NS (10 * 1000 * 1000ULL)
+/*
+ * Whether the live read may skip its walk (meter_set_cpu_source): the source has not moved since
+ * the last walk's reading, and no entry waits for its base (a walk takes it). Else the reading
+ * for the walk that follows, taken before it: what runs after it moves the source again.
+ */
+static bool live_quiet(struct meter *m)
+{
+	uint64_t ns;
+
+	if (!m->cpu_fn || __atomic_load_n(&m->skel->bss->need_base, __ATOMIC_SEQ_CST) > 0 ||
+	    m->cpu_fn(m->cpu_ctx, &ns) < 0) {
+		m->cpu_valid = false;
+		return false;
+	}
+	if (m->cpu_valid && ns == m->cpu_ns)
+		return true;
+	m->cpu_ns = ns;
+	m->cpu_valid = true;
+	return false;
+}
+
+/* One fold of every tracked thread that ran up to now: the walk, or the iter/task program. */
+static int live_walk(struct meter *m)
+{
+	char buf[256];
+	int fd;
+
+	if (m->walk) {
+		LIBBPF_OPTS(bpf_test_run_opts, o);
+
+		return bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_walk), &o) < 0
+			   ? -errno
+			   : 0;
+	}
+	fd = bpf_iter_create(bpf_link__fd(m->skel->links.meter_live));
+	if (fd < 0)
+		return -errno;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+	return 0;
+}
+
 static void live_read(struct meter *m)
 {
 	uint64_t now = mono_ns();
-	char buf[256];
-	int fd;
 
 	if (m->live_read_ns && now - m->live_read_ns < LIVE_READ_NS)
 		return;
 	if (m->live_batch && m->live_batch_read && m->live_read_ns)
 		return;
-	if (m->walk) {
-		LIBBPF_OPTS(bpf_test_run_opts, o);
-
-		if (bpf_prog_test_run_opts(bpf_program__fd(m->skel->progs.meter_walk), &o) < 0)
-			return;
+	if (live_quiet(m)) {
+		m->walks_skipped++;
+	} else if (live_walk(m) < 0) {
+		m->cpu_valid = false; /* no walk followed that reading */
+		return;
 	} else {
-		fd = bpf_iter_create(bpf_link__fd(m->skel->links.meter_live));
-		if (fd < 0)
-			return;
-		while (read(fd, buf, sizeof(buf)) > 0)
-			;
-		close(fd);
+		m->walks++;
 	}
 	/* Threads that exited since their last fold left the thread list: their settle (done
 	 * ones) or a fold up to now (those still on their way out), when there are any. */
@@ -1239,6 +1281,25 @@ uint64_t meter_map_full(const struct meter *m)
 uint64_t meter_tail_lost(const struct meter *m)
 {
 	return m->skel->bss->tail_lost;
+}
+
+void meter_set_cpu_source(struct meter *m, int (*fn)(void *ctx, uint64_t *ret_ns), void *ctx)
+{
+	if (!m)
+		return;
+	m->cpu_fn = fn;
+	m->cpu_ctx = ctx;
+	m->cpu_valid = false;
+}
+
+uint64_t meter_walks(const struct meter *m)
+{
+	return m ? m->walks : 0;
+}
+
+uint64_t meter_walks_skipped(const struct meter *m)
+{
+	return m ? m->walks_skipped : 0;
 }
 
 uint64_t meter_drains(const struct meter *m)

@@ -165,6 +165,19 @@ int meter_marked(struct meter *m, void (*fn)(void *ctx, uint64_t task_key), void
  */
 void meter_batch(struct meter *m, bool on);
 /*
+ * Accounting at exit, live reads: fn gives (0, or -errno where it cannot) a CPU time in
+ * nanoseconds that grows whenever a tracked thread's run time grows, say the cpuacct.usage of
+ * the cgroup above every task's cgroup. A live read reads it before its walk of the node's
+ * threads and skips the walk when it has not moved since the last walk's read and no entry
+ * waits for its base: no tracked thread ran since that walk, which then would fold nothing.
+ * NULL (the default): every live read walks. A tracked thread whose run time it does not
+ * count (a process moved out of its task's cgroup) is folded at the next walk that runs.
+ */
+void meter_set_cpu_source(struct meter *m, int (*fn)(void *ctx, uint64_t *ret_ns), void *ctx);
+/* Live reads that walked the node's threads, and those that skipped the walk (above). */
+uint64_t meter_walks(const struct meter *m);
+uint64_t meter_walks_skipped(const struct meter *m);
+/*
  * Within a batch (meter_batch(m, true)), when most tracked tasks will be read: the live read,
  * then the maps read whole with one batched lookup per map and 1,024 entries
  * (bpf_map_lookup_batch), so that each meter_read of the batch makes no system call. The

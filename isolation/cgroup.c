@@ -467,6 +467,29 @@ int cg_root_unified_fd(const struct cg_root *root)
 	return root->hier[root->unified_hier].dir_fd;
 }
 
+int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns)
+{
+	_cleanup_close_ int fd = -1;
+	char buf[64];
+	ssize_t n;
+	int h;
+
+	if (!root || !ret_ns)
+		return -EINVAL;
+	if (root->mode != CG_MODE_V1 || (h = root->ctrl_hier[CG_C_CPUACCT]) < 0)
+		return -EOPNOTSUPP;
+	fd = openat(root->hier[h].dir_fd, "cpuacct.usage", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = 0;
+	return parse_u64(buf, ret_ns);
+}
+
 bool cg_root_swap_accounting(const struct cg_root *root)
 {
 	return root && root->swap_accounting;

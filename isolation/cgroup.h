@@ -85,6 +85,13 @@ bool cg_root_has_unified(const struct cg_root *root);
 /* The agent's subtree directory in the unified hierarchy (parent of every task's), or -1. */
 int cg_root_unified_fd(const struct cg_root *root);
 /*
+ * v1: the CPU time of everything in the agent's subtree, every task's cgroup below it, in
+ * nanoseconds (cpuacct.usage, charged at the same moment as a thread's own run time grows).
+ * -EOPNOTSUPP on v2 (the agent's own leaf is in the subtree there, and cpu.stat counts
+ * microseconds) or without a cpuacct hierarchy.
+ */
+int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns);
+/*
  * v2: move the calling process into "<subtree>/<leaf>" (e.g. "agent") so the subtree root has
  * no processes and can enable controllers for siblings. No-op on v1.
  */
