@@ -1,0 +1,85 @@
+#!/bin/bash
+# A live read skips its walk of the node's threads while no task's CPU time moved (the subtree's
+# cpuacct.usage, cgroup v1), and walks again as soon as one did, so that what ran is folded in.
+# Agent (BPF meter, accounting at exit, 1 s samples, /metrics), three sleeping tasks and one
+# that waits on a FIFO. Checked from outside the agent's figures:
+#  (a) while every task sleeps, live reads skip the walk (corral_bpf_live_walks_skipped_total
+#      grows by 3 or more);
+#  (b) the woken task burns CPU then sleeps again: the next reads walk
+#      (corral_bpf_live_walks_total grows) and `corralctl show` gives the CPU time its cgroup
+#      shows (cpuacct.usage; a skipped fold would miss the whole burn, tens of ms);
+#  (c) each sleeping task's CPU time in `corralctl show` is its cgroup's.
+# "Its cgroup's": not below it, and at most 1 ms above (the meter counts the task's first
+# process from its fork; the kernel may charge the few microseconds it ran before it joined
+# its cgroups to the shim's, where a switch came in between).
+. "$(dirname "$0")/lib.sh"
+need_root
+[ -d /sys/fs/cgroup/cpuacct ] || skip "needs the v1 cpuacct hierarchy"
+MPORT=$(free_port)
+printf '[agent]\nsample_interval = 1s\n[metrics]\nlisten = %s\n' "$MPORT" >"$T/agent.conf"
+start_agent --config "$T/agent.conf"
+grep -q "CPU and IO accounted at exit" "$T/agent.log" ||
+	skip "accounting at exit not in use here: $(grep -m1 'BPF metering' "$T/agent.log")"
+metric() { curl -fsS "http://127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+wait_for() { # COMMAND...: until it succeeds, 60 s at most
+	for _ in $(seq 300); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+cpu_of() { # TASK: its CPU time in the agent's record (show)
+	ctl show "$1" --json | python3 -c 'import json, sys
+u = json.load(sys.stdin)["usage"]
+print(u["cpu_user_ns"] + u["cpu_system_ns"])'
+}
+cg_cpu() { cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cpuacct.usage"; }
+asleep() { # TASK: every process of the task is `sleep`
+	local p n=0
+	for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"); do
+		[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ]
+}
+
+idle=()
+for i in 1 2 3; do
+	idle+=("$(ctl run --no-sandbox --job idle$i -- sleep 600 | head -n1)")
+done
+mkfifo -m 600 "$T/wake"
+BURN='i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done'
+waker=$(ctl run --no-sandbox --job waker -- sh -c "read x <$T/wake; $BURN; exec sleep 600" | head -n1)
+[ -n "${idle[2]}" ] && [ -n "$waker" ] || fail "launching the tasks"
+[ -n "$(metric corral_bpf_live_walks_skipped_total)" ] || { fail "no live-walk metrics"; finish; }
+
+# (a)
+s0=$(metric corral_bpf_live_walks_skipped_total)
+skipped() { [ "$(metric corral_bpf_live_walks_skipped_total)" -ge $((s0 + 3)) ]; }
+wait_for skipped && pass "all tasks asleep: live reads skipped the walk ($s0 -> $(metric corral_bpf_live_walks_skipped_total))" ||
+	fail "all tasks asleep: live reads did not skip the walk ($s0 -> $(metric corral_bpf_live_walks_skipped_total))"
+
+# (b)
+before=$(cpu_of "$waker")
+w0=$(metric corral_bpf_live_walks_total)
+echo go >"$T/wake"
+wait_for asleep "$waker" || fail "the woken task did not get to its sleep"
+sleep 1.5 # a sample interval: its change check's live read
+walked() { [ "$(metric corral_bpf_live_walks_total)" -gt "$w0" ]; }
+wait_for walked && pass "after the wakeup: live reads walk again ($w0 -> $(metric corral_bpf_live_walks_total))" ||
+	fail "after the wakeup: no walk ($w0 -> $(metric corral_bpf_live_walks_total))"
+got=$(cpu_of "$waker")
+want=$(cg_cpu "$waker")
+python3 -c "import sys; g, w, b = map(int, sys.argv[1:]); sys.exit(not w <= g <= w + 10**6 or g - b < 10**7)" \
+	"$got" "$want" "$before" &&
+	pass "woken task: show gives $got ns (before the burn $before), its cgroup $want ns" ||
+	fail "woken task: show gives $got ns (before the burn $before), its cgroup $want ns"
+
+# (c)
+for t in "${idle[@]}"; do
+	got=$(cpu_of "$t")
+	want=$(cg_cpu "$t")
+	[ "$got" -ge "$want" ] && [ "$got" -le $((want + 1000000)) ] && pass "sleeping task $t: show gives $got ns, its cgroup $want ns" ||
+		fail "sleeping task $t: show gives $got ns, its cgroup $want ns"
+done
+finish
