@@ -1,21 +1,43 @@
 /* SPDX-License-Identifier: MIT */
 #include "collector/pgcopy.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PG_EPOCH_US 946684800000000LL /* 2000-01-01 in microseconds since 1970 */
 
-static char *room(struct pgcopy *c, size_t n)
+/* n more bytes: taken in place while the buffer has room (every field of a batch but a few,
+ * without a call), else through growbuf_room, which grows it */
+static inline char *room(struct pgcopy *c, size_t n)
 {
-	return growbuf_room(&c->b, n, SIZE_MAX);
+	struct growbuf *b = &c->b;
+
+	if (!b->failed && b->cap - b->len >= n) {
+		b->len += n;
+		return b->p + b->len - n;
+	}
+	return growbuf_room(b, n, SIZE_MAX);
 }
 
-static void be(char *p, uint64_t v, int bytes)
+/* big-endian stores of 2, 4 and 8 bytes */
+static inline void be16(char *p, uint16_t v)
 {
-	for (int i = bytes - 1; i >= 0; i--, v >>= 8)
-		p[i] = (char)(v & 0xff);
+	v = htobe16(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static inline void be32(char *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+static inline void be64(char *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 /* A field of pre[0..npre) then data[0..len): its length, then the bytes. */
@@ -30,22 +52,11 @@ static void field(struct pgcopy *c, const char *pre, size_t npre, const void *da
 	p = room(c, 4 + npre + len);
 	if (!p)
 		return;
-	be(p, npre + len, 4);
+	be32(p, (uint32_t)(npre + len));
 	if (npre)
 		memcpy(p + 4, pre, npre);
 	if (len)
 		memcpy(p + 4 + npre, data, len);
-}
-
-/* A field of a fixed-size integer, big endian. */
-static void fixed(struct pgcopy *c, uint64_t v, int bytes)
-{
-	char *p = room(c, 4 + (size_t)bytes);
-
-	if (!p)
-		return;
-	be(p, (uint64_t)bytes, 4);
-	be(p + 4, v, bytes);
 }
 
 void pgcopy_begin(struct pgcopy *c)
@@ -64,7 +75,7 @@ void pgcopy_row(struct pgcopy *c, unsigned nfields)
 	char *p = room(c, 2);
 
 	if (p)
-		be(p, nfields, 2);
+		be16(p, (uint16_t)nfields);
 }
 
 void pgcopy_null(struct pgcopy *c)
@@ -87,12 +98,22 @@ void pgcopy_jsonb(struct pgcopy *c, const char *s, size_t len)
 
 void pgcopy_int4(struct pgcopy *c, int32_t v)
 {
-	fixed(c, (uint32_t)v, 4);
+	char *p = room(c, 4 + 4);
+
+	if (!p)
+		return;
+	be32(p, 4);
+	be32(p + 4, (uint32_t)v);
 }
 
 void pgcopy_int8(struct pgcopy *c, int64_t v)
 {
-	fixed(c, (uint64_t)v, 8);
+	char *p = room(c, 4 + 8);
+
+	if (!p)
+		return;
+	be32(p, 8);
+	be64(p + 4, (uint64_t)v);
 }
 
 void pgcopy_float8(struct pgcopy *c, double v)
