@@ -206,7 +206,8 @@ static void add_ms(struct timespec *t, unsigned ms)
 	}
 }
 
-static void fold_now(struct coll_server *s, bool wait)
+/* One fold; its result (-EBUSY: another collector is folding, asked again after the delay). */
+static int fold_now(struct coll_server *s, bool wait)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int r = coll_store_fold(s->fold_store, wait);
@@ -217,7 +218,7 @@ static void fold_now(struct coll_server *s, bool wait)
 		pthread_mutex_lock(&s->fold_lock);
 		s->fold_wanted = true;
 		pthread_mutex_unlock(&s->fold_lock);
-		return;
+		return r;
 	}
 	if (r < 0) {
 		/* the deltas stay queued; the next commit or report folds them */
@@ -226,11 +227,12 @@ static void fold_now(struct coll_server *s, bool wait)
 				 coll_store_errmsg(s->fold_store));
 			s->log(msg);
 		}
-		return;
+		return r;
 	}
 	atomic_fetch_add(&s->folds, 1);
 	atomic_fetch_add(&s->folded_batches, (uint64_t)r);
 	atomic_fetch_add(&s->fold_us, (now_ns(CLOCK_MONOTONIC) - t0) / 1000);
+	return r;
 }
 
 void *srv_fold_main(void *arg)
@@ -259,7 +261,11 @@ void *srv_fold_main(void *arg)
 		pthread_mutex_lock(&s->fold_lock);
 	}
 	pthread_mutex_unlock(&s->fold_lock);
-	fold_now(s, true); /* whatever the last batches queued */
+	/* whatever the last batches queued; once more after a failure: a connection the server
+	 * closed meanwhile (a restart of PostgreSQL) is found broken by its first use, and the
+	 * store opens a fresh one on the next call (the deltas stay queued either way) */
+	if (fold_now(s, true) < 0)
+		fold_now(s, true);
 	return NULL;
 }
 

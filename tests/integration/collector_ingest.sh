@@ -311,11 +311,12 @@ fold_suite() {
 		fail "fold: 12,000 records with --fold-delay 3600000: $(pending "$db") queued after 10 s, rollups_match $(rollups_match "$db" 16000)"
 	fi
 	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+	case $db in postgresql*) fold_pg_restart "$db" ;; esac
 	start_collector "$db" "$port" || { fail "fold: restart"; return; }
 	pid=$CPID
 
 	printf '[prices]\ncurrency = EUR\ncpu_core_hour = 0.03\nmemory_gib_hour = 0.004\ngpu_hour = 1.7\nio_read_gib = 0.001\nio_write_gib = 0.002\nnet_gib = 0.01\n' > "$T/prices.ini"
-	case $db in sqlite:*) fold_malformed "$db"; fold_two "$db"; return ;; esac
+	case $db in sqlite:*) fold_malformed "$db"; fold_two "$db" 56000; return ;; esac
 	# a batch queued by an older collector (layout 29: rollup_in rows in binary COPY form,
 	# made here by PostgreSQL itself) is still applied, once
 	local legacy sums="7::float8, 1::float8, 30::float8, 1.5::float8"
@@ -337,7 +338,30 @@ fold_suite() {
 	fi
 	psql "$db" -qc "DELETE FROM rollup_day WHERE account = 'legacy'"
 	fold_malformed "$db"
-	fold_two "$db"
+	fold_two "$db" 58000
+}
+
+# PostgreSQL restarted while deltas are queued and no fold is due: the collector's final fold
+# at stop finds the folder's connection broken (its first use after the restart), folds again
+# on a fresh one, and nothing stays queued (16,000 task ends before, 2,000 more here)
+fold_pg_restart() {
+	local db=$1 port pid
+	port=$(free_port)
+	start_collector "$db" "$port" --fold-delay 3600000 || { fail "fold: start"; return; }
+	pid=$CPID
+	"$LOAD" gen --node n1 --count 2000 --start 50000 --prefix fold- > "$T/f5"
+	post "$T/f5" "$N1" "$port"
+	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
+	[ "$(pending "$db")" -gt 0 ] || fail "fold: nothing queued with --fold-delay 3600000"
+	# pg_ctl restart keeps the server's options (postmaster.opts)
+	su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m fast -w -l $T/pg/log restart" \
+		>/dev/null 2>&1 || { fail "fold: PostgreSQL restart: $(tail -3 "$T/pg/log")"; return; }
+	kill -TERM "$pid"; wait "$pid" 2>/dev/null
+	if [ "$(pending "$db")" = 0 ] && [ "$(rollups_match "$db" 18000)" = t ]; then
+		ok "fold: PostgreSQL restarted with deltas queued: the final fold at stop applies them on a fresh connection"
+	else
+		fail "fold: PostgreSQL restarted before stop: $(pending "$db") queued, rollups_match $(rollups_match "$db" 18000)"
+	fi
 }
 
 fold_malformed() {
@@ -368,8 +392,9 @@ fold_malformed() {
 		> "$T/rep.out" 2> "$T/rep.err" || fail "fold: report: $(cat "$T/rep.err")"
 }
 
+# fold_two DB TOTAL: TOTAL task ends in the database after its 40,000
 fold_two() {
-	local db=$1 port port2 pid pid2 p1 p2
+	local db=$1 total=$2 port port2 pid pid2 p1 p2
 	port=$(free_port)
 	start_collector "$db" "$port" || { fail "fold: restart"; return; }
 	pid=$CPID
@@ -387,10 +412,10 @@ fold_two() {
 	wait $p1 || fail "fold: posting to the first collector: $(cat "$T/p1")"
 	wait $p2 || fail "fold: posting to the second collector: $(cat "$T/p2")"
 	kill -TERM "$pid" "$pid2"; wait "$pid" "$pid2" 2>/dev/null
-	if [ "$(pending "$db")" = 0 ] && [ "$(rollups_match "$db" 56000)" = t ]; then
-		ok "fold: two collectors ingesting and folding at once: 56000 tasks, each once"
+	if [ "$(pending "$db")" = 0 ] && [ "$(rollups_match "$db" "$total")" = t ]; then
+		ok "fold: two collectors ingesting and folding at once: $total tasks, each once"
 	else
-		fail "fold: two collectors: $(pending "$db") queued, rollups_match $(rollups_match "$db" 56000)"
+		fail "fold: two collectors: $(pending "$db") queued, rollups_match $(rollups_match "$db" "$total")"
 	fi
 }
 
