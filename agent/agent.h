@@ -374,6 +374,10 @@ struct agent {
 	uint64_t *ebpf_noted;
 	size_t n_ebpf_noted, cap_ebpf_noted;
 	bool ebpf_noted_lost;
+	/* The change checks of node.sample records so far, by kind (/metrics): a listing of
+	 * every task (an anchor), a statement from the visit list, a statement asking every task
+	 * (the visit list or the noted marks could not be kept whole). */
+	uint64_t checks_listing, checks_visits, checks_every_task;
 	uint64_t energy_save_token; /* at stop: task_save writes the tasks' energy with it */
 	/* The control API's answers to a launch and to the waiters of a task (agent/control.c
 	 * sets them): the task table calls them and never control.c itself. NULL: none. */

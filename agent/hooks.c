@@ -188,6 +188,17 @@ static void metrics_pipeline(struct buf *b, struct agent *a)
 	struct spool_stats ss = {0};
 	struct upl_stats us = {0};
 
+	bprintf(b,
+		"# HELP corral_node_sample_checks_total Change checks of the running tasks at "
+		"node.sample records, by kind: listing (every task listed, an anchor), visits (a "
+		"statement that looked only at the tasks that may have changed), every_task (a "
+		"statement that asked every task).\n"
+		"# TYPE corral_node_sample_checks_total counter\n"
+		"corral_node_sample_checks_total{kind=\"listing\"} %llu\n"
+		"corral_node_sample_checks_total{kind=\"visits\"} %llu\n"
+		"corral_node_sample_checks_total{kind=\"every_task\"} %llu\n",
+		(unsigned long long)a->checks_listing, (unsigned long long)a->checks_visits,
+		(unsigned long long)a->checks_every_task);
 	if (a->meter || a->audit) {
 		bprintf(b, "# HELP corral_bpf_map_sweeps_total Whole BPF map walks at a task's end "
 			   "(needed only when the programs left entries of the task behind).\n"

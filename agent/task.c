@@ -1713,10 +1713,16 @@ void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t 
 		ns->alive.present = true;
 		ns->alive.since_ns = a->alive_anchor_ns;
 	}
-	if (!anchor && unchanged_by_visits(a))
+	if (!anchor && unchanged_by_visits(a)) {
 		unchanged_visits(a, &p);
-	else
+		a->checks_visits++;
+	} else {
 		unchanged_walk(a, &p);
+		if (anchor)
+			a->checks_listing++;
+		else
+			a->checks_every_task++;
+	}
 	meters_batch(a, false);
 	if (!anchor && !ns->alive.present) {
 		/* the statement could not be made whole: the next record is an anchor */
