@@ -25,6 +25,7 @@
 #include "isolation/launch.h"
 #include "isolation/seccomp.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -608,6 +609,31 @@ static void syscalls_poll_all(struct agent *a)
 			(void)audit_glue_syscalls_poll(a, t);
 }
 
+/*
+ * The live task a denied-calls file names: found by its key, the last hex field of its id
+ * (state_next_task_id: "t-<seconds>-<key>"), and checked against the whole id; NULL for a task
+ * that is not live. An id of another form is looked for in the list.
+ */
+static struct task *live_task_of_id(struct agent *a, const char *id)
+{
+	const char *dash = strrchr(id, '-');
+	unsigned long long k;
+	struct task *t;
+	char *end;
+
+	if (dash && isxdigit((unsigned char)dash[1])) {
+		errno = 0;
+		k = strtoull(dash + 1, &end, 16);
+		if (errno == 0 && *end == 0) {
+			t = task_live(a, (uint64_t)k);
+			return t && strcmp(t->id, id) == 0 ? t : NULL;
+		}
+	}
+	for (t = a->tasks; t && strcmp(t->id, id) != 0; t = t->next)
+		;
+	return t;
+}
+
 static void on_syscalls_inotify(void *data, int fd, uint32_t events)
 {
 	struct agent *a = data;
@@ -634,8 +660,7 @@ static void on_syscalls_inotify(void *data, int fd, uint32_t events)
 				continue;
 			memcpy(id, ev->name, len - 9);
 			id[len - 9] = 0;
-			for (t = a->tasks; t && strcmp(t->id, id) != 0; t = t->next)
-				;
+			t = live_task_of_id(a, id);
 			if (t && t->state == TASK_RUNNING)
 				(void)audit_glue_syscalls_poll(a, t);
 		}
