@@ -66,6 +66,30 @@ struct {
 	__type(value, struct meter_mm);
 } mms SEC(".maps");
 
+/*
+ * tp_btf, per CPU: the values of one address space's counters (rss_stat members 0, 1, 3) that
+ * an event on this CPU last wrote to, or found equal in, its "mms" entry (-1: none yet), and
+ * the last address space whose entry an exit or exec on this CPU released. An address space
+ * is its address with the kernel's identifier of the instance (x86 mm->context.ctx_id, never
+ * reused), so a freed mm whose address is reused is another one. The values hold while
+ * rss_gen is what it was then: it is bumped before any "mms" entry is made, so none of them
+ * is a value of an older entry of the same mm. An own change that finds its member at that
+ * value, or a change in the teardown of a released mm, stops there, without the thread's
+ * storage. See rss_fast.
+ */
+struct meter_rss_cpu {
+	__u64 mm, ctx, gen;
+	__s64 seen[3];
+	__u64 gone_mm, gone_ctx;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct meter_rss_cpu);
+} rss_cpu SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -199,6 +223,8 @@ __u32 lazy_threads;
 __s64 need_base;
 /* cpu_at_exit: entries given to bare threads by live reads (walk_bare; also its barrier). */
 __u64 bare_given;
+/* tp_btf: bumped before every "mms" entry BPF makes (see meter_rss_cpu). */
+__u64 rss_gen;
 
 /*
  * RD(btf, ptr, field): a direct load in tp_btf programs (trusted BTF pointers: a plain load,
@@ -931,6 +957,7 @@ static __always_inline void mm_del(__u64 *mmkey, struct meter_mm *e)
 
 static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
 				    struct meter_task *t, const bool btf);
+static __always_inline void rss_cpu_gone(struct mm_struct *mm);
 
 static __always_inline void on_exit(struct task_struct *p, const bool btf, const bool at_exit)
 {
@@ -1002,10 +1029,15 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 
 	/*
 	 * Its entry gone, the exiting thread's teardown of that mm (exit_mm, after this) is no
-	 * tracked mm's: its rss_stat events stop at the thread's storage (rss_fast).
+	 * tracked mm's: its rss_stat events stop at this CPU's note of it, or at the thread's
+	 * storage where the teardown runs on another CPU (rss_fast).
 	 */
-	if (mm && mm_exit(p, mm, key, t, btf) && th && btf && th->mm == mm)
-		__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
+	if (mm && mm_exit(p, mm, key, t, btf) && btf) {
+		if (th && th->mm == mm)
+			__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
+		if ((__u64)p->mm == mm)
+			rss_cpu_gone(p->mm);
+	}
 	/* Whoever deletes the entry (exit or meter_forget) owns the decrement. */
 	if (bpf_map_delete_elem(&procs, &tgid) || !gen || !t)
 		return; /* gone, or a member the meter does not account */
@@ -1239,19 +1271,104 @@ static __always_inline __s64 *rss_seen(struct meter_thread *th, int member)
 	return &th->rss_seen[2];
 }
 
+/* The kernel's identifier of address space mm, never reused (x86); 0 where there is none. */
+static __always_inline __u64 mm_ctx_id(struct mm_struct *mm)
+{
+	if (!bpf_core_field_exists(mm->context.ctx_id))
+		return 0;
+	return mm->context.ctx_id;
+}
+
+static __always_inline struct meter_rss_cpu *rss_cpu_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&rss_cpu, &zero);
+}
+
+static __always_inline __s64 *rss_cpu_seen(struct meter_rss_cpu *rc, int member)
+{
+	switch (member) {
+	case 0:
+		return &rc->seen[0];
+	case 1:
+		return &rc->seen[1];
+	}
+	return &rc->seen[2];
+}
+
+/*
+ * An own change of mm on this CPU wrote value pages of member to the mm's entry, or found the
+ * entry at it; gen: rss_gen read before the entry was looked up. (Programs on one CPU do not
+ * interleave: tracepoints run with preemption disabled.)
+ */
+static __always_inline void rss_cpu_note(struct mm_struct *mm, int member, __s64 pages, __u64 gen)
+{
+	struct meter_rss_cpu *rc = rss_cpu_get();
+	__u64 ctx = mm_ctx_id(mm);
+
+	if (!rc || !ctx)
+		return;
+	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen) {
+		rc->mm = (__u64)mm;
+		rc->ctx = ctx;
+		rc->gen = gen;
+		rc->seen[0] = rc->seen[1] = rc->seen[2] = -1;
+	}
+	*rss_cpu_seen(rc, member) = pages;
+}
+
+/* The entry of mm (the current thread's, or the one its exec left) was released on this CPU. */
+static __always_inline void rss_cpu_gone(struct mm_struct *mm)
+{
+	struct meter_rss_cpu *rc = rss_cpu_get();
+	__u64 ctx = mm_ctx_id(mm);
+
+	if (rc && ctx) {
+		rc->gone_mm = (__u64)mm;
+		rc->gone_ctx = ctx;
+	}
+}
+
+/*
+ * Whether the event stops at this CPU's note (meter_rss_cpu), before the thread's storage:
+ * - an own change that leaves its member at the value an event here last wrote to the mm's
+ *   entry, or found in it, since that entry was made (gen): the entry has it (the argument of
+ *   rss_seen below, which holds for any event that wrote the value, on one CPU in order);
+ * - a change in the teardown of the mm whose entry an exit or exec here released, with no
+ *   user left (mm_users 0: no own change, so no new entry, can come for it any more).
+ * *ret_pages: the member's value when it was read, -1 otherwise.
+ */
+static __always_inline bool rss_cpu_hit(struct mm_struct *mm, struct mm_struct *own, int member,
+					__u64 gen, __s64 *ret_pages)
+{
+	struct meter_rss_cpu *rc = rss_cpu_get();
+	__u64 ctx = mm_ctx_id(mm);
+
+	if (!rc || !ctx)
+		return false;
+	if (own != mm)
+		return rc->gone_mm == (__u64)mm && rc->gone_ctx == ctx && mm->mm_users.counter == 0;
+	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen)
+		return false;
+	*ret_pages = rss_now(mm, member, true);
+	return *ret_pages == *rss_cpu_seen(rc, member);
+}
+
 /*
  * *ret_th: the current thread's storage when the event is a change of its own mm (NULL
- * otherwise); *ret_pages: the member's value then, read once.
+ * otherwise); *ret_pages: the member's value then, read once. gen: rss_gen at the event's
+ * start.
  */
 static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct mm_struct *mm,
-						 int member, bool *ret_slow,
+						 int member, __u64 gen, bool *ret_slow,
 						 struct meter_thread **ret_th, __s64 *ret_pages)
 {
 	struct mm_struct *own = cur->mm;
 	__u64 mmkey = (__u64)mm;
 	struct meter_thread *th;
 	struct meter_mm *e;
-	__s64 pages;
+	__s64 pages = -1;
 
 	*ret_slow = true;
 	*ret_th = NULL;
@@ -1265,6 +1382,10 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	 * helper.
 	 */
 	if (own && own != mm && mm->mm_users.counter != 0 && mm_owner_untracked(mm)) {
+		*ret_slow = false;
+		return NULL;
+	}
+	if (rss_cpu_hit(mm, own, member, gen, &pages)) {
 		*ret_slow = false;
 		return NULL;
 	}
@@ -1303,6 +1424,7 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 			if (e && e->task_key == th->task_key)
 				mm_release(&mmkey, e);
 			__sync_fetch_and_or(&th->flags, METER_TH_MM_GONE);
+			rss_cpu_gone(mm);
 			*ret_slow = false;
 			return NULL;
 		}
@@ -1320,7 +1442,8 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	 * each writes what it reads). Either way the entry's value is this one: nothing to add,
 	 * and no "mms" lookup (the bulk of the events of a tracked process's page faults).
 	 */
-	pages = rss_now(mm, member, true);
+	if (pages < 0)
+		pages = rss_now(mm, member, true);
 	if (pages == *rss_seen(th, member)) {
 		*ret_slow = false;
 		return NULL;
@@ -1372,13 +1495,16 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 	struct meter_mm *e = NULL;
 	__s64 pages = -1, old, delta, sum;
 	bool curr, slow = true;
+	__u64 gen = 0;
 	__u32 tgid;
 
 	if (member != 0 && member != 1 && member != 3)
 		return; /* MM_SWAPENTS is not resident */
 	if (btf) {
+		/* before any "mms" lookup (see meter_rss_cpu) */
+		gen = *(volatile __u64 *)&rss_gen;
 		cur = bpf_get_current_task_btf();
-		e = rss_fast(cur, mm, member, &slow, &th, &pages);
+		e = rss_fast(cur, mm, member, gen, &slow, &th, &pages);
 		if (e) {
 			curr = true;
 			goto count;
@@ -1417,7 +1543,11 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 		}
 		if (!e) {
 			struct meter_mm ne = {.task_key = proc->task_key};
-			int err = bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST);
+			int err;
+
+			/* every CPU's note of an older entry of this address goes */
+			__sync_fetch_and_add(&rss_gen, 1);
+			err = bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST);
 
 			if (err == -E2BIG)
 				__sync_fetch_and_add(&map_full, 1);
@@ -1458,8 +1588,11 @@ count:
 	 * absorbs up to 32 pages per CPU before it folds them into the total): nothing to add.
 	 * Equal to the entry's value when read is as if swapped with it (delta 0).
 	 */
-	if (curr && pages == mm_pages(e, member))
+	if (curr && pages == mm_pages(e, member)) {
+		if (btf)
+			rss_cpu_note(mm, member, pages, gen);
 		return;
+	}
 	if (!t) {
 		t = bpf_map_lookup_elem(&tasks, &e->task_key);
 		if (!t)
@@ -1476,6 +1609,8 @@ count:
 		old = __sync_lock_test_and_set(&e->pages[3], pages);
 		break;
 	}
+	if (btf && curr)
+		rss_cpu_note(mm, member, pages, gen);
 	delta = (pages - old) * (__s64)page_size;
 	/*
 	 * The last page of an exited process's mm going away (exit_mmap runs after the exit

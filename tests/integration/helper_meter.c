@@ -6,7 +6,7 @@
  * exit (the default where the kernel allows it); --late: accounting at exit, the final
  * figures read 3 s after the task's end (the references kept in "dying" outlive the RCU
  * grace periods that free the threads); --sys: IO bytes from the sys_exit program.
- * CASE: cpu | mem | io | net | fork. WORK: path of helper_meter_work.
+ * CASE: cpu | mem | memexec | memswap | io | net | fork. WORK: path of helper_meter_work.
  * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory (on a unified-only
  * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), starts a child
  * in them (born in its v2 cgroup with CLONE_INTO_CGROUP, as corrald starts tasks; on v1 it
@@ -811,6 +811,94 @@ static bool exec_rss_check(struct meter *m, pid_t child, bool *ok)
 	return true;
 }
 
+/* Resident bytes of pid (/proc/PID/statm, second field); 0 when unreadable. */
+static uint64_t statm_resident(pid_t pid)
+{
+	_cleanup_free_ char *txt = NULL;
+	unsigned long long size, res;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+	if (read_file(path, 256, &txt, NULL) < 0 || sscanf(txt, "%llu %llu", &size, &res) != 2)
+		return 0;
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The two children of pid (/proc/PID/task/PID/children); false unless it has two. */
+static bool two_children(pid_t pid, int kid[2])
+{
+	_cleanup_free_ char *txt = NULL;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	return read_file(path, 256, &txt, NULL) == 0 && sscanf(txt, "%d %d", &kid[0], &kid[1]) == 2;
+}
+
+/*
+ * memswap: the growth of the meter's current RSS against the growth of the resident pages of
+ * the workload and its two children in /proc/PID/statm, which the kernel reads from the same
+ * counters (their totals, as the meter does), from one still window to the next of the same
+ * children: equal. (Not the figures themselves: a counter the children's copy at fork set and
+ * no change of their own moved since is not in the meter.) A window counts when the figures
+ * stay the same over three samples (the children are still for 5 ms after each turn); an
+ * event the meter skipped wrongly leaves its mm's figure behind until that mm's next change
+ * (a note of one mm's values taken for the other's fails about half of the windows).
+ */
+struct swap_check {
+	uint64_t last[4], win[4];
+	int win_kid[2];
+	int same, windows; /* of these children */
+	unsigned matched, differed;
+};
+
+static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
+{
+	struct meter_usage lu;
+	uint64_t now[4];
+	int kid[2];
+
+	if (!two_children(child, kid)) {
+		c->same = 0;
+		return;
+	}
+	now[0] = statm_resident(child);
+	now[1] = statm_resident(kid[0]);
+	now[2] = statm_resident(kid[1]);
+	if (!now[0] || !now[1] || !now[2] || meter_read(m, TASK_KEY, &lu) < 0) {
+		c->same = 0;
+		return;
+	}
+	now[3] = lu.rss_current_bytes;
+	if (memcmp(now, c->last, sizeof(now))) {
+		memcpy(c->last, now, sizeof(now));
+		c->same = 1;
+		return;
+	}
+	if (++c->same != 3)
+		return;
+	if (kid[0] != c->win_kid[0] || kid[1] != c->win_kid[1])
+		c->windows = 0;
+	/* From the fifth on: by then each child has run through its loop twice and faulted in
+	 * its code (an own change of the file pages, which brings in what the copy set). */
+	if (++c->windows >= 5) {
+		int64_t dm = (int64_t)(now[3] - c->win[3]);
+		int64_t ds = (int64_t)(now[0] - c->win[0]) + (int64_t)(now[1] - c->win[1]) +
+			     (int64_t)(now[2] - c->win[2]);
+
+		if (dm == ds) {
+			c->matched++;
+		} else {
+			c->differed++;
+			printf("memswap: the meter's rss grew by %" PRId64 ", statm by %" PRId64
+			       " (window %d; %" PRIu64 " %" PRIu64 " %" PRIu64 ")\n",
+			       dm, ds, c->windows, now[0] - c->win[0], now[1] - c->win[1],
+			       now[2] - c->win[2]);
+		}
+	}
+	memcpy(c->win_kid, kid, sizeof(kid));
+	memcpy(c->win, now, sizeof(now));
+}
+
 int main(int argc, char **argv)
 {
 	struct meter_opts opts = {};
@@ -824,7 +912,8 @@ int main(int argc, char **argv)
 	char portstr[16], sent_file[64] = "", *wargv[8] = {};
 	pid_t child, recv_pid = -1;
 	uint64_t wchar = 0, t0;
-	bool ok = true, late = false, memexec, exec_rss_seen = false, joined;
+	bool ok = true, late = false, memexec, memswap, exec_rss_seen = false, joined;
+	struct swap_check swap = {};
 
 	libbpf_set_print(bpf_print_env);
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
@@ -843,12 +932,13 @@ int main(int argc, char **argv)
 		return run_stress(argv[ai + 1], argv[ai + 2], opts);
 	if (argc != ai + 2) {
 		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
-				"cpu|mem|memexec|io|net|fork WORK\n");
+				"cpu|mem|memexec|memswap|io|net|fork WORK\n");
 		return 2;
 	}
 	cs = argv[ai];
 	work = argv[ai + 1];
 	memexec = !strcmp(cs, "memexec");
+	memswap = !strcmp(cs, "memswap");
 	if (!strcmp(cs, "taskstats"))
 		return run_taskstats(work); /* the meter is deliberately not opened */
 
@@ -867,6 +957,8 @@ int main(int argc, char **argv)
 		wargv[1] = "touch", wargv[2] = "300";
 	} else if (!strcmp(cs, "memexec")) {
 		wargv[1] = "touchexec", wargv[2] = "200";
+	} else if (!strcmp(cs, "memswap")) {
+		wargv[1] = "memswap", wargv[2] = "4", wargv[3] = "8";
 	} else if (!strcmp(cs, "io")) {
 		wargv[1] = "write", wargv[2] = "100";
 	} else if (!strcmp(cs, "net")) {
@@ -943,15 +1035,22 @@ int main(int argc, char **argv)
 	while (!w.got && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC) {
 		struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
 
-		if (poll(&p, 1, memexec ? 20 : 1000) < 0 && errno != EINTR)
+		if (poll(&p, 1, memexec ? 20 : memswap ? 1 : 1000) < 0 && errno != EINTR)
 			break;
 		meter_poll(m, on_ev, &w);
+		if (memswap)
+			swap_sample(m, child, &swap);
 		if (memexec && !exec_rss_seen)
 			exec_rss_seen = exec_rss_check(m, child, &ok);
 	}
 	if (memexec && !exec_rss_seen) {
 		fprintf(stderr, "memexec: the workload's sleep after exec was never seen\n");
 		ok = false;
+	}
+	if (memswap) {
+		printf("memswap: %u still windows grew as statm, %u otherwise %s\n", swap.matched,
+		       swap.differed, swap.matched >= 50 && !swap.differed ? "ok" : "FAIL");
+		ok &= swap.matched >= 50 && !swap.differed;
 	}
 	if (!w.got) {
 		fprintf(stderr, "no METER_EV_EXIT within 120 s\n");

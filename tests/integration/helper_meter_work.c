@@ -5,6 +5,9 @@
  *   burn THREADS SECONDS   each thread burns SECONDS of its own CPU time
  *   touch MIB              allocates and touches MIB of anonymous memory, then exits
  *   touchexec MIB          the same, then execs /bin/sleep 2 (the touched pages go with exec)
+ *   memswap ROUNDS MIB     per round, two children on this CPU touch MIB of anonymous memory
+ *                          each, 32 pages in turn, still for 5 ms after each turn, and exit;
+ *                          the next round's children are fresh mms
  *   write MIB              write(2)s MIB to /dev/null in 64 KiB chunks
  *   send MIB PORT          sends MIB over TCP to 127.0.0.1:PORT
  *   forkburn N MS          forks N children, each burns MS ms of CPU; waits for all
@@ -18,6 +21,8 @@
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +84,82 @@ static int do_touch(long mib)
 		return 1;
 	for (size_t off = 0; off < len; off += 4096)
 		p[off] = 1;
+	return 0;
+}
+
+/* Touch the 32 pages (128 KiB) number i of p: one fold of an rss counter's per-CPU part. */
+static void touch_step(char *p, long i)
+{
+	for (size_t off = 0; off < 32 * 4096; off += 4096)
+		p[(size_t)i * 32 * 4096 + off] = 1;
+}
+
+/*
+ * One of memswap's two children: touches 32 pages after 32 pages of its own, each time its
+ * turn comes (a byte on in), waits 5 ms (both are still then: helper_meter compares the
+ * counters), then passes the turn (out).
+ */
+static void swap_child(long mib, int in, int out, bool second)
+{
+	char *q = mmap(NULL, (size_t)mib << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	long steps = mib * 8;
+	char c = 0;
+
+	if (q == MAP_FAILED)
+		_exit(1);
+	for (long i = 0; i < steps; i++) {
+		if ((i || second) && read(in, &c, 1) != 1)
+			_exit(1);
+		touch_step(q, i);
+		usleep(5000);
+		if ((i + 1 < steps || !second) && write(out, &c, 1) != 1)
+			_exit(1);
+	}
+	_exit(0);
+}
+
+/*
+ * Two address spaces whose counters climb through the same values by turns on one CPU: two
+ * children forked together (the same counters from their parent's copy) touch 32 pages each
+ * in turn (one fold of the counter's per-CPU part), so each one's counter reaches at its turn
+ * the value the other's reached at the turn before; and each round's children are fresh mms that
+ * often get the addresses of the last round's. A per-CPU note of an mm's last values taken for
+ * another mm's would skip the change that reaches the same value.
+ */
+static int do_memswap(int rounds, long mib)
+{
+	int cpu = sched_getcpu();
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(cpu < 0 ? 0 : cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		return 1;
+	for (int r = 0; r < rounds; r++) {
+		int ab[2], ba[2], st = 0, rc = 0;
+		pid_t pid[2];
+
+		if (pipe(ab) || pipe(ba))
+			return 1;
+		for (int k = 0; k < 2; k++) {
+			pid[k] = fork();
+			if (pid[k] < 0)
+				return 1;
+			if (pid[k] == 0)
+				swap_child(mib, k ? ab[0] : ba[0], k ? ba[1] : ab[1], k);
+		}
+		close(ab[0]);
+		close(ab[1]);
+		close(ba[0]);
+		close(ba[1]);
+		for (int k = 0; k < 2; k++)
+			if (waitpid(pid[k], &st, 0) != pid[k] || !WIFEXITED(st) ||
+			    WEXITSTATUS(st) != 0)
+				rc = 1;
+		if (rc)
+			return 1;
+	}
 	return 0;
 }
 
@@ -258,6 +339,8 @@ int main(int argc, char **argv)
 		execl("/bin/sleep", "sleep", "2", (char *)NULL);
 		return 127;
 	}
+	if (argc == 4 && !strcmp(argv[1], "memswap"))
+		return do_memswap(atoi(argv[2]), atol(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "write"))
 		return do_write(atol(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "send"))
@@ -271,6 +354,7 @@ int main(int argc, char **argv)
 	if (argc == 4 && !strcmp(argv[1], "forkstorm"))
 		return do_forkstorm(atoi(argv[2]), atof(argv[3]));
 	fprintf(stderr, "usage: helper_meter_work "
-			"burn|touch|touchexec|write|send|forkburn|spawn|threads|forkstorm ARGS\n");
+			"burn|touch|touchexec|memswap|write|send|forkburn|spawn|threads|forkstorm "
+			"ARGS\n");
 	return 2;
 }

@@ -6,6 +6,8 @@
 #   cpu   2 threads x 2 s burn      cpu_ns vs cpuacct.usage              (1%)
 #   mem   touch 300 MiB             rss peak vs memory.max_usage_in_bytes (2%)
 #   memexec  touch 200 MiB, exec sleep  rss right after the exec vs the sleeper's VmRSS (8 MiB)
+#   memswap  4 rounds: two children on one CPU touch 8 MiB each, 32 pages in turn
+#            growth of rss between still windows vs /proc/PID/statm (exact)
 #   io    write(2) 100 MiB          io_write_bytes vs /proc/PID/io wchar  (4096 bytes)
 #   net   50 MiB over loopback TCP  tx bytes (IP+TCP) vs payload received (1%)
 #   fork  100 children x 20 ms      cpu_ns vs cpuacct.usage, forks == 100 (1%)
@@ -36,7 +38,7 @@ fi
 
 fail=0 pass=0
 for mode in "" --switch --raw; do
-	for c in cpu mem memexec io net fork; do
+	for c in cpu mem memexec memswap io net fork; do
 		echo "--- $c ${mode:-(default: tp_btf, accounting at exit preferred)}"
 		timeout 180 "$H" $mode "$c" "$W"
 		rc=$?
