@@ -123,6 +123,58 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# ---- the tasks_alive tests (sample_unchanged*, live_walk_skip): a SQLite collector's $DB -------
+# wait_for COMMAND...: runs it every 0.2 s until it succeeds, 120 s at most (status 1 then).
+wait_for() {
+	for _ in $(seq 600); do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+# task_asleep TASK: the task has processes and every one of them is `sleep` (v1 cpuacct).
+task_asleep() {
+	local p n=0
+	for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"); do
+		[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ]
+}
+# covered_after TASK T: the node.sample records after time T (ns) whose tasks_alive statement
+# covers TASK (it was listed in the record the statement names, and is not excepted).
+covered_after() {
+	q "SELECT count(*) FROM records r WHERE r.type = 'node.sample' AND r.time_ns > $2
+	   AND json_extract(r.body, '\$.tasks_alive.since') IN (SELECT json_extract(l.body, '\$.time')
+	     FROM records l, json_each(json_extract(l.body, '\$.tasks_unchanged')) le
+	     WHERE l.type = 'node.sample' AND json_extract(le.value, '\$[0]') = '$1')
+	   AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(r.body, '\$.tasks_alive.except')) x
+	     WHERE x.value = '$1')"
+}
+# cpu_check WHAT TASK: the CPU time of TASK's last task.sample against what its cgroup shows
+# from outside (cpuacct.usage), within 2% + 10 ms.
+cpu_check() {
+	local got want
+	got=$(q "SELECT json_extract(body, '\$.usage.cpu_user_ns') + json_extract(body, '\$.usage.cpu_system_ns')
+		FROM records WHERE type = 'task.sample' AND task_id = '$2' ORDER BY time_ns DESC LIMIT 1")
+	want=$(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$2/cpuacct.usage")
+	python3 -c "import sys; g, w = int(sys.argv[1] or 0), int(sys.argv[2]); sys.exit(abs(g - w) > 0.02 * w + 1e7)" "$got" "$want" &&
+		pass "$1: last task.sample CPU $got ns, its cgroup $want ns" ||
+		fail "$1: last task.sample CPU '$got' ns, its cgroup $want ns"
+}
+# unsampled_after_listing TASK...: each sleeping TASK was listed unchanged, and got no
+# task.sample after its first listing.
+unsampled_after_listing() {
+	local t first n
+	for t in "$@"; do
+		first=$(q "SELECT min(r.time_ns) FROM records r, json_each(json_extract(r.body, '\$.tasks_unchanged')) e
+			WHERE r.type = 'node.sample' AND json_extract(e.value, '\$[0]') = '$t'")
+		n=$(q "SELECT count(*) FROM records WHERE type = 'task.sample' AND task_id = '$t' AND time_ns > ${first:-0}")
+		[ -n "$first" ] && [ "$n" = 0 ] && pass "sleeping task $t: no task.sample after its first listing" ||
+			fail "sleeping task $t: first listed '$first', $n task.sample records after"
+	done
+}
+
 # json FIELD.PATH < json  -> value (python3 is a test dependency)
 jget() {
 	python3 -c 'import sys,json

@@ -21,27 +21,12 @@ start_agent --config "$T/agent.conf"
 grep -q "CPU and IO accounted at exit" "$T/agent.log" ||
 	skip "accounting at exit not in use here: $(grep -m1 'BPF metering' "$T/agent.log")"
 metric() { curl -fsS "http://127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-wait_for() { # COMMAND...: until it succeeds, 60 s at most
-	for _ in $(seq 300); do
-		"$@" && return 0
-		sleep 0.2
-	done
-	return 1
-}
 cpu_of() { # TASK: its CPU time in the agent's record (show)
 	ctl show "$1" --json | python3 -c 'import json, sys
 u = json.load(sys.stdin)["usage"]
 print(u["cpu_user_ns"] + u["cpu_system_ns"])'
 }
 cg_cpu() { cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cpuacct.usage"; }
-asleep() { # TASK: every process of the task is `sleep`
-	local p n=0
-	for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
-		n=$((n + 1))
-	done
-	[ "$n" -gt 0 ]
-}
 
 idle=()
 for i in 1 2 3; do
@@ -63,7 +48,7 @@ wait_for skipped && pass "all tasks asleep: live reads skipped the walk ($s0 -> 
 before=$(cpu_of "$waker")
 w0=$(metric corral_bpf_live_walks_total)
 echo go >"$T/wake"
-wait_for asleep "$waker" || fail "the woken task did not get to its sleep"
+wait_for task_asleep "$waker" || fail "the woken task did not get to its sleep"
 sleep 1.5 # a sample interval: its change check's live read
 walked() { [ "$(metric corral_bpf_live_walks_total)" -gt "$w0" ]; }
 wait_for walked && pass "after the wakeup: live reads walk again ($w0 -> $(metric corral_bpf_live_walks_total))" ||

@@ -66,33 +66,6 @@ wait_seen_after() { # TASK T N: wait until N node.sample records after T list or
 	done
 	return 1
 }
-asleep() { # TASK: every process of the task is `sleep`
-	local p n=0
-	for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
-		n=$((n + 1))
-	done
-	[ "$n" -gt 0 ]
-}
-wait_asleep() {
-	for _ in $(seq 600); do
-		asleep "$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
-last_cpu() { # TASK: CPU ns of its last task.sample
-	q "SELECT json_extract(body, '\$.usage.cpu_user_ns') + json_extract(body, '\$.usage.cpu_system_ns')
-	   FROM records WHERE type = 'task.sample' AND task_id = '$1' ORDER BY time_ns DESC LIMIT 1"
-}
-cpu_check() { # WHAT TASK: its last task.sample's CPU against its cgroup's (2% + 10 ms)
-	local got want
-	got=$(last_cpu "$2")
-	want=$(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$2/cpuacct.usage")
-	python3 -c "import sys; g, w = int(sys.argv[1] or 0), int(sys.argv[2]); sys.exit(abs(g - w) > 0.02 * w + 1e7)" "$got" "$want" &&
-		pass "$1: last task.sample CPU $got ns, its cgroup $want ns" ||
-		fail "$1: last task.sample CPU '$got' ns, its cgroup $want ns"
-}
 BURN='i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'
 mkfifo -m 600 "$T/wake"
 burn=$(ctl run --no-sandbox --job burn -- sh -c "$BURN; exec sleep 600" | head -n1)
@@ -100,7 +73,7 @@ waker=$(ctl run --no-sandbox --job waker -- sh -c "read x <$T/wake; $BURN; exec 
 EXTRA="$burn $waker"
 [ -n "$burn" ] && [ -n "$waker" ] || fail "launching the burning and the waking task"
 # (c)
-wait_asleep "$burn" || fail "the burning task did not get to its sleep"
+wait_for task_asleep "$burn" || fail "the burning task did not get to its sleep"
 t_slept=$(date +%s%N)
 wait_seen_after "$burn" "$t_slept" 1 || fail "the burning task, asleep, not listed unchanged"
 cpu_check "a task that burned CPU among $N sleeping ones" "$burn"
@@ -108,7 +81,7 @@ cpu_check "a task that burned CPU among $N sleeping ones" "$burn"
 wait_seen_after "$waker" 0 3 || fail "the waiting task not listed or covered 3 times"
 t_wake=$(date +%s%N)
 echo go >"$T/wake"
-wait_asleep "$waker" || fail "the woken task did not get to its sleep"
+wait_for task_asleep "$waker" || fail "the woken task did not get to its sleep"
 t_done=$(date +%s%N)
 wait_seen_after "$waker" "$t_done" 1 || fail "the woken task, asleep again, not listed unchanged"
 for _ in $(seq 600); do

@@ -34,38 +34,14 @@ mkfifo -m 600 "$T/wake"
 waker=$(ctl run --no-sandbox --job waker -- sh -c "read x <$T/wake; $BURN; exec sleep 600" | head -n1)
 [ -n "${idle[3]}" ] && [ -n "$waker" ] || fail "launching the tasks"
 
-# node.sample records after time T (ns) whose tasks_alive statement covers TASK
-covered_after() { # TASK T
-	q "SELECT count(*) FROM records r WHERE r.type = 'node.sample' AND r.time_ns > $2
-	   AND json_extract(r.body, '\$.tasks_alive.since') IN (SELECT json_extract(l.body, '\$.time')
-	     FROM records l, json_each(json_extract(l.body, '\$.tasks_unchanged')) le
-	     WHERE l.type = 'node.sample' AND json_extract(le.value, '\$[0]') = '$1')
-	   AND NOT EXISTS (SELECT 1 FROM json_each(json_extract(r.body, '\$.tasks_alive.except')) x
-	     WHERE x.value = '$1')"
-}
-# ... or list it
+# node.sample records after time T (ns) that cover TASK (covered_after) or list it
 seen_after() { # TASK T
 	echo $(($(covered_after "$1" "$2") + $(q "SELECT count(*) FROM records r,
 	   json_each(json_extract(r.body, '\$.tasks_unchanged')) e WHERE r.type = 'node.sample'
 	   AND r.time_ns > $2 AND json_extract(e.value, '\$[0]') = '$1'")))
 }
-wait_for() { # COMMAND...: until it succeeds, 120 s at most
-	for _ in $(seq 600); do
-		"$@" && return 0
-		sleep 0.2
-	done
-	return 1
-}
 covered_twice() { [ "$(covered_after "$1" 0)" -ge 2 ]; }
 seen_once_after() { [ "$(seen_after "$1" "$2")" -ge 1 ]; }
-asleep() { # TASK: every process of the task is `sleep`
-	local p n=0
-	for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"); do
-		[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
-		n=$((n + 1))
-	done
-	[ "$n" -gt 0 ]
-}
 
 wait_for covered_twice "$waker" || fail "the waiting task not covered by 2 tasks_alive statements"
 # reads of its record from now until after its burn
@@ -80,7 +56,7 @@ for _ in $(seq 500); do
 done
 t_wake=$(date +%s%N)
 echo go >"$T/wake"
-wait_for asleep "$waker" || fail "the woken task did not get to its sleep"
+wait_for task_asleep "$waker" || fail "the woken task did not get to its sleep"
 echo "woken task: asleep again $((($(date +%s%N) - t_wake) / 1000000)) ms after its wakeup (polled every 200 ms)"
 sleep 2.5
 kill "$SHOWS"
@@ -93,18 +69,7 @@ n=$(q "SELECT count(*) FROM records WHERE type = 'task.sample' AND task_id = '$w
 [ "$n" -ge 1 ] && pass "woken task read by show in a loop: $n task.sample records after its wakeup" ||
 	fail "woken task read by show in a loop: no task.sample after its wakeup (covered as unchanged)"
 # (b)
-got=$(q "SELECT json_extract(body, '\$.usage.cpu_user_ns') + json_extract(body, '\$.usage.cpu_system_ns')
-	FROM records WHERE type = 'task.sample' AND task_id = '$waker' ORDER BY time_ns DESC LIMIT 1")
-want=$(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$waker/cpuacct.usage")
-python3 -c "import sys; g, w = int(sys.argv[1] or 0), int(sys.argv[2]); sys.exit(abs(g - w) > 0.02 * w + 1e7)" "$got" "$want" &&
-	pass "woken task: last task.sample CPU $got ns, its cgroup $want ns" ||
-	fail "woken task: last task.sample CPU '$got' ns, its cgroup $want ns"
+cpu_check "woken task" "$waker"
 # (c)
-for t in "${idle[@]}"; do
-	first=$(q "SELECT min(r.time_ns) FROM records r, json_each(json_extract(r.body, '\$.tasks_unchanged')) e
-		WHERE r.type = 'node.sample' AND json_extract(e.value, '\$[0]') = '$t'")
-	n=$(q "SELECT count(*) FROM records WHERE type = 'task.sample' AND task_id = '$t' AND time_ns > ${first:-0}")
-	[ -n "$first" ] && [ "$n" = 0 ] && pass "sleeping task $t: no task.sample after its first listing" ||
-		fail "sleeping task $t: first listed '$first', $n task.sample records after"
-done
+unsampled_after_listing "${idle[@]}"
 finish
