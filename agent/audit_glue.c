@@ -809,6 +809,13 @@ static void audit_adopted(struct agent *a, struct task *t, bool live)
 		audit_glue_readopt(a, t);
 }
 
+/* The inotify handler reads only running tasks' files: what a task's file got while it was
+ * starting (between the go and the exec's result) is read now, not at its next sample. */
+static void audit_running(struct agent *a, struct task *t)
+{
+	(void)audit_glue_syscalls_poll(a, t);
+}
+
 /* With the inotify watch the denied calls are read as they come, and at the samples as a
  * safety net; without it at every tick. */
 static bool audit_tick(struct agent *a, struct task *t, uint64_t now_mono)
@@ -871,6 +878,7 @@ const struct meter_ops meter_audit_ops = {
     .prepare = audit_prepare,
     .unprepare = audit_unprepare,
     .started = audit_glue_track,
+    .running = audit_running,
     .adopted = audit_adopted,
     .tick = audit_tick,
     .tick_every = audit_tick_every,

@@ -59,6 +59,10 @@ struct meter_ops {
 	/* The child's pid is known, before it is let go: start measuring. < 0 (err says why)
 	 * aborts the launch. */
 	int (*started)(struct agent *a, struct task *t, char *err, size_t errlen);
+	/* The child exec'd and the task is running (TASK_RUNNING): take what came while it was
+	 * starting (the audit trail: denied calls its file got before now, whose change was
+	 * seen while the task was not running yet). */
+	void (*running)(struct agent *a, struct task *t);
 	/* Re-adoption after an agent restart, the task's cgroup opened: live when its supervisor
 	 * still runs (else the task ends at once). */
 	void (*adopted)(struct agent *a, struct task *t, bool live);

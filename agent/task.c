@@ -565,6 +565,9 @@ static void start_done(struct agent *a, struct task *t, int r, const char *msg)
 	}
 	t->state = TASK_RUNNING;
 	a->stats.tasks_started++;
+	for (const struct meter_ops *const *m = agent_meters; *m; m++)
+		if ((*m)->running)
+			(*m)->running(a, t);
 	loop_add(a->loop, t->status_fd, EPOLLIN, on_status_fd, t);
 	/*
 	 * A running task keeps one descriptor here, its status pipe: the shim's pidfd (the status

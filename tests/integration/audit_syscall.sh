@@ -134,6 +134,22 @@ got=$(syscalls "$ID5")
 	|| fail "restart records: $(nsys "$ID5") ($(echo "$got" | awk '{print $1}' | tr '\n' ' '))"
 ls "$STATE"/tasks/*.syscalls >/dev/null 2>&1 && fail "syscalls files left: $(ls "$STATE"/tasks)" || pass "syscalls files removed with the tasks"
 
+# --- denied calls made while no agent ran are read when the restarted agent re-adopts the task,
+# not at the task's next denial or sample (none comes here: sample_interval 1h, the task waits) --
+printf '[agent]\nsample_interval = 1h\n[collector]\nbatch_delay = 100ms\n' >"$T/slow.conf"
+mkdir -m 777 "$T/sync7"
+ID7=$(ctl run --stdout "$T/r7.out" -- "$H" 3 "$T/sync7" 2)
+w7() { for _ in $(seq 300); do [ -e "$T/sync7/$1" ] && return 0; sleep 0.05; done; fail "task never reached $1"; }
+w7 done.1
+kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null; AGENT_PID=
+touch "$T/sync7/go.1"; w7 done.2   # round 2 denied while no agent runs
+start_agent --config "$T/slow.conf" --collector-url "http://127.0.0.1:$PORT" --token-file "$T/token"
+wait_rows "SELECT count(*) FROM records WHERE type='audit.syscall' AND task_id='$ID7'" 6 &&
+	pass "re-adoption reads the denied calls made while no agent ran: $(nsys "$ID7") records" ||
+	fail "re-adoption: $(nsys "$ID7") of 6 records of $ID7 stored (the calls made while no agent ran not read)"
+touch "$T/sync7/go.2"
+ctl wait "$ID7" >/dev/null 2>&1
+
 # --- a position taken from the spool at a restart is saved before the spool lets it go ----------
 # A kill -9 between a record's spool append and the state file's write leaves the file one line
 # behind (made here by rewriting it while the records wait unsent, no collector answering); the
