@@ -1318,6 +1318,26 @@ static __always_inline void rss_cpu_note(struct mm_struct *mm, int member, __s64
 	*rss_cpu_seen(rc, member) = pages;
 }
 
+/*
+ * The same for all three members at once (the values a new entry was seeded with; see
+ * rss_seed): gen is rss_gen after the bump that preceded the entry.
+ */
+static __always_inline void rss_cpu_note_all(struct mm_struct *mm, __s64 p0, __s64 p1, __s64 p3,
+					     __u64 gen)
+{
+	struct meter_rss_cpu *rc = rss_cpu_get();
+	__u64 ctx = mm_ctx_id(mm);
+
+	if (!rc || !ctx)
+		return;
+	rc->mm = (__u64)mm;
+	rc->ctx = ctx;
+	rc->gen = gen;
+	rc->seen[0] = p0;
+	rc->seen[1] = p1;
+	rc->seen[2] = p3;
+}
+
 /* The entry of mm (the current thread's, or the one its exec left) was released on this CPU. */
 static __always_inline void rss_cpu_gone(struct mm_struct *mm)
 {
@@ -1358,11 +1378,13 @@ static __always_inline bool rss_cpu_hit(struct mm_struct *mm, struct mm_struct *
 /*
  * *ret_th: the current thread's storage when the event is a change of its own mm (NULL
  * otherwise); *ret_pages: the member's value then, read once. gen: rss_gen at the event's
- * start.
+ * start. *ret_learn: the thread's storage when the general path is to learn its mm (an own
+ * change of an mm the thread did not see last), so that it does not look it up again.
  */
 static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct mm_struct *mm,
 						 int member, __u64 gen, bool *ret_slow,
-						 struct meter_thread **ret_th, __s64 *ret_pages)
+						 struct meter_thread **ret_th, __s64 *ret_pages,
+						 struct meter_thread **ret_learn)
 {
 	struct mm_struct *own = cur->mm;
 	__u64 mmkey = (__u64)mm;
@@ -1433,8 +1455,10 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 			*ret_slow = false;
 		return NULL;
 	}
-	if (th->mm != mmkey)
+	if (th->mm != mmkey) {
+		*ret_learn = th;
 		return NULL;
+	}
 	/*
 	 * The value this thread last wrote to the mm's entry: the entry has it too, or a later
 	 * event of another context moved the counter away and the change back to this value
@@ -1458,11 +1482,13 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 
 /*
  * A tracked thread's mm, checked by the general path: the fast path's next time, with no
- * value seen yet. Returns the thread's storage.
+ * value seen yet. Returns the thread's storage (th: found by rss_fast already, else NULL).
  */
-static __always_inline struct meter_thread *rss_fast_learn(struct task_struct *cur, __u64 mmkey)
+static __always_inline struct meter_thread *rss_fast_learn(struct task_struct *cur, __u64 mmkey,
+							   struct meter_thread *th)
 {
-	struct meter_thread *th = bpf_task_storage_get(&tstore, cur, 0, 0);
+	if (!th)
+		th = bpf_task_storage_get(&tstore, cur, 0, 0);
 
 	if (th) {
 		if (th->mm != mmkey && (th->flags & METER_TH_MM_GONE))
@@ -1485,16 +1511,67 @@ static __always_inline __s64 mm_pages(struct meter_mm *e, int member)
 	return *(volatile __s64 *)&e->pages[3];
 }
 
+/* delta bytes more (or less) in task t's RSS: its integral up to now, sum and peak. */
+static __always_inline void rss_add(struct meter_task *t, __s64 delta)
+{
+	__u64 peak;
+	__s64 sum;
+
+	if (!delta)
+		return;
+	mem_integrate(t, bpf_ktime_get_ns());
+	sum = __sync_fetch_and_add(&t->rss_bytes, delta) + delta;
+	if (sum > 0) {
+		for (int i = 0; i < 8; i++) {
+			peak = t->rss_peak_bytes;
+			if ((__u64)sum <= peak)
+				break;
+			if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) ==
+			    peak)
+				break;
+		}
+	}
+	task_dirty(t);
+}
+
+/*
+ * A new entry, made by an own change of its mm: all three members go into it at once, as
+ * they are now, not only the event's member. A process's first own change comes after its
+ * counters moved (a fork's copy into them, an exec's first mappings), so its next events of
+ * the other members each moved a counter (the entry, the task's sum, integral and peak, two
+ * hash lookups and the clock); seeded, they find the value they read already noted (this
+ * CPU's note, the thread's rss_seen) and stop there. The entry's sum is the task's share of
+ * the mm as for any event (each member swapped in, the difference added). Returns that
+ * difference in bytes. gen: rss_gen after the bump that preceded the entry.
+ */
+static __always_inline __s64 rss_seed(struct mm_struct *mm, struct meter_mm *e,
+				      struct meter_thread *th, __u64 gen, const bool btf)
+{
+	__s64 p0 = rss_now(mm, 0, btf), p1 = rss_now(mm, 1, btf), p3 = rss_now(mm, 3, btf);
+	__s64 d = p0 - __sync_lock_test_and_set(&e->pages[0], p0);
+
+	d += p1 - __sync_lock_test_and_set(&e->pages[1], p1);
+	d += p3 - __sync_lock_test_and_set(&e->pages[3], p3);
+	if (th) {
+		th->rss_seen[0] = p0;
+		th->rss_seen[1] = p1;
+		th->rss_seen[2] = p3;
+	}
+	if (btf)
+		rss_cpu_note_all(mm, p0, p1, p3, gen);
+	return d * (__s64)page_size;
+}
+
 static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const bool btf)
 {
 	struct task_struct *cur;
-	__u64 mmkey = (__u64)mm, now, peak;
+	__u64 mmkey = (__u64)mm;
 	struct member *proc = NULL;
 	struct meter_task *t = NULL;
-	struct meter_thread *th = NULL;
+	struct meter_thread *th = NULL, *learn = NULL;
 	struct meter_mm *e = NULL;
-	__s64 pages = -1, old, delta, sum;
-	bool curr, slow = true;
+	__s64 pages = -1, old, delta;
+	bool curr, slow = true, seed = false;
 	__u64 gen = 0;
 	__u32 tgid;
 
@@ -1504,7 +1581,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 		/* before any "mms" lookup (see meter_rss_cpu) */
 		gen = *(volatile __u64 *)&rss_gen;
 		cur = bpf_get_current_task_btf();
-		e = rss_fast(cur, mm, member, gen, &slow, &th, &pages);
+		e = rss_fast(cur, mm, member, gen, &slow, &th, &pages, &learn);
 		if (e) {
 			curr = true;
 			goto count;
@@ -1546,7 +1623,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 			int err;
 
 			/* every CPU's note of an older entry of this address goes */
-			__sync_fetch_and_add(&rss_gen, 1);
+			gen = __sync_fetch_and_add(&rss_gen, 1) + 1;
 			err = bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST);
 
 			if (err == -E2BIG)
@@ -1558,6 +1635,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 				t = bpf_map_lookup_elem(&tasks, &ne.task_key);
 				if (t)
 					__sync_fetch_and_add(&t->mms_alive, 1);
+				seed = true;
 			}
 		}
 		if (proc->mm != mmkey) {
@@ -1575,7 +1653,12 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 			proc->mm = mmkey;
 		}
 		if (btf)
-			th = rss_fast_learn(cur, mmkey);
+			th = rss_fast_learn(cur, mmkey, learn);
+	}
+	if (seed) {
+		if (t)
+			rss_add(t, rss_seed(mm, e, th, gen, btf));
+		return;
 	}
 	if (pages < 0)
 		pages = rss_now(mm, member, btf);
@@ -1620,22 +1703,7 @@ count:
 	 */
 	if (!curr && mm_sum(e) == 0 && RD(btf, mm, mm_users.counter) == 0)
 		mm_del(&mmkey, e);
-	if (!delta)
-		return;
-	now = bpf_ktime_get_ns();
-	mem_integrate(t, now);
-	sum = __sync_fetch_and_add(&t->rss_bytes, delta) + delta;
-	if (sum > 0) {
-		for (int i = 0; i < 8; i++) {
-			peak = t->rss_peak_bytes;
-			if ((__u64)sum <= peak)
-				break;
-			if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) ==
-			    peak)
-				break;
-		}
-	}
-	task_dirty(t);
+	rss_add(t, delta);
 }
 
 /* ---- IO ----------------------------------------------------------------------------------- */
