@@ -67,19 +67,29 @@ struct {
 } mms SEC(".maps");
 
 /*
- * tp_btf, per CPU: the values of one address space's counters (rss_stat members 0, 1, 3) that
- * an event on this CPU last wrote to, or found equal in, its "mms" entry (-1: none yet), and
- * the last address space whose entry an exit or exec on this CPU released. An address space
- * is its address with the kernel's identifier of the instance (x86 mm->context.ctx_id, never
- * reused), so a freed mm whose address is reused is another one. The values hold while
- * rss_gen is what it was then: it is bumped before any "mms" entry is made, so none of them
- * is a value of an older entry of the same mm. An own change that finds its member at that
- * value, or a change in the teardown of a released mm, stops there, without the thread's
- * storage. See rss_fast.
+ * tp_btf, per CPU: for each of two address spaces (the two noted last), the values of its
+ * counters (rss_stat members 0, 1, 3) that an event on this CPU last wrote to, or found equal
+ * in, its "mms" entry (-1: none yet), and the last address space whose entry an exit or exec
+ * on this CPU released. An address space is its address with the kernel's identifier of the
+ * instance (x86 mm->context.ctx_id, never reused), so a freed mm whose address is reused is another
+ * one. The values hold while rss_gen is what it was then: it is bumped before any "mms" entry is
+ * made, so none of them is a value of an older entry of the same mm. An own change that finds its
+ * member at that value, or a change in the teardown of a released mm, stops there, without the
+ * thread's storage. See rss_fast.
  */
-struct meter_rss_cpu {
+struct meter_rss_note {
 	__u64 mm, ctx, gen;
 	__s64 seen[3];
+};
+
+/*
+ * Two notes, of the two address spaces noted last on the CPU (last: the index of the latest):
+ * a parent and its child taking turns on a CPU (a fork, the child's exec or exit, the parent's
+ * wait) each find their own note still there.
+ */
+struct meter_rss_cpu {
+	struct meter_rss_note n[2];
+	__u64 last;
 	__u64 gone_mm, gone_ctx;
 };
 
@@ -1286,15 +1296,46 @@ static __always_inline struct meter_rss_cpu *rss_cpu_get(void)
 	return bpf_map_lookup_elem(&rss_cpu, &zero);
 }
 
-static __always_inline __s64 *rss_cpu_seen(struct meter_rss_cpu *rc, int member)
+static __always_inline __s64 *rss_cpu_seen(struct meter_rss_note *rn, int member)
 {
 	switch (member) {
 	case 0:
-		return &rc->seen[0];
+		return &rn->seen[0];
 	case 1:
-		return &rc->seen[1];
+		return &rn->seen[1];
 	}
-	return &rc->seen[2];
+	return &rn->seen[2];
+}
+
+/* The CPU's note of address space (mm, ctx) taken while rss_gen was gen; NULL: none. */
+static __always_inline struct meter_rss_note *rss_note_find(struct meter_rss_cpu *rc, __u64 mm,
+							    __u64 ctx, __u64 gen)
+{
+	if (rc->n[0].mm == mm && rc->n[0].ctx == ctx && rc->n[0].gen == gen)
+		return &rc->n[0];
+	if (rc->n[1].mm == mm && rc->n[1].ctx == ctx && rc->n[1].gen == gen)
+		return &rc->n[1];
+	return NULL;
+}
+
+/*
+ * The note to write for (mm, ctx, gen): its own, else the one not noted last, made over to it
+ * with no value seen yet. It becomes the latest.
+ */
+static __always_inline struct meter_rss_note *rss_note_take(struct meter_rss_cpu *rc, __u64 mm,
+							    __u64 ctx, __u64 gen)
+{
+	struct meter_rss_note *rn = rss_note_find(rc, mm, ctx, gen);
+
+	if (!rn) {
+		rn = rc->last ? &rc->n[0] : &rc->n[1];
+		rn->mm = mm;
+		rn->ctx = ctx;
+		rn->gen = gen;
+		rn->seen[0] = rn->seen[1] = rn->seen[2] = -1;
+	}
+	rc->last = rn == &rc->n[1];
+	return rn;
 }
 
 /*
@@ -1309,13 +1350,7 @@ static __always_inline void rss_cpu_note(struct mm_struct *mm, int member, __s64
 
 	if (!rc || !ctx)
 		return;
-	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen) {
-		rc->mm = (__u64)mm;
-		rc->ctx = ctx;
-		rc->gen = gen;
-		rc->seen[0] = rc->seen[1] = rc->seen[2] = -1;
-	}
-	*rss_cpu_seen(rc, member) = pages;
+	*rss_cpu_seen(rss_note_take(rc, (__u64)mm, ctx, gen), member) = pages;
 }
 
 /*
@@ -1326,16 +1361,15 @@ static __always_inline void rss_cpu_note_all(struct mm_struct *mm, __s64 p0, __s
 					     __u64 gen)
 {
 	struct meter_rss_cpu *rc = rss_cpu_get();
+	struct meter_rss_note *rn;
 	__u64 ctx = mm_ctx_id(mm);
 
 	if (!rc || !ctx)
 		return;
-	rc->mm = (__u64)mm;
-	rc->ctx = ctx;
-	rc->gen = gen;
-	rc->seen[0] = p0;
-	rc->seen[1] = p1;
-	rc->seen[2] = p3;
+	rn = rss_note_take(rc, (__u64)mm, ctx, gen);
+	rn->seen[0] = p0;
+	rn->seen[1] = p1;
+	rn->seen[2] = p3;
 }
 
 /* The entry of mm (the current thread's, or the one its exec left) was released on this CPU. */
@@ -1364,15 +1398,17 @@ static __always_inline bool rss_cpu_hit(struct mm_struct *mm, struct mm_struct *
 {
 	struct meter_rss_cpu *rc = rss_cpu_get();
 	__u64 ctx = mm_ctx_id(mm);
+	struct meter_rss_note *rn;
 
 	if (!rc || !ctx)
 		return false;
 	if (own != mm)
 		return rc->gone_mm == (__u64)mm && rc->gone_ctx == ctx && mm->mm_users.counter == 0;
-	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen)
+	rn = rss_note_find(rc, (__u64)mm, ctx, gen);
+	if (!rn)
 		return false;
 	*ret_pages = rss_now(mm, member, true);
-	return *ret_pages == *rss_cpu_seen(rc, member);
+	return *ret_pages == *rss_cpu_seen(rn, member);
 }
 
 /*
