@@ -67,29 +67,19 @@ struct {
 } mms SEC(".maps");
 
 /*
- * tp_btf, per CPU: for each of two address spaces (the two noted last), the values of its
- * counters (rss_stat members 0, 1, 3) that an event on this CPU last wrote to, or found equal
- * in, its "mms" entry (-1: none yet), and the last address space whose entry an exit or exec
- * on this CPU released. An address space is its address with the kernel's identifier of the
- * instance (x86 mm->context.ctx_id, never reused), so a freed mm whose address is reused is another
- * one. The values hold while rss_gen is what it was then: it is bumped before any "mms" entry is
- * made, so none of them is a value of an older entry of the same mm. An own change that finds its
- * member at that value, or a change in the teardown of a released mm, stops there, without the
- * thread's storage. See rss_fast.
- */
-struct meter_rss_note {
-	__u64 mm, ctx, gen;
-	__s64 seen[3];
-};
-
-/*
- * Two notes, of the two address spaces noted last on the CPU (last: the index of the latest):
- * a parent and its child taking turns on a CPU (a fork, the child's exec or exit, the parent's
- * wait) each find their own note still there.
+ * tp_btf, per CPU: the values of one address space's counters (rss_stat members 0, 1, 3) that
+ * an event on this CPU last wrote to, or found equal in, its "mms" entry (-1: none yet), and
+ * the last address space whose entry an exit or exec on this CPU released. An address space
+ * is its address with the kernel's identifier of the instance (x86 mm->context.ctx_id, never
+ * reused), so a freed mm whose address is reused is another one. The values hold while
+ * rss_gen is what it was then: it is bumped before any "mms" entry is made, so none of them
+ * is a value of an older entry of the same mm. An own change that finds its member at that
+ * value, or a change in the teardown of a released mm, stops there, without the thread's
+ * storage. See rss_fast.
  */
 struct meter_rss_cpu {
-	struct meter_rss_note n[2];
-	__u64 last;
+	__u64 mm, ctx, gen;
+	__s64 seen[3];
 	__u64 gone_mm, gone_ctx;
 };
 
@@ -1296,46 +1286,15 @@ static __always_inline struct meter_rss_cpu *rss_cpu_get(void)
 	return bpf_map_lookup_elem(&rss_cpu, &zero);
 }
 
-static __always_inline __s64 *rss_cpu_seen(struct meter_rss_note *rn, int member)
+static __always_inline __s64 *rss_cpu_seen(struct meter_rss_cpu *rc, int member)
 {
 	switch (member) {
 	case 0:
-		return &rn->seen[0];
+		return &rc->seen[0];
 	case 1:
-		return &rn->seen[1];
+		return &rc->seen[1];
 	}
-	return &rn->seen[2];
-}
-
-/* The CPU's note of address space (mm, ctx) taken while rss_gen was gen; NULL: none. */
-static __always_inline struct meter_rss_note *rss_note_find(struct meter_rss_cpu *rc, __u64 mm,
-							    __u64 ctx, __u64 gen)
-{
-	if (rc->n[0].mm == mm && rc->n[0].ctx == ctx && rc->n[0].gen == gen)
-		return &rc->n[0];
-	if (rc->n[1].mm == mm && rc->n[1].ctx == ctx && rc->n[1].gen == gen)
-		return &rc->n[1];
-	return NULL;
-}
-
-/*
- * The note to write for (mm, ctx, gen): its own, else the one not noted last, made over to it
- * with no value seen yet. It becomes the latest.
- */
-static __always_inline struct meter_rss_note *rss_note_take(struct meter_rss_cpu *rc, __u64 mm,
-							    __u64 ctx, __u64 gen)
-{
-	struct meter_rss_note *rn = rss_note_find(rc, mm, ctx, gen);
-
-	if (!rn) {
-		rn = rc->last ? &rc->n[0] : &rc->n[1];
-		rn->mm = mm;
-		rn->ctx = ctx;
-		rn->gen = gen;
-		rn->seen[0] = rn->seen[1] = rn->seen[2] = -1;
-	}
-	rc->last = rn == &rc->n[1];
-	return rn;
+	return &rc->seen[2];
 }
 
 /*
@@ -1350,26 +1309,13 @@ static __always_inline void rss_cpu_note(struct mm_struct *mm, int member, __s64
 
 	if (!rc || !ctx)
 		return;
-	*rss_cpu_seen(rss_note_take(rc, (__u64)mm, ctx, gen), member) = pages;
-}
-
-/*
- * The same for all three members at once (the values a new entry was seeded with; see
- * rss_seed): gen is rss_gen after the bump that preceded the entry.
- */
-static __always_inline void rss_cpu_note_all(struct mm_struct *mm, __s64 p0, __s64 p1, __s64 p3,
-					     __u64 gen)
-{
-	struct meter_rss_cpu *rc = rss_cpu_get();
-	struct meter_rss_note *rn;
-	__u64 ctx = mm_ctx_id(mm);
-
-	if (!rc || !ctx)
-		return;
-	rn = rss_note_take(rc, (__u64)mm, ctx, gen);
-	rn->seen[0] = p0;
-	rn->seen[1] = p1;
-	rn->seen[2] = p3;
+	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen) {
+		rc->mm = (__u64)mm;
+		rc->ctx = ctx;
+		rc->gen = gen;
+		rc->seen[0] = rc->seen[1] = rc->seen[2] = -1;
+	}
+	*rss_cpu_seen(rc, member) = pages;
 }
 
 /* The entry of mm (the current thread's, or the one its exec left) was released on this CPU. */
@@ -1398,29 +1344,25 @@ static __always_inline bool rss_cpu_hit(struct mm_struct *mm, struct mm_struct *
 {
 	struct meter_rss_cpu *rc = rss_cpu_get();
 	__u64 ctx = mm_ctx_id(mm);
-	struct meter_rss_note *rn;
 
 	if (!rc || !ctx)
 		return false;
 	if (own != mm)
 		return rc->gone_mm == (__u64)mm && rc->gone_ctx == ctx && mm->mm_users.counter == 0;
-	rn = rss_note_find(rc, (__u64)mm, ctx, gen);
-	if (!rn)
+	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen)
 		return false;
 	*ret_pages = rss_now(mm, member, true);
-	return *ret_pages == *rss_cpu_seen(rn, member);
+	return *ret_pages == *rss_cpu_seen(rc, member);
 }
 
 /*
  * *ret_th: the current thread's storage when the event is a change of its own mm (NULL
  * otherwise); *ret_pages: the member's value then, read once. gen: rss_gen at the event's
- * start. *ret_learn: the thread's storage when the general path is to learn its mm (an own
- * change of an mm the thread did not see last), so that it does not look it up again.
+ * start.
  */
 static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct mm_struct *mm,
 						 int member, __u64 gen, bool *ret_slow,
-						 struct meter_thread **ret_th, __s64 *ret_pages,
-						 struct meter_thread **ret_learn)
+						 struct meter_thread **ret_th, __s64 *ret_pages)
 {
 	struct mm_struct *own = cur->mm;
 	__u64 mmkey = (__u64)mm;
@@ -1491,10 +1433,8 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 			*ret_slow = false;
 		return NULL;
 	}
-	if (th->mm != mmkey) {
-		*ret_learn = th;
+	if (th->mm != mmkey)
 		return NULL;
-	}
 	/*
 	 * The value this thread last wrote to the mm's entry: the entry has it too, or a later
 	 * event of another context moved the counter away and the change back to this value
@@ -1518,13 +1458,11 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 
 /*
  * A tracked thread's mm, checked by the general path: the fast path's next time, with no
- * value seen yet. Returns the thread's storage (th: found by rss_fast already, else NULL).
+ * value seen yet. Returns the thread's storage.
  */
-static __always_inline struct meter_thread *rss_fast_learn(struct task_struct *cur, __u64 mmkey,
-							   struct meter_thread *th)
+static __always_inline struct meter_thread *rss_fast_learn(struct task_struct *cur, __u64 mmkey)
 {
-	if (!th)
-		th = bpf_task_storage_get(&tstore, cur, 0, 0);
+	struct meter_thread *th = bpf_task_storage_get(&tstore, cur, 0, 0);
 
 	if (th) {
 		if (th->mm != mmkey && (th->flags & METER_TH_MM_GONE))
@@ -1547,67 +1485,16 @@ static __always_inline __s64 mm_pages(struct meter_mm *e, int member)
 	return *(volatile __s64 *)&e->pages[3];
 }
 
-/* delta bytes more (or less) in task t's RSS: its integral up to now, sum and peak. */
-static __always_inline void rss_add(struct meter_task *t, __s64 delta)
-{
-	__u64 peak;
-	__s64 sum;
-
-	if (!delta)
-		return;
-	mem_integrate(t, bpf_ktime_get_ns());
-	sum = __sync_fetch_and_add(&t->rss_bytes, delta) + delta;
-	if (sum > 0) {
-		for (int i = 0; i < 8; i++) {
-			peak = t->rss_peak_bytes;
-			if ((__u64)sum <= peak)
-				break;
-			if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) ==
-			    peak)
-				break;
-		}
-	}
-	task_dirty(t);
-}
-
-/*
- * A new entry, made by an own change of its mm: all three members go into it at once, as
- * they are now, not only the event's member. A process's first own change comes after its
- * counters moved (a fork's copy into them, an exec's first mappings), so its next events of
- * the other members each moved a counter (the entry, the task's sum, integral and peak, two
- * hash lookups and the clock); seeded, they find the value they read already noted (this
- * CPU's note, the thread's rss_seen) and stop there. The entry's sum is the task's share of
- * the mm as for any event (each member swapped in, the difference added). Returns that
- * difference in bytes. gen: rss_gen after the bump that preceded the entry.
- */
-static __always_inline __s64 rss_seed(struct mm_struct *mm, struct meter_mm *e,
-				      struct meter_thread *th, __u64 gen, const bool btf)
-{
-	__s64 p0 = rss_now(mm, 0, btf), p1 = rss_now(mm, 1, btf), p3 = rss_now(mm, 3, btf);
-	__s64 d = p0 - __sync_lock_test_and_set(&e->pages[0], p0);
-
-	d += p1 - __sync_lock_test_and_set(&e->pages[1], p1);
-	d += p3 - __sync_lock_test_and_set(&e->pages[3], p3);
-	if (th) {
-		th->rss_seen[0] = p0;
-		th->rss_seen[1] = p1;
-		th->rss_seen[2] = p3;
-	}
-	if (btf)
-		rss_cpu_note_all(mm, p0, p1, p3, gen);
-	return d * (__s64)page_size;
-}
-
 static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const bool btf)
 {
 	struct task_struct *cur;
-	__u64 mmkey = (__u64)mm;
+	__u64 mmkey = (__u64)mm, now, peak;
 	struct member *proc = NULL;
 	struct meter_task *t = NULL;
-	struct meter_thread *th = NULL, *learn = NULL;
+	struct meter_thread *th = NULL;
 	struct meter_mm *e = NULL;
-	__s64 pages = -1, old, delta;
-	bool curr, slow = true, seed = false;
+	__s64 pages = -1, old, delta, sum;
+	bool curr, slow = true;
 	__u64 gen = 0;
 	__u32 tgid;
 
@@ -1617,7 +1504,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 		/* before any "mms" lookup (see meter_rss_cpu) */
 		gen = *(volatile __u64 *)&rss_gen;
 		cur = bpf_get_current_task_btf();
-		e = rss_fast(cur, mm, member, gen, &slow, &th, &pages, &learn);
+		e = rss_fast(cur, mm, member, gen, &slow, &th, &pages);
 		if (e) {
 			curr = true;
 			goto count;
@@ -1659,7 +1546,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 			int err;
 
 			/* every CPU's note of an older entry of this address goes */
-			gen = __sync_fetch_and_add(&rss_gen, 1) + 1;
+			__sync_fetch_and_add(&rss_gen, 1);
 			err = bpf_map_update_elem(&mms, &mmkey, &ne, BPF_NOEXIST);
 
 			if (err == -E2BIG)
@@ -1671,7 +1558,6 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 				t = bpf_map_lookup_elem(&tasks, &ne.task_key);
 				if (t)
 					__sync_fetch_and_add(&t->mms_alive, 1);
-				seed = true;
 			}
 		}
 		if (proc->mm != mmkey) {
@@ -1689,12 +1575,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 			proc->mm = mmkey;
 		}
 		if (btf)
-			th = rss_fast_learn(cur, mmkey, learn);
-	}
-	if (seed) {
-		if (t)
-			rss_add(t, rss_seed(mm, e, th, gen, btf));
-		return;
+			th = rss_fast_learn(cur, mmkey);
 	}
 	if (pages < 0)
 		pages = rss_now(mm, member, btf);
@@ -1739,7 +1620,22 @@ count:
 	 */
 	if (!curr && mm_sum(e) == 0 && RD(btf, mm, mm_users.counter) == 0)
 		mm_del(&mmkey, e);
-	rss_add(t, delta);
+	if (!delta)
+		return;
+	now = bpf_ktime_get_ns();
+	mem_integrate(t, now);
+	sum = __sync_fetch_and_add(&t->rss_bytes, delta) + delta;
+	if (sum > 0) {
+		for (int i = 0; i < 8; i++) {
+			peak = t->rss_peak_bytes;
+			if ((__u64)sum <= peak)
+				break;
+			if (__sync_val_compare_and_swap(&t->rss_peak_bytes, peak, (__u64)sum) ==
+			    peak)
+				break;
+		}
+	}
+	task_dirty(t);
 }
 
 /* ---- IO ----------------------------------------------------------------------------------- */
