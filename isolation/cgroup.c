@@ -110,6 +110,23 @@ int cg_write(int dirfd, const char *name, const char *v)
 	return write_file_at(dirfd, name, v);
 }
 
+/* A control file of one number (trailing newline or blanks allowed) read from fd; -EFBIG past
+ * 63 bytes. */
+static int read_u64_fd(int fd, uint64_t *ret)
+{
+	char buf[64];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == sizeof(buf) - 1)
+		return -EFBIG;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = 0;
+	return parse_u64(buf, ret);
+}
+
 int cg_write_u64(int dirfd, const char *name, uint64_t v)
 {
 	char buf[DECIMAL_STR_MAX(uint64_t)];
@@ -470,8 +487,6 @@ int cg_root_unified_fd(const struct cg_root *root)
 int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns)
 {
 	_cleanup_close_ int fd = -1;
-	char buf[64];
-	ssize_t n;
 	int h;
 
 	if (!root || !ret_ns)
@@ -481,13 +496,7 @@ int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns)
 	fd = openat(root->hier[h].dir_fd, "cpuacct.usage", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n < 0)
-		return -errno;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		n--;
-	buf[n] = 0;
-	return parse_u64(buf, ret_ns);
+	return read_u64_fd(fd, ret_ns);
 }
 
 bool cg_root_swap_accounting(const struct cg_root *root)
@@ -1141,14 +1150,11 @@ int cg_task_read_alloc(const struct cg_task *t, enum cg_ctrl c, const char *file
 
 int cg_task_read_u64(const struct cg_task *t, enum cg_ctrl c, const char *file, uint64_t *ret)
 {
-	char buf[64];
-	int n = cg_task_read(t, c, file, buf, sizeof(buf));
+	_cleanup_close_ int fd = task_open_file(t, c, file, O_RDONLY);
 
-	if (n < 0)
-		return n;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = 0;
-	return parse_u64(buf, ret);
+	if (fd < 0)
+		return fd;
+	return read_u64_fd(fd, ret);
 }
 
 int cg_task_oom_kills(const struct cg_task *t, uint64_t *ret)
