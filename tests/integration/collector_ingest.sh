@@ -260,6 +260,15 @@ rollups_match() {
 		    (SELECT sum(cpu_user_ns + cpu_system_ns) / 1e9 FROM records WHERE type = 'task.end'))
 		< 1e-6 * (SELECT sum(cpu_s) FROM rollup_day) THEN 't' ELSE 'f' END"
 }
+# post_queued DB PORT START FILE: a collector that does not fold (--fold-delay 3600000) on PORT
+# (CPID), 2,000 task ends from START posted to it and left queued
+post_queued() {
+	start_collector "$1" "$2" --fold-delay 3600000 || { fail "fold: start"; return 1; }
+	"$LOAD" gen --node n1 --count 2000 --start "$3" --prefix fold- > "$4"
+	post "$4" "$N1" "$2"
+	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
+	[ "$(pending "$1")" -gt 0 ] || fail "fold: nothing queued with --fold-delay 3600000"
+}
 fold_suite() {
 	local db=$1 port port2 pid pid2 p1 p2
 	"$COLL" migrate --db "$db" >/dev/null || { fail "fold: migrate"; return; }
@@ -279,12 +288,8 @@ fold_suite() {
 	kill -TERM "$pid"; wait "$pid" 2>/dev/null
 
 	# queued deltas survive a kill -9 of the collector; the next one applies them at start
-	start_collector "$db" "$port" --fold-delay 3600000 || { fail "fold: start"; return; }
+	post_queued "$db" "$port" 2000 "$T/f2" || return
 	pid=$CPID
-	"$LOAD" gen --node n1 --count 2000 --start 2000 --prefix fold- > "$T/f2"
-	post "$T/f2" "$N1" "$port"
-	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
-	[ "$(pending "$db")" -gt 0 ] || fail "fold: nothing queued with --fold-delay 3600000"
 	kill -9 "$pid"; wait "$pid" 2>/dev/null
 	start_collector "$db" "$port" || { fail "fold: restart"; return; }
 	pid=$CPID
@@ -347,12 +352,8 @@ fold_suite() {
 fold_pg_restart() {
 	local db=$1 port pid
 	port=$(free_port)
-	start_collector "$db" "$port" --fold-delay 3600000 || { fail "fold: start"; return; }
+	post_queued "$db" "$port" 50000 "$T/f5" || return
 	pid=$CPID
-	"$LOAD" gen --node n1 --count 2000 --start 50000 --prefix fold- > "$T/f5"
-	post "$T/f5" "$N1" "$port"
-	[ "$CODE" = 200 ] || fail "fold: post: $CODE $BODY"
-	[ "$(pending "$db")" -gt 0 ] || fail "fold: nothing queued with --fold-delay 3600000"
 	# pg_ctl restart keeps the server's options (postmaster.opts)
 	su postgres -s /bin/sh -c "$PGBIN/pg_ctl -D $PGDATA -m fast -w -l $T/pg/log restart" \
 		>/dev/null 2>&1 || { fail "fold: PostgreSQL restart: $(tail -3 "$T/pg/log")"; return; }
