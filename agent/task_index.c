@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The live tasks by key (agent/task_index.h): bpf/track.c's keyed index, grown as tasks come,
- * each key's value the task's address. When the index cannot grow (no memory) it is dropped
- * and every lookup walks the list from then on: slower, never wrong.
+ * The live tasks by key (agent/task_index.h): bpf/track.c's keyed index (the agent's zeroed
+ * struct is an empty one that grows as tasks come), each key's value the task's address. When
+ * the index cannot grow (no memory) it is dropped and every lookup walks the list from then
+ * on: slower, never wrong.
  */
 #include "agent/task_index.h"
 
@@ -12,8 +13,6 @@ void task_index_put(struct agent *a, struct task *t)
 {
 	if (a->live_ix_failed)
 		return;
-	if (!a->live_ix.grow)
-		track_index_init_grow(&a->live_ix);
 	if (track_index_put(&a->live_ix, t->key, (uint64_t)(uintptr_t)t) < 0) {
 		track_index_free(&a->live_ix);
 		a->live_ix_failed = true;
@@ -22,8 +21,7 @@ void task_index_put(struct agent *a, struct task *t)
 
 void task_index_del(struct agent *a, struct task *t)
 {
-	if (task_live(a, t->key) == t)
-		track_index_del(&a->live_ix, t->key);
+	track_index_del_val(&a->live_ix, t->key, (uint64_t)(uintptr_t)t);
 }
 
 struct task *task_live(struct agent *a, uint64_t key)

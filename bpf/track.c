@@ -66,21 +66,14 @@ int track_index_init(struct track_index *ix, uint32_t n)
 		return -EINVAL;
 	while (cap < 2 * (uint64_t)n)
 		cap <<= 1;
-	*ix = (struct track_index){.cells = index_cells(cap), .mask = cap - 1};
+	*ix = (struct track_index){.cells = index_cells(cap), .mask = cap - 1, .sized = true};
 	return ix->cells ? 0 : -ENOMEM;
-}
-
-void track_index_init_grow(struct track_index *ix)
-{
-	*ix = (struct track_index){.grow = true};
 }
 
 void track_index_free(struct track_index *ix)
 {
-	bool grow = ix->grow;
-
 	free(ix->cells);
-	*ix = (struct track_index){.grow = grow};
+	*ix = (struct track_index){0};
 }
 
 static void index_insert(struct track_index *ix, uint64_t key, uint64_t val)
@@ -124,7 +117,7 @@ int track_index_put(struct track_index *ix, uint64_t key, uint64_t val)
 		ix->cells[at].val = val;
 		return 0;
 	}
-	if (ix->grow && 2 * ((uint64_t)ix->n + 1) > (ix->cells ? ix->mask + 1ULL : 0)) {
+	if (!ix->sized && 2 * ((uint64_t)ix->n + 1) > (ix->cells ? ix->mask + 1ULL : 0)) {
 		int r = index_grow(ix);
 
 		if (r < 0)
@@ -140,15 +133,9 @@ int track_index_put(struct track_index *ix, uint64_t key, uint64_t val)
 
 /* Backward shift: each later cell of the run moves into the hole unless its home lies
  * cyclically in (hole, cell]; a lookup then never meets a gap before its key. */
-void track_index_del(struct track_index *ix, uint64_t key)
+static void index_del_at(struct track_index *ix, uint32_t hole)
 {
-	int64_t at = index_cell(ix, key);
-	uint32_t hole, j;
-
-	if (at < 0)
-		return;
-	hole = (uint32_t)at;
-	for (j = (hole + 1) & ix->mask; ix->cells[j].val != TRACK_INDEX_EMPTY;
+	for (uint32_t j = (hole + 1) & ix->mask; ix->cells[j].val != TRACK_INDEX_EMPTY;
 	     j = (j + 1) & ix->mask) {
 		uint32_t home = index_hash(ix, ix->cells[j].key);
 
@@ -159,6 +146,24 @@ void track_index_del(struct track_index *ix, uint64_t key)
 	}
 	ix->cells[hole] = (struct track_index_cell){.val = TRACK_INDEX_EMPTY};
 	ix->n--;
+}
+
+void track_index_del(struct track_index *ix, uint64_t key)
+{
+	int64_t at = index_cell(ix, key);
+
+	if (at >= 0)
+		index_del_at(ix, (uint32_t)at);
+}
+
+bool track_index_del_val(struct track_index *ix, uint64_t key, uint64_t val)
+{
+	int64_t at = index_cell(ix, key);
+
+	if (at < 0 || ix->cells[at].val != val)
+		return false;
+	index_del_at(ix, (uint32_t)at);
+	return true;
 }
 
 int64_t track_index_get(const struct track_index *ix, uint64_t key)

@@ -30,8 +30,8 @@ void *track_find(void *table, size_t stride, uint32_t n, uint64_t key);
  * least twice as many cells as keys. A loader sizes it for its table of n slots
  * (track_index_init) and keeps it in step: track_index_put when it marks a slot used,
  * track_index_del before it frees one. The agent's live tasks have no fixed count: their index
- * starts empty and doubles as it fills (track_index_init_grow). A lookup costs O(1) instead of
- * a walk.
+ * is a zeroed struct, which starts empty and doubles as it fills. A lookup costs O(1) instead
+ * of a walk.
  */
 struct track_index_cell {
 	uint64_t key;
@@ -42,12 +42,11 @@ struct track_index {
 	struct track_index_cell *cells;
 	uint32_t mask; /* cells - 1 (a power of two) */
 	uint32_t n;    /* keys held */
-	bool grow;     /* doubles when half full (no fixed table behind it) */
+	bool sized;    /* a fixed table behind it (track_index_init); zeroed: grows */
 };
 /* An index for a table of up to n slots (n <= 2^30). -ENOMEM, -EINVAL. */
 int track_index_init(struct track_index *ix, uint32_t n);
-/* An empty index that grows as keys come (its first put allocates). */
-void track_index_init_grow(struct track_index *ix);
+/* Frees the cells: the index is zeroed (empty, growing) after it. */
 void track_index_free(struct track_index *ix);
 /*
  * key -> val (val <= INT64_MAX); replaces the value of a key held already. -ENOSPC past the
@@ -56,6 +55,8 @@ void track_index_free(struct track_index *ix);
 int track_index_put(struct track_index *ix, uint64_t key, uint64_t val);
 /* Drops key; a key not held is no error. */
 void track_index_del(struct track_index *ix, uint64_t key);
+/* Drops key only while its value is val (one lookup); whether it did. */
+bool track_index_del_val(struct track_index *ix, uint64_t key, uint64_t val);
 /* The value of key, or -1. */
 int64_t track_index_get(const struct track_index *ix, uint64_t key);
 /*

@@ -125,11 +125,31 @@ static void test_failed_growth_walks(void **state)
 	free(a);
 }
 
+/* A key put again for another task: a later delete of the first task leaves the second. */
+static void test_del_keeps_a_replacing_task(void **state)
+{
+	struct task old = {.key = 42}, cur = {.key = 42};
+	struct agent *a = calloc(1, sizeof(*a));
+
+	(void)state;
+	assert_non_null(a);
+	task_index_put(a, &old);
+	task_index_put(a, &cur);
+	task_index_del(a, &old);
+	assert_ptr_equal(task_live(a, 42), &cur);
+	task_index_del(a, &cur);
+	assert_null(task_live(a, 42));
+	assert_int_equal(a->live_ix.n, 0);
+	task_index_free(a);
+	free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_index_matches_the_walk),
 	    cmocka_unit_test(test_failed_growth_walks),
+	    cmocka_unit_test(test_del_keeps_a_replacing_task),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

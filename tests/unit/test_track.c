@@ -97,6 +97,14 @@ static void test_index_edges(void **state)
 	assert_int_equal(track_index_put(&ix, 5, 0), 0); /* the same key again: replaced */
 	assert_int_equal(ix.n, 1);
 	assert_int_equal(track_index_get(&ix, 5), 0);
+	/* a delete by value: only while the key holds that value */
+	assert_false(track_index_del_val(&ix, 5, 1));
+	assert_false(track_index_del_val(&ix, 7, 0));
+	assert_int_equal(ix.n, 1);
+	assert_true(track_index_del_val(&ix, 5, 0));
+	assert_int_equal(ix.n, 0);
+	assert_int_equal(track_index_get(&ix, 5), -1);
+	assert_int_equal(track_index_put(&ix, 5, 0), 0);
 	/* key 0 is a key like any other */
 	assert_int_equal(track_index_put(&ix, 0, 1), 0);
 	assert_int_equal(track_index_get(&ix, 0), 1);
