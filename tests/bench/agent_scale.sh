@@ -14,6 +14,14 @@
 #     launch) and each shim's fds; the agent runs with its hard descriptor limit as soft one
 #   - `corralctl ps` latency (median of 5) and `ps --all`
 #   - the records the agent spooled during the window and their bytes (its status)
+#   - the node.sample change checks the window held, from the agent's /metrics
+#     (corral_node_sample_checks_total{kind}, read before and after the window, outside it):
+#     anchors (listing, a walk of every task with every unchanged one listed), statements from
+#     the visit list (visits) and statements that asked every task (every_task); with the live
+#     walks the eBPF meter made and skipped (corral_bpf_live_walks_total, _skipped_total).
+#     An anchor comes at least every 20 node.sample records: a window of 20 sample intervals
+#     (say SCALE_SAMPLE=3s SCALE_WINDOW=60) holds whole anchor periods, its CPU the
+#     time-averaged cost with anchors; a window shorter than that may hold none.
 # The baseline: N `sleep`s, each in its own cgroup in the memory and cpuacct hierarchies (made
 # by this script), their CPU over the same window and their PSS per task.
 # SCALE_QUICK=1: N = 1 100, a 10 s window (development). SCALE_SAMPLE=D: the agent's
@@ -92,6 +100,16 @@ spooled() {
 s = json.load(sys.stdin).get("spool", {})
 print(s.get("pending_records", 0), s.get("bytes", 0))' 2>/dev/null || echo "0 0"
 }
+# "<listing> <visits> <every_task> <live walks> <skipped>" from the agent's /metrics
+checks_now() {
+	curl -fsS --max-time 10 "http://127.0.0.1:$MPORT/metrics" 2>/dev/null | awk '
+		$1 == "corral_node_sample_checks_total{kind=\"listing\"}" {l = $2}
+		$1 == "corral_node_sample_checks_total{kind=\"visits\"}" {v = $2}
+		$1 == "corral_node_sample_checks_total{kind=\"every_task\"}" {e = $2}
+		$1 == "corral_bpf_live_walks_total" {w = $2}
+		$1 == "corral_bpf_live_walks_skipped_total" {k = $2}
+		END {printf "%d %d %d %d %d\n", l, v, e, w, k}'
+}
 # The shims: the agent's descendants named corral-shim (forked by corrald or corral-spawn).
 shims() {
 	local p c
@@ -115,10 +133,12 @@ pct() { # ns over WIN seconds -> % of one core
 tpct() { awk -v n="$1" -v w="$WIN" -v hz="$HZ" 'BEGIN {printf "%.3f", n / hz / w * 100}'; }
 
 run_agent() { # N
-	local n=$1 fd0 fd1 i ids running shp c0 c1 s0 s1 conf=$T/a.conf
+	local n=$1 fd0 fd1 i ids running shp c0 c1 s0 s1 k0 k1 conf=$T/a.conf
 	rm -rf "$T/state"
 	printf '[agent]\nmax_tasks = %d\n' $((n + 16)) >"$conf"
 	[ -n "$SAMPLE" ] && printf 'sample_interval = %s\n' "$SAMPLE" >>"$conf"
+	MPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	printf '[metrics]\nlisten = %s\n' "$MPORT" >>"$conf"
 	(
 		ulimit -n "$(ulimit -Hn)"
 		exec "$BO/corrald" --socket "$SOCK" --state-dir "$T/state" --config "$conf" \
@@ -144,10 +164,14 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 	sleep "${SCALE_SETTLE:-12}"
 	shp=$(shims)
 	r0=$(spooled)
+	k0=($(checks_now))
 	c0=$(proc_cpu "$AG"); s0=$(proc_cpu $shp)
 	sleep "$WIN"
 	c1=$(proc_cpu "$AG"); s1=$(proc_cpu $shp)
+	k1=($(checks_now))
 	r1=$(spooled)
+	CHECKS="$((k1[0] - k0[0])) / $((k1[1] - k0[1])) / $((k1[2] - k0[2]))"
+	WALKS="$((k1[3] - k0[3])) / $((k1[4] - k0[4]))"
 	RECS=$(( ${r1% *} - ${r0% *} )) RBYTES=$(( ${r1#* } - ${r0#* } ))
 	fd1=$(fds_of "$AG")
 	A_TICKS=$(( ${c1% *} - ${c0% *} )); A_NS=$(( ${c1#* } - ${c0#* } ))
@@ -190,16 +214,16 @@ exec sleep 1000000' &
 }
 
 echo "agent_scale: window ${WIN}s after ${SCALE_SETTLE:-12}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms | records spooled in the window | their bytes |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms | records spooled in the window | their bytes | checks in the window: anchors / visits / every task | live walks / skipped |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 row() { # N BUILD-LABEL
 	local ratio
 	[ -z "$FIRST_NS" ] && { FIRST_NS=$A_NS; FIRST_FDS=$A_FDS; FIRST_N=$1; }
 	ratio=$(awk -v a="$A_NS" -v b="$FIRST_NS" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
-	printf '| %d%s | %s / %s | %s | %s | %s | %d | %d | %d | %d | %s | %d | %s | %s | %d | %d |\n' \
+	printf '| %d%s | %s / %s | %s | %s | %s | %d | %d | %d | %d | %s | %d | %s | %s | %d | %d | %s | %s |\n' \
 		"$1" "$2" "$(tpct "$A_TICKS")" "$(pct "$A_NS")" "$ratio" "$(pct "$S_NS")" "$(pct "$B_NS")" \
 		"$A_RSS" "$SHIM_PSS" "$B_PSS" "$A_FDS" "$FD_PER_TASK" "$SHIM_FDS" "$PS_MS" "$PSA_MS" \
-		"$RECS" "$RBYTES"
+		"$RECS" "$RBYTES" "$CHECKS" "$WALKS"
 }
 FIRST_NS= FIRST_FDS= FIRST_N= BASE_FDS= BASE_N=
 for n in $NS; do
