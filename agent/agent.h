@@ -360,6 +360,8 @@ struct agent {
 	 * listed, the node.sample records since, the last statement's except and listed count */
 	uint64_t alive_anchor_ns;
 	uint32_t alive_anchor_n, alive_since_anchor, alive_last_except, alive_last_listed;
+	/* node.sample records since the last one whose live read had to walk (meter_walk_next) */
+	uint32_t since_forced_walk;
 	/* The tasks still alive (anchor_listed and alive): their number and digest, kept as
 	 * tasks leave; the keys of the live tasks a statement must look at (every task not
 	 * alive, and alive ones that may have changed), each task once (its alive_visit);

@@ -1708,7 +1708,14 @@ void task_list_unchanged(struct agent *a, struct acct_node_sample *ns, uint64_t 
 	p.max = (size_t)a->cfg.unchanged_list_max / (anchor ? 1 : 4);
 	if (!stated)
 		a->alive_anchor_ns = 0; /* a later switch to stated starts from an anchor */
-	meters_batch(a, true);		/* one live read of the meter serves every task */
+	/* Bounded staleness of the live walk's skip: a tracked process moved out of its task's
+	 * cgroup runs unseen by the skip's CPU source, so an anchor's live read walks anyway,
+	 * and so does one at least every ALIVE_ANCHOR_EVERY records in any mode. */
+	if ((stated && anchor) || ++a->since_forced_walk >= ALIVE_ANCHOR_EVERY) {
+		meter_walk_next(a->meter);
+		a->since_forced_walk = 0;
+	}
+	meters_batch(a, true); /* one live read of the meter serves every task */
 	for (const struct meter_ops *const *m = agent_meters; *m; m++)
 		if ((*m)->prefetch)
 			(*m)->prefetch(a); /* and one batched read of its maps */

@@ -171,9 +171,12 @@ void meter_batch(struct meter *m, bool on);
  * threads and skips the walk when it has not moved since the last walk's read and no entry
  * waits for its base: no tracked thread ran since that walk, which then would fold nothing.
  * NULL (the default): every live read walks. A tracked thread whose run time it does not
- * count (a process moved out of its task's cgroup) is folded at the next walk that runs.
+ * count (a process moved out of its task's cgroup) is folded at the next walk that runs
+ * (meter_walk_next bounds that wait).
  */
 void meter_set_cpu_source(struct meter *m, int (*fn)(void *ctx, uint64_t *ret_ns), void *ctx);
+/* The next live read walks whatever the CPU source says (NULL: nothing). */
+void meter_walk_next(struct meter *m);
 /* Live reads that walked the node's threads, and those that skipped the walk (above). */
 uint64_t meter_walks(const struct meter *m);
 uint64_t meter_walks_skipped(const struct meter *m);
