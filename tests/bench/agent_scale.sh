@@ -6,8 +6,11 @@
 # (`sleep`, --no-sandbox) are launched; once all run and the launches have settled, over a
 # window of SCALE_WINDOW seconds (default 60):
 #   - corrald CPU: utime+stime of all its threads (/proc/PID/stat, ticks) and their run time
-#     (/proc/PID/task/*/schedstat, ns), as % of one core; the ratio against N = 1 of this run
-#   - the shims' CPU (same sources, summed over the shims)
+#     (/proc/PID/task/*/schedstat, ns), as % of one core; the ratio against N = 1 of this run.
+#     Each window is divided by its measured length: the shims' reads (seconds at thousands
+#     of tasks) come before and after corrald's window, not inside it (they were inside it
+#     before, with the window taken as SCALE_WINDOW long: the figures at large N overstated)
+#   - the shims' CPU (same sources, summed over the shims, over their own measured window)
 #   - corrald RSS (VmRSS), shim PSS per task (smaps_rollup), the sleeps' PSS per task
 #   - descriptors: corrald's open fds per live task (fds at N minus fds at the first N of the
 #     run, divided by the difference in tasks; for the first N, minus the fds before any
@@ -127,13 +130,15 @@ median_ms() { # CMD...: median wall time of 5 runs, ms
 	done
 	printf '%s\n' "${ts[@]}" | sort -n | sed -n 3p | awk '{printf "%.2f", $1 / 1000}'
 }
-pct() { # ns over WIN seconds -> % of one core
-	awk -v n="$1" -v w="$WIN" 'BEGIN {printf "%.3f", n / (w * 1e9) * 100}'
+pct() { # ns over a window of W ns (default WIN seconds) -> % of one core
+	awk -v n="$1" -v w="${2:-$((WIN * 1000000000))}" 'BEGIN {printf "%.3f", n / w * 100}'
 }
-tpct() { awk -v n="$1" -v w="$WIN" -v hz="$HZ" 'BEGIN {printf "%.3f", n / hz / w * 100}'; }
+tpct() { # ticks over W ns -> % of one core
+	awk -v n="$1" -v w="$2" -v hz="$HZ" 'BEGIN {printf "%.3f", n / hz / (w / 1e9) * 100}'
+}
 
 run_agent() { # N
-	local n=$1 fd0 fd1 i ids running shp c0 c1 s0 s1 k0 k1 conf=$T/a.conf
+	local n=$1 fd0 fd1 i ids running shp c0 c1 s0 s1 k0 k1 t0 t1 ts0 ts1 conf=$T/a.conf
 	rm -rf "$T/state"
 	printf '[agent]\nmax_tasks = %d\n' $((n + 16)) >"$conf"
 	[ -n "$SAMPLE" ] && printf 'sample_interval = %s\n' "$SAMPLE" >>"$conf"
@@ -163,13 +168,18 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 	# first budget walk after its launch (every [audit] summary_interval, default 10 s)
 	sleep "${SCALE_SETTLE:-12}"
 	shp=$(shims)
+	# The shims' reads take seconds at thousands of tasks: outside corrald's window, and each
+	# window divided by its own measured length.
+	s0=$(proc_cpu $shp); ts0=$(date +%s%N)
 	r0=$(spooled)
 	k0=($(checks_now))
-	c0=$(proc_cpu "$AG"); s0=$(proc_cpu $shp)
+	c0=$(proc_cpu "$AG"); t0=$(date +%s%N)
 	sleep "$WIN"
-	c1=$(proc_cpu "$AG"); s1=$(proc_cpu $shp)
+	c1=$(proc_cpu "$AG"); t1=$(date +%s%N)
 	k1=($(checks_now))
 	r1=$(spooled)
+	s1=$(proc_cpu $shp); ts1=$(date +%s%N)
+	A_WIN=$((t1 - t0)) S_WIN=$((ts1 - ts0))
 	CHECKS="$((k1[0] - k0[0])) / $((k1[1] - k0[1])) / $((k1[2] - k0[2]))"
 	WALKS="$((k1[3] - k0[3])) / $((k1[4] - k0[4]))"
 	RECS=$(( ${r1% *} - ${r0% *} )) RBYTES=$(( ${r1#* } - ${r0#* } ))
@@ -218,14 +228,16 @@ printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 row() { # N BUILD-LABEL
 	local ratio
-	[ -z "$FIRST_NS" ] && { FIRST_NS=$A_NS; FIRST_FDS=$A_FDS; FIRST_N=$1; }
-	ratio=$(awk -v a="$A_NS" -v b="$FIRST_NS" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+	[ -z "$FIRST_NS" ] && { FIRST_NS=$A_NS; FIRST_WIN=$A_WIN; FIRST_FDS=$A_FDS; FIRST_N=$1; }
+	ratio=$(awk -v a="$A_NS" -v b="$FIRST_NS" -v wa="$A_WIN" -v wb="$FIRST_WIN" \
+		'BEGIN {printf "%.2f", (b > 0 ? (a / wa) / (b / wb) : 0)}')
 	printf '| %d%s | %s / %s | %s | %s | %s | %d | %d | %d | %d | %s | %d | %s | %s | %d | %d | %s | %s |\n' \
-		"$1" "$2" "$(tpct "$A_TICKS")" "$(pct "$A_NS")" "$ratio" "$(pct "$S_NS")" "$(pct "$B_NS")" \
+		"$1" "$2" "$(tpct "$A_TICKS" "$A_WIN")" "$(pct "$A_NS" "$A_WIN")" "$ratio" \
+		"$(pct "$S_NS" "$S_WIN")" "$(pct "$B_NS")" \
 		"$A_RSS" "$SHIM_PSS" "$B_PSS" "$A_FDS" "$FD_PER_TASK" "$SHIM_FDS" "$PS_MS" "$PSA_MS" \
 		"$RECS" "$RBYTES" "$CHECKS" "$WALKS"
 }
-FIRST_NS= FIRST_FDS= FIRST_N= BASE_FDS= BASE_N=
+FIRST_NS= FIRST_WIN= FIRST_FDS= FIRST_N= BASE_FDS= BASE_N=
 for n in $NS; do
 	BO=$O
 	run_agent "$n" || { echo "| $n | failed |"; continue; }
