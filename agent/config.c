@@ -682,11 +682,11 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 		_cleanup_free_ char *token = NULL;
 		size_t len = 0;
 
-		r = read_file(c->token_file, 4096, &token, &len);
+		r = read_regular_file(c->token_file, 4096, &token, &len);
 		if (r < 0)
-			return err_set(err, errlen, r, "[collector] token_file %s: %s",
-				       c->token_file,
-				       r == -EFBIG ? "larger than 4096 bytes" : strerror(-r));
+			return err_set(
+			    err, errlen, r, "[collector] token_file %s: %s", c->token_file,
+			    r == -EFBIG ? "larger than 4096 bytes" : regular_file_strerror(r));
 		while (len > 0 &&
 		       (token[len - 1] == '\n' || token[len - 1] == ' ' || token[len - 1] == '\r'))
 			len--;
@@ -702,10 +702,10 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 		for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 			if (!files[i][1])
 				continue;
-			fd = open(files[i][1], O_RDONLY | O_CLOEXEC);
+			fd = open_regular(files[i][1]);
 			if (fd < 0)
-				return err_set(err, errlen, -errno, "[collector] %s %s: %s",
-					       files[i][0], files[i][1], strerror(errno));
+				return err_set(err, errlen, fd, "[collector] %s %s: %s",
+					       files[i][0], files[i][1], regular_file_strerror(fd));
 			close(fd);
 		}
 	}
@@ -721,7 +721,7 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 	/* the default profile compiles, as every task without --seccomp will need it */
 	r = sbx_profile_load(c->seccomp_default, c->seccomp_dir, &f, sub, sizeof(sub));
 	if (r < 0)
-		return err_set(err, errlen, r, "[agent] seccomp_default: %s",
+		return err_set(err, errlen, r, "[agent] seccomp_default %s: %s", c->seccomp_default,
 			       sub[0] ? sub : strerror(-r));
 	sbx_filter_free(f);
 	return 0;

@@ -834,10 +834,10 @@ int agent_hooks_init(struct agent *a)
 		size_t len = 0;
 
 		if (a->cfg.token_file) {
-			r = read_file(a->cfg.token_file, 4096, &token, &len);
+			r = read_regular_file(a->cfg.token_file, 4096, &token, &len);
 			if (r < 0) {
 				log_error("[collector] token_file %s: %s", a->cfg.token_file,
-					  strerror(-r));
+					  regular_file_strerror(r));
 				return r;
 			}
 			while (len > 0 && (token[len - 1] == '\n' || token[len - 1] == ' ' ||

@@ -158,10 +158,10 @@ int carbon_series_load(const char *path, struct carbon_days *ret, char *err, siz
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len;
-	int r = read_file(path, 16 << 20, &buf, &len);
+	int r = read_regular_file(path, 16 << 20, &buf, &len);
 
 	if (r < 0)
-		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
+		return err_set(err, errlen, r, "%s: %s", path, regular_file_strerror(r));
 	return carbon_series_parse(buf, len, path, ret, err, errlen);
 }
 

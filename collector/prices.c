@@ -428,9 +428,9 @@ int price_sheet_load(const char *path, struct price_sheet *ret, char *err, size_
 	size_t len;
 	int r;
 
-	r = read_file(path, 1 << 20, &buf, &len);
+	r = read_regular_file(path, 1 << 20, &buf, &len);
 	if (r < 0)
-		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
+		return err_set(err, errlen, r, "%s: %s", path, regular_file_strerror(r));
 	if (strlen(buf) != len)
 		return err_set(err, errlen, -EINVAL, "%s: contains a NUL byte", path);
 	r = price_sheet_parse(buf, ret, err, errlen);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "collector/tls.h"
+#include "common/fileio.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -54,8 +55,13 @@ static void gen_free(struct tls_gen *g)
 
 static int load(const char *path, const char *what, gnutls_datum_t *d, char *err, size_t errlen)
 {
-	int r = gnutls_load_file(path, d);
+	int fd = open_regular(path), r;
 
+	/* a FIFO or a device would block gnutls_load_file (and the serve loop on a reload) */
+	if (fd < 0)
+		return err_set(err, errlen, fd, "%s %s: %s", what, path, regular_file_strerror(fd));
+	close(fd);
+	r = gnutls_load_file(path, d);
 	if (r < 0)
 		return err_set(err, errlen, -ENOENT, "%s %s: cannot read (%s)", what, path,
 			       gnutls_strerror(r));

@@ -232,24 +232,20 @@ int coll_tokens_load(const char *path, struct coll_tokens *ret, char *err, size_
 	struct stat st;
 	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		r = -errno;
-		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
-	}
+	fd = open_regular(path);
+	if (fd < 0)
+		return err_set(err, errlen, fd, "%s: %s", path, regular_file_strerror(fd));
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
 		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		return err_set(err, errlen, -EINVAL, "%s: not a regular file", path);
 	}
 	if (st.st_mode & 077) {
 		return err_set(err, errlen, -EPERM,
 			       "%s: mode %04o gives group/other access to secrets (chmod 600 it)",
 			       path, (unsigned)(st.st_mode & 07777));
 	}
-	r = read_file(path, TOKENS_FILE_MAX, &buf, &len);
+	/* the file whose mode was checked, not one put in its place since */
+	r = read_fd(fd, TOKENS_FILE_MAX, &buf, &len);
 	if (r < 0) {
 		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
 	}

@@ -12,15 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
+int read_fd(int fd, size_t max, char **ret, size_t *ret_len)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0, cap = 4096;
 
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
 	cap = MIN(cap, max);
 	buf = malloc(cap + 1);
 	if (!buf)
@@ -64,9 +60,60 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
 	return 0;
 }
 
+int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return -errno;
+	return read_fd(fd, max, ret, ret_len);
+}
+
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 {
 	return read_file_at(AT_FDCWD, path, max, ret, ret_len);
+}
+
+int open_regular(const char *path)
+{
+	struct stat st;
+	int fd, r;
+
+	/* O_NONBLOCK: a FIFO with no writer would block the open (and a signal cannot end it,
+	 * the open is restarted); cleared again below for the regular file. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EBADFD;
+	}
+	r = fcntl(fd, F_GETFL);
+	if (r < 0 || fcntl(fd, F_SETFL, r & ~O_NONBLOCK) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = open_regular(path);
+
+	if (fd < 0)
+		return fd;
+	return read_fd(fd, max, ret, ret_len);
+}
+
+const char *regular_file_strerror(int r)
+{
+	return r == -EBADFD ? "not a regular file" : strerror(-r);
 }
 
 int read_u64_file_at(int dirfd, const char *name, uint64_t *ret)

@@ -9,6 +9,18 @@
 /* Read a whole file (at most max bytes; -EFBIG beyond), NUL-terminated. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len);
+/* The same from an open fd, from its offset to its end. */
+int read_fd(int fd, size_t max, char **ret, size_t *ret_len);
+/*
+ * Files a configuration names (tokens, keys, certificates, price sheets, profiles, the
+ * configuration itself): open_regular opens one for reading without waiting (a FIFO or a
+ * device is never opened for real) and returns its fd, or -EBADFD when it is not a regular
+ * file (symbolic links are followed); read_regular_file reads one as read_file does.
+ * regular_file_strerror says "not a regular file" for -EBADFD, else strerror.
+ */
+int open_regular(const char *path);
+int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len);
+const char *regular_file_strerror(int r);
 /* Read a file holding one unsigned integer (trailing newline allowed). */
 int read_u64_file_at(int dirfd, const char *name, uint64_t *ret);
 /* Write a string to an existing file (cgroupfs style: one write). */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "common/ini_file.h"
 #include "common/error.h"
+#include "common/fileio.h"
 
 #include <errno.h>
 #include <ini.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct seen_key {
 	char *name; /* "section\nkey": neither may hold a newline */
@@ -189,11 +191,15 @@ int ini_file_load(const char *path, ini_file_set_fn set, void *user, const char 
 				   .repeatable = repeatable,
 				   .err = err,
 				   .errlen = errlen};
-	int r;
+	int fd, r;
 
-	ctx.f = fopen(path, "re");
+	fd = open_regular(path);
+	if (fd < 0)
+		return err_set(err, errlen, fd, "%s: %s", path, regular_file_strerror(fd));
+	ctx.f = fdopen(fd, "re");
 	if (!ctx.f) {
 		r = -errno;
+		close(fd);
 		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
 	}
 	r = run(&ctx, reader_file);

@@ -1284,14 +1284,14 @@ int sbx_profile_load_flags(const char *name_or_path, const char *dir, unsigned i
 	/* The caller names the profile in its message; the path is added only where it says
 	 * more than the name (a name looked up in dir), so no message repeats it. */
 	pfx = strcmp(path, name_or_path) == 0 ? "" : path;
-	r = read_file(path, SBX_PROFILE_MAX_BYTES, &text, &len);
+	r = read_regular_file(path, SBX_PROFILE_MAX_BYTES, &text, &len);
 	if (r < 0) {
 		if (r == -EFBIG)
 			err_set(err, errlen, -EINVAL, "%s%slarger than %d bytes", pfx,
 				*pfx ? ": " : "", SBX_PROFILE_MAX_BYTES);
 		else
 			err_set(err, errlen, -EINVAL, "%s%s%s", pfx, *pfx ? ": " : "",
-				strerror(-r));
+				regular_file_strerror(r));
 		return r;
 	}
 	r = sbx_profile_compile_flags(text, len, flags, ret, sub, sizeof(sub));

@@ -78,6 +78,51 @@ made=$(ls -d /sys/fs/cgroup/*/"$SUBTREE" 2>/dev/null | wc -l)
 	! echo "$out" | grep -qi 'bpf\|cgroups:' &&
 	pass "missing token file refused before setup: $out" || fail "missing token file: rc $rc, $made cgroups: $out"
 
+# files the configuration names that are not regular files (a FIFO would block the open for
+# ever, a directory reads as an error later): refused at once by name, before any setup; a
+# dangling symlink is a missing file; a symlink to a token file is followed
+mkfifo "$T/fifo"
+printf 'tok-node-it-0123456789abcdef\n' >"$T/real-token"
+ln -s "$T/real-token" "$T/link-token"
+ln -s "$T/gone" "$T/dangling-token"
+printf '[agent]\nseccomp_default = %s\n' "$T/fifo" >"$T/sd.conf"
+printf '[collector]\nurl = http://127.0.0.1:1\nca_file = %s\n' "$T/fifo" >"$T/ca.conf"
+refused() { # WHAT WANT-IN-MESSAGE CMD...: exit 2 within 10 s, the message, no cgroup made
+	local what=$1 want=$2 out rc made
+	shift 2
+	out=$(timeout -s KILL 10 "$@" 2>&1 </dev/null); rc=$?
+	made=$(ls -d /sys/fs/cgroup/*/"$SUBTREE" 2>/dev/null | wc -l)
+	[ "$rc" = 2 ] && [ "$made" = 0 ] && echo "$out" | grep -qF -- "$want" &&
+		pass "$what: $out" || fail "$what: rc $rc, $made cgroups: $out"
+}
+AGENT_ARGS=(--socket "$SOCK" --state-dir "$STATE" --cgroup-subtree "$SUBTREE")
+refused "FIFO token file" "token_file $T/fifo: not a regular file" \
+	"$CORRALD" "${AGENT_ARGS[@]}" --collector-url http://127.0.0.1:1 --token-file "$T/fifo"
+refused "dangling symlink token file" "token_file $T/dangling-token: No such file" \
+	"$CORRALD" "${AGENT_ARGS[@]}" --collector-url http://127.0.0.1:1 --token-file "$T/dangling-token"
+refused "directory as token file" "token_file $T: not a regular file" \
+	"$CORRALD" "${AGENT_ARGS[@]}" --collector-url http://127.0.0.1:1 --token-file "$T"
+refused "FIFO configuration file" "corrald: $T/fifo: not a regular file" "$CORRALD" "${AGENT_ARGS[@]}" -c "$T/fifo"
+refused "FIFO seccomp_default profile" "seccomp_default $T/fifo: not a regular file" \
+	"$CORRALD" "${AGENT_ARGS[@]}" -c "$T/sd.conf"
+refused "FIFO ca_file" "ca_file $T/fifo: not a regular file" "$CORRALD" "${AGENT_ARGS[@]}" -c "$T/ca.conf"
+out=$(timeout -s KILL 10 "$COLL" serve --listen 127.0.0.1:0 --db "sqlite:$T/c.db" --tokens "$T/fifo" 2>&1); rc=$?
+[ "$rc" = 1 ] && echo "$out" | grep -qF "$T/fifo: not a regular file" && pass "collector FIFO tokens file: $out" ||
+	fail "collector FIFO tokens file: rc $rc: $out"
+printf 'node it-node tok-node-it-0123456789abcdef\n' >"$T/ftokens"
+chmod 600 "$T/ftokens"
+out=$(timeout -s KILL 10 "$COLL" serve --listen 127.0.0.1:0 --db "sqlite:$T/c.db" --tokens "$T/ftokens" --prices "$T/fifo" 2>&1); rc=$?
+[ "$rc" = 1 ] && echo "$out" | grep -qF "$T/fifo: not a regular file" && pass "collector FIFO price sheet: $out" ||
+	fail "collector FIFO price sheet: rc $rc: $out"
+printf '[server]\nlisten = 127.0.0.1:0\ntokens_file = %s\ntls_cert = %s\ntls_key = %s\n[storage]\ndb = sqlite:%s/c.db\n' \
+	"$T/ftokens" "$T/fifo" "$T/fifo" "$T" >"$T/ctls.conf"
+out=$(timeout -s KILL 10 "$COLL" serve --config "$T/ctls.conf" 2>&1); rc=$?
+[ "$rc" = 1 ] && echo "$out" | grep -qF "tls_cert $T/fifo: not a regular file" && pass "collector FIFO TLS certificate: $out" ||
+	fail "collector FIFO TLS certificate: rc $rc: $out"
+out=$(timeout -s KILL 10 "$COLL" serve --config "$T/fifo" 2>&1); rc=$?
+[ "$rc" = 2 ] && echo "$out" | grep -qF "$T/fifo: not a regular file" && pass "collector FIFO configuration file: $out" ||
+	fail "collector FIFO configuration file: rc $rc: $out"
+
 # SIGHUP: the file in use, by its absolute path, and the flags applied again
 printf '[agent]\nmax_tasks = 5\nreserve_cpus = 0\n' >"$T/a.conf"
 (cd "$T" && start_agent --config a.conf --no-bpf --kill-grace 3s)
@@ -116,8 +161,9 @@ echo "$st" | grep -q "^Upload:" && echo "$st" | grep -q "state  *FAILING" && ech
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
 # the uploader's backoff may have grown long: a restart sends what the spool holds at once
+# (through a symlink to the token file: followed)
 stop_agent
-start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
+start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/link-token"
 ctl run --wait -- true >/dev/null
 for _ in $(seq 300); do
 	[ "$(ctl status --json | jget upload.pending_records)" = 0 ] && [ "$(ctl status --json | jget upload.last_success_ns)" != 0 ] && break
