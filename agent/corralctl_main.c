@@ -151,6 +151,27 @@ _printf_(1, 2) _noreturn_ static void die(const char *fmt, ...)
 	exit(2);
 }
 
+/* An argument of a subcommand that it does not take: --help prints the usage (exit 0); an
+ * option ends with one line and a hint (exit 2), as does a stray argument. */
+_noreturn_ static void bad_arg(const char *cmd, const char *arg)
+{
+	if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+		usage(stdout);
+		exit(0);
+	}
+	if (arg[0] == '-')
+		die("%s: unknown option %s; try --help", cmd, arg);
+	die("%s: unexpected argument \"%s\"; try --help", cmd, arg);
+}
+
+/* An option given last without its value. */
+_noreturn_ static void needs_value(const char *cmd, const char *opt)
+{
+	if (cmd)
+		die("%s: option %s needs an argument; try --help", cmd, opt);
+	die("option %s needs an argument; try --help", opt);
+}
+
 static int connect_agent(void)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -1338,8 +1359,10 @@ static int cmd_ps(int argc, char **argv)
 				die("ps: --limit %s: not a positive number", argv[k]);
 		} else if (strcmp(argv[k], "--after") == 0 && k + 1 < argc) {
 			after = argv[++k];
+		} else if (strcmp(argv[k], "--limit") == 0 || strcmp(argv[k], "--after") == 0) {
+			needs_value("ps", argv[k]);
 		} else {
-			die("ps: unknown option %s; try --help", argv[k]);
+			bad_arg("ps", argv[k]);
 		}
 	}
 	req = json_pack("{s:s,s:b}", "op", "ps", "all", all);
@@ -1393,7 +1416,7 @@ static int cmd_show(int argc, char **argv)
 		else if (!id && argv[k][0] != '-')
 			id = argv[k];
 		else
-			die("show: unexpected argument \"%s\"; try --help", argv[k]);
+			bad_arg("show", argv[k]);
 	}
 	if (!id)
 		die("show: missing task id; try --help");
@@ -1458,10 +1481,12 @@ static int cmd_kill(int argc, char **argv)
 		} else if (strncmp(argv[k], "--signal=", 9) == 0) {
 			if (parse_signal(argv[k] + 9, &sig) < 0)
 				die("--signal: unknown signal \"%s\"", argv[k] + 9);
+		} else if (strcmp(argv[k], "--signal") == 0 || strcmp(argv[k], "-s") == 0) {
+			needs_value("kill", argv[k]);
 		} else if (!id && argv[k][0] != '-')
 			id = argv[k];
 		else
-			die("kill: unexpected argument \"%s\"; try --help", argv[k]);
+			bad_arg("kill", argv[k]);
 	}
 	if (!id)
 		die("kill: missing task id; try --help");
@@ -1475,8 +1500,11 @@ static int cmd_wait(int argc, char **argv)
 {
 	int fd, rc;
 
+	for (int k = 1; k < argc; k++)
+		if (argv[k][0] == '-' || k > 1)
+			bad_arg("wait", argv[k]);
 	if (argc != 2)
-		die("wait: expected exactly one task id; try --help");
+		die("wait: missing task id; try --help");
 	fd = connect_agent();
 	send_req(fd, json_pack("{s:s,s:s}", "op", "wait", "task", argv[1]));
 	rc = wait_ended(fd);
@@ -1527,11 +1555,30 @@ static void status_energy(json_t *e)
 		n > 0 ? (double)jint(e, "attribution_cpu_ns") / (double)n / 1e3 : 0.0);
 }
 
+/* "812 B", "4.0 KiB", "1.0 GiB": a small spool does not read as 0.0 MiB */
+static void fmt_size(long long bytes, char *buf, size_t len)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+	double v = (double)bytes;
+	size_t u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, len, "%lld B", bytes);
+		return;
+	}
+	v /= 1024.0;
+	while (v >= 1024.0 && u + 1 < ARRAY_SIZE(units)) {
+		v /= 1024.0;
+		u++;
+	}
+	snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
 static void status_print(json_t *ag)
 {
 	json_t *en = json_object_get(ag, "enforcement"), *up = json_object_get(ag, "upload"),
 	       *sp = json_object_get(ag, "spool");
-	char when[64];
+	char when[64], used[32], max[32];
 
 	eprintf(stdout, "Node:         %s (corrald %s)\n", jstr(ag, "node"), jstr(ag, "version"));
 	eprintf(stdout,
@@ -1574,8 +1621,9 @@ static void status_print(json_t *ag)
 			jint(up, "batches_sent"), jint(up, "records_acked"), jint(up, "rejected"));
 	}
 	eprintf(stdout, "  pending         %lld records\n", jint(up, "pending_records"));
-	eprintf(stdout, "Spool:         %.1f MiB of %.1f MiB (%.1f%%), %lld records refused\n",
-		(double)jint(sp, "bytes") / 1048576.0, (double)jint(sp, "max_bytes") / 1048576.0,
+	fmt_size(jint(sp, "bytes"), used, sizeof(used));
+	fmt_size(jint(sp, "max_bytes"), max, sizeof(max));
+	eprintf(stdout, "Spool:        %s of %s (%.1f%%), %lld records refused\n", used, max,
 		jint(sp, "max_bytes")
 		    ? 100.0 * (double)jint(sp, "bytes") / (double)jint(sp, "max_bytes")
 		    : 0.0,
@@ -1591,7 +1639,7 @@ static int cmd_status(int argc, char **argv)
 		if (strcmp(argv[k], "--json") == 0)
 			as_json = true;
 		else
-			die("status: unknown option %s; try --help", argv[k]);
+			bad_arg("status", argv[k]);
 	}
 	r = call(json_pack("{s:s}", "op", "status"));
 	check_ok(r);
@@ -1617,6 +1665,8 @@ int main(int argc, char **argv)
 		} else if (strncmp(argv[i], "--socket=", 9) == 0) {
 			socket_path = argv[i] + 9;
 			i++;
+		} else if (strcmp(argv[i], "--socket") == 0) {
+			needs_value(NULL, argv[i]);
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			usage(stdout);
 			return 0;

@@ -876,7 +876,8 @@ int main(int argc, char **argv)
 		return coll_cmd_audit(argc - 1, argv + 1);
 	if (strcmp(cmd, "serve") && strcmp(cmd, "dump") && strcmp(cmd, "migrate") &&
 	    strcmp(cmd, "report") && strcmp(cmd, "capacity")) {
-		fprintf(stderr, "corral-collector: unknown command '%s'; try --help\n", cmd);
+		fprintf(stderr, "corral-collector: unknown %s '%s'; try --help\n",
+			cmd[0] == '-' ? "option" : "command", cmd);
 		return 2;
 	}
 	if (parse_args(argc - 1, argv + 1, &o) < 0) {

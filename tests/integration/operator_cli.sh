@@ -36,11 +36,42 @@ bad "$CORRALCTL" wait
 bad "$CORRALCTL" run --bogus -- true
 bad "$CORRALCTL" bogus
 bad "$CORRALCTL"
+bad "$CORRALCTL" --socket
+bad "$CORRALCTL" wait --bogus
+bad "$CORRALCTL" wait t-1 t-2
+bad "$CORRALCTL" ps --limit
+bad "$CORRALCTL" kill t-1 --signal
+bad "$CORRALCTL" status extra
+bad "$COLL" --bogus
 bad "$COLL" serve --bogus
 bad "$COLL" dump --db "sqlite:$T/c.db" --limit
 bad "$COLL" audit --bogus
 bad "$COLL" bogus
 bad "$COLL" migrate --db "sqlite:$T/c.db" extra
+
+# each message says what was wrong: an option taken as a task id, or a value missing called an
+# unknown option, would mislead
+msg() { # WANT CMD...: stderr is "PROGRAM: WANT; try --help"
+	local want=$1 err
+	shift
+	err=$("$@" 2>&1 >/dev/null </dev/null)
+	[ "${err#*: }" = "$want; try --help" ] && pass "${*#"$O/"}: $err" || fail "${*#"$O/"}: '$err', want '$want'"
+}
+msg "wait: unknown option --bogus" "$CORRALCTL" --socket "$T/none.sock" wait --bogus
+msg "wait: unexpected argument \"t-2\"" "$CORRALCTL" wait t-1 t-2
+msg "option --socket needs an argument" "$CORRALCTL" --socket
+msg "ps: option --limit needs an argument" "$CORRALCTL" ps --all --limit
+msg "ps: option --after needs an argument" "$CORRALCTL" ps --all --limit 5 --after
+msg "kill: option --signal needs an argument" "$CORRALCTL" kill t-1 --signal
+msg "show: unknown option --bogus" "$CORRALCTL" show --bogus
+msg "status: unexpected argument \"extra\"" "$CORRALCTL" status extra
+msg "unknown option '--bogus'" "$COLL" --bogus
+# --help after a subcommand: the usage on stdout, exit 0 (not an unknown option)
+for sub in run ps show kill wait status; do
+	out=$("$CORRALCTL" --socket "$T/none.sock" "$sub" --help 2>&1); rc=$?
+	[ "$rc" = 0 ] && echo "$out" | grep -q "^Usage: corralctl" || fail "corralctl $sub --help: rc $rc: $(echo "$out" | head -n2)"
+done
+pass "corralctl SUBCOMMAND --help: the usage, exit 0"
 
 # dump --type: an unknown type is refused with the valid ones, before the database is opened
 "$COLL" migrate --db "sqlite:$T/c.db" >/dev/null
@@ -157,6 +188,28 @@ echo "$st" | grep -q "^Upload:" && echo "$st" | grep -q "state  *FAILING" && ech
 	echo "$st" | grep -q "^Enforcement:" && echo "$st" | grep -q "seccomp  *default profile default" &&
 	echo "$st" | grep -q "^Spool: " && pass "status, collector down: $(echo "$st" | grep -A6 '^Upload:' | tr -s ' ' | tr '\n' ';')" ||
 	fail "status with the collector down: $st"
+# pending and spool use against the spool read from outside: its segment files' frames (none
+# acked yet) and sizes; the text's values in one column, the spool's size in readable units
+spool_outside() { python3 -c 'import glob, os, sys
+sys.path.insert(0, sys.argv[1])
+import spool_frames
+segs = glob.glob(sys.argv[2] + "/seg-*")
+print(sum(1 for p in segs for _ in spool_frames.frames(p)), sum(os.path.getsize(p) for p in segs))' "$(dirname "$0")" "$STATE/spool"; }
+for _ in 1 2 3; do
+	js=$(ctl status --json)
+	read -r frames disk <<<"$(spool_outside)"
+	pend=$(echo "$js" | jget upload.pending_records) sbytes=$(echo "$js" | jget spool.bytes)
+	[ "$pend" = "$frames" ] && [ "$sbytes" = "$disk" ] && break
+	sleep 0.2
+done
+st=$(ctl status)
+want=$(python3 -c 'import sys; b = int(sys.argv[1]); print(f"{b} B" if b < 1024 else f"{b / 1024:.1f} KiB")' "$sbytes")
+[ "$pend" = "$frames" ] && [ "$sbytes" = "$disk" ] && [ "$frames" -ge 1 ] &&
+	echo "$st" | grep -q "^Spool:        $want of 1.0 GiB (0.0%), 0 records refused\$" &&
+	echo "$st" | grep -q "^  pending         $frames records\$" &&
+	! echo "$st" | grep -E '^[A-Z][a-z]+: ' | grep -vqE '^.{13} [^ ]' &&
+	pass "status, collector down: pending $pend = $frames frames in the spool's segments, spool $sbytes bytes = $disk on disk ('$(echo "$st" | grep '^Spool:')')" ||
+	fail "status, collector down: pending $pend, frames $frames, spool $sbytes bytes, disk $disk: $st"
 "$COLL" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
