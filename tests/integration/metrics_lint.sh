@@ -2,7 +2,8 @@
 # Both /metrics endpoints pass `promtool check metrics` with tasks running (per-task series on,
 # bounded by [metrics] tasks_max) and after uploads; the build-info, last-upload, pending and
 # spool series are there with true values; the collector counts refused requests by reason
-# and logs them with the client and the token, rate-limited; the alert rules pass `promtool
+# and logs them with the client and the token (a node writing another node's records: both
+# nodes), rate-limited; the alert rules pass `promtool
 # check rules` and every metric the rules and the Grafana dashboard use is served.
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -62,12 +63,22 @@ post() { curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: applic
 	-H "Authorization: Bearer $1" --data-binary '{}' "http://127.0.0.1:$CPORT/v1/records"; }
 codes=$(post tok-reader-0123456789abcdef)
 for _ in $(seq 8); do codes="$codes $(post tok-bogus-0123456789abcdef)"; done
+# and a node writing another node's records: refused naming the node, counted apart
+"$O/tests/bench/helper_ingest_load" gen --node n2 --count 2 --start 1 --prefix lint- >"$T/n2.ndjson"
+other=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-ndjson' \
+	-H "Authorization: Bearer $NODETOK" --data-binary "@$T/n2.ndjson" "http://127.0.0.1:$CPORT/v1/records")
 curl -fsS "http://127.0.0.1:$CPORT/metrics" >"$T/coll.prom"
 out=$(promtool check metrics <"$T/coll.prom" 2>&1); rc=$?
 [ "$rc" = 0 ] && [ -z "$out" ] && pass "collector /metrics: promtool check metrics clean" ||
 	fail "collector /metrics: promtool (rc $rc): $out"
 r401=$(val 'corral_collector_requests_refused_total{reason="unknown_token"}' "$T/coll.prom")
 r403=$(val 'corral_collector_requests_refused_total{reason="wrong_role"}' "$T/coll.prom")
+rnode=$(val 'corral_collector_requests_refused_total{reason="other_node"}' "$T/coll.prom")
+[ "$other" = 403 ] && [ "$rnode" = 1 ] &&
+	grep -q "refused a request from 127.0.0.1 (node token of 'it-node'): 403 record 0 (.*): node 'n2' may not be written with the node token of 'it-node' \[other_node\]" "$T/coll.log" &&
+	[ "$(sqlite3 "$T/c.db" "select count(*) from records where node = 'n2'")" = 0 ] &&
+	pass "another node's records: 403, counted other_node $rnode, logged with the node and the record's node, none stored" ||
+	fail "another node's records: answer $other, counted $rnode, log: $(grep "it-node'):" "$T/coll.log")"
 [ "$codes" = "403 401 401 401 401 401 401 401 401" ] && [ "$r401" = 8 ] && [ "$r403" = 1 ] &&
 	pass "refused requests counted: unknown_token $r401, wrong_role $r403 (answers: $codes)" ||
 	fail "refused: answers $codes, counted unknown_token $r401 wrong_role $r403"
