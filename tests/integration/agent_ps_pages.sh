@@ -16,6 +16,13 @@ ids() { python3 -c 'import sys,json; [print(t["id"]) for t in json.load(sys.stdi
 ctl ps --all --json | ids >"$T/all"
 [ "$(wc -l <"$T/all")" = 22 ] && pass "ps --all: 22 rows (2 live, ended_keep 20)" ||
 	fail "ps --all: $(wc -l <"$T/all") rows"
+# what is kept on disk is bounded the same way: the ended/ directory, read from outside, holds
+# the 20 newest ended tasks' files
+ls "$STATE/ended" | sort >"$T/ended.files"
+ctl ps --all --json | python3 -c 'import sys,json; [print(t["id"]) for t in json.load(sys.stdin) if t["state"] == "ended"]' | sort >"$T/ended.ids"
+[ "$(wc -l <"$T/ended.files")" = 20 ] && [ "$(sed 's/\..*//' "$T/ended.files" | sort -u)" = "$(cat "$T/ended.ids")" ] &&
+	pass "ended/: 20 files, one per ended task listed" ||
+	fail "ended/: $(wc -l <"$T/ended.files") files: $(head -c 300 "$T/ended.files")"
 
 pages() { # pages of $1 from cursor $2 (may be empty): ids to stdout, pages counted in $T/np
 	local after=$2 n=0
