@@ -234,6 +234,7 @@ struct spooled_seq {
 struct agent {
 	struct agent_config cfg;
 	const char *config_path;
+	char *config_trace; /* the settings in force (config_trace_end), for a reload's changes */
 	struct loop *loop;
 	int sigfd, tickfd, listenfd;
 	bool quit;

@@ -626,6 +626,124 @@ static int config_set_node(struct agent_config *c, const char *section, const ch
 #undef IS
 #undef BAD
 
+/* open_memstream of the settings applied while a trace is on (config_trace_begin) */
+static FILE *trace_f;
+static char *trace_buf;
+static size_t trace_len;
+
+int config_trace_begin(void)
+{
+	free(config_trace_end());
+	trace_f = open_memstream(&trace_buf, &trace_len);
+	return trace_f ? 0 : -ENOMEM;
+}
+
+char *config_trace_end(void)
+{
+	char *t;
+
+	if (!trace_f)
+		return NULL;
+	if (fclose(trace_f) != 0) {
+		free(trace_buf);
+		trace_buf = NULL;
+	}
+	trace_f = NULL;
+	t = trace_buf;
+	trace_buf = NULL;
+	return t;
+}
+
+/* The value the last line of trace t that sets key gives it (up to its newline), or NULL. */
+static const char *trace_last(const char *t, const char *key, size_t klen)
+{
+	const char *v = NULL;
+
+	for (; *t; t = strchrnul(t, '\n') + (*strchrnul(t, '\n') != 0))
+		if (strncmp(t, key, klen) == 0 && strncmp(t + klen, " = ", 3) == 0)
+			v = t + klen + 3;
+	return v;
+}
+
+/* Whether the lines of trace a and trace b that set key (klen bytes: "[section] key") give it
+ * the same value: the last one (a flag after the file's line wins), or for a list (list) the
+ * same values in the same order. */
+static bool trace_same(const char *a, const char *b, const char *key, size_t klen, bool list)
+{
+	if (!list) {
+		const char *va = trace_last(a, key, klen), *vb = trace_last(b, key, klen);
+
+		if (!va || !vb)
+			return !va && !vb;
+		return strchrnul(va, '\n') - va == strchrnul(vb, '\n') - vb &&
+		       strncmp(va, vb, (size_t)(strchrnul(va, '\n') - va)) == 0;
+	}
+	for (;;) {
+		const char *va = NULL, *vb = NULL;
+
+		for (; *a && !va; a = strchrnul(a, '\n') + (*strchrnul(a, '\n') != 0))
+			if (strncmp(a, key, klen) == 0 && strncmp(a + klen, " = ", 3) == 0)
+				va = a + klen + 3;
+		for (; *b && !vb; b = strchrnul(b, '\n') + (*strchrnul(b, '\n') != 0))
+			if (strncmp(b, key, klen) == 0 && strncmp(b + klen, " = ", 3) == 0)
+				vb = b + klen + 3;
+		if (!va || !vb)
+			return !va && !vb;
+		if (strchrnul(va, '\n') - va != strchrnul(vb, '\n') - vb ||
+		    strncmp(va, vb, (size_t)(strchrnul(va, '\n') - va)) != 0)
+			return false;
+	}
+}
+
+static void list_add(char *list, size_t len, const char *key, size_t klen)
+{
+	size_t l = strlen(list);
+
+	snprintf(list + l, len - l, "%s%.*s", l ? ", " : "", (int)klen, key);
+}
+
+void config_trace_diff(const char *old, const char *new, const char *const *live, char *ret_live,
+		       size_t live_len, char *ret_restart, size_t restart_len)
+{
+	const char *traces[2] = {old ?: "", new ?: ""};
+
+	ret_live[0] = ret_restart[0] = 0;
+	for (int t = 0; t < 2; t++) {
+		for (const char *l = traces[t]; *l;
+		     l = strchrnul(l, '\n') + (*strchrnul(l, '\n') != 0)) {
+			const char *eq = strstr(l, " = "), *sp = strchr(l, ' ');
+			char name[128];
+			bool is_live = false, seen = false, list = false;
+			size_t klen;
+
+			if (!eq || eq > strchrnul(l, '\n') || l[0] != '[' || !sp)
+				continue;
+			klen = (size_t)(eq - l);
+			/* first time this key is met: an earlier line of either trace had it */
+			for (int u = 0; u <= t && !seen; u++)
+				for (const char *m = traces[u]; *m && m != l && !seen;
+				     m = strchrnul(m, '\n') + (*strchrnul(m, '\n') != 0))
+					seen = strncmp(m, l, klen) == 0 &&
+					       strncmp(m + klen, " = ", 3) == 0;
+			if (seen)
+				continue;
+			/* "[section] key" -> "section.key" */
+			snprintf(name, sizeof(name), "%.*s.%.*s", (int)(sp - l - 2), l + 1,
+				 (int)(eq - sp - 1), sp + 1);
+			for (size_t i = 0; config_repeatable_keys[i] && !list; i++)
+				list = strcmp(config_repeatable_keys[i], name) == 0;
+			if (trace_same(traces[0], traces[1], l, klen, list))
+				continue;
+			for (size_t i = 0; live && live[i] && !is_live; i++)
+				is_live = strcmp(live[i], name) == 0;
+			if (is_live)
+				list_add(ret_live, live_len, l, klen);
+			else
+				list_add(ret_restart, restart_len, l, klen);
+		}
+	}
+}
+
 int config_set(struct agent_config *c, const char *section, const char *key, const char *value,
 	       char *err, size_t errlen)
 {
@@ -637,8 +755,11 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	for (size_t i = 0; i < ARRAY_SIZE(setters); i++) {
 		int r = setters[i](c, section, key, value, err, errlen);
 
-		if (r != CONFIG_UNKNOWN)
+		if (r != CONFIG_UNKNOWN) {
+			if (r >= 0 && trace_f)
+				fprintf(trace_f, "[%s] %s = %s\n", section, key, value);
 			return r;
+		}
 	}
 	return err_set(err, errlen, -EINVAL, "[%s] %s: unknown key", section, key);
 }

@@ -159,5 +159,17 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
  * problem".
  */
 int config_check_files(const struct agent_config *c, char *err, size_t errlen);
+/*
+ * What a reload changes. Between config_trace_begin and config_trace_end every setting
+ * config_set applies (the file's and the flags') is noted as "[section] key = value"; _end
+ * returns the lines (free them), NULL if none were noted or on a lack of memory.
+ * config_trace_diff: the keys whose values differ between two such traces, as
+ * "[section] key" lists ("" when none): those named in live ("section.key", NULL-terminated)
+ * in ret_live, the others in ret_restart (truncated to their lengths).
+ */
+int config_trace_begin(void);
+char *config_trace_end(void);
+void config_trace_diff(const char *old, const char *new, const char *const *live, char *ret_live,
+		       size_t live_len, char *ret_restart, size_t restart_len);
 /* "section.key" of the keys that may be set on several lines (a list), NULL-terminated. */
 extern const char *const config_repeatable_keys[];

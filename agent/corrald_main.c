@@ -223,7 +223,9 @@ static int load_config(struct agent *a, int argc, char **argv)
 
 	saved_argc = argc;
 	saved_argv = argv;
+	config_trace_begin();
 	r = read_config(&a->cfg, &path);
+	a->config_trace = config_trace_end();
 	if (r < 0)
 		return r;
 	/* Absolute, so that the reload and the messages name the file in use whatever the
@@ -261,6 +263,58 @@ static void reap_children(void)
 		;
 }
 
+/* The keys a reload applies at once (reload_apply); a change of any other waits for a restart. */
+static const char *const reload_live_keys[] = {"agent.max_tasks",	"agent.reserve_memory",
+					       "agent.reserve_cpus",	"agent.kill_grace",
+					       "agent.sample_interval", "agent.sample_unchanged",
+					       "agent.log_level",	"metrics.tasks",
+					       "metrics.tasks_max",	NULL};
+
+/* SIGHUP: takes the live keys' values from nc and says what changed; a key changed that only
+ * a restart applies is named as such (a reload that said "reloaded" and left it as it was
+ * would mislead). trace: nc's settings (config_trace_end), kept as those in force. */
+static void reload_apply(struct agent *a, struct agent_config *nc, char *trace)
+{
+	char live[1024], restart[1024];
+	int lvl;
+
+	/* Limits and policies that are safe to change live. */
+	a->cfg.max_tasks = nc->max_tasks;
+	a->cfg.reserve_memory = nc->reserve_memory;
+	a->cfg.reserve_cpus = nc->reserve_cpus;
+	a->cfg.kill_grace_ns = nc->kill_grace_ns;
+	a->cfg.sample_interval_ns = nc->sample_interval_ns;
+	a->cfg.sample_unchanged_listed = nc->sample_unchanged_listed;
+	a->cfg.sample_unchanged_stated = nc->sample_unchanged_stated;
+	a->cfg.metrics_tasks = nc->metrics_tasks;
+	a->cfg.metrics_tasks_max = nc->metrics_tasks_max;
+	lvl = log_level_from_string(nc->log_level);
+	log_set_max_level(lvl < 0 ? LOG_INFO : lvl);
+	free(a->cfg.log_level);
+	a->cfg.log_level = nc->log_level;
+	nc->log_level = NULL;
+
+	config_trace_diff(a->config_trace, trace, reload_live_keys, live, sizeof(live), restart,
+			  sizeof(restart));
+	/* the settings now in force; while a change waits for a restart, those before it (so
+	 * that the next reload still names it) */
+	if (trace && !restart[0]) {
+		free(a->config_trace);
+		a->config_trace = trace;
+	} else {
+		free(trace);
+	}
+	if (a->config_path)
+		log_notice("configuration reloaded from %s%s%s", a->config_path,
+			   live[0] ? "; applied: " : "", live);
+	else
+		log_notice("configuration reloaded (no file: %s is absent; defaults and the "
+			   "command line)%s%s",
+			   DEFAULT_CONFIG, live[0] ? "; applied: " : "", live);
+	if (restart[0])
+		log_warning("changed but not applied until corrald restarts: %s", restart);
+}
+
 static void on_signal(void *data, int fd, uint32_t events)
 {
 	struct agent *a = data;
@@ -278,12 +332,16 @@ static void on_signal(void *data, int fd, uint32_t events)
 		case SIGHUP: {
 			struct agent_config nc;
 			const char *path = NULL;
+			char *trace;
 			int r;
 
 			/* The same file and flags as at the start (read_config prints its error,
 			 * which goes to the journal too). */
+			config_trace_begin();
 			r = read_config(&nc, &path);
+			trace = config_trace_end();
 			if (r < 0) {
+				free(trace);
 				log_error("reload of %s failed: %s (keeping the running "
 					  "configuration)",
 					  a->config_path ? a->config_path : "the configuration",
@@ -291,23 +349,9 @@ static void on_signal(void *data, int fd, uint32_t events)
 				config_free(&nc);
 				break;
 			}
-			/* Limits and policies that are safe to change live. */
-			a->cfg.max_tasks = nc.max_tasks;
-			a->cfg.reserve_memory = nc.reserve_memory;
-			a->cfg.reserve_cpus = nc.reserve_cpus;
-			a->cfg.kill_grace_ns = nc.kill_grace_ns;
-			a->cfg.sample_interval_ns = nc.sample_interval_ns;
-			a->cfg.sample_unchanged_listed = nc.sample_unchanged_listed;
-			a->cfg.sample_unchanged_stated = nc.sample_unchanged_stated;
 			if (!a->config_path && path)
 				a->config_path = path; /* DEFAULT_CONFIG appeared */
-			if (a->config_path)
-				log_notice("configuration reloaded from %s", a->config_path);
-			else
-				log_notice(
-				    "configuration reloaded (no file: %s is absent; defaults "
-				    "and the command line)",
-				    DEFAULT_CONFIG);
+			reload_apply(a, &nc, trace);
 			config_free(&nc);
 			break;
 		}
@@ -604,6 +648,7 @@ int main(int argc, char **argv)
 	r = load_config(&a, argc, argv);
 	if (r < 0) {
 		config_free(&a.cfg);
+		free(a.config_trace);
 		return 2;
 	}
 	lvl = log_level_from_string(a.cfg.log_level);
@@ -630,6 +675,7 @@ int main(int argc, char **argv)
 		cg_root_free(a.cg);
 		loop_free(a.loop);
 		config_free(&a.cfg);
+		free(a.config_trace);
 		return 1;
 	}
 	if (node_sample_start(&a, now_ns(CLOCK_MONOTONIC)) == -ENOMEM)
@@ -701,5 +747,6 @@ int main(int argc, char **argv)
 	loop_free(a.loop);
 	(void)unlink(a.cfg.socket_path);
 	config_free(&a.cfg);
+	free(a.config_trace);
 	return 0;
 }

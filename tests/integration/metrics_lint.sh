@@ -58,6 +58,29 @@ for d in /sys/fs/cgroup/memory/"$SUBTREE"/t-*; do [ -n "$(cat "$d/cgroup.procs" 
 	pass "per-task series: $ntasks of $running running tasks (cgroups with processes), 1 omitted" ||
 	fail "per-task series: $ntasks shown, $running running, omitted $(val corral_metrics_series_omitted "$T/agent.prom")"
 
+# the other two modes, through a reload: per account (3 accounts, 2 shown), and off (no
+# per-task or per-account series); promtool clean in each
+for mode in account off; do
+	printf '[metrics]\nlisten = %s\ntasks = %s\ntasks_max = 2\n' "$MPORT" "$mode" >"$T/a.conf"
+	n0=$(grep -c 'configuration reloaded' "$T/agent.log")
+	kill -HUP "$AGENT_PID"
+	for _ in $(seq 100); do [ "$(grep -c 'configuration reloaded' "$T/agent.log")" -gt "$n0" ] && break; sleep 0.05; done
+	curl -fsS "http://127.0.0.1:$MPORT/metrics" >"$T/agent-$mode.prom"
+	out=$(promtool check metrics <"$T/agent-$mode.prom" 2>&1); rc=$?
+	accts=$(grep -o '^corral_account_tasks_running{account="[^"]*"' "$T/agent-$mode.prom" | sort -u | wc -l)
+	tasks=$(grep -c '^corral_task_' "$T/agent-$mode.prom")
+	if [ "$mode" = account ]; then
+		[ "$rc" = 0 ] && [ -z "$out" ] && [ "$accts" = 2 ] && [ "$tasks" = 0 ] &&
+			[ "$(val corral_metrics_series_omitted "$T/agent-$mode.prom")" = 1 ] &&
+			pass "tasks = account: promtool clean, 2 of 3 accounts, 1 omitted, no per-task series" ||
+			fail "tasks = account: promtool rc $rc ($out), $accts accounts, $tasks task samples"
+	else
+		[ "$rc" = 0 ] && [ -z "$out" ] && [ "$accts" = 0 ] && [ "$tasks" = 0 ] &&
+			pass "tasks = off: promtool clean, no per-task or per-account series" ||
+			fail "tasks = off: promtool rc $rc ($out), $accts accounts, $tasks task samples"
+	fi
+done
+
 # refused requests: one 403 (a reader token writing), then eight 401 (unknown token)
 post() { curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-ndjson' \
 	-H "Authorization: Bearer $1" --data-binary '{}' "http://127.0.0.1:$CPORT/v1/records"; }

@@ -2,8 +2,8 @@
 # The operator's surfaces of the three programs: --version; a bad option is one line and a
 # hint (exit 2); dump --type refuses an unknown type; config errors name file:line and both
 # lines of a duplicate key (agent and collector); a missing token file stops corrald before
-# anything is set up (no cgroup made); SIGHUP rereads the file in use (absolute path) and
-# keeps the flags; corralctl status reads as text (upload failing, then delivered) and as JSON.
+# anything is set up (no cgroup made); SIGHUP rereads the file in use (absolute path), keeps
+# the flags and says which changes it applied and which wait for a restart; corralctl status reads as text (upload failing, then delivered) and as JSON.
 . "$(dirname "$0")/lib.sh"
 need_root
 COLL=$O/corral-collector
@@ -162,14 +162,29 @@ printf '[agent]\nmax_tasks = 9\nkill_grace = 1s\n' >"$T/a.conf"
 kill -HUP "$AGENT_PID"
 for _ in $(seq 100); do grep -q 'configuration reloaded' "$T/agent.log" && break; sleep 0.05; done
 mt=$(ctl status --json | jget max_tasks)
-grep -q "configuration reloaded from $T/a.conf\$" "$T/agent.log" && [ "$mt" = 9 ] &&
-	pass "SIGHUP: $(grep -o 'configuration reloaded.*' "$T/agent.log"), max_tasks now $mt" ||
+grep -q "configuration reloaded from $T/a.conf; applied: \[agent\] max_tasks, \[agent\] reserve_cpus\$" "$T/agent.log" && [ "$mt" = 9 ] &&
+	pass "SIGHUP: $(grep -o 'configuration reloaded.*' "$T/agent.log"), max_tasks now $mt (kill_grace: the flag still wins)" ||
 	fail "SIGHUP: max_tasks $mt, log: $(grep -i reload "$T/agent.log")"
+# a key only a restart applies ([metrics] listen) is named as such, and nothing listens there
+MP=$(free_port)
+printf '[agent]\nmax_tasks = 7\nkill_grace = 1s\n[metrics]\nlisten = %s\n' "$MP" >"$T/a.conf"
+kill -HUP "$AGENT_PID"
+for _ in $(seq 100); do grep -q 'not applied until' "$T/agent.log" && break; sleep 0.05; done
+grep -q "configuration reloaded from $T/a.conf; applied: \[agent\] max_tasks\$" "$T/agent.log" &&
+	grep -q "changed but not applied until corrald restarts: \[metrics\] listen\$" "$T/agent.log" &&
+	[ "$(ctl status --json | jget max_tasks)" = 7 ] && [ -z "$(ss -Hltn "sport = :$MP")" ] &&
+	pass "SIGHUP with a restart-only key: $(grep -o 'changed but not applied.*' "$T/agent.log")" ||
+	fail "SIGHUP with [metrics] listen changed: $(grep -i 'reload\|not applied' "$T/agent.log")"
+# a second reload still names it (it is still not in force)
+kill -HUP "$AGENT_PID"
+for _ in $(seq 100); do [ "$(grep -c 'not applied until' "$T/agent.log")" = 2 ] && break; sleep 0.05; done
+[ "$(grep -c 'not applied until corrald restarts: \[metrics\] listen$' "$T/agent.log")" = 2 ] &&
+	pass "SIGHUP again: [metrics] listen still named" || fail "second SIGHUP: $(grep -i 'reload\|not applied' "$T/agent.log")"
 printf '[agent]\nmax_tasks = 9\nmax_tasks = 10\n' >"$T/a.conf"
 kill -HUP "$AGENT_PID"
 for _ in $(seq 100); do grep -q 'reload of' "$T/agent.log" && break; sleep 0.05; done
 grep -q "a.conf:3: \[agent\] max_tasks: duplicate key" "$T/agent.log" && grep -q "reload of $T/a.conf failed" "$T/agent.log" &&
-	[ "$(ctl status --json | jget max_tasks)" = 9 ] &&
+	[ "$(ctl status --json | jget max_tasks)" = 7 ] &&
 	pass "SIGHUP with a bad file: refused with file:line, the running configuration kept" ||
 	fail "SIGHUP with a bad file: $(grep -i 'reload\|duplicate' "$T/agent.log")"
 stop_agent

@@ -211,6 +211,54 @@ static void test_agent_config_files(void **state)
 	config_free(&c);
 }
 
+/* config_trace_*: what a reload changes, by the last value of each key (a list: all of them),
+ * split between the keys applied live and the others; a FIFO configuration refused at once. */
+static void test_reload_changes(void **state)
+{
+	static const char *const live[] = {"agent.max_tasks", "metrics.tasks", NULL};
+	struct agent_config c;
+	char err[512], lv[256], rs[256], *t1, *t2;
+	const char *path;
+
+	(void)state;
+	path =
+	    write_tmp("r1.conf", "[agent]\nmax_tasks = 5\nnode = n1\n[collector]\nurl = http://a\n"
+				 "url = http://b\n[metrics]\ntasks = off\n");
+	config_init_defaults(&c);
+	assert_int_equal(config_trace_begin(), 0);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&c, "agent", "node", "flag", err, sizeof(err)), 0);
+	t1 = config_trace_end();
+	config_free(&c);
+	assert_non_null(t1);
+	assert_non_null(strstr(t1, "[agent] max_tasks = 5\n"));
+	assert_non_null(strstr(t1, "[agent] node = flag\n"));
+
+	/* node: the file's value changed, the flag's (last) did not; url: a list, its order
+	 * changed; max_tasks live, tasks live and unchanged, ended_keep new */
+	path =
+	    write_tmp("r2.conf", "[agent]\nmax_tasks = 6\nnode = n2\nended_keep = 9\n[collector]\n"
+				 "url = http://b\nurl = http://a\n[metrics]\ntasks = off\n");
+	config_init_defaults(&c);
+	assert_int_equal(config_trace_begin(), 0);
+	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
+	assert_int_equal(config_set(&c, "agent", "node", "flag", err, sizeof(err)), 0);
+	t2 = config_trace_end();
+	config_free(&c);
+	config_trace_diff(t1, t2, live, lv, sizeof(lv), rs, sizeof(rs));
+	assert_string_equal(lv, "[agent] max_tasks");
+	assert_string_equal(rs, "[collector] url, [agent] ended_keep");
+	config_trace_diff(t1, t1, live, lv, sizeof(lv), rs, sizeof(rs));
+	assert_string_equal(lv, "");
+	assert_string_equal(rs, "");
+	/* a key gone from the file is a change too */
+	config_trace_diff(t2, t1, live, lv, sizeof(lv), rs, sizeof(rs));
+	assert_string_equal(rs, "[agent] ended_keep, [collector] url");
+	free(t1);
+	free(t2);
+	assert_null(config_trace_end());
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -229,10 +277,9 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_ini_lines),
-	    cmocka_unit_test(test_ini_duplicates),
-	    cmocka_unit_test(test_agent_config_errors),
-	    cmocka_unit_test(test_agent_config_files),
+	    cmocka_unit_test(test_ini_lines),		cmocka_unit_test(test_ini_duplicates),
+	    cmocka_unit_test(test_agent_config_errors), cmocka_unit_test(test_agent_config_files),
+	    cmocka_unit_test(test_reload_changes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
