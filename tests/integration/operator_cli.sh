@@ -229,9 +229,16 @@ want=$(python3 -c 'import sys; b = int(sys.argv[1]); print(f"{b} B" if b < 1024 
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
 # the uploader's backoff may have grown long: a restart sends what the spool holds at once
-# (through a symlink to the token file: followed)
+# (through a symlink to the token file: followed); the token readable by others was warned
+# about, one of mode 0600 is not
+mode=$(stat -c %a "$T/token")
+[ "$mode" != 600 ] && grep -q "token_file $T/token: mode 0$mode lets other users read the node's token" "$T/agent.log" &&
+	pass "token file of mode $mode: warned" || fail "token file mode $mode: $(grep token_file "$T/agent.log")"
 stop_agent
+chmod 600 "$T/real-token"
 start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/link-token"
+[ "$(grep -c 'lets other users read' "$T/agent.log")" = 1 ] && pass "token file of mode 600 (through a symlink): no warning" ||
+	fail "mode 600 token warned: $(grep token_file "$T/agent.log")"
 ctl run --wait -- true >/dev/null
 for _ in $(seq 300); do
 	[ "$(ctl status --json | jget upload.pending_records)" = 0 ] && [ "$(ctl status --json | jget upload.last_success_ns)" != 0 ] && break
