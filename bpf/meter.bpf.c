@@ -1259,16 +1259,20 @@ static __always_inline bool bare_candidate(struct task_struct *cur)
 	return leader != cur && leader->bpf_storage;
 }
 
-/* The slot of an rss_stat member (0, 1 or 3) in meter_thread.rss_seen. */
-static __always_inline __s64 *rss_seen(struct meter_thread *th, int member)
+/*
+ * The slot of an rss_stat member (0, 1 or 3) in a value noted per member, meter_thread.rss_seen
+ * or meter_rss_cpu.seen: a constant offset into the map value for each member, which the
+ * verifier wants.
+ */
+static __always_inline __s64 *rss_seen(__s64 seen[3], int member)
 {
 	switch (member) {
 	case 0:
-		return &th->rss_seen[0];
+		return &seen[0];
 	case 1:
-		return &th->rss_seen[1];
+		return &seen[1];
 	}
-	return &th->rss_seen[2];
+	return &seen[2];
 }
 
 /* The kernel's identifier of address space mm, never reused (x86); 0 where there is none. */
@@ -1284,17 +1288,6 @@ static __always_inline struct meter_rss_cpu *rss_cpu_get(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&rss_cpu, &zero);
-}
-
-static __always_inline __s64 *rss_cpu_seen(struct meter_rss_cpu *rc, int member)
-{
-	switch (member) {
-	case 0:
-		return &rc->seen[0];
-	case 1:
-		return &rc->seen[1];
-	}
-	return &rc->seen[2];
 }
 
 /*
@@ -1315,7 +1308,7 @@ static __always_inline void rss_cpu_note(struct mm_struct *mm, int member, __s64
 		rc->gen = gen;
 		rc->seen[0] = rc->seen[1] = rc->seen[2] = -1;
 	}
-	*rss_cpu_seen(rc, member) = pages;
+	*rss_seen(rc->seen, member) = pages;
 }
 
 /* The entry of mm (the current thread's, or the one its exec left) was released on this CPU. */
@@ -1352,7 +1345,7 @@ static __always_inline bool rss_cpu_hit(struct mm_struct *mm, struct mm_struct *
 	if (rc->mm != (__u64)mm || rc->ctx != ctx || rc->gen != gen)
 		return false;
 	*ret_pages = rss_now(mm, member, true);
-	return *ret_pages == *rss_cpu_seen(rc, member);
+	return *ret_pages == *rss_seen(rc->seen, member);
 }
 
 /*
@@ -1444,7 +1437,7 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	 */
 	if (pages < 0)
 		pages = rss_now(mm, member, true);
-	if (pages == *rss_seen(th, member)) {
+	if (pages == *rss_seen(th->rss_seen, member)) {
 		*ret_slow = false;
 		return NULL;
 	}
@@ -1582,7 +1575,7 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 count:
 	/* What the fast path compares with next time (the entry gets this value below). */
 	if (th)
-		*rss_seen(th, member) = pages;
+		*rss_seen(th->rss_seen, member) = pages;
 	/*
 	 * Most events change no counter the tracepoint reads (the per-CPU part of the counter
 	 * absorbs up to 32 pages per CPU before it folds them into the total): nothing to add.
