@@ -6,7 +6,7 @@
  * exit (the default where the kernel allows it); --late: accounting at exit, the final
  * figures read 3 s after the task's end (the references kept in "dying" outlive the RCU
  * grace periods that free the threads); --sys: IO bytes from the sys_exit program.
- * CASE: cpu | mem | memexec | memswap | io | net | fork. WORK: path of helper_meter_work.
+ * CASE: cpu | mem | memexec | memswap | memfork | io | net | fork. WORK: path of helper_meter_work.
  * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory (on a unified-only
  * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), starts a child
  * in them (born in its v2 cgroup with CLONE_INTO_CGROUP, as corrald starts tasks; on v1 it
@@ -899,6 +899,72 @@ static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
 	memcpy(c->win, now, sizeof(now));
 }
 
+/*
+ * memfork: the workload forks children that exit at once, half of them after touching 64 pages
+ * of their own (an own change: their mm gets an entry, its pages join the task's RSS). Once a
+ * child has exited and been reaped, its mm's whole contribution must have left the task's RSS:
+ * from one still window with no child alive to the next one after more forks (the meter's
+ * count of forks moved), the meter's current RSS grows as the workload's resident pages in
+ * /proc/PID/statm, exactly. An exit that left part of a child's pages behind (an entry not
+ * released, a teardown's decrement lost or counted twice) shows as a difference.
+ */
+struct fork_check {
+	uint64_t last[3], win[3];
+	int same;
+	bool have;
+	unsigned matched, differed;
+};
+
+static bool no_children(pid_t pid)
+{
+	_cleanup_free_ char *txt = NULL;
+	char path[64];
+	int kid;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	return read_file(path, 256, &txt, NULL) == 0 && sscanf(txt, "%d", &kid) != 1;
+}
+
+static void fork_sample(struct meter *m, pid_t child, struct fork_check *c)
+{
+	struct meter_usage lu;
+	uint64_t now[3];
+
+	if (!no_children(child)) {
+		c->same = 0;
+		return;
+	}
+	now[0] = statm_resident(child);
+	if (!now[0] || meter_read(m, TASK_KEY, &lu) < 0 || !no_children(child)) {
+		c->same = 0;
+		return;
+	}
+	now[1] = lu.rss_current_bytes;
+	now[2] = lu.forks;
+	if (memcmp(now, c->last, sizeof(now))) {
+		memcpy(c->last, now, sizeof(now));
+		c->same = 1;
+		return;
+	}
+	if (++c->same != 3)
+		return;
+	if (c->have && now[2] != c->win[2]) {
+		int64_t dm = (int64_t)(now[1] - c->win[1]), ds = (int64_t)(now[0] - c->win[0]);
+
+		if (dm == ds) {
+			c->matched++;
+		} else {
+			c->differed++;
+			printf("memfork: after %" PRIu64
+			       " more forks the meter's rss grew by %" PRId64 ", statm by %" PRId64
+			       "\n",
+			       now[2] - c->win[2], dm, ds);
+		}
+	}
+	c->have = true;
+	memcpy(c->win, now, sizeof(now));
+}
+
 int main(int argc, char **argv)
 {
 	struct meter_opts opts = {};
@@ -912,8 +978,9 @@ int main(int argc, char **argv)
 	char portstr[16], sent_file[64] = "", *wargv[8] = {};
 	pid_t child, recv_pid = -1;
 	uint64_t wchar = 0, t0;
-	bool ok = true, late = false, memexec, memswap, exec_rss_seen = false, joined;
+	bool ok = true, late = false, memexec, memswap, memfork, exec_rss_seen = false, joined;
 	struct swap_check swap = {};
+	struct fork_check forkc = {};
 
 	libbpf_set_print(bpf_print_env);
 	for (; ai < argc && argv[ai][0] == '-'; ai++) {
@@ -932,13 +999,14 @@ int main(int argc, char **argv)
 		return run_stress(argv[ai + 1], argv[ai + 2], opts);
 	if (argc != ai + 2) {
 		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
-				"cpu|mem|memexec|memswap|io|net|fork WORK\n");
+				"cpu|mem|memexec|memswap|memfork|io|net|fork WORK\n");
 		return 2;
 	}
 	cs = argv[ai];
 	work = argv[ai + 1];
 	memexec = !strcmp(cs, "memexec");
 	memswap = !strcmp(cs, "memswap");
+	memfork = !strcmp(cs, "memfork");
 	if (!strcmp(cs, "taskstats"))
 		return run_taskstats(work); /* the meter is deliberately not opened */
 
@@ -959,6 +1027,8 @@ int main(int argc, char **argv)
 		wargv[1] = "touchexec", wargv[2] = "200";
 	} else if (!strcmp(cs, "memswap")) {
 		wargv[1] = "memswap", wargv[2] = "4", wargv[3] = "8";
+	} else if (memfork) {
+		wargv[1] = "memfork", wargv[2] = "8", wargv[3] = "50";
 	} else if (!strcmp(cs, "io")) {
 		wargv[1] = "write", wargv[2] = "100";
 	} else if (!strcmp(cs, "net")) {
@@ -1035,11 +1105,13 @@ int main(int argc, char **argv)
 	while (!w.got && now_ns(CLOCK_MONOTONIC) - t0 < 120 * NSEC_PER_SEC) {
 		struct pollfd p = {.fd = meter_fd(m), .events = POLLIN};
 
-		if (poll(&p, 1, memexec ? 20 : memswap ? 1 : 1000) < 0 && errno != EINTR)
+		if (poll(&p, 1, memexec ? 20 : memswap || memfork ? 1 : 1000) < 0 && errno != EINTR)
 			break;
 		meter_poll(m, on_ev, &w);
 		if (memswap)
 			swap_sample(m, child, &swap);
+		if (memfork)
+			fork_sample(m, child, &forkc);
 		if (memexec && !exec_rss_seen)
 			exec_rss_seen = exec_rss_check(m, child, &ok);
 	}
@@ -1051,6 +1123,12 @@ int main(int argc, char **argv)
 		printf("memswap: %u still windows grew as statm, %u otherwise %s\n", swap.matched,
 		       swap.differed, swap.matched >= 50 && !swap.differed ? "ok" : "FAIL");
 		ok &= swap.matched >= 50 && !swap.differed;
+	}
+	if (memfork) {
+		printf("memfork: %u still windows after forks grew as statm, %u otherwise %s\n",
+		       forkc.matched, forkc.differed,
+		       forkc.matched >= 4 && !forkc.differed ? "ok" : "FAIL");
+		ok &= forkc.matched >= 4 && !forkc.differed;
 	}
 	if (!w.got) {
 		fprintf(stderr, "no METER_EV_EXIT within 120 s\n");

@@ -14,6 +14,10 @@
  *   spawn N                runs /bin/true N times, one after the other (fork, exec, wait)
  *   threads N US           N short threads, 8 at a time, each burns US us of CPU
  *   forkstorm W SECONDS    W workers fork children that exit at once, for SECONDS
+ *   memfork ROUNDS N       touches 2 MiB of anonymous memory, then per round forks N children
+ *                          one after the other, each waited for: every other one touches 64
+ *                          pages of its own and exits, the rest exit at once; still for 30 ms
+ *                          before and after each round
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -327,6 +331,40 @@ static int do_forkstorm(int workers, double seconds)
 	return rc;
 }
 
+static int do_memfork(int rounds, int n)
+{
+	const size_t own = 64 * 4096;
+	char *q = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (q == MAP_FAILED)
+		return 1;
+	memset(q, 1, 2 << 20);
+	for (int r = 0; r < rounds; r++) {
+		usleep(30000);
+		for (int i = 0; i < n; i++) {
+			pid_t c = fork();
+
+			if (c < 0)
+				return 1;
+			if (c == 0) {
+				char *m = i % 2 ? mmap(NULL, own, PROT_READ | PROT_WRITE,
+						       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+						: NULL;
+
+				if (m == MAP_FAILED)
+					_exit(1);
+				for (size_t o = 0; m && o < own; o += 4096)
+					m[o] = 1;
+				_exit(0);
+			}
+			if (waitpid(c, NULL, 0) != c)
+				return 1;
+		}
+	}
+	usleep(30000);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "burn"))
@@ -353,8 +391,11 @@ int main(int argc, char **argv)
 		return do_threads(atoi(argv[2]), atol(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "forkstorm"))
 		return do_forkstorm(atoi(argv[2]), atof(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "memfork"))
+		return do_memfork(atoi(argv[2]), atoi(argv[3]));
 	fprintf(stderr, "usage: helper_meter_work "
-			"burn|touch|touchexec|memswap|write|send|forkburn|spawn|threads|forkstorm "
+			"burn|touch|touchexec|memswap|write|send|forkburn|spawn|threads|forkstorm|"
+			"memfork "
 			"ARGS\n");
 	return 2;
 }

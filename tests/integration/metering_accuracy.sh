@@ -8,6 +8,8 @@
 #   memexec  touch 200 MiB, exec sleep  rss right after the exec vs the sleeper's VmRSS (8 MiB)
 #   memswap  4 rounds: two children on one CPU touch 8 MiB each, 32 pages in turn
 #            growth of rss between still windows vs /proc/PID/statm (exact)
+#   memfork  8 rounds of 50 children forked and exiting at once (half after 64 pages of their own)
+#            growth of rss between still windows with no child alive vs /proc/PID/statm (exact)
 #   io    write(2) 100 MiB          io_write_bytes vs /proc/PID/io wchar  (4096 bytes)
 #   net   50 MiB over loopback TCP  tx bytes (IP+TCP) vs payload received (1%)
 #   fork  100 children x 20 ms      cpu_ns vs cpuacct.usage, forks == 100 (1%)
@@ -38,7 +40,7 @@ fi
 
 fail=0 pass=0
 for mode in "" --switch --raw; do
-	for c in cpu mem memexec memswap io net fork; do
+	for c in cpu mem memexec memswap memfork io net fork; do
 		echo "--- $c ${mode:-(default: tp_btf, accounting at exit preferred)}"
 		timeout 180 "$H" $mode "$c" "$W"
 		rc=$?
