@@ -1574,6 +1574,23 @@ static void fmt_size(long long bytes, char *buf, size_t len)
 	snprintf(buf, len, "%.1f %s", v, units[u]);
 }
 
+/* The time left until the next try: the backoff runs from the failure (last_error_ns), so the
+ * backoff itself would overstate it by the time since. */
+static void status_next_retry(json_t *up)
+{
+	struct timespec ts;
+	double left;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	left = ((double)jint(up, "last_error_ns") + (double)jint(up, "backoff_ms") * 1e6 -
+		((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec)) /
+	       1e9;
+	if (left > 0.05)
+		eprintf(stdout, "  next retry in   %.1f s\n", left);
+	else
+		eprintf(stdout, "  next retry      due now\n");
+}
+
 static void status_print(json_t *ag)
 {
 	json_t *en = json_object_get(ag, "enforcement"), *up = json_object_get(ag, "upload"),
@@ -1613,8 +1630,7 @@ static void status_print(json_t *ag)
 		if (*e && strcmp(e, "-")) {
 			fmt_when((uint64_t)jint(up, "last_error_ns"), when, sizeof(when));
 			eprintf(stdout, "  last error      %s: %s\n", when, e);
-			eprintf(stdout, "  next retry in   %.1f s\n",
-				(double)jint(up, "backoff_ms") / 1000.0);
+			status_next_retry(up);
 		}
 		eprintf(stdout,
 			"  sent            %lld batches, %lld records acked, %lld rejected\n",

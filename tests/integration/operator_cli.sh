@@ -225,6 +225,19 @@ want=$(python3 -c 'import sys; b = int(sys.argv[1]); print(f"{b} B" if b < 1024 
 	! echo "$st" | grep -E '^[A-Z][a-z]+: ' | grep -vqE '^.{13} [^ ]' &&
 	pass "status, collector down: pending $pend = $frames frames in the spool's segments, spool $sbytes bytes = $disk on disk ('$(echo "$st" | grep '^Spool:')')" ||
 	fail "status, collector down: pending $pend, frames $frames, spool $sbytes bytes, disk $disk: $st"
+# "next retry in" is the time left, not the whole backoff: once the backoff is 3 s or more,
+# 1.5 s later the text says what last_error_ns + backoff_ms - now gives (within 0.3 s)
+for _ in $(seq 150); do [ "$(ctl status --json | jget upload.backoff_ms)" -ge 3000 ] && break; sleep 0.1; done
+sleep 1.5
+st=$(ctl status)
+js=$(ctl status --json)
+got=$(echo "$st" | sed -n 's/^  next retry in  *\([0-9.]*\) s$/\1/p')
+want=$(echo "$js" | python3 -c 'import json, sys, time
+u = json.load(sys.stdin)["upload"]
+print("%.1f" % ((u["last_error_ns"] / 1e6 + u["backoff_ms"] - time.time() * 1e3) / 1e3))')
+python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.3 else 1)' "${got:-99}" "$want" &&
+	pass "next retry in $got s (backoff $(echo "$js" | jget upload.backoff_ms) ms from the last error: $want s left)" ||
+	fail "next retry: text '$got', left by the JSON $want s: $(echo "$st" | grep -A1 'last error')"
 "$COLL" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
