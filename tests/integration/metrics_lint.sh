@@ -1,5 +1,6 @@
 #!/bin/bash
-# Both /metrics endpoints pass `promtool check metrics` with tasks running (per-task series on,
+# Both /metrics endpoints pass `promtool check metrics` with tasks running (the agent with its
+# BPF meter, so that the families only it serves are linted too; per-task series on,
 # bounded by [metrics] tasks_max) and after uploads; the build-info, last-upload, pending and
 # spool series are there with true values; the collector counts refused requests by reason
 # and logs them with the client and the token (a node writing another node's records: both
@@ -19,7 +20,7 @@ echo "$NODETOK" >"$T/token"
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
 printf '[metrics]\nlisten = %s\ntasks = task\ntasks_max = 2\n' "$MPORT" >"$T/a.conf"
-start_agent --no-bpf --config "$T/a.conf" --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
+start_agent --config "$T/a.conf" --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
 
 # three running tasks (two with limits), one ended; wait until the collector has its records
 for i in 1 2 3; do ctl run --account "acct-$i" --job "job \"$i\"" --memory 64M --cpus 0.5 -- sleep 60 >/dev/null; done
@@ -31,7 +32,7 @@ done
 now=$(date +%s)
 curl -fsS "http://127.0.0.1:$MPORT/metrics" >"$T/agent.prom"
 out=$(promtool check metrics <"$T/agent.prom" 2>&1); rc=$?
-[ "$rc" = 0 ] && [ -z "$out" ] && pass "agent /metrics: promtool check metrics clean ($(grep -c '^corral_' "$T/agent.prom") samples)" ||
+[ "$rc" = 0 ] && [ -z "$out" ] && pass "agent /metrics: promtool check metrics clean ($(grep -c '^corral_' "$T/agent.prom") samples, $(grep -c '^# TYPE' "$T/agent.prom") families, BPF loaded: $(awk '$1 == "corral_bpf_loaded" {print $2}' "$T/agent.prom"))" ||
 	fail "agent /metrics: promtool (rc $rc): $out"
 val() { awk -v m="$1" '$1 == m { print $2 }' "$2"; }
 v=$(val corral_upload_last_success_timestamp_seconds "$T/agent.prom")
