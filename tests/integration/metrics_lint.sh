@@ -4,8 +4,9 @@
 # bounded by [metrics] tasks_max) and after uploads; the build-info, last-upload, pending and
 # spool series are there with true values; the collector counts refused requests by reason
 # and logs them with the client and the token (a node writing another node's records: both
-# nodes), rate-limited; the alert rules pass `promtool
-# check rules` and every metric the rules and the Grafana dashboard use is served.
+# nodes), rate-limited; the alert rules pass `promtool check rules` and their unit tests
+# (`promtool test rules`, docs/monitoring/corral-alerts.test.yml), and every metric the rules
+# and the Grafana dashboard use is served.
 . "$(dirname "$0")/lib.sh"
 need_root
 command -v promtool >/dev/null || { echo "FAIL: promtool missing (Debian package prometheus: tests/deps.sh)"; exit 1; }
@@ -123,6 +124,9 @@ fi
 # the alert rules and the dashboard: valid, and every metric they use is served
 out=$(promtool check rules "$MON/corral-alerts.yml" 2>&1) && pass "promtool check rules: $(echo "$out" | tail -n1 | tr -s ' ')" ||
 	fail "promtool check rules: $out"
+# ... and each fires on its condition, after its "for", and not on a healthy node (unit tests)
+out=$(cd "$MON" && promtool test rules corral-alerts.test.yml 2>&1) && pass "promtool test rules: $(echo "$out" | tail -n1 | tr -s ' ')" ||
+	fail "promtool test rules: $out"
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$MON/corral-dashboard.json" || fail "dashboard: not JSON"
 missing=
 for m in $(grep -ho 'corral_[a-z_]*' "$MON/corral-alerts.yml" "$MON/corral-dashboard.json" | sort -u); do
