@@ -13,7 +13,7 @@ BUILD="build-essential pkg-config clang clang-16 llvm bpftool libbpf-dev libelf-
 DEMO="python3 sqlite3 curl procps"
 TEST="libcmocka-dev postgresql bubblewrap linux-perf bc valgrind qemu-system-x86 mmdebstrap
  e2fsprogs chromium iproute2 clang-format openssl haproxy prometheus mandoc zstd
- slurmctld slurmd slurmdbd slurm-client munge mariadb-server strace"
+ slurmctld slurmd slurmdbd slurm-client munge mariadb-server strace python3-cryptography"
 case "${1:-test}" in
 build) PKGS=$BUILD ;;
 demo) PKGS="$BUILD $DEMO" ;;

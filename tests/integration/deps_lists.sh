@@ -1,10 +1,16 @@
 #!/bin/bash
+# The package lists of tests/deps.sh against what runs.
 # make demo installs what the demo runs and no test-only package: tests/deps.sh is asked for
 # its "demo" and "test" lists as root on a machine where nothing is installed (dpkg-query and
 # apt-get stood in for on PATH, so nothing is installed here), then tests/demo.sh runs under
 # strace; every program it executed (outside the build) must come from a package of the demo
 # list, a package those depend on (apt-cache depends, recursively) or an Essential one, and the
 # demo list must hold no package that only the test list adds.
+# make check installs what the tests need: every program a test looks for (command -v NAME)
+# and every Python module a test imports (tests/vm's guest and tests/gpu's device checks
+# aside: the VM image has its own list, GPUs their driver), where this machine has it, comes from a package of
+# the test list, one those depend on or an Essential one (python3-cryptography, which
+# collector_tls.sh imports, was missing).
 . "$(dirname "$0")/lib.sh"
 need_root
 for c in strace dpkg apt-cache; do
@@ -63,4 +69,27 @@ done <"$T/execs"
 [ "$n" -ge 5 ] && [ -z "$bad" ] &&
 	pass "the demo ran $n programs besides the build's, each from the demo list, its dependencies or an Essential package" ||
 	fail "the demo ran programs that make demo does not install:$bad ($n checked)"
+
+# the test list: what the tests look for and import
+apt-cache depends --recurse --installed --no-recommends --no-suggests --no-conflicts --no-breaks \
+	--no-replaces --no-enhances $(cat "$T/test.pkgs") 2>/dev/null | grep -v '^ ' | sed 's/:.*//' >"$T/tallowed"
+dpkg-query -W -f='${Package} ${Essential}\n' | awk '$2 == "yes" {print $1}' >>"$T/tallowed"
+sort -u -o "$T/tallowed" "$T/tallowed"
+bad= n=0 absent=
+for c in $(grep -rhoE --exclude-dir=vm --exclude-dir=gpu 'command -v [a-z0-9_.+-]+' "$ROOT/tests" | awk '{print $3}' | sort -u); do
+	x=$(command -v "$c") || { absent="$absent $c"; continue; }
+	n=$((n + 1))
+	p=$(owner "$x")
+	[ -n "$p" ] && ! grep -qx "$p" "$T/tallowed" && bad="$bad $c($p)"
+done
+for m in $(grep -rhoE --exclude-dir=vm --exclude-dir=gpu '^\s*(import|from) [a-zA-Z_][a-zA-Z0-9_]*' "$ROOT/tests" | awk '{print $2}' | sort -u); do
+	f=$(cd / && /usr/bin/python3 -c "import $m, sys; print(getattr($m, '__file__', '') or '')" 2>/dev/null)
+	[ -n "$f" ] || continue # built in, or a module of tests/ (not found from /)
+	n=$((n + 1))
+	p=$(dpkg -S "$f" 2>/dev/null | grep -v '^diversion' | head -n1 | cut -d: -f1)
+	[ -n "$p" ] && ! grep -qx "$p" "$T/tallowed" && bad="$bad python:$m($p)"
+done
+[ "$n" -ge 20 ] && [ -z "$bad" ] &&
+	pass "make check's list: $n programs and Python modules the tests use come from it, its dependencies or an Essential package (not here:${absent:- none})" ||
+	fail "the tests use what tests/deps.sh test does not install:$bad ($n checked)"
 finish
