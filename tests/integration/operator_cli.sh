@@ -154,6 +154,19 @@ out=$(timeout -s KILL 10 "$COLL" serve --config "$T/fifo" 2>&1); rc=$?
 [ "$rc" = 2 ] && echo "$out" | grep -qF "$T/fifo: not a regular file" && pass "collector FIFO configuration file: $out" ||
 	fail "collector FIFO configuration file: rc $rc: $out"
 
+# a FIFO among the profiles a task may name: the launch is refused and the agent goes on (it
+# blocked in the open for ever, with every client)
+mkdir -p "$T/sc"
+mkfifo "$T/sc/hang.json"
+printf '[agent]\nseccomp_dir = %s\n' "$T/sc" >"$T/sc.conf"
+start_agent --no-bpf --config "$T/sc.conf"
+out=$(timeout -s KILL 10 "$CORRALCTL" --socket "$SOCK" run --seccomp hang -- true 2>&1); rc=$?
+st=$(timeout -s KILL 5 "$CORRALCTL" --socket "$SOCK" status --json | jget tasks_live)
+[ "$rc" = 1 ] && echo "$out" | grep -q "hang.json: not a regular file" && [ "$st" = 0 ] &&
+	pass "a FIFO profile: $out; the agent still answers" || fail "FIFO profile: rc $rc: $out; status: '$st'"
+[ "$st" = 0 ] || kill -9 "$AGENT_PID" # a wedged agent does not read its SIGTERM
+stop_agent
+
 # SIGHUP: the file in use, by its absolute path, and the flags applied again
 printf '[agent]\nmax_tasks = 5\nreserve_cpus = 0\n' >"$T/a.conf"
 (cd "$T" && start_agent --config a.conf --no-bpf --kill-grace 3s)
