@@ -63,6 +63,24 @@ def argv_options(src):
     return set(re.findall(r'strn?cmp\(argv\[\w+\](?:\s*\+\s*\w+)?,\s*"--([a-z][a-z0-9-]*)=?"', read(src)))
 
 
+def argv_short_options(src):
+    """one-letter options a hand-written parser takes (strcmp(argv[k], "-x"))"""
+    return set(re.findall(r'strcmp\(argv\[\w+\],\s*"-([a-zA-Z])"\)', read(src)))
+
+
+def check_short(page, prog, help_argv, src):
+    """each one-letter option of the parser is in --help and in a tag line of the page"""
+    if ONLY and page not in ONLY:
+        return
+    r = run(help_argv)
+    tags = " ".join(unescape(t) for t in tag_lines(man_text(page).splitlines()))
+    for o in sorted(argv_short_options(src)):
+        if not re.search(rf"(?<![\w-])-{o}\b", r.stdout + r.stderr):
+            fail(f"{prog} --help does not list -{o} (it takes it)")
+        if not re.search(rf"(?<![\w-])-{o}\b", tags):
+            fail(f"{page}: option -{o} is not documented")
+
+
 def help_commands(argv, prog):
     """the subcommands a program's --help names: corralctl's "Commands:" block (its lines'
     first words), corral-collector's usage lines ("corral-collector NAME")"""
@@ -224,6 +242,8 @@ def main():
         fail(f"corralctl --help: commands not found ({sorted(ctl_cmds)})")
     check_page("corralctl.1", "corralctl", ctl_help, getopt_options("agent/corralctl_main.c") |
                argv_options("agent/corralctl_main.c"), None, sorted(ctl_cmds))
+
+    check_short("corralctl.1", "corralctl", [ctl, "--help"], "agent/corralctl_main.c")
 
     ckeys = probe_keys(lambda f: [coll, "serve", "--config", f], ["collector/collector_main.c"],
                        "corral-collector") if want("corral-collector.8") else None
