@@ -215,7 +215,8 @@ static _noreturn_ void usage(int code)
 	    "       (serve also takes --prices FILE for GET /v1/reports/showback, and "
 	    "--no-rollups)\n"
 	    "       corral-collector audit [verify|breaks] --db URI ... (audit --help)\n"
-	    "       corral-collector --version\n"
+	    "       corral-collector -V|--version, -h|--help\n"
+	    "Short forms: -c --config, -l --listen, -d --db, -t --tokens, -b --max-body.\n"
 	    "URI: sqlite:/path/to.db | postgresql://[user@]host[:port]/dbname[?...]\n"
 	    "Exit status: 0 success, 1 failure (database, network, file), 2 bad usage or "
 	    "configuration.\n");

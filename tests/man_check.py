@@ -68,13 +68,21 @@ def argv_short_options(src):
     return set(re.findall(r'strcmp\(argv\[\w+\],\s*"-([a-zA-Z])"\)', read(src)))
 
 
+def optstring_letters(src):
+    """the letters of the getopt option strings in src (OPTSTRING or getopt_long's argument)"""
+    text = read(src)
+    strs = re.findall(r'#define OPTSTRING\s+"([^"]*)"', text) + re.findall(
+        r'getopt_long\([^;]*?,\s*"([^"]*)"', text)
+    return {c for o in strs for c in o if c.isalpha()}
+
+
 def check_short(page, prog, help_argv, src):
     """each one-letter option of the parser is in --help and in a tag line of the page"""
     if ONLY and page not in ONLY:
         return
     r = run(help_argv)
     tags = " ".join(unescape(t) for t in tag_lines(man_text(page).splitlines()))
-    for o in sorted(argv_short_options(src)):
+    for o in sorted(argv_short_options(src) | optstring_letters(src)):
         if not re.search(rf"(?<![\w-])-{o}\b", r.stdout + r.stderr):
             fail(f"{prog} --help does not list -{o} (it takes it)")
         if not re.search(rf"(?<![\w-])-{o}\b", tags):
@@ -244,6 +252,9 @@ def main():
                argv_options("agent/corralctl_main.c"), None, sorted(ctl_cmds))
 
     check_short("corralctl.1", "corralctl", [ctl, "--help"], "agent/corralctl_main.c")
+    check_short("corrald.8", "corrald", [corrald, "--help"], "agent/corrald_main.c")
+    check_short("corral-collector.8", "corral-collector", [coll, "--help"],
+                "collector/collector_main.c")
 
     ckeys = probe_keys(lambda f: [coll, "serve", "--config", f], ["collector/collector_main.c"],
                        "corral-collector") if want("corral-collector.8") else None
