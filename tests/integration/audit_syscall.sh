@@ -134,6 +134,31 @@ got=$(syscalls "$ID5")
 	|| fail "restart records: $(nsys "$ID5") ($(echo "$got" | awk '{print $1}' | tr '\n' ' '))"
 ls "$STATE"/tasks/*.syscalls >/dev/null 2>&1 && fail "syscalls files left: $(ls "$STATE"/tasks)" || pass "syscalls files removed with the tasks"
 
+# --- crafted names beside a running task's file: the forged id of its key, keys that overflow
+# or are not hex, an id longer than any task's, a bare suffix; each written to while the task
+# waits. None is read as the task's, the agent stays up, the task's records stay exact ----------
+mkdir -m 777 "$T/sync9"
+ID9=$(ctl run --stdout "$T/c.out" -- "$H" 3 "$T/sync9" 2)
+w9() { for _ in $(seq 300); do [ -e "$T/sync9/$1" ] && return 0; sleep 0.05; done; fail "task never reached $1"; }
+w9 done.1
+key=${ID9##*-}
+long=$(printf 't-%0200d-%s' 0 "$key")
+for n in "t-1-$key" "${ID9}0" "t-1-1${key}ffffffffffffffffffff" "t-1-zz" "-" "$long" ""; do
+	printf 'garbage %s\n\0\377\n' "$n" >>"$STATE/tasks/$n.syscalls"
+done
+sleep 0.5
+kill -0 "$AGENT_PID" 2>/dev/null && pass "agent up after crafted names in its tasks directory" || fail "agent died on crafted names"
+touch "$T/sync9/go.1"
+ctl wait "$ID9" >/dev/null 2>&1; rc=$?
+wait_rows "SELECT count(*) FROM records WHERE type='task.end' AND task_id='$ID9'" 1 || fail "task.end of $ID9 not stored"
+want=$(for i in $(seq 6); do echo "$i ptrace 101 errno 1"; done)
+got=$(syscalls "$ID9")
+[ "$rc" = 0 ] && [ "$got" = "$want" ] && pass "crafted names: the task's 6 records exact" \
+	|| fail "crafted names: rc $rc, $(nsys "$ID9") records ($(echo "$got" | awk '{print $1}' | tr '\n' ' '))"
+n=$(q "SELECT count(*) FROM records WHERE type LIKE 'audit.%' AND (task_id IS NULL OR task_id NOT LIKE 't-%' OR task_id LIKE 't-1-%' OR length(task_id) > 64)")
+[ "$n" = 0 ] && pass "no audit record for a crafted name" || fail "$n audit records for crafted names"
+rm -f "$STATE"/tasks/*.syscalls
+
 # --- denied calls made while no agent ran are read when the restarted agent re-adopts the task,
 # not at the task's next denial or sample (none comes here: sample_interval 1h, the task waits) --
 printf '[agent]\nsample_interval = 1h\n[collector]\nbatch_delay = 100ms\n' >"$T/slow.conf"
