@@ -46,7 +46,8 @@ static void usage(FILE *f)
 	    "  ps [-a|--all] [--json] [--limit N [--after C]]\n"
 	    "                                  list tasks, newest first (--all: include ended\n"
 	    "                                  ones; --limit: a page of N, the next one's\n"
-	    "                                  cursor C on stderr)\n"
+	    "                                  cursor C on stderr; ps --all pages by 100\n"
+	    "                                  unless --json)\n"
 	    "  show ID [--json]                the task's record (schema v1)\n"
 	    "  kill ID [-s|--signal S]         signal every process of the task (default TERM)\n"
 	    "  wait ID                         wait for the task; exit code as for run --wait\n"
@@ -1338,6 +1339,9 @@ static void fmt_time(uint64_t ns, char *buf, size_t len)
 	strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* ps --all's table without --limit: a page of this many rows (--json: the whole list) */
+#define PS_PAGE 100
+
 static int cmd_ps(int argc, char **argv)
 {
 	bool all = false, as_json = false;
@@ -1366,6 +1370,9 @@ static int cmd_ps(int argc, char **argv)
 			bad_arg("ps", argv[k]);
 		}
 	}
+	/* the table for a person: a page of the newest, whatever the history kept */
+	if (all && !as_json && !limit)
+		limit = PS_PAGE;
 	req = json_pack("{s:s,s:b}", "op", "ps", "all", all);
 	if (req && limit)
 		json_object_set_new(req, "limit", json_integer(limit));

@@ -3,7 +3,8 @@
 # tasks: pages of 7 (corralctl ps --all --limit 7 --after C, C printed on stderr) list every
 # task kept exactly once, newest first (the live ones, then the ended ones by end), the same
 # rows as one ps --all; a cursor taken before 5 more tasks end still continues where it was
-# (the rows after it, no repeats); bad limits and cursors are refused naming the field.
+# (the rows after it, no repeats); the table without --limit is a page of 100 with the next
+# page's command on stderr; bad limits and cursors are refused naming the field.
 . "$(dirname "$0")/lib.sh"
 need_root
 printf '[agent]\nended_keep = 20\n' >"$T/a.conf"
@@ -61,6 +62,24 @@ head -n $(($(wc -l <"$T/before") - 5)) "$T/before" >"$T/expect"
 [ -n "$cur" ] && cmp -s "$T/expect" "$T/after" &&
 	pass "cursor $cur: the same rows after it once 5 more tasks ended ($(wc -l <"$T/after") left)" ||
 	fail "cursor $cur after 5 more ended: $(diff "$T/expect" "$T/after" | head -5)"
+
+# the table (no --json) pages by itself: the newest 100 rows, then the command for the next
+# page, which lists the rest; --json without --limit is the whole list
+stop_agent
+printf '[agent]\nended_keep = 200\n' >"$T/b.conf"
+start_agent --config "$T/b.conf"
+for i in $(seq 110); do ctl run --no-sandbox -- true >/dev/null; done
+for _ in $(seq 100); do [ "$(ctl ps --json | ids | wc -l)" -le 2 ] && break; sleep 0.1; done # the two sleeps
+ctl ps --all --json | ids >"$T/all2"
+ctl ps --all >"$T/t1" 2>"$T/e1"
+tail -n +2 "$T/t1" | awk '{print $1}' >"$T/t1.ids"
+cur=$(sed -n 's/^more: corralctl ps --all --limit 100 --after //p' "$T/e1")
+ctl ps --all --limit 100 --after "$cur" 2>"$T/e2" | tail -n +2 | awk '{print $1}' >"$T/t2.ids"
+n=$(wc -l <"$T/all2")
+[ "$n" -gt 120 ] && [ "$(wc -l <"$T/t1.ids")" = 100 ] && cmp -s "$T/t1.ids" <(head -n 100 "$T/all2") &&
+	cmp -s "$T/t2.ids" <(tail -n +101 "$T/all2") && [ ! -s "$T/e2" ] &&
+	pass "ps --all as a table: 100 rows, then the other $((n - 100)) from the printed cursor" ||
+	fail "ps --all table: $(wc -l <"$T/t1.ids") rows of $n, cursor '$cur', next $(wc -l <"$T/t2.ids")"
 
 out=$(ctl ps --all --limit 0 2>&1) && fail "limit 0 accepted" ||
 	{ echo "$out" | grep -q -- "--limit" && pass "--limit 0 refused: $out" || fail "--limit 0: $out"; }
