@@ -15,7 +15,7 @@
 #   - descriptors: corrald's open fds per live task (fds at N minus fds at the first N of the
 #     run, divided by the difference in tasks; for the first N, minus the fds before any
 #     launch) and each shim's fds; the agent runs with its hard descriptor limit as soft one
-#   - `corralctl ps` latency (median of 5) and `ps --all`
+#   - `corralctl ps` latency (median of 5) and `ps --all --json` (the whole list)
 #   - the records the agent spooled during the window and their bytes (its status)
 #   - the node.sample change checks the window held, from the agent's /metrics
 #     (corral_node_sample_checks_total{kind}, read before and after the window, outside it):
@@ -38,8 +38,8 @@
 # reach, say for want of descriptors, is reported failed and the run goes on).
 # Then ended tasks (SCALE_ENDED, default 2,000, quick 300; 0: none): one agent with the default
 # ended_keep (1,000) runs that many `true` tasks one after another; at every quarter corrald's
-# RSS and the latency of `ps --all` (median of 5) and of its first page (`--limit 50`), with
-# the base build too when given.
+# RSS and the latency of `ps --all --json` (the whole list; median of 5) and of its first page
+# (`--limit 50`), with the base build too when given.
 # Results: tables on stdout.
 # Reported, not enforced (the host is shared); the enforced bound is
 # tests/integration/agent_scale.sh.
@@ -198,7 +198,7 @@ print(sum(1 for t in json.load(sys.stdin) if t.get("state") == "running"))')
 			'BEGIN {printf "%.2f", (a - b) / (n - m)}')
 	A_FDS=$fd1
 	PS_MS=$(median_ms ctl ps)
-	PSA_MS=$(median_ms ctl ps --all)
+	PSA_MS=$(median_ms ctl ps --all --json)
 	stop_agent
 }
 
@@ -276,7 +276,7 @@ run_ended() { # TOTAL LABEL: rows of the ended-task table
 		[ $((i % q)) = 0 ] || continue
 		# a build without pages answers --limit with an error: not timed
 		printf '| %s | %d | %d | %s | %s |\n' "$label" "$i" \
-			"$(awk '/^VmRSS:/ {print $2}' "/proc/$AG/status")" "$(median_ms ctl ps --all)" \
+			"$(awk '/^VmRSS:/ {print $2}' "/proc/$AG/status")" "$(median_ms ctl ps --all --json)" \
 			"$(ctl ps --all --limit 1 >/dev/null 2>&1 && median_ms ctl ps --all --limit 50 || echo -)"
 	done
 	stop_agent
