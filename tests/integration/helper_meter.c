@@ -834,6 +834,18 @@ static bool two_children(pid_t pid, int kid[2])
 	return read_file(path, 256, &txt, NULL) == 0 && sscanf(txt, "%d %d", &kid[0], &kid[1]) == 2;
 }
 
+/* A still window: the same figures (size bytes of them) in three samples in a row; true at
+ * the third. */
+static bool still_third(uint64_t *last, int *same, const uint64_t *now, size_t size)
+{
+	if (memcmp(now, last, size)) {
+		memcpy(last, now, size);
+		*same = 1;
+		return false;
+	}
+	return ++*same == 3;
+}
+
 /*
  * memswap: the growth of the meter's current RSS against the growth of the resident pages of
  * the workload and its two children in /proc/PID/statm, which the kernel reads from the same
@@ -869,12 +881,7 @@ static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
 		return;
 	}
 	now[3] = lu.rss_current_bytes;
-	if (memcmp(now, c->last, sizeof(now))) {
-		memcpy(c->last, now, sizeof(now));
-		c->same = 1;
-		return;
-	}
-	if (++c->same != 3)
+	if (!still_third(c->last, &c->same, now, sizeof(now)))
 		return;
 	if (kid[0] != c->win_kid[0] || kid[1] != c->win_kid[1])
 		c->windows = 0;
@@ -941,12 +948,7 @@ static void fork_sample(struct meter *m, pid_t child, struct fork_check *c)
 	}
 	now[1] = lu.rss_current_bytes;
 	now[2] = lu.forks;
-	if (memcmp(now, c->last, sizeof(now))) {
-		memcpy(c->last, now, sizeof(now));
-		c->same = 1;
-		return;
-	}
-	if (++c->same != 3)
+	if (!still_third(c->last, &c->same, now, sizeof(now)))
 		return;
 	if (c->have && now[2] != c->win[2]) {
 		int64_t dm = (int64_t)(now[1] - c->win[1]), ds = (int64_t)(now[0] - c->win[0]);

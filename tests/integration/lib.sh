@@ -196,6 +196,25 @@ run_wait() {
 
 status_of() { ctl show "$1" --json | jget exit.status; }
 
+# live_walk_agent: an agent with 1 s samples and its /metrics on $MPORT (the tests of the live
+# walk's skip); skips where CPU is not accounted at exit, which the skip needs. metric NAME:
+# a series' value there; cpu_of TASK: the task's CPU in its record (show); cg_cpu TASK: its
+# v1 cgroup's cpuacct.usage read from outside
+live_walk_agent() {
+	MPORT=$(free_port)
+	printf '[agent]\nsample_interval = 1s\n[metrics]\nlisten = %s\n' "$MPORT" >"$T/agent.conf"
+	start_agent --config "$T/agent.conf"
+	grep -q "CPU and IO accounted at exit" "$T/agent.log" ||
+		skip "accounting at exit not in use here: $(grep -m1 'BPF metering' "$T/agent.log")"
+}
+metric() { curl -fsS "http://127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+cpu_of() {
+	ctl show "$1" --json | python3 -c 'import json, sys
+u = json.load(sys.stdin)["usage"]
+print(u["cpu_user_ns"] + u["cpu_system_ns"])'
+}
+cg_cpu() { cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cpuacct.usage"; }
+
 finish() {
 	if [ "$FAILS" -gt 0 ]; then
 		echo "$FAILS check(s) failed"

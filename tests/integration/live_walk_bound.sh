@@ -26,18 +26,7 @@ outside_cleanup() {
 	cleanup
 }
 trap outside_cleanup EXIT
-MPORT=$(free_port)
-printf '[agent]\nsample_interval = 1s\n[metrics]\nlisten = %s\n' "$MPORT" >"$T/agent.conf"
-start_agent --config "$T/agent.conf"
-grep -q "CPU and IO accounted at exit" "$T/agent.log" ||
-	skip "accounting at exit not in use here: $(grep -m1 'BPF metering' "$T/agent.log")"
-metric() { curl -fsS "http://127.0.0.1:$MPORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-cpu_of() { # TASK: its CPU time in the agent's record (show)
-	ctl show "$1" --json | python3 -c 'import json, sys
-u = json.load(sys.stdin)["usage"]
-print(u["cpu_user_ns"] + u["cpu_system_ns"])'
-}
-cg_cpu() { cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cpuacct.usage"; }
+live_walk_agent
 procs_of() { cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"; }
 
 # (a)
