@@ -53,19 +53,35 @@ static void gen_free(struct tls_gen *g)
 	free(g);
 }
 
+/* A certificate, key or CA file larger than this is refused (a CA bundle is a few hundred KiB). */
+#define TLS_FILE_MAX (16u << 20)
+
+/*
+ * path's contents in d (gnutls_malloc'd, NUL-terminated), read from the fd whose type was
+ * checked: a FIFO or a device in the file's place would block the start (and the serve loop
+ * on a reload), and opening the path again after the check would leave a window for one.
+ */
 static int load(const char *path, const char *what, gnutls_datum_t *d, char *err, size_t errlen)
 {
-	int fd = open_regular(path), r;
+	_cleanup_close_ int fd = open_regular(path);
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r;
 
-	/* a FIFO or a device would block gnutls_load_file (and the serve loop on a reload) */
 	if (fd < 0)
 		return err_set(err, errlen, fd, "%s %s: %s", what, path, regular_file_strerror(fd));
-	close(fd);
-	r = gnutls_load_file(path, d);
+	r = read_fd(fd, TLS_FILE_MAX, &buf, &len);
 	if (r < 0)
-		return err_set(err, errlen, -ENOENT, "%s %s: cannot read (%s)", what, path,
-			       gnutls_strerror(r));
-	return 0;
+		return err_set(err, errlen, r, "%s %s: cannot read (%s)", what, path,
+			       r == -EFBIG ? "larger than 16 MiB" : strerror(-r));
+	d->data = gnutls_malloc(len + 1);
+	if (d->data) {
+		memcpy(d->data, buf, len);
+		d->data[len] = 0;
+		d->size = (unsigned)len;
+	}
+	explicit_bzero(buf, len); /* a key's bytes leave only the copy gnutls frees */
+	return d->data ? 0 : err_set(err, errlen, -ENOMEM, "%s %s: out of memory", what, path);
 }
 
 /* The files' current contents as a generation; ca_pem (if not NULL) gets the CA file. */
