@@ -654,15 +654,27 @@ char *config_trace_end(void)
 	return t;
 }
 
-/* The value the last line of trace t that sets key gives it (up to its newline), or NULL. */
-static const char *trace_last(const char *t, const char *key, size_t klen)
+/* The next line at or after *t that sets key (klen bytes: "[section] key"): its value (up to
+ * its newline), *t moved past that line; NULL at the trace's end. */
+static const char *trace_next(const char **t, const char *key, size_t klen)
 {
-	const char *v = NULL;
+	while (**t) {
+		const char *l = *t, *nl = strchrnul(l, '\n');
 
-	for (; *t; t = strchrnul(t, '\n') + (*strchrnul(t, '\n') != 0))
-		if (strncmp(t, key, klen) == 0 && strncmp(t + klen, " = ", 3) == 0)
-			v = t + klen + 3;
-	return v;
+		*t = nl + (*nl != 0);
+		if (strncmp(l, key, klen) == 0 && strncmp(l + klen, " = ", 3) == 0)
+			return l + klen + 3;
+	}
+	return NULL;
+}
+
+/* Whether two values from trace_next (either may be NULL) are the same. */
+static bool value_same(const char *va, const char *vb)
+{
+	if (!va || !vb)
+		return !va && !vb;
+	return strchrnul(va, '\n') - va == strchrnul(vb, '\n') - vb &&
+	       strncmp(va, vb, (size_t)(strchrnul(va, '\n') - va)) == 0;
 }
 
 /* Whether the lines of trace a and trace b that set key (klen bytes: "[section] key") give it
@@ -670,29 +682,24 @@ static const char *trace_last(const char *t, const char *key, size_t klen)
  * same values in the same order. */
 static bool trace_same(const char *a, const char *b, const char *key, size_t klen, bool list)
 {
+	const char *va, *vb;
+
 	if (!list) {
-		const char *va = trace_last(a, key, klen), *vb = trace_last(b, key, klen);
+		const char *la = NULL, *lb = NULL;
 
-		if (!va || !vb)
-			return !va && !vb;
-		return strchrnul(va, '\n') - va == strchrnul(vb, '\n') - vb &&
-		       strncmp(va, vb, (size_t)(strchrnul(va, '\n') - va)) == 0;
+		while ((va = trace_next(&a, key, klen)))
+			la = va;
+		while ((vb = trace_next(&b, key, klen)))
+			lb = vb;
+		return value_same(la, lb);
 	}
-	for (;;) {
-		const char *va = NULL, *vb = NULL;
-
-		for (; *a && !va; a = strchrnul(a, '\n') + (*strchrnul(a, '\n') != 0))
-			if (strncmp(a, key, klen) == 0 && strncmp(a + klen, " = ", 3) == 0)
-				va = a + klen + 3;
-		for (; *b && !vb; b = strchrnul(b, '\n') + (*strchrnul(b, '\n') != 0))
-			if (strncmp(b, key, klen) == 0 && strncmp(b + klen, " = ", 3) == 0)
-				vb = b + klen + 3;
-		if (!va || !vb)
-			return !va && !vb;
-		if (strchrnul(va, '\n') - va != strchrnul(vb, '\n') - vb ||
-		    strncmp(va, vb, (size_t)(strchrnul(va, '\n') - va)) != 0)
+	do {
+		va = trace_next(&a, key, klen);
+		vb = trace_next(&b, key, klen);
+		if (!value_same(va, vb))
 			return false;
-	}
+	} while (va);
+	return true;
 }
 
 static void list_add(char *list, size_t len, const char *key, size_t klen)
