@@ -287,6 +287,14 @@ case_agent_ready() {
 	grep -q memory "$TASKS_CG/tasks/cgroup.subtree_control" ||
 		fail "memory controller not enabled for task cgroups"
 	corralctl ps || fail "corralctl ps failed"
+	# The installed units pass systemd's own check (unknown keys, bad values, programs that
+	# are not there); silent when they do.
+	local units out
+	units=$(for u in corrald.service corral-collector.service; do
+		systemctl show -p FragmentPath --value "$u"; done | tr "\n" " ")
+	echo "DETAIL: systemd-analyze verify" $units
+	out=$(systemd-analyze verify --man=no $units 2>&1) && [ -z "$out" ] ||
+		fail "systemd-analyze verify $units: $out"
 	# The audit programs (record budget, network policy) pass this kernel's verifier.
 	journalctl -u corrald.service --no-pager | grep -q 'audit trail loaded' ||
 		fail "audit trail not loaded: $(journalctl -u corrald.service --no-pager | grep -i audit | tail -n3)"
