@@ -654,14 +654,22 @@ char *config_trace_end(void)
 	return t;
 }
 
+/* The line after l's (its end when l's is the last). */
+static const char *line_next(const char *l)
+{
+	const char *nl = strchrnul(l, '\n');
+
+	return nl + (*nl != 0);
+}
+
 /* The next line at or after *t that sets key (klen bytes: "[section] key"): its value (up to
  * its newline), *t moved past that line; NULL at the trace's end. */
 static const char *trace_next(const char **t, const char *key, size_t klen)
 {
 	while (**t) {
-		const char *l = *t, *nl = strchrnul(l, '\n');
+		const char *l = *t;
 
-		*t = nl + (*nl != 0);
+		*t = line_next(l);
 		if (strncmp(l, key, klen) == 0 && strncmp(l + klen, " = ", 3) == 0)
 			return l + klen + 3;
 	}
@@ -709,6 +717,26 @@ static void list_add(char *list, size_t len, const char *key, size_t klen)
 	snprintf(list + l, len - l, "%s%.*s", l ? ", " : "", (int)klen, key);
 }
 
+/* Whether a line of traces[t] before l, or of an earlier trace, sets l's key (klen bytes). */
+static bool key_met_before(const char *const traces[2], int t, const char *l, size_t klen)
+{
+	for (int u = 0; u <= t; u++) {
+		const char *m = traces[u], *v = trace_next(&m, l, klen);
+
+		if (v && (u < t || v - klen - 3 < l))
+			return true;
+	}
+	return false;
+}
+
+static bool name_in(const char *const *names, const char *name)
+{
+	for (size_t i = 0; names && names[i]; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
 void config_trace_diff(const char *old, const char *new, const char *const *live, char *ret_live,
 		       size_t live_len, char *ret_restart, size_t restart_len)
 {
@@ -716,34 +744,24 @@ void config_trace_diff(const char *old, const char *new, const char *const *live
 
 	ret_live[0] = ret_restart[0] = 0;
 	for (int t = 0; t < 2; t++) {
-		for (const char *l = traces[t]; *l;
-		     l = strchrnul(l, '\n') + (*strchrnul(l, '\n') != 0)) {
+		for (const char *l = traces[t]; *l; l = line_next(l)) {
 			const char *eq = strstr(l, " = "), *sp = strchr(l, ' ');
 			char name[128];
-			bool is_live = false, seen = false, list = false;
 			size_t klen;
 
 			if (!eq || eq > strchrnul(l, '\n') || l[0] != '[' || !sp)
 				continue;
 			klen = (size_t)(eq - l);
-			/* first time this key is met: an earlier line of either trace had it */
-			for (int u = 0; u <= t && !seen; u++)
-				for (const char *m = traces[u]; *m && m != l && !seen;
-				     m = strchrnul(m, '\n') + (*strchrnul(m, '\n') != 0))
-					seen = strncmp(m, l, klen) == 0 &&
-					       strncmp(m + klen, " = ", 3) == 0;
-			if (seen)
+			/* each key once: where either trace first sets it */
+			if (key_met_before(traces, t, l, klen))
 				continue;
 			/* "[section] key" -> "section.key" */
 			snprintf(name, sizeof(name), "%.*s.%.*s", (int)(sp - l - 2), l + 1,
 				 (int)(eq - sp - 1), sp + 1);
-			for (size_t i = 0; config_repeatable_keys[i] && !list; i++)
-				list = strcmp(config_repeatable_keys[i], name) == 0;
-			if (trace_same(traces[0], traces[1], l, klen, list))
+			if (trace_same(traces[0], traces[1], l, klen,
+				       name_in(config_repeatable_keys, name)))
 				continue;
-			for (size_t i = 0; live && live[i] && !is_live; i++)
-				is_live = strcmp(live[i], name) == 0;
-			if (is_live)
+			if (name_in(live, name))
 				list_add(ret_live, live_len, l, klen);
 			else
 				list_add(ret_restart, restart_len, l, klen);
