@@ -211,40 +211,41 @@ static void test_agent_config_files(void **state)
 	config_free(&c);
 }
 
+/* The trace of loading a file of text (name in the test's directory) and then a flag setting
+ * [agent] node, as corrald's start and reload take them. */
+static char *trace_of(const char *name, const char *text)
+{
+	struct agent_config c;
+	char err[512];
+	char *t;
+
+	config_init_defaults(&c);
+	assert_int_equal(config_trace_begin(), 0);
+	assert_int_equal(config_load(&c, write_tmp(name, text), err, sizeof(err)), 0);
+	assert_int_equal(config_set(&c, "agent", "node", "flag", err, sizeof(err)), 0);
+	t = config_trace_end();
+	config_free(&c);
+	return t;
+}
+
 /* config_trace_*: what a reload changes, by the last value of each key (a list: all of them),
- * split between the keys applied live and the others; a FIFO configuration refused at once. */
+ * split between the keys applied live and the others. */
 static void test_reload_changes(void **state)
 {
 	static const char *const live[] = {"agent.max_tasks", "metrics.tasks", NULL};
-	struct agent_config c;
-	char err[512], lv[256], rs[256], *t1, *t2;
-	const char *path;
+	char lv[256], rs[256], *t1, *t2;
 
 	(void)state;
-	path =
-	    write_tmp("r1.conf", "[agent]\nmax_tasks = 5\nnode = n1\n[collector]\nurl = http://a\n"
+	t1 = trace_of("r1.conf", "[agent]\nmax_tasks = 5\nnode = n1\n[collector]\nurl = http://a\n"
 				 "url = http://b\n[metrics]\ntasks = off\n");
-	config_init_defaults(&c);
-	assert_int_equal(config_trace_begin(), 0);
-	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
-	assert_int_equal(config_set(&c, "agent", "node", "flag", err, sizeof(err)), 0);
-	t1 = config_trace_end();
-	config_free(&c);
 	assert_non_null(t1);
 	assert_non_null(strstr(t1, "[agent] max_tasks = 5\n"));
 	assert_non_null(strstr(t1, "[agent] node = flag\n"));
 
 	/* node: the file's value changed, the flag's (last) did not; url: a list, its order
 	 * changed; max_tasks live, tasks live and unchanged, ended_keep new */
-	path =
-	    write_tmp("r2.conf", "[agent]\nmax_tasks = 6\nnode = n2\nended_keep = 9\n[collector]\n"
+	t2 = trace_of("r2.conf", "[agent]\nmax_tasks = 6\nnode = n2\nended_keep = 9\n[collector]\n"
 				 "url = http://b\nurl = http://a\n[metrics]\ntasks = off\n");
-	config_init_defaults(&c);
-	assert_int_equal(config_trace_begin(), 0);
-	assert_int_equal(config_load(&c, path, err, sizeof(err)), 0);
-	assert_int_equal(config_set(&c, "agent", "node", "flag", err, sizeof(err)), 0);
-	t2 = config_trace_end();
-	config_free(&c);
 	config_trace_diff(t1, t2, live, lv, sizeof(lv), rs, sizeof(rs));
 	assert_string_equal(lv, "[agent] max_tasks");
 	assert_string_equal(rs, "[collector] url, [agent] ended_keep");
