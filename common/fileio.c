@@ -116,18 +116,28 @@ const char *regular_file_strerror(int r)
 	return r == -EBADFD ? "not a regular file" : strerror(-r);
 }
 
+int read_u64_fd(int fd, uint64_t *ret)
+{
+	char buf[64];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == sizeof(buf) - 1)
+		return -EFBIG;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = 0;
+	return parse_u64(buf, ret);
+}
+
 int read_u64_file_at(int dirfd, const char *name, uint64_t *ret)
 {
-	_cleanup_free_ char *s = NULL;
-	size_t len;
-	int r;
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
-	r = read_file_at(dirfd, name, 4096, &s, &len);
-	if (r < 0)
-		return r;
-	while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == ' '))
-		s[--len] = 0;
-	return parse_u64(s, ret);
+	if (fd < 0)
+		return -errno;
+	return read_u64_fd(fd, ret);
 }
 
 int write_file_at(int dirfd, const char *name, const char *s)

@@ -21,8 +21,10 @@ int read_fd(int fd, size_t max, char **ret, size_t *ret_len);
 int open_regular(const char *path);
 int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len);
 const char *regular_file_strerror(int r);
-/* Read a file holding one unsigned integer (trailing newline allowed). */
+/* Read a file holding one unsigned integer (trailing newline or blanks allowed; -EFBIG past
+ * 63 bytes), by name or from an open fd (one read, no allocation: cgroup control files). */
 int read_u64_file_at(int dirfd, const char *name, uint64_t *ret);
+int read_u64_fd(int fd, uint64_t *ret);
 /* Write a string to an existing file (cgroupfs style: one write). */
 int write_file_at(int dirfd, const char *name, const char *s);
 /* Write tmp + fsync + rename + fsync(dir). */

@@ -110,23 +110,6 @@ int cg_write(int dirfd, const char *name, const char *v)
 	return write_file_at(dirfd, name, v);
 }
 
-/* A control file of one number (trailing newline or blanks allowed) read from fd; -EFBIG past
- * 63 bytes. */
-static int read_u64_fd(int fd, uint64_t *ret)
-{
-	char buf[64];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-
-	if (n < 0)
-		return -errno;
-	if ((size_t)n == sizeof(buf) - 1)
-		return -EFBIG;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		n--;
-	buf[n] = 0;
-	return parse_u64(buf, ret);
-}
-
 int cg_write_u64(int dirfd, const char *name, uint64_t v)
 {
 	char buf[DECIMAL_STR_MAX(uint64_t)];
