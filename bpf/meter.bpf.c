@@ -18,6 +18,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define TASK_DEAD_STATE	  0x00000080
 #define PF_EXITING	  0x00000004
 #define SIGNAL_GROUP_EXIT 0x00000004
+#define SIGNAL_UNKILLABLE 0x00000040
 #define REQ_OP_MASK	  0xff
 #define E2BIG		  7
 
@@ -570,12 +571,42 @@ static __always_inline void bare_fold(struct task_struct *tsk, const struct mete
 static __always_inline void final_of(struct task_struct *tsk, struct meter_thread *th,
 				     const struct meter_bare *b, const bool notify)
 {
-	if (th) {
+	struct meter_bare nb;
+	__u64 old;
+
+	if (th && (th->flags & METER_TH_NEW)) {
+		/* A live read's entry not taken over: METER_TH_FINAL over it ends the live
+		 * read's claim (walk_bare); still new, the thread is folded whole. */
+		old = __sync_fetch_and_or(&th->flags, METER_TH_FINAL);
+		if (old & METER_TH_FINAL)
+			return;
+		if (old & METER_TH_NEW) {
+			nb.task_key = th->task_key;
+			nb.slot = th->slot;
+			nb.gen = th->gen;
+			bare_fold(tsk, &nb);
+		} else {
+			slice_end(th, tsk, true, true);
+		}
+		thread_gone(th->task_key, notify);
+	} else if (th) {
 		thread_final(th, tsk, notify);
 	} else if (b->gen) {
 		bare_fold(tsk, b);
 		thread_gone(b->task_key, notify);
 	}
+}
+
+/* Takes over a live read's new entry (METER_TH_NEW) unless its final fold came first. */
+static __always_inline bool take_new(struct meter_thread *th)
+{
+	__u64 f = th->flags;
+
+	if (!(f & METER_TH_NEW))
+		return !(f & METER_TH_FINAL);
+	if (f & METER_TH_FINAL)
+		return false;
+	return __sync_val_compare_and_swap(&th->flags, f, f & ~METER_TH_NEW) == f;
 }
 
 /*
@@ -590,7 +621,8 @@ static __always_inline void fold_now(struct task_struct *tsk, struct meter_threa
 
 	if (!th && b->gen)
 		th = bpf_task_storage_get(&tstore, tsk, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (th && !(th->flags & METER_TH_FINAL))
+	/* the caller holds the reference: no final fold runs meanwhile */
+	if (th && take_new(th))
 		slice_end(th, tsk, true, true);
 }
 
@@ -737,9 +769,12 @@ static __always_inline bool stash_dying(struct task_struct *p, __u64 task_key,
  * its process's entry, NULL when gone) is stashed with its task, or folded now if that fails.
  * The process's entry goes with its last thread's exit, which can run before another thread's
  * (both decremented the group's count of live threads before their tracepoint): then the
- * leader's entry (freed after every other thread of the group) says whose it is.
+ * leader's entry (freed after every other thread of the group) says whose it is; a leader
+ * without one has no other thread (it gets its entry when it makes its first: see
+ * fork_thread_at_exit), unless a live read's new entry (own, METER_TH_NEW) says it.
  */
-static __always_inline void bare_exit(struct task_struct *p, struct member *proc)
+static __always_inline void bare_exit(struct task_struct *p, struct member *proc,
+				      struct meter_thread *own)
 {
 	struct task_struct *leader = p->group_leader;
 	struct meter_thread *lt;
@@ -752,10 +787,13 @@ static __always_inline void bare_exit(struct task_struct *p, struct member *proc
 		b.slot = proc->slot;
 		b.gen = proc->gen;
 	} else {
-		if (leader == p || !bpf_core_field_exists(struct task_struct, bpf_storage) ||
-		    !leader->bpf_storage)
+		if (leader == p)
+			lt = own;
+		else if (!bpf_core_field_exists(struct task_struct, bpf_storage) ||
+			 !leader->bpf_storage)
 			return;
-		lt = bpf_task_storage_get(&tstore, leader, 0, 0);
+		else
+			lt = bpf_task_storage_get(&tstore, leader, 0, 0);
 		if (!lt || !(lt->flags & METER_TH_BARE_KIDS))
 			return;
 		b.task_key = lt->task_key;
@@ -838,11 +876,44 @@ static __always_inline void fork_thread_at_exit(struct task_struct *parent,
 		entry_for_child(child, cpid, &np, NULL, true, 0);
 		return;
 	}
+	/*
+	 * A forked process's main thread creating its first thread (it has no entry: see
+	 * on_fork; a creator other than the leader has one, or the leader has): the leader's
+	 * entry now, so that every thread of a process with several has its leader's (what
+	 * bare_exit needs when the process's entry went first). Counted from its fork.
+	 */
+	if (parent->pid == tgid && (!pt || (pt->flags & METER_TH_NEW))) {
+		struct meter_thread lt = {.task_key = np.task_key,
+					  .slot = np.slot,
+					  .gen = np.gen,
+					  .flags = METER_TH_BARE_KIDS};
+
+		pt = bpf_task_storage_get(&tstore, parent, &lt, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (pt)
+			take_new(pt);
+		else
+			__sync_fetch_and_add(&map_full, 1);
+	}
 	t = bpf_map_lookup_elem(&tasks, &np.task_key);
 	if (t) {
 		__sync_fetch_and_add(&t->threads_live, 1);
 		task_dirty(t);
 	}
+}
+
+/*
+ * Accounting at exit: whether the leader of thread parent (the creator of a new process) has
+ * its entry in "tstore": then the new process's rss_stat events see it through its parent
+ * (tracked_kin) and its main thread needs none. The entry stays until the leader is freed,
+ * after every child it had was reparented.
+ */
+static __always_inline bool leader_kept(struct task_struct *parent)
+{
+	struct task_struct *leader = parent->group_leader;
+
+	if (!bpf_core_field_exists(struct task_struct, bpf_storage) || !leader->bpf_storage)
+		return false;
+	return bpf_task_storage_get(&tstore, leader, 0, 0) != NULL;
 }
 
 /*
@@ -915,6 +986,17 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 		return;
 	__sync_fetch_and_add(&t->procs_alive, 1);
 	__sync_fetch_and_add(&t->forks, 1);
+	/*
+	 * Accounting at exit: the child's main thread gets no entry while its parent's leader
+	 * has one (the child's rss_stat events find it through its parent: tracked_kin), a bare
+	 * thread counted in threads_live: its exit folds its whole totals. The entry cost more
+	 * than the rest of this program (about 1.5 us a fork).
+	 */
+	if (btf && np.flags && !lazy_threads && leader_kept(parent)) {
+		__sync_fetch_and_add(&t->threads_live, 1);
+		task_dirty(t);
+		return;
+	}
 	task_dirty(t);
 	entry_for_child(child, cpid, &np, t, btf, np.flags ? METER_TH_BARE_KIDS : 0);
 }
@@ -984,7 +1066,7 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 	/* tp_btf: a thread without task local storage of any map (bare, or untracked) spares
 	 * the storage helper */
 	th = btf && task_no_storage(p) ? NULL : thread_get(p, tid, btf);
-	if (th) {
+	if (th && !(th->flags & METER_TH_NEW)) {
 		if (at_exit) {
 			if (th->flags & METER_TH_NEED_BASE)
 				slice_end(th, p, true, true);
@@ -1002,10 +1084,11 @@ static __always_inline void on_exit(struct task_struct *p, const bool btf, const
 			th->flags |= METER_TH_EXITING;
 		}
 	} else if (at_exit) {
-		/* A bare thread? (its process's entry serves the group's end below too) */
+		/* A bare thread, or a forked process's main thread? (its process's entry serves
+		 * the group's end below too; a live read's new entry counts as none) */
 		proc = bpf_map_lookup_elem(&procs, &tgid);
 		looked = true;
-		bare_exit(p, proc);
+		bare_exit(p, proc, th);
 	}
 
 	/*
@@ -1194,7 +1277,8 @@ static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
  * thread of a tracked process has its task storage (from fork or meter_track; not so only
  * while lazy_threads is set, and for a bare thread, see meter_bare), so without storage:
  * - a change of the current thread's own mm is not a tracked process's (but a bare thread's,
- *   whose leader has storage: bare_candidate, the general path): one storage lookup;
+ *   whose leader has storage, or a forked process's main thread whose parent's leader has it,
+ *   or a reaper after its parent's end: tracked_kin, the general path): one storage lookup;
  * - nor is a change while the thread tears down its own mm at its exit (current->mm is NULL
  *   then, and the thread is no kernel thread);
  * every other change takes the general path (an untracked parent copying into its child's mm,
@@ -1205,20 +1289,25 @@ static __always_inline bool mm_exit(struct task_struct *p, __u64 mm, __u64 key,
  * A stale entry (an exited shared mm whose teardown left a residue) is no longer dropped by the
  * first own event of an untracked process that gets the same address: meter_forget sweeps it.
  */
+static __always_inline bool parent_keeps(struct task_struct *leader);
+
 /*
  * A change of another context's mm (a parent copying its page tables into its child's at fork,
- * reclaim in a kernel thread) concerns a tracked process only if the mm's owner is one: every
- * thread of a tracked process has its task storage, and the owner is a live user of the mm
- * (the kernel hands it on when the owner leaves the mm; to a bare thread when the leader left:
- * then a remote change is skipped and caught up at the mm's next own change, the entries
- * keeping the counters' values). So an owner without any task local storage spares the "mms"
- * lookup, which otherwise misses: a fork copies into a child that is not
- * tracked yet (its storage comes at the fork tracepoint, after the copy) and whose first own change
- * makes its entry from the counters' totals. Unknown (no owner field, no owner): the general path.
+ * reclaim in a kernel thread) concerns a tracked process only if the mm's owner is one, and
+ * the owner is a live user of the mm (the kernel hands it on when the owner leaves the mm).
+ * An owner with task local storage of some map may be one (the general path looks). One
+ * without: a thread of a tracked process without an entry is a bare thread whose leader has
+ * storage, or a forked process's thread whose leader has none and whose parent may have made
+ * it tracked (parent_keeps), as tracked_kin; any other is not tracked, which spares the "mms"
+ * lookup, which otherwise misses. The fork's copy into a child (most of these events) is
+ * told apart first: the child, made from a copy of its parent (the current thread), has the
+ * parent's pid until after the copy, and is not tracked yet (it is at the fork tracepoint,
+ * after the copy); its first own change makes its entry from the counters' totals. Unknown
+ * (no owner field, no owner): the general path.
  */
-static __always_inline bool mm_owner_untracked(struct mm_struct *mm)
+static __always_inline bool mm_owner_untracked(struct mm_struct *mm, struct task_struct *cur)
 {
-	struct task_struct *o;
+	struct task_struct *o, *leader;
 
 	if (!bpf_core_field_exists(mm->owner) ||
 	    !bpf_core_field_exists(struct task_struct, bpf_storage))
@@ -1230,7 +1319,14 @@ static __always_inline bool mm_owner_untracked(struct mm_struct *mm)
 	 * plain load (the program type's fault-checked load of a kernel pointer), not a
 	 * probe-read helper call: the guard above has made sure the field exists.
 	 */
-	return o && !o->bpf_storage;
+	if (!o || o->bpf_storage)
+		return false;
+	if (!cpu_at_exit || o->pid == cur->pid)
+		return true;
+	leader = o->group_leader;
+	if (leader != o && leader->bpf_storage)
+		return false;
+	return !parent_keeps(leader);
 }
 
 /*
@@ -1246,17 +1342,42 @@ static __always_inline bool task_no_storage(struct task_struct *tsk)
 }
 
 /*
- * Accounting at exit: a thread without storage may be a bare thread of a tracked process (see
- * meter_bare), whose own changes the general path counts: one whose leader has task local
- * storage of some map.
+ * Accounting at exit: whether the process whose leader is leader, which has no task local
+ * storage, may be a tracked one: its parent's leader has storage of some map (a forked
+ * process gets no entry of its own while its parent's leader has one: on_fork), or its parent
+ * is a reaper, which the process was reparented to when its parent's group ended (the init of
+ * a PID namespace, or a subreaper). Else it is not tracked: a tracked process without storage
+ * was forked by one whose leader had it, and a parent's death hands its children to a thread
+ * of the same group first, then to a reaper.
  */
-static __always_inline bool bare_candidate(struct task_struct *cur)
+static __always_inline bool parent_keeps(struct task_struct *leader)
+{
+	struct task_struct *rp = leader->real_parent;
+	struct signal_struct *sig;
+
+	if (!rp)
+		return false;
+	if (rp->group_leader->bpf_storage)
+		return true;
+	sig = rp->signal;
+	return (sig->flags & SIGNAL_UNKILLABLE) || BPF_CORE_READ_BITFIELD(sig, is_child_subreaper);
+}
+
+/*
+ * Accounting at exit: a thread without storage may be a bare thread of a tracked process (see
+ * meter_bare) or a forked process's main thread, whose own changes the general path counts:
+ * one whose leader has task local storage of some map, or whose leader has none and whose
+ * parent may have made it a tracked one (parent_keeps).
+ */
+static __always_inline bool tracked_kin(struct task_struct *cur)
 {
 	struct task_struct *leader = cur->group_leader;
 
 	if (!cpu_at_exit || !bpf_core_field_exists(struct task_struct, bpf_storage))
 		return false;
-	return leader != cur && leader->bpf_storage;
+	if (leader != cur && leader->bpf_storage)
+		return true;
+	return parent_keeps(leader);
 }
 
 /*
@@ -1374,7 +1495,7 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	 * child, about a fifth of the events of a tracked fork+exec), without the storage
 	 * helper.
 	 */
-	if (own && own != mm && mm->mm_users.counter != 0 && mm_owner_untracked(mm)) {
+	if (own && own != mm && mm->mm_users.counter != 0 && mm_owner_untracked(mm, cur)) {
 		*ret_slow = false;
 		return NULL;
 	}
@@ -1384,8 +1505,8 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 	}
 	th = task_no_storage(cur) ? NULL : bpf_task_storage_get(&tstore, cur, 0, 0);
 	if (!th) {
-		if ((own == mm && !bare_candidate(cur)) || (!own && !(cur->flags & PF_KTHREAD)) ||
-		    mm_owner_untracked(mm))
+		if (own == mm ? !tracked_kin(cur)
+			      : (!own && !(cur->flags & PF_KTHREAD)) || mm_owner_untracked(mm, cur))
 			*ret_slow = false;
 		return NULL;
 	}
@@ -1422,7 +1543,7 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
 			return NULL;
 		}
 		/* Another context's mm (a fork's copy into the child, reclaim). */
-		if (mm_owner_untracked(mm))
+		if (mm_owner_untracked(mm, cur))
 			*ret_slow = false;
 		return NULL;
 	}
@@ -1455,7 +1576,9 @@ static __always_inline struct meter_mm *rss_fast(struct task_struct *cur, struct
  */
 static __always_inline struct meter_thread *rss_fast_learn(struct task_struct *cur, __u64 mmkey)
 {
-	struct meter_thread *th = bpf_task_storage_get(&tstore, cur, 0, 0);
+	/* none for a forked process's main thread (see on_fork): no helper call */
+	struct meter_thread *th =
+	    task_no_storage(cur) ? NULL : bpf_task_storage_get(&tstore, cur, 0, 0);
 
 	if (th) {
 		if (th->mm != mmkey && (th->flags & METER_TH_MM_GONE))
@@ -1866,37 +1989,54 @@ int meter_settle_prog(struct meter_settle_ctx *ctx)
 }
 
 /*
- * A live read's visit of a thread without an entry that has run: a bare thread of a tracked
- * task (its leader's entry says so) gets one now, with a zero base, and is folded up to now
- * through it, unless its exit has begun. Its exit program looks for the entry after it set
- * PF_EXITING and made a fully ordered atomic (the group's live count), this after it made the
- * entry and a fully ordered atomic (bare_given): so either the exit sees the entry (and its
- * settle folds through it), or this sees PF_EXITING and folds nothing; the settle of a bare
- * thread looks for an entry first (final_of). No nanosecond is folded twice. A bare thread
- * that became its process's leader (exec in a thread) is not seen here: its figures come at
- * its exit.
+ * A live read's visit of a thread without an entry that has run (or with a new one it made
+ * before, METER_TH_NEW): a bare thread of a tracked task (its leader's entry says so), or a
+ * forked process's thread (no entry at its fork, see on_fork; its process's "procs" entry
+ * says so, looked up only where its parent may have made it a tracked one: parent_keeps)
+ * gets one now, with a zero base, and is folded up to now through it, unless its exit has
+ * begun. The entry is made new: every fold takes it for none until this takes it over
+ * (take_new), which it does only after a fully ordered atomic (bare_given) and a look at
+ * PF_EXITING. The exit program sets PF_EXITING and makes a fully ordered atomic (the group's
+ * live count) before it looks for the entry: so either it sees the entry taken over (and the
+ * settle folds through it), or this sees PF_EXITING and leaves it new; a final fold of a new
+ * entry sets METER_TH_FINAL over it and folds the thread whole, and the take-over (one
+ * compare-and-swap) fails once that is set. No nanosecond is folded twice, also for a zombie
+ * leader this meets after its final fold. A bare thread that became its process's leader
+ * (exec in a thread) is found as a leader.
  */
-static __always_inline void walk_bare(struct task_struct *t)
+static __always_inline void walk_bare(struct task_struct *t, struct meter_thread *th)
 {
 	struct task_struct *leader = t->group_leader;
-	struct meter_thread *lt, *th;
+	struct meter_thread nt = {.flags = METER_TH_BARE_KIDS | METER_TH_NEW}, *lt = NULL;
+	__u32 tgid;
+	struct member *p;
 
-	if (leader == t || !t->se.sum_exec_runtime ||
-	    !bpf_core_field_exists(struct task_struct, bpf_storage) || !leader->bpf_storage)
+	if (!t->se.sum_exec_runtime || !bpf_core_field_exists(struct task_struct, bpf_storage))
 		return;
-	lt = bpf_task_storage_get(&tstore, leader, 0, 0);
-	if (!lt || !(lt->flags & METER_TH_BARE_KIDS))
-		return;
-	struct meter_thread nt = {.task_key = lt->task_key,
-				  .slot = lt->slot,
-				  .gen = lt->gen,
-				  .flags = METER_TH_BARE_KIDS};
-
-	th = bpf_task_storage_get(&tstore, t, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!th)
-		return;
+	if (!th) {
+		if (leader != t && leader->bpf_storage)
+			lt = bpf_task_storage_get(&tstore, leader, 0, 0);
+		if (lt && (lt->flags & METER_TH_BARE_KIDS)) {
+			nt.task_key = lt->task_key;
+			nt.slot = lt->slot;
+			nt.gen = lt->gen;
+		} else if (!lt && parent_keeps(leader)) {
+			tgid = t->tgid;
+			p = bpf_map_lookup_elem(&procs, &tgid);
+			if (!p || !p->gen || !(p->flags & MEMBER_BARE_THREADS))
+				return;
+			nt.task_key = p->task_key;
+			nt.slot = p->slot;
+			nt.gen = p->gen;
+		} else {
+			return;
+		}
+		th = bpf_task_storage_get(&tstore, t, &nt, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!th)
+			return;
+	}
 	__sync_fetch_and_add(&bare_given, 1);
-	if (!(t->flags & PF_EXITING) && !(th->flags & METER_TH_FINAL))
+	if (!(t->flags & PF_EXITING) && take_new(th))
 		slice_end(th, t, true, true);
 }
 
@@ -1910,8 +2050,8 @@ int meter_live(struct bpf_iter__task *ctx)
 	if (!t)
 		return 0;
 	th = bpf_task_storage_get(&tstore, t, 0, 0);
-	if (!th)
-		walk_bare(t);
+	if (!th || (th->flags & METER_TH_NEW))
+		walk_bare(t, th);
 	else if (!(th->flags & METER_TH_FINAL))
 		slice_end(th, t, true, true);
 	return 0;
@@ -1946,8 +2086,8 @@ int meter_walk(void *ctx)
 	bpf_iter_task_new(&it, NULL, BPF_TASK_ITER_ALL_THREADS);
 	while ((t = bpf_iter_task_next(&it))) {
 		th = bpf_task_storage_get(&tstore, t, 0, 0);
-		if (!th) {
-			walk_bare(t);
+		if (!th || (th->flags & METER_TH_NEW)) {
+			walk_bare(t, th);
 			continue;
 		}
 		if (th->flags & METER_TH_FINAL)

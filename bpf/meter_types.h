@@ -100,6 +100,14 @@ struct meter_thread {
 /* Accounting at exit: the thread's process is MEMBER_BARE_THREADS (its new threads get no
  * entry), copied here so that a thread's creation needs no "procs" lookup. */
 #define METER_TH_BARE_KIDS 16ULL
+/*
+ * Accounting at exit: an entry a live read made for a thread without one (a bare thread, or
+ * a forked process's main thread, which gets none at its fork) and has not taken over yet:
+ * every fold treats it as absent until the live read clears the flag (compare-and-swap, once
+ * it has seen that the thread's exit has not begun) or the thread's final fold sets
+ * METER_TH_FINAL over it (then the thread is folded whole, as a bare one). See walk_bare.
+ */
+#define METER_TH_NEW 32ULL
 
 /*
  * cpu_at_exit mode: a thread that passed sched_process_exit but may not have switched out for

@@ -6,7 +6,8 @@
  * exit (the default where the kernel allows it); --late: accounting at exit, the final
  * figures read 3 s after the task's end (the references kept in "dying" outlive the RCU
  * grace periods that free the threads); --sys: IO bytes from the sys_exit program.
- * CASE: cpu | mem | memexec | memswap | memfork | io | net | fork. WORK: path of helper_meter_work.
+ * CASE: cpu | mem | memexec | memswap | memfork | memorphan | io | net | fork. WORK: path of
+ * helper_meter_work.
  * Creates its own v1 cpuacct + memory cgroups and a unified (v2) directory (on a unified-only
  * host, one v2 cgroup: cpu.stat usage_usec and memory.peak are the references), starts a child
  * in them (born in its v2 cgroup with CLONE_INTO_CGROUP, as corrald starts tasks; on v1 it
@@ -407,6 +408,8 @@ static int run_taskstats(const char *work)
  *   spawn       3000 x /bin/true
  *   threads     2000 short threads, 8 at a time, read live every 20 ms while they run
  *   threadlive  400 threads of 3 ms each, 8 at a time, read live every 20 ms while they run
+ *   forklive    4 children (no entry of their own from their fork) burning 400 ms each at
+ *               once, read live every 20 ms while they run
  *   forkstorm   4 workers forking children that exit at once, for 3 s
  *   neighbour   a task of 200 x /bin/true started once another (4000 x /bin/true) has done
  *               1500 exits, both running together
@@ -691,6 +694,10 @@ static int run_stress(const char *cs, const char *work, struct meter_opts opts)
 		live = true;
 	} else if (!strcmp(cs, "forkstorm")) {
 		a[1] = "forkstorm", a[2] = "4", a[3] = secs;
+	} else if (!strcmp(cs, "forklive")) {
+		/* children that get no entry at their fork, read live while they burn */
+		a[1] = "forkburn", a[2] = "4", a[3] = "400";
+		live = true;
 	} else if (!strcmp(cs, "neighbour")) {
 		a[1] = "spawn", a[2] = n4000;
 		b[1] = "spawn", b[2] = n200;
@@ -918,9 +925,31 @@ static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
 struct fork_check {
 	uint64_t last[3], win[3];
 	int same;
-	bool have;
+	bool have, orphan;
 	unsigned matched, differed;
 };
+
+/*
+ * memorphan: the workload forks a child and exits; the child (a process that got no entry of
+ * its own at its fork, found through its parent until then: bpf/meter.bpf.c, parent_keeps),
+ * reparented, touches 64 pages per round. From one still window to the next after a round,
+ * the meter's RSS grows as the child's resident pages in /proc/PID/statm, exactly: a child
+ * whose own changes were taken for an untracked process's after its parent's end shows as a
+ * difference. The child: the one process left in the task's cgroup (0 while the workload is
+ * there too, or none).
+ */
+static pid_t lone_member(pid_t child)
+{
+	_cleanup_free_ char *txt = NULL;
+	char path[300];
+	int a, b;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg_cpu);
+	if (read_file(path, 4096, &txt, NULL) < 0 || sscanf(txt, "%d %d", &a, &b) != 1 ||
+	    a == child)
+		return 0;
+	return a;
+}
 
 static bool no_children(pid_t pid)
 {
@@ -934,33 +963,35 @@ static bool no_children(pid_t pid)
 
 static void fork_sample(struct meter *m, pid_t child, struct fork_check *c)
 {
+	pid_t pid = c->orphan ? lone_member(child) : child;
 	struct meter_usage lu;
 	uint64_t now[3];
 
-	if (!no_children(child)) {
+	if (!pid || (!c->orphan && !no_children(child))) {
 		c->same = 0;
 		return;
 	}
-	now[0] = statm_resident(child);
-	if (!now[0] || meter_read(m, TASK_KEY, &lu) < 0 || !no_children(child)) {
+	now[0] = statm_resident(pid);
+	if (!now[0] || meter_read(m, TASK_KEY, &lu) < 0 || (!c->orphan && !no_children(child))) {
 		c->same = 0;
 		return;
 	}
 	now[1] = lu.rss_current_bytes;
-	now[2] = lu.forks;
+	now[2] = c->orphan ? (uint64_t)pid : lu.forks;
 	if (!still_third(c->last, &c->same, now, sizeof(now)))
 		return;
-	if (c->have && now[2] != c->win[2]) {
+	if (c->have && (c->orphan ? now[0] != c->win[0] : now[2] != c->win[2])) {
 		int64_t dm = (int64_t)(now[1] - c->win[1]), ds = (int64_t)(now[0] - c->win[0]);
 
 		if (dm == ds) {
 			c->matched++;
 		} else {
 			c->differed++;
-			printf("memfork: after %" PRIu64
-			       " more forks the meter's rss grew by %" PRId64 ", statm by %" PRId64
-			       "\n",
-			       now[2] - c->win[2], dm, ds);
+			printf("%s: after %" PRIu64 " more %s the meter's rss grew by %" PRId64
+			       ", statm by %" PRId64 "\n",
+			       c->orphan ? "memorphan" : "memfork",
+			       c->orphan ? 1 : now[2] - c->win[2], c->orphan ? "round(s)" : "forks",
+			       dm, ds);
 		}
 	}
 	c->have = true;
@@ -1001,14 +1032,15 @@ int main(int argc, char **argv)
 		return run_stress(argv[ai + 1], argv[ai + 2], opts);
 	if (argc != ai + 2) {
 		fprintf(stderr, "usage: helper_meter [--raw] [--switch] [--late] [--sys] "
-				"cpu|mem|memexec|memswap|memfork|io|net|fork WORK\n");
+				"cpu|mem|memexec|memswap|memfork|memorphan|io|net|fork WORK\n");
 		return 2;
 	}
 	cs = argv[ai];
 	work = argv[ai + 1];
 	memexec = !strcmp(cs, "memexec");
 	memswap = !strcmp(cs, "memswap");
-	memfork = !strcmp(cs, "memfork");
+	forkc.orphan = !strcmp(cs, "memorphan");
+	memfork = !strcmp(cs, "memfork") || forkc.orphan;
 	if (!strcmp(cs, "taskstats"))
 		return run_taskstats(work); /* the meter is deliberately not opened */
 
@@ -1030,7 +1062,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cs, "memswap")) {
 		wargv[1] = "memswap", wargv[2] = "4", wargv[3] = "8";
 	} else if (memfork) {
-		wargv[1] = "memfork", wargv[2] = "8", wargv[3] = "50";
+		wargv[1] = forkc.orphan ? "memorphan" : "memfork", wargv[2] = "8",
+		wargv[3] = forkc.orphan ? NULL : "50";
 	} else if (!strcmp(cs, "io")) {
 		wargv[1] = "write", wargv[2] = "100";
 	} else if (!strcmp(cs, "net")) {
@@ -1127,7 +1160,7 @@ int main(int argc, char **argv)
 		ok &= swap.matched >= 50 && !swap.differed;
 	}
 	if (memfork) {
-		printf("memfork: %u still windows after forks grew as statm, %u otherwise %s\n",
+		printf("%s: %u still windows after forks grew as statm, %u otherwise %s\n", cs,
 		       forkc.matched, forkc.differed,
 		       forkc.matched >= 4 && !forkc.differed ? "ok" : "FAIL");
 		ok &= forkc.matched >= 4 && !forkc.differed;

@@ -18,6 +18,9 @@
  *                          one after the other, each waited for: every other one touches 64
  *                          pages of its own and exits, the rest exit at once; still for 30 ms
  *                          before and after each round
+ *   memorphan ROUNDS       forks a child and exits once it runs; the child, reparented, touches
+ *                          64 pages of its own per round, still for 30 ms before each round
+ *                          and after the last, and exits
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -365,6 +368,41 @@ static int do_memfork(int rounds, int n)
 	return 0;
 }
 
+static int do_memorphan(int rounds)
+{
+	const size_t own = 64 * 4096;
+	pid_t parent = getpid(), kid;
+	int p[2];
+	char c;
+
+	if (pipe(p) < 0)
+		return 1;
+	kid = fork();
+	if (kid < 0)
+		return 1;
+	if (kid > 0) {
+		close(p[1]);
+		return read(p[0], &c, 1) == 1 ? 0 : 1;
+	}
+	close(p[0]);
+	if (write(p[1], "r", 1) != 1)
+		_exit(1);
+	while (getppid() == parent)
+		usleep(1000);
+	for (int r = 0; r < rounds; r++) {
+		char *m;
+
+		usleep(30000);
+		m = mmap(NULL, own, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			_exit(1);
+		for (size_t o = 0; o < own; o += 4096)
+			m[o] = 1;
+	}
+	usleep(30000);
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "burn"))
@@ -393,9 +431,11 @@ int main(int argc, char **argv)
 		return do_forkstorm(atoi(argv[2]), atof(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "memfork"))
 		return do_memfork(atoi(argv[2]), atoi(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "memorphan"))
+		return do_memorphan(atoi(argv[2]));
 	fprintf(stderr, "usage: helper_meter_work "
 			"burn|touch|touchexec|memswap|write|send|forkburn|spawn|threads|forkstorm|"
-			"memfork "
+			"memfork|memorphan "
 			"ARGS\n");
 	return 2;
 }

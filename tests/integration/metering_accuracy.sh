@@ -10,14 +10,17 @@
 #            growth of rss between still windows vs /proc/PID/statm (exact)
 #   memfork  8 rounds of 50 children forked and exiting at once (half after 64 pages of their own)
 #            growth of rss between still windows with no child alive vs /proc/PID/statm (exact)
+#   memorphan  a child whose parent exits touches 64 pages per round after it (reparented)
+#            growth of rss between still windows vs the child's /proc/PID/statm (exact)
 #   io    write(2) 100 MiB          io_write_bytes vs /proc/PID/io wchar  (4096 bytes)
 #   net   50 MiB over loopback TCP  tx bytes (IP+TCP) vs payload received (1%)
 #   fork  100 children x 20 ms      cpu_ns vs cpuacct.usage, forks == 100 (1%)
 # The io case again with IO counted by the sys_exit program (meter_opts.io_from_syscalls).
 # Then the taskstats fallback (meter not used): exit stats of a process.
 # Stress matrix (accounting at exit, the default), each task against its own cgroup counter:
-#   spawn 3000 x /bin/true; 2000 short threads and 400 threads of 3 ms (each read live every
-#   20 ms while it runs, between two reads of its cgroup's counter); a 3 s fork storm of 4 workers; a 200-exit task
+#   spawn 3000 x /bin/true; 2000 short threads, 400 threads of 3 ms and 4 children of 400 ms
+#   (each read live every 20 ms while it runs, between two reads of its cgroup's counter); a 3 s
+#   fork storm of 4 workers; a 200-exit task
 #   next to a 4000-exit one; a 16-entry map of exited threads never drained while the task runs
 #   (the figure must be exact or the loss reported, never silently short); the threads case
 #   again with accounting at every switch (tp_btf and raw_tp).
@@ -40,7 +43,7 @@ fi
 
 fail=0 pass=0
 for mode in "" --switch --raw; do
-	for c in cpu mem memexec memswap memfork io net fork; do
+	for c in cpu mem memexec memswap memfork memorphan io net fork; do
 		echo "--- $c ${mode:-(default: tp_btf, accounting at exit preferred)}"
 		timeout 180 "$H" $mode "$c" "$W"
 		rc=$?
@@ -63,7 +66,7 @@ echo "--- taskstats fallback"
 if timeout 120 "$H" taskstats "$W"; then pass=$((pass+1)); else fail=$((fail+1)); fi
 # Outside the source tree (the VM tier, under emulation) the stress counts are divided by 10.
 [ -f tests/integration/lib.sh ] || export CORRAL_METER_STRESS_DIV=${CORRAL_METER_STRESS_DIV:-10}
-for c in spawn threads threadlive forkstorm neighbour overflow; do
+for c in spawn threads threadlive forklive forkstorm neighbour overflow; do
 	echo "--- stress $c (accounting at exit where the kernel allows it)"
 	timeout 180 "$H" stress "$c" "$W"
 	case $? in
