@@ -249,6 +249,10 @@ struct agent {
 	struct cg_root *cg;
 	struct meter *meter;
 	const char *meter_state; /* "tp_btf", "raw_tp", "off", "failed: ..." */
+	/* The counter a live read compares to skip its walk (cg_root_cpu_usage_source), NULL:
+	 * none, every live read walks; its resolution in nanoseconds. */
+	const char *cpu_source;
+	uint64_t cpu_source_res_ns;
 	struct audit *audit;
 	/* NULL: tasks get their mount namespace; else why the node cannot (sandbox_probe) */
 	const char *sandbox_unsupported;

@@ -481,11 +481,27 @@ static int setup_cgroups(struct agent *a)
 	return 0;
 }
 
-/* The meter's source of the tasks' CPU time as a whole (meter_set_cpu_source): on v1 the
- * subtree's cpuacct.usage, charged for every task's threads (v2: none, every live read walks). */
+/* The meter's source of the tasks' CPU time as a whole (meter_set_cpu_source): the subtree's
+ * cpuacct.usage (v1) or cpu.stat usage_usec (v2, where the subtree holds only task cgroups: the
+ * scope's tasks/ under systemd), charged for every task's threads; none where the agent's own
+ * leaf is in the subtree (v2 without the scope): there every live read walks. */
 static int subtree_cpu(void *ctx, uint64_t *ret_ns)
 {
 	return cg_root_cpu_usage(ctx, ret_ns);
+}
+
+/* What the start line says of live reads: how they skip the walk of the node's threads. */
+static void live_reads_say(const struct agent *a, char *buf, size_t size)
+{
+	const char *mode = meter_live_mode(a->meter);
+
+	if (!mode)
+		snprintf(buf, size, "not needed");
+	else if (!a->cpu_source)
+		snprintf(buf, size, "%s, walking at every read", mode);
+	else
+		snprintf(buf, size, "%s, skipped while the subtree's %s stays (%s)", mode,
+			 a->cpu_source, a->cpu_source_res_ns > 1 ? "microseconds" : "nanoseconds");
 }
 
 /* The BPF meter, unless [metering] bpf = off; its failure leaves the cgroup files. */
@@ -498,6 +514,7 @@ static void setup_meter(struct agent *a)
 					.force_raw_tp = a->cfg.bpf == BPF_MODE_RAW_TP,
 					.cpu_at_switch = a->cfg.cpu_at_switch};
 		static char why[128];
+		char live[160];
 
 		/* Tests only: a 16-entry map of exited threads that nothing drains before a task's
 		 * end, to check that its overflow makes the record take its CPU from the cgroup. */
@@ -514,14 +531,17 @@ static void setup_meter(struct agent *a)
 			a->meter = NULL;
 		} else {
 			a->meter_state = meter_attach_mode(a->meter);
-			if (cg_root_cpu_usage(a->cg, &(uint64_t){0}) == 0)
+			if (meter_live_mode(a->meter) &&
+			    cg_root_cpu_usage(a->cg, &(uint64_t){0}) == 0)
+				a->cpu_source =
+				    cg_root_cpu_usage_source(a->cg, &a->cpu_source_res_ns);
+			if (a->cpu_source)
 				meter_set_cpu_source(a->meter, subtree_cpu, a->cg);
 			loop_add(a->loop, meter_fd(a->meter), EPOLLIN, on_meter_fd, a);
+			live_reads_say(a, live, sizeof(live));
 			log_info("BPF metering loaded (%s, CPU and IO accounted at %s, live reads "
 				 "%s, changes %s, OOM victims %s)",
-				 a->meter_state, meter_cpu_accounting(a->meter),
-				 meter_live_mode(a->meter) ? meter_live_mode(a->meter)
-							   : "not needed",
+				 a->meter_state, meter_cpu_accounting(a->meter), live,
 				 meter_marks(a->meter) ? "marked" : "not marked",
 				 meter_oom_mode(a->meter) ? meter_oom_mode(a->meter)
 							  : "from cgroup notifications only");

@@ -177,8 +177,17 @@ static void metrics_agent(struct buf *b, struct agent *a)
 		  meter_walks(a->meter));
 		C("corral_bpf_live_walks_skipped_total",
 		  "Live reads that skipped the walk: no task's CPU time moved since the last one "
-		  "(accounting at exit, cgroup v1).",
+		  "(accounting at exit; corral_bpf_live_walk_source_info says by which counter).",
 		  meter_walks_skipped(a->meter));
+		bprintf(
+		    b,
+		    "# HELP corral_bpf_live_walk_source_info The counter of the tasks' CPU time "
+		    "a live read compares to skip its walk, and its resolution in nanoseconds "
+		    "(source \"none\": every live read walks).\n"
+		    "# TYPE corral_bpf_live_walk_source_info gauge\n"
+		    "corral_bpf_live_walk_source_info{source=\"%s\",resolution_ns=\"%llu\"} 1\n",
+		    a->cpu_source ? a->cpu_source : "none",
+		    (unsigned long long)(a->cpu_source ? a->cpu_source_res_ns : 0));
 	}
 }
 

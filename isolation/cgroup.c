@@ -467,13 +467,47 @@ int cg_root_unified_fd(const struct cg_root *root)
 	return root->hier[root->unified_hier].dir_fd;
 }
 
+/* v2: the subtree's own cpu.stat, where the subtree holds nothing but task cgroups. */
+static bool v2_usage_whole(const struct cg_root *root)
+{
+	return root->mode == CG_MODE_V2 && !root->leaf;
+}
+
+const char *cg_root_cpu_usage_source(const struct cg_root *root, uint64_t *ret_res_ns)
+{
+	if (!root)
+		return NULL;
+	*ret_res_ns = v2_usage_whole(root) ? NSEC_PER_USEC : 1;
+	if (v2_usage_whole(root))
+		return "cpu.stat usage_usec";
+	if (root->mode == CG_MODE_V1 && root->ctrl_hier[CG_C_CPUACCT] >= 0)
+		return "cpuacct.usage";
+	return NULL;
+}
+
 int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns)
 {
 	_cleanup_close_ int fd = -1;
+	char buf[1024];
+	uint64_t us;
+	ssize_t n;
 	int h;
 
 	if (!root || !ret_ns)
 		return -EINVAL;
+	if (v2_usage_whole(root)) {
+		fd = openat(root->hier[0].dir_fd, "cpu.stat", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		n = read(fd, buf, sizeof(buf) - 1); /* generated whole at the first read */
+		if (n < 0)
+			return -errno;
+		buf[n] = 0;
+		if (cg_parse_keyed(buf, "usage_usec", &us) < 0)
+			return -EIO;
+		*ret_ns = us * NSEC_PER_USEC;
+		return 0;
+	}
 	if (root->mode != CG_MODE_V1 || (h = root->ctrl_hier[CG_C_CPUACCT]) < 0)
 		return -EOPNOTSUPP;
 	fd = openat(root->hier[h].dir_fd, "cpuacct.usage", O_RDONLY | O_CLOEXEC);

@@ -85,12 +85,17 @@ bool cg_root_has_unified(const struct cg_root *root);
 /* The agent's subtree directory in the unified hierarchy (parent of every task's), or -1. */
 int cg_root_unified_fd(const struct cg_root *root);
 /*
- * v1: the CPU time of everything in the agent's subtree, every task's cgroup below it, in
- * nanoseconds (cpuacct.usage, charged at the same moment as a thread's own run time grows).
- * -EOPNOTSUPP on v2 (the agent's own leaf is in the subtree there, and cpu.stat counts
- * microseconds) or without a cpuacct hierarchy.
+ * The CPU time of everything in the agent's subtree, every task's cgroup below it, in
+ * nanoseconds, charged at the same moment as a thread's own run time grows: v1 the subtree's
+ * cpuacct.usage (nanoseconds); v2 its cpu.stat usage_usec times 1,000 (the kernel counts
+ * nanoseconds and shows microseconds). -EOPNOTSUPP where the subtree also holds the agent
+ * (v2 with its own leaf, cg_root_move_self: the agent's CPU would move it at every read) or
+ * there is no cpuacct hierarchy (v1).
  */
 int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns);
+/* The file cg_root_cpu_usage reads ("cpuacct.usage", "cpu.stat usage_usec") and its
+ * resolution in nanoseconds (*ret_res_ns: 1, 1000); NULL where it has none. */
+const char *cg_root_cpu_usage_source(const struct cg_root *root, uint64_t *ret_res_ns);
 /*
  * v2: move the calling process into "<subtree>/<leaf>" (e.g. "agent") so the subtree root has
  * no processes and can enable controllers for siblings. No-op on v1.

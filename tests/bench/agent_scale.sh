@@ -40,6 +40,11 @@
 # ended_keep (1,000) runs that many `true` tasks one after another; at every quarter corrald's
 # RSS and the latency of `ps --all --json` (the whole list; median of 5) and of its first page
 # (`--limit 50`), with the base build too when given.
+# SCALE_V2=1: both agents in cgroup v2 mode on the unified hierarchy of this v1 hybrid host
+# (CORRAL_TEST_CGROUP_V2_ROOT; no controller there, so no limits), where the live walk's skip
+# compares the subtree's cpu.stat usage_usec; the base must be a build that knows the variable
+# (fefe27e or later), or it runs on v1. Each row's build says in its start line which counter
+# its live reads compare (printed after the table).
 # Results: tables on stdout.
 # Reported, not enforced (the host is shared); the enforced bound is
 # tests/integration/agent_scale.sh.
@@ -152,6 +157,8 @@ run_agent() { # N
 	AG=$!
 	for _ in $(seq 200); do ctl status >/dev/null 2>&1 && break; sleep 0.05; done
 	ctl status >/dev/null 2>&1 || { echo "agent did not start"; cat "$T/agent.log"; exit 1; }
+	LIVE_SAY="$LIVE_SAY
+$BO, N = $n: $(grep -o 'cgroups: [a-z0-9]* mode' "$T/agent.log"); $(grep -o 'live reads [^,]*, [^,]*' "$T/agent.log")"
 	sleep 1
 	fd0=$(fds_of "$AG")
 	for i in $(seq "$n"); do
@@ -223,7 +230,12 @@ exec sleep 1000000' &
 	stop_base
 }
 
-echo "agent_scale: window ${WIN}s after ${SCALE_SETTLE:-12}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${SCALE_V2:-}" ]; then
+	[ -f /sys/fs/cgroup/unified/cgroup.procs ] || { echo "SKIP: SCALE_V2 needs a v1 hybrid host"; exit 77; }
+	export CORRAL_TEST_CGROUP_V2_ROOT=/sys/fs/cgroup/unified
+fi
+LIVE_SAY=
+echo "agent_scale: ${SCALE_V2:+cgroup v2 mode (unified hierarchy), }window ${WIN}s after ${SCALE_SETTLE:-12}s, sample interval ${SAMPLE:-default}, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| N | corrald CPU %% (ticks / run time) | vs N=1 | shims CPU %% | sleeps (baseline) CPU %% | corrald RSS KiB | shim PSS KiB/task | sleep PSS KiB/task (baseline) | corrald fds | fds/task | shim fds | ps ms | ps --all ms | records spooled in the window | their bytes | checks in the window: anchors / visits / every task | live walks / skipped |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 row() { # N BUILD-LABEL
@@ -257,6 +269,7 @@ for n in $NS; do
 		FIRST_FDS=$SAVE_FDS FIRST_N=$SAVE_N
 	fi
 done
+echo "start lines:$LIVE_SAY"
 run_ended() { # TOTAL LABEL: rows of the ended-task table
 	local total=$1 label=$2 i q=$(( $1 / 4 ))
 	rm -rf "$T/state"

@@ -196,13 +196,13 @@ run_wait() {
 
 status_of() { ctl show "$1" --json | jget exit.status; }
 
-# live_walk_agent: an agent with 1 s samples and its /metrics on $MPORT (the tests of the live
+# live_walk_agent [LINE]: an agent with 1 s samples and its /metrics on $MPORT (the tests of the live
 # walk's skip); skips where CPU is not accounted at exit, which the skip needs. metric NAME:
 # a series' value there; cpu_of TASK: the task's CPU in its record (show); cg_cpu TASK: its
 # v1 cgroup's cpuacct.usage read from outside
-live_walk_agent() {
+live_walk_agent() { # [LINE]: one more line of [agent] in its configuration
 	MPORT=$(free_port)
-	printf '[agent]\nsample_interval = 1s\n[metrics]\nlisten = %s\n' "$MPORT" >"$T/agent.conf"
+	printf '[agent]\nsample_interval = 1s\n%s\n[metrics]\nlisten = %s\n' "${1:-}" "$MPORT" >"$T/agent.conf"
 	start_agent --config "$T/agent.conf"
 	grep -q "CPU and IO accounted at exit" "$T/agent.log" ||
 		skip "accounting at exit not in use here: $(grep -m1 'BPF metering' "$T/agent.log")"

@@ -1045,6 +1045,29 @@ static void test_v2_limits(void **state)
 #undef T1
 }
 
+/* The subtree's CPU time for the live walk's skip: v2's cpu.stat usage_usec in nanoseconds, and
+ * none once the agent's own leaf is in the subtree (its CPU would move the count). */
+static void test_v2_cpu_usage(void **state)
+{
+	struct cg_root *root;
+	uint64_t ns = 0, res = 0;
+
+	make_v2_base();
+	root = open_root(CG_MODE_V2, "/system.slice/corrald.service");
+	write_rel("system.slice/corrald.service/corral-test/cpu.stat",
+		  "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n");
+	assert_int_equal(cg_root_cpu_usage(root, &ns), 0);
+	assert_int_equal(ns, 1234567000ULL);
+	assert_string_equal(cg_root_cpu_usage_source(root, &res), "cpu.stat usage_usec");
+	assert_int_equal(res, 1000);
+	write_rel("system.slice/corrald.service/corral-test/cpu.stat", "user_usec 1\n");
+	assert_int_equal(cg_root_cpu_usage(root, &ns), -EIO);
+	assert_int_equal(cg_root_move_self(root, "agent"), 0);
+	assert_int_equal(cg_root_cpu_usage(root, &ns), -EOPNOTSUPP);
+	assert_null(cg_root_cpu_usage_source(root, &res));
+	cg_root_free(root);
+}
+
 static void test_v2_no_swap(void **state)
 {
 	struct cg_root *root;
@@ -1093,6 +1116,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_v1_park, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v1_comount, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_limits, setup_tree, teardown_tree),
+	    cmocka_unit_test_setup_teardown(test_v2_cpu_usage, setup_tree, teardown_tree),
 	    cmocka_unit_test_setup_teardown(test_v2_no_swap, setup_tree, teardown_tree),
 	};
 
