@@ -818,6 +818,33 @@ static int check_dir_or_absent(const char *what, const char *path, char *err, si
 	return 0;
 }
 
+int config_read_token(const char *path, char **ret, size_t *ret_len, char *err, size_t errlen)
+{
+	static const char what[] = "[collector] token_file";
+	_cleanup_close_ int fd = open_regular(path);
+	_cleanup_free_ char *token = NULL;
+	size_t len = 0;
+	int r;
+
+	if (fd < 0)
+		return err_set(err, errlen, fd, "%s %s: %s", what, path, regular_file_strerror(fd));
+	r = secret_fd_check(fd, what, path, err, errlen);
+	if (r < 0)
+		return r;
+	r = read_fd(fd, 4096, &token, &len);
+	if (r < 0)
+		return err_set(err, errlen, r, "%s %s: %s", what, path,
+			       r == -EFBIG ? "larger than 4096 bytes" : strerror(-r));
+	while (len > 0 &&
+	       (token[len - 1] == '\n' || token[len - 1] == ' ' || token[len - 1] == '\r'))
+		token[--len] = 0;
+	if (len == 0)
+		return err_set(err, errlen, -EINVAL, "%s %s: empty", what, path);
+	*ret = TAKE_PTR(token);
+	*ret_len = len;
+	return 0;
+}
+
 int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 {
 	struct sbx_filter *f = NULL;
@@ -828,17 +855,11 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 		_cleanup_free_ char *token = NULL;
 		size_t len = 0;
 
-		r = read_regular_file(c->token_file, 4096, &token, &len);
+		r = config_read_token(c->token_file, &token, &len, err, errlen);
+		if (token)
+			explicit_bzero(token, len);
 		if (r < 0)
-			return err_set(
-			    err, errlen, r, "[collector] token_file %s: %s", c->token_file,
-			    r == -EFBIG ? "larger than 4096 bytes" : regular_file_strerror(r));
-		while (len > 0 &&
-		       (token[len - 1] == '\n' || token[len - 1] == ' ' || token[len - 1] == '\r'))
-			len--;
-		if (len == 0)
-			return err_set(err, errlen, -EINVAL, "[collector] token_file %s: empty",
-				       c->token_file);
+			return r;
 	}
 	{
 		const char *files[][2] = {{"ca_file", c->ca_file},

@@ -153,12 +153,18 @@ int config_set(struct agent_config *c, const char *section, const char *key, con
 	       char *err, size_t errlen);
 /*
  * Check the files the configuration names before anything is set up: the token file is
- * readable and not empty, the CA file and the client certificate and key readable, the state,
- * runtime and profile directories directories (or absent: they are created), the default seccomp
- * profile found and compiled. Returns 0 or a negative errno with err = "[section] key PATH:
- * problem".
+ * readable, not empty and a secret only its owner (this user or root) can read or write, the CA
+ * file and the client certificate and key readable, the state, runtime and profile directories
+ * directories (or absent: they are created), the default seccomp profile found and compiled.
+ * Returns 0 or a negative errno with err = "[section] key PATH: problem".
  */
 int config_check_files(const struct agent_config *c, char *err, size_t errlen);
+/*
+ * The token in path ([collector] token_file), trailing newlines and blanks cut: refused when
+ * it is not a regular file, over 4096 bytes, empty, or a secret others may reach
+ * (secret_fd_check). *ret is NUL-terminated; the caller clears and frees it.
+ */
+int config_read_token(const char *path, char **ret, size_t *ret_len, char *err, size_t errlen);
 /*
  * What a reload changes. Between config_trace_begin and config_trace_end every setting
  * config_set applies (the file's and the flags') is noted as "[section] key = value"; _end

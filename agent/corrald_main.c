@@ -219,7 +219,6 @@ static int load_config(struct agent *a, int argc, char **argv)
 	static char abs_path[4096];
 	const char *path = NULL;
 	char err[1024];
-	struct stat st;
 	int r;
 
 	saved_argc = argc;
@@ -241,12 +240,6 @@ static int load_config(struct agent *a, int argc, char **argv)
 			path ? path : "defaults");
 		return r;
 	}
-	/* Whoever reads the token can send records as this node (the sandbox hides the file from
-	 * tasks, not from the node's other users). */
-	if (a->cfg.token_file && stat(a->cfg.token_file, &st) == 0 && (st.st_mode & 077))
-		log_warning("[collector] token_file %s: mode %04o lets other users read the node's "
-			    "token and send records as this node (chmod 600 it)",
-			    a->cfg.token_file, (unsigned)(st.st_mode & 07777));
 	return 0;
 }
 

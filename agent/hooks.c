@@ -843,15 +843,13 @@ int agent_hooks_init(struct agent *a)
 		size_t len = 0;
 
 		if (a->cfg.token_file) {
-			r = read_regular_file(a->cfg.token_file, 4096, &token, &len);
+			char err[512];
+
+			r = config_read_token(a->cfg.token_file, &token, &len, err, sizeof(err));
 			if (r < 0) {
-				log_error("[collector] token_file %s: %s", a->cfg.token_file,
-					  regular_file_strerror(r));
+				log_error("%s", err);
 				return r;
 			}
-			while (len > 0 && (token[len - 1] == '\n' || token[len - 1] == ' ' ||
-					   token[len - 1] == '\r'))
-				token[--len] = 0;
 		}
 		uo.url = a->cfg.collector_url;
 		uo.token = token ? token : "";

@@ -533,6 +533,24 @@ static int serve_wait(const sigset_t *mask, struct coll_tls *tls)
 	}
 }
 
+/* The price sheet at path in *ret (allocated), or a negative errno after a message. */
+static int serve_prices(const char *path, struct price_sheet **ret)
+{
+	_cleanup_free_ struct price_sheet *p = calloc(1, sizeof(*p));
+	char err[512];
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	r = price_sheet_load(path, p, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "corral-collector: --prices / [report] prices: %s\n", err);
+		return r;
+	}
+	*ret = TAKE_PTR(p);
+	return 0;
+}
+
 static int cmd_serve(struct options *o)
 {
 	struct coll_server_config cfg = {
@@ -564,25 +582,21 @@ static int cmd_serve(struct options *o)
 	r = coll_tokens_load(o->tokens ?: DEFAULT_TOKENS, &tokens, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "corral-collector: --tokens / [server] tokens_file: %s\n", err);
-		return 1;
+		/* -EPERM: a secret others may reach, a configuration error */
+		return r == -EPERM ? 2 : 1;
 	}
-	if (o->prices) {
-		prices = calloc(1, sizeof(*prices));
-		if (!prices) {
-			coll_tokens_free(&tokens);
-			return 1;
-		}
-		r = price_sheet_load(o->prices, prices, err, sizeof(err));
-		if (r < 0) {
-			fprintf(stderr, "corral-collector: --prices / [report] prices: %s\n", err);
-			coll_tokens_free(&tokens);
-			return 1;
-		}
+	if (o->prices && serve_prices(o->prices, &prices) < 0) {
+		coll_tokens_free(&tokens);
+		return 1;
 	}
 	if (o->tls_cert || o->tls_key || o->tls_client_ca) {
 		r = coll_tls_new(o->tls_cert, o->tls_key, o->tls_client_ca, &tls, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "corral-collector: [server] %s\n", err);
+			if (r == -EPERM) { /* a key others may reach: a configuration error */
+				coll_tokens_free(&tokens);
+				return 2;
+			}
 			goto out;
 		}
 		cfg.tls = tls;

@@ -70,6 +70,12 @@ static int load(const char *path, const char *what, gnutls_datum_t *d, char *err
 
 	if (fd < 0)
 		return err_set(err, errlen, fd, "%s %s: %s", what, path, regular_file_strerror(fd));
+	/* the private key as ssh takes one: owned by this user or root, nobody else's to read */
+	if (strcmp(what, "tls_key") == 0) {
+		r = secret_fd_check(fd, what, path, err, errlen);
+		if (r < 0)
+			return r;
+	}
 	r = read_fd(fd, TLS_FILE_MAX, &buf, &len);
 	if (r < 0)
 		return err_set(err, errlen, r, "%s %s: cannot read (%s)", what, path,

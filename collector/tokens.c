@@ -229,21 +229,15 @@ int coll_tokens_load(const char *path, struct coll_tokens *ret, char *err, size_
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	struct stat st;
 	int r;
 
 	fd = open_regular(path);
 	if (fd < 0)
 		return err_set(err, errlen, fd, "%s: %s", path, regular_file_strerror(fd));
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		return err_set(err, errlen, r, "%s: %s", path, strerror(-r));
-	}
-	if (st.st_mode & 077) {
-		return err_set(err, errlen, -EPERM,
-			       "%s: mode %04o gives group/other access to secrets (chmod 600 it)",
-			       path, (unsigned)(st.st_mode & 07777));
-	}
+	/* as ssh takes a private key: only this user or root may own it, nobody else reach it */
+	r = secret_fd_check(fd, "tokens file", path, err, errlen);
+	if (r < 0)
+		return r;
 	/* the file whose mode was checked, not one put in its place since */
 	r = read_fd(fd, TOKENS_FILE_MAX, &buf, &len);
 	if (r < 0) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "common/fileio.h"
+#include "common/error.h"
 #include "common/macro.h"
 #include "common/parse.h"
 
@@ -114,6 +115,25 @@ int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
 const char *regular_file_strerror(int r)
 {
 	return r == -EBADFD ? "not a regular file" : strerror(-r);
+}
+
+int secret_fd_check(int fd, const char *what, const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return err_set(err, errlen, -errno, "%s %s: %s", what, path, strerror(errno));
+	if (st.st_mode & 077)
+		return err_set(err, errlen, -EPERM,
+			       "%s %s: mode %04o lets group or others at a secret: refused "
+			       "(chmod 600 it)",
+			       what, path, (unsigned)(st.st_mode & 07777));
+	if (st.st_uid != geteuid() && st.st_uid != 0)
+		return err_set(err, errlen, -EPERM,
+			       "%s %s: owned by uid %u, not by uid %u that runs this or root: "
+			       "refused (chown it)",
+			       what, path, (unsigned)st.st_uid, (unsigned)geteuid());
+	return 0;
 }
 
 int read_u64_fd(int fd, uint64_t *ret)

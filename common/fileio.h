@@ -21,6 +21,12 @@ int read_fd(int fd, size_t max, char **ret, size_t *ret_len);
 int open_regular(const char *path);
 int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len);
 const char *regular_file_strerror(int r);
+/*
+ * A secret (a token, a private key) open on fd, checked as ssh checks a private key: -EPERM,
+ * with err naming what, path and the mode or owner, when group or others have any access to
+ * it or when neither the effective user nor root owns it; 0 when it may be used.
+ */
+int secret_fd_check(int fd, const char *what, const char *path, char *err, size_t errlen);
 /* Read a file holding one unsigned integer (trailing newline or blanks allowed; -EFBIG past
  * 63 bytes), by name or from an open fd (one read, no allocation: cgroup control files). */
 int read_u64_file_at(int dirfd, const char *name, uint64_t *ret);

@@ -97,6 +97,7 @@ run_agent() { # N MODE: sets PER_NS (agent ns per node sample), NS_WIN, SAMPLES,
 	local n=$1 mode=$2 node=e-$2-$1 conf=$T/a.conf i running c0 c1 k0 k1 e0 e1
 	rm -rf "$T/state"
 	echo "$TOKEN-$node" >"$T/token"
+	chmod 600 "$T/token"
 	printf '[agent]\nmax_tasks = %d\nsample_interval = %s\n[energy]\npowercap_root = %s\n[collector]\nbatch_delay = 100ms\n' \
 		$((n + 16)) "$SAMPLE" "$([ "$mode" = rapl ] && echo "$PC" || echo "$T/no-rapl")" >"$conf"
 	(

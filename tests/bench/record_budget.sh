@@ -30,7 +30,7 @@ T=$(mktemp -d /tmp/corral-bench.XXXXXX)
 SOCK=$T/sock
 PORT=$((22000 + RANDOM % 20000))
 TOKEN=bench-node-token-0123456789abcdef
-printf 'node bench %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"
+printf 'node bench %s\n' "$TOKEN" >"$T/tokens"; chmod 600 "$T/tokens"; echo "$TOKEN" >"$T/token"; chmod 600 "$T/token"
 COLL= AG=
 stop() {
 	[ -n "$AG" ] && { kill "$AG" 2>/dev/null; wait "$AG" 2>/dev/null; }

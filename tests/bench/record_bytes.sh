@@ -21,6 +21,7 @@ TOKEN=rb-node-token-0123456789abcdef
 printf 'node rb-node %s\n' "$TOKEN" >"$T/tokens"
 chmod 600 "$T/tokens"
 echo "$TOKEN" >"$T/token"
+chmod 600 "$T/token"
 APID= CPID=
 cleanup() {
 	[ -n "$APID" ] && kill "$APID" 2>/dev/null && wait "$APID" 2>/dev/null

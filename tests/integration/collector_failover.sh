@@ -37,6 +37,7 @@ DB=$(pg_uri corral)
 sql() { psql "$DB" -Atqc "$1"; }
 coll_tokens n1
 node_token n1 >"$T/token"
+chmod 600 "$T/token"
 metric() { # metric PORT NAME -> value (empty: no answer)
 	curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk -v n="$2" '$1 == n {print $2}'
 }

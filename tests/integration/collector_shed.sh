@@ -40,6 +40,7 @@ DB=$(pg_uri corral)
 sql() { psql "$DB" -Atqc "$1"; }
 coll_tokens n1 n2
 node_token n1 >"$T/token"
+chmod 600 "$T/token"
 TOK2=$(node_token n2)
 cmetric() { curl -m 3 -fs "http://127.0.0.1:$P/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
 ametric() { curl -m 3 -fs "http://$AM/metrics" | awk -v n="$1" '$1 == n {print $2}'; }

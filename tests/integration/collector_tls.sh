@@ -2,7 +2,8 @@
 # corral-collector over TLS with client certificates, against a CA and certificates made here
 # (openssl):
 #  0. refused at start, naming the key: a key not the certificate's, tls_cert without tls_key,
-#     a tls_client_ca that holds no certificate;
+#     a tls_client_ca that holds no certificate; a key group or others may reach or another
+#     user owns (exit 2);
 #  1. corrald -> collector over HTTPS, the collector's key pinned, the node's certificate
 #     presented: every task's records stored (counted with sqlite3);
 #  2. refused: a client that trusts another CA; a node certificate from another CA, or issued
@@ -25,6 +26,7 @@ RDTOK=tls-reader-token-0123456789abcdef
 printf 'node n1 %s\nnode n2 tls-node-n2-token-0123456789abcdef\nreader ops %s\n' "$N1TOK" "$RDTOK" >"$T/tokens"
 chmod 600 "$T/tokens"
 echo "$N1TOK" >"$T/token"
+chmod 600 "$T/token"
 COLL=
 trap '[ -n "$COLL" ] && kill -9 "$COLL" 2>/dev/null; cleanup' EXIT
 
@@ -85,6 +87,7 @@ cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(Nam
 open(d + "/" + name + ".pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
 open(d + "/" + name + ".key", "wb").write(key.private_bytes(serialization.Encoding.PEM,
      serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+os.chmod(d + "/" + name + ".key", 0o600)  # the collector refuses a key others may read
 PY
 }
 mkexpired n1-expired DNS:n1
@@ -105,13 +108,25 @@ bad_start() { # bad_start WANT CONF-LINES...
 	timeout 10 "$O/corral-collector" serve --config "$T/bad.conf" --listen 127.0.0.1:0 \
 		--db "sqlite:$T/bad.db" --tokens "$T/tokens" >"$T/bad.log" 2>&1
 	rc=$?
-	[ $rc = 1 ] && grep -q "$want" "$T/bad.log" && pass "refused at start: $(head -1 "$T/bad.log" | cut -c1-150)" \
+	[ $rc = "${WANT_RC:-1}" ] && grep -q "$want" "$T/bad.log" && pass "refused at start: $(head -1 "$T/bad.log" | cut -c1-150)" \
 		|| fail "want '$want', rc $rc: $(cat "$T/bad.log")"
 }
 bad_start "does not go with tls_cert" "tls_cert = $P/server.pem" "tls_key = $P/n1.key"
 bad_start "tls_key missing" "tls_cert = $P/server.pem" "tls_client_ca = $P/ca.pem"
 bad_start "tls_client_ca .*expected PEM CA certificates" "tls_cert = $P/server.pem" \
 	"tls_key = $P/server.key" "tls_client_ca = $T/tokens"
+# a private key group or others may reach, or another user owns, is refused as ssh refuses one
+# (a configuration error: exit 2), naming the file and its mode as stat reads it
+cp "$P/server.key" "$T/loose.key"
+for m in 640 604 620; do
+	chmod "$m" "$T/loose.key"
+	WANT_RC=2 bad_start "tls_key $T/loose.key: mode 0$(stat -c %a "$T/loose.key") lets group or others at a secret: refused" \
+		"tls_cert = $P/server.pem" "tls_key = $T/loose.key"
+done
+chmod 600 "$T/loose.key"
+chown nobody "$T/loose.key"
+WANT_RC=2 bad_start "tls_key $T/loose.key: owned by uid $(stat -c %u "$T/loose.key"), not by uid 0 that runs this or root" \
+	"tls_cert = $P/server.pem" "tls_key = $T/loose.key"
 
 cat >"$T/collector.conf" <<CONF
 [server]

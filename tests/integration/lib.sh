@@ -69,6 +69,7 @@ node_token() {
 	[ -z "${2:-}" ] || printf '%s\n' "$2" >>"$T/tokens"
 	chmod 600 "$T/tokens"
 	echo "$1" >"$T/token"
+	chmod 600 "$T/token"
 }
 
 # collector_up LOG [SERVE OPTIONS...]: corral-collector serve on 127.0.0.1:$PORT with the SQLite

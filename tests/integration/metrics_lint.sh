@@ -17,6 +17,7 @@ NODETOK=tok-node-it-0123456789abcdef
 printf 'node it-node %s\nreader ops tok-reader-0123456789abcdef\n' "$NODETOK" >"$T/tokens"
 chmod 600 "$T/tokens"
 echo "$NODETOK" >"$T/token"
+chmod 600 "$T/token"
 "$COLL" serve --listen "127.0.0.1:$CPORT" --db "sqlite:$T/c.db" --tokens "$T/tokens" >"$T/coll.log" 2>&1 &
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"

@@ -2,7 +2,8 @@
 # The operator's surfaces of the three programs: --version; a bad option is one line and a
 # hint (exit 2); dump --type refuses an unknown type; config errors name file:line and both
 # lines of a duplicate key (agent and collector); a missing token file stops corrald before
-# anything is set up (no cgroup made); SIGHUP rereads the file in use (absolute path), keeps
+# anything is set up (no cgroup made); a token file, tokens file or TLS key others may reach or
+# another user owns is refused; SIGHUP rereads the file in use (absolute path), keeps
 # the flags and says which changes it applied and which wait for a restart; corralctl status reads as text (upload failing, then delivered) and as JSON.
 . "$(dirname "$0")/lib.sh"
 need_root
@@ -114,6 +115,7 @@ made=$(ls -d /sys/fs/cgroup/*/"$SUBTREE" 2>/dev/null | wc -l)
 # dangling symlink is a missing file; a symlink to a token file is followed
 mkfifo "$T/fifo"
 printf 'tok-node-it-0123456789abcdef\n' >"$T/real-token"
+chmod 600 "$T/real-token"
 ln -s "$T/real-token" "$T/link-token"
 ln -s "$T/gone" "$T/dangling-token"
 printf '[agent]\nseccomp_default = %s\n' "$T/fifo" >"$T/sd.conf"
@@ -153,6 +155,34 @@ out=$(timeout -s KILL 10 "$COLL" serve --config "$T/ctls.conf" 2>&1); rc=$?
 out=$(timeout -s KILL 10 "$COLL" serve --config "$T/fifo" 2>&1); rc=$?
 [ "$rc" = 2 ] && echo "$out" | grep -qF "$T/fifo: not a regular file" && pass "collector FIFO configuration file: $out" ||
 	fail "collector FIFO configuration file: rc $rc: $out"
+
+# secrets as ssh takes a private key: a token file (agent) or tokens file (collector) that group
+# or others may read or write, or that another user than the one running (nor root) owns, is
+# refused at start, exit 2, naming the file and its mode (read here with stat) or its owner,
+# before anything is set up; the same file at 0600 and root's is taken (the starts below)
+for m in 644 640 604 620 602 610; do
+	cp "$T/real-token" "$T/loose-token"
+	chmod "$m" "$T/loose-token"
+	seen=$(stat -c %a "$T/loose-token")
+	refused "token file of mode $seen" "token_file $T/loose-token: mode 0$seen lets group or others at a secret: refused" \
+		"$CORRALD" "${AGENT_ARGS[@]}" --collector-url http://127.0.0.1:1 --token-file "$T/loose-token"
+	cp "$T/ftokens" "$T/loose-tokens"
+	chmod "$m" "$T/loose-tokens"
+	out=$(timeout -s KILL 10 "$COLL" serve --listen 127.0.0.1:0 --db "sqlite:$T/loose.db" --tokens "$T/loose-tokens" 2>&1); rc=$?
+	[ "$rc" = 2 ] && [ ! -e "$T/loose.db" ] &&
+		echo "$out" | grep -qF "tokens file $T/loose-tokens: mode 0$(stat -c %a "$T/loose-tokens") lets group or others at a secret: refused" &&
+		pass "collector tokens file of mode $m: $out" || fail "collector tokens file of mode $m: rc $rc: $out"
+done
+cp "$T/real-token" "$T/their-token"
+cp "$T/ftokens" "$T/their-tokens"
+chmod 600 "$T/their-token" "$T/their-tokens"
+chown nobody "$T/their-token" "$T/their-tokens"
+owner=$(stat -c %u "$T/their-token")
+refused "token file of uid $owner, mode 600" "token_file $T/their-token: owned by uid $owner, not by uid 0 that runs this or root: refused" \
+	"$CORRALD" "${AGENT_ARGS[@]}" --collector-url http://127.0.0.1:1 --token-file "$T/their-token"
+out=$(timeout -s KILL 10 "$COLL" serve --listen 127.0.0.1:0 --db "sqlite:$T/loose.db" --tokens "$T/their-tokens" 2>&1); rc=$?
+[ "$rc" = 2 ] && [ ! -e "$T/loose.db" ] && echo "$out" | grep -qF "tokens file $T/their-tokens: owned by uid $owner, not by uid 0" &&
+	pass "collector tokens file of uid $owner: $out" || fail "collector tokens file of uid $owner: rc $rc: $out"
 
 # a FIFO among the profiles a task may name: the launch is refused and the agent goes on (it
 # blocked in the open for ever, with every client)
@@ -207,6 +237,7 @@ CPORT=$(free_port)
 echo "node it-node tok-node-it-0123456789abcdef" >"$T/tokens"
 chmod 600 "$T/tokens"
 echo "tok-node-it-0123456789abcdef" >"$T/token"
+chmod 600 "$T/token"
 start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/token"
 ctl run --wait -- true >/dev/null
 for _ in $(seq 100); do ctl status | grep -q FAILING && break; sleep 0.1; done
@@ -255,16 +286,9 @@ python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2]
 CPID=$!
 wait_up "http://127.0.0.1:$CPORT/healthz" "$CPID" "$T/coll.log"
 # the uploader's backoff may have grown long: a restart sends what the spool holds at once
-# (through a symlink to the token file: followed); the token readable by others was warned
-# about, one of mode 0600 is not
-mode=$(stat -c %a "$T/token")
-[ "$mode" != 600 ] && grep -q "token_file $T/token: mode 0$mode lets other users read the node's token" "$T/agent.log" &&
-	pass "token file of mode $mode: warned" || fail "token file mode $mode: $(grep token_file "$T/agent.log")"
+# (through a symlink to the token file, of mode 0600: followed)
 stop_agent
-chmod 600 "$T/real-token"
 start_agent --no-bpf --collector-url "http://127.0.0.1:$CPORT" --token-file "$T/link-token"
-[ "$(grep -c 'lets other users read' "$T/agent.log")" = 1 ] && pass "token file of mode 600 (through a symlink): no warning" ||
-	fail "mode 600 token warned: $(grep token_file "$T/agent.log")"
 ctl run --wait -- true >/dev/null
 for _ in $(seq 300); do
 	[ "$(ctl status --json | jget upload.pending_records)" = 0 ] && [ "$(ctl status --json | jget upload.last_success_ns)" != 0 ] && break

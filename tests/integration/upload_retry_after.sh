@@ -13,6 +13,7 @@ need_root
 command -v python3 >/dev/null || skip "python3 missing"
 read -r PORT PORT2 <<<"$(free_ports 2)"
 echo "retry-after-token-0123456789" >"$T/token"
+chmod 600 "$T/token"
 LPID=
 trap 'stop_agent; [ -n "$LPID" ] && kill "$LPID" 2>/dev/null; cleanup' EXIT
 

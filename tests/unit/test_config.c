@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/corral-test-config-XXXXXX";
@@ -159,7 +160,7 @@ static void test_agent_config_errors(void **state)
 static void test_agent_config_files(void **state)
 {
 	struct agent_config c;
-	char err[1024], path[256];
+	char err[1024], path[256], want[1024];
 	int r;
 
 	(void)state;
@@ -177,11 +178,24 @@ static void test_agent_config_files(void **state)
 				 "directory");
 	free(c.token_file);
 	c.token_file = strdup(write_tmp("token", " \n"));
+	assert_int_equal(chmod(c.token_file, 0600), 0);
 	r = config_check_files(&c, err, sizeof(err));
 	assert_int_equal(r, -EINVAL);
 	assert_non_null(strstr(err, ": empty"));
 	free(c.token_file);
 	c.token_file = strdup(write_tmp("token", "secret\n"));
+	/* a secret others may read or write is refused, naming its mode (as ssh takes a key) */
+	assert_int_equal(chmod(c.token_file, 0640), 0);
+	r = config_check_files(&c, err, sizeof(err));
+	assert_int_equal(r, -EPERM);
+	snprintf(want, sizeof(want),
+		 "[collector] token_file %s: mode 0640 lets group or others at a secret: refused "
+		 "(chmod 600 it)",
+		 c.token_file);
+	assert_string_equal(err, want);
+	assert_int_equal(chmod(c.token_file, 0602), 0);
+	assert_int_equal(config_check_files(&c, err, sizeof(err)), -EPERM);
+	assert_int_equal(chmod(c.token_file, 0600), 0);
 	assert_int_equal(config_check_files(&c, err, sizeof(err)), 0);
 
 	c.ca_file = strdup("/nonexistent/ca.pem");
