@@ -3,7 +3,8 @@
 # (openssl):
 #  0. refused at start, naming the key: a key not the certificate's, tls_cert without tls_key,
 #     a tls_client_ca that holds no certificate; a key group or others may reach or another
-#     user owns (exit 2);
+#     user owns (exit 2); a certificate, key or CA file over 16 MiB (one of exactly 16 MiB,
+#     comments then the PEM, loads and is served);
 #  1. corrald -> collector over HTTPS, the collector's key pinned, the node's certificate
 #     presented: every task's records stored (counted with sqlite3);
 #  2. refused: a client that trusts another CA; a node certificate from another CA, or issued
@@ -127,6 +128,49 @@ chmod 600 "$T/loose.key"
 chown nobody "$T/loose.key"
 WANT_RC=2 bad_start "tls_key $T/loose.key: owned by uid $(stat -c %u "$T/loose.key"), not by uid 0 that runs this or root" \
 	"tls_cert = $P/server.pem" "tls_key = $T/loose.key"
+
+# the 16 MiB cap on a certificate, key or CA file: files of exactly 16 MiB (comment lines, which
+# PEM parsing skips, then the PEM) load and the certificate is served; one byte more or 17 MiB is
+# refused naming the file (sizes read back with stat)
+pad_pem() { # pad_pem SRC DST SIZE: comment lines, then SRC's PEM, SIZE bytes in all
+	python3 - "$@" <<'PY'
+import sys
+src, dst, size = open(sys.argv[1], "rb").read(), sys.argv[2], int(sys.argv[3])
+line = b"# padding before the PEM block, which PEM readers skip\n"
+pad = line * ((size - len(src)) // len(line))
+left = size - len(src) - len(pad)
+pad += (b"#" * (left - 1) + b"\n") if left else b""
+open(dst, "wb").write(pad + src)
+PY
+}
+MIB16=$((16 << 20))
+pad_pem "$P/server.pem" "$T/big.pem" $MIB16
+pad_pem "$P/server.key" "$T/big.key" $MIB16
+pad_pem "$P/ca.pem" "$T/big-ca.pem" $MIB16
+chmod 600 "$T/big.key"
+BPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+printf '[server]\ntls_cert = %s\ntls_key = %s\ntls_client_ca = %s\n' "$T/big.pem" "$T/big.key" "$T/big-ca.pem" >"$T/big.conf"
+"$O/corral-collector" serve --config "$T/big.conf" --listen "127.0.0.1:$BPORT" --db "sqlite:$T/big.db" \
+	--tokens "$T/tokens" >"$T/big.log" 2>&1 &
+BIG=$!
+wait_up "https://127.0.0.1:$BPORT/healthz" "$BIG" "$T/big.log" --cacert "$P/ca.pem"
+got=$(openssl s_client -connect "127.0.0.1:$BPORT" </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256 | cut -d= -f2)
+sizes=$(stat -c %s "$T/big.pem" "$T/big.key" "$T/big-ca.pem" | sort -u)
+kill "$BIG"; wait "$BIG"
+[ "$sizes" = $MIB16 ] && [ "$got" = "$(fp_of "$P/server.pem")" ] &&
+	pass "certificate, key and CA of $sizes bytes each (comments, then the PEM): loaded, server.pem served" ||
+	fail "16 MiB files (sizes $sizes): served '$got': $(cat "$T/big.log")"
+for extra in 1 $((1 << 20)); do
+	pad_pem "$P/server.pem" "$T/over.pem" $((MIB16 + extra))
+	bad_start "tls_cert $T/over.pem: cannot read (larger than 16 MiB)" "tls_cert = $T/over.pem" "tls_key = $P/server.key"
+	pad_pem "$P/server.key" "$T/over.key" $((MIB16 + extra))
+	chmod 600 "$T/over.key"
+	bad_start "tls_key $T/over.key: cannot read (larger than 16 MiB)" "tls_cert = $P/server.pem" "tls_key = $T/over.key"
+	pad_pem "$P/ca.pem" "$T/over-ca.pem" $((MIB16 + extra))
+	bad_start "tls_client_ca $T/over-ca.pem: cannot read (larger than 16 MiB)" "tls_cert = $P/server.pem" \
+		"tls_key = $P/server.key" "tls_client_ca = $T/over-ca.pem"
+done
+rm -f "$T"/big* "$T"/over*
 
 cat >"$T/collector.conf" <<CONF
 [server]
