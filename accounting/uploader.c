@@ -71,6 +71,7 @@ struct upl {
 	char *dead_path;
 	struct spool *spool;
 	int epfd, tfd;
+	bool held; /* upl_hold: no new batch */
 
 	size_t batch_records, batch_bytes, batch_limit;
 	uint64_t batch_delay_ms, backoff_min_ms, backoff_max_ms;
@@ -762,7 +763,7 @@ static int maybe_start(struct upl *u, bool force)
 	uint64_t now = mono_ns();
 	int r;
 
-	if (u->in_flight)
+	if (u->in_flight || u->held)
 		return 0;
 	if (u->failback_at && now >= u->failback_at)
 		use_url(u, 0);
@@ -1277,6 +1278,29 @@ int upl_dispatch(struct upl *u)
 	}
 	arm_timer(u);
 	return r < 0 ? r : 0;
+}
+
+void upl_hold(struct upl *u)
+{
+	u->held = true;
+}
+
+void upl_carry_stats(struct upl *to, const struct upl *from)
+{
+	const struct upl_stats *f = &from->st;
+	struct upl_stats *t = &to->st;
+
+	t->batches_sent += f->batches_sent;
+	t->records_acked += f->records_acked;
+	t->duplicates += f->duplicates;
+	t->rejected += f->rejected;
+	t->conflicts += f->conflicts;
+	t->retries += f->retries;
+	t->requests += f->requests;
+	t->failovers += f->failovers;
+	t->body_bytes += f->body_bytes;
+	t->wire_bytes += f->wire_bytes;
+	t->last_success_ns = MAX(t->last_success_ns, f->last_success_ns);
 }
 
 void upl_kick(struct upl *u)

@@ -97,4 +97,13 @@ int upl_timeout_ms(const struct upl *u);
 void upl_kick(struct upl *u);
 /* Forget the backoff and try at the next dispatch (e.g. operator request). */
 void upl_retry_now(struct upl *u);
+/*
+ * Start no new batch: the one in flight (upl_stats.in_flight) still finishes and is acked or
+ * left in the spool. For handing the spool to another uploader (a reload of the agent's
+ * [collector] settings) without a batch the collector may have committed being aborted.
+ */
+void upl_hold(struct upl *u);
+/* The counters of from (batches, records, retries, bytes, ...) and its last success added to
+ * to's: the totals go on across such a hand-over, as a counter must. */
+void upl_carry_stats(struct upl *to, const struct upl *from);
 void upl_get_stats(const struct upl *u, struct upl_stats *ret);

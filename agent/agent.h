@@ -265,8 +265,11 @@ struct agent {
 	uint64_t spawner_restarted_mono; /* last restart (agent_spawn_shim), 0: none yet */
 	struct spool *spool;
 	struct upl *upl;
-	void *metrics; /* metrics HTTP server */
-	void *gpu;     /* GPU inventory, NULL when GPU features are off */
+	struct upl *upl_next; /* a reload's, waiting for upl's batch in flight (upl_swap) */
+	bool upl_swap;
+	char *upl_token; /* the token of upl_next, else of upl */
+	void *metrics;	 /* metrics HTTP server */
+	void *gpu;	 /* GPU inventory, NULL when GPU features are off */
 
 	struct task *tasks; /* live tasks (starting, running, ending) */
 	/* The same by key (agent/task_index.c task_live): key -> struct task *, a growing

@@ -263,12 +263,58 @@ static void reap_children(void)
 		;
 }
 
-/* The keys a reload applies at once (reload_apply); a change of any other waits for a restart. */
-static const char *const reload_live_keys[] = {"agent.max_tasks",	"agent.reserve_memory",
-					       "agent.reserve_cpus",	"agent.kill_grace",
-					       "agent.sample_interval", "agent.sample_unchanged",
-					       "agent.log_level",	"metrics.tasks",
-					       "metrics.tasks_max",	NULL};
+/* The keys a reload applies at once (reload_apply); a change of any other waits for a restart.
+ * The [collector] ones first (RELOAD_UPLOAD_KEYS): applied by a new uploader, or left for a
+ * restart when it cannot be made (its token file refused). */
+#define RELOAD_UPLOAD_KEYS 14
+static const char *const reload_live_keys[] = {"collector.url",
+					       "collector.urls",
+					       "collector.token_file",
+					       "collector.ca_file",
+					       "collector.pin",
+					       "collector.client_cert",
+					       "collector.client_key",
+					       "collector.failover_after",
+					       "collector.failback",
+					       "collector.connect_timeout",
+					       "collector.request_timeout",
+					       "collector.batch_records",
+					       "collector.batch_delay",
+					       "collector.compress",
+					       "agent.max_tasks",
+					       "agent.reserve_memory",
+					       "agent.reserve_cpus",
+					       "agent.kill_grace",
+					       "agent.sample_interval",
+					       "agent.sample_unchanged",
+					       "agent.log_level",
+					       "metrics.tasks",
+					       "metrics.tasks_max",
+					       NULL};
+
+/* The [collector] settings of nc into c (the new uploader's, for status and the sandbox). */
+static void reload_take_upload(struct agent_config *c, struct agent_config *nc)
+{
+	char **strs[][2] = {{&c->collector_url, &nc->collector_url},
+			    {&c->token_file, &nc->token_file},
+			    {&c->ca_file, &nc->ca_file},
+			    {&c->pin, &nc->pin},
+			    {&c->client_cert, &nc->client_cert},
+			    {&c->client_key, &nc->client_key}};
+
+	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
+		free(*strs[i][0]);
+		*strs[i][0] = *strs[i][1];
+		*strs[i][1] = NULL;
+	}
+	c->failover_after = nc->failover_after;
+	c->failback_ns = nc->failback_ns;
+	c->upload_connect_timeout_ns = nc->upload_connect_timeout_ns;
+	c->upload_timeout_ns = nc->upload_timeout_ns;
+	c->batch_records = nc->batch_records;
+	c->batch_delay_ns = nc->batch_delay_ns;
+	c->upload_zstd = nc->upload_zstd;
+}
 
 /* SIGHUP: takes the live keys' values from nc and says what changed; a key changed that only
  * a restart applies is named as such (a reload that said "reloaded" and left it as it was
@@ -276,6 +322,7 @@ static const char *const reload_live_keys[] = {"agent.max_tasks",	"agent.reserve
 static void reload_apply(struct agent *a, struct agent_config *nc, char *trace)
 {
 	char live[1024], restart[1024];
+	bool upl_ok;
 	int lvl;
 
 	/* Limits and policies that are safe to change live. */
@@ -294,8 +341,13 @@ static void reload_apply(struct agent *a, struct agent_config *nc, char *trace)
 	a->cfg.log_level = nc->log_level;
 	nc->log_level = NULL;
 
-	config_trace_diff(a->config_trace, trace, reload_live_keys, live, sizeof(live), restart,
-			  sizeof(restart));
+	/* the uploader of the new [collector] settings, its token file read again */
+	upl_ok = agent_upl_reload(a, nc) == 0;
+	if (upl_ok)
+		reload_take_upload(&a->cfg, nc);
+	config_trace_diff(a->config_trace, trace,
+			  reload_live_keys + (upl_ok ? 0 : RELOAD_UPLOAD_KEYS), live, sizeof(live),
+			  restart, sizeof(restart));
 	/* the settings now in force; while a change waits for a restart, those before it (so
 	 * that the next reload still names it) */
 	if (trace && !restart[0]) {

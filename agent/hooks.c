@@ -602,12 +602,15 @@ static void on_metrics(void *data, int fd, uint32_t events)
 		(void)MHD_run(a->metrics);
 }
 
+static void upl_swap_when_idle(struct agent *a);
+
 static void on_upl(void *data, int fd, uint32_t events)
 {
 	struct agent *a = data;
 
 	if (a->upl)
 		(void)upl_dispatch(a->upl);
+	upl_swap_when_idle(a);
 }
 
 /* The syncer finished a generation: remove what waited for it. */
@@ -792,6 +795,89 @@ static int upl_before_ack(void *ud)
 	return r;
 }
 
+static bool str_same(const char *x, const char *y)
+{
+	return x == y || (x && y && strcmp(x, y) == 0);
+}
+
+/* The same [collector] settings in c and n. */
+static bool upload_same(const struct agent_config *c, const struct agent_config *n)
+{
+	return str_same(c->collector_url, n->collector_url) &&
+	       str_same(c->token_file, n->token_file) && str_same(c->ca_file, n->ca_file) &&
+	       str_same(c->pin, n->pin) && str_same(c->client_cert, n->client_cert) &&
+	       str_same(c->client_key, n->client_key) && c->failover_after == n->failover_after &&
+	       c->failback_ns == n->failback_ns &&
+	       c->upload_connect_timeout_ns == n->upload_connect_timeout_ns &&
+	       c->upload_timeout_ns == n->upload_timeout_ns &&
+	       c->batch_records == n->batch_records && c->batch_delay_ns == n->batch_delay_ns &&
+	       c->upload_zstd == n->upload_zstd;
+}
+
+static void secret_free(char *s)
+{
+	if (s)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
+/*
+ * An uploader of c's [collector] settings on the agent's spool, its token read from
+ * c->token_file and checked (config_read_token), kept as a->upl_token; -errno after a message,
+ * -EALREADY (no message) when a running uploader has the same settings and token.
+ */
+static int upl_make(struct agent *a, const struct agent_config *c, struct upl **ret)
+{
+	_cleanup_free_ char *token = NULL;
+	struct upl_opts uo = {0};
+	size_t len = 0;
+	char err[512];
+	int r;
+
+	if (c->token_file) {
+		r = config_read_token(c->token_file, &token, &len, err, sizeof(err));
+		if (r < 0) {
+			log_error("%s", err);
+			return r;
+		}
+	}
+	/* a reload that changes nothing, token included, keeps the running uploader */
+	if ((a->upl || a->upl_next) && upload_same(&a->cfg, c) &&
+	    str_same(token ? token : "", a->upl_token ? a->upl_token : "")) {
+		if (token)
+			explicit_bzero(token, len);
+		return -EALREADY;
+	}
+	uo.url = c->collector_url;
+	uo.token = token ? token : "";
+	uo.ca_file = c->ca_file;
+	uo.pinned_pubkey = c->pin;
+	uo.client_cert = c->client_cert;
+	uo.client_key = c->client_key;
+	uo.failover_after = c->failover_after;
+	uo.failback_ms = c->failback_ns / 1000000;
+	uo.connect_timeout_ms = c->upload_connect_timeout_ns / 1000000;
+	uo.request_timeout_ms = c->upload_timeout_ns / 1000000;
+	uo.state_dir = a->cfg.state_dir;
+	uo.batch_records = c->batch_records;
+	uo.batch_delay_ms = c->batch_delay_ns / 1000000;
+	uo.compress = c->upload_zstd;
+	uo.before_ack = upl_before_ack;
+	uo.before_ack_ud = a;
+	uo.on_conflict = upl_on_conflict;
+	uo.on_conflict_ud = a;
+	r = upl_new(&uo, a->spool, ret);
+	if (r < 0) {
+		log_error("uploader for %s: %s", c->collector_url, strerror(-r));
+		if (token)
+			explicit_bzero(token, len);
+		return r;
+	}
+	secret_free(a->upl_token);
+	a->upl_token = TAKE_PTR(token);
+	return 0;
+}
+
 int agent_hooks_init(struct agent *a)
 {
 	char dir[512];
@@ -837,46 +923,71 @@ int agent_hooks_init(struct agent *a)
 		log_info("no collector configured: records wait in the spool %s", dir);
 		return 0;
 	}
-	{
-		_cleanup_free_ char *token = NULL;
-		struct upl_opts uo = {0};
-		size_t len = 0;
+	r = upl_make(a, &a->cfg, &a->upl);
+	if (r < 0)
+		return r;
+	loop_add(a->loop, upl_fd(a->upl), EPOLLIN, on_upl, a);
+	log_info("uploading records to %s", a->cfg.collector_url);
+	return 0;
+}
 
-		if (a->cfg.token_file) {
-			char err[512];
+/* A reload's uploader in place of the running one once no batch is in flight. */
+static void upl_swap_when_idle(struct agent *a)
+{
+	struct upl_stats us;
 
-			r = config_read_token(a->cfg.token_file, &token, &len, err, sizeof(err));
-			if (r < 0) {
-				log_error("%s", err);
-				return r;
-			}
-		}
-		uo.url = a->cfg.collector_url;
-		uo.token = token ? token : "";
-		uo.ca_file = a->cfg.ca_file;
-		uo.pinned_pubkey = a->cfg.pin;
-		uo.client_cert = a->cfg.client_cert;
-		uo.client_key = a->cfg.client_key;
-		uo.failover_after = a->cfg.failover_after;
-		uo.failback_ms = a->cfg.failback_ns / 1000000;
-		uo.connect_timeout_ms = a->cfg.upload_connect_timeout_ns / 1000000;
-		uo.request_timeout_ms = a->cfg.upload_timeout_ns / 1000000;
-		uo.state_dir = a->cfg.state_dir;
-		uo.batch_records = a->cfg.batch_records;
-		uo.batch_delay_ms = a->cfg.batch_delay_ns / 1000000;
-		uo.compress = a->cfg.upload_zstd;
-		uo.before_ack = upl_before_ack;
-		uo.before_ack_ud = a;
-		uo.on_conflict = upl_on_conflict;
-		uo.on_conflict_ud = a;
-		r = upl_new(&uo, a->spool, &a->upl);
-		if (r < 0) {
-			log_error("uploader for %s: %s", a->cfg.collector_url, strerror(-r));
-			return r;
-		}
-		loop_add(a->loop, upl_fd(a->upl), EPOLLIN, on_upl, a);
-		log_info("uploading records to %s", a->cfg.collector_url);
+	if (!a->upl_swap)
+		return;
+	if (a->upl) {
+		upl_get_stats(a->upl, &us);
+		if (us.in_flight)
+			return;
+		loop_del(a->loop, upl_fd(a->upl));
+		if (a->upl_next)
+			upl_carry_stats(a->upl_next, a->upl);
+		upl_free(a->upl);
 	}
+	a->upl = a->upl_next;
+	a->upl_next = NULL;
+	a->upl_swap = false;
+	a->upl_logged_err[0] = 0;
+	if (!a->upl) {
+		log_notice("collector: no [collector] url any more: records wait in the spool");
+		return;
+	}
+	loop_add(a->loop, upl_fd(a->upl), EPOLLIN, on_upl, a);
+	upl_get_stats(a->upl, &us);
+	a->upl_logged_failovers = us.failovers;
+	log_notice("collector: uploading to %s with the reloaded [collector] settings", us.url);
+	upl_kick(a->upl);
+	(void)upl_dispatch(a->upl);
+}
+
+int agent_upl_reload(struct agent *a, const struct agent_config *nc)
+{
+	struct upl *next = NULL;
+	int r;
+
+	if (!a->spool)
+		return -EINVAL;
+	if (!nc->collector_url && !a->upl && !a->upl_next)
+		return 0;
+	if (nc->collector_url) {
+		r = upl_make(a, nc, &next);
+		if (r == -EALREADY)
+			return 0;
+		if (r < 0)
+			return r;
+	} else {
+		secret_free(a->upl_token);
+		a->upl_token = NULL;
+	}
+	upl_free(a->upl_next); /* a swap still waiting from an earlier reload */
+	a->upl_next = next;
+	a->upl_swap = true;
+	if (a->upl)
+		upl_hold(a->upl);
+	upl_swap_when_idle(a);
 	return 0;
 }
 
@@ -884,6 +995,7 @@ void agent_hooks_tick(struct agent *a, uint64_t now)
 {
 	(void)now;
 	spool_report_damage(a);
+	upl_swap_when_idle(a);
 	if (a->upl) {
 		struct upl_stats us;
 		char *last_err = a->upl_logged_err;
@@ -917,6 +1029,10 @@ void agent_hooks_fini(struct agent *a)
 	if (a->upl)
 		upl_free(a->upl);
 	a->upl = NULL;
+	upl_free(a->upl_next);
+	a->upl_next = NULL;
+	secret_free(a->upl_token);
+	a->upl_token = NULL;
 	if (a->spool)
 		spool_close(a->spool);
 	a->spool = NULL;
