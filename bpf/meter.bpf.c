@@ -1641,6 +1641,19 @@ static __always_inline void on_rss_stat(struct mm_struct *mm, int member, const 
 	if (curr && RD(btf, cur, vfork_done))
 		return;
 	e = bpf_map_lookup_elem(&mms, &mmkey);
+	/*
+	 * The teardown of an mm no one uses any more (the mm an exec left, torn down in the new
+	 * one's context, by a thread without an entry: see on_fork; or a shared mm's last user):
+	 * no own change can come for it, so its pages leave the task's RSS at its first event, at
+	 * once, and the entry goes, as the exit and the exec of a thread with an entry do; this
+	 * CPU's note of it stops the rest of the teardown before any lookup (rss_cpu_hit).
+	 */
+	if (e && !curr && RD(btf, mm, mm_users.counter) == 0) {
+		mm_release(&mmkey, e);
+		if (btf)
+			rss_cpu_gone(mm);
+		return;
+	}
 	if (!e || curr) {
 		if (!curr)
 			return;
