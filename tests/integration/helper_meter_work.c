@@ -18,9 +18,9 @@
  *                          one after the other, each waited for: every other one touches 64
  *                          pages of its own and exits, the rest exit at once; still for 30 ms
  *                          before and after each round
- *   memorphan ROUNDS       forks a child and exits once it runs; the child, reparented, touches
- *                          64 pages of its own per round, still for 30 ms before each round
- *                          and after the last, and exits
+ *   memorphan ROUNDS       forks a child and exits once the child has run one round; the child,
+ *                          reparented, touches 64 pages of its own per round, still for 30 ms
+ *                          before each round and after the last, and exits
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -385,13 +385,15 @@ static int do_memorphan(int rounds)
 		return read(p[0], &c, 1) == 1 ? 0 : 1;
 	}
 	close(p[0]);
-	if (write(p[1], "r", 1) != 1)
-		_exit(1);
-	while (getppid() == parent)
-		usleep(1000);
-	for (int r = 0; r < rounds; r++) {
+	/* round 0 while the parent lives: the code of a round faulted in, so that each
+	 * counter has had an own change before the rounds that are compared */
+	for (int r = 0; r <= rounds; r++) {
 		char *m;
 
+		if (r == 1 && write(p[1], "r", 1) != 1)
+			_exit(1);
+		while (r == 1 && getppid() == parent)
+			usleep(1000);
 		usleep(30000);
 		m = mmap(NULL, own, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED)
