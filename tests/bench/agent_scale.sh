@@ -43,7 +43,7 @@
 # SCALE_V2=1: both agents in cgroup v2 mode on the unified hierarchy of this v1 hybrid host
 # (CORRAL_TEST_CGROUP_V2_ROOT; no controller there, so no limits), where the live walk's skip
 # compares the subtree's cpu.stat usage_usec; the base must be a build that knows the variable
-# (fefe27e or later), or it runs on v1. Each row's build says in its start line which counter
+# (a2a3b5e or later), or it runs on v1. Each row's build says in its start line which counter
 # its live reads compare (printed after the table).
 # Results: tables on stdout.
 # Reported, not enforced (the host is shared); the enforced bound is

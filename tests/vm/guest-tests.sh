@@ -799,6 +799,113 @@ SH
 	echo "DETAIL: root and non-root task: memory.max, cgroup.procs (parent, root), mkdir, spool, /etc/passwd refused; memory.max 100M and pid in place from outside; nothing outlived kill"
 }
 
+# The live walk's skip on v2 as the installed agent under systemd has it (docs/metering.md):
+# the tasks' parent <scope>/tasks holds only task cgroups (no process of its own, the agent in
+# its unit's cgroup), so its cpu.stat usage_usec, read here from outside, stays while the tasks
+# sleep whatever the agent does (status, show, /metrics between the reads) and moves by a
+# task's burn; the agent names the counter it compares where it accounts at exit (Linux 6.2+:
+# then idle reads skip and a woken task's burn is read within 5 s), and "none" where live reads
+# are not needed (accounting at every switch: Linux 6.1's missing task kfuncs).
+vm_metric() { # vm_metric SERIES: its value on the installed agent's /metrics (the whole line's name)
+	python3 -c 'import sys, urllib.request
+for l in urllib.request.urlopen("http://127.0.0.1:9464/metrics", timeout=5).read().decode().splitlines():
+    if not l.startswith("#") and l.rsplit(" ", 1)[0] == sys.argv[1]: print(l.rsplit(" ", 1)[1])' "$1"
+}
+tasks_usage_us() { awk '$1 == "usage_usec" { print $2 }' "$TASKS_CG/tasks/cpu.stat"; }
+case_live_walk_v2() {
+	need_agent || return 1
+	local pid id w u0 u1 s0 s1 w0 w1 line got want
+	pid=$(main_pid)
+	[ -z "$(cat "$TASKS_CG/tasks/cgroup.procs")" ] || fail "$TASKS_CG/tasks holds processes of its own"
+	grep -q "^0::/system.slice/corrald.service" "/proc/$pid/cgroup" || fail "the agent is not in its unit's cgroup"
+	mkfifo -m 600 /run/corral-vm/wake
+	id=$(corralctl run --no-sandbox --job idle -- sleep 600 | head -n1)
+	w=$(corralctl run --no-sandbox --job waker -- sh -c 'read x </run/corral-vm/wake; i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; exec sleep 600' | head -n1)
+	[ -n "$id" ] && [ -n "$w" ] || fail "run failed"
+	# the tasks' start done: two equal reads a second apart
+	for _ in $(seq 20); do u0=$(tasks_usage_us); sleep 1; [ "$(tasks_usage_us)" = "$u0" ] && break; done
+	u0=$(tasks_usage_us)
+	for _ in 1 2 3; do corralctl status >/dev/null; corralctl show "$id" >/dev/null; vm_metric corral_bpf_loaded >/dev/null; sleep 1; done
+	u1=$(tasks_usage_us)
+	echo "tasks/ usage_usec while they sleep and the agent works: $u0 -> $u1"
+	[ "$u1" = "$u0" ] || fail "$TASKS_CG/tasks usage_usec moved while every task slept ($u0 -> $u1)"
+	line=$(journalctl -u corrald.service -b --no-pager | grep 'BPF metering loaded' | tail -n1)
+	echo "$line"
+	s0=$(vm_metric corral_bpf_live_walks_skipped_total) w0=$(vm_metric corral_bpf_live_walks_total)
+	if grep -q 'accounted at exit' <<<"$line"; then
+		grep -q "skipped while the subtree's cpu.stat usage_usec stays (microseconds)" <<<"$line" ||
+			fail "accounting at exit, but the start line names no cpu.stat source: $line"
+		[ "$(vm_metric 'corral_bpf_live_walk_source_info{source="cpu.stat usage_usec",resolution_ns="1000"}')" = 1 ] ||
+			fail "/metrics does not name cpu.stat usage_usec"
+		sleep 3
+		s1=$(vm_metric corral_bpf_live_walks_skipped_total)
+		[ "$s1" -gt "$s0" ] || fail "idle live reads did not skip ($s0 -> $s1)"
+	else
+		grep -q "live reads not needed" <<<"$line" || fail "unexpected start line: $line"
+		[ "$(vm_metric 'corral_bpf_live_walk_source_info{source="none",resolution_ns="0"}')" = 1 ] ||
+			fail "/metrics names a source where live reads are not needed"
+	fi
+	echo go >/run/corral-vm/wake
+	wait_for 30 sh -c "[ \"\$(awk '\$1 == \"usage_usec\" { print \$2 }' $TASKS_CG/tasks/cpu.stat)\" -gt $((u1 + 10000)) ]" ||
+		fail "tasks/ usage_usec did not move by the burn ($u1 -> $(tasks_usage_us))"
+	wait_for 60 sh -c "for p in \$(cat $TASKS_CG/tasks/$w/cgroup.procs); do [ \"\$(cat /proc/\$p/comm)\" = sleep ] || exit 1; done" ||
+		fail "the woken task did not get to its sleep"
+	sleep 1 # then show: its live read folds the burn (at exit: a walk, the counter moved)
+	got=$(corralctl show "$w" --json | python3 -c 'import json, sys; u = json.load(sys.stdin)["usage"]; print(u["cpu_user_ns"] + u["cpu_system_ns"])')
+	want=$(($(awk '$1 == "usage_usec" { print $2 }' "$TASKS_CG/tasks/$w/cpu.stat") * 1000))
+	w1=$(vm_metric corral_bpf_live_walks_total)
+	python3 -c "import sys; g, w = map(int, sys.argv[1:]); sys.exit(not w - 10**7 <= g <= w + 10**7)" "$got" "$want" ||
+		fail "woken task: show gives $got ns, its cgroup $want ns"
+	corralctl kill "$id" >/dev/null; corralctl kill "$w" >/dev/null
+	line=${line#*live reads }
+	echo "DETAIL: $(uname -r): live reads ${line%%, changes*}; tasks/ usage_usec still over 3 s of agent work, +$(( $(tasks_usage_us) - u1 )) us by the burn; woken task show $got ns, cgroup $want ns; live walks $w0 -> $w1, skipped $s0 -> $(vm_metric corral_bpf_live_walks_skipped_total)"
+}
+
+# The installed agent's idle CPU at 1 and at 100 sleeping tasks (not in the default run: name it
+# in CORRAL_VM_ONLY), the harness's configuration (5 s samples) with max_tasks 128 by a drop-in:
+# the agent's run time over a window of VM_IDLE_WINDOW seconds (default 30) each,
+# from /proc/MainPID/stat and the threads' schedstat, read from outside, and the ratio. Under
+# TCG emulation: read the ratio, not the percentages.
+vm_cpu_ns() { awk '{ s += $1 } END { printf "%d\n", s }' /proc/"$1"/task/*/schedstat; }
+vm_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
+vm_running() { corralctl ps --json | python3 -c 'import json, sys; print(sum(t.get("state") == "running" for t in json.load(sys.stdin)))'; }
+case_idle_scale_v2() {
+	need_agent || return 1
+	local pid win=${VM_IDLE_WINDOW:-30} n c0 c1 k0 k1 t0 t1 out="" i d=/run/systemd/system/corrald.service.d
+	# the harness's configuration (5 s samples) with room for 100 tasks
+	sed 's/^max_tasks = .*/max_tasks = 128/' /etc/corral/corrald.conf >/run/corral-vm/scale.conf
+	mkdir -p "$d"
+	printf '[Service]\nExecStart=\nExecStart=/usr/sbin/corrald --config /run/corral-vm/scale.conf\n' \
+		>"$d/90-vm-scale.conf"
+	systemctl daemon-reload
+	systemctl restart corrald.service || fail "restart with max_tasks 128 failed"
+	pid=$(main_pid)
+	for n in 1 100; do
+		for i in $(seq "$(vm_running)" $((n - 1))); do
+			corralctl run -- sleep 100000 >/dev/null || fail "launch $i failed"
+		done
+		sleep 12 # past two sample intervals: every task's first task.sample before the window
+		c0=$(vm_cpu_ns "$pid") k0=$(vm_ticks "$pid") t0=$(date +%s%N)
+		sleep "$win"
+		c1=$(vm_cpu_ns "$pid") k1=$(vm_ticks "$pid") t1=$(date +%s%N)
+		out="$out $(vm_running) $((c1 - c0)) $((k1 - k0)) $((t1 - t0))"
+	done
+	corralctl ps --json | python3 -c 'import json, sys; [print(t["id"]) for t in json.load(sys.stdin)]' |
+		while read -r i; do corralctl kill "$i" >/dev/null 2>&1; done
+	rm -f "$d/90-vm-scale.conf"
+	systemctl daemon-reload
+	systemctl restart corrald.service
+	[ "$(echo $out | wc -w)" = 8 ] || fail "no figure: $out"
+	python3 - "$(getconf CLK_TCK)" $out <<'PY'
+import sys
+hz = int(sys.argv[1]); v = list(map(int, sys.argv[2:])); rows = [v[i:i + 4] for i in range(0, len(v), 4)]
+pct = {n: (ns / w * 100, t / hz / (w / 1e9) * 100) for n, ns, t, w in rows}
+print("DETAIL: TCG, %s: " % open("/proc/sys/kernel/osrelease").read().strip() + "; ".join(
+    "N=%d %.3f%% (ticks %.3f%%)" % (n, p[0], p[1]) for n, p in pct.items()) +
+    "; N=%d / N=%d %.2fx" % (rows[1][0], rows[0][0], pct[rows[1][0]][0] / pct[rows[0][0]][0]))
+PY
+}
+
 # corralctl run --wait -- /bin/true with the caller's stdio passed to the task (SCM_RIGHTS, the
 # default of --wait), side by side with systemd-run --wait --pipe --quiet /bin/true (a transient
 # service of PID 1 with the caller's stdio) and the bare fork+exec of /bin/true, under this
@@ -935,12 +1042,16 @@ case_slurm_batch() {
 	echo "DETAIL: one-node Slurm up in ${up}s; the step's output in Slurm's file; exit 3 (scontrol and jobcomp 3:0, FAILED); scancel: cgroup empty ${ms} ms later, SIGTERM forwarded (exit.by client, before kill_grace's SIGKILL), CANCELLED; corralctl --time 1: time_limit, exit.by limit, scontrol 143:0; records' job/account = the jobs' ($J/physics, $J4/chem)"
 }
 
-cases="boot_cgroup_v2 systemd_scope_restart agent_ready bpf_verify oom_killed oom_events_v2 cgroup_limits
+cases="boot_cgroup_v2 systemd_scope_restart agent_ready live_walk_v2 bpf_verify oom_killed oom_events_v2 cgroup_limits
 	pids_limit time_limit restart_keeps_tasks kill9_keeps_tasks watchdog stop_clean
 	collector_ingest metering_v2 gpu_v2 sandbox_v2 run_wait_bench slurm_batch"
 echo "CORRAL-VM-CASES:" $cases
 for c in $cases; do
 	run_case "$c"
+done
+# Long measurements, run only when named (CORRAL_VM_ONLY).
+for c in idle_scale_v2; do
+	[ -n "$only" ] && grep -qx "$c" <<<"$only" && CASE_TIMEOUT=280 run_case "$c"
 done
 if [ "$rc" != 0 ]; then
 	journalctl -b --no-pager -o short-monotonic -u corrald -u corral-collector | tail -n 60 |
