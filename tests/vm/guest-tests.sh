@@ -866,7 +866,7 @@ case_live_walk_v2() {
 # the agent's run time over a window of VM_IDLE_WINDOW seconds (default 30) each,
 # from /proc/MainPID/stat and the threads' schedstat, read from outside, and the ratio. Under
 # TCG emulation: read the ratio, not the percentages.
-vm_cpu_ns() { awk '{ s += $1 } END { printf "%d\n", s }' /proc/"$1"/task/*/schedstat; }
+vm_cpu_ns() { awk '{ s += $1 } END { printf "%.0f\n", s }' /proc/"$1"/task/*/schedstat; } # mawk: %d stops at 2^31
 vm_ticks() { awk '{ print $14 + $15 }' /proc/"$1"/stat; }
 vm_running() { corralctl ps --json | python3 -c 'import json, sys; print(sum(t.get("state") == "running" for t in json.load(sys.stdin)))'; }
 case_idle_scale_v2() {
