@@ -919,14 +919,22 @@ static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
  * child has exited and been reaped, its mm's whole contribution must have left the task's RSS:
  * from one still window with no child alive to the next one after more forks (the meter's
  * count of forks moved), the meter's current RSS grows as the workload's resident pages in
- * /proc/PID/statm, exactly. An exit that left part of a child's pages behind (an entry not
- * released, a teardown's decrement lost or counted twice) shows as a difference.
+ * /proc/PID/statm, exactly, or within what the kernel's counters themselves allow: since Linux
+ * 6.2 each member is a percpu counter, `rss_stat` (the meter's source) gives its global part and
+ * statm (since 6.16) the exact sum, so the workload's own faults (its stack, its heap, the
+ * copy-on-write after a fork) may sit unfolded in a CPU's part: under the batch on each CPU,
+ * for each of the 3 members, at both ends of a window (seen once in CI: statm +16 pages, the
+ * meter 0). An exit that left part of a child's pages behind (an entry not released, a
+ * teardown's decrement lost or counted twice) shows as a larger difference (a release of half
+ * of each entry's pages fails every window); where what it leaves is itself only per-CPU
+ * residue (an entry kept at exit: 21-22 pages in a window), the task's RSS after its last
+ * exit, which must be 0, catches it (every case checks that).
  */
 struct fork_check {
 	uint64_t last[3], win[3];
 	int same;
 	bool have, orphan;
-	unsigned matched, differed;
+	unsigned matched, unfolded, differed;
 };
 
 /*
@@ -949,6 +957,17 @@ static pid_t lone_member(pid_t child)
 	    a == child)
 		return 0;
 	return a;
+}
+
+/* Bytes by which statm's exact sum and the global parts of one process's counters can differ
+ * between two readings: 2 x 3 members x CPUs x (batch - 1) pages, the batch being
+ * max(32, 2 x online CPUs) (percpu_counter_batch). */
+static int64_t percpu_slack(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_CONF), online = sysconf(_SC_NPROCESSORS_ONLN);
+	long batch = 2 * online > 32 ? 2 * online : 32;
+
+	return 2 * 3 * (int64_t)cpus * (batch - 1) * sysconf(_SC_PAGESIZE);
 }
 
 static bool no_children(pid_t pid)
@@ -986,12 +1005,15 @@ static void fork_sample(struct meter *m, pid_t child, struct fork_check *c)
 		if (dm == ds) {
 			c->matched++;
 		} else {
-			c->differed++;
+			bool within = llabs(dm - ds) <= percpu_slack();
+
+			*(within ? &c->unfolded : &c->differed) += 1;
 			printf("%s: after %" PRIu64 " more %s the meter's rss grew by %" PRId64
-			       ", statm by %" PRId64 "\n",
+			       ", statm by %" PRId64
+			       " (%s the counters' unfolded per-CPU part, %" PRId64 " bytes)\n",
 			       c->orphan ? "memorphan" : "memfork",
 			       c->orphan ? 1 : now[2] - c->win[2], c->orphan ? "round(s)" : "forks",
-			       dm, ds);
+			       dm, ds, within ? "within" : "OUTSIDE", percpu_slack());
 		}
 	}
 	c->have = true;
@@ -1160,8 +1182,9 @@ int main(int argc, char **argv)
 		ok &= swap.matched >= 50 && !swap.differed;
 	}
 	if (memfork) {
-		printf("%s: %u still windows after forks grew as statm, %u otherwise %s\n", cs,
-		       forkc.matched, forkc.differed,
+		printf("%s: %u still windows after forks grew as statm, %u within the unfolded "
+		       "per-CPU part, %u otherwise %s\n",
+		       cs, forkc.matched, forkc.unfolded, forkc.differed,
 		       forkc.matched >= 4 && !forkc.differed ? "ok" : "FAIL");
 		ok &= forkc.matched >= 4 && !forkc.differed;
 	}
@@ -1220,6 +1243,14 @@ int main(int argc, char **argv)
 	       u.forks, meter_ringbuf_drops(m));
 	if (u.procs_alive != 0) {
 		fprintf(stderr, "procs_alive %u after exit\n", u.procs_alive);
+		ok = false;
+	}
+	/* No process of the task is left, so no address space: every entry was released, and
+	 * what its teardown left in the counters' per-CPU parts went with it (an entry kept at
+	 * an exit leaves that residue here). */
+	if (u.rss_current_bytes != 0) {
+		fprintf(stderr, "rss_current %" PRIu64 " bytes after every process exited\n",
+			u.rss_current_bytes);
 		ok = false;
 	}
 	/* The batched read (the maps read whole, as at a node.sample's change check) gives what

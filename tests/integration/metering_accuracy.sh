@@ -9,9 +9,11 @@
 #   memswap  4 rounds: two children on one CPU touch 8 MiB each, 32 pages in turn
 #            growth of rss between still windows vs /proc/PID/statm (exact)
 #   memfork  8 rounds of 50 children forked and exiting at once (half after 64 pages of their own)
-#            growth of rss between still windows with no child alive vs /proc/PID/statm (exact)
+#            growth of rss between still windows with no child alive vs /proc/PID/statm (exact
+#            in 4 of 8, all within the percpu counters' unfolded part)
 #   memorphan  a child whose parent exits touches 64 pages per round after it (reparented)
-#            growth of rss between still windows vs the child's /proc/PID/statm (exact)
+#            growth of rss between still windows vs the child's /proc/PID/statm (as memfork)
+# Every case: the task's rss is 0 once its last process has exited.
 #   io    write(2) 100 MiB          io_write_bytes vs /proc/PID/io wchar  (4096 bytes)
 #   net   50 MiB over loopback TCP  tx bytes (IP+TCP) vs payload received (1%)
 #   fork  100 children x 20 ms      cpu_ns vs cpuacct.usage, forks == 100 (1%)
