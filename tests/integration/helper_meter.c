@@ -861,14 +861,19 @@ static bool still_third(uint64_t *last, int *same, const uint64_t *now, size_t s
  * no change of their own moved since is not in the meter.) A window counts when the figures
  * stay the same over three samples (the children are still for 5 ms after each turn); an
  * event the meter skipped wrongly leaves its mm's figure behind until that mm's next change
- * (a note of one mm's values taken for the other's fails about half of the windows).
+ * (a note of one mm's values taken for the other's fails about half of the windows). Since
+ * Linux 6.16 statm reads each counter's exact sum, not its global part, so a window may also
+ * differ within the counters' unfolded per-CPU part (percpu_slack below; seen: 2 windows of
+ * 485, 6 pages each way, the next window making up for it): at most 1 in 20 may.
  */
 struct swap_check {
 	uint64_t last[4], win[4];
 	int win_kid[2];
 	int same, windows; /* of these children */
-	unsigned matched, differed;
+	unsigned matched, unfolded, differed;
 };
+
+static int64_t percpu_slack(void);
 
 static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
 {
@@ -902,11 +907,14 @@ static void swap_sample(struct meter *m, pid_t child, struct swap_check *c)
 		if (dm == ds) {
 			c->matched++;
 		} else {
-			c->differed++;
+			bool within = llabs(dm - ds) <= percpu_slack();
+
+			*(within ? &c->unfolded : &c->differed) += 1;
 			printf("memswap: the meter's rss grew by %" PRId64 ", statm by %" PRId64
-			       " (window %d; %" PRIu64 " %" PRIu64 " %" PRIu64 ")\n",
+			       " (window %d; %" PRIu64 " %" PRIu64 " %" PRIu64 "; %s the unfolded "
+			       "per-CPU part)\n",
 			       dm, ds, c->windows, now[0] - c->win[0], now[1] - c->win[1],
-			       now[2] - c->win[2]);
+			       now[2] - c->win[2], within ? "within" : "OUTSIDE");
 		}
 	}
 	memcpy(c->win_kid, kid, sizeof(kid));
@@ -1177,9 +1185,13 @@ int main(int argc, char **argv)
 		ok = false;
 	}
 	if (memswap) {
-		printf("memswap: %u still windows grew as statm, %u otherwise %s\n", swap.matched,
-		       swap.differed, swap.matched >= 50 && !swap.differed ? "ok" : "FAIL");
-		ok &= swap.matched >= 50 && !swap.differed;
+		bool swap_ok = swap.matched >= 50 && !swap.differed &&
+			       swap.unfolded * 20 <= swap.matched + swap.unfolded;
+
+		printf("memswap: %u still windows grew as statm, %u within the unfolded per-CPU "
+		       "part, %u otherwise %s\n",
+		       swap.matched, swap.unfolded, swap.differed, swap_ok ? "ok" : "FAIL");
+		ok &= swap_ok;
 	}
 	if (memfork) {
 		printf("%s: %u still windows after forks grew as statm, %u within the unfolded "

@@ -7,7 +7,8 @@
 #   mem   touch 300 MiB             rss peak vs memory.max_usage_in_bytes (2%)
 #   memexec  touch 200 MiB, exec sleep  rss right after the exec vs the sleeper's VmRSS (8 MiB)
 #   memswap  4 rounds: two children on one CPU touch 8 MiB each, 32 pages in turn
-#            growth of rss between still windows vs /proc/PID/statm (exact)
+#            growth of rss between still windows vs /proc/PID/statm (exact, 1 in 20 may
+#            differ within the percpu counters' unfolded part)
 #   memfork  8 rounds of 50 children forked and exiting at once (half after 64 pages of their own)
 #            growth of rss between still windows with no child alive vs /proc/PID/statm (exact
 #            in 4 of 8, all within the percpu counters' unfolded part)
