@@ -93,7 +93,7 @@ wait "$LAUNCH" || fail "launching tasks"
 LAUNCH=
 N=$(wc -l <"$T/launched")
 for _ in $(seq 300); do
-	[ "$(ctl status --json | jget upload.pending_records)" = 0 ] && [ "$(ctl status --json | jget agent.tasks_live)" = 0 ] && break
+	[ "$(ctl status --json | jget upload.pending_records)" = 0 ] && [ "$(ctl status --json | jget tasks_live)" = 0 ] && break
 	sleep 0.1
 done
 # the agent's acked counter, carried across the move, against the rows of both (a node.sample
