@@ -133,10 +133,11 @@ wait_for() {
 	done
 	return 1
 }
-# task_asleep TASK: the task has processes and every one of them is `sleep` (v1 cpuacct).
+# task_asleep TASK: the task has processes and every one of them is `sleep` (its cgroup under
+# $TASKS_CG_ROOT: v1 cpuacct unless set).
 task_asleep() {
 	local p n=0
-	for p in $(cat "/sys/fs/cgroup/cpuacct/$SUBTREE/$1/cgroup.procs"); do
+	for p in $(cat "${TASKS_CG_ROOT:-/sys/fs/cgroup/cpuacct}/$SUBTREE/$1/cgroup.procs"); do
 		[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
 		n=$((n + 1))
 	done

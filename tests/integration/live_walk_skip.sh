@@ -24,14 +24,7 @@ if [ -n "${LIVE_WALK_V2:-}" ]; then
 		skip "needs a v1 hybrid host (the unified hierarchy beside v1's)"
 	export CORRAL_TEST_CGROUP_V2_ROOT=$U
 	cg_cpu() { echo $(($(awk '$1 == "usage_usec" { print $2 }' "$U/$SUBTREE/$1/cpu.stat") * 1000)); }
-	task_asleep() {
-		local p n=0
-		for p in $(cat "$U/$SUBTREE/$1/cgroup.procs"); do
-			[ "$(cat /proc/$p/comm 2>/dev/null)" = sleep ] || return 1
-			n=$((n + 1))
-		done
-		[ "$n" -gt 0 ]
-	}
+	TASKS_CG_ROOT=$U
 	SOURCE="cpu.stat usage_usec" RES=1000
 else
 	[ -d /sys/fs/cgroup/cpuacct ] || skip "needs the v1 cpuacct hierarchy"
