@@ -268,8 +268,12 @@ struct agent {
 	struct upl *upl_next; /* a reload's, waiting for upl's batch in flight (upl_swap) */
 	bool upl_swap;
 	char *upl_token; /* the token of upl_next, else of upl */
-	void *metrics;	 /* metrics HTTP server */
-	void *gpu;	 /* GPU inventory, NULL when GPU features are off */
+	/* The token files and client keys a reload replaced: still hidden from tasks (a file
+	 * the agent no longer reads may still hold a secret that works) */
+	char **secrets_before;
+	size_t n_secrets_before;
+	void *metrics; /* metrics HTTP server */
+	void *gpu;     /* GPU inventory, NULL when GPU features are off */
 
 	struct task *tasks; /* live tasks (starting, running, ending) */
 	/* The same by key (agent/task_index.c task_live): key -> struct task *, a growing

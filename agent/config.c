@@ -845,6 +845,16 @@ int config_read_token(const char *path, char **ret, size_t *ret_len, char *err, 
 	return 0;
 }
 
+int config_check_key(const char *path, char *err, size_t errlen)
+{
+	static const char what[] = "[collector] client_key";
+	_cleanup_close_ int fd = open_regular(path);
+
+	if (fd < 0)
+		return err_set(err, errlen, fd, "%s %s: %s", what, path, regular_file_strerror(fd));
+	return secret_fd_check(fd, what, path, err, errlen);
+}
+
 int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 {
 	struct sbx_filter *f = NULL;
@@ -862,9 +872,7 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 			return r;
 	}
 	{
-		const char *files[][2] = {{"ca_file", c->ca_file},
-					  {"client_cert", c->client_cert},
-					  {"client_key", c->client_key}};
+		const char *files[][2] = {{"ca_file", c->ca_file}, {"client_cert", c->client_cert}};
 
 		for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 			if (!files[i][1])
@@ -875,6 +883,11 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen)
 					       files[i][0], files[i][1], regular_file_strerror(fd));
 			close(fd);
 		}
+	}
+	if (c->client_key) {
+		r = config_check_key(c->client_key, err, errlen);
+		if (r < 0)
+			return r;
 	}
 	r = check_dir_or_absent("[agent] state_dir", c->state_dir, err, errlen);
 	if (r < 0)

@@ -165,6 +165,9 @@ int config_check_files(const struct agent_config *c, char *err, size_t errlen);
  * (secret_fd_check). *ret is NUL-terminated; the caller clears and frees it.
  */
 int config_read_token(const char *path, char **ret, size_t *ret_len, char *err, size_t errlen);
+/* The node's TLS client key at path ([collector] client_key): a regular file and a secret only
+ * its owner (this user or root) can read or write (secret_fd_check). */
+int config_check_key(const char *path, char *err, size_t errlen);
 /*
  * What a reload changes. Between config_trace_begin and config_trace_end every setting
  * config_set applies (the file's and the flags') is noted as "[section] key = value"; _end

@@ -292,9 +292,32 @@ static const char *const reload_live_keys[] = {"collector.url",
 					       "metrics.tasks_max",
 					       NULL};
 
-/* The [collector] settings of nc into c (the new uploader's, for status and the sandbox). */
-static void reload_take_upload(struct agent_config *c, struct agent_config *nc)
+/* Path p, a secret's that a reload replaced, kept in a->secrets_before (once). */
+static void secret_keep_hidden(struct agent *a, const char *p)
 {
+	char **v;
+
+	if (!p)
+		return;
+	for (size_t i = 0; i < a->n_secrets_before; i++)
+		if (strcmp(a->secrets_before[i], p) == 0)
+			return;
+	v = reallocarray(a->secrets_before, a->n_secrets_before + 1, sizeof(*v));
+	if (!v || !(v[a->n_secrets_before] = strdup(p))) {
+		if (v)
+			a->secrets_before = v;
+		log_warning("reload: no memory to keep %s hidden from tasks", p);
+		return;
+	}
+	a->secrets_before = v;
+	a->n_secrets_before++;
+}
+
+/* The [collector] settings of nc into the agent's (the new uploader's, for status and the
+ * sandbox); a token file or client key they replace stays hidden from tasks. */
+static void reload_take_upload(struct agent *a, struct agent_config *nc)
+{
+	struct agent_config *c = &a->cfg;
 	char **strs[][2] = {{&c->collector_url, &nc->collector_url},
 			    {&c->token_file, &nc->token_file},
 			    {&c->ca_file, &nc->ca_file},
@@ -302,6 +325,10 @@ static void reload_take_upload(struct agent_config *c, struct agent_config *nc)
 			    {&c->client_cert, &nc->client_cert},
 			    {&c->client_key, &nc->client_key}};
 
+	if (!streq_ptr(c->token_file, nc->token_file))
+		secret_keep_hidden(a, c->token_file);
+	if (!streq_ptr(c->client_key, nc->client_key))
+		secret_keep_hidden(a, c->client_key);
 	for (size_t i = 0; i < ARRAY_SIZE(strs); i++) {
 		free(*strs[i][0]);
 		*strs[i][0] = *strs[i][1];
@@ -344,7 +371,7 @@ static void reload_apply(struct agent *a, struct agent_config *nc, char *trace)
 	/* the uploader of the new [collector] settings, its token file read again */
 	upl_ok = agent_upl_reload(a, nc) == 0;
 	if (upl_ok)
-		reload_take_upload(&a->cfg, nc);
+		reload_take_upload(a, nc);
 	config_trace_diff(a->config_trace, trace,
 			  reload_live_keys + (upl_ok ? 0 : RELOAD_UPLOAD_KEYS), live, sizeof(live),
 			  restart, sizeof(restart));

@@ -795,18 +795,13 @@ static int upl_before_ack(void *ud)
 	return r;
 }
 
-static bool str_same(const char *x, const char *y)
-{
-	return x == y || (x && y && strcmp(x, y) == 0);
-}
-
 /* The same [collector] settings in c and n. */
 static bool upload_same(const struct agent_config *c, const struct agent_config *n)
 {
-	return str_same(c->collector_url, n->collector_url) &&
-	       str_same(c->token_file, n->token_file) && str_same(c->ca_file, n->ca_file) &&
-	       str_same(c->pin, n->pin) && str_same(c->client_cert, n->client_cert) &&
-	       str_same(c->client_key, n->client_key) && c->failover_after == n->failover_after &&
+	return streq_ptr(c->collector_url, n->collector_url) &&
+	       streq_ptr(c->token_file, n->token_file) && streq_ptr(c->ca_file, n->ca_file) &&
+	       streq_ptr(c->pin, n->pin) && streq_ptr(c->client_cert, n->client_cert) &&
+	       streq_ptr(c->client_key, n->client_key) && c->failover_after == n->failover_after &&
 	       c->failback_ns == n->failback_ns &&
 	       c->upload_connect_timeout_ns == n->upload_connect_timeout_ns &&
 	       c->upload_timeout_ns == n->upload_timeout_ns &&
@@ -834,16 +829,16 @@ static int upl_make(struct agent *a, const struct agent_config *c, struct upl **
 	char err[512];
 	int r;
 
-	if (c->token_file) {
+	r = c->client_key ? config_check_key(c->client_key, err, sizeof(err)) : 0;
+	if (r >= 0 && c->token_file)
 		r = config_read_token(c->token_file, &token, &len, err, sizeof(err));
-		if (r < 0) {
-			log_error("%s", err);
-			return r;
-		}
+	if (r < 0) {
+		log_error("%s", err);
+		return r;
 	}
 	/* a reload that changes nothing, token included, keeps the running uploader */
 	if ((a->upl || a->upl_next) && upload_same(&a->cfg, c) &&
-	    str_same(token ? token : "", a->upl_token ? a->upl_token : "")) {
+	    streq_ptr(token ? token : "", a->upl_token ? a->upl_token : "")) {
 		if (token)
 			explicit_bzero(token, len);
 		return -EALREADY;
@@ -1033,6 +1028,11 @@ void agent_hooks_fini(struct agent *a)
 	a->upl_next = NULL;
 	secret_free(a->upl_token);
 	a->upl_token = NULL;
+	for (size_t i = 0; i < a->n_secrets_before; i++)
+		free(a->secrets_before[i]);
+	free(a->secrets_before);
+	a->secrets_before = NULL;
+	a->n_secrets_before = 0;
 	if (a->spool)
 		spool_close(a->spool);
 	a->spool = NULL;

@@ -189,21 +189,25 @@ static int plan_paths(struct agent *a, const struct task_spec *s, bool protect,
 	for (size_t i = 0; i < s->n_sb_read_only; i++)
 		if ((r = add(p, LAUNCH_MOUNT_READ_ONLY, s->sb_read_only[i], NULL, NULL, false)) < 0)
 			return r;
-	/* 5. the agent's own files, then the task's inaccessible paths */
+	/* 5. the agent's own files (its secrets: the token and TLS client key, and those a reload
+	 * replaced), then the task's inaccessible paths */
 	{
-		const char *own[] = {c->state_dir, agent_runtime_dir(a), c->socket_path,
-				     c->token_file, a->config_path};
+		const char *own[] = {c->state_dir,  agent_runtime_dir(a), c->socket_path,
+				     c->token_file, c->client_key,	  a->config_path};
+		size_t n = ARRAY_SIZE(own) + a->n_secrets_before;
 
-		for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
+		for (size_t i = 0; i < n; i++) {
+			const char *path =
+			    i < ARRAY_SIZE(own) ? own[i] : a->secrets_before[i - ARRAY_SIZE(own)];
 			struct stat st;
 
-			if (!own[i] || own[i][0] != '/' || stat(own[i], &st) < 0)
+			if (!path || path[0] != '/' || stat(path, &st) < 0)
 				continue;
 			/* A top-level directory ("/var", "/run") would hide far more than the
 			 * agent's files: such a layout is not hidden (docs/sandbox.md). */
-			if (S_ISDIR(st.st_mode) && !strchr(own[i] + 1, '/'))
+			if (S_ISDIR(st.st_mode) && !strchr(path + 1, '/'))
 				continue;
-			if ((r = add(p, LAUNCH_MOUNT_HIDE, own[i], NULL, NULL, true)) < 0)
+			if ((r = add(p, LAUNCH_MOUNT_HIDE, path, NULL, NULL, true)) < 0)
 				return r;
 		}
 	}

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <dirent.h>
@@ -18,6 +20,12 @@
 /* Upper bound of the decimal representation of an integer type, sign and NUL included. */
 #define DECIMAL_STR_MAX(type)                                                                      \
 	(2 + (sizeof(type) <= 1 ? 3 : sizeof(type) <= 2 ? 5 : sizeof(type) <= 4 ? 10 : 20))
+
+/* Two strings equal, or both NULL. */
+static inline bool streq_ptr(const char *x, const char *y)
+{
+	return x == y || (x && y && strcmp(x, y) == 0);
+}
 
 static inline void freep(void *p)
 {

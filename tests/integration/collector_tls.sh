@@ -69,7 +69,7 @@ openssl x509 -req -in "$P/n1-server.csr" -CA "$P/ca.pem" -CAkey "$P/ca.key" -CAc
 # command cannot backdate a certificate)
 mkexpired() {
 	python3 - "$P" "$@" <<'PY'
-import datetime, ipaddress, sys
+import datetime, ipaddress, os, sys
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec

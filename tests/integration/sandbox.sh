@@ -249,4 +249,34 @@ echo "$out" | grep -q 'read-only: "relative/path": expected an absolute path' &&
 # root may turn the sandbox off (then the node's /tmp is shared)
 run_wait --no-sandbox --stdout "$T/f.out" -- sh -c "grep -c ' /sys ro\| /sys .*ro,' /proc/self/mountinfo"
 [ "$RC" = 1 ] || [ "$(cat "$T/f.out")" = 0 ] && pass "--no-sandbox by root: /sys as the node has it" || fail "no-sandbox: $(cat "$T/f.out")"
+
+# --- the agent's secrets: its token file and TLS client key hidden from a root task (which owns
+# them: mode 0600 keeps no root task out), and so are those a reload replaced (they may still
+# hold a secret that works); each read tried from inside (a hidden file reads empty: /dev/null
+# is bound over it), what it got written to a file
+secrets_hidden() { # LABEL FILE...: a root task's read of each FILE must not give its secret
+	local label=$1 out=$T/secrets-$1.out id f
+	shift
+	: >"$out"
+	id=$(ctl run --user root --workdir / --stdout "$out" -- /bin/sh -c \
+		'for f; do if grep -q secret "$f" 2>/dev/null; then echo "$f:READ"; else echo "$f:hidden"; fi; done' sh "$@")
+	ctl wait "$id" >/dev/null 2>&1
+	for f; do
+		grep -qx "$f:hidden" "$out" && pass "$label: $f hidden from a root task" ||
+			fail "$label: $f: $(grep "^$f:" "$out")"
+	done
+}
+S=$T/secrets
+mkdir -p "$S"
+for f in token token2 node.key node2.key; do (umask 077; echo "secret-$f" >"$S/$f"); done
+stop_agent
+printf '[collector]\ntoken_file = %s\nclient_key = %s\n' "$S/token" "$S/node.key" >"$T/secrets.conf"
+start_agent --no-bpf --config "$T/secrets.conf"
+secrets_hidden "at the start" "$S/token" "$S/node.key"
+printf '[collector]\ntoken_file = %s\nclient_key = %s\n' "$S/token2" "$S/node2.key" >"$T/secrets.conf"
+: >"$T/agent.log"
+kill -HUP "$AGENT_PID"
+for _ in $(seq 100); do grep -q 'configuration reloaded' "$T/agent.log" && break; sleep 0.05; done
+grep -q 'configuration reloaded' "$T/agent.log" || fail "no reload: $(cat "$T/agent.log")"
+secrets_hidden "after a reload to other files" "$S/token2" "$S/node2.key" "$S/token" "$S/node.key"
 finish

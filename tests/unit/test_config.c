@@ -198,6 +198,21 @@ static void test_agent_config_files(void **state)
 	assert_int_equal(chmod(c.token_file, 0600), 0);
 	assert_int_equal(config_check_files(&c, err, sizeof(err)), 0);
 
+	/* the node's TLS client key is a secret too */
+	c.client_key = strdup(write_tmp("node.key", "key\n"));
+	assert_int_equal(chmod(c.client_key, 0644), 0);
+	r = config_check_files(&c, err, sizeof(err));
+	assert_int_equal(r, -EPERM);
+	snprintf(want, sizeof(want),
+		 "[collector] client_key %s: mode 0644 lets group or others at a secret: refused "
+		 "(chmod 600 it)",
+		 c.client_key);
+	assert_string_equal(err, want);
+	assert_int_equal(chmod(c.client_key, 0600), 0);
+	assert_int_equal(config_check_files(&c, err, sizeof(err)), 0);
+	free(c.client_key);
+	c.client_key = NULL;
+
 	c.ca_file = strdup("/nonexistent/ca.pem");
 	r = config_check_files(&c, err, sizeof(err));
 	assert_int_equal(r, -ENOENT);
