@@ -136,15 +136,28 @@ int secret_fd_check(int fd, const char *what, const char *path, char *err, size_
 	return 0;
 }
 
+ssize_t read_once(int fd, char *buf, size_t size)
+{
+	ssize_t n;
+
+	if (size < 2)
+		return -EINVAL;
+	n = read(fd, buf, size - 1);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == size - 1)
+		return -EFBIG;
+	buf[n] = 0;
+	return n;
+}
+
 int read_u64_fd(int fd, uint64_t *ret)
 {
 	char buf[64];
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = read_once(fd, buf, sizeof(buf));
 
 	if (n < 0)
-		return -errno;
-	if ((size_t)n == sizeof(buf) - 1)
-		return -EFBIG;
+		return (int)n;
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		n--;
 	buf[n] = 0;

@@ -31,6 +31,10 @@ int secret_fd_check(int fd, const char *what, const char *path, char *err, size_
  * 63 bytes), by name or from an open fd (one read, no allocation: cgroup control files). */
 int read_u64_file_at(int dirfd, const char *name, uint64_t *ret);
 int read_u64_fd(int fd, uint64_t *ret);
+/* One read(2) of fd into buf, NUL-terminated: the bytes read, -EFBIG when they filled buf (the
+ * file may be longer), -errno. For control files, which the kernel makes whole at the first read.
+ */
+ssize_t read_once(int fd, char *buf, size_t size);
 /* Write a string to an existing file (cgroupfs style: one write). */
 int write_file_at(int dirfd, const char *name, const char *s);
 /* Write tmp + fsync + rename + fsync(dir). */

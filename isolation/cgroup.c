@@ -488,7 +488,7 @@ const char *cg_root_cpu_usage_source(const struct cg_root *root, uint64_t *ret_r
 int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns)
 {
 	_cleanup_close_ int fd = -1;
-	char buf[1024];
+	char buf[4096]; /* as v2_stats reads a task's cpu.stat */
 	uint64_t us;
 	ssize_t n;
 	int h;
@@ -499,10 +499,9 @@ int cg_root_cpu_usage(const struct cg_root *root, uint64_t *ret_ns)
 		fd = openat(root->hier[0].dir_fd, "cpu.stat", O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
-		n = read(fd, buf, sizeof(buf) - 1); /* generated whole at the first read */
+		n = read_once(fd, buf, sizeof(buf));
 		if (n < 0)
-			return -errno;
-		buf[n] = 0;
+			return (int)n;
 		if (cg_parse_keyed(buf, "usage_usec", &us) < 0)
 			return -EIO;
 		*ret_ns = us * NSEC_PER_USEC;
@@ -1134,20 +1133,13 @@ static int task_open_file(const struct cg_task *t, enum cg_ctrl c, const char *f
 int cg_task_read(const struct cg_task *t, enum cg_ctrl c, const char *file, char *buf, size_t size)
 {
 	_cleanup_close_ int fd = -1;
-	ssize_t n;
 
 	if (size < 2)
 		return -EINVAL;
 	fd = task_open_file(t, c, file, O_RDONLY);
 	if (fd < 0)
 		return fd;
-	n = read(fd, buf, size - 1);
-	if (n < 0)
-		return -errno;
-	if ((size_t)n == size - 1)
-		return -EFBIG;
-	buf[n] = 0;
-	return (int)n;
+	return (int)read_once(fd, buf, size);
 }
 
 int cg_task_read_alloc(const struct cg_task *t, enum cg_ctrl c, const char *file, size_t max,
