@@ -264,9 +264,8 @@ static void reap_children(void)
 }
 
 /* The keys a reload applies at once (reload_apply); a change of any other waits for a restart.
- * The [collector] ones first (RELOAD_UPLOAD_KEYS): applied by a new uploader, or left for a
+ * The [collector] ones first (reload_after_upload): applied by a new uploader, or left for a
  * restart when it cannot be made (its token file refused). */
-#define RELOAD_UPLOAD_KEYS 14
 static const char *const reload_live_keys[] = {"collector.url",
 					       "collector.urls",
 					       "collector.token_file",
@@ -311,6 +310,16 @@ static void secret_keep_hidden(struct agent *a, const char *p)
 	}
 	a->secrets_before = v;
 	a->n_secrets_before++;
+}
+
+/* The live keys past the leading [collector] ones (counted, not a number kept beside the list). */
+static const char *const *reload_after_upload(void)
+{
+	const char *const *k = reload_live_keys;
+
+	while (*k && strncmp(*k, "collector.", strlen("collector.")) == 0)
+		k++;
+	return k;
 }
 
 /* The [collector] settings of nc into the agent's (the new uploader's, for status and the
@@ -372,9 +381,8 @@ static void reload_apply(struct agent *a, struct agent_config *nc, char *trace)
 	upl_ok = agent_upl_reload(a, nc) == 0;
 	if (upl_ok)
 		reload_take_upload(a, nc);
-	config_trace_diff(a->config_trace, trace,
-			  reload_live_keys + (upl_ok ? 0 : RELOAD_UPLOAD_KEYS), live, sizeof(live),
-			  restart, sizeof(restart));
+	config_trace_diff(a->config_trace, trace, upl_ok ? reload_live_keys : reload_after_upload(),
+			  live, sizeof(live), restart, sizeof(restart));
 	/* the settings now in force; while a change waits for a restart, those before it (so
 	 * that the next reload still names it) */
 	if (trace && !restart[0]) {
